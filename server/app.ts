@@ -1,0 +1,29 @@
+/** createApp(deps): the express app with the whole middleware chain, without listening. */
+import express, { type Express } from 'express';
+import type { AppDeps } from './deps.ts';
+import { handlers } from './handlers.ts';
+import { cors } from './http/cors.ts';
+import { authenticate, checkHandlerCoverage, dispatch, errorHandler, parseBody, requireBody, resolveOperation } from './http/pipeline.ts';
+import { requestLogging } from './http/requestLog.ts';
+import { loadBundledSpec, OperationIndex } from './http/spec.ts';
+import { createValidator } from './http/validation.ts';
+
+export function createApp(deps: AppDeps): Express {
+  const spec = loadBundledSpec();
+  const index = new OperationIndex(spec);
+  checkHandlerCoverage(index, handlers);
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestLogging(deps.logger));
+  app.use(cors(deps.config.corsOrigins));
+  app.use(resolveOperation(index));
+  app.use(authenticate(deps));
+  app.use(parseBody(deps.config.bodyLimitBytes));
+  app.use(requireBody());
+  app.use(createValidator(spec, deps.config.validateResponses));
+  app.use(dispatch(handlers, deps));
+  app.use(errorHandler(deps));
+  return app;
+}

@@ -1,0 +1,61 @@
+/**
+ * One knex instance over either PostgreSQL (DATABASE_URL, through `pg`) or embedded PGlite
+ * (persisted under DATA_DIR, or in memory for tests). Both parse int8 to number so epoch-ms
+ * columns and counts look the same to the code above. knex-pglite was chosen over
+ * pglite-socket + pg by measurement (see README and scripts/measure-pglite.ts).
+ */
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { mkdirSync } from 'node:fs';
+
+export type Db = Knex;
+export type DatabaseKind = 'postgres' | 'pglite';
+
+export interface Database {
+  knex: Knex;
+  kind: DatabaseKind;
+  close(): Promise<void>;
+}
+
+const INT8_OID = 20;
+const NUMERIC_OID = 1700;
+// Epoch milliseconds and row counts stay far below 2^53, so Number() is exact.
+pg.types.setTypeParser(INT8_OID, (value: string) => Number(value));
+pg.types.setTypeParser(NUMERIC_OID, (value: string) => Number(value));
+
+export interface OpenDatabaseOptions {
+  databaseUrl?: string | undefined;
+  /** Directory for PGlite files; `memory` keeps the embedded database in memory. */
+  dataDir?: string | 'memory';
+  poolMax?: number;
+}
+
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  if (options.databaseUrl) {
+    const knex = knexFactory({
+      client: 'pg',
+      connection: options.databaseUrl,
+      pool: { min: 0, max: options.poolMax ?? 10 },
+    });
+    return { knex, kind: 'postgres', close: () => knex.destroy() };
+  }
+  const { PGlite, types } = await import('@electric-sql/pglite');
+  const { default: ClientPGLite } = await import('knex-pglite');
+  let dataDir: string | undefined;
+  if (options.dataDir && options.dataDir !== 'memory') {
+    mkdirSync(options.dataDir, { recursive: true });
+    dataDir = `${options.dataDir}/pglite`;
+  }
+  const pglite = await PGlite.create(dataDir, {
+    parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
+  });
+  const knex = knexFactory({ client: ClientPGLite, connection: { pglite } as never });
+  return {
+    knex,
+    kind: 'pglite',
+    close: async () => {
+      await knex.destroy();
+      if (!pglite.closed) await pglite.close();
+    },
+  };
+}

@@ -1,0 +1,27 @@
+/** Everything the app needs from the outside world, built by main.ts (or the test harness). */
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import type { Database } from './db/knex.ts';
+import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
+import type { RateLimiter } from './http/rateLimit.ts';
+
+export interface ResponseViolation {
+  method: string;
+  path: string;
+  status: number;
+  message: string;
+}
+
+export interface AppDeps {
+  config: Config;
+  db: Database;
+  logger: Logger;
+  /** Current time in epoch ms; injectable so tests can move time. */
+  clock: () => number;
+  apiKeys: ApiKeyAuthenticator;
+  rateLimiter: RateLimiter;
+  /** Operator token for /admin/v1; undefined disables the admin API (every call is 401). */
+  adminToken: string | undefined;
+  /** Called when a response breaks the contract (validated in development and tests). */
+  onResponseViolation?: (violation: ResponseViolation) => void;
+}

@@ -1,0 +1,79 @@
+/**
+ * Turns a Bearer secret into the key's account and scopes.
+ *
+ * Hot path: a short-lived in-process cache (API_KEY_CACHE_TTL_MS, default 5 s) answers repeat
+ * requests without a database round trip. Revocation through this process evicts the key at
+ * once; another instance serves a revoked key for at most the TTL. lastUsedAt is written in
+ * batches (one UPDATE per flush interval for all keys used), not once per request.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { AuthInfo } from '../../http/handlers.ts';
+import { hashApiKey, looksLikeApiKey } from './keys.ts';
+import { accountsRepo } from './repo.ts';
+
+interface CacheEntry {
+  auth: AuthInfo | null;
+  expiresAt: number;
+}
+
+const MAX_CACHE_ENTRIES = 10_000;
+
+export class ApiKeyAuthenticator {
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly used = new Set<string>();
+  private flushTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly options: { ttlMs: number; clock: () => number; logger: Logger; flushIntervalMs?: number },
+  ) {
+    const interval = options.flushIntervalMs ?? 15_000;
+    this.flushTimer = setInterval(() => void this.flushUsage(), interval);
+    this.flushTimer.unref();
+  }
+
+  async authenticate(secret: string): Promise<AuthInfo | null> {
+    if (!looksLikeApiKey(secret)) return null;
+    const hash = hashApiKey(secret);
+    const now = this.options.clock();
+    const cached = this.cache.get(hash);
+    let auth: AuthInfo | null;
+    if (cached && cached.expiresAt > now) {
+      auth = cached.auth;
+    } else {
+      const row = await accountsRepo.findKeyByHash(this.db, hash);
+      auth = row && row.revoked_at === null ? { userId: row.user_id, keyId: row.id, scopes: row.scopes } : null;
+      if (this.options.ttlMs > 0) {
+        if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
+        this.cache.set(hash, { auth, expiresAt: now + this.options.ttlMs });
+      }
+    }
+    if (auth) this.used.add(auth.keyId);
+    return auth;
+  }
+
+  /** Called after a revocation so this process refuses the key from the next request on. */
+  evictKey(keyId: string): void {
+    for (const [hash, entry] of this.cache) {
+      if (entry.auth?.keyId === keyId) this.cache.delete(hash);
+    }
+  }
+
+  async flushUsage(): Promise<void> {
+    if (this.used.size === 0) return;
+    const ids = [...this.used];
+    this.used.clear();
+    try {
+      await accountsRepo.touchKeys(this.db, ids, this.options.clock());
+    } catch (err) {
+      this.options.logger.warn({ err }, 'could not record API key usage');
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.flushTimer = undefined;
+    await this.flushUsage();
+  }
+}

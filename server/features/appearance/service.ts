@@ -1,0 +1,142 @@
+/** Appearance rules: defaults, the colourScheme alias, plan entitlement and ownership of custom ids. */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { badRequest, forbidden, notFound } from '../../http/errors.ts';
+import { PLANS } from '../accounts/plans.ts';
+import { accountsRepo } from '../accounts/repo.ts';
+import { appearanceRepo, type AppearanceRow, type AppearanceValues } from './repo.ts';
+
+type AppearanceDocument = components['schemas']['AppearanceDocument'];
+type AppearancePatch = components['schemas']['AppearancePatch'];
+type CustomColorScheme = components['schemas']['CustomColorScheme'];
+type CustomFont = components['schemas']['CustomFont'];
+
+/** Product defaults, also what POST /appearance/reset writes. */
+export const APPEARANCE_DEFAULTS: AppearanceValues = {
+  theme_mode: 'system',
+  dark_variant: 'default',
+  color_scheme: 'default',
+  custom_color_scheme_id: null,
+  font_family: 'system',
+  custom_font_id: null,
+  font_size: 'medium',
+  font_scale: 1,
+  font_size_px: 16,
+  amoled_base: false,
+  reduce_motion: false,
+  member_banner_gradients_enabled: true,
+};
+
+function toDocument(row: AppearanceRow): AppearanceDocument {
+  const doc: AppearanceDocument = {
+    _id: row.id,
+    _creationTime: row.updated_at,
+    userId: row.user_id,
+    themeMode: row.theme_mode as AppearanceDocument['themeMode'],
+    colorScheme: row.color_scheme,
+    customColorSchemeId: row.custom_color_scheme_id,
+    fontFamily: row.font_family,
+    customFontId: row.custom_font_id,
+    fontSize: row.font_size as AppearanceDocument['fontSize'],
+    reduceMotion: row.reduce_motion,
+    memberBannerGradientsEnabled: row.member_banner_gradients_enabled,
+    updatedAt: row.updated_at,
+  };
+  if (row.dark_variant !== null) doc.darkVariant = row.dark_variant as AppearanceDocument['darkVariant'];
+  if (row.font_scale !== null) doc.fontScale = row.font_scale;
+  if (row.font_size_px !== null) doc.fontSizePx = row.font_size_px;
+  if (row.amoled_base !== null) doc.amoledBase = row.amoled_base;
+  return doc;
+}
+
+export async function getAppearance(db: Knex, userId: string): Promise<AppearanceDocument> {
+  const row = await appearanceRepo.find(db, userId);
+  if (!row) throw notFound('Appearance settings not found; PATCH /appearance or POST /appearance/reset creates them');
+  return toDocument(row);
+}
+
+function changesFrom(patch: AppearancePatch): Partial<AppearanceValues> {
+  if (patch.colourScheme !== undefined && patch.colorScheme !== undefined && patch.colourScheme !== patch.colorScheme) {
+    throw badRequest('colorScheme and colourScheme are the same setting and disagree; send one of them');
+  }
+  const colorScheme = patch.colorScheme ?? patch.colourScheme;
+  const changes: Partial<AppearanceValues> = {
+    theme_mode: patch.themeMode,
+    dark_variant: patch.darkVariant,
+    color_scheme: colorScheme,
+    custom_color_scheme_id: patch.customColorSchemeId,
+    font_family: patch.fontFamily,
+    custom_font_id: patch.customFontId,
+    font_size: patch.fontSize,
+    font_scale: patch.fontScale,
+    font_size_px: patch.fontSizePx,
+    amoled_base: patch.amoledBase,
+    reduce_motion: patch.reduceMotion,
+    member_banner_gradients_enabled: patch.memberBannerGradientsEnabled,
+  };
+  return Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined)) as Partial<AppearanceValues>;
+}
+
+export async function updateAppearance(db: Knex, userId: string, patch: AppearancePatch, now: number): Promise<AppearanceDocument> {
+  const changes = changesFrom(patch);
+  return db.transaction(async (trx) => {
+    if (typeof changes.custom_font_id === 'string') {
+      await assertCustomFontsAllowed(trx, userId);
+      if (!(await appearanceRepo.fontExists(trx, userId, changes.custom_font_id))) throw notFound('Custom font not found');
+    }
+    if (typeof changes.custom_color_scheme_id === 'string') {
+      if (!(await appearanceRepo.schemeExists(trx, userId, changes.custom_color_scheme_id))) {
+        throw notFound('Custom colour scheme not found');
+      }
+    }
+    const insert: AppearanceRow = { id: randomUUID(), user_id: userId, ...APPEARANCE_DEFAULTS, ...changes, created_at: now, updated_at: now };
+    return toDocument(await appearanceRepo.upsert(trx, insert, { ...changes, updated_at: now }));
+  });
+}
+
+export async function resetAppearance(db: Knex, userId: string, now: number): Promise<AppearanceDocument> {
+  const insert: AppearanceRow = { id: randomUUID(), user_id: userId, ...APPEARANCE_DEFAULTS, created_at: now, updated_at: now };
+  return toDocument(await appearanceRepo.upsert(db, insert, { ...APPEARANCE_DEFAULTS, updated_at: now }));
+}
+
+async function assertCustomFontsAllowed(db: Knex, userId: string): Promise<void> {
+  const account = await accountsRepo.findAccount(db, userId);
+  if (!account || !PLANS[account.plan].customFonts) throw forbidden('Custom fonts need the Pro plan or higher');
+}
+
+export async function listCustomColorSchemes(db: Knex, userId: string): Promise<CustomColorScheme[]> {
+  const rows = await appearanceRepo.listSchemes(db, userId);
+  return rows.map((r) => ({ _id: r.id, name: r.name, colors: r.colors, createdAt: r.created_at, updatedAt: r.updated_at }));
+}
+
+export async function createCustomColorScheme(
+  db: Knex,
+  userId: string,
+  input: { name: string; colors: Record<string, string> },
+  now: number,
+): Promise<{ id: string }> {
+  const id = randomUUID();
+  await appearanceRepo.insertScheme(db, { id, user_id: userId, name: input.name, colors: input.colors, created_at: now, updated_at: now });
+  return { id };
+}
+
+export async function deleteCustomColorScheme(db: Knex, userId: string, id: string): Promise<void> {
+  if (!(await appearanceRepo.deleteScheme(db, userId, id))) throw notFound('Custom colour scheme not found');
+}
+
+export async function listCustomFonts(db: Knex, userId: string): Promise<CustomFont[]> {
+  const rows = await appearanceRepo.listFonts(db, userId);
+  return rows.map((r) => ({ _id: r.id, name: r.name, sourceUrl: r.source_url, createdAt: r.created_at, updatedAt: r.updated_at }));
+}
+
+export async function createCustomFont(db: Knex, userId: string, input: { name: string; sourceUrl: string }, now: number): Promise<{ id: string }> {
+  await assertCustomFontsAllowed(db, userId);
+  const id = randomUUID();
+  await appearanceRepo.insertFont(db, { id, user_id: userId, name: input.name, source_url: input.sourceUrl, created_at: now, updated_at: now });
+  return { id };
+}
+
+export async function deleteCustomFont(db: Knex, userId: string, id: string): Promise<void> {
+  if (!(await appearanceRepo.deleteFont(db, userId, id))) throw notFound('Custom font not found');
+}

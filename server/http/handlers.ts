@@ -1,0 +1,68 @@
+/**
+ * Handler types derived from generated/api.d.ts. One map operationId → handler is declared
+ * with `satisfies HandlerMap`, so a contract operation without a handler, or a handler whose
+ * input or result does not match the contract, is a compile error.
+ */
+import type { Request } from 'express';
+import type { Logger } from 'pino';
+import type { operations } from '../../generated/api.d.ts';
+import type { AppDeps } from '../deps.ts';
+import type { Scope, ScopeLevel } from './spec.ts';
+
+export type OperationId = keyof operations;
+
+type OrEmpty<T> = [T] extends [never] ? Record<string, never> : [T] extends [undefined] ? Record<string, never> : T;
+
+type PathOf<O> = O extends { parameters: { path: infer P } } ? P : Record<string, never>;
+type QueryOf<O> = O extends { parameters: { query?: infer Q } } ? OrEmpty<NonNullable<Q>> : Record<string, never>;
+type BodyOf<O> = O extends { requestBody: { content: { 'application/json': infer B } } }
+  ? B
+  : O extends { requestBody?: { content: { 'application/json': infer B } } }
+    ? B | undefined
+    : undefined;
+
+type ResponseBody<R> = R extends { content: { 'application/json': infer B } }
+  ? B
+  : R extends { content: Record<string, unknown> }
+    ? Buffer | string
+    : undefined;
+
+type SuccessStatus = 200 | 201 | 202 | 204 | 206 | 302 | 304;
+
+type ResultFor<S, R> =
+  ResponseBody<R> extends undefined
+    ? { status: S; body?: undefined; headers?: Record<string, string> }
+    : { status: S; body: ResponseBody<R>; headers?: Record<string, string>; contentType?: string };
+
+export type HandlerResult<O> = O extends { responses: infer R }
+  ? { [S in keyof R & SuccessStatus]: ResultFor<S, R[S]> }[keyof R & SuccessStatus]
+  : never;
+
+export interface HandlerInput<O> {
+  path: PathOf<O>;
+  query: QueryOf<O>;
+  body: BodyOf<O>;
+}
+
+export interface AuthInfo {
+  userId: string;
+  keyId: string;
+  scopes: Partial<Record<Scope, ScopeLevel>>;
+}
+
+export interface RequestContext {
+  deps: AppDeps;
+  /** The authenticated account (API-key operations only; throws elsewhere). */
+  readonly userId: string;
+  auth: AuthInfo | null;
+  requestId: string;
+  log: Logger;
+  req: Request;
+}
+
+export type Handler<K extends OperationId> = (
+  input: HandlerInput<operations[K]>,
+  ctx: RequestContext,
+) => Promise<HandlerResult<operations[K]>>;
+
+export type HandlerMap = { [K in OperationId]: Handler<K> };

@@ -1,0 +1,242 @@
+/**
+ * The request pipeline, in order: operation resolution (404/405) → authentication and scope
+ * (401/403) → rate limit (429) → body parsing (400/413/415) → contract validation (400) →
+ * typed handler → error envelope. Each step reads the operation resolved from the contract.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import type { Logger } from 'pino';
+import type { AppDeps } from '../deps.ts';
+import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, ApiError, forbidden, unauthorized } from './errors.ts';
+import type { AuthInfo, HandlerMap, OperationId, RequestContext } from './handlers.ts';
+import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
+import { isResponseViolation, isValidatorError, validationMessage } from './validation.ts';
+
+interface Locals {
+  operation?: MatchedOperation;
+  auth?: AuthInfo;
+  log: Logger;
+  requestId: string;
+}
+
+function locals(res: Response): Locals {
+  return res.locals as Locals;
+}
+
+export function resolveOperation(index: OperationIndex): RequestHandler {
+  return (req, res, next) => {
+    const result = index.match(req.method, req.path);
+    if (result.kind === 'not-found') throw new ApiError(404, 'NOT_FOUND', `No route for ${req.method} ${req.path}`);
+    if (result.kind === 'method-not-allowed') {
+      throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${result.allow.join(', ')}`, {
+        Allow: result.allow.join(', '),
+      });
+    }
+    locals(res).operation = result.match;
+    // HEAD is served as GET; Node already knows to send no body for a HEAD request.
+    if (req.method === 'HEAD') req.method = 'GET';
+    next();
+  };
+}
+
+function bearer(req: Request): string | undefined {
+  const header = req.headers.authorization;
+  if (!header) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+export function authenticate(deps: AppDeps): RequestHandler {
+  const adminDigest = deps.adminToken ? digest(deps.adminToken) : undefined;
+  return async (req, res, next) => {
+    const { operation } = locals(res).operation!;
+    const security = operation.security;
+    if (security.kind === 'public') return next();
+    const token = bearer(req);
+    if (security.kind === 'admin') {
+      // Compare digests so the comparison takes the same time whatever the input length.
+      if (!adminDigest || !token || !timingSafeEqual(digest(token), adminDigest)) throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
+      return next();
+    }
+    const auth = token ? await deps.apiKeys.authenticate(token) : null;
+    if (!auth) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
+    locals(res).auth = auth;
+    locals(res).log = locals(res).log.child({ userId: auth.userId, keyId: auth.keyId });
+
+    const decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
+    res.set(decision.headers);
+    if (!decision.allowed) {
+      throw new ApiError(
+        429,
+        'RATE_LIMITED',
+        `Rate limit of ${deps.rateLimiter.limitPerWindow} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`,
+      );
+    }
+
+    const granted = auth.scopes[security.scope];
+    const sufficient = granted === 'read_write' || (granted === 'read' && security.level === 'read');
+    if (!sufficient) throw forbidden(`Missing API key scope: ${security.scope} requires ${security.level}`);
+    next();
+  };
+}
+
+function hasBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+function isJsonType(req: Request): boolean {
+  return req.is(['application/json', 'application/*+json']) !== false && req.is(['application/json', 'application/*+json']) !== null;
+}
+
+/**
+ * JSON bodies for operations that declare one. A body sent to an operation that takes none is
+ * ignored (many clients send `{}` with every POST).
+ */
+export function parseBody(bodyLimitBytes: number): RequestHandler {
+  const json = express.json({ limit: bodyLimitBytes, type: () => true, strict: true });
+  return (req, res, next) => {
+    const { operation } = locals(res).operation!;
+    if (!operation.hasRequestBody || !hasBody(req)) {
+      req.body = undefined;
+      return next();
+    }
+    if (!isJsonType(req)) {
+      throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+    }
+    json(req, res, next);
+  };
+}
+
+/** body-parser errors → envelope errors. */
+function bodyParserError(err: { type?: string; status?: number; limit?: number }): ApiError | undefined {
+  switch (err.type) {
+    case 'entity.parse.failed':
+      return new ApiError(400, 'BAD_REQUEST', 'Request body is not valid JSON');
+    case 'entity.too.large':
+      return new ApiError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${err.limit} bytes`);
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Request body must be UTF-8 encoded JSON');
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return new ApiError(400, 'BAD_REQUEST', 'Request body could not be read');
+    default:
+      return undefined;
+  }
+}
+
+/** The operation declares a required body; none arrived. */
+export function requireBody(): RequestHandler {
+  return (req, res, next) => {
+    const { operation } = locals(res).operation!;
+    if (operation.requestBodyRequired && req.body === undefined) {
+      throw new ApiError(400, 'BAD_REQUEST', 'Request body is required (application/json)');
+    }
+    next();
+  };
+}
+
+class Context implements RequestContext {
+  constructor(
+    readonly deps: AppDeps,
+    readonly auth: AuthInfo | null,
+    readonly requestId: string,
+    readonly log: Logger,
+    readonly req: Request,
+  ) {}
+  get userId(): string {
+    if (!this.auth) throw new Error('userId read on an operation without API-key authentication');
+    return this.auth.userId;
+  }
+}
+
+export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
+  return async (req, res) => {
+    const l = locals(res);
+    const { operation, params } = l.operation!;
+    const handler = handlers[operation.operationId] as (input: unknown, ctx: RequestContext) => Promise<HandlerOutcome>;
+    const ctx = new Context(deps, l.auth ?? null, l.requestId, l.log, req);
+    const result = await handler({ path: params, query: req.query ?? {}, body: req.body }, ctx);
+    if (result.headers) res.set(result.headers);
+    res.status(result.status);
+    if (result.body === undefined) {
+      res.end();
+    } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
+      if (result.contentType) res.type(result.contentType);
+      res.send(result.body);
+    } else {
+      res.json(result.body);
+    }
+  };
+}
+
+interface HandlerOutcome {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  contentType?: string;
+}
+
+/** Walks the contract so every operation has exactly one handler and no handler is orphaned. */
+export function checkHandlerCoverage(index: OperationIndex, handlers: Record<string, unknown>): void {
+  const declared = new Set<string>(index.operations.map((o) => o.operationId));
+  const missing = [...declared].filter((id) => typeof handlers[id] !== 'function');
+  const orphaned = Object.keys(handlers).filter((id) => !declared.has(id));
+  if (missing.length || orphaned.length) {
+    throw new Error(`Handler map does not match the contract. Missing: ${missing.join(', ') || 'none'}; orphaned: ${orphaned.join(', ') || 'none'}`);
+  }
+}
+
+export function errorHandler(deps: AppDeps): ErrorRequestHandler {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const l = locals(res);
+    const log = l.log ?? deps.logger;
+    let apiError: ApiError;
+    if (err instanceof ApiError) {
+      apiError = err;
+    } else if (isValidatorError(err)) {
+      if (isResponseViolation(err)) {
+        const message = validationMessage(err);
+        log.error({ violation: message }, 'response does not match the contract');
+        deps.onResponseViolation?.({ method: req.method, path: req.path, status: res.statusCode, message });
+        apiError = new ApiError(500, 'INTERNAL', 'Internal server error');
+      } else if (err.status === 415) {
+        apiError = new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+      } else {
+        apiError = new ApiError(400, 'BAD_REQUEST', validationMessage(err));
+      }
+    } else {
+      apiError = bodyParserError(err as { type?: string }) ?? internal(err, log);
+    }
+    checkDeclaredStatus(deps, req, l.operation?.operation, apiError.status, log);
+    if (res.headersSent) {
+      // The response is already on the wire; all that is left is to end it.
+      res.end();
+      return;
+    }
+    res.set(apiError.headers);
+    res.status(apiError.status).type('application/json').send(JSON.stringify({ code: apiError.code, message: apiError.message }));
+  };
+}
+
+function internal(err: unknown, log: Logger): ApiError {
+  log.error({ err }, 'unhandled error');
+  return new ApiError(500, 'INTERNAL', 'Internal server error');
+}
+
+/** An error status the operation does not declare is a contract violation too. */
+function checkDeclaredStatus(deps: AppDeps, req: Request, operation: OperationInfo | undefined, status: number, log: Logger): void {
+  if (!operation || !deps.config.validateResponses) return;
+  if (operation.declaredStatuses.includes(status)) return;
+  const message = `status ${status} is not declared for ${operation.operationId}`;
+  log.error({ violation: message }, 'response does not match the contract');
+  deps.onResponseViolation?.({ method: req.method, path: req.path, status, message });
+}
+
+export type { OperationId };

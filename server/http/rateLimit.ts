@@ -1,0 +1,121 @@
+/**
+ * Per-API-key request budget: a fixed window that opens at the key's first request and lasts
+ * 60 s. Stores: memory (embedded default, one process), PostgreSQL (one upsert per request,
+ * shared by every instance on the database) and Redis (REDIS_URL; one MULTI per request).
+ */
+import type { Knex } from 'knex';
+import type { Redis } from 'ioredis';
+
+export const WINDOW_MS = 60_000;
+
+export interface RateLimitState {
+  /** Requests counted in the current window, this one included. */
+  count: number;
+  /** Epoch ms at which the window ends. */
+  resetAt: number;
+}
+
+export interface RateLimitStore {
+  readonly kind: 'memory' | 'postgres' | 'redis';
+  hit(keyId: string, now: number): Promise<RateLimitState>;
+  close(): Promise<void>;
+}
+
+export class MemoryRateLimitStore implements RateLimitStore {
+  readonly kind = 'memory';
+  private readonly windows = new Map<string, RateLimitState>();
+  private sweeper: NodeJS.Timeout;
+
+  constructor() {
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [key, state] of this.windows) if (state.resetAt <= now) this.windows.delete(key);
+    }, WINDOW_MS);
+    this.sweeper.unref();
+  }
+
+  async hit(keyId: string, now: number): Promise<RateLimitState> {
+    let state = this.windows.get(keyId);
+    if (!state || state.resetAt <= now) {
+      state = { count: 0, resetAt: now + WINDOW_MS };
+      this.windows.set(keyId, state);
+    }
+    state.count += 1;
+    return { ...state };
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+  }
+}
+
+export class PostgresRateLimitStore implements RateLimitStore {
+  readonly kind = 'postgres';
+  constructor(private readonly db: Knex) {}
+
+  async hit(keyId: string, now: number): Promise<RateLimitState> {
+    const result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
+      `insert into rate_limit_windows as w (key_id, window_start, count) values (?, ?, 1)
+       on conflict (key_id) do update set
+         count = case when w.window_start + ? <= excluded.window_start then 1 else w.count + 1 end,
+         window_start = case when w.window_start + ? <= excluded.window_start then excluded.window_start else w.window_start end
+       returning count, window_start`,
+      [keyId, now, WINDOW_MS, WINDOW_MS],
+    );
+    const row = result.rows[0]!;
+    return { count: Number(row.count), resetAt: Number(row.window_start) + WINDOW_MS };
+  }
+
+  async close(): Promise<void> {}
+}
+
+export class RedisRateLimitStore implements RateLimitStore {
+  readonly kind = 'redis';
+  constructor(private readonly redis: Redis) {}
+
+  async hit(keyId: string, _now: number): Promise<RateLimitState> {
+    const key = `ratelimit:${keyId}`;
+    // SET NX opens the window with its expiry; INCR keeps the expiry; PTTL tells when it ends.
+    const results = await this.redis.multi().set(key, 0, 'PX', WINDOW_MS, 'NX').incr(key).pttl(key).exec();
+    if (!results) throw new Error('Redis transaction aborted');
+    for (const [err] of results) if (err) throw err;
+    const count = Number(results[1]![1]);
+    const ttl = Number(results[2]![1]);
+    return { count, resetAt: Date.now() + (ttl > 0 ? ttl : WINDOW_MS) };
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit();
+  }
+}
+
+export interface RateLimitDecision {
+  allowed: boolean;
+  headers: Record<string, string>;
+  retryAfterSeconds: number;
+}
+
+export class RateLimiter {
+  constructor(
+    readonly store: RateLimitStore,
+    readonly limitPerWindow: number,
+  ) {}
+
+  async check(keyId: string, now: number): Promise<RateLimitDecision> {
+    const state = await this.store.hit(keyId, now);
+    const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+    const headers: Record<string, string> = {
+      'RateLimit-Limit': String(this.limitPerWindow),
+      'RateLimit-Remaining': String(Math.max(0, this.limitPerWindow - state.count)),
+      'RateLimit-Reset': String(resetSeconds),
+      'RateLimit-Policy': `${this.limitPerWindow};w=${WINDOW_MS / 1000}`,
+    };
+    const allowed = state.count <= this.limitPerWindow;
+    if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));
+    return { allowed, headers, retryAfterSeconds: Math.max(1, resetSeconds) };
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}

@@ -1,0 +1,165 @@
+/**
+ * The bundled contract (generated/openapi.json) indexed for routing: each operation's path
+ * template, method and security requirement. The required scope of an operation is read from
+ * its security requirement here, so openapi.yaml is the only table of scopes.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { OperationId } from './handlers.ts';
+
+export const SCOPES = [
+  'members', 'groups', 'entries', 'front', 'appearance', 'customFields', 'trash', 'memberStatuses',
+  'systems', 'messaging', 'privacyBuckets', 'terminology', 'friends', 'social', 'guestbook', 'poll',
+] as const;
+export type Scope = (typeof SCOPES)[number];
+export type ScopeLevel = 'read' | 'read_write';
+
+export type OperationSecurity =
+  | { kind: 'apiKey'; scope: Scope; level: ScopeLevel }
+  | { kind: 'admin' }
+  | { kind: 'public' };
+
+export interface OperationInfo {
+  operationId: OperationId;
+  method: string;
+  /** OpenAPI path template, e.g. /api/v1/members/{memberId} */
+  path: string;
+  security: OperationSecurity;
+  hasRequestBody: boolean;
+  requestBodyRequired: boolean;
+  /** Every status the operation's responses declare. */
+  declaredStatuses: number[];
+}
+
+interface CompiledPath {
+  template: string;
+  regex: RegExp;
+  paramNames: string[];
+  staticSegments: number;
+  operations: Map<string, OperationInfo>;
+}
+
+export interface MatchedOperation {
+  operation: OperationInfo;
+  params: Record<string, string>;
+}
+
+export type MatchResult =
+  | { kind: 'match'; match: MatchedOperation }
+  | { kind: 'method-not-allowed'; allow: string[] }
+  | { kind: 'not-found' };
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
+
+export const BUNDLED_SPEC_PATH = resolve(import.meta.dirname, '../../generated/openapi.json');
+
+export function loadBundledSpec(): OpenApiDocument {
+  return JSON.parse(readFileSync(BUNDLED_SPEC_PATH, 'utf8')) as OpenApiDocument;
+}
+
+export interface OpenApiDocument {
+  paths: Record<string, Record<string, OpenApiOperation | unknown>>;
+  [key: string]: unknown;
+}
+interface OpenApiOperation {
+  operationId?: string;
+  security?: Array<Record<string, string[]>>;
+  requestBody?: { required?: boolean };
+  responses?: Record<string, unknown>;
+}
+
+function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
+  const requirements = op.security;
+  if (!requirements) throw new Error(`${where} declares no security requirement`);
+  if (requirements.length === 0) return { kind: 'public' };
+  if (requirements.length !== 1) throw new Error(`${where} must declare exactly one security requirement`);
+  const [requirement] = requirements;
+  const schemes = Object.keys(requirement ?? {});
+  if (schemes.length !== 1) throw new Error(`${where} must use exactly one security scheme`);
+  if (schemes[0] === 'adminToken') return { kind: 'admin' };
+  if (schemes[0] !== 'apiKey') throw new Error(`${where} uses unknown security scheme ${schemes[0]}`);
+  const roles = requirement!.apiKey ?? [];
+  const [role] = roles;
+  const m = roles.length === 1 && role ? /^([A-Za-z]+):(read|read_write)$/.exec(role) : null;
+  if (!m || !(SCOPES as readonly string[]).includes(m[1]!)) {
+    throw new Error(`${where} must list exactly one "<scope>:<level>" for apiKey, got ${JSON.stringify(roles)}`);
+  }
+  return { kind: 'apiKey', scope: m[1] as Scope, level: m[2] as ScopeLevel };
+}
+
+function compile(template: string): Omit<CompiledPath, 'operations'> {
+  const paramNames: string[] = [];
+  let staticSegments = 0;
+  const pattern = template
+    .split('/')
+    .map((segment) => {
+      const param = /^\{([^}]+)\}$/.exec(segment);
+      if (param) {
+        paramNames.push(param[1]!);
+        return '([^/]+)';
+      }
+      if (segment) staticSegments++;
+      return segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    })
+    .join('/');
+  return { template, regex: new RegExp(`^${pattern}/?$`), paramNames, staticSegments };
+}
+
+export class OperationIndex {
+  private readonly paths: CompiledPath[] = [];
+  readonly operations: OperationInfo[] = [];
+
+  constructor(spec: OpenApiDocument) {
+    for (const [template, item] of Object.entries(spec.paths)) {
+      const compiled: CompiledPath = { ...compile(template), operations: new Map() };
+      for (const method of METHODS) {
+        const op = item[method] as OpenApiOperation | undefined;
+        if (!op) continue;
+        const where = `${method.toUpperCase()} ${template}`;
+        if (!op.operationId) throw new Error(`${where} has no operationId`);
+        const info: OperationInfo = {
+          operationId: op.operationId as OperationId,
+          method: method.toUpperCase(),
+          path: template,
+          security: securityOf(op, where),
+          hasRequestBody: op.requestBody !== undefined,
+          requestBodyRequired: op.requestBody?.required === true,
+          declaredStatuses: Object.keys(op.responses ?? {}).map(Number).filter(Number.isInteger),
+        };
+        compiled.operations.set(info.method, info);
+        this.operations.push(info);
+      }
+      this.paths.push(compiled);
+    }
+    // Static segments win over parameters: /members/page before /members/{memberId}.
+    this.paths.sort((a, b) => b.staticSegments - a.staticSegments || a.paramNames.length - b.paramNames.length);
+  }
+
+  match(method: string, path: string): MatchResult {
+    const wanted = method === 'HEAD' ? 'GET' : method;
+    const allow = new Set<string>();
+    for (const compiled of this.paths) {
+      const m = compiled.regex.exec(path);
+      if (!m) continue;
+      const operation = compiled.operations.get(wanted);
+      if (operation) {
+        const params: Record<string, string> = {};
+        compiled.paramNames.forEach((name, i) => {
+          params[name] = safeDecode(m[i + 1]!);
+        });
+        return { kind: 'match', match: { operation, params } };
+      }
+      for (const key of compiled.operations.keys()) allow.add(key);
+    }
+    if (allow.size > 0) return { kind: 'method-not-allowed', allow: [...allow].sort() };
+    return { kind: 'not-found' };
+  }
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}

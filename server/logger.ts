@@ -1,0 +1,10 @@
+import { pino, type Logger } from 'pino';
+
+/** Structured JSON logs. Authorization headers are never logged (and redacted should one slip in). */
+export function createLogger(level: string): Logger {
+  return pino({
+    level,
+    base: { service: 'account-data-api' },
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', 'apiKey', '*.apiKey'], censor: '[redacted]' },
+  });
+}

@@ -1,0 +1,85 @@
+/** Builds the app's dependencies from configuration: database, migrations, stores, admin token. */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import { openDatabase, type Database } from './db/knex.ts';
+import { migrateLatest } from './db/migrate.ts';
+import type { AppDeps, ResponseViolation } from './deps.ts';
+import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
+import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
+
+export interface Runtime {
+  deps: AppDeps;
+  /** Where the admin token came from, for the start-up banner. */
+  adminTokenSource: 'env' | 'generated' | 'data-dir' | 'none';
+  close(): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  logger: Logger;
+  /** `memory` keeps the embedded database in memory (tests). */
+  embeddedDir?: string | 'memory';
+  clock?: () => number;
+  onResponseViolation?: (violation: ResponseViolation) => void;
+  rateLimitStore?: 'memory' | 'postgres' | 'redis';
+}
+
+async function createRateLimitStore(config: Config, db: Database, choice: RuntimeOptions['rateLimitStore']): Promise<RateLimitStore> {
+  const kind = choice ?? (config.redisUrl ? 'redis' : db.kind === 'postgres' ? 'postgres' : 'memory');
+  if (kind === 'redis') {
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(config.redisUrl ?? 'redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 2 });
+    await redis.connect();
+    return new RedisRateLimitStore(redis);
+  }
+  if (kind === 'postgres') return new PostgresRateLimitStore(db.knex);
+  return new MemoryRateLimitStore();
+}
+
+/** ADMIN_TOKEN, or for the embedded default a token generated once and kept in DATA_DIR. */
+function resolveAdminToken(config: Config, embeddedDir: string | 'memory' | undefined): { token: string | undefined; source: Runtime['adminTokenSource'] } {
+  if (config.adminToken) return { token: config.adminToken, source: 'env' };
+  if (config.databaseUrl || !embeddedDir || embeddedDir === 'memory') return { token: undefined, source: 'none' };
+  const file = join(embeddedDir, 'admin-token');
+  if (existsSync(file)) return { token: readFileSync(file, 'utf8').trim(), source: 'data-dir' };
+  mkdirSync(embeddedDir, { recursive: true });
+  const token = 'adm_' + randomBytes(32).toString('base64url');
+  writeFileSync(file, token + '\n', { mode: 0o600 });
+  return { token, source: 'generated' };
+}
+
+export async function createRuntime(config: Config, options: RuntimeOptions): Promise<Runtime> {
+  const embeddedDir = options.embeddedDir ?? config.dataDir;
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: embeddedDir, poolMax: config.dbPoolMax });
+  try {
+    await migrateLatest(db.knex);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  const clock = options.clock ?? Date.now;
+  const store = await createRateLimitStore(config, db, options.rateLimitStore);
+  const apiKeys = new ApiKeyAuthenticator(db.knex, { ttlMs: config.apiKeyCacheTtlMs, clock, logger: options.logger });
+  const admin = resolveAdminToken(config, embeddedDir);
+  const deps: AppDeps = {
+    config,
+    db,
+    logger: options.logger,
+    clock,
+    apiKeys,
+    rateLimiter: new RateLimiter(store, config.rateLimitPerMinute),
+    adminToken: admin.token,
+    onResponseViolation: options.onResponseViolation,
+  };
+  return {
+    deps,
+    adminTokenSource: admin.source,
+    close: async () => {
+      await apiKeys.close();
+      await deps.rateLimiter.close();
+      await db.close();
+    },
+  };
+}
