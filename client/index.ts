@@ -1,0 +1,36 @@
+/**
+ * Typed client for the Account Data API, built on openapi-fetch with the generated `paths`.
+ *
+ *   const api = createApiClient({ baseUrl: 'http://localhost:3000', apiKey: process.env.API_KEY! });
+ *   const { data, error } = await api.GET('/api/v1/appearance');
+ */
+import createClient, { type Client, type Middleware } from 'openapi-fetch';
+import type { components, operations, paths } from '../generated/api.d.ts';
+
+export type { components, operations, paths };
+export type ApiClient = Client<paths>;
+export type ApiError = components['schemas']['Error'];
+
+export interface ApiClientOptions {
+  /** Server origin, e.g. http://localhost:3000 (paths already carry /api/v1). */
+  baseUrl: string;
+  /** API key (adk_…) for /api/v1, or the operator token for /admin/v1. */
+  apiKey: string;
+  /** Custom fetch (tests, proxies, instrumentation). */
+  fetch?: typeof globalThis.fetch;
+}
+
+function bearer(token: string): Middleware {
+  return {
+    onRequest({ request }) {
+      request.headers.set('Authorization', `Bearer ${token}`);
+      return request;
+    },
+  };
+}
+
+export function createApiClient(options: ApiClientOptions): ApiClient {
+  const client = createClient<paths>({ baseUrl: options.baseUrl.replace(/\/+$/, ''), ...(options.fetch ? { fetch: options.fetch } : {}) });
+  client.use(bearer(options.apiKey));
+  return client;
+}

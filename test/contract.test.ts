@@ -1,0 +1,114 @@
+/**
+ * Walks every operation of the bundled contract: API-key operations answer 401 without a key,
+ * 403 with a key lacking the scope, and 403 to a read-only key when they write; admin
+ * operations answer 401 without the operator token. Also checks the contract's own conventions.
+ */
+import { describe, expect, it } from 'vitest';
+import { loadBundledSpec, OperationIndex, SCOPES, type OperationInfo } from '../server/http/spec.ts';
+import { handlers } from '../server/handlers.ts';
+import { useServer } from './helpers/server.ts';
+
+const spec = loadBundledSpec();
+const index = new OperationIndex(spec);
+const UNAUTHORIZED = 'Missing or invalid API key. Use Authorization: Bearer <token>.';
+const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
+
+function concretePath(op: OperationInfo): string {
+  return op.path.replace(/\{[^}]+\}/g, SAMPLE_ID);
+}
+
+function request(op: OperationInfo, headers: Record<string, string>): RequestInit {
+  const init: RequestInit = { method: op.method, headers: { ...headers } };
+  if (op.hasRequestBody) {
+    init.body = '{}';
+    (init.headers as Record<string, string>)['Content-Type'] = 'application/json';
+  }
+  return init;
+}
+
+const apiKeyOps = index.operations.filter((o) => o.security.kind === 'apiKey');
+const adminOps = index.operations.filter((o) => o.security.kind === 'admin');
+const writeOps = apiKeyOps.filter((o) => o.security.kind === 'apiKey' && o.security.level === 'read_write');
+
+describe('contract conventions', () => {
+  it('has a handler for every operation and no handler without one', () => {
+    expect(Object.keys(handlers).sort()).toEqual(index.operations.map((o) => o.operationId).sort());
+  });
+
+  it('uses camelCase operationIds, one tag, a summary and success examples on every operation', () => {
+    for (const [path, item] of Object.entries(spec.paths)) {
+      for (const [method, raw] of Object.entries(item)) {
+        if (!['get', 'put', 'post', 'patch', 'delete'].includes(method)) continue;
+        const op = raw as { operationId: string; tags?: string[]; summary?: string; responses: Record<string, { content?: Record<string, { examples?: unknown; example?: unknown }> }> };
+        expect(op.operationId, `${method} ${path}`).toMatch(/^[a-z][a-zA-Z0-9]+$/);
+        expect(op.tags, `${op.operationId} tags`).toHaveLength(1);
+        expect(op.summary, `${op.operationId} summary`).toBeTruthy();
+        for (const [status, response] of Object.entries(op.responses)) {
+          for (const [type, media] of Object.entries(response.content ?? {})) {
+            expect(media.examples ?? media.example, `${op.operationId} ${status} ${type} example`).toBeDefined();
+          }
+        }
+      }
+    }
+  });
+
+  it('reads scopes only from the 16 scope names, at read for GET and read_write otherwise', () => {
+    for (const op of apiKeyOps) {
+      if (op.security.kind !== 'apiKey') continue;
+      expect(SCOPES).toContain(op.security.scope);
+      expect(op.security.level, op.operationId).toBe(op.method === 'GET' ? 'read' : 'read_write');
+    }
+  });
+
+  it('declares 401, 403 and 429 on every API-key operation and 400/413/415 wherever a body is taken', () => {
+    for (const op of apiKeyOps) {
+      for (const status of [401, 403, 429, 500]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+      if (op.hasRequestBody) for (const status of [400, 413, 415]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+    }
+    for (const op of adminOps) expect(op.declaredStatuses, op.operationId).toContain(401);
+  });
+});
+
+describe('every operation enforces authentication and scope', () => {
+  const server = useServer();
+
+  it.each(apiKeyOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no key → 401', async (_name, op) => {
+    const res = await server.fetch(concretePath(op), request(op, {}));
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ code: 'UNAUTHORIZED', message: UNAUTHORIZED });
+  });
+
+  it.each(apiKeyOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: key without the scope → 403', async (_name, op) => {
+    const { apiKey } = await server.user({ scopes: {} });
+    const res = await server.fetch(concretePath(op), request(op, { Authorization: `Bearer ${apiKey}` }));
+    expect(res.status).toBe(403);
+    const body = await res.json();
+    if (op.security.kind !== 'apiKey') throw new Error('unreachable');
+    expect(body).toEqual({ code: 'FORBIDDEN', message: `Missing API key scope: ${op.security.scope} requires ${op.security.level}` });
+  });
+
+  it.each(writeOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: read-only key → 403', async (_name, op) => {
+    const readOnly = Object.fromEntries(SCOPES.map((s) => [s, 'read']));
+    const { apiKey } = await server.user({ scopes: readOnly });
+    const res = await server.fetch(concretePath(op), request(op, { Authorization: `Bearer ${apiKey}` }));
+    expect(res.status).toBe(403);
+    if (op.security.kind !== 'apiKey') throw new Error('unreachable');
+    expect(await res.json()).toEqual({ code: 'FORBIDDEN', message: `Missing API key scope: ${op.security.scope} requires read_write` });
+  });
+
+  it.each(adminOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no or wrong operator token → 401', async (_name, op) => {
+    for (const headers of [{}, { Authorization: 'Bearer not-the-admin-token' }]) {
+      const res = await server.fetch(concretePath(op), request(op, headers));
+      expect(res.status).toBe(401);
+      expect((await res.json()).code).toBe('UNAUTHORIZED');
+    }
+  });
+
+  it('does not accept an API key on admin routes or the admin token on API routes', async () => {
+    const { apiKey, userId } = await server.user();
+    const asKey = await server.fetch(`/admin/v1/accounts/${userId}/api-keys`, request(adminOps[1]!, { Authorization: `Bearer ${apiKey}` }));
+    expect(asKey.status).toBe(401);
+    const asAdmin = await server.fetch('/api/v1/appearance', { headers: { Authorization: `Bearer ${server.adminToken}` } });
+    expect(asAdmin.status).toBe(401);
+  });
+});

@@ -1,0 +1,136 @@
+/**
+ * Starts the real app on a loopback port with a fresh database, and gives tests the typed
+ * client, the admin API and a record of contract violations (which fail the test).
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
+import { createApiClient, type ApiClient, type components } from '../../client/index.ts';
+import { createApp } from '../../server/app.ts';
+import { loadConfig, type Config } from '../../server/config.ts';
+import type { AppDeps, ResponseViolation } from '../../server/deps.ts';
+import { createLogger } from '../../server/logger.ts';
+import { createRuntime } from '../../server/runtime.ts';
+import { SCOPES } from '../../server/http/spec.ts';
+import { createTestDatabase } from './db.ts';
+
+export type ScopeMap = components['schemas']['ScopeMap'];
+export const ALL_SCOPES: ScopeMap = Object.fromEntries(SCOPES.map((s) => [s, 'read_write']));
+
+export interface TestUser {
+  userId: string;
+  username: string;
+  apiKey: string;
+  keyId: string;
+  api: ApiClient;
+}
+
+export interface TestServerOptions {
+  env?: Record<string, string>;
+  clock?: () => number;
+  rateLimitStore?: 'memory' | 'postgres' | 'redis';
+}
+
+let userCounter = 0;
+
+export class TestServer {
+  readonly violations: ResponseViolation[] = [];
+  admin!: ApiClient;
+  deps!: AppDeps;
+  baseUrl!: string;
+  adminToken = 'test-admin-token-0123456789abcdef';
+  private server!: Server;
+  private closeRuntime!: () => Promise<void>;
+  private dropDb!: () => Promise<void>;
+
+  async start(options: TestServerOptions = {}): Promise<this> {
+    const db = await createTestDatabase();
+    this.dropDb = db.drop;
+    const config: Config = loadConfig({
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+      NODE_ENV: 'test',
+      ADMIN_TOKEN: this.adminToken,
+      ...(db.databaseUrl ? { DATABASE_URL: db.databaseUrl } : {}),
+      DB_POOL_MAX: '4',
+      ...options.env,
+    });
+    const runtime = await createRuntime(config, {
+      logger: createLogger(config.logLevel),
+      embeddedDir: 'memory',
+      clock: options.clock,
+      rateLimitStore: options.rateLimitStore,
+      onResponseViolation: (v) => this.violations.push(v),
+    });
+    this.deps = runtime.deps;
+    this.closeRuntime = runtime.close;
+    const app = createApp(runtime.deps);
+    this.server = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.admin = createApiClient({ baseUrl: this.baseUrl, apiKey: this.adminToken });
+    return this;
+  }
+
+  client(apiKey: string): ApiClient {
+    return createApiClient({ baseUrl: this.baseUrl, apiKey });
+  }
+
+  async createAccount(body: Partial<components['schemas']['CreateAccountRequest']> = {}): Promise<{ userId: string; username: string }> {
+    const username = body.username ?? `user_${process.pid}_${++userCounter}`;
+    const { data, error } = await this.admin.POST('/admin/v1/accounts', { body: { plan: 'pro', ...body, username } });
+    if (!data) throw new Error(`createAccount failed: ${JSON.stringify(error)}`);
+    return data;
+  }
+
+  async createKey(userId: string, scopes: ScopeMap = ALL_SCOPES): Promise<{ apiKey: string; keyId: string }> {
+    const { data, error } = await this.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes } });
+    if (!data) throw new Error(`createKey failed: ${JSON.stringify(error)}`);
+    return { apiKey: data.apiKey, keyId: data.id };
+  }
+
+  /** A new account (Pro by default, so several keys are allowed) with one key. */
+  async user(options: { scopes?: ScopeMap; account?: Partial<components['schemas']['CreateAccountRequest']> } = {}): Promise<TestUser> {
+    const { userId, username } = await this.createAccount(options.account);
+    const { apiKey, keyId } = await this.createKey(userId, options.scopes ?? ALL_SCOPES);
+    return { userId, username, apiKey, keyId, api: this.client(apiKey) };
+  }
+
+  /** Raw fetch against the server, for requests the typed client cannot express. */
+  fetch(path: string, init: RequestInit = {}): Promise<Response> {
+    return fetch(this.baseUrl + path, init);
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+    await this.closeRuntime();
+    await this.dropDb();
+  }
+}
+
+/** Starts one server for the file and fails any test during which a response broke the contract. */
+export function useServer(options: TestServerOptions = {}): TestServer {
+  const server = new TestServer();
+  beforeAll(async () => {
+    await server.start(options);
+  });
+  afterEach(() => {
+    const violations = server.violations.splice(0);
+    expect(violations, 'responses must match openapi.yaml').toEqual([]);
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+  return server;
+}
+
+export function bearer(apiKey: string): Record<string, string> {
+  return { Authorization: `Bearer ${apiKey}` };
+}
+
+export function jsonHeaders(apiKey: string): Record<string, string> {
+  return { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' };
+}
