@@ -811,6 +811,7 @@ export interface operations {
                     "application/json": components["schemas"]["AppearanceDocument"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -868,6 +869,7 @@ export interface operations {
                     "application/json": components["schemas"]["AppearanceDocument"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
@@ -892,6 +894,7 @@ export interface operations {
                     "application/json": components["schemas"]["CustomColorScheme"][];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
@@ -966,6 +969,7 @@ export interface operations {
                     "application/json": components["schemas"]["CustomFont"][];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];

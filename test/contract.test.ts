@@ -60,9 +60,9 @@ describe('contract conventions', () => {
     }
   });
 
-  it('declares 401, 403 and 429 on every API-key operation and 400/413/415 wherever a body is taken', () => {
+  it('declares 400, 401, 403, 429 and 500 on every API-key operation and 400/413/415 wherever a body is taken', () => {
     for (const op of apiKeyOps) {
-      for (const status of [401, 403, 429, 500]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+      for (const status of [400, 401, 403, 429, 500]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
       if (op.hasRequestBody) for (const status of [400, 413, 415]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     }
     for (const op of adminOps) expect(op.declaredStatuses, op.operationId).toContain(401);
@@ -97,7 +97,7 @@ describe('every operation enforces authentication and scope', () => {
   });
 
   it.each(adminOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no or wrong operator token → 401', async (_name, op) => {
-    for (const headers of [{}, { Authorization: 'Bearer not-the-admin-token' }]) {
+    for (const headers of [{}, { Authorization: 'Bearer not-the-admin-token' }] as Array<Record<string, string>>) {
       const res = await server.fetch(concretePath(op), request(op, headers));
       expect(res.status).toBe(401);
       expect((await res.json()).code).toBe('UNAUTHORIZED');

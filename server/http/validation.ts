@@ -54,7 +54,7 @@ function describe(issue: ValidatorIssue): string {
       return field ? `Unknown field '${field}'` : 'Request body has an unknown field';
     case 'required': {
       const m = /required property '([^']+)'/.exec(raw);
-      const name = m ? (field ? `${field}.${m[1]}` : m[1]) : field;
+      const name = m && !(field === m[1] || field.endsWith(`.${m[1]}`)) ? (field ? `${field}.${m[1]}` : m[1]) : field || m?.[1];
       return `${name} is required`;
     }
     case 'minProperties':

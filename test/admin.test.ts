@@ -1,0 +1,159 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { useServer, bearer } from './helpers/server.ts';
+
+const server = useServer();
+const run = promisify(execFile);
+
+describe('POST /admin/v1/accounts', () => {
+  it('creates an account and answers 201 { userId, username }', async () => {
+    const { data, response } = await server.admin.POST('/admin/v1/accounts', {
+      body: { username: 'Aurora_1', displayName: 'Aurora', plan: 'pro', pronouns: 'they/them', timezone: 'Europe/Berlin' },
+    });
+    expect(response.status).toBe(201);
+    expect(data).toEqual({ userId: expect.any(String), username: 'Aurora_1' });
+  });
+
+  it('refuses a duplicate username regardless of case with 409 CONFLICT', async () => {
+    await server.createAccount({ username: 'taken_name' });
+    const { error, response } = await server.admin.POST('/admin/v1/accounts', { body: { username: 'TAKEN_name' } });
+    expect(response.status).toBe(409);
+    expect(error).toEqual({ code: 'CONFLICT', message: 'Username is already taken' });
+  });
+
+  it.each(['ab', 'a'.repeat(33), 'has space', 'dash-name', 'émile', ''])('refuses the invalid username %j with 400', async (username) => {
+    const { error, response } = await server.admin.POST('/admin/v1/accounts', { body: { username } });
+    expect(response.status).toBe(400);
+    expect(error?.code).toBe('BAD_REQUEST');
+    expect(error?.message).toMatch(/^username /);
+  });
+
+  it('accepts 3 and 32 character usernames', async () => {
+    for (const username of ['abc', 'z'.repeat(32)]) {
+      const { response } = await server.admin.POST('/admin/v1/accounts', { body: { username } });
+      expect(response.status).toBe(201);
+    }
+  });
+
+  it('rejects unknown fields and unknown plans', async () => {
+    const unknown = await server.admin.POST('/admin/v1/accounts', { body: { username: 'x_unknown', role: 'x' } as never });
+    expect(unknown.response.status).toBe(400);
+    expect(unknown.error?.message).toBe("Unknown field 'role'");
+    const plan = await server.admin.POST('/admin/v1/accounts', { body: { username: 'x_plan', plan: 'gold' } as never });
+    expect(plan.response.status).toBe(400);
+    expect(plan.error?.message).toBe('plan must be one of: free, pro, pro_plus');
+  });
+});
+
+describe('POST /admin/v1/accounts/{userId}/api-keys', () => {
+  it('issues a prefixed high-entropy key that works and returns its scopes', async () => {
+    const { userId } = await server.createAccount();
+    const { data, response } = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId } },
+      body: { name: 'widget', scopes: { appearance: 'read' } },
+    });
+    expect(response.status).toBe(201);
+    expect(data?.apiKey).toMatch(/^adk_[A-Za-z0-9_-]{43}$/);
+    expect(data?.scopes).toEqual({ appearance: 'read' });
+    const row = await server.deps.db.knex('api_keys').where({ id: data!.id }).first();
+    expect(row.key_hash).not.toContain(data!.apiKey);
+    expect(JSON.stringify(row)).not.toContain(data!.apiKey);
+    const res = await server.fetch('/api/v1/appearance', { headers: bearer(data!.apiKey) });
+    expect(res.status).toBe(404); // authenticated and scoped; no appearance row yet
+  });
+
+  it('rejects an unknown scope name and an unknown level with 400', async () => {
+    const { userId } = await server.createAccount();
+    const badName = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId } },
+      body: { scopes: { billing: 'read' } as never },
+    });
+    expect(badName.response.status).toBe(400);
+    expect(badName.error?.message).toBe("Unknown field 'scopes.billing'");
+    const badLevel = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId } },
+      body: { scopes: { members: 'write' } as never },
+    });
+    expect(badLevel.response.status).toBe(400);
+    expect(badLevel.error?.message).toBe('scopes.members must be one of: read, read_write');
+  });
+
+  it('answers 404 for an unknown account', async () => {
+    const { response, error } = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId: '00000000-0000-4000-8000-000000000001' } },
+      body: { scopes: {} },
+    });
+    expect(response.status).toBe(404);
+    expect(error?.code).toBe('NOT_FOUND');
+  });
+
+  it.each([
+    ['free', 1],
+    ['pro', 5],
+    ['pro_plus', 5],
+  ] as const)('enforces the %s plan limit of %i active keys with 403, and revoking frees a slot', async (plan, limit) => {
+    const { userId } = await server.createAccount({ plan });
+    const keyIds: string[] = [];
+    for (let i = 0; i < limit; i++) keyIds.push((await server.createKey(userId, {})).keyId);
+    const over = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {} } });
+    expect(over.response.status).toBe(403);
+    expect(over.error?.code).toBe('FORBIDDEN');
+    expect(over.error?.message).toContain(`allows ${limit} active API key`);
+    await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: keyIds[0]! } } });
+    const again = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {} } });
+    expect(again.response.status).toBe(201);
+  });
+
+  it('holds the plan limit under concurrent issuing', async () => {
+    const { userId } = await server.createAccount({ plan: 'free' });
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {} } })),
+    );
+    expect(results.filter((r) => r.response.status === 201)).toHaveLength(1);
+    expect(results.filter((r) => r.response.status === 403)).toHaveLength(4);
+  });
+});
+
+describe('DELETE /admin/v1/api-keys/{keyId}', () => {
+  it('revokes: 204, then the key is refused with 401 from the next request on', async () => {
+    const user = await server.user();
+    expect((await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
+    const { response } = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
+    expect(response.status).toBe(204);
+    const after = await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) });
+    expect(after.status).toBe(401);
+    expect(await after.json()).toEqual({ code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' });
+    const row = await server.deps.db.knex('api_keys').where({ id: user.keyId }).first();
+    expect(row.revoked_at).toEqual(expect.any(Number));
+  });
+
+  it('is idempotent for a revoked key and 404 for an unknown one', async () => {
+    const user = await server.user();
+    await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
+    const twice = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
+    expect(twice.response.status).toBe(204);
+    const unknown = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: '00000000-0000-4000-8000-000000000002' } } });
+    expect(unknown.response.status).toBe(404);
+  });
+});
+
+describe('npm run admin', () => {
+  const cli = (args: string[]) =>
+    run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken } });
+
+  it('creates an account, issues a key and revokes it, printing JSON', async () => {
+    const account = JSON.parse((await cli(['create-account', '--username', 'cli_user', '--plan', 'pro', '--display-name', 'CLI'])).stdout);
+    expect(account).toEqual({ userId: expect.any(String), username: 'cli_user' });
+    const key = JSON.parse((await cli(['create-key', '--user', account.userId, '--scopes', 'appearance:read_write,members:read', '--name', 'cli'])).stdout);
+    expect(key.scopes).toEqual({ appearance: 'read_write', members: 'read' });
+    expect((await server.fetch('/api/v1/appearance/reset', { method: 'POST', headers: bearer(key.apiKey) })).status).toBe(200);
+    const revoked = JSON.parse((await cli(['revoke-key', '--key', key.id])).stdout);
+    expect(revoked).toEqual({ revoked: key.id });
+    expect((await server.fetch('/api/v1/appearance', { headers: bearer(key.apiKey) })).status).toBe(401);
+  });
+
+  it('exits non-zero and prints the error envelope on failure', async () => {
+    await expect(cli(['create-account', '--username', 'x'])).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('BAD_REQUEST') });
+  });
+});

@@ -1,0 +1,141 @@
+/** One `{ code, message }` envelope for every failure, and nothing internal ever reaches a client. */
+import { describe, expect, it } from 'vitest';
+import { useServer, bearer, jsonHeaders } from './helpers/server.ts';
+
+const server = useServer({ env: { BODY_LIMIT_BYTES: '2048' } });
+
+async function envelope(res: Response): Promise<{ code: string; message: string }> {
+  expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  const body = await res.json();
+  expect(Object.keys(body).sort()).toEqual(['code', 'message']);
+  return body;
+}
+
+describe('error envelope', () => {
+  it('unknown route → 404 NOT_FOUND', async () => {
+    const res = await server.fetch('/api/v1/does-not-exist');
+    expect(res.status).toBe(404);
+    expect(await envelope(res)).toEqual({ code: 'NOT_FOUND', message: 'No route for GET /api/v1/does-not-exist' });
+  });
+
+  it('wrong method → 405 METHOD_NOT_ALLOWED with Allow', async () => {
+    const res = await server.fetch('/api/v1/appearance', { method: 'DELETE' });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('GET, PATCH');
+    expect((await envelope(res)).code).toBe('METHOD_NOT_ALLOWED');
+  });
+
+  it('malformed JSON → 400 BAD_REQUEST', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"themeMode": "dark",' });
+    expect(res.status).toBe(400);
+    expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message: 'Request body is not valid JSON' });
+  });
+
+  it('a JSON body that is not an object → 400', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '"dark"' });
+    expect(res.status).toBe(400);
+    expect((await envelope(res)).code).toBe('BAD_REQUEST');
+  });
+
+  it('missing body where one is required → 400', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: bearer(apiKey) });
+    expect(res.status).toBe(400);
+    expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message: 'Request body is required (application/json)' });
+  });
+
+  it('wrong content type → 415 UNSUPPORTED_MEDIA_TYPE', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/appearance', {
+      method: 'PATCH',
+      headers: { ...bearer(apiKey), 'Content-Type': 'text/plain' },
+      body: 'themeMode=dark',
+    });
+    expect(res.status).toBe(415);
+    expect(await envelope(res)).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' });
+  });
+
+  it('body over the size limit → 413 PAYLOAD_TOO_LARGE', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/appearance/custom-color-schemes', {
+      method: 'POST',
+      headers: jsonHeaders(apiKey),
+      body: JSON.stringify({ name: 'x'.repeat(5000), colors: { a: '#000000' } }),
+    });
+    expect(res.status).toBe(413);
+    expect(await envelope(res)).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: 'Request body exceeds 2048 bytes' });
+  });
+
+  it('validator errors name the field and the rule', async () => {
+    const { apiKey } = await server.user();
+    const cases: Array<[string, RequestInit, string]> = [
+      ['/api/v1/appearance/custom-fonts/not-a-uuid', { method: 'DELETE', headers: bearer(apiKey) }, 'fontId must be a valid UUID'],
+      ['/api/v1/appearance?verbose=1', { headers: bearer(apiKey) }, "Unknown query parameter 'verbose'"],
+      ['/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontSize":"huge"}' }, 'fontSize must be one of: small, medium, large'],
+      ['/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontScale":9}' }, 'fontScale must be <= 2'],
+      ['/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"reduceMotion":"yes"}' }, 'reduceMotion must be boolean'],
+      ['/api/v1/appearance/custom-color-schemes', { method: 'POST', headers: jsonHeaders(apiKey), body: '{"colors":{"a":"#000000"}}' }, 'name is required'],
+    ];
+    for (const [path, init, message] of cases) {
+      const res = await server.fetch(path, init);
+      expect(res.status, path).toBe(400);
+      expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message });
+    }
+  });
+
+  it('unexpected failures → 500 INTERNAL with a generic message; no SQL, stack or path leaks', async () => {
+    const { apiKey } = await server.user();
+    await server.deps.db.knex.raw('alter table custom_fonts rename to custom_fonts_gone');
+    try {
+      const res = await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(apiKey) });
+      expect(res.status).toBe(500);
+      const text = await res.text();
+      expect(JSON.parse(text)).toEqual({ code: 'INTERNAL', message: 'Internal server error' });
+      expect(text).not.toMatch(/select|custom_fonts|\.ts|at |relation/i);
+    } finally {
+      await server.deps.db.knex.raw('alter table custom_fonts_gone rename to custom_fonts');
+    }
+  });
+
+  it('echoes a sane X-Request-Id and generates one otherwise, on success and error alike', async () => {
+    const echoed = await server.fetch('/healthz', { headers: { 'X-Request-Id': 'trace-123' } });
+    expect(echoed.headers.get('x-request-id')).toBe('trace-123');
+    const generated = await server.fetch('/api/v1/nope', { headers: { 'X-Request-Id': 'bad id with spaces' } });
+    expect(generated.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('authentication header handling', () => {
+  it.each([
+    ['no header', {}],
+    ['wrong scheme', { Authorization: 'Basic dXNlcjpwYXNz' }],
+    ['garbage token', { Authorization: 'Bearer nope' }],
+    ['well-formed unknown key', { Authorization: `Bearer adk_${'A'.repeat(43)}` }],
+    ['empty bearer', { Authorization: 'Bearer ' }],
+  ])('%s → 401 with the exact message', async (_name, headers) => {
+    const res = await server.fetch('/api/v1/appearance', { headers });
+    expect(res.status).toBe(401);
+    expect(await envelope(res)).toEqual({ code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' });
+  });
+
+  it('accepts the scheme name in any case', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/appearance/custom-fonts', { headers: { Authorization: `bearer ${apiKey}` } });
+    expect(res.status).toBe(200);
+  });
+
+  it('read_write implies read', async () => {
+    const { api } = await server.user({ scopes: { appearance: 'read_write' } });
+    expect((await api.GET('/api/v1/appearance/custom-fonts')).response.status).toBe(200);
+  });
+
+  it('a read key can read but not write its scope, and other scopes stay closed', async () => {
+    const { api } = await server.user({ scopes: { appearance: 'read' } });
+    expect((await api.GET('/api/v1/appearance/custom-fonts')).response.status).toBe(200);
+    const write = await api.POST('/api/v1/appearance/reset');
+    expect(write.response.status).toBe(403);
+    expect(write.error).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: appearance requires read_write' });
+  });
+});
