@@ -6,7 +6,7 @@ import type { OpenApiDocument } from './spec.ts';
 export function createValidator(spec: OpenApiDocument, validateResponses: boolean): RequestHandler[] {
   return OpenApiValidator.middleware({
     apiSpec: structuredClone(spec) as never,
-    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
+    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
     validateResponses: validateResponses ? { removeAdditional: false } : false,
     validateSecurity: false,
     validateFormats: true,

@@ -72,8 +72,8 @@ export const accountsRepo = {
   },
 
   async revokeKey(db: Knex, id: string, now: number): Promise<boolean> {
-    const updated = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) });
-    return updated > 0;
+    const rows = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) }).returning('id');
+    return rows.length > 0;
   },
 
   async touchKeys(db: Knex, ids: string[], now: number): Promise<void> {

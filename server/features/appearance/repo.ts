@@ -67,7 +67,7 @@ export const appearanceRepo = {
   },
 
   async deleteScheme(db: Knex, userId: string, id: string): Promise<boolean> {
-    return (await db('custom_color_schemes').where({ id, user_id: userId }).delete()) > 0;
+    return (await db('custom_color_schemes').where({ id, user_id: userId }).delete().returning('id')).length > 0;
   },
 
   listFonts(db: Knex, userId: string): Promise<CustomFontRow[]> {
@@ -79,6 +79,6 @@ export const appearanceRepo = {
   },
 
   async deleteFont(db: Knex, userId: string, id: string): Promise<boolean> {
-    return (await db('custom_fonts').where({ id, user_id: userId }).delete()) > 0;
+    return (await db('custom_fonts').where({ id, user_id: userId }).delete().returning('id')).length > 0;
   },
 };

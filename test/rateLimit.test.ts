@@ -1,0 +1,112 @@
+/** 1,000 requests per minute per API key; 429 RATE_LIMITED with Retry-After and RateLimit-* headers. */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { PostgresRateLimitStore, RedisRateLimitStore } from '../server/http/rateLimit.ts';
+import { bearer, TestServer, useServer } from './helpers/server.ts';
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+describe('default limit (1,000 per minute per key)', () => {
+  const server = useServer();
+
+  it('refuses the 1,001st request in a window and leaves a second key alone', async () => {
+    const user = await server.user();
+    const second = await server.createKey(user.userId);
+    const path = '/api/v1/appearance/custom-fonts';
+    for (let i = 1; i <= 1000; i++) {
+      const res = await server.fetch(path, { headers: bearer(user.apiKey) });
+      if (res.status !== 200) throw new Error(`request ${i} answered ${res.status}`);
+      if (i === 1 || i === 1000) {
+        expect(res.headers.get('ratelimit-limit')).toBe('1000');
+        expect(res.headers.get('ratelimit-remaining')).toBe(String(1000 - i));
+        expect(Number(res.headers.get('ratelimit-reset'))).toBeGreaterThan(0);
+      }
+      await res.arrayBuffer();
+    }
+    const refused = await server.fetch(path, { headers: bearer(user.apiKey) });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toEqual({ code: 'RATE_LIMITED', message: expect.stringMatching(/^Rate limit of 1000 requests per minute exceeded/) });
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(refused.headers.get('ratelimit-remaining')).toBe('0');
+    expect(refused.headers.get('ratelimit-limit')).toBe('1000');
+
+    const other = await server.fetch(path, { headers: bearer(second.apiKey) });
+    expect(other.status).toBe(200);
+    expect(other.headers.get('ratelimit-remaining')).toBe('999');
+  });
+});
+
+describe('window', () => {
+  let now = 1_800_000_000_000;
+  const server = useServer({ env: { RATE_LIMIT_PER_MINUTE: '3' }, clock: () => now });
+
+  it('opens a fresh window 60 s after the first request', async () => {
+    const user = await server.user();
+    const get = () => server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) });
+    for (let i = 0; i < 3; i++) expect((await get()).status).toBe(200);
+    now += 30_000;
+    const limited = await get();
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('30');
+    now += 30_000;
+    const fresh = await get();
+    expect(fresh.status).toBe(200);
+    expect(fresh.headers.get('ratelimit-remaining')).toBe('2');
+  });
+
+  it('does not apply to operational routes', async () => {
+    for (let i = 0; i < 5; i++) expect((await server.fetch('/healthz')).status).toBe(200);
+  });
+});
+
+describe('shared stores', () => {
+  it('PostgreSQL store: state lives in the database, shared by every store instance on it', async () => {
+    const server = await new TestServer().start({ env: { RATE_LIMIT_PER_MINUTE: '5' }, rateLimitStore: 'postgres' });
+    try {
+      expect(server.deps.rateLimiter.store.kind).toBe('postgres');
+      const user = await server.user();
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) statuses.push((await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status);
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+      // A second instance's store (same database) continues the same window.
+      const otherInstance = new PostgresRateLimitStore(server.deps.db.knex);
+      const state = await otherInstance.hit(user.keyId, Date.now());
+      expect(state.count).toBe(7);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('Redis store (REDIS_URL): two servers share one budget per key', async () => {
+    const a = await new TestServer().start({ env: { RATE_LIMIT_PER_MINUTE: '4', REDIS_URL }, rateLimitStore: 'redis' });
+    try {
+      expect(a.deps.rateLimiter.store.kind).toBe('redis');
+      const user = await a.user();
+      for (let i = 0; i < 2; i++) expect((await a.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
+      // Another instance on the same Redis sees the same window for this key.
+      const redis = new Redis(REDIS_URL);
+      const peer = new RedisRateLimitStore(redis);
+      try {
+        expect((await peer.hit(user.keyId, Date.now())).count).toBe(3);
+      } finally {
+        await peer.close();
+      }
+      expect((await a.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
+      const refused = await a.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) });
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // Unrelated key ids start their own windows.
+      const fresh = new RedisRateLimitStore(new Redis(REDIS_URL));
+      try {
+        expect((await fresh.hit(randomUUID(), Date.now())).count).toBe(1);
+      } finally {
+        await fresh.close();
+      }
+    } finally {
+      await a.close();
+    }
+  });
+});
