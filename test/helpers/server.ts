@@ -29,6 +29,8 @@ export interface TestServerOptions {
   env?: Record<string, string>;
   clock?: () => number;
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
+  /** Where the server's JSON logs go (default: discarded unless TEST_LOG_LEVEL is set). */
+  logStream?: { write(line: string): void };
 }
 
 let userCounter = 0;
@@ -55,7 +57,7 @@ export class TestServer {
       ...options.env,
     });
     const runtime = await createRuntime(config, {
-      logger: createLogger(config.logLevel),
+      logger: createLogger(config.logLevel, options.logStream),
       embeddedDir: 'memory',
       clock: options.clock,
       rateLimitStore: options.rateLimitStore,

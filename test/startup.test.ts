@@ -1,0 +1,147 @@
+/** `npm start` as an operator runs it: first-start demo account, banner, persistence, graceful shutdown. */
+import { execFile, execSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'ada-start-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'warn', ...extra };
+  delete env.DATABASE_URL;
+  delete env.ADMIN_TOKEN;
+  delete env.REDIS_URL;
+  return env;
+}
+
+interface Started {
+  child: ChildProcess;
+  output: () => string;
+  baseUrl: string;
+}
+
+async function start(): Promise<Started> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], { env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60_000);
+    const check = () => {
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m && /(Try it:[\s\S]*curl[^\n]*\n|admin token[^\n]*\n)/.test(out)) {
+        clearTimeout(timer);
+        setTimeout(() => resolve(m[1]!), 50);
+      }
+    };
+    child.stdout!.on('data', check);
+    child.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${out}`)));
+  });
+  return { child, output: () => out, baseUrl };
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve(child.exitCode);
+    child.on('exit', (code) => resolve(code));
+  });
+}
+
+describe('npm start on the embedded default', () => {
+  let firstKey = '';
+  let adminToken = '';
+
+  it('first start creates the demo account and prints the base URL, key, docs URL and a working curl line', async () => {
+    const s = await start();
+    try {
+      const out = s.output();
+      expect(out).toContain(`docs:     ${s.baseUrl}/docs`);
+      const key = /\n\s+(adk_[A-Za-z0-9_-]{43})\n/.exec(out)?.[1];
+      expect(key).toBeDefined();
+      firstKey = key!;
+      adminToken = /admin token \(kept in [^)]+\): (\S+)/.exec(out)?.[1] ?? '';
+      expect(adminToken).toMatch(/^adm_/);
+      expect(readFileSync(join(dataDir, 'admin-token'), 'utf8').trim()).toBe(adminToken);
+      expect(statSync(join(dataDir, 'admin-token')).mode & 0o077).toBe(0);
+
+      const curl = /^\s+(curl .+)$/m.exec(out)?.[1];
+      expect(curl).toContain(firstKey);
+      const response = JSON.parse(execSync(curl!, { encoding: 'utf8' }));
+      expect(response).toMatchObject({ themeMode: 'system', colorScheme: 'default' });
+
+      const docs = await fetch(`${s.baseUrl}/docs`);
+      expect(docs.status).toBe(200);
+    } finally {
+      s.child.kill('SIGTERM');
+      expect(await exited(s.child)).toBe(0);
+    }
+  });
+
+  it('later starts keep the data and the admin token and do not create the demo account again', async () => {
+    const s = await start();
+    try {
+      const out = s.output();
+      expect(out).not.toContain('First start');
+      expect(out).toContain(adminToken);
+      const res = await fetch(`${s.baseUrl}/api/v1/appearance`, { headers: { Authorization: `Bearer ${firstKey}` } });
+      expect(res.status).toBe(200); // the appearance saved through the curl line survived the restart
+      const dup = await fetch(`${s.baseUrl}/admin/v1/accounts`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ username: 'demo' }),
+      });
+      expect(dup.status).toBe(409);
+    } finally {
+      s.child.kill('SIGTERM');
+      await exited(s.child);
+    }
+  });
+
+  it('SIGTERM stops accepting, finishes the in-flight request, then exits 0', async () => {
+    const s = await start();
+    const url = new URL('/api/v1/appearance', s.baseUrl);
+    const body = JSON.stringify({ themeMode: 'dark' });
+    const responded = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(
+        { host: url.hostname, port: url.port, path: url.pathname, method: 'PATCH', headers: { Authorization: `Bearer ${firstKey}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+        (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      // Half the body now, the rest after the signal: the request is in flight during shutdown.
+      req.write(body.slice(0, 5));
+      setTimeout(() => {
+        s.child.kill('SIGTERM');
+        setTimeout(() => req.end(body.slice(5)), 300);
+      }, 200);
+    });
+    const result = await responded;
+    expect(result.status).toBe(200);
+    expect(JSON.parse(result.body).themeMode).toBe('dark');
+    expect(await exited(s.child)).toBe(0);
+    await expect(fetch(`${s.baseUrl}/healthz`)).rejects.toThrow();
+  });
+});
+
+describe('npm run db:migrate', () => {
+  const run = promisify(execFile);
+  it('applies migrations to a new embedded database and is a no-op the second time', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ada-migrate-'));
+    try {
+      const env = { ...childEnv(), DATA_DIR: dir };
+      const first = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env })).stdout);
+      expect(first.applied.length).toBeGreaterThan(0);
+      const second = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env })).stdout);
+      expect(second).toMatchObject({ applied: [], message: 'already up to date' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
