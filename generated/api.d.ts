@@ -291,6 +291,777 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/systems": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List side and sub systems with the active scope
+         * @description The active scope and every side and sub system of the account that is not deleted.
+         */
+        get: operations["getSystems"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/systems/active": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set the active side (and sub) system
+         * @description Sets the scope that reads default to and writes go into, and turns unified view off. 404 when the side or sub system is not found, is not the caller's, or the sub system belongs to another side system.
+         */
+        patch: operations["setActiveSystem"];
+        trace?: never;
+    };
+    "/api/v1/systems/unified-view": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Turn unified view on or off
+         * @description Unified view merges every side system on reads. The stored active side and sub system are kept and still receive new data.
+         */
+        patch: operations["setUnifiedView"];
+        trace?: never;
+    };
+    "/api/v1/systems/side-systems": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a side system
+         * @description Creates a side system. It does not become active by itself.
+         */
+        post: operations["createSideSystem"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/systems/side-systems/{sideSystemId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a side system
+         * @description Soft-deletes the side system. Refused with 400 while it is the last one, still has sub systems, or still holds members, groups or folders, notes or front data (trashed items included: purge or move them first). When it was active, the active scope moves to the oldest remaining side system.
+         */
+        delete: operations["deleteSideSystem"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a side system
+         * @description Partial update; `null` clears an optional field.
+         */
+        patch: operations["updateSideSystem"];
+        trace?: never;
+    };
+    "/api/v1/systems/sub-systems": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a sub system
+         * @description Creates a sub system inside a side system. `linkedMemberId` must be a member of that side system and `parentSubSystemId` a sub system of the same side system.
+         */
+        post: operations["createSubSystem"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/systems/sub-systems/{subSystemId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sub system id. */
+                subSystemId: components["parameters"]["SubSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a sub system
+         * @description Soft-deletes the sub system. Refused with 400 while members, groups or folders, notes, front data or child sub systems reference it. Clears the active sub system selection when it was active.
+         */
+        delete: operations["deleteSubSystem"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a sub system
+         * @description Partial update. A new `linkedMemberId` must be a member of the same side system; a new `parentSubSystemId` must be a sub system of the same side system and must not create a cycle (400).
+         */
+        patch: operations["updateSubSystem"];
+        trace?: never;
+    };
+    "/api/v1/systems/side-systems/{sideSystemId}/assignable-members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Members that can be linked in a side system
+         * @description Active (not archived, not trashed) members of the side system, by name. `name` is the display name when one is set.
+         */
+        get: operations["listAssignableMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List members (deprecated)
+         * @deprecated
+         * @description Deprecated: returns at most 100 members of the scope (oldest first) and says so in the `Deprecation`, `Sunset`, `Link` and `Warning` headers. Use `GET /api/v1/members/page`. Without `sideSystemId`/`subSystemId` the account's active scope applies, and unified view merges every side system.
+         */
+        get: operations["listMembers"];
+        put?: never;
+        /**
+         * Create a member
+         * @description Creates a member in the given side/sub system, or in the account's active scope when none is given. `directoryId` must be one of the caller's folders in the same side system.
+         */
+        post: operations["createMember"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/page": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List members page by page
+         * @description Members of the scope (archived ones included, trashed ones not), oldest first, keyset-paginated. Pass `nextCursor` back as `cursor` for the next page; it is null on the last page.
+         */
+        get: operations["listMembersPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a member
+         * @description One member of the caller. Trashed members answer 404.
+         */
+        get: operations["getMember"];
+        put?: never;
+        post?: never;
+        /**
+         * Move a member to the trash
+         * @description Moves the member to the trash (type `member`); it disappears from reads until restored or purged.
+         */
+        delete: operations["deleteMember"];
+        options?: never;
+        head?: never;
+        /**
+         * Update, archive or move a member
+         * @description Partial update with at least one change. `expectedVersion` guards against lost updates (409 when stale). `archived` archives or unarchives. `moveToSystemScope` moves the member to another side/sub system (404 when the target is not the caller's); the member leaves its folder and the groups of its old side system. `avatarUrl`/`backgroundUrl` take an external http(s) URL (kept as a legacy link) or null to remove the image.
+         */
+        patch: operations["updateMember"];
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed member
+         * @description Brings a trashed member back. 400 when it is not in the trash.
+         */
+        post: operations["restoreMember"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/media": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a member's avatar or banner
+         * @description Image bytes with `Content-Type` and `ETag` (304 for a matching `If-None-Match`), or a 302 to the stored https URL when the image is a legacy external link. 400 (JSON) for a bad kind or id. 404 with an **empty body** for an unknown or trashed member, no image, or a stored URL that cannot be embedded; 503 with an empty body when object storage is not configured.
+         */
+        get: operations["getMemberMedia"];
+        /**
+         * Upload a member's avatar or banner
+         * @description Stores the image (PNG, JPEG, WebP or GIF; the type is read from the bytes, not trusted from the header; at most MEDIA_MAX_BYTES, 5 MiB by default) and returns the member, whose media URL changes with the image.
+         */
+        put: operations["uploadMemberMedia"];
+        post?: never;
+        /**
+         * Remove a member's avatar or banner
+         * @description Removes the image (uploaded or linked). Idempotent.
+         */
+        delete: operations["deleteMemberMedia"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The folder tree and groups of the scope
+         * @description Folders with their members, subfolders and groups, plus the groups and members at the root. Without `sideSystemId`/`subSystemId` the active scope applies; unified view merges every side system. Members whose folder is outside the scope or in the trash are listed at the root. Archived members are included (see `archived`).
+         */
+        get: operations["getGroupTree"];
+        put?: never;
+        /**
+         * Create a group
+         * @description A group is a named set of members; it may sit inside a folder (`parentId`). Members must be live members of the same side system.
+         */
+        post: operations["createGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{groupId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Move a group to the trash
+         * @description Trash type `directory`. Its members are not affected.
+         */
+        delete: operations["deleteGroup"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or move a group
+         * @description Partial update; `parentId` moves the group into another folder of its side system or (null) to the root.
+         */
+        patch: operations["updateGroup"];
+        trace?: never;
+    };
+    "/api/v1/groups/{groupId}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Replace a group's members
+         * @description The full new set of members (live members of the group's side system, at most 1000).
+         */
+        put: operations["setGroupMembers"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/groups/{groupId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed group
+         * @description 400 when it is not in the trash. A group whose folder is gone comes back at the root.
+         */
+        post: operations["restoreGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/folders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a folder
+         * @description Folders form a tree; a member sits in at most one folder (`directoryId` on the member). `parentId` must be a folder of the same side system.
+         */
+        post: operations["createFolder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/folders/{folderId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder id. */
+                folderId: components["parameters"]["FolderIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Move a folder to the trash
+         * @description Trash type `directory`. The folder goes with its subfolders and groups; its members stay live and show at the root of the tree until the folder is restored. Purging it deletes the subfolders, groups and layouts inside and moves its members to the root.
+         */
+        delete: operations["deleteFolder"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or move a folder
+         * @description Partial update. Moving a folder under itself or one of its descendants is refused with 400.
+         */
+        patch: operations["updateFolder"];
+        trace?: never;
+    };
+    "/api/v1/folders/{folderId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder id. */
+                folderId: components["parameters"]["FolderIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed folder
+         * @description 400 when it is not in the trash. A folder whose parent is in the trash comes back at the root.
+         */
+        post: operations["restoreFolder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/directory-layouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List saved layouts
+         * @description Saved arrangements, oldest first; `directoryId` narrows to one folder's layouts. Trashed layouts are not listed.
+         */
+        get: operations["listDirectoryLayouts"];
+        put?: never;
+        /**
+         * Save a layout
+         * @description A directory layout is a named, ordered list of the ids (members, subfolders, groups) shown in one folder, or at the root when `directoryId` is null. Ids are kept as given; ones that no longer exist are skipped by clients.
+         */
+        post: operations["createDirectoryLayout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/directory-layouts/{layoutId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Directory layout id. */
+                layoutId: components["parameters"]["LayoutIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Move a layout to the trash
+         * @description Trash type `directoryLayout`.
+         */
+        delete: operations["deleteDirectoryLayout"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/directory-layouts/{layoutId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Directory layout id. */
+                layoutId: components["parameters"]["LayoutIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed layout
+         * @description 400 when it is not in the trash.
+         */
+        post: operations["restoreDirectoryLayout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/custom-fields": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List custom field definitions
+         * @description Account-wide definitions that are not in the trash, in `sortOrder`.
+         */
+        get: operations["listCustomFields"];
+        put?: never;
+        /**
+         * Define a custom field
+         * @description Types: `text` (≤ 1000 chars), `markdown` (≤ 20000), `date` (YYYY-MM-DD), `select` (one option), `multiselect` (several). `select` and `multiselect` need 1–50 distinct options; the other types take none.
+         */
+        post: operations["createCustomField"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/custom-fields/{fieldId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Move a custom field definition to the trash
+         * @description Trash type `customFieldDefinition`. Values are kept, hidden, and come back with the definition; purging deletes them.
+         */
+        delete: operations["deleteCustomField"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a custom field definition
+         * @description Rename, describe, reorder or change the options. The type cannot change. Removing an option that members use is refused with 400.
+         */
+        patch: operations["updateCustomField"];
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/custom-fields": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A member's custom field values
+         * @description One row per live definition, with the member's value or null.
+         */
+        get: operations["getMemberCustomFields"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/custom-fields/{fieldId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set or clear a member's value
+         * @description The value is validated against the field type (string, or string[] for multiselect); null clears it.
+         */
+        put: operations["setMemberCustomField"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/custom-fields/{fieldId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed custom field definition
+         * @description Restores the definition (with every member's values). The member in the path must be one of the caller's. 400 when the definition is not in the trash.
+         */
+        post: operations["restoreCustomField"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/member-statuses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List member status definitions
+         * @description Oldest first.
+         */
+        get: operations["listMemberStatuses"];
+        put?: never;
+        /**
+         * Define a member status
+         * @description A status tag with a name, a colour and an optional icon.
+         */
+        post: operations["createMemberStatus"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/member-statuses/{statusId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member status definition id. */
+                statusId: components["parameters"]["StatusIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a member status definition
+         * @description Deletes it for good and clears it from every member.
+         */
+        delete: operations["deleteMemberStatus"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a member status definition
+         * @description Partial update; `icon: null` removes the icon.
+         */
+        patch: operations["updateMemberStatus"];
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/statuses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Statuses assigned to a member
+         * @description Oldest assignment first.
+         */
+        get: operations["listMemberStatusAssignments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/members/{memberId}/statuses/{statusId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Member status definition id. */
+                statusId: components["parameters"]["StatusIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Assign a status to a member
+         * @description Idempotent: assigning it again keeps the first assignment time.
+         */
+        put: operations["assignMemberStatus"];
+        post?: never;
+        /**
+         * Clear a status from a member
+         * @description Idempotent.
+         */
+        delete: operations["clearMemberStatus"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -465,6 +1236,342 @@ export interface components {
              */
             sourceUrl: string;
         };
+        /** @description Optional fields are omitted when unset. */
+        SideSystem: {
+            _id: components["schemas"]["Uuid"];
+            userId: components["schemas"]["Uuid"];
+            name: string;
+            description?: string;
+            icon?: string;
+            tagCode?: string;
+            tagColor?: string;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        SubSystem: {
+            _id: components["schemas"]["Uuid"];
+            userId: components["schemas"]["Uuid"];
+            sideSystemId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description Null only after the linked member was purged.
+             */
+            linkedMemberId: string | null;
+            /** Format: uuid */
+            parentSubSystemId: string | null;
+            name: string;
+            description?: string;
+            icon?: string;
+            tagCode?: string;
+            tagColor?: string;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        ActiveSystemContext: {
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId: string | null;
+            isUnifiedView: boolean;
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        SystemsOverview: {
+            active: components["schemas"]["ActiveSystemContext"];
+            sideSystems: components["schemas"]["SideSystem"][];
+            subSystems: components["schemas"]["SubSystem"][];
+        };
+        SetActiveSystemRequest: {
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId?: string | null;
+        };
+        SetUnifiedViewRequest: {
+            enabled: boolean;
+        };
+        CreateSideSystemRequest: {
+            /** @description 1–80 characters, not only spaces. */
+            name: string;
+            description?: string;
+            /** @description Icon library key. */
+            icon?: string;
+            /** @description Up to 4 uppercase letters or digits. */
+            tagCode?: string;
+            tagColor?: components["schemas"]["HexColor"];
+        };
+        UpdateSideSystemRequest: {
+            /** @description 1–80 characters, not only spaces. */
+            name?: string;
+            description?: string | null;
+            /** @description Icon library key. */
+            icon?: string | null;
+            /** @description Up to 4 uppercase letters or digits. */
+            tagCode?: string | null;
+            tagColor?: components["schemas"]["HexColor"] | null;
+        };
+        CreateSubSystemRequest: {
+            sideSystemId: components["schemas"]["Uuid"];
+            linkedMemberId: components["schemas"]["Uuid"];
+            /** @description 1–80 characters, not only spaces. */
+            name: string;
+            /** Format: uuid */
+            parentSubSystemId?: string | null;
+            description?: string;
+            /** @description Icon library key. */
+            icon?: string;
+            /** @description Up to 4 uppercase letters or digits. */
+            tagCode?: string;
+            tagColor?: components["schemas"]["HexColor"];
+        };
+        UpdateSubSystemRequest: {
+            /** @description 1–80 characters, not only spaces. */
+            name?: string;
+            linkedMemberId?: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            parentSubSystemId?: string | null;
+            description?: string | null;
+            /** @description Icon library key. */
+            icon?: string | null;
+            /** @description Up to 4 uppercase letters or digits. */
+            tagCode?: string | null;
+            tagColor?: components["schemas"]["HexColor"] | null;
+        };
+        SuccessResponse: {
+            /** @constant */
+            success: true;
+        };
+        AssignableMember: {
+            _id: components["schemas"]["Uuid"];
+            name: string;
+        };
+        /** @enum {string} */
+        MediaKind: "avatar" | "banner";
+        /** @description A member. `displayName` and `pronouns` are empty strings when unset; media URLs are relative and change with the image. */
+        Member: {
+            _id: components["schemas"]["Uuid"];
+            userId: components["schemas"]["Uuid"];
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId: string | null;
+            /**
+             * Format: uuid
+             * @description The folder the member sits in; null at the root.
+             */
+            directoryId: string | null;
+            name: string;
+            displayName: string;
+            pronouns: string;
+            description: string;
+            avatarUrl: string | null;
+            backgroundUrl: string | null;
+            aboutTags: string[];
+            profileStyle: {
+                [key: string]: unknown;
+            } | null;
+            archivedAt: components["schemas"]["EpochMs"] | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+            /** @description Increases with every change; send it back as `expectedVersion`. */
+            version: number;
+        };
+        MemberPage: {
+            items: components["schemas"]["Member"][];
+            nextCursor: string | null;
+        };
+        CreateMemberRequest: {
+            name: string;
+            displayName?: string;
+            pronouns?: string;
+            description?: string;
+            aboutTags?: string[];
+            directoryId?: components["schemas"]["Uuid"];
+            sideSystemId?: components["schemas"]["Uuid"];
+            subSystemId?: components["schemas"]["Uuid"];
+        };
+        SystemScopeTarget: {
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId?: string | null;
+        };
+        UpdateMemberRequest: {
+            name?: string;
+            displayName?: string | null;
+            pronouns?: string | null;
+            description?: string | null;
+            aboutTags?: string[];
+            profileStyle?: {
+                [key: string]: unknown;
+            } | null;
+            /** Format: uuid */
+            directoryId?: string | null;
+            /** Format: uri */
+            avatarUrl?: string | null;
+            /** Format: uri */
+            backgroundUrl?: string | null;
+            archived?: boolean;
+            moveToSystemScope?: components["schemas"]["SystemScopeTarget"];
+            /** @description The version the change is based on; 409 when the member has moved on. */
+            expectedVersion?: number;
+        };
+        Folder: {
+            _id: components["schemas"]["Uuid"];
+            name: string;
+            description: string | null;
+            /** Format: uuid */
+            parentId: string | null;
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId: string | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        Group: {
+            _id: components["schemas"]["Uuid"];
+            name: string;
+            description: string | null;
+            /** Format: uuid */
+            parentId: string | null;
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId: string | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+            color: string | null;
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        FolderNode: {
+            _id: components["schemas"]["Uuid"];
+            name: string;
+            description: string | null;
+            /** Format: uuid */
+            parentId: string | null;
+            sideSystemId: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            subSystemId: string | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+            members: components["schemas"]["MemberSummary"][];
+            folders: components["schemas"]["FolderNode"][];
+            groups: components["schemas"]["Group"][];
+        };
+        DirectoryTree: {
+            folders: components["schemas"]["FolderNode"][];
+            groups: components["schemas"]["Group"][];
+            /** @description Members at the root. */
+            members: components["schemas"]["MemberSummary"][];
+        };
+        CreateFolderRequest: {
+            name: string;
+            description?: string;
+            parentId?: components["schemas"]["Uuid"];
+            sideSystemId?: components["schemas"]["Uuid"];
+            subSystemId?: components["schemas"]["Uuid"];
+        };
+        UpdateFolderRequest: {
+            name?: string;
+            description?: string | null;
+            /** Format: uuid */
+            parentId?: string | null;
+        };
+        CreateGroupRequest: {
+            name: string;
+            description?: string;
+            color?: components["schemas"]["HexColor"];
+            parentId?: components["schemas"]["Uuid"];
+            memberIds?: components["schemas"]["Uuid"][];
+            sideSystemId?: components["schemas"]["Uuid"];
+            subSystemId?: components["schemas"]["Uuid"];
+        };
+        UpdateGroupRequest: {
+            name?: string;
+            description?: string | null;
+            color?: components["schemas"]["HexColor"] | null;
+            /** Format: uuid */
+            parentId?: string | null;
+        };
+        SetGroupMembersRequest: {
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        DirectoryLayout: {
+            _id: components["schemas"]["Uuid"];
+            /** Format: uuid */
+            directoryId: string | null;
+            name: string;
+            itemIds: components["schemas"]["Uuid"][];
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateDirectoryLayoutRequest: {
+            /** Format: uuid */
+            directoryId: string | null;
+            name: string;
+            itemIds: components["schemas"]["Uuid"][];
+        };
+        MemberSummary: {
+            id: components["schemas"]["Uuid"];
+            name: string;
+            displayName: string;
+            archived: boolean;
+            avatarUrl: string | null;
+        };
+        /** @enum {string} */
+        CustomFieldType: "text" | "markdown" | "date" | "select" | "multiselect";
+        CustomFieldDefinition: {
+            _id: components["schemas"]["Uuid"];
+            name: string;
+            type: components["schemas"]["CustomFieldType"];
+            description: string | null;
+            options: string[] | null;
+            sortOrder: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateCustomFieldRequest: {
+            name: string;
+            type: components["schemas"]["CustomFieldType"];
+            description?: string;
+            options?: string[];
+        };
+        UpdateCustomFieldRequest: {
+            name?: string;
+            description?: string | null;
+            options?: string[];
+            sortOrder?: number;
+        };
+        CustomFieldValue: {
+            fieldId: components["schemas"]["Uuid"];
+            name: string;
+            type: components["schemas"]["CustomFieldType"];
+            options: string[] | null;
+            value: string | string[] | null;
+            updatedAt: components["schemas"]["EpochMs"] | null;
+        };
+        SetCustomFieldValueRequest: {
+            value: string | string[] | null;
+        };
+        MemberStatusDefinition: {
+            _id: components["schemas"]["Uuid"];
+            name: string;
+            color: components["schemas"]["HexColor"];
+            icon: string | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateMemberStatusRequest: {
+            name: string;
+            color: components["schemas"]["HexColor"];
+            icon?: string;
+        };
+        UpdateMemberStatusRequest: {
+            name?: string;
+            color?: components["schemas"]["HexColor"];
+            icon?: string | null;
+        };
+        MemberStatusAssignment: {
+            statusId: components["schemas"]["Uuid"];
+            name: string;
+            color: components["schemas"]["HexColor"];
+            icon: string | null;
+            assignedAt: components["schemas"]["EpochMs"];
+        };
     };
     responses: {
         /** @description Created; the body carries the new id. */
@@ -581,6 +1688,34 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Custom field definition id. */
+        FieldIdPath: components["schemas"]["Uuid"];
+        /** @description Member status definition id. */
+        StatusIdPath: components["schemas"]["Uuid"];
+        /** @description Folder id. */
+        FolderIdPath: components["schemas"]["Uuid"];
+        /** @description Group id. */
+        GroupIdPath: components["schemas"]["Uuid"];
+        /** @description Directory layout id. */
+        LayoutIdPath: components["schemas"]["Uuid"];
+        /** @description Member id. */
+        MemberIdPath: components["schemas"]["Uuid"];
+        /** @description Opaque cursor from the previous page's `nextCursor`. */
+        Cursor: string;
+        /** @description Page size, 1–200. */
+        MembersPageLimit: number;
+        /** @description `avatar` or `banner`. */
+        MediaKindQuery: components["schemas"]["MediaKind"];
+        /** @description Cache-busting version carried by media URLs; ignored by the server. */
+        MediaVersionQuery: string;
+        /** @description Side system id. */
+        SideSystemIdPath: components["schemas"]["Uuid"];
+        /** @description Sub system id. */
+        SubSystemIdPath: components["schemas"]["Uuid"];
+        /** @description Read this side system instead of the active scope. */
+        SideSystemIdQuery: components["schemas"]["Uuid"];
+        /** @description Narrow to this sub system (its side system is implied when sideSystemId is omitted). */
+        SubSystemIdQuery: components["schemas"]["Uuid"];
         /** @description Account id. */
         UserIdPath: components["schemas"]["Uuid"];
         /** @description API key id (not the secret). */
@@ -1012,6 +2147,1480 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getSystems: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Systems overview. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SystemsOverview"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setActiveSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetActiveSystemRequest"];
+            };
+        };
+        responses: {
+            /** @description The active context. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActiveSystemContext"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setUnifiedView: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetUnifiedViewRequest"];
+            };
+        };
+        responses: {
+            /** @description The active context. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ActiveSystemContext"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createSideSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSideSystemRequest"];
+            };
+        };
+        responses: {
+            /** @description The new side system. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SideSystem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteSideSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuccessResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateSideSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSideSystemRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated side system. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SideSystem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createSubSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSubSystemRequest"];
+            };
+        };
+        responses: {
+            /** @description The new sub system. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubSystem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteSubSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sub system id. */
+                subSystemId: components["parameters"]["SubSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuccessResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateSubSystem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sub system id. */
+                subSystemId: components["parameters"]["SubSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSubSystemRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated sub system. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubSystem"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listAssignableMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Assignable members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AssignableMember"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listMembers: {
+        parameters: {
+            query?: {
+                /** @description Read this side system instead of the active scope. */
+                sideSystemId?: components["parameters"]["SideSystemIdQuery"];
+                /** @description Narrow to this sub system (its side system is implied when sideSystemId is omitted). */
+                subSystemId?: components["parameters"]["SubSystemIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description At most 100 members. */
+            200: {
+                headers: {
+                    /** @description Always `true`. */
+                    Deprecation?: "true";
+                    /**
+                     * @description HTTP-date after which the route may be removed.
+                     * @example Sat, 21 Nov 2026 00:00:00 GMT
+                     */
+                    Sunset?: string;
+                    /**
+                     * @description The successor route.
+                     * @example </api/v1/members/page>; rel=successor-version
+                     */
+                    Link?: string;
+                    /** @description Warning 299 naming the 100-row cap and the successor. */
+                    Warning?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMemberRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listMembersPage: {
+        parameters: {
+            query: {
+                /** @description Page size, 1–200. */
+                limit: components["parameters"]["MembersPageLimit"];
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Read this side system instead of the active scope. */
+                sideSystemId?: components["parameters"]["SideSystemIdQuery"];
+                /** @description Narrow to this sub system (its side system is implied when sideSystemId is omitted). */
+                subSystemId?: components["parameters"]["SubSystemIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated member. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restoreMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getMemberMedia: {
+        parameters: {
+            query: {
+                /** @description `avatar` or `banner`. */
+                kind: components["parameters"]["MediaKindQuery"];
+                /** @description Cache-busting version carried by media URLs; ignored by the server. */
+                v?: components["parameters"]["MediaVersionQuery"];
+            };
+            header?: {
+                /** @description ETag of a cached copy. */
+                "If-None-Match"?: string;
+            };
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image. */
+            200: {
+                headers: {
+                    /** @description Strong validator of the bytes. */
+                    ETag?: string;
+                    /** @description Private caching; revalidate with the ETag. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
+                    "image/gif": string;
+                };
+            };
+            /** @description The image is an embeddable external https URL. */
+            302: {
+                headers: {
+                    /** @description The image URL. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The cached copy (If-None-Match) is current. */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description Unknown or trashed member, no image, or a non-embeddable URL. Empty body. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            /** @description Object storage is not configured. Empty body. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    uploadMemberMedia: {
+        parameters: {
+            query: {
+                /** @description `avatar` or `banner`. */
+                kind: components["parameters"]["MediaKindQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "image/png": string;
+                "image/jpeg": string;
+                "image/webp": string;
+                "image/gif": string;
+            };
+        };
+        responses: {
+            /** @description The member with its new media URL. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Member"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteMemberMedia: {
+        parameters: {
+            query: {
+                /** @description `avatar` or `banner`. */
+                kind: components["parameters"]["MediaKindQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getGroupTree: {
+        parameters: {
+            query?: {
+                /** @description Read this side system instead of the active scope. */
+                sideSystemId?: components["parameters"]["SideSystemIdQuery"];
+                /** @description Narrow to this sub system (its side system is implied when sideSystemId is omitted). */
+                subSystemId?: components["parameters"]["SubSystemIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tree. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryTree"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateGroupRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateGroupRequest"];
+            };
+        };
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Group"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setGroupMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetGroupMembersRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restoreGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateFolderRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder id. */
+                folderId: components["parameters"]["FolderIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder id. */
+                folderId: components["parameters"]["FolderIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateFolderRequest"];
+            };
+        };
+        responses: {
+            /** @description The folder. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Folder"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restoreFolder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder id. */
+                folderId: components["parameters"]["FolderIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listDirectoryLayouts: {
+        parameters: {
+            query?: {
+                /** @description Only layouts of this folder. */
+                directoryId?: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Layouts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryLayout"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createDirectoryLayout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateDirectoryLayoutRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteDirectoryLayout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Directory layout id. */
+                layoutId: components["parameters"]["LayoutIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restoreDirectoryLayout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Directory layout id. */
+                layoutId: components["parameters"]["LayoutIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listCustomFields: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Definitions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomFieldDefinition"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createCustomField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateCustomFieldRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteCustomField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateCustomField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateCustomFieldRequest"];
+            };
+        };
+        responses: {
+            /** @description The definition. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomFieldDefinition"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getMemberCustomFields: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Values. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomFieldValue"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setMemberCustomField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetCustomFieldValueRequest"];
+            };
+        };
+        responses: {
+            /** @description The stored value. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomFieldValue"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restoreCustomField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listMemberStatuses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Definitions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberStatusDefinition"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createMemberStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMemberStatusRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteMemberStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member status definition id. */
+                statusId: components["parameters"]["StatusIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateMemberStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member status definition id. */
+                statusId: components["parameters"]["StatusIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateMemberStatusRequest"];
+            };
+        };
+        responses: {
+            /** @description The definition. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberStatusDefinition"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listMemberStatusAssignments: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Assigned statuses. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberStatusAssignment"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    assignMemberStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Member status definition id. */
+                statusId: components["parameters"]["StatusIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    clearMemberStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description Member status definition id. */
+                statusId: components["parameters"]["StatusIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
             204: {
                 headers: {
                     [name: string]: unknown;

@@ -20,7 +20,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(cors(deps.config.corsOrigins));
   app.use(resolveOperation(index));
   app.use(authenticate(deps));
-  app.use(parseBody(deps.config.bodyLimitBytes));
+  app.use(parseBody({ jsonBytes: deps.config.bodyLimitBytes, rawBytes: deps.config.mediaMaxBytes }));
   app.use(requireBody());
   app.use(createValidator(spec, deps.config.validateResponses));
   app.use(dispatch(handlers, deps));

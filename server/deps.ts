@@ -4,6 +4,7 @@ import type { Config } from './config.ts';
 import type { Database } from './db/knex.ts';
 import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import type { RateLimiter } from './http/rateLimit.ts';
+import type { ObjectStorage } from './storage/types.ts';
 
 export interface ResponseViolation {
   method: string;
@@ -20,6 +21,8 @@ export interface AppDeps {
   clock: () => number;
   apiKeys: ApiKeyAuthenticator;
   rateLimiter: RateLimiter;
+  /** Object storage for media; null when the operator configured none (OBJECT_STORAGE=none). */
+  storage: ObjectStorage | null;
   /** Operator token for /admin/v1; undefined disables the admin API (every call is 401). */
   adminToken: string | undefined;
   /** Called when a response breaks the contract (validated in development and tests). */

@@ -1,6 +1,11 @@
 /** The operationId → handler map for the whole contract. Missing or extra entries fail to compile. */
 import { adminHandlers } from './features/admin/handlers.ts';
 import { appearanceHandlers } from './features/appearance/handlers.ts';
+import { customFieldsHandlers } from './features/customFields/handlers.ts';
+import { groupsHandlers } from './features/groups/handlers.ts';
+import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
+import { membersHandlers } from './features/members/handlers.ts';
+import { systemsHandlers } from './features/systems/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
 
@@ -8,6 +13,11 @@ export const handlers = {
   ...opsHandlers,
   ...adminHandlers,
   ...appearanceHandlers,
+  ...systemsHandlers,
+  ...membersHandlers,
+  ...groupsHandlers,
+  ...customFieldsHandlers,
+  ...memberStatusesHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

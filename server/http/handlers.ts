@@ -19,7 +19,9 @@ type BodyOf<O> = O extends { requestBody: { content: { 'application/json': infer
   ? B
   : O extends { requestBody?: { content: { 'application/json': infer B } } }
     ? B | undefined
-    : undefined;
+    : O extends { requestBody: { content: Record<string, unknown> } }
+      ? Buffer | undefined // raw bodies (images): the bytes as sent
+      : undefined;
 
 type ResponseBody<R> = R extends { content: { 'application/json': infer B } }
   ? B
@@ -27,16 +29,16 @@ type ResponseBody<R> = R extends { content: { 'application/json': infer B } }
     ? Buffer | string
     : undefined;
 
-type SuccessStatus = 200 | 201 | 202 | 204 | 206 | 302 | 304;
-
 type ResultFor<S, R> =
   ResponseBody<R> extends undefined
     ? { status: S; body?: undefined; headers?: Record<string, string> }
     : { status: S; body: ResponseBody<R>; headers?: Record<string, string>; contentType?: string };
 
-export type HandlerResult<O> = O extends { responses: infer R }
-  ? { [S in keyof R & SuccessStatus]: ResultFor<S, R[S]> }[keyof R & SuccessStatus]
-  : never;
+/**
+ * Any declared status with its declared body. Errors are normally thrown as ApiError (the
+ * envelope); returning one directly is for responses whose body differs, such as an empty 404.
+ */
+export type HandlerResult<O> = O extends { responses: infer R } ? { [S in keyof R & number]: ResultFor<S, R[S]> }[keyof R & number] : never;
 
 export interface HandlerInput<O> {
   path: PathOf<O>;

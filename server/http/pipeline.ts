@@ -89,26 +89,31 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-function isJsonType(req: Request): boolean {
-  return req.is(['application/json', 'application/*+json']) !== false && req.is(['application/json', 'application/*+json']) !== null;
-}
+const JSON_TYPES = ['application/json', 'application/*+json'];
 
 /**
- * JSON bodies for operations that declare one. A body sent to an operation that takes none is
- * ignored (many clients send `{}` with every POST).
+ * Request bodies for operations that declare one: JSON (parsed, BODY_LIMIT_BYTES) or, for
+ * operations that take raw media, the bytes as a Buffer (MEDIA_MAX_BYTES). A body sent to an
+ * operation that takes none is ignored (many clients send `{}` with every POST).
  */
-export function parseBody(bodyLimitBytes: number): RequestHandler {
-  const json = express.json({ limit: bodyLimitBytes, type: () => true, strict: true });
+export function parseBody(limits: { jsonBytes: number; rawBytes: number }): RequestHandler {
+  const json = express.json({ limit: limits.jsonBytes, type: () => true, strict: true });
+  const raw = express.raw({ limit: limits.rawBytes, type: () => true });
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
     if (!operation.hasRequestBody || !hasBody(req)) {
       req.body = undefined;
       return next();
     }
-    if (!isJsonType(req)) {
-      throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+    const acceptsJson = operation.requestContentTypes.includes('application/json');
+    if (acceptsJson) {
+      if (!req.is(JSON_TYPES)) throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+      return json(req, res, next);
     }
-    json(req, res, next);
+    if (!req.is(operation.requestContentTypes)) {
+      throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', `Content-Type must be one of: ${operation.requestContentTypes.join(', ')}`);
+    }
+    raw(req, res, next);
   };
 }
 
@@ -136,7 +141,7 @@ export function requireBody(): RequestHandler {
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
     if (operation.requestBodyRequired && req.body === undefined) {
-      throw new ApiError(400, 'BAD_REQUEST', 'Request body is required (application/json)');
+      throw new ApiError(400, 'BAD_REQUEST', `Request body is required (${operation.requestContentTypes.join(', ')})`);
     }
     next();
   };

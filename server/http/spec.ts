@@ -27,6 +27,8 @@ export interface OperationInfo {
   security: OperationSecurity;
   hasRequestBody: boolean;
   requestBodyRequired: boolean;
+  /** Media types the request body may have (empty without a body). */
+  requestContentTypes: string[];
   /** Every status the operation's responses declare. */
   declaredStatuses: number[];
 }
@@ -64,7 +66,7 @@ export interface OpenApiDocument {
 interface OpenApiOperation {
   operationId?: string;
   security?: Array<Record<string, string[]>>;
-  requestBody?: { required?: boolean };
+  requestBody?: { required?: boolean; content?: Record<string, unknown> };
   responses?: Record<string, unknown>;
 }
 
@@ -124,6 +126,7 @@ export class OperationIndex {
           security: securityOf(op, where),
           hasRequestBody: op.requestBody !== undefined,
           requestBodyRequired: op.requestBody?.required === true,
+          requestContentTypes: Object.keys(op.requestBody?.content ?? {}),
           declaredStatuses: Object.keys(op.responses ?? {}).map(Number).filter(Number.isInteger),
         };
         compiled.operations.set(info.method, info);

@@ -1,4 +1,5 @@
 /** Every migration, in order. Add new ones at the end; never edit one that has shipped. */
 import * as m0001 from './0001_foundation.ts';
+import * as m0002 from './0002_core_model.ts';
 
-export const migrations = [m0001];
+export const migrations = [m0001, m0002];

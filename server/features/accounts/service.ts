@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { ApiError, conflict, notFound } from '../../http/errors.ts';
+import { createInitialSideSystem } from '../systems/service.ts';
 import { generateApiKey } from './keys.ts';
 import { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 import { accountsRepo, type AccountRow, type ScopeMap } from './repo.ts';
@@ -16,13 +17,6 @@ export interface NewAccount {
   timezone?: string;
   country?: string;
   aboutMarkdown?: string;
-}
-
-/** Work other areas must do inside the transaction that creates an account (e.g. its first side system). */
-type AccountCreatedHook = (trx: Knex.Transaction, userId: string, now: number) => Promise<void>;
-const accountCreatedHooks: AccountCreatedHook[] = [];
-export function onAccountCreated(hook: AccountCreatedHook): void {
-  accountCreatedHooks.push(hook);
 }
 
 function isUniqueViolation(err: unknown): boolean {
@@ -52,7 +46,7 @@ export async function createAccount(db: Knex, input: NewAccount, now: number): P
     await db.transaction(async (trx) => {
       if (await accountsRepo.usernameTaken(trx, input.username)) throw conflict('Username is already taken');
       await accountsRepo.insertAccount(trx, row);
-      for (const hook of accountCreatedHooks) await hook(trx, row.id, now);
+      await createInitialSideSystem(trx, row.id, now);
     });
   } catch (err) {
     // Two concurrent creates can both pass the check; the unique index settles it.

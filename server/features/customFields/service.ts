@@ -1,0 +1,162 @@
+/** Account-wide custom field definitions and their typed per-member values. */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { badRequest, notFound } from '../../http/errors.ts';
+import { membersRepo } from '../members/repo.ts';
+import { customFieldsRepo, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
+
+type Schemas = components['schemas'];
+
+const MAX_LENGTH: Partial<Record<FieldType, number>> = { text: 1000, markdown: 20000 };
+const WITH_OPTIONS: FieldType[] = ['select', 'multiselect'];
+
+function toDefinition(row: FieldRow): Schemas['CustomFieldDefinition'] {
+  return {
+    _id: row.id,
+    name: row.name,
+    type: row.type,
+    description: row.description,
+    options: row.options,
+    sortOrder: row.sort_order,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function isCalendarDate(value: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
+  if (!m) return false;
+  const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  return d.getUTCFullYear() === Number(m[1]) && d.getUTCMonth() === Number(m[2]) - 1 && d.getUTCDate() === Number(m[3]);
+}
+
+/** Throws 400 unless the value has the shape and content its field type needs. */
+export function validateValue(field: FieldRow, value: FieldValue): FieldValue {
+  const options = field.options ?? [];
+  switch (field.type) {
+    case 'text':
+    case 'markdown':
+      if (typeof value !== 'string') throw badRequest(`value must be a string for a ${field.type} field`);
+      if (value.length > MAX_LENGTH[field.type]!) throw badRequest(`value must be at most ${MAX_LENGTH[field.type]} characters for a ${field.type} field`);
+      return value;
+    case 'date':
+      if (typeof value !== 'string' || !isCalendarDate(value)) throw badRequest('value must be a calendar date YYYY-MM-DD for a date field');
+      return value;
+    case 'select':
+      if (typeof value !== 'string' || !options.includes(value)) throw badRequest(`value must be one of: ${options.join(', ')}`);
+      return value;
+    case 'multiselect': {
+      if (!Array.isArray(value)) throw badRequest('value must be an array of options for a multiselect field');
+      const unknown = value.filter((v) => !options.includes(v));
+      if (unknown.length) throw badRequest(`value contains unknown options: ${unknown.join(', ')}`);
+      if (new Set(value).size !== value.length) throw badRequest('value must not repeat an option');
+      return value;
+    }
+  }
+}
+
+function checkOptions(type: FieldType, options: string[] | undefined): string[] | null {
+  if (WITH_OPTIONS.includes(type)) {
+    if (!options || options.length === 0) throw badRequest(`options is required for a ${type} field`);
+    return options.map((o) => o.trim());
+  }
+  if (options !== undefined) throw badRequest(`options only apply to select and multiselect fields`);
+  return null;
+}
+
+export async function listFields(db: Knex, userId: string): Promise<Schemas['CustomFieldDefinition'][]> {
+  return (await customFieldsRepo.listLive(db, userId)).map(toDefinition);
+}
+
+export async function createField(db: Knex, userId: string, input: Schemas['CreateCustomFieldRequest'], now: number): Promise<{ id: string }> {
+  const options = checkOptions(input.type, input.options);
+  return db.transaction(async (trx) => {
+    const row: FieldRow = {
+      id: randomUUID(),
+      user_id: userId,
+      name: input.name.trim(),
+      type: input.type,
+      description: input.description ?? null,
+      options,
+      sort_order: await customFieldsRepo.nextSortOrder(trx, userId),
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    await customFieldsRepo.insert(trx, row);
+    return { id: row.id };
+  });
+}
+
+async function liveField(db: Knex, userId: string, id: string): Promise<FieldRow> {
+  const row = await customFieldsRepo.findAny(db, userId, id);
+  if (!row || row.deleted_at !== null) throw notFound('Custom field not found');
+  return row;
+}
+
+export async function updateField(db: Knex, userId: string, id: string, input: Schemas['UpdateCustomFieldRequest'], now: number): Promise<Schemas['CustomFieldDefinition']> {
+  return db.transaction(async (trx) => {
+    const row = await liveField(trx, userId, id);
+    const changes: Partial<FieldRow> = { updated_at: now };
+    if (input.name !== undefined) changes.name = input.name.trim();
+    if (input.description !== undefined) changes.description = input.description;
+    if (input.sortOrder !== undefined) changes.sort_order = input.sortOrder;
+    if (input.options !== undefined) {
+      const options = checkOptions(row.type, input.options)!;
+      const removed = (row.options ?? []).filter((o) => !options.includes(o));
+      if (removed.length) {
+        const values = await customFieldsRepo.valuesOfField(trx, userId, id);
+        const inUse = removed.filter((o) => values.some((v) => (Array.isArray(v.value) ? v.value.includes(o) : v.value === o)));
+        if (inUse.length) throw badRequest(`Options in use by members cannot be removed: ${inUse.join(', ')}`);
+      }
+      changes.options = options;
+    }
+    return toDefinition(await customFieldsRepo.update(trx, userId, id, changes));
+  });
+}
+
+export async function trashField(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  await liveField(db, userId, id);
+  await customFieldsRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
+}
+
+export async function restoreField(db: Knex, userId: string, memberId: string, id: string, now: number): Promise<void> {
+  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  const row = await customFieldsRepo.findAny(db, userId, id);
+  if (!row) throw notFound('Custom field not found');
+  if (row.deleted_at === null) throw badRequest('Custom field is not in the trash');
+  await customFieldsRepo.update(db, userId, id, { deleted_at: null, updated_at: now });
+}
+
+export async function memberValues(db: Knex, userId: string, memberId: string): Promise<Schemas['CustomFieldValue'][]> {
+  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  const [fields, values] = await Promise.all([customFieldsRepo.listLive(db, userId), customFieldsRepo.valuesOfMember(db, userId, memberId)]);
+  const byField = new Map(values.map((v) => [v.field_id, v]));
+  return fields.map((f) => ({
+    fieldId: f.id,
+    name: f.name,
+    type: f.type,
+    options: f.options,
+    value: byField.get(f.id)?.value ?? null,
+    updatedAt: byField.get(f.id)?.updated_at ?? null,
+  }));
+}
+
+export async function setMemberValue(
+  db: Knex,
+  userId: string,
+  memberId: string,
+  fieldId: string,
+  value: FieldValue | null,
+  now: number,
+): Promise<Schemas['CustomFieldValue']> {
+  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  const field = await liveField(db, userId, fieldId);
+  if (value === null) {
+    await customFieldsRepo.clearValue(db, userId, memberId, fieldId);
+  } else {
+    await customFieldsRepo.setValue(db, userId, memberId, fieldId, validateValue(field, value), now);
+  }
+  return { fieldId, name: field.name, type: field.type, options: field.options, value, updatedAt: value === null ? null : now };
+}

@@ -1,0 +1,252 @@
+/** Folders (a tree; a member sits in at most one), groups (named sets of members) and saved layouts. */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { badRequest, notFound } from '../../http/errors.ts';
+import { toMemberSummary } from '../members/present.ts';
+import { membersRepo } from '../members/repo.ts';
+import { resolveReadScope, resolveWriteScope, type ReadScope, type ScopeQuery } from '../systems/scope.ts';
+import { directoriesRepo, groupMembersRepo, layoutsRepo, type DirectoryKind, type DirectoryRow, type LayoutRow } from './repo.ts';
+
+type Schemas = components['schemas'];
+type Folder = Schemas['Folder'];
+type Group = Schemas['Group'];
+type FolderNode = Schemas['FolderNode'];
+
+const LABEL: Record<DirectoryKind, string> = { folder: 'Folder', group: 'Group' };
+
+function base(row: DirectoryRow): Folder {
+  return {
+    _id: row.id,
+    name: row.name,
+    description: row.description,
+    parentId: row.parent_id,
+    sideSystemId: row.side_system_id,
+    subSystemId: row.sub_system_id,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toGroup(row: DirectoryRow, memberIds: string[]): Group {
+  return { ...base(row), color: row.color, memberIds };
+}
+
+function toLayout(row: LayoutRow): Schemas['DirectoryLayout'] {
+  return { _id: row.id, directoryId: row.directory_id, name: row.name, itemIds: row.item_ids, createdAt: row.created_at, updatedAt: row.updated_at };
+}
+
+/** The parent must be a live folder of the same side system. */
+async function assertParentFolder(db: Knex, userId: string, parentId: string, sideSystemId: string): Promise<DirectoryRow> {
+  const parent = await directoriesRepo.findLive(db, userId, parentId, 'folder');
+  if (!parent) throw notFound('Parent folder not found');
+  if (parent.side_system_id !== sideSystemId) throw badRequest('parentId must be a folder of the same side system');
+  return parent;
+}
+
+async function assertMembers(db: Knex, userId: string, memberIds: string[], sideSystemId: string): Promise<void> {
+  const found = await membersRepo.liveIds(db, userId, memberIds);
+  const ok = new Set(found.filter((m) => m.side_system_id === sideSystemId).map((m) => m.id));
+  const bad = memberIds.filter((id) => !ok.has(id));
+  if (bad.length) throw badRequest(`memberIds must be live members of the group's side system; not: ${bad.join(', ')}`);
+}
+
+async function createDirectory(
+  db: Knex,
+  userId: string,
+  kind: DirectoryKind,
+  input: ScopeQuery & { name: string; description?: string; parentId?: string; color?: string },
+  now: number,
+  after?: (trx: Knex.Transaction, row: DirectoryRow) => Promise<void>,
+): Promise<{ id: string }> {
+  return db.transaction(async (trx) => {
+    const scope = await resolveWriteScope(trx, userId, input);
+    if (input.parentId) await assertParentFolder(trx, userId, input.parentId, scope.sideSystemId);
+    const row: DirectoryRow = {
+      id: randomUUID(),
+      user_id: userId,
+      kind,
+      side_system_id: scope.sideSystemId,
+      sub_system_id: scope.subSystemId,
+      parent_id: input.parentId ?? null,
+      name: input.name.trim(),
+      description: input.description ?? null,
+      color: input.color?.toUpperCase() ?? null,
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    await directoriesRepo.insert(trx, row);
+    await after?.(trx, row);
+    return { id: row.id };
+  });
+}
+
+export function createFolder(db: Knex, userId: string, input: Schemas['CreateFolderRequest'], now: number) {
+  return createDirectory(db, userId, 'folder', input, now);
+}
+
+export function createGroup(db: Knex, userId: string, input: Schemas['CreateGroupRequest'], now: number) {
+  return createDirectory(db, userId, 'group', input, now, async (trx, row) => {
+    const memberIds = input.memberIds ?? [];
+    await assertMembers(trx, userId, memberIds, row.side_system_id);
+    await groupMembersRepo.replace(trx, userId, row.id, memberIds, now);
+  });
+}
+
+async function updateDirectory(
+  db: Knex,
+  userId: string,
+  kind: DirectoryKind,
+  id: string,
+  input: { name?: string; description?: string | null; parentId?: string | null; color?: string | null },
+  now: number,
+): Promise<DirectoryRow> {
+  return db.transaction(async (trx) => {
+    const row = await directoriesRepo.findLive(trx, userId, id, kind);
+    if (!row) throw notFound(`${LABEL[kind]} not found`);
+    const changes: Partial<DirectoryRow> = { updated_at: now };
+    if (input.name !== undefined) changes.name = input.name.trim();
+    if (input.description !== undefined) changes.description = input.description;
+    if (input.color !== undefined) changes.color = input.color?.toUpperCase() ?? null;
+    if (input.parentId !== undefined) {
+      if (input.parentId !== null) {
+        if (input.parentId === id) throw badRequest('Cannot move a folder into itself or one of its subfolders');
+        let cur: DirectoryRow | undefined = await assertParentFolder(trx, userId, input.parentId, row.side_system_id);
+        // Walk up from the new parent: meeting this folder means the move would detach a cycle.
+        const seen = new Set<string>();
+        while (cur) {
+          if (cur.id === id) throw badRequest('Cannot move a folder into itself or one of its subfolders');
+          if (!cur.parent_id || seen.has(cur.id)) break;
+          seen.add(cur.id);
+          cur = await directoriesRepo.findAny(trx, userId, cur.parent_id);
+        }
+      }
+      changes.parent_id = input.parentId;
+    }
+    return directoriesRepo.update(trx, userId, id, changes);
+  });
+}
+
+export async function updateFolder(db: Knex, userId: string, id: string, input: Schemas['UpdateFolderRequest'], now: number): Promise<Folder> {
+  return base(await updateDirectory(db, userId, 'folder', id, input, now));
+}
+
+export async function updateGroup(db: Knex, userId: string, id: string, input: Schemas['UpdateGroupRequest'], now: number): Promise<Group> {
+  const row = await updateDirectory(db, userId, 'group', id, input, now);
+  const members = await groupMembersRepo.memberIdsByGroup(db, userId, [id]);
+  return toGroup(row, members.get(id) ?? []);
+}
+
+export async function setGroupMembers(db: Knex, userId: string, id: string, memberIds: string[], now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    const group = await directoriesRepo.findLive(trx, userId, id, 'group');
+    if (!group) throw notFound('Group not found');
+    await assertMembers(trx, userId, memberIds, group.side_system_id);
+    await groupMembersRepo.replace(trx, userId, id, memberIds, now);
+    await directoriesRepo.update(trx, userId, id, { updated_at: now });
+  });
+}
+
+export async function trashDirectory(db: Knex, userId: string, kind: DirectoryKind, id: string, now: number): Promise<void> {
+  const row = await directoriesRepo.findLive(db, userId, id, kind);
+  if (!row) throw notFound(`${LABEL[kind]} not found`);
+  await directoriesRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
+}
+
+export async function restoreDirectory(db: Knex, userId: string, kind: DirectoryKind, id: string, now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    const row = await directoriesRepo.findAny(trx, userId, id, kind);
+    if (!row) throw notFound(`${LABEL[kind]} not found`);
+    if (row.deleted_at === null) throw badRequest(`${LABEL[kind]} is not in the trash`);
+    // Coming back under a folder that is itself in the trash would keep it hidden: go to the root instead.
+    let parentId = row.parent_id;
+    const seen = new Set<string>();
+    for (let cur = parentId; cur && !seen.has(cur); ) {
+      seen.add(cur);
+      const ancestor = await directoriesRepo.findAny(trx, userId, cur);
+      if (!ancestor || ancestor.deleted_at !== null) {
+        parentId = null;
+        break;
+      }
+      cur = ancestor.parent_id;
+    }
+    await directoriesRepo.update(trx, userId, id, { deleted_at: null, parent_id: parentId, updated_at: now });
+  });
+}
+
+function inScope(row: { side_system_id: string; sub_system_id: string | null }, scope: ReadScope): boolean {
+  return (!scope.sideSystemId || row.side_system_id === scope.sideSystemId) && (!scope.subSystemId || row.sub_system_id === scope.subSystemId);
+}
+
+export async function getTree(db: Knex, userId: string, query: ScopeQuery): Promise<Schemas['DirectoryTree']> {
+  const scope = await resolveReadScope(db, userId, query);
+  const all = await directoriesRepo.all(db, userId);
+  const byId = new Map(all.map((d) => [d.id, d]));
+  // Hidden: trashed directories and everything under them.
+  const hidden = (d: DirectoryRow): boolean => {
+    const seen = new Set<string>();
+    for (let cur: DirectoryRow | undefined = d; cur && !seen.has(cur.id); cur = cur.parent_id ? byId.get(cur.parent_id) : undefined) {
+      if (cur.deleted_at !== null) return true;
+      seen.add(cur.id);
+    }
+    return false;
+  };
+  const visible = all.filter((d) => !hidden(d) && inScope(d, scope));
+  const visibleFolders = new Map(visible.filter((d) => d.kind === 'folder').map((d) => [d.id, d]));
+  const groups = visible.filter((d) => d.kind === 'group');
+  const [memberIds, members] = await Promise.all([
+    groupMembersRepo.memberIdsByGroup(db, userId, groups.map((g) => g.id)),
+    membersRepo.summaries(db, userId, scope),
+  ]);
+
+  const nodes = new Map<string, FolderNode>();
+  for (const f of visibleFolders.values()) nodes.set(f.id, { ...base(f), members: [], folders: [], groups: [] });
+  const tree: Schemas['DirectoryTree'] = { folders: [], groups: [], members: [] };
+  for (const f of visibleFolders.values()) {
+    const parent = f.parent_id ? nodes.get(f.parent_id) : undefined;
+    (parent ? parent.folders : tree.folders).push(nodes.get(f.id)!);
+  }
+  for (const g of groups) {
+    const parent = g.parent_id ? nodes.get(g.parent_id) : undefined;
+    (parent ? parent.groups : tree.groups).push(toGroup(g, memberIds.get(g.id) ?? []));
+  }
+  for (const m of members) {
+    const folder = m.directory_id ? nodes.get(m.directory_id) : undefined;
+    (folder ? folder.members : tree.members).push(toMemberSummary(m));
+  }
+  return tree;
+}
+
+export async function listLayouts(db: Knex, userId: string, directoryId?: string): Promise<Schemas['DirectoryLayout'][]> {
+  return (await layoutsRepo.list(db, userId, directoryId)).map(toLayout);
+}
+
+export async function createLayout(db: Knex, userId: string, input: Schemas['CreateDirectoryLayoutRequest'], now: number): Promise<{ id: string }> {
+  if (input.directoryId && !(await directoriesRepo.findLive(db, userId, input.directoryId, 'folder'))) throw notFound('Folder not found');
+  const row: LayoutRow = {
+    id: randomUUID(),
+    user_id: userId,
+    directory_id: input.directoryId,
+    name: input.name.trim(),
+    item_ids: input.itemIds,
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+  };
+  await layoutsRepo.insert(db, row);
+  return { id: row.id };
+}
+
+export async function trashLayout(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  const row = await layoutsRepo.findAny(db, userId, id);
+  if (!row || row.deleted_at !== null) throw notFound('Directory layout not found');
+  await layoutsRepo.setDeleted(db, userId, id, now, now);
+}
+
+export async function restoreLayout(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  const row = await layoutsRepo.findAny(db, userId, id);
+  if (!row) throw notFound('Directory layout not found');
+  if (row.deleted_at === null) throw badRequest('Directory layout is not in the trash');
+  await layoutsRepo.setDeleted(db, userId, id, null, now);
+}

@@ -1,0 +1,85 @@
+/** Member status definitions (name, colour, icon) and their assignment to members. */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { notFound } from '../../http/errors.ts';
+import { membersRepo } from '../members/repo.ts';
+
+type Schemas = components['schemas'];
+
+interface StatusRow {
+  id: string;
+  user_id: string;
+  name: string;
+  color: string;
+  icon: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+function toDefinition(row: StatusRow): Schemas['MemberStatusDefinition'] {
+  return { _id: row.id, name: row.name, color: row.color, icon: row.icon, createdAt: row.created_at, updatedAt: row.updated_at };
+}
+
+const table = (db: Knex) => db<StatusRow>('member_status_definitions');
+
+async function findStatus(db: Knex, userId: string, id: string): Promise<StatusRow> {
+  const row = await table(db).where({ id, user_id: userId }).first();
+  if (!row) throw notFound('Member status not found');
+  return row;
+}
+
+async function assertMember(db: Knex, userId: string, memberId: string): Promise<void> {
+  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+}
+
+export async function listStatuses(db: Knex, userId: string): Promise<Schemas['MemberStatusDefinition'][]> {
+  const rows = await table(db).where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  return rows.map(toDefinition);
+}
+
+export async function createStatus(db: Knex, userId: string, input: Schemas['CreateMemberStatusRequest'], now: number): Promise<{ id: string }> {
+  const row: StatusRow = { id: randomUUID(), user_id: userId, name: input.name.trim(), color: input.color.toUpperCase(), icon: input.icon ?? null, created_at: now, updated_at: now };
+  await table(db).insert(row);
+  return { id: row.id };
+}
+
+export async function updateStatus(db: Knex, userId: string, id: string, input: Schemas['UpdateMemberStatusRequest'], now: number): Promise<Schemas['MemberStatusDefinition']> {
+  await findStatus(db, userId, id);
+  const changes: Partial<StatusRow> = { updated_at: now };
+  if (input.name !== undefined) changes.name = input.name.trim();
+  if (input.color !== undefined) changes.color = input.color.toUpperCase();
+  if (input.icon !== undefined) changes.icon = input.icon;
+  const [row] = await table(db).where({ id, user_id: userId }).update(changes).returning('*');
+  return toDefinition(row as StatusRow);
+}
+
+export async function deleteStatus(db: Knex, userId: string, id: string): Promise<void> {
+  await findStatus(db, userId, id);
+  await table(db).where({ id, user_id: userId }).delete(); // assignments go with it (on delete cascade)
+}
+
+export async function listAssignments(db: Knex, userId: string, memberId: string): Promise<Schemas['MemberStatusAssignment'][]> {
+  await assertMember(db, userId, memberId);
+  const rows: Array<StatusRow & { assigned_at: number }> = await db('member_status_assignments as a')
+    .join('member_status_definitions as d', 'd.id', 'a.status_id')
+    .where({ 'a.user_id': userId, 'a.member_id': memberId })
+    .select('d.id', 'd.name', 'd.color', 'd.icon', 'a.assigned_at')
+    .orderBy([{ column: 'a.assigned_at' }, { column: 'd.id' }]);
+  return rows.map((r) => ({ statusId: r.id, name: r.name, color: r.color, icon: r.icon, assignedAt: r.assigned_at }));
+}
+
+export async function assign(db: Knex, userId: string, memberId: string, statusId: string, now: number): Promise<void> {
+  await assertMember(db, userId, memberId);
+  await findStatus(db, userId, statusId);
+  await db('member_status_assignments')
+    .insert({ member_id: memberId, status_id: statusId, user_id: userId, assigned_at: now })
+    .onConflict(['member_id', 'status_id'])
+    .ignore();
+}
+
+export async function clear(db: Knex, userId: string, memberId: string, statusId: string): Promise<void> {
+  await assertMember(db, userId, memberId);
+  await findStatus(db, userId, statusId);
+  await db('member_status_assignments').where({ member_id: memberId, status_id: statusId, user_id: userId }).delete();
+}

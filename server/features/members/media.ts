@@ -1,0 +1,127 @@
+/**
+ * Member avatars and banners: uploads go to object storage (type sniffed from the bytes);
+ * legacy external URLs are kept as links and answered with a redirect when they can be embedded.
+ */
+import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { ApiError, badRequest, notFound, preconditionFailed } from '../../http/errors.ts';
+import { sniffImageType } from '../../storage/images.ts';
+import type { ObjectStorage } from '../../storage/types.ts';
+import { toMember, type MediaKind, type Member } from './present.ts';
+import { membersRepo, type MediaRef, type MemberRow } from './repo.ts';
+import { changeMember } from './service.ts';
+
+const COLUMN: Record<MediaKind, 'avatar' | 'banner'> = { avatar: 'avatar', banner: 'banner' };
+
+export type MediaResponse =
+  | { status: 200; body: Buffer; contentType: string; headers: Record<string, string> }
+  | { status: 302; headers: Record<string, string> }
+  | { status: 304; headers: Record<string, string> }
+  | { status: 404 | 503 };
+
+/** An https URL on a public host name: safe to hand to a browser as an image source. */
+export function isEmbeddableUrl(url: string): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  if (parsed.protocol !== 'https:' || parsed.username || parsed.password) return false;
+  const host = parsed.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return isIP(host) === 0 && host !== 'localhost' && !host.endsWith('.localhost') && host.includes('.');
+}
+
+function etagMatches(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  return header.split(',').some((candidate) => {
+    const c = candidate.trim();
+    return c === '*' || c === etag || c === `W/${etag}`;
+  });
+}
+
+export async function readMemberMedia(
+  db: Knex,
+  storage: ObjectStorage | null,
+  userId: string,
+  memberId: string,
+  kind: MediaKind,
+  ifNoneMatch: string | undefined,
+): Promise<MediaResponse> {
+  const member = await membersRepo.findLive(db, userId, memberId);
+  const ref = member?.[COLUMN[kind]];
+  if (!ref) return { status: 404 };
+  if (ref.source === 'url') {
+    return isEmbeddableUrl(ref.url) ? { status: 302, headers: { Location: ref.url } } : { status: 404 };
+  }
+  if (!storage) return { status: 503 };
+  const object = await storage.get(ref.key);
+  if (!object) return { status: 404 };
+  const headers = { ETag: object.etag, 'Cache-Control': 'private, no-cache' };
+  if (etagMatches(ifNoneMatch, object.etag)) return { status: 304, headers };
+  return { status: 200, body: object.body, contentType: object.contentType, headers };
+}
+
+function requireStorage(storage: ObjectStorage | null): ObjectStorage {
+  if (!storage) throw preconditionFailed('Object storage is not configured on this server');
+  return storage;
+}
+
+export async function uploadMemberMedia(
+  db: Knex,
+  storage: ObjectStorage | null,
+  log: Logger,
+  userId: string,
+  memberId: string,
+  kind: MediaKind,
+  body: Buffer | undefined,
+  now: number,
+): Promise<Member> {
+  const store = requireStorage(storage);
+  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  if (!body || body.length === 0) throw badRequest('Request body must be the image bytes');
+  const contentType = sniffImageType(body);
+  if (!contentType) throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Body is not a PNG, JPEG, WebP or GIF image');
+  const digest = createHash('sha256').update(body).digest('hex');
+  const key = `u/${userId}/members/${memberId}/${kind}/${digest}`;
+  const { etag } = await store.put(key, body, contentType);
+  const ref: MediaRef = { source: 'object', key, contentType, etag };
+  let previous: MediaRef | null = null;
+  const row = await db.transaction((trx) =>
+    changeMember(trx, userId, memberId, now, async (current: MemberRow) => {
+      previous = current[COLUMN[kind]];
+      return { [COLUMN[kind]]: ref };
+    }),
+  );
+  await dropObject(store, previous, key, log);
+  return toMember(row);
+}
+
+export async function deleteMemberMedia(
+  db: Knex,
+  storage: ObjectStorage | null,
+  log: Logger,
+  userId: string,
+  memberId: string,
+  kind: MediaKind,
+  now: number,
+): Promise<void> {
+  const member = await membersRepo.findLive(db, userId, memberId);
+  if (!member) throw notFound('Member not found');
+  const previous = member[COLUMN[kind]];
+  if (!previous) return;
+  await db.transaction((trx) => changeMember(trx, userId, memberId, now, async () => ({ [COLUMN[kind]]: null })));
+  if (storage) await dropObject(storage, previous, undefined, log);
+}
+
+/** Best effort: an orphaned object wastes space but loses nothing, so failures are only logged. */
+async function dropObject(storage: ObjectStorage, ref: MediaRef | null, keep: string | undefined, log: Logger): Promise<void> {
+  if (!ref || ref.source !== 'object' || ref.key === keep) return;
+  try {
+    await storage.delete(ref.key);
+  } catch (err) {
+    log.warn({ err, key: ref.key }, 'could not delete replaced media object');
+  }
+}

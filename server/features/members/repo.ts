@@ -1,0 +1,105 @@
+import type { Knex } from 'knex';
+import { applyScope, type ReadScope } from '../systems/scope.ts';
+
+/** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
+export type MediaRef =
+  | { source: 'object'; key: string; contentType: string; etag: string }
+  | { source: 'url'; url: string };
+
+export interface MemberRow {
+  id: string;
+  user_id: string;
+  side_system_id: string;
+  sub_system_id: string | null;
+  directory_id: string | null;
+  name: string;
+  display_name: string | null;
+  pronouns: string | null;
+  description: string | null;
+  about_tags: string[];
+  profile_style: Record<string, unknown> | null;
+  avatar: MediaRef | null;
+  banner: MediaRef | null;
+  archived_at: number | null;
+  version: number;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
+
+const JSON_COLUMNS = ['about_tags', 'profile_style', 'avatar', 'banner'] as const;
+
+/** jsonb columns are written as JSON text so arrays are not taken for Postgres arrays. */
+function serialise(changes: MemberChanges | MemberRow): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...changes };
+  for (const col of JSON_COLUMNS) {
+    if (col in out && out[col] !== null && out[col] !== undefined) out[col] = JSON.stringify(out[col]);
+  }
+  return out;
+}
+
+export interface PageCursor {
+  createdAt: number;
+  id: string;
+}
+
+export const membersRepo = {
+  async insert(db: Knex, row: MemberRow): Promise<void> {
+    await db('members').insert(serialise(row));
+  },
+
+  findLive(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
+    return db('members').where({ id, user_id: userId }).whereNull('deleted_at').first();
+  },
+
+  /** Live or trashed. */
+  findAny(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
+    return db('members').where({ id, user_id: userId }).first();
+  },
+
+  lockLive(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
+    return trx('members').where({ id, user_id: userId }).whereNull('deleted_at').forUpdate().first();
+  },
+
+  async update(db: Knex, userId: string, id: string, changes: MemberChanges): Promise<MemberRow> {
+    const [row] = await db('members').where({ id, user_id: userId }).update(serialise(changes)).returning('*');
+    return row as MemberRow;
+  },
+
+  /** Live members of the scope in (created_at, id) order, after the cursor. */
+  page(db: Knex, userId: string, scope: ReadScope, limit: number, after?: PageCursor): Promise<MemberRow[]> {
+    const q = db('members').where({ user_id: userId }).whereNull('deleted_at');
+    applyScope(q, scope);
+    if (after) q.whereRaw('(created_at, id) > (?, ?)', [after.createdAt, after.id]);
+    return q.orderBy([{ column: 'created_at' }, { column: 'id' }]).limit(limit);
+  },
+
+  /** Every live member of the scope, with just the columns a summary needs. */
+  summaries(db: Knex, userId: string, scope: ReadScope): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar' | 'directory_id'>>> {
+    const q = db('members').where({ user_id: userId }).whereNull('deleted_at');
+    applyScope(q, scope);
+    return q.select('id', 'name', 'display_name', 'archived_at', 'avatar', 'directory_id').orderByRaw("lower(coalesce(nullif(display_name, ''), name)), id");
+  },
+
+  listAssignable(db: Knex, userId: string, sideSystemId: string): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name'>>> {
+    return db('members')
+      .where({ user_id: userId, side_system_id: sideSystemId })
+      .whereNull('deleted_at')
+      .whereNull('archived_at')
+      .select('id', 'name', 'display_name')
+      .orderByRaw("lower(coalesce(nullif(display_name, ''), name)), id");
+  },
+
+  /** Members of this account among the ids (live only), for validating references in one query. */
+  liveIds(db: Knex, userId: string, ids: string[]): Promise<Array<Pick<MemberRow, 'id' | 'side_system_id' | 'archived_at'>>> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return db('members').where({ user_id: userId }).whereIn('id', ids).whereNull('deleted_at').select('id', 'side_system_id', 'archived_at');
+  },
+
+  byIds(db: Knex, userId: string, ids: string[]): Promise<MemberRow[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return db('members').where({ user_id: userId }).whereIn('id', ids);
+  },
+};

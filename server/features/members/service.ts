@@ -1,0 +1,167 @@
+/** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { badRequest, conflict, notFound } from '../../http/errors.ts';
+import { directoriesRepo } from '../groups/repo.ts';
+import { resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/scope.ts';
+import { toMember, type Member } from './present.ts';
+import { membersRepo, type MemberChanges, type MemberRow, type PageCursor } from './repo.ts';
+
+type Schemas = components['schemas'];
+
+export const DEPRECATED_LIST_CAP = 100;
+
+async function assertFolder(db: Knex, userId: string, folderId: string, sideSystemId: string): Promise<void> {
+  const folder = await directoriesRepo.findLive(db, userId, folderId, 'folder');
+  if (!folder) throw notFound('Folder not found');
+  if (folder.side_system_id !== sideSystemId) throw badRequest('directoryId must be a folder of the same side system as the member');
+}
+
+function blankToNull(value: string | null | undefined): string | null | undefined {
+  if (value === undefined || value === null) return value;
+  const trimmed = value.trim();
+  return trimmed === '' ? null : trimmed;
+}
+
+export async function createMember(db: Knex, userId: string, input: Schemas['CreateMemberRequest'], now: number): Promise<{ id: string }> {
+  return db.transaction(async (trx) => {
+    const scope = await resolveWriteScope(trx, userId, input);
+    if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
+    const row: MemberRow = {
+      id: randomUUID(),
+      user_id: userId,
+      side_system_id: scope.sideSystemId,
+      sub_system_id: scope.subSystemId,
+      directory_id: input.directoryId ?? null,
+      name: input.name.trim(),
+      display_name: blankToNull(input.displayName) ?? null,
+      pronouns: blankToNull(input.pronouns) ?? null,
+      description: input.description ?? null,
+      about_tags: input.aboutTags ?? [],
+      profile_style: null,
+      avatar: null,
+      banner: null,
+      archived_at: null,
+      version: 1,
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    await membersRepo.insert(trx, row);
+    return { id: row.id };
+  });
+}
+
+export async function getMember(db: Knex, userId: string, id: string): Promise<Member> {
+  const row = await membersRepo.findLive(db, userId, id);
+  if (!row) throw notFound('Member not found');
+  return toMember(row);
+}
+
+/**
+ * Applies a change set under a row lock: checks the expected version, bumps it, and returns
+ * the new row. Every member write (PATCH, media) goes through here.
+ */
+export async function changeMember(
+  trx: Knex.Transaction,
+  userId: string,
+  id: string,
+  now: number,
+  build: (row: MemberRow) => Promise<MemberChanges>,
+  expectedVersion?: number,
+): Promise<MemberRow> {
+  const row = await membersRepo.lockLive(trx, userId, id);
+  if (!row) throw notFound('Member not found');
+  if (expectedVersion !== undefined && expectedVersion !== row.version) {
+    throw conflict(`Member has changed since version ${expectedVersion} (now ${row.version}); reload and retry`);
+  }
+  const changes = await build(row);
+  return membersRepo.update(trx, userId, id, { ...changes, version: row.version + 1, updated_at: now });
+}
+
+export async function updateMember(db: Knex, userId: string, id: string, input: Schemas['UpdateMemberRequest'], now: number): Promise<Member> {
+  const { expectedVersion, ...patch } = input;
+  if (Object.keys(patch).length === 0) throw badRequest('Request body must contain at least one field to change');
+  return db.transaction(async (trx) => {
+    const row = await changeMember(
+      trx,
+      userId,
+      id,
+      now,
+      async (current) => {
+        const changes: MemberChanges = {};
+        if (patch.name !== undefined) changes.name = patch.name.trim();
+        if (patch.displayName !== undefined) changes.display_name = blankToNull(patch.displayName) ?? null;
+        if (patch.pronouns !== undefined) changes.pronouns = blankToNull(patch.pronouns) ?? null;
+        if (patch.description !== undefined) changes.description = patch.description;
+        if (patch.aboutTags !== undefined) changes.about_tags = patch.aboutTags;
+        if (patch.profileStyle !== undefined) changes.profile_style = patch.profileStyle;
+        if (patch.avatarUrl !== undefined) changes.avatar = patch.avatarUrl === null ? null : { source: 'url', url: patch.avatarUrl };
+        if (patch.backgroundUrl !== undefined) changes.banner = patch.backgroundUrl === null ? null : { source: 'url', url: patch.backgroundUrl };
+        if (patch.archived !== undefined) changes.archived_at = patch.archived ? (current.archived_at ?? now) : null;
+
+        let sideSystemId = current.side_system_id;
+        if (patch.moveToSystemScope) {
+          const target = await resolveWriteScope(trx, userId, patch.moveToSystemScope);
+          changes.side_system_id = target.sideSystemId;
+          changes.sub_system_id = target.subSystemId;
+          if (target.sideSystemId !== current.side_system_id) {
+            sideSystemId = target.sideSystemId;
+            // Folders and groups belong to one side system: the member leaves those of the old one.
+            if (patch.directoryId === undefined) changes.directory_id = null;
+            await directoriesRepo.dropMemberFromOtherSideGroups(trx, userId, id, target.sideSystemId);
+          }
+        }
+        if (patch.directoryId !== undefined) {
+          if (patch.directoryId !== null) await assertFolder(trx, userId, patch.directoryId, sideSystemId);
+          changes.directory_id = patch.directoryId;
+        }
+        return changes;
+      },
+      expectedVersion,
+    );
+    return toMember(row);
+  });
+}
+
+export async function trashMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  const row = await membersRepo.findLive(db, userId, id);
+  if (!row) throw notFound('Member not found');
+  await membersRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
+}
+
+export async function restoreMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  const row = await membersRepo.findAny(db, userId, id);
+  if (!row) throw notFound('Member not found');
+  if (row.deleted_at === null) throw badRequest('Member is not in the trash');
+  await membersRepo.update(db, userId, id, { deleted_at: null, updated_at: now });
+}
+
+function encodeCursor(row: MemberRow): string {
+  return Buffer.from(`${row.created_at}.${row.id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): PageCursor {
+  const m = /^(\d{1,16})\.([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!m) throw badRequest('cursor is invalid; pass the nextCursor of the previous page');
+  return { createdAt: Number(m[1]), id: m[2]! };
+}
+
+export async function listMembersPage(
+  db: Knex,
+  userId: string,
+  query: ScopeQuery & { limit: number; cursor?: string },
+): Promise<{ items: Member[]; nextCursor: string | null }> {
+  const after = query.cursor ? decodeCursor(query.cursor) : undefined;
+  const scope = await resolveReadScope(db, userId, query);
+  const rows = await membersRepo.page(db, userId, scope, query.limit + 1, after);
+  const hasMore = rows.length > query.limit;
+  const items = hasMore ? rows.slice(0, query.limit) : rows;
+  return { items: items.map(toMember), nextCursor: hasMore ? encodeCursor(items[items.length - 1]!) : null };
+}
+
+export async function listMembersDeprecated(db: Knex, userId: string, query: ScopeQuery): Promise<Member[]> {
+  const scope = await resolveReadScope(db, userId, query);
+  return (await membersRepo.page(db, userId, scope, DEPRECATED_LIST_CAP)).map(toMember);
+}

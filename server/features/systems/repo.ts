@@ -1,0 +1,96 @@
+import type { Knex } from 'knex';
+
+export interface SystemRow {
+  id: string;
+  user_id: string;
+  name: string;
+  description: string | null;
+  icon: string | null;
+  tag_code: string | null;
+  tag_color: string | null;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+export interface SubSystemRow extends SystemRow {
+  side_system_id: string;
+  linked_member_id: string | null;
+  parent_sub_system_id: string | null;
+}
+
+export interface ContextRow {
+  user_id: string;
+  side_system_id: string;
+  sub_system_id: string | null;
+  is_unified_view: boolean;
+  updated_at: number;
+}
+
+export type SystemFields = Partial<Pick<SystemRow, 'name' | 'description' | 'icon' | 'tag_code' | 'tag_color'>>;
+
+export const systemsRepo = {
+  findSide(db: Knex, userId: string, id: string): Promise<SystemRow | undefined> {
+    return db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at').first();
+  },
+  listSides(db: Knex, userId: string): Promise<SystemRow[]> {
+    return db('side_systems').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  },
+  async insertSide(db: Knex, row: SystemRow): Promise<void> {
+    await db('side_systems').insert(row);
+  },
+  async updateSide(db: Knex, userId: string, id: string, changes: SystemFields & { updated_at: number }): Promise<SystemRow> {
+    const [row] = await db('side_systems').where({ id, user_id: userId }).update(changes).returning('*');
+    return row as SystemRow;
+  },
+  async softDeleteSide(db: Knex, userId: string, id: string, now: number): Promise<void> {
+    await db('side_systems').where({ id, user_id: userId }).update({ deleted_at: now, updated_at: now });
+  },
+
+  findSub(db: Knex, userId: string, id: string): Promise<SubSystemRow | undefined> {
+    return db('sub_systems').where({ id, user_id: userId }).whereNull('deleted_at').first();
+  },
+  listSubs(db: Knex, userId: string): Promise<SubSystemRow[]> {
+    return db('sub_systems').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  },
+  async countSubsOfSide(db: Knex, userId: string, sideId: string): Promise<number> {
+    const row = await db('sub_systems').where({ user_id: userId, side_system_id: sideId }).whereNull('deleted_at').count<{ c: number }[]>('* as c').first();
+    return Number(row?.c ?? 0);
+  },
+  async countChildSubs(db: Knex, userId: string, subId: string): Promise<number> {
+    const row = await db('sub_systems').where({ user_id: userId, parent_sub_system_id: subId }).whereNull('deleted_at').count<{ c: number }[]>('* as c').first();
+    return Number(row?.c ?? 0);
+  },
+  async insertSub(db: Knex, row: SubSystemRow): Promise<void> {
+    await db('sub_systems').insert(row);
+  },
+  async updateSub(
+    db: Knex,
+    userId: string,
+    id: string,
+    changes: SystemFields & Partial<Pick<SubSystemRow, 'linked_member_id' | 'parent_sub_system_id'>> & { updated_at: number },
+  ): Promise<SubSystemRow> {
+    const [row] = await db('sub_systems').where({ id, user_id: userId }).update(changes).returning('*');
+    return row as SubSystemRow;
+  },
+  async softDeleteSub(db: Knex, userId: string, id: string, now: number): Promise<void> {
+    await db('sub_systems').where({ id, user_id: userId }).update({ deleted_at: now, updated_at: now });
+  },
+
+  getContext(db: Knex, userId: string): Promise<ContextRow | undefined> {
+    return db('active_system_context').where({ user_id: userId }).first();
+  },
+  async lockContext(trx: Knex.Transaction, userId: string): Promise<ContextRow | undefined> {
+    return trx('active_system_context').where({ user_id: userId }).forUpdate().first();
+  },
+  async upsertContext(db: Knex, row: ContextRow): Promise<ContextRow> {
+    const [saved] = await db('active_system_context').insert(row).onConflict('user_id').merge().returning('*');
+    return saved as ContextRow;
+  },
+
+  /** Rows of `table` (trashed ones included) that sit in the given side or sub system. */
+  async countScoped(db: Knex, table: string, userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<number> {
+    const row = await db(table).where({ user_id: userId, [column]: id }).count<{ c: number }[]>('* as c').first();
+    return Number(row?.c ?? 0);
+  },
+};

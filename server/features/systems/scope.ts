@@ -1,0 +1,74 @@
+/**
+ * The active system scope, shared by every area whose data lives in a side/sub system
+ * (members, groups and folders, notes, front). Reads resolve to a filter; writes to a target.
+ */
+import type { Knex } from 'knex';
+import { notFound } from '../../http/errors.ts';
+import { systemsRepo } from './repo.ts';
+
+/** Tables that hold side/sub-system data, checked before a side or sub system may be deleted. */
+export const SYSTEM_SCOPED_TABLES: Array<{ table: string; label: string }> = [
+  { table: 'members', label: 'members' },
+  { table: 'directories', label: 'groups or folders' },
+];
+
+export interface ReadScope {
+  /** null: every side system (unified view). */
+  sideSystemId: string | null;
+  /** null: the whole side system, sub systems included. */
+  subSystemId: string | null;
+}
+
+export interface WriteScope {
+  sideSystemId: string;
+  subSystemId: string | null;
+}
+
+export interface ScopeQuery {
+  sideSystemId?: string | null;
+  subSystemId?: string | null;
+}
+
+/** Validates an explicit side/sub pair: both must be the caller's and the sub must sit in the side. */
+async function explicitScope(db: Knex, userId: string, q: ScopeQuery): Promise<WriteScope | undefined> {
+  if (q.subSystemId) {
+    const sub = await systemsRepo.findSub(db, userId, q.subSystemId);
+    if (!sub) throw notFound('Sub system not found');
+    if (q.sideSystemId && sub.side_system_id !== q.sideSystemId) {
+      if (!(await systemsRepo.findSide(db, userId, q.sideSystemId))) throw notFound('Side system not found');
+      throw notFound('Sub system not found in that side system');
+    }
+    return { sideSystemId: sub.side_system_id, subSystemId: sub.id };
+  }
+  if (q.sideSystemId) {
+    if (!(await systemsRepo.findSide(db, userId, q.sideSystemId))) throw notFound('Side system not found');
+    return { sideSystemId: q.sideSystemId, subSystemId: null };
+  }
+  return undefined;
+}
+
+export async function resolveReadScope(db: Knex, userId: string, q: ScopeQuery = {}): Promise<ReadScope> {
+  const explicit = await explicitScope(db, userId, q);
+  if (explicit) return explicit;
+  const ctx = await systemsRepo.getContext(db, userId);
+  if (!ctx) throw new Error(`account ${userId} has no active system context`);
+  if (ctx.is_unified_view) return { sideSystemId: null, subSystemId: null };
+  return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
+}
+
+/** Where new data goes: the explicit target, else the stored active side/sub (also in unified view). */
+export async function resolveWriteScope(db: Knex, userId: string, q: ScopeQuery = {}): Promise<WriteScope> {
+  const explicit = await explicitScope(db, userId, q);
+  if (explicit) return explicit;
+  const ctx = await systemsRepo.getContext(db, userId);
+  if (!ctx) throw new Error(`account ${userId} has no active system context`);
+  return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
+}
+
+/** Adds the scope filter to a query over a table with side_system_id / sub_system_id columns. */
+export function applyScope<T extends Knex.QueryBuilder>(qb: T, scope: ReadScope, table?: string): T {
+  const col = (c: string) => (table ? `${table}.${c}` : c);
+  if (scope.sideSystemId) qb.where(col('side_system_id'), scope.sideSystemId);
+  if (scope.subSystemId) qb.where(col('sub_system_id'), scope.subSystemId);
+  return qb;
+}

@@ -1,0 +1,234 @@
+/** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { badRequest, notFound } from '../../http/errors.ts';
+import { membersRepo } from '../members/repo.ts';
+import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
+import { SYSTEM_SCOPED_TABLES } from './scope.ts';
+
+type Schemas = components['schemas'];
+type SideSystem = Schemas['SideSystem'];
+type SubSystem = Schemas['SubSystem'];
+type ActiveContext = Schemas['ActiveSystemContext'];
+
+/** Every account has one side system from creation on, and it is the active one. */
+export async function createInitialSideSystem(trx: Knex.Transaction, userId: string, now: number): Promise<void> {
+  const id = randomUUID();
+  await systemsRepo.insertSide(trx, { id, user_id: userId, name: 'Main system', description: null, icon: null, tag_code: null, tag_color: null, created_at: now, updated_at: now, deleted_at: null });
+  await systemsRepo.upsertContext(trx, { user_id: userId, side_system_id: id, sub_system_id: null, is_unified_view: false, updated_at: now });
+}
+
+function optional(row: SystemRow): Partial<SideSystem> {
+  const out: Partial<SideSystem> = {};
+  if (row.description !== null) out.description = row.description;
+  if (row.icon !== null) out.icon = row.icon;
+  if (row.tag_code !== null) out.tagCode = row.tag_code;
+  if (row.tag_color !== null) out.tagColor = row.tag_color;
+  return out;
+}
+
+export function toSideSystem(row: SystemRow): SideSystem {
+  return { _id: row.id, userId: row.user_id, name: row.name, ...optional(row), createdAt: row.created_at, updatedAt: row.updated_at };
+}
+
+export function toSubSystem(row: SubSystemRow): SubSystem {
+  return {
+    _id: row.id,
+    userId: row.user_id,
+    sideSystemId: row.side_system_id,
+    linkedMemberId: row.linked_member_id,
+    parentSubSystemId: row.parent_sub_system_id,
+    name: row.name,
+    ...optional(row),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toContext(row: ContextRow): ActiveContext {
+  return { sideSystemId: row.side_system_id, subSystemId: row.sub_system_id, isUnifiedView: row.is_unified_view, updatedAt: row.updated_at };
+}
+
+interface FieldInput {
+  name?: string;
+  description?: string | null;
+  icon?: string | null;
+  tagCode?: string | null;
+  tagColor?: string | null;
+}
+
+function fields(input: FieldInput): SystemFields {
+  const out: SystemFields = {};
+  if (input.name !== undefined) out.name = input.name.trim();
+  if (input.description !== undefined) out.description = input.description;
+  if (input.icon !== undefined) out.icon = input.icon;
+  if (input.tagCode !== undefined) out.tag_code = input.tagCode;
+  if (input.tagColor !== undefined) out.tag_color = input.tagColor?.toUpperCase() ?? null;
+  return out;
+}
+
+async function context(db: Knex, userId: string): Promise<ContextRow> {
+  const ctx = await systemsRepo.getContext(db, userId);
+  if (!ctx) throw new Error(`account ${userId} has no active system context`);
+  return ctx;
+}
+
+export async function getSystems(db: Knex, userId: string): Promise<Schemas['SystemsOverview']> {
+  const [ctx, sides, subs] = await Promise.all([context(db, userId), systemsRepo.listSides(db, userId), systemsRepo.listSubs(db, userId)]);
+  return { active: toContext(ctx), sideSystems: sides.map(toSideSystem), subSystems: subs.map(toSubSystem) };
+}
+
+export async function setActive(db: Knex, userId: string, input: { sideSystemId: string; subSystemId?: string | null }, now: number): Promise<ActiveContext> {
+  if (!(await systemsRepo.findSide(db, userId, input.sideSystemId))) throw notFound('Side system not found');
+  if (input.subSystemId) {
+    const sub = await systemsRepo.findSub(db, userId, input.subSystemId);
+    if (!sub || sub.side_system_id !== input.sideSystemId) throw notFound('Sub system not found in that side system');
+  }
+  const row = await systemsRepo.upsertContext(db, {
+    user_id: userId,
+    side_system_id: input.sideSystemId,
+    sub_system_id: input.subSystemId ?? null,
+    is_unified_view: false,
+    updated_at: now,
+  });
+  return toContext(row);
+}
+
+export async function setUnifiedView(db: Knex, userId: string, enabled: boolean, now: number): Promise<ActiveContext> {
+  const ctx = await context(db, userId);
+  return toContext(await systemsRepo.upsertContext(db, { ...ctx, is_unified_view: enabled, updated_at: now }));
+}
+
+export async function createSideSystem(db: Knex, userId: string, input: FieldInput & { name: string }, now: number): Promise<SideSystem> {
+  const row: SystemRow = { id: randomUUID(), user_id: userId, name: '', description: null, icon: null, tag_code: null, tag_color: null, ...fields(input), created_at: now, updated_at: now, deleted_at: null };
+  await systemsRepo.insertSide(db, row);
+  return toSideSystem(row);
+}
+
+export async function updateSideSystem(db: Knex, userId: string, id: string, input: FieldInput, now: number): Promise<SideSystem> {
+  if (!(await systemsRepo.findSide(db, userId, id))) throw notFound('Side system not found');
+  return toSideSystem(await systemsRepo.updateSide(db, userId, id, { ...fields(input), updated_at: now }));
+}
+
+/** Labels of the data (trashed included) that still sits in a side or sub system. */
+async function remainingData(db: Knex, userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<string[]> {
+  const held: string[] = [];
+  for (const { table, label } of SYSTEM_SCOPED_TABLES) {
+    if ((await systemsRepo.countScoped(db, table, userId, column, id)) > 0) held.push(label);
+  }
+  return held;
+}
+
+export async function deleteSideSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    const ctx = await systemsRepo.lockContext(trx, userId); // serialises deletes of one account's systems
+    if (!ctx) throw new Error(`account ${userId} has no active system context`);
+    if (!(await systemsRepo.findSide(trx, userId, id))) throw notFound('Side system not found');
+    const sides = await systemsRepo.listSides(trx, userId);
+    if (sides.length <= 1) throw badRequest('Cannot delete the last side system');
+    const subs = await systemsRepo.countSubsOfSide(trx, userId, id);
+    if (subs > 0) throw badRequest(`Side system still has ${subs} sub system${subs === 1 ? '' : 's'}; delete them first`);
+    const held = await remainingData(trx, userId, 'side_system_id', id);
+    if (held.length) throw badRequest(`Side system still holds ${held.join(', ')} (trashed items included); move or purge them first`);
+    await systemsRepo.softDeleteSide(trx, userId, id, now);
+    if (ctx.side_system_id === id) {
+      const next = sides.find((s) => s.id !== id)!;
+      await systemsRepo.upsertContext(trx, { ...ctx, side_system_id: next.id, sub_system_id: null, updated_at: now });
+    }
+  });
+}
+
+async function assertLinkedMember(db: Knex, userId: string, memberId: string, sideSystemId: string): Promise<void> {
+  const member = await membersRepo.findLive(db, userId, memberId);
+  if (!member || member.side_system_id !== sideSystemId) throw badRequest('linkedMemberId must be a member of the same side system');
+}
+
+async function assertParent(db: Knex, userId: string, parentId: string, sideSystemId: string, selfId?: string): Promise<void> {
+  const parent = await systemsRepo.findSub(db, userId, parentId);
+  if (!parent || parent.side_system_id !== sideSystemId) throw badRequest('parentSubSystemId must be a sub system of the same side system');
+  if (!selfId) return;
+  // Walk up from the new parent; meeting ourselves means the move would close a cycle.
+  const seen = new Set<string>();
+  for (let cur: SubSystemRow | undefined = parent; cur; ) {
+    if (cur.id === selfId) throw badRequest('parentSubSystemId would create a cycle');
+    if (seen.has(cur.id) || !cur.parent_sub_system_id) break;
+    seen.add(cur.id);
+    cur = await systemsRepo.findSub(db, userId, cur.parent_sub_system_id);
+  }
+}
+
+export async function createSubSystem(
+  db: Knex,
+  userId: string,
+  input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
+  now: number,
+): Promise<SubSystem> {
+  return db.transaction(async (trx) => {
+    if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
+    await assertLinkedMember(trx, userId, input.linkedMemberId, input.sideSystemId);
+    if (input.parentSubSystemId) await assertParent(trx, userId, input.parentSubSystemId, input.sideSystemId);
+    const row: SubSystemRow = {
+      id: randomUUID(),
+      user_id: userId,
+      side_system_id: input.sideSystemId,
+      linked_member_id: input.linkedMemberId,
+      parent_sub_system_id: input.parentSubSystemId ?? null,
+      name: '',
+      description: null,
+      icon: null,
+      tag_code: null,
+      tag_color: null,
+      ...fields(input),
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    await systemsRepo.insertSub(trx, row);
+    return toSubSystem(row);
+  });
+}
+
+export async function updateSubSystem(
+  db: Knex,
+  userId: string,
+  id: string,
+  input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null },
+  now: number,
+): Promise<SubSystem> {
+  return db.transaction(async (trx) => {
+    const sub = await systemsRepo.findSub(trx, userId, id);
+    if (!sub) throw notFound('Sub system not found');
+    const changes: Parameters<typeof systemsRepo.updateSub>[3] = { ...fields(input), updated_at: now };
+    if (input.linkedMemberId !== undefined) {
+      await assertLinkedMember(trx, userId, input.linkedMemberId, sub.side_system_id);
+      changes.linked_member_id = input.linkedMemberId;
+    }
+    if (input.parentSubSystemId !== undefined) {
+      if (input.parentSubSystemId === id) throw badRequest('parentSubSystemId would create a cycle');
+      if (input.parentSubSystemId !== null) await assertParent(trx, userId, input.parentSubSystemId, sub.side_system_id, id);
+      changes.parent_sub_system_id = input.parentSubSystemId;
+    }
+    return toSubSystem(await systemsRepo.updateSub(trx, userId, id, changes));
+  });
+}
+
+export async function deleteSubSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    const ctx = await systemsRepo.lockContext(trx, userId);
+    if (!ctx) throw new Error(`account ${userId} has no active system context`);
+    if (!(await systemsRepo.findSub(trx, userId, id))) throw notFound('Sub system not found');
+    const held = await remainingData(trx, userId, 'sub_system_id', id);
+    const children = await systemsRepo.countChildSubs(trx, userId, id);
+    if (children > 0) held.push(`${children} child sub system${children === 1 ? '' : 's'}`);
+    if (held.length) throw badRequest(`Sub system is still referenced by ${held.join(', ')} (trashed items included)`);
+    await systemsRepo.softDeleteSub(trx, userId, id, now);
+    if (ctx.sub_system_id === id) await systemsRepo.upsertContext(trx, { ...ctx, sub_system_id: null, updated_at: now });
+  });
+}
+
+export async function listAssignableMembers(db: Knex, userId: string, sideSystemId: string): Promise<Schemas['AssignableMember'][]> {
+  if (!(await systemsRepo.findSide(db, userId, sideSystemId))) throw notFound('Side system not found');
+  const rows = await membersRepo.listAssignable(db, userId, sideSystemId);
+  return rows.map((r) => ({ _id: r.id, name: r.display_name || r.name }));
+}
