@@ -22,7 +22,39 @@ export interface Config {
   corsOrigins: string[];
   /** Seed a demo account on the first start of an empty embedded database. */
   seedDemo: boolean;
+  /** Where media objects live; `none` disables media (callers answer 503). */
+  objectStorage: 'filesystem' | 's3' | 'none';
+  /** Root of the filesystem backend: `<dataDir>/objects` unless OBJECT_STORAGE_DIR is set. */
+  objectStorageDir: string;
+  /** S3-compatible bucket settings; present exactly when objectStorage is `s3`. */
+  s3: S3Config | undefined;
+  /** Largest media object (avatar, banner, re-hosted image) accepted. */
+  mediaMaxBytes: number;
+  /** Outbound fetches may reach loopback/private addresses (tests, trusted intranets only). */
+  fetchAllowPrivate: boolean;
+  /** Overall deadline of one outbound fetch, redirects included. */
+  fetchTimeoutMs: number;
+  /** Largest response body an outbound fetch reads. */
+  fetchMaxBytes: number;
+  /** Redirect hops an outbound fetch follows. */
+  fetchMaxRedirects: number;
 }
+
+export interface S3Config {
+  /** Base URL of the S3 API, e.g. https://s3.eu-west-1.amazonaws.com or http://minio:9000. */
+  endpoint: string;
+  region: string;
+  bucket: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** `true`: <endpoint>/<bucket>/<key>; `false`: <bucket>.<endpoint host>/<key>. */
+  forcePathStyle: boolean;
+}
+
+const MiB = 1_048_576;
+
+/** Outbound fetch limits when nothing is configured; the fetcher uses the same values as its own defaults. */
+export const FETCH_DEFAULTS = { allowPrivate: false, timeoutMs: 10_000, maxBytes: 10 * MiB, maxRedirects: 3 } as const;
 
 export class ConfigError extends Error {}
 
@@ -45,6 +77,51 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+const OBJECT_STORAGE_KINDS = ['filesystem', 's3', 'none'] as const;
+
+// S3 bucket naming rules; a virtual-host-style bucket must also be a valid DNS label sequence.
+const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+function objectStorageKind(env: Env): Config['objectStorage'] {
+  const raw = env.OBJECT_STORAGE || 'filesystem';
+  const kind = OBJECT_STORAGE_KINDS.find((k) => k === raw);
+  if (!kind) throw new ConfigError(`OBJECT_STORAGE must be one of ${OBJECT_STORAGE_KINDS.join(', ')}, got "${raw}"`);
+  return kind;
+}
+
+function s3Config(env: Env): S3Config {
+  const region = env.S3_REGION || 'us-east-1';
+  if (!/^[a-z0-9-]+$/.test(region)) throw new ConfigError(`S3_REGION must look like us-east-1, got "${region}"`);
+  // AWS itself needs no endpoint; MinIO, R2, Ceph and the like do.
+  const endpoint = (env.S3_ENDPOINT || `https://s3.${region}.amazonaws.com`).replace(/\/+$/, '');
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    throw new ConfigError(`S3_ENDPOINT must be an http:// or https:// URL, got "${endpoint}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`S3_ENDPOINT must be an http:// or https:// URL, got "${endpoint}"`);
+  }
+  if (url.search || url.hash || url.username || url.password) {
+    throw new ConfigError('S3_ENDPOINT must not contain credentials, a query or a fragment');
+  }
+  const missing = ['S3_BUCKET', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY'].filter((name) => !env[name]);
+  if (missing.length > 0) throw new ConfigError(`OBJECT_STORAGE=s3 requires ${missing.join(', ')}`);
+  const bucket = env.S3_BUCKET!;
+  if (!BUCKET_NAME.test(bucket) || bucket.includes('..')) {
+    throw new ConfigError(`S3_BUCKET must be 3-63 characters of a-z, 0-9, '.' and '-', got "${bucket}"`);
+  }
+  return {
+    endpoint,
+    region,
+    bucket,
+    accessKeyId: env.S3_ACCESS_KEY_ID!,
+    secretAccessKey: env.S3_SECRET_ACCESS_KEY!,
+    forcePathStyle: bool(env, 'S3_FORCE_PATH_STYLE', true),
+  };
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -59,11 +136,13 @@ export function loadConfig(env: Env = process.env): Config {
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   const nodeEnv = env.NODE_ENV || 'development';
+  const dataDir = resolve(env.DATA_DIR || './data');
+  const objectStorage = objectStorageKind(env);
   return {
     port: int(env, 'PORT', 3000, 0, 65535),
     host: env.HOST || '127.0.0.1',
     databaseUrl,
-    dataDir: resolve(env.DATA_DIR || './data'),
+    dataDir,
     adminToken,
     redisUrl,
     logLevel,
@@ -75,5 +154,13 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyCacheTtlMs: int(env, 'API_KEY_CACHE_TTL_MS', 5000, 0, 300_000),
     corsOrigins: (env.CORS_ORIGINS || '').split(',').map((s) => s.trim()).filter(Boolean),
     seedDemo: bool(env, 'SEED_DEMO', true),
+    objectStorage,
+    objectStorageDir: env.OBJECT_STORAGE_DIR ? resolve(env.OBJECT_STORAGE_DIR) : resolve(dataDir, 'objects'),
+    s3: objectStorage === 's3' ? s3Config(env) : undefined,
+    mediaMaxBytes: int(env, 'MEDIA_MAX_BYTES', 5 * MiB, 1024, 1024 * MiB),
+    fetchAllowPrivate: bool(env, 'FETCH_ALLOW_PRIVATE', FETCH_DEFAULTS.allowPrivate),
+    fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),
+    fetchMaxBytes: int(env, 'FETCH_MAX_BYTES', FETCH_DEFAULTS.maxBytes, 1024, 1024 * MiB),
+    fetchMaxRedirects: int(env, 'FETCH_MAX_REDIRECTS', FETCH_DEFAULTS.maxRedirects, 0, 20),
   };
 }
