@@ -8,6 +8,7 @@ import { openDatabase, type Database } from './db/knex.ts';
 import { migrateLatest } from './db/migrate.ts';
 import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
+import { createObjectStorage } from './storage/index.ts';
 import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
 
 export interface Runtime {
@@ -71,6 +72,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     apiKeys,
     rateLimiter: new RateLimiter(store, config.rateLimitPerMinute),
     adminToken: admin.token,
+    storage: createObjectStorage(config),
     onResponseViolation: options.onResponseViolation,
   };
   return {

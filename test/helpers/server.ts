@@ -2,7 +2,10 @@
  * Starts the real app on a loopback port with a fresh database, and gives tests the typed
  * client, the admin API and a record of contract violations (which fail the test).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Server } from 'node:http';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { createApiClient, type ApiClient, type components } from '../../client/index.ts';
@@ -44,6 +47,7 @@ export class TestServer {
   private server!: Server;
   private closeRuntime!: () => Promise<void>;
   private dropDb!: () => Promise<void>;
+  private objectsDir = mkdtempSync(join(tmpdir(), 'ada-objects-'));
 
   async start(options: TestServerOptions = {}): Promise<this> {
     const db = await createTestDatabase();
@@ -54,6 +58,7 @@ export class TestServer {
       ADMIN_TOKEN: this.adminToken,
       ...(db.databaseUrl ? { DATABASE_URL: db.databaseUrl } : {}),
       DB_POOL_MAX: '4',
+      OBJECT_STORAGE_DIR: this.objectsDir,
       ...options.env,
     });
     const runtime = await createRuntime(config, {
@@ -110,6 +115,7 @@ export class TestServer {
     });
     await this.closeRuntime();
     await this.dropDb();
+    rmSync(this.objectsDir, { recursive: true, force: true });
   }
 }
 
