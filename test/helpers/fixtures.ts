@@ -1,0 +1,40 @@
+/** Small builders shared by tests: they go through the public API, never the database. */
+import { expect } from 'vitest';
+import type { ApiClient } from '../../client/index.ts';
+
+export async function createMember(api: ApiClient, name = 'Member', extra: Record<string, unknown> = {}): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/members', { body: { name, ...extra } });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!.id;
+}
+
+export async function createSide(api: ApiClient, name = 'Side'): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/systems/side-systems', { body: { name } });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!._id;
+}
+
+export async function createSub(api: ApiClient, sideSystemId: string, linkedMemberId: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId, linkedMemberId, name: 'Sub', ...extra } });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!._id;
+}
+
+export async function activeSide(api: ApiClient): Promise<string> {
+  const { data } = await api.GET('/api/v1/systems');
+  return data!.active.sideSystemId;
+}
+
+export async function createFolder(api: ApiClient, name = 'Folder', extra: Record<string, unknown> = {}): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/folders', { body: { name, ...extra } });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!.id;
+}
+
+export async function createGroup(api: ApiClient, name = 'Group', extra: Record<string, unknown> = {}): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/groups', { body: { name, ...extra } });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!.id;
+}
+
+export const UNKNOWN_ID = '00000000-0000-4000-8000-00000000dead';

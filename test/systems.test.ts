@@ -1,0 +1,340 @@
+import { describe, expect, it } from 'vitest';
+import type { ApiClient } from '../client/index.ts';
+import { activeSide, createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { useServer } from './helpers/server.ts';
+
+const server = useServer();
+
+describe('every account', () => {
+  it('starts with one active side system and no sub systems', async () => {
+    const { api, userId } = await server.user();
+    const { data, response } = await api.GET('/api/v1/systems');
+    expect(response.status).toBe(200);
+    expect(data!.sideSystems).toHaveLength(1);
+    expect(data!.sideSystems[0]).toMatchObject({ userId, name: 'Main system' });
+    expect(data!.subSystems).toEqual([]);
+    expect(data!.active).toMatchObject({ sideSystemId: data!.sideSystems[0]!._id, subSystemId: null, isUnifiedView: false });
+  });
+});
+
+describe('side systems', () => {
+  it('creates with all fields, without becoming active, and updates partially; null clears', async () => {
+    const { api, userId } = await server.user();
+    const main = await activeSide(api);
+    const created = await api.POST('/api/v1/systems/side-systems', {
+      body: { name: 'Work', description: 'Work front', icon: 'briefcase', tagCode: 'WRK1', tagColor: '#26a69a' },
+    });
+    expect(created.response.status).toBe(201);
+    expect(created.data).toMatchObject({ userId, name: 'Work', description: 'Work front', icon: 'briefcase', tagCode: 'WRK1', tagColor: '#26A69A' });
+    expect(await activeSide(api)).toBe(main);
+    const id = created.data!._id;
+    const updated = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { name: 'Office', tagCode: null } });
+    expect(updated.data).toMatchObject({ name: 'Office', description: 'Work front', tagColor: '#26A69A' });
+    expect(updated.data).not.toHaveProperty('tagCode');
+  });
+
+  it.each([
+    [{ name: '' }, 'name must NOT have fewer than 1 characters'],
+    [{ name: '   ' }, 'name must match pattern "\\S"'],
+    [{ name: 'x'.repeat(81) }, 'name must NOT have more than 80 characters'],
+    [{ name: 'ok', description: 'd'.repeat(281) }, 'description must NOT have more than 280 characters'],
+    [{ name: 'ok', tagCode: 'abc' }, 'tagCode must match pattern "^[A-Z0-9]{1,4}$"'],
+    [{ name: 'ok', tagCode: 'ABCDE' }, 'tagCode must match pattern "^[A-Z0-9]{1,4}$"'],
+    [{ name: 'ok', tagColor: 'red' }, 'tagColor must match pattern "^#[0-9A-Fa-f]{6}$"'],
+    [{ name: 'ok', tagColor: '#12345' }, 'tagColor must match pattern "^#[0-9A-Fa-f]{6}$"'],
+    [{ name: 'ok', colour: '#123456' }, "Unknown field 'colour'"],
+  ])('refuses %j with 400', async (body, message) => {
+    const { api } = await server.user();
+    const res = await api.POST('/api/v1/systems/side-systems', { body: body as never });
+    expect(res.response.status).toBe(400);
+    expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
+  });
+
+  it('accepts the limits: 80-char name, 280-char description, 4-char tag', async () => {
+    const { api } = await server.user();
+    const res = await api.POST('/api/v1/systems/side-systems', { body: { name: 'x'.repeat(80), description: 'd'.repeat(280), tagCode: 'AB12' } });
+    expect(res.response.status).toBe(201);
+  });
+
+  it('applies the field rules on PATCH too, and 404s for foreign or unknown ids', async () => {
+    const a = await server.user();
+    const b = await server.user();
+    const id = await createSide(a.api);
+    const bad = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { tagCode: 'toolong' } });
+    expect(bad.response.status).toBe(400);
+    const empty = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: {} });
+    expect(empty.response.status).toBe(400);
+    const foreign = await b.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { name: 'x' } });
+    expect(foreign.response.status).toBe(404);
+    const unknown = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: UNKNOWN_ID } }, body: { name: 'x' } });
+    expect(unknown.response.status).toBe(404);
+  });
+
+  describe('DELETE', () => {
+    const del = (api: ApiClient, id: string) =>
+      api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } } });
+
+    it('refuses the last side system', async () => {
+      const { api } = await server.user();
+      const res = await del(api, await activeSide(api));
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toBe('Cannot delete the last side system');
+    });
+
+    it('refuses while it has sub systems', async () => {
+      const { api } = await server.user();
+      const side = await createSide(api);
+      const member = await createMember(api, 'Host', { sideSystemId: side });
+      await createSub(api, side, member);
+      const res = await del(api, side);
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toContain('sub system');
+    });
+
+    it('refuses while it holds members, including trashed ones', async () => {
+      const { api } = await server.user();
+      const side = await createSide(api);
+      const member = await createMember(api, 'Host', { sideSystemId: side });
+      expect((await del(api, side)).error?.message).toContain('members');
+      await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } });
+      const trashed = await del(api, side);
+      expect(trashed.response.status).toBe(400);
+      expect(trashed.error?.message).toContain('members');
+    });
+
+    it('refuses while it holds groups or folders', async () => {
+      const { api } = await server.user();
+      const side = await createSide(api);
+      await createFolder(api, 'F', { sideSystemId: side });
+      const res = await del(api, side);
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toContain('groups or folders');
+      const side2 = await createSide(api);
+      await createGroup(api, 'G', { sideSystemId: side2 });
+      expect((await del(api, side2)).error?.message).toContain('groups or folders');
+    });
+
+    it('soft-deletes an empty one: 200 { success: true }, gone from reads, 404 afterwards', async () => {
+      const { api } = await server.user();
+      const side = await createSide(api);
+      const res = await del(api, side);
+      expect(res.response.status).toBe(200);
+      expect(res.data).toEqual({ success: true });
+      const { data } = await api.GET('/api/v1/systems');
+      expect(data!.sideSystems.map((s) => s._id)).not.toContain(side);
+      expect((await del(api, side)).response.status).toBe(404);
+      const row = await server.deps.db.knex('side_systems').where({ id: side }).first();
+      expect(row.deleted_at).toEqual(expect.any(Number));
+    });
+
+    it('moves the active scope to another side system when the active one is deleted', async () => {
+      const { api } = await server.user();
+      const main = await activeSide(api);
+      const side = await createSide(api);
+      await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side } });
+      expect(await activeSide(api)).toBe(side);
+      await del(api, side);
+      const { data } = await api.GET('/api/v1/systems');
+      expect(data!.active).toMatchObject({ sideSystemId: main, subSystemId: null });
+    });
+  });
+});
+
+describe('sub systems', () => {
+  it('creates one linked to a member of the same side system', async () => {
+    const { api, userId } = await server.user();
+    const side = await activeSide(api);
+    const member = await createMember(api, 'Host');
+    const res = await api.POST('/api/v1/systems/sub-systems', {
+      body: { sideSystemId: side, linkedMemberId: member, name: 'Littles', description: 'small ones', icon: 'star', tagCode: 'LIL', tagColor: '#FFB74D' },
+    });
+    expect(res.response.status).toBe(201);
+    expect(res.data).toMatchObject({ userId, sideSystemId: side, linkedMemberId: member, parentSubSystemId: null, name: 'Littles', tagCode: 'LIL' });
+    expect((await api.GET('/api/v1/systems')).data!.subSystems.map((s) => s._id)).toEqual([res.data!._id]);
+  });
+
+  it('refuses a linked member from another side system or account, and a parent from another side system', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    const inMain = await createMember(api, 'Main member');
+    const inSide = await createMember(api, 'Side member', { sideSystemId: side });
+    const foreign = await createMember(other.api, 'Theirs');
+    for (const linkedMemberId of [inMain, foreign]) {
+      const res = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, linkedMemberId, name: 'x' } });
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toBe('linkedMemberId must be a member of the same side system');
+    }
+    const mainSub = await createSub(api, main, inMain);
+    const res = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, linkedMemberId: inSide, name: 'x', parentSubSystemId: mainSub } });
+    expect(res.response.status).toBe(400);
+    expect(res.error?.message).toBe('parentSubSystemId must be a sub system of the same side system');
+    const unknownSide = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: UNKNOWN_ID, linkedMemberId: inSide, name: 'x' } });
+    expect(unknownSide.response.status).toBe(404);
+    const missing = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, name: 'x' } as never });
+    expect(missing.response.status).toBe(400);
+  });
+
+  it('PATCH changes the parent, refusing self-parenting and cycles, and re-links within the side system only', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const m1 = await createMember(api, 'A');
+    const m2 = await createMember(api, 'B');
+    const a = await createSub(api, side, m1);
+    const b = await createSub(api, side, m1, { parentSubSystemId: a });
+    const c = await createSub(api, side, m1, { parentSubSystemId: b });
+    const patch = (id: string, body: Record<string, unknown>) => api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: id } }, body });
+    expect((await patch(a, { parentSubSystemId: a })).error?.message).toBe('parentSubSystemId would create a cycle');
+    const cycle = await patch(a, { parentSubSystemId: c });
+    expect(cycle.response.status).toBe(400);
+    expect(cycle.error?.message).toBe('parentSubSystemId would create a cycle');
+    const ok = await patch(c, { parentSubSystemId: a, linkedMemberId: m2, name: 'C2' });
+    expect(ok.response.status).toBe(200);
+    expect(ok.data).toMatchObject({ parentSubSystemId: a, linkedMemberId: m2, name: 'C2' });
+    const root = await patch(c, { parentSubSystemId: null });
+    expect(root.data?.parentSubSystemId).toBeNull();
+    const otherSide = await createSide(api);
+    const elsewhere = await createMember(api, 'Elsewhere', { sideSystemId: otherSide });
+    expect((await patch(c, { linkedMemberId: elsewhere })).response.status).toBe(400);
+    expect((await patch(UNKNOWN_ID, { name: 'x' })).response.status).toBe(404);
+  });
+
+  it('DELETE refuses while data or child sub systems reference it, then clears the active sub selection', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    const sub = await createSub(api, side, host);
+    const child = await createSub(api, side, host, { parentSubSystemId: sub });
+    const del = (id: string) => api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: id } } });
+    const withChild = await del(sub);
+    expect(withChild.response.status).toBe(400);
+    expect(withChild.error?.message).toContain('child sub system');
+    expect((await del(child)).data).toEqual({ success: true });
+
+    const inSub = await createMember(api, 'Inside', { subSystemId: sub });
+    expect((await del(sub)).error?.message).toContain('members');
+    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: inSub } }, body: { moveToSystemScope: { sideSystemId: side } } });
+    const group = await createGroup(api, 'G', { subSystemId: sub });
+    expect((await del(sub)).error?.message).toContain('groups or folders');
+    await api.DELETE('/api/v1/groups/{groupId}', { params: { path: { groupId: group } } });
+    expect((await del(sub)).response.status).toBe(400); // a trashed group still sits in it
+    await server.deps.db.knex('directories').where({ id: group }).delete();
+
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: sub } });
+    const res = await del(sub);
+    expect(res.response.status).toBe(200);
+    const { data } = await api.GET('/api/v1/systems');
+    expect(data!.active).toMatchObject({ sideSystemId: side, subSystemId: null });
+    expect(data!.subSystems.map((s) => s._id)).not.toContain(sub);
+    expect((await del(sub)).response.status).toBe(404);
+  });
+});
+
+describe('active scope', () => {
+  it('PATCH /systems/active sets side and sub and turns unified view off', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    const host = await createMember(api, 'Host', { sideSystemId: side });
+    const sub = await createSub(api, side, host);
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    const res = await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: sub } });
+    expect(res.response.status).toBe(200);
+    expect(res.data).toMatchObject({ sideSystemId: side, subSystemId: sub, isUnifiedView: false });
+    const sideOnly = await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: null } });
+    expect(sideOnly.data).toMatchObject({ sideSystemId: side, subSystemId: null });
+  });
+
+  it('PATCH /systems/active answers 404 for an unknown or foreign side, or a sub outside that side', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    const host = await createMember(api, 'Host', { sideSystemId: side });
+    const sub = await createSub(api, side, host);
+    for (const body of [{ sideSystemId: UNKNOWN_ID }, { sideSystemId: await activeSide(other.api) }, { sideSystemId: main, subSystemId: sub }, { sideSystemId: main, subSystemId: UNKNOWN_ID }]) {
+      const res = await api.PATCH('/api/v1/systems/active', { body });
+      expect(res.response.status, JSON.stringify(body)).toBe(404);
+    }
+    expect(await activeSide(api)).toBe(main);
+  });
+
+  it('unified view merges reads and keeps the stored side/sub for writes', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    const inMain = await createMember(api, 'Main one');
+    const inSide = await createMember(api, 'Side one', { sideSystemId: side });
+    const page = async (query: Record<string, string> = {}) =>
+      (await api.GET('/api/v1/members/page', { params: { query: { limit: 50, ...query } } })).data!.items.map((m) => m._id);
+    expect(await page()).toEqual([inMain]);
+
+    const on = await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    expect(on.data).toMatchObject({ sideSystemId: main, subSystemId: null, isUnifiedView: true });
+    expect((await page()).sort()).toEqual([inMain, inSide].sort());
+    const written = await createMember(api, 'Written while unified');
+    expect((await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: written } } })).data!.sideSystemId).toBe(main);
+    const tree = await api.GET('/api/v1/groups');
+    expect(tree.data!.members.map((m) => m.id).sort()).toEqual([inMain, inSide, written].sort());
+
+    const off = await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: false } });
+    expect(off.data).toMatchObject({ sideSystemId: main, isUnifiedView: false });
+    expect((await page()).sort()).toEqual([inMain, written].sort());
+  });
+
+  it('scoped reads: explicit sideSystemId/subSystemId, the active side and sub otherwise; new data goes to the active side/sub', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const side = await createSide(api);
+    const host = await createMember(api, 'Host', { sideSystemId: side });
+    const sub = await createSub(api, side, host);
+    const inSub = await createMember(api, 'In sub', { subSystemId: sub });
+    const list = async (query: Record<string, string>) => {
+      const res = await api.GET('/api/v1/members', { params: { query } });
+      return res.data!.map((m) => m._id);
+    };
+    expect((await list({ sideSystemId: side })).sort()).toEqual([host, inSub].sort());
+    expect(await list({ subSystemId: sub })).toEqual([inSub]);
+    expect(await list({ sideSystemId: side, subSystemId: sub })).toEqual([inSub]);
+    const folder = await createFolder(api, 'Sub folder', { subSystemId: sub });
+    const tree = await api.GET('/api/v1/groups', { params: { query: { subSystemId: sub } } });
+    expect(tree.data!.folders.map((f) => f._id)).toEqual([folder]);
+    expect(tree.data!.members.map((m) => m.id)).toEqual([inSub]);
+
+    for (const query of [{ sideSystemId: UNKNOWN_ID }, { subSystemId: UNKNOWN_ID }, { sideSystemId: await activeSide(other.api) }, { sideSystemId: await activeSide(api), subSystemId: sub }]) {
+      expect((await api.GET('/api/v1/members', { params: { query } })).response.status, JSON.stringify(query)).toBe(404);
+      expect((await api.GET('/api/v1/groups', { params: { query } })).response.status, JSON.stringify(query)).toBe(404);
+    }
+
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: sub } });
+    const created = await createMember(api, 'New');
+    const member = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: created } } })).data!;
+    expect(member).toMatchObject({ sideSystemId: side, subSystemId: sub });
+    expect((await list({})).sort()).toEqual([inSub, created].sort());
+    const group = await createGroup(api, 'New group');
+    const groupRow = await server.deps.db.knex('directories').where({ id: group }).first();
+    expect(groupRow).toMatchObject({ side_system_id: side, sub_system_id: sub });
+  });
+});
+
+describe('assignable members', () => {
+  it('lists active, non-archived, non-trashed members of that side system as { _id, name } preferring the display name', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    const plain = await createMember(api, 'Zed', { sideSystemId: side });
+    const named = await createMember(api, 'robin', { sideSystemId: side, displayName: 'Alba' });
+    const archived = await createMember(api, 'Archived', { sideSystemId: side });
+    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } });
+    const trashed = await createMember(api, 'Trashed', { sideSystemId: side });
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
+    await createMember(api, 'Elsewhere');
+    const res = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: side } } });
+    expect(res.response.status).toBe(200);
+    expect(res.data).toEqual([
+      { _id: named, name: 'Alba' },
+      { _id: plain, name: 'Zed' },
+    ]);
+    const unknown = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: UNKNOWN_ID } } });
+    expect(unknown.response.status).toBe(404);
+  });
+});
