@@ -7,7 +7,7 @@ import { bearer, TestServer, useServer } from './helpers/server.ts';
 const server = useServer({ env: { MEDIA_MAX_BYTES: '4096' } });
 
 function upload(s: TestServer, apiKey: string, memberId: string, kind: string, body: Buffer | string, type = 'image/png') {
-  return s.fetch(`/api/v1/members/${memberId}/media?kind=${kind}`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': type }, body });
+  return s.fetch(`/api/v1/members/${memberId}/media?kind=${kind}`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': type }, body: typeof body === 'string' ? body : new Uint8Array(body) });
 }
 
 async function expectEmpty(res: Response, status: number): Promise<void> {
