@@ -1,0 +1,139 @@
+import { describe, expect, it } from 'vitest';
+import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { useServer } from './helpers/server.ts';
+
+const server = useServer();
+
+async function field(api: Awaited<ReturnType<typeof server.user>>['api'], body: Record<string, unknown>): Promise<string> {
+  const res = await api.POST('/api/v1/custom-fields', { body: body as never });
+  expect(res.response.status, JSON.stringify(res.error)).toBe(201);
+  return res.data!.id;
+}
+
+const valuePath = (memberId: string, fieldId: string) => ({ params: { path: { memberId, fieldId } } });
+
+describe('definitions', () => {
+  it('are created for every type, listed in order, and not listed once trashed', async () => {
+    const { api } = await server.user();
+    const ids = [];
+    for (const [type, options] of [['text'], ['markdown'], ['date'], ['select', ['a', 'b']], ['multiselect', ['x', 'y', 'z']]] as const) {
+      ids.push(await field(api, { name: `F ${type}`, type, ...(options ? { options } : {}) }));
+    }
+    const list = await api.GET('/api/v1/custom-fields');
+    expect(list.data!.map((f) => [f._id, f.type, f.sortOrder])).toEqual(ids.map((id, i) => [id, ['text', 'markdown', 'date', 'select', 'multiselect'][i], i]));
+    expect(list.data![3]).toMatchObject({ options: ['a', 'b'], description: null });
+    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: ids[0]! } } })).response.status).toBe(204);
+    expect((await api.GET('/api/v1/custom-fields')).data!.map((f) => f._id)).toEqual(ids.slice(1));
+  });
+
+  it.each([
+    [{ name: 'x', type: 'select' }, 'options is required for a select field'],
+    [{ name: 'x', type: 'multiselect', options: [] }, 'options must NOT have fewer than 1 items'],
+    [{ name: 'x', type: 'text', options: ['a'] }, 'options only apply to select and multiselect fields'],
+    [{ name: 'x', type: 'select', options: ['a', 'a'] }, 'options must NOT have duplicate items (items ## 1 and 0 are identical)'],
+    [{ name: 'x', type: 'number' }, 'type must be one of: text, markdown, date, select, multiselect'],
+    [{ name: 'x'.repeat(81), type: 'text' }, 'name must NOT have more than 80 characters'],
+  ])('refuse %j with 400', async (body, message) => {
+    const { api } = await server.user();
+    const res = await api.POST('/api/v1/custom-fields', { body: body as never });
+    expect(res.response.status).toBe(400);
+    expect(res.error?.message).toBe(message);
+  });
+
+  it('PATCH renames, reorders and changes options, but never the type, nor removes options in use', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const id = await field(api, { name: 'Role', type: 'multiselect', options: ['Host', 'Protector', 'Little'] });
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, id), body: { value: ['Protector'] } });
+    const path = { params: { path: { fieldId: id } } };
+    const ok = await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { name: 'Roles', sortOrder: 7, description: 'what they do', options: ['Host', 'Protector', 'Caretaker'] } });
+    expect(ok.data).toMatchObject({ name: 'Roles', sortOrder: 7, description: 'what they do', options: ['Host', 'Protector', 'Caretaker'] });
+    const inUse = await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { options: ['Host'] } });
+    expect(inUse.response.status).toBe(400);
+    expect(inUse.error?.message).toBe('Options in use by members cannot be removed: Protector');
+    expect((await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { type: 'text' } as never })).response.status).toBe(400);
+    expect((await api.PATCH('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: UNKNOWN_ID } }, body: { name: 'x' } })).response.status).toBe(404);
+  });
+});
+
+describe('member values', () => {
+  it('are validated per type; null clears; every live definition is listed', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const text = await field(api, { name: 'Text', type: 'text' });
+    const md = await field(api, { name: 'Md', type: 'markdown' });
+    const date = await field(api, { name: 'Date', type: 'date' });
+    const sel = await field(api, { name: 'Sel', type: 'select', options: ['a', 'b'] });
+    const multi = await field(api, { name: 'Multi', type: 'multiselect', options: ['x', 'y'] });
+    const put = (fieldId: string, value: unknown) => api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, fieldId), body: { value } as never });
+
+    for (const [id, value] of [[text, 'hello'], [md, '**bold**'], [date, '2024-02-29'], [sel, 'b'], [multi, ['y', 'x']]] as const) {
+      const res = await put(id, value);
+      expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+      expect(res.data).toMatchObject({ fieldId: id, value });
+    }
+    for (const [id, value, message] of [
+      [text, ['a'], 'value must be a string for a text field'],
+      [text, 'x'.repeat(1001), 'value must be at most 1000 characters for a text field'],
+      [date, '2023-02-29', 'value must be a calendar date YYYY-MM-DD for a date field'],
+      [date, '29/02/2024', 'value must be a calendar date YYYY-MM-DD for a date field'],
+      [sel, 'c', 'value must be one of: a, b'],
+      [sel, ['a'], 'value must be one of: a, b'],
+      [multi, 'x', 'value must be an array of options for a multiselect field'],
+      [multi, ['x', 'q'], 'value contains unknown options: q'],
+      [multi, ['x', 'x'], 'value must not repeat an option'],
+    ] as const) {
+      const res = await put(id, value);
+      expect(res.response.status, String(value)).toBe(400);
+      expect(res.error?.message).toBe(message);
+    }
+    expect((await put(text, null)).data).toMatchObject({ value: null, updatedAt: null });
+    const list = await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } });
+    expect(list.data!.map((v) => [v.fieldId, v.value])).toEqual([
+      [text, null],
+      [md, '**bold**'],
+      [date, '2024-02-29'],
+      [sel, 'b'],
+      [multi, ['y', 'x']],
+    ]);
+  });
+
+  it('404 for unknown or foreign members and fields', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const m = await createMember(api);
+    const f = await field(api, { name: 'T', type: 'text' });
+    const theirs = await field(other.api, { name: 'T', type: 'text' });
+    const theirMember = await createMember(other.api);
+    for (const [memberId, fieldId] of [[m, theirs], [theirMember, f], [UNKNOWN_ID, f], [m, UNKNOWN_ID]] as const) {
+      expect((await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(memberId, fieldId), body: { value: 'x' } })).response.status).toBe(404);
+    }
+    expect((await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: theirMember } } })).response.status).toBe(404);
+  });
+});
+
+describe('trash and restore of a definition', () => {
+  it('hides the field and its values, refuses writes, and POST /members/{memberId}/custom-fields/{fieldId}/restore brings both back', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const m = await createMember(api);
+    const f = await field(api, { name: 'T', type: 'text' });
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, f), body: { value: 'kept' } });
+    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: f } } })).response.status).toBe(204);
+    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: f } } })).response.status).toBe(404);
+    expect((await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } })).data).toEqual([]);
+    expect((await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, f), body: { value: 'x' } })).response.status).toBe(404);
+    const row = await server.deps.db.knex('custom_field_definitions').where({ id: f }).first();
+    expect(row.deleted_at).toEqual(expect.any(Number));
+
+    const foreignMember = await createMember(other.api);
+    expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(foreignMember, f))).response.status).toBe(404);
+    expect((await other.api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(foreignMember, f))).response.status).toBe(404);
+    expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(m, f))).response.status).toBe(204);
+    const values = await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } });
+    expect(values.data!.map((v) => v.value)).toEqual(['kept']);
+    const again = await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(m, f));
+    expect(again.response.status).toBe(400);
+    expect(again.error?.message).toBe('Custom field is not in the trash');
+  });
+});

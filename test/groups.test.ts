@@ -1,0 +1,204 @@
+import { describe, expect, it } from 'vitest';
+import { createFolder, createGroup, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { useServer } from './helpers/server.ts';
+
+const server = useServer();
+const folderPath = (folderId: string) => ({ params: { path: { folderId } } });
+const groupPath = (groupId: string) => ({ params: { path: { groupId } } });
+
+describe('GET /groups tree', () => {
+  it('nests folders, places members in their folder and groups in theirs, with the rest at the root', async () => {
+    const { api } = await server.user();
+    const top = await createFolder(api, 'Top');
+    const inner = await createFolder(api, 'Inner', { parentId: top });
+    const a = await createMember(api, 'A', { directoryId: top });
+    const b = await createMember(api, 'B', { directoryId: inner });
+    const c = await createMember(api, 'C');
+    const g = await createGroup(api, 'G', { parentId: top, memberIds: [a, c], color: '#abcdef' });
+    const rootGroup = await createGroup(api, 'Root group');
+    const { data, response } = await api.GET('/api/v1/groups');
+    expect(response.status).toBe(200);
+    expect(data!.members.map((m) => m.id)).toEqual([c]);
+    expect(data!.members[0]).toEqual({ id: c, name: 'C', displayName: '', archived: false, avatarUrl: null });
+    expect(data!.groups.map((x) => x._id)).toEqual([rootGroup]);
+    expect(data!.folders).toHaveLength(1);
+    const topNode = data!.folders[0]!;
+    expect(topNode).toMatchObject({ _id: top, name: 'Top', parentId: null });
+    expect(topNode.members.map((m) => m.id)).toEqual([a]);
+    expect(topNode.groups).toEqual([expect.objectContaining({ _id: g, color: '#ABCDEF', parentId: top, memberIds: [a, c] })]);
+    expect(topNode.folders.map((f) => f._id)).toEqual([inner]);
+    expect(topNode.folders[0]!.members.map((m) => m.id)).toEqual([b]);
+  });
+
+  it('shows only the scope: other side systems are not listed', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    await createFolder(api, 'Other side', { sideSystemId: side });
+    await createGroup(api, 'Other side group', { sideSystemId: side });
+    const mine = await createFolder(api, 'Mine');
+    const { data } = await api.GET('/api/v1/groups');
+    expect(data!.folders.map((f) => f._id)).toEqual([mine]);
+    expect(data!.groups).toEqual([]);
+    const other = await api.GET('/api/v1/groups', { params: { query: { sideSystemId: side } } });
+    expect(other.data!.folders.map((f) => f.name)).toEqual(['Other side']);
+    expect(other.data!.groups.map((f) => f.name)).toEqual(['Other side group']);
+  });
+});
+
+describe('folders', () => {
+  it('rename, move and clear the description with PATCH', async () => {
+    const { api } = await server.user();
+    const a = await createFolder(api, 'A', { description: 'first' });
+    const b = await createFolder(api, 'B');
+    const res = await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(b), body: { name: 'B2', parentId: a, description: null } });
+    expect(res.response.status).toBe(200);
+    expect(res.data).toMatchObject({ _id: b, name: 'B2', parentId: a, description: null });
+    const back = await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(b), body: { parentId: null } });
+    expect(back.data?.parentId).toBeNull();
+  });
+
+  it('refuses moving a folder under itself or its own descendant (400)', async () => {
+    const { api } = await server.user();
+    const a = await createFolder(api, 'A');
+    const b = await createFolder(api, 'B', { parentId: a });
+    const c = await createFolder(api, 'C', { parentId: b });
+    for (const parentId of [a, b, c]) {
+      const res = await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(a), body: { parentId } });
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toBe('Cannot move a folder into itself or one of its subfolders');
+    }
+    const tree = await api.GET('/api/v1/groups');
+    expect(tree.data!.folders.map((f) => f._id)).toEqual([a]);
+  });
+
+  it('checks parents: unknown → 404, another side system → 400, a group is not a folder', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const folder = await createFolder(api);
+    expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: UNKNOWN_ID } })).response.status).toBe(404);
+    expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: await createFolder(other.api) } })).response.status).toBe(404);
+    const elsewhere = await createFolder(api, 'E', { sideSystemId: await createSide(api) });
+    expect((await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(folder), body: { parentId: elsewhere } })).response.status).toBe(400);
+    const group = await createGroup(api);
+    expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: group } })).response.status).toBe(404);
+    expect((await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(group), body: { name: 'x' } })).response.status).toBe(404);
+    expect((await api.PATCH('/api/v1/groups/{groupId}', { ...groupPath(folder), body: { name: 'x' } })).response.status).toBe(404);
+  });
+
+  it('DELETE moves the folder and its subtree to the trash; its members show at the root; restore brings it all back', async () => {
+    const { api } = await server.user();
+    const top = await createFolder(api, 'Top');
+    const inner = await createFolder(api, 'Inner', { parentId: top });
+    const m = await createMember(api, 'M', { directoryId: inner });
+    const g = await createGroup(api, 'G', { parentId: inner });
+    expect((await api.DELETE('/api/v1/folders/{folderId}', folderPath(top))).response.status).toBe(204);
+    const hidden = await api.GET('/api/v1/groups');
+    expect(hidden.data!.folders).toEqual([]);
+    expect(hidden.data!.groups).toEqual([]);
+    expect(hidden.data!.members.map((x) => x.id)).toEqual([m]);
+    expect((await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(top), body: { name: 'x' } })).response.status).toBe(404);
+    expect((await api.DELETE('/api/v1/folders/{folderId}', folderPath(top))).response.status).toBe(404);
+
+    expect((await api.POST('/api/v1/folders/{folderId}/restore', folderPath(top))).response.status).toBe(204);
+    const back = await api.GET('/api/v1/groups');
+    expect(back.data!.folders[0]!.folders[0]!.members.map((x) => x.id)).toEqual([m]);
+    expect(back.data!.folders[0]!.folders[0]!.groups.map((x) => x._id)).toEqual([g]);
+    const twice = await api.POST('/api/v1/folders/{folderId}/restore', folderPath(top));
+    expect(twice.response.status).toBe(400);
+    expect(twice.error?.message).toBe('Folder is not in the trash');
+    expect((await api.POST('/api/v1/folders/{folderId}/restore', folderPath(UNKNOWN_ID))).response.status).toBe(404);
+  });
+
+  it('restoring a folder whose parent is still in the trash puts it at the root', async () => {
+    const { api } = await server.user();
+    const top = await createFolder(api, 'Top');
+    const inner = await createFolder(api, 'Inner', { parentId: top });
+    await api.DELETE('/api/v1/folders/{folderId}', folderPath(inner));
+    await api.DELETE('/api/v1/folders/{folderId}', folderPath(top));
+    await api.POST('/api/v1/folders/{folderId}/restore', folderPath(inner));
+    const { data } = await api.GET('/api/v1/groups');
+    expect(data!.folders.map((f) => [f._id, f.parentId])).toEqual([[inner, null]]);
+  });
+});
+
+describe('groups', () => {
+  it('replaces members with PUT, only with live members of the same side system', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const a = await createMember(api, 'A');
+    const b = await createMember(api, 'B');
+    const g = await createGroup(api, 'G', { memberIds: [a] });
+    expect((await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [b, a] } })).response.status).toBe(204);
+    let tree = await api.GET('/api/v1/groups');
+    expect(tree.data!.groups[0]!.memberIds).toEqual([b, a]);
+
+    const foreign = await createMember(other.api, 'X');
+    const elsewhere = await createMember(api, 'E', { sideSystemId: await createSide(api) });
+    const trashed = await createMember(api, 'T');
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
+    for (const bad of [foreign, elsewhere, trashed, UNKNOWN_ID]) {
+      const res = await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [a, bad] } });
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toContain(bad);
+    }
+    expect((await api.POST('/api/v1/groups', { body: { name: 'x', memberIds: [foreign] } })).response.status).toBe(400);
+    tree = await api.GET('/api/v1/groups');
+    expect(tree.data!.groups.map((x) => x.memberIds)).toEqual([[b, a]]);
+  });
+
+  it('does not list trashed members in memberIds', async () => {
+    const { api } = await server.user();
+    const a = await createMember(api, 'A');
+    const b = await createMember(api, 'B');
+    const g = await createGroup(api, 'G', { memberIds: [a, b] });
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: a } } });
+    const res = await api.PATCH('/api/v1/groups/{groupId}', { ...groupPath(g), body: { name: 'G2' } });
+    expect(res.data).toMatchObject({ name: 'G2', memberIds: [b] });
+  });
+
+  it('rename, recolour, move into a folder, trash and restore', async () => {
+    const { api } = await server.user();
+    const folder = await createFolder(api);
+    const g = await createGroup(api, 'G', { color: '#000000' });
+    const moved = await api.PATCH('/api/v1/groups/{groupId}', { ...groupPath(g), body: { parentId: folder, color: null, description: 'd' } });
+    expect(moved.data).toMatchObject({ parentId: folder, color: null, description: 'd' });
+    expect((await api.DELETE('/api/v1/groups/{groupId}', groupPath(g))).response.status).toBe(204);
+    expect((await api.GET('/api/v1/groups')).data!.folders[0]!.groups).toEqual([]);
+    expect((await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [] } })).response.status).toBe(404);
+    expect((await api.POST('/api/v1/groups/{groupId}/restore', groupPath(g))).response.status).toBe(204);
+    expect((await api.GET('/api/v1/groups')).data!.folders[0]!.groups.map((x) => x._id)).toEqual([g]);
+    expect((await api.POST('/api/v1/groups/{groupId}/restore', groupPath(g))).response.status).toBe(400);
+  });
+});
+
+describe('directory layouts', () => {
+  it('are saved per folder (or the root), listed, trashed and restored', async () => {
+    const { api } = await server.user();
+    const folder = await createFolder(api);
+    const m = await createMember(api, 'M', { directoryId: folder });
+    const created = await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'By role', itemIds: [m] } });
+    expect(created.response.status).toBe(201);
+    const root = await api.POST('/api/v1/directory-layouts', { body: { directoryId: null, name: 'Root', itemIds: [folder] } });
+    const all = await api.GET('/api/v1/directory-layouts');
+    expect(all.data!.map((l) => l._id)).toEqual([created.data!.id, root.data!.id]);
+    const one = await api.GET('/api/v1/directory-layouts', { params: { query: { directoryId: folder } } });
+    expect(one.data).toEqual([expect.objectContaining({ _id: created.data!.id, directoryId: folder, name: 'By role', itemIds: [m] })]);
+
+    const path = { params: { path: { layoutId: created.data!.id } } };
+    expect((await api.DELETE('/api/v1/directory-layouts/{layoutId}', path)).response.status).toBe(204);
+    expect((await api.GET('/api/v1/directory-layouts')).data!.map((l) => l._id)).toEqual([root.data!.id]);
+    expect((await api.DELETE('/api/v1/directory-layouts/{layoutId}', path)).response.status).toBe(404);
+    expect((await api.POST('/api/v1/directory-layouts/{layoutId}/restore', path)).response.status).toBe(204);
+    expect((await api.POST('/api/v1/directory-layouts/{layoutId}/restore', path)).response.status).toBe(400);
+    expect((await api.GET('/api/v1/directory-layouts')).data).toHaveLength(2);
+  });
+
+  it('needs an existing folder of the caller', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const theirs = await createFolder(other.api);
+    expect((await api.POST('/api/v1/directory-layouts', { body: { directoryId: theirs, name: 'x', itemIds: [] } })).response.status).toBe(404);
+    const dup = await api.POST('/api/v1/directory-layouts', { body: { directoryId: null, name: 'x', itemIds: [UNKNOWN_ID, UNKNOWN_ID] } });
+    expect(dup.response.status).toBe(400);
+  });
+});
