@@ -10,6 +10,8 @@ import { systemsRepo } from './repo.ts';
 export const SYSTEM_SCOPED_TABLES: Array<{ table: string; label: string }> = [
   { table: 'members', label: 'members' },
   { table: 'directories', label: 'groups or folders' },
+  { table: 'entries', label: 'notes' },
+  { table: 'front_sessions', label: 'front data' },
 ];
 
 export interface ReadScope {
