@@ -1062,6 +1062,171 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/entries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List notes
+         * @description Active notes of the scope (the active side/sub system; unified view lists all), most recently updated first, then by id. `memberId` keeps the notes linked to that member.
+         */
+        get: operations["listEntries"];
+        put?: never;
+        /**
+         * Create a note
+         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image.
+         */
+        post: operations["createEntry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/entries/{entryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a note
+         * @description The note with `memberId` (legacy single link) and `memberIds`. 404 for unknown, another account's or trashed notes.
+         */
+        get: operations["getEntry"];
+        put?: never;
+        post?: never;
+        /**
+         * Trash or purge a note
+         * @description Without `permanent` the note moves to the trash (400 when it already is). With `permanent=true` (or `1`, `yes`) it is purged for good, from the trash or straight away. `permanent=false` (or `0`, `no`) is a plain soft delete.
+         */
+        delete: operations["deleteEntry"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a note
+         * @description Strict partial update with at least one of title, content, memberId (null clears the legacy single link) and memberIds. A trashed note must be restored first (400). Newly linked members are checked against the note limit (400). Images are re-hosted as on create.
+         */
+        patch: operations["updateEntry"];
+        trace?: never;
+    };
+    "/api/v1/entries/{entryId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed note
+         * @description 400 when the note is not in the trash, or when restoring it would exceed a linked member's note limit.
+         */
+        post: operations["restoreEntry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/entry-images/{imageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Content hash of the stored image. */
+                imageId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a re-hosted note image
+         * @description An image that was copied into storage from a note's markdown. `ETag` and 304 as for member media.
+         */
+        get: operations["getEntryImage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/trash": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the trash
+         * @description Soft-deleted items of every type merged, newest `deletedAt` first, or of one `type`. `purgeAt` is when the retention job deletes the item for good (the account's retention, 30 days unless changed). `originalLocation` is a readable path for members, folders, groups, layouts and notes.
+         */
+        get: operations["listTrash"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/trash/purge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Purge items from the trash
+         * @description Deletes the listed trashed items for good, all or nothing: when any item is not found or not in the trash nothing is purged (400). Purging removes what depends on the item: a member takes its front sessions, tier presence, custom field values, status assignments and group memberships with it (notes stay, unlinked from it; a sub system linked to it keeps a null linkedMemberId); a folder takes its subfolders, groups and layouts (members inside move to the root); a custom field definition takes its values.
+         */
+        post: operations["purgeTrash"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/trash/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Trash retention
+         * @description How many days trashed items are kept before the retention job purges them.
+         */
+        get: operations["getTrashSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change trash retention
+         * @description `retentionDays` 1–3650, or null for the server default. Applies to items already in the trash (their `purgeAt` moves).
+         */
+        patch: operations["updateTrashSettings"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1572,6 +1737,69 @@ export interface components {
             icon: string | null;
             assignedAt: components["schemas"]["EpochMs"];
         };
+        EntryListRow: {
+            _id: components["schemas"]["Uuid"];
+            title: string | null;
+            content: string;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+            /** @description The first linked member. */
+            member: components["schemas"]["MemberSummary"] | null;
+            members: components["schemas"]["MemberSummary"][];
+        };
+        EntryDetail: {
+            _id: components["schemas"]["Uuid"];
+            title: string | null;
+            content: string;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+            member: components["schemas"]["MemberSummary"] | null;
+            members: components["schemas"]["MemberSummary"][];
+            /**
+             * Format: uuid
+             * @description Legacy single link.
+             */
+            memberId: string | null;
+            /** @description The linked members as last set; null when never set. */
+            memberIds: components["schemas"]["Uuid"][] | null;
+        };
+        CreateEntryRequest: {
+            content: string;
+            title?: string | null;
+            memberId?: components["schemas"]["Uuid"];
+            memberIds?: components["schemas"]["Uuid"][];
+        };
+        UpdateEntryRequest: {
+            content?: string;
+            title?: string | null;
+            /** Format: uuid */
+            memberId?: string | null;
+            memberIds?: components["schemas"]["Uuid"][];
+        };
+        /** @enum {string} */
+        TrashType: "entry" | "directory" | "member" | "directoryLayout" | "customFieldDefinition" | "frontSession";
+        TrashRow: {
+            type: components["schemas"]["TrashType"];
+            id: components["schemas"]["Uuid"];
+            name: string;
+            deletedAt: components["schemas"]["EpochMs"];
+            purgeAt: components["schemas"]["EpochMs"];
+            /** @description Readable path where the item lived; absent where it does not apply. */
+            originalLocation?: string;
+        };
+        PurgeTrashRequest: {
+            items: {
+                type: components["schemas"]["TrashType"];
+                id: components["schemas"]["Uuid"];
+            }[];
+        };
+        TrashSettings: {
+            retentionDays: number;
+            defaultRetentionDays: number;
+        };
+        UpdateTrashSettingsRequest: {
+            retentionDays: number | null;
+        };
     };
     responses: {
         /** @description Created; the body carries the new id. */
@@ -1688,6 +1916,14 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Entry (note) id. */
+        EntryIdPath: components["schemas"]["Uuid"];
+        /** @description How many entries, 1–100 (default 50). */
+        EntriesLimit: number;
+        /** @description Only entries linked to this member. */
+        MemberIdQuery: components["schemas"]["Uuid"];
+        /** @description How many rows, 1–500 (default 200). */
+        TrashLimit: number;
         /** @description Custom field definition id. */
         FieldIdPath: components["schemas"]["Uuid"];
         /** @description Member status definition id. */
@@ -3631,6 +3867,342 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listEntries: {
+        parameters: {
+            query?: {
+                /** @description How many entries, 1–100 (default 50). */
+                limit?: components["parameters"]["EntriesLimit"];
+                /** @description Only entries linked to this member. */
+                memberId?: components["parameters"]["MemberIdQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Note rows. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntryListRow"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateEntryRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The note. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntryDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteEntry: {
+        parameters: {
+            query?: {
+                /** @description `true`, `1` or `yes` purge for good. */
+                permanent?: "true" | "1" | "yes" | "false" | "0" | "no";
+            };
+            header?: never;
+            path: {
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateEntryRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated note. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntryDetail"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    restoreEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getEntryImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETag of a cached copy. */
+                "If-None-Match"?: string;
+            };
+            path: {
+                /** @description Content hash of the stored image. */
+                imageId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image. */
+            200: {
+                headers: {
+                    /** @description Strong validator of the bytes. */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
+                    "image/gif": string;
+                };
+            };
+            /** @description The cached copy is current. */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listTrash: {
+        parameters: {
+            query?: {
+                /** @description Only this type. */
+                type?: components["schemas"]["TrashType"];
+                /** @description How many rows, 1–500 (default 200). */
+                limit?: components["parameters"]["TrashLimit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Trash rows (may be empty). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TrashRow"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    purgeTrash: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PurgeTrashRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getTrashSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Retention. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TrashSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateTrashSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateTrashSettingsRequest"];
+            };
+        };
+        responses: {
+            /** @description Retention. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TrashSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
         };

@@ -38,6 +38,12 @@ export interface Config {
   fetchMaxBytes: number;
   /** Redirect hops an outbound fetch follows. */
   fetchMaxRedirects: number;
+  /** Notes one member may be linked to, per plan (403 NOTE_LIMIT_REACHED beyond). */
+  noteCaps: { free: number; pro: number; pro_plus: number };
+  /** Days a trashed item is kept before the retention job purges it (accounts may override). */
+  trashRetentionDays: number;
+  /** How often the retention job runs; 0 turns it off. */
+  trashPurgeIntervalMs: number;
 }
 
 export interface S3Config {
@@ -162,5 +168,12 @@ export function loadConfig(env: Env = process.env): Config {
     fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),
     fetchMaxBytes: int(env, 'FETCH_MAX_BYTES', FETCH_DEFAULTS.maxBytes, 1024, 1024 * MiB),
     fetchMaxRedirects: int(env, 'FETCH_MAX_REDIRECTS', FETCH_DEFAULTS.maxRedirects, 0, 20),
+    noteCaps: {
+      free: int(env, 'NOTE_CAP_FREE', 100, 1, 10_000_000),
+      pro: int(env, 'NOTE_CAP_PRO', 1000, 1, 10_000_000),
+      pro_plus: int(env, 'NOTE_CAP_PRO_PLUS', 10_000, 1, 10_000_000),
+    },
+    trashRetentionDays: int(env, 'TRASH_RETENTION_DAYS', 30, 1, 3650),
+    trashPurgeIntervalMs: int(env, 'TRASH_PURGE_INTERVAL_MS', 60_000, 0, 86_400_000),
   };
 }

@@ -1,11 +1,13 @@
 /** The operationId → handler map for the whole contract. Missing or extra entries fail to compile. */
 import { adminHandlers } from './features/admin/handlers.ts';
 import { appearanceHandlers } from './features/appearance/handlers.ts';
+import { entriesHandlers } from './features/entries/handlers.ts';
 import { customFieldsHandlers } from './features/customFields/handlers.ts';
 import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
 import { membersHandlers } from './features/members/handlers.ts';
 import { systemsHandlers } from './features/systems/handlers.ts';
+import { trashHandlers } from './features/trash/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
 
@@ -18,6 +20,8 @@ export const handlers = {
   ...groupsHandlers,
   ...customFieldsHandlers,
   ...memberStatusesHandlers,
+  ...entriesHandlers,
+  ...trashHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -48,6 +48,7 @@ async function main(): Promise<void> {
   const runtime = await createRuntime(config, { logger });
   const demo = !config.databaseUrl && config.seedDemo ? await seedDemoAccount(runtime.deps.db.knex, Date.now()) : undefined;
   const app = createApp(runtime.deps);
+  runtime.startJobs();
 
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.port, config.host, () => resolve(s));

@@ -8,6 +8,7 @@ import { openDatabase, type Database } from './db/knex.ts';
 import { migrateLatest } from './db/migrate.ts';
 import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
+import { TrashRetentionJob } from './features/trash/retentionJob.ts';
 import { createObjectStorage } from './storage/index.ts';
 import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
 
@@ -15,6 +16,10 @@ export interface Runtime {
   deps: AppDeps;
   /** Where the admin token came from, for the start-up banner. */
   adminTokenSource: 'env' | 'generated' | 'data-dir' | 'none';
+  /** Purges trashed items past their retention; main.ts starts it, tests run it on demand. */
+  trashRetention: TrashRetentionJob;
+  /** Starts the background jobs (the retention purge) on their configured intervals. */
+  startJobs(): void;
   close(): Promise<void>;
 }
 
@@ -75,10 +80,18 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     storage: createObjectStorage(config),
     onResponseViolation: options.onResponseViolation,
   };
+  const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {
+    defaultRetentionDays: config.trashRetentionDays,
+    clock,
+    logger: options.logger,
+  });
   return {
     deps,
     adminTokenSource: admin.source,
+    trashRetention,
+    startJobs: () => trashRetention.start(config.trashPurgeIntervalMs),
     close: async () => {
+      await trashRetention.stop();
       await apiKeys.close();
       await deps.rateLimiter.close();
       await db.close();

@@ -13,7 +13,7 @@ import { createApp } from '../../server/app.ts';
 import { loadConfig, type Config } from '../../server/config.ts';
 import type { AppDeps, ResponseViolation } from '../../server/deps.ts';
 import { createLogger } from '../../server/logger.ts';
-import { createRuntime } from '../../server/runtime.ts';
+import { createRuntime, type Runtime } from '../../server/runtime.ts';
 import { SCOPES } from '../../server/http/spec.ts';
 import { createTestDatabase } from './db.ts';
 
@@ -42,6 +42,7 @@ export class TestServer {
   readonly violations: ResponseViolation[] = [];
   admin!: ApiClient;
   deps!: AppDeps;
+  runtime!: Runtime;
   baseUrl!: string;
   adminToken = 'test-admin-token-0123456789abcdef';
   private server!: Server;
@@ -69,6 +70,7 @@ export class TestServer {
       onResponseViolation: (v) => this.violations.push(v),
     });
     this.deps = runtime.deps;
+    this.runtime = runtime;
     this.closeRuntime = runtime.close;
     const app = createApp(runtime.deps);
     this.server = await new Promise<Server>((resolve) => {

@@ -8,6 +8,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ApiError, badRequest, notFound, preconditionFailed } from '../../http/errors.ts';
 import { sniffImageType } from '../../storage/images.ts';
+import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 import { toMember, type MediaKind, type Member } from './present.ts';
 import { membersRepo, type MediaRef, type MemberRow } from './repo.ts';
@@ -15,11 +16,7 @@ import { changeMember } from './service.ts';
 
 const COLUMN: Record<MediaKind, 'avatar' | 'banner'> = { avatar: 'avatar', banner: 'banner' };
 
-export type MediaResponse =
-  | { status: 200; body: Buffer; contentType: string; headers: Record<string, string> }
-  | { status: 302; headers: Record<string, string> }
-  | { status: 304; headers: Record<string, string> }
-  | { status: 404 | 503 };
+export type MediaResponse = StoredImageResponse | { status: 302; headers: Record<string, string> } | { status: 503 };
 
 /** An https URL on a public host name: safe to hand to a browser as an image source. */
 export function isEmbeddableUrl(url: string): boolean {
@@ -32,14 +29,6 @@ export function isEmbeddableUrl(url: string): boolean {
   if (parsed.protocol !== 'https:' || parsed.username || parsed.password) return false;
   const host = parsed.hostname.replace(/^\[|\]$/g, '').toLowerCase();
   return isIP(host) === 0 && host !== 'localhost' && !host.endsWith('.localhost') && host.includes('.');
-}
-
-function etagMatches(header: string | undefined, etag: string): boolean {
-  if (!header) return false;
-  return header.split(',').some((candidate) => {
-    const c = candidate.trim();
-    return c === '*' || c === etag || c === `W/${etag}`;
-  });
 }
 
 export async function readMemberMedia(
@@ -57,11 +46,7 @@ export async function readMemberMedia(
     return isEmbeddableUrl(ref.url) ? { status: 302, headers: { Location: ref.url } } : { status: 404 };
   }
   if (!storage) return { status: 503 };
-  const object = await storage.get(ref.key);
-  if (!object) return { status: 404 };
-  const headers = { ETag: object.etag, 'Cache-Control': 'private, no-cache' };
-  if (etagMatches(ifNoneMatch, object.etag)) return { status: 304, headers };
-  return { status: 200, body: object.body, contentType: object.contentType, headers };
+  return readStoredImage(storage, ref.key, ifNoneMatch);
 }
 
 function requireStorage(storage: ObjectStorage | null): ObjectStorage {

@@ -1,0 +1,79 @@
+/**
+ * Purges trashed items whose retention has run out. Runs in-process on every instance; rows are
+ * claimed with FOR UPDATE SKIP LOCKED inside the purging transaction, so instances never work on
+ * the same rows and a crash mid-batch leaves them for the next run.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { ObjectStorage } from '../../storage/types.ts';
+import { purgeItems, TRASH_TABLES, TRASH_TYPES, type TrashItem } from './purge.ts';
+import { DAY_MS, dropObjects } from './service.ts';
+
+const BATCH = 200;
+
+export class TrashRetentionJob {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<number> | undefined;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly storage: ObjectStorage | null,
+    private readonly options: { defaultRetentionDays: number; clock: () => number; logger: Logger },
+  ) {}
+
+  start(intervalMs: number): void {
+    if (intervalMs <= 0 || this.timer) return;
+    this.timer = setInterval(() => void this.runOnce().catch((err) => this.options.logger.error({ err }, 'trash retention run failed')), intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running?.catch(() => undefined);
+  }
+
+  /** One pass over every type; returns how many items were purged. Overlapping calls share one run. */
+  runOnce(): Promise<number> {
+    this.running ??= this.pass().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async pass(): Promise<number> {
+    let total = 0;
+    for (const type of TRASH_TYPES) {
+      for (;;) {
+        const now = this.options.clock();
+        const { purged, objectKeys, batch } = await this.db.transaction(async (trx) => {
+          const table = TRASH_TABLES[type];
+          const expired: Array<{ id: string; user_id: string }> = await trx(`${table} as x`)
+            .join('accounts as a', 'a.id', 'x.user_id')
+            .whereNotNull('x.deleted_at')
+            .whereRaw('x.deleted_at + coalesce(a.trash_retention_days, ?) * ?::bigint <= ?', [this.options.defaultRetentionDays, DAY_MS, now])
+            .orderBy('x.deleted_at')
+            .limit(BATCH)
+            .forUpdate('x')
+            .skipLocked()
+            .select('x.id', 'x.user_id');
+          const byUser = new Map<string, TrashItem[]>();
+          for (const row of expired) byUser.set(row.user_id, [...(byUser.get(row.user_id) ?? []), { type, id: row.id }]);
+          let count = 0;
+          const keys: string[] = [];
+          for (const [userId, items] of byUser) {
+            const result = await purgeItems(trx, userId, items);
+            count += result.purged;
+            keys.push(...result.objectKeys);
+          }
+          return { purged: count, objectKeys: keys, batch: expired.length };
+        });
+        await dropObjects(this.storage, objectKeys, this.options.logger);
+        total += purged;
+        if (batch < BATCH) break;
+      }
+    }
+    if (total > 0) this.options.logger.info({ purged: total }, 'trash retention purged expired items');
+    return total;
+  }
+}

@@ -1,0 +1,134 @@
+/** GET /trash, POST /trash/purge and the per-account retention setting. */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { components } from '../../../generated/api.d.ts';
+import type { ObjectStorage } from '../../storage/types.ts';
+import { purgeItems, TRASH_TYPES, type TrashItem, type TrashType } from './purge.ts';
+
+type Schemas = components['schemas'];
+export const DAY_MS = 86_400_000;
+
+/** One SELECT per type, each already ordered and limited so it can use its (user_id, deleted_at) index. */
+const BRANCH: Record<TrashType, string> = {
+  entry: `select 'entry' as type, e.id, coalesce(nullif(e.title, ''), left(e.content, 80)) as name, e.deleted_at,
+            e.side_system_id, e.sub_system_id, null::uuid as directory_id
+          from entries e where e.user_id = ? and e.deleted_at is not null`,
+  directory: `select 'directory', d.id, d.name, d.deleted_at, d.side_system_id, d.sub_system_id, d.parent_id
+          from directories d where d.user_id = ? and d.deleted_at is not null`,
+  member: `select 'member', m.id, coalesce(nullif(m.display_name, ''), m.name), m.deleted_at, m.side_system_id, m.sub_system_id, m.directory_id
+          from members m where m.user_id = ? and m.deleted_at is not null`,
+  directoryLayout: `select 'directoryLayout', l.id, l.name, l.deleted_at, null::uuid, null::uuid, l.directory_id
+          from directory_layouts l where l.user_id = ? and l.deleted_at is not null`,
+  customFieldDefinition: `select 'customFieldDefinition', f.id, f.name, f.deleted_at, null::uuid, null::uuid, null::uuid
+          from custom_field_definitions f where f.user_id = ? and f.deleted_at is not null`,
+  frontSession: `select 'frontSession', s.id,
+            coalesce(nullif(m.display_name, ''), m.name) || ' — front session from '
+              || to_char(to_timestamp(s.started_at / 1000.0) at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC',
+            s.deleted_at, s.side_system_id, s.sub_system_id, null::uuid
+          from front_sessions s join members m on m.id = s.member_id where s.user_id = ? and s.deleted_at is not null`,
+};
+
+interface TrashRowRaw {
+  type: TrashType;
+  id: string;
+  name: string;
+  deleted_at: number;
+  side_system_id: string | null;
+  sub_system_id: string | null;
+  directory_id: string | null;
+}
+
+export async function retentionDays(db: Knex, userId: string, fallback: number): Promise<number> {
+  const row = await db('accounts').where({ id: userId }).first('trash_retention_days');
+  return row?.trash_retention_days ?? fallback;
+}
+
+/** Readable paths: side system (and sub system) name, then the folder chain. */
+async function locator(db: Knex, userId: string): Promise<(row: TrashRowRaw) => string | undefined> {
+  const [sides, subs, dirs] = await Promise.all([
+    db('side_systems').where({ user_id: userId }).select('id', 'name'),
+    db('sub_systems').where({ user_id: userId }).select('id', 'name'),
+    db('directories').where({ user_id: userId }).select('id', 'name', 'parent_id', 'side_system_id', 'sub_system_id'),
+  ]);
+  const sideName = new Map<string, string>(sides.map((s) => [s.id, s.name]));
+  const subName = new Map<string, string>(subs.map((s) => [s.id, s.name]));
+  const dirById = new Map<string, { name: string; parent_id: string | null; side_system_id: string; sub_system_id: string | null }>(dirs.map((d) => [d.id, d]));
+  const scopePath = (side: string | null, sub: string | null) => [side && sideName.get(side), sub && subName.get(sub)].filter((x): x is string => Boolean(x));
+  const folderChain = (id: string | null): string[] => {
+    const names: string[] = [];
+    const seen = new Set<string>();
+    for (let cur = id; cur && !seen.has(cur); ) {
+      seen.add(cur);
+      const d = dirById.get(cur);
+      if (!d) break;
+      names.unshift(d.name);
+      cur = d.parent_id;
+    }
+    return names;
+  };
+  return (row) => {
+    switch (row.type) {
+      case 'entry':
+      case 'member':
+      case 'directory': {
+        const parts = [...scopePath(row.side_system_id, row.sub_system_id), ...folderChain(row.directory_id)];
+        return parts.length ? parts.join(' / ') : undefined;
+      }
+      case 'directoryLayout': {
+        if (!row.directory_id) return 'Top level';
+        const folder = dirById.get(row.directory_id);
+        return folder ? [...scopePath(folder.side_system_id, folder.sub_system_id), ...folderChain(row.directory_id)].join(' / ') : undefined;
+      }
+      default:
+        return undefined;
+    }
+  };
+}
+
+export async function listTrash(
+  db: Knex,
+  userId: string,
+  query: { type?: TrashType; limit?: number },
+  defaultRetentionDays: number,
+): Promise<Schemas['TrashRow'][]> {
+  const limit = query.limit ?? 200;
+  const types = query.type ? [query.type] : [...TRASH_TYPES];
+  const sql = types.map((t) => `(${BRANCH[t]} order by 4 desc, 2 limit ${limit})`).join(' union all ');
+  const result = await db.raw<{ rows: TrashRowRaw[] }>(`select * from (${sql}) t order by deleted_at desc, id limit ${limit}`, types.map(() => userId));
+  const rows = result.rows;
+  if (rows.length === 0) return [];
+  const [days, locate] = await Promise.all([retentionDays(db, userId, defaultRetentionDays), locator(db, userId)]);
+  return rows.map((row) => {
+    const out: Schemas['TrashRow'] = { type: row.type, id: row.id, name: row.name, deletedAt: Number(row.deleted_at), purgeAt: Number(row.deleted_at) + days * DAY_MS };
+    const location = locate(row);
+    if (location) out.originalLocation = location;
+    return out;
+  });
+}
+
+/** Deletes storage objects of purged items; an orphan wastes space but loses nothing, so failures are logged only. */
+export async function dropObjects(storage: ObjectStorage | null, keys: string[], log: Logger): Promise<void> {
+  if (!storage) return;
+  for (const key of keys) {
+    try {
+      await storage.delete(key);
+    } catch (err) {
+      log.warn({ err, key }, 'could not delete a purged object');
+    }
+  }
+}
+
+export async function purge(db: Knex, storage: ObjectStorage | null, log: Logger, userId: string, items: TrashItem[]): Promise<void> {
+  if (items.length === 0) return;
+  const result = await db.transaction((trx) => purgeItems(trx, userId, items));
+  await dropObjects(storage, result.objectKeys, log);
+}
+
+export async function getSettings(db: Knex, userId: string, defaultDays: number): Promise<Schemas['TrashSettings']> {
+  return { retentionDays: await retentionDays(db, userId, defaultDays), defaultRetentionDays: defaultDays };
+}
+
+export async function updateSettings(db: Knex, userId: string, days: number | null, defaultDays: number): Promise<Schemas['TrashSettings']> {
+  await db('accounts').where({ id: userId }).update({ trash_retention_days: days });
+  return getSettings(db, userId, defaultDays);
+}

@@ -1,0 +1,358 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { GIF, PNG } from './helpers/images.ts';
+import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
+import { bearer, TestServer, useServer } from './helpers/server.ts';
+
+let now = 1_800_000_000_000;
+const server = useServer({ clock: () => now, env: { FETCH_ALLOW_PRIVATE: 'true', NOTE_CAP_PRO: '3', NOTE_CAP_FREE: '1' } });
+const entryPath = (entryId: string) => ({ params: { path: { entryId } } });
+type Api = Awaited<ReturnType<typeof server.user>>['api'];
+
+async function createEntry(api: Api, body: Record<string, unknown>): Promise<string> {
+  const res = await api.POST('/api/v1/entries', { body: body as never });
+  expect(res.response.status, JSON.stringify(res.error)).toBe(201);
+  return res.data!.id;
+}
+
+let images: LoopbackServer;
+beforeAll(async () => {
+  images = await startLoopbackServer({
+    '/a.png': { type: 'image/png', body: PNG },
+    '/b.gif': { type: 'image/gif', body: GIF },
+    '/text.png': { type: 'image/png', body: 'not an image at all' },
+  });
+});
+afterAll(() => images.close());
+
+describe('create and read', () => {
+  it('creates with a strict body and answers 201 { id }; detail carries memberId and memberIds', async () => {
+    const { api } = await server.user();
+    const a = await createMember(api, 'A');
+    const b = await createMember(api, 'B', { displayName: 'Bee' });
+    now += 1;
+    const res = await api.POST('/api/v1/entries', { body: { title: 'T', content: 'Hello', memberId: b, memberIds: [a, b] } });
+    expect(res.response.status).toBe(201);
+    expect(Object.keys(res.data!)).toEqual(['id']);
+    const { data } = await api.GET('/api/v1/entries/{entryId}', entryPath(res.data!.id));
+    const summaryB = { id: b, name: 'B', displayName: 'Bee', archived: false, avatarUrl: null };
+    const summaryA = { id: a, name: 'A', displayName: '', archived: false, avatarUrl: null };
+    expect(data).toEqual({
+      _id: res.data!.id,
+      title: 'T',
+      content: 'Hello',
+      createdAt: now,
+      updatedAt: now,
+      member: summaryB,
+      members: [summaryB, summaryA],
+      memberId: b,
+      memberIds: [a, b],
+    });
+  });
+
+  it.each([
+    [{}, 'content is required'],
+    [{ content: '' }, 'content must NOT have fewer than 1 characters'],
+    [{ content: 'x', tags: [] }, "Unknown field 'tags'"],
+    [{ content: 'x', memberIds: ['nope'] }, 'memberIds[0] must be a valid UUID'],
+  ])('refuses %j with 400', async (body, message) => {
+    const { api } = await server.user();
+    const res = await api.POST('/api/v1/entries', { body: body as never });
+    expect(res.response.status).toBe(400);
+    expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
+  });
+
+  it('refuses links to members that are not the caller\'s live members', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const theirs = await createMember(other.api);
+    const trashed = await createMember(api);
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
+    for (const body of [{ content: 'x', memberId: theirs }, { content: 'x', memberIds: [trashed] }, { content: 'x', memberIds: [UNKNOWN_ID] }]) {
+      const res = await api.POST('/api/v1/entries', { body });
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toMatch(/^Linked members must be your live members/);
+    }
+  });
+
+  it('GET is 400 for a malformed id and 404 for unknown or another account\'s notes', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const id = await createEntry(other.api, { content: 'theirs' });
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath('x'))).response.status).toBe(400);
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath(UNKNOWN_ID))).response.status).toBe(404);
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath(id))).response.status).toBe(404);
+    expect((await api.DELETE('/api/v1/entries/{entryId}', entryPath(id))).response.status).toBe(404);
+  });
+});
+
+describe('GET /entries', () => {
+  it('lists active notes newest updatedAt first, then by id, with member and members; memberId filters', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api, 'M');
+    now += 10;
+    const first = await createEntry(api, { content: 'first', memberIds: [m] });
+    const tieA = await createEntry(api, { content: 'tie a' });
+    const tieB = await createEntry(api, { content: 'tie b' });
+    now += 10;
+    const latest = await createEntry(api, { content: 'latest' });
+    const trashed = await createEntry(api, { content: 'trashed' });
+    await api.DELETE('/api/v1/entries/{entryId}', entryPath(trashed));
+    now += 10;
+    await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(first), body: { title: 'bumped' } });
+    const { data } = await api.GET('/api/v1/entries');
+    expect(data!.map((e) => e._id)).toEqual([first, latest, ...[tieA, tieB].sort()]);
+    expect(data![0]).toMatchObject({ member: { id: m, name: 'M' }, members: [{ id: m }] });
+    expect(data![1]).toMatchObject({ member: null, members: [] });
+    expect(data![0]).not.toHaveProperty('memberIds');
+    const filtered = await api.GET('/api/v1/entries', { params: { query: { memberId: m } } });
+    expect(filtered.data!.map((e) => e._id)).toEqual([first]);
+  });
+
+  it('takes limit 1–100, default 50', async () => {
+    const { api, apiKey } = await server.user();
+    for (let i = 0; i < 52; i++) await createEntry(api, { content: `n${i}` });
+    expect((await api.GET('/api/v1/entries')).data).toHaveLength(50);
+    expect((await api.GET('/api/v1/entries', { params: { query: { limit: 51 } } })).data).toHaveLength(51);
+    expect((await api.GET('/api/v1/entries', { params: { query: { limit: 1 } } })).data).toHaveLength(1);
+    for (const [q, message] of [['limit=0', 'limit must be >= 1'], ['limit=101', 'limit must be <= 100'], ['memberId=x', 'memberId must be a valid UUID']]) {
+      const res = await server.fetch(`/api/v1/entries?${q}`, { headers: bearer(apiKey) });
+      expect(res.status).toBe(400);
+      expect((await res.json()).message).toBe(message);
+    }
+  });
+
+  it('reads and writes the active system scope; unified view lists all', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    const mainNote = await createEntry(api, { content: 'main' });
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side } });
+    const sideNote = await createEntry(api, { content: 'side' });
+    expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id)).toEqual([sideNote]);
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id).sort()).toEqual([mainNote, sideNote].sort());
+    const row = await server.deps.db.knex('entries').where({ id: sideNote }).first();
+    expect(row.side_system_id).toBe(side);
+  });
+});
+
+describe('PATCH /entries/{entryId}', () => {
+  it('updates the given fields; memberId null clears the legacy single link', async () => {
+    const { api } = await server.user();
+    const a = await createMember(api, 'A');
+    const b = await createMember(api, 'B');
+    const id = await createEntry(api, { content: 'c', memberId: a, memberIds: [b] });
+    now += 100;
+    const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { memberId: null, title: 'New', content: 'd' } });
+    expect(res.response.status).toBe(200);
+    expect(res.data).toMatchObject({ title: 'New', content: 'd', memberId: null, memberIds: [b], members: [{ id: b }], member: { id: b }, updatedAt: now });
+    const relinked = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { memberIds: [a, b] } });
+    expect(relinked.data).toMatchObject({ memberId: null, memberIds: [a, b], members: [{ id: a }, { id: b }] });
+    const untitled = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: null } });
+    expect(untitled.data?.title).toBeNull();
+  });
+
+  it('refuses an empty body, unknown keys and unknown members', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    for (const body of [{}, { colour: 'x' }, { memberIds: [UNKNOWN_ID] }]) {
+      const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: body as never });
+      expect(res.response.status, JSON.stringify(body)).toBe(400);
+    }
+    expect((await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(UNKNOWN_ID), body: { title: 'x' } })).response.status).toBe(404);
+  });
+});
+
+describe('entry lifecycle table', () => {
+  const del = (api: Api, id: string, permanent?: string) =>
+    api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id }, query: permanent === undefined ? {} : { permanent: permanent as 'true' } } });
+  const exists = async (id: string) => (await server.deps.db.knex('entries').where({ id }).first()) !== undefined;
+
+  it('active → DELETE → trashed; GET answers 404', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    expect((await del(api, id)).response.status).toBe(204);
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath(id))).response.status).toBe(404);
+    expect(await exists(id)).toBe(true);
+  });
+
+  it.each(['true', '1', 'yes'])('active → DELETE permanent=%s → purged at once', async (permanent) => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    expect((await del(api, id, permanent)).response.status).toBe(204);
+    expect(await exists(id)).toBe(false);
+    expect((await api.POST('/api/v1/entries/{entryId}/restore', entryPath(id))).response.status).toBe(404);
+  });
+
+  it('trashed → DELETE permanent=true → purged', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    await del(api, id);
+    expect((await del(api, id, 'true')).response.status).toBe(204);
+    expect(await exists(id)).toBe(false);
+  });
+
+  it("trashed → DELETE without permanent → 400 'already in trash'", async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    await del(api, id);
+    const res = await del(api, id);
+    expect(res.response.status).toBe(400);
+    expect(res.error?.message).toContain('already in trash');
+    const soft = await del(api, id, 'false');
+    expect(soft.response.status).toBe(400);
+  });
+
+  it('permanent takes only the documented values', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    expect((await del(api, id, 'maybe')).response.status).toBe(400);
+    expect((await del(api, id, 'no')).response.status).toBe(204);
+    expect(await exists(id)).toBe(true);
+  });
+
+  it('trashed → POST restore → active (204)', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    await del(api, id);
+    expect((await api.POST('/api/v1/entries/{entryId}/restore', entryPath(id))).response.status).toBe(204);
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath(id))).data?.content).toBe('c');
+  });
+
+  it("active → POST restore → 400 'not in trash'; unknown → 404", async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    const res = await api.POST('/api/v1/entries/{entryId}/restore', entryPath(id));
+    expect(res.response.status).toBe(400);
+    expect(res.error?.message).toContain('not in trash');
+    expect((await api.POST('/api/v1/entries/{entryId}/restore', entryPath(UNKNOWN_ID))).response.status).toBe(404);
+  });
+
+  it('trashed → PATCH → 400 (restore first)', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'c' });
+    await del(api, id);
+    const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'x' } });
+    expect(res.response.status).toBe(400);
+    expect(res.error?.message).toContain('restore');
+  });
+});
+
+describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1 in this file)', () => {
+  it('403 NOTE_LIMIT_REACHED on create once a member holds the cap', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    for (let i = 0; i < 3; i++) await createEntry(api, { content: `n${i}`, memberIds: [m] });
+    const res = await api.POST('/api/v1/entries', { body: { content: 'one too many', memberId: m } });
+    expect(res.response.status).toBe(403);
+    expect(res.error?.code).toBe('NOTE_LIMIT_REACHED');
+    expect(res.error?.message).toContain('3');
+    await createEntry(api, { content: 'unlinked notes are not capped' });
+  });
+
+  it('follows the plan: Free allows 1 here', async () => {
+    const { api } = await server.user({ account: { plan: 'free' } });
+    const m = await createMember(api);
+    await createEntry(api, { content: 'a', memberId: m });
+    expect((await api.POST('/api/v1/entries', { body: { content: 'b', memberId: m } })).error?.code).toBe('NOTE_LIMIT_REACHED');
+  });
+
+  it('restore that would exceed the cap → 400; trashed notes do not count', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await createEntry(api, { content: `n${i}`, memberIds: [m] }));
+    await api.DELETE('/api/v1/entries/{entryId}', entryPath(ids[0]!));
+    await createEntry(api, { content: 'fills the freed slot', memberIds: [m] });
+    const res = await api.POST('/api/v1/entries/{entryId}/restore', entryPath(ids[0]!));
+    expect(res.response.status).toBe(400);
+    expect(res.error?.code).toBe('BAD_REQUEST');
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath(ids[0]!))).response.status).toBe(404);
+  });
+
+  it('PATCH linking a member at the cap → 400', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    for (let i = 0; i < 3; i++) await createEntry(api, { content: `n${i}`, memberIds: [m] });
+    const free = await createEntry(api, { content: 'free' });
+    const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(free), body: { memberIds: [m] } });
+    expect(res.response.status).toBe(400);
+  });
+
+  it('holds under concurrent creates', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => api.POST('/api/v1/entries', { body: { content: `c${i}`, memberId: m } })));
+    expect(results.filter((r) => r.response.status === 201)).toHaveLength(3);
+    expect(results.filter((r) => r.error?.code === 'NOTE_LIMIT_REACHED')).toHaveLength(3);
+  });
+});
+
+describe('external markdown images', () => {
+  it('are re-hosted into storage and the content rewritten; the stored image is served with ETag/304', async () => {
+    const { api, apiKey } = await server.user();
+    const content = `Look ![a cat](${images.url('/a.png')} "Cat") and again ![same](${images.url('/a.png')}) and ![gif](<${images.url('/b.gif')}>)`;
+    const id = await createEntry(api, { content });
+    const { data } = await api.GET('/api/v1/entries/{entryId}', entryPath(id));
+    const stored = [...data!.content.matchAll(/\/api\/v1\/entry-images\/([0-9a-f]{64})/g)].map((m) => m[0]);
+    expect(stored).toHaveLength(3);
+    expect(data!.content).not.toContain('127.0.0.1');
+    expect(data!.content).toContain(`![a cat](${stored[0]} "Cat")`);
+    expect(stored[0]).toBe(stored[1]);
+    const img = await server.fetch(stored[0]!, { headers: bearer(apiKey) });
+    expect(img.status).toBe(200);
+    expect(img.headers.get('content-type')).toBe('image/png');
+    expect(Buffer.from(await img.arrayBuffer()).equals(PNG)).toBe(true);
+    const cached = await server.fetch(stored[0]!, { headers: { ...bearer(apiKey), 'If-None-Match': img.headers.get('etag')! } });
+    expect(cached.status).toBe(304);
+    const other = await server.user();
+    expect((await server.fetch(stored[0]!, { headers: bearer(other.apiKey) })).status).toBe(404);
+  });
+
+  it('are re-hosted on PATCH too; images already stored are left alone', async () => {
+    const { api } = await server.user();
+    const id = await createEntry(api, { content: 'plain' });
+    const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { content: `![x](${images.url('/b.gif')})` } });
+    expect(res.data?.content).toMatch(/^!\[x\]\(\/api\/v1\/entry-images\/[0-9a-f]{64}\)$/);
+    const hits = images.hits.length;
+    const again = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { content: res.data!.content + ' more' } });
+    expect(again.response.status).toBe(200);
+    expect(images.hits.length).toBe(hits);
+  });
+
+  it('refuse content that is not an image, or a URL that fails, with 400 and nothing saved', async () => {
+    const { api } = await server.user();
+    for (const path of ['/text.png', '/missing.png']) {
+      const res = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url(path)})` } });
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toContain(images.url(path));
+    }
+    expect((await api.GET('/api/v1/entries')).data).toEqual([]);
+  });
+
+  it('go through the guarded fetcher: private addresses are refused unless allowed', async () => {
+    const guarded = await new TestServer().start({ env: { FETCH_ALLOW_PRIVATE: 'false' } });
+    try {
+      const { api } = await guarded.user();
+      const res = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})` } });
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toContain('private address');
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('503 PRECONDITION_FAILED when object storage is not configured', async () => {
+    const bare = await new TestServer().start({ env: { OBJECT_STORAGE: 'none', FETCH_ALLOW_PRIVATE: 'true' } });
+    try {
+      const { api } = await bare.user();
+      const res = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})` } });
+      expect(res.response.status).toBe(503);
+      expect(res.error?.code).toBe('PRECONDITION_FAILED');
+      expect((await api.POST('/api/v1/entries', { body: { content: 'no images, no storage needed' } })).response.status).toBe(201);
+      expect(bare.violations).toEqual([]);
+    } finally {
+      await bare.close();
+    }
+  });
+});
