@@ -4015,7 +4015,7 @@ export interface operations {
                 /** @description An own side system; needed for a side or sub scope. */
                 sideSystemId?: components["schemas"]["Uuid"];
                 /** @description A sub system of `sideSystemId`; omit it or send the literal `null` for the side layer only. */
-                subSystemId?: components["schemas"]["Uuid"] | "null";
+                subSystemId?: string;
             };
             header?: never;
             path?: never;

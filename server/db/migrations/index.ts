@@ -1,5 +1,6 @@
 /** Every migration, in order. Add new ones at the end; never edit one that has shipped. */
 import * as m0001 from './0001_foundation.ts';
 import * as m0002 from './0002_core_model.ts';
+import * as m0003 from './0003_terminology.ts';
 
-export const migrations = [m0001, m0002];
+export const migrations = [m0001, m0002, m0003];
