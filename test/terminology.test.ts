@@ -200,6 +200,16 @@ describe('PATCH /terminology', () => {
     expect((await api.GET('/api/v1/terminology')).data).toEqual(ok.data);
   });
 
+  it('loses no update when saves race, including the first one', async () => {
+    const { api } = await server.user();
+    const nouns = ['member', 'group', 'folder', 'system', 'front', 'friend', 'note', 'customField'] as const;
+    const results = await Promise.all(nouns.map((noun) => api.PATCH('/api/v1/terminology', { body: { [noun]: { plural: `Many ${noun}` } } })));
+    expect(results.map((r) => r.response.status)).toEqual(nouns.map(() => 200));
+    const { data } = await api.GET('/api/v1/terminology');
+    for (const noun of nouns) expect(data?.terms[noun].plural).toBe(`Many ${noun.replace(/^./, (c) => c.toUpperCase())}`);
+    expect(new Set(results.map((r) => r.data!._id))).toEqual(new Set([data!._id]));
+  });
+
   it('creates nothing when the first save is refused', async () => {
     const { api, apiKey } = await server.user();
     expect((await raw(apiKey, 'PATCH', '/api/v1/terminology', { member: { singular: 'm'.repeat(41) } })).status).toBe(400);
@@ -575,6 +585,23 @@ describe('PATCH /terminology/scoped', () => {
     });
     expect(gone.data).toMatchObject({ hasSideOverride: true, hasSubOverride: false });
     expect(await overrideRows(userId)).toEqual([{ side_system_id: side, sub_system_id: null, terms: { member: { singular: 'Alter' } }, actions: {}, icons: {} }]);
+  });
+
+  it('loses no update when scoped saves of one side system race', async () => {
+    const user = await server.user();
+    const side = await activeSide(user);
+    const sub = await createSub(user, side);
+    const nouns = ['member', 'group', 'note', 'friend'] as const;
+    const writes = nouns.flatMap((noun) => [
+      user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { [noun]: { singular: `Side ${noun}` } } } }),
+      user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: sub, terms: { [noun]: { plural: `Sub ${noun}` } } } }),
+    ]);
+    expect((await Promise.all(writes)).map((r) => r.response.status)).toEqual(writes.map(() => 200));
+    const doc = await resolved(user, { sideSystemId: side, subSystemId: sub });
+    for (const noun of nouns) {
+      expect(doc.terms[noun]).toEqual({ singular: `Side ${noun.replace(/^./, (c) => c.toUpperCase())}`, plural: `Sub ${noun.replace(/^./, (c) => c.toUpperCase())}` });
+    }
+    expect(await overrideRows(user.userId)).toHaveLength(2);
   });
 
   it('treats subSystemId null like an omitted one (the side layer)', async () => {
