@@ -1227,6 +1227,134 @@ export interface paths {
         patch: operations["updateTrashSettings"];
         trace?: never;
     };
+    "/api/v1/terminology": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the account-wide terminology
+         * @description Returns the account's saved global label document, or the JSON literal `null` when the
+         *     account has never saved or reset its terminology. Side and sub system overrides are not
+         *     part of this document; read them merged through `GET /api/v1/terminology/resolved`.
+         */
+        get: operations["getTerminology"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update the account-wide terminology
+         * @description Partial, strict update of the global labels. Top-level keys are the nouns (each with
+         *     `singular` and/or `plural`) plus the nested `actions` and `icons` objects; at least one
+         *     key is required and every object must name at least one field. Keys left out keep
+         *     their stored value. The first save creates the document from the product defaults.
+         *
+         *     Every label is trimmed, then the first letter of each word is upper-cased (the rest of
+         *     the word is kept as typed, so acronyms survive). After trimming a label may be at most
+         *     40 characters (a longer one is a 400 naming the field); an empty or blank label
+         *     restores that key's product default. Overrides stored for side and sub systems are
+         *     not touched.
+         */
+        patch: operations["updateTerminology"];
+        trace?: never;
+    };
+    "/api/v1/terminology/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reset the account-wide terminology to defaults
+         * @description Overwrites every global label and the trash icon with the product defaults, creating the
+         *     document when none exists (its id and creation time are kept otherwise). Side and sub
+         *     system overrides stay as they are; clear those with `POST /api/v1/terminology/scoped`.
+         */
+        post: operations["resetTerminology"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/terminology/resolved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the labels in effect for a scope
+         * @description Merges the layers product defaults → global document → side system override → sub
+         *     system override and returns every key filled in, with `_id` set to `resolved`.
+         *
+         *     - `sideSystemId` alone resolves the side layer (`scope.kind` `side`).
+         *     - `sideSystemId` with `subSystemId` resolves the sub layer (`scope.kind` `sub`); the
+         *       literal string `null` for `subSystemId` means the side layer only.
+         *     - `subSystemId` without `sideSystemId` is a 400.
+         *     - With neither, the account's active scope decides: the active side system, and the
+         *       active sub system when one is set. When the account's unified view is on, the labels
+         *       are the global ones only (`scope.kind` `global`), because a unified view spans every
+         *       side system and no single override applies.
+         *
+         *     A side system that is unknown, deleted or another account's is a 404, and so is a sub
+         *     system that is not in the given side system. `_creationTime` and `updatedAt` are the
+         *     earliest creation and the latest update among the stored layers that took part, and
+         *     `null` when every label is a product default.
+         */
+        get: operations["getResolvedTerminology"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/terminology/scoped": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove the overrides of a side or sub system
+         * @description Deletes the override layer of exactly the given scope: the side system's own layer when
+         *     `subSystemId` is omitted or `null` (overrides of its sub systems stay), otherwise the
+         *     sub system's layer. Succeeds when there was nothing to remove. Answers with the
+         *     resolved labels of that scope afterwards. 404 rules are those of the scoped update.
+         */
+        post: operations["resetScopedTerminology"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Override labels for a side or sub system
+         * @description Changes the override layer of one side system (`subSystemId` omitted or `null`) or of
+         *     one sub system of it. `terms` takes the same keys as the global update. Labels are
+         *     normalised as there, except that an empty label clears that key's override so it
+         *     inherits again.
+         *
+         *     Only labels that differ from what the scope inherits (the global labels for a side
+         *     system; global plus side for a sub system) are stored. When nothing differs the
+         *     override row is removed and `hasSideOverride` / `hasSubOverride` report `false`.
+         *     Answers with the resolved labels of that scope. A side or sub system that is not the
+         *     caller's, or a sub system outside the side system, is a 404.
+         */
+        patch: operations["updateScopedTerminology"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1799,6 +1927,171 @@ export interface components {
         };
         UpdateTrashSettingsRequest: {
             retentionDays: number | null;
+        };
+        /**
+         * @description A display label as stored and returned; trimmed, each word starting upper-case, 1–40 characters.
+         * @example Headmate
+         */
+        TerminologyLabel: string;
+        /**
+         * @description A display label as sent. The server trims it and upper-cases the first letter of each
+         *     word; after trimming it may be at most 40 characters (longer is a 400 naming the
+         *     field). An empty or blank string falls back: to the product default in the global
+         *     document, to the inherited label in a side or sub system override.
+         * @example headmate
+         */
+        TerminologyLabelInput: string;
+        /**
+         * @description Icon catalog id. The presets are `fa-tombstone-blank` (the default) and `fa-trash`;
+         *     any other catalog id of the form `fa-<words>` (lower-case letters, digits and single
+         *     hyphens, at most 64 characters) is accepted too.
+         * @example fa-tombstone-blank
+         * @example fa-trash
+         */
+        TerminologyIconId: string;
+        TerminologyNoun: {
+            singular: components["schemas"]["TerminologyLabel"];
+            plural: components["schemas"]["TerminologyLabel"];
+        };
+        /**
+         * @description Every renameable noun. Defaults (singular / plural): member Member / Members, group
+         *     Group / Groups, folder Group / Groups, system System / Systems, front Front / Fronts,
+         *     friend Friend / Friends, note Note / Notes, privacyBucket Privacy Bucket / Privacy
+         *     Buckets, customField Custom Field / Custom Fields, sideSystem Side System / Side
+         *     Systems, subSystem Sub System / Sub Systems.
+         */
+        TerminologyTerms: {
+            member: components["schemas"]["TerminologyNoun"];
+            group: components["schemas"]["TerminologyNoun"];
+            folder: components["schemas"]["TerminologyNoun"];
+            system: components["schemas"]["TerminologyNoun"];
+            front: components["schemas"]["TerminologyNoun"];
+            friend: components["schemas"]["TerminologyNoun"];
+            note: components["schemas"]["TerminologyNoun"];
+            privacyBucket: components["schemas"]["TerminologyNoun"];
+            customField: components["schemas"]["TerminologyNoun"];
+            sideSystem: components["schemas"]["TerminologyNoun"];
+            subSystem: components["schemas"]["TerminologyNoun"];
+        };
+        /**
+         * @description Labels of member and trash actions. Defaults: archiveMember Archive Member,
+         *     archivedMembers Archived Members, trash Trash, deleteMember Delete Member,
+         *     permanentlyDeleteMember Permanently Delete Member, unarchiveMember Unarchive Member,
+         *     restoreFromTrash Restore From Trash, mostFronted Most Fronted.
+         */
+        TerminologyActions: {
+            archiveMember: components["schemas"]["TerminologyLabel"];
+            archivedMembers: components["schemas"]["TerminologyLabel"];
+            trash: components["schemas"]["TerminologyLabel"];
+            deleteMember: components["schemas"]["TerminologyLabel"];
+            permanentlyDeleteMember: components["schemas"]["TerminologyLabel"];
+            unarchiveMember: components["schemas"]["TerminologyLabel"];
+            restoreFromTrash: components["schemas"]["TerminologyLabel"];
+            mostFronted: components["schemas"]["TerminologyLabel"];
+        };
+        TerminologyIcons: {
+            trash: components["schemas"]["TerminologyIconId"];
+        };
+        /** @description The account's saved global labels. Every key is present. */
+        TerminologyDocument: {
+            _id: components["schemas"]["Uuid"];
+            /** @description When the document was first saved or reset. */
+            _creationTime: components["schemas"]["EpochMs"];
+            userId: components["schemas"]["Uuid"];
+            terms: components["schemas"]["TerminologyTerms"];
+            actions: components["schemas"]["TerminologyActions"];
+            icons: components["schemas"]["TerminologyIcons"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        /** @description The layer a resolved document was merged for. */
+        TerminologyScope: {
+            /** @enum {string} */
+            kind: "global";
+        } | {
+            /** @enum {string} */
+            kind: "side";
+            sideSystemId: components["schemas"]["Uuid"];
+        } | {
+            /** @enum {string} */
+            kind: "sub";
+            sideSystemId: components["schemas"]["Uuid"];
+            subSystemId: components["schemas"]["Uuid"];
+        };
+        /** @description Every label in effect for a scope, defaults filled in. */
+        ResolvedTerminology: {
+            /** @enum {string} */
+            _id: "resolved";
+            /**
+             * Format: int64
+             * @description Earliest creation time among the stored layers that were merged; `null` when none is stored.
+             */
+            _creationTime: number | null;
+            userId: components["schemas"]["Uuid"];
+            terms: components["schemas"]["TerminologyTerms"];
+            actions: components["schemas"]["TerminologyActions"];
+            icons: components["schemas"]["TerminologyIcons"];
+            /**
+             * Format: int64
+             * @description Latest update time among the stored layers that were merged; `null` when none is stored.
+             */
+            updatedAt: number | null;
+            scope: components["schemas"]["TerminologyScope"];
+            /** @description The scope's side system has an override layer (always `false` for the global scope). */
+            hasSideOverride: boolean;
+            /** @description The scope's sub system has an override layer (always `false` unless the scope is a sub system). */
+            hasSubOverride: boolean;
+        };
+        TerminologyNounPatch: {
+            singular?: components["schemas"]["TerminologyLabelInput"];
+            plural?: components["schemas"]["TerminologyLabelInput"];
+        };
+        TerminologyActionsPatch: {
+            archiveMember?: components["schemas"]["TerminologyLabelInput"];
+            archivedMembers?: components["schemas"]["TerminologyLabelInput"];
+            trash?: components["schemas"]["TerminologyLabelInput"];
+            deleteMember?: components["schemas"]["TerminologyLabelInput"];
+            permanentlyDeleteMember?: components["schemas"]["TerminologyLabelInput"];
+            unarchiveMember?: components["schemas"]["TerminologyLabelInput"];
+            restoreFromTrash?: components["schemas"]["TerminologyLabelInput"];
+            mostFronted?: components["schemas"]["TerminologyLabelInput"];
+        };
+        TerminologyIconsPatch: {
+            trash?: components["schemas"]["TerminologyIconId"];
+        };
+        /** @description Any subset of the nouns, plus optional `actions` and `icons`; at least one key. */
+        TerminologyPatch: {
+            member?: components["schemas"]["TerminologyNounPatch"];
+            group?: components["schemas"]["TerminologyNounPatch"];
+            folder?: components["schemas"]["TerminologyNounPatch"];
+            system?: components["schemas"]["TerminologyNounPatch"];
+            front?: components["schemas"]["TerminologyNounPatch"];
+            friend?: components["schemas"]["TerminologyNounPatch"];
+            note?: components["schemas"]["TerminologyNounPatch"];
+            privacyBucket?: components["schemas"]["TerminologyNounPatch"];
+            customField?: components["schemas"]["TerminologyNounPatch"];
+            sideSystem?: components["schemas"]["TerminologyNounPatch"];
+            subSystem?: components["schemas"]["TerminologyNounPatch"];
+            actions?: components["schemas"]["TerminologyActionsPatch"];
+            icons?: components["schemas"]["TerminologyIconsPatch"];
+        };
+        ScopedTerminologyPatch: {
+            /** @description An own side system. */
+            sideSystemId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description A sub system of that side system; omitted or `null` targets the side system's own layer.
+             */
+            subSystemId?: string | null;
+            terms: components["schemas"]["TerminologyPatch"];
+        };
+        TerminologyScopeRequest: {
+            /** @description An own side system. */
+            sideSystemId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description A sub system of that side system; omitted or `null` means the side system's own layer.
+             */
+            subSystemId?: string | null;
         };
     };
     responses: {
@@ -4201,6 +4494,182 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getTerminology: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stored global document, or `null` when none was ever saved. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminologyDocument"] | null;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateTerminology: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminologyPatch"];
+            };
+        };
+        responses: {
+            /** @description The whole global document after the merge. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminologyDocument"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    resetTerminology: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The document after the reset. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TerminologyDocument"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getResolvedTerminology: {
+        parameters: {
+            query?: {
+                /** @description An own side system; needed for a side or sub scope. */
+                sideSystemId?: components["schemas"]["Uuid"];
+                /** @description A sub system of `sideSystemId`; omit it or send the literal `null` for the side layer only. */
+                subSystemId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The merged labels for the scope. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResolvedTerminology"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    resetScopedTerminology: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TerminologyScopeRequest"];
+            };
+        };
+        responses: {
+            /** @description The resolved labels of the scope after the overrides were removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResolvedTerminology"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateScopedTerminology: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScopedTerminologyPatch"];
+            };
+        };
+        responses: {
+            /** @description The resolved labels of the scope after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResolvedTerminology"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

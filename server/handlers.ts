@@ -7,6 +7,7 @@ import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
 import { membersHandlers } from './features/members/handlers.ts';
 import { systemsHandlers } from './features/systems/handlers.ts';
+import { terminologyHandlers } from './features/terminology/handlers.ts';
 import { trashHandlers } from './features/trash/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
@@ -22,6 +23,7 @@ export const handlers = {
   ...memberStatusesHandlers,
   ...entriesHandlers,
   ...trashHandlers,
+  ...terminologyHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -172,6 +172,10 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     res.status(result.status);
     if (result.body === undefined) {
       res.end();
+    } else if (result.body === null) {
+      // A JSON null (only where the contract's schema allows it, or the handler would not
+      // compile). Sent as text: the response validator's res.json hook turns null into a 204.
+      res.type('application/json').send('null');
     } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
       if (result.contentType) res.type(result.contentType);
       res.send(result.body);
