@@ -30,6 +30,21 @@ export interface OpenDatabaseOptions {
   poolMax?: number;
 }
 
+/**
+ * knex-pglite derives the result's command from the builder method, and `del` becomes "DEL",
+ * which knex's PostgreSQL response handling does not know: `.delete()` would resolve to the raw
+ * result instead of the row count it gives on PostgreSQL. Present deletes as "delete".
+ */
+function embeddedClient(base: typeof import('knex-pglite')): typeof import('knex-pglite') {
+  const Base = base as unknown as new (config: unknown) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
+  class EmbeddedClient extends Base {
+    override processResponse(obj: { method?: string }, runner: unknown): unknown {
+      return super.processResponse(obj?.method === 'del' ? { ...obj, method: 'delete' } : obj, runner);
+    }
+  }
+  return EmbeddedClient as unknown as typeof import('knex-pglite');
+}
+
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
     const knex = knexFactory({
@@ -49,7 +64,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   const pglite = await PGlite.create(dataDir, {
     parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
   });
-  const knex = knexFactory({ client: ClientPGLite, connection: { pglite } as never });
+  const knex = knexFactory({ client: embeddedClient(ClientPGLite), connection: { pglite } as never });
   return {
     knex,
     kind: 'pglite',

@@ -8,23 +8,26 @@ import { purgeItems, TRASH_TYPES, type TrashItem, type TrashType } from './purge
 type Schemas = components['schemas'];
 export const DAY_MS = 86_400_000;
 
-/** One SELECT per type, each already ordered and limited so it can use its (user_id, deleted_at) index. */
+/**
+ * One SELECT per type with the same named columns (a single one runs alone when `type` is given),
+ * each ordered and limited on its own so it can use its (user_id, deleted_at) index.
+ */
 const BRANCH: Record<TrashType, string> = {
   entry: `select 'entry' as type, e.id, coalesce(nullif(e.title, ''), left(e.content, 80)) as name, e.deleted_at,
             e.side_system_id, e.sub_system_id, null::uuid as directory_id
           from entries e where e.user_id = ? and e.deleted_at is not null`,
-  directory: `select 'directory', d.id, d.name, d.deleted_at, d.side_system_id, d.sub_system_id, d.parent_id
+  directory: `select 'directory' as type, d.id, d.name, d.deleted_at, d.side_system_id, d.sub_system_id, d.parent_id as directory_id
           from directories d where d.user_id = ? and d.deleted_at is not null`,
-  member: `select 'member', m.id, coalesce(nullif(m.display_name, ''), m.name), m.deleted_at, m.side_system_id, m.sub_system_id, m.directory_id
+  member: `select 'member' as type, m.id, coalesce(nullif(m.display_name, ''), m.name) as name, m.deleted_at, m.side_system_id, m.sub_system_id, m.directory_id
           from members m where m.user_id = ? and m.deleted_at is not null`,
-  directoryLayout: `select 'directoryLayout', l.id, l.name, l.deleted_at, null::uuid, null::uuid, l.directory_id
+  directoryLayout: `select 'directoryLayout' as type, l.id, l.name, l.deleted_at, null::uuid as side_system_id, null::uuid as sub_system_id, l.directory_id
           from directory_layouts l where l.user_id = ? and l.deleted_at is not null`,
-  customFieldDefinition: `select 'customFieldDefinition', f.id, f.name, f.deleted_at, null::uuid, null::uuid, null::uuid
+  customFieldDefinition: `select 'customFieldDefinition' as type, f.id, f.name, f.deleted_at, null::uuid as side_system_id, null::uuid as sub_system_id, null::uuid as directory_id
           from custom_field_definitions f where f.user_id = ? and f.deleted_at is not null`,
-  frontSession: `select 'frontSession', s.id,
+  frontSession: `select 'frontSession' as type, s.id,
             coalesce(nullif(m.display_name, ''), m.name) || ' — front session from '
-              || to_char(to_timestamp(s.started_at / 1000.0) at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC',
-            s.deleted_at, s.side_system_id, s.sub_system_id, null::uuid
+              || to_char(to_timestamp(s.started_at / 1000.0) at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC' as name,
+            s.deleted_at, s.side_system_id, s.sub_system_id, null::uuid as directory_id
           from front_sessions s join members m on m.id = s.member_id where s.user_id = ? and s.deleted_at is not null`,
 };
 

@@ -1,0 +1,274 @@
+import { describe, expect, it } from 'vitest';
+import { createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { PNG } from './helpers/images.ts';
+import { bearer, TestServer, useServer } from './helpers/server.ts';
+
+const DAY = 86_400_000;
+let now = 1_800_000_000_000;
+const server = useServer({ clock: () => now });
+type Api = Awaited<ReturnType<typeof server.user>>['api'];
+
+async function entry(api: Api, body: Record<string, unknown>): Promise<string> {
+  return (await api.POST('/api/v1/entries', { body: body as never })).data!.id;
+}
+const purge = (api: Api, items: Array<{ type: string; id: string }>) => api.POST('/api/v1/trash/purge', { body: { items } as never });
+const count = async (table: string, where: Record<string, unknown>) =>
+  Number((await server.deps.db.knex(table).where(where).count<{ c: number }[]>('* as c').first())!.c);
+
+describe('GET /trash', () => {
+  it('merges every type newest deletedAt first, with name, purgeAt (30 days) and readable locations', async () => {
+    const { api } = await server.user();
+    const folder = await createFolder(api, 'Protectors');
+    const inner = await createFolder(api, 'Night', { parentId: folder });
+    const member = await createMember(api, 'Robin', { directoryId: inner, displayName: 'Rob' });
+    const note = await entry(api, { title: 'Diary', content: 'text' });
+    const untitled = await entry(api, { content: 'x'.repeat(100) });
+    const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'Role', type: 'text' } })).data!.id;
+    const layout = (await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'Order', itemIds: [] } })).data!.id;
+    const group = await createGroup(api, 'Night shift');
+
+    const steps: Array<[string, () => Promise<unknown>]> = [
+      ['entry', () => api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } })],
+      ['entry', () => api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: untitled } } })],
+      ['member', () => api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } })],
+      ['customFieldDefinition', () => api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: field } } })],
+      ['directoryLayout', () => api.DELETE('/api/v1/directory-layouts/{layoutId}', { params: { path: { layoutId: layout } } })],
+      ['directory', () => api.DELETE('/api/v1/groups/{groupId}', { params: { path: { groupId: group } } })],
+      ['directory', () => api.DELETE('/api/v1/folders/{folderId}', { params: { path: { folderId: inner } } })],
+    ];
+    const deletedAt: number[] = [];
+    for (const [, step] of steps) {
+      now += 1000;
+      deletedAt.push(now);
+      await step();
+    }
+    const { data, response } = await api.GET('/api/v1/trash');
+    expect(response.status).toBe(200);
+    expect(data!.map((r) => r.type)).toEqual(steps.map(([t]) => t).reverse());
+    expect(data!.map((r) => r.deletedAt)).toEqual([...deletedAt].reverse());
+    for (const row of data!) expect(row.purgeAt).toBe(row.deletedAt + 30 * DAY);
+    const byId = new Map(data!.map((r) => [r.id, r]));
+    expect(byId.get(member)).toMatchObject({ type: 'member', name: 'Rob', originalLocation: 'Main system / Protectors / Night' });
+    expect(byId.get(note)).toMatchObject({ name: 'Diary', originalLocation: 'Main system' });
+    expect(byId.get(untitled)!.name).toBe('x'.repeat(80));
+    expect(byId.get(inner)).toMatchObject({ type: 'directory', name: 'Night', originalLocation: 'Main system / Protectors' });
+    expect(byId.get(layout)).toMatchObject({ type: 'directoryLayout', name: 'Order', originalLocation: 'Main system / Protectors' });
+    expect(byId.get(field)).toMatchObject({ type: 'customFieldDefinition', name: 'Role' });
+    expect(byId.get(field)).not.toHaveProperty('originalLocation');
+
+    const members = await api.GET('/api/v1/trash', { params: { query: { type: 'member' } } });
+    expect(members.data!.map((r) => r.id)).toEqual([member]);
+    const two = await api.GET('/api/v1/trash', { params: { query: { limit: 2 } } });
+    expect(two.data!.map((r) => r.id)).toEqual([inner, group]);
+  });
+
+  it('is empty for a new account and never shows another account\'s items', async () => {
+    const a = await server.user();
+    const b = await server.user();
+    const id = await entry(a.api, { content: 'x' });
+    await a.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+    expect((await b.api.GET('/api/v1/trash')).data).toEqual([]);
+    expect((await b.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status).toBe(400);
+  });
+
+  it('validates the query: limit 1–500 (default 200), known types only', async () => {
+    const { api, apiKey } = await server.user();
+    for (let i = 0; i < 205; i++) {
+      const id = await entry(api, { content: `n${i}` });
+      await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+    }
+    expect((await api.GET('/api/v1/trash')).data).toHaveLength(200);
+    expect((await api.GET('/api/v1/trash', { params: { query: { limit: 500 } } })).data).toHaveLength(205);
+    for (const [q, message] of [
+      ['limit=0', 'limit must be >= 1'],
+      ['limit=501', 'limit must be <= 500'],
+      ['type=group', 'type must be one of: entry, directory, member, directoryLayout, customFieldDefinition, frontSession'],
+    ]) {
+      const res = await server.fetch(`/api/v1/trash?${q}`, { headers: bearer(apiKey) });
+      expect(res.status).toBe(400);
+      expect((await res.json()).message).toBe(message);
+    }
+  });
+
+  it('purgeAt follows the account retention setting', async () => {
+    const { api } = await server.user();
+    expect((await api.GET('/api/v1/trash/settings')).data).toEqual({ retentionDays: 30, defaultRetentionDays: 30 });
+    const id = await entry(api, { content: 'x' });
+    await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+    const set = await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } });
+    expect(set.data).toEqual({ retentionDays: 7, defaultRetentionDays: 30 });
+    const [row] = (await api.GET('/api/v1/trash')).data!;
+    expect(row!.purgeAt).toBe(row!.deletedAt + 7 * DAY);
+    expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: null } })).data?.retentionDays).toBe(30);
+    expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 0 } })).response.status).toBe(400);
+    expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 3651 } })).response.status).toBe(400);
+  });
+});
+
+describe('POST /trash/purge', () => {
+  it('204 for an empty list', async () => {
+    const { api } = await server.user();
+    expect((await purge(api, [])).response.status).toBe(204);
+  });
+
+  it('deletes every listed item for good', async () => {
+    const { api } = await server.user();
+    const e = await entry(api, { content: 'x' });
+    const m = await createMember(api);
+    await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: e } } });
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m } } });
+    expect((await purge(api, [{ type: 'entry', id: e }, { type: 'member', id: m }, { type: 'entry', id: e }])).response.status).toBe(204);
+    expect(await count('entries', { id: e })).toBe(0);
+    expect(await count('members', { id: m })).toBe(0);
+    expect((await api.GET('/api/v1/trash')).data).toEqual([]);
+  });
+
+  it('is all or nothing: one item not in the trash, or not found, and nothing is purged', async () => {
+    const { api } = await server.user();
+    const trashed = await entry(api, { content: 'x' });
+    await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed } } });
+    const active = await entry(api, { content: 'y' });
+    const notIn = await purge(api, [{ type: 'entry', id: trashed }, { type: 'entry', id: active }]);
+    expect(notIn.response.status).toBe(400);
+    expect(notIn.error?.message).toBe(`entry ${active} is not in the trash`);
+    const missing = await purge(api, [{ type: 'entry', id: trashed }, { type: 'member', id: UNKNOWN_ID }]);
+    expect(missing.response.status).toBe(400);
+    expect(missing.error?.message).toBe(`member ${UNKNOWN_ID} not found`);
+    const wrongType = await purge(api, [{ type: 'member', id: trashed }]);
+    expect(wrongType.response.status).toBe(400);
+    expect(await count('entries', { id: trashed })).toBe(1);
+    expect((await api.GET('/api/v1/trash')).data!.map((r) => r.id)).toEqual([trashed]);
+  });
+
+  it('refuses more than 200 items, unknown types and unknown keys', async () => {
+    const { api } = await server.user();
+    const many = Array.from({ length: 201 }, () => ({ type: 'entry', id: UNKNOWN_ID }));
+    const over = await purge(api, many);
+    expect(over.response.status).toBe(400);
+    expect(over.error?.message).toBe('items must NOT have more than 200 items');
+    expect((await purge(api, [{ type: 'note', id: UNKNOWN_ID }])).response.status).toBe(400);
+    expect((await api.POST('/api/v1/trash/purge', { body: { items: [], force: true } as never })).response.status).toBe(400);
+  });
+
+  it('purging a member removes what depends on it and unlinks what only mentions it', async () => {
+    const { api, apiKey } = await server.user();
+    const m = await createMember(api, 'Gone');
+    const keep = await createMember(api, 'Kept');
+    const side = (await api.GET('/api/v1/systems')).data!.active.sideSystemId;
+    const sub = await createSub(api, side, m);
+    const group = await createGroup(api, 'G', { memberIds: [m, keep] });
+    const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { params: { path: { memberId: m, fieldId: field } }, body: { value: 'v' } });
+    const status = (await api.POST('/api/v1/member-statuses', { body: { name: 'S', color: '#000000' } })).data!.id;
+    await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', { params: { path: { memberId: m, statusId: status } } });
+    await server.fetch(`/api/v1/members/${m}/media?kind=avatar`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+    const avatarKey = (await server.deps.db.knex('members').where({ id: m }).first()).avatar.key;
+    const note = await entry(api, { content: 'about them', memberId: m, memberIds: [m, keep] });
+
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m } } });
+    expect((await purge(api, [{ type: 'member', id: m }])).response.status).toBe(204);
+
+    expect(await count('group_members', { member_id: m })).toBe(0);
+    expect(await count('custom_field_values', { member_id: m })).toBe(0);
+    expect(await count('member_status_assignments', { member_id: m })).toBe(0);
+    expect(await server.deps.storage!.get(avatarKey)).toBeNull();
+    const noteNow = await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } });
+    expect(noteNow.data).toMatchObject({ memberId: null, memberIds: [keep], members: [{ id: keep }] });
+    const subNow = (await api.GET('/api/v1/systems')).data!.subSystems.find((s) => s._id === sub)!;
+    expect(subNow.linkedMemberId).toBeNull();
+    const tree = await api.GET('/api/v1/groups');
+    expect(tree.data!.groups.find((g) => g._id === group)!.memberIds).toEqual([keep]);
+  });
+
+  it('purging a folder takes its subfolders, groups and layouts; its members move to the root', async () => {
+    const { api } = await server.user();
+    const top = await createFolder(api, 'Top');
+    const inner = await createFolder(api, 'Inner', { parentId: top });
+    const group = await createGroup(api, 'G', { parentId: inner });
+    const layout = (await api.POST('/api/v1/directory-layouts', { body: { directoryId: inner, name: 'L', itemIds: [] } })).data!.id;
+    const m = await createMember(api, 'M', { directoryId: inner });
+    await api.DELETE('/api/v1/folders/{folderId}', { params: { path: { folderId: top } } });
+    expect((await purge(api, [{ type: 'directory', id: top }])).response.status).toBe(204);
+    for (const id of [top, inner, group]) expect(await count('directories', { id })).toBe(0);
+    expect(await count('directory_layouts', { id: layout })).toBe(0);
+    expect((await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: m } } })).data?.directoryId).toBeNull();
+  });
+
+  it('purging a custom field definition removes its values', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { params: { path: { memberId: m, fieldId: field } }, body: { value: 'v' } });
+    await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: field } } });
+    await purge(api, [{ type: 'customFieldDefinition', id: field }]);
+    expect(await count('custom_field_values', { field_id: field })).toBe(0);
+    expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', { params: { path: { memberId: m, fieldId: field } } })).response.status).toBe(404);
+  });
+
+  it('a purged side system\'s data no longer blocks its deletion', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    const m = await createMember(api, 'M', { sideSystemId: side });
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m } } });
+    const del = () => api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: side } } });
+    expect((await del()).response.status).toBe(400);
+    await purge(api, [{ type: 'member', id: m }]);
+    expect((await del()).response.status).toBe(200);
+  });
+});
+
+describe('retention job', () => {
+  it('purges items whose purgeAt has passed, per account retention, and leaves the rest', async () => {
+    const a = await server.user();
+    const b = await server.user();
+    await b.api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 2 } });
+    const old = await entry(a.api, { content: 'old' });
+    const fresh = await entry(a.api, { content: 'fresh' });
+    const short = await entry(b.api, { content: 'short retention' });
+    const live = await entry(a.api, { content: 'not trashed' });
+    await a.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: old } } });
+    await b.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: short } } });
+    now += 20 * DAY;
+    await a.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: fresh } } });
+    now += 3 * DAY;
+    await server.runtime.trashRetention.runOnce();
+    expect(await count('entries', { id: short })).toBe(0); // 23 days > 2
+    expect(await count('entries', { id: old })).toBe(1); // 23 days < 30
+    now += 8 * DAY;
+    await server.runtime.trashRetention.runOnce();
+    expect(await count('entries', { id: old })).toBe(0); // 31 days
+    expect(await count('entries', { id: fresh })).toBe(1); // 11 days
+    expect(await count('entries', { id: live })).toBe(1);
+  });
+
+  it('is safe when several instances run at once: every expired item is purged once, without errors', async () => {
+    const { api, userId } = await server.user();
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const id = await entry(api, { content: `n${i}` });
+      await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+      ids.push(id);
+    }
+    now += 31 * DAY;
+    const { TrashRetentionJob } = await import('../server/features/trash/retentionJob.ts');
+    const other = new TrashRetentionJob(server.deps.db.knex, server.deps.storage, { defaultRetentionDays: 30, clock: () => now, logger: server.deps.logger });
+    const [x, y] = await Promise.all([server.runtime.trashRetention.runOnce(), other.runOnce()]);
+    expect(x + y).toBeGreaterThanOrEqual(30);
+    expect(await count('entries', { user_id: userId })).toBe(0);
+  });
+
+  it('runs on its interval when started', async () => {
+    const s = await new TestServer().start({ env: { TRASH_PURGE_INTERVAL_MS: '50', TRASH_RETENTION_DAYS: '1' }, clock: () => now });
+    try {
+      const { api } = await s.user();
+      const id = (await api.POST('/api/v1/entries', { body: { content: 'x' } })).data!.id;
+      await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+      now += 2 * DAY;
+      s.runtime.startJobs();
+      for (let i = 0; i < 100 && (await s.deps.db.knex('entries').where({ id }).first()); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(await s.deps.db.knex('entries').where({ id }).first()).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+});
