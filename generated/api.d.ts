@@ -1355,6 +1355,282 @@ export interface paths {
         patch: operations["updateScopedTerminology"];
         trace?: never;
     };
+    "/api/v1/front": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the current front
+         * @description Who is fronting right now. The front belongs to the whole account (one body, one front):
+         *     it is not narrowed by the active side or sub system, so members of every system appear.
+         *
+         *     `memberIds`, `members` and `activeSessions` are all in front order; the first member is
+         *     the primary fronter (`primaryMemberId`, null when nobody fronts) and `primaryNote` is the
+         *     note of the primary's session. `tieredPresence` lists members marked in a tier such as
+         *     co-conscious, which is independent of the front order. Members in the trash are left out.
+         */
+        get: operations["getFront"];
+        put?: never;
+        post?: never;
+        /**
+         * Clear the front
+         * @description Ends every open front session at the current time, empties the front order and removes all tier presence. Succeeds when nobody is fronting too.
+         */
+        delete: operations["clearFront"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List front history
+         * @description Front sessions, newest first (by `startedAt`, then by id, both descending), open sessions
+         *     included. With `startTime` and/or `endTime` only sessions overlapping that range are
+         *     listed: started at or before `endTime` and still open or ended at or after `startTime`.
+         *
+         *     `count` is the number of sessions matching the time filters across all pages. Pass
+         *     `nextCursor` back as `cursorStartedAt` and `cursorId` (always both) for the next page;
+         *     it is null on the last page. Sessions in the trash, and sessions of members in the
+         *     trash, are not listed.
+         */
+        get: operations["getFrontHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a member to the front
+         * @description Opens a front session for the member at the current time and puts the member last in the
+         *     front order. The session is stamped with the account's active side/sub system. When the
+         *     member is already fronting nothing changes (still 204), including under concurrent calls.
+         *
+         *     400 when the member is unknown, another account's, archived or in the trash, or when
+         *     `createdBy` (the member who logged the switch) is not one of the caller's members outside
+         *     the trash.
+         */
+        post: operations["startFronting"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member from the front
+         * @description Ends the member's open session at the current time and takes the member out of the front order. Nothing changes when the member is not fronting (still 204). 400 when the member is unknown or another account's. Tier presence is left as it is.
+         */
+        delete: operations["stopFronting"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/order": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Reorder the front
+         * @description Sets the front order. `memberIds` must hold exactly the members fronting now, each once, in the new order; the first becomes the primary fronter. Any missing, extra or repeated id is a 400 and nothing changes.
+         */
+        patch: operations["reorderFront"];
+        trace?: never;
+    };
+    "/api/v1/front/tier-presence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Put a member in a presence tier
+         * @description Marks the member as present in a tier, replacing any tier (and note) the member had.
+         *     `tierKey` is a preset (`coFront`, `coConscious`) or the id of one of the account's custom
+         *     tiers (see `GET /front/tiers`). A member fronting behind the primary may also sit in a tier.
+         *
+         *     400 for an unknown tier key, for a member that is unknown, another account's, archived or
+         *     in the trash, and for the current primary fronter.
+         */
+        post: operations["setTierPresence"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/tier-presence/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Take a member out of its presence tier
+         * @description Removes the member's tier presence. Nothing changes (still 204) when the member has none.
+         */
+        delete: operations["clearTierPresence"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/tiers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List presence tiers
+         * @description The preset tiers first, then the account's custom tiers, oldest first. `key` is what `POST /front/tier-presence` takes as `tierKey`; for a custom tier it is the tier's id.
+         */
+        get: operations["listFrontTiers"];
+        put?: never;
+        /**
+         * Create a custom presence tier
+         * @description Adds a tier with the given display name (trimmed). Its id is also its tier key. An account has at most 50 custom tiers (400 beyond).
+         */
+        post: operations["createFrontTier"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/tiers/{tierId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom tier id. */
+                tierId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a custom presence tier
+         * @description Deletes the tier for good and takes every member out of it. 404 when it is not one of the caller's custom tiers (presets cannot be deleted).
+         */
+        delete: operations["deleteFrontTier"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/front/sessions/{sessionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Front session id. */
+                sessionId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Move a front session to the trash
+         * @description Moves the session to the trash (type `frontSession`); it leaves the history, and an open session also leaves the front (it stays open, so restoring it puts the member back). 400 when it is already in the trash; 404 when it is unknown or another account's.
+         */
+        delete: operations["deleteFrontSession"];
+        options?: never;
+        head?: never;
+        /**
+         * Correct a front session
+         * @description Fixes the times or the note of a past or open session; `note: null` removes the note.
+         *     Rules (400 otherwise): `startedAt` ≤ `endedAt`, neither later than now; an ended
+         *     session cannot be reopened (there is no way to clear `endedAt`); two sessions of the
+         *     same member may not overlap (touching ends are fine). Giving an open session an
+         *     `endedAt` ends it, so the member leaves the front. 400 as well for a session in the
+         *     trash (restore it first); 404 when the session is unknown or another account's.
+         */
+        patch: operations["updateFrontSession"];
+        trace?: never;
+    };
+    "/api/v1/front/sessions/{sessionId}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Front session id. */
+                sessionId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a trashed front session
+         * @description Brings the session back into the history. A restored open session puts its member back in the front, last in the order. 400 when the session is not in the trash, or when it would overlap another session of the same member (for an open session, when the member is fronting again); 404 when it is unknown or another account's.
+         */
+        post: operations["restoreFrontSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2092,6 +2368,95 @@ export interface components {
              * @description A sub system of that side system; omitted or `null` means the side system's own layer.
              */
             subSystemId?: string | null;
+        };
+        /** @description Free text, up to 1,000 characters. */
+        FrontNote: string;
+        /**
+         * @description A preset tier (`coFront`, `coConscious`) or the id of one of the account's custom tiers.
+         * @example coConscious
+         */
+        FrontTierKey: string;
+        /** @description An open front session. `note` is absent when the session has none. */
+        FrontActiveSession: {
+            _id: components["schemas"]["Uuid"];
+            userId: components["schemas"]["Uuid"];
+            memberId: components["schemas"]["Uuid"];
+            startedAt: components["schemas"]["EpochMs"];
+            note?: string;
+        };
+        FrontTierPresence: {
+            memberId: components["schemas"]["Uuid"];
+            /** @description `coFront`, `coConscious` or a custom tier id. */
+            tierKey: string;
+            tierDisplayName: string;
+            note: string | null;
+        };
+        FrontState: {
+            /** @description Fronting members in front order; the first is the primary fronter. */
+            memberIds: components["schemas"]["Uuid"][];
+            /** @description The fronting members, in the same order as `memberIds`. */
+            members: components["schemas"]["Member"][];
+            /** @description The open sessions, in the same order as `memberIds`. */
+            activeSessions: components["schemas"]["FrontActiveSession"][];
+            /** Format: uuid */
+            primaryMemberId: string | null;
+            /** @description The note of the primary fronter's session; null without a primary or a note. */
+            primaryNote: string | null;
+            tieredPresence: components["schemas"]["FrontTierPresence"][];
+        };
+        /** @description A front session; `endedAt` is null while it is open and `note` is absent when it has none. */
+        FrontHistorySession: {
+            _id: components["schemas"]["Uuid"];
+            userId: components["schemas"]["Uuid"];
+            memberId: components["schemas"]["Uuid"];
+            startedAt: components["schemas"]["EpochMs"];
+            endedAt: components["schemas"]["EpochMs"] | null;
+            note?: string;
+        };
+        FrontHistoryItem: {
+            session: components["schemas"]["FrontHistorySession"];
+            member: components["schemas"]["MemberSummary"];
+            /** @description `endedAt - startedAt`; null while the session is open. */
+            durationMs: number | null;
+        };
+        FrontHistoryCursor: {
+            startedAt: components["schemas"]["EpochMs"];
+            id: components["schemas"]["Uuid"];
+        };
+        FrontHistoryPage: {
+            items: components["schemas"]["FrontHistoryItem"][];
+            /** @description Sessions matching the time filters across all pages. */
+            count: number;
+            nextCursor: components["schemas"]["FrontHistoryCursor"] | null;
+        };
+        StartFrontingRequest: {
+            memberId: components["schemas"]["Uuid"];
+            note?: components["schemas"]["FrontNote"];
+            /** @description The member who logged the switch; one of the caller's members. */
+            createdBy?: components["schemas"]["Uuid"];
+        };
+        ReorderFrontRequest: {
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        SetTierPresenceRequest: {
+            memberId: components["schemas"]["Uuid"];
+            tierKey: components["schemas"]["FrontTierKey"];
+            note?: components["schemas"]["FrontNote"];
+        };
+        FrontTier: {
+            /** @description The `tierKey` to use for this tier; a custom tier's id. */
+            key: string;
+            displayName: string;
+            /** @enum {string} */
+            kind: "preset" | "custom";
+        };
+        CreateFrontTierRequest: {
+            displayName: string;
+        };
+        UpdateFrontSessionRequest: {
+            startedAt?: components["schemas"]["EpochMs"];
+            endedAt?: components["schemas"]["EpochMs"];
+            note?: string | null;
         };
     };
     responses: {
@@ -4672,6 +5037,393 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getFront: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The current front. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FrontState"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    clearFront: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getFrontHistory: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Only sessions still running at or after this time (ms). */
+                startTime?: components["schemas"]["EpochMs"];
+                /** @description Only sessions started at or before this time (ms). */
+                endTime?: components["schemas"]["EpochMs"];
+                /** @description `nextCursor.startedAt` of the previous page; requires `cursorId`. */
+                cursorStartedAt?: components["schemas"]["EpochMs"];
+                /** @description `nextCursor.id` of the previous page; requires `cursorStartedAt`. */
+                cursorId?: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of history. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FrontHistoryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    startFronting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartFrontingRequest"];
+            };
+        };
+        responses: {
+            /** @description The member is fronting; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    stopFronting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member is not fronting; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    reorderFront: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderFrontRequest"];
+            };
+        };
+        responses: {
+            /** @description Reordered; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    setTierPresence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetTierPresenceRequest"];
+            };
+        };
+        responses: {
+            /** @description Tier presence set; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    clearTierPresence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member has no tier presence; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listFrontTiers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Presets and custom tiers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FrontTier"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createFrontTier: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateFrontTierRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteFrontTier: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom tier id. */
+                tierId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteFrontSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Front session id. */
+                sessionId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description In the trash; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateFrontSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Front session id. */
+                sessionId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateFrontSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The corrected session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FrontHistorySession"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    restoreFrontSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Front session id. */
+                sessionId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Restored; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
         };

@@ -3,6 +3,7 @@ import { adminHandlers } from './features/admin/handlers.ts';
 import { appearanceHandlers } from './features/appearance/handlers.ts';
 import { entriesHandlers } from './features/entries/handlers.ts';
 import { customFieldsHandlers } from './features/customFields/handlers.ts';
+import { frontHandlers } from './features/front/handlers.ts';
 import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
 import { membersHandlers } from './features/members/handlers.ts';
@@ -24,6 +25,7 @@ export const handlers = {
   ...entriesHandlers,
   ...trashHandlers,
   ...terminologyHandlers,
+  ...frontHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -32,7 +32,7 @@ export interface RuntimeOptions {
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
 }
 
-async function createRateLimitStore(config: Config, db: Database, choice: RuntimeOptions['rateLimitStore']): Promise<RateLimitStore> {
+async function createRateLimitStore(config: Config, db: Database, choice: RuntimeOptions['rateLimitStore'], clock: () => number): Promise<RateLimitStore> {
   const kind = choice ?? (config.redisUrl ? 'redis' : db.kind === 'postgres' ? 'postgres' : 'memory');
   if (kind === 'redis') {
     const { Redis } = await import('ioredis');
@@ -40,7 +40,7 @@ async function createRateLimitStore(config: Config, db: Database, choice: Runtim
     await redis.connect();
     return new RedisRateLimitStore(redis);
   }
-  if (kind === 'postgres') return new PostgresRateLimitStore(db.knex);
+  if (kind === 'postgres') return new PostgresRateLimitStore(db.knex, clock);
   return new MemoryRateLimitStore();
 }
 
@@ -66,7 +66,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     throw err;
   }
   const clock = options.clock ?? Date.now;
-  const store = await createRateLimitStore(config, db, options.rateLimitStore);
+  const store = await createRateLimitStore(config, db, options.rateLimitStore, clock);
   const apiKeys = new ApiKeyAuthenticator(db.knex, { ttlMs: config.apiKeyCacheTtlMs, clock, logger: options.logger });
   const admin = resolveAdminToken(config, embeddedDir);
   const deps: AppDeps = {

@@ -61,8 +61,8 @@ describe('request logs', () => {
     expect(res.status).toBe(400);
     await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(apiKey) });
     const entries = lines.map((l) => JSON.parse(l));
-    const entry = entries.find((e) => e.req?.id === 'log-check-1');
-    expect(entry).toMatchObject({ req: { method: 'GET', path: '/api/v1/appearance/custom-fonts' }, res: { statusCode: 400 } });
+    const entry = entries.find((e) => e.reqId === 'log-check-1');
+    expect(entry).toMatchObject({ req: { method: 'GET', path: '/api/v1/appearance/custom-fonts' }, res: { statusCode: 400 }, userId: expect.any(String), responseTime: expect.any(Number) });
     expect(lines.join('\n')).not.toContain(apiKey);
     expect(lines.join('\n')).not.toContain(apiKey.slice(4));
   });

@@ -71,10 +71,23 @@ describe('shared stores', () => {
       const statuses: number[] = [];
       for (let i = 0; i < 6; i++) statuses.push((await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status);
       expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
-      // A second instance's store (same database) continues the same window.
+      // A second instance's store (same database) continues the same window once this one has synced.
+      const store = server.deps.rateLimiter.store as PostgresRateLimitStore;
+      await store.flush();
+      const row = await server.deps.db.knex('rate_limit_windows').where({ key_id: user.keyId }).first();
+      expect(row.count).toBe(6);
       const otherInstance = new PostgresRateLimitStore(server.deps.db.knex);
-      const state = await otherInstance.hit(user.keyId, Date.now());
-      expect(state.count).toBe(7);
+      try {
+        expect((await otherInstance.hit(user.keyId, Date.now())).count).toBe(7);
+        // This instance counts locally (it has not seen the other's request yet) ...
+        expect((await store.hit(user.keyId, Date.now())).count).toBe(7);
+        // ... and learns the shared total at its next sync.
+        await store.flush();
+        expect((await server.deps.db.knex('rate_limit_windows').where({ key_id: user.keyId }).first()).count).toBe(8);
+        expect((await store.hit(user.keyId, Date.now())).count).toBe(9);
+      } finally {
+        await otherInstance.close();
+      }
     } finally {
       await server.close();
     }

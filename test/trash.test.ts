@@ -272,3 +272,38 @@ describe('retention job', () => {
     }
   });
 });
+
+describe('front sessions in the trash', () => {
+  it('are listed as frontSession rows and purged for good', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api, 'Robin');
+    await api.POST('/api/v1/front/members', { body: { memberId: m } });
+    now += 60_000;
+    await api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: m } } });
+    const session = (await api.GET('/api/v1/front/history')).data!.items[0]!.session._id;
+    now += 1000;
+    await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: session } } });
+    const rows = (await api.GET('/api/v1/trash', { params: { query: { type: 'frontSession' } } })).data!;
+    expect(rows).toEqual([{ type: 'frontSession', id: session, name: expect.stringMatching(/^Robin — front session from \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/), deletedAt: now, purgeAt: now + 30 * DAY }]);
+    expect((await purge(api, [{ type: 'frontSession', id: session }])).response.status).toBe(204);
+    expect(await count('front_sessions', { id: session })).toBe(0);
+  });
+
+  it('trashing a fronting member ends its session and removes its tier presence', async () => {
+    const { api } = await server.user();
+    const a = await createMember(api, 'A');
+    const b = await createMember(api, 'B');
+    await api.POST('/api/v1/front/members', { body: { memberId: a } });
+    await api.POST('/api/v1/front/members', { body: { memberId: b } });
+    await api.POST('/api/v1/front/tier-presence', { body: { memberId: b, tierKey: 'coConscious' } });
+    now += 5000;
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: b } } });
+    const front = (await api.GET('/api/v1/front')).data!;
+    expect(front.memberIds).toEqual([a]);
+    expect(front.tieredPresence).toEqual([]);
+    const open = await server.deps.db.knex('front_sessions').where({ member_id: b }).first();
+    expect(open.ended_at).toBe(now);
+    await api.POST('/api/v1/members/{memberId}/restore', { params: { path: { memberId: b } } });
+    expect((await api.GET('/api/v1/front')).data!.memberIds).toEqual([a]);
+  });
+});

@@ -6,7 +6,7 @@
  */
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
-import { mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
 
 export type Db = Knex;
 export type DatabaseKind = 'postgres' | 'pglite';
@@ -45,6 +45,16 @@ function embeddedClient(base: typeof import('knex-pglite')): typeof import('knex
   return EmbeddedClient as unknown as typeof import('knex-pglite');
 }
 
+/**
+ * Diagnostics for `npm run bench`: with SQL_CAPTURE_FILE set, every statement and its bindings are
+ * appended there as JSON lines so the bench can EXPLAIN exactly what the server ran.
+ */
+function captureSql(knex: Knex): void {
+  const file = process.env.SQL_CAPTURE_FILE;
+  if (!file) return;
+  knex.on('query', (q: { sql: string; bindings?: unknown[] }) => appendFileSync(file, JSON.stringify({ sql: q.sql, bindings: q.bindings ?? [] }) + '\n'));
+}
+
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
     const knex = knexFactory({
@@ -52,6 +62,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       connection: options.databaseUrl,
       pool: { min: 0, max: options.poolMax ?? 10 },
     });
+    captureSql(knex);
     return { knex, kind: 'postgres', close: () => knex.destroy() };
   }
   const { PGlite, types } = await import('@electric-sql/pglite');

@@ -65,7 +65,6 @@ export function authenticate(deps: AppDeps): RequestHandler {
     const auth = token ? await deps.apiKeys.authenticate(token) : null;
     if (!auth) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
     locals(res).auth = auth;
-    locals(res).log = locals(res).log.child({ userId: auth.userId, keyId: auth.keyId });
 
     const decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
     res.set(decision.headers);

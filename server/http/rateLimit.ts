@@ -1,7 +1,7 @@
 /**
  * Per-API-key request budget: a fixed window that opens at the key's first request and lasts
- * 60 s. Stores: memory (embedded default, one process), PostgreSQL (one upsert per request,
- * shared by every instance on the database) and Redis (REDIS_URL; one MULTI per request).
+ * 60 s. Stores: memory (embedded default, one process), PostgreSQL (shared by every instance on the
+ * database; counts are synced in batches, see below) and Redis (REDIS_URL; one MULTI per request).
  */
 import type { Knex } from 'knex';
 import type { Redis } from 'ioredis';
@@ -49,24 +49,91 @@ export class MemoryRateLimitStore implements RateLimitStore {
   }
 }
 
+/**
+ * Shared through PostgreSQL without a round trip per request: each instance counts locally and
+ * adds its pending count to the key's row every SYNC_MS (one upsert per key per interval), learning
+ * the total of all instances from the same statement. The first request of a window goes to the
+ * database at once, so a fresh window is always anchored there. A single instance decides exactly;
+ * with several, a key can overshoot by what the other instances admitted since their last sync.
+ */
 export class PostgresRateLimitStore implements RateLimitStore {
   readonly kind = 'postgres';
-  constructor(private readonly db: Knex) {}
+  private readonly keys = new Map<string, { total: number; pending: number; resetAt: number }>();
+  private readonly timer: NodeJS.Timeout;
+  private flushing: Promise<void> | undefined;
 
-  async hit(keyId: string, now: number): Promise<RateLimitState> {
+  constructor(
+    private readonly db: Knex,
+    private readonly clock: () => number = Date.now,
+    syncMs = 100,
+  ) {
+    this.timer = setInterval(() => void this.flush().catch(() => undefined), syncMs);
+    this.timer.unref();
+  }
+
+  private async add(keyId: string, delta: number, now: number): Promise<RateLimitState> {
     const result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
-      `insert into rate_limit_windows as w (key_id, window_start, count) values (?, ?, 1)
+      `insert into rate_limit_windows as w (key_id, window_start, count) values (?, ?, ?)
        on conflict (key_id) do update set
-         count = case when w.window_start + ? <= excluded.window_start then 1 else w.count + 1 end,
+         count = case when w.window_start + ? <= excluded.window_start then excluded.count else w.count + excluded.count end,
          window_start = case when w.window_start + ? <= excluded.window_start then excluded.window_start else w.window_start end
        returning count, window_start`,
-      [keyId, now, WINDOW_MS, WINDOW_MS],
+      [keyId, now, delta, WINDOW_MS, WINDOW_MS],
     );
     const row = result.rows[0]!;
     return { count: Number(row.count), resetAt: Number(row.window_start) + WINDOW_MS };
   }
 
-  async close(): Promise<void> {}
+  async hit(keyId: string, now: number): Promise<RateLimitState> {
+    const local = this.keys.get(keyId);
+    if (local && local.resetAt > now) {
+      local.pending += 1;
+      return { count: local.total + local.pending, resetAt: local.resetAt };
+    }
+    // A new window (or a key this instance has not seen): count it in the database now.
+    const state = await this.add(keyId, 1, now);
+    const current = this.keys.get(keyId);
+    if (current && current.resetAt === state.resetAt) {
+      current.total = Math.max(current.total, state.count); // concurrent first requests: keep the newest total
+    } else {
+      this.keys.set(keyId, { total: state.count, pending: 0, resetAt: state.resetAt });
+    }
+    return state;
+  }
+
+  /** Adds every pending count to the database and refreshes the totals. */
+  flush(): Promise<void> {
+    this.flushing ??= this.sync().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private async sync(): Promise<void> {
+    const now = this.clock();
+    for (const [keyId, local] of this.keys) {
+      if (local.resetAt <= now) {
+        this.keys.delete(keyId); // the window is over; its unsynced requests no longer matter
+        continue;
+      }
+      if (local.pending === 0) continue;
+      const delta = local.pending;
+      local.pending = 0;
+      try {
+        const state = await this.add(keyId, delta, now);
+        local.total = state.count;
+        local.resetAt = state.resetAt;
+      } catch (err) {
+        local.pending += delta; // try again on the next sync
+        throw err;
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush().catch(() => undefined);
+  }
 }
 
 export class RedisRateLimitStore implements RateLimitStore {

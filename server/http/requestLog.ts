@@ -1,32 +1,40 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { pinoHttp } from 'pino-http';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Request id (echoed from a sane X-Request-Id, otherwise generated) and one JSON log line per request. */
-export function requestLogging(logger: Logger): RequestHandler[] {
-  const http = pinoHttp({
-    logger,
-    genReqId: (req: IncomingMessage, res: ServerResponse) => {
-      const incoming = req.headers['x-request-id'];
-      const id = typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
-      res.setHeader('X-Request-Id', id);
-      return id;
-    },
-    // Only method, path and status: headers (and with them API keys) are never logged.
-    serializers: {
-      req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, path: req.url.split('?')[0] }),
-      res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-    },
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
-  });
-  const attach: RequestHandler = (req, res, next) => {
-    res.locals.log = req.log;
-    res.locals.requestId = String(req.id);
+/**
+ * Request id (echoed from a sane X-Request-Id, otherwise generated) and one JSON log line per
+ * finished request: id, method, path (no query string), status, duration and the account — never
+ * headers, so never API keys. The per-request child logger handlers may use is created only when
+ * something reads it, so the common path allocates nothing for logging.
+ */
+export function requestLogging(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const incoming = req.headers['x-request-id'];
+    const id = typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    res.setHeader('X-Request-Id', id);
+    const started = process.hrtime.bigint();
+    let child: Logger | undefined;
+    res.locals.requestId = id;
+    Object.defineProperty(res.locals, 'log', {
+      configurable: true,
+      enumerable: true,
+      get: () => (child ??= logger.child({ reqId: id })),
+    });
+    res.on('finish', () => {
+      const auth = res.locals.auth as { userId: string; keyId: string } | undefined;
+      const entry = {
+        reqId: id,
+        req: { method: req.method, path: req.path },
+        res: { statusCode: res.statusCode },
+        responseTime: Number(process.hrtime.bigint() - started) / 1e6,
+        ...(auth ? { userId: auth.userId, keyId: auth.keyId } : {}),
+      };
+      if (res.statusCode >= 500) logger.error(entry, 'request failed');
+      else logger.info(entry, 'request completed');
+    });
     next();
   };
-  return [http as unknown as RequestHandler, attach];
 }

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
+import { endMemberFront } from '../front/service.ts';
 import { directoriesRepo } from '../groups/repo.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/scope.ts';
 import { toMember, type Member } from './present.ts';
@@ -125,10 +126,14 @@ export async function updateMember(db: Knex, userId: string, id: string, input: 
   });
 }
 
+/** A trashed member also leaves the front: its open session ends now and its tier presence goes. */
 export async function trashMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
-  const row = await membersRepo.findLive(db, userId, id);
-  if (!row) throw notFound('Member not found');
-  await membersRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
+  await db.transaction(async (trx) => {
+    const row = await membersRepo.lockLive(trx, userId, id);
+    if (!row) throw notFound('Member not found');
+    await membersRepo.update(trx, userId, id, { deleted_at: now, updated_at: now });
+    await endMemberFront(trx, userId, id, now);
+  });
 }
 
 export async function restoreMember(db: Knex, userId: string, id: string, now: number): Promise<void> {

@@ -1,0 +1,42 @@
+/**
+ * The bench's bare baseline: express 5 over the same pg pool settings, calling the same service
+ * functions (so the same SQL and the same JSON), with no contract validation, no authentication,
+ * no rate limit and no request logging. The account is fixed by BENCH_USER_ID.
+ * The ratio full/bare therefore measures what the pipeline costs.
+ */
+import express from 'express';
+import { openDatabase } from '../../server/db/knex.ts';
+import { listEntries } from '../../server/features/entries/service.ts';
+import { getFront, getHistory } from '../../server/features/front/service.ts';
+import { listMembersPage } from '../../server/features/members/service.ts';
+
+const userId = process.env.BENCH_USER_ID!;
+const db = await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolMax: Number(process.env.DB_POOL_MAX ?? 10) });
+const knex = db.knex;
+const num = (v: unknown) => (v === undefined ? undefined : Number(v));
+
+const app = express();
+app.disable('x-powered-by');
+app.get('/api/v1/front', async (_req, res) => {
+  res.json(await getFront(knex, userId));
+});
+app.get('/api/v1/entries', async (req, res) => {
+  res.json(await listEntries(knex, userId, { limit: num(req.query.limit) }));
+});
+app.get('/api/v1/members/page', async (req, res) => {
+  res.json(await listMembersPage(knex, userId, { limit: Number(req.query.limit), cursor: req.query.cursor as string | undefined }));
+});
+app.get('/api/v1/front/history', async (req, res) => {
+  const q = req.query as Record<string, string | undefined>;
+  res.json(
+    await getHistory(knex, userId, {
+      limit: num(q.limit),
+      cursorStartedAt: num(q.cursorStartedAt),
+      cursorId: q.cursorId,
+      startTime: num(q.startTime),
+      endTime: num(q.endTime),
+    }),
+  );
+});
+const server = app.listen(Number(process.env.PORT), '127.0.0.1', () => process.stdout.write(`bare listening on ${process.env.PORT}\n`));
+process.on('SIGTERM', () => server.close(() => void db.close().then(() => process.exit(0))));

@@ -1,0 +1,217 @@
+import type { Knex } from 'knex';
+
+export interface FrontSessionRow {
+  id: string;
+  user_id: string;
+  member_id: string;
+  side_system_id: string;
+  sub_system_id: string | null;
+  started_at: number;
+  ended_at: number | null;
+  note: string | null;
+  created_by: string | null;
+  /** Place in the current front order; null once the session is ended or trashed. */
+  position: number | null;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+export type FrontSessionChanges = Partial<Pick<FrontSessionRow, 'started_at' | 'ended_at' | 'note' | 'position' | 'deleted_at'>> & { updated_at: number };
+
+export interface CustomTierRow {
+  id: string;
+  user_id: string;
+  display_name: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface TierPresenceRow {
+  user_id: string;
+  member_id: string;
+  tier_key: string;
+  note: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** A presence row with the display name of its custom tier (null for presets). */
+export type TierPresenceListRow = Pick<TierPresenceRow, 'member_id' | 'tier_key' | 'note'> & { custom_display_name: string | null };
+
+export interface HistoryFilter {
+  startTime?: number;
+  endTime?: number;
+}
+
+export interface HistoryCursor {
+  startedAt: number;
+  id: string;
+}
+
+/** Open and not in the trash: the sessions that make up the current front. */
+function open<T extends Knex.QueryBuilder>(qb: T, table = 'front_sessions'): T {
+  qb.whereNull(`${table}.ended_at`).whereNull(`${table}.deleted_at`);
+  return qb;
+}
+
+/** Restricts a query over `front_sessions as s` to sessions whose member is not in the trash. */
+function ofLiveMembers<T extends Knex.QueryBuilder>(db: Knex, qb: T, userId: string): T {
+  qb.whereExists(db('members as m').select(db.raw('1')).where('m.user_id', userId).whereRaw('m.id = s.member_id').whereNull('m.deleted_at'));
+  return qb;
+}
+
+function historyQuery(db: Knex, userId: string, filter: HistoryFilter): Knex.QueryBuilder {
+  const q = db('front_sessions as s').where('s.user_id', userId).whereNull('s.deleted_at');
+  ofLiveMembers(db, q, userId);
+  if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
+  if (filter.startTime !== undefined) {
+    const startTime = filter.startTime;
+    q.where((w) => w.whereNull('s.ended_at').orWhere('s.ended_at', '>=', startTime));
+  }
+  return q;
+}
+
+export const frontRepo = {
+  /**
+   * Serialises the front writes of one account until the transaction ends, so the order,
+   * the one-open-session rule and the primary check never race each other. Outside a
+   * transaction the lock is released at once, so callers pass their transaction.
+   */
+  async lock(trx: Knex, userId: string): Promise<void> {
+    await trx.raw('select pg_advisory_xact_lock(hashtextextended(?, 0))', [`front:${userId}`]);
+  },
+
+  /** The current front in order, leaving out members in the trash. */
+  /**
+   * Open sessions in front order, members in the trash included: callers drop those with the
+   * member rows they read anyway. (Joining members here lets the planner hash the account's
+   * whole member list to filter a handful of open sessions.)
+   */
+  openSessions(db: Knex, userId: string): Promise<FrontSessionRow[]> {
+    const q = db('front_sessions as s').where('s.user_id', userId);
+    open(q, 's');
+    return q.select('s.*').orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+  },
+
+  findOpenByMember(db: Knex, userId: string, memberId: string): Promise<FrontSessionRow | undefined> {
+    return open(db('front_sessions').where({ user_id: userId, member_id: memberId })).first();
+  },
+
+  /** One past the last place in the current front order. */
+  async nextPosition(db: Knex, userId: string): Promise<number> {
+    const row = await open(db('front_sessions').where({ user_id: userId })).max('position as max').first();
+    const max = (row as { max: number | null } | undefined)?.max;
+    return max === null || max === undefined ? 0 : max + 1;
+  },
+
+  /** Inserts an open session; false when the member already has one (the unique partial index). */
+  async insertOpen(db: Knex, row: FrontSessionRow): Promise<boolean> {
+    const inserted = await db('front_sessions')
+      .insert(row)
+      .onConflict(db.raw('(user_id, member_id) where ended_at is null and deleted_at is null'))
+      .ignore()
+      .returning('id');
+    return inserted.length > 0;
+  },
+
+  /** Ends the open sessions of the account, or of one member, and takes them out of the order. */
+  async endOpen(db: Knex, userId: string, now: number, memberId?: string): Promise<number> {
+    const q = open(db('front_sessions').where({ user_id: userId }));
+    if (memberId) q.where({ member_id: memberId });
+    return q.update({ ended_at: now, position: null, updated_at: now });
+  },
+
+  /** Positions follow the array; only open sessions of the listed members are touched. */
+  async setOrder(db: Knex, userId: string, memberIds: string[], now: number): Promise<void> {
+    if (memberIds.length === 0) return;
+    const position = db.raw(`array_position(array[${memberIds.map(() => '?').join(', ')}]::uuid[], member_id) - 1`, memberIds);
+    await open(db('front_sessions').where({ user_id: userId }))
+      .whereIn('member_id', memberIds)
+      .update({ position, updated_at: now });
+  },
+
+  /** Live or trashed. */
+  findSession(db: Knex, userId: string, id: string): Promise<FrontSessionRow | undefined> {
+    return db('front_sessions').where({ id, user_id: userId }).first();
+  },
+
+  async updateSession(db: Knex, userId: string, id: string, changes: FrontSessionChanges): Promise<FrontSessionRow> {
+    const [row] = await db('front_sessions').where({ id, user_id: userId }).update(changes).returning('*');
+    return row as FrontSessionRow;
+  },
+
+  /**
+   * Whether another session of the member (not in the trash) shares time with [startedAt, endedAt);
+   * a null end means still open. Sessions that only touch at an end do not overlap.
+   */
+  async overlaps(db: Knex, userId: string, memberId: string, exceptId: string, startedAt: number, endedAt: number | null): Promise<boolean> {
+    const q = db('front_sessions').where({ user_id: userId, member_id: memberId }).whereNull('deleted_at').whereNot({ id: exceptId });
+    if (endedAt !== null) q.where('started_at', '<', endedAt);
+    q.where((w) => w.whereNull('ended_at').orWhere('ended_at', '>', startedAt));
+    return (await q.first('id')) !== undefined;
+  },
+
+  /** Newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
+  historyPage(db: Knex, userId: string, filter: HistoryFilter, limit: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
+    const q = historyQuery(db, userId, filter);
+    if (after) q.whereRaw('(s.started_at, s.id) < (?::bigint, ?::uuid)', [after.startedAt, after.id]);
+    return q.select('s.*').orderBy([{ column: 's.started_at', order: 'desc' }, { column: 's.id', order: 'desc' }]).limit(limit);
+  },
+
+  async historyCount(db: Knex, userId: string, filter: HistoryFilter): Promise<number> {
+    if (filter.startTime === undefined && filter.endTime === undefined) {
+      // The whole history: the trigger-maintained counter (migration 0005), O(1) at any size.
+      const counter = await db('front_session_counts').where({ user_id: userId }).first('live');
+      return Number(counter?.live ?? 0);
+    }
+    const row = await historyQuery(db, userId, filter).count({ n: '*' }).first();
+    return Number((row as { n: number | string } | undefined)?.n ?? 0);
+  },
+
+  listPresence(db: Knex, userId: string): Promise<TierPresenceListRow[]> {
+    const q = db('front_tier_presence as p')
+      .leftJoin('front_custom_tiers as t', (j) => j.on('t.user_id', 'p.user_id').on(db.raw('t.id::text = p.tier_key')))
+      .where('p.user_id', userId)
+      .whereExists(db('members as m').select(db.raw('1')).where('m.user_id', userId).whereRaw('m.id = p.member_id').whereNull('m.deleted_at'));
+    return q.select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name').orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]);
+  },
+
+  async upsertPresence(db: Knex, row: TierPresenceRow): Promise<void> {
+    await db('front_tier_presence')
+      .insert(row)
+      .onConflict(['user_id', 'member_id'])
+      .merge({ tier_key: row.tier_key, note: row.note, updated_at: row.updated_at });
+  },
+
+  async deletePresence(db: Knex, userId: string, memberId?: string): Promise<void> {
+    const q = db('front_tier_presence').where({ user_id: userId });
+    if (memberId) q.where({ member_id: memberId });
+    await q.delete();
+  },
+
+  listTiers(db: Knex, userId: string): Promise<CustomTierRow[]> {
+    return db('front_custom_tiers').where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  },
+
+  findTier(db: Knex, userId: string, id: string): Promise<CustomTierRow | undefined> {
+    return db('front_custom_tiers').where({ id, user_id: userId }).first();
+  },
+
+  async countTiers(db: Knex, userId: string): Promise<number> {
+    const row = await db('front_custom_tiers').where({ user_id: userId }).count({ n: '*' }).first();
+    return Number((row as { n: number | string } | undefined)?.n ?? 0);
+  },
+
+  async insertTier(db: Knex, row: CustomTierRow): Promise<void> {
+    await db('front_custom_tiers').insert(row);
+  },
+
+  /** Deletes the tier and every presence row that uses it; false when it is not the caller's. */
+  async deleteTier(db: Knex, userId: string, id: string): Promise<boolean> {
+    const deleted = await db('front_custom_tiers').where({ id, user_id: userId }).delete().returning('id');
+    if (deleted.length === 0) return false;
+    await db('front_tier_presence').where({ user_id: userId, tier_key: id }).delete();
+    return true;
+  },
+};

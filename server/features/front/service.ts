@@ -1,0 +1,315 @@
+/**
+ * Front rules: who is fronting and in which order, tier presence, the history and its
+ * corrections. The front is account-wide (one body, one front); new sessions are stamped with
+ * the active side/sub system, but reads are never narrowed by it. Every write that reads the
+ * front before changing it takes the account's front lock (frontRepo.lock) in its transaction.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { badRequest, notFound } from '../../http/errors.ts';
+import { toMember, toMemberSummary } from '../members/present.ts';
+import { membersRepo } from '../members/repo.ts';
+import { resolveWriteScope } from '../systems/scope.ts';
+import { frontRepo, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
+
+type Schemas = components['schemas'];
+type FrontState = Schemas['FrontState'];
+type ActiveSession = Schemas['FrontActiveSession'];
+type HistorySession = Schemas['FrontHistorySession'];
+type HistoryPage = Schemas['FrontHistoryPage'];
+type FrontTier = Schemas['FrontTier'];
+
+export const PRESET_TIERS: ReadonlyArray<{ key: string; displayName: string }> = [
+  { key: 'coFront', displayName: 'Co-front' },
+  { key: 'coConscious', displayName: 'Co-conscious' },
+];
+const PRESET_NAMES = new Map(PRESET_TIERS.map((t) => [t.key, t.displayName]));
+
+export const MAX_CUSTOM_TIERS = 50;
+export const DEFAULT_HISTORY_LIMIT = 20;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Whitespace-only notes are no note. */
+function noteOrNull(note: string | null | undefined): string | null {
+  return note === undefined || note === null || note.trim() === '' ? null : note;
+}
+
+function toActiveSession(row: FrontSessionRow): ActiveSession {
+  const session: ActiveSession = { _id: row.id, userId: row.user_id, memberId: row.member_id, startedAt: row.started_at };
+  if (row.note !== null) session.note = row.note;
+  return session;
+}
+
+function toHistorySession(row: FrontSessionRow): HistorySession {
+  const session: HistorySession = { _id: row.id, userId: row.user_id, memberId: row.member_id, startedAt: row.started_at, endedAt: row.ended_at };
+  if (row.note !== null) session.note = row.note;
+  return session;
+}
+
+/** Open sessions of members that are not in the trash, in front order. */
+async function liveOpenSessions(db: Knex, userId: string): Promise<FrontSessionRow[]> {
+  const sessions = await frontRepo.openSessions(db, userId);
+  const live = new Set((await membersRepo.liveIds(db, userId, sessions.map((s) => s.member_id))).map((m) => m.id));
+  return sessions.filter((s) => live.has(s.member_id));
+}
+
+export async function getFront(db: Knex, userId: string): Promise<FrontState> {
+  const sessions = await frontRepo.openSessions(db, userId);
+  const memberRows = await membersRepo.byIds(db, userId, sessions.map((s) => s.member_id));
+  const byId = new Map(memberRows.filter((m) => m.deleted_at === null).map((m) => [m.id, m]));
+  // Members in the trash (or trashed between the two reads) drop out rather than leaving a hole.
+  const fronting = sessions.filter((s) => byId.has(s.member_id));
+  const presence = await frontRepo.listPresence(db, userId);
+  const primary = fronting[0];
+  return {
+    memberIds: fronting.map((s) => s.member_id),
+    members: fronting.map((s) => toMember(byId.get(s.member_id)!)),
+    activeSessions: fronting.map(toActiveSession),
+    primaryMemberId: primary?.member_id ?? null,
+    primaryNote: primary?.note ?? null,
+    tieredPresence: presence.map((p) => ({
+      memberId: p.member_id,
+      tierKey: p.tier_key,
+      tierDisplayName: PRESET_NAMES.get(p.tier_key) ?? p.custom_display_name ?? p.tier_key,
+      note: p.note,
+    })),
+  };
+}
+
+/** The member may join the front or a tier: the caller's, not archived, not in the trash. */
+async function assertActiveMember(db: Knex, userId: string, memberId: string, field = 'memberId'): Promise<void> {
+  const member = await membersRepo.findLive(db, userId, memberId);
+  if (!member) throw badRequest(`${field} is not one of your members`);
+  if (member.archived_at !== null) throw badRequest(`${field} is an archived member; unarchive it first`);
+}
+
+export async function startFronting(db: Knex, userId: string, input: Schemas['StartFrontingRequest'], now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    await assertActiveMember(trx, userId, input.memberId);
+    if (input.createdBy !== undefined && !(await membersRepo.findLive(trx, userId, input.createdBy))) {
+      throw badRequest('createdBy is not one of your members');
+    }
+    if (await frontRepo.findOpenByMember(trx, userId, input.memberId)) return; // already fronting: nothing changes
+    const scope = await resolveWriteScope(trx, userId);
+    // The unique partial index is the last word: a start that loses a race is a no-op too.
+    await frontRepo.insertOpen(trx, {
+      id: randomUUID(),
+      user_id: userId,
+      member_id: input.memberId,
+      side_system_id: scope.sideSystemId,
+      sub_system_id: scope.subSystemId,
+      started_at: now,
+      ended_at: null,
+      note: noteOrNull(input.note),
+      created_by: input.createdBy ?? null,
+      position: await frontRepo.nextPosition(trx, userId),
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    });
+  });
+}
+
+export async function stopFronting(db: Knex, userId: string, memberId: string, now: number): Promise<void> {
+  // A trashed member may still be ended; only unknown and foreign ids are refused.
+  if (!(await membersRepo.findAny(db, userId, memberId))) throw badRequest('memberId is not one of your members');
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    await frontRepo.endOpen(trx, userId, now, memberId);
+  });
+}
+
+export async function clearFront(db: Knex, userId: string, now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    await frontRepo.endOpen(trx, userId, now);
+    await frontRepo.deletePresence(trx, userId);
+  });
+}
+
+/**
+ * Ends the member's open session and removes its tier presence, inside the caller's
+ * transaction. For areas that take a member out of circulation (moving it to the trash).
+ */
+export async function endMemberFront(trx: Knex, userId: string, memberId: string, now: number): Promise<void> {
+  await frontRepo.lock(trx, userId);
+  await frontRepo.endOpen(trx, userId, now, memberId);
+  await frontRepo.deletePresence(trx, userId, memberId);
+}
+
+export async function reorderFront(db: Knex, userId: string, memberIds: string[], now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    const current = new Set((await liveOpenSessions(trx, userId)).map((s) => s.member_id));
+    const given = new Set(memberIds);
+    const missing = [...current].filter((id) => !given.has(id));
+    const extra = [...given].filter((id) => !current.has(id));
+    if (given.size !== memberIds.length || missing.length > 0 || extra.length > 0) {
+      const details = [
+        given.size !== memberIds.length ? 'an id is repeated' : '',
+        missing.length > 0 ? `missing: ${missing.join(', ')}` : '',
+        extra.length > 0 ? `not fronting: ${extra.join(', ')}` : '',
+      ].filter(Boolean);
+      throw badRequest(`memberIds must list each member fronting now exactly once (${details.join('; ')})`);
+    }
+    await frontRepo.setOrder(trx, userId, memberIds, now);
+  });
+}
+
+async function assertTierKey(db: Knex, userId: string, tierKey: string): Promise<void> {
+  if (PRESET_NAMES.has(tierKey)) return;
+  if (UUID.test(tierKey) && (await frontRepo.findTier(db, userId, tierKey.toLowerCase()))) return;
+  throw badRequest(`Unknown tierKey '${tierKey}'; use coFront, coConscious or one of your custom tier ids`);
+}
+
+export async function setTierPresence(db: Knex, userId: string, input: Schemas['SetTierPresenceRequest'], now: number): Promise<void> {
+  const tierKey = PRESET_NAMES.has(input.tierKey) ? input.tierKey : input.tierKey.toLowerCase();
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    await assertTierKey(trx, userId, tierKey);
+    await assertActiveMember(trx, userId, input.memberId);
+    const [primary] = await liveOpenSessions(trx, userId);
+    if (primary?.member_id === input.memberId) throw badRequest('The primary fronter cannot also be in a presence tier');
+    await frontRepo.upsertPresence(trx, {
+      user_id: userId,
+      member_id: input.memberId,
+      tier_key: tierKey,
+      note: noteOrNull(input.note),
+      created_at: now,
+      updated_at: now,
+    });
+  });
+}
+
+export async function clearTierPresence(db: Knex, userId: string, memberId: string): Promise<void> {
+  await frontRepo.deletePresence(db, userId, memberId);
+}
+
+export async function listTiers(db: Knex, userId: string): Promise<FrontTier[]> {
+  const custom = await frontRepo.listTiers(db, userId);
+  return [
+    ...PRESET_TIERS.map((t) => ({ key: t.key, displayName: t.displayName, kind: 'preset' as const })),
+    ...custom.map((t) => ({ key: t.id, displayName: t.display_name, kind: 'custom' as const })),
+  ];
+}
+
+export async function createTier(db: Knex, userId: string, input: Schemas['CreateFrontTierRequest'], now: number): Promise<{ id: string }> {
+  return db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    if ((await frontRepo.countTiers(trx, userId)) >= MAX_CUSTOM_TIERS) {
+      throw badRequest(`An account can have at most ${MAX_CUSTOM_TIERS} custom tiers`);
+    }
+    const id = randomUUID();
+    await frontRepo.insertTier(trx, { id, user_id: userId, display_name: input.displayName.trim(), created_at: now, updated_at: now });
+    return { id };
+  });
+}
+
+export async function deleteTier(db: Knex, userId: string, id: string): Promise<void> {
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    if (!(await frontRepo.deleteTier(trx, userId, id))) throw notFound('Custom tier not found');
+  });
+}
+
+export interface HistoryQuery {
+  limit?: number;
+  startTime?: number;
+  endTime?: number;
+  cursorStartedAt?: number;
+  cursorId?: string;
+}
+
+export async function getHistory(db: Knex, userId: string, query: HistoryQuery): Promise<HistoryPage> {
+  if ((query.cursorStartedAt === undefined) !== (query.cursorId === undefined)) {
+    throw badRequest('cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all');
+  }
+  if (query.startTime !== undefined && query.endTime !== undefined && query.startTime > query.endTime) {
+    throw badRequest('startTime must be <= endTime');
+  }
+  const limit = query.limit ?? DEFAULT_HISTORY_LIMIT;
+  const filter = { startTime: query.startTime, endTime: query.endTime };
+  const after: HistoryCursor | undefined = query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
+  const [rows, count] = await Promise.all([
+    frontRepo.historyPage(db, userId, filter, limit + 1, after),
+    frontRepo.historyCount(db, userId, filter),
+  ]);
+  const page = rows.slice(0, limit);
+  const members = await membersRepo.byIds(db, userId, [...new Set(page.map((r) => r.member_id))]);
+  const byId = new Map(members.map((m) => [m.id, m]));
+  // The cursor is the last row read, so a member purged between the two queries cannot cause a gap.
+  const last = page[page.length - 1];
+  return {
+    items: page.flatMap((row) => {
+      const member = byId.get(row.member_id);
+      if (!member) return [];
+      return [{ session: toHistorySession(row), member: toMemberSummary(member), durationMs: row.ended_at === null ? null : row.ended_at - row.started_at }];
+    }),
+    count,
+    nextCursor: rows.length > limit && last ? { startedAt: last.started_at, id: last.id } : null,
+  };
+}
+
+/** Rejects a session that would share time with another session of the same member. */
+async function assertNoOverlap(trx: Knex, row: FrontSessionRow, startedAt: number, endedAt: number | null): Promise<void> {
+  if (await frontRepo.overlaps(trx, row.user_id, row.member_id, row.id, startedAt, endedAt)) {
+    throw badRequest('The session would overlap another front session of the same member');
+  }
+}
+
+export async function updateSession(
+  db: Knex,
+  userId: string,
+  id: string,
+  patch: Schemas['UpdateFrontSessionRequest'],
+  now: number,
+): Promise<HistorySession> {
+  if (patch.startedAt !== undefined && patch.startedAt > now) throw badRequest('startedAt cannot be in the future');
+  if (patch.endedAt !== undefined && patch.endedAt > now) throw badRequest('endedAt cannot be in the future');
+  return db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    const row = await frontRepo.findSession(trx, userId, id);
+    if (!row) throw notFound('Front session not found');
+    if (row.deleted_at !== null) throw badRequest('Front session is in the trash; restore it first');
+    const startedAt = patch.startedAt ?? row.started_at;
+    const endedAt = patch.endedAt ?? row.ended_at;
+    if (endedAt !== null && startedAt > endedAt) throw badRequest('startedAt must be <= endedAt');
+    const changes: FrontSessionChanges = { updated_at: now };
+    if (patch.startedAt !== undefined) changes.started_at = patch.startedAt;
+    if (patch.endedAt !== undefined) {
+      changes.ended_at = patch.endedAt;
+      changes.position = null; // an open session that gets an end leaves the front
+    }
+    if (patch.note !== undefined) changes.note = noteOrNull(patch.note);
+    if (patch.startedAt !== undefined || patch.endedAt !== undefined) await assertNoOverlap(trx, row, startedAt, endedAt);
+    return toHistorySession(await frontRepo.updateSession(trx, userId, id, changes));
+  });
+}
+
+export async function trashSession(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    const row = await frontRepo.findSession(trx, userId, id);
+    if (!row) throw notFound('Front session not found');
+    if (row.deleted_at !== null) throw badRequest('Front session is already in the trash');
+    // An open session stays open in the trash, so restoring it puts the member back in the front.
+    await frontRepo.updateSession(trx, userId, id, { deleted_at: now, position: null, updated_at: now });
+  });
+}
+
+export async function restoreSession(db: Knex, userId: string, id: string, now: number): Promise<void> {
+  await db.transaction(async (trx) => {
+    await frontRepo.lock(trx, userId);
+    const row = await frontRepo.findSession(trx, userId, id);
+    if (!row) throw notFound('Front session not found');
+    if (row.deleted_at === null) throw badRequest('Front session is not in the trash');
+    if (row.ended_at === null && (await frontRepo.findOpenByMember(trx, userId, row.member_id))) {
+      throw badRequest('The member is fronting again; end that session before restoring this open one');
+    }
+    await assertNoOverlap(trx, row, row.started_at, row.ended_at);
+    const position = row.ended_at === null ? await frontRepo.nextPosition(trx, userId) : null;
+    await frontRepo.updateSession(trx, userId, id, { deleted_at: null, position, updated_at: now });
+  });
+}
