@@ -24,9 +24,7 @@ function linkSet(memberId: string | null, memberIds: string[] | null): string[] 
 }
 
 async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promise<void> {
-  if (ids.length === 0) return;
-  const live = new Set((await membersRepo.liveIds(db, userId, ids)).map((m) => m.id));
-  const bad = ids.filter((id) => !live.has(id));
+  const bad = await membersRepo.missingLive(db, userId, ids);
   if (bad.length) throw badRequest(`Linked members must be your live members; not: ${bad.join(', ')}`);
 }
 

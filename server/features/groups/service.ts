@@ -45,9 +45,7 @@ async function assertParentFolder(db: Knex, userId: string, parentId: string, si
 }
 
 async function assertMembers(db: Knex, userId: string, memberIds: string[], sideSystemId: string): Promise<void> {
-  const found = await membersRepo.liveIds(db, userId, memberIds);
-  const ok = new Set(found.filter((m) => m.side_system_id === sideSystemId).map((m) => m.id));
-  const bad = memberIds.filter((id) => !ok.has(id));
+  const bad = await membersRepo.missingLive(db, userId, memberIds, sideSystemId);
   if (bad.length) throw badRequest(`memberIds must be live members of the group's side system; not: ${bad.join(', ')}`);
 }
 

@@ -98,6 +98,13 @@ export const membersRepo = {
     return db('members').where({ user_id: userId }).whereIn('id', ids).whereNull('deleted_at').select('id', 'side_system_id', 'archived_at');
   },
 
+  /** The ids that are not live members of this account (or not in `sideSystemId` when given), in input order. */
+  async missingLive(db: Knex, userId: string, ids: string[], sideSystemId?: string): Promise<string[]> {
+    const found = await membersRepo.liveIds(db, userId, ids);
+    const ok = new Set(found.filter((m) => sideSystemId === undefined || m.side_system_id === sideSystemId).map((m) => m.id));
+    return ids.filter((id) => !ok.has(id));
+  },
+
   byIds(db: Knex, userId: string, ids: string[]): Promise<MemberRow[]> {
     if (ids.length === 0) return Promise.resolve([]);
     return db('members').where({ user_id: userId }).whereIn('id', ids);
