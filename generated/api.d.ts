@@ -2554,7 +2554,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Required infrastructure (database, object storage) is not available. */
+        /** @description Required infrastructure is not available — the database cannot be reached (or its schema is missing), or object storage is not configured where the operation needs it. Retry later. */
         PreconditionFailed: {
             headers: {
                 [name: string]: unknown;
@@ -2761,6 +2761,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createApiKey: {
@@ -2795,6 +2796,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     revokeApiKey: {
@@ -2820,6 +2822,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getAppearance: {
@@ -2846,6 +2849,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateAppearance: {
@@ -2878,6 +2882,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     resetAppearance: {
@@ -2903,6 +2908,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listCustomColorSchemes: {
@@ -2928,6 +2934,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createCustomColorScheme: {
@@ -2951,6 +2958,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteCustomColorScheme: {
@@ -2978,6 +2986,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listCustomFonts: {
@@ -3003,6 +3012,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createCustomFont: {
@@ -3026,6 +3036,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteCustomFont: {
@@ -3053,6 +3064,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getSystems: {
@@ -3078,6 +3090,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     setActiveSystem: {
@@ -3110,6 +3123,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     setUnifiedView: {
@@ -3141,6 +3155,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createSideSystem: {
@@ -3172,6 +3187,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteSideSystem: {
@@ -3201,6 +3217,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateSideSystem: {
@@ -3236,6 +3253,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createSubSystem: {
@@ -3268,6 +3286,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteSubSystem: {
@@ -3297,6 +3316,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateSubSystem: {
@@ -3332,6 +3352,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listAssignableMembers: {
@@ -3361,6 +3382,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listMembers: {
@@ -3406,6 +3428,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createMember: {
@@ -3430,6 +3453,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listMembersPage: {
@@ -3465,6 +3489,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getMember: {
@@ -3494,6 +3519,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteMember: {
@@ -3521,6 +3547,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateMember: {
@@ -3557,6 +3584,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     restoreMember: {
@@ -3584,6 +3612,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getMemberMedia: {
@@ -3729,6 +3758,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getGroupTree: {
@@ -3760,6 +3790,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createGroup: {
@@ -3784,6 +3815,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteGroup: {
@@ -3811,6 +3843,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateGroup: {
@@ -3846,6 +3879,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     setGroupMembers: {
@@ -3879,6 +3913,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     restoreGroup: {
@@ -3906,6 +3941,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createFolder: {
@@ -3930,6 +3966,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteFolder: {
@@ -3957,6 +3994,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateFolder: {
@@ -3992,6 +4030,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     restoreFolder: {
@@ -4019,6 +4058,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listDirectoryLayouts: {
@@ -4047,6 +4087,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createDirectoryLayout: {
@@ -4071,6 +4112,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteDirectoryLayout: {
@@ -4098,6 +4140,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     restoreDirectoryLayout: {
@@ -4125,6 +4168,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listCustomFields: {
@@ -4150,6 +4194,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createCustomField: {
@@ -4173,6 +4218,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteCustomField: {
@@ -4200,6 +4246,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateCustomField: {
@@ -4235,6 +4282,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getMemberCustomFields: {
@@ -4264,6 +4312,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     setMemberCustomField: {
@@ -4301,6 +4350,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     restoreCustomField: {
@@ -4330,6 +4380,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listMemberStatuses: {
@@ -4355,6 +4406,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createMemberStatus: {
@@ -4378,6 +4430,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteMemberStatus: {
@@ -4405,6 +4458,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateMemberStatus: {
@@ -4440,6 +4494,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listMemberStatusAssignments: {
@@ -4469,6 +4524,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     assignMemberStatus: {
@@ -4498,6 +4554,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     clearMemberStatus: {
@@ -4527,6 +4584,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listEntries: {
@@ -4557,6 +4615,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createEntry: {
@@ -4610,6 +4669,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteEntry: {
@@ -4640,6 +4700,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateEntry: {
@@ -4703,6 +4764,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getEntryImage: {
@@ -4778,6 +4840,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     purgeTrash: {
@@ -4807,6 +4870,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getTrashSettings: {
@@ -4832,6 +4896,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateTrashSettings: {
@@ -4863,6 +4928,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getTerminology: {
@@ -4888,6 +4954,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateTerminology: {
@@ -4919,6 +4986,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     resetTerminology: {
@@ -4944,6 +5012,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getResolvedTerminology: {
@@ -4975,6 +5044,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     resetScopedTerminology: {
@@ -5007,6 +5077,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateScopedTerminology: {
@@ -5039,6 +5110,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getFront: {
@@ -5064,6 +5136,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     clearFront: {
@@ -5087,6 +5160,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     getFrontHistory: {
@@ -5123,6 +5197,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     startFronting: {
@@ -5152,6 +5227,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     stopFronting: {
@@ -5178,6 +5254,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     reorderFront: {
@@ -5207,6 +5284,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     setTierPresence: {
@@ -5236,6 +5314,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     clearTierPresence: {
@@ -5262,6 +5341,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     listFrontTiers: {
@@ -5287,6 +5367,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     createFrontTier: {
@@ -5310,6 +5391,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteFrontTier: {
@@ -5337,6 +5419,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     deleteFrontSession: {
@@ -5364,6 +5447,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     updateFrontSession: {
@@ -5399,6 +5483,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
     restoreFrontSession: {
@@ -5426,6 +5511,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
         };
     };
 }

@@ -40,7 +40,7 @@ async function createRateLimitStore(config: Config, db: Database, choice: Runtim
     await redis.connect();
     return new RedisRateLimitStore(redis);
   }
-  if (kind === 'postgres') return new PostgresRateLimitStore(db.knex, clock);
+  if (kind === 'postgres') return new PostgresRateLimitStore(db.knex, { clock, limit: config.rateLimitPerMinute });
   return new MemoryRateLimitStore();
 }
 

@@ -60,12 +60,12 @@ describe('contract conventions', () => {
     }
   });
 
-  it('declares 400, 401, 403, 429 and 500 on every API-key operation and 400/413/415 wherever a body is taken', () => {
+  it('declares 400, 401, 403, 429, 500 and 503 on every API-key operation, 401 and 503 on admin ones, and 400/413/415 wherever a body is taken', () => {
     for (const op of apiKeyOps) {
-      for (const status of [400, 401, 403, 429, 500]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+      for (const status of [400, 401, 403, 429, 500, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
       if (op.hasRequestBody) for (const status of [400, 413, 415]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     }
-    for (const op of adminOps) expect(op.declaredStatuses, op.operationId).toContain(401);
+    for (const op of adminOps) for (const status of [401, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
   });
 });
 

@@ -1,6 +1,6 @@
 /** One `{ code, message }` envelope for every failure, and nothing internal ever reaches a client. */
 import { describe, expect, it } from 'vitest';
-import { useServer, bearer, jsonHeaders } from './helpers/server.ts';
+import { TestServer, useServer, bearer, jsonHeaders } from './helpers/server.ts';
 
 const server = useServer({ env: { BODY_LIMIT_BYTES: '2048' } });
 
@@ -87,16 +87,33 @@ describe('error envelope', () => {
 
   it('unexpected failures → 500 INTERNAL with a generic message; no SQL, stack or path leaks', async () => {
     const { apiKey } = await server.user();
-    await server.deps.db.knex.raw('alter table custom_fonts rename to custom_fonts_gone');
+    // A statement the database refuses (here: a column that is gone) is a bug, not an outage.
+    await server.deps.db.knex.raw('alter table custom_fonts rename column created_at to created_at_gone');
     try {
       const res = await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(apiKey) });
       expect(res.status).toBe(500);
       const text = await res.text();
       expect(JSON.parse(text)).toEqual({ code: 'INTERNAL', message: 'Internal server error' });
-      expect(text).not.toMatch(/select|custom_fonts|\.ts|at |relation/i);
+      expect(text).not.toMatch(/select|custom_fonts|created_at|\.ts|at |column/i);
     } finally {
-      await server.deps.db.knex.raw('alter table custom_fonts_gone rename to custom_fonts');
+      await server.deps.db.knex.raw('alter table custom_fonts rename column created_at_gone to created_at');
     }
+  });
+
+  it('storage whose schema is missing → 503 PRECONDITION_FAILED, nothing internal leaked', async () => {
+    const { apiKey } = await server.user();
+    await server.deps.db.knex.raw('alter table terminology_settings rename to terminology_settings_gone');
+    try {
+      const res = await server.fetch('/api/v1/terminology', { headers: bearer(apiKey) });
+      expect(res.status).toBe(503);
+      const text = await res.text();
+      expect(JSON.parse(text)).toEqual({ code: 'PRECONDITION_FAILED', message: 'Database is not reachable' });
+      expect(text).not.toMatch(/terminology_settings|relation|select/i);
+    } finally {
+      await server.deps.db.knex.raw('alter table terminology_settings_gone rename to terminology_settings');
+    }
+    const after = await server.fetch('/api/v1/terminology', { headers: bearer(apiKey) });
+    expect(after.status).toBe(200);
   });
 
   it('echoes a sane X-Request-Id and generates one otherwise, on success and error alike', async () => {
@@ -137,5 +154,28 @@ describe('authentication header handling', () => {
     const write = await api.POST('/api/v1/appearance/reset');
     expect(write.response.status).toBe(403);
     expect(write.error).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: appearance requires read_write' });
+  });
+});
+
+describe('database outage', () => {
+  it('a database that cannot be reached → 503 PRECONDITION_FAILED on API and admin routes, and /readyz says so', async () => {
+    const lost = await new TestServer().start();
+    try {
+      const { apiKey } = await lost.user();
+      // The key is in the process cache now; the handler's own queries hit the closed pool.
+      await lost.deps.db.knex.destroy();
+      for (const res of [
+        await lost.fetch('/api/v1/members/page?limit=5', { headers: bearer(apiKey) }),
+        await lost.fetch('/api/v1/entries', { method: 'POST', headers: jsonHeaders(apiKey), body: JSON.stringify({ content: 'hello' }) }),
+        await lost.fetch('/admin/v1/accounts', { method: 'POST', headers: jsonHeaders(lost.adminToken), body: JSON.stringify({ username: 'nobody_here' }) }),
+        await lost.fetch('/readyz'),
+      ]) {
+        expect(res.status).toBe(503);
+        expect(await envelope(res)).toEqual({ code: 'PRECONDITION_FAILED', message: 'Database is not reachable' });
+      }
+      expect(lost.violations).toEqual([]);
+    } finally {
+      await lost.close();
+    }
   });
 });

@@ -93,6 +93,34 @@ describe('shared stores', () => {
     }
   });
 
+  it('PostgreSQL store: instances that sync as often as production do never overshoot the shared budget', async () => {
+    const server = await new TestServer().start();
+    const limit = 200; // margin max(50, 20) = 50: the last 50 requests are counted in the database first
+    // Timers off (syncMs an hour); each loop below is one 100 ms sync interval, 40 requests in it (< margin).
+    const a = new PostgresRateLimitStore(server.deps.db.knex, { limit, syncMs: 3_600_000 });
+    const b = new PostgresRateLimitStore(server.deps.db.knex, { limit, syncMs: 3_600_000 });
+    try {
+      const keyId = (await server.user()).keyId;
+      let allowed = 0;
+      let refused = 0;
+      for (let tick = 0; tick < 8; tick++) {
+        for (let i = 0; i < 20; i++) {
+          for (const store of [a, b]) {
+            if ((await store.hit(keyId, Date.now())).count <= limit) allowed++;
+            else refused++;
+          }
+        }
+        await Promise.all([a.flush(), b.flush()]);
+      }
+      expect(allowed).toBe(limit);
+      expect(refused).toBe(8 * 40 - limit);
+      expect((await server.deps.db.knex('rate_limit_windows').where({ key_id: keyId }).first()).count).toBe(8 * 40);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await server.close();
+    }
+  });
+
   it('Redis store (REDIS_URL): two servers share one budget per key', async () => {
     const a = await new TestServer().start({ env: { RATE_LIMIT_PER_MINUTE: '4', REDIS_URL }, rateLimitStore: 'redis' });
     try {

@@ -7,7 +7,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { AppDeps } from '../deps.ts';
-import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, ApiError, forbidden, unauthorized } from './errors.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
+import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
 import type { AuthInfo, HandlerMap, OperationId, RequestContext } from './handlers.ts';
 import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
 import { isResponseViolation, isValidatorError, validationMessage } from './validation.ts';
@@ -219,6 +220,9 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
       } else {
         apiError = new ApiError(400, 'BAD_REQUEST', validationMessage(err));
       }
+    } else if (isDatabaseUnavailable(err)) {
+      log.error({ err }, 'database not available');
+      apiError = preconditionFailed('Database is not reachable');
     } else {
       apiError = bodyParserError(err as { type?: string }) ?? internal(err, log);
     }

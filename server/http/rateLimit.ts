@@ -53,21 +53,32 @@ export class MemoryRateLimitStore implements RateLimitStore {
  * Shared through PostgreSQL without a round trip per request: each instance counts locally and
  * adds its pending count to the key's row every SYNC_MS (one upsert per key per interval), learning
  * the total of all instances from the same statement. The first request of a window goes to the
- * database at once, so a fresh window is always anchored there. A single instance decides exactly;
- * with several, a key can overshoot by what the other instances admitted since their last sync.
+ * database at once, so a fresh window is always anchored there.
+ *
+ * Near the limit (the last `margin` requests of the budget, margin = max(50, limit / 10)) every
+ * request is counted in the database before it is answered, and once this instance has seen the
+ * budget spent it refuses locally without a round trip. An instance only admits without asking
+ * while the shared total at its last sync (≤ SYNC_MS ago) plus its own requests is below
+ * limit − margin, so the decision is exact unless one key sends more than `margin` requests within
+ * one sync interval across all instances; a single instance is always exact.
  */
 export class PostgresRateLimitStore implements RateLimitStore {
   readonly kind = 'postgres';
   private readonly keys = new Map<string, { total: number; pending: number; resetAt: number }>();
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> | undefined;
+  private readonly clock: () => number;
+  private readonly limit: number;
+  private readonly margin: number;
 
   constructor(
     private readonly db: Knex,
-    private readonly clock: () => number = Date.now,
-    syncMs = 100,
+    options: { clock?: () => number; syncMs?: number; limit?: number } = {},
   ) {
-    this.timer = setInterval(() => void this.flush().catch(() => undefined), syncMs);
+    this.clock = options.clock ?? Date.now;
+    this.limit = options.limit ?? Number.POSITIVE_INFINITY;
+    this.margin = Math.max(50, Math.ceil(this.limit / 10));
+    this.timer = setInterval(() => void this.flush().catch(() => undefined), options.syncMs ?? 100);
     this.timer.unref();
   }
 
@@ -87,18 +98,39 @@ export class PostgresRateLimitStore implements RateLimitStore {
   async hit(keyId: string, now: number): Promise<RateLimitState> {
     const local = this.keys.get(keyId);
     if (local && local.resetAt > now) {
-      local.pending += 1;
-      return { count: local.total + local.pending, resetAt: local.resetAt };
+      const seen = local.total + local.pending;
+      if (seen < this.limit - this.margin || seen >= this.limit) {
+        // Far from the limit, or already over it (counts only grow within a window): decide locally.
+        local.pending += 1;
+        return { count: seen + 1, resetAt: local.resetAt };
+      }
+      // Near the limit: count this request, and whatever is pending, in the database first.
+      const delta = local.pending + 1;
+      local.pending = 0;
+      let state: RateLimitState;
+      try {
+        state = await this.add(keyId, delta, now);
+      } catch (err) {
+        local.pending += delta - 1; // this request failed; the earlier ones still count
+        throw err;
+      }
+      this.learn(keyId, state);
+      return state;
     }
     // A new window (or a key this instance has not seen): count it in the database now.
     const state = await this.add(keyId, 1, now);
+    this.learn(keyId, state);
+    return state;
+  }
+
+  /** Takes a total read from the database; of concurrent answers for one window the largest is the newest. */
+  private learn(keyId: string, state: RateLimitState): void {
     const current = this.keys.get(keyId);
     if (current && current.resetAt === state.resetAt) {
-      current.total = Math.max(current.total, state.count); // concurrent first requests: keep the newest total
+      current.total = Math.max(current.total, state.count);
     } else {
       this.keys.set(keyId, { total: state.count, pending: 0, resetAt: state.resetAt });
     }
-    return state;
   }
 
   /** Adds every pending count to the database and refreshes the totals. */
@@ -121,8 +153,8 @@ export class PostgresRateLimitStore implements RateLimitStore {
       local.pending = 0;
       try {
         const state = await this.add(keyId, delta, now);
-        local.total = state.count;
-        local.resetAt = state.resetAt;
+        if (state.resetAt === local.resetAt) local.total = Math.max(local.total, state.count);
+        else Object.assign(local, { total: state.count, resetAt: state.resetAt });
       } catch (err) {
         local.pending += delta; // try again on the next sync
         throw err;
