@@ -579,7 +579,7 @@ export interface paths {
         };
         /**
          * Get a member's avatar or banner
-         * @description Image bytes with `Content-Type` and `ETag` (304 for a matching `If-None-Match`), or a 302 to the stored https URL when the image is a legacy external link. 400 (JSON) for a bad kind or id. 404 with an **empty body** for an unknown or trashed member, no image, or a stored URL that cannot be embedded; 503 with an empty body when object storage is not configured.
+         * @description Image bytes with `Content-Type` and `ETag` (304 for a matching `If-None-Match`), or a 302 to the stored https URL when the image is a legacy external link. 400 (JSON) for a bad kind or id. 404 with an **empty body** for an unknown or trashed member, no image, or a stored URL that cannot be embedded; 503 with an empty body when the member has a stored image but object storage is not configured (a member without an image is still 404, and a legacy external URL still redirects).
          */
         get: operations["getMemberMedia"];
         /**
@@ -1077,7 +1077,7 @@ export interface paths {
         put?: never;
         /**
          * Create a note
-         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image.
+         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image. A note may embed at most 20 distinct external images (repeats of one URL count once); more is a 400 "A note may embed at most 20 external images", refused before anything is fetched.
          */
         post: operations["createEntry"];
         delete?: never;
@@ -1112,7 +1112,7 @@ export interface paths {
         head?: never;
         /**
          * Update a note
-         * @description Strict partial update with at least one of title, content, memberId (null clears the legacy single link) and memberIds. A trashed note must be restored first (400). Newly linked members are checked against the note limit (400). Images are re-hosted as on create.
+         * @description Strict partial update with at least one of title, content, memberId (null clears the legacy single link) and memberIds. A trashed note must be restored first (400). Newly linked members are checked against the note limit (400). Images are re-hosted as on create, with the same 20-image limit (400) and 503 when object storage is not configured; the note is left unchanged on either error.
          */
         patch: operations["updateEntry"];
         trace?: never;
@@ -1194,7 +1194,7 @@ export interface paths {
         put?: never;
         /**
          * Purge items from the trash
-         * @description Deletes the listed trashed items for good, all or nothing: when any item is not found or not in the trash nothing is purged (400). Purging removes what depends on the item: a member takes its front sessions, tier presence, custom field values, status assignments and group memberships with it (notes stay, unlinked from it; a sub system linked to it keeps a null linkedMemberId); a folder takes its subfolders, groups and layouts (members inside move to the root); a custom field definition takes its values.
+         * @description Deletes the listed trashed items for good, all or nothing: when any item is not found or not in the trash nothing is purged (400). Purging removes what depends on the item: a member takes its front sessions, tier presence, custom field values, status assignments and group memberships with it (notes stay, unlinked from it; a sub system linked to it keeps a null linkedMemberId); a folder takes its subfolders, groups and layouts (members inside move to the root); a custom field definition takes its values; a note takes its member links, while the images it embedded stay in object storage (they are stored once per account by content hash and other notes may embed the same image); a front session takes nothing else with it.
          */
         post: operations["purgeTrash"];
         delete?: never;
@@ -4634,7 +4634,15 @@ export interface operations {
             201: components["responses"]["Created"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /** @description The key lacks the scope (FORBIDDEN), or a linked member already holds as many notes as the account's plan allows (NOTE_LIMIT_REACHED). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -8,6 +8,7 @@ import { openDatabase, type Database } from './db/knex.ts';
 import { migrateLatest } from './db/migrate.ts';
 import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
+import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
 import { createObjectStorage } from './storage/index.ts';
 import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
@@ -18,6 +19,8 @@ export interface Runtime {
   adminTokenSource: 'env' | 'generated' | 'data-dir' | 'none';
   /** Purges trashed items past their retention; main.ts starts it, tests run it on demand. */
   trashRetention: TrashRetentionJob;
+  /** Listens for other instances' key revocations (PostgreSQL only). */
+  revocations: RevocationListener | undefined;
   /** Starts the background jobs (the retention purge) on their configured intervals. */
   startJobs(): void;
   close(): Promise<void>;
@@ -68,6 +71,9 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
   const clock = options.clock ?? Date.now;
   const store = await createRateLimitStore(config, db, options.rateLimitStore, clock);
   const apiKeys = new ApiKeyAuthenticator(db.knex, { ttlMs: config.apiKeyCacheTtlMs, clock, logger: options.logger });
+  // Other instances' revocations (PostgreSQL only: the embedded database serves one process).
+  const revocations = config.databaseUrl ? new RevocationListener(config.databaseUrl, apiKeys, options.logger) : undefined;
+  await revocations?.start();
   const admin = resolveAdminToken(config, embeddedDir);
   const deps: AppDeps = {
     config,
@@ -89,9 +95,11 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     deps,
     adminTokenSource: admin.source,
     trashRetention,
+    revocations,
     startJobs: () => trashRetention.start(config.trashPurgeIntervalMs),
     close: async () => {
       await trashRetention.stop();
+      await revocations?.close();
       await apiKeys.close();
       await deps.rateLimiter.close();
       await db.close();

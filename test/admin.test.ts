@@ -15,6 +15,58 @@ describe('POST /admin/v1/accounts', () => {
     expect(data).toEqual({ userId: expect.any(String), username: 'Aurora_1' });
   });
 
+  it('stores every optional field it is given', async () => {
+    const body = {
+      username: 'Full_Profile',
+      displayName: 'Full Profile 🌿',
+      plan: 'pro_plus',
+      isAdmin: true,
+      pronouns: 'she/they',
+      status: 'Taking it slow today',
+      timezone: 'America/Toronto',
+      country: 'CA',
+      aboutMarkdown: '# Hello\n\nWe are **many**.',
+    } as const;
+    const { data, response } = await server.admin.POST('/admin/v1/accounts', { body });
+    expect(response.status).toBe(201);
+    const row = await server.deps.db.knex('accounts').where({ id: data!.userId }).first();
+    expect(row).toMatchObject({
+      username: 'Full_Profile',
+      display_name: 'Full Profile 🌿',
+      plan: 'pro_plus',
+      is_admin: true,
+      pronouns: 'she/they',
+      status: 'Taking it slow today',
+      timezone: 'America/Toronto',
+      country: 'CA',
+      about_markdown: '# Hello\n\nWe are **many**.',
+    });
+    // The stored plan is the one that counts: Pro+ allows 5 keys.
+    for (let i = 0; i < 5; i++) await server.createKey(data!.userId, {});
+    const sixth = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: data!.userId } }, body: { scopes: {} } });
+    expect(sixth.response.status).toBe(403);
+    expect(sixth.error?.message).toContain('Pro+ plan allows 5 active API keys');
+  });
+
+  it('defaults: plan free (one active key), not admin, displayName = username, empty profile', async () => {
+    const { data, response } = await server.admin.POST('/admin/v1/accounts', { body: { username: 'bare_minimum' } });
+    expect(response.status).toBe(201);
+    const row = await server.deps.db.knex('accounts').where({ id: data!.userId }).first();
+    expect(row).toMatchObject({ plan: 'free', is_admin: false, display_name: 'bare_minimum', pronouns: null, status: null, timezone: null, country: null, about_markdown: null });
+    const first = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: data!.userId } }, body: { scopes: { appearance: 'read_write' } } });
+    expect(first.response.status).toBe(201);
+    const second = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: data!.userId } }, body: { scopes: {} } });
+    expect(second.response.status).toBe(403);
+    expect(second.error).toEqual({ code: 'FORBIDDEN', message: 'The Free plan allows 1 active API key; revoke one first' });
+    // Free also means no custom fonts.
+    const font = await server.fetch('/api/v1/appearance/custom-fonts', {
+      method: 'POST',
+      headers: { ...bearer(first.data!.apiKey), 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'F', sourceUrl: 'https://fonts.example.org/f.woff2' }),
+    });
+    expect(font.status).toBe(403);
+  });
+
   it('refuses a duplicate username regardless of case with 409 CONFLICT', async () => {
     await server.createAccount({ username: 'taken_name' });
     const { error, response } = await server.admin.POST('/admin/v1/accounts', { body: { username: 'TAKEN_name' } });

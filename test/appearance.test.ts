@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { useServer, jsonHeaders } from './helpers/server.ts';
+import { TestServer, useServer, jsonHeaders } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -206,5 +206,45 @@ describe('PATCH /appearance', () => {
       const res = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Plain', sourceUrl: 'http://fonts.example.org/a.woff2' } });
       expect(res.response.status).toBe(400);
     });
+  });
+});
+
+describe('persistence failure', () => {
+  it('PATCH and reset answer 500 INTERNAL with a generic message when the write fails, and nothing changes', async () => {
+    const lines: string[] = [];
+    const s = await new TestServer().start({ clock: () => now, env: { LOG_LEVEL: 'error' }, logStream: { write: (line) => void lines.push(line) } });
+    try {
+      const { api, apiKey } = await s.user();
+      const saved = await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } });
+      expect(saved.response.status).toBe(200);
+      // A write the database refuses that is not an outage: a trigger raising on every write to the table.
+      await s.deps.db.knex.raw(`
+        create function refuse_appearance_write() returns trigger language plpgsql as $$
+        begin
+          raise exception 'appearance_settings write refused by refuse_appearance_write';
+        end
+        $$`);
+      await s.deps.db.knex.raw('create trigger refuse_appearance_write before insert or update on appearance_settings for each row execute function refuse_appearance_write()');
+
+      const raw = await s.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify({ themeMode: 'light' }) });
+      expect(raw.status).toBe(500);
+      const text = await raw.text();
+      expect(JSON.parse(text)).toEqual({ code: 'INTERNAL', message: 'Internal server error' });
+      expect(text).not.toMatch(/appearance_settings|refuse_appearance_write|trigger|insert|update|P0001/i);
+
+      const patch = await api.PATCH('/api/v1/appearance', { body: { themeMode: 'light', reduceMotion: true } });
+      const reset = await api.POST('/api/v1/appearance/reset');
+      const fresh = await (await s.user()).api.PATCH('/api/v1/appearance', { body: { fontSize: 'large' } });
+      for (const res of [patch, reset, fresh]) {
+        expect(res.response.status).toBe(500);
+        expect(res.error).toEqual({ code: 'INTERNAL', message: 'Internal server error' });
+      }
+      expect((await api.GET('/api/v1/appearance')).data).toEqual(saved.data);
+      expect(s.violations).toEqual([]);
+      // The cause is in the server log, not in the response.
+      expect(lines.some((l) => l.includes('refuse_appearance_write'))).toBe(true);
+    } finally {
+      await s.close();
+    }
   });
 });

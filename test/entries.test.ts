@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../server/config.ts';
 import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { GIF, PNG } from './helpers/images.ts';
 import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
-const server = useServer({ clock: () => now, env: { FETCH_ALLOW_PRIVATE: 'true', NOTE_CAP_PRO: '3', NOTE_CAP_FREE: '1' } });
+const server = useServer({ clock: () => now, env: { FETCH_ALLOW_PRIVATE: 'true', NOTE_CAP_PRO: '3', NOTE_CAP_FREE: '1', NOTE_CAP_PRO_PLUS: '2' } });
 const entryPath = (entryId: string) => ({ params: { path: { entryId } } });
 type Api = Awaited<ReturnType<typeof server.user>>['api'];
 
@@ -21,6 +22,7 @@ beforeAll(async () => {
     '/a.png': { type: 'image/png', body: PNG },
     '/b.gif': { type: 'image/gif', body: GIF },
     '/text.png': { type: 'image/png', body: 'not an image at all' },
+    ...Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`/many/${i}.png`, { type: 'image/png', body: PNG }])),
   });
 });
 afterAll(() => images.close());
@@ -84,6 +86,55 @@ describe('create and read', () => {
     expect((await api.GET('/api/v1/entries/{entryId}', entryPath(id))).response.status).toBe(404);
     expect((await api.DELETE('/api/v1/entries/{entryId}', entryPath(id))).response.status).toBe(404);
   });
+
+  it('PATCH, DELETE and restore are 400 for a malformed id; DELETE of an unknown id is 404', async () => {
+    const { api } = await server.user();
+    const bad = [
+      await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath('not-a-uuid'), body: { title: 'x' } }),
+      await api.DELETE('/api/v1/entries/{entryId}', entryPath('not-a-uuid')),
+      await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: 'not-a-uuid' }, query: { permanent: 'true' } } }),
+      await api.POST('/api/v1/entries/{entryId}/restore', entryPath('not-a-uuid')),
+    ];
+    for (const res of bad) {
+      expect(res.response.status).toBe(400);
+      expect(res.error).toEqual({ code: 'BAD_REQUEST', message: 'entryId must be a valid UUID' });
+    }
+    for (const permanent of [undefined, 'true'] as const) {
+      const res = await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: UNKNOWN_ID }, query: permanent ? { permanent } : {} } });
+      expect(res.response.status).toBe(404);
+      expect(res.error?.code).toBe('NOT_FOUND');
+    }
+  });
+
+  it("another account's notes, active or trashed, are 404 on every route and stay untouched", async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const m = await createMember(other.api, 'Theirs');
+    const active = await createEntry(other.api, { title: 'Mine', content: 'private', memberIds: [m] });
+    const trashed = await createEntry(other.api, { content: 'binned' });
+    expect((await other.api.DELETE('/api/v1/entries/{entryId}', entryPath(trashed))).response.status).toBe(204);
+    const before = (await other.api.GET('/api/v1/entries/{entryId}', entryPath(active))).data;
+    const trashedRow = await server.deps.db.knex('entries').where({ id: trashed }).first();
+    now += 1000;
+
+    for (const id of [active, trashed]) {
+      const attempts = [
+        await api.GET('/api/v1/entries/{entryId}', entryPath(id)),
+        await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'hijacked', content: 'overwritten' } }),
+        await api.DELETE('/api/v1/entries/{entryId}', entryPath(id)),
+        await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id }, query: { permanent: 'true' } } }),
+        await api.POST('/api/v1/entries/{entryId}/restore', entryPath(id)),
+      ];
+      for (const res of attempts) {
+        expect(res.response.status).toBe(404);
+        expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Entry not found' });
+      }
+    }
+
+    expect((await other.api.GET('/api/v1/entries/{entryId}', entryPath(active))).data).toEqual(before);
+    expect(await server.deps.db.knex('entries').where({ id: trashed }).first()).toEqual(trashedRow);
+    expect((await other.api.GET('/api/v1/trash')).data!.map((r) => r.id)).toEqual([trashed]);
+  });
 });
 
 describe('GET /entries', () => {
@@ -111,10 +162,13 @@ describe('GET /entries', () => {
 
   it('takes limit 1–100, default 50', async () => {
     const { api, apiKey } = await server.user();
-    for (let i = 0; i < 52; i++) await createEntry(api, { content: `n${i}` });
+    for (let i = 0; i < 101; i++) await createEntry(api, { content: `n${i}` });
     expect((await api.GET('/api/v1/entries')).data).toHaveLength(50);
     expect((await api.GET('/api/v1/entries', { params: { query: { limit: 51 } } })).data).toHaveLength(51);
     expect((await api.GET('/api/v1/entries', { params: { query: { limit: 1 } } })).data).toHaveLength(1);
+    const max = await api.GET('/api/v1/entries', { params: { query: { limit: 100 } } });
+    expect(max.response.status).toBe(200);
+    expect(max.data).toHaveLength(100);
     for (const [q, message] of [['limit=0', 'limit must be >= 1'], ['limit=101', 'limit must be <= 100'], ['memberId=x', 'memberId must be a valid UUID']]) {
       const res = await server.fetch(`/api/v1/entries?${q}`, { headers: bearer(apiKey) });
       expect(res.status).toBe(400);
@@ -238,7 +292,7 @@ describe('entry lifecycle table', () => {
   });
 });
 
-describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1 in this file)', () => {
+describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1, NOTE_CAP_PRO_PLUS=2 in this file)', () => {
   it('403 NOTE_LIMIT_REACHED on create once a member holds the cap', async () => {
     const { api } = await server.user();
     const m = await createMember(api);
@@ -255,6 +309,37 @@ describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1 in this file)', () => {
     const m = await createMember(api);
     await createEntry(api, { content: 'a', memberId: m });
     expect((await api.POST('/api/v1/entries', { body: { content: 'b', memberId: m } })).error?.code).toBe('NOTE_LIMIT_REACHED');
+  });
+
+  it('follows the plan: Pro+ allows 2 here (its own setting, not Pro\'s or Free\'s)', async () => {
+    const { api } = await server.user({ account: { plan: 'pro_plus' } });
+    const m = await createMember(api);
+    await createEntry(api, { content: 'a', memberId: m });
+    await createEntry(api, { content: 'b', memberIds: [m] });
+    const res = await api.POST('/api/v1/entries', { body: { content: 'c', memberId: m } });
+    expect(res.response.status).toBe(403);
+    expect(res.error).toEqual({ code: 'NOTE_LIMIT_REACHED', message: `Note limit of 2 per member on the Pro+ plan reached for member ${m}` });
+    expect((await api.GET('/api/v1/entries', { params: { query: { memberId: m } } })).data).toHaveLength(2);
+  });
+
+  it('defaults to 100 (Free), 1000 (Pro) and 10000 (Pro+) when NOTE_CAP_* are unset', async () => {
+    expect(loadConfig({}).noteCaps).toEqual({ free: 100, pro: 1000, pro_plus: 10_000 });
+    expect(loadConfig({ NOTE_CAP_FREE: '', NOTE_CAP_PRO: '', NOTE_CAP_PRO_PLUS: '' }).noteCaps).toEqual({ free: 100, pro: 1000, pro_plus: 10_000 });
+    // And over HTTP: a server started without NOTE_CAP_* stops a Free member at 100 notes.
+    const defaults = await new TestServer().start({ clock: () => now });
+    try {
+      expect(defaults.deps.config.noteCaps).toEqual({ free: 100, pro: 1000, pro_plus: 10_000 });
+      const { api } = await defaults.user({ account: { plan: 'free' } });
+      const m = await createMember(api);
+      for (let i = 0; i < 100; i++) await createEntry(api, { content: `n${i}`, memberId: m });
+      const res = await api.POST('/api/v1/entries', { body: { content: 'one too many', memberId: m } });
+      expect(res.response.status).toBe(403);
+      expect(res.error?.code).toBe('NOTE_LIMIT_REACHED');
+      expect(res.error?.message).toContain('Note limit of 100 per member on the Free plan');
+      expect(defaults.violations).toEqual([]);
+    } finally {
+      await defaults.close();
+    }
   });
 
   it('restore that would exceed the cap → 400; trashed notes do not count', async () => {
@@ -330,6 +415,30 @@ describe('external markdown images', () => {
     expect((await api.GET('/api/v1/entries')).data).toEqual([]);
   });
 
+  it('at most 20 distinct external images per note: 20 pass, 21 → 400 with nothing fetched or saved', async () => {
+    const { api } = await server.user();
+    const md = (n: number) => Array.from({ length: n }, (_, i) => `![i${i}](${images.url(`/many/${i}.png`)})`).join('\n');
+    // Repeats of one URL count once: 20 distinct images in 21 references are accepted.
+    const twenty = await api.POST('/api/v1/entries', { body: { content: `${md(20)}\n![again](${images.url('/many/0.png')})` } });
+    expect(twenty.response.status).toBe(201);
+    const saved = (await api.GET('/api/v1/entries/{entryId}', entryPath(twenty.data!.id))).data!.content;
+    expect(saved.match(/\/api\/v1\/entry-images\/[0-9a-f]{64}/g)).toHaveLength(21);
+    expect(saved).not.toContain('127.0.0.1');
+
+    const hits = images.hits.length;
+    const over = await api.POST('/api/v1/entries', { body: { content: md(21) } });
+    expect(over.response.status).toBe(400);
+    expect(over.error).toEqual({ code: 'BAD_REQUEST', message: 'A note may embed at most 20 external images' });
+    expect(images.hits.length).toBe(hits);
+    expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id)).toEqual([twenty.data!.id]);
+
+    const patched = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(twenty.data!.id), body: { content: md(21) } });
+    expect(patched.response.status).toBe(400);
+    expect(patched.error?.message).toBe('A note may embed at most 20 external images');
+    expect((await api.GET('/api/v1/entries/{entryId}', entryPath(twenty.data!.id))).data!.content).toBe(saved);
+    expect(images.hits.length).toBe(hits);
+  });
+
   it('go through the guarded fetcher: private addresses are refused unless allowed', async () => {
     const guarded = await new TestServer().start({ env: { FETCH_ALLOW_PRIVATE: 'false' } });
     try {
@@ -349,7 +458,20 @@ describe('external markdown images', () => {
       const res = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})` } });
       expect(res.response.status).toBe(503);
       expect(res.error?.code).toBe('PRECONDITION_FAILED');
-      expect((await api.POST('/api/v1/entries', { body: { content: 'no images, no storage needed' } })).response.status).toBe(201);
+      const created = await api.POST('/api/v1/entries', { body: { title: 'T', content: 'no images, no storage needed' } });
+      expect(created.response.status).toBe(201);
+      expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id)).toEqual([created.data!.id]);
+
+      const id = created.data!.id;
+      const before = (await api.GET('/api/v1/entries/{entryId}', entryPath(id))).data;
+      const hits = images.hits.length;
+      const patched = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'New', content: `now with ![x](${images.url('/a.png')})` } });
+      expect(patched.response.status).toBe(503);
+      expect(patched.error).toEqual({ code: 'PRECONDITION_FAILED', message: 'Object storage is not configured; notes with external images cannot be saved' });
+      expect((await api.GET('/api/v1/entries/{entryId}', entryPath(id))).data).toEqual(before);
+      expect(images.hits.length).toBe(hits);
+      // Edits that leave the content alone, or carry no external image, still work.
+      expect((await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'Renamed' } })).data?.title).toBe('Renamed');
       expect(bare.violations).toEqual([]);
     } finally {
       await bare.close();

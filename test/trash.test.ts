@@ -140,6 +140,26 @@ describe('POST /trash/purge', () => {
     expect((await api.GET('/api/v1/trash')).data!.map((r) => r.id)).toEqual([trashed]);
   });
 
+  it('takes exactly 200 real trashed items; 201 is refused and nothing is purged', async () => {
+    const { api, userId } = await server.user();
+    const ids: string[] = [];
+    for (let i = 0; i < 201; i++) {
+      const id = await entry(api, { content: `n${i}` });
+      expect((await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } })).response.status).toBe(204);
+      ids.push(id);
+    }
+    const items = ids.map((id) => ({ type: 'entry', id }));
+    const over = await purge(api, items);
+    expect(over.response.status).toBe(400);
+    expect(over.error).toEqual({ code: 'BAD_REQUEST', message: 'items must NOT have more than 200 items' });
+    expect(await count('entries', { user_id: userId })).toBe(201);
+
+    const atLimit = await purge(api, items.slice(0, 200));
+    expect(atLimit.response.status).toBe(204);
+    expect(await count('entries', { user_id: userId })).toBe(1);
+    expect((await api.GET('/api/v1/trash', { params: { query: { limit: 500 } } })).data!.map((r) => r.id)).toEqual([ids[200]]);
+  });
+
   it('refuses more than 200 items, unknown types and unknown keys', async () => {
     const { api } = await server.user();
     const many = Array.from({ length: 201 }, () => ({ type: 'entry', id: UNKNOWN_ID }));

@@ -32,6 +32,8 @@ export interface TestServerOptions {
   env?: Record<string, string>;
   clock?: () => number;
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
+  /** Run on this existing PostgreSQL database (another TestServer's `databaseUrl`) instead of a fresh one; it is not dropped. */
+  databaseUrl?: string;
   /** Where the server's JSON logs go (default: discarded unless TEST_LOG_LEVEL is set). */
   logStream?: { write(line: string): void };
 }
@@ -50,9 +52,13 @@ export class TestServer {
   private dropDb!: () => Promise<void>;
   private objectsDir = mkdtempSync(join(tmpdir(), 'ada-objects-'));
 
+  /** The PostgreSQL database this server runs on (undefined on the embedded one). */
+  databaseUrl: string | undefined;
+
   async start(options: TestServerOptions = {}): Promise<this> {
-    const db = await createTestDatabase();
+    const db = options.databaseUrl ? { databaseUrl: options.databaseUrl, drop: async () => {} } : await createTestDatabase();
     this.dropDb = db.drop;
+    this.databaseUrl = db.databaseUrl;
     const config: Config = loadConfig({
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
       NODE_ENV: 'test',

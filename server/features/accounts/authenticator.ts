@@ -3,8 +3,9 @@
  *
  * Hot path: a short-lived in-process cache (API_KEY_CACHE_TTL_MS, default 5 s) answers repeat
  * requests without a database round trip. Revocation through this process evicts the key at
- * once; another instance serves a revoked key for at most the TTL. lastUsedAt is written in
- * batches (one UPDATE per flush interval for all keys used), not once per request.
+ * once; on PostgreSQL other instances hear of it through LISTEN/NOTIFY (revocations.ts) and, should
+ * that connection be down, refuse the key after at most the TTL. lastUsedAt is written in batches
+ * (one UPDATE per flush interval for all keys used), not once per request.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -58,6 +59,11 @@ export class ApiKeyAuthenticator {
     for (const [hash, entry] of this.cache) {
       if (entry.auth?.keyId === keyId) this.cache.delete(hash);
     }
+  }
+
+  /** Forgets every cached key, so the next request of each is checked against the database. */
+  clearCache(): void {
+    this.cache.clear();
   }
 
   async flushUsage(): Promise<void> {

@@ -6,6 +6,7 @@ import { createInitialSideSystem } from '../systems/service.ts';
 import { generateApiKey } from './keys.ts';
 import { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 import { accountsRepo, type AccountRow, type ScopeMap } from './repo.ts';
+import { announceRevocation } from './revocations.ts';
 
 export interface NewAccount {
   username: string;
@@ -89,4 +90,5 @@ export async function createApiKey(
 
 export async function revokeApiKey(db: Knex, keyId: string, now: number): Promise<void> {
   if (!(await accountsRepo.revokeKey(db, keyId, now))) throw notFound('API key not found');
+  await announceRevocation(db, keyId);
 }
