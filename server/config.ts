@@ -44,6 +44,8 @@ export interface Config {
   trashRetentionDays: number;
   /** How often the retention job runs; 0 turns it off. */
   trashPurgeIntervalMs: number;
+  /** Embedded database only: how often VACUUM (ANALYZE) runs (PGlite has no autovacuum); 0 turns it off. */
+  embeddedMaintenanceIntervalMs: number;
 }
 
 export interface S3Config {
@@ -175,5 +177,6 @@ export function loadConfig(env: Env = process.env): Config {
     },
     trashRetentionDays: int(env, 'TRASH_RETENTION_DAYS', 30, 1, 3650),
     trashPurgeIntervalMs: int(env, 'TRASH_PURGE_INTERVAL_MS', 60_000, 0, 86_400_000),
+    embeddedMaintenanceIntervalMs: int(env, 'EMBEDDED_MAINTENANCE_INTERVAL_MS', 900_000, 0, 86_400_000),
   };
 }

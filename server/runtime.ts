@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { openDatabase, type Database } from './db/knex.ts';
+import { EmbeddedMaintenanceJob } from './db/maintenance.ts';
 import { migrateLatest } from './db/migrate.ts';
 import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
@@ -21,7 +22,9 @@ export interface Runtime {
   trashRetention: TrashRetentionJob;
   /** Listens for other instances' key revocations (PostgreSQL only). */
   revocations: RevocationListener | undefined;
-  /** Starts the background jobs (the retention purge) on their configured intervals. */
+  /** VACUUM (ANALYZE) for the embedded database, which has no autovacuum; undefined on PostgreSQL. */
+  maintenance: EmbeddedMaintenanceJob | undefined;
+  /** Starts the background jobs (retention purge, embedded maintenance) on their configured intervals. */
   startJobs(): void;
   close(): Promise<void>;
 }
@@ -91,14 +94,20 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     clock,
     logger: options.logger,
   });
+  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger) : undefined;
   return {
     deps,
     adminTokenSource: admin.source,
     trashRetention,
     revocations,
-    startJobs: () => trashRetention.start(config.trashPurgeIntervalMs),
+    maintenance,
+    startJobs: () => {
+      trashRetention.start(config.trashPurgeIntervalMs);
+      maintenance?.start(config.embeddedMaintenanceIntervalMs);
+    },
     close: async () => {
       await trashRetention.stop();
+      await maintenance?.stop();
       await revocations?.close();
       await apiKeys.close();
       await deps.rateLimiter.close();

@@ -706,6 +706,69 @@ describe('GET /front/history', () => {
     expect(await queriesFor(24)).toBe(small);
   });
 
+  it('a page 4,000 sessions deep reads the same rows of the same index as the first page (EXPLAIN ANALYZE)', async () => {
+    const { api, userId } = await server.user();
+    const other = await server.user();
+    const memberId = await createMember(api);
+    const theirs = await createMember(other.api);
+    const knex = server.deps.db.knex;
+    // 5,000 closed sessions a minute apart for the caller and as many for another account, straight into the table.
+    const seed = (user: string, member: string) =>
+      knex.raw(
+        `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
+         select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * 60000, ?::bigint - g * 60000 + 30000, ?::bigint, ?::bigint
+         from members m, generate_series(1, 5000) g where m.id = ?`,
+        [now, now, now, now, member],
+      );
+    await seed(userId, memberId);
+    await seed(other.userId, theirs);
+    // Statistics as a running server has them: the embedded maintenance job (PGlite has no
+    // autovacuum; without statistics the planner guesses and sorts), or PostgreSQL's autovacuum,
+    // which a test cannot wait for.
+    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+    else await knex.raw('analyze front_sessions, members');
+
+    const limit = 50;
+    const planOf = async (query: HistoryQuery) => {
+      await history(api, query); // warm the key cache so the captured statement is the page itself
+      let page: { sql: string; bindings: unknown[] } | undefined;
+      const capture = (q: { sql: string; bindings?: unknown[] }) => {
+        if (/from "front_sessions" as "s"/.test(q.sql) && /order by/.test(q.sql)) page = { sql: q.sql, bindings: q.bindings ?? [] };
+      };
+      knex.on('query', capture);
+      try {
+        expect((await history(api, query)).items).toHaveLength(limit);
+      } finally {
+        knex.off('query', capture);
+      }
+      expect(page, 'the history page statement').toBeDefined();
+      // The event carries the native statement ($1, $2, …); knex.raw takes ? placeholders in order.
+      const ordered: unknown[] = [];
+      const sql = page!.sql.replace(/\$(\d+)/g, (_m, n: string) => (ordered.push(page!.bindings[Number(n) - 1]), '?'));
+      const explained = await knex.raw(`explain (analyze, format json) ${sql}`, ordered as never);
+      const row = (explained.rows as Array<Record<string, unknown>>)[0]!;
+      const raw = row['QUERY PLAN'];
+      const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
+      return plan[0]!.Plan;
+    };
+    interface PlanNode { 'Node Type': string; 'Index Name'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] }
+    const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+    const historyScan = (root: PlanNode) => {
+      const all = nodes(root);
+      expect(all.map((n) => n['Node Type'])).not.toContain('Sort');
+      const scan = all.find((n) => n['Index Name'] === 'front_sessions_history');
+      expect(scan, JSON.stringify(root)).toBeDefined();
+      return scan!;
+    };
+
+    const first = historyScan(await planOf({ limit }));
+    const cursorRow = await knex('front_sessions').where({ user_id: userId }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(3999).first('started_at', 'id');
+    const deep = historyScan(await planOf({ limit, cursorStartedAt: Number(cursorRow.started_at), cursorId: cursorRow.id }));
+    // The page reads limit + 1 rows (one more tells whether there is a next page), however deep it is.
+    expect(first['Actual Rows']).toBe(limit + 1);
+    expect(deep['Actual Rows']).toBe(limit + 1);
+  });
+
   it('shows only the caller\'s sessions', async () => {
     const { api } = await server.user();
     const other = await server.user();

@@ -55,15 +55,24 @@ function open<T extends Knex.QueryBuilder>(qb: T, table = 'front_sessions'): T {
   return qb;
 }
 
-/** Restricts a query over `front_sessions as s` to sessions whose member is not in the trash. */
-function ofLiveMembers<T extends Knex.QueryBuilder>(db: Knex, qb: T, userId: string): T {
-  qb.whereExists(db('members as m').select(db.raw('1')).where('m.user_id', userId).whereRaw('m.id = s.member_id').whereNull('m.deleted_at'));
+/**
+ * Restricts a query over `front_sessions as s` to sessions whose member is not in the trash. The
+ * account's trashed members are read once, by an uncorrelated subquery (an InitPlan), into an
+ * array the sessions are filtered against. Written as EXISTS over members, the planner may turn
+ * it into a join driven from the members side, and with few members holding many sessions it
+ * then fetches and sorts the whole history instead of walking the history index to the page.
+ */
+function ofLiveMembers<T extends Knex.QueryBuilder>(qb: T, userId: string): T {
+  qb.whereRaw(
+    "s.member_id <> all(coalesce((select array_agg(m.id) from members m where m.user_id = ? and m.deleted_at is not null), '{}'::uuid[]))",
+    [userId],
+  );
   return qb;
 }
 
 function historyQuery(db: Knex, userId: string, filter: HistoryFilter): Knex.QueryBuilder {
   const q = db('front_sessions as s').where('s.user_id', userId).whereNull('s.deleted_at');
-  ofLiveMembers(db, q, userId);
+  ofLiveMembers(q, userId);
   if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
   if (filter.startTime !== undefined) {
     const startTime = filter.startTime;
