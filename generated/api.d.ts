@@ -539,7 +539,7 @@ export interface paths {
         head?: never;
         /**
          * Update, archive or move a member
-         * @description Partial update with at least one change. `expectedVersion` guards against lost updates (409 when stale). `archived` archives or unarchives. `moveToSystemScope` moves the member to another side/sub system (404 when the target is not the caller's); the member leaves its folder and the groups of its old side system. `avatarUrl`/`backgroundUrl` take an external http(s) URL (kept as a legacy link) or null to remove the image.
+         * @description Partial update with at least one change. `expectedVersion` guards against lost updates (409 when stale). `archived` archives or unarchives. `moveToSystemScope` moves the member to another side/sub system (404 when the target is not the caller's); the member leaves its folder and the groups of its old side system. A member that is the linked member of a live sub system cannot leave that sub system's side system (400); link another member to the sub system first. `avatarUrl`/`backgroundUrl` take an external http(s) URL (kept as a legacy link) or null to remove the image.
          */
         patch: operations["updateMember"];
         trace?: never;
@@ -1874,7 +1874,8 @@ export interface components {
             icon?: string | null;
             /** @description Up to 4 uppercase letters or digits. */
             tagCode?: string | null;
-            tagColor?: components["schemas"]["HexColor"] | null;
+            /** @description `#RRGGBB`, or null to clear it. */
+            tagColor?: string | null;
         };
         CreateSubSystemRequest: {
             sideSystemId: components["schemas"]["Uuid"];
@@ -1901,7 +1902,8 @@ export interface components {
             icon?: string | null;
             /** @description Up to 4 uppercase letters or digits. */
             tagCode?: string | null;
-            tagColor?: components["schemas"]["HexColor"] | null;
+            /** @description `#RRGGBB`, or null to clear it. */
+            tagColor?: string | null;
         };
         SuccessResponse: {
             /** @constant */
@@ -2052,7 +2054,8 @@ export interface components {
         UpdateGroupRequest: {
             name?: string;
             description?: string | null;
-            color?: components["schemas"]["HexColor"] | null;
+            /** @description `#RRGGBB`, or null to clear it. */
+            color?: string | null;
             /** Format: uuid */
             parentId?: string | null;
         };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { useServer } from './helpers/server.ts';
+import { jsonHeaders, useServer } from './helpers/server.ts';
 
 const server = useServer();
 
@@ -53,6 +53,31 @@ describe('definitions', () => {
     expect(inUse.error?.message).toBe('Options in use by members cannot be removed: Protector');
     expect((await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { type: 'text' } as never })).response.status).toBe(400);
     expect((await api.PATCH('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: UNKNOWN_ID } }, body: { name: 'x' } })).response.status).toBe(404);
+  });
+});
+
+describe('strict bodies', () => {
+  const CASES: Array<[Record<string, unknown>, string]> = [
+    [{ bogus: 1 }, "Unknown field 'bogus'"],
+    [{ name: '' }, 'name must NOT have fewer than 1 characters'],
+    [{ name: 'x'.repeat(81) }, 'name must NOT have more than 80 characters'],
+  ];
+
+  it.each(CASES)('POST /custom-fields refuses %j with 400 and creates nothing', async (extra, message) => {
+    const { api, apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/custom-fields', { method: 'POST', headers: jsonHeaders(apiKey), body: JSON.stringify({ name: 'ok', type: 'text', ...extra }) });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect((await api.GET('/api/v1/custom-fields')).data).toEqual([]);
+  });
+
+  it.each(CASES)('PATCH /custom-fields/{fieldId} refuses %j with 400 and changes nothing', async (extra, message) => {
+    const { api, apiKey } = await server.user();
+    const id = await field(api, { name: 'Before', type: 'text' });
+    const res = await server.fetch(`/api/v1/custom-fields/${id}`, { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify(extra) });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect((await api.GET('/api/v1/custom-fields')).data!.map((f) => f.name)).toEqual(['Before']);
   });
 });
 

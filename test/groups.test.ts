@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { ApiClient } from '../client/index.ts';
 import { createFolder, createGroup, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { useServer } from './helpers/server.ts';
+import { jsonHeaders, useServer } from './helpers/server.ts';
 
 const server = useServer();
 const folderPath = (folderId: string) => ({ params: { path: { folderId } } });
@@ -200,5 +201,40 @@ describe('directory layouts', () => {
     expect((await api.POST('/api/v1/directory-layouts', { body: { directoryId: theirs, name: 'x', itemIds: [] } })).response.status).toBe(404);
     const dup = await api.POST('/api/v1/directory-layouts', { body: { directoryId: null, name: 'x', itemIds: [UNKNOWN_ID, UNKNOWN_ID] } });
     expect(dup.response.status).toBe(400);
+  });
+});
+
+describe('strict bodies', () => {
+  const CASES: Array<[Record<string, unknown>, string]> = [
+    [{ bogus: 1 }, "Unknown field 'bogus'"],
+    [{ name: '' }, 'name must NOT have fewer than 1 characters'],
+    [{ name: 'x'.repeat(81) }, 'name must NOT have more than 80 characters'],
+  ];
+  interface Route {
+    route: string;
+    method: 'POST' | 'PATCH';
+    /** The path to call, creating what it needs first. */
+    path: (api: ApiClient) => Promise<string>;
+    /** A valid body the case is merged into. */
+    base: Record<string, unknown>;
+  }
+  const ROUTES: Route[] = [
+    { route: 'POST /folders', method: 'POST', path: async () => '/api/v1/folders', base: { name: 'ok' } },
+    { route: 'PATCH /folders/{folderId}', method: 'PATCH', path: async (api) => `/api/v1/folders/${await createFolder(api, 'Before')}`, base: {} },
+    { route: 'POST /groups', method: 'POST', path: async () => '/api/v1/groups', base: { name: 'ok' } },
+    { route: 'PATCH /groups/{groupId}', method: 'PATCH', path: async (api) => `/api/v1/groups/${await createGroup(api, 'Before')}`, base: {} },
+    { route: 'POST /directory-layouts', method: 'POST', path: async () => '/api/v1/directory-layouts', base: { directoryId: null, name: 'ok', itemIds: [] } },
+  ];
+
+  describe.each(ROUTES)('$route', ({ method, path, base }) => {
+    it.each(CASES)('refuses %j with 400 and writes nothing', async (extra, message) => {
+      const { api, apiKey } = await server.user();
+      const res = await server.fetch(await path(api), { method, headers: jsonHeaders(apiKey), body: JSON.stringify({ ...base, ...extra }) });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+      const tree = (await api.GET('/api/v1/groups')).data!;
+      expect([...tree.folders, ...tree.groups].map((d) => d.name)).toEqual(method === 'PATCH' ? ['Before'] : []);
+      expect((await api.GET('/api/v1/directory-layouts')).data).toEqual([]);
+    });
   });
 });

@@ -1,6 +1,6 @@
 /** GET/PUT/DELETE /members/{memberId}/media — every row of the spec's media status table. */
 import { describe, expect, it } from 'vitest';
-import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { GIF, JPEG, PNG, WEBP } from './helpers/images.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
@@ -71,6 +71,50 @@ describe('upload', () => {
     expect((await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data?.avatarUrl).toBeNull();
     await expectEmpty(await server.fetch(second, { headers: bearer(apiKey) }), 404);
     expect((await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { method: 'DELETE', headers: bearer(apiKey) })).status).toBe(204);
+  });
+});
+
+describe('avatarUrl in member summaries', () => {
+  it('groups tree, notes and front carry the same avatarUrl as GET /members/{memberId}, and follow a replaced image', async () => {
+    const { api, apiKey } = await server.user();
+    const id = await createMember(api, 'Pictured');
+    const entry = await createEntry(api, 'About them', { memberId: id });
+    await startFronting(api, id);
+
+    const everywhere = async () => {
+      const tree = (await api.GET('/api/v1/groups')).data!;
+      const list = (await api.GET('/api/v1/entries')).data!.find((e) => e._id === entry)!;
+      const detail = (await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: entry } } })).data!;
+      const front = (await api.GET('/api/v1/front')).data!;
+      const history = (await api.GET('/api/v1/front/history')).data!;
+      return {
+        groupsTree: tree.members.find((m) => m.id === id)?.avatarUrl,
+        entriesListMember: list.member?.avatarUrl,
+        entriesListMembers: list.members.map((m) => m.avatarUrl),
+        entryDetailMember: detail.member?.avatarUrl,
+        frontMembers: front.members.find((m) => m._id === id)?.avatarUrl,
+        frontHistoryMember: history.items.find((i) => i.member.id === id)?.member.avatarUrl,
+      };
+    };
+    const expectAll = (url: string | null) => ({
+      groupsTree: url,
+      entriesListMember: url,
+      entriesListMembers: [url],
+      entryDetailMember: url,
+      frontMembers: url,
+      frontHistoryMember: url,
+    });
+
+    expect(await everywhere()).toEqual(expectAll(null));
+    expect((await upload(server, apiKey, id, 'avatar', PNG)).status).toBe(200);
+    const first = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data!.avatarUrl!;
+    expect(first).toMatch(/^\/api\/v1\/members\/.+\/media\?kind=avatar&v=/);
+    expect(await everywhere()).toEqual(expectAll(first));
+
+    await upload(server, apiKey, id, 'avatar', GIF, 'image/gif');
+    const second = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data!.avatarUrl!;
+    expect(second).not.toBe(first);
+    expect(await everywhere()).toEqual(expectAll(second));
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { activeSide, createFolder, createGroup, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { activeSide, createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { useServer, bearer, jsonHeaders } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -159,6 +159,145 @@ describe('PATCH /members/{memberId}', () => {
     expect((await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: null } })).data?.directoryId).toBeNull();
     const otherSideFolder = await createFolder(api, 'x', { sideSystemId: await createSide(api) });
     expect((await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: otherSideFolder } })).response.status).toBe(400);
+  });
+});
+
+describe('PATCH /members/{memberId}: strict body', () => {
+  it.each([
+    [{ bogus: 1 }, "Unknown field 'bogus'"],
+    [{ name: '' }, 'name must NOT have fewer than 1 characters'],
+    [{ name: 'x'.repeat(81) }, 'name must NOT have more than 80 characters'],
+    [{ moveToSystemScope: { sideSystemId: UNKNOWN_ID, bogus: 1 } }, "Unknown field 'moveToSystemScope.bogus'"],
+  ])('refuses %j with 400 and changes nothing', async (body, message) => {
+    const { api, apiKey } = await server.user();
+    const id = await createMember(api, 'Robin');
+    const res = await server.fetch(`/api/v1/members/${id}`, { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify(body) });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).data).toMatchObject({ name: 'Robin', version: 1 });
+  });
+});
+
+describe('PATCH /members/{memberId} moveToSystemScope', () => {
+  const move = (api: Awaited<ReturnType<typeof server.user>>['api'], memberId: string, target: { sideSystemId: string; subSystemId?: string | null }) =>
+    api.PATCH('/api/v1/members/{memberId}', { ...memberPath(memberId), body: { moveToSystemScope: target } });
+
+  it('refuses to take the linked member of a live sub system out of its side system; relinking first lets it go', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const s2 = await createSide(api, 'S2');
+    const linked = await createMember(api, 'Host');
+    const other = await createMember(api, 'Other');
+    const sub = await createSub(api, main, linked, { name: 'Littles' });
+
+    const refused = await move(api, linked, { sideSystemId: s2 });
+    expect(refused.response.status).toBe(400);
+    expect(refused.error).toEqual({ code: 'BAD_REQUEST', message: "Member is the linked member of sub system 'Littles'; link another member first" });
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(linked))).data).toMatchObject({ sideSystemId: main, subSystemId: null, version: 1 });
+    expect((await api.GET('/api/v1/systems')).data!.subSystems).toEqual([expect.objectContaining({ _id: sub, linkedMemberId: linked })]);
+
+    // Staying in the side system is fine, into the sub system or back out of it.
+    expect((await move(api, linked, { sideSystemId: main, subSystemId: sub })).data).toMatchObject({ sideSystemId: main, subSystemId: sub });
+    expect((await move(api, linked, { sideSystemId: main, subSystemId: null })).data).toMatchObject({ sideSystemId: main, subSystemId: null });
+
+    const relinked = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: sub } }, body: { linkedMemberId: other } });
+    expect(relinked.response.status).toBe(200);
+    const moved = await move(api, linked, { sideSystemId: s2 });
+    expect(moved.response.status).toBe(200);
+    expect(moved.data).toMatchObject({ sideSystemId: s2, subSystemId: null });
+  });
+
+  it('names every live sub system that links the member, and ignores deleted ones', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const s2 = await createSide(api, 'S2');
+    const linked = await createMember(api, 'Host');
+    const a = await createSub(api, main, linked, { name: 'A' });
+    await createSub(api, main, linked, { name: 'B' });
+    const both = await move(api, linked, { sideSystemId: s2 });
+    expect(both.error?.message).toBe("Member is the linked member of sub systems 'A', 'B'; link other members first");
+    const gone = await createMember(api, 'Gone host');
+    const deletedSub = await createSub(api, main, gone, { name: 'Deleted' });
+    expect((await api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: deletedSub } } })).response.status).toBe(200);
+    expect((await move(api, gone, { sideSystemId: s2 })).response.status).toBe(200);
+    expect((await api.GET('/api/v1/systems')).data!.subSystems.map((s) => s._id)).toContain(a);
+  });
+
+  it('a move racing a sub system link to the same member never leaves the link pointing across side systems', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const s2 = await createSide(api, 'S2');
+    for (let round = 0; round < 6; round++) {
+      const member = await createMember(api, `Racer ${round}`);
+      const [moved, linked] = await Promise.all([
+        move(api, member, { sideSystemId: s2 }),
+        api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: main, linkedMemberId: member, name: `Race ${round}` } }),
+      ]);
+      const statuses = `round ${round}: move ${moved.response.status}, link ${linked.response.status}`;
+      // Exactly one wins; the loser is refused with 400 (the link by the side-system rule, the move by the link).
+      const won = moved.response.status === 200 ? moved : linked;
+      const lost = won === moved ? linked : moved;
+      expect(won.response.status, statuses).toBe(won === moved ? 200 : 201);
+      expect(lost.response.status, statuses).toBe(400);
+      const now = (await api.GET('/api/v1/members/{memberId}', memberPath(member))).data!;
+      const subs = (await api.GET('/api/v1/systems')).data!.subSystems.filter((s) => s.linkedMemberId === member);
+      for (const sub of subs) expect(sub.sideSystemId, statuses).toBe(now.sideSystemId);
+    }
+  });
+
+  it('moves into a sub system: the member gets subSystemId and leaves and joins the sub system listings', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    const host = await createMember(api, 'Host', { sideSystemId: side });
+    const sub = await createSub(api, side, host, { name: 'One' });
+    const sub2 = await createSub(api, side, host, { name: 'Two' });
+    const mover = await createMember(api, 'Mover');
+    const page = async (query: { sideSystemId?: string; subSystemId?: string } = {}) =>
+      (await api.GET('/api/v1/members/page', { params: { query: { limit: 50, ...query } } })).data!.items.map((m) => m._id).sort();
+
+    expect(await page({ subSystemId: sub })).toEqual([]);
+    const intoSub = await move(api, mover, { sideSystemId: side, subSystemId: sub });
+    expect(intoSub.response.status).toBe(200);
+    expect(intoSub.data).toMatchObject({ sideSystemId: side, subSystemId: sub, version: 2 });
+    expect(await page({ subSystemId: sub })).toEqual([mover]);
+    expect(await page({ subSystemId: sub2 })).toEqual([]);
+    expect(await page({ sideSystemId: side })).toEqual([host, mover].sort());
+    expect(await page()).not.toContain(mover); // the active (main) side system no longer lists it
+
+    expect((await move(api, mover, { sideSystemId: side, subSystemId: sub2 })).data).toMatchObject({ sideSystemId: side, subSystemId: sub2 });
+    expect(await page({ subSystemId: sub })).toEqual([]);
+    expect(await page({ subSystemId: sub2 })).toEqual([mover]);
+
+    expect((await move(api, mover, { sideSystemId: side, subSystemId: null })).data).toMatchObject({ sideSystemId: side, subSystemId: null });
+    expect(await page({ subSystemId: sub2 })).toEqual([]);
+    expect(await page({ sideSystemId: side })).toEqual([host, mover].sort());
+
+    expect((await move(api, mover, { sideSystemId: main })).data).toMatchObject({ sideSystemId: main, subSystemId: null });
+    expect(await page()).toContain(mover);
+  });
+
+  it('answers 404 for a foreign sub system, an unknown one, and one outside the given side system, and leaves the member where it was', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    const host = await createMember(api, 'Host', { sideSystemId: side });
+    const sub = await createSub(api, side, host);
+    const theirHost = await createMember(other.api, 'Theirs');
+    const theirSub = await createSub(other.api, await activeSide(other.api), theirHost);
+    const mover = await createMember(api, 'Mover');
+    for (const target of [
+      { sideSystemId: side, subSystemId: theirSub },
+      { sideSystemId: await activeSide(other.api), subSystemId: theirSub },
+      { sideSystemId: side, subSystemId: UNKNOWN_ID },
+      { sideSystemId: main, subSystemId: sub },
+    ]) {
+      const res = await move(api, mover, target);
+      expect(res.response.status, JSON.stringify(target)).toBe(404);
+      expect(res.error?.code).toBe('NOT_FOUND');
+    }
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(mover))).data).toMatchObject({ sideSystemId: main, subSystemId: null, version: 1 });
   });
 });
 

@@ -1,9 +1,36 @@
 import { describe, expect, it } from 'vitest';
 import type { ApiClient } from '../client/index.ts';
-import { activeSide, createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { activeSide, createEntry, createFolder, createGroup, createMember, createSide, createSub, setActive, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { useServer } from './helpers/server.ts';
 
 const server = useServer();
+
+/** The field rules shared by side and sub systems (POST bodies; PATCH sends the same minus name:'ok'). */
+const FIELD_RULES: Array<[Record<string, unknown>, string]> = [
+  [{ name: '' }, 'name must NOT have fewer than 1 characters'],
+  [{ name: '   ' }, 'name must match pattern "\\S"'],
+  [{ name: 'x'.repeat(81) }, 'name must NOT have more than 80 characters'],
+  [{ name: 'ok', description: 'd'.repeat(281) }, 'description must NOT have more than 280 characters'],
+  [{ name: 'ok', tagCode: 'abc' }, 'tagCode must match pattern "^[A-Z0-9]{1,4}$"'],
+  [{ name: 'ok', tagCode: 'ABCDE' }, 'tagCode must match pattern "^[A-Z0-9]{1,4}$"'],
+  [{ name: 'ok', tagColor: 'red' }, 'tagColor must match pattern "^#[0-9A-Fa-f]{6}$"'],
+  [{ name: 'ok', tagColor: '#12345' }, 'tagColor must match pattern "^#[0-9A-Fa-f]{6}$"'],
+  [{ name: 'ok', colour: '#123456' }, "Unknown field 'colour'"],
+];
+
+const delSide = (api: ApiClient, sideSystemId: string) => api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId } } });
+const delSub = (api: ApiClient, subSystemId: string) => api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId } } });
+
+async function purge(api: ApiClient, type: 'entry' | 'frontSession', id: string): Promise<void> {
+  const res = await api.POST('/api/v1/trash/purge', { body: { items: [{ type, id }] } });
+  expect(res.response.status, JSON.stringify(res.error)).toBe(204);
+}
+
+/** Ends the member's session and moves it to the trash: the session row still exists. */
+async function endAndTrashSession(api: ApiClient, memberId: string, sessionId: string): Promise<void> {
+  expect((await api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId } } })).response.status).toBe(204);
+  expect((await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId } } })).response.status).toBe(204);
+}
 
 describe('every account', () => {
   it('starts with one active side system and no sub systems', async () => {
@@ -33,17 +60,7 @@ describe('side systems', () => {
     expect(updated.data).not.toHaveProperty('tagCode');
   });
 
-  it.each([
-    [{ name: '' }, 'name must NOT have fewer than 1 characters'],
-    [{ name: '   ' }, 'name must match pattern "\\S"'],
-    [{ name: 'x'.repeat(81) }, 'name must NOT have more than 80 characters'],
-    [{ name: 'ok', description: 'd'.repeat(281) }, 'description must NOT have more than 280 characters'],
-    [{ name: 'ok', tagCode: 'abc' }, 'tagCode must match pattern "^[A-Z0-9]{1,4}$"'],
-    [{ name: 'ok', tagCode: 'ABCDE' }, 'tagCode must match pattern "^[A-Z0-9]{1,4}$"'],
-    [{ name: 'ok', tagColor: 'red' }, 'tagColor must match pattern "^#[0-9A-Fa-f]{6}$"'],
-    [{ name: 'ok', tagColor: '#12345' }, 'tagColor must match pattern "^#[0-9A-Fa-f]{6}$"'],
-    [{ name: 'ok', colour: '#123456' }, "Unknown field 'colour'"],
-  ])('refuses %j with 400', async (body, message) => {
+  it.each(FIELD_RULES)('refuses %j with 400', async (body, message) => {
     const { api } = await server.user();
     const res = await api.POST('/api/v1/systems/side-systems', { body: body as never });
     expect(res.response.status).toBe(400);
@@ -336,5 +353,303 @@ describe('assignable members', () => {
     ]);
     const unknown = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: UNKNOWN_ID } } });
     expect(unknown.response.status).toBe(404);
+  });
+});
+
+describe('sub systems: the side-system field rules apply', () => {
+  it.each(FIELD_RULES)('POST refuses %j with 400', async (fields, message) => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    const res = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, linkedMemberId: host, ...fields } as never });
+    expect(res.response.status).toBe(400);
+    expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
+    expect((await api.GET('/api/v1/systems')).data!.subSystems).toEqual([]);
+  });
+
+  it.each(FIELD_RULES)('PATCH refuses %j with 400 and changes nothing', async (fields, message) => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    const sub = await createSub(api, side, host, { name: 'Before' });
+    const { name, ...rest } = fields;
+    // Keep a valid name out of the PATCH so the rule under test is the only one broken.
+    const body = name === 'ok' ? rest : fields;
+    const res = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: sub } }, body: body as never });
+    expect(res.response.status).toBe(400);
+    expect(res.error?.code).toBe('BAD_REQUEST');
+    // tagColor is `oneOf: [HexColor, null]` on PATCH, so the validator appends the null branch's complaints.
+    expect(res.error?.message.split('; ')[0]).toBe(message);
+    const { data } = await api.GET('/api/v1/systems');
+    expect(data!.subSystems).toEqual([expect.objectContaining({ _id: sub, name: 'Before' })]);
+  });
+
+  it('accepts the limits on POST and PATCH: 80-char name, 280-char description, 4-char tag', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    const created = await api.POST('/api/v1/systems/sub-systems', {
+      body: { sideSystemId: side, linkedMemberId: host, name: 'x'.repeat(80), description: 'd'.repeat(280), tagCode: 'AB12', tagColor: '#abcdef' },
+    });
+    expect(created.response.status).toBe(201);
+    expect(created.data).toMatchObject({ tagCode: 'AB12', tagColor: '#ABCDEF' });
+    const updated = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', {
+      params: { path: { subSystemId: created.data!._id } },
+      body: { name: 'y'.repeat(80), description: null, tagCode: 'Z9' },
+    });
+    expect(updated.response.status).toBe(200);
+    expect(updated.data).toMatchObject({ name: 'y'.repeat(80), tagCode: 'Z9' });
+    expect(updated.data).not.toHaveProperty('description');
+  });
+});
+
+describe('DELETE is blocked by notes and front data, trashed ones included', () => {
+  it('side system: a note, then the same note in the trash; deletable once it is purged', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    await setActive(api, side);
+    const note = await createEntry(api, 'Written in the side system');
+    await setActive(api, main);
+    const blocked = await delSide(api, side);
+    expect(blocked.response.status).toBe(400);
+    expect(blocked.error).toEqual({ code: 'BAD_REQUEST', message: 'Side system still holds notes (trashed items included); move or purge them first' });
+
+    expect((await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } })).response.status).toBe(204);
+    const trashed = await delSide(api, side);
+    expect(trashed.response.status).toBe(400);
+    expect(trashed.error?.message).toContain('notes');
+
+    await purge(api, 'entry', note);
+    expect((await delSide(api, side)).data).toEqual({ success: true });
+  });
+
+  it('side system: an open front session, then an ended and trashed one; deletable once it is purged', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    const side = await createSide(api);
+    const member = await createMember(api, 'Lives in main'); // so only the front data sits in the side system
+    await setActive(api, side);
+    const session = await startFronting(api, member);
+    await setActive(api, main);
+    const open = await delSide(api, side);
+    expect(open.response.status).toBe(400);
+    expect(open.error).toEqual({ code: 'BAD_REQUEST', message: 'Side system still holds front data (trashed items included); move or purge them first' });
+
+    await endAndTrashSession(api, member, session);
+    const trashed = await delSide(api, side);
+    expect(trashed.response.status).toBe(400);
+    expect(trashed.error?.message).toContain('front data');
+
+    await purge(api, 'frontSession', session);
+    expect((await delSide(api, side)).data).toEqual({ success: true });
+  });
+
+  it('side system: the message names every kind of data still held', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    await setActive(api, side);
+    const member = await createMember(api, 'Inside');
+    await createFolder(api, 'Folder');
+    await createEntry(api);
+    await startFronting(api, member);
+    const res = await delSide(api, side);
+    expect(res.response.status).toBe(400);
+    expect(res.error?.message).toBe('Side system still holds members, groups or folders, notes, front data (trashed items included); move or purge them first');
+  });
+
+  it('sub system: a note (also in the trash), then front data; deletable once both are purged', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host'); // in the side system, not in the sub system
+    const sub = await createSub(api, side, host);
+    await setActive(api, side, sub);
+    const note = await createEntry(api, 'Written in the sub system');
+    const blocked = await delSub(api, sub);
+    expect(blocked.response.status).toBe(400);
+    expect(blocked.error).toEqual({ code: 'BAD_REQUEST', message: 'Sub system is still referenced by notes (trashed items included)' });
+    await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } });
+    const trashedNote = await delSub(api, sub);
+    expect(trashedNote.response.status).toBe(400);
+    expect(trashedNote.error?.message).toContain('notes');
+    await purge(api, 'entry', note);
+
+    const session = await startFronting(api, host);
+    const front = await delSub(api, sub);
+    expect(front.response.status).toBe(400);
+    expect(front.error).toEqual({ code: 'BAD_REQUEST', message: 'Sub system is still referenced by front data (trashed items included)' });
+    await endAndTrashSession(api, host, session);
+    const trashedSession = await delSub(api, sub);
+    expect(trashedSession.response.status).toBe(400);
+    expect(trashedSession.error?.message).toContain('front data');
+    await purge(api, 'frontSession', session);
+
+    expect((await delSub(api, sub)).data).toEqual({ success: true });
+    expect((await api.GET('/api/v1/systems')).data!.active).toMatchObject({ sideSystemId: side, subSystemId: null });
+  });
+});
+
+const ROUNDS_LOCK_ORDER = 10;
+
+describe('deletes racing writes', () => {
+  // On PostgreSQL the requests really overlap (each round sends a DELETE and several creates at
+  // once, to widen the window); embedded, they serialise. Either way the DELETE may only succeed
+  // when every create failed, and a refused DELETE names the members the creates placed.
+  const ROUNDS = 10;
+  const WRITERS = 3;
+
+  async function race(
+    api: ApiClient,
+    round: number,
+    target: { sideSystemId: string } | { subSystemId: string },
+    del: () => ReturnType<typeof delSide>,
+  ): Promise<void> {
+    const [deleted, ...created] = await Promise.all([
+      del(),
+      ...Array.from({ length: WRITERS }, (_, i) => api.POST('/api/v1/members', { body: { name: `Racer ${round}.${i}`, ...target } })),
+    ]);
+    const statuses = `round ${round}: delete ${deleted.response.status}, creates ${created.map((c) => c.response.status).join(' ')}`;
+    const column = 'sideSystemId' in target ? 'side_system_id' : 'sub_system_id';
+    const live = await server.deps.db.knex('members').where({ [column]: Object.values(target)[0] }).whereNull('deleted_at').pluck('id');
+    if (deleted.response.status === 200) {
+      expect(created.map((c) => c.response.status), statuses).toEqual(Array(WRITERS).fill(404));
+      expect(live, statuses).toEqual([]);
+    } else {
+      expect(deleted.response.status, statuses).toBe(400);
+      expect(deleted.error?.message, statuses).toContain('members');
+      expect(created.map((c) => c.response.status), statuses).toEqual(Array(WRITERS).fill(201));
+      expect(live.sort(), statuses).toEqual(created.map((c) => c.data!.id).sort());
+    }
+  }
+
+  it('members created with an explicit sideSystemId never land in a side system deleted at the same time', async () => {
+    const { api } = await server.user();
+    for (let round = 0; round < ROUNDS; round++) {
+      const side = await createSide(api, `Race ${round}`);
+      await race(api, round, { sideSystemId: side }, () => delSide(api, side));
+    }
+  });
+
+  it('members created with an explicit subSystemId never land in a sub system deleted at the same time', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    for (let round = 0; round < ROUNDS; round++) {
+      const sub = await createSub(api, side, host, { name: `Race ${round}` });
+      await race(api, round, { subSystemId: sub }, () => delSub(api, sub));
+    }
+  });
+
+  it('a note written into the active side system while it is deleted lands in the side system that stays active', async () => {
+    const { api } = await server.user();
+    const main = await activeSide(api);
+    for (let round = 0; round < ROUNDS; round++) {
+      const side = await createSide(api, `Race ${round}`);
+      await setActive(api, side);
+      const [created, deleted] = await Promise.all([api.POST('/api/v1/entries', { body: { content: `note ${round}` } }), delSide(api, side)]);
+      const statuses = `round ${round}: create ${created.response.status}, delete ${deleted.response.status}`;
+      expect(created.response.status, statuses).toBe(201); // the note always has somewhere to go
+      const row = await server.deps.db.knex('entries').where({ id: created.data!.id }).first();
+      if (deleted.response.status === 200) {
+        expect(row.side_system_id, statuses).toBe(main);
+      } else {
+        expect(deleted.error?.message, statuses).toContain('notes');
+        expect(row.side_system_id, statuses).toBe(side);
+        await setActive(api, main);
+      }
+    }
+  });
+});
+
+describe('writers that lock the same rows in one order', () => {
+  it('notes for a member and sub systems linking that member, sent together, all succeed (no deadlock)', async () => {
+    // A note locks the active scope, then its members (note cap); a sub-system write must take the
+    // same order, or PostgreSQL aborts one of the two as a deadlock (a 500 for a valid request).
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    for (let round = 0; round < ROUNDS_LOCK_ORDER; round++) {
+      const results = await Promise.all([
+        api.POST('/api/v1/entries', { body: { content: `note ${round}.a`, memberIds: [host] } }),
+        api.POST('/api/v1/systems/sub-systems', { body: { name: `Sub ${round}.a`, sideSystemId: side, linkedMemberId: host } }),
+        api.POST('/api/v1/entries', { body: { content: `note ${round}.b`, memberIds: [host] } }),
+        api.POST('/api/v1/systems/sub-systems', { body: { name: `Sub ${round}.b`, sideSystemId: side, linkedMemberId: host } }),
+      ]);
+      expect(results.map((r) => r.response.status), `round ${round}`).toEqual([201, 201, 201, 201]);
+    }
+  });
+});
+
+describe('scoped reads and writes under an active sub system or unified view', () => {
+  it('GET /groups without a query shows only the active sub system', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    const sub = await createSub(api, side, host);
+    const sideFolder = await createFolder(api, 'Side folder');
+    const sideGroup = await createGroup(api, 'Side group');
+    await setActive(api, side, sub);
+    const subFolder = await createFolder(api, 'Sub folder');
+    const subGroup = await createGroup(api, 'Sub group');
+    const inSub = await createMember(api, 'In sub');
+
+    const tree = (await api.GET('/api/v1/groups')).data!;
+    expect(tree.folders.map((f) => f._id)).toEqual([subFolder]);
+    expect(tree.groups.map((g) => g._id)).toEqual([subGroup]);
+    expect(tree.members.map((m) => m.id)).toEqual([inSub]);
+
+    await setActive(api, side);
+    const whole = (await api.GET('/api/v1/groups')).data!;
+    expect(whole.folders.map((f) => f._id).sort()).toEqual([sideFolder, subFolder].sort());
+    expect(whole.groups.map((g) => g._id).sort()).toEqual([sideGroup, subGroup].sort());
+    expect(whole.members.map((m) => m.id).sort()).toEqual([host, inSub].sort());
+  });
+
+  it('deprecated GET /members merges every side system under unified view; an explicit query still narrows', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    const inMain = await createMember(api, 'Main one');
+    const inSide = await createMember(api, 'Side one', { sideSystemId: side });
+    const list = async (query: Record<string, string> = {}) => (await api.GET('/api/v1/members', { params: { query } })).data!.map((m) => m._id).sort();
+    expect(await list()).toEqual([inMain]);
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    expect(await list()).toEqual([inMain, inSide].sort());
+    expect(await list({ sideSystemId: side })).toEqual([inSide]);
+  });
+
+  it('GET /groups under unified view includes folders and groups of every side system', async () => {
+    const { api } = await server.user();
+    const side = await createSide(api);
+    const mainFolder = await createFolder(api, 'Main folder');
+    const mainGroup = await createGroup(api, 'Main group');
+    const sideFolder = await createFolder(api, 'Side folder', { sideSystemId: side });
+    const sideGroup = await createGroup(api, 'Side group', { sideSystemId: side });
+    const before = (await api.GET('/api/v1/groups')).data!;
+    expect(before.folders.map((f) => f._id)).toEqual([mainFolder]);
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    const merged = (await api.GET('/api/v1/groups')).data!;
+    expect(merged.folders.map((f) => f._id).sort()).toEqual([mainFolder, sideFolder].sort());
+    expect(merged.groups.map((g) => g._id).sort()).toEqual([mainGroup, sideGroup].sort());
+  });
+
+  it('a note and a front session written with an active sub system are placed in it', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const host = await createMember(api, 'Host');
+    const sub = await createSub(api, side, host, { name: 'One' });
+    const otherSub = await createSub(api, side, host, { name: 'Two' });
+    await setActive(api, side, sub);
+    const note = await createEntry(api, 'In the sub system');
+    const session = await startFronting(api, host);
+    const knex = server.deps.db.knex;
+    expect(await knex('entries').where({ id: note }).first()).toMatchObject({ side_system_id: side, sub_system_id: sub });
+    expect(await knex('front_sessions').where({ id: session }).first()).toMatchObject({ side_system_id: side, sub_system_id: sub });
+
+    const listed = async () => (await api.GET('/api/v1/entries')).data!.map((e) => e._id);
+    expect(await listed()).toEqual([note]);
+    await setActive(api, side, otherSub);
+    expect(await listed()).toEqual([]);
+    await setActive(api, side);
+    expect(await listed()).toEqual([note]);
   });
 });

@@ -38,3 +38,24 @@ export async function createGroup(api: ApiClient, name = 'Group', extra: Record<
 }
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-00000000dead';
+
+export async function setActive(api: ApiClient, sideSystemId: string, subSystemId: string | null = null): Promise<void> {
+  const { error, response } = await api.PATCH('/api/v1/systems/active', { body: { sideSystemId, subSystemId } });
+  expect(response.status, JSON.stringify(error)).toBe(200);
+}
+
+export async function createEntry(api: ApiClient, content = 'A note', extra: Record<string, unknown> = {}): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/entries', { body: { content, ...extra } });
+  expect(response.status, JSON.stringify(error)).toBe(201);
+  return data!.id;
+}
+
+/** Puts the member in the front and returns the id of its open session. */
+export async function startFronting(api: ApiClient, memberId: string): Promise<string> {
+  const { error, response } = await api.POST('/api/v1/front/members', { body: { memberId } });
+  expect(response.status, JSON.stringify(error)).toBe(204);
+  const { data } = await api.GET('/api/v1/front');
+  const session = data!.activeSessions.find((s) => s.memberId === memberId);
+  expect(session, 'open front session').toBeDefined();
+  return session!._id;
+}

@@ -54,6 +54,11 @@ export const membersRepo = {
     return db('members').where({ id, user_id: userId }).whereNull('deleted_at').first();
   },
 
+  /** Live member, share-locked until the transaction ends: it cannot move or be trashed meanwhile. */
+  shareLive(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
+    return trx('members').where({ id, user_id: userId }).whereNull('deleted_at').forShare().first();
+  },
+
   /** Live or trashed. */
   findAny(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
     return db('members').where({ id, user_id: userId }).first();

@@ -5,6 +5,7 @@ import type { components } from '../../../generated/api.d.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
 import { endMemberFront } from '../front/service.ts';
 import { directoriesRepo } from '../groups/repo.ts';
+import { systemsRepo } from '../systems/repo.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/scope.ts';
 import { toMember, type Member } from './present.ts';
 import { membersRepo, type MemberChanges, type MemberRow, type PageCursor } from './repo.ts';
@@ -17,6 +18,21 @@ async function assertFolder(db: Knex, userId: string, folderId: string, sideSyst
   const folder = await directoriesRepo.findLive(db, userId, folderId, 'folder');
   if (!folder) throw notFound('Folder not found');
   if (folder.side_system_id !== sideSystemId) throw badRequest('directoryId must be a folder of the same side system as the member');
+}
+
+/**
+ * A sub system's linked member must sit in the sub's side system, so a linked member may not
+ * leave it. The caller holds the member's row lock, which keeps new links out meanwhile.
+ */
+async function assertNotLinkedBySub(trx: Knex.Transaction, userId: string, member: MemberRow): Promise<void> {
+  const subs = await systemsRepo.subsLinkedTo(trx, userId, member.side_system_id, member.id);
+  if (subs.length === 0) return;
+  const names = subs.map((s) => `'${s.name}'`).join(', ');
+  throw badRequest(
+    subs.length === 1
+      ? `Member is the linked member of sub system ${names}; link another member first`
+      : `Member is the linked member of sub systems ${names}; link other members first`,
+  );
 }
 
 function blankToNull(value: string | null | undefined): string | null | undefined {
@@ -108,6 +124,7 @@ export async function updateMember(db: Knex, userId: string, id: string, input: 
           changes.side_system_id = target.sideSystemId;
           changes.sub_system_id = target.subSystemId;
           if (target.sideSystemId !== current.side_system_id) {
+            await assertNotLinkedBySub(trx, userId, current);
             sideSystemId = target.sideSystemId;
             // Folders and groups belong to one side system: the member leaves those of the old one.
             if (patch.directoryId === undefined) changes.directory_id = null;

@@ -29,9 +29,22 @@ export interface ContextRow {
 
 export type SystemFields = Partial<Pick<SystemRow, 'name' | 'description' | 'icon' | 'tag_code' | 'tag_color'>>;
 
+/**
+ * Row lock for a find inside a transaction. Writes that place data in a system take `share`;
+ * deleting the system takes `update`, so the two serialise and a delete's dependent-data count
+ * sees every committed placement (and a placement never lands in a system deleted under it).
+ */
+export type RowLock = 'share' | 'update';
+
+function withLock<T extends Knex.QueryBuilder>(qb: T, lock: RowLock | undefined): T {
+  if (lock === 'share') qb.forShare();
+  if (lock === 'update') qb.forUpdate();
+  return qb;
+}
+
 export const systemsRepo = {
-  findSide(db: Knex, userId: string, id: string): Promise<SystemRow | undefined> {
-    return db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at').first();
+  findSide(db: Knex, userId: string, id: string, lock?: RowLock): Promise<SystemRow | undefined> {
+    return withLock(db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at'), lock).first();
   },
   listSides(db: Knex, userId: string): Promise<SystemRow[]> {
     return db('side_systems').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
@@ -47,8 +60,15 @@ export const systemsRepo = {
     await db('side_systems').where({ id, user_id: userId }).update({ deleted_at: now, updated_at: now });
   },
 
-  findSub(db: Knex, userId: string, id: string): Promise<SubSystemRow | undefined> {
-    return db('sub_systems').where({ id, user_id: userId }).whereNull('deleted_at').first();
+  findSub(db: Knex, userId: string, id: string, lock?: RowLock): Promise<SubSystemRow | undefined> {
+    return withLock(db('sub_systems').where({ id, user_id: userId }).whereNull('deleted_at'), lock).first();
+  },
+  /** Live sub systems of the side system whose linked member is `memberId`, by name. */
+  subsLinkedTo(db: Knex, userId: string, sideSystemId: string, memberId: string): Promise<SubSystemRow[]> {
+    return db('sub_systems')
+      .where({ user_id: userId, side_system_id: sideSystemId, linked_member_id: memberId })
+      .whereNull('deleted_at')
+      .orderBy([{ column: 'name' }, { column: 'id' }]);
   },
   listSubs(db: Knex, userId: string): Promise<SubSystemRow[]> {
     return db('sub_systems').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
@@ -77,8 +97,8 @@ export const systemsRepo = {
     await db('sub_systems').where({ id, user_id: userId }).update({ deleted_at: now, updated_at: now });
   },
 
-  getContext(db: Knex, userId: string): Promise<ContextRow | undefined> {
-    return db('active_system_context').where({ user_id: userId }).first();
+  getContext(db: Knex, userId: string, lock?: RowLock): Promise<ContextRow | undefined> {
+    return withLock(db('active_system_context').where({ user_id: userId }), lock).first();
   },
   async lockContext(trx: Knex.Transaction, userId: string): Promise<ContextRow | undefined> {
     return trx('active_system_context').where({ user_id: userId }).forUpdate().first();

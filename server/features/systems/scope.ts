@@ -4,7 +4,7 @@
  */
 import type { Knex } from 'knex';
 import { notFound } from '../../http/errors.ts';
-import { systemsRepo } from './repo.ts';
+import { systemsRepo, type RowLock } from './repo.ts';
 
 /** Tables that hold side/sub-system data, checked before a side or sub system may be deleted. */
 export const SYSTEM_SCOPED_TABLES: Array<{ table: string; label: string }> = [
@@ -31,19 +31,24 @@ export interface ScopeQuery {
   subSystemId?: string | null;
 }
 
-/** Validates an explicit side/sub pair: both must be the caller's and the sub must sit in the side. */
-async function explicitScope(db: Knex, userId: string, q: ScopeQuery): Promise<WriteScope | undefined> {
+/**
+ * Validates an explicit side/sub pair: both must be the caller's and the sub must sit in the side.
+ * With `lock`, the rows found are locked (see RowLock) until the caller's transaction ends.
+ */
+async function explicitScope(db: Knex, userId: string, q: ScopeQuery, lock?: RowLock): Promise<WriteScope | undefined> {
   if (q.subSystemId) {
-    const sub = await systemsRepo.findSub(db, userId, q.subSystemId);
+    const sub = await systemsRepo.findSub(db, userId, q.subSystemId, lock);
     if (!sub) throw notFound('Sub system not found');
     if (q.sideSystemId && sub.side_system_id !== q.sideSystemId) {
       if (!(await systemsRepo.findSide(db, userId, q.sideSystemId))) throw notFound('Side system not found');
       throw notFound('Sub system not found in that side system');
     }
+    // A live sub keeps its side from being deleted, but the lock makes that independent of the order of checks.
+    if (lock && !(await systemsRepo.findSide(db, userId, sub.side_system_id, lock))) throw notFound('Side system not found');
     return { sideSystemId: sub.side_system_id, subSystemId: sub.id };
   }
   if (q.sideSystemId) {
-    if (!(await systemsRepo.findSide(db, userId, q.sideSystemId))) throw notFound('Side system not found');
+    if (!(await systemsRepo.findSide(db, userId, q.sideSystemId, lock))) throw notFound('Side system not found');
     return { sideSystemId: q.sideSystemId, subSystemId: null };
   }
   return undefined;
@@ -58,12 +63,22 @@ export async function resolveReadScope(db: Knex, userId: string, q: ScopeQuery =
   return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
 }
 
-/** Where new data goes: the explicit target, else the stored active side/sub (also in unified view). */
-export async function resolveWriteScope(db: Knex, userId: string, q: ScopeQuery = {}): Promise<WriteScope> {
-  const explicit = await explicitScope(db, userId, q);
+/**
+ * Where new data goes: the explicit target, else the stored active side/sub (also in unified view).
+ * Takes a transaction: the target rows stay share-locked until the caller's write commits, so a
+ * concurrent side/sub delete either waits and then counts the new row, or finishes first and the
+ * write answers 404 (explicit target) or lands in the scope the delete left active (implicit).
+ */
+export async function resolveWriteScope(trx: Knex.Transaction, userId: string, q: ScopeQuery = {}): Promise<WriteScope> {
+  const explicit = await explicitScope(trx, userId, q, 'share');
   if (explicit) return explicit;
-  const ctx = await systemsRepo.getContext(db, userId);
+  // Deletes lock the context row first; locking it too means we read the context a delete leaves behind.
+  const ctx = await systemsRepo.getContext(trx, userId, 'share');
   if (!ctx) throw new Error(`account ${userId} has no active system context`);
+  if (!(await systemsRepo.findSide(trx, userId, ctx.side_system_id, 'share'))) throw new Error(`account ${userId} has a deleted active side system`);
+  if (ctx.sub_system_id && !(await systemsRepo.findSub(trx, userId, ctx.sub_system_id, 'share'))) {
+    throw new Error(`account ${userId} has a deleted active sub system`);
+  }
   return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
 }
 

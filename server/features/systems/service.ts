@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../http/errors.ts';
-import { membersRepo } from '../members/repo.ts';
+import { membersRepo, type MemberRow } from '../members/repo.ts';
 import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
 import { SYSTEM_SCOPED_TABLES } from './scope.ts';
 
@@ -74,30 +74,46 @@ async function context(db: Knex, userId: string): Promise<ContextRow> {
   return ctx;
 }
 
+/**
+ * Locks the account's context row FOR UPDATE. Every change to the active scope and to the set
+ * of side/sub systems takes it first, so those changes run one at a time per account.
+ */
+async function lockedContext(trx: Knex.Transaction, userId: string): Promise<ContextRow> {
+  const ctx = await systemsRepo.lockContext(trx, userId);
+  if (!ctx) throw new Error(`account ${userId} has no active system context`);
+  return ctx;
+}
+
 export async function getSystems(db: Knex, userId: string): Promise<Schemas['SystemsOverview']> {
   const [ctx, sides, subs] = await Promise.all([context(db, userId), systemsRepo.listSides(db, userId), systemsRepo.listSubs(db, userId)]);
   return { active: toContext(ctx), sideSystems: sides.map(toSideSystem), subSystems: subs.map(toSubSystem) };
 }
 
 export async function setActive(db: Knex, userId: string, input: { sideSystemId: string; subSystemId?: string | null }, now: number): Promise<ActiveContext> {
-  if (!(await systemsRepo.findSide(db, userId, input.sideSystemId))) throw notFound('Side system not found');
-  if (input.subSystemId) {
-    const sub = await systemsRepo.findSub(db, userId, input.subSystemId);
-    if (!sub || sub.side_system_id !== input.sideSystemId) throw notFound('Sub system not found in that side system');
-  }
-  const row = await systemsRepo.upsertContext(db, {
-    user_id: userId,
-    side_system_id: input.sideSystemId,
-    sub_system_id: input.subSystemId ?? null,
-    is_unified_view: false,
-    updated_at: now,
+  return db.transaction(async (trx) => {
+    // Under the context lock a concurrent delete cannot remove the side or sub between the check and the write.
+    await lockedContext(trx, userId);
+    if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
+    if (input.subSystemId) {
+      const sub = await systemsRepo.findSub(trx, userId, input.subSystemId);
+      if (!sub || sub.side_system_id !== input.sideSystemId) throw notFound('Sub system not found in that side system');
+    }
+    const row = await systemsRepo.upsertContext(trx, {
+      user_id: userId,
+      side_system_id: input.sideSystemId,
+      sub_system_id: input.subSystemId ?? null,
+      is_unified_view: false,
+      updated_at: now,
+    });
+    return toContext(row);
   });
-  return toContext(row);
 }
 
 export async function setUnifiedView(db: Knex, userId: string, enabled: boolean, now: number): Promise<ActiveContext> {
-  const ctx = await context(db, userId);
-  return toContext(await systemsRepo.upsertContext(db, { ...ctx, is_unified_view: enabled, updated_at: now }));
+  return db.transaction(async (trx) => {
+    const ctx = await lockedContext(trx, userId); // else a concurrent delete's scope move could be written back
+    return toContext(await systemsRepo.upsertContext(trx, { ...ctx, is_unified_view: enabled, updated_at: now }));
+  });
 }
 
 export async function createSideSystem(db: Knex, userId: string, input: FieldInput & { name: string }, now: number): Promise<SideSystem> {
@@ -122,9 +138,9 @@ async function remainingData(db: Knex, userId: string, column: 'side_system_id' 
 
 export async function deleteSideSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
   await db.transaction(async (trx) => {
-    const ctx = await systemsRepo.lockContext(trx, userId); // serialises deletes of one account's systems
-    if (!ctx) throw new Error(`account ${userId} has no active system context`);
-    if (!(await systemsRepo.findSide(trx, userId, id))) throw notFound('Side system not found');
+    const ctx = await lockedContext(trx, userId);
+    // FOR UPDATE waits for writes that placed data here (they share-lock the side) and blocks new ones.
+    if (!(await systemsRepo.findSide(trx, userId, id, 'update'))) throw notFound('Side system not found');
     const sides = await systemsRepo.listSides(trx, userId);
     if (sides.length <= 1) throw badRequest('Cannot delete the last side system');
     const subs = await systemsRepo.countSubsOfSide(trx, userId, id);
@@ -139,8 +155,19 @@ export async function deleteSideSystem(db: Knex, userId: string, id: string, now
   });
 }
 
-async function assertLinkedMember(db: Knex, userId: string, memberId: string, sideSystemId: string): Promise<void> {
-  const member = await membersRepo.findLive(db, userId, memberId);
+/**
+ * Sub-system writes lock the context row, then the linked member (share). Notes lock in the same
+ * order (context share, then their members for the cap check), and a member move holds only the
+ * member and side/sub rows, never the context, so no pair of writers can wait on each other in a
+ * cycle. The context lock keeps the side and parent live and stops concurrent re-parentings from
+ * closing a cycle; the member's share lock keeps it from leaving the side before the link commits.
+ */
+async function lockForSubWrite(trx: Knex.Transaction, userId: string, linkedMemberId: string | undefined): Promise<MemberRow | undefined> {
+  await lockedContext(trx, userId);
+  return linkedMemberId === undefined ? undefined : membersRepo.shareLive(trx, userId, linkedMemberId);
+}
+
+function assertLinkedMember(member: MemberRow | undefined, sideSystemId: string): void {
   if (!member || member.side_system_id !== sideSystemId) throw badRequest('linkedMemberId must be a member of the same side system');
 }
 
@@ -165,8 +192,9 @@ export async function createSubSystem(
   now: number,
 ): Promise<SubSystem> {
   return db.transaction(async (trx) => {
+    const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
-    await assertLinkedMember(trx, userId, input.linkedMemberId, input.sideSystemId);
+    assertLinkedMember(member, input.sideSystemId);
     if (input.parentSubSystemId) await assertParent(trx, userId, input.parentSubSystemId, input.sideSystemId);
     const row: SubSystemRow = {
       id: randomUUID(),
@@ -197,11 +225,12 @@ export async function updateSubSystem(
   now: number,
 ): Promise<SubSystem> {
   return db.transaction(async (trx) => {
+    const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     const sub = await systemsRepo.findSub(trx, userId, id);
     if (!sub) throw notFound('Sub system not found');
     const changes: Parameters<typeof systemsRepo.updateSub>[3] = { ...fields(input), updated_at: now };
     if (input.linkedMemberId !== undefined) {
-      await assertLinkedMember(trx, userId, input.linkedMemberId, sub.side_system_id);
+      assertLinkedMember(member, sub.side_system_id);
       changes.linked_member_id = input.linkedMemberId;
     }
     if (input.parentSubSystemId !== undefined) {
@@ -215,9 +244,8 @@ export async function updateSubSystem(
 
 export async function deleteSubSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
   await db.transaction(async (trx) => {
-    const ctx = await systemsRepo.lockContext(trx, userId);
-    if (!ctx) throw new Error(`account ${userId} has no active system context`);
-    if (!(await systemsRepo.findSub(trx, userId, id))) throw notFound('Sub system not found');
+    const ctx = await lockedContext(trx, userId);
+    if (!(await systemsRepo.findSub(trx, userId, id, 'update'))) throw notFound('Sub system not found');
     const held = await remainingData(trx, userId, 'sub_system_id', id);
     const children = await systemsRepo.countChildSubs(trx, userId, id);
     if (children > 0) held.push(`${children} child sub system${children === 1 ? '' : 's'}`);
