@@ -7,40 +7,23 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { PeriodicJob } from '../jobs.ts';
 
-export class EmbeddedMaintenanceJob {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-
+export class EmbeddedMaintenanceJob extends PeriodicJob<void> {
   constructor(
     private readonly db: Knex,
-    private readonly logger: Logger,
-  ) {}
+    logger: Logger,
+  ) {
+    super('embedded database maintenance', logger);
+  }
 
   /** Runs once soon after start-up, then every interval. */
-  start(intervalMs: number): void {
-    if (intervalMs <= 0 || this.timer) return;
-    const run = () => void this.runOnce().catch((err) => this.logger.error({ err }, 'embedded database maintenance failed'));
-    setTimeout(run, 1_000).unref();
-    this.timer = setInterval(run, intervalMs);
-    this.timer.unref();
+  override start(intervalMs: number): void {
+    super.start(intervalMs, 1_000);
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running?.catch(() => undefined);
-  }
-
-  /** VACUUM (ANALYZE) of every table of the schema; overlapping calls share one run. */
-  runOnce(): Promise<void> {
-    this.running ??= this.pass().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
-  }
-
-  private async pass(): Promise<void> {
+  /** VACUUM (ANALYZE) of every table of the schema. */
+  protected async pass(): Promise<void> {
     const started = Date.now();
     const tables = await this.db('pg_tables').where({ schemaname: 'public' }).orderBy('tablename').pluck<string[]>('tablename');
     for (const table of tables) await this.db.raw('vacuum (analyze) ??', [table]);

@@ -5,43 +5,24 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { PeriodicJob } from '../../jobs.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 import { purgeItems, TRASH_TABLES, TRASH_TYPES, type TrashItem } from './purge.ts';
 import { DAY_MS, dropObjects } from './service.ts';
 
 const BATCH = 200;
 
-export class TrashRetentionJob {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
-
+export class TrashRetentionJob extends PeriodicJob<number> {
   constructor(
     private readonly db: Knex,
     private readonly storage: ObjectStorage | null,
     private readonly options: { defaultRetentionDays: number; clock: () => number; logger: Logger },
-  ) {}
-
-  start(intervalMs: number): void {
-    if (intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.runOnce().catch((err) => this.options.logger.error({ err }, 'trash retention run failed')), intervalMs);
-    this.timer.unref();
+  ) {
+    super('trash retention run', options.logger);
   }
 
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running?.catch(() => undefined);
-  }
-
-  /** One pass over every type; returns how many items were purged. Overlapping calls share one run. */
-  runOnce(): Promise<number> {
-    this.running ??= this.pass().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
-  }
-
-  private async pass(): Promise<number> {
+  /** One pass over every type; returns how many items were purged. */
+  protected async pass(): Promise<number> {
     let total = 0;
     for (const type of TRASH_TYPES) {
       for (;;) {
