@@ -58,6 +58,10 @@ describe('side systems', () => {
     const updated = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { name: 'Office', tagCode: null } });
     expect(updated.data).toMatchObject({ name: 'Office', description: 'Work front', tagColor: '#26A69A' });
     expect(updated.data).not.toHaveProperty('tagCode');
+    const cleared = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { tagColor: null } });
+    expect(cleared.response.status).toBe(200);
+    expect(cleared.data).not.toHaveProperty('tagColor');
+    expect(cleared.data).toMatchObject({ name: 'Office' });
   });
 
   it.each(FIELD_RULES)('refuses %j with 400', async (body, message) => {
@@ -168,6 +172,10 @@ describe('sub systems', () => {
     expect(res.response.status).toBe(201);
     expect(res.data).toMatchObject({ userId, sideSystemId: side, linkedMemberId: member, parentSubSystemId: null, name: 'Littles', tagCode: 'LIL' });
     expect((await api.GET('/api/v1/systems')).data!.subSystems.map((s) => s._id)).toEqual([res.data!._id]);
+    const cleared = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: res.data!._id } }, body: { tagColor: null } });
+    expect(cleared.response.status).toBe(200);
+    expect(cleared.data).not.toHaveProperty('tagColor');
+    expect(cleared.data).toMatchObject({ name: 'Littles', tagCode: 'LIL' });
   });
 
   it('refuses a linked member from another side system or account, and a parent from another side system', async () => {
