@@ -1,12 +1,23 @@
-/** Entry point: config → database and migrations → app → listen; graceful shutdown on SIGTERM/SIGINT. */
+/**
+ * Entry point: config → database and migrations → app → listen; graceful shutdown on SIGTERM/SIGINT.
+ * `npm start` runs the bundle of this file (dist/main.js) with plain node, so the signals Docker,
+ * systemd and Kubernetes send reach this process.
+ */
 import type { Server } from 'node:http';
+import type { Logger } from 'pino';
 import { createApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
+import { DataDirLockedError } from './db/dataDirLock.ts';
 import { seedDemoAccount } from './features/accounts/demo.ts';
 import { createLogger } from './logger.ts';
-import { createRuntime, type Runtime } from './runtime.ts';
+import { createRuntime, StartupError, type Runtime } from './runtime.ts';
 
+/** In-flight requests get this long after SIGTERM before their connections are closed. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/** After an uncaught exception or unhandled rejection: a short grace, the state may be broken. */
+const FATAL_GRACE_MS = 2_000;
+/** Whatever happens while closing, the process is gone this long after the grace period. */
+const CLOSE_DEADLINE_MS = 5_000;
 
 function banner(config: Config, baseUrl: string, runtime: Runtime, demo: { username: string; apiKey: string } | undefined): string {
   const lines = [
@@ -16,8 +27,11 @@ function banner(config: Config, baseUrl: string, runtime: Runtime, demo: { usern
     `  docs:     ${baseUrl}/docs`,
     `  contract: ${baseUrl}/openapi.json`,
   ];
-  if (runtime.adminTokenSource === 'generated' || runtime.adminTokenSource === 'data-dir') {
+  if (runtime.adminTokenSource === 'generated') {
     lines.push(`  admin token (kept in ${config.dataDir}/admin-token): ${runtime.deps.adminToken}`);
+  } else if (runtime.adminTokenSource === 'data-dir') {
+    // Printed once, when generated: logs are kept and shipped; the file is readable by its owner only.
+    lines.push(`  admin token: in ${config.dataDir}/admin-token (printed on the first start only)`);
   } else if (runtime.adminTokenSource === 'none') {
     lines.push('  admin API disabled: set ADMIN_TOKEN to enable /admin/v1');
   }
@@ -33,7 +47,93 @@ function banner(config: Config, baseUrl: string, runtime: Runtime, demo: { usern
   return lines.join('\n') + '\n';
 }
 
+/**
+ * Process state shared by start-up, the signal handlers and the fatal-error handlers: whatever has
+ * been opened so far is closed on the way out, whichever way that is.
+ */
+const state: {
+  logger: Logger | undefined;
+  runtime: Runtime | undefined;
+  server: Server | undefined;
+  stopping: boolean;
+  /** Non-zero once anything fatal happened, whatever stop() was asked for. */
+  exitCode: number;
+  /** A signal that arrived before the server was listening; honoured as soon as start-up returns. */
+  pendingSignal: NodeJS.Signals | undefined;
+} = { logger: undefined, runtime: undefined, server: undefined, stopping: false, exitCode: 0, pendingSignal: undefined };
+
+function log(level: 'info' | 'warn' | 'error' | 'fatal', obj: object, msg: string): void {
+  if (state.logger) state.logger[level](obj, msg);
+  else console.error(msg, obj);
+}
+
+/** Stops accepting, lets in-flight requests finish (up to `graceMs`), closes the runtime (database, lock), exits. */
+function stop(reason: string, exitCode: number, graceMs: number): void {
+  state.exitCode = Math.max(state.exitCode, exitCode);
+  if (state.stopping) return;
+  state.stopping = true;
+  const { server, runtime } = state;
+  const deadline = setTimeout(() => {
+    log('error', { reason }, 'could not close in time; exiting');
+    process.exit(1);
+  }, graceMs + CLOSE_DEADLINE_MS);
+  deadline.unref();
+  const closeRuntime = async () => {
+    try {
+      await runtime?.close();
+      log('info', { reason }, 'stopped');
+      process.exit(state.exitCode);
+    } catch (err) {
+      log('error', { err }, 'error while closing');
+      process.exit(1);
+    }
+  };
+  if (!server) {
+    void closeRuntime();
+    return;
+  }
+  log('info', { reason }, 'shutting down: no new connections, finishing in-flight requests');
+  const force = setTimeout(() => {
+    log('warn', {}, 'in-flight requests did not finish in time; closing connections');
+    server.closeAllConnections();
+  }, graceMs);
+  force.unref();
+  server.close(() => void closeRuntime());
+  server.closeIdleConnections();
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  if (!state.server) {
+    // Still starting: finish the step under way (never interrupt PGlite mid-write), then stop.
+    state.pendingSignal ??= signal;
+    return;
+  }
+  stop(signal, 0, SHUTDOWN_GRACE_MS);
+}
+
+/** A bug escaped every handler: log it with its stack and exit non-zero, closing what can be closed. */
+function onFatal(kind: 'uncaughtException' | 'unhandledRejection', err: unknown): void {
+  log('fatal', { err }, `${kind}: exiting`);
+  if (!state.server && !state.runtime) process.exit(1); // nothing opened yet, nothing to close
+  stop(kind, 1, FATAL_GRACE_MS);
+}
+
+/** Start-up failures an operator can fix get one line without a stack; anything else is a bug and keeps it. */
+function failedToStart(err: unknown): never {
+  if (err instanceof StartupError || err instanceof DataDirLockedError) {
+    log('fatal', {}, `Cannot start: ${err.message}`);
+  } else {
+    log('fatal', { err }, `Cannot start: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  process.exit(1);
+}
+
 async function main(): Promise<void> {
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('uncaughtException', (err) => onFatal('uncaughtException', err));
+  process.on('unhandledRejection', (err) => onFatal('unhandledRejection', err));
+
   let config: Config;
   try {
     config = loadConfig();
@@ -45,47 +145,44 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const runtime = await createRuntime(config, { logger });
+  state.logger = logger;
+  let runtime: Runtime;
+  try {
+    runtime = await createRuntime(config, { logger });
+  } catch (err) {
+    failedToStart(err);
+  }
+  state.runtime = runtime;
+  if (state.pendingSignal) return stop(state.pendingSignal, 0, 0);
   const demo = !config.databaseUrl && config.seedDemo ? await seedDemoAccount(runtime.deps.db.knex, Date.now()) : undefined;
   const app = createApp(runtime.deps);
-  runtime.startJobs();
 
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(config.port, config.host, () => resolve(s));
-    s.on('error', reject);
-  });
+  let server: Server;
+  try {
+    server = await new Promise((resolve, reject) => {
+      const s = app.listen(config.port, config.host, () => resolve(s));
+      s.once('error', reject);
+    });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const message =
+      code === 'EADDRINUSE' ? `port ${config.port} on ${config.host} is already in use (PORT, HOST)`
+        : code === 'EADDRNOTAVAIL' || code === 'EACCES' ? `cannot listen on ${config.host}:${config.port} (${code}; PORT, HOST)`
+          : undefined;
+    await runtime.close().catch(() => undefined);
+    failedToStart(message ? new StartupError(message) : err);
+  }
+  state.server = server;
+  runtime.startJobs();
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   process.stdout.write(banner(config, `http://${host}:${port}`, runtime, demo));
-
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down: no new connections, finishing in-flight requests');
-    const force = setTimeout(() => {
-      logger.warn('in-flight requests did not finish in time; closing connections');
-      server.closeAllConnections();
-    }, SHUTDOWN_GRACE_MS);
-    force.unref();
-    server.close(async () => {
-      try {
-        await runtime.close();
-        logger.info('stopped');
-        process.exit(0);
-      } catch (err) {
-        logger.error({ err }, 'error while closing');
-        process.exit(1);
-      }
-    });
-    server.closeIdleConnections();
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  if (state.pendingSignal) stop(state.pendingSignal, 0, SHUTDOWN_GRACE_MS);
 }
 
 main().catch((err) => {
+  if (state.logger) failedToStart(err);
   console.error('Failed to start:', err instanceof Error ? err.message : err);
   process.exit(1);
 });

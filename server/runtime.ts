@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
+import { DataDirLockedError } from './db/dataDirLock.ts';
 import { openDatabase, type Database } from './db/knex.ts';
 import { EmbeddedMaintenanceJob } from './db/maintenance.ts';
 import { migrateLatest } from './db/migrate.ts';
@@ -38,14 +39,75 @@ export interface RuntimeOptions {
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
 }
 
-async function createRateLimitStore(config: Config, db: Database, choice: RuntimeOptions['rateLimitStore'], clock: () => number): Promise<RateLimitStore> {
-  const kind = choice ?? (config.redisUrl ? 'redis' : db.kind === 'postgres' ? 'postgres' : 'memory');
-  if (kind === 'redis') {
-    const { Redis } = await import('ioredis');
-    const redis = new Redis(config.redisUrl ?? 'redis://127.0.0.1:6379', { lazyConnect: true, maxRetriesPerRequest: 2 });
-    await redis.connect();
-    return new RedisRateLimitStore(redis);
+/**
+ * A dependency the server cannot start without is missing or misconfigured. The message is one
+ * line an operator can act on (which setting, which address, what went wrong), so main.ts prints it
+ * without a stack trace.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StartupError';
   }
+}
+
+/** scheme://[user@]host:port/path of a connection URL, never its password or query. */
+export function describeUrl(raw: string, defaultPort?: number): string {
+  try {
+    const url = new URL(raw);
+    const user = url.username ? `${decodeURIComponent(url.username)}@` : '';
+    const port = url.port || (defaultPort ? String(defaultPort) : '');
+    return `${url.protocol}//${user}${url.hostname}${port ? `:${port}` : ''}${url.pathname === '/' ? '' : url.pathname}`;
+  } catch {
+    return `${raw.split(':')[0] ?? 'an'} URL that cannot be parsed`;
+  }
+}
+
+/** The cause's message on one line (AggregateErrors from dual-stack connects carry theirs inside). */
+function reason(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length > 0) return reason(err.errors[0]);
+  const text = err instanceof Error ? err.message || (err as NodeJS.ErrnoException).code || err.name : String(err);
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+const REDIS_CONNECT_TIMEOUT_MS = 5_000;
+
+async function connectRedis(url: string, logger: Logger): Promise<RedisRateLimitStore> {
+  const { Redis } = await import('ioredis');
+  const where = describeUrl(url, 6379);
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: REDIS_CONNECT_TIMEOUT_MS });
+  // Without a listener ioredis prints every connection error with a stack ("Unhandled error event").
+  // One warning per outage; the store's requests fail (and /readyz reports it) until Redis is back.
+  let down = false;
+  let started = false;
+  let lastError: unknown;
+  redis.on('error', (err: Error) => {
+    lastError = err;
+    if (!started || down) return;
+    down = true;
+    logger.warn({ redis: where, reason: reason(err) }, 'Redis connection lost (REDIS_URL); reconnecting');
+  });
+  redis.on('ready', () => {
+    if (!down) return;
+    down = false;
+    logger.info({ redis: where }, 'Redis connection restored');
+  });
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (err) {
+    redis.disconnect();
+    // connect() itself only says "Connection is closed."; the cause arrived as an 'error' event.
+    const cause = lastError ?? err;
+    throw new StartupError(`Redis at ${where} (REDIS_URL) is not reachable: ${reason(cause)}`, { cause });
+  }
+  started = true;
+  return new RedisRateLimitStore(redis);
+}
+
+async function createRateLimitStore(config: Config, db: Database, choice: RuntimeOptions['rateLimitStore'], clock: () => number, logger: Logger): Promise<RateLimitStore> {
+  const kind = choice ?? (config.redisUrl ? 'redis' : db.kind === 'postgres' ? 'postgres' : 'memory');
+  if (kind === 'redis') return connectRedis(config.redisUrl ?? 'redis://127.0.0.1:6379', logger);
   if (kind === 'postgres') return new PostgresRateLimitStore(db.knex, { clock, limit: config.rateLimitPerMinute });
   return new MemoryRateLimitStore();
 }
@@ -64,15 +126,42 @@ function resolveAdminToken(config: Config, embeddedDir: string | 'memory' | unde
 
 export async function createRuntime(config: Config, options: RuntimeOptions): Promise<Runtime> {
   const embeddedDir = options.embeddedDir ?? config.dataDir;
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: embeddedDir, poolMax: config.dbPoolMax });
+  const databaseError = (err: unknown) => {
+    if (err instanceof DataDirLockedError || err instanceof StartupError) return err;
+    const what = config.databaseUrl
+      ? `the database at ${describeUrl(config.databaseUrl, 5432)} (DATABASE_URL)`
+      : embeddedDir === 'memory'
+        ? 'the in-memory embedded database'
+        : `the embedded database in ${embeddedDir} (DATA_DIR)`;
+    return new StartupError(`Cannot use ${what}: ${reason(err)}`, { cause: err });
+  };
+  let db: Database;
+  try {
+    db = await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: embeddedDir,
+      poolMax: config.dbPoolMax,
+      lockPurpose: 'server',
+      onStaleLock: (message) => options.logger.warn(message),
+      logger: options.logger,
+    });
+  } catch (err) {
+    throw databaseError(err);
+  }
   try {
     await migrateLatest(db.knex);
   } catch (err) {
-    await db.close();
-    throw err;
+    await db.close().catch(() => undefined);
+    throw databaseError(err);
   }
   const clock = options.clock ?? Date.now;
-  const store = await createRateLimitStore(config, db, options.rateLimitStore, clock);
+  let store: RateLimitStore;
+  try {
+    store = await createRateLimitStore(config, db, options.rateLimitStore, clock, options.logger);
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
   const apiKeys = new ApiKeyAuthenticator(db.knex, { ttlMs: config.apiKeyCacheTtlMs, clock, logger: options.logger });
   // Other instances' revocations (PostgreSQL only: the embedded database serves one process).
   const revocations = config.databaseUrl ? new RevocationListener(config.databaseUrl, apiKeys, options.logger) : undefined;

@@ -7,6 +7,8 @@
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { appendFileSync, mkdirSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { acquireDataDirLock } from './dataDirLock.ts';
 
 export type Db = Knex;
 export type DatabaseKind = 'postgres' | 'pglite';
@@ -28,6 +30,31 @@ export interface OpenDatabaseOptions {
   /** Directory for PGlite files; `memory` keeps the embedded database in memory. */
   dataDir?: string | 'memory';
   poolMax?: number;
+  /** Who holds the data-directory lock (named in the message another process gets), e.g. `server`, `migrate`. */
+  lockPurpose?: string;
+  /** Told when a stale lock (left by a crashed process) was replaced. */
+  onStaleLock?: (message: string) => void;
+  /** Where knex's own warnings go (console without it). */
+  logger?: Logger;
+}
+
+/**
+ * knex prints a failed connection attempt with its stack ("Acquire connection error: …") although
+ * the same error also reaches the caller, which reports it (503 for a request, one line at
+ * start-up). Those go to debug; anything else knex has to say goes to the log as it is.
+ */
+function knexLog(logger: Logger | undefined): Knex.Config['log'] {
+  const text = (message: unknown) => (typeof message === 'string' ? message : JSON.stringify(message));
+  const out = (level: 'warn' | 'error', message: unknown) => (logger ? logger[level]({ component: 'knex' }, text(message)) : console[level](text(message)));
+  return {
+    warn: (message: unknown) => {
+      if (/^Acquire connection error/.test(text(message))) logger?.debug({ component: 'knex' }, text(message).split('\n')[0]!);
+      else out('warn', message);
+    },
+    error: (message: unknown) => out('error', message),
+    deprecate: (method: string, alternative: string) => out('warn', `${method} is deprecated, use ${alternative}`),
+    debug: (message: unknown) => logger?.debug({ component: 'knex' }, text(message)),
+  };
 }
 
 /**
@@ -59,8 +86,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   if (options.databaseUrl) {
     const knex = knexFactory({
       client: 'pg',
-      connection: options.databaseUrl,
+      // A black-holed host would otherwise hang each connect for the OS TCP timeout (minutes).
+      connection: { connectionString: options.databaseUrl, connectionTimeoutMillis: 10_000 },
       pool: { min: 0, max: options.poolMax ?? 10 },
+      log: knexLog(options.logger),
     });
     captureSql(knex);
     return { knex, kind: 'postgres', close: () => knex.destroy() };
@@ -68,20 +97,33 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   const { PGlite, types } = await import('@electric-sql/pglite');
   const { default: ClientPGLite } = await import('knex-pglite');
   let dataDir: string | undefined;
+  let lock: { release(): void } | undefined;
   if (options.dataDir && options.dataDir !== 'memory') {
     mkdirSync(options.dataDir, { recursive: true });
+    // Before PGlite touches the files: a second process must not open them at all.
+    lock = acquireDataDirLock(options.dataDir, { purpose: options.lockPurpose ?? 'server', onStale: options.onStaleLock });
     dataDir = `${options.dataDir}/pglite`;
   }
-  const pglite = await PGlite.create(dataDir, {
-    parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
-  });
-  const knex = knexFactory({ client: embeddedClient(ClientPGLite), connection: { pglite } as never });
+  let pglite: InstanceType<typeof PGlite>;
+  try {
+    pglite = await PGlite.create(dataDir, {
+      parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
+    });
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  const knex = knexFactory({ client: embeddedClient(ClientPGLite), connection: { pglite } as never, log: knexLog(options.logger) });
   return {
     knex,
     kind: 'pglite',
     close: async () => {
-      await knex.destroy();
-      if (!pglite.closed) await pglite.close();
+      try {
+        await knex.destroy();
+        if (!pglite.closed) await pglite.close();
+      } finally {
+        lock?.release();
+      }
     },
   };
 }

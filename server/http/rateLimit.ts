@@ -18,6 +18,8 @@ export interface RateLimitState {
 export interface RateLimitStore {
   readonly kind: 'memory' | 'postgres' | 'redis';
   hit(keyId: string, now: number): Promise<RateLimitState>;
+  /** Readiness of a store with its own service (Redis); the others live in the process or the database. */
+  check?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -183,8 +185,14 @@ export class RedisRateLimitStore implements RateLimitStore {
     return { count, resetAt: Date.now() + (ttl > 0 ? ttl : WINDOW_MS) };
   }
 
+  async check(): Promise<void> {
+    await this.redis.ping();
+  }
+
   async close(): Promise<void> {
-    await this.redis.quit();
+    // quit() waits for a reply that never comes while Redis is down; a closed socket is enough then.
+    if (this.redis.status === 'ready') await this.redis.quit();
+    else this.redis.disconnect();
   }
 }
 

@@ -9,7 +9,7 @@
  * keeps `a` (a file) and `a/b` (needing a directory `a`) from colliding, as they may in S3.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { access, constants, mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { assertValidContentType, assertValidKey, etagOf, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
 
@@ -111,5 +111,15 @@ export class FilesystemObjectStorage implements ObjectStorage {
       throw new ObjectStorageError(`Could not delete object ${key}`, { cause: error });
     }
     // Empty directories are left in place: removing them races with a concurrent put into the same folder.
+  }
+
+  /** The root exists (it is created on first use anyway) and this process may read and write it. */
+  async check(): Promise<void> {
+    try {
+      await mkdir(this.root, { recursive: true });
+      await access(this.root, constants.R_OK | constants.W_OK | constants.X_OK);
+    } catch (error) {
+      throw new ObjectStorageError(`Object storage directory ${this.root} is not usable: ${(error as Error).message}`, { cause: error });
+    }
   }
 }

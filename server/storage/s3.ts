@@ -144,6 +144,22 @@ export class S3ObjectStorage implements ObjectStorage {
     };
   }
 
+  /** HEAD on the bucket (s3:ListBucket): one cheap signed request, no retries; readiness has its own deadline. */
+  async check(signal?: AbortSignal): Promise<void> {
+    let response: Response;
+    try {
+      const request = await this.aws.sign(`${this.baseUrl}/`, {
+        method: 'HEAD',
+        signal: signal ?? AbortSignal.timeout(this.timeoutMs),
+      });
+      response = await this.fetchImpl(request);
+    } catch (error) {
+      throw new ObjectStorageError(`S3 bucket ${this.config.bucket} is not reachable: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+    await response.body?.cancel();
+    if (!response.ok) throw new ObjectStorageError(`S3 HEAD bucket ${this.config.bucket} failed: HTTP ${response.status}`);
+  }
+
   async delete(key: string): Promise<void> {
     assertValidKey(key);
     const response = await this.send('DELETE', key);

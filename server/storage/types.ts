@@ -15,6 +15,8 @@ export interface ObjectStorage {
   get(key: string): Promise<StoredObject | null>;
   /** Removing a key that does not exist is not an error. */
   delete(key: string): Promise<void>;
+  /** Readiness: resolves when the backend can be used (root directory writable, bucket reachable), rejects otherwise. */
+  check(signal?: AbortSignal): Promise<void>;
 }
 
 /** A key that could escape the storage root, or that one backend would store differently from the other. */
