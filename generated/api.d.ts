@@ -30,7 +30,7 @@ export interface paths {
         };
         /**
          * Readiness probe
-         * @description Succeeds when the database answers and every migration has been applied.
+         * @description Checks, in parallel and each within 2 seconds, every dependency this server is configured with: the database (it answers, and every migration has been applied), Redis when `REDIS_URL` is set, and object storage unless it is switched off (`OBJECT_STORAGE=none`). 200 when all pass; 503 with the result of each check otherwise. Why a check failed is written to the server log, not into the response. Probe requests are logged at debug level.
          */
         get: operations["getReadiness"];
         put?: never;
@@ -1664,10 +1664,50 @@ export interface components {
         ReadinessStatus: {
             /** @constant */
             status: "ready";
-            /** @constant */
+            /**
+             * @deprecated
+             * @description Same as `checks.database`; kept for clients written before `checks` existed.
+             * @constant
+             */
             database: "ok";
-            /** @constant */
+            /**
+             * @deprecated
+             * @description Same as `checks.migrations`; kept for clients written before `checks` existed.
+             * @constant
+             */
             migrations: "ok";
+            checks: components["schemas"]["ReadinessChecks"];
+        };
+        /** @description One entry per dependency the server is configured with; a dependency it does not use (Redis without `REDIS_URL`, object storage with `OBJECT_STORAGE=none`) is left out. */
+        ReadinessChecks: {
+            /**
+             * @description The database answers a trivial query.
+             * @enum {string}
+             */
+            database: "ok" | "down";
+            /**
+             * @description Every migration this server knows has been applied; `unknown` while the database is down.
+             * @enum {string}
+             */
+            migrations: "ok" | "pending" | "unknown";
+            /**
+             * @description Present when `REDIS_URL` is set; Redis answers `PING`.
+             * @enum {string}
+             */
+            redis?: "ok" | "down";
+            /**
+             * @description Present unless `OBJECT_STORAGE=none`; the storage directory is readable and writable, or the S3 bucket answers a signed `HEAD`.
+             * @enum {string}
+             */
+            objectStorage?: "ok" | "down";
+        };
+        /** @description The error envelope of a failed readiness probe, with the result of every check. */
+        NotReady: {
+            /** @constant */
+            code: "PRECONDITION_FAILED";
+            /** @description What failed, in words (e.g. `Redis is not reachable`); details are in the server log. */
+            message: string;
+            checks: components["schemas"]["ReadinessChecks"];
         };
         /**
          * @description Subscription plan; decides key limits and entitlements such as custom fonts.
@@ -2679,7 +2719,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Ready to serve traffic. */
+            /** @description Ready to serve traffic; every configured dependency passed. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2689,7 +2729,15 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            503: components["responses"]["PreconditionFailed"];
+            /** @description A dependency failed its check. The body is the usual `{ code, message }` envelope with the result of every check added, so generic clients still read `code` and `message`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotReady"];
+                };
+            };
         };
     };
     getDocs: {

@@ -168,11 +168,18 @@ describe('database outage', () => {
         await lost.fetch('/api/v1/members/page?limit=5', { headers: bearer(apiKey) }),
         await lost.fetch('/api/v1/entries', { method: 'POST', headers: jsonHeaders(apiKey), body: JSON.stringify({ content: 'hello' }) }),
         await lost.fetch('/admin/v1/accounts', { method: 'POST', headers: jsonHeaders(lost.adminToken), body: JSON.stringify({ username: 'nobody_here' }) }),
-        await lost.fetch('/readyz'),
       ]) {
         expect(res.status).toBe(503);
         expect(await envelope(res)).toEqual({ code: 'PRECONDITION_FAILED', message: 'Database is not reachable' });
       }
+      // /readyz answers the same envelope plus the result of each check.
+      const ready = await lost.fetch('/readyz');
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({
+        code: 'PRECONDITION_FAILED',
+        message: 'Database is not reachable',
+        checks: { database: 'down', migrations: 'unknown', objectStorage: 'ok' },
+      });
       expect(lost.violations).toEqual([]);
     } finally {
       await lost.close();

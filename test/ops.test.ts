@@ -15,7 +15,7 @@ describe('operational endpoints', () => {
   it('GET /readyz is ready when the database answers and migrations are applied, 503 otherwise', async () => {
     const ready = await server.fetch('/readyz');
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', database: 'ok', migrations: 'ok' });
+    expect(await ready.json()).toEqual({ status: 'ready', database: 'ok', migrations: 'ok', checks: { database: 'ok', migrations: 'ok', objectStorage: 'ok' } });
 
     const knex = server.deps.db.knex;
     const last = await knex('schema_migrations').orderBy('id', 'desc').first();
@@ -23,7 +23,11 @@ describe('operational endpoints', () => {
     try {
       const pending = await server.fetch('/readyz');
       expect(pending.status).toBe(503);
-      expect(await pending.json()).toEqual({ code: 'PRECONDITION_FAILED', message: 'Database migrations are pending' });
+      expect(await pending.json()).toEqual({
+        code: 'PRECONDITION_FAILED',
+        message: 'Database migrations are pending',
+        checks: { database: 'ok', migrations: 'pending', objectStorage: 'ok' },
+      });
     } finally {
       await knex('schema_migrations').insert(last);
     }

@@ -4,11 +4,16 @@ import type { Logger } from 'pino';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** Load balancers and orchestrators call these every few seconds: their lines would drown the rest. */
+const PROBE_PATHS = new Set(['/healthz', '/readyz']);
+
 /**
  * Request id (echoed from a sane X-Request-Id, otherwise generated) and one JSON log line per
  * finished request: id, method, path (no query string), status, duration and the account — never
- * headers, so never API keys. The per-request child logger handlers may use is created only when
- * something reads it, so the common path allocates nothing for logging.
+ * headers, so never API keys. Health and readiness probes are logged at debug (a failing readiness
+ * check logs its own warning when the state changes; a 500 stays an error). The per-request child
+ * logger handlers may use is created only when something reads it, so the common path allocates
+ * nothing for logging.
  */
 export function requestLogging(logger: Logger): RequestHandler {
   return (req, res, next) => {
@@ -32,7 +37,9 @@ export function requestLogging(logger: Logger): RequestHandler {
         responseTime: Number(process.hrtime.bigint() - started) / 1e6,
         ...(auth ? { userId: auth.userId, keyId: auth.keyId } : {}),
       };
-      if (res.statusCode >= 500) logger.error(entry, 'request failed');
+      const probe = PROBE_PATHS.has(req.path);
+      if (res.statusCode >= 500 && !(probe && res.statusCode === 503)) logger.error(entry, 'request failed');
+      else if (probe) logger.debug(entry, 'request completed');
       else logger.info(entry, 'request completed');
     });
     next();

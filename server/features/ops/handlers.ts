@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { pendingMigrations } from '../../db/migrate.ts';
-import { preconditionFailed } from '../../http/errors.ts';
 import type { HandlerMap } from '../../http/handlers.ts';
 import { BUNDLED_SPEC_PATH } from '../../http/spec.ts';
+import { checkReadiness } from './readiness.ts';
 
 const DOCS_PATH = resolve(import.meta.dirname, '../../../generated/docs.html');
 let docsHtml: string | undefined;
@@ -13,14 +12,9 @@ export const opsHandlers = {
   getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
 
   getReadiness: async (_input, ctx) => {
-    try {
-      await ctx.deps.db.knex.raw('select 1');
-    } catch (err) {
-      ctx.log.warn({ err }, 'readiness: database not reachable');
-      throw preconditionFailed('Database is not reachable');
-    }
-    if ((await pendingMigrations(ctx.deps.db.knex)) > 0) throw preconditionFailed('Database migrations are pending');
-    return { status: 200, body: { status: 'ready', database: 'ok', migrations: 'ok' } };
+    const { ready, checks, message } = await checkReadiness(ctx.deps, ctx.deps.logger);
+    if (!ready) return { status: 503, body: { code: 'PRECONDITION_FAILED', message, checks } };
+    return { status: 200, body: { status: 'ready', database: 'ok', migrations: 'ok', checks } };
   },
 
   getDocs: async () => {
