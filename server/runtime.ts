@@ -105,9 +105,11 @@ async function connectRedis(url: string, logger: Logger): Promise<RedisRateLimit
   return new RedisRateLimitStore(redis);
 }
 
-async function createRateLimitStore(config: Config, db: Database, choice: RuntimeOptions['rateLimitStore'], clock: () => number, logger: Logger): Promise<RateLimitStore> {
-  const kind = choice ?? (config.redisUrl ? 'redis' : db.kind === 'postgres' ? 'postgres' : 'memory');
-  if (kind === 'redis') return connectRedis(config.redisUrl ?? 'redis://127.0.0.1:6379', logger);
+function rateLimitStoreKind(config: Config, choice: RuntimeOptions['rateLimitStore']): 'memory' | 'postgres' | 'redis' {
+  return choice ?? (config.redisUrl ? 'redis' : config.databaseUrl ? 'postgres' : 'memory');
+}
+
+function createLocalRateLimitStore(kind: 'memory' | 'postgres', config: Config, db: Database, clock: () => number): RateLimitStore {
   if (kind === 'postgres') return new PostgresRateLimitStore(db.knex, { clock, limit: config.rateLimitPerMinute });
   return new MemoryRateLimitStore();
 }
@@ -135,6 +137,10 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
         : `the embedded database in ${embeddedDir} (DATA_DIR)`;
     return new StartupError(`Cannot use ${what}: ${reason(err)}`, { cause: err });
   };
+  // Redis first: it fails in seconds, while opening (and on a first start, creating) the embedded
+  // database takes longer and would be wasted.
+  const storeKind = rateLimitStoreKind(config, options.rateLimitStore);
+  const redisStore = storeKind === 'redis' ? await connectRedis(config.redisUrl ?? 'redis://127.0.0.1:6379', options.logger) : undefined;
   let db: Database;
   try {
     db = await openDatabase({
@@ -146,22 +152,18 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
       logger: options.logger,
     });
   } catch (err) {
+    await redisStore?.close().catch(() => undefined);
     throw databaseError(err);
   }
   try {
     await migrateLatest(db.knex);
   } catch (err) {
     await db.close().catch(() => undefined);
+    await redisStore?.close().catch(() => undefined);
     throw databaseError(err);
   }
   const clock = options.clock ?? Date.now;
-  let store: RateLimitStore;
-  try {
-    store = await createRateLimitStore(config, db, options.rateLimitStore, clock, options.logger);
-  } catch (err) {
-    await db.close().catch(() => undefined);
-    throw err;
-  }
+  const store = redisStore ?? createLocalRateLimitStore(storeKind === 'postgres' ? 'postgres' : 'memory', config, db, clock);
   const apiKeys = new ApiKeyAuthenticator(db.knex, { ttlMs: config.apiKeyCacheTtlMs, clock, logger: options.logger });
   // Other instances' revocations (PostgreSQL only: the embedded database serves one process).
   const revocations = config.databaseUrl ? new RevocationListener(config.databaseUrl, apiKeys, options.logger) : undefined;

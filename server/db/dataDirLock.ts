@@ -21,7 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, linkSync, openSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
 export const LOCK_FILE_NAME = 'lock';
 const HEARTBEAT_MS = 10_000;
@@ -124,12 +124,18 @@ function isErrno(error: unknown, code: string): boolean {
 
 type Verdict = { alive: true; detail: string } | { alive: false; reason: string };
 
+/** Locks this process holds, by path: a record with our own pid is ours only if listed here. */
+const heldHere = new Map<string, LockRecord>();
+
 /** Is the process that wrote `record` still running? */
 function judge(record: LockRecord, lockPath: string): Verdict {
   const me = ownRecord('check');
   const comparablePids = record.hostname === me.hostname && record.bootId === me.bootId && record.pidNamespace === me.pidNamespace;
   if (comparablePids) {
-    if (record.pid === process.pid) return { alive: false, reason: 'written by an earlier process with this pid' };
+    if (record.pid === process.pid) {
+      if (sameRecord(heldHere.get(lockPath) ?? null, record)) return { alive: true, detail: '; this process already holds it' };
+      return { alive: false, reason: 'written by an earlier process with this pid' };
+    }
     try {
       process.kill(record.pid, 0);
     } catch (error) {
@@ -170,7 +176,7 @@ export interface AcquireOptions {
  * and the holder's pid.
  */
 export function acquireDataDirLock(dataDir: string, options: AcquireOptions = {}): DataDirLock {
-  const lockPath = join(dataDir, LOCK_FILE_NAME);
+  const lockPath = join(resolve(dataDir), LOCK_FILE_NAME);
   const record = ownRecord(options.purpose ?? 'server');
   const candidate = `${lockPath}.${process.pid}.${record.nonce}.tmp`;
   const fd = openSync(candidate, 'wx', 0o644);
@@ -237,6 +243,7 @@ export function acquireDataDirLock(dataDir: string, options: AcquireOptions = {}
 
 function holdLock(lockPath: string, record: LockRecord): DataDirLock {
   let released = false;
+  heldHere.set(lockPath, record);
   const stillOurs = () => sameRecord(parseRecord(readOptional(lockPath)), record);
   const heartbeat = setInterval(() => {
     try {
@@ -250,6 +257,7 @@ function holdLock(lockPath: string, record: LockRecord): DataDirLock {
   const release = () => {
     if (released) return;
     released = true;
+    if (heldHere.get(lockPath) === record) heldHere.delete(lockPath);
     clearInterval(heartbeat);
     process.removeListener('exit', release);
     try {
