@@ -27,6 +27,8 @@ try {
     dataDir: config.dataDir,
     poolMax: 1,
     lockPurpose: 'migrate',
+    embeddedSharedBuffers: config.embeddedSharedBuffers,
+    embeddedV8LowMemory: config.embeddedV8LowMemory,
     onStaleLock: (message) => console.error(`db:migrate: ${message}`),
   });
 } catch (err) {

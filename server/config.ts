@@ -46,6 +46,10 @@ export interface Config {
   trashPurgeIntervalMs: number;
   /** Embedded database only: how often VACUUM (ANALYZE) runs (PGlite has no autovacuum); 0 turns it off. */
   embeddedMaintenanceIntervalMs: number;
+  /** Embedded database only: PGlite's shared_buffers, resident in the server process (e.g. 16MB). */
+  embeddedSharedBuffers: string;
+  /** Embedded database only: V8 set for a small footprint (baseline-compiled WebAssembly, tighter heap growth). */
+  embeddedV8LowMemory: boolean;
 }
 
 export interface S3Config {
@@ -130,6 +134,15 @@ function s3Config(env: Env): S3Config {
   };
 }
 
+/** A PostgreSQL memory size as shared_buffers takes it, between 128kB and 1GB (PGlite's memory is at most 2 GiB). */
+function memorySize(env: Env, name: string, fallback: string): string {
+  const raw = env[name] || fallback;
+  const m = /^(\d+)(kB|MB|GB)$/.exec(raw);
+  const kb = m ? Number(m[1]) * { kB: 1, MB: 1024, GB: 1024 * 1024 }[m[2] as 'kB' | 'MB' | 'GB'] : NaN;
+  if (!(kb >= 128 && kb <= 1024 * 1024)) throw new ConfigError(`${name} must be a size between 128kB and 1GB such as 16MB, got "${raw}"`);
+  return raw;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -178,5 +191,7 @@ export function loadConfig(env: Env = process.env): Config {
     trashRetentionDays: int(env, 'TRASH_RETENTION_DAYS', 30, 1, 3650),
     trashPurgeIntervalMs: int(env, 'TRASH_PURGE_INTERVAL_MS', 60_000, 0, 86_400_000),
     embeddedMaintenanceIntervalMs: int(env, 'EMBEDDED_MAINTENANCE_INTERVAL_MS', 900_000, 0, 86_400_000),
+    embeddedSharedBuffers: memorySize(env, 'EMBEDDED_SHARED_BUFFERS', '16MB'),
+    embeddedV8LowMemory: bool(env, 'EMBEDDED_V8_LOW_MEMORY', true),
   };
 }

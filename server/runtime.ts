@@ -150,6 +150,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
       lockPurpose: 'server',
       onStaleLock: (message) => options.logger.warn(message),
       logger: options.logger,
+      embeddedSharedBuffers: config.embeddedSharedBuffers,
+      embeddedV8LowMemory: config.embeddedV8LowMemory,
     });
   } catch (err) {
     await redisStore?.close().catch(() => undefined);

@@ -146,5 +146,5 @@ describe('npm run db:migrate', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 120_000); // two processes that each load tsx and PGlite, on a machine shared with other test files
 });

@@ -6,7 +6,11 @@
  */
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
 import type { Logger } from 'pino';
 import { acquireDataDirLock } from './dataDirLock.ts';
 
@@ -36,6 +40,70 @@ export interface OpenDatabaseOptions {
   onStaleLock?: (message: string) => void;
   /** Where knex's own warnings go (console without it). */
   logger?: Logger;
+  /** PGlite's shared_buffers (PostgreSQL units: 16MB, 131072kB …); see EMBEDDED_SHARED_BUFFERS. */
+  embeddedSharedBuffers?: string;
+  /** V8 settings for a small footprint (baseline-compiled WebAssembly, tighter heap growth); see EMBEDDED_V8_LOW_MEMORY. */
+  embeddedV8LowMemory?: boolean;
+}
+
+/** What the embedded database is started with unless configured otherwise. */
+export const EMBEDDED_SHARED_BUFFERS_DEFAULT = '16MB';
+
+/**
+ * PGlite's own start parameters plus a smaller buffer pool. PostgreSQL's default shared_buffers
+ * (128MB) is allocated and zero-filled inside PGlite's WebAssembly memory at start, so it is
+ * resident from the first second; the data files are read through the operating system's page
+ * cache anyway. See bench/results/*-embedded-memory.md for what each setting costs.
+ */
+function embeddedStartParams(PGlite: { defaultStartParams: string[] }, sharedBuffers: string): string[] {
+  return [...PGlite.defaultStartParams, '-c', `shared_buffers=${sharedBuffers}`];
+}
+
+/**
+ * The embedded server is the small-installation profile, so V8 is set for footprint over peak speed
+ * (measured in bench/results/*-embedded-memory.md):
+ * - WebAssembly stays on V8's baseline compiler (Liftoff). By default V8 re-compiles hot functions
+ *   with its optimising compiler (TurboFan) in the background; for PGlite's 9 MB module that holds
+ *   ~50 MB more, for no throughput the API's indexed queries can measure (CPU-heavy queries such as
+ *   large scans run ~10% slower without it). Read when a module is compiled: set before PGlite
+ *   compiles its own.
+ * - The JS heap may grow to 1.5× the live size between full collections instead of V8's dynamic
+ *   factor (up to 4×): under load the garbage of 32 concurrent requests otherwise takes the heap
+ *   from ~60 to ~150 MB. Read at every full collection.
+ * Both are process-wide, set at run time (unknown flags are ignored, so a Node upgrade cannot stop
+ * the server from starting), and only where the process opens the embedded database. Without
+ * them V8 runs as started (its defaults, or flags given on the command line or in NODE_OPTIONS).
+ */
+function useLowMemoryV8Settings(): void {
+  setFlagsFromString('--liftoff-only');
+  setFlagsFromString('--heap-growing-percent=50');
+}
+
+const run = promisify(execFile);
+
+/**
+ * Creates a new embedded database in a short-lived child process. Creating one in-process
+ * (PGlite runs initdb in a second PGlite instance and copies the result) leaves ~450 MB resident in
+ * the server for the rest of its life; the child exits and takes that with it.
+ */
+async function initializeEmbeddedDatabase(pgliteDir: string, startParams: string[]): Promise<void> {
+  if (existsSync(join(pgliteDir, 'PG_VERSION'))) return;
+  // Run from the project root so the child resolves the same @electric-sql/pglite.
+  const projectRoot = resolve(import.meta.dirname, '../..');
+  const script = [
+    "const { PGlite } = await import('@electric-sql/pglite');",
+    'const db = await PGlite.create(process.argv[1], { startParams: JSON.parse(process.argv[2]) });',
+    'await db.close();',
+  ].join('\n');
+  try {
+    await run(process.execPath, ['--input-type=module', '-e', script, resolve(pgliteDir), JSON.stringify(startParams)], {
+      cwd: projectRoot,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  } catch (err) {
+    const stderr = String((err as { stderr?: string }).stderr ?? '').trim().split('\n').filter(Boolean).pop();
+    throw new Error(`creating the embedded database in ${pgliteDir} failed${stderr ? `: ${stderr}` : ''}`, { cause: err });
+  }
 }
 
 /**
@@ -104,9 +172,13 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     lock = acquireDataDirLock(options.dataDir, { purpose: options.lockPurpose ?? 'server', onStale: options.onStaleLock });
     dataDir = `${options.dataDir}/pglite`;
   }
+  const startParams = embeddedStartParams(PGlite, options.embeddedSharedBuffers ?? EMBEDDED_SHARED_BUFFERS_DEFAULT);
+  if (options.embeddedV8LowMemory ?? true) useLowMemoryV8Settings();
   let pglite: InstanceType<typeof PGlite>;
   try {
+    if (dataDir) await initializeEmbeddedDatabase(dataDir, startParams);
     pglite = await PGlite.create(dataDir, {
+      startParams,
       parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
     });
   } catch (err) {
