@@ -2,7 +2,9 @@
  * npm run build — bundles server/ into dist/main.js (plain ESM for `node`, dependencies left in
  * node_modules), so `npm start` runs one node process with no tsx/esbuild wrapper around it:
  * signals reach the server directly and ~100 MB of wrapper processes are gone. Takes well under a
- * second, so `npm start` rebuilds every time (prestart) and never runs stale code.
+ * second. `npm start` runs it with --if-stale first (prestart): it rebuilds when a file under
+ * server/ is newer than the bundle, so a checkout never runs stale code, and an image built with
+ * `npm run build` starts without writing (a read-only file system is fine).
  *
  * Source files locate `generated/` with `import.meta.dirname`-relative paths. In one bundle every
  * module shares the bundle's directory, so each occurrence is rewritten to the directory the source
@@ -12,6 +14,7 @@
  * The output is written to a temporary file and renamed, so a server starting while another build
  * runs (parallel tests) never loads a half-written bundle.
  */
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { readFile, rename, writeFile, mkdir } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { build, type Plugin } from 'esbuild';
@@ -79,7 +82,29 @@ export async function buildServer(): Promise<{ outFile: string; ms: number }> {
   return { outFile, ms: performance.now() - started };
 }
 
+/** Newest modification time of the bundle's inputs: every file under server/ and this script. */
+function newestInput(): number {
+  let newest = statSync(import.meta.filename).mtimeMs;
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else newest = Math.max(newest, statSync(path).mtimeMs);
+    }
+  };
+  walk(join(root, 'server'));
+  return newest;
+}
+
+export function isStale(): boolean {
+  return !existsSync(outFile) || statSync(outFile).mtimeMs < newestInput();
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename)) {
-  const { outFile: written, ms } = await buildServer();
-  process.stderr.write(`built ${relative(root, written)} in ${Math.round(ms)} ms\n`);
+  if (process.argv.includes('--if-stale') && !isStale()) {
+    process.stderr.write(`${relative(root, outFile)} is up to date\n`);
+  } else {
+    const { outFile: written, ms } = await buildServer();
+    process.stderr.write(`built ${relative(root, written)} in ${Math.round(ms)} ms\n`);
+  }
 }
