@@ -167,7 +167,7 @@ describe('one process per embedded DATA_DIR', () => {
     const env = serverEnv({ DATA_DIR: dataDir, SEED_DEMO: 'false' });
     const procs = [startServer(env), startServer(env)];
     const outcomes = await Promise.all(procs.map((p) => Promise.race([listening(p).then(() => 'serving'), p.exited.then((code) => `exited ${code}`)])));
-    expect(outcomes.sort()).toEqual(['exited 1', 'serving']);
+    expect([...outcomes].sort()).toEqual(['exited 1', 'serving']);
     const winner = procs[outcomes.indexOf('serving')]!;
     const loser = procs[outcomes.indexOf('exited 1')]!;
     expect(loser.output()).toContain(`DATA_DIR ${dataDir} is in use by another process (pid ${winner.child.pid}, server`);
