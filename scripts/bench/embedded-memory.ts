@@ -501,6 +501,10 @@ ${all.map((r) => `| ${r.title} | ${mb(r.idleRss)} | ${mb(r.idleTreeRss)} | ${mb(
 
 ## Throughput, paired (B / A, both servers up, each scenario loaded A B B A for ${seconds} s)
 
+Runs of one server on one scenario differ by up to ±20% on this shared 2-core machine (see the runs
+in brackets), so a single ratio between 0.8× and 1.2× is within noise; a setting that cost
+throughput would show in most columns, not in one.
+
 | B / A | ${scenarioIds.join(' | ')} |
 |---|${scenarioIds.map(() => '---|').join('')}
 ${pairs.map((p) => `| ${p.b} / ${p.a} | ${p.scenarios.map((s) => `${s.ratio.toFixed(2)}× (${s.runs.join(', ')})`).join(' | ')} |`).join('\n')}

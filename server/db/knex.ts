@@ -65,7 +65,7 @@ function embeddedStartParams(PGlite: { defaultStartParams: string[] }, sharedBuf
  * - WebAssembly stays on V8's baseline compiler (Liftoff). By default V8 re-compiles hot functions
  *   with its optimising compiler (TurboFan) in the background; for PGlite's 9 MB module that holds
  *   ~50 MB more, for no throughput the API's indexed queries can measure (CPU-heavy queries such as
- *   large scans run ~10% slower without it). Read when a module is compiled: set before PGlite
+ *   large scans take 1.2–1.4× as long without it). Read when a module is compiled: set before PGlite
  *   compiles its own.
  * - The JS heap may grow to 1.5× the live size between full collections instead of V8's dynamic
  *   factor (up to 4×): under load the garbage of 32 concurrent requests otherwise takes the heap
