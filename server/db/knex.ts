@@ -83,7 +83,7 @@ const run = promisify(execFile);
 
 /**
  * Creates a new embedded database in a short-lived child process. Creating one in-process
- * (PGlite runs initdb in a second PGlite instance and copies the result) leaves ~450 MB resident in
+ * (PGlite runs initdb in a second PGlite instance and copies the result) leaves ~500 MB resident in
  * the server for the rest of its life; the child exits and takes that with it.
  */
 async function initializeEmbeddedDatabase(pgliteDir: string, startParams: string[]): Promise<void> {
