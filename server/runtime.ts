@@ -33,6 +33,8 @@ export interface RuntimeOptions {
   logger: Logger;
   /** `memory` keeps the embedded database in memory (tests). */
   embeddedDir?: string | 'memory';
+  /** A dump of an already migrated embedded database to start from (tests; see test/helpers/globalSetup.ts). */
+  embeddedTemplate?: Blob;
   clock?: () => number;
   onResponseViolation?: (violation: ResponseViolation) => void;
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
@@ -64,7 +66,12 @@ function resolveAdminToken(config: Config, embeddedDir: string | 'memory' | unde
 
 export async function createRuntime(config: Config, options: RuntimeOptions): Promise<Runtime> {
   const embeddedDir = options.embeddedDir ?? config.dataDir;
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: embeddedDir, poolMax: config.dbPoolMax });
+  const db = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: embeddedDir,
+    embeddedTemplate: options.embeddedTemplate,
+    poolMax: config.dbPoolMax,
+  });
   try {
     await migrateLatest(db.knex);
   } catch (err) {

@@ -15,6 +15,8 @@ export interface Database {
   knex: Knex;
   kind: DatabaseKind;
   close(): Promise<void>;
+  /** Embedded only: the whole cluster as an uncompressed tarball (the test suite's migrated template). */
+  dumpEmbedded?: () => Promise<Blob>;
 }
 
 const INT8_OID = 20;
@@ -27,6 +29,8 @@ export interface OpenDatabaseOptions {
   databaseUrl?: string | undefined;
   /** Directory for PGlite files; `memory` keeps the embedded database in memory. */
   dataDir?: string | 'memory';
+  /** Embedded only: start from this `dumpDataDir()` tarball instead of an empty cluster (test templates). */
+  embeddedTemplate?: Blob;
   poolMax?: number;
 }
 
@@ -73,12 +77,14 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     dataDir = `${options.dataDir}/pglite`;
   }
   const pglite = await PGlite.create(dataDir, {
+    ...(options.embeddedTemplate ? { loadDataDir: options.embeddedTemplate } : {}),
     parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
   });
   const knex = knexFactory({ client: embeddedClient(ClientPGLite), connection: { pglite } as never });
   return {
     knex,
     kind: 'pglite',
+    dumpEmbedded: () => pglite.dumpDataDir('none'),
     close: async () => {
       await knex.destroy();
       if (!pglite.closed) await pglite.close();
