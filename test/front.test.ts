@@ -208,6 +208,51 @@ describe('POST /front/members', () => {
   });
 });
 
+describe('trashing and restoring members while their front changes', () => {
+  // The history count is kept by triggers (migration 0005); a member trashed or restored while a
+  // session of it is being opened must not leave the counter off by one for good.
+  it('keeps the history count equal to the live sessions when trash and start race, and restores race with session writes', async () => {
+    const { api, userId } = await server.user();
+    const ids = await members(api, 12);
+    const knex = server.deps.db.knex;
+    const liveRows = async () =>
+      Number(
+        (
+          await knex('front_sessions as s')
+            .join('members as m', 'm.id', 's.member_id')
+            .where('s.user_id', userId)
+            .whereNull('s.deleted_at')
+            .whereNull('m.deleted_at')
+            .count({ n: '*' })
+            .first()
+        )?.n ?? 0,
+      );
+    for (const id of ids) {
+      const [trashed, started] = await Promise.all([
+        api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: id } } }),
+        api.POST('/api/v1/front/members', { body: { memberId: id } }),
+      ]);
+      expect(trashed.response.status).toBe(204);
+      expect([204, 400]).toContain(started.response.status);
+    }
+    expect((await history(api)).count).toBe(await liveRows());
+    // Restores racing the restore of a trashed session of the same member.
+    for (const id of ids) {
+      const session = await knex('front_sessions').where({ user_id: userId, member_id: id }).first('id');
+      if (session) await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: session.id } } });
+      const [restored, sessionBack] = await Promise.all([
+        api.POST('/api/v1/members/{memberId}/restore', { params: { path: { memberId: id } } }),
+        session ? api.POST('/api/v1/front/sessions/{sessionId}/restore', { params: { path: { sessionId: session.id } } }) : Promise.resolve(undefined),
+      ]);
+      expect(restored.response.status).toBe(204);
+      if (sessionBack) expect(sessionBack.response.status).toBe(204);
+    }
+    expect((await history(api)).count).toBe(await liveRows());
+    const counter = await knex('front_session_counts').where({ user_id: userId }).first('live');
+    expect(Number(counter?.live ?? 0)).toBe(await liveRows());
+  });
+});
+
 describe('DELETE /front/members/{memberId}', () => {
   it('ends the session at the current time and takes the member out of the order', async () => {
     const { api } = await server.user();
