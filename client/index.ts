@@ -8,6 +8,7 @@ import createClient, { type Client, type Middleware } from 'openapi-fetch';
 import type { components, operations, paths } from '../generated/api.d.ts';
 
 export type { components, operations, paths };
+export { retryingFetch, parseRetryAfter, IDEMPOTENT_METHODS, RETRY_STATUSES, type RetryOptions, type RetryEvent } from './retry.ts';
 export type ApiClient = Client<paths>;
 export type ApiError = components['schemas']['Error'];
 
@@ -16,7 +17,7 @@ export interface ApiClientOptions {
   baseUrl: string;
   /** API key (adk_…) for /api/v1, or the operator token for /admin/v1. */
   apiKey: string;
-  /** Custom fetch (tests, proxies, instrumentation). */
+  /** Custom fetch (tests, proxies, instrumentation, or `retryingFetch()` for 429/503 retries). */
   fetch?: typeof globalThis.fetch;
 }
 
