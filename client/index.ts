@@ -4,7 +4,8 @@
  *   const api = createApiClient({ baseUrl: 'http://localhost:3000', apiKey: process.env.API_KEY! });
  *   const { data, error } = await api.GET('/api/v1/appearance');
  */
-import createClient, { type Client, type Middleware } from 'openapi-fetch';
+import createClient from 'openapi-fetch';
+import type { Client, Middleware } from 'openapi-fetch';
 import type { components, operations, paths } from '../generated/api.d.ts';
 
 export type { components, operations, paths };

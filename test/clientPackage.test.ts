@@ -32,10 +32,18 @@ afterAll(() => {
   if (!distExisted) rmSync(join(clientDir, 'dist'), { recursive: true, force: true });
 });
 
-/** npm as a user runs it: without the npm_* variables of an enclosing `npm test`, which would point npm at this repository. */
+/**
+ * The environment as a user's shell has it: without what an enclosing `npm test` adds about this
+ * repository (npm_package_*, npm_lifecycle_*, the local prefix) or loaders in NODE_OPTIONS. npm's
+ * own settings (registry, cache, …) stay.
+ */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) && k !== 'NODE_OPTIONS' && k !== 'INIT_CWD') env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) {
+    const repoScoped = /^npm_/i.test(k) && !/^npm_config_/i.test(k);
+    if (repoScoped || /^npm_config_(local_)?prefix$/i.test(k) || k === 'NODE_OPTIONS' || k === 'INIT_CWD') continue;
+    env[k] = v;
+  }
   return { ...env, ...extra };
 }
 
