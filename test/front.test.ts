@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ApiClient, components, operations } from '../client/index.ts';
 import { endMemberFront } from '../server/features/front/service.ts';
 import { activeSide, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
 import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 
 type HistoryQuery = NonNullable<operations['getFrontHistory']['parameters']['query']>;
@@ -776,31 +777,16 @@ describe('GET /front/history', () => {
     const limit = 50;
     const planOf = async (query: HistoryQuery) => {
       await history(api, query); // warm the key cache so the captured statement is the page itself
-      let page: { sql: string; bindings: unknown[] } | undefined;
-      const capture = (q: { sql: string; bindings?: unknown[] }) => {
-        if (/from "front_sessions" as "s"/.test(q.sql) && /order by/.test(q.sql)) page = { sql: q.sql, bindings: q.bindings ?? [] };
-      };
-      knex.on('query', capture);
-      try {
+      const statements = await captureStatements(knex, /from "front_sessions" as "s"/, async () => {
         expect((await history(api, query)).items).toHaveLength(limit);
-      } finally {
-        knex.off('query', capture);
-      }
+      });
+      const page = statements.find((st) => /order by/.test(st.sql) && /limit/.test(st.sql));
       expect(page, 'the history page statement').toBeDefined();
-      // The event carries the native statement ($1, $2, …); knex.raw takes ? placeholders in order.
-      const ordered: unknown[] = [];
-      const sql = page!.sql.replace(/\$(\d+)/g, (_m, n: string) => (ordered.push(page!.bindings[Number(n) - 1]), '?'));
-      const explained = await knex.raw(`explain (analyze, format json) ${sql}`, ordered as never);
-      const row = (explained.rows as Array<Record<string, unknown>>)[0]!;
-      const raw = row['QUERY PLAN'];
-      const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
-      return plan[0]!.Plan;
+      return explain(knex, page!, { analyze: true });
     };
-    interface PlanNode { 'Node Type': string; 'Index Name'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] }
-    const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
     const historyScan = (root: PlanNode) => {
-      const all = nodes(root);
-      expect(all.map((n) => n['Node Type'])).not.toContain('Sort');
+      const all = planNodes(root);
+      expect(all.map((n) => n['Node Type']), JSON.stringify(root)).not.toContain('Sort');
       const scan = all.find((n) => n['Index Name'] === 'front_sessions_history');
       expect(scan, JSON.stringify(root)).toBeDefined();
       return scan!;
