@@ -50,7 +50,7 @@ export interface paths {
         };
         /**
          * Rendered API documentation
-         * @description Self-contained HTML rendering of this contract (no external scripts).
+         * @description Self-contained HTML rendering of this contract: every script, style and image is in the page, so it requests nothing from any other origin. The server URL it shows is the origin the page was loaded from.
          */
         get: operations["getDocs"];
         put?: never;
@@ -2704,6 +2704,8 @@ export interface operations {
             /** @description HTML page. */
             200: {
                 headers: {
+                    /** @description Lets the browser load nothing from another origin: only the page's own inline scripts (by hash), inline styles, and images, fonts, fetches and workers from this origin, `data:` or `blob:`. */
+                    "Content-Security-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
