@@ -1,8 +1,9 @@
 /**
  * The rendered docs page (generated/docs.html) and the Content-Security-Policy it is served
  * with. The page is self-contained: Redoc and the contract are inline scripts, its styles are
- * inline and the attribution logo is a data: URI. The policy lets the browser load nothing else, from anywhere: scripts only when their hash is one
- * of the page's own inline scripts, every fetch, image, font and frame from this origin at most.
+ * inline and the attribution logo is a data: URI. The policy lets the browser load nothing
+ * else: scripts only when their hash is one of the page's own inline scripts, and fetches,
+ * images, fonts and frames from this origin (or data:) at most.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
