@@ -50,7 +50,7 @@ export interface paths {
         };
         /**
          * Rendered API documentation
-         * @description Self-contained HTML rendering of this contract (no external scripts).
+         * @description Self-contained HTML rendering of this contract: every script, style and image is in the page, so it requests nothing from any other origin. The server URL it shows is the origin the page was loaded from.
          */
         get: operations["getDocs"];
         put?: never;
@@ -1300,10 +1300,9 @@ export interface paths {
          *     - `sideSystemId` with `subSystemId` resolves the sub layer (`scope.kind` `sub`); the
          *       literal string `null` for `subSystemId` means the side layer only.
          *     - `subSystemId` without `sideSystemId` is a 400.
-         *     - With neither, the account's active scope decides: the active side system, and the
-         *       active sub system when one is set. When the account's unified view is on, the labels
-         *       are the global ones only (`scope.kind` `global`), because a unified view spans every
-         *       side system and no single override applies.
+         *     - With neither, the global labels (`scope.kind` `global`): defaults merged with the
+         *       global document. The active side or sub system does not choose a layer here; pass
+         *       `sideSystemId` (and `subSystemId`) to read a side or sub scope.
          *
          *     A side system that is unknown, deleted or another account's is a 404, and so is a sub
          *     system that is not in the given side system. `_creationTime` and `updatedAt` are the
@@ -2704,6 +2703,8 @@ export interface operations {
             /** @description HTML page. */
             200: {
                 headers: {
+                    /** @description Lets the browser load nothing from another origin: only the page's own inline scripts (by hash), inline styles, and images, fonts, fetches and workers from this origin, `data:` or `blob:`. */
+                    "Content-Security-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {

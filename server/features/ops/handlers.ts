@@ -4,9 +4,10 @@ import { pendingMigrations } from '../../db/migrate.ts';
 import { preconditionFailed } from '../../http/errors.ts';
 import type { HandlerMap } from '../../http/handlers.ts';
 import { BUNDLED_SPEC_PATH } from '../../http/spec.ts';
+import { loadDocsPage, type DocsPage } from './docsPage.ts';
 
 const DOCS_PATH = resolve(import.meta.dirname, '../../../generated/docs.html');
-let docsHtml: string | undefined;
+let docsPage: DocsPage | undefined;
 let specJson: Record<string, unknown> | undefined;
 
 export const opsHandlers = {
@@ -24,8 +25,15 @@ export const opsHandlers = {
   },
 
   getDocs: async () => {
-    docsHtml ??= readFileSync(DOCS_PATH, 'utf8');
-    return { status: 200, body: docsHtml, contentType: 'text/html; charset=utf-8' };
+    // The same bytes for every origin: the contract's server URL is relative and the page
+    // resolves it in the browser, so nothing from the request (Host) is written into the HTML.
+    docsPage ??= loadDocsPage(DOCS_PATH);
+    return {
+      status: 200,
+      body: docsPage.html,
+      contentType: 'text/html; charset=utf-8',
+      headers: { 'Content-Security-Policy': docsPage.contentSecurityPolicy },
+    };
   },
 
   getOpenApiDocument: async () => {
