@@ -1077,7 +1077,7 @@ export interface paths {
         put?: never;
         /**
          * Create a note
-         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image. A note may embed at most 20 distinct external images (repeats of one URL count once); more is a 400 "A note may embed at most 20 external images", refused before anything is fetched.
+         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image. A note may embed at most 20 distinct external images (repeats of one URL count once); more is a 400 "A note may embed at most 20 external images", refused before anything is fetched. Links and the note cap are checked before any image is fetched; the images are fetched a few at a time under one deadline for the whole note (the server's `NOTE_IMAGES_TIMEOUT_MS`, 400 beyond it).
          */
         post: operations["createEntry"];
         delete?: never;

@@ -38,6 +38,10 @@ export interface Config {
   fetchMaxBytes: number;
   /** Redirect hops an outbound fetch follows. */
   fetchMaxRedirects: number;
+  /** External images of one note fetched at the same time while re-hosting them. */
+  noteImageFetchConcurrency: number;
+  /** Deadline for re-hosting every external image of one note (the per-fetch deadline still applies). */
+  noteImagesTimeoutMs: number;
   /** Notes one member may be linked to, per plan (403 NOTE_LIMIT_REACHED beyond). */
   noteCaps: { free: number; pro: number; pro_plus: number };
   /** Days a trashed item is kept before the retention job purges it (accounts may override). */
@@ -170,6 +174,8 @@ export function loadConfig(env: Env = process.env): Config {
     fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),
     fetchMaxBytes: int(env, 'FETCH_MAX_BYTES', FETCH_DEFAULTS.maxBytes, 1024, 1024 * MiB),
     fetchMaxRedirects: int(env, 'FETCH_MAX_REDIRECTS', FETCH_DEFAULTS.maxRedirects, 0, 20),
+    noteImageFetchConcurrency: int(env, 'NOTE_IMAGE_FETCH_CONCURRENCY', 4, 1, 20),
+    noteImagesTimeoutMs: int(env, 'NOTE_IMAGES_TIMEOUT_MS', 20_000, 100, 300_000),
     noteCaps: {
       free: int(env, 'NOTE_CAP_FREE', 100, 1, 10_000_000),
       pro: int(env, 'NOTE_CAP_PRO', 1000, 1, 10_000_000),
