@@ -1641,7 +1641,7 @@ export interface components {
         Uuid: string;
         /**
          * Format: int64
-         * @description Unix epoch milliseconds.
+         * @description Unix epoch milliseconds, at most 8.64e15 (the largest time a JavaScript Date holds, and well inside the exact integer range of a JSON number).
          * @example 1763800000000
          */
         EpochMs: number;

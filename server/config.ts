@@ -28,7 +28,7 @@ export interface Config {
   objectStorageDir: string;
   /** S3-compatible bucket settings; present exactly when objectStorage is `s3`. */
   s3: S3Config | undefined;
-  /** Largest media object (avatar, banner, re-hosted image) accepted. */
+  /** Largest avatar or banner upload accepted (raw request-body limit); re-hosted note images are bounded by fetchMaxBytes. */
   mediaMaxBytes: number;
   /** Outbound fetches may reach loopback/private addresses (tests, trusted intranets only). */
   fetchAllowPrivate: boolean;
@@ -42,7 +42,7 @@ export interface Config {
   noteImageFetchConcurrency: number;
   /** Deadline for re-hosting every external image of one note (the per-fetch deadline still applies). */
   noteImagesTimeoutMs: number;
-  /** Notes one member may be linked to, per plan (403 NOTE_LIMIT_REACHED beyond). */
+  /** Active notes one member may be linked to, per plan (403 NOTE_LIMIT_REACHED on create; 400 on PATCH or restore). */
   noteCaps: { free: number; pro: number; pro_plus: number };
   /** Days a trashed item is kept before the retention job purges it (accounts may override). */
   trashRetentionDays: number;

@@ -1,7 +1,7 @@
 /**
  * The request pipeline, in order: operation resolution (404/405) → API key (401) → rate limit
- * (429) → scope (403) → body parsing (400/413/415) → contract validation (400) → typed handler →
- * error envelope. Each step reads the operation resolved from the contract. The rate limit comes
+ * (429) → scope (403) → body parsing (400/413/415) → input rules every operation shares (400,
+ * inputHygiene.ts) → contract validation (400) → typed handler → error envelope. Each step reads the operation resolved from the contract. The rate limit comes
  * before the scope check so that a key probing for scopes it lacks still spends its budget.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';

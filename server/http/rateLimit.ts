@@ -51,14 +51,14 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
 /**
  * Shared through PostgreSQL without a round trip per request: each instance counts locally and
- * adds its pending count to the key's row every SYNC_MS (one upsert per key per interval), learning
+ * adds its pending count to the key's row every `syncMs` (default 100 ms; one upsert per key per interval), learning
  * the total of all instances from the same statement. The first request of a window goes to the
  * database at once, so a fresh window is always anchored there.
  *
  * Near the limit (the last `margin` requests of the budget, margin = max(50, limit / 10)) every
  * request is counted in the database before it is answered, and once this instance has seen the
  * budget spent it refuses locally without a round trip. An instance only admits without asking
- * while the shared total at its last sync (≤ SYNC_MS ago) plus its own requests is below
+ * while the shared total at its last sync (≤ `syncMs` ago) plus its own requests is below
  * limit − margin, so the decision is exact unless one key sends more than `margin` requests within
  * one sync interval across all instances; a single instance is always exact.
  */

@@ -10,7 +10,9 @@ export const DAY_MS = 86_400_000;
 
 /**
  * One SELECT per type with the same named columns (a single one runs alone when `type` is given),
- * each ordered and limited on its own so it can use its (user_id, deleted_at) index.
+ * each ordered and limited on its own so it can use the table's (user_id, deleted_at) trash index
+ * where there is one (entries, directories, members, front_sessions; directory layouts and custom
+ * field definitions have none, and an account holds few of them).
  */
 const BRANCH: Record<TrashType, string> = {
   entry: `select 'entry' as type, e.id, coalesce(nullif(e.title, ''), left(e.content, 80)) as name, e.deleted_at,
