@@ -88,7 +88,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List accounts
+         * @description Accounts ordered by username (case-insensitive), a page at a time. `usernamePrefix` keeps
+         *     the usernames that start with it, regardless of case. Pass `nextCursor` back as `cursor`
+         *     for the next page; it is `null` on the last one.
+         */
+        get: operations["listAccounts"];
         put?: never;
         /**
          * Create an account
@@ -97,6 +103,38 @@ export interface paths {
          */
         post: operations["createAccount"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Show an account
+         * @description The account's profile fields, plan and number of usable API keys (not revoked, not expired).
+         */
+        get: operations["getAccount"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an account and all its data
+         * @description Deletes the account and everything it owns, in one transaction: members, groups and
+         *     folders, notes, front history, systems, settings, trash, API keys and their rate-limit
+         *     windows. Its keys are refused from the next request on (on every instance). Its stored
+         *     media (avatars, banners, re-hosted note images) are removed right after the commit; a
+         *     failure there leaves unreachable objects behind and is logged, never undone. Cannot be
+         *     undone.
+         */
+        delete: operations["deleteAccount"];
         options?: never;
         head?: never;
         patch?: never;
@@ -112,12 +150,19 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List an account's API keys
+         * @description Every key of the account, newest first, revoked and expired ones included: id, name,
+         *     scopes and times. Never the secret or its hash.
+         */
+        get: operations["listApiKeys"];
         put?: never;
         /**
          * Issue an API key
          * @description Issues a new API key for the account. The secret is returned once and only its hash
-         *     is stored. Active keys per plan: Free 1, Pro 5, Pro+ 5.
+         *     is stored. Active keys per plan: Free 1, Pro 5, Pro+ 5 (revoked and expired keys do not
+         *     count). With `expiresAt` (epoch ms, in the future) the key is refused with 401 from that
+         *     moment on.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -144,6 +189,29 @@ export interface paths {
          * @description Revokes the key; it is refused from the next request on. Revoking twice is harmless.
          */
         delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who this key belongs to and what it may do
+         * @description The key's account (id, username, display name, plan), the key itself (id, name, scopes,
+         *     expiry) and its rate-limit budget after this request. Any valid key may call it: no
+         *     scope is needed, so an integration can check its own key before it uses it. Counts
+         *     against the rate limit like every other request.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1714,12 +1782,81 @@ export interface components {
         CreateApiKeyRequest: {
             scopes: components["schemas"]["ScopeMap"];
             name?: string;
+            /** @description When the key stops working (epoch ms, must be in the future). Omit for a key that never expires. */
+            expiresAt?: components["schemas"]["EpochMs"];
         };
         CreateApiKeyResponse: {
             id: components["schemas"]["Uuid"];
             /** @description The secret. Store it now; it cannot be shown again. */
             apiKey: string;
             scopes: components["schemas"]["ScopeMap"];
+            /** @description When the key stops working; null when it never expires. */
+            expiresAt: components["schemas"]["EpochMs"] | null;
+        };
+        /** @description Epoch milliseconds, or null. */
+        NullableEpochMs: components["schemas"]["EpochMs"] | null;
+        AdminAccount: {
+            userId: components["schemas"]["Uuid"];
+            username: string;
+            displayName: string;
+            plan: components["schemas"]["Plan"];
+            isAdmin: boolean;
+            pronouns: string | null;
+            status: string | null;
+            timezone: string | null;
+            country: string | null;
+            aboutMarkdown: string | null;
+            /** @description Keys that are neither revoked nor expired. */
+            activeApiKeys: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        AdminAccountPage: {
+            items: components["schemas"]["AdminAccount"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        ApiKeyInfo: {
+            id: components["schemas"]["Uuid"];
+            name: string | null;
+            scopes: components["schemas"]["ScopeMap"];
+            createdAt: components["schemas"]["EpochMs"];
+            /** @description Last request made with the key (recorded in batches, up to 15 s late); null if never used. */
+            lastUsedAt: components["schemas"]["NullableEpochMs"];
+            /** @description When the key stops working; null when it never expires. */
+            expiresAt: components["schemas"]["NullableEpochMs"];
+            /** @description When the key was revoked; null while it is not. */
+            revokedAt: components["schemas"]["NullableEpochMs"];
+        };
+        ApiKeyInfoPage: {
+            items: components["schemas"]["ApiKeyInfo"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        Me: {
+            userId: components["schemas"]["Uuid"];
+            username: string;
+            displayName: string;
+            plan: components["schemas"]["Plan"];
+            key: {
+                id: components["schemas"]["Uuid"];
+                name: string | null;
+                scopes: components["schemas"]["ScopeMap"];
+                createdAt: components["schemas"]["EpochMs"];
+                /** @description When the key stops working; null when it never expires. */
+                expiresAt: components["schemas"]["NullableEpochMs"];
+            };
+            /** @description The key's budget after this request, as the RateLimit-* headers give it. */
+            rateLimit: {
+                /** @description Requests allowed per window. */
+                limit: number;
+                /** @description Requests left in the current window. */
+                remaining: number;
+                /** @description Seconds until the current window ends. */
+                resetSeconds: number;
+                /** @description Length of a window. */
+                windowSeconds: number;
+            };
         };
         /** @enum {string} */
         ThemeMode: "light" | "dark" | "system";
@@ -2737,6 +2874,37 @@ export interface operations {
             400: components["responses"]["BadRequest"];
         };
     };
+    listAccounts: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–200 (default 50). */
+                limit?: number;
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Only usernames starting with this (case-insensitive). */
+                usernamePrefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of accounts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminAccountPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
     createAccount: {
         parameters: {
             query?: never;
@@ -2764,6 +2932,93 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminAccount"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–200 (default 50). */
+                limit?: number;
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyInfoPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
         };
@@ -2825,6 +3080,33 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's account, the key and its budget. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
         };

@@ -11,12 +11,14 @@ import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
 import type { AuthInfo, HandlerMap, OperationId, RequestContext } from './handlers.ts';
+import type { RateLimitDecision } from './rateLimit.ts';
 import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
 import { isResponseViolation, isValidatorError, validationMessage } from './validation.ts';
 
 interface Locals {
   operation?: MatchedOperation;
   auth?: AuthInfo;
+  rateLimit?: RateLimitDecision;
   log: Logger;
   requestId: string;
 }
@@ -69,6 +71,7 @@ export function authenticate(deps: AppDeps): RequestHandler {
     locals(res).auth = auth;
 
     const decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
+    locals(res).rateLimit = decision;
     res.set(decision.headers);
     if (!decision.allowed) {
       throw new ApiError(
@@ -78,6 +81,7 @@ export function authenticate(deps: AppDeps): RequestHandler {
       );
     }
 
+    if (security.kind === 'anyKey') return next();
     const granted = auth.scopes[security.scope];
     const sufficient = granted === 'read_write' || (granted === 'read' && security.level === 'read');
     if (!sufficient) throw forbidden(`Missing API key scope: ${security.scope} requires ${security.level}`);
@@ -152,6 +156,7 @@ class Context implements RequestContext {
   constructor(
     readonly deps: AppDeps,
     readonly auth: AuthInfo | null,
+    readonly rateLimit: RateLimitDecision | null,
     readonly requestId: string,
     readonly log: Logger,
     readonly req: Request,
@@ -167,7 +172,7 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     const l = locals(res);
     const { operation, params } = l.operation!;
     const handler = handlers[operation.operationId] as (input: unknown, ctx: RequestContext) => Promise<HandlerOutcome>;
-    const ctx = new Context(deps, l.auth ?? null, l.requestId, l.log, req);
+    const ctx = new Context(deps, l.auth ?? null, l.rateLimit ?? null, l.requestId, l.log, req);
     const result = await handler({ path: params, query: req.query ?? {}, body: req.body }, ctx);
     if (result.headers) res.set(result.headers);
     res.status(result.status);

@@ -192,6 +192,11 @@ export interface RateLimitDecision {
   allowed: boolean;
   headers: Record<string, string>;
   retryAfterSeconds: number;
+  limit: number;
+  /** Requests left in the window after this one. */
+  remaining: number;
+  /** Seconds until the window ends. */
+  resetSeconds: number;
 }
 
 export class RateLimiter {
@@ -203,15 +208,16 @@ export class RateLimiter {
   async check(keyId: string, now: number): Promise<RateLimitDecision> {
     const state = await this.store.hit(keyId, now);
     const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+    const remaining = Math.max(0, this.limitPerWindow - state.count);
     const headers: Record<string, string> = {
       'RateLimit-Limit': String(this.limitPerWindow),
-      'RateLimit-Remaining': String(Math.max(0, this.limitPerWindow - state.count)),
+      'RateLimit-Remaining': String(remaining),
       'RateLimit-Reset': String(resetSeconds),
       'RateLimit-Policy': `${this.limitPerWindow};w=${WINDOW_MS / 1000}`,
     };
     const allowed = state.count <= this.limitPerWindow;
     if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));
-    return { allowed, headers, retryAfterSeconds: Math.max(1, resetSeconds) };
+    return { allowed, headers, retryAfterSeconds: Math.max(1, resetSeconds), limit: this.limitPerWindow, remaining, resetSeconds };
   }
 
   close(): Promise<void> {

@@ -16,6 +16,8 @@ export type ScopeLevel = 'read' | 'read_write';
 
 export type OperationSecurity =
   | { kind: 'apiKey'; scope: Scope; level: ScopeLevel }
+  /** `apiKey: []`: any valid key, whatever its scopes (GET /api/v1/me). */
+  | { kind: 'anyKey' }
   | { kind: 'admin' }
   | { kind: 'public' };
 
@@ -90,6 +92,7 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   if (schemes[0] === 'adminToken') return { kind: 'admin' };
   if (schemes[0] !== 'apiKey') throw new Error(`${where} uses unknown security scheme ${schemes[0]}`);
   const roles = requirement!.apiKey ?? [];
+  if (roles.length === 0) return { kind: 'anyKey' };
   const [role] = roles;
   const m = roles.length === 1 && role ? /^([A-Za-z]+):(read|read_write)$/.exec(role) : null;
   if (!m || !(SCOPES as readonly string[]).includes(m[1]!)) {
