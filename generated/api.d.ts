@@ -61,6 +61,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics
+         * @description Prometheus text exposition (format 0.0.4): request count and latency histogram per
+         *     operationId and status class, rate-limit refusals, database pool connections in use,
+         *     idle and waited for, background job runs and failures, and Node.js process metrics. Not
+         *     rate limited. When the server has a `METRICS_TOKEN`, it must be sent as
+         *     `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); without one the endpoint is open,
+         *     so keep it off the public network or set a token.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -2626,6 +2651,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The server has a METRICS_TOKEN and the request did not carry it. */
+        MetricsUnauthorized: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The operator token is missing or wrong. */
         AdminUnauthorized: {
             headers: {
@@ -2849,6 +2883,28 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The current metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            401: components["responses"]["MetricsUnauthorized"];
+            500: components["responses"]["Internal"];
         };
     };
     getOpenApiDocument: {

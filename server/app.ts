@@ -6,6 +6,7 @@ import { cors } from './http/cors.ts';
 import { authenticate, checkHandlerCoverage, dispatch, errorHandler, parseBody, requireBody, resolveOperation } from './http/pipeline.ts';
 import { inputHygiene } from './http/inputHygiene.ts';
 import { requestLogging } from './http/requestLog.ts';
+import { requestMetrics } from './http/requestMetrics.ts';
 import { loadBundledSpec, OperationIndex } from './http/spec.ts';
 import { createValidator } from './http/validation.ts';
 
@@ -18,6 +19,7 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestLogging(deps.logger));
+  app.use(requestMetrics(deps.metrics));
   app.use(cors(deps.config.corsOrigins));
   app.use(resolveOperation(index));
   app.use(authenticate(deps));

@@ -8,6 +8,8 @@ export interface Config {
   databaseUrl: string | undefined;
   dataDir: string;
   adminToken: string | undefined;
+  /** Bearer token GET /metrics requires; undefined leaves it open. */
+  metricsToken: string | undefined;
   redisUrl: string | undefined;
   logLevel: string;
   nodeEnv: string;
@@ -145,6 +147,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
   const adminToken = env.ADMIN_TOKEN || undefined;
   if (adminToken !== undefined && adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+  const metricsToken = env.METRICS_TOKEN || undefined;
+  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN must be at least 16 characters');
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   const nodeEnv = env.NODE_ENV || 'development';
@@ -156,6 +160,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     dataDir,
     adminToken,
+    metricsToken,
     redisUrl,
     logLevel,
     nodeEnv,

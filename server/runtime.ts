@@ -11,6 +11,7 @@ import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
+import { Metrics } from './metrics.ts';
 import { createObjectStorage } from './storage/index.ts';
 import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
 
@@ -94,14 +95,15 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     rateLimiter: new RateLimiter(store, config.rateLimitPerMinute),
     adminToken: admin.token,
     storage: createObjectStorage(config),
+    metrics: new Metrics({ db: db.knex }),
     onResponseViolation: options.onResponseViolation,
   };
   const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {
     defaultRetentionDays: config.trashRetentionDays,
     clock,
     logger: options.logger,
-  });
-  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger) : undefined;
+  }).reportTo(deps.metrics, 'trash_retention');
+  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger).reportTo(deps.metrics, 'embedded_maintenance') : undefined;
   return {
     deps,
     adminTokenSource: admin.source,

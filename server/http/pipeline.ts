@@ -9,7 +9,7 @@ import express, { type ErrorRequestHandler, type NextFunction, type Request, typ
 import type { Logger } from 'pino';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
-import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
+import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, METRICS_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
 import type { AuthInfo, HandlerMap, OperationId, RequestContext } from './handlers.ts';
 import type { RateLimitDecision } from './rateLimit.ts';
 import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
@@ -56,11 +56,16 @@ function digest(value: string): Buffer {
 
 export function authenticate(deps: AppDeps): RequestHandler {
   const adminDigest = deps.adminToken ? digest(deps.adminToken) : undefined;
+  const metricsDigest = deps.config.metricsToken ? digest(deps.config.metricsToken) : undefined;
   return async (req, res, next) => {
     const { operation } = locals(res).operation!;
     const security = operation.security;
     if (security.kind === 'public') return next();
     const token = bearer(req);
+    if (security.kind === 'metrics') {
+      if (metricsDigest && (!token || !timingSafeEqual(digest(token), metricsDigest))) throw unauthorized(METRICS_UNAUTHORIZED_MESSAGE);
+      return next();
+    }
     if (security.kind === 'admin') {
       // Compare digests so the comparison takes the same time whatever the input length.
       if (!adminDigest || !token || !timingSafeEqual(digest(token), adminDigest)) throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
@@ -74,6 +79,7 @@ export function authenticate(deps: AppDeps): RequestHandler {
     locals(res).rateLimit = decision;
     res.set(decision.headers);
     if (!decision.allowed) {
+      deps.metrics.rateLimitRefused();
       throw new ApiError(
         429,
         'RATE_LIMITED',

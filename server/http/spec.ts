@@ -19,6 +19,8 @@ export type OperationSecurity =
   /** `apiKey: []`: any valid key, whatever its scopes (GET /api/v1/me). */
   | { kind: 'anyKey' }
   | { kind: 'admin' }
+  /** GET /metrics: the server's METRICS_TOKEN when it has one, otherwise open. */
+  | { kind: 'metrics' }
   | { kind: 'public' };
 
 export interface OperationInfo {
@@ -90,6 +92,7 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   const schemes = Object.keys(requirement ?? {});
   if (schemes.length !== 1) throw new Error(`${where} must use exactly one security scheme`);
   if (schemes[0] === 'adminToken') return { kind: 'admin' };
+  if (schemes[0] === 'metricsToken') return { kind: 'metrics' };
   if (schemes[0] !== 'apiKey') throw new Error(`${where} uses unknown security scheme ${schemes[0]}`);
   const roles = requirement!.apiKey ?? [];
   if (roles.length === 0) return { kind: 'anyKey' };

@@ -40,4 +40,10 @@ export const opsHandlers = {
     specJson ??= JSON.parse(readFileSync(BUNDLED_SPEC_PATH, 'utf8')) as Record<string, unknown>;
     return { status: 200, body: specJson };
   },
+
+  getMetrics: async (_input, ctx) => ({
+    status: 200,
+    body: await ctx.deps.metrics.render(),
+    contentType: ctx.deps.metrics.contentType,
+  }),
 } satisfies Partial<HandlerMap>;
