@@ -68,7 +68,7 @@ describe('contract conventions', () => {
       if (op.hasRequestBody) for (const status of [400, 413, 415]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     }
     for (const op of adminOps) for (const status of [401, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
-    for (const op of anyKeyOps) for (const status of [401, 429, 500, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+    for (const op of anyKeyOps) for (const status of [400, 401, 429, 500, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
   });
 
   it('lets only GET /api/v1/me be called without a scope', () => {
