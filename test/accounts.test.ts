@@ -260,7 +260,7 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
     expect((await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response.status).toBe(404);
     // The survivor's data reads as before.
     expect((await survivor.api.GET('/api/v1/members')).data!.map((m) => m.name).sort()).toEqual(['A', 'B']);
-  });
+  }, 120_000); // two full accounts through the API and two snapshots of every table
 });
 
 describe('npm run admin (accounts and keys)', () => {
@@ -282,5 +282,5 @@ describe('npm run admin (accounts and keys)', () => {
     expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response.status).toBe(200);
     expect(JSON.parse((await cli(['delete-account', '--user', account.userId, '--yes'])).stdout)).toEqual({ deleted: account.userId });
     expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response.status).toBe(404);
-  });
+  }, 120_000); // seven CLI processes, each starting tsx
 });

@@ -106,6 +106,45 @@ describe('GET /trash', () => {
   });
 });
 
+describe('GET /trash reads only what its page mentions', () => {
+  it('builds originalLocation from the page\'s own folder chains and systems, not the account\'s whole tree', async () => {
+    const { api, userId } = await server.user();
+    const side = (await api.GET('/api/v1/systems')).data!.active.sideSystemId;
+    const knex = server.deps.db.knex;
+    // 2,000 folders and 200 side systems the page never mentions.
+    await knex.raw(
+      `insert into directories (id, user_id, kind, side_system_id, name, created_at, updated_at)
+       select gen_random_uuid(), ?, 'folder', ?, 'filler ' || g, 1, 1 from generate_series(1, 2000) g`,
+      [userId, side],
+    );
+    await knex.raw(
+      `insert into side_systems (id, user_id, name, created_at, updated_at) select gen_random_uuid(), ?, 'side ' || g, 1, 1 from generate_series(1, 200) g`,
+      [userId],
+    );
+    const top = await createFolder(api, 'Top');
+    const mid = await createFolder(api, 'Mid', { parentId: top });
+    const leaf = await createFolder(api, 'Leaf', { parentId: mid });
+    const member = await createMember(api, 'Deep', { directoryId: leaf });
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } });
+
+    let rowsRead = 0;
+    const count = (response: unknown) => {
+      const rows = (response as { rows?: unknown[] } | unknown[] | undefined);
+      rowsRead += Array.isArray(rows) ? rows.length : (rows?.rows?.length ?? 0);
+    };
+    knex.on('query-response', count);
+    let data: unknown;
+    try {
+      data = (await api.GET('/api/v1/trash')).data;
+    } finally {
+      knex.off('query-response', count);
+    }
+    expect(data).toEqual([expect.objectContaining({ type: 'member', id: member, originalLocation: 'Main system / Top / Mid / Leaf' })]);
+    // The page row, the retention setting, three folders of the chain and one side system.
+    expect(rowsRead).toBeLessThanOrEqual(10);
+  });
+});
+
 describe('POST /trash/purge', () => {
   it('204 for an empty list', async () => {
     const { api } = await server.user();
