@@ -4,10 +4,12 @@
  *   const api = createApiClient({ baseUrl: 'http://localhost:3000', apiKey: process.env.API_KEY! });
  *   const { data, error } = await api.GET('/api/v1/appearance');
  */
-import createClient, { type Client, type Middleware } from 'openapi-fetch';
+import createClient from 'openapi-fetch';
+import type { Client, Middleware } from 'openapi-fetch';
 import type { components, operations, paths } from '../generated/api.d.ts';
 
 export type { components, operations, paths };
+export { retryingFetch, parseRetryAfter, IDEMPOTENT_METHODS, RETRY_STATUSES, type RetryOptions, type RetryEvent } from './retry.ts';
 export type ApiClient = Client<paths>;
 export type ApiError = components['schemas']['Error'];
 
@@ -16,7 +18,7 @@ export interface ApiClientOptions {
   baseUrl: string;
   /** API key (adk_…) for /api/v1, or the operator token for /admin/v1. */
   apiKey: string;
-  /** Custom fetch (tests, proxies, instrumentation). */
+  /** Custom fetch (tests, proxies, instrumentation, or `retryingFetch()` for 429/503 retries). */
   fetch?: typeof globalThis.fetch;
 }
 

@@ -50,9 +50,34 @@ export interface paths {
         };
         /**
          * Rendered API documentation
-         * @description Self-contained HTML rendering of this contract (no external scripts).
+         * @description Self-contained HTML rendering of this contract: every script, style and image is in the page, so it requests nothing from any other origin. The server URL it shows is the origin the page was loaded from.
          */
         get: operations["getDocs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics
+         * @description Prometheus text exposition (format 0.0.4): request count and latency histogram per
+         *     operationId and status class, rate-limit refusals, database pool connections in use,
+         *     idle and waited for, background job runs and failures, and Node.js process metrics. Not
+         *     rate limited. When the server has a `METRICS_TOKEN`, it must be sent as
+         *     `Authorization: Bearer <METRICS_TOKEN>` (401 otherwise); without one the endpoint is open,
+         *     so keep it off the public network or set a token.
+         */
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -88,7 +113,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List accounts
+         * @description Accounts ordered by username (case-insensitive), a page at a time. `usernamePrefix` keeps
+         *     the usernames that start with it, regardless of case. Pass `nextCursor` back as `cursor`
+         *     for the next page; it is `null` on the last one.
+         */
+        get: operations["listAccounts"];
         put?: never;
         /**
          * Create an account
@@ -97,6 +128,38 @@ export interface paths {
          */
         post: operations["createAccount"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Show an account
+         * @description The account's profile fields, plan and number of usable API keys (not revoked, not expired).
+         */
+        get: operations["getAccount"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an account and all its data
+         * @description Deletes the account and everything it owns, in one transaction: members, groups and
+         *     folders, notes, front history, systems, settings, trash, API keys and their rate-limit
+         *     windows. Its keys are refused from the next request on (on every instance). Its stored
+         *     media (avatars, banners, re-hosted note images) are removed right after the commit; a
+         *     failure there leaves unreachable objects behind and is logged, never undone. Cannot be
+         *     undone.
+         */
+        delete: operations["deleteAccount"];
         options?: never;
         head?: never;
         patch?: never;
@@ -112,12 +175,19 @@ export interface paths {
             };
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List an account's API keys
+         * @description Every key of the account, newest first, revoked and expired ones included: id, name,
+         *     scopes and times. Never the secret or its hash.
+         */
+        get: operations["listApiKeys"];
         put?: never;
         /**
          * Issue an API key
          * @description Issues a new API key for the account. The secret is returned once and only its hash
-         *     is stored. Active keys per plan: Free 1, Pro 5, Pro+ 5.
+         *     is stored. Active keys per plan: Free 1, Pro 5, Pro+ 5 (revoked and expired keys do not
+         *     count). With `expiresAt` (epoch ms, in the future) the key is refused with 401 from that
+         *     moment on.
          */
         post: operations["createApiKey"];
         delete?: never;
@@ -144,6 +214,29 @@ export interface paths {
          * @description Revokes the key; it is refused from the next request on. Revoking twice is harmless.
          */
         delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who this key belongs to and what it may do
+         * @description The key's account (id, username, display name, plan), the key itself (id, name, scopes,
+         *     expiry) and its rate-limit budget after this request. Any valid key may call it: no
+         *     scope is needed, so an integration can check its own key before it uses it. Counts
+         *     against the rate limit like every other request.
+         */
+        get: operations["getMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1077,7 +1170,7 @@ export interface paths {
         put?: never;
         /**
          * Create a note
-         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image. A note may embed at most 20 distinct external images (repeats of one URL count once); more is a 400 "A note may embed at most 20 external images", refused before anything is fetched.
+         * @description Creates a note in the active system scope. Linked members (`memberId` and `memberIds`) must be live members of the caller (400). Each linked member may hold as many notes as the account's plan allows (403 NOTE_LIMIT_REACHED). External markdown images (`![alt](https://…)`) are fetched, stored and the content rewritten to `/api/v1/entry-images/{imageId}`; 503 when object storage is not configured, 400 when an image cannot be fetched or is not an image. A note may embed at most 20 distinct external images (repeats of one URL count once); more is a 400 "A note may embed at most 20 external images", refused before anything is fetched. Links and the note cap are checked before any image is fetched; the images are fetched a few at a time under one deadline for the whole note (the server's `NOTE_IMAGES_TIMEOUT_MS`, 400 beyond it).
          */
         post: operations["createEntry"];
         delete?: never;
@@ -1300,10 +1393,9 @@ export interface paths {
          *     - `sideSystemId` with `subSystemId` resolves the sub layer (`scope.kind` `sub`); the
          *       literal string `null` for `subSystemId` means the side layer only.
          *     - `subSystemId` without `sideSystemId` is a 400.
-         *     - With neither, the account's active scope decides: the active side system, and the
-         *       active sub system when one is set. When the account's unified view is on, the labels
-         *       are the global ones only (`scope.kind` `global`), because a unified view spans every
-         *       side system and no single override applies.
+         *     - With neither, the global labels (`scope.kind` `global`): defaults merged with the
+         *       global document. The active side or sub system does not choose a layer here; pass
+         *       `sideSystemId` (and `subSystemId`) to read a side or sub scope.
          *
          *     A side system that is unknown, deleted or another account's is a 404, and so is a sub
          *     system that is not in the given side system. `_creationTime` and `updatedAt` are the
@@ -1642,7 +1734,7 @@ export interface components {
         Uuid: string;
         /**
          * Format: int64
-         * @description Unix epoch milliseconds.
+         * @description Unix epoch milliseconds, at most 8.64e15 (the largest time a JavaScript Date holds, and well inside the exact integer range of a JSON number).
          * @example 1763800000000
          */
         EpochMs: number;
@@ -1755,12 +1847,81 @@ export interface components {
         CreateApiKeyRequest: {
             scopes: components["schemas"]["ScopeMap"];
             name?: string;
+            /** @description When the key stops working (epoch ms, must be in the future). Omit for a key that never expires. */
+            expiresAt?: components["schemas"]["EpochMs"];
         };
         CreateApiKeyResponse: {
             id: components["schemas"]["Uuid"];
             /** @description The secret. Store it now; it cannot be shown again. */
             apiKey: string;
             scopes: components["schemas"]["ScopeMap"];
+            /** @description When the key stops working; null when it never expires. */
+            expiresAt: components["schemas"]["EpochMs"] | null;
+        };
+        /** @description Epoch milliseconds, or null. */
+        NullableEpochMs: components["schemas"]["EpochMs"] | null;
+        AdminAccount: {
+            userId: components["schemas"]["Uuid"];
+            username: string;
+            displayName: string;
+            plan: components["schemas"]["Plan"];
+            isAdmin: boolean;
+            pronouns: string | null;
+            status: string | null;
+            timezone: string | null;
+            country: string | null;
+            aboutMarkdown: string | null;
+            /** @description Keys that are neither revoked nor expired. */
+            activeApiKeys: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        AdminAccountPage: {
+            items: components["schemas"]["AdminAccount"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        ApiKeyInfo: {
+            id: components["schemas"]["Uuid"];
+            name: string | null;
+            scopes: components["schemas"]["ScopeMap"];
+            createdAt: components["schemas"]["EpochMs"];
+            /** @description Last request made with the key (recorded in batches, up to 15 s late); null if never used. */
+            lastUsedAt: components["schemas"]["NullableEpochMs"];
+            /** @description When the key stops working; null when it never expires. */
+            expiresAt: components["schemas"]["NullableEpochMs"];
+            /** @description When the key was revoked; null while it is not. */
+            revokedAt: components["schemas"]["NullableEpochMs"];
+        };
+        ApiKeyInfoPage: {
+            items: components["schemas"]["ApiKeyInfo"][];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        Me: {
+            userId: components["schemas"]["Uuid"];
+            username: string;
+            displayName: string;
+            plan: components["schemas"]["Plan"];
+            key: {
+                id: components["schemas"]["Uuid"];
+                name: string | null;
+                scopes: components["schemas"]["ScopeMap"];
+                createdAt: components["schemas"]["EpochMs"];
+                /** @description When the key stops working; null when it never expires. */
+                expiresAt: components["schemas"]["NullableEpochMs"];
+            };
+            /** @description The key's budget after this request, as the RateLimit-* headers give it. */
+            rateLimit: {
+                /** @description Requests allowed per window. */
+                limit: number;
+                /** @description Requests left in the current window. */
+                remaining: number;
+                /** @description Seconds until the current window ends. */
+                resetSeconds: number;
+                /** @description Length of a window. */
+                windowSeconds: number;
+            };
         };
         /** @enum {string} */
         ThemeMode: "light" | "dark" | "system";
@@ -2530,6 +2691,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The server has a METRICS_TOKEN and the request did not carry it. */
+        MetricsUnauthorized: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The operator token is missing or wrong. */
         AdminUnauthorized: {
             headers: {
@@ -2548,8 +2718,8 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The resource does not exist, is in the trash, or is not the caller's. */
-        NotFound: {
+        /** @description The API key lacks the `appearance` scope at `read`. */
+        ForbiddenAppearanceRead: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2557,8 +2727,350 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request conflicts with the current state. */
-        Conflict: {
+        /** @description The API key lacks the `appearance` scope at `read_write`. */
+        ForbiddenAppearanceReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `appearance` scope at `read_write`, or the account's plan does not include custom fonts. */
+        ForbiddenAppearanceReadWritePlan: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `customFields` scope at `read`. */
+        ForbiddenCustomFieldsRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `customFields` scope at `read_write`. */
+        ForbiddenCustomFieldsReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `entries` scope at `read`. */
+        ForbiddenEntriesRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `entries` scope at `read_write`. */
+        ForbiddenEntriesReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `front` scope at `read`. */
+        ForbiddenFrontRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `front` scope at `read_write`. */
+        ForbiddenFrontReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `groups` scope at `read`. */
+        ForbiddenGroupsRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `groups` scope at `read_write`. */
+        ForbiddenGroupsReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `memberStatuses` scope at `read`. */
+        ForbiddenMemberStatusesRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `memberStatuses` scope at `read_write`. */
+        ForbiddenMemberStatusesReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `members` scope at `read`. */
+        ForbiddenMembersRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `members` scope at `read_write`. */
+        ForbiddenMembersReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `systems` scope at `read`. */
+        ForbiddenSystemsRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `systems` scope at `read_write`. */
+        ForbiddenSystemsReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `terminology` scope at `read`. */
+        ForbiddenTerminologyRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `terminology` scope at `read_write`. */
+        ForbiddenTerminologyReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `trash` scope at `read`. */
+        ForbiddenTrashRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `trash` scope at `read_write`. */
+        ForbiddenTrashReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description API key does not exist, is in the trash, or is not the caller’s. */
+        NotFoundAPIKey: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Account does not exist, is in the trash, or is not the caller’s. */
+        NotFoundAccount: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Appearance settings does not exist, is in the trash, or is not the caller’s. */
+        NotFoundAppearanceSettings: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Custom colour scheme does not exist, is in the trash, or is not the caller’s. */
+        NotFoundCustomColourScheme: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Custom field does not exist, is in the trash, or is not the caller’s. */
+        NotFoundCustomField: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Custom font does not exist, is in the trash, or is not the caller’s. */
+        NotFoundCustomFont: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Custom tier does not exist, is in the trash, or is not the caller’s. */
+        NotFoundCustomTier: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Directory layout does not exist, is in the trash, or is not the caller’s. */
+        NotFoundDirectoryLayout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Entry does not exist, is in the trash, or is not the caller’s. */
+        NotFoundEntry: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Folder does not exist, is in the trash, or is not the caller’s. */
+        NotFoundFolder: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Front session does not exist, is in the trash, or is not the caller’s. */
+        NotFoundFrontSession: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Group does not exist, is in the trash, or is not the caller’s. */
+        NotFoundGroup: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Image does not exist, is in the trash, or is not the caller’s. */
+        NotFoundImage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Member does not exist, is in the trash, or is not the caller’s. */
+        NotFoundMember: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Member status does not exist, is in the trash, or is not the caller’s. */
+        NotFoundMemberStatus: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Side system does not exist, is in the trash, or is not the caller’s. */
+        NotFoundSideSystem: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Sub system does not exist, is in the trash, or is not the caller’s. */
+        NotFoundSubSystem: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description `expectedVersion` is stale: the member changed since that version. */
+        MemberVersionConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Another account already has this username (compared regardless of case). */
+        UsernameTaken: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2752,6 +3264,8 @@ export interface operations {
             /** @description HTML page. */
             200: {
                 headers: {
+                    /** @description Lets the browser load nothing from another origin: only the page's own inline scripts (by hash), inline styles, and images, fonts, fetches and workers from this origin, `data:` or `blob:`. */
+                    "Content-Security-Policy"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2759,6 +3273,28 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The current metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            401: components["responses"]["MetricsUnauthorized"];
+            500: components["responses"]["Internal"];
         };
     };
     getOpenApiDocument: {
@@ -2784,6 +3320,45 @@ export interface operations {
             400: components["responses"]["BadRequest"];
         };
     };
+    listAccounts: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–200 (default 50). */
+                limit?: number;
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Only usernames starting with this (case-insensitive). */
+                usernamePrefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of accounts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminAccountPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
     createAccount: {
         parameters: {
             query?: never;
@@ -2806,11 +3381,130 @@ export interface operations {
                     "application/json": components["schemas"]["CreateAccountResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["AdminUnauthorized"];
-            409: components["responses"]["Conflict"];
+            409: components["responses"]["UsernameTaken"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminAccount"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFoundAccount"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFoundAccount"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–200 (default 50). */
+                limit?: number;
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyInfoPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
         };
@@ -2840,10 +3534,18 @@ export interface operations {
                     "application/json": components["schemas"]["CreateApiKeyResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            404: components["responses"]["NotFoundAccount"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
@@ -2869,9 +3571,53 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["AdminUnauthorized"];
-            404: components["responses"]["NotFound"];
+            404: components["responses"]["NotFoundAPIKey"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's account, the key and its budget. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Me"];
+                };
+            };
+            /** @description The request is malformed (for example an unknown query parameter). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
         };
@@ -2894,10 +3640,18 @@ export interface operations {
                     "application/json": components["schemas"]["AppearanceDocument"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenAppearanceRead"];
+            404: components["responses"]["NotFoundAppearanceSettings"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -2925,10 +3679,18 @@ export interface operations {
                     "application/json": components["schemas"]["AppearanceDocument"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenAppearanceReadWrite"];
+            404: components["responses"]["NotFoundCustomColourScheme"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -2954,9 +3716,17 @@ export interface operations {
                     "application/json": components["schemas"]["AppearanceDocument"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenAppearanceReadWrite"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -2980,9 +3750,17 @@ export interface operations {
                     "application/json": components["schemas"]["CustomColorScheme"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenAppearanceRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3002,9 +3780,17 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenAppearanceReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3031,10 +3817,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenAppearanceReadWrite"];
+            404: components["responses"]["NotFoundCustomColourScheme"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3058,9 +3852,17 @@ export interface operations {
                     "application/json": components["schemas"]["CustomFont"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenAppearanceRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3080,9 +3882,17 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenAppearanceReadWritePlan"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3109,10 +3919,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenAppearanceReadWrite"];
+            404: components["responses"]["NotFoundCustomFont"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3136,9 +3954,17 @@ export interface operations {
                     "application/json": components["schemas"]["SystemsOverview"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenSystemsRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3166,10 +3992,18 @@ export interface operations {
                     "application/json": components["schemas"]["ActiveSystemContext"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3199,9 +4033,17 @@ export interface operations {
                     "application/json": components["schemas"]["ActiveSystemContext"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3231,9 +4073,17 @@ export interface operations {
                     "application/json": components["schemas"]["SideSystem"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3262,10 +4112,18 @@ export interface operations {
                     "application/json": components["schemas"]["SuccessResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3296,10 +4154,18 @@ export interface operations {
                     "application/json": components["schemas"]["SideSystem"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3329,10 +4195,18 @@ export interface operations {
                     "application/json": components["schemas"]["SubSystem"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3361,10 +4235,18 @@ export interface operations {
                     "application/json": components["schemas"]["SuccessResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
+            404: components["responses"]["NotFoundSubSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3395,10 +4277,18 @@ export interface operations {
                     "application/json": components["schemas"]["SubSystem"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsReadWrite"];
+            404: components["responses"]["NotFoundSubSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3427,10 +4317,18 @@ export interface operations {
                     "application/json": components["schemas"]["AssignableMember"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenSystemsRead"];
+            404: components["responses"]["NotFoundSideSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3473,10 +4371,18 @@ export interface operations {
                     "application/json": components["schemas"]["Member"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersRead"];
+            404: components["responses"]["NotFoundSideSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3496,10 +4402,18 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3534,10 +4448,18 @@ export interface operations {
                     "application/json": components["schemas"]["MemberPage"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersRead"];
+            404: components["responses"]["NotFoundSideSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3564,10 +4486,18 @@ export interface operations {
                     "application/json": components["schemas"]["Member"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersRead"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3592,10 +4522,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3626,11 +4564,19 @@ export interface operations {
                     "application/json": components["schemas"]["Member"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
+            403: components["responses"]["ForbiddenMembersReadWrite"];
+            404: components["responses"]["NotFoundMember"];
+            409: components["responses"]["MemberVersionConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3657,10 +4603,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3718,9 +4672,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenMembersRead"];
             /** @description Unknown or trashed member, no image, or a non-embeddable URL. Empty body. */
             404: {
                 headers: {
@@ -3770,10 +4732,18 @@ export interface operations {
                     "application/json": components["schemas"]["Member"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3803,10 +4773,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMembersReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3835,10 +4813,18 @@ export interface operations {
                     "application/json": components["schemas"]["DirectoryTree"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsRead"];
+            404: components["responses"]["NotFoundSideSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3858,10 +4844,18 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3888,10 +4882,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundGroup"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -3922,10 +4924,18 @@ export interface operations {
                     "application/json": components["schemas"]["Group"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundGroup"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3956,10 +4966,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundGroup"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3986,10 +5004,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundGroup"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4009,10 +5035,18 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4039,10 +5073,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundFolder"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4073,10 +5115,18 @@ export interface operations {
                     "application/json": components["schemas"]["Folder"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundFolder"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4103,10 +5153,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundFolder"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4133,9 +5191,17 @@ export interface operations {
                     "application/json": components["schemas"]["DirectoryLayout"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenGroupsRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4155,10 +5221,18 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundFolder"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4185,10 +5259,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundDirectoryLayout"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4213,10 +5295,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenGroupsReadWrite"];
+            404: components["responses"]["NotFoundDirectoryLayout"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4240,9 +5330,17 @@ export interface operations {
                     "application/json": components["schemas"]["CustomFieldDefinition"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenCustomFieldsRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4262,9 +5360,17 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4291,10 +5397,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
+            404: components["responses"]["NotFoundCustomField"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4325,10 +5439,18 @@ export interface operations {
                     "application/json": components["schemas"]["CustomFieldDefinition"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
+            404: components["responses"]["NotFoundCustomField"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4357,10 +5479,18 @@ export interface operations {
                     "application/json": components["schemas"]["CustomFieldValue"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenCustomFieldsRead"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4393,10 +5523,18 @@ export interface operations {
                     "application/json": components["schemas"]["CustomFieldValue"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4425,10 +5563,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4452,9 +5598,17 @@ export interface operations {
                     "application/json": components["schemas"]["MemberStatusDefinition"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenMemberStatusesRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4474,9 +5628,17 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4503,10 +5665,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
+            404: components["responses"]["NotFoundMemberStatus"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4537,10 +5707,18 @@ export interface operations {
                     "application/json": components["schemas"]["MemberStatusDefinition"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
+            404: components["responses"]["NotFoundMemberStatus"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4569,10 +5747,18 @@ export interface operations {
                     "application/json": components["schemas"]["MemberStatusAssignment"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMemberStatusesRead"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4599,10 +5785,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4629,10 +5823,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
+            404: components["responses"]["NotFoundMember"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4661,9 +5863,17 @@ export interface operations {
                     "application/json": components["schemas"]["EntryListRow"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenEntriesRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4683,7 +5893,15 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             /** @description The key lacks the scope (FORBIDDEN), or a linked member already holds as many notes as the account's plan allows (NOTE_LIMIT_REACHED). */
             403: {
@@ -4722,10 +5940,18 @@ export interface operations {
                     "application/json": components["schemas"]["EntryDetail"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenEntriesRead"];
+            404: components["responses"]["NotFoundEntry"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4753,10 +5979,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenEntriesReadWrite"];
+            404: components["responses"]["NotFoundEntry"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4787,10 +6021,18 @@ export interface operations {
                     "application/json": components["schemas"]["EntryDetail"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenEntriesReadWrite"];
+            404: components["responses"]["NotFoundEntry"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4817,10 +6059,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenEntriesReadWrite"];
+            404: components["responses"]["NotFoundEntry"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4862,10 +6112,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenEntriesRead"];
+            404: components["responses"]["NotFoundImage"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4894,9 +6152,17 @@ export interface operations {
                     "application/json": components["schemas"]["TrashRow"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTrashRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4922,9 +6188,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTrashReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4950,9 +6224,17 @@ export interface operations {
                     "application/json": components["schemas"]["TrashSettings"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTrashRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -4980,9 +6262,17 @@ export interface operations {
                     "application/json": components["schemas"]["TrashSettings"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTrashReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5008,9 +6298,17 @@ export interface operations {
                     "application/json": components["schemas"]["TerminologyDocument"] | null;
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTerminologyRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5038,9 +6336,17 @@ export interface operations {
                     "application/json": components["schemas"]["TerminologyDocument"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTerminologyReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5066,9 +6372,17 @@ export interface operations {
                     "application/json": components["schemas"]["TerminologyDocument"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenTerminologyReadWrite"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5097,10 +6411,18 @@ export interface operations {
                     "application/json": components["schemas"]["ResolvedTerminology"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenTerminologyRead"];
+            404: components["responses"]["NotFoundSideSystem"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5128,10 +6450,18 @@ export interface operations {
                     "application/json": components["schemas"]["ResolvedTerminology"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenTerminologyReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5161,10 +6491,18 @@ export interface operations {
                     "application/json": components["schemas"]["ResolvedTerminology"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenTerminologyReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5190,9 +6528,17 @@ export interface operations {
                     "application/json": components["schemas"]["FrontState"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5214,9 +6560,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5251,9 +6605,17 @@ export interface operations {
                     "application/json": components["schemas"]["FrontHistoryPage"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5279,9 +6641,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5308,9 +6678,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5336,9 +6714,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5366,9 +6752,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5395,9 +6789,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5421,9 +6823,17 @@ export interface operations {
                     "application/json": components["schemas"]["FrontTier"][];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5443,9 +6853,17 @@ export interface operations {
         };
         responses: {
             201: components["responses"]["Created"];
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5472,10 +6890,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
+            404: components["responses"]["NotFoundCustomTier"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5500,10 +6926,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
+            404: components["responses"]["NotFoundFrontSession"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -5534,10 +6968,18 @@ export interface operations {
                     "application/json": components["schemas"]["FrontHistorySession"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
+            404: components["responses"]["NotFoundFrontSession"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -5564,10 +7006,18 @@ export interface operations {
                 };
                 content?: never;
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            403: components["responses"]["ForbiddenFrontReadWrite"];
+            404: components["responses"]["NotFoundFrontSession"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

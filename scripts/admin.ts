@@ -3,8 +3,12 @@
  *
  *   npm run admin -- create-account --username aurora [--display-name "Aurora"] [--plan free|pro|pro_plus] [--admin]
  *                                   [--pronouns ..] [--status ..] [--timezone ..] [--country ..] [--about ..]
- *   npm run admin -- create-key --user <userId> (--scopes members:read,front:read_write | --all-scopes) [--name ..]
+ *   npm run admin -- create-key --user <userId> (--scopes members:read,front:read_write | --all-scopes) [--name ..] [--expires-at <ISO time or epoch ms>]
  *   npm run admin -- revoke-key --key <keyId>
+ *   npm run admin -- list-accounts [--prefix <username prefix>] [--limit n] [--cursor c]
+ *   npm run admin -- show-account --user <userId>
+ *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
+ *   npm run admin -- delete-account --user <userId> --yes
  *
  * Server: --url, else ADMIN_URL, else http://127.0.0.1:$PORT (3000). Token: --token, else ADMIN_TOKEN,
  * else the token the embedded default keeps in $DATA_DIR/admin-token.
@@ -20,8 +24,12 @@ type ScopeMap = components['schemas']['ScopeMap'];
 const USAGE = `usage:
   npm run admin -- create-account --username <name> [--display-name <text>] [--plan free|pro|pro_plus] [--admin]
                                   [--pronouns <text>] [--status <text>] [--timezone <tz>] [--country <text>] [--about <markdown>]
-  npm run admin -- create-key --user <userId> (--scopes scope:level,... | --all-scopes) [--name <text>]
+  npm run admin -- create-key --user <userId> (--scopes scope:level,... | --all-scopes) [--name <text>] [--expires-at <ISO time | epoch ms>]
   npm run admin -- revoke-key --key <keyId>
+  npm run admin -- list-accounts [--prefix <username prefix>] [--limit <1-200>] [--cursor <nextCursor>]
+  npm run admin -- show-account --user <userId>
+  npm run admin -- list-keys --user <userId> [--limit <1-200>] [--cursor <nextCursor>]
+  npm run admin -- delete-account --user <userId> --yes      (deletes the account and all its data)
 common options: --url <server origin> --token <admin token>`;
 
 function fail(message: string): never {
@@ -48,6 +56,11 @@ const { positionals, values } = parseArgs({
     'all-scopes': { type: 'boolean' },
     name: { type: 'string' },
     key: { type: 'string' },
+    'expires-at': { type: 'string' },
+    prefix: { type: 'string' },
+    limit: { type: 'string' },
+    cursor: { type: 'string' },
+    yes: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -77,6 +90,22 @@ function parseScopes(): ScopeMap {
   return scopes as ScopeMap; // the server validates names and levels
 }
 
+function parseTime(raw: string): number {
+  const ms = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
+  if (!Number.isSafeInteger(ms)) return fail(`--expires-at must be an ISO time (2027-01-31T00:00:00Z) or epoch milliseconds, got "${raw}"`);
+  return ms;
+}
+
+function parseLimit(): number | undefined {
+  if (values.limit === undefined) return undefined;
+  if (!/^\d+$/.test(values.limit)) return fail(`--limit must be a whole number, got "${values.limit}"`);
+  return Number(values.limit);
+}
+
+function userId(command: string): string {
+  return values.user ?? fail(`${command} needs --user <userId>`);
+}
+
 const baseUrl = values.url ?? process.env.ADMIN_URL ?? `http://127.0.0.1:${process.env.PORT || 3000}`;
 const api = createApiClient({ baseUrl, apiKey: adminToken() });
 
@@ -99,8 +128,28 @@ async function run(): Promise<{ data?: unknown; error?: unknown; response: Respo
       if (!values.user) fail('create-key needs --user <userId>');
       return api.POST('/admin/v1/accounts/{userId}/api-keys', {
         params: { path: { userId: values.user } },
-        body: { scopes: parseScopes(), ...(values.name ? { name: values.name } : {}) },
+        body: {
+          scopes: parseScopes(),
+          ...(values.name ? { name: values.name } : {}),
+          ...(values['expires-at'] ? { expiresAt: parseTime(values['expires-at']) } : {}),
+        },
       });
+    }
+    case 'list-accounts': {
+      const query = { limit: parseLimit(), cursor: values.cursor, usernamePrefix: values.prefix };
+      return api.GET('/admin/v1/accounts', { params: { query } });
+    }
+    case 'show-account':
+      return api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: userId(command) } } });
+    case 'list-keys':
+      return api.GET('/admin/v1/accounts/{userId}/api-keys', {
+        params: { path: { userId: userId(command) }, query: { limit: parseLimit(), cursor: values.cursor } },
+      });
+    case 'delete-account': {
+      const id = userId(command);
+      if (!values.yes) fail('delete-account removes the account and all its data for good; add --yes to confirm');
+      const result = await api.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: id } } });
+      return { ...result, data: result.response.ok ? { deleted: id } : undefined };
     }
     case 'revoke-key': {
       if (!values.key) fail('revoke-key needs --key <keyId>');

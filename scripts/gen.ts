@@ -1,7 +1,8 @@
 /**
  * Contract codegen: openapi.yaml → generated/openapi.json (bundled, what the validator and
  * Prism load), generated/api.d.ts (openapi-typescript) and generated/docs.html (Redoc, all
- * scripts inlined so the page needs no CDN).
+ * scripts inlined and the CDN attribution logo replaced, so the page loads nothing from outside
+ * the origin that serves it).
  *
  *   tsx scripts/gen.ts            write generated/
  *   tsx scripts/gen.ts --check    fail when generated/ differs from what a run would write
@@ -36,16 +37,48 @@ async function types(outDir: string): Promise<void> {
   writeFileSync(join(outDir, 'api.d.ts'), header + astToString(ast));
 }
 
+/**
+ * Redoc CE 3 renders an "API docs by Redocly" attribution in the sidebar whose <img> is loaded
+ * from cdn.redoc.ly (RedoclyAttributionLogo in SidebarActions). No Redoc or build-docs option
+ * turns it off, so the two URL literals are swapped for inline SVG wordmarks. Each must be found
+ * exactly once: a Redoc upgrade that changes them fails the build here instead of quietly
+ * sending every reader's browser to the CDN again (test/docs.test.ts would catch it too).
+ */
+const wordmark = (text: string, width: number): string =>
+  'data:image/svg+xml,' +
+  encodeURIComponent(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="12" viewBox="0 0 ${width} 12">` +
+      `<text x="0" y="10" textLength="${width}" lengthAdjust="spacingAndGlyphs" font-family="system-ui,sans-serif" font-size="11" font-weight="600" fill="#0044d4">${text}</text></svg>`,
+  );
+const ATTRIBUTION_LOGOS: ReadonlyArray<readonly [cdnUrl: string, inline: string]> = [
+  ['https://cdn.redoc.ly/redoc/logo-mini-full.svg', wordmark('Redocly', 44)],
+  ['https://cdn.redoc.ly/redoc/logo-mini.svg', wordmark('R', 8)],
+];
+
 function docs(outDir: string): void {
+  const out = join(outDir, 'docs.html');
   redocly([
     'build-docs',
     join(outDir, 'openapi.json'),
-    '--inlineBundle',
+    '--inlineBundle', // Redoc's scripts inlined rather than imported from the Redocly CDN
     '--title',
     'Account Data REST API v1',
     '-o',
-    join(outDir, 'docs.html'),
+    out,
   ]);
+  let html = readFileSync(out, 'utf8');
+  for (const [cdnUrl, inline] of ATTRIBUTION_LOGOS) {
+    const found = html.split(cdnUrl).length - 1;
+    if (found !== 1) throw new Error(`docs: expected the Redoc attribution logo ${cdnUrl} once in the bundle, found it ${found} times; re-check scripts/gen.ts after a Redoc upgrade`);
+    html = html.replace(cdnUrl, () => inline);
+  }
+  // Telemetry would post to Redocly from every reader's browser; build-docs turns it off from
+  // REDOCLY_TELEMETRY=off (set above) and `telemetry: off` in redocly.yaml. Fail if it ever is not.
+  const options = /const __redoc_options = (\{.*\});/.exec(html)?.[1];
+  if (!options || (JSON.parse(options) as { disableTelemetry?: unknown }).disableTelemetry !== true) {
+    throw new Error('docs: Redoc telemetry is not disabled in generated/docs.html');
+  }
+  writeFileSync(out, html);
 }
 
 async function generate(outDir: string, docsOnly: boolean): Promise<void> {

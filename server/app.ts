@@ -4,7 +4,9 @@ import type { AppDeps } from './deps.ts';
 import { handlers } from './handlers.ts';
 import { cors } from './http/cors.ts';
 import { authenticate, checkHandlerCoverage, dispatch, errorHandler, parseBody, requireBody, resolveOperation } from './http/pipeline.ts';
+import { inputHygiene } from './http/inputHygiene.ts';
 import { requestLogging } from './http/requestLog.ts';
+import { requestMetrics } from './http/requestMetrics.ts';
 import { loadBundledSpec, OperationIndex } from './http/spec.ts';
 import { createValidator } from './http/validation.ts';
 
@@ -17,11 +19,13 @@ export function createApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestLogging(deps.logger));
+  app.use(requestMetrics(deps.metrics));
   app.use(cors(deps.config.corsOrigins));
   app.use(resolveOperation(index));
   app.use(authenticate(deps));
   app.use(parseBody({ jsonBytes: deps.config.bodyLimitBytes, rawBytes: deps.config.mediaMaxBytes }));
   app.use(requireBody());
+  app.use(inputHygiene());
   app.use(createValidator(spec, deps.config.validateResponses));
   app.use(dispatch(handlers, deps));
   app.use(errorHandler(deps));

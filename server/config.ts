@@ -8,6 +8,8 @@ export interface Config {
   databaseUrl: string | undefined;
   dataDir: string;
   adminToken: string | undefined;
+  /** Bearer token GET /metrics requires; undefined leaves it open. */
+  metricsToken: string | undefined;
   redisUrl: string | undefined;
   logLevel: string;
   nodeEnv: string;
@@ -28,7 +30,7 @@ export interface Config {
   objectStorageDir: string;
   /** S3-compatible bucket settings; present exactly when objectStorage is `s3`. */
   s3: S3Config | undefined;
-  /** Largest media object (avatar, banner, re-hosted image) accepted. */
+  /** Largest avatar or banner upload accepted (raw request-body limit); re-hosted note images are bounded by fetchMaxBytes. */
   mediaMaxBytes: number;
   /** Outbound fetches may reach loopback/private addresses (tests, trusted intranets only). */
   fetchAllowPrivate: boolean;
@@ -38,7 +40,11 @@ export interface Config {
   fetchMaxBytes: number;
   /** Redirect hops an outbound fetch follows. */
   fetchMaxRedirects: number;
-  /** Notes one member may be linked to, per plan (403 NOTE_LIMIT_REACHED beyond). */
+  /** External images of one note fetched at the same time while re-hosting them. */
+  noteImageFetchConcurrency: number;
+  /** Deadline for re-hosting every external image of one note (the per-fetch deadline still applies). */
+  noteImagesTimeoutMs: number;
+  /** Active notes one member may be linked to, per plan (403 NOTE_LIMIT_REACHED on create; 400 on PATCH or restore). */
   noteCaps: { free: number; pro: number; pro_plus: number };
   /** Days a trashed item is kept before the retention job purges it (accounts may override). */
   trashRetentionDays: number;
@@ -154,6 +160,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
   const adminToken = env.ADMIN_TOKEN || undefined;
   if (adminToken !== undefined && adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+  const metricsToken = env.METRICS_TOKEN || undefined;
+  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN must be at least 16 characters');
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   const nodeEnv = env.NODE_ENV || 'development';
@@ -165,6 +173,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     dataDir,
     adminToken,
+    metricsToken,
     redisUrl,
     logLevel,
     nodeEnv,
@@ -183,6 +192,8 @@ export function loadConfig(env: Env = process.env): Config {
     fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),
     fetchMaxBytes: int(env, 'FETCH_MAX_BYTES', FETCH_DEFAULTS.maxBytes, 1024, 1024 * MiB),
     fetchMaxRedirects: int(env, 'FETCH_MAX_REDIRECTS', FETCH_DEFAULTS.maxRedirects, 0, 20),
+    noteImageFetchConcurrency: int(env, 'NOTE_IMAGE_FETCH_CONCURRENCY', 4, 1, 20),
+    noteImagesTimeoutMs: int(env, 'NOTE_IMAGES_TIMEOUT_MS', 20_000, 100, 300_000),
     noteCaps: {
       free: int(env, 'NOTE_CAP_FREE', 100, 1, 10_000_000),
       pro: int(env, 'NOTE_CAP_PRO', 1000, 1, 10_000_000),

@@ -4,6 +4,7 @@ import type { Config } from './config.ts';
 import type { Database } from './db/knex.ts';
 import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import type { RateLimiter } from './http/rateLimit.ts';
+import type { Metrics } from './metrics.ts';
 import type { ObjectStorage } from './storage/types.ts';
 
 export interface ResponseViolation {
@@ -25,6 +26,8 @@ export interface AppDeps {
   storage: ObjectStorage | null;
   /** Operator token for /admin/v1; undefined disables the admin API (every call is 401). */
   adminToken: string | undefined;
+  /** Prometheus metrics served by GET /metrics. */
+  metrics: Metrics;
   /** Called when a response breaks the contract (validated in development and tests). */
   onResponseViolation?: (violation: ResponseViolation) => void;
 }

@@ -6,6 +6,7 @@ import { customFieldsHandlers } from './features/customFields/handlers.ts';
 import { frontHandlers } from './features/front/handlers.ts';
 import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
+import { meHandlers } from './features/me/handlers.ts';
 import { membersHandlers } from './features/members/handlers.ts';
 import { systemsHandlers } from './features/systems/handlers.ts';
 import { terminologyHandlers } from './features/terminology/handlers.ts';
@@ -16,6 +17,7 @@ import type { HandlerMap, OperationId } from './http/handlers.ts';
 export const handlers = {
   ...opsHandlers,
   ...adminHandlers,
+  ...meHandlers,
   ...appearanceHandlers,
   ...systemsHandlers,
   ...membersHandlers,

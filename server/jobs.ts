@@ -5,10 +5,16 @@
  */
 import type { Logger } from 'pino';
 
+/** Where a job reports its runs (server/metrics.ts). */
+export interface JobMetrics {
+  jobRun(job: string, outcome: 'success' | 'failure', seconds: number): void;
+}
+
 export abstract class PeriodicJob<T> {
   private timer: NodeJS.Timeout | undefined;
   private firstRun: NodeJS.Timeout | undefined;
   private running: Promise<T> | undefined;
+  private reporter: { metrics: JobMetrics; name: string } | undefined;
 
   protected constructor(
     private readonly label: string,
@@ -38,11 +44,31 @@ export abstract class PeriodicJob<T> {
     await this.running?.catch(() => undefined);
   }
 
+  /** Counts every run, and its outcome and duration, in `metrics` under `name`. */
+  reportTo(metrics: JobMetrics, name: string): this {
+    this.reporter = { metrics, name };
+    return this;
+  }
+
   /** Runs a pass now, or joins the one already running. */
   runOnce(): Promise<T> {
-    this.running ??= this.pass().finally(() => {
+    this.running ??= this.timedPass().finally(() => {
       this.running = undefined;
     });
     return this.running;
+  }
+
+  private async timedPass(): Promise<T> {
+    const started = process.hrtime.bigint();
+    const report = (outcome: 'success' | 'failure') =>
+      this.reporter?.metrics.jobRun(this.reporter.name, outcome, Number(process.hrtime.bigint() - started) / 1e9);
+    try {
+      const result = await this.pass();
+      report('success');
+      return result;
+    } catch (err) {
+      report('failure');
+      throw err;
+    }
   }
 }

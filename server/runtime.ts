@@ -12,6 +12,7 @@ import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
+import { Metrics } from './metrics.ts';
 import { createObjectStorage } from './storage/index.ts';
 import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
 
@@ -34,6 +35,8 @@ export interface RuntimeOptions {
   logger: Logger;
   /** `memory` keeps the embedded database in memory (tests). */
   embeddedDir?: string | 'memory';
+  /** A dump of an already migrated embedded database to start from (tests; see test/helpers/globalSetup.ts). */
+  embeddedTemplate?: Blob;
   clock?: () => number;
   onResponseViolation?: (violation: ResponseViolation) => void;
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
@@ -146,6 +149,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     db = await openDatabase({
       databaseUrl: config.databaseUrl,
       dataDir: embeddedDir,
+      embeddedTemplate: options.embeddedTemplate,
       poolMax: config.dbPoolMax,
       lockPurpose: 'server',
       onStaleLock: (message) => options.logger.warn(message),
@@ -180,14 +184,15 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     rateLimiter: new RateLimiter(store, config.rateLimitPerMinute),
     adminToken: admin.token,
     storage: createObjectStorage(config),
+    metrics: new Metrics({ db: db.knex }),
     onResponseViolation: options.onResponseViolation,
   };
   const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {
     defaultRetentionDays: config.trashRetentionDays,
     clock,
     logger: options.logger,
-  });
-  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger) : undefined;
+  }).reportTo(deps.metrics, 'trash_retention');
+  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger).reportTo(deps.metrics, 'embedded_maintenance') : undefined;
   return {
     deps,
     adminTokenSource: admin.source,

@@ -27,6 +27,8 @@ function request(op: OperationInfo, headers: Record<string, string>): RequestIni
 }
 
 const apiKeyOps = index.operations.filter((o) => o.security.kind === 'apiKey');
+/** Operations any valid key may call, whatever its scopes (`apiKey: []`). */
+const anyKeyOps = index.operations.filter((o) => o.security.kind === 'anyKey');
 const adminOps = index.operations.filter((o) => o.security.kind === 'admin');
 const writeOps = apiKeyOps.filter((o) => o.security.kind === 'apiKey' && o.security.level === 'read_write');
 
@@ -66,13 +68,18 @@ describe('contract conventions', () => {
       if (op.hasRequestBody) for (const status of [400, 413, 415]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     }
     for (const op of adminOps) for (const status of [401, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+    for (const op of anyKeyOps) for (const status of [400, 401, 429, 500, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+  });
+
+  it('lets only GET /api/v1/me be called without a scope', () => {
+    expect(anyKeyOps.map((o) => o.operationId)).toEqual(['getMe']);
   });
 });
 
 describe('every operation enforces authentication and scope', () => {
   const server = useServer();
 
-  it.each(apiKeyOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no key → 401', async (_name, op) => {
+  it.each([...apiKeyOps, ...anyKeyOps].map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no key → 401', async (_name, op) => {
     const res = await server.fetch(concretePath(op), request(op, {}));
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({ code: 'UNAUTHORIZED', message: UNAUTHORIZED });
@@ -106,7 +113,8 @@ describe('every operation enforces authentication and scope', () => {
 
   it('does not accept an API key on admin routes or the admin token on API routes', async () => {
     const { apiKey, userId } = await server.user();
-    const asKey = await server.fetch(`/admin/v1/accounts/${userId}/api-keys`, request(adminOps[1]!, { Authorization: `Bearer ${apiKey}` }));
+    const createKey = adminOps.find((o) => o.operationId === 'createApiKey')!;
+    const asKey = await server.fetch(`/admin/v1/accounts/${userId}/api-keys`, request(createKey, { Authorization: `Bearer ${apiKey}` }));
     expect(asKey.status).toBe(401);
     const asAdmin = await server.fetch('/api/v1/appearance', { headers: { Authorization: `Bearer ${server.adminToken}` } });
     expect(asAdmin.status).toBe(401);

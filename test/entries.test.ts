@@ -439,6 +439,55 @@ describe('external markdown images', () => {
     expect(images.hits.length).toBe(hits);
   });
 
+  it('checks links and the note cap before fetching any image (POST 403, PATCH 400), so a refused note costs no download', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    for (let i = 0; i < 3; i++) await createEntry(api, { content: `n${i}`, memberIds: [m] });
+    const hits = images.hits.length;
+    const created = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})`, memberIds: [m] } });
+    expect(created.response.status).toBe(403);
+    expect(created.error?.code).toBe('NOTE_LIMIT_REACHED');
+    const free = await createEntry(api, { content: 'free' });
+    const patched = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(free), body: { content: `![x](${images.url('/b.gif')})`, memberIds: [m] } });
+    expect(patched.response.status).toBe(400);
+    expect(patched.error?.message).toMatch(/^Note limit of 3 per member/);
+    const foreign = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})`, memberIds: [UNKNOWN_ID] } });
+    expect(foreign.response.status).toBe(400);
+    expect(images.hits.length).toBe(hits);
+  });
+
+  it('fetches a note\'s images several at a time (NOTE_IMAGE_FETCH_CONCURRENCY, default 4)', async () => {
+    const slow = await startLoopbackServer({}, { '/slow/': { type: 'image/png', body: PNG, delayMs: 150 } });
+    try {
+      const { api } = await server.user();
+      const content = Array.from({ length: 8 }, (_, i) => `![s${i}](${slow.url(`/slow/${i}.png`)})`).join('\n');
+      const res = await api.POST('/api/v1/entries', { body: { content } });
+      expect(res.response.status).toBe(201);
+      expect(slow.hits).toHaveLength(8);
+      expect(slow.maxInFlight).toBe(4);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('bounds the whole note with NOTE_IMAGES_TIMEOUT_MS: images that never answer → 400, nothing saved', async () => {
+    const stuck = await startLoopbackServer({}, { '/stuck/': { type: 'image/png', body: PNG, hang: true } });
+    const s = await new TestServer().start({ env: { FETCH_ALLOW_PRIVATE: 'true', FETCH_TIMEOUT_MS: '60000', NOTE_IMAGES_TIMEOUT_MS: '300' } });
+    try {
+      const { api } = await s.user();
+      const content = Array.from({ length: 6 }, (_, i) => `![s${i}](${stuck.url(`/stuck/${i}.png`)})`).join('\n');
+      const res = await api.POST('/api/v1/entries', { body: { content } });
+      expect(res.response.status).toBe(400);
+      expect(res.error).toEqual({ code: 'BAD_REQUEST', message: "Could not re-host the note's images within 300 ms" });
+      expect((await api.GET('/api/v1/entries')).data).toEqual([]);
+      // Four were asked for at once; the deadline cancelled them before the rest were started.
+      expect(stuck.hits).toHaveLength(4);
+    } finally {
+      await s.close();
+      await stuck.close();
+    }
+  });
+
   it('go through the guarded fetcher: private addresses are refused unless allowed', async () => {
     const guarded = await new TestServer().start({ env: { FETCH_ALLOW_PRIVATE: 'false' } });
     try {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ApiClient, components, operations } from '../client/index.ts';
 import { endMemberFront } from '../server/features/front/service.ts';
 import { activeSide, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
 import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 
 type HistoryQuery = NonNullable<operations['getFrontHistory']['parameters']['query']>;
@@ -205,6 +206,51 @@ describe('POST /front/members', () => {
     expect([...state.memberIds].sort()).toEqual([...ids].sort());
     const positions = (await server.deps.db.knex('front_sessions').where({ user_id: userId }).select('position')).map((r) => r.position);
     expect(new Set(positions).size).toBe(5);
+  });
+});
+
+describe('trashing and restoring members while their front changes', () => {
+  // The history count is kept by triggers (migration 0005); a member trashed or restored while a
+  // session of it is being opened must not leave the counter off by one for good.
+  it('keeps the history count equal to the live sessions when trash and start race, and restores race with session writes', async () => {
+    const { api, userId } = await server.user();
+    const ids = await members(api, 12);
+    const knex = server.deps.db.knex;
+    const liveRows = async () =>
+      Number(
+        (
+          await knex('front_sessions as s')
+            .join('members as m', 'm.id', 's.member_id')
+            .where('s.user_id', userId)
+            .whereNull('s.deleted_at')
+            .whereNull('m.deleted_at')
+            .count({ n: '*' })
+            .first()
+        )?.n ?? 0,
+      );
+    for (const id of ids) {
+      const [trashed, started] = await Promise.all([
+        api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: id } } }),
+        api.POST('/api/v1/front/members', { body: { memberId: id } }),
+      ]);
+      expect(trashed.response.status).toBe(204);
+      expect([204, 400]).toContain(started.response.status);
+    }
+    expect((await history(api)).count).toBe(await liveRows());
+    // Restores racing the restore of a trashed session of the same member.
+    for (const id of ids) {
+      const session = await knex('front_sessions').where({ user_id: userId, member_id: id }).first('id');
+      if (session) await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: session.id } } });
+      const [restored, sessionBack] = await Promise.all([
+        api.POST('/api/v1/members/{memberId}/restore', { params: { path: { memberId: id } } }),
+        session ? api.POST('/api/v1/front/sessions/{sessionId}/restore', { params: { path: { sessionId: session.id } } }) : Promise.resolve(undefined),
+      ]);
+      expect(restored.response.status).toBe(204);
+      if (sessionBack) expect(sessionBack.response.status).toBe(204);
+    }
+    expect((await history(api)).count).toBe(await liveRows());
+    const counter = await knex('front_session_counts').where({ user_id: userId }).first('live');
+    expect(Number(counter?.live ?? 0)).toBe(await liveRows());
   });
 });
 
@@ -731,31 +777,16 @@ describe('GET /front/history', () => {
     const limit = 50;
     const planOf = async (query: HistoryQuery) => {
       await history(api, query); // warm the key cache so the captured statement is the page itself
-      let page: { sql: string; bindings: unknown[] } | undefined;
-      const capture = (q: { sql: string; bindings?: unknown[] }) => {
-        if (/from "front_sessions" as "s"/.test(q.sql) && /order by/.test(q.sql)) page = { sql: q.sql, bindings: q.bindings ?? [] };
-      };
-      knex.on('query', capture);
-      try {
+      const statements = await captureStatements(knex, /from "front_sessions" as "s"/, async () => {
         expect((await history(api, query)).items).toHaveLength(limit);
-      } finally {
-        knex.off('query', capture);
-      }
+      });
+      const page = statements.find((st) => /order by/.test(st.sql) && /limit/.test(st.sql));
       expect(page, 'the history page statement').toBeDefined();
-      // The event carries the native statement ($1, $2, …); knex.raw takes ? placeholders in order.
-      const ordered: unknown[] = [];
-      const sql = page!.sql.replace(/\$(\d+)/g, (_m, n: string) => (ordered.push(page!.bindings[Number(n) - 1]), '?'));
-      const explained = await knex.raw(`explain (analyze, format json) ${sql}`, ordered as never);
-      const row = (explained.rows as Array<Record<string, unknown>>)[0]!;
-      const raw = row['QUERY PLAN'];
-      const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
-      return plan[0]!.Plan;
+      return explain(knex, page!, { analyze: true });
     };
-    interface PlanNode { 'Node Type': string; 'Index Name'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] }
-    const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
     const historyScan = (root: PlanNode) => {
-      const all = nodes(root);
-      expect(all.map((n) => n['Node Type'])).not.toContain('Sort');
+      const all = planNodes(root);
+      expect(all.map((n) => n['Node Type']), JSON.stringify(root)).not.toContain('Sort');
       const scan = all.find((n) => n['Index Name'] === 'front_sessions_history');
       expect(scan, JSON.stringify(root)).toBeDefined();
       return scan!;

@@ -353,7 +353,7 @@ describe('GET /members/page', () => {
       ['', 'limit is required'],
       ['?limit=0', 'limit must be >= 1'],
       ['?limit=201', 'limit must be <= 200'],
-      ['?limit=abc', 'limit must be integer'],
+      ['?limit=abc', 'limit must be an integer written in decimal digits'],
     ] as const) {
       const res = await server.fetch(`/api/v1/members/page${query}`, { headers: bearer(apiKey) });
       expect(res.status, query).toBe(400);

@@ -2,6 +2,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiClient, type ApiClient } from '../client/index.ts';
+import { loadBundledSpec } from '../server/http/spec.ts';
 
 let child: ChildProcess;
 let base = '';
@@ -54,5 +56,97 @@ describe('Prism mock', () => {
       body: JSON.stringify({ bogus: 1 }),
     });
     expect(bad.status).toBe(400);
+  });
+});
+
+const spec = loadBundledSpec() as unknown as {
+  paths: Record<string, Record<string, { operationId?: string; tags?: string[]; responses?: Record<string, unknown> }>>;
+  components: Record<string, Record<string, unknown>>;
+};
+
+function deref(node: unknown): unknown {
+  let current = node as { $ref?: string } | undefined;
+  while (current?.$ref) {
+    const [, , section, name] = current.$ref.split('/');
+    current = spec.components[section!]![name!] as { $ref?: string };
+  }
+  return current;
+}
+
+/** The first example value of an operation's response for `status`, as the contract has it. */
+function firstExample(operationId: string, status: number): unknown {
+  for (const item of Object.values(spec.paths)) {
+    for (const op of Object.values(item)) {
+      if (op.operationId !== operationId) continue;
+      const response = deref(op.responses?.[String(status)]) as { content?: Record<string, { examples?: Record<string, unknown> }> };
+      const first = Object.values(response.content?.['application/json']?.examples ?? {})[0];
+      return (deref(first) as { value: unknown }).value;
+    }
+  }
+  throw new Error(`no operation ${operationId}`);
+}
+
+const ID = '00000000-0000-4000-8000-000000000001';
+type Call = (api: ApiClient, headers: Record<string, string>) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
+
+/** One operation of every tag: its success example, and an error example picked with `Prefer: code=…`. */
+const perTag: Record<string, { operationId: string; errorStatus: number; call: Call }> = {
+  Account: { operationId: 'getMe', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/me', { headers }) },
+  Appearance: { operationId: 'getAppearance', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/appearance', { headers }) },
+  Members: { operationId: 'getMember', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: ID } }, headers }) },
+  Groups: {
+    operationId: 'updateGroup',
+    errorStatus: 404,
+    call: (api, headers) => api.PATCH('/api/v1/groups/{groupId}', { params: { path: { groupId: ID } }, body: { name: 'Renamed' }, headers }),
+  },
+  'Custom fields': {
+    operationId: 'getMemberCustomFields',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: ID } }, headers }),
+  },
+  'Member statuses': {
+    operationId: 'listMemberStatusAssignments',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/members/{memberId}/statuses', { params: { path: { memberId: ID } }, headers }),
+  },
+  Systems: {
+    operationId: 'listAssignableMembers',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: ID } }, headers }),
+  },
+  Terminology: { operationId: 'getResolvedTerminology', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/terminology/resolved', { headers }) },
+  Entries: { operationId: 'getEntry', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: ID } }, headers }) },
+  Front: {
+    operationId: 'updateFrontSession',
+    errorStatus: 404,
+    call: (api, headers) => api.PATCH('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: ID } }, body: { note: 'fixed' }, headers }),
+  },
+  Trash: { operationId: 'listTrash', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/trash', { headers }) },
+  Admin: { operationId: 'getAccount', errorStatus: 404, call: (api, headers) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: ID } }, headers }) },
+  Operations: { operationId: 'getHealth', errorStatus: 400, call: (api, headers) => api.GET('/healthz', { headers }) },
+};
+
+describe('Prism mock through the typed client, one operation of every tag', () => {
+  it('covers every tag that has operations', () => {
+    const tags = new Set(Object.values(spec.paths).flatMap((item) => Object.values(item).flatMap((op) => op.tags ?? [])));
+    expect([...tags].sort()).toEqual(Object.keys(perTag).sort());
+  });
+
+  it.each(Object.entries(perTag))('%s: the success example, and the operation\'s own error example', async (_tag, { operationId, errorStatus, call }) => {
+    const api = createApiClient({ baseUrl: base, apiKey: 'anything' });
+    const ok = await call(api, {});
+    expect(ok.response.status, operationId).toBeLessThan(300);
+    expect(ok.data).toEqual(firstExample(operationId, ok.response.status));
+    const failed = await call(api, { Prefer: `code=${errorStatus}` });
+    expect(failed.response.status).toBe(errorStatus);
+    expect(failed.error).toEqual(firstExample(operationId, errorStatus));
+  });
+
+  it('a 404 on a member says a member was not found, and a 404 on a note says a note was not found', async () => {
+    const api = createApiClient({ baseUrl: base, apiKey: 'anything' });
+    const member = await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: ID } }, headers: { Prefer: 'code=404' } });
+    expect(member.error).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+    const entry = await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: ID } }, headers: { Prefer: 'code=404' } });
+    expect(entry.error).toEqual({ code: 'NOT_FOUND', message: 'Entry not found' });
   });
 });

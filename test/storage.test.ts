@@ -11,6 +11,7 @@ import { ConfigError, loadConfig, type S3Config } from '../server/config.ts';
 import {
   ALLOWED_IMAGE_TYPES,
   createObjectStorage,
+  deletePrefix,
   FilesystemObjectStorage,
   InvalidObjectKeyError,
   ObjectStorageError,
@@ -183,6 +184,21 @@ describe.each(backends)('%s backend', (name, make) => {
     await storage.put(`${base}/b`, Buffer.from('child'), 'image/png');
     expect((await storage.get(base))?.body.toString()).toBe('parent');
     expect((await storage.get(`${base}/b`))?.body.toString()).toBe('child');
+  });
+
+  it('lists every key under a folder prefix (nested ones too, not those of a sibling prefix), and deletePrefix empties it', async () => {
+    const root = uniqueKey('owner');
+    const keys = [`${root}/x`, `${root}/members/m1/avatar/d1`, `${root}/members/m1/banner/d2`, `${root}/entry-images/abc`];
+    for (const key of keys) await storage.put(key, Buffer.from(key), 'image/png');
+    await storage.put(`${root}x/other`, Buffer.from('sibling'), 'image/png');
+    expect((await storage.list(`${root}/`)).sort()).toEqual([...keys].sort());
+    expect((await storage.list(`${root}/members/`)).sort()).toEqual(keys.slice(1, 3).sort());
+    expect(await storage.list(`${uniqueKey('nobody')}/`)).toEqual([]);
+    expect(await deletePrefix(storage, `${root}/`)).toBe(4);
+    expect(await storage.list(`${root}/`)).toEqual([]);
+    for (const key of keys) expect(await storage.get(key)).toBeNull();
+    expect((await storage.get(`${root}x/other`))?.body.toString()).toBe('sibling');
+    for (const bad of ['no-slash', '/abs/', '../up/', 'a//']) await expect(storage.list(bad)).rejects.toBeInstanceOf(InvalidObjectKeyError);
   });
 
   it.each(BAD_KEYS)('refuses the bad key %j on put, get and delete', async (key) => {

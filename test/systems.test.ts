@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ApiClient } from '../client/index.ts';
 import { activeSide, createEntry, createFolder, createGroup, createMember, createSide, createSub, setActive, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { captureStatements, explain, planNodes } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -659,5 +660,107 @@ describe('scoped reads and writes under an active sub system or unified view', (
     expect(await listed()).toEqual([]);
     await setActive(api, side);
     expect(await listed()).toEqual([note]);
+  });
+});
+
+describe.runIf(Boolean(process.env.DATABASE_URL))('PATCH racing the delete of the same side system (PostgreSQL)', () => {
+  it('a side system deleted while the PATCH waits for its row is a 404 and is not changed', async () => {
+    const { api, userId } = await server.user();
+    const side = await createSide(api, 'Before');
+    const knex = server.deps.db.knex;
+    const trx = await knex.transaction();
+    try {
+      await trx('side_systems').where({ id: side }).forUpdate().first();
+      const patched = api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: side } }, body: { name: 'After' } });
+      // Wait until the PATCH is blocked on the row lock this transaction holds.
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const waiting = await knex.raw(
+          `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
+        );
+        if ((waiting.rows[0] as { n: number }).n > 0) break;
+        if (Date.now() > deadline) throw new Error('the PATCH never waited for the row lock');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await trx('side_systems').where({ id: side }).update({ deleted_at: 1, updated_at: 1 });
+      await trx.commit();
+      const res = await patched;
+      expect(res.response.status).toBe(404);
+      expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Side system not found' });
+      expect(await knex('side_systems').where({ id: side, user_id: userId }).first('name', 'deleted_at')).toEqual({ name: 'Before', deleted_at: 1 });
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+    }
+  });
+});
+
+describe('system checks cost a fixed number of indexed statements', () => {
+  it('deleting a side system asks every table at once, on indexes, with trashed rows counted', async () => {
+    const { api, userId } = await server.user();
+    const main = await activeSide(api);
+    const empty = await createSide(api, 'Empty');
+    const knex = server.deps.db.knex;
+    // 3,000 members (half trashed) and notes in the main side system, so a scan would show.
+    await knex.raw(
+      `insert into members (id, user_id, side_system_id, name, created_at, updated_at, deleted_at)
+       select gen_random_uuid(), ?, ?, 'm' || g, 1, 1, case when g % 2 = 0 then 1 end from generate_series(1, 3000) g`,
+      [userId, main],
+    );
+    await knex.raw(
+      `insert into entries (id, user_id, side_system_id, content, created_at, updated_at, deleted_at)
+       select gen_random_uuid(), ?, ?, 'n', 1, 1, case when g % 2 = 0 then 1 end from generate_series(1, 3000) g`,
+      [userId, main],
+    );
+    await knex.raw(
+      `insert into directories (id, user_id, kind, side_system_id, name, created_at, updated_at)
+       select gen_random_uuid(), ?, 'folder', ?, 'f' || g, 1, 1 from generate_series(1, 3000) g`,
+      [userId, main],
+    );
+    const fronter = await createMember(api, 'Fronter');
+    await knex.raw(
+      `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
+       select gen_random_uuid(), ?, ?, ?, g * 1000, g * 1000 + 500, 1, 1 from generate_series(1, 3000) g`,
+      [userId, fronter, main],
+    );
+    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+    else await knex.raw('analyze members, entries, directories, front_sessions');
+    let status = 0;
+    const statements = await captureStatements(knex, /exists \(select 1 from/, async () => {
+      status = (await delSide(api, empty)).response.status;
+    });
+    expect(status).toBe(200);
+    expect(statements).toHaveLength(1);
+    const nodes = planNodes(await explain(knex, statements[0]!));
+    expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan').map((n) => n['Relation Name'])).toEqual([]);
+    // Trashed rows still hold the main side system.
+    await knex('front_sessions').where({ user_id: userId }).delete();
+    await knex('directories').where({ user_id: userId, side_system_id: main }).delete();
+    await knex('members').where({ user_id: userId, side_system_id: main }).whereNull('deleted_at').update({ deleted_at: 1 });
+    await knex('entries').where({ user_id: userId, side_system_id: main }).delete();
+    const other = await createSide(api, 'Other');
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: other } });
+    const blocked = await delSide(api, main);
+    expect(blocked.response.status).toBe(400);
+    expect(blocked.error?.message).toBe('Side system still holds members (trashed items included); move or purge them first');
+  });
+
+  it('a cycle in a deep sub-system chain is found with one recursive query', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const member = await createMember(api);
+    const chain = [await createSub(api, side, member)];
+    for (let i = 1; i < 25; i++) chain.push(await createSub(api, side, member, { parentSubSystemId: chain[i - 1] }));
+    const knex = server.deps.db.knex;
+    let res: Awaited<ReturnType<ApiClient['PATCH']>> | undefined;
+    const statements = await captureStatements(knex, /sub_systems/, async () => {
+      res = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: chain[0]! } }, body: { parentSubSystemId: chain[24]! } });
+    });
+    expect(res!.response.status).toBe(400);
+    expect(res!.error?.message).toBe('parentSubSystemId would create a cycle');
+    expect(statements.filter((s) => /with recursive/.test(s.sql))).toHaveLength(1);
+    expect(statements.length).toBeLessThanOrEqual(3);
+    // A move that closes no cycle is accepted.
+    const ok = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: chain[24]! } }, body: { parentSubSystemId: chain[0]! } });
+    expect(ok.response.status).toBe(200);
   });
 });

@@ -301,16 +301,9 @@ describe('GET /terminology/resolved', () => {
   it('fills in every default when nothing is stored', async () => {
     const user = await server.user();
     const side = await activeSide(user);
-    expect(await resolved(user)).toEqual({
-      _id: 'resolved',
-      _creationTime: null,
-      userId: user.userId,
-      ...DEFAULTS,
-      updatedAt: null,
-      scope: { kind: 'side', sideSystemId: side },
-      hasSideOverride: false,
-      hasSubOverride: false,
-    });
+    const empty = { _id: 'resolved', _creationTime: null, userId: user.userId, ...DEFAULTS, updatedAt: null, hasSideOverride: false, hasSubOverride: false };
+    expect(await resolved(user)).toEqual({ ...empty, scope: { kind: 'global' } });
+    expect(await resolved(user, { sideSystemId: side })).toEqual({ ...empty, scope: { kind: 'side', sideSystemId: side } });
   });
 
   it('resolves global, then side, then sub', async () => {
@@ -371,46 +364,18 @@ describe('GET /terminology/resolved', () => {
     expect(otherDoc).toMatchObject({ scope: { kind: 'side', sideSystemId: other }, hasSideOverride: false, hasSubOverride: false, _creationTime: globalTime, updatedAt: globalTime });
   });
 
-  it('follows the active side and sub system when no query is given', async () => {
+  it('resolves the global labels when no query is given, whatever side or sub system is active', async () => {
     const user = await server.user();
     const { api } = user;
     const main = await activeSide(user);
     const other = await createSide(user, 'Second');
     const sub = await createSub(user, other);
+    await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
     await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: main, terms: { member: { singular: 'Main One' } } } });
     await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: other, terms: { member: { singular: 'Second One' } } } });
     await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: other, subSystemId: sub, terms: { member: { plural: 'Sub Ones' } } } });
-
-    const onMain = await resolved(user);
-    expect(onMain).toMatchObject({ scope: { kind: 'side', sideSystemId: main }, hasSideOverride: true, hasSubOverride: false });
-    expect(onMain.terms.member).toEqual({ singular: 'Main One', plural: 'Members' });
-
-    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: other } });
-    const onOther = await resolved(user);
-    expect(onOther).toMatchObject({ scope: { kind: 'side', sideSystemId: other }, hasSideOverride: true, hasSubOverride: false });
-    expect(onOther.terms.member).toEqual({ singular: 'Second One', plural: 'Members' });
-
-    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: other, subSystemId: sub } });
-    const onSub = await resolved(user);
-    expect(onSub).toEqual(await resolved(user, { sideSystemId: other, subSystemId: sub }));
-    expect(onSub).toMatchObject({ scope: { kind: 'sub', sideSystemId: other, subSystemId: sub }, hasSideOverride: true, hasSubOverride: true });
-    expect(onSub.terms.member).toEqual({ singular: 'Second One', plural: 'Sub Ones' });
-  });
-
-  it('uses the global labels only while the unified view is on', async () => {
-    const user = await server.user();
-    const { api } = user;
-    const side = await activeSide(user);
-    const sub = await createSub(user, side);
-    await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: sub, terms: { front: { singular: 'Switch' } } } });
-    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: sub } });
-    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
-
-    const unified = await resolved(user);
     const global = (await api.GET('/api/v1/terminology')).data!;
-    expect(unified).toEqual({
+    const expected = {
       _id: 'resolved',
       _creationTime: global._creationTime,
       userId: user.userId,
@@ -419,18 +384,22 @@ describe('GET /terminology/resolved', () => {
       scope: { kind: 'global' },
       hasSideOverride: false,
       hasSubOverride: false,
-    });
-    expect(unified.terms.member.singular).toBe('Headmate');
-    expect(unified.terms.note.singular).toBe('Note');
-    expect(unified.terms.front.singular).toBe('Front');
+    };
 
-    // An explicit scope still resolves its layers.
-    expect((await resolved(user, { sideSystemId: side })).terms.member.singular).toBe('Alter');
+    // The active side system has an override; the query-less read still ignores it.
+    expect(await resolved(user)).toEqual(expected);
+    expect((await resolved(user)).terms.member).toEqual({ singular: 'Headmate', plural: 'Members' });
 
-    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: false } });
-    const back = await resolved(user);
-    expect(back.scope).toEqual({ kind: 'sub', sideSystemId: side, subSystemId: sub });
-    expect(back.terms.front.singular).toBe('Switch');
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: other, subSystemId: sub } });
+    expect(await resolved(user)).toEqual(expected);
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    expect(await resolved(user)).toEqual(expected);
+
+    // An explicit scope resolves its layers.
+    expect((await resolved(user, { sideSystemId: main })).terms.member.singular).toBe('Main One');
+    const onSub = await resolved(user, { sideSystemId: other, subSystemId: sub });
+    expect(onSub).toMatchObject({ scope: { kind: 'sub', sideSystemId: other, subSystemId: sub }, hasSideOverride: true, hasSubOverride: true });
+    expect(onSub.terms.member).toEqual({ singular: 'Second One', plural: 'Sub Ones' });
   });
 
   it('is 404 for unknown, deleted or foreign side systems and for sub systems outside the side system', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
+import { captureStatements, explain, planNodes } from './helpers/plans.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 const DAY = 86_400_000;
@@ -102,6 +103,45 @@ describe('GET /trash', () => {
     expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: null } })).data?.retentionDays).toBe(30);
     expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 0 } })).response.status).toBe(400);
     expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 3651 } })).response.status).toBe(400);
+  });
+});
+
+describe('GET /trash reads only what its page mentions', () => {
+  it('builds originalLocation from the page\'s own folder chains and systems, not the account\'s whole tree', async () => {
+    const { api, userId } = await server.user();
+    const side = (await api.GET('/api/v1/systems')).data!.active.sideSystemId;
+    const knex = server.deps.db.knex;
+    // 2,000 folders and 200 side systems the page never mentions.
+    await knex.raw(
+      `insert into directories (id, user_id, kind, side_system_id, name, created_at, updated_at)
+       select gen_random_uuid(), ?, 'folder', ?, 'filler ' || g, 1, 1 from generate_series(1, 2000) g`,
+      [userId, side],
+    );
+    await knex.raw(
+      `insert into side_systems (id, user_id, name, created_at, updated_at) select gen_random_uuid(), ?, 'side ' || g, 1, 1 from generate_series(1, 200) g`,
+      [userId],
+    );
+    const top = await createFolder(api, 'Top');
+    const mid = await createFolder(api, 'Mid', { parentId: top });
+    const leaf = await createFolder(api, 'Leaf', { parentId: mid });
+    const member = await createMember(api, 'Deep', { directoryId: leaf });
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } });
+
+    let rowsRead = 0;
+    const count = (response: unknown) => {
+      const rows = (response as { rows?: unknown[] } | unknown[] | undefined);
+      rowsRead += Array.isArray(rows) ? rows.length : (rows?.rows?.length ?? 0);
+    };
+    knex.on('query-response', count);
+    let data: unknown;
+    try {
+      data = (await api.GET('/api/v1/trash')).data;
+    } finally {
+      knex.off('query-response', count);
+    }
+    expect(data).toEqual([expect.objectContaining({ type: 'member', id: member, originalLocation: 'Main system / Top / Mid / Leaf' })]);
+    // The page row, the retention setting, three folders of the chain and one side system.
+    expect(rowsRead).toBeLessThanOrEqual(10);
   });
 });
 
@@ -223,6 +263,40 @@ describe('POST /trash/purge', () => {
     await purge(api, [{ type: 'customFieldDefinition', id: field }]);
     expect(await count('custom_field_values', { field_id: field })).toBe(0);
     expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', { params: { path: { memberId: m, fieldId: field } } })).response.status).toBe(404);
+  });
+
+  it('purging members finds their notes through the link table index, never by scanning the account\'s notes', async () => {
+    const { api, userId } = await server.user();
+    const [a, b, keep, filler] = [await createMember(api, 'A'), await createMember(api, 'B'), await createMember(api, 'Keep'), await createMember(api, 'Filler')];
+    const knex = server.deps.db.knex;
+    // 3,000 notes about another member straight into the tables, and a few that list the members.
+    await knex.raw(
+      `insert into entries (id, user_id, side_system_id, content, member_ids, created_at, updated_at)
+       select gen_random_uuid(), m.user_id, m.side_system_id, 'filler', jsonb_build_array(m.id), ?::bigint, ?::bigint from members m, generate_series(1, 3000) g where m.id = ?`,
+      [now, now, filler],
+    );
+    await knex.raw(
+      `insert into entry_members (entry_id, member_id, user_id, position) select e.id, ?, e.user_id, 0 from entries e where e.user_id = ? and e.content = 'filler'`,
+      [filler, userId],
+    );
+    const notes = [await entry(api, { content: 'x', memberIds: [a, keep] }), await entry(api, { content: 'y', memberIds: [b, a] }), await entry(api, { content: 'z', memberIds: [keep] })];
+    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+    else await knex.raw('analyze entries, entry_members');
+    for (const id of [a, b]) await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: id } } });
+
+    let status = 0;
+    const [update] = await captureStatements(knex, /^update entries/, async () => {
+      status = (await purge(api, [{ type: 'member', id: a }, { type: 'member', id: b }])).response.status;
+    });
+    expect(status).toBe(204);
+    expect(update, 'one statement updates the notes of every purged member').toBeDefined();
+    const nodes = planNodes(await explain(knex, update!));
+    expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan').map((n) => n['Relation Name'])).toEqual([]);
+    expect(nodes.some((n) => n['Index Name'] === 'entry_members_member'), JSON.stringify(nodes.map((n) => [n['Node Type'], n['Index Name'] ?? n['Relation Name']]))).toBe(true);
+
+    const memberIds = async (id: string) => (await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } })).data!.memberIds;
+    expect([await memberIds(notes[0]!), await memberIds(notes[1]!), await memberIds(notes[2]!)]).toEqual([[keep], [], [keep]]);
+    expect(await count('entries', { user_id: userId })).toBe(3003);
   });
 
   it('a purged side system\'s data no longer blocks its deletion', async () => {

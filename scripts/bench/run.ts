@@ -186,10 +186,11 @@ interface PairResult {
 }
 
 /**
- * A ratio target compares two loads of one server. Measured apart, a 2-core machine's drift
- * (other processes, autovacuum, CPU steal) shows up in the ratio, so the two sides run back to
- * back in the order A B B A (half the duration each), which cancels a drift that is linear in
- * time; each side's p50 is the mean of its two runs.
+ * A ratio target compares two loads: of one server (large vs small account, deep vs first page)
+ * or of two (full vs bare). Measured apart, a 2-core machine's drift (other processes,
+ * autovacuum, CPU steal) shows up in the ratio, so the two sides run back to back in the order
+ * A B B A (half the duration each), which cancels a drift that is linear in time; each side's
+ * value (p50 or req/s, per metric) is the mean of its two runs.
  */
 async function paired(name: string, metric: 'p50' | 'rps', limit: number, a: PairSide, b: PairSide): Promise<PairResult> {
   await load(a.proc, a.key, a.scenario, warmup);
@@ -348,7 +349,7 @@ async function main() {
     full.push(bare);
 
     const list = scenarios(seeded.large, deepLarge);
-    // Growth: the same reads for the small account (the deep-page scenario is not among them),
+    // Growth: scenarios 2 and 4a (notes list, first history page) again for the small account,
     // measured right after the large account's, so both see the same machine state.
     const growth = new Map(scenarios(seeded.small, deepLarge).filter((s) => s.id === '2' || s.id === '4a').map((s) => [s.id, s]));
     const results: Measurement[] = [];

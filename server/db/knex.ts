@@ -21,6 +21,8 @@ export interface Database {
   knex: Knex;
   kind: DatabaseKind;
   close(): Promise<void>;
+  /** Embedded only: the whole cluster as an uncompressed tarball (the test suite's migrated template). */
+  dumpEmbedded?: () => Promise<Blob>;
 }
 
 const INT8_OID = 20;
@@ -33,6 +35,8 @@ export interface OpenDatabaseOptions {
   databaseUrl?: string | undefined;
   /** Directory for PGlite files; `memory` keeps the embedded database in memory. */
   dataDir?: string | 'memory';
+  /** Embedded only: start from this `dumpDataDir()` tarball instead of an empty cluster (test templates). */
+  embeddedTemplate?: Blob;
   poolMax?: number;
   /** Who holds the data-directory lock (named in the message another process gets), e.g. `server`, `migrate`. */
   lockPurpose?: string;
@@ -176,9 +180,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   if (options.embeddedV8LowMemory ?? true) useLowMemoryV8Settings();
   let pglite: InstanceType<typeof PGlite>;
   try {
-    if (dataDir) await initializeEmbeddedDatabase(dataDir, startParams);
+    if (dataDir && !options.embeddedTemplate) await initializeEmbeddedDatabase(dataDir, startParams);
     pglite = await PGlite.create(dataDir, {
       startParams,
+      ...(options.embeddedTemplate ? { loadDataDir: options.embeddedTemplate } : {}),
       parsers: { [types.INT8]: (v: string) => Number(v), [types.NUMERIC]: (v: string) => Number(v) },
     });
   } catch (err) {
@@ -189,6 +194,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   return {
     knex,
     kind: 'pglite',
+    dumpEmbedded: () => pglite.dumpDataDir('none'),
     close: async () => {
       try {
         await knex.destroy();

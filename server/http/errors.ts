@@ -24,3 +24,4 @@ export const preconditionFailed = (message: string) => new ApiError(503, 'PRECON
 
 export const API_KEY_UNAUTHORIZED_MESSAGE = 'Missing or invalid API key. Use Authorization: Bearer <token>.';
 export const ADMIN_UNAUTHORIZED_MESSAGE = 'Missing or invalid admin token. Use Authorization: Bearer <ADMIN_TOKEN>.';
+export const METRICS_UNAUTHORIZED_MESSAGE = 'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.';

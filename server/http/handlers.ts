@@ -7,6 +7,7 @@ import type { Request } from 'express';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/api.d.ts';
 import type { AppDeps } from '../deps.ts';
+import type { RateLimitDecision } from './rateLimit.ts';
 import type { Scope, ScopeLevel } from './spec.ts';
 
 export type OperationId = keyof operations;
@@ -57,6 +58,8 @@ export interface RequestContext {
   /** The authenticated account (API-key operations only; throws elsewhere). */
   readonly userId: string;
   auth: AuthInfo | null;
+  /** This request's rate-limit decision (API-key operations only). */
+  rateLimit: RateLimitDecision | null;
   requestId: string;
   log: Logger;
   req: Request;

@@ -1,21 +1,24 @@
 /**
- * The request pipeline, in order: operation resolution (404/405) → authentication and scope
- * (401/403) → rate limit (429) → body parsing (400/413/415) → contract validation (400) →
- * typed handler → error envelope. Each step reads the operation resolved from the contract.
+ * The request pipeline, in order: operation resolution (404/405) → API key (401) → rate limit
+ * (429) → scope (403) → body parsing (400/413/415) → input rules every operation shares (400,
+ * inputHygiene.ts) → contract validation (400) → typed handler → error envelope. Each step reads the operation resolved from the contract. The rate limit comes
+ * before the scope check so that a key probing for scopes it lacks still spends its budget.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
-import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
+import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, METRICS_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
 import type { AuthInfo, HandlerMap, OperationId, RequestContext } from './handlers.ts';
+import type { RateLimitDecision } from './rateLimit.ts';
 import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
 import { isResponseViolation, isValidatorError, validationMessage } from './validation.ts';
 
 interface Locals {
   operation?: MatchedOperation;
   auth?: AuthInfo;
+  rateLimit?: RateLimitDecision;
   log: Logger;
   requestId: string;
 }
@@ -53,11 +56,16 @@ function digest(value: string): Buffer {
 
 export function authenticate(deps: AppDeps): RequestHandler {
   const adminDigest = deps.adminToken ? digest(deps.adminToken) : undefined;
+  const metricsDigest = deps.config.metricsToken ? digest(deps.config.metricsToken) : undefined;
   return async (req, res, next) => {
     const { operation } = locals(res).operation!;
     const security = operation.security;
     if (security.kind === 'public') return next();
     const token = bearer(req);
+    if (security.kind === 'metrics') {
+      if (metricsDigest && (!token || !timingSafeEqual(digest(token), metricsDigest))) throw unauthorized(METRICS_UNAUTHORIZED_MESSAGE);
+      return next();
+    }
     if (security.kind === 'admin') {
       // Compare digests so the comparison takes the same time whatever the input length.
       if (!adminDigest || !token || !timingSafeEqual(digest(token), adminDigest)) throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
@@ -68,8 +76,10 @@ export function authenticate(deps: AppDeps): RequestHandler {
     locals(res).auth = auth;
 
     const decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
+    locals(res).rateLimit = decision;
     res.set(decision.headers);
     if (!decision.allowed) {
+      deps.metrics.rateLimitRefused();
       throw new ApiError(
         429,
         'RATE_LIMITED',
@@ -77,6 +87,7 @@ export function authenticate(deps: AppDeps): RequestHandler {
       );
     }
 
+    if (security.kind === 'anyKey') return next();
     const granted = auth.scopes[security.scope];
     const sufficient = granted === 'read_write' || (granted === 'read' && security.level === 'read');
     if (!sufficient) throw forbidden(`Missing API key scope: ${security.scope} requires ${security.level}`);
@@ -151,6 +162,7 @@ class Context implements RequestContext {
   constructor(
     readonly deps: AppDeps,
     readonly auth: AuthInfo | null,
+    readonly rateLimit: RateLimitDecision | null,
     readonly requestId: string,
     readonly log: Logger,
     readonly req: Request,
@@ -166,7 +178,7 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     const l = locals(res);
     const { operation, params } = l.operation!;
     const handler = handlers[operation.operationId] as (input: unknown, ctx: RequestContext) => Promise<HandlerOutcome>;
-    const ctx = new Context(deps, l.auth ?? null, l.requestId, l.log, req);
+    const ctx = new Context(deps, l.auth ?? null, l.rateLimit ?? null, l.requestId, l.log, req);
     const result = await handler({ path: params, query: req.query ?? {}, body: req.body }, ctx);
     if (result.headers) res.set(result.headers);
     res.status(result.status);

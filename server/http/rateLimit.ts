@@ -53,14 +53,14 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
 /**
  * Shared through PostgreSQL without a round trip per request: each instance counts locally and
- * adds its pending count to the key's row every SYNC_MS (one upsert per key per interval), learning
+ * adds its pending count to the key's row every `syncMs` (default 100 ms; one upsert per key per interval), learning
  * the total of all instances from the same statement. The first request of a window goes to the
  * database at once, so a fresh window is always anchored there.
  *
  * Near the limit (the last `margin` requests of the budget, margin = max(50, limit / 10)) every
  * request is counted in the database before it is answered, and once this instance has seen the
  * budget spent it refuses locally without a round trip. An instance only admits without asking
- * while the shared total at its last sync (≤ SYNC_MS ago) plus its own requests is below
+ * while the shared total at its last sync (≤ `syncMs` ago) plus its own requests is below
  * limit − margin, so the decision is exact unless one key sends more than `margin` requests within
  * one sync interval across all instances; a single instance is always exact.
  */
@@ -200,6 +200,11 @@ export interface RateLimitDecision {
   allowed: boolean;
   headers: Record<string, string>;
   retryAfterSeconds: number;
+  limit: number;
+  /** Requests left in the window after this one. */
+  remaining: number;
+  /** Seconds until the window ends. */
+  resetSeconds: number;
 }
 
 export class RateLimiter {
@@ -211,15 +216,16 @@ export class RateLimiter {
   async check(keyId: string, now: number): Promise<RateLimitDecision> {
     const state = await this.store.hit(keyId, now);
     const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
+    const remaining = Math.max(0, this.limitPerWindow - state.count);
     const headers: Record<string, string> = {
       'RateLimit-Limit': String(this.limitPerWindow),
-      'RateLimit-Remaining': String(Math.max(0, this.limitPerWindow - state.count)),
+      'RateLimit-Remaining': String(remaining),
       'RateLimit-Reset': String(resetSeconds),
       'RateLimit-Policy': `${this.limitPerWindow};w=${WINDOW_MS / 1000}`,
     };
     const allowed = state.count <= this.limitPerWindow;
     if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));
-    return { allowed, headers, retryAfterSeconds: Math.max(1, resetSeconds) };
+    return { allowed, headers, retryAfterSeconds: Math.max(1, resetSeconds), limit: this.limitPerWindow, remaining, resetSeconds };
   }
 
   close(): Promise<void> {

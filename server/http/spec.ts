@@ -16,7 +16,11 @@ export type ScopeLevel = 'read' | 'read_write';
 
 export type OperationSecurity =
   | { kind: 'apiKey'; scope: Scope; level: ScopeLevel }
+  /** `apiKey: []`: any valid key, whatever its scopes (GET /api/v1/me). */
+  | { kind: 'anyKey' }
   | { kind: 'admin' }
+  /** GET /metrics: the server's METRICS_TOKEN when it has one, otherwise open. */
+  | { kind: 'metrics' }
   | { kind: 'public' };
 
 export interface OperationInfo {
@@ -31,6 +35,8 @@ export interface OperationInfo {
   requestContentTypes: string[];
   /** Every status the operation's responses declare. */
   declaredStatuses: number[];
+  /** Query and path parameters declared as integers (their raw text is checked before validation). */
+  integerParams: Array<{ name: string; in: 'query' | 'path' }>;
 }
 
 interface CompiledPath {
@@ -63,8 +69,15 @@ export interface OpenApiDocument {
   paths: Record<string, Record<string, OpenApiOperation | unknown>>;
   [key: string]: unknown;
 }
+interface OpenApiParameter {
+  $ref?: string;
+  name?: string;
+  in?: string;
+  schema?: { type?: string | string[]; $ref?: string };
+}
 interface OpenApiOperation {
   operationId?: string;
+  parameters?: OpenApiParameter[];
   security?: Array<Record<string, string[]>>;
   requestBody?: { required?: boolean; content?: Record<string, unknown> };
   responses?: Record<string, unknown>;
@@ -79,8 +92,10 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   const schemes = Object.keys(requirement ?? {});
   if (schemes.length !== 1) throw new Error(`${where} must use exactly one security scheme`);
   if (schemes[0] === 'adminToken') return { kind: 'admin' };
+  if (schemes[0] === 'metricsToken') return { kind: 'metrics' };
   if (schemes[0] !== 'apiKey') throw new Error(`${where} uses unknown security scheme ${schemes[0]}`);
   const roles = requirement!.apiKey ?? [];
+  if (roles.length === 0) return { kind: 'anyKey' };
   const [role] = roles;
   const m = roles.length === 1 && role ? /^([A-Za-z]+):(read|read_write)$/.exec(role) : null;
   if (!m || !(SCOPES as readonly string[]).includes(m[1]!)) {
@@ -107,6 +122,28 @@ function compile(template: string): Omit<CompiledPath, 'operations'> {
   return { template, regex: new RegExp(`^${pattern}/?$`), paramNames, staticSegments };
 }
 
+/** Follows a local `#/components/...` reference of the bundled document. */
+function deref<T>(spec: OpenApiDocument, value: T & { $ref?: string }): T {
+  let current: unknown = value;
+  for (let hops = 0; hops < 10 && current && typeof current === 'object' && '$ref' in current; hops++) {
+    const path = String((current as { $ref: string }).$ref).replace(/^#\//, '').split('/');
+    current = path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], spec);
+  }
+  return current as T;
+}
+
+function integerParams(spec: OpenApiDocument, params: OpenApiParameter[]): OperationInfo['integerParams'] {
+  const out: OperationInfo['integerParams'] = [];
+  for (const raw of params) {
+    const param = deref(spec, raw);
+    if (!param?.name || (param.in !== 'query' && param.in !== 'path')) continue;
+    const schema = param.schema ? deref(spec, param.schema) : undefined;
+    const types = Array.isArray(schema?.type) ? schema.type : [schema?.type];
+    if (types.includes('integer')) out.push({ name: param.name, in: param.in });
+  }
+  return out;
+}
+
 export class OperationIndex {
   private readonly paths: CompiledPath[] = [];
   readonly operations: OperationInfo[] = [];
@@ -114,6 +151,7 @@ export class OperationIndex {
   constructor(spec: OpenApiDocument) {
     for (const [template, item] of Object.entries(spec.paths)) {
       const compiled: CompiledPath = { ...compile(template), operations: new Map() };
+      const shared = (item.parameters as OpenApiParameter[] | undefined) ?? [];
       for (const method of METHODS) {
         const op = item[method] as OpenApiOperation | undefined;
         if (!op) continue;
@@ -128,6 +166,7 @@ export class OperationIndex {
           requestBodyRequired: op.requestBody?.required === true,
           requestContentTypes: Object.keys(op.requestBody?.content ?? {}),
           declaredStatuses: Object.keys(op.responses ?? {}).map(Number).filter(Number.isInteger),
+          integerParams: integerParams(spec, [...shared, ...(op.parameters ?? [])]),
         };
         compiled.operations.set(info.method, info);
         this.operations.push(info);

@@ -53,6 +53,8 @@ function runChain(chain: RequestHandler[], req: Request, res: Response, done: Ne
   step();
 }
 
+const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
 interface ValidatorIssue {
   path?: string;
   message?: string;
@@ -105,6 +107,10 @@ function describe(issue: ValidatorIssue): string {
     }
     case 'format':
       if (raw.includes('"uuid"')) return `${subject} must be a valid UUID`;
+      break;
+    case 'pattern':
+      // The contract pins UUIDs to the canonical 36-character form with this pattern.
+      if (raw.includes(UUID_PATTERN)) return `${subject} must be a valid UUID`;
       break;
     default:
       break;

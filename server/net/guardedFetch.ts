@@ -1,6 +1,6 @@
 /**
- * The one way the server fetches a URL it was handed (markdown images to re-host, link previews,
- * GIF providers). Such URLs are attacker-chosen, so every hop is checked before connecting:
+ * The one way the server fetches a URL it was handed (today the external images of notes, re-hosted
+ * by entries/rehost.ts; link previews and GIF providers are to use it too). Such URLs are attacker-chosen, so every hop is checked before connecting:
  * http(s) only, DNS resolved here and every answer vetted (no loopback, private, link-local,
  * metadata or multicast addresses unless allowed), the connection pinned to the vetted addresses
  * (a second DNS answer cannot swap in 127.0.0.1: no rebinding gap), redirects followed by hand

@@ -9,9 +9,9 @@
  * keeps `a` (a file) and `a/b` (needing a directory `a`) from colliding, as they may in S3.
  */
 import { randomBytes } from 'node:crypto';
-import { access, constants, mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { access, constants, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { assertValidContentType, assertValidKey, etagOf, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
+import { assertValidContentType, assertValidKey, assertValidPrefix, etagOf, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
 
 const OBJECT_SUFFIX = '~obj';
 const MAGIC = 'ADOBJ1\n';
@@ -121,5 +121,21 @@ export class FilesystemObjectStorage implements ObjectStorage {
     } catch (error) {
       throw new ObjectStorageError(`Object storage directory ${this.root} is not usable: ${(error as Error).message}`, { cause: error });
     }
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    assertValidPrefix(prefix);
+    const dir = join(this.root, prefix);
+    let entries;
+    try {
+      entries = await readdir(dir, { recursive: true, withFileTypes: true });
+    } catch (error) {
+      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return [];
+      throw new ObjectStorageError(`Could not list objects under ${prefix}`, { cause: error });
+    }
+    // Temp files of writes in flight end in .tmp, not in the object suffix, so they are skipped.
+    return entries
+      .filter((e) => e.isFile() && e.name.endsWith(OBJECT_SUFFIX))
+      .map((e) => relative(this.root, join(e.parentPath, e.name)).split(sep).join('/').slice(0, -OBJECT_SUFFIX.length));
   }
 }

@@ -25,4 +25,4 @@ export function createObjectStorage(config: ObjectStorageConfig, s3Options?: S3S
 export { FilesystemObjectStorage } from './filesystem.ts';
 export { S3ObjectStorage, type S3StorageOptions } from './s3.ts';
 export { ALLOWED_IMAGE_TYPES, sniffImageType, type ImageType } from './images.ts';
-export { assertValidKey, etagOf, InvalidObjectKeyError, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
+export { assertValidKey, deletePrefix, etagOf, InvalidObjectKeyError, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';

@@ -1,11 +1,11 @@
 /**
  * S3-compatible backend (AWS S3, MinIO, Ceph RGW, R2, ...) over plain fetch, signed with SigV4 by
- * aws4fetch: three calls (PUT, GET, DELETE) do not justify the AWS SDK's size.
+ * aws4fetch: four calls (PUT, GET, DELETE, ListObjectsV2) do not justify the AWS SDK's size.
  */
 import { createHash } from 'node:crypto';
 import { AwsClient } from 'aws4fetch';
 import { ConfigError, type S3Config } from '../config.ts';
-import { assertValidContentType, assertValidKey, etagOf, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
+import { assertValidContentType, assertValidKey, assertValidPrefix, etagOf, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
 
 export interface S3StorageOptions {
   /** Replaces the global fetch (a proxy-aware client, or tests that resolve a virtual host to loopback). */
@@ -81,8 +81,17 @@ export class S3ObjectStorage implements ObjectStorage {
     return `${this.baseUrl}/${key}`;
   }
 
-  private async send(method: 'PUT' | 'GET' | 'DELETE', key: string, init: { headers?: Record<string, string>; body?: Buffer } = {}): Promise<Response> {
-    const url = this.objectUrl(key);
+  private send(method: 'PUT' | 'GET' | 'DELETE', key: string, init: { headers?: Record<string, string>; body?: Buffer } = {}): Promise<Response> {
+    return this.sendUrl(method, this.objectUrl(key), key, init);
+  }
+
+  /** `what` names the object (or listing) in errors. */
+  private async sendUrl(
+    method: 'PUT' | 'GET' | 'DELETE',
+    url: string,
+    what: string,
+    init: { headers?: Record<string, string>; body?: Buffer } = {},
+  ): Promise<Response> {
     let lastError: unknown;
     for (let attempt = 0; attempt <= this.retries; attempt++) {
       if (attempt > 0) await sleep(100 * 2 ** (attempt - 1) * (0.5 + Math.random()));
@@ -97,12 +106,12 @@ export class S3ObjectStorage implements ObjectStorage {
         });
         const response = await this.fetchImpl(request);
         if (!RETRYABLE_STATUS.has(response.status) || attempt === this.retries) return response;
-        lastError = new ObjectStorageError(`S3 ${method} ${key} failed: ${describeError(response.status, await response.text()).text}`);
+        lastError = new ObjectStorageError(`S3 ${method} ${what} failed: ${describeError(response.status, await response.text()).text}`);
       } catch (error) {
         lastError = error;
       }
     }
-    throw new ObjectStorageError(`S3 ${method} ${key} failed: ${lastError instanceof Error ? lastError.message : String(lastError)}`, {
+    throw new ObjectStorageError(`S3 ${method} ${what} failed: ${lastError instanceof Error ? lastError.message : String(lastError)}`, {
       cause: lastError,
     });
   }
@@ -171,4 +180,25 @@ export class S3ObjectStorage implements ObjectStorage {
     if (!response.ok) return this.fail('DELETE', key, response);
     await response.body?.cancel();
   }
+
+  /** ListObjectsV2, following continuation tokens (1,000 keys a page). */
+  async list(prefix: string): Promise<string[]> {
+    assertValidPrefix(prefix);
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const query = new URLSearchParams({ 'list-type': '2', prefix, ...(token ? { 'continuation-token': token } : {}) });
+      const response = await this.sendUrl('GET', `${this.baseUrl}/?${query}`, `list ${prefix}`);
+      if (!response.ok) return this.fail('GET', `list ${prefix}`, response);
+      const xml = await response.text();
+      for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) keys.push(decodeXml(m[1]!));
+      token = /<IsTruncated>true<\/IsTruncated>/.test(xml) ? /<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(xml)?.[1] : undefined;
+      if (token) token = decodeXml(token);
+    } while (token);
+    return keys;
+  }
+}
+
+function decodeXml(text: string): string {
+  return text.replace(/&(lt|gt|quot|apos|amp);/g, (_m, e: string) => ({ lt: '<', gt: '>', quot: '"', apos: "'", amp: '&' })[e]!);
 }

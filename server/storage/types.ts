@@ -17,6 +17,21 @@ export interface ObjectStorage {
   delete(key: string): Promise<void>;
   /** Readiness: resolves when the backend can be used (root directory writable, bucket reachable), rejects otherwise. */
   check(signal?: AbortSignal): Promise<void>;
+  /** Every key under a folder prefix (`u/<id>/`: valid segments, ending with `/`), in no particular order. */
+  list(prefix: string): Promise<string[]>;
+}
+
+/** A folder prefix: one or more valid key segments followed by `/`. */
+export function assertValidPrefix(prefix: string): void {
+  if (typeof prefix !== 'string' || !prefix.endsWith('/')) throw new InvalidObjectKeyError(String(prefix), 'a prefix must end with /');
+  assertValidKey(prefix.slice(0, -1));
+}
+
+/** Deletes every object under a folder prefix (an account's media when the account goes). */
+export async function deletePrefix(storage: ObjectStorage, prefix: string): Promise<number> {
+  const keys = await storage.list(prefix);
+  for (const key of keys) await storage.delete(key);
+  return keys.length;
 }
 
 /** A key that could escape the storage root, or that one backend would store differently from the other. */

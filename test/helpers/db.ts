@@ -1,38 +1,49 @@
 /**
- * A fresh database per test file: in-memory PGlite by default, or a new PostgreSQL database
- * created next to DATABASE_URL's (and dropped afterwards) when DATABASE_URL is set.
+ * A fresh database per test server, copied from the run's migrated template (globalSetup.ts):
+ * a new PostgreSQL database created from the template database next to DATABASE_URL's (dropped
+ * afterwards) when DATABASE_URL is set, otherwise an in-memory PGlite cluster loaded from the dump.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
+import { inject } from 'vitest';
 
 export interface TestDatabase {
   databaseUrl: string | undefined;
+  /** The migrated embedded cluster to load (embedded runs only). */
+  embeddedTemplate: Blob | undefined;
   drop(): Promise<void>;
+}
+
+let embeddedTemplate: Blob | undefined;
+
+async function admin<T>(base: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: base });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
 }
 
 export async function createTestDatabase(): Promise<TestDatabase> {
   const base = process.env.DATABASE_URL;
-  if (!base) return { databaseUrl: undefined, drop: async () => {} };
-  const name = `t_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
+  if (!base) {
+    const path = inject('pgliteTemplate');
+    if (!path) throw new Error('no embedded template: the suite must run through vitest.config.ts (globalSetup)');
+    embeddedTemplate ??= new Blob([readFileSync(path)]);
+    return { databaseUrl: undefined, embeddedTemplate, drop: async () => {} };
   }
+  const template = inject('pgTemplate');
+  if (!template) throw new Error('no PostgreSQL template: the suite must run through vitest.config.ts (globalSetup)');
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  await admin(base, (c) => c.query(`create database ${name} template ${template}`));
   const url = new URL(base);
   url.pathname = `/${name}`;
   return {
     databaseUrl: url.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: base });
-      await c.connect();
-      try {
-        await c.query(`drop database if exists ${name} with (force)`);
-      } finally {
-        await c.end();
-      }
-    },
+    embeddedTemplate: undefined,
+    drop: () => admin(base, (c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
   };
 }

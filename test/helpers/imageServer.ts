@@ -2,28 +2,64 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+export interface LoopbackRoute {
+  status?: number;
+  type?: string;
+  body: Buffer | string;
+  /** Answer after this many milliseconds. */
+  delayMs?: number;
+  /** Never answer (until the server closes). */
+  hang?: boolean;
+}
+
 export interface LoopbackServer {
   url(path: string): string;
   hits: string[];
+  /** The most requests that were being answered at the same time. */
+  readonly maxInFlight: number;
   close(): Promise<void>;
 }
 
-export async function startLoopbackServer(routes: Record<string, { status?: number; type?: string; body: Buffer | string }>): Promise<LoopbackServer> {
+export async function startLoopbackServer(routes: Record<string, LoopbackRoute>, prefixRoutes: Record<string, LoopbackRoute> = {}): Promise<LoopbackServer> {
   const hits: string[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
   const server: Server = createServer((req, res) => {
     hits.push(req.url ?? '');
-    const route = routes[req.url ?? ''];
+    const url = req.url ?? '';
+    const route = routes[url] ?? Object.entries(prefixRoutes).find(([prefix]) => url.startsWith(prefix))?.[1];
     if (!route) {
       res.writeHead(404).end('missing');
       return;
     }
-    res.writeHead(route.status ?? 200, { 'Content-Type': route.type ?? 'application/octet-stream' }).end(route.body);
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      inFlight--;
+    };
+    res.on('close', finish);
+    if (route.hang) return;
+    const send = () => {
+      res.writeHead(route.status ?? 200, { 'Content-Type': route.type ?? 'application/octet-stream' }).end(route.body);
+    };
+    if (route.delayMs) setTimeout(send, route.delayMs);
+    else send();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
     url: (path) => `http://127.0.0.1:${port}${path}`,
     hits,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

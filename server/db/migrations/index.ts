@@ -4,5 +4,7 @@ import * as m0002 from './0002_core_model.ts';
 import * as m0003 from './0003_terminology.ts';
 import * as m0004 from './0004_entries_front_trash.ts';
 import * as m0005 from './0005_front_session_counts.ts';
+import * as m0006 from './0006_system_data_indexes.ts';
+import * as m0007 from './0007_accounts_admin.ts';
 
-export const migrations = [m0001, m0002, m0003, m0004, m0005];
+export const migrations = [m0001, m0002, m0003, m0004, m0005, m0006, m0007];

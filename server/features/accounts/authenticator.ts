@@ -2,7 +2,7 @@
  * Turns a Bearer secret into the key's account and scopes.
  *
  * Hot path: a short-lived in-process cache (API_KEY_CACHE_TTL_MS, default 5 s) answers repeat
- * requests without a database round trip. Revocation through this process evicts the key at
+ * requests without a database round trip (never past the key's own expiry). Revocation through this process evicts the key at
  * once; on PostgreSQL other instances hear of it through LISTEN/NOTIFY (revocations.ts) and, should
  * that connection be down, refuse the key after at most the TTL. lastUsedAt is written in batches
  * (one UPDATE per flush interval for all keys used), not once per request.
@@ -44,10 +44,13 @@ export class ApiKeyAuthenticator {
       auth = cached.auth;
     } else {
       const row = await accountsRepo.findKeyByHash(this.db, hash);
-      auth = row && row.revoked_at === null ? { userId: row.user_id, keyId: row.id, scopes: row.scopes } : null;
+      const usable = row !== undefined && row.revoked_at === null && (row.expires_at === null || row.expires_at > now);
+      auth = usable ? { userId: row.user_id, keyId: row.id, scopes: row.scopes } : null;
       if (this.options.ttlMs > 0) {
         if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
-        this.cache.set(hash, { auth, expiresAt: now + this.options.ttlMs });
+        // A key that expires sooner than the cache entry would is cached only until it expires.
+        const until = usable && row.expires_at !== null ? Math.min(now + this.options.ttlMs, row.expires_at) : now + this.options.ttlMs;
+        this.cache.set(hash, { auth, expiresAt: until });
       }
     }
     if (auth) this.used.add(auth.keyId);

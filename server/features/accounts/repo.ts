@@ -33,6 +33,25 @@ export interface ApiKeyRow {
   created_at: number;
   last_used_at: number | null;
   revoked_at: number | null;
+  expires_at: number | null;
+}
+
+/** An account as the operator sees it, with its number of usable keys. */
+export interface AdminAccountRow extends AccountRow {
+  active_api_keys: number;
+}
+
+/** A key is usable while it is neither revoked nor past its expiry. */
+function usable(q: Knex.QueryBuilder, now: number, alias = 'api_keys'): Knex.QueryBuilder {
+  return q.whereNull(`${alias}.revoked_at`).where((w) => w.whereNull(`${alias}.expires_at`).orWhere(`${alias}.expires_at`, '>', now));
+}
+
+/** Usable keys of the account row `a`, as a column (the partial index on usable keys serves it). */
+function adminKeyCount(db: Knex, now: number): Knex.Raw {
+  return db.raw(
+    `(select count(*) from api_keys k where k.user_id = a.id and k.revoked_at is null and (k.expires_at is null or k.expires_at > ?))::int as active_api_keys`,
+    [now],
+  );
 }
 
 export const accountsRepo = {
@@ -58,17 +77,65 @@ export const accountsRepo = {
     return Number(row?.count ?? 0);
   },
 
-  async countActiveKeys(db: Knex, userId: string): Promise<number> {
-    const row = await db('api_keys').where({ user_id: userId }).whereNull('revoked_at').count<{ count: number }[]>('* as count').first();
+  async countActiveKeys(db: Knex, userId: string, now: number): Promise<number> {
+    const row = await usable(db('api_keys').where({ user_id: userId }), now).count<{ count: number }[]>('* as count').first();
     return Number(row?.count ?? 0);
+  },
+
+  /** Accounts in lower(username) byte order after `after`, optionally only those starting with `prefix`. */
+  listAccounts(db: Knex, options: { limit: number; now: number; after?: string; prefix?: string }): Promise<AdminAccountRow[]> {
+    const name = db.raw('lower(a.username) collate "C"');
+    const q = db('accounts as a').select('a.*', adminKeyCount(db, options.now));
+    if (options.after !== undefined) q.where(name, '>', options.after);
+    if (options.prefix !== undefined) {
+      // Usernames are [a-z0-9_] once lowered, all below '~' in byte order: [prefix, prefix~) is exactly "starts with".
+      const lower = options.prefix.toLowerCase();
+      q.where(name, '>=', lower).where(name, '<', `${lower}~`);
+    }
+    return q.orderBy(name as never).limit(options.limit);
+  },
+
+  findAdminAccount(db: Knex, id: string, now: number): Promise<AdminAccountRow | undefined> {
+    return db('accounts as a').where('a.id', id).first('a.*', adminKeyCount(db, now));
+  },
+
+  /** An account's keys, newest first, after the (created_at, id) cursor. */
+  listKeys(db: Knex, userId: string, limit: number, after?: { createdAt: number; id: string }): Promise<ApiKeyRow[]> {
+    const q = db('api_keys').where({ user_id: userId });
+    if (after) q.whereRaw('(created_at, id) < (?, ?::uuid)', [after.createdAt, after.id]);
+    return q
+      .select('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at')
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+      .limit(limit);
+  },
+
+  findKey(db: Knex, id: string): Promise<ApiKeyRow | undefined> {
+    return db('api_keys').where({ id }).first('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at');
+  },
+
+  /** Ids of every key of the account, revoked ones included. */
+  keyIds(db: Knex, userId: string): Promise<string[]> {
+    return db('api_keys').where({ user_id: userId }).pluck('id');
+  },
+
+  /**
+   * Deletes the account; every table that holds account data references accounts with ON DELETE
+   * CASCADE, except the two keyed by something else, cleaned here: the history counter (kept by
+   * triggers, deliberately without a foreign key) and the rate-limit windows of its keys.
+   */
+  async deleteAccount(trx: Knex.Transaction, userId: string, keyIds: string[]): Promise<boolean> {
+    const deleted = await trx('accounts').where({ id: userId }).delete();
+    await trx('front_session_counts').where({ user_id: userId }).delete();
+    if (keyIds.length) await trx('rate_limit_windows').whereIn('key_id', keyIds).delete();
+    return deleted > 0;
   },
 
   async insertApiKey(db: Knex, row: ApiKeyRow): Promise<void> {
     await db('api_keys').insert({ ...row, scopes: JSON.stringify(row.scopes) });
   },
 
-  async findKeyByHash(db: Knex, hash: string): Promise<Pick<ApiKeyRow, 'id' | 'user_id' | 'scopes' | 'revoked_at'> | undefined> {
-    return db('api_keys').where({ key_hash: hash }).first('id', 'user_id', 'scopes', 'revoked_at');
+  async findKeyByHash(db: Knex, hash: string): Promise<Pick<ApiKeyRow, 'id' | 'user_id' | 'scopes' | 'revoked_at' | 'expires_at'> | undefined> {
+    return db('api_keys').where({ key_hash: hash }).first('id', 'user_id', 'scopes', 'revoked_at', 'expires_at');
   },
 
   async revokeKey(db: Knex, id: string, now: number): Promise<boolean> {

@@ -28,6 +28,17 @@ async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promis
   if (bad.length) throw badRequest(`Linked members must be your live members; not: ${bad.join(', ')}`);
 }
 
+/** The members (of `memberIds`) already at the plan's note cap, and the message saying so; null when none is. */
+async function capViolation(db: Knex, deps: Deps, userId: string, memberIds: string[], excludeEntryId: string | undefined): Promise<string | null> {
+  if (memberIds.length === 0) return null;
+  const account = await accountsRepo.findAccount(db, userId);
+  const plan = (account?.plan ?? 'free') as PlanKey;
+  const cap = deps.config.noteCaps[plan];
+  const counts = await entriesRepo.activeCounts(db, userId, memberIds, excludeEntryId);
+  const full = memberIds.filter((id) => (counts.get(id) ?? 0) >= cap);
+  return full.length ? `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}` : null;
+}
+
 /**
  * The cap counts active notes per member. Member rows are locked first so two notes created at
  * once for the same member cannot both slip under the cap.
@@ -42,12 +53,25 @@ async function assertCaps(
 ): Promise<void> {
   if (memberIds.length === 0) return;
   await trx('members').where({ user_id: userId }).whereIn('id', memberIds).orderBy('id').forUpdate().select('id');
-  const account = await accountsRepo.findAccount(trx, userId);
-  const plan = (account?.plan ?? 'free') as PlanKey;
-  const cap = deps.config.noteCaps[plan];
-  const counts = await entriesRepo.activeCounts(trx, userId, memberIds, excludeEntryId);
-  const full = memberIds.filter((id) => (counts.get(id) ?? 0) >= cap);
-  if (full.length) throw fail(`Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}`);
+  const violation = await capViolation(trx, deps, userId, memberIds, excludeEntryId);
+  if (violation) throw fail(violation);
+}
+
+/**
+ * The same checks without locks, before any external image is fetched: a note that will be
+ * refused anyway must not cost downloads. The transaction repeats them under locks.
+ */
+async function precheckLinks(
+  deps: Deps,
+  userId: string,
+  memberIds: string[],
+  excludeEntryId: string | undefined,
+  fail: (message: string) => ApiError,
+): Promise<void> {
+  const db = deps.db.knex;
+  await assertOwnMembers(db, userId, memberIds);
+  const violation = await capViolation(db, deps, userId, memberIds, excludeEntryId);
+  if (violation) throw fail(violation);
 }
 
 const noteLimit = (message: string) => new ApiError(403, 'NOTE_LIMIT_REACHED', message);
@@ -68,13 +92,16 @@ async function detail(db: Knex, userId: string, row: EntryRow): Promise<Schemas[
 }
 
 function rehost(deps: Deps, userId: string, content: string): Promise<string> {
-  return rehostImages(content, userId, deps.storage, fetchOptionsFromConfig(deps.config));
+  return rehostImages(content, userId, deps.storage, fetchOptionsFromConfig(deps.config), {
+    concurrency: deps.config.noteImageFetchConcurrency,
+    totalTimeoutMs: deps.config.noteImagesTimeoutMs,
+  });
 }
 
 export async function createEntry(deps: Deps, userId: string, input: Schemas['CreateEntryRequest'], now: number): Promise<{ id: string }> {
   const db = deps.db.knex;
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
-  await assertOwnMembers(db, userId, links); // before any fetch: a bad link should not cost image downloads
+  await precheckLinks(deps, userId, links, undefined, noteLimit);
   const content = await rehost(deps, userId, input.content);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId);
@@ -119,6 +146,11 @@ export async function updateEntry(deps: Deps, userId: string, id: string, input:
   const current = await entriesRepo.find(db, userId, id);
   if (!current) throw notFound('Entry not found');
   if (current.deleted_at !== null) throw badRequest('Entry is in trash; restore it before editing');
+  if (input.content !== undefined && (input.memberId !== undefined || input.memberIds !== undefined)) {
+    const before = linkSet(current.member_id, current.member_ids);
+    const after = linkSet(input.memberId !== undefined ? input.memberId : current.member_id, input.memberIds !== undefined ? input.memberIds : current.member_ids);
+    await precheckLinks(deps, userId, after.filter((m) => !before.includes(m)), id, badRequest);
+  }
   const content = input.content !== undefined ? await rehost(deps, userId, input.content) : undefined;
   const row = await db.transaction(async (trx) => {
     const locked = await entriesRepo.lock(trx, userId, id);

@@ -91,7 +91,6 @@ export const frontRepo = {
     await trx.raw('select pg_advisory_xact_lock(hashtextextended(?, 0))', [`front:${userId}`]);
   },
 
-  /** The current front in order, leaving out members in the trash. */
   /**
    * Open sessions in front order, members in the trash included: callers drop those with the
    * member rows they read anyway. (Joining members here lets the planner hash the account's

@@ -130,6 +130,14 @@ export async function clearFront(db: Knex, userId: string, now: number): Promise
 }
 
 /**
+ * The account's front lock, for other areas whose writes change what the front or its history
+ * counts (trashing or restoring a member). Take it before any member row lock.
+ */
+export async function lockFront(trx: Knex.Transaction, userId: string): Promise<void> {
+  await frontRepo.lock(trx, userId);
+}
+
+/**
  * Ends the member's open session and removes its tier presence, inside the caller's
  * transaction. For areas that take a member out of circulation (moving it to the trash).
  */

@@ -64,6 +64,11 @@ export const membersRepo = {
     return db('members').where({ id, user_id: userId }).first();
   },
 
+  /** The member whether trashed or not, locked for update until the transaction ends. */
+  lockAny(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
+    return trx('members').where({ id, user_id: userId }).forUpdate().first();
+  },
+
   lockLive(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
     return trx('members').where({ id, user_id: userId }).whereNull('deleted_at').forUpdate().first();
   },

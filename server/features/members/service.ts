@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
-import { endMemberFront } from '../front/service.ts';
+import { endMemberFront, lockFront } from '../front/service.ts';
 import { directoriesRepo } from '../groups/repo.ts';
 import { systemsRepo } from '../systems/repo.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/scope.ts';
@@ -143,9 +143,16 @@ export async function updateMember(db: Knex, userId: string, id: string, input: 
   });
 }
 
-/** A trashed member also leaves the front: its open session ends now and its tier presence goes. */
+/**
+ * A trashed member also leaves the front: its open session ends now and its tier presence goes.
+ * Trash and restore take the account's front lock before the member row (the order every front
+ * write uses), so a session opened for the member at the same moment either commits first and is
+ * ended here, or waits and sees the member in the trash; the history counter (migration 0005)
+ * never counts a session of a trashed member.
+ */
 export async function trashMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
   await db.transaction(async (trx) => {
+    await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
     if (!row) throw notFound('Member not found');
     await membersRepo.update(trx, userId, id, { deleted_at: now, updated_at: now });
@@ -154,10 +161,13 @@ export async function trashMember(db: Knex, userId: string, id: string, now: num
 }
 
 export async function restoreMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
-  const row = await membersRepo.findAny(db, userId, id);
-  if (!row) throw notFound('Member not found');
-  if (row.deleted_at === null) throw badRequest('Member is not in the trash');
-  await membersRepo.update(db, userId, id, { deleted_at: null, updated_at: now });
+  await db.transaction(async (trx) => {
+    await lockFront(trx, userId);
+    const row = await membersRepo.lockAny(trx, userId, id);
+    if (!row) throw notFound('Member not found');
+    if (row.deleted_at === null) throw badRequest('Member is not in the trash');
+    await membersRepo.update(trx, userId, id, { deleted_at: null, updated_at: now });
+  });
 }
 
 function encodeCursor(row: MemberRow): string {

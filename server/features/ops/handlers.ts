@@ -2,10 +2,11 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { HandlerMap } from '../../http/handlers.ts';
 import { BUNDLED_SPEC_PATH } from '../../http/spec.ts';
+import { loadDocsPage, type DocsPage } from './docsPage.ts';
 import { checkReadiness } from './readiness.ts';
 
 const DOCS_PATH = resolve(import.meta.dirname, '../../../generated/docs.html');
-let docsHtml: string | undefined;
+let docsPage: DocsPage | undefined;
 let specJson: Record<string, unknown> | undefined;
 
 export const opsHandlers = {
@@ -18,12 +19,25 @@ export const opsHandlers = {
   },
 
   getDocs: async () => {
-    docsHtml ??= readFileSync(DOCS_PATH, 'utf8');
-    return { status: 200, body: docsHtml, contentType: 'text/html; charset=utf-8' };
+    // The same bytes for every origin: the contract's server URL is relative and the page
+    // resolves it in the browser, so nothing from the request (Host) is written into the HTML.
+    docsPage ??= loadDocsPage(DOCS_PATH);
+    return {
+      status: 200,
+      body: docsPage.html,
+      contentType: 'text/html; charset=utf-8',
+      headers: { 'Content-Security-Policy': docsPage.contentSecurityPolicy },
+    };
   },
 
   getOpenApiDocument: async () => {
     specJson ??= JSON.parse(readFileSync(BUNDLED_SPEC_PATH, 'utf8')) as Record<string, unknown>;
     return { status: 200, body: specJson };
   },
+
+  getMetrics: async (_input, ctx) => ({
+    status: 200,
+    body: await ctx.deps.metrics.render(),
+    contentType: ctx.deps.metrics.contentType,
+  }),
 } satisfies Partial<HandlerMap>;

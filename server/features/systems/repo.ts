@@ -52,9 +52,10 @@ export const systemsRepo = {
   async insertSide(db: Knex, row: SystemRow): Promise<void> {
     await db('side_systems').insert(row);
   },
-  async updateSide(db: Knex, userId: string, id: string, changes: SystemFields & { updated_at: number }): Promise<SystemRow> {
-    const [row] = await db('side_systems').where({ id, user_id: userId }).update(changes).returning('*');
-    return row as SystemRow;
+  /** Updates a live side system; undefined when it is unknown or deleted (also when deleted concurrently). */
+  async updateSide(db: Knex, userId: string, id: string, changes: SystemFields & { updated_at: number }): Promise<SystemRow | undefined> {
+    const [row] = await db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at').update(changes).returning('*');
+    return row as SystemRow | undefined;
   },
   async softDeleteSide(db: Knex, userId: string, id: string, now: number): Promise<void> {
     await db('side_systems').where({ id, user_id: userId }).update({ deleted_at: now, updated_at: now });
@@ -108,9 +109,31 @@ export const systemsRepo = {
     return saved as ContextRow;
   },
 
-  /** Rows of `table` (trashed ones included) that sit in the given side or sub system. */
-  async countScoped(db: Knex, table: string, userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<number> {
-    const row = await db(table).where({ user_id: userId, [column]: id }).count<{ c: number }[]>('* as c').first();
-    return Number(row?.c ?? 0);
+  /**
+   * Which of `tables` still hold a row (trashed ones included) in the given side or sub system:
+   * one statement, one EXISTS per table, each an index probe (user_id, side_system_id) or
+   * (sub_system_id) — see migration 0006.
+   */
+  async tablesHolding(db: Knex, tables: readonly string[], userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<string[]> {
+    const probes = tables.map((table) => `exists (select 1 from ${table} where user_id = ? and ${column} = ?) as "${table}"`);
+    const result = await db.raw<{ rows: Array<Record<string, boolean>> }>(`select ${probes.join(', ')}`, tables.flatMap(() => [userId, id]));
+    const row = result.rows[0] ?? {};
+    return tables.filter((table) => row[table] === true);
+  },
+
+  /** Whether `ancestorId` is `subId` or one of its live ancestors: one recursive query up the parent chain. */
+  async isSelfOrAncestor(db: Knex, userId: string, subId: string, ancestorId: string): Promise<boolean> {
+    const result = await db.raw<{ rows: Array<{ found: boolean }> }>(
+      `with recursive up (id, parent_id, depth) as (
+         select id, parent_sub_system_id, 0 from sub_systems where user_id = ? and id = ? and deleted_at is null
+         union all
+         select s.id, s.parent_sub_system_id, up.depth + 1
+           from up join sub_systems s on s.user_id = ? and s.id = up.parent_id and s.deleted_at is null
+          where up.depth < 1000
+       )
+       select exists (select 1 from up where id = ?) as found`,
+      [userId, subId, userId, ancestorId],
+    );
+    return result.rows[0]?.found === true;
   },
 };

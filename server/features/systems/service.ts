@@ -123,17 +123,16 @@ export async function createSideSystem(db: Knex, userId: string, input: FieldInp
 }
 
 export async function updateSideSystem(db: Knex, userId: string, id: string, input: FieldInput, now: number): Promise<SideSystem> {
-  if (!(await systemsRepo.findSide(db, userId, id))) throw notFound('Side system not found');
-  return toSideSystem(await systemsRepo.updateSide(db, userId, id, { ...fields(input), updated_at: now }));
+  // One guarded UPDATE: a side system deleted before (or while) this runs is a 404, never changed.
+  const row = await systemsRepo.updateSide(db, userId, id, { ...fields(input), updated_at: now });
+  if (!row) throw notFound('Side system not found');
+  return toSideSystem(row);
 }
 
 /** Labels of the data (trashed included) that still sits in a side or sub system. */
 async function remainingData(db: Knex, userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<string[]> {
-  const held: string[] = [];
-  for (const { table, label } of SYSTEM_SCOPED_TABLES) {
-    if ((await systemsRepo.countScoped(db, table, userId, column, id)) > 0) held.push(label);
-  }
-  return held;
+  const holding = new Set(await systemsRepo.tablesHolding(db, SYSTEM_SCOPED_TABLES.map((t) => t.table), userId, column, id));
+  return SYSTEM_SCOPED_TABLES.filter((t) => holding.has(t.table)).map((t) => t.label);
 }
 
 export async function deleteSideSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
@@ -175,14 +174,8 @@ async function assertParent(db: Knex, userId: string, parentId: string, sideSyst
   const parent = await systemsRepo.findSub(db, userId, parentId);
   if (!parent || parent.side_system_id !== sideSystemId) throw badRequest('parentSubSystemId must be a sub system of the same side system');
   if (!selfId) return;
-  // Walk up from the new parent; meeting ourselves means the move would close a cycle.
-  const seen = new Set<string>();
-  for (let cur: SubSystemRow | undefined = parent; cur; ) {
-    if (cur.id === selfId) throw badRequest('parentSubSystemId would create a cycle');
-    if (seen.has(cur.id) || !cur.parent_sub_system_id) break;
-    seen.add(cur.id);
-    cur = await systemsRepo.findSub(db, userId, cur.parent_sub_system_id);
-  }
+  // The new parent, or one of its ancestors, being ourselves means the move would close a cycle.
+  if (await systemsRepo.isSelfOrAncestor(db, userId, parentId, selfId)) throw badRequest('parentSubSystemId would create a cycle');
 }
 
 export async function createSubSystem(

@@ -105,21 +105,18 @@ export interface ResolvedQuery {
 }
 
 /**
- * Explicit side (and sub) when given; otherwise the account's active scope, except that the
- * unified view, which spans every side system, resolves to the global labels only.
+ * The global labels without a query; the side (and sub) layers only when `sideSystemId` names
+ * them. The active side system does not choose a layer here: the spec asks for `sideSystemId`
+ * to get a side or sub scope.
  */
 export async function getResolvedTerminology(db: Knex, userId: string, query: ResolvedQuery): Promise<ResolvedTerminology> {
-  let target: LayerScope | null;
+  let target: LayerScope | null = null;
   if (query.sideSystemId !== undefined) {
     const subSystemId = query.subSystemId === undefined || query.subSystemId === 'null' ? null : query.subSystemId;
     target = { sideSystemId: query.sideSystemId, subSystemId };
     await assertScope(db, userId, target);
   } else if (query.subSystemId !== undefined) {
     throw badRequest('subSystemId needs sideSystemId');
-  } else {
-    const ctx = await systemsRepo.getContext(db, userId);
-    if (!ctx) throw new Error(`account ${userId} has no active system context`);
-    target = ctx.is_unified_view ? null : { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
   }
   return resolve(userId, target, await loadLayers(db, userId, target));
 }

@@ -57,11 +57,17 @@ export async function purgeItems(trx: Knex.Transaction, userId: string, items: T
   for (const [type, rows] of found) {
     const ids = rows.map((r) => r.id);
     if (type === 'member') {
-      for (const row of rows) {
-        for (const ref of [row.avatar, row.banner]) if (ref?.source === 'object') objectKeys.push(ref.key);
-        // Notes keep existing; the purged member leaves their explicit member list.
-        await trx.raw(`update entries set member_ids = member_ids - ?::text where user_id = ? and member_ids @> to_jsonb(?::text)`, [row.id, userId, row.id]);
-      }
+      for (const row of rows) for (const ref of [row.avatar, row.banner]) if (ref?.source === 'object') objectKeys.push(ref.key);
+      // Notes keep existing; the purged members leave their explicit member lists. The notes are
+      // found through the link table's (user_id, member_id) index, never by scanning the
+      // account's notes; this runs before the delete cascades the link rows away.
+      await trx.raw(
+        `update entries e set member_ids = e.member_ids - ?::text[]
+          where e.user_id = ?
+            and e.id in (select em.entry_id from entry_members em where em.user_id = ? and em.member_id = any(?::uuid[]))
+            and jsonb_exists_any(e.member_ids, ?::text[])`,
+        [ids, userId, userId, ids, ids],
+      );
     }
     purged += await trx(TRASH_TABLES[type]).where({ user_id: userId }).whereIn('id', ids).delete();
   }

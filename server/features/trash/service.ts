@@ -10,7 +10,9 @@ export const DAY_MS = 86_400_000;
 
 /**
  * One SELECT per type with the same named columns (a single one runs alone when `type` is given),
- * each ordered and limited on its own so it can use its (user_id, deleted_at) index.
+ * each ordered and limited on its own so it can use the table's (user_id, deleted_at) trash index
+ * where there is one (entries, directories, members, front_sessions; directory layouts and custom
+ * field definitions have none, and an account holds few of them).
  */
 const BRANCH: Record<TrashType, string> = {
   entry: `select 'entry' as type, e.id, coalesce(nullif(e.title, ''), left(e.content, 80)) as name, e.deleted_at,
@@ -46,29 +48,58 @@ export async function retentionDays(db: Knex, userId: string, fallback: number):
   return row?.trash_retention_days ?? fallback;
 }
 
-/** Readable paths: side system (and sub system) name, then the folder chain. */
-async function locator(db: Knex, userId: string): Promise<(row: TrashRowRaw) => string | undefined> {
-  const [sides, subs, dirs] = await Promise.all([
-    db('side_systems').where({ user_id: userId }).select('id', 'name'),
-    db('sub_systems').where({ user_id: userId }).select('id', 'name'),
-    db('directories').where({ user_id: userId }).select('id', 'name', 'parent_id', 'side_system_id', 'sub_system_id'),
-  ]);
-  const sideName = new Map<string, string>(sides.map((s) => [s.id, s.name]));
-  const subName = new Map<string, string>(subs.map((s) => [s.id, s.name]));
-  const dirById = new Map<string, { name: string; parent_id: string | null; side_system_id: string; sub_system_id: string | null }>(dirs.map((d) => [d.id, d]));
-  const scopePath = (side: string | null, sub: string | null) => [side && sideName.get(side), sub && subName.get(sub)].filter((x): x is string => Boolean(x));
-  const folderChain = (id: string | null): string[] => {
-    const names: string[] = [];
-    const seen = new Set<string>();
-    for (let cur = id; cur && !seen.has(cur); ) {
-      seen.add(cur);
-      const d = dirById.get(cur);
-      if (!d) break;
-      names.unshift(d.name);
-      cur = d.parent_id;
+interface LocationPart {
+  kind: 'side' | 'sub' | 'dir';
+  id: string;
+  name: string;
+  depth: number;
+  side_system_id: string | null;
+  sub_system_id: string | null;
+}
+
+/**
+ * Readable paths for one page of trash rows: side system (and sub system) name, then the folder
+ * chain. One statement fetches only what the page mentions: the folder chains of the page's
+ * directories (recursive, up the parents) and the names of the side and sub systems involved,
+ * including those of a layout's folder.
+ */
+async function locator(db: Knex, userId: string, rows: TrashRowRaw[]): Promise<(row: TrashRowRaw) => string | undefined> {
+  const dirIds = [...new Set(rows.map((r) => r.directory_id).filter((id): id is string => id !== null))];
+  const sideIds = [...new Set(rows.map((r) => r.side_system_id).filter((id): id is string => id !== null))];
+  const subIds = [...new Set(rows.map((r) => r.sub_system_id).filter((id): id is string => id !== null))];
+  const result = await db.raw<{ rows: LocationPart[] }>(
+    `with recursive chain (start_id, id, name, parent_id, side_system_id, sub_system_id, depth) as (
+       select d.id, d.id, d.name, d.parent_id, d.side_system_id, d.sub_system_id, 0
+         from directories d where d.user_id = ? and d.id = any(?::uuid[])
+       union all
+       select c.start_id, p.id, p.name, p.parent_id, p.side_system_id, p.sub_system_id, c.depth + 1
+         from chain c join directories p on p.user_id = ? and p.id = c.parent_id
+        where c.depth < 100
+     )
+     select 'dir' as kind, start_id as id, name, depth, side_system_id, sub_system_id from chain
+     union all
+     select 'side', id, name, 0, null, null from side_systems
+      where user_id = ? and (id = any(?::uuid[]) or id in (select side_system_id from chain where depth = 0))
+     union all
+     select 'sub', id, name, 0, null, null from sub_systems
+      where user_id = ? and (id = any(?::uuid[]) or id in (select sub_system_id from chain where depth = 0))`,
+    [userId, dirIds, userId, userId, sideIds, userId, subIds],
+  );
+  const sideName = new Map<string, string>();
+  const subName = new Map<string, string>();
+  // Folder id → its chain of names from the top, and the scope of the folder itself.
+  const chains = new Map<string, Array<{ depth: number; name: string }>>();
+  const folderScope = new Map<string, { side: string | null; sub: string | null }>();
+  for (const part of result.rows) {
+    if (part.kind === 'side') sideName.set(part.id, part.name);
+    else if (part.kind === 'sub') subName.set(part.id, part.name);
+    else {
+      chains.set(part.id, [...(chains.get(part.id) ?? []), { depth: Number(part.depth), name: part.name }]);
+      if (Number(part.depth) === 0) folderScope.set(part.id, { side: part.side_system_id, sub: part.sub_system_id });
     }
-    return names;
-  };
+  }
+  const scopePath = (side: string | null, sub: string | null) => [side && sideName.get(side), sub && subName.get(sub)].filter((x): x is string => Boolean(x));
+  const folderChain = (id: string | null): string[] => (id ? (chains.get(id) ?? []).sort((x, y) => y.depth - x.depth).map((p) => p.name) : []);
   return (row) => {
     switch (row.type) {
       case 'entry':
@@ -79,8 +110,8 @@ async function locator(db: Knex, userId: string): Promise<(row: TrashRowRaw) => 
       }
       case 'directoryLayout': {
         if (!row.directory_id) return 'Top level';
-        const folder = dirById.get(row.directory_id);
-        return folder ? [...scopePath(folder.side_system_id, folder.sub_system_id), ...folderChain(row.directory_id)].join(' / ') : undefined;
+        const scope = folderScope.get(row.directory_id);
+        return scope ? [...scopePath(scope.side, scope.sub), ...folderChain(row.directory_id)].join(' / ') : undefined;
       }
       default:
         return undefined;
@@ -100,7 +131,7 @@ export async function listTrash(
   const result = await db.raw<{ rows: TrashRowRaw[] }>(`select * from (${sql}) t order by deleted_at desc, id limit ${limit}`, types.map(() => userId));
   const rows = result.rows;
   if (rows.length === 0) return [];
-  const [days, locate] = await Promise.all([retentionDays(db, userId, defaultRetentionDays), locator(db, userId)]);
+  const [days, locate] = await Promise.all([retentionDays(db, userId, defaultRetentionDays), locator(db, userId, rows)]);
   return rows.map((row) => {
     const out: Schemas['TrashRow'] = { type: row.type, id: row.id, name: row.name, deletedAt: Number(row.deleted_at), purgeAt: Number(row.deleted_at) + days * DAY_MS };
     const location = locate(row);

@@ -1,0 +1,17 @@
+import type { HandlerMap } from '../../http/handlers.ts';
+import { WINDOW_MS } from '../../http/rateLimit.ts';
+import { describeKey } from '../accounts/service.ts';
+
+export const meHandlers = {
+  getMe: async (_input, ctx) => {
+    const auth = ctx.auth!;
+    const limit = ctx.rateLimit!;
+    return {
+      status: 200,
+      body: {
+        ...(await describeKey(ctx.deps.db.knex, auth)),
+        rateLimit: { limit: limit.limit, remaining: limit.remaining, resetSeconds: limit.resetSeconds, windowSeconds: WINDOW_MS / 1000 },
+      },
+    };
+  },
+} satisfies Partial<HandlerMap>;

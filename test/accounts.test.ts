@@ -1,0 +1,286 @@
+/** Operator account management (list, show, keys, delete), key expiry and GET /api/v1/me. */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ApiClient } from '../client/index.ts';
+import { createFolder, createGroup, createMember, createSub, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { PNG } from './helpers/images.ts';
+import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
+import { ALL_SCOPES, bearer, useServer } from './helpers/server.ts';
+
+const UNAUTHORIZED = { code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' };
+let now = 1_800_000_000_000;
+// The PostgreSQL rate-limit store keeps windows in a table, so deleting an account must clean it too.
+const server = useServer({ clock: () => now, rateLimitStore: 'postgres', env: { FETCH_ALLOW_PRIVATE: 'true' } });
+const run = promisify(execFile);
+
+let images: LoopbackServer;
+beforeAll(async () => {
+  images = await startLoopbackServer({ '/a.png': { type: 'image/png', body: PNG } });
+});
+afterAll(() => images.close());
+
+describe('GET /admin/v1/accounts', () => {
+  it('pages accounts in username order and filters by prefix, case-insensitively', async () => {
+    const names = ['Zeta_pg', 'alpha_pg', 'Alpine_pg', 'beta_pg', 'alps_pg'];
+    for (const username of names) await server.createAccount({ username });
+    const all: string[] = [];
+    let cursor: string | undefined;
+    for (let pages = 0; pages < 100; pages++) {
+      const { data, response } = await server.admin.GET('/admin/v1/accounts', { params: { query: { limit: 2, ...(cursor ? { cursor } : {}) } } });
+      expect(response.status).toBe(200);
+      expect(data!.items.length).toBeLessThanOrEqual(2);
+      all.push(...data!.items.map((a) => a.username));
+      if (!data!.nextCursor) break;
+      cursor = data!.nextCursor;
+    }
+    const lowered = all.map((n) => n.toLowerCase());
+    expect(lowered).toEqual([...lowered].sort());
+    for (const n of names) expect(all).toContain(n);
+
+    const al = await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'AL' } } });
+    expect(al.data!.items.map((a) => a.username)).toEqual(['alpha_pg', 'Alpine_pg', 'alps_pg']);
+    expect(al.data!.nextCursor).toBeNull();
+    const first = await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'al', limit: 2 } } });
+    expect(first.data!.items.map((a) => a.username)).toEqual(['alpha_pg', 'Alpine_pg']);
+    const rest = await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'al', cursor: first.data!.nextCursor! } } });
+    expect(rest.data!.items.map((a) => a.username)).toEqual(['alps_pg']);
+    // '_' is a literal character in the prefix, not a wildcard.
+    expect((await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'alp_' } } })).data!.items).toEqual([]);
+  });
+
+  it('refuses a bad cursor, prefix or limit with 400, and needs the admin token', async () => {
+    for (const query of [{ cursor: 'garbage' }, { usernamePrefix: 'a%' }, { limit: 201 }]) {
+      const { response, error } = await server.admin.GET('/admin/v1/accounts', { params: { query: query as never } });
+      expect(response.status, JSON.stringify(query)).toBe(400);
+      expect(error?.code).toBe('BAD_REQUEST');
+    }
+    expect((await server.fetch('/admin/v1/accounts')).status).toBe(401);
+  });
+});
+
+describe('GET /admin/v1/accounts/{userId} and its keys', () => {
+  it('shows the account with its count of usable keys', async () => {
+    const { userId } = await server.createAccount({ username: 'shown_acct', plan: 'pro', displayName: 'Shown', pronouns: 'they/them' });
+    const a = await server.createKey(userId, { members: 'read' });
+    await server.createKey(userId, { front: 'read' });
+    await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: a.keyId } } });
+    const { data } = await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId } } });
+    expect(data).toEqual({
+      userId,
+      username: 'shown_acct',
+      displayName: 'Shown',
+      plan: 'pro',
+      isAdmin: false,
+      pronouns: 'they/them',
+      status: null,
+      timezone: null,
+      country: null,
+      aboutMarkdown: null,
+      activeApiKeys: 1,
+      createdAt: now,
+      updatedAt: now,
+    });
+    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: UNKNOWN_ID } } })).response.status).toBe(404);
+  });
+
+  it('lists every key newest first with its times, never the secret or its hash', async () => {
+    const { userId } = await server.createAccount({ username: 'keyed_acct', plan: 'pro' });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      now += 1000;
+      const { data } = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+        params: { path: { userId } },
+        body: { scopes: { members: 'read' }, name: `k${i}`, ...(i === 2 ? { expiresAt: now + 60_000 } : {}) },
+      });
+      ids.push(data!.id);
+    }
+    await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: ids[0]! } } });
+    const first = await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId }, query: { limit: 2 } } });
+    const second = await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId }, query: { cursor: first.data!.nextCursor! } } });
+    const items = [...first.data!.items, ...second.data!.items];
+    expect(items.map((k) => k.id)).toEqual([ids[2], ids[1], ids[0]]);
+    expect(second.data!.nextCursor).toBeNull();
+    expect(items[0]).toEqual({ id: ids[2], name: 'k2', scopes: { members: 'read' }, createdAt: now, lastUsedAt: null, expiresAt: now + 60_000, revokedAt: null });
+    expect(items[2]!.revokedAt).toEqual(now);
+    const text = JSON.stringify(items);
+    const hashes = await server.deps.db.knex('api_keys').where({ user_id: userId }).pluck('key_hash');
+    for (const hash of hashes) expect(text).not.toContain(hash);
+    expect(text).not.toContain('adk_');
+    expect((await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: UNKNOWN_ID } } })).response.status).toBe(404);
+  });
+});
+
+describe('API key expiry', () => {
+  it('a key works until expiresAt and is refused with the spec\'s 401 from then on, cache or not', async () => {
+    const { userId } = await server.createAccount({ username: 'expiring', plan: 'pro' });
+    const { data } = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId } },
+      body: { scopes: { appearance: 'read' }, expiresAt: now + 2000 },
+    });
+    expect(data!.expiresAt).toBe(now + 2000);
+    const call = () => server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(data!.apiKey) });
+    expect((await call()).status).toBe(200); // cached now, for up to API_KEY_CACHE_TTL_MS
+    now += 1999;
+    expect((await call()).status).toBe(200);
+    now += 1;
+    const refused = await call();
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual(UNAUTHORIZED);
+    const keys = await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId } } });
+    expect(keys.data!.activeApiKeys).toBe(0);
+  });
+
+  it('expired keys do not count against the plan\'s key limit; an expiry in the past is a 400', async () => {
+    const { userId } = await server.createAccount({ username: 'free_expiry', plan: 'free' });
+    const issue = (body: Record<string, unknown>) => server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {}, ...body } as never });
+    expect((await issue({ expiresAt: now + 1000 })).response.status).toBe(201);
+    expect((await issue({})).response.status).toBe(403);
+    now += 1000;
+    expect((await issue({})).response.status).toBe(201);
+    for (const expiresAt of [now, now - 1]) {
+      const past = await issue({ expiresAt });
+      expect(past.response.status).toBe(400);
+      expect(past.error).toEqual({ code: 'BAD_REQUEST', message: 'expiresAt must be in the future' });
+    }
+  });
+});
+
+describe('GET /api/v1/me', () => {
+  it('tells any valid key, whatever its scopes, who it belongs to, what it may do and its budget', async () => {
+    const { userId } = await server.createAccount({ username: 'me_user', plan: 'pro', displayName: 'Me' });
+    const { data: issued } = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId } },
+      body: { scopes: {}, name: 'no scopes at all', expiresAt: now + 86_400_000 },
+    });
+    const api = server.client(issued!.apiKey);
+    const first = await api.GET('/api/v1/me');
+    expect(first.response.status).toBe(200);
+    expect(first.data).toEqual({
+      userId,
+      username: 'me_user',
+      displayName: 'Me',
+      plan: 'pro',
+      key: { id: issued!.id, name: 'no scopes at all', scopes: {}, createdAt: now, expiresAt: now + 86_400_000 },
+      rateLimit: { limit: 1000, remaining: 999, resetSeconds: 60, windowSeconds: 60 },
+    });
+    expect(first.response.headers.get('ratelimit-remaining')).toBe('999');
+    const second = await api.GET('/api/v1/me');
+    expect(second.data!.rateLimit.remaining).toBe(998);
+    // The same key is refused by a scoped route.
+    expect((await api.GET('/api/v1/members')).response.status).toBe(403);
+  });
+
+  it('answers 401 without a valid key', async () => {
+    const res = await server.fetch('/api/v1/me');
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual(UNAUTHORIZED);
+    expect((await server.fetch('/api/v1/me', { headers: bearer('adk_' + 'x'.repeat(43)) })).status).toBe(401);
+  });
+});
+
+/** Fills every table that holds account data, through the API. */
+async function populate(api: ApiClient, apiKey: string): Promise<void> {
+  const ok = (status: number, what: string) => expect([200, 201, 204], what).toContain(status);
+  ok((await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } })).response.status, 'appearance');
+  ok((await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Dusk', colors: { primary: '#112233' } } })).response.status, 'scheme');
+  ok((await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' } })).response.status, 'font');
+  const side = (await api.GET('/api/v1/systems')).data!.active.sideSystemId;
+  const a = await createMember(api, 'A');
+  const b = await createMember(api, 'B');
+  await createSub(api, side, a);
+  const upload = await server.fetch(`/api/v1/members/${a}/media?kind=avatar`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+  ok(upload.status, 'avatar');
+  const folder = await createFolder(api, 'F');
+  await createGroup(api, 'G', { memberIds: [a, b] });
+  ok((await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'L', itemIds: [] } })).response.status, 'layout');
+  const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
+  ok((await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { params: { path: { memberId: a, fieldId: field } }, body: { value: 'v' } })).response.status, 'field value');
+  const status = (await api.POST('/api/v1/member-statuses', { body: { name: 'S', color: '#000000' } })).data!.id;
+  ok((await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', { params: { path: { memberId: a, statusId: status } } })).response.status, 'status');
+  ok((await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } })).response.status, 'terminology');
+  ok((await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } } })).response.status, 'override');
+  ok((await api.POST('/api/v1/entries', { body: { content: `note ![x](${images.url('/a.png')})`, memberIds: [a, b] } })).response.status, 'entry');
+  const trashed = (await api.POST('/api/v1/entries', { body: { content: 'to the trash' } })).data!.id;
+  ok((await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed } } })).response.status, 'trash');
+  await startFronting(api, a);
+  const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Near' } })).data!.id;
+  ok((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b, tierKey: tier } })).response.status, 'presence');
+  ok((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status, 'trash settings');
+}
+
+describe('DELETE /admin/v1/accounts/{userId}', () => {
+  const knex = () => server.deps.db.knex;
+
+  async function tables(): Promise<string[]> {
+    return (await knex()('information_schema.tables').where({ table_schema: 'public', table_type: 'BASE TABLE' }).pluck('table_name')).sort();
+  }
+
+  /** Every row of every table, as sorted JSON per table (last_used_at is written in the background). */
+  async function snapshot(): Promise<Record<string, string[]>> {
+    const out: Record<string, string[]> = {};
+    for (const table of await tables()) {
+      const rows: Array<Record<string, unknown>> = await knex()(table).select('*');
+      out[table] = rows.map(({ last_used_at: _ignored, ...row }) => JSON.stringify(row)).sort();
+    }
+    return out;
+  }
+
+  it('removes the account and everything it owns from every table and from storage, and leaves the others alone', async () => {
+    const survivor = await server.user();
+    await populate(survivor.api, survivor.apiKey);
+    const before = await snapshot();
+    const survivorObjects = (await server.deps.storage!.list(`u/${survivor.userId}/`)).sort();
+    expect(survivorObjects.length).toBeGreaterThanOrEqual(2);
+
+    const victim = await server.user();
+    await populate(victim.api, victim.apiKey);
+    // Every table that is keyed by account holds some of the victim's rows, or the test proves nothing for it.
+    const uncovered: string[] = [];
+    for (const table of await tables()) {
+      const columns = Object.keys(await knex()(table).columnInfo());
+      if (!columns.includes('user_id')) continue;
+      const n = Number((await knex()(table).where({ user_id: victim.userId }).count({ n: '*' }).first())!.n);
+      if (n === 0) uncovered.push(table);
+    }
+    expect(uncovered).toEqual([]);
+    expect(Number((await knex()('rate_limit_windows').where({ key_id: victim.keyId }).count({ n: '*' }).first())!.n)).toBe(1);
+    expect((await server.deps.storage!.list(`u/${victim.userId}/`)).length).toBeGreaterThanOrEqual(2);
+    expect((await victim.api.GET('/api/v1/members')).response.status).toBe(200);
+
+    const { response } = await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } });
+    expect(response.status).toBe(204);
+
+    expect(await snapshot()).toEqual(before);
+    expect(await server.deps.storage!.list(`u/${victim.userId}/`)).toEqual([]);
+    expect((await server.deps.storage!.list(`u/${survivor.userId}/`)).sort()).toEqual(survivorObjects);
+    const refused = await victim.api.GET('/api/v1/members');
+    expect(refused.response.status).toBe(401);
+    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response.status).toBe(404);
+    expect((await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response.status).toBe(404);
+    // The survivor's data reads as before.
+    expect((await survivor.api.GET('/api/v1/members')).data!.map((m) => m.name).sort()).toEqual(['A', 'B']);
+  }, 120_000); // two full accounts through the API and two snapshots of every table
+});
+
+describe('npm run admin (accounts and keys)', () => {
+  const cli = (args: string[]) =>
+    run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken } });
+
+  it('lists and shows accounts, lists keys, issues an expiring key and deletes an account (with --yes only)', async () => {
+    const account = JSON.parse((await cli(['create-account', '--username', 'cli_lifecycle', '--plan', 'pro'])).stdout);
+    const key = JSON.parse((await cli(['create-key', '--user', account.userId, '--all-scopes', '--expires-at', new Date(now + 3_600_000).toISOString()])).stdout);
+    expect(key.expiresAt).toBe(now + 3_600_000);
+    expect(key.scopes).toEqual(ALL_SCOPES);
+    const listed = JSON.parse((await cli(['list-accounts', '--prefix', 'cli_life'])).stdout);
+    expect(listed.items.map((a: { username: string }) => a.username)).toEqual(['cli_lifecycle']);
+    const shown = JSON.parse((await cli(['show-account', '--user', account.userId])).stdout);
+    expect(shown).toMatchObject({ userId: account.userId, activeApiKeys: 1 });
+    const keys = JSON.parse((await cli(['list-keys', '--user', account.userId])).stdout);
+    expect(keys.items.map((k: { id: string }) => k.id)).toEqual([key.id]);
+    await expect(cli(['delete-account', '--user', account.userId])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('--yes') });
+    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response.status).toBe(200);
+    expect(JSON.parse((await cli(['delete-account', '--user', account.userId, '--yes'])).stdout)).toEqual({ deleted: account.userId });
+    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response.status).toBe(404);
+  }, 120_000); // seven CLI processes, each starting tsx
+});
