@@ -246,9 +246,12 @@ async function pairedThroughput(a: Variant, b: Variant, dataTemplate: string, ke
   }
 }
 
-/** A one-off node process: RSS once `code` has run and settled. */
-async function measureSnippet(code: string, args: string[] = [], nodeArgs: string[] = []): Promise<number> {
-  const child = spawn(process.execPath, [...nodeArgs, '--input-type=module', '-e', code, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+/**
+ * A one-off node process: RSS once `code` has run and settled, and again after a full garbage
+ * collection (the snippet collects on SIGUSR2; run with --expose-gc).
+ */
+async function measureSnippet(code: string, args: string[] = [], nodeArgs: string[] = []): Promise<{ rss: number; afterGc: number }> {
+  const child = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '--input-type=module', '-e', code, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   while (!out.includes('ready')) {
@@ -257,15 +260,22 @@ async function measureSnippet(code: string, args: string[] = [], nodeArgs: strin
   }
   await sleep(SETTLE_MS);
   const rss = status(child.pid!)!.rss;
+  child.kill('SIGUSR2');
+  await sleep(1_000);
+  const afterGc = status(child.pid!)!.rss;
   child.kill('SIGKILL');
-  return rss;
+  return { rss, afterGc };
 }
+
+const GC_ON_SIGNAL = "process.on('SIGUSR2', () => globalThis.gc?.());";
 
 const pgliteSnippet = `
 const { PGlite } = await import('@electric-sql/pglite');
 const [dir, sb] = process.argv.slice(1);
 const db = await PGlite.create(dir === 'memory' ? undefined : dir, sb === 'default' ? {} : { startParams: [...PGlite.defaultStartParams, '-c', 'shared_buffers=' + sb] });
 await db.query('select 1');
+globalThis.keepAlive = db; // the module scope of -e code is not kept: without this a GC collects the database
+${GC_ON_SIGNAL}
 console.log('ready');
 setInterval(() => {}, 1000);
 `;
@@ -384,19 +394,19 @@ async function main(): Promise<void> {
   log(`full scan: optimising tier ${scan.optimising.map((n) => n.toFixed(0)).join('/')} ms, baseline only ${scan.baseline.map((n) => n.toFixed(0)).join('/')} ms`);
 
   log('measuring components alone');
-  const components: Array<{ part: string; rss: number }> = [];
-  components.push({ part: 'node, empty script', rss: await measureSnippet("console.log('ready'); setInterval(() => {}, 1000);") });
+  const components: Component[] = [];
+  components.push({ part: 'node, empty script', ...(await measureSnippet(`${GC_ON_SIGNAL} console.log('ready'); setInterval(() => {}, 1000);`)) });
   const copy = join(work, 'component-copy');
   for (const [sb, label] of [['default', 'PGlite alone, default start parameters (shared_buffers=128MB)'], [EMBEDDED_SHARED_BUFFERS_DEFAULT, `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}`]] as const) {
     rmSync(copy, { recursive: true, force: true });
     cpSync(template.dir, copy, { recursive: true });
-    components.push({ part: `${label}, existing database`, rss: await measureSnippet(pgliteSnippet, [join(copy, 'pglite'), sb]) });
+    components.push({ part: `${label}, existing database`, ...(await measureSnippet(pgliteSnippet, [join(copy, 'pglite'), sb])) });
   }
   rmSync(copy, { recursive: true, force: true });
-  components.push({ part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process (initdb)`, rss: await measureSnippet(pgliteSnippet, [join(work, 'component-fresh'), EMBEDDED_SHARED_BUFFERS_DEFAULT]) });
+  components.push({ part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process (initdb)`, ...(await measureSnippet(pgliteSnippet, [join(work, 'component-fresh'), EMBEDDED_SHARED_BUFFERS_DEFAULT])) });
   rmSync(join(work, 'component-fresh'), { recursive: true, force: true });
-  components.push({ part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`, rss: await measureSnippet(pgliteSnippet, [join(template.dir, 'pglite'), EMBEDDED_SHARED_BUFFERS_DEFAULT], ['--liftoff-only']) });
-  for (const c of components) log(`${c.part}: ${Math.round(c.rss)} MB`);
+  components.push({ part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`, ...(await measureSnippet(pgliteSnippet, [join(template.dir, 'pglite'), EMBEDDED_SHARED_BUFFERS_DEFAULT], ['--liftoff-only'])) });
+  for (const c of components) log(`${c.part}: ${Math.round(c.rss)} MB, ${Math.round(c.afterGc)} MB after a full GC`);
 
   let postgres: VariantResult | undefined;
   if (postgresUrl) {
@@ -426,6 +436,12 @@ async function main(): Promise<void> {
   });
 }
 
+interface Component {
+  part: string;
+  rss: number;
+  afterGc: number;
+}
+
 interface Measured {
   date: string;
   quick: boolean;
@@ -436,7 +452,7 @@ interface Measured {
   variants: VariantResult[];
   pairs: PairResult[];
   scan: { optimising: number[]; baseline: number[] };
-  components: Array<{ part: string; rss: number }>;
+  components: Component[];
 }
 
 /** The costs the variants were built to isolate, as differences between rows. */
@@ -449,16 +465,18 @@ function summary(m: Measured): string {
     const xs = m.pairs.find((p) => p.a === a && p.b === b)?.scenarios.map((s) => s.ratio) ?? [];
     return xs.length ? `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×` : 'not measured';
   };
-  const component = (prefix: string) => m.components.find((c) => c.part.startsWith(prefix))?.rss ?? NaN;
+  const component = (prefix: string, field: 'rss' | 'afterGc' = 'rss') => m.components.find((c) => c.part.startsWith(prefix))?.[field] ?? NaN;
   const nodeOnly = component('node, empty script');
   const pgliteLean = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`);
   const pgliteExisting = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database`);
   const pgliteCreated = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process`);
+  const pgliteCreatedGc = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process`, 'afterGc');
+  const pgliteExistingGc = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database`, 'afterGc');
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const lines = [
-    `- **Buffer pool.** shared_buffers 128MB → ${EMBEDDED_SHARED_BUFFERS_DEFAULT}: ${r(idle('sb-128MB') - idle('shipped'))} MB less idle, ${r(peak('sb-128MB') - peak('shipped'))} MB less under load (PGlite allocates and zero-fills the pool at start). 8MB would save ${r(idle('shipped') - idle('sb-8MB'))} MB more. Paired read throughput, shipped / 128MB: ${ratios('shipped', 'sb-128MB')}.`,
+    `- **Buffer pool.** shared_buffers 128MB → ${EMBEDDED_SHARED_BUFFERS_DEFAULT}: ${r(idle('sb-128MB') - idle('shipped'))} MB less idle, ${r(peak('sb-128MB') - peak('shipped'))} MB less under load (the pool is allocated in PGlite's WebAssembly memory at start, which grows past its initial 128 MB for a 128MB pool, and stays resident). 8MB would save ${r(idle('shipped') - idle('sb-8MB'))} MB more. Paired read throughput, shipped / 128MB: ${ratios('shipped', 'sb-128MB')}.`,
     `- **V8 low-memory settings** (EMBEDDED_V8_LOW_MEMORY): ${r(idle('v8-defaults') - idle('shipped'))} MB less idle, ${r(peak('v8-defaults') - peak('shipped'))} MB less under load. Baseline-only WebAssembly alone: ${r(idle('v8-defaults') - idle('v8-liftoff-only'))} MB idle, ${r(peak('v8-defaults') - peak('v8-liftoff-only'))} MB under load (optimised code and compiler memory). Heap growth 1.5× alone: ${r(peak('v8-defaults') - peak('v8-heap-growing'))} MB under load (garbage of concurrent requests; a full collection after load brings the live heap back to ~30 MB either way). Paired read throughput, shipped / V8 defaults: ${ratios('shipped', 'v8-defaults')}; the CPU-heavy scan takes ${(mean(m.scan.baseline) / mean(m.scan.optimising)).toFixed(2)}× as long on the baseline tier.`,
-    `- **Creating the database in-process.** PGlite alone right after creating a database: ${r(pgliteCreated)} MB, against ${r(pgliteExisting)} MB when it opens an existing one: ${r(pgliteCreated - pgliteExisting)} MB (initdb's own instance and memory, the copied data directory) stay resident for the life of the process. The server creates a new database in a short-lived child process; its first start settles at ${r(idle('first-start'))} MB.`,
+    `- **Creating the database in-process.** PGlite alone right after creating a database: ${r(pgliteCreated)} MB, against ${r(pgliteExisting)} MB when it opens an existing one. Most of the ${r(pgliteCreated - pgliteExisting)} MB is garbage (initdb's own PGlite instance and the copied data directory) that stays resident until V8 runs a full collection, which an idle server may not do for a long time; after one, ${r(pgliteCreatedGc - pgliteExistingGc)} MB remain (${r(pgliteCreatedGc)} against ${r(pgliteExistingGc)} MB). The server creates a new database in a short-lived child process instead; its first start settles at ${r(idle('first-start'))} MB.`,
     `- **tsx.** \`tsx server/main.ts\` (the old \`npm start\`, npm's own process not counted) holds ${r(v('tsx')?.idleTreeRss ?? NaN)} MB in its process group against ${r(idle('before'))} MB for the same settings under plain node: ${r((v('tsx')?.idleTreeRss ?? NaN) - idle('before'))} MB of wrapper processes (tsx's CLI, esbuild's service) and in-process transpiling.`,
     `- **What remains** (shipped, idle ${r(idle('shipped'))} MB): node itself ${r(nodeOnly)} MB; PGlite with these settings ${r(pgliteLean - nodeOnly)} MB (its WebAssembly module and runtime, the ${EMBEDDED_SHARED_BUFFERS_DEFAULT} pool and catalog caches inside a 128 MB WebAssembly memory that cannot start smaller); the app ~${r(idle('postgres') - nodeOnly)} MB (the same server on PostgreSQL idles at ${r(idle('postgres'))} MB). Under the read load the JS heap adds ${r(peak('shipped') - idle('shipped'))} MB.`,
   ];
@@ -515,11 +533,11 @@ PGlite alone, full scan of front_sessions (${plan.large.sessions + plan.small.se
 after 4 s of warm-up, runs in the order optimising, baseline, baseline, optimising: optimising tier ${scan.optimising.map((n) => n.toFixed(0)).join(' / ')} ms,
 baseline (Liftoff) only ${scan.baseline.map((n) => n.toFixed(0)).join(' / ')} ms — baseline takes ${(mean(scan.baseline) / mean(scan.optimising)).toFixed(2)}× as long.
 
-## Components measured alone (RSS ${SETTLE_MS / 1000} s after start)
+## Components measured alone (RSS ${SETTLE_MS / 1000} s after start, then after a forced full GC)
 
-| part | RSS MB |
-|---|---|
-${components.map((c) => `| ${c.part} | ${mb(c.rss)} |`).join('\n')}
+| part | RSS MB | after full GC MB |
+|---|---|---|
+${components.map((c) => `| ${c.part} | ${mb(c.rss)} | ${mb(c.afterGc)} |`).join('\n')}
 `;
   const dir = m.quick ? join(root, 'bench/tmp') : resolve(root, values.out ?? 'bench/results');
   mkdirSync(dir, { recursive: true });

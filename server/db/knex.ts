@@ -55,9 +55,10 @@ export const EMBEDDED_SHARED_BUFFERS_DEFAULT = '16MB';
 
 /**
  * PGlite's own start parameters plus a smaller buffer pool. PostgreSQL's default shared_buffers
- * (128MB) is allocated and zero-filled inside PGlite's WebAssembly memory at start, so it is
- * resident from the first second; the data files are read through the operating system's page
- * cache anyway. See bench/results/*-embedded-memory.md for what each setting costs.
+ * (128MB) is allocated inside PGlite's WebAssembly memory at start (which grows past its initial
+ * 128 MB for it) and stays resident: ~125 MB more RSS for no read throughput the bench can measure,
+ * since the data files are read through the operating system's page cache anyway. See
+ * bench/results/*-embedded-memory.md for what each setting costs.
  */
 function embeddedStartParams(PGlite: { defaultStartParams: string[] }, sharedBuffers: string): string[] {
   return [...PGlite.defaultStartParams, '-c', `shared_buffers=${sharedBuffers}`];
@@ -69,7 +70,7 @@ function embeddedStartParams(PGlite: { defaultStartParams: string[] }, sharedBuf
  * - WebAssembly stays on V8's baseline compiler (Liftoff). By default V8 re-compiles hot functions
  *   with its optimising compiler (TurboFan) in the background; for PGlite's 9 MB module that holds
  *   ~50 MB more, for no throughput the API's indexed queries can measure (CPU-heavy queries such as
- *   large scans take 1.2–1.4× as long without it). Read when a module is compiled: set before PGlite
+ *   large scans take 1.1–1.4× as long without it). Read when a module is compiled: set before PGlite
  *   compiles its own.
  * - The JS heap may grow to 1.5× the live size between full collections instead of V8's dynamic
  *   factor (up to 4×): under load the garbage of 32 concurrent requests otherwise takes the heap
@@ -88,7 +89,8 @@ const run = promisify(execFile);
 /**
  * Creates a new embedded database in a short-lived child process. Creating one in-process
  * (PGlite runs initdb in a second PGlite instance and copies the result) leaves ~500 MB resident in
- * the server for the rest of its life; the child exits and takes that with it.
+ * the server until V8 happens to run a full collection, which an idle server may not do for a long
+ * time, and ~170 MB even after one; the child exits and takes all of it with it.
  */
 async function initializeEmbeddedDatabase(pgliteDir: string, startParams: string[]): Promise<void> {
   if (existsSync(join(pgliteDir, 'PG_VERSION'))) return;
