@@ -75,7 +75,15 @@ export function authenticate(deps: AppDeps): RequestHandler {
     if (!auth) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
     locals(res).auth = auth;
 
-    const decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
+    let decision: RateLimitDecision;
+    try {
+      decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
+    } catch (err) {
+      // The PostgreSQL store fails with database errors, which the error handler maps like any other.
+      if (deps.rateLimiter.store.kind !== 'redis') throw err;
+      locals(res).log.error({ err }, 'rate-limit store not reachable');
+      throw preconditionFailed('Rate-limit store (Redis) is not reachable');
+    }
     locals(res).rateLimit = decision;
     res.set(decision.headers);
     if (!decision.allowed) {

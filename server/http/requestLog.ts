@@ -5,15 +5,15 @@ import type { Logger } from 'pino';
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Load balancers and orchestrators call these every few seconds: their lines would drown the rest. */
-const PROBE_PATHS = new Set(['/healthz', '/readyz']);
+const PROBE_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
 /**
  * Request id (echoed from a sane X-Request-Id, otherwise generated) and one JSON log line per
  * finished request: id, method, path (no query string), status, duration and the account — never
- * headers, so never API keys. Health and readiness probes are logged at debug (a failing readiness
- * check logs its own warning when the state changes; a 500 stays an error). The per-request child
- * logger handlers may use is created only when something reads it, so the common path allocates
- * nothing for logging.
+ * headers, so never API keys. Health and readiness probes and metrics scrapes are logged at debug
+ * (a failing readiness check logs its own warning when the state changes; a 500 stays an error).
+ * The per-request child logger is created on the first read of res.locals.log; the dispatcher and
+ * the error handler read it for every request they handle.
  */
 export function requestLogging(logger: Logger): RequestHandler {
   return (req, res, next) => {
