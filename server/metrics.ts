@@ -28,6 +28,7 @@ export class Metrics {
   private readonly refusals: Counter;
   private readonly jobRuns: Counter<'job' | 'outcome'>;
   private readonly jobDuration: Histogram<'job'>;
+  private readonly jobsDead: Counter<'job'>;
 
   constructor(options: { db?: Knex; collectProcessMetrics?: boolean } = {}) {
     if (options.collectProcessMetrics !== false) collectDefaultMetrics({ register: this.registry });
@@ -62,6 +63,12 @@ export class Metrics {
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
       registers: [this.registry],
     });
+    this.jobsDead = new Counter({
+      name: 'jobs_dead_total',
+      help: 'Jobs dead-lettered after their last attempt failed or its lease ran out.',
+      labelNames: ['job'],
+      registers: [this.registry],
+    });
     const pool = (options.db?.client as { pool?: PoolLike } | undefined)?.pool;
     new Gauge({
       name: 'db_pool_connections',
@@ -91,6 +98,10 @@ export class Metrics {
   jobRun(job: string, outcome: 'success' | 'failure', seconds: number): void {
     this.jobRuns.inc({ job, outcome });
     this.jobDuration.observe({ job }, seconds);
+  }
+
+  jobDead(job: string): void {
+    this.jobsDead.inc({ job });
   }
 
   render(): Promise<string> {
