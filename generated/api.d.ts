@@ -3151,6 +3151,8 @@ export interface components {
         MemberIdPath: components["schemas"]["Uuid"];
         /** @description Opaque cursor from the previous page's `nextCursor`. */
         Cursor: string;
+        /** @description Page size, 1–200 (default 50). */
+        PageLimit: number;
         /** @description Page size, 1–200. */
         MembersPageLimit: number;
         /** @description `avatar` or `banner`. */
@@ -3324,7 +3326,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Page size, 1–200 (default 50). */
-                limit?: number;
+                limit?: components["parameters"]["PageLimit"];
                 /** @description Opaque cursor from the previous page's `nextCursor`. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Only usernames starting with this (case-insensitive). */
@@ -3472,7 +3474,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Page size, 1–200 (default 50). */
-                limit?: number;
+                limit?: components["parameters"]["PageLimit"];
                 /** @description Opaque cursor from the previous page's `nextCursor`. */
                 cursor?: components["parameters"]["Cursor"];
             };
