@@ -1729,10 +1729,14 @@ export interface components {
     schemas: {
         /**
          * @description Subscription plan; decides key limits and entitlements such as custom fonts.
+         * @example pro
          * @enum {string}
          */
         Plan: "free" | "pro" | "pro_plus";
-        /** @enum {string} */
+        /**
+         * @example read_write
+         * @enum {string}
+         */
         ScopeLevel: "read" | "read_write";
         /** @description Scope name to level. Unknown scope names are rejected. */
         ScopeMap: {
@@ -1755,11 +1759,14 @@ export interface components {
         };
         Me: {
             userId: components["schemas"]["Uuid"];
+            /** @example aurora_system */
             username: string;
+            /** @example The Aurora System */
             displayName: string;
             plan: components["schemas"]["Plan"];
             key: {
                 id: components["schemas"]["Uuid"];
+                /** @example Front widget */
                 name: string | null;
                 scopes: components["schemas"]["ScopeMap"];
                 createdAt: components["schemas"]["EpochMs"];
@@ -1768,42 +1775,71 @@ export interface components {
             };
             /** @description The key's budget after this request, as the RateLimit-* headers give it. */
             rateLimit: {
-                /** @description Requests allowed per window. */
+                /**
+                 * @description Requests allowed per window.
+                 * @example 1000
+                 */
                 limit: number;
-                /** @description Requests left in the current window. */
+                /**
+                 * @description Requests left in the current window.
+                 * @example 998
+                 */
                 remaining: number;
-                /** @description Seconds until the current window ends. */
+                /**
+                 * @description Seconds until the current window ends.
+                 * @example 42
+                 */
                 resetSeconds: number;
-                /** @description Length of a window. */
+                /**
+                 * @description Length of a window.
+                 * @example 60
+                 */
                 windowSeconds: number;
             };
         };
         CreateAccountRequest: {
-            /** @description 3–32 letters, digits or `_`; unique regardless of case. */
+            /**
+             * @description 3–32 letters, digits or `_`; unique regardless of case.
+             * @example aurora_system
+             */
             username: string;
-            /** @description Defaults to the username. */
+            /**
+             * @description Defaults to the username.
+             * @example The Aurora System
+             */
             displayName?: string;
             plan?: components["schemas"]["Plan"];
+            /** @example false */
             isAdmin?: boolean;
+            /** @example they/them */
             pronouns?: string;
+            /** @example Around today */
             status?: string;
+            /** @example Europe/Berlin */
             timezone?: string;
+            /** @example DE */
             country?: string;
+            /** @example We are **many**. */
             aboutMarkdown?: string;
         };
         CreateAccountResponse: {
             userId: components["schemas"]["Uuid"];
+            /** @example aurora_system */
             username: string;
         };
         CreateApiKeyRequest: {
             scopes: components["schemas"]["ScopeMap"];
+            /** @example Front widget */
             name?: string;
             /** @description When the key stops working (epoch ms, must be in the future). Omit for a key that never expires. */
             expiresAt?: components["schemas"]["EpochMs"];
         };
         CreateApiKeyResponse: {
             id: components["schemas"]["Uuid"];
-            /** @description The secret. Store it now; it cannot be shown again. */
+            /**
+             * @description The secret. Store it now; it cannot be shown again.
+             * @example adk_3q9ZkV7wYtR2pLmN8xC4bH6jF1sD5gA0eU7iO3kT2yW
+             */
             apiKey: string;
             scopes: components["schemas"]["ScopeMap"];
             /** @description When the key stops working; null when it never expires. */
@@ -1811,27 +1847,42 @@ export interface components {
         };
         AdminAccount: {
             userId: components["schemas"]["Uuid"];
+            /** @example aurora_system */
             username: string;
+            /** @example The Aurora System */
             displayName: string;
             plan: components["schemas"]["Plan"];
+            /** @example false */
             isAdmin: boolean;
+            /** @example they/them */
             pronouns: string | null;
+            /** @example Around today */
             status: string | null;
+            /** @example Europe/Berlin */
             timezone: string | null;
+            /** @example DE */
             country: string | null;
+            /** @example We are **many**. */
             aboutMarkdown: string | null;
-            /** @description Keys that are neither revoked nor expired. */
+            /**
+             * @description Keys that are neither revoked nor expired.
+             * @example 2
+             */
             activeApiKeys: number;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         AdminAccountPage: {
             items: components["schemas"]["AdminAccount"][];
-            /** @description Pass as `cursor` for the next page; null on the last page. */
+            /**
+             * @description Pass as `cursor` for the next page; null on the last page.
+             * @example YXVyb3JhX3N5c3RlbQ
+             */
             nextCursor: string | null;
         };
         ApiKeyInfo: {
             id: components["schemas"]["Uuid"];
+            /** @example Front widget */
             name: string | null;
             scopes: components["schemas"]["ScopeMap"];
             createdAt: components["schemas"]["EpochMs"];
@@ -1844,19 +1895,38 @@ export interface components {
         };
         ApiKeyInfoPage: {
             items: components["schemas"]["ApiKeyInfo"][];
-            /** @description Pass as `cursor` for the next page; null on the last page. */
+            /**
+             * @description Pass as `cursor` for the next page; null on the last page.
+             * @example MTc2MzgwMDAwMDAwMDowZjdkM2MyZS01YjFhLTRlOGYtOWQ2Yy0zYTJiMWMwZDllOGY
+             */
             nextCursor: string | null;
         };
-        /** @enum {string} */
+        /**
+         * @example dark
+         * @enum {string}
+         */
         ThemeMode: "light" | "dark" | "system";
-        /** @enum {string} */
+        /**
+         * @example night
+         * @enum {string}
+         */
         DarkVariant: "default" | "storm" | "night" | "moon";
-        /** @enum {string} */
+        /**
+         * @example medium
+         * @enum {string}
+         */
         FontSize: "small" | "medium" | "large";
+        /** @example forest */
         PresetName: string;
-        /** @description Multiplier applied to the base font size. */
+        /**
+         * @description Multiplier applied to the base font size.
+         * @example 1.25
+         */
         FontScale: number;
-        /** @description Base font size in CSS pixels. */
+        /**
+         * @description Base font size in CSS pixels.
+         * @example 16
+         */
         FontSizePx: number;
         AppearanceDocument: {
             _id: components["schemas"]["Uuid"];
@@ -1865,16 +1935,25 @@ export interface components {
             themeMode: components["schemas"]["ThemeMode"];
             darkVariant?: components["schemas"]["DarkVariant"];
             colorScheme: components["schemas"]["PresetName"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+             */
             customColorSchemeId?: string | null;
             fontFamily: components["schemas"]["PresetName"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+             */
             customFontId?: string | null;
             fontSize: components["schemas"]["FontSize"];
             fontScale?: components["schemas"]["FontScale"];
             fontSizePx?: components["schemas"]["FontSizePx"];
+            /** @example true */
             amoledBase?: boolean;
+            /** @example false */
             reduceMotion: boolean;
+            /** @example true */
             memberBannerGradientsEnabled: boolean;
             updatedAt: components["schemas"]["EpochMs"];
         };
@@ -1884,20 +1963,30 @@ export interface components {
             colorScheme?: components["schemas"]["PresetName"];
             /** @description Alias of `colorScheme`. */
             colourScheme?: components["schemas"]["PresetName"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+             */
             customColorSchemeId?: string | null;
             fontFamily?: components["schemas"]["PresetName"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+             */
             customFontId?: string | null;
             fontSize?: components["schemas"]["FontSize"];
             fontScale?: components["schemas"]["FontScale"];
             fontSizePx?: components["schemas"]["FontSizePx"];
+            /** @example true */
             amoledBase?: boolean;
+            /** @example true */
             reduceMotion?: boolean;
+            /** @example false */
             memberBannerGradientsEnabled?: boolean;
         };
         CustomColorScheme: {
             _id: components["schemas"]["Uuid"];
+            /** @example Forest at dusk */
             name: string;
             colors: {
                 [key: string]: components["schemas"]["HexColor"];
@@ -1906,6 +1995,7 @@ export interface components {
             updatedAt: components["schemas"]["EpochMs"];
         };
         CreateCustomColorSchemeRequest: {
+            /** @example Forest at dusk */
             name: string;
             /** @description Colour token (for example `primary`, `background`) to `#RRGGBB`; 1–32 tokens. */
             colors: {
@@ -1914,17 +2004,23 @@ export interface components {
         };
         CustomFont: {
             _id: components["schemas"]["Uuid"];
+            /** @example Atkinson Hyperlegible */
             name: string;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://fonts.example.org/atkinson.woff2
+             */
             sourceUrl: string;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         CreateCustomFontRequest: {
+            /** @example Atkinson Hyperlegible */
             name: string;
             /**
              * Format: uri
              * @description https URL of a web font file (woff2, woff, ttf or otf).
+             * @example https://fonts.example.org/atkinson.woff2
              */
             sourceUrl: string;
         };
@@ -1939,12 +2035,18 @@ export interface components {
          * @example 1763800000000
          */
         EpochMs: number;
-        /** @enum {string} */
+        /**
+         * @example NOT_FOUND
+         * @enum {string}
+         */
         ErrorCode: "BAD_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "CONFLICT" | "PRECONDITION_FAILED" | "NOTE_LIMIT_REACHED" | "INTERNAL" | "RATE_LIMITED" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "PAYLOAD_TOO_LARGE";
         /** @description The error envelope every non-2xx JSON response uses. */
         Error: {
             code: components["schemas"]["ErrorCode"];
-            /** @description Human-readable explanation; never contains internals. */
+            /**
+             * @description Human-readable explanation; never contains internals.
+             * @example Member not found
+             */
             message: string;
         };
         CreatedId: {
@@ -1954,32 +2056,44 @@ export interface components {
         NullableEpochMs: components["schemas"]["EpochMs"] | null;
         /** @example #2E7D32 */
         HexColor: string;
-        /** @enum {string} */
+        /**
+         * @example select
+         * @enum {string}
+         */
         CustomFieldType: "text" | "markdown" | "date" | "select" | "multiselect";
         CustomFieldDefinition: {
             _id: components["schemas"]["Uuid"];
+            /** @example Role */
             name: string;
             type: components["schemas"]["CustomFieldType"];
+            /** @example What this member does */
             description: string | null;
             options: string[] | null;
+            /** @example 0 */
             sortOrder: number;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         CreateCustomFieldRequest: {
+            /** @example Role */
             name: string;
             type: components["schemas"]["CustomFieldType"];
+            /** @example What this member does */
             description?: string;
             options?: string[];
         };
         UpdateCustomFieldRequest: {
+            /** @example Role */
             name?: string;
+            /** @example What this member does for the system */
             description?: string | null;
             options?: string[];
+            /** @example 1 */
             sortOrder?: number;
         };
         CustomFieldValue: {
             fieldId: components["schemas"]["Uuid"];
+            /** @example Role */
             name: string;
             type: components["schemas"]["CustomFieldType"];
             options: string[] | null;
@@ -1991,7 +2105,9 @@ export interface components {
         };
         EntryListRow: {
             _id: components["schemas"]["Uuid"];
+            /** @example Therapy notes */
             title: string | null;
+            /** @example We talked about **boundaries**. */
             content: string;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
@@ -2001,7 +2117,9 @@ export interface components {
         };
         EntryDetail: {
             _id: components["schemas"]["Uuid"];
+            /** @example Therapy notes */
             title: string | null;
+            /** @example We talked about **boundaries**. */
             content: string;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
@@ -2010,25 +2128,36 @@ export interface components {
             /**
              * Format: uuid
              * @description Legacy single link.
+             * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
              */
             memberId: string | null;
             /** @description The linked members as last set; null when never set. */
             memberIds: components["schemas"]["Uuid"][] | null;
         };
         CreateEntryRequest: {
+            /** @example We talked about **boundaries**. */
             content: string;
+            /** @example Therapy notes */
             title?: string | null;
             memberId?: components["schemas"]["Uuid"];
             memberIds?: components["schemas"]["Uuid"][];
         };
         UpdateEntryRequest: {
+            /** @example We talked about **boundaries** and sleep. */
             content?: string;
+            /** @example Session 12 */
             title?: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+             */
             memberId?: string | null;
             memberIds?: components["schemas"]["Uuid"][];
         };
-        /** @description Free text, up to 1,000 characters. */
+        /**
+         * @description Free text, up to 1,000 characters.
+         * @example Handling the morning
+         */
         FrontNote: string;
         /**
          * @description A preset tier (`coFront`, `coConscious`) or the id of one of the account's custom tiers.
@@ -2041,13 +2170,19 @@ export interface components {
             userId: components["schemas"]["Uuid"];
             memberId: components["schemas"]["Uuid"];
             startedAt: components["schemas"]["EpochMs"];
+            /** @example Handling the morning */
             note?: string;
         };
         FrontTierPresence: {
             memberId: components["schemas"]["Uuid"];
-            /** @description `coFront`, `coConscious` or a custom tier id. */
+            /**
+             * @description `coFront`, `coConscious` or a custom tier id.
+             * @example coConscious
+             */
             tierKey: string;
+            /** @example Co-conscious */
             tierDisplayName: string;
+            /** @example Listening in */
             note: string | null;
         };
         FrontState: {
@@ -2057,9 +2192,15 @@ export interface components {
             members: components["schemas"]["Member"][];
             /** @description The open sessions, in the same order as `memberIds`. */
             activeSessions: components["schemas"]["FrontActiveSession"][];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+             */
             primaryMemberId: string | null;
-            /** @description The note of the primary fronter's session; null without a primary or a note. */
+            /**
+             * @description The note of the primary fronter's session; null without a primary or a note.
+             * @example Handling the morning
+             */
             primaryNote: string | null;
             tieredPresence: components["schemas"]["FrontTierPresence"][];
         };
@@ -2070,12 +2211,16 @@ export interface components {
             memberId: components["schemas"]["Uuid"];
             startedAt: components["schemas"]["EpochMs"];
             endedAt: components["schemas"]["EpochMs"] | null;
+            /** @example Handling the morning */
             note?: string;
         };
         FrontHistoryItem: {
             session: components["schemas"]["FrontHistorySession"];
             member: components["schemas"]["MemberSummary"];
-            /** @description `endedAt - startedAt`; null while the session is open. */
+            /**
+             * @description `endedAt - startedAt`; null while the session is open.
+             * @example 5400000
+             */
             durationMs: number | null;
         };
         FrontHistoryCursor: {
@@ -2084,7 +2229,10 @@ export interface components {
         };
         FrontHistoryPage: {
             items: components["schemas"]["FrontHistoryItem"][];
-            /** @description Sessions matching the time filters across all pages. */
+            /**
+             * @description Sessions matching the time filters across all pages.
+             * @example 57
+             */
             count: number;
             nextCursor: components["schemas"]["FrontHistoryCursor"] | null;
         };
@@ -2103,54 +2251,88 @@ export interface components {
             note?: components["schemas"]["FrontNote"];
         };
         FrontTier: {
-            /** @description The `tierKey` to use for this tier; a custom tier's id. */
+            /**
+             * @description The `tierKey` to use for this tier; a custom tier's id.
+             * @example coConscious
+             */
             key: string;
+            /** @example Co-conscious */
             displayName: string;
-            /** @enum {string} */
+            /**
+             * @example preset
+             * @enum {string}
+             */
             kind: "preset" | "custom";
         };
         CreateFrontTierRequest: {
+            /** @example Nearby */
             displayName: string;
         };
         UpdateFrontSessionRequest: {
             startedAt?: components["schemas"]["EpochMs"];
             endedAt?: components["schemas"]["EpochMs"];
+            /** @example Handled the morning, then the school run */
             note?: string | null;
         };
         Folder: {
             _id: components["schemas"]["Uuid"];
+            /** @example Protectors */
             name: string;
+            /** @example Members who keep the system safe */
             description: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             parentId: string | null;
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId: string | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         Group: {
             _id: components["schemas"]["Uuid"];
+            /** @example Night shift */
             name: string;
+            /** @example Who is around after dark */
             description: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             parentId: string | null;
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId: string | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
+            /** @example #5C6BC0 */
             color: string | null;
             memberIds: components["schemas"]["Uuid"][];
         };
         FolderNode: {
             _id: components["schemas"]["Uuid"];
+            /** @example Protectors */
             name: string;
+            /** @example Members who keep the system safe */
             description: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             parentId: string | null;
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId: string | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
@@ -2165,20 +2347,29 @@ export interface components {
             members: components["schemas"]["MemberSummary"][];
         };
         CreateFolderRequest: {
+            /** @example Protectors */
             name: string;
+            /** @example Members who keep the system safe */
             description?: string;
             parentId?: components["schemas"]["Uuid"];
             sideSystemId?: components["schemas"]["Uuid"];
             subSystemId?: components["schemas"]["Uuid"];
         };
         UpdateFolderRequest: {
+            /** @example Guardians */
             name?: string;
+            /** @example Members who keep the system safe */
             description?: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             parentId?: string | null;
         };
         CreateGroupRequest: {
+            /** @example Night shift */
             name: string;
+            /** @example Who is around after dark */
             description?: string;
             color?: components["schemas"]["HexColor"];
             parentId?: components["schemas"]["Uuid"];
@@ -2187,11 +2378,19 @@ export interface components {
             subSystemId?: components["schemas"]["Uuid"];
         };
         UpdateGroupRequest: {
+            /** @example Day shift */
             name?: string;
+            /** @example Who is around in daylight */
             description?: string | null;
-            /** @description `#RRGGBB`, or null to clear it. */
+            /**
+             * @description `#RRGGBB`, or null to clear it.
+             * @example #90A4AE
+             */
             color?: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             parentId?: string | null;
         };
         SetGroupMembersRequest: {
@@ -2199,63 +2398,92 @@ export interface components {
         };
         DirectoryLayout: {
             _id: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             directoryId: string | null;
+            /** @example By role */
             name: string;
             itemIds: components["schemas"]["Uuid"][];
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         CreateDirectoryLayoutRequest: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             directoryId: string | null;
+            /** @example By role */
             name: string;
             itemIds: components["schemas"]["Uuid"][];
         };
         MemberStatusDefinition: {
             _id: components["schemas"]["Uuid"];
+            /** @example Resting */
             name: string;
             color: components["schemas"]["HexColor"];
+            /** @example bed */
             icon: string | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         CreateMemberStatusRequest: {
+            /** @example Resting */
             name: string;
             color: components["schemas"]["HexColor"];
+            /** @example bed */
             icon?: string;
         };
         UpdateMemberStatusRequest: {
+            /** @example Asleep */
             name?: string;
             color?: components["schemas"]["HexColor"];
+            /** @example moon */
             icon?: string | null;
         };
         MemberStatusAssignment: {
             statusId: components["schemas"]["Uuid"];
+            /** @example Resting */
             name: string;
             color: components["schemas"]["HexColor"];
+            /** @example bed */
             icon: string | null;
             assignedAt: components["schemas"]["EpochMs"];
         };
-        /** @enum {string} */
+        /**
+         * @example avatar
+         * @enum {string}
+         */
         MediaKind: "avatar" | "banner";
         /** @description A member. `displayName` and `pronouns` are empty strings when unset; media URLs are relative and change with the image. */
         Member: {
             _id: components["schemas"]["Uuid"];
             userId: components["schemas"]["Uuid"];
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId: string | null;
             /**
              * Format: uuid
              * @description The folder the member sits in; null at the root.
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
              */
             directoryId: string | null;
+            /** @example Robin */
             name: string;
+            /** @example Robin 🌿 */
             displayName: string;
+            /** @example she/they */
             pronouns: string;
+            /** @example Gatekeeper. Likes tea. */
             description: string;
+            /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e */
             avatarUrl: string | null;
+            /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=banner&v=4e7a0c2d9b1f */
             backgroundUrl: string | null;
             aboutTags: string[];
             profileStyle: {
@@ -2264,17 +2492,25 @@ export interface components {
             archivedAt: components["schemas"]["EpochMs"] | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
-            /** @description Increases with every change; send it back as `expectedVersion`. */
+            /**
+             * @description Increases with every change; send it back as `expectedVersion`.
+             * @example 3
+             */
             version: number;
         };
         MemberPage: {
             items: components["schemas"]["Member"][];
+            /** @example MTc2MzgwMDAwMDAwMDoyZjNlNGQ1Yy02YjdhLTQ5ODAtYTFiMi1jM2Q0ZTVmNjA3MTg */
             nextCursor: string | null;
         };
         CreateMemberRequest: {
+            /** @example Robin */
             name: string;
+            /** @example Robin 🌿 */
             displayName?: string;
+            /** @example she/they */
             pronouns?: string;
+            /** @example Gatekeeper. Likes tea. */
             description?: string;
             aboutTags?: string[];
             directoryId?: components["schemas"]["Uuid"];
@@ -2283,52 +2519,84 @@ export interface components {
         };
         SystemScopeTarget: {
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId?: string | null;
         };
         UpdateMemberRequest: {
+            /** @example Robin */
             name?: string;
+            /** @example Robin 🌿 */
             displayName?: string | null;
+            /** @example she/they */
             pronouns?: string | null;
+            /** @example Gatekeeper. Likes tea and long walks. */
             description?: string | null;
             aboutTags?: string[];
             profileStyle?: {
                 [key: string]: unknown;
             } | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
             directoryId?: string | null;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://images.example.org/robin-avatar.png
+             */
             avatarUrl?: string | null;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://images.example.org/robin-banner.jpg
+             */
             backgroundUrl?: string | null;
+            /** @example true */
             archived?: boolean;
             moveToSystemScope?: components["schemas"]["SystemScopeTarget"];
-            /** @description The version the change is based on; 409 when the member has moved on. */
+            /**
+             * @description The version the change is based on; 409 when the member has moved on.
+             * @example 3
+             */
             expectedVersion?: number;
         };
         MemberSummary: {
             id: components["schemas"]["Uuid"];
+            /** @example Robin */
             name: string;
+            /** @example Robin 🌿 */
             displayName: string;
+            /** @example false */
             archived: boolean;
+            /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e */
             avatarUrl: string | null;
         };
         HealthStatus: {
-            /** @constant */
+            /**
+             * @example ok
+             * @constant
+             */
             status: "ok";
         };
         ReadinessStatus: {
-            /** @constant */
+            /**
+             * @example ready
+             * @constant
+             */
             status: "ready";
             /**
              * @deprecated
              * @description Same as `checks.database`; kept for clients written before `checks` existed.
+             * @example ok
              * @constant
              */
             database: "ok";
             /**
              * @deprecated
              * @description Same as `checks.migrations`; kept for clients written before `checks` existed.
+             * @example ok
              * @constant
              */
             migrations: "ok";
@@ -2338,30 +2606,40 @@ export interface components {
         ReadinessChecks: {
             /**
              * @description The database answers a trivial query.
+             * @example ok
              * @enum {string}
              */
             database: "ok" | "down";
             /**
              * @description Every migration this server knows has been applied; `unknown` while the database is down.
+             * @example ok
              * @enum {string}
              */
             migrations: "ok" | "pending" | "unknown";
             /**
              * @description Present when `REDIS_URL` is set; Redis answers `PING`.
+             * @example ok
              * @enum {string}
              */
             redis?: "ok" | "down";
             /**
              * @description Present unless `OBJECT_STORAGE=none`; the storage directory is readable and writable, or the S3 bucket answers a signed `HEAD`.
+             * @example ok
              * @enum {string}
              */
             objectStorage?: "ok" | "down";
         };
         /** @description The error envelope of a failed readiness probe, with the result of every check. */
         NotReady: {
-            /** @constant */
+            /**
+             * @example PRECONDITION_FAILED
+             * @constant
+             */
             code: "PRECONDITION_FAILED";
-            /** @description What failed, in words (e.g. `Redis is not reachable`); details are in the server log. */
+            /**
+             * @description What failed, in words (e.g. `Redis is not reachable`); details are in the server log.
+             * @example Redis is not reachable
+             */
             message: string;
             checks: components["schemas"]["ReadinessChecks"];
         };
@@ -2369,10 +2647,15 @@ export interface components {
         SideSystem: {
             _id: components["schemas"]["Uuid"];
             userId: components["schemas"]["Uuid"];
+            /** @example Main system */
             name: string;
+            /** @example Everyone who is around most days */
             description?: string;
+            /** @example house */
             icon?: string;
+            /** @example MAIN */
             tagCode?: string;
+            /** @example #7E57C2 */
             tagColor?: string;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
@@ -2384,22 +2667,35 @@ export interface components {
             /**
              * Format: uuid
              * @description Null only after the linked member was purged.
+             * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
              */
             linkedMemberId: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+             */
             parentSubSystemId: string | null;
+            /** @example Littles */
             name: string;
+            /** @example Younger members who front together */
             description?: string;
+            /** @example star */
             icon?: string;
+            /** @example LIL */
             tagCode?: string;
+            /** @example #FFB74D */
             tagColor?: string;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
         };
         ActiveSystemContext: {
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId: string | null;
+            /** @example false */
             isUnifiedView: boolean;
             updatedAt: components["schemas"]["EpochMs"];
         };
@@ -2410,67 +2706,127 @@ export interface components {
         };
         SetActiveSystemRequest: {
             sideSystemId: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+             */
             subSystemId?: string | null;
         };
         SetUnifiedViewRequest: {
+            /** @example true */
             enabled: boolean;
         };
         CreateSideSystemRequest: {
-            /** @description 1–80 characters, not only spaces. */
+            /**
+             * @description 1–80 characters, not only spaces.
+             * @example Work front
+             */
             name: string;
+            /** @example Who handles the job */
             description?: string;
-            /** @description Icon library key. */
+            /**
+             * @description Icon library key.
+             * @example briefcase
+             */
             icon?: string;
-            /** @description Up to 4 uppercase letters or digits. */
+            /**
+             * @description Up to 4 uppercase letters or digits.
+             * @example WRK
+             */
             tagCode?: string;
             tagColor?: components["schemas"]["HexColor"];
         };
         UpdateSideSystemRequest: {
-            /** @description 1–80 characters, not only spaces. */
+            /**
+             * @description 1–80 characters, not only spaces.
+             * @example Home
+             */
             name?: string;
+            /** @example Everyone who lives at home */
             description?: string | null;
-            /** @description Icon library key. */
+            /**
+             * @description Icon library key.
+             * @example house
+             */
             icon?: string | null;
-            /** @description Up to 4 uppercase letters or digits. */
+            /**
+             * @description Up to 4 uppercase letters or digits.
+             * @example HOME
+             */
             tagCode?: string | null;
-            /** @description `#RRGGBB`, or null to clear it. */
+            /**
+             * @description `#RRGGBB`, or null to clear it.
+             * @example #26A69A
+             */
             tagColor?: string | null;
         };
         CreateSubSystemRequest: {
             sideSystemId: components["schemas"]["Uuid"];
             linkedMemberId: components["schemas"]["Uuid"];
-            /** @description 1–80 characters, not only spaces. */
+            /**
+             * @description 1–80 characters, not only spaces.
+             * @example Littles
+             */
             name: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+             */
             parentSubSystemId?: string | null;
+            /** @example Younger members who front together */
             description?: string;
-            /** @description Icon library key. */
+            /**
+             * @description Icon library key.
+             * @example star
+             */
             icon?: string;
-            /** @description Up to 4 uppercase letters or digits. */
+            /**
+             * @description Up to 4 uppercase letters or digits.
+             * @example LIL
+             */
             tagCode?: string;
             tagColor?: components["schemas"]["HexColor"];
         };
         UpdateSubSystemRequest: {
-            /** @description 1–80 characters, not only spaces. */
+            /**
+             * @description 1–80 characters, not only spaces.
+             * @example Little ones
+             */
             name?: string;
             linkedMemberId?: components["schemas"]["Uuid"];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+             */
             parentSubSystemId?: string | null;
+            /** @example Younger members who front together */
             description?: string | null;
-            /** @description Icon library key. */
+            /**
+             * @description Icon library key.
+             * @example star
+             */
             icon?: string | null;
-            /** @description Up to 4 uppercase letters or digits. */
+            /**
+             * @description Up to 4 uppercase letters or digits.
+             * @example LIL
+             */
             tagCode?: string | null;
-            /** @description `#RRGGBB`, or null to clear it. */
+            /**
+             * @description `#RRGGBB`, or null to clear it.
+             * @example #FFB74D
+             */
             tagColor?: string | null;
         };
         SuccessResponse: {
-            /** @constant */
+            /**
+             * @example true
+             * @constant
+             */
             success: true;
         };
         AssignableMember: {
             _id: components["schemas"]["Uuid"];
+            /** @example Robin */
             name: string;
         };
         /**
@@ -2550,25 +2906,38 @@ export interface components {
         };
         /** @description The layer a resolved document was merged for. */
         TerminologyScope: {
-            /** @enum {string} */
+            /**
+             * @example global
+             * @enum {string}
+             */
             kind: "global";
         } | {
-            /** @enum {string} */
+            /**
+             * @example side
+             * @enum {string}
+             */
             kind: "side";
             sideSystemId: components["schemas"]["Uuid"];
         } | {
-            /** @enum {string} */
+            /**
+             * @example sub
+             * @enum {string}
+             */
             kind: "sub";
             sideSystemId: components["schemas"]["Uuid"];
             subSystemId: components["schemas"]["Uuid"];
         };
         /** @description Every label in effect for a scope, defaults filled in. */
         ResolvedTerminology: {
-            /** @enum {string} */
+            /**
+             * @example resolved
+             * @enum {string}
+             */
             _id: "resolved";
             /**
              * Format: int64
              * @description Earliest creation time among the stored layers that were merged; `null` when none is stored.
+             * @example 1763800000000
              */
             _creationTime: number | null;
             userId: components["schemas"]["Uuid"];
@@ -2578,12 +2947,19 @@ export interface components {
             /**
              * Format: int64
              * @description Latest update time among the stored layers that were merged; `null` when none is stored.
+             * @example 1763800500000
              */
             updatedAt: number | null;
             scope: components["schemas"]["TerminologyScope"];
-            /** @description The scope's side system has an override layer (always `false` for the global scope). */
+            /**
+             * @description The scope's side system has an override layer (always `false` for the global scope).
+             * @example true
+             */
             hasSideOverride: boolean;
-            /** @description The scope's sub system has an override layer (always `false` unless the scope is a sub system). */
+            /**
+             * @description The scope's sub system has an override layer (always `false` unless the scope is a sub system).
+             * @example false
+             */
             hasSubOverride: boolean;
         };
         TerminologyNounPatch: {
@@ -2625,6 +3001,7 @@ export interface components {
             /**
              * Format: uuid
              * @description A sub system of that side system; omitted or `null` targets the side system's own layer.
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
              */
             subSystemId?: string | null;
             terms: components["schemas"]["TerminologyPatch"];
@@ -2635,18 +3012,26 @@ export interface components {
             /**
              * Format: uuid
              * @description A sub system of that side system; omitted or `null` means the side system's own layer.
+             * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
              */
             subSystemId?: string | null;
         };
-        /** @enum {string} */
+        /**
+         * @example member
+         * @enum {string}
+         */
         TrashType: "entry" | "directory" | "member" | "directoryLayout" | "customFieldDefinition" | "frontSession";
         TrashRow: {
             type: components["schemas"]["TrashType"];
             id: components["schemas"]["Uuid"];
+            /** @example Robin */
             name: string;
             deletedAt: components["schemas"]["EpochMs"];
             purgeAt: components["schemas"]["EpochMs"];
-            /** @description Readable path where the item lived; absent where it does not apply. */
+            /**
+             * @description Readable path where the item lived; absent where it does not apply.
+             * @example Main system / Protectors
+             */
             originalLocation?: string;
         };
         PurgeTrashRequest: {
@@ -2656,10 +3041,13 @@ export interface components {
             }[];
         };
         TrashSettings: {
+            /** @example 30 */
             retentionDays: number;
+            /** @example 30 */
             defaultRetentionDays: number;
         };
         UpdateTrashSettingsRequest: {
+            /** @example 7 */
             retentionDays: number | null;
         };
     };
@@ -3266,7 +3654,10 @@ export interface operations {
             /** @description HTML page. */
             200: {
                 headers: {
-                    /** @description Lets the browser load nothing from another origin: only the page's own inline scripts (by hash), inline styles, and images, fonts, fetches and workers from this origin, `data:` or `blob:`. */
+                    /**
+                     * @description Lets the browser load nothing from another origin: only the page's own inline scripts (by hash), inline styles, and images, fonts, fetches and workers from this origin, `data:` or `blob:`.
+                     * @example default-src 'self'; script-src 'sha256-kq0pZ1nW3jC7yGv2Xh4bS8tLm5Re9uQa6dFz0oYcIxU=' 'sha256-3VtK8wq2N5pHc1ZrL9yXb6mG4sJd0fAeQu7nRiTo2lE='; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'
+                     */
                     "Content-Security-Policy"?: string;
                     [name: string]: unknown;
                 };
@@ -4353,7 +4744,10 @@ export interface operations {
             /** @description At most 100 members. */
             200: {
                 headers: {
-                    /** @description Always `true`. */
+                    /**
+                     * @description Always `true`.
+                     * @example true
+                     */
                     Deprecation?: "true";
                     /**
                      * @description HTTP-date after which the route may be removed.
@@ -4365,7 +4759,10 @@ export interface operations {
                      * @example </api/v1/members/page>; rel=successor-version
                      */
                     Link?: string;
-                    /** @description Warning 299 naming the 100-row cap and the successor. */
+                    /**
+                     * @description Warning 299 naming the 100-row cap and the successor.
+                     * @example 299 - "GET /api/v1/members is deprecated and returns at most 100 members; use GET /api/v1/members/page"
+                     */
                     Warning?: string;
                     [name: string]: unknown;
                 };
@@ -4645,9 +5042,15 @@ export interface operations {
             /** @description The image. */
             200: {
                 headers: {
-                    /** @description Strong validator of the bytes. */
+                    /**
+                     * @description Strong validator of the bytes.
+                     * @example "49bf9b7527415d810b623cf5ce353da7ede03c80d38d576c97f6196437952779"
+                     */
                     ETag?: string;
-                    /** @description Private caching; revalidate with the ETag. */
+                    /**
+                     * @description Private caching; revalidate with the ETag.
+                     * @example private, no-cache
+                     */
                     "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
@@ -4661,7 +5064,10 @@ export interface operations {
             /** @description The image is an embeddable external https URL. */
             302: {
                 headers: {
-                    /** @description The image URL. */
+                    /**
+                     * @description The image URL.
+                     * @example https://images.example.org/robin-avatar.png
+                     */
                     Location?: string;
                     [name: string]: unknown;
                 };
@@ -6096,7 +6502,10 @@ export interface operations {
             /** @description The image. */
             200: {
                 headers: {
-                    /** @description Strong validator of the bytes. */
+                    /**
+                     * @description Strong validator of the bytes.
+                     * @example "44524202ddf39407a68706b43219451463b49a597c91a65e023867ba70f4694b"
+                     */
                     ETag?: string;
                     [name: string]: unknown;
                 };
