@@ -1723,6 +1723,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/storage/v1/objects/{objectKey}": {
+        parameters: {
+            query: {
+                /** @description When the URL stops working (epoch ms). Signed. */
+                expires: number;
+                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry and, for uploads, the content type and byte size, under the server's storage signing key. */
+                signature: string;
+            };
+            header?: never;
+            path: {
+                /** @description The object's storage key with every `/` written as `~` (keys never contain `~`), so the key stays one path segment that no proxy decodes or merges. Part of what the URL's signature covers. */
+                objectKey: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Download an object through a signed URL
+         * @description The bytes of the object, with the `Content-Type` it was stored with, streamed. The URL itself is the
+         *     credential (no API key): the server hands such short-lived URLs out from the operations that grant
+         *     access to an object (for example a message attachment's access URL). Only servers using the
+         *     filesystem object storage issue them; with S3-compatible storage the URLs point at the bucket.
+         *     Types a browser could render as a page are sent as downloads (`Content-Disposition: attachment`)
+         *     and never sniffed (`X-Content-Type-Options: nosniff`). 403 for an expired or tampered URL.
+         */
+        get: operations["downloadStoredObject"];
+        /**
+         * Upload an object through a signed URL
+         * @description Stores the request body at the signed key, the target of an upload intent (for example a message
+         *     attachment's). The URL binds the content type and the exact byte size: the request's `Content-Type`
+         *     must be the signed one (403 otherwise, as S3 answers a presigned URL whose signed headers differ),
+         *     a body larger than the signed size is refused with 413 as soon as it is exceeded (nothing is kept),
+         *     a shorter one with 400, and bytes that are not of the declared type (for example an HTML page
+         *     declared as `image/png`) with 415. The body is streamed to disk and only becomes visible once
+         *     complete. Only servers using the filesystem object storage issue these URLs.
+         */
+        put: operations["uploadStoredObject"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3430,6 +3473,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description No object at the signed key, or this server does not issue signed storage URLs. */
+        NotFoundStoredObject: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Side system does not exist, is in the trash, or is not the caller’s. */
         NotFoundSideSystem: {
             headers: {
@@ -3441,6 +3493,15 @@ export interface components {
         };
         /** @description Sub system does not exist, is in the trash, or is not the caller’s. */
         NotFoundSubSystem: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The signed URL has expired, its signature does not match, or the request differs from what was signed (such as another Content-Type). */
+        SignedUrlRefused: {
             headers: {
                 [name: string]: unknown;
             };
@@ -7430,6 +7491,129 @@ export interface operations {
             403: components["responses"]["ForbiddenFrontReadWrite"];
             404: components["responses"]["NotFoundFrontSession"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    downloadStoredObject: {
+        parameters: {
+            query: {
+                /** @description When the URL stops working (epoch ms). Signed. */
+                expires: number;
+                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry and, for uploads, the content type and byte size, under the server's storage signing key. */
+                signature: string;
+            };
+            header?: never;
+            path: {
+                /** @description The object's storage key with every `/` written as `~` (keys never contain `~`), so the key stays one path segment that no proxy decodes or merges. Part of what the URL's signature covers. */
+                objectKey: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The object's bytes. */
+            200: {
+                headers: {
+                    /**
+                     * @description Strong validator of the bytes.
+                     * @example "49bf9b7527415d810b623cf5ce353da7ede03c80d38d576c97f6196437952779"
+                     */
+                    ETag?: string;
+                    /**
+                     * @description Private; a signed URL is short-lived, so caches revalidate.
+                     * @example private, no-cache
+                     */
+                    "Cache-Control"?: string;
+                    /**
+                     * @description Browsers must not guess another type than the stored one.
+                     * @example nosniff
+                     */
+                    "X-Content-Type-Options"?: string;
+                    /**
+                     * @description `attachment` for every type other than the images this API stores and plain text.
+                     * @example attachment
+                     */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            403: components["responses"]["SignedUrlRefused"];
+            404: components["responses"]["NotFoundStoredObject"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    uploadStoredObject: {
+        parameters: {
+            query: {
+                /** @description When the URL stops working (epoch ms). Signed. */
+                expires: number;
+                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry and, for uploads, the content type and byte size, under the server's storage signing key. */
+                signature: string;
+                /** @description The content type the upload must have. Signed. */
+                contentType: string;
+                /** @description The exact size of the body in bytes. Signed. */
+                byteSize: number;
+            };
+            header?: never;
+            path: {
+                /** @description The object's storage key with every `/` written as `~` (keys never contain `~`), so the key stays one path segment that no proxy decodes or merges. Part of what the URL's signature covers. */
+                objectKey: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "*/*": string;
+            };
+        };
+        responses: {
+            /** @description Stored; no body. */
+            200: {
+                headers: {
+                    /**
+                     * @description Strong validator of the stored bytes.
+                     * @example "49bf9b7527415d810b623cf5ce353da7ede03c80d38d576c97f6196437952779"
+                     */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed, or the body is shorter than the signed size. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: components["responses"]["SignedUrlRefused"];
+            404: components["responses"]["NotFoundStoredObject"];
+            /** @description The body is larger than the signed byte size. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The bytes are not of the declared content type. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
         };

@@ -30,6 +30,23 @@ export interface Config {
   objectStorageDir: string;
   /** S3-compatible bucket settings; present exactly when objectStorage is `s3`. */
   s3: S3Config | undefined;
+  /**
+   * HMAC key of the URLs the filesystem backend signs (STORAGE_SIGNING_KEY, at least 32 characters);
+   * undefined: a key generated once and kept in DATA_DIR (server/storage/signing.ts).
+   */
+  storageSigningKey: string | undefined;
+  /** Origin clients reach this server at, for absolute signed storage URLs; undefined: relative URLs. */
+  storagePublicUrl: string | undefined;
+  /** How long a presigned upload URL works. */
+  storageUploadUrlTtlSeconds: number;
+  /** How long a presigned download URL works. */
+  storageDownloadUrlTtlSeconds: number;
+  /** How long a staged upload waits to be used before garbage collection deletes it. */
+  storageStagingTtlMs: number;
+  /** Age below which an unreferenced re-hosted note image is kept (its note may be about to commit). */
+  storageGcGraceMs: number;
+  /** How often storage garbage collection runs when scheduled; 0 turns it off. */
+  storageGcIntervalMs: number;
   /** Largest avatar or banner upload accepted (raw request-body limit); re-hosted note images are bounded by fetchMaxBytes. */
   mediaMaxBytes: number;
   /** Outbound fetches may reach loopback/private addresses (tests, trusted intranets only). */
@@ -149,6 +166,22 @@ function memorySize(env: Env, name: string, fallback: string): string {
   return raw;
 }
 
+/** An http(s) origin, optionally with a path prefix, without query, fragment or credentials; trailing slashes dropped. */
+function publicUrl(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  if (!raw) return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be an http:// or https:// URL, got "${raw}"`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash || url.username || url.password) {
+    throw new ConfigError(`${name} must be an http:// or https:// URL without credentials, query or fragment, got "${raw}"`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -167,6 +200,13 @@ export function loadConfig(env: Env = process.env): Config {
   const nodeEnv = env.NODE_ENV || 'development';
   const dataDir = resolve(env.DATA_DIR || './data');
   const objectStorage = objectStorageKind(env);
+  const storageSigningKey = env.STORAGE_SIGNING_KEY || undefined;
+  if (storageSigningKey !== undefined && storageSigningKey.length < 32) throw new ConfigError('STORAGE_SIGNING_KEY must be at least 32 characters');
+  const storageUploadUrlTtlSeconds = int(env, 'STORAGE_UPLOAD_URL_TTL_SECONDS', 900, 10, 7 * 86_400);
+  const storageStagingTtlMs = int(env, 'STORAGE_STAGING_TTL_MS', 86_400_000, 60_000, 30 * 86_400_000);
+  if (storageStagingTtlMs < storageUploadUrlTtlSeconds * 1000) {
+    throw new ConfigError('STORAGE_STAGING_TTL_MS must be at least STORAGE_UPLOAD_URL_TTL_SECONDS (in ms): a staged upload must outlive its upload URL');
+  }
   return {
     port: int(env, 'PORT', 3000, 0, 65535),
     host: env.HOST || '127.0.0.1',
@@ -187,6 +227,13 @@ export function loadConfig(env: Env = process.env): Config {
     objectStorage,
     objectStorageDir: env.OBJECT_STORAGE_DIR ? resolve(env.OBJECT_STORAGE_DIR) : resolve(dataDir, 'objects'),
     s3: objectStorage === 's3' ? s3Config(env) : undefined,
+    storageSigningKey,
+    storagePublicUrl: publicUrl(env, 'STORAGE_PUBLIC_URL'),
+    storageUploadUrlTtlSeconds,
+    storageDownloadUrlTtlSeconds: int(env, 'STORAGE_DOWNLOAD_URL_TTL_SECONDS', 300, 10, 7 * 86_400),
+    storageStagingTtlMs,
+    storageGcGraceMs: int(env, 'STORAGE_GC_GRACE_MS', 3_600_000, 0, 30 * 86_400_000),
+    storageGcIntervalMs: int(env, 'STORAGE_GC_INTERVAL_MS', 3_600_000, 0, 7 * 86_400_000),
     mediaMaxBytes: int(env, 'MEDIA_MAX_BYTES', 5 * MiB, 1024, 1024 * MiB),
     fetchAllowPrivate: bool(env, 'FETCH_ALLOW_PRIVATE', FETCH_DEFAULTS.allowPrivate),
     fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),

@@ -12,6 +12,7 @@ import { systemsHandlers } from './features/systems/handlers.ts';
 import { terminologyHandlers } from './features/terminology/handlers.ts';
 import { trashHandlers } from './features/trash/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
+import { storageHandlers } from './features/storage/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
 
 export const handlers = {
@@ -28,6 +29,7 @@ export const handlers = {
   ...trashHandlers,
   ...terminologyHandlers,
   ...frontHandlers,
+  ...storageHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -183,7 +183,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     apiKeys,
     rateLimiter: new RateLimiter(store, config.rateLimitPerMinute),
     adminToken: admin.token,
-    storage: createObjectStorage(config),
+    // The filesystem backend's URL-signing key is kept in the data directory unless STORAGE_SIGNING_KEY is set.
+    storage: createObjectStorage(config, { clock, signingKeyDir: embeddedDir === 'memory' ? undefined : embeddedDir }),
     metrics: new Metrics({ db: db.knex }),
     onResponseViolation: options.onResponseViolation,
   };

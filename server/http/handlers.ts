@@ -3,6 +3,7 @@
  * with `satisfies HandlerMap`, so a contract operation without a handler, or a handler whose
  * input or result does not match the contract, is a compile error.
  */
+import type { Readable } from 'node:stream';
 import type { Request } from 'express';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/api.d.ts';
@@ -27,7 +28,7 @@ type BodyOf<O> = O extends { requestBody: { content: { 'application/json': infer
 type ResponseBody<R> = R extends { content: { 'application/json': infer B } }
   ? B
   : R extends { content: Record<string, unknown> }
-    ? Buffer | string
+    ? Buffer | string | Readable
     : undefined;
 
 type ResultFor<S, R> =

@@ -5,6 +5,8 @@
  * before the scope check so that a key probing for scopes it lacks still spends its budget.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { AppDeps } from '../deps.ts';
@@ -60,7 +62,8 @@ export function authenticate(deps: AppDeps): RequestHandler {
   return async (req, res, next) => {
     const { operation } = locals(res).operation!;
     const security = operation.security;
-    if (security.kind === 'public') return next();
+    // A signed storage URL is checked by its handler: the signature covers the path and query it parses.
+    if (security.kind === 'public' || security.kind === 'signedUrl') return next();
     const token = bearer(req);
     if (security.kind === 'metrics') {
       if (metricsDigest && (!token || !timingSafeEqual(digest(token), metricsDigest))) throw unauthorized(METRICS_UNAUTHORIZED_MESSAGE);
@@ -120,6 +123,8 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number }): Requ
   const raw = express.raw({ limit: limits.rawBytes, type: () => true });
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
+    // Streamed bodies (signed uploads) are read by the handler, with its own limit.
+    if (operation.streamsBody) return next();
     if (!operation.hasRequestBody || !hasBody(req)) {
       req.body = undefined;
       return next();
@@ -159,7 +164,7 @@ function bodyParserError(err: { type?: string; status?: number; limit?: number }
 export function requireBody(): RequestHandler {
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
-    if (operation.requestBodyRequired && req.body === undefined) {
+    if (operation.requestBodyRequired && !operation.streamsBody && req.body === undefined) {
       throw new ApiError(400, 'BAD_REQUEST', `Request body is required (${operation.requestContentTypes.join(', ')})`);
     }
     next();
@@ -196,6 +201,14 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
       // A JSON null (only where the contract's schema allows it, or the handler would not
       // compile). Sent as text: the response validator's res.json hook turns null into a 204.
       res.type('application/json').send('null');
+    } else if (result.body instanceof Readable) {
+      // A streamed body (a stored object), sent with its type exactly as stored (res.type would add a
+      // charset). A failure mid-way can only cut the response short.
+      if (result.contentType) res.setHeader('Content-Type', result.contentType);
+      await pipeline(result.body, res).catch((err: unknown) => {
+        l.log.warn({ err }, 'streamed response ended early');
+        res.destroy();
+      });
     } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
       if (result.contentType) res.type(result.contentType);
       res.send(result.body);

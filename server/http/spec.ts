@@ -21,6 +21,8 @@ export type OperationSecurity =
   | { kind: 'admin' }
   /** GET /metrics: the server's METRICS_TOKEN when it has one, otherwise open. */
   | { kind: 'metrics' }
+  /** /storage/v1/objects: the URL's own signature, which the handler verifies (it covers the path and query). */
+  | { kind: 'signedUrl' }
   | { kind: 'public' };
 
 export interface OperationInfo {
@@ -31,6 +33,8 @@ export interface OperationInfo {
   security: OperationSecurity;
   hasRequestBody: boolean;
   requestBodyRequired: boolean;
+  /** `x-streamed-body: true`: the handler reads the request stream itself (no parsing, no size limit of the pipeline's). */
+  streamsBody: boolean;
   /** Media types the request body may have (empty without a body). */
   requestContentTypes: string[];
   /** Every status the operation's responses declare. */
@@ -80,6 +84,7 @@ interface OpenApiOperation {
   parameters?: OpenApiParameter[];
   security?: Array<Record<string, string[]>>;
   requestBody?: { required?: boolean; content?: Record<string, unknown> };
+  'x-streamed-body'?: boolean;
   responses?: Record<string, unknown>;
 }
 
@@ -93,6 +98,7 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   if (schemes.length !== 1) throw new Error(`${where} must use exactly one security scheme`);
   if (schemes[0] === 'adminToken') return { kind: 'admin' };
   if (schemes[0] === 'metricsToken') return { kind: 'metrics' };
+  if (schemes[0] === 'storageSignature') return { kind: 'signedUrl' };
   if (schemes[0] !== 'apiKey') throw new Error(`${where} uses unknown security scheme ${schemes[0]}`);
   const roles = requirement!.apiKey ?? [];
   if (roles.length === 0) return { kind: 'anyKey' };
@@ -164,6 +170,7 @@ export class OperationIndex {
           security: securityOf(op, where),
           hasRequestBody: op.requestBody !== undefined,
           requestBodyRequired: op.requestBody?.required === true,
+          streamsBody: op['x-streamed-body'] === true,
           requestContentTypes: Object.keys(op.requestBody?.content ?? {}),
           declaredStatuses: Object.keys(op.responses ?? {}).map(Number).filter(Number.isInteger),
           integerParams: integerParams(spec, [...shared, ...(op.parameters ?? [])]),

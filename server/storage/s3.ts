@@ -1,11 +1,34 @@
 /**
  * S3-compatible backend (AWS S3, MinIO, Ceph RGW, R2, ...) over plain fetch, signed with SigV4 by
- * aws4fetch: four calls (PUT, GET, DELETE, ListObjectsV2) do not justify the AWS SDK's size.
+ * aws4fetch: a handful of calls (PUT, GET, HEAD, copy, DELETE, ListObjectsV2) do not justify the
+ * AWS SDK's size.
+ *
+ * Presigned URLs use aws4fetch's query signing (AwsV4Signer with signQuery) rather than
+ * @aws-sdk/s3-request-presigner: it is the same SigV4 algorithm the rest of this file already
+ * trusts aws4fetch with, maintained, dependency-free, and it can sign every header (`allHeaders`),
+ * which a presigned PUT needs: Content-Type and Content-Length are signed, so S3 itself refuses an
+ * upload of another type or another size (SignatureDoesNotMatch). test/helpers/sigv4.ts checks the
+ * query signatures (expiry included) independently of aws4fetch, anchored to AWS's documented example.
  */
 import { createHash } from 'node:crypto';
-import { AwsClient } from 'aws4fetch';
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { AwsClient, AwsV4Signer } from 'aws4fetch';
 import { ConfigError, type S3Config } from '../config.ts';
-import { assertValidContentType, assertValidKey, assertValidPrefix, etagOf, ObjectStorageError, type ObjectStorage, type StoredObject } from './types.ts';
+import {
+  assertPresignArgs,
+  assertValidContentType,
+  assertValidKey,
+  assertValidPrefix,
+  etagOf,
+  ObjectStorageError,
+  type ByteRange,
+  type ObjectHead,
+  type ObjectStorage,
+  type ObjectStream,
+  type PresignedRequest,
+  type StoredObject,
+} from './types.ts';
 
 export interface S3StorageOptions {
   /** Replaces the global fetch (a proxy-aware client, or tests that resolve a virtual host to loopback). */
@@ -14,7 +37,14 @@ export interface S3StorageOptions {
   timeoutMs?: number;
   /** Extra attempts after a 5xx, 429 or network error; every S3 call used here is idempotent. */
   retries?: number;
+  /** Clock of presigned URLs (their X-Amz-Date); tests move it to sign URLs that have already expired. */
+  clock?: () => number;
 }
+
+/** Metadata header holding the body's sha256 (hex), so HEAD and streamed GETs know the ETag `put` gave. */
+const SHA256_META = 'x-amz-meta-sha256';
+
+type Method = 'PUT' | 'GET' | 'HEAD' | 'DELETE';
 
 const RETRYABLE_STATUS = new Set([429, 500, 502, 503, 504]);
 
@@ -51,6 +81,7 @@ export class S3ObjectStorage implements ObjectStorage {
   private readonly fetchImpl: (request: Request) => Promise<Response>;
   private readonly timeoutMs: number;
   private readonly retries: number;
+  private readonly clock: () => number;
 
   constructor(
     private readonly config: S3Config,
@@ -73,6 +104,7 @@ export class S3ObjectStorage implements ObjectStorage {
     this.fetchImpl = options.fetch ?? ((request) => fetch(request));
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retries = options.retries ?? 2;
+    this.clock = options.clock ?? Date.now;
   }
 
   /** Keys are restricted to URL-safe characters, so they go into the path unencoded. */
@@ -81,13 +113,13 @@ export class S3ObjectStorage implements ObjectStorage {
     return `${this.baseUrl}/${key}`;
   }
 
-  private send(method: 'PUT' | 'GET' | 'DELETE', key: string, init: { headers?: Record<string, string>; body?: Buffer } = {}): Promise<Response> {
+  private send(method: Method, key: string, init: { headers?: Record<string, string>; body?: Buffer } = {}): Promise<Response> {
     return this.sendUrl(method, this.objectUrl(key), key, init);
   }
 
   /** `what` names the object (or listing) in errors. */
   private async sendUrl(
-    method: 'PUT' | 'GET' | 'DELETE',
+    method: Method,
     url: string,
     what: string,
     init: { headers?: Record<string, string>; body?: Buffer } = {},
@@ -124,9 +156,10 @@ export class S3ObjectStorage implements ObjectStorage {
   async put(key: string, body: Buffer, contentType: string): Promise<{ etag: string }> {
     assertValidKey(key);
     assertValidContentType(contentType);
+    const sha256 = createHash('sha256').update(body).digest('hex');
     const response = await this.send('PUT', key, {
       // The real payload hash (not UNSIGNED-PAYLOAD): S3 rejects the upload if the bytes arrive altered.
-      headers: { 'content-type': contentType, 'x-amz-content-sha256': createHash('sha256').update(body).digest('hex') },
+      headers: { 'content-type': contentType, 'x-amz-content-sha256': sha256, [SHA256_META]: sha256 },
       body,
     });
     if (!response.ok) return this.fail('PUT', key, response);
@@ -151,6 +184,111 @@ export class S3ObjectStorage implements ObjectStorage {
       // Not S3's ETag (MD5, or not a content hash at all for multipart uploads): the same hash the filesystem gives.
       etag: etagOf(body),
     };
+  }
+
+  /** Our sha256 ETag when the object carries it (written by put), S3's own ETag otherwise (a presigned upload). */
+  private etagOf(response: Response): string {
+    const sha256 = response.headers.get(SHA256_META);
+    if (sha256 && /^[0-9a-f]{64}$/.test(sha256)) return `"${sha256}"`;
+    const etag = response.headers.get('etag') ?? '';
+    return etag.startsWith('"') || etag.startsWith('W/') ? etag : `"${etag}"`;
+  }
+
+  async head(key: string): Promise<ObjectHead | null> {
+    assertValidKey(key);
+    const response = await this.send('HEAD', key);
+    await response.body?.cancel();
+    // A HEAD answer has no body to tell a missing bucket from a missing key; GET and PUT report it.
+    if (response.status === 404) return null;
+    if (!response.ok) throw new ObjectStorageError(`S3 HEAD ${key} in bucket ${this.config.bucket} failed: HTTP ${response.status}`);
+    return {
+      contentType: response.headers.get('content-type') ?? 'application/octet-stream',
+      size: Number(response.headers.get('content-length') ?? 0),
+      etag: this.etagOf(response),
+    };
+  }
+
+  async getStream(key: string, options: { range?: ByteRange } = {}): Promise<ObjectStream | null> {
+    assertValidKey(key);
+    const range = options.range;
+    const response = await this.send('GET', key, range ? { headers: { range: `bytes=${range.start}-${range.end}` } } : {});
+    if (response.status === 404) {
+      const xml = await response.text();
+      if (describeError(404, xml).code === 'NoSuchBucket') throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
+      return null;
+    }
+    if (response.status === 416) {
+      // A range past the end (any range of an empty object): no bytes, but the object exists.
+      await response.body?.cancel();
+      const head = await this.head(key);
+      return head ? { ...head, body: Readable.from([]) } : null;
+    }
+    if (!response.ok) return this.fail('GET', key, response);
+    // 206 carries the whole size after the slash of Content-Range; 200 in Content-Length.
+    const total = /\/(\d+)$/.exec(response.headers.get('content-range') ?? '')?.[1] ?? response.headers.get('content-length') ?? '0';
+    return {
+      body: response.body ? Readable.fromWeb(response.body as WebReadableStream<Uint8Array>) : Readable.from([]),
+      contentType: response.headers.get('content-type') ?? 'application/octet-stream',
+      size: Number(total),
+      etag: this.etagOf(response),
+    };
+  }
+
+  /** CopyObject (metadata copied along), then DELETE of the source. */
+  async move(fromKey: string, toKey: string): Promise<boolean> {
+    assertValidKey(fromKey);
+    assertValidKey(toKey);
+    const response = await this.send('PUT', toKey, {
+      headers: { 'x-amz-copy-source': `/${this.config.bucket}/${fromKey}`, 'x-amz-metadata-directive': 'COPY' },
+    });
+    const xml = await response.text();
+    if (response.status === 404) {
+      if (describeError(404, xml).code === 'NoSuchBucket') throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
+      // No source: moved already when the target is there.
+      return (await this.head(toKey)) !== null;
+    }
+    // A copy can fail after S3 has answered 200: the error is then in the body.
+    if (!response.ok || xml.includes('<Error>')) {
+      throw new ObjectStorageError(`S3 copy ${fromKey} to ${toKey} in bucket ${this.config.bucket} failed: ${describeError(response.status, xml).text}`);
+    }
+    await this.delete(fromKey);
+    return true;
+  }
+
+  /** SigV4 query signing; `extraHeaders` become signed headers the client must send as given. */
+  private async presign(method: 'GET' | 'PUT', key: string, expiresInSeconds: number, extraHeaders: Record<string, string>): Promise<PresignedRequest> {
+    const now = this.clock();
+    const url = new URL(this.objectUrl(key));
+    url.searchParams.set('X-Amz-Expires', String(expiresInSeconds));
+    const signer = new AwsV4Signer({
+      method,
+      url: url.toString(),
+      headers: extraHeaders,
+      accessKeyId: this.config.accessKeyId,
+      secretAccessKey: this.config.secretAccessKey,
+      service: 's3',
+      region: this.config.region,
+      signQuery: true,
+      // Content-Type and Content-Length are on aws4fetch's "unsignable" list by default; here they must be signed.
+      allHeaders: true,
+      datetime: new Date(now).toISOString().replace(/[:-]|\.\d{3}/g, ''),
+    });
+    const signed = await signer.sign();
+    // X-Amz-Date has whole seconds: the URL expires at that second plus X-Amz-Expires.
+    return { method, url: signed.url.toString(), headers: extraHeaders, expiresAt: Math.floor(now / 1000) * 1000 + expiresInSeconds * 1000 };
+  }
+
+  presignPut(key: string, contentType: string, byteSize: number, expiresInSeconds: number): Promise<PresignedRequest> {
+    assertValidKey(key);
+    assertValidContentType(contentType);
+    assertPresignArgs(byteSize, expiresInSeconds);
+    return this.presign('PUT', key, expiresInSeconds, { 'Content-Type': contentType, 'Content-Length': String(byteSize) });
+  }
+
+  presignGet(key: string, expiresInSeconds: number): Promise<PresignedRequest> {
+    assertValidKey(key);
+    assertPresignArgs(undefined, expiresInSeconds);
+    return this.presign('GET', key, expiresInSeconds, {});
   }
 
   /** HEAD on the bucket (s3:ListBucket): one cheap signed request, no retries; readiness has its own deadline. */

@@ -1,10 +1,49 @@
 /** The object-storage contract every backend honours, so callers never know which one is configured. */
 import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
 
 export interface StoredObject {
   body: Buffer;
   contentType: string;
   etag: string;
+}
+
+/** What HEAD tells about an object, without its bytes. */
+export interface ObjectHead {
+  contentType: string;
+  /** Bytes of the body. */
+  size: number;
+  /**
+   * Strong validator. The sha256 ETag (as `put` returns) whenever the backend knows the hash; an
+   * object an S3 client uploaded through a presigned URL carries S3's own ETag instead.
+   */
+  etag: string;
+}
+
+/** An object's bytes as a stream, with its metadata: for bodies too large to hold in memory. */
+export interface ObjectStream extends ObjectHead {
+  /** The body (or the requested range of it). Consume it or destroy it: it holds a file or a connection. */
+  body: Readable;
+}
+
+/** A byte range, both ends inclusive as in HTTP's `Range: bytes=start-end`. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+/**
+ * A request a client may make without credentials of its own until `expiresAt`: send `method` to
+ * `url` with exactly `headers` (and, for a PUT, a body of the signed size).
+ */
+export interface PresignedRequest {
+  method: 'GET' | 'PUT';
+  /** Absolute for S3; for the filesystem backend absolute when STORAGE_PUBLIC_URL is set, otherwise relative to this server's origin. */
+  url: string;
+  /** Headers the request must carry as signed (Content-Type, and Content-Length where the backend signs it). */
+  headers: Record<string, string>;
+  /** Epoch ms. */
+  expiresAt: number;
 }
 
 export interface ObjectStorage {
@@ -13,12 +52,42 @@ export interface ObjectStorage {
   put(key: string, body: Buffer, contentType: string): Promise<{ etag: string }>;
   /** `null` when no object exists at `key`. */
   get(key: string): Promise<StoredObject | null>;
+  /** The body as a stream (optionally one byte range of it), `null` when no object exists at `key`. */
+  getStream(key: string, options?: { range?: ByteRange }): Promise<ObjectStream | null>;
+  /** Metadata without the body, `null` when no object exists at `key`. */
+  head(key: string): Promise<ObjectHead | null>;
+  /**
+   * Moves an object to another key (atomic rename on the filesystem; copy then delete on S3). A
+   * missing source whose target exists counts as already moved, so a retried move succeeds; false
+   * when neither exists.
+   */
+  move(fromKey: string, toKey: string): Promise<boolean>;
   /** Removing a key that does not exist is not an error. */
   delete(key: string): Promise<void>;
   /** Readiness: resolves when the backend can be used (root directory writable, bucket reachable), rejects otherwise. */
   check(signal?: AbortSignal): Promise<void>;
   /** Every key under a folder prefix (`u/<id>/`: valid segments, ending with `/`), in no particular order. */
   list(prefix: string): Promise<string[]>;
+  /**
+   * A URL that uploads exactly `byteSize` bytes of `contentType` to `key` until `expiresInSeconds`
+   * have passed. Content type and size are part of the signature: another type, or another size,
+   * is refused by whoever checks it (S3, or this server for the filesystem backend).
+   */
+  presignPut(key: string, contentType: string, byteSize: number, expiresInSeconds: number): Promise<PresignedRequest>;
+  /** A URL that downloads `key` until `expiresInSeconds` have passed. */
+  presignGet(key: string, expiresInSeconds: number): Promise<PresignedRequest>;
+}
+
+/** Longest validity of a presigned URL: S3's own limit for SigV4 query signing (7 days). */
+export const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
+
+export function assertPresignArgs(byteSize: number | undefined, expiresInSeconds: number): void {
+  if (!Number.isInteger(expiresInSeconds) || expiresInSeconds < 1 || expiresInSeconds > MAX_PRESIGN_SECONDS) {
+    throw new RangeError(`expiresInSeconds must be an integer between 1 and ${MAX_PRESIGN_SECONDS}, got ${expiresInSeconds}`);
+  }
+  if (byteSize !== undefined && (!Number.isSafeInteger(byteSize) || byteSize < 0)) {
+    throw new RangeError(`byteSize must be a non-negative integer, got ${byteSize}`);
+  }
 }
 
 /** A folder prefix: one or more valid key segments followed by `/`. */
@@ -47,6 +116,17 @@ export class ObjectStorageError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'ObjectStorageError';
+  }
+}
+
+/** An upload refused for what was sent (not a backend failure): the HTTP edge answers 413, 400 or 415. */
+export class UploadRejectedError extends Error {
+  constructor(
+    readonly reason: 'too_large' | 'too_short' | 'content_mismatch',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UploadRejectedError';
   }
 }
 
