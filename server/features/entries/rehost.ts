@@ -7,14 +7,14 @@ import { createHash } from 'node:crypto';
 import { ApiError, badRequest, preconditionFailed } from '../../http/errors.ts';
 import { FetchRefusedError, guardedFetch, type GuardedFetchOptions } from '../../net/guardedFetch.ts';
 import { sniffImageType } from '../../storage/images.ts';
+import { noteImageKey } from '../../storage/noteImages.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 
 export const MAX_IMAGES_PER_NOTE = 20;
 const IMAGE = /!\[([^\]\n]*)\]\(\s*<?(https?:\/\/[^\s)>]+)>?((?:\s+"[^"\n]*")?)\s*\)/g;
 
-export function imageKey(userId: string, sha256: string): string {
-  return `u/${userId}/entry-images/${sha256}`;
-}
+/** Where a re-hosted image is stored; the storage module owns the layout (its garbage collector walks it). */
+export const imageKey = noteImageKey;
 
 export function externalImageUrls(content: string): string[] {
   return [...new Set([...content.matchAll(IMAGE)].map((m) => m[2]!))];
@@ -25,6 +25,8 @@ export interface RehostLimits {
   concurrency: number;
   /** Deadline for the whole note, every fetch and upload included. */
   totalTimeoutMs: number;
+  /** Called before an image is stored (storage garbage collection learns of it there: registerNoteImage). */
+  beforeStore?: (sha256: string) => Promise<void>;
 }
 
 /**
@@ -61,6 +63,7 @@ export async function rehostImages(
     const type = sniffImageType(body);
     if (!type) throw new ApiError(400, 'BAD_REQUEST', `Could not re-host image ${url} (not a PNG, JPEG, WebP or GIF image)`);
     const sha = createHash('sha256').update(body).digest('hex');
+    await limits.beforeStore?.(sha);
     await storage.put(imageKey(userId, sha), body, type);
     replacement.set(url, `/api/v1/entry-images/${sha}`);
   };

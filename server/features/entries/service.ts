@@ -12,6 +12,7 @@ import { membersRepo } from '../members/repo.ts';
 import { resolveReadScope, resolveWriteScope } from '../systems/scope.ts';
 import { purgeItems } from '../trash/purge.ts';
 import { dropObjects } from '../trash/service.ts';
+import { registerNoteImage } from '../../storage/noteImages.ts';
 import { rehostImages } from './rehost.ts';
 import { entriesRepo, type EntryRow } from './repo.ts';
 
@@ -91,10 +92,11 @@ async function detail(db: Knex, userId: string, row: EntryRow): Promise<Schemas[
   return { ...listRow(row, links, await summaries(db, userId, links)), memberId: row.member_id, memberIds: row.member_ids };
 }
 
-function rehost(deps: Deps, userId: string, content: string): Promise<string> {
+function rehost(deps: Deps, userId: string, content: string, now: number): Promise<string> {
   return rehostImages(content, userId, deps.storage, fetchOptionsFromConfig(deps.config), {
     concurrency: deps.config.noteImageFetchConcurrency,
     totalTimeoutMs: deps.config.noteImagesTimeoutMs,
+    beforeStore: (sha256) => registerNoteImage(deps.db.knex, userId, sha256, now),
   });
 }
 
@@ -102,7 +104,7 @@ export async function createEntry(deps: Deps, userId: string, input: Schemas['Cr
   const db = deps.db.knex;
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
   await precheckLinks(deps, userId, links, undefined, noteLimit);
-  const content = await rehost(deps, userId, input.content);
+  const content = await rehost(deps, userId, input.content, now);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId);
     await assertOwnMembers(trx, userId, links);
@@ -151,7 +153,7 @@ export async function updateEntry(deps: Deps, userId: string, id: string, input:
     const after = linkSet(input.memberId !== undefined ? input.memberId : current.member_id, input.memberIds !== undefined ? input.memberIds : current.member_ids);
     await precheckLinks(deps, userId, after.filter((m) => !before.includes(m)), id, badRequest);
   }
-  const content = input.content !== undefined ? await rehost(deps, userId, input.content) : undefined;
+  const content = input.content !== undefined ? await rehost(deps, userId, input.content, now) : undefined;
   const row = await db.transaction(async (trx) => {
     const locked = await entriesRepo.lock(trx, userId, id);
     if (!locked) throw notFound('Entry not found');

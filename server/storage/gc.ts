@@ -1,0 +1,161 @@
+/**
+ * Storage garbage collection, one pass:
+ *
+ * 1. Expired staged uploads (staged_uploads.expires_at passed): object deleted, then the row.
+ * 2. Staged objects without a row (the account was deleted, or a crash between the two deletes of
+ *    step 1). An intent's row commits before its upload URL is handed out, so an object under
+ *    staging/ whose row does not exist can never become valid again.
+ * 3. Re-hosted note images (note_images) stored longer ago than the grace period that no note of
+ *    their account references any more, trashed notes included (they can be restored). The
+ *    reference check is SQL over one page of images at a time; each deletion then re-checks under
+ *    a row lock, so a note re-hosting the same image meanwhile (which refreshes stored_at first)
+ *    keeps it.
+ *
+ * Every step works in pages and never loads a whole table. Failures to delete one object are
+ * logged and retried by the next pass; the pass itself only fails on database errors.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { NOTE_IMAGE_REFERENCE_SQL_PATTERN, NOTE_IMAGE_URL_PREFIX, noteImageKey } from './noteImages.ts';
+import { STAGING_PREFIX } from './staging.ts';
+import type { ObjectStorage } from './types.ts';
+
+export interface GarbageCollectionOptions {
+  db: Knex;
+  storage: ObjectStorage;
+  /** Epoch ms of this pass. */
+  now: number;
+  log: Logger;
+  /** Unreferenced note images younger than this are kept. */
+  graceMs: number;
+  /** Rows per page (default 200). */
+  pageSize?: number;
+}
+
+export interface GarbageCollectionResult {
+  expiredStagedUploads: number;
+  orphanedStagedObjects: number;
+  noteImages: number;
+  /** Objects whose deletion failed (logged; retried next pass). */
+  failures: number;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export async function collectGarbage(options: GarbageCollectionOptions): Promise<GarbageCollectionResult> {
+  const result: GarbageCollectionResult = { expiredStagedUploads: 0, orphanedStagedObjects: 0, noteImages: 0, failures: 0 };
+  await sweepExpiredStaging(options, result);
+  await sweepOrphanedStaging(options, result);
+  await sweepNoteImages(options, result);
+  options.log.info({ gc: result }, 'storage garbage collection finished');
+  return result;
+}
+
+async function tryDelete(options: GarbageCollectionOptions, result: GarbageCollectionResult, key: string): Promise<boolean> {
+  try {
+    await options.storage.delete(key);
+    return true;
+  } catch (err) {
+    result.failures++;
+    options.log.warn({ err, key }, 'storage garbage collection could not delete an object');
+    return false;
+  }
+}
+
+async function sweepExpiredStaging(options: GarbageCollectionOptions, result: GarbageCollectionResult): Promise<void> {
+  const { db, now } = options;
+  const pageSize = options.pageSize ?? 200;
+  let after: { expires_at: number; id: string } | undefined;
+  for (;;) {
+    const query = db('staged_uploads').select('id', 'object_key', 'expires_at').where('expires_at', '<=', now);
+    if (after) query.whereRaw('(expires_at, id) > (?, ?)', [after.expires_at, after.id]);
+    const rows: Array<{ id: string; object_key: string; expires_at: number | string }> = await query.orderBy([{ column: 'expires_at' }, { column: 'id' }]).limit(pageSize);
+    if (rows.length === 0) return;
+    const deleted: string[] = [];
+    for (const row of rows) if (await tryDelete(options, result, row.object_key)) deleted.push(row.id);
+    // Only rows still expired: an intent is never extended today, but the check costs nothing.
+    if (deleted.length) result.expiredStagedUploads += await db('staged_uploads').whereIn('id', deleted).where('expires_at', '<=', now).delete();
+    const last = rows[rows.length - 1]!;
+    after = { expires_at: Number(last.expires_at), id: last.id };
+    if (rows.length < pageSize) return;
+  }
+}
+
+async function sweepOrphanedStaging(options: GarbageCollectionOptions, result: GarbageCollectionResult): Promise<void> {
+  const { db } = options;
+  const pageSize = options.pageSize ?? 200;
+  // staging/<userId>/<stagingId>; anything else under staging/ is not ours to judge and stays.
+  const keys = (await options.storage.list(STAGING_PREFIX)).filter((key) => {
+    const [, user, id, ...rest] = key.split('/');
+    return rest.length === 0 && UUID.test(user ?? '') && UUID.test(id ?? '');
+  });
+  for (let i = 0; i < keys.length; i += pageSize) {
+    const page = keys.slice(i, i + pageSize);
+    const known = new Set((await db('staged_uploads').whereIn('object_key', page).select('object_key')).map((r: { object_key: string }) => r.object_key));
+    for (const key of page) {
+      if (!known.has(key) && (await tryDelete(options, result, key))) result.orphanedStagedObjects++;
+    }
+  }
+}
+
+interface ImageCandidate {
+  user_id: string;
+  sha256: string;
+  referenced: boolean;
+}
+
+async function sweepNoteImages(options: GarbageCollectionOptions, result: GarbageCollectionResult): Promise<void> {
+  const { db, now } = options;
+  const pageSize = options.pageSize ?? 200;
+  const cutoff = now - options.graceMs;
+  let after: { user_id: string; sha256: string } | undefined;
+  for (;;) {
+    // One page of images past the grace period, in primary-key order, each with whether a note of
+    // its account links to it: the notes of the page's accounts that mention the prefix at all are
+    // scanned once for every image link they hold.
+    const keyset = after ? 'and (user_id, sha256) > (?, ?)' : '';
+    const raw = await db.raw(
+      `with page as (
+         select user_id, sha256 from note_images
+         where stored_at <= ? ${keyset}
+         order by user_id, sha256
+         limit ?
+       ),
+       refs as (
+         select distinct e.user_id, m[1] as sha256
+         from entries e
+         cross join lateral regexp_matches(e.content, ?, 'g') as m
+         where e.user_id in (select distinct user_id from page) and strpos(e.content, ?) > 0
+       )
+       select p.user_id, p.sha256, (r.sha256 is not null) as referenced
+       from page p left join refs r on r.user_id = p.user_id and r.sha256 = p.sha256
+       order by p.user_id, p.sha256`,
+      [cutoff, ...(after ? [after.user_id, after.sha256] : []), pageSize, NOTE_IMAGE_REFERENCE_SQL_PATTERN, NOTE_IMAGE_URL_PREFIX],
+    );
+    const rows = ((raw as { rows?: ImageCandidate[] }).rows ?? (raw as ImageCandidate[])) as ImageCandidate[];
+    if (rows.length === 0) return;
+    for (const row of rows) if (!row.referenced) await collectNoteImage(options, result, row.user_id, row.sha256, cutoff);
+    const last = rows[rows.length - 1]!;
+    after = { user_id: last.user_id, sha256: last.sha256 };
+    if (rows.length < pageSize) return;
+  }
+}
+
+/**
+ * Deletes one image if, under its row's lock, it is still past the grace period and still
+ * unreferenced. The object goes first: if its deletion fails the row stays for the next pass.
+ */
+async function collectNoteImage(options: GarbageCollectionOptions, result: GarbageCollectionResult, userId: string, sha256: string, cutoff: number): Promise<void> {
+  await options.db.transaction(async (trx) => {
+    const locked = await trx('note_images').where({ user_id: userId, sha256 }).where('stored_at', '<=', cutoff).forUpdate().skipLocked().first();
+    if (!locked) return;
+    const referenced = await trx('entries')
+      .where('user_id', userId)
+      .whereRaw('strpos(content, ?) > 0', [`${NOTE_IMAGE_URL_PREFIX}${sha256}`])
+      .first(trx.raw('1 as found'));
+    if (referenced) return;
+    if (!(await tryDelete(options, result, noteImageKey(userId, sha256)))) return;
+    await trx('note_images').where({ user_id: userId, sha256 }).delete();
+    result.noteImages++;
+  });
+}
