@@ -278,14 +278,14 @@ export class S3ObjectStorage implements ObjectStorage {
     return { method, url: signed.url.toString(), headers: extraHeaders, expiresAt: Math.floor(now / 1000) * 1000 + expiresInSeconds * 1000 };
   }
 
-  presignPut(key: string, contentType: string, byteSize: number, expiresInSeconds: number): Promise<PresignedRequest> {
+  async presignPut(key: string, contentType: string, byteSize: number, expiresInSeconds: number): Promise<PresignedRequest> {
     assertValidKey(key);
     assertValidContentType(contentType);
     assertPresignArgs(byteSize, expiresInSeconds);
     return this.presign('PUT', key, expiresInSeconds, { 'Content-Type': contentType, 'Content-Length': String(byteSize) });
   }
 
-  presignGet(key: string, expiresInSeconds: number): Promise<PresignedRequest> {
+  async presignGet(key: string, expiresInSeconds: number): Promise<PresignedRequest> {
     assertValidKey(key);
     assertPresignArgs(undefined, expiresInSeconds);
     return this.presign('GET', key, expiresInSeconds, {});
