@@ -3,9 +3,10 @@
  * a real S3-compatible server (s3rver behind a SigV4-verifying proxy), plus config and image sniffing.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type S3Config } from '../server/config.ts';
 import {
@@ -16,7 +17,15 @@ import {
   InvalidObjectKeyError,
   ObjectStorageError,
   S3ObjectStorage,
+  keyToUrlSegment,
+  resolveSigningKey,
+  SignedUrlError,
+  sniffContentType,
   sniffImageType,
+  UploadRejectedError,
+  urlSegmentToKey,
+  VERIFIABLE_CONTENT_TYPES,
+  contentMatchesType,
   type ObjectStorage,
 } from '../server/storage/index.ts';
 import { verifySigV4 } from './helpers/sigv4.ts';
@@ -26,6 +35,11 @@ const BUCKET = 'media';
 const sha256Etag = (body: Buffer) => `"${createHash('sha256').update(body).digest('hex')}"`;
 const avatarKey = (body: Buffer) => `u/${randomUUID()}/members/${randomUUID()}/avatar/${createHash('sha256').update(body).digest('hex')}`;
 const uniqueKey = (name = 'obj') => `t/${randomUUID()}/${name}`;
+const buffer = async (stream: AsyncIterable<unknown>) => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+};
 
 const fsRoot = mkdtempSync(join(tmpdir(), 'ada-objects-'));
 let s3: TestS3Server;
@@ -201,6 +215,50 @@ describe.each(backends)('%s backend', (name, make) => {
     for (const bad of ['no-slash', '/abs/', '../up/', 'a//']) await expect(storage.list(bad)).rejects.toBeInstanceOf(InvalidObjectKeyError);
   });
 
+  it('heads an object: type, size and the ETag put returned; null when missing', async () => {
+    const body = Buffer.from('head me, not my bytes');
+    const key = uniqueKey('head');
+    const { etag } = await storage.put(key, body, 'image/webp');
+    expect(await storage.head(key)).toEqual({ contentType: 'image/webp', size: body.length, etag });
+    expect(await storage.head(uniqueKey('missing'))).toBeNull();
+    await storage.put(key, Buffer.alloc(0), 'image/png');
+    expect(await storage.head(key)).toEqual({ contentType: 'image/png', size: 0, etag: sha256Etag(Buffer.alloc(0)) });
+  });
+
+  it('streams an object, whole or one byte range, without buffering it', async () => {
+    const body = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 31) % 256));
+    const key = uniqueKey('stream');
+    const { etag } = await storage.put(key, body, 'application/octet-stream');
+    const whole = await storage.getStream(key);
+    expect(whole).toMatchObject({ contentType: 'application/octet-stream', size: body.length, etag });
+    expect((await buffer(whole!.body)).equals(body)).toBe(true);
+    const part = await storage.getStream(key, { range: { start: 10, end: 99 } });
+    expect(part?.size).toBe(body.length);
+    expect((await buffer(part!.body)).equals(body.subarray(10, 100))).toBe(true);
+    const pastEnd = await storage.getStream(key, { range: { start: body.length - 5, end: body.length + 100 } });
+    expect((await buffer(pastEnd!.body)).equals(body.subarray(body.length - 5))).toBe(true);
+    expect(await storage.getStream(uniqueKey('missing'))).toBeNull();
+    const emptyKey = uniqueKey('empty');
+    await storage.put(emptyKey, Buffer.alloc(0), 'text/plain');
+    // s3rver never answers a range request on an empty object (S3 answers 416, handled as empty).
+    const empty = await storage.getStream(emptyKey, name === 'filesystem' ? { range: { start: 0, end: 511 } } : {});
+    expect(empty?.size).toBe(0);
+    expect((await buffer(empty!.body)).length).toBe(0);
+  });
+
+  it('moves an object with its type; a repeated move is done already; moving nothing is false', async () => {
+    const body = Buffer.from('moving house');
+    const from = uniqueKey('from');
+    const to = `${uniqueKey('to')}/deeper/key`;
+    const { etag } = await storage.put(from, body, 'image/gif');
+    expect(await storage.move(from, to)).toBe(true);
+    expect(await storage.get(from)).toBeNull();
+    expect(await storage.get(to)).toMatchObject({ contentType: 'image/gif', etag });
+    expect((await storage.head(to))?.etag).toBe(etag);
+    expect(await storage.move(from, to)).toBe(true);
+    expect(await storage.move(uniqueKey('none'), uniqueKey('none'))).toBe(false);
+  });
+
   it.each(BAD_KEYS)('refuses the bad key %j on put, get and delete', async (key) => {
     await expect(storage.put(key, Buffer.from('x'), 'image/png')).rejects.toBeInstanceOf(InvalidObjectKeyError);
     await expect(storage.get(key)).rejects.toBeInstanceOf(InvalidObjectKeyError);
@@ -246,6 +304,39 @@ describe('filesystem backend specifics', () => {
     const winner = versions.findIndex((v) => got?.body.equals(v));
     expect(winner).toBeGreaterThanOrEqual(0);
     expect(got?.contentType).toBe(winner % 2 ? 'image/png' : 'image/gif');
+  });
+
+  it('reads objects written before the hash was recorded (header with the content type only)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ada-objects-legacy-'));
+    try {
+      const body = Buffer.from('written by the first version');
+      writeFileSync(join(root, 'old~obj'), Buffer.concat([Buffer.from('ADOBJ1\n{"contentType":"image/png"}\n'), body]));
+      const storage = new FilesystemObjectStorage(root);
+      expect(await storage.head('old')).toEqual({ contentType: 'image/png', size: body.length, etag: sha256Etag(body) });
+      expect((await buffer((await storage.getStream('old'))!.body)).equals(body)).toBe(true);
+      expect((await storage.get('old'))?.body.equals(body)).toBe(true);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('putStream writes exactly the signed size and refuses more, less, or bytes the verifier rejects, leaving nothing', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ada-objects-stream-'));
+    try {
+      const storage = new FilesystemObjectStorage(root);
+      const body = Buffer.alloc(200_000, 7);
+      const chunks = (b: Buffer) => Readable.from([b.subarray(0, 1000), b.subarray(1000)]);
+      const stored = await storage.putStream('s/ok', chunks(body), 'application/octet-stream', { byteSize: body.length });
+      expect(stored).toEqual({ etag: sha256Etag(body), size: body.length });
+      expect(await storage.head('s/ok')).toEqual({ contentType: 'application/octet-stream', size: body.length, etag: sha256Etag(body) });
+      expect((await storage.get('s/ok'))?.body.equals(body)).toBe(true);
+      await expect(storage.putStream('s/big', chunks(body), 'image/png', { byteSize: body.length - 1 })).rejects.toMatchObject({ reason: 'too_large' });
+      await expect(storage.putStream('s/short', chunks(body), 'image/png', { byteSize: body.length + 1 })).rejects.toMatchObject({ reason: 'too_short' });
+      await expect(storage.putStream('s/html', chunks(body), 'image/png', { byteSize: body.length, verifyHead: () => false })).rejects.toBeInstanceOf(UploadRejectedError);
+      expect(readdirSync(root, { recursive: true }).map(String).filter((f) => f.endsWith('~obj') || f.endsWith('.tmp'))).toEqual(['s/ok~obj']);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it('reports a corrupt object file as a storage error, not as data', async () => {
@@ -317,6 +408,84 @@ describe('s3 backend specifics', () => {
   });
 });
 
+describe('presigned S3 URLs against the verifier', () => {
+  it('the query-signature verifier agrees with the AWS documentation example, expiry included', () => {
+    // "Example: a presigned GET" from the AWS S3 SigV4 query-string reference.
+    const url =
+      '/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400&X-Amz-SignedHeaders=host&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404';
+    const headers = { host: 'examplebucket.s3.amazonaws.com' };
+    const secrets = new Map([['AKIAIOSFODNN7EXAMPLE', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY']]);
+    const signedAt = Date.UTC(2013, 4, 24);
+    expect(verifySigV4({ method: 'GET', url, headers }, Buffer.alloc(0), secrets, signedAt + 3_600_000)).toEqual({ ok: true, accessKeyId: 'AKIAIOSFODNN7EXAMPLE' });
+    expect(verifySigV4({ method: 'GET', url, headers }, Buffer.alloc(0), secrets, signedAt + 86_401_000)).toMatchObject({ ok: false, message: 'Request has expired' });
+    expect(verifySigV4({ method: 'PUT', url, headers }, Buffer.alloc(0), secrets, signedAt)).toMatchObject({ ok: false, code: 'SignatureDoesNotMatch' });
+    expect(verifySigV4({ method: 'GET', url: url.replace('test.txt', 'other.txt'), headers }, Buffer.alloc(0), secrets, signedAt)).toMatchObject({ ok: false, code: 'SignatureDoesNotMatch' });
+  });
+
+  it('a presigned PUT signs Content-Type and Content-Length, and expires X-Amz-Expires seconds after its X-Amz-Date', async () => {
+    const now = Date.UTC(2030, 0, 2, 3, 4, 5, 678);
+    const storage = new S3ObjectStorage(s3Config(), { retries: 0, clock: () => now });
+    const put = await storage.presignPut('a/b', 'image/png', 1234, 600);
+    const url = new URL(put.url);
+    expect(url.pathname).toBe(`/${BUCKET}/a/b`);
+    expect(url.searchParams.get('X-Amz-Date')).toBe('20300102T030405Z');
+    expect(url.searchParams.get('X-Amz-Expires')).toBe('600');
+    expect(url.searchParams.get('X-Amz-SignedHeaders')).toBe('content-length;content-type;host');
+    expect(put.headers).toEqual({ 'Content-Type': 'image/png', 'Content-Length': '1234' });
+    expect(put.expiresAt).toBe(Date.UTC(2030, 0, 2, 3, 14, 5));
+    const get = await storage.presignGet('a/b', 60);
+    expect(new URL(get.url).searchParams.get('X-Amz-SignedHeaders')).toBe('host');
+    expect(get.headers).toEqual({});
+  });
+});
+
+describe('signing keys (filesystem signed URLs)', () => {
+  it('uses STORAGE_SIGNING_KEY when set, else generates one into the data directory once, else one per process', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ada-signing-'));
+    try {
+      expect(resolveSigningKey('x'.repeat(32), dir)).toEqual({ key: Buffer.from('x'.repeat(32)), source: 'env' });
+      const first = resolveSigningKey(undefined, dir);
+      expect(first.source).toBe('generated');
+      expect(first.key.length).toBe(32);
+      expect((statSync(join(dir, 'storage-signing-key')).mode & 0o777).toString(8)).toBe('600');
+      const again = resolveSigningKey(undefined, dir);
+      expect(again.source).toBe('data-dir');
+      expect(again.key.equals(first.key)).toBe(true);
+      const a = resolveSigningKey(undefined, undefined);
+      expect(a.source).toBe('process');
+      expect(a.key.equals(resolveSigningKey(undefined, undefined).key)).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a URL signed with one key is refused under another, and keys shorter than 32 bytes are refused', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ada-signing-'));
+    try {
+      const a = new FilesystemObjectStorage(root, { signingKey: Buffer.alloc(32, 1) });
+      const b = new FilesystemObjectStorage(root, { signingKey: Buffer.alloc(32, 2) });
+      const put = await a.presignPut('k', 'image/png', 5, 60);
+      const q = new URL(put.url, 'http://x').searchParams;
+      const params = { key: 'k', expires: Number(q.get('expires')), contentType: 'image/png', byteSize: 5, signature: q.get('signature')! };
+      expect(() => a.verifySignedUpload(params, Date.now())).not.toThrow();
+      expect(() => b.verifySignedUpload(params, Date.now())).toThrow(SignedUrlError);
+      expect(() => a.verifySignedUpload({ ...params, byteSize: 6 }, Date.now())).toThrow(/signature is not valid/);
+      expect(() => a.verifySignedUpload(params, params.expires)).toThrow(/expired/);
+      // Download and upload signatures are not interchangeable.
+      expect(() => a.verifySignedDownload({ key: 'k', expires: params.expires, signature: params.signature }, Date.now())).toThrow(SignedUrlError);
+      expect(() => new FilesystemObjectStorage(root, { signingKey: Buffer.alloc(16) })).toThrow(/at least 32 bytes/);
+      await expect(new FilesystemObjectStorage(root).presignGet('k', 60)).rejects.toBeInstanceOf(ObjectStorageError);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('object keys map to one URL path segment and back', () => {
+    expect(keyToUrlSegment('staging/u/1')).toBe('staging~u~1');
+    expect(urlSegmentToKey('staging~u~1')).toBe('staging/u/1');
+  });
+});
+
 describe('createObjectStorage', () => {
   const dir = join(fsRoot, 'factory');
 
@@ -373,6 +542,33 @@ describe('storage configuration from the environment', () => {
     expect(custom).toMatchObject({ endpoint: 'http://minio:9000', region: 'eu-west-1', forcePathStyle: false });
   });
 
+  it('reads the storage URL, staging and GC settings with their defaults', () => {
+    expect(loadConfig({})).toMatchObject({
+      storageSigningKey: undefined,
+      storagePublicUrl: undefined,
+      storageUploadUrlTtlSeconds: 900,
+      storageDownloadUrlTtlSeconds: 300,
+      storageStagingTtlMs: 86_400_000,
+      storageGcGraceMs: 3_600_000,
+      storageGcIntervalMs: 3_600_000,
+    });
+    const custom = loadConfig({
+      STORAGE_SIGNING_KEY: 's'.repeat(40),
+      STORAGE_PUBLIC_URL: 'https://api.example.org/',
+      STORAGE_UPLOAD_URL_TTL_SECONDS: '60',
+      STORAGE_DOWNLOAD_URL_TTL_SECONDS: '30',
+      STORAGE_STAGING_TTL_MS: '600000',
+      STORAGE_GC_GRACE_MS: '0',
+      STORAGE_GC_INTERVAL_MS: '0',
+    });
+    expect(custom).toMatchObject({ storageSigningKey: 's'.repeat(40), storagePublicUrl: 'https://api.example.org', storageUploadUrlTtlSeconds: 60, storageDownloadUrlTtlSeconds: 30, storageStagingTtlMs: 600_000, storageGcGraceMs: 0, storageGcIntervalMs: 0 });
+    expect(() => loadConfig({ STORAGE_SIGNING_KEY: 'short' })).toThrow(/STORAGE_SIGNING_KEY must be at least 32 characters/);
+    expect(() => loadConfig({ STORAGE_PUBLIC_URL: 'api.example.org' })).toThrow(/STORAGE_PUBLIC_URL must be an http/);
+    expect(() => loadConfig({ STORAGE_PUBLIC_URL: 'https://api.example.org/?x=1' })).toThrow(/without credentials, query or fragment/);
+    expect(() => loadConfig({ STORAGE_UPLOAD_URL_TTL_SECONDS: '3600', STORAGE_STAGING_TTL_MS: '600000' })).toThrow(/must outlive its upload URL/);
+    expect(() => loadConfig({ STORAGE_UPLOAD_URL_TTL_SECONDS: '999999999' })).toThrow(/between 10 and 604800/);
+  });
+
   it('names what is wrong', () => {
     expect(() => loadConfig({ OBJECT_STORAGE: 'gcs' })).toThrow(/OBJECT_STORAGE must be one of filesystem, s3, none/);
     expect(() => loadConfig({ ...s3Env, S3_BUCKET: '' })).toThrow(/OBJECT_STORAGE=s3 requires S3_BUCKET/);
@@ -382,6 +578,68 @@ describe('storage configuration from the environment', () => {
     expect(() => loadConfig({ ...s3Env, S3_FORCE_PATH_STYLE: 'maybe' })).toThrow(/S3_FORCE_PATH_STYLE must be true or false/);
     expect(() => loadConfig({ MEDIA_MAX_BYTES: '5MB' })).toThrow(/MEDIA_MAX_BYTES must be an integer/);
     for (const env of [{ OBJECT_STORAGE: 'gcs' }, { OBJECT_STORAGE: 's3' }]) expect(() => loadConfig(env)).toThrow(ConfigError);
+  });
+});
+
+describe('contentMatchesType (declared type against the first bytes)', () => {
+  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
+  const mp4 = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypisom'), Buffer.alloc(12)]);
+  const mov = Buffer.concat([Buffer.from([0, 0, 0, 0x14]), Buffer.from('ftypqt  '), Buffer.alloc(8)]);
+  const m4a = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypM4A '), Buffer.alloc(12)]);
+  const webm = Buffer.concat([Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81, 0x01]), Buffer.from('B\x82\x84webm')]);
+  const ogg = Buffer.from('OggS\0\x02\0\0', 'latin1');
+  const mp3 = Buffer.from('ID3\x04\0\0\0\0\0\0', 'latin1');
+  const mp3Frame = Buffer.from([0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0]);
+  const wav = Buffer.concat([Buffer.from('RIFF'), Buffer.from([36, 0, 0, 0]), Buffer.from('WAVEfmt '), Buffer.alloc(8)]);
+  const pdf = Buffer.from('%PDF-1.7\n');
+  const zip = Buffer.from('PK\x03\x04\x14\0', 'latin1');
+  const text = Buffer.from('Hello — plain text, with UTF-8 ✓ and\ttabs\r\n');
+  const html = Buffer.from('<!doctype html><script>alert(1)</script>');
+
+  it.each([
+    ['image/png', png],
+    ['video/mp4', mp4],
+    ['video/quicktime', mov],
+    ['audio/mp4', m4a],
+    ['video/webm', webm],
+    ['audio/ogg', ogg],
+    ['audio/mpeg', mp3],
+    ['audio/mpeg', mp3Frame],
+    ['audio/wav', wav],
+    ['application/pdf', pdf],
+    ['application/zip', zip],
+    ['text/plain', text],
+    ['text/plain', Buffer.alloc(0)],
+    ['IMAGE/PNG', png],
+  ] as const)('accepts %s for its own bytes', (type, bytes) => {
+    expect(contentMatchesType(type, bytes)).toBe(true);
+  });
+
+  it.each([
+    ['image/png', html],
+    ['image/png', pdf],
+    ['image/gif', png],
+    ['video/mp4', mov],
+    ['video/mp4', m4a],
+    ['audio/wav', Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WEBPVP8 '), Buffer.alloc(8)])],
+    ['application/pdf', text],
+    ['text/plain', png],
+    ['text/plain', pdf],
+    ['text/plain', Buffer.from([0x68, 0x69, 0x00, 0x21])],
+    ['text/plain', Buffer.from([0xc3, 0x28])],
+    ['text/html', html],
+    ['image/svg+xml', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"/>')],
+    ['application/octet-stream', png],
+  ] as const)('refuses %s for bytes of another kind', (type, bytes) => {
+    expect(contentMatchesType(type, bytes)).toBe(false);
+  });
+
+  it('allows a UTF-8 character cut at the end of the sample', () => {
+    const cut = Buffer.from('ab✓').subarray(0, 4);
+    expect(contentMatchesType('text/plain', cut)).toBe(true);
+    expect(sniffContentType(Buffer.from('%PDF-1.4'))).toBe('application/pdf');
+    expect(VERIFIABLE_CONTENT_TYPES).toContain('text/plain');
+    expect(VERIFIABLE_CONTENT_TYPES).not.toContain('text/html');
   });
 });
 
