@@ -54,6 +54,8 @@ function anyBody(op: OperationInfo): string | undefined {
 function sampleValue(schema: Schema): string {
   if (Array.isArray(schema.enum)) return String(schema.enum[0]);
   if (isInteger(schema)) return String(schema.minimum ?? 1);
+  // Strings of another shape than an id (a signed URL's signature and content type) take their example.
+  if (schema.format !== 'uuid' && Array.isArray(schema.examples) && schema.examples.length > 0) return String(schema.examples[0]);
   return SAMPLE_ID;
 }
 
