@@ -79,7 +79,9 @@ function firstExample(operationId: string, status: number): unknown {
     for (const op of Object.values(item)) {
       if (op.operationId !== operationId) continue;
       const response = deref(op.responses?.[String(status)]) as { content?: Record<string, { examples?: Record<string, unknown> }> };
-      const first = Object.values(response.content?.['application/json']?.examples ?? {})[0];
+      // JSON where the operation has it, else its one other media type (a stored object's bytes).
+      const media = response.content?.['application/json'] ?? Object.values(response.content ?? {})[0];
+      const first = Object.values(media?.examples ?? {})[0];
       return (deref(first) as { value: unknown }).value;
     }
   }
@@ -124,6 +126,16 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
   Trash: { operationId: 'listTrash', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/trash', { headers }) },
   Admin: { operationId: 'getAccount', errorStatus: 404, call: (api, headers) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: ID } }, headers }) },
   Operations: { operationId: 'getHealth', errorStatus: 400, call: (api, headers) => api.GET('/healthz', { headers }) },
+  Storage: {
+    operationId: 'downloadStoredObject',
+    errorStatus: 403,
+    call: (api, headers) =>
+      api.GET('/storage/v1/objects/{objectKey}', {
+        params: { path: { objectKey: 'staging~a~b' }, query: { expires: 1763800900000, signature: 'Xq3u0mC2rB7yWcJ9fVt1hP4kE8sA6dL0nZ5gQ2iR7oU' } },
+        headers,
+        parseAs: 'text',
+      }),
+  },
 };
 
 describe('Prism mock through the typed client, one operation of every tag', () => {
