@@ -361,7 +361,7 @@ describe('filesystem upload route specifics', () => {
   const server = () => servers.filesystem;
 
   /** A chunked PUT (no Content-Length), so only the byte counter can notice the excess. */
-  function chunkedPut(path: string, contentType: string, chunks: Buffer[]): Promise<{ status: number; body: string }> {
+  function chunkedPut(path: string, contentType: string, chunks: Buffer[], stopOnAnswer = true): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
       const url = new URL(server().baseUrl + path);
       const req = httpRequest({ host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method: 'PUT', headers: { 'Content-Type': contentType, 'Transfer-Encoding': 'chunked' } }, (res) => {
@@ -369,11 +369,15 @@ describe('filesystem upload route specifics', () => {
         res.on('data', (c: Buffer) => (body += c.toString()));
         res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
       });
-      // The server may close the connection once it has answered; a write after that is not the test's concern.
-      req.on('error', reject);
+      // Once the server has answered it may close the connection while chunks are still being written.
+      let answered = false;
+      req.on('response', () => (answered = true));
+      req.on('error', (err) => {
+        if (!answered) reject(err);
+      });
       (async () => {
         for (const chunk of chunks) {
-          if (req.destroyed) return;
+          if (req.destroyed || (answered && stopOnAnswer)) break;
           req.write(chunk);
           await new Promise((r) => setTimeout(r, 5));
         }
@@ -388,11 +392,16 @@ describe('filesystem upload route specifics', () => {
     const storage = server().deps.storage as FilesystemObjectStorage;
     const k = `t/${randomUUID()}/chunked`;
     const put = await storage.presignPut(k, 'image/png', PNG.length + 10, 60);
-    const res = await chunkedPut(put.url, 'image/png', [PNG, Buffer.alloc(64 * 1024), Buffer.alloc(64 * 1024)]);
+    // 4 MiB more than signed, in 64 KiB chunks: the answer comes at the first chunk past the limit.
+    const res = await chunkedPut(put.url, 'image/png', [PNG, ...Array.from({ length: 64 }, () => Buffer.alloc(64 * 1024))]);
     expect(res.status).toBe(413);
     expect(JSON.parse(res.body)).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: `Upload exceeds the signed size of ${PNG.length + 10} bytes` });
     expect(await storage.head(k)).toBeNull();
     expect(tempFiles(storage.root)).toEqual([]);
+    // A client that ignores the early answer and writes its whole body still gets to read it.
+    const stubborn = await chunkedPut(put.url, 'image/png', [PNG, ...Array.from({ length: 32 }, () => Buffer.alloc(64 * 1024))], false);
+    expect(stubborn.status).toBe(413);
+    expect(await storage.head(k)).toBeNull();
   });
 
   it('a chunked body shorter than the signed size is a 400 and stores nothing; an exact one is stored', async () => {

@@ -168,7 +168,8 @@ export class FilesystemObjectStorage implements ObjectStorage {
       let headLength = 0;
       try {
         await opened.handle.write(Buffer.alloc(STREAM_HEADER_BYTES, 0x20), 0, STREAM_HEADER_BYTES, 0);
-        for await (const raw of source) {
+        // Not destroyed when the loop stops early: a refused HTTP upload still has its response to send.
+        for await (const raw of source.iterator({ destroyOnReturn: false })) {
           const chunk = Buffer.isBuffer(raw) ? raw : Buffer.from(raw as Uint8Array);
           size += chunk.length;
           if (size > limits.byteSize) throw new UploadRejectedError('too_large', `Upload exceeds the signed size of ${limits.byteSize} bytes`);

@@ -36,8 +36,8 @@ export function createObjectStorage(config: ObjectStorageConfig, options: Object
 export { FilesystemObjectStorage } from './filesystem.ts';
 export { S3ObjectStorage, type S3StorageOptions } from './s3.ts';
 export { ALLOWED_IMAGE_TYPES, sniffImageType, type ImageType } from './images.ts';
-export { contentMatchesType, isVerifiableContentType, sniffContentType, SNIFF_BYTES, VERIFIABLE_CONTENT_TYPES } from './sniff.ts';
-export { keyToUrlSegment, resolveSigningKey, SignedUrlError, SIGNED_URL_PATH, urlSegmentToKey } from './signing.ts';
+export { contentMatchesType, sniffContentType, VERIFIABLE_CONTENT_TYPES } from './sniff.ts';
+export { keyToUrlSegment, resolveSigningKey, SignedUrlError, urlSegmentToKey } from './signing.ts';
 export {
   assertValidKey,
   deletePrefix,

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { assertPresignArgs, assertValidContentType, assertValidKey, type PresignedRequest } from './types.ts';
 
 /** Where the server accepts the URLs it signs (the contract's /storage/v1/objects/{objectKey}). */
-export const SIGNED_URL_PATH = '/storage/v1/objects/';
+const SIGNED_URL_PATH = '/storage/v1/objects/';
 
 const VERSION = 'ada-storage-url-v1';
 
@@ -112,7 +112,7 @@ export class UrlSigner {
 
 export type SigningKeySource = 'env' | 'data-dir' | 'generated' | 'process';
 
-export const SIGNING_KEY_FILE = 'storage-signing-key';
+const SIGNING_KEY_FILE = 'storage-signing-key';
 
 /** STORAGE_SIGNING_KEY, else the key kept in `dataDir` (created on first use), else a key for this process only. */
 export function resolveSigningKey(configured: string | undefined, dataDir: string | undefined): { key: Buffer; source: SigningKeySource } {

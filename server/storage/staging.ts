@@ -205,16 +205,6 @@ export async function completeUpload(db: Knex, storage: ObjectStorage, input: { 
   return toStaged(updated as StagedRow);
 }
 
-/** A staged upload of this account, if it is live (not expired). */
-export async function findStagedUpload(db: Knex, input: { userId: string; stagingId: string; now: number }): Promise<StagedUpload | null> {
-  try {
-    return toStaged(await findLive(db, input.userId, input.stagingId, input.now));
-  } catch (err) {
-    if (err instanceof StagingError) return null;
-    throw err;
-  }
-}
-
 /**
  * Takes a completed upload for `purpose`: moves its object to `finalKey` and deletes the intent.
  * Call it inside the transaction that records the object's new owner (a message, a space), so the

@@ -79,7 +79,7 @@ export interface ObjectStorage {
 }
 
 /** Longest validity of a presigned URL: S3's own limit for SigV4 query signing (7 days). */
-export const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
+const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
 
 export function assertPresignArgs(byteSize: number | undefined, expiresInSeconds: number): void {
   if (!Number.isInteger(expiresInSeconds) || expiresInSeconds < 1 || expiresInSeconds > MAX_PRESIGN_SECONDS) {

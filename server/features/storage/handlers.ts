@@ -44,6 +44,44 @@ function declaredLength(req: Request): number | undefined {
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : undefined;
 }
 
+/** How long, and how many bytes of a refused upload, are read and discarded before the connection is cut. */
+const LINGER_MS = 5_000;
+const LINGER_BYTES = 8 * 1_048_576;
+
+/**
+ * An upload refused while its body may still be arriving. The answer goes out at once and the
+ * connection is not reused (`Connection: close`). Node would close the socket the moment the answer
+ * is flushed; with the client still writing, the data arriving at a closed socket makes the kernel
+ * reset the connection, and the reset can discard the answer before the client reads it. So the
+ * socket is only half-closed after the answer, the rest of the body is read and thrown away, and
+ * the socket is destroyed when the body ends, after LINGER_BYTES, or after LINGER_MS, whichever
+ * comes first. Never drained to the end of an arbitrarily large body, never buffered.
+ */
+function lingerThenClose(req: Request): Record<string, string> {
+  const close = { Connection: 'close' };
+  if (req.readableEnded) return close;
+  const socket = req.socket;
+  const cut = () => socket.destroy();
+  const timer = setTimeout(cut, LINGER_MS);
+  timer.unref();
+  let discarded = 0;
+  req.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > LINGER_BYTES) cut();
+  });
+  req.once('end', () => {
+    clearTimeout(timer);
+    if (socket.writableFinished) cut();
+    else socket.once('finish', cut);
+  });
+  // What Node calls once a `Connection: close` answer is out: end our side only, keep reading.
+  socket.destroySoon = () => {
+    socket.end();
+  };
+  req.resume();
+  return close;
+}
+
 export const storageHandlers = {
   uploadStoredObject: async ({ path, query }, ctx) => {
     const storage = signedStorage(ctx);
@@ -52,18 +90,18 @@ export const storageHandlers = {
     const byteSize = Number(query.byteSize);
     verifying(() => storage.verifySignedUpload({ key, expires: Number(query.expires), contentType, byteSize, signature: String(query.signature) }, ctx.deps.clock()));
     if (essence(ctx.req.headers['content-type']) !== contentType.toLowerCase()) throw forbidden(`Content-Type must be ${contentType}, as signed`);
-    // Refused before a byte is read; the connection is closed rather than drained of a body we do not want.
+    const refuse = (status: 400 | 413, code: 'BAD_REQUEST' | 'PAYLOAD_TOO_LARGE', message: string) =>
+      new ApiError(status, code, message, lingerThenClose(ctx.req));
     const length = declaredLength(ctx.req);
-    const close = { Connection: 'close' };
-    if (length !== undefined && length > byteSize) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `Upload exceeds the signed size of ${byteSize} bytes`, close);
-    if (length !== undefined && length < byteSize) throw new ApiError(400, 'BAD_REQUEST', `Content-Length is ${length}; the URL was signed for ${byteSize} bytes`, close);
+    if (length !== undefined && length > byteSize) throw refuse(413, 'PAYLOAD_TOO_LARGE', `Upload exceeds the signed size of ${byteSize} bytes`);
+    if (length !== undefined && length < byteSize) throw refuse(400, 'BAD_REQUEST', `Content-Length is ${length}; the URL was signed for ${byteSize} bytes`);
     try {
       const { etag } = await storage.putStream(key, ctx.req, contentType, { byteSize, verifyHead: (head) => contentMatchesType(contentType, head) });
       return { status: 200, headers: { ETag: etag } };
     } catch (err) {
       if (err instanceof UploadRejectedError) {
-        if (err.reason === 'too_large') throw new ApiError(413, 'PAYLOAD_TOO_LARGE', err.message, close);
-        if (err.reason === 'too_short') throw new ApiError(400, 'BAD_REQUEST', err.message, close);
+        if (err.reason === 'too_large') throw refuse(413, 'PAYLOAD_TOO_LARGE', err.message);
+        if (err.reason === 'too_short') throw refuse(400, 'BAD_REQUEST', err.message);
         throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', err.message);
       }
       if (err instanceof InvalidObjectKeyError) throw badRequest('objectKey is not a valid object key');
