@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as storageMigration from '../server/db/migrations/0010_storage.ts';
 import { JobQueue } from '../server/jobs/queue.ts';
 import { createLogger } from '../server/logger.ts';
 import { collectGarbage } from '../server/storage/gc.ts';
@@ -460,5 +461,25 @@ describe('filesystem upload route specifics', () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('migration 0010', () => {
+  it('registers the images that existing notes (trashed ones too) link to, so they are collected once unreferenced', async () => {
+    const server = servers.filesystem;
+    const db = server.deps.db.knex;
+    const user = await server.user();
+    const shaA = 'a'.repeat(64);
+    const shaB = 'b'.repeat(64);
+    const created = await user.api.POST('/api/v1/entries', { body: { content: `![x](/api/v1/entry-images/${shaA}) and ![y](/api/v1/entry-images/${shaB}) twice ![z](/api/v1/entry-images/${shaA})` } });
+    expect(created.response.status).toBe(201);
+    await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: created.data!.id } } });
+    // As before the migration: tables gone, then created and filled from the notes.
+    await storageMigration.down(db);
+    const before = Date.now();
+    await storageMigration.up(db);
+    const rows = await db('note_images').where({ user_id: user.userId }).orderBy('sha256');
+    expect(rows.map((r: { sha256: string }) => r.sha256)).toEqual([shaA, shaB]);
+    for (const row of rows) expect(Number(row.stored_at)).toBeGreaterThanOrEqual(before - 1000);
   });
 });
