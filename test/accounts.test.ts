@@ -7,6 +7,9 @@ import { createFolder, createGroup, createMember, createSub, startFronting, UNKN
 import { PNG } from './helpers/images.ts';
 import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
 import { ALL_SCOPES, bearer, useServer } from './helpers/server.ts';
+import { createLogger } from '../server/logger.ts';
+import { collectGarbage } from '../server/storage/gc.ts';
+import { createUploadIntent } from '../server/storage/staging.ts';
 
 const UNAUTHORIZED = { code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' };
 let now = 1_800_000_000_000;
@@ -180,7 +183,7 @@ describe('GET /api/v1/me', () => {
 });
 
 /** Fills every table that holds account data, through the API. */
-async function populate(api: ApiClient, apiKey: string): Promise<void> {
+async function populate(api: ApiClient, apiKey: string, userId: string): Promise<void> {
   const ok = (status: number, what: string) => expect([200, 201, 204], what).toContain(status);
   ok((await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } })).response.status, 'appearance');
   ok((await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Dusk', colors: { primary: '#112233' } } })).response.status, 'scheme');
@@ -207,6 +210,18 @@ async function populate(api: ApiClient, apiKey: string): Promise<void> {
   const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Near' } })).data!.id;
   ok((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b, tierKey: tier } })).response.status, 'presence');
   ok((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status, 'trash settings');
+  // A staged upload: no route creates one yet (messaging's upload intents will), so directly.
+  const intent = await createUploadIntent(server.deps.db.knex, server.deps.storage!, {
+    userId,
+    purpose: 'message-attachment',
+    contentType: 'image/png',
+    byteSize: PNG.length,
+    maxBytes: PNG.length,
+    now,
+    urlTtlSeconds: 60,
+    stagingTtlMs: 3_600_000,
+  });
+  await server.deps.storage!.put(`staging/${userId}/${intent.stagingId}`, PNG, 'image/png');
 }
 
 describe('DELETE /admin/v1/accounts/{userId}', () => {
@@ -228,13 +243,13 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
 
   it('removes the account and everything it owns from every table and from storage, and leaves the others alone', async () => {
     const survivor = await server.user();
-    await populate(survivor.api, survivor.apiKey);
+    await populate(survivor.api, survivor.apiKey, survivor.userId);
     const before = await snapshot();
     const survivorObjects = (await server.deps.storage!.list(`u/${survivor.userId}/`)).sort();
     expect(survivorObjects.length).toBeGreaterThanOrEqual(2);
 
     const victim = await server.user();
-    await populate(victim.api, victim.apiKey);
+    await populate(victim.api, victim.apiKey, victim.userId);
     // Every table that is keyed by account holds some of the victim's rows, or the test proves nothing for it.
     const uncovered: string[] = [];
     for (const table of await tables()) {
@@ -254,6 +269,11 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
     expect(await snapshot()).toEqual(before);
     expect(await server.deps.storage!.list(`u/${victim.userId}/`)).toEqual([]);
     expect((await server.deps.storage!.list(`u/${survivor.userId}/`)).sort()).toEqual(survivorObjects);
+    // Staged uploads live outside u/<id>/; their rows went with the account, so garbage collection takes the objects.
+    expect(await server.deps.storage!.list(`staging/${victim.userId}/`)).toHaveLength(1);
+    await collectGarbage({ db: knex(), storage: server.deps.storage!, now, log: createLogger('silent'), graceMs: 3_600_000 });
+    expect(await server.deps.storage!.list(`staging/${victim.userId}/`)).toEqual([]);
+    expect(await server.deps.storage!.list(`staging/${survivor.userId}/`)).toHaveLength(1);
     const refused = await victim.api.GET('/api/v1/members');
     expect(refused.response.status).toBe(401);
     expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response.status).toBe(404);
