@@ -4,6 +4,7 @@ import type { Config } from './config.ts';
 import type { Database } from './db/knex.ts';
 import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import type { RateLimiter } from './http/rateLimit.ts';
+import type { JobQueue } from './jobs/queue.ts';
 import type { Metrics } from './metrics.ts';
 import type { ObjectStorage } from './storage/types.ts';
 
@@ -28,6 +29,8 @@ export interface AppDeps {
   adminToken: string | undefined;
   /** Prometheus metrics served by GET /metrics. */
   metrics: Metrics;
+  /** The durable job queue: enqueue with the caller's transaction so a job commits with its write. */
+  jobs: JobQueue;
   /** Called when a response breaks the contract (validated in development and tests). */
   onResponseViolation?: (violation: ResponseViolation) => void;
 }

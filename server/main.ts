@@ -173,7 +173,7 @@ async function main(): Promise<void> {
     failedToStart(message ? new StartupError(message) : err);
   }
   state.server = server;
-  runtime.startJobs();
+  await runtime.startJobs();
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
