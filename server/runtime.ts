@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
+import { DatabaseAuditSink } from './audit/index.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { openDatabase, type Database } from './db/knex.ts';
 import { EmbeddedMaintenanceJob } from './db/maintenance.ts';
@@ -191,6 +192,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     storage: createObjectStorage(config),
     metrics,
     jobs,
+    audit: new DatabaseAuditSink(),
     onResponseViolation: options.onResponseViolation,
   };
   const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {

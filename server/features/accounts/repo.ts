@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Scope, ScopeLevel } from '../../http/spec.ts';
+import type { Scope, ScopeLevel } from '../../core/scopes.ts';
 import type { PlanKey } from './plans.ts';
 
 export interface AccountRow {
@@ -138,9 +138,10 @@ export const accountsRepo = {
     return db('api_keys').where({ key_hash: hash }).first('id', 'user_id', 'scopes', 'revoked_at', 'expires_at');
   },
 
-  async revokeKey(db: Knex, id: string, now: number): Promise<boolean> {
-    const rows = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) }).returning('id');
-    return rows.length > 0;
+  /** Marks the key revoked (keeping an earlier revocation time); its account's id, or null for an unknown key. */
+  async revokeKey(db: Knex, id: string, now: number): Promise<string | null> {
+    const rows: Array<{ user_id: string }> = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) }).returning('user_id');
+    return rows[0]?.user_id ?? null;
   },
 
   async touchKeys(db: Knex, ids: string[], now: number): Promise<void> {

@@ -4,12 +4,11 @@ import { describeKey } from '../accounts/service.ts';
 
 export const meHandlers = {
   getMe: async (_input, ctx) => {
-    const auth = ctx.auth!;
     const limit = ctx.rateLimit!;
     return {
       status: 200,
       body: {
-        ...(await describeKey(ctx.deps.db.knex, auth)),
+        ...(await describeKey(ctx.service())),
         rateLimit: { limit: limit.limit, remaining: limit.remaining, resetSeconds: limit.resetSeconds, windowSeconds: WINDOW_MS / 1000 },
       },
     };

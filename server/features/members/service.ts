@@ -1,8 +1,9 @@
 /** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, conflict, notFound } from '../../http/errors.ts';
+import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { endMemberFront, lockFront } from '../front/service.ts';
 import { directoriesRepo } from '../groups/repo.ts';
 import { systemsRepo } from '../systems/repo.ts';
@@ -41,7 +42,9 @@ function blankToNull(value: string | null | undefined): string | null | undefine
   return trimmed === '' ? null : trimmed;
 }
 
-export async function createMember(db: Knex, userId: string, input: Schemas['CreateMemberRequest'], now: number): Promise<{ id: string }> {
+export async function createMember(ctx: ServiceContext, input: Schemas['CreateMemberRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
@@ -70,7 +73,9 @@ export async function createMember(db: Knex, userId: string, input: Schemas['Cre
   });
 }
 
-export async function getMember(db: Knex, userId: string, id: string): Promise<Member> {
+export async function getMember(ctx: ServiceContext, id: string): Promise<Member> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const row = await membersRepo.findLive(db, userId, id);
   if (!row) throw notFound('Member not found');
   return toMember(row);
@@ -97,7 +102,9 @@ export async function changeMember(
   return membersRepo.update(trx, userId, id, { ...changes, version: row.version + 1, updated_at: now });
 }
 
-export async function updateMember(db: Knex, userId: string, id: string, input: Schemas['UpdateMemberRequest'], now: number): Promise<Member> {
+export async function updateMember(ctx: ServiceContext, id: string, input: Schemas['UpdateMemberRequest']): Promise<Member> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const { expectedVersion, ...patch } = input;
   if (Object.keys(patch).length === 0) throw badRequest('Request body must contain at least one field to change');
   return db.transaction(async (trx) => {
@@ -150,7 +157,9 @@ export async function updateMember(db: Knex, userId: string, id: string, input: 
  * ended here, or waits and sees the member in the trash; the history counter (migration 0005)
  * never counts a session of a trashed member.
  */
-export async function trashMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function trashMember(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
@@ -160,7 +169,9 @@ export async function trashMember(db: Knex, userId: string, id: string, now: num
   });
 }
 
-export async function restoreMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function restoreMember(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockAny(trx, userId, id);
@@ -180,11 +191,9 @@ function decodeCursor(cursor: string): PageCursor {
   return { createdAt: Number(m[1]), id: m[2]! };
 }
 
-export async function listMembersPage(
-  db: Knex,
-  userId: string,
-  query: ScopeQuery & { limit: number; cursor?: string },
-): Promise<{ items: Member[]; nextCursor: string | null }> {
+export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & { limit: number; cursor?: string }): Promise<{ items: Member[]; nextCursor: string | null }> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const after = query.cursor ? decodeCursor(query.cursor) : undefined;
   const scope = await resolveReadScope(db, userId, query);
   const rows = await membersRepo.page(db, userId, scope, query.limit + 1, after);
@@ -193,7 +202,9 @@ export async function listMembersPage(
   return { items: items.map(toMember), nextCursor: hasMore ? encodeCursor(items[items.length - 1]!) : null };
 }
 
-export async function listMembersDeprecated(db: Knex, userId: string, query: ScopeQuery): Promise<Member[]> {
+export async function listMembersDeprecated(ctx: ServiceContext, query: ScopeQuery): Promise<Member[]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId, query);
   return (await membersRepo.page(db, userId, scope, DEPRECATED_LIST_CAP)).map(toMember);
 }

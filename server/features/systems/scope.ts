@@ -3,7 +3,7 @@
  * (members, groups and folders, notes, front). Reads resolve to a filter; writes to a target.
  */
 import type { Knex } from 'knex';
-import { notFound } from '../../http/errors.ts';
+import { notFound } from '../../core/errors.ts';
 import { systemsRepo, type RowLock } from './repo.ts';
 
 /** Tables that hold side/sub-system data, checked before a side or sub system may be deleted. */
