@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import { visibleRows } from '../../access/index.ts';
+import type { Access } from '../../core/context.ts';
 import { applyScope, type ReadScope } from '../systems/scope.ts';
 
 /** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
@@ -78,9 +80,9 @@ export const membersRepo = {
     return row as MemberRow;
   },
 
-  /** Live members of the scope in (created_at, id) order, after the cursor. */
-  page(db: Knex, userId: string, scope: ReadScope, limit: number, after?: PageCursor): Promise<MemberRow[]> {
-    const q = db('members').where({ user_id: userId }).whereNull('deleted_at');
+  /** Live members of the scope the access may see, in (created_at, id) order, after the cursor. */
+  page(db: Knex, access: Access, scope: ReadScope, limit: number, after?: PageCursor): Promise<MemberRow[]> {
+    const q = db('members').where(visibleRows(access)).whereNull('deleted_at');
     applyScope(q, scope);
     if (after) q.whereRaw('(created_at, id) > (?, ?)', [after.createdAt, after.id]);
     return q.orderBy([{ column: 'created_at' }, { column: 'id' }]).limit(limit);

@@ -196,7 +196,7 @@ export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & {
   const userId = ownerOf(ctx);
   const after = query.cursor ? decodeCursor(query.cursor) : undefined;
   const scope = await resolveReadScope(db, userId, query);
-  const rows = await membersRepo.page(db, userId, scope, query.limit + 1, after);
+  const rows = await membersRepo.page(db, ctx.access, scope, query.limit + 1, after);
   const hasMore = rows.length > query.limit;
   const items = hasMore ? rows.slice(0, query.limit) : rows;
   return { items: items.map(toMember), nextCursor: hasMore ? encodeCursor(items[items.length - 1]!) : null };
@@ -206,5 +206,5 @@ export async function listMembersDeprecated(ctx: ServiceContext, query: ScopeQue
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId, query);
-  return (await membersRepo.page(db, userId, scope, DEPRECATED_LIST_CAP)).map(toMember);
+  return (await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP)).map(toMember);
 }
