@@ -19,9 +19,7 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string) => new ApiError(400, 'BAD_REQUEST', message);
 export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
-export const notFound = (message: string) => new ApiError(404, 'NOT_FOUND', message);
 export const preconditionFailed = (message: string) => new ApiError(503, 'PRECONDITION_FAILED', message);
 
 export const ADMIN_UNAUTHORIZED_MESSAGE = 'Missing or invalid admin token. Use Authorization: Bearer <ADMIN_TOKEN>.';

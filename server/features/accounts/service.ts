@@ -7,7 +7,7 @@ import { API_KEY_UNAUTHORIZED_MESSAGE, badRequest, conflict, forbidden, notFound
 import { onBehalfOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServerContext, type ServiceContext } from '../../core/context.ts';
 import { deletePrefix } from '../../storage/types.ts';
-import { createInitialSideSystem } from '../systems/service.ts';
+import { createInitialSideSystem } from '../systems/index.ts';
 import { generateApiKey } from './keys.ts';
 import { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 import { accountsRepo, type AccountRow, type AdminAccountRow, type ApiKeyRow, type ScopeMap } from './repo.ts';

@@ -1,5 +1,5 @@
 import type { HandlerMap } from '../../http/handlers.ts';
-import { createAccount, createApiKey, deleteAccount, getAccount, listAccounts, listApiKeys, revokeApiKey } from '../accounts/service.ts';
+import { createAccount, createApiKey, deleteAccount, getAccount, listAccounts, listApiKeys, revokeApiKey } from '../accounts/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),

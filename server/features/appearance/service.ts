@@ -4,8 +4,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
-import { PLANS } from '../accounts/plans.ts';
-import { accountsRepo } from '../accounts/repo.ts';
+import { accountsRepo, PLANS } from '../accounts/index.ts';
 import { appearanceRepo, type AppearanceRow, type AppearanceValues } from './repo.ts';
 
 type AppearanceDocument = components['schemas']['AppearanceDocument'];

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { membersRepo } from '../members/repo.ts';
+import { membersRepo } from '../members/index.ts';
 import { customFieldsRepo, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
 
 type Schemas = components['schemas'];

@@ -9,9 +9,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { toMember, toMemberSummary } from '../members/present.ts';
-import { membersRepo } from '../members/repo.ts';
-import { resolveWriteScope } from '../systems/scope.ts';
+import { membersRepo, toMember, toMemberSummary } from '../members/index.ts';
+import { resolveWriteScope } from '../systems/index.ts';
 import { frontRepo, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
 
 type Schemas = components['schemas'];

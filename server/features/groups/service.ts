@@ -4,9 +4,8 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { toMemberSummary } from '../members/present.ts';
-import { membersRepo } from '../members/repo.ts';
-import { resolveReadScope, resolveWriteScope, type ReadScope, type ScopeQuery } from '../systems/scope.ts';
+import { membersRepo, toMemberSummary } from '../members/index.ts';
+import { type ReadScope, resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/index.ts';
 import { directoriesRepo, groupMembersRepo, layoutsRepo, type DirectoryKind, type DirectoryRow, type LayoutRow } from './repo.ts';
 
 type Schemas = components['schemas'];

@@ -1,6 +1,6 @@
 import type { HandlerMap } from '../../http/handlers.ts';
 import { WINDOW_MS } from '../../http/rateLimit.ts';
-import { describeKey } from '../accounts/service.ts';
+import { describeKey } from '../accounts/index.ts';
 
 export const meHandlers = {
   getMe: async (_input, ctx) => {

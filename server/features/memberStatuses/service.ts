@@ -3,8 +3,8 @@ import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { notFound } from '../../http/errors.ts';
-import { membersRepo } from '../members/repo.ts';
+import { notFound } from '../../core/errors.ts';
+import { membersRepo } from '../members/index.ts';
 
 type Schemas = components['schemas'];
 

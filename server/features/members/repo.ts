@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { visibleRows } from '../../access/index.ts';
 import type { Access } from '../../core/context.ts';
-import { applyScope, type ReadScope } from '../systems/scope.ts';
+import { applyScope, type ReadScope } from '../../access/systemScope.ts';
 
 /** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
 export type MediaRef =

@@ -4,10 +4,9 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
-import { endMemberFront, lockFront } from '../front/service.ts';
-import { directoriesRepo } from '../groups/repo.ts';
-import { systemsRepo } from '../systems/repo.ts';
-import { resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/scope.ts';
+import { endMemberFront, lockFront } from '../front/index.ts';
+import { directoriesRepo } from '../groups/index.ts';
+import { resolveReadScope, resolveWriteScope, type ScopeQuery, systemsRepo } from '../systems/index.ts';
 import { toMember, type Member } from './present.ts';
 import { membersRepo, type MemberChanges, type MemberRow, type PageCursor } from './repo.ts';
 

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { membersRepo, type MemberRow } from '../members/repo.ts';
+import { type MemberRow, membersRepo } from '../members/index.ts';
 import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
 import { SYSTEM_SCOPED_TABLES } from './scope.ts';
 

@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { systemsRepo } from '../systems/repo.ts';
+import { systemsRepo } from '../systems/index.ts';
 import { applyChanges, DEFAULT_LABELS, diff, isEmptyLayer, overlay, readPatch, type Labels, type TerminologyPatch } from './labels.ts';
 import { terminologyRepo, type OverrideRow, type TerminologyRow } from './repo.ts';
 

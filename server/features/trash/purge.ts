@@ -6,7 +6,7 @@
  */
 import type { Knex } from 'knex';
 import { badRequest } from '../../core/errors.ts';
-import type { MediaRef } from '../members/repo.ts';
+import type { MediaRef } from '../members/index.ts';
 
 export const TRASH_TYPES = ['entry', 'directory', 'member', 'directoryLayout', 'customFieldDefinition', 'frontSession'] as const;
 export type TrashType = (typeof TRASH_TYPES)[number];
