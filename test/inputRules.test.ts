@@ -96,7 +96,8 @@ async function warmUser(): Promise<string> {
   return user.apiKey;
 }
 
-describe('UUIDs are only the canonical 8-4-4-4-12 form', () => {
+// Process starts and walks over every operation: generous under a loaded CI machine.
+describe('UUIDs are only the canonical 8-4-4-4-12 form', { timeout: 120_000 }, () => {
   const withUuidPath = checked.filter((op) => paramsOf(op).some((p) => p.in === 'path' && p.schema.format === 'uuid'));
   const withUuidQuery = checked.filter((op) => paramsOf(op).some((p) => p.in === 'query' && p.schema.format === 'uuid'));
 
@@ -142,7 +143,7 @@ describe('UUIDs are only the canonical 8-4-4-4-12 form', () => {
   });
 });
 
-describe('integers', () => {
+describe('integers', { timeout: 120_000 }, () => {
   const withIntegerQuery = checked.filter((op) => paramsOf(op).some((p) => p.in === 'query' && isInteger(p.schema)));
 
   it('every integer in the contract has a minimum and a maximum that a JSON number holds exactly', () => {
@@ -192,7 +193,7 @@ describe('integers', () => {
   });
 });
 
-describe('strings never hold U+0000 or an unpaired surrogate', () => {
+describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_000 }, () => {
   it(`a NUL in any JSON body field is a 400 naming the field, on every operation with a JSON body (${jsonBodyOps.length} operations)`, async () => {
     expect(jsonBodyOps.length).toBeGreaterThan(30);
     const apiKey = await warmUser();
