@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
+import { pageOf } from '../../core/keyset.ts';
 import { API_KEY_UNAUTHORIZED_MESSAGE, badRequest, conflict, forbidden, notFound, unauthorized } from '../../core/errors.ts';
 import { onBehalfOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServerContext, type ServiceContext } from '../../core/context.ts';
@@ -146,10 +147,9 @@ export async function listAccounts(
   const { db, now } = ctx;
   const limit = query.limit ?? 50;
   const after = query.cursor ? decodeCursor<[string]>(query.cursor, ['string'])[0] : undefined;
-  const rows = await accountsRepo.listAccounts(db, { limit: limit + 1, now, after, prefix: query.usernamePrefix });
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return { items: page.map(toAdminAccount), nextCursor: rows.length > limit && last ? encodeCursor([last.username.toLowerCase()]) : null };
+  const rows = await accountsRepo.listAccounts(db, { limit, now, after, prefix: query.usernamePrefix });
+  const { items, nextAfter } = pageOf(rows, limit);
+  return { items: items.map(toAdminAccount), nextCursor: nextAfter ? encodeCursor([nextAfter.username.toLowerCase()]) : null };
 }
 
 export async function getAccount(ctx: ServiceContext): Promise<Schemas['AdminAccount']> {
@@ -164,10 +164,9 @@ export async function listApiKeys(ctx: ServiceContext, query: { limit?: number; 
   const limit = query.limit ?? 50;
   const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
   if (!(await accountsRepo.findAccount(db, userId))) throw notFound('Account not found');
-  const rows = await accountsRepo.listKeys(db, userId, limit + 1, after ? { createdAt: after[0], id: after[1] } : undefined);
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return { items: page.map(toApiKeyInfo), nextCursor: rows.length > limit && last ? encodeCursor([last.created_at, last.id]) : null };
+  const rows = await accountsRepo.listKeys(db, userId, limit, after ? { createdAt: after[0], id: after[1] } : undefined);
+  const { items, nextAfter } = pageOf(rows, limit);
+  return { items: items.map(toApiKeyInfo), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
 }
 
 /**

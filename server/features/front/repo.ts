@@ -1,4 +1,7 @@
 import type { Knex } from 'knex';
+import { keysetPage, type Keyset } from '../../core/keyset.ts';
+
+const HISTORY_ORDER: Keyset = { columns: [{ sql: 's.started_at', type: 'bigint' }, { sql: 's.id', type: 'uuid' }], direction: 'desc' };
 
 export interface FrontSessionRow {
   id: string;
@@ -160,11 +163,9 @@ export const frontRepo = {
     return (await q.first('id')) !== undefined;
   },
 
-  /** Newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
-  historyPage(db: Knex, userId: string, filter: HistoryFilter, limit: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
-    const q = historyQuery(db, userId, filter);
-    if (after) q.whereRaw('(s.started_at, s.id) < (?::bigint, ?::uuid)', [after.startedAt, after.id]);
-    return q.select('s.*').orderBy([{ column: 's.started_at', order: 'desc' }, { column: 's.id', order: 'desc' }]).limit(limit);
+  /** A page (`size` + 1 rows), newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
+  historyPage(db: Knex, userId: string, filter: HistoryFilter, size: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
+    return keysetPage(historyQuery(db, userId, filter).select('s.*'), HISTORY_ORDER, size, after && [after.startedAt, after.id]);
   },
 
   async historyCount(db: Knex, userId: string, filter: HistoryFilter): Promise<number> {

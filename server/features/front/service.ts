@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
+import { pageOf } from '../../core/keyset.ts';
 import { membersRepo, toMember, toMemberSummary } from '../members/index.ts';
 import { resolveWriteScope } from '../systems/index.ts';
 import { frontRepo, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
@@ -263,14 +264,13 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
   const filter = { startTime: query.startTime, endTime: query.endTime };
   const after: HistoryCursor | undefined = query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
   const [rows, count] = await Promise.all([
-    frontRepo.historyPage(db, userId, filter, limit + 1, after),
+    frontRepo.historyPage(db, userId, filter, limit, after),
     frontRepo.historyCount(db, userId, filter),
   ]);
-  const page = rows.slice(0, limit);
+  const { items: page, nextAfter: last } = pageOf(rows, limit);
   const members = await membersRepo.byIds(db, userId, [...new Set(page.map((r) => r.member_id))]);
   const byId = new Map(members.map((m) => [m.id, m]));
   // The cursor is the last row read, so a member purged between the two queries cannot cause a gap.
-  const last = page[page.length - 1];
   return {
     items: page.flatMap((row) => {
       const member = byId.get(row.member_id);
@@ -278,7 +278,7 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
       return [{ session: toHistorySession(row), member: toMemberSummary(member), durationMs: row.ended_at === null ? null : row.ended_at - row.started_at }];
     }),
     count,
-    nextCursor: rows.length > limit && last ? { startedAt: last.started_at, id: last.id } : null,
+    nextCursor: last ? { startedAt: last.started_at, id: last.id } : null,
   };
 }
 

@@ -3,7 +3,9 @@ import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
+import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
+import { pageOf } from '../../core/keyset.ts';
 import { endMemberFront, lockFront } from '../front/index.ts';
 import { directoriesRepo } from '../groups/index.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery, systemsRepo } from '../systems/index.ts';
@@ -180,30 +182,19 @@ export async function restoreMember(ctx: ServiceContext, id: string): Promise<vo
   });
 }
 
-function encodeCursor(row: MemberRow): string {
-  return Buffer.from(`${row.created_at}.${row.id}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): PageCursor {
-  const m = /^(\d{1,16})\.([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!m) throw badRequest('cursor is invalid; pass the nextCursor of the previous page');
-  return { createdAt: Number(m[1]), id: m[2]! };
-}
-
 export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & { limit: number; cursor?: string }): Promise<{ items: Member[]; nextCursor: string | null }> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
-  const after = query.cursor ? decodeCursor(query.cursor) : undefined;
+  const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
   const scope = await resolveReadScope(db, userId, query);
-  const rows = await membersRepo.page(db, ctx.access, scope, query.limit + 1, after);
-  const hasMore = rows.length > query.limit;
-  const items = hasMore ? rows.slice(0, query.limit) : rows;
-  return { items: items.map(toMember), nextCursor: hasMore ? encodeCursor(items[items.length - 1]!) : null };
+  const rows = await membersRepo.page(db, ctx.access, scope, query.limit, after && { createdAt: after[0], id: after[1] });
+  const { items, nextAfter } = pageOf(rows, query.limit);
+  return { items: items.map(toMember), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
 }
 
 export async function listMembersDeprecated(ctx: ServiceContext, query: ScopeQuery): Promise<Member[]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId, query);
-  return (await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP)).map(toMember);
+  return pageOf(await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP), DEPRECATED_LIST_CAP).items.map(toMember);
 }
