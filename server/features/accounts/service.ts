@@ -1,6 +1,5 @@
 /** Accounts and API keys: the rules behind the operator admin API and the first-start demo. */
 import { randomUUID } from 'node:crypto';
-import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { pageOf } from '../../core/keyset.ts';

@@ -4,7 +4,6 @@
  */
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../core/errors.ts';

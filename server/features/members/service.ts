@@ -10,7 +10,7 @@ import { endMemberFront, lockFront } from '../front/index.ts';
 import { directoriesRepo } from '../groups/index.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery, systemsRepo } from '../systems/index.ts';
 import { toMember, type Member } from './present.ts';
-import { membersRepo, type MemberChanges, type MemberRow, type PageCursor } from './repo.ts';
+import { membersRepo, type MemberChanges, type MemberRow } from './repo.ts';
 
 type Schemas = components['schemas'];
 
