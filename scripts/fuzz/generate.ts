@@ -5,7 +5,7 @@
  * or parameter name names a fixture (`memberId`, `memberIds`, `linkedMemberId`…) get the id of a
  * real fixture most of the time, so valid requests reach the handlers' happy paths.
  */
-import RandExp from 'randexp';
+import randexpModule from 'randexp';
 import { isObject, type Contract, type Schema } from './contract.ts';
 import type { Prng } from './prng.ts';
 
@@ -228,6 +228,9 @@ function fitsLength(text: string, minLength: number, maxLength: number | undefin
   const n = codePoints(text);
   return n >= minLength && (maxLength === undefined || n <= maxLength);
 }
+
+// randexp is CommonJS (`module.exports = RandExp`) with ES-module typings.
+const RandExp = ((randexpModule as unknown as { default?: typeof randexpModule }).default ?? randexpModule) as unknown as new (pattern: string) => { max: number; randInt: (a: number, b: number) => number; gen(): string };
 
 /** A string matching `pattern`, drawn from the seeded stream. */
 export function sampleRegex(rng: Prng, pattern: string): string {

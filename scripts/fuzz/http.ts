@@ -46,7 +46,7 @@ export async function send(baseUrl: string, req: FuzzRequest, timeoutMs = 15_000
     response = await fetch(baseUrl + urlOf(req), {
       method: req.method,
       headers: req.headers,
-      body: req.body,
+      body: req.body ? new Uint8Array(req.body) : undefined,
       redirect: 'manual',
       signal: AbortSignal.timeout(timeoutMs),
     });
