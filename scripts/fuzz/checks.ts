@@ -67,9 +67,14 @@ export function checkResponse(contract: Contract, op: Operation, invalid: boolea
         if (!c.ok) failures.push({ check: 'schema-mismatch', detail: `${declared.key}: ${c.error}; body ${text.slice(0, 300)}` });
       }
     }
+  } else if (declared && res.body.length > 0 && !(res.status >= 300 && res.status < 400)) {
+    failures.push({ check: 'media-type', detail: `a ${res.body.length}-byte ${res.contentType || 'untyped'} body where the contract declares none` });
   }
 
-  if (res.status >= 400) {
+  // An error the contract declares without content (getMemberMedia's empty 404, for <img> tags)
+  // is answered with an empty body; every other error is the envelope.
+  const declaredEmpty = declared !== undefined && declared.media.length === 0 && res.body.length === 0;
+  if (res.status >= 400 && !declaredEmpty) {
     let envelope: unknown;
     try {
       envelope = JSON.parse(text);

@@ -95,6 +95,7 @@ const RECIPES: Record<string, Recipe> = {
 
 export class Fixtures {
   readonly sharedIds = new Map<string, string>();
+  private readonly pools = new Map<string, string[]>();
   private keyholder: string | undefined;
   /** Keys of the fuzz account: every scope read_write, every scope read, and no scope at all. */
   apiKey = '';
@@ -128,6 +129,14 @@ export class Fixtures {
     return this.sharedIds.get(Fixtures.canonical(name));
   }
 
+  /** One of the shared fixtures of this kind (several members, so id lists can be real and unique). */
+  sharedAny(name: string, pick: (ids: string[]) => string): string | undefined {
+    const canonical = Fixtures.canonical(name);
+    const pool = this.pools.get(canonical);
+    if (pool && pool.length > 0) return pick(pool);
+    return this.sharedIds.get(canonical);
+  }
+
   /** A new fixture of this kind (undefined when there is no recipe). */
   async fresh(name: string): Promise<string | undefined> {
     const recipe = RECIPES[Fixtures.canonical(name)];
@@ -146,6 +155,10 @@ export class Fixtures {
       const recipe = RECIPES[name]!;
       this.sharedIds.set(name, await (recipe.shared ?? recipe.create)(this));
     }
+    // Members come in threes: lists of member ids (groups, notes, front order) take several.
+    const members = [this.sharedIds.get('memberId')!];
+    for (let i = 0; i < 2; i++) members.push(await RECIPES.memberId!.create(this));
+    this.pools.set('memberId', members);
     // An open front session for the shared member, so session routes see a real one.
     this.sharedIds.set('sessionId', await RECIPES.sessionId!.create(this));
   }

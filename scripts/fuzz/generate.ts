@@ -68,7 +68,7 @@ export function resolveSchema(contract: Contract, raw: unknown): Schema {
 }
 
 function fixtureFor(ctx: GenContext, name: string | undefined): string | undefined {
-  if (!name || !ctx.rng.chance(0.85)) return undefined;
+  if (!name || !ctx.rng.chance(0.95)) return undefined;
   return ctx.fixture(name);
 }
 

@@ -3,7 +3,7 @@ import type { CheckName } from './checks.ts';
 import type { FuzzRequest, FuzzResponse } from './http.ts';
 import { urlOf } from './http.ts';
 
-export type FailureKind = CheckName | 'no-response' | 'server-log' | 'prototype-pollution' | 'server-down' | 'fixture';
+export type FailureKind = CheckName | 'no-response' | 'server-log' | 'prototype-pollution' | 'server-down' | 'fixture' | 'fuzzer';
 
 export interface RecordedRequest {
   method: string;
@@ -41,6 +41,8 @@ export interface OperationReport {
   statuses: Record<string, number>;
   mutations: Record<string, number>;
   failures: FailureRecord[];
+  /** A few valid requests the server turned down (business rules, stale fixtures): a hint at coverage, not a failure. */
+  validRejections: Array<{ mutation: string; status: number; body: string; request: RecordedRequest }>;
   ms: number;
 }
 

@@ -79,7 +79,7 @@ export function queryValue(value: unknown): string {
 /** A request that satisfies the contract, with real fixture ids most of the time. */
 export async function buildValid(contract: Contract, op: Operation, rng: Prng, creds: Credentials, fresh: Record<string, string>): Promise<Draft> {
   const fixtures = creds.fixtures;
-  const ctx: GenContext = { contract, rng, fixture: (name) => fixtures.shared(name) };
+  const ctx: GenContext = { contract, rng, fixture: (name) => fixtures.sharedAny(name, (ids) => rng.pick(ids)) };
   const draft: Draft = { path: {}, query: [], headers: {} };
   for (const p of op.parameters) {
     if (p.in === 'path') {
@@ -131,17 +131,22 @@ function stringRule(value: string): string | undefined {
   return undefined;
 }
 
-function jsonRule(value: unknown, where: string): string | undefined {
-  if (typeof value === 'string') return stringRule(value) && `${where} ${stringRule(value)}`;
-  if (Array.isArray(value)) {
-    for (const [i, item] of value.entries()) {
-      const r = jsonRule(item, `${where}[${i}]`);
-      if (r) return r;
-    }
-  } else if (value !== null && typeof value === 'object') {
-    for (const [k, item] of Object.entries(value)) {
-      const r = stringRule(k) ?? jsonRule(item, `${where}.${k}`);
-      if (r) return r;
+/** The first string (or key) of a JSON value that breaks a shared input rule; iterative, for deep nesting. */
+function jsonRule(root: unknown): string | undefined {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value === 'string') {
+      const r = stringRule(value);
+      if (r) return `a string in the body ${r}`;
+    } else if (Array.isArray(value)) {
+      stack.push(...value);
+    } else if (value !== null && typeof value === 'object') {
+      for (const [k, item] of Object.entries(value)) {
+        const r = stringRule(k);
+        if (r) return `a key in the body ${r}`;
+        stack.push(item);
+      }
     }
   }
   return undefined;
@@ -252,7 +257,7 @@ export function judge(contract: Contract, op: Operation, draft: Draft, creds: Cr
     return invalid('body is not valid JSON');
   }
   if (value === null || typeof value !== 'object') return invalid('JSON body is not an object or array');
-  const rule = jsonRule(value, 'body');
+  const rule = jsonRule(value);
   if (rule) return invalid(rule);
   if (media.schema) {
     const c = contract.check(media.schema, value);

@@ -61,7 +61,12 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
     const ops = order(contract.operations).filter((o) => !options.only || options.only.test(o.operationId) || options.only.test(o.path));
     log(`fuzzing ${ops.length} operations, ${options.budget} requests each (seed ${options.seed}, ${server.database} database)`);
     for (const op of ops) {
-      const report = await fuzzOperation(contract, op, root.fork(op.operationId), creds, server, options.budget, crashes);
+      const report = await fuzzOperation(contract, op, root.fork(op.operationId), creds, server, options.budget, crashes).catch((err: unknown) => {
+        // A bug of the fuzzer itself: recorded as a failure of this operation, and on to the next.
+        const r = emptyReport(op);
+        addFailure(r.failures, { check: 'fuzzer', detail: err instanceof Error ? (err.stack ?? err.message) : String(err), mutation: '-', iteration: -1 });
+        return r;
+      });
       reports.push(report);
       log(`${report.failures.length ? 'FAIL' : 'ok  '} ${op.operationId} (${report.requests} requests, ${(report.ms / 1000).toFixed(1)} s)`);
       if (report.failures.some((f) => f.check === 'server-down')) {
@@ -90,9 +95,8 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
   };
 }
 
-async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds: Credentials, server: FuzzServer, budget: number, crashes: string[]): Promise<OperationReport> {
-  const started = performance.now();
-  const report: OperationReport = {
+function emptyReport(op: Operation): OperationReport {
+  return {
     operationId: op.operationId,
     method: op.method,
     path: op.path,
@@ -104,8 +108,14 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
     statuses: {},
     mutations: {},
     failures: [],
+    validRejections: [],
     ms: 0,
   };
+}
+
+async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds: Credentials, server: FuzzServer, budget: number, crashes: string[]): Promise<OperationReport> {
+  const started = performance.now();
+  const report = emptyReport(op);
   const applicable = MUTATORS.filter((m) => m.applies(op));
   const schedule = rng.shuffle(applicable);
   let next = 0;
@@ -157,6 +167,7 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
     if (verdict.valid) {
       report.validRequests++;
       if (res.status >= 200 && res.status < 300) report.validAccepted++;
+      else if (report.validRejections.length < 5) report.validRejections.push({ mutation, status: res.status, body: res.body.toString('utf8').slice(0, 300), request: recordRequest(req) });
     } else {
       report.invalidRequests++;
     }
