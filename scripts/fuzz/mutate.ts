@@ -201,9 +201,9 @@ const BAD_IDS = [
   '00000000-0000-4000-8000-0000000000000',
   ' 00000000-0000-4000-8000-000000000000',
   "1' OR '1'='1",
+  // Not `.` or `..`: URL parsing removes those segments before anything is sent.
   '../../etc/passwd',
   'a/b',
-  '..',
   '%2e%2e',
   '\u0000',
   '😀',
@@ -381,15 +381,17 @@ export const MUTATORS: Mutator[] = [
       out.json = undefined;
       const type = ctx.rng.pick(declared);
       out.headers['content-type'] = type;
-      const variants: Array<[string, Buffer]> = [
-        ['random bytes', Buffer.from(Array.from({ length: ctx.rng.int(1, 512) }, () => ctx.rng.int(0, 255)))],
-        ['text', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>')],
-        ['JSON', Buffer.from('{"not":"an image"}')],
+      // Bytes of no supported image are invalid. Another supported type's bytes are not: the
+      // contract reads the type from the bytes and does not trust the header.
+      const variants: Array<[string, Buffer, boolean]> = [
+        ['random bytes', Buffer.from(Array.from({ length: ctx.rng.int(1, 512) }, () => ctx.rng.int(0, 255))), true],
+        ['SVG text', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'), true],
+        ['JSON', Buffer.from('{"not":"an image"}'), true],
       ];
-      for (const [other, bytes] of Object.entries(SAMPLE_IMAGES)) if (other !== type) variants.push([`${other} bytes`, bytes]);
-      const [what, bytes] = ctx.rng.pick(variants);
+      for (const [other, bytes] of Object.entries(SAMPLE_IMAGES)) if (other !== type) variants.push([`${other} bytes`, bytes, false]);
+      const [what, bytes, invalid] = ctx.rng.pick(variants);
       out.bodyBytes = bytes;
-      out.forceInvalid = `${what} labelled ${type}`;
+      if (invalid) out.forceInvalid = `${what} labelled ${type}`;
       return out;
     },
   },
@@ -439,7 +441,7 @@ export const MUTATORS: Mutator[] = [
     apply(ctx, draft) {
       const names = Object.keys(draft.path);
       const name = ctx.rng.pick(names);
-      const bad = ctx.rng.pick(['%', '%zz', '%E0%A4%A', '%ED%A0%80', '%FF%FE', '%00', '%2F..%2F']);
+      const bad = ctx.rng.pick(['%', '%zz', '%E0%A4%A', '%ED%A0%80', '%FF%FE', '%00', '%2F..%2F', '%5C']);
       const out = clone(draft);
       out.rawPath = ctx.op.path.replace(/\{([^}]+)\}/g, (_m, n: string) => (n === name ? bad : encodeURIComponent(draft.path[n] ?? '')));
       return out;

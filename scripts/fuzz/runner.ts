@@ -119,16 +119,18 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
   const applicable = MUTATORS.filter((m) => m.applies(op));
   const schedule = rng.shuffle(applicable);
   let next = 0;
+  // The fresh target of an operation that destroys it, until a 2xx shows it was used up.
+  let fresh: Record<string, string> | undefined;
   for (let i = 0; i < budget; i++) {
-    let fresh: Record<string, string> = {};
-    if (destroysTarget(op)) {
+    if (destroysTarget(op) && !fresh) {
       try {
         fresh = await freshTarget(contract, op, creds);
       } catch (err) {
         addFailure(report.failures, { check: 'fixture', detail: err instanceof Error ? err.message : String(err), mutation: '-', iteration: i });
+        fresh = {};
       }
     }
-    const valid = await buildValid(contract, op, rng, creds, fresh);
+    const valid = await buildValid(contract, op, rng, creds, fresh ?? {});
     let draft: Draft = valid;
     let mutation = 'valid';
     if (i % 3 !== 0 && schedule.length > 0) {
@@ -162,6 +164,7 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
       continue;
     }
     report.requests++;
+    if (res.status >= 200 && res.status < 300) fresh = undefined;
     report.mutations[mutation] = (report.mutations[mutation] ?? 0) + 1;
     report.statuses[res.status] = (report.statuses[res.status] ?? 0) + 1;
     if (verdict.valid) {

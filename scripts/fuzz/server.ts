@@ -80,6 +80,9 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     SEED_DEMO: 'false',
     VALIDATE_RESPONSES: options.serverValidation ? 'true' : 'false',
     RATE_LIMIT_PER_MINUTE: '10000000',
+    // Small body limits, so the oversize mutation (mutate.ts OVERSIZE_BYTES) stays cheap.
+    BODY_LIMIT_BYTES: '262144',
+    MEDIA_MAX_BYTES: '262144',
     // Notes may name external images; this machine has no network, so fail those fetches fast.
     FETCH_TIMEOUT_MS: '500',
     NOTE_IMAGES_TIMEOUT_MS: '1000',
