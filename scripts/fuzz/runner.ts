@@ -26,9 +26,13 @@ export interface RunOptions {
   log?: (line: string) => void;
 }
 
-/** Operations that destroy their target run after the rest (they get fresh targets anyway). */
+/**
+ * Writes first, so reads then find what they create (settings that exist only once written, an
+ * uploaded image); deletes last (they get fresh targets anyway). Contract order within each.
+ */
 function order(ops: Operation[]): Operation[] {
-  return [...ops.filter((o) => o.method !== 'DELETE'), ...ops.filter((o) => o.method === 'DELETE')];
+  const rank = (o: Operation) => (o.method === 'DELETE' ? 2 : o.method === 'GET' ? 1 : 0);
+  return [...ops].sort((a, b) => rank(a) - rank(b));
 }
 
 const PROTO_BASELINE = new Set(Object.getOwnPropertyNames(Object.prototype));
