@@ -135,7 +135,8 @@ function generateArray(ctx: GenContext, schema: Schema, name: string | undefined
   const { rng } = ctx;
   const minItems = typeof schema.minItems === 'number' ? schema.minItems : 0;
   const maxItems = typeof schema.maxItems === 'number' ? schema.maxItems : minItems + 4;
-  const length = depth > 4 ? minItems : rng.int(minItems, Math.min(maxItems, minItems + 3));
+  // Mostly short; now and then as long as allowed.
+  const length = depth > 4 ? minItems : rng.chance(0.05) ? maxItems : rng.int(minItems, Math.min(maxItems, minItems + 3));
   const out: unknown[] = [];
   const seen = new Set<string>();
   // The item name is the singular of the array's (memberIds → memberId) for fixture lookup.
@@ -163,7 +164,8 @@ function generateObject(ctx: GenContext, schema: Schema, depth: number): Record<
   const maxProperties = typeof schema.maxProperties === 'number' ? schema.maxProperties : Infinity;
   if (isObject(additional) && Object.keys(properties).length === 0) {
     const names = isObject(schema.propertyNames) ? resolveSchema(ctx.contract, schema.propertyNames) : { pattern: '^[a-z][a-zA-Z0-9]{0,11}$' };
-    const count = rng.int(Math.max(minProperties, 1), Math.max(minProperties, Math.min(maxProperties, 3)));
+    const most = Number.isFinite(maxProperties) && rng.chance(0.05) ? maxProperties : Math.min(maxProperties, 3);
+    const count = rng.int(Math.max(minProperties, 1), Math.max(minProperties, most));
     for (let attempts = 0; Object.keys(out).length < count && attempts < count * 5; attempts++) {
       const key = generateString(ctx, { type: 'string', ...names }, undefined);
       if (key === '__proto__') continue;
@@ -213,6 +215,8 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
     if (examples.length) return rng.pick(examples);
     return sampleRegex(rng, pattern);
   }
+  // Now and then the longest string allowed, in 4-byte characters: the most bytes a field can take.
+  if (maxLength !== undefined && rng.chance(0.05)) return Array.from({ length: maxLength }, () => String.fromCodePoint(0x1f600 + rng.int(0, 79))).join('');
   return randomText(rng, pickLength(rng, minLength, maxLength));
 }
 

@@ -570,4 +570,4 @@ export const MUTATORS: Mutator[] = [
 ];
 
 /** Bytes beyond the fuzz server's body limits (BODY_LIMIT_BYTES and MEDIA_MAX_BYTES, server.ts). */
-export const OVERSIZE_BYTES = 300_000;
+export const OVERSIZE_BYTES = 600_000;

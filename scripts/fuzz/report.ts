@@ -43,6 +43,8 @@ export interface OperationReport {
   failures: FailureRecord[];
   /** A few valid requests the server turned down (business rules, stale fixtures): a hint at coverage, not a failure. */
   validRejections: Array<{ mutation: string; status: number; body: string; request: RecordedRequest }>;
+  /** What kept the fuzzer from a request it meant to send (a fresh fixture it could not create), with counts. */
+  warnings: Record<string, number>;
   ms: number;
 }
 
@@ -103,6 +105,8 @@ export function summarize(report: FuzzReport): string {
       if (f.request) lines.push(`    request: ${f.request.method} ${f.request.url.slice(0, 300)}${f.request.body !== undefined ? ` body: ${f.request.body.slice(0, 300)}` : ''}`);
     }
   }
+  const warnings = report.operations.flatMap((o) => Object.entries(o.warnings).map(([w, n]) => `- ${o.operationId}: ${w}${n > 1 ? ` (×${n})` : ''}`));
+  if (warnings.length) lines.push('', 'Warnings (not failures):', ...warnings);
   lines.push(
     '',
     `${report.totals.operations} operations, ${report.totals.requests} requests, ${report.totals.failures} failures in ${(report.durationMs / 1000).toFixed(1)} s (seed ${report.seed}, budget ${report.budget} per operation, ${report.database} database)`,

@@ -113,6 +113,7 @@ function emptyReport(op: Operation): OperationReport {
     mutations: {},
     failures: [],
     validRejections: [],
+    warnings: {},
     ms: 0,
   };
 }
@@ -130,7 +131,10 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
       try {
         fresh = await freshTarget(contract, op, creds);
       } catch (err) {
-        addFailure(report.failures, { check: 'fixture', detail: err instanceof Error ? err.message : String(err), mutation: '-', iteration: i });
+        // Not the operation's fault (an account cap reached by earlier batches, say): it goes on
+        // with the shared fixture. A fixture route that is broken fails its own batch.
+        const message = err instanceof Error ? err.message : String(err);
+        report.warnings[message] = (report.warnings[message] ?? 0) + 1;
         fresh = {};
       }
     }

@@ -81,8 +81,8 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     VALIDATE_RESPONSES: options.serverValidation ? 'true' : 'false',
     RATE_LIMIT_PER_MINUTE: '10000000',
     // Small body limits, so the oversize mutation (mutate.ts OVERSIZE_BYTES) stays cheap.
-    BODY_LIMIT_BYTES: '262144',
-    MEDIA_MAX_BYTES: '262144',
+    BODY_LIMIT_BYTES: '524288',
+    MEDIA_MAX_BYTES: '524288',
     // Notes may name external images; this machine has no network, so fail those fetches fast.
     FETCH_TIMEOUT_MS: '500',
     NOTE_IMAGES_TIMEOUT_MS: '1000',
