@@ -85,8 +85,10 @@ export function checkResponse(contract: Contract, op: Operation, invalid: boolea
     if (!c.ok || !isJsonType(res.contentType)) {
       failures.push({ check: 'error-envelope', detail: `${c.ok ? `Content-Type ${res.contentType}` : c.error}: ${text.slice(0, 300)}` });
     }
+    // The raw text and the decoded message (JSON escapes the quotes of `relation "members"`).
+    const message = typeof (envelope as { message?: unknown } | undefined)?.message === 'string' ? (envelope as { message: string }).message : '';
     for (const [pattern, what] of LEAKS) {
-      const m = pattern.exec(text);
+      const m = pattern.exec(message) ?? pattern.exec(text);
       if (m && !sentText.includes(m[0])) failures.push({ check: 'leak', detail: `shows ${what} (${JSON.stringify(m[0])}): ${text.slice(0, 300)}` });
     }
   }
