@@ -3,7 +3,7 @@
  *
  *   --long              a longer run (FUZZ_LONG_BUDGET, default 300 requests per operation) that
  *                       writes a JSON report (fuzz-report.json unless --report says otherwise)
- *   --budget N          requests per operation (env FUZZ_BUDGET; default 45, the CI run)
+ *   --budget N          requests per operation (env FUZZ_BUDGET; default 60, the CI run)
  *   --seed S            PRNG seed (env FUZZ_SEED; default fixed for bounded runs, random for --long)
  *   --only REGEX        only operations whose operationId or path matches
  *   --report FILE       write the JSON report there (env FUZZ_REPORT)
@@ -18,9 +18,9 @@ import { randomSeed } from './prng.ts';
 import { summarize } from './report.ts';
 import { runFuzz } from './runner.ts';
 
-export const DEFAULT_SEED = 'ada-fuzz-1';
-export const DEFAULT_BUDGET = 45;
-export const DEFAULT_LONG_BUDGET = 300;
+const DEFAULT_SEED = 'ada-fuzz-1';
+const DEFAULT_BUDGET = 60;
+const DEFAULT_LONG_BUDGET = 300;
 
 function positive(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
