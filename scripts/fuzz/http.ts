@@ -52,8 +52,10 @@ export async function send(baseUrl: string, req: FuzzRequest, timeoutMs = 15_000
     });
   } catch (err) {
     if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) throw new TimedOut(`no response within ${timeoutMs} ms`);
-    // undici refuses some header values and URLs before anything is sent.
+    // undici refuses some header values, headers (Expect) and URLs before anything is sent.
     if (err instanceof TypeError && !/fetch failed/.test(err.message)) throw new NotSendable(err.message);
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    if (cause?.code === 'UND_ERR_NOT_SUPPORTED' || cause?.code === 'UND_ERR_INVALID_ARG') throw new NotSendable(cause.message ?? cause.code);
     throw err;
   }
   const body = Buffer.from(await response.arrayBuffer());

@@ -524,6 +524,44 @@ export const MUTATORS: Mutator[] = [
     },
   },
   {
+    name: 'header.odd',
+    applies: () => true,
+    apply(ctx, draft) {
+      // Headers the contract does not govern: the answer must not change its shape for them.
+      const out = clone(draft);
+      const [name, value] = ctx.rng.pick([
+        ['accept', 'text/html'],
+        ['accept', 'application/xml;q=1, */*;q=0'],
+        ['accept', '*/*;q=abc'],
+        ['accept-charset', 'latin1'],
+        ['accept-encoding', 'gzip;q=0, identity;q=0'],
+        ['x-request-id', 'x'.repeat(500)],
+        ['x-request-id', '../../etc/passwd'],
+        ['x-http-method-override', 'DELETE'],
+        ['x-forwarded-for', '1.2.3.4, ::1, nonsense'],
+        ['origin', 'https://evil.example'],
+        ['range', 'bytes=0-1'],
+        ['if-match', '*'],
+        ['if-modified-since', 'not a date'],
+        ['content-encoding', 'gzip'],
+        ['content-encoding', 'br'],
+        ['content-encoding', 'x-unknown'],
+      ] as const);
+      out.headers[name] = value;
+      // A body that is not what its Content-Encoding says is invalid; the others leave the request as it was.
+      if (name === 'content-encoding' && ctx.op.requestBody && out.headers['content-type'] && (out.json !== undefined || out.bodyBytes)) out.forceInvalid = `Content-Encoding ${value} on a plain body`;
+      return out;
+    },
+  },
+  {
+    name: 'valid.burst',
+    applies: (op) => op.method !== 'GET',
+    apply(ctx, draft) {
+      // The same valid write several times at once: races must end in declared answers, not 500s.
+      return { ...clone(draft), burst: ctx.rng.int(2, 4) };
+    },
+  },
+  {
     name: 'auth.missing',
     applies: (op) => op.security !== 'public',
     apply(_ctx, draft) {

@@ -25,8 +25,10 @@ export interface Draft {
   json?: unknown;
   bodyText?: string;
   bodyBytes?: Buffer;
-  /** Set by mutations whose invalidity the judge cannot see (a PNG labelled image/jpeg). */
+  /** Set by mutations whose invalidity the judge cannot see (random bytes labelled image/png). */
   forceInvalid?: string;
+  /** Send this many copies at once (races between identical writes). */
+  burst?: number;
 }
 
 export interface Credentials {

@@ -154,43 +154,48 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
     }
     const verdict = judge(contract, op, draft, creds);
     let req: FuzzRequest;
-    let res: FuzzResponse;
+    let responses: FuzzResponse[];
     try {
       req = render(op, draft);
-      res = await send(server.baseUrl, req);
+      const copies = draft.burst ?? 1;
+      responses = await Promise.all(Array.from({ length: copies }, () => send(server.baseUrl, req)));
     } catch (err) {
       if (err instanceof NotSendable || err instanceof URIError) {
         report.notSendable++;
         continue;
       }
       report.requests++;
-      addFailure(report.failures, { check: 'no-response', detail: err instanceof Error ? `${err.name}: ${err.message}` : String(err), mutation, iteration: i });
+      const cause = (err as { cause?: unknown }).cause;
+      const detail = err instanceof Error ? `${err.name}: ${err.message}${cause ? ` (${String((cause as Error).message ?? cause)})` : ''}` : String(err);
+      addFailure(report.failures, { check: 'no-response', detail, mutation, iteration: i, request: recordRequest(render(op, draft)) });
       if (!(await healthy(server, creds))) {
         addFailure(report.failures, { check: 'server-down', detail: 'health probe failed after a request got no response', mutation, iteration: i });
         break;
       }
       continue;
     }
-    report.requests++;
-    if (res.status >= 200 && res.status < 300) fresh = undefined;
-    report.mutations[mutation] = (report.mutations[mutation] ?? 0) + 1;
-    report.statuses[res.status] = (report.statuses[res.status] ?? 0) + 1;
-    if (verdict.valid) {
-      report.validRequests++;
-      if (res.status >= 200 && res.status < 300) report.validAccepted++;
-      else if (report.validRejections.length < 5) report.validRejections.push({ mutation, status: res.status, body: res.body.toString('utf8').slice(0, 300), request: recordRequest(req) });
-    } else {
-      report.invalidRequests++;
-    }
-    const sentText = `${urlOf(req)}\n${JSON.stringify(req.headers)}\n${req.body?.toString('utf8') ?? ''}`;
-    const base = { mutation, iteration: i, request: recordRequest(req), response: recordResponse(res), ...(verdict.valid ? {} : { invalidBecause: verdict.reason }) };
-    for (const f of checkResponse(contract, op, !verdict.valid, sentText, res)) addFailure(report.failures, { ...base, ...f });
-    for (const e of server.takeErrors()) addFailure(report.failures, { ...base, check: 'server-log', detail: `${e.msg}: ${e.detail}` });
-    for (const crash of crashes.splice(0)) addFailure(report.failures, { ...base, check: 'server-log', detail: `uncaught in process: ${crash}` });
-    const polluted = prototypePolluted();
-    if (polluted) {
-      addFailure(report.failures, { ...base, check: 'prototype-pollution', detail: polluted });
-      for (const k of Object.getOwnPropertyNames(Object.prototype)) if (!PROTO_BASELINE.has(k)) delete (Object.prototype as Record<string, unknown>)[k];
+    for (const res of responses) {
+      report.requests++;
+      if (res.status >= 200 && res.status < 300) fresh = undefined;
+      report.mutations[mutation] = (report.mutations[mutation] ?? 0) + 1;
+      report.statuses[res.status] = (report.statuses[res.status] ?? 0) + 1;
+      if (verdict.valid) {
+        report.validRequests++;
+        if (res.status >= 200 && res.status < 300) report.validAccepted++;
+        else if (report.validRejections.length < 5) report.validRejections.push({ mutation, status: res.status, body: res.body.toString('utf8').slice(0, 300), request: recordRequest(req) });
+      } else {
+        report.invalidRequests++;
+      }
+      const sentText = `${urlOf(req)}\n${JSON.stringify(req.headers)}\n${req.body?.toString('utf8') ?? ''}`;
+      const base = { mutation, iteration: i, request: recordRequest(req), response: recordResponse(res), ...(verdict.valid ? {} : { invalidBecause: verdict.reason }) };
+      for (const f of checkResponse(contract, op, !verdict.valid, sentText, res)) addFailure(report.failures, { ...base, ...f });
+      for (const e of server.takeErrors()) addFailure(report.failures, { ...base, check: 'server-log', detail: `${e.msg}: ${e.detail}` });
+      for (const crash of crashes.splice(0)) addFailure(report.failures, { ...base, check: 'server-log', detail: `uncaught in process: ${crash}` });
+      const polluted = prototypePolluted();
+      if (polluted) {
+        addFailure(report.failures, { ...base, check: 'prototype-pollution', detail: polluted });
+        for (const k of Object.getOwnPropertyNames(Object.prototype)) if (!PROTO_BASELINE.has(k)) delete (Object.prototype as Record<string, unknown>)[k];
+      }
     }
   }
   if (!(await healthy(server, creds))) addFailure(report.failures, { check: 'server-down', detail: 'health probe failed after the batch', mutation: '-', iteration: budget });
