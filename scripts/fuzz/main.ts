@@ -54,6 +54,17 @@ const seed = values.seed ?? (process.env.FUZZ_SEED || (long ? randomSeed() : DEF
 const reportPath = values.report ?? process.env.FUZZ_REPORT ?? (long ? 'fuzz-report.json' : undefined);
 const only = values.only ? new RegExp(values.only) : undefined;
 
+// Ctrl-C (or SIGTERM) ends the run after the request in flight: the server closes, a PostgreSQL
+// database it made is dropped and the report covers what ran. A second one exits at once.
+const stop = new AbortController();
+const onSignal = () => {
+  if (stop.signal.aborted) process.exit(130);
+  console.log('\nstopping after the request in flight (again to exit at once)…');
+  stop.abort();
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+
 console.log(`fuzz: seed ${seed} (replay with FUZZ_SEED=${seed}), ${budget} requests per operation${long ? ', long run' : ''}`);
 const report = await runFuzz({
   seed,
@@ -62,10 +73,11 @@ const report = await runFuzz({
   only,
   serverValidation: values['server-validation'],
   log: (line) => console.log(line),
+  signal: stop.signal,
 });
 console.log(`\n${summarize(report)}`);
 if (reportPath) {
   writeFileSync(reportPath, JSON.stringify(report, null, 2) + '\n');
   console.log(`report written to ${reportPath}`);
 }
-process.exit(report.totals.failures > 0 ? 1 : 0);
+process.exit(report.totals.failures > 0 ? 1 : report.interrupted ? 130 : 0);

@@ -52,6 +52,8 @@ export interface FuzzReport {
   seed: string;
   budget: number;
   long: boolean;
+  /** Stopped early (Ctrl-C): the operations and requests are those that ran. */
+  interrupted: boolean;
   database: string;
   startedAt: string;
   durationMs: number;
@@ -109,7 +111,7 @@ export function summarize(report: FuzzReport): string {
   if (warnings.length) lines.push('', 'Warnings (not failures):', ...warnings);
   lines.push(
     '',
-    `${report.totals.operations} operations, ${report.totals.requests} requests, ${report.totals.failures} failures in ${(report.durationMs / 1000).toFixed(1)} s (seed ${report.seed}, budget ${report.budget} per operation, ${report.database} database)`,
+    `${report.interrupted ? 'INTERRUPTED: ' : ''}${report.totals.operations} operations, ${report.totals.requests} requests, ${report.totals.failures} failures in ${(report.durationMs / 1000).toFixed(1)} s (seed ${report.seed}, budget ${report.budget} per operation, ${report.database} database)`,
   );
   return lines.join('\n');
 }

@@ -24,6 +24,8 @@ export interface RunOptions {
   /** Let the server validate its own responses too (off: production behaviour). */
   serverValidation?: boolean;
   log?: (line: string) => void;
+  /** Stops the run after the request in flight (Ctrl-C); the report covers what ran. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -65,7 +67,8 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
     const ops = order(contract.operations).filter((o) => !options.only || options.only.test(o.operationId) || options.only.test(o.path));
     log(`fuzzing ${ops.length} operations, ${options.budget} requests each (seed ${options.seed}, ${server.database} database)`);
     for (const op of ops) {
-      const report = await fuzzOperation(contract, op, root.fork(op.operationId), creds, server, options.budget, crashes).catch((err: unknown) => {
+      if (options.signal?.aborted) break;
+      const report = await fuzzOperation(contract, op, root.fork(op.operationId), creds, server, options.budget, crashes, options.signal).catch((err: unknown) => {
         // A bug of the fuzzer itself: recorded as a failure of this operation, and on to the next.
         const r = emptyReport(op);
         addFailure(r.failures, { check: 'fuzzer', detail: err instanceof Error ? (err.stack ?? err.message) : String(err), mutation: '-', iteration: -1 });
@@ -90,6 +93,7 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
     seed: options.seed,
     budget: options.budget,
     long: options.long,
+    interrupted: options.signal?.aborted ?? false,
     database: server.database,
     startedAt: new Date(started).toISOString(),
     durationMs: Date.now() - started,
@@ -118,7 +122,16 @@ function emptyReport(op: Operation): OperationReport {
   };
 }
 
-async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds: Credentials, server: FuzzServer, budget: number, crashes: string[]): Promise<OperationReport> {
+async function fuzzOperation(
+  contract: Contract,
+  op: Operation,
+  rng: Prng,
+  creds: Credentials,
+  server: FuzzServer,
+  budget: number,
+  crashes: string[],
+  signal: AbortSignal | undefined,
+): Promise<OperationReport> {
   const started = performance.now();
   const report = emptyReport(op);
   const applicable = MUTATORS.filter((m) => m.applies(op));
@@ -126,7 +139,7 @@ async function fuzzOperation(contract: Contract, op: Operation, rng: Prng, creds
   let next = 0;
   // The fresh target of an operation that destroys it, until a 2xx shows it was used up.
   let fresh: Record<string, string> | undefined;
-  for (let i = 0; i < budget; i++) {
+  for (let i = 0; i < budget && !signal?.aborted; i++) {
     if (destroysTarget(op) && !fresh) {
       try {
         fresh = await freshTarget(contract, op, creds);
