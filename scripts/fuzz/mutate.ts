@@ -436,6 +436,19 @@ export const MUTATORS: Mutator[] = [
     },
   },
   {
+    name: 'path.id-case',
+    applies: (op) => op.parameters.some((p) => p.in === 'path'),
+    apply(ctx, draft) {
+      // The same id in upper case: still the canonical form (any case), so still valid input.
+      const names = Object.keys(draft.path).filter((n) => /^[0-9a-f-]{36}$/.test(draft.path[n] ?? ''));
+      if (names.length === 0) return undefined;
+      const out = clone(draft);
+      const name = ctx.rng.pick(names);
+      out.path[name] = out.path[name]!.toUpperCase();
+      return out;
+    },
+  },
+  {
     name: 'path.bad-percent',
     applies: (op) => op.parameters.some((p) => p.in === 'path'),
     apply(ctx, draft) {

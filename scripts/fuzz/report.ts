@@ -45,7 +45,9 @@ export interface OperationReport {
   validRejections: Array<{ mutation: string; status: number; body: string; request: RecordedRequest }>;
   /** What kept the fuzzer from a request it meant to send (a fresh fixture it could not create), with counts. */
   warnings: Record<string, number>;
+  /** Time of the whole batch, and of the slowest single answer. */
   ms: number;
+  maxMs: number;
 }
 
 export interface FuzzReport {

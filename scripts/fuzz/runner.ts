@@ -119,6 +119,7 @@ function emptyReport(op: Operation): OperationReport {
     validRejections: [],
     warnings: {},
     ms: 0,
+    maxMs: 0,
   };
 }
 
@@ -189,6 +190,7 @@ async function fuzzOperation(
     }
     for (const res of responses) {
       report.requests++;
+      report.maxMs = Math.max(report.maxMs, Math.round(res.ms));
       if (res.status >= 200 && res.status < 300) fresh = undefined;
       report.mutations[mutation] = (report.mutations[mutation] ?? 0) + 1;
       report.statuses[res.status] = (report.statuses[res.status] ?? 0) + 1;
