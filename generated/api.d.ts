@@ -3686,6 +3686,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["MetricsUnauthorized"];
             500: components["responses"]["Internal"];
         };

@@ -243,3 +243,25 @@ describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_00
     expect((await api.GET('/api/v1/members')).data).toEqual([]);
   });
 });
+
+describe('JSON bodies nest at most 32 levels', () => {
+  // Found by npm run fuzz: 20,000 nested arrays overflowed the stack of a recursive walk (a 500).
+  const deepArray = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+  const deepObject = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+
+  it(`a body nested deeper than 32 levels is a 400, however deep, on every operation with a JSON body`, async () => {
+    const apiKey = await warmUser();
+    for (const op of jsonBodyOps) {
+      for (const body of [deepArray(33), deepObject(33), deepArray(20_000), deepObject(20_000), `{"name":"x","terms":${deepArray(100_000)}}`]) {
+        await expectRefusedWithoutSql(apiKey, op, pathWith(op), body, /^Request body is nested deeper than 32 levels$/);
+      }
+    }
+  });
+
+  it('32 levels are still read (and then judged by the contract)', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/members', { method: 'POST', headers: jsonHeaders(apiKey), body: `{"name":"x","aboutTags":${deepArray(31)}}` });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { message: string }).message).toMatch(/^aboutTags\[0\] must be string/);
+  });
+});

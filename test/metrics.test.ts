@@ -76,6 +76,15 @@ describe('GET /metrics', () => {
     }
   });
 
+  it('answers an unknown or repeated query parameter with a declared 400 envelope (found by npm run fuzz)', async () => {
+    for (const query of ['?fuzz=1', '?a=1&a=2', '?name=%00']) {
+      const res = await server.fetch(`/metrics${query}`);
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { code: string }).code).toBe('BAD_REQUEST');
+    }
+    // The afterEach hook fails the test if 400 were not a declared status of getMetrics.
+  });
+
   it('requires METRICS_TOKEN as a bearer token when the server has one', async () => {
     const token = 'metrics-token-0123456789';
     const s = await new TestServer().start({ env: { METRICS_TOKEN: token } });

@@ -148,7 +148,13 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number }): Requ
 }
 
 /** body-parser errors → envelope errors. */
-function bodyParserError(err: { type?: string; status?: number; limit?: number }): ApiError | undefined {
+function bodyParserError(err: { type?: string; status?: number; limit?: number }, req: Request): ApiError | undefined {
+  // A body that is not what its Content-Encoding says: body-parser passes zlib's error on (Z_DATA_ERROR,
+  // or brotli's ERR__ERROR_FORMAT_…) with a 400 status but no type.
+  const encoding = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
+  if (err.type === undefined && err.status === 400 && encoding !== 'identity') {
+    return new ApiError(400, 'BAD_REQUEST', `Request body does not match its Content-Encoding (${encoding.replace(/[^a-z0-9, -]/g, '').slice(0, 40)})`);
+  }
   switch (err.type) {
     case 'entity.parse.failed':
       return new ApiError(400, 'BAD_REQUEST', 'Request body is not valid JSON');
@@ -285,7 +291,7 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
       log.error({ err }, 'database not available');
       apiError = preconditionFailed('Database is not reachable');
     } else {
-      apiError = bodyParserError(err as { type?: string }) ?? internal(err, log);
+      apiError = bodyParserError(err as { type?: string }, req) ?? internal(err, log);
     }
     checkDeclaredStatus(deps, req, l.operation?.operation, apiError.status, log);
     if (res.headersSent) {
