@@ -3747,6 +3747,7 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["MetricsUnauthorized"];
             500: components["responses"]["Internal"];
         };

@@ -69,6 +69,8 @@ export interface Config {
   trashPurgeIntervalMs: number;
   /** Embedded database only: how often VACUUM (ANALYZE) runs (PGlite has no autovacuum); 0 turns it off. */
   embeddedMaintenanceIntervalMs: number;
+  /** How often an idle job worker looks for due jobs and recurring schedules. */
+  jobPollIntervalMs: number;
   /** Embedded database only: PGlite's shared_buffers, resident in the server process (e.g. 16MB). */
   embeddedSharedBuffers: string;
   /** Embedded database only: V8 set for a small footprint (baseline-compiled WebAssembly, tighter heap growth). */
@@ -249,6 +251,7 @@ export function loadConfig(env: Env = process.env): Config {
     trashRetentionDays: int(env, 'TRASH_RETENTION_DAYS', 30, 1, 3650),
     trashPurgeIntervalMs: int(env, 'TRASH_PURGE_INTERVAL_MS', 60_000, 0, 86_400_000),
     embeddedMaintenanceIntervalMs: int(env, 'EMBEDDED_MAINTENANCE_INTERVAL_MS', 900_000, 0, 86_400_000),
+    jobPollIntervalMs: int(env, 'JOB_POLL_INTERVAL_MS', 1_000, 10, 60_000),
     embeddedSharedBuffers: memorySize(env, 'EMBEDDED_SHARED_BUFFERS', '16MB'),
     embeddedV8LowMemory: bool(env, 'EMBEDDED_V8_LOW_MEMORY', true),
   };

@@ -1,9 +1,11 @@
 /** Everything the app needs from the outside world, built by main.ts (or the test harness). */
 import type { Logger } from 'pino';
+import type { AuditSink } from './core/context.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/knex.ts';
 import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import type { RateLimiter } from './http/rateLimit.ts';
+import type { JobQueue } from './jobs/queue.ts';
 import type { Metrics } from './metrics.ts';
 import type { ObjectStorage } from './storage/types.ts';
 
@@ -28,6 +30,10 @@ export interface AppDeps {
   adminToken: string | undefined;
   /** Prometheus metrics served by GET /metrics. */
   metrics: Metrics;
+  /** The durable job queue: enqueue with the caller's transaction so a job commits with its write. */
+  jobs: JobQueue;
+  /** Where audited actions are recorded (in the action's own transaction). */
+  audit: AuditSink;
   /** Called when a response breaks the contract (validated in development and tests). */
   onResponseViolation?: (violation: ResponseViolation) => void;
 }

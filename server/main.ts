@@ -6,6 +6,7 @@
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { createApp } from './app.ts';
+import { backgroundContext } from './context.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { seedDemoAccount } from './features/accounts/demo.ts';
@@ -154,7 +155,7 @@ async function main(): Promise<void> {
   }
   state.runtime = runtime;
   if (state.pendingSignal) return stop(state.pendingSignal, 0, 0);
-  const demo = !config.databaseUrl && config.seedDemo ? await seedDemoAccount(runtime.deps.db.knex, Date.now()) : undefined;
+  const demo = !config.databaseUrl && config.seedDemo ? await seedDemoAccount(backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job: 'demo_seed' })) : undefined;
   const app = createApp(runtime.deps);
 
   let server: Server;
@@ -173,7 +174,7 @@ async function main(): Promise<void> {
     failedToStart(message ? new StartupError(message) : err);
   }
   state.server = server;
-  runtime.startJobs();
+  await runtime.startJobs();
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;

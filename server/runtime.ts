@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
+import { DatabaseAuditSink } from './audit/index.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { openDatabase, type Database } from './db/knex.ts';
 import { EmbeddedMaintenanceJob } from './db/maintenance.ts';
@@ -12,22 +13,26 @@ import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
+import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
 import { createObjectStorage } from './storage/index.ts';
+import { defineStorageGc, scheduleStorageGc } from './storage/gcJob.ts';
 import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
 
 export interface Runtime {
   deps: AppDeps;
   /** Where the admin token came from, for the start-up banner. */
   adminTokenSource: 'env' | 'generated' | 'data-dir' | 'none';
-  /** Purges trashed items past their retention; main.ts starts it, tests run it on demand. */
+  /** The durable job queue (also `deps.jobs`); startJobs() starts its worker. */
+  jobs: JobQueue;
+  /** Purges trashed items past their retention: queue `trash_retention`; tests also run it directly. */
   trashRetention: TrashRetentionJob;
   /** Listens for other instances' key revocations (PostgreSQL only). */
   revocations: RevocationListener | undefined;
-  /** VACUUM (ANALYZE) for the embedded database, which has no autovacuum; undefined on PostgreSQL. */
+  /** VACUUM (ANALYZE) for the embedded database, which has no autovacuum (queue `embedded_maintenance`); undefined on PostgreSQL. */
   maintenance: EmbeddedMaintenanceJob | undefined;
-  /** Starts the background jobs (retention purge, embedded maintenance) on their configured intervals. */
-  startJobs(): void;
+  /** Registers the recurring schedules (retention purge, embedded maintenance) and starts the job worker. */
+  startJobs(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -175,6 +180,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
   const revocations = config.databaseUrl ? new RevocationListener(config.databaseUrl, apiKeys, options.logger) : undefined;
   await revocations?.start();
   const admin = resolveAdminToken(config, embeddedDir);
+  const metrics = new Metrics({ db: db.knex });
+  const jobs = new JobQueue(db.knex, { clock, logger: options.logger, metrics, pollMs: config.jobPollIntervalMs });
   const deps: AppDeps = {
     config,
     db,
@@ -185,28 +192,47 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
     adminToken: admin.token,
     // The filesystem backend's URL-signing key is kept in the data directory unless STORAGE_SIGNING_KEY is set.
     storage: createObjectStorage(config, { clock, signingKeyDir: embeddedDir === 'memory' ? undefined : embeddedDir }),
-    metrics: new Metrics({ db: db.knex }),
+    metrics,
+    jobs,
+    audit: new DatabaseAuditSink(),
     onResponseViolation: options.onResponseViolation,
   };
   const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {
     defaultRetentionDays: config.trashRetentionDays,
     clock,
     logger: options.logger,
-  }).reportTo(deps.metrics, 'trash_retention');
-  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger).reportTo(deps.metrics, 'embedded_maintenance') : undefined;
+  });
+  const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger) : undefined;
+  // Each recurring pass is one job at a time (concurrency 1 per process; the schedule's key keeps a
+  // second one from being queued while one is pending or running). A failed pass is retried with
+  // backoff like any job; the next slot of the schedule comes regardless.
+  jobs.define('trash_retention', async () => void (await trashRetention.runOnce()), { maxAttempts: 3 });
+  if (maintenance) jobs.define('embedded_maintenance', () => maintenance.runOnce(), { maxAttempts: 1 });
+  defineStorageGc(jobs, { db: db.knex, storage: deps.storage, clock, logger: options.logger, graceMs: config.storageGcGraceMs });
   return {
     deps,
     adminTokenSource: admin.source,
+    jobs,
     trashRetention,
     revocations,
     maintenance,
-    startJobs: () => {
-      trashRetention.start(config.trashPurgeIntervalMs);
-      maintenance?.start(config.embeddedMaintenanceIntervalMs);
+    startJobs: async () => {
+      const now = clock();
+      // An interval of 0 turns a recurring job off, also for the schedule an earlier start stored.
+      if (config.trashPurgeIntervalMs > 0) await jobs.schedule('trash_retention', 'trash_retention', config.trashPurgeIntervalMs, now);
+      else await jobs.unschedule('trash_retention');
+      if (maintenance) {
+        // The first pass a second after start-up: a fresh database has no statistics yet.
+        if (config.embeddedMaintenanceIntervalMs > 0) {
+          await jobs.schedule('embedded_maintenance', 'embedded_maintenance', config.embeddedMaintenanceIntervalMs, now + 1_000);
+        } else await jobs.unschedule('embedded_maintenance');
+      }
+      // Expired staged uploads and unreferenced re-hosted note images (server/storage/gc.ts).
+      await scheduleStorageGc(jobs, { enabled: deps.storage !== null, intervalMs: config.storageGcIntervalMs, firstRunAfter: now + config.storageGcIntervalMs });
+      jobs.start();
     },
     close: async () => {
-      await trashRetention.stop();
-      await maintenance?.stop();
+      await jobs.stop();
       await revocations?.close();
       await apiKeys.close();
       await deps.rateLimiter.close();

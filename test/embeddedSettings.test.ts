@@ -11,7 +11,8 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('EMBEDDED_SHARED_BUFFERS and EMBEDDED_V8_LOW_MEMORY', () => {
+// Process starts and walks over every operation: generous under a loaded CI machine.
+describe('EMBEDDED_SHARED_BUFFERS and EMBEDDED_V8_LOW_MEMORY', { timeout: 120_000 }, () => {
   it('default to 16MB and true, and refuse what PostgreSQL or PGlite cannot take', () => {
     expect(loadConfig({})).toMatchObject({ embeddedSharedBuffers: '16MB', embeddedV8LowMemory: true });
     expect(loadConfig({ EMBEDDED_SHARED_BUFFERS: '512kB', EMBEDDED_V8_LOW_MEMORY: 'false' })).toMatchObject({ embeddedSharedBuffers: '512kB', embeddedV8LowMemory: false });

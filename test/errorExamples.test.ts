@@ -39,7 +39,8 @@ function examples(op: OperationInfo, status: number): Array<{ code: string; mess
 
 const apiKeyOps = index.operations.filter((o) => o.security.kind === 'apiKey');
 
-describe('error examples in the contract', () => {
+// Process starts and walks over every operation: generous under a loaded CI machine.
+describe('error examples in the contract', { timeout: 120_000 }, () => {
   it('every API-key operation lists among its 403 examples the exact message for its own scope', () => {
     for (const op of apiKeyOps) {
       if (op.security.kind !== 'apiKey') continue;

@@ -1,5 +1,8 @@
 /** One `{ code, message }` envelope for every failure, and nothing internal ever reaches a client. */
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
+import { createMember } from './helpers/fixtures.ts';
+import { PNG } from './helpers/images.ts';
 import { TestServer, useServer, bearer, jsonHeaders } from './helpers/server.ts';
 
 const server = useServer({ env: { BODY_LIMIT_BYTES: '2048' } });
@@ -55,6 +58,39 @@ describe('error envelope', () => {
     });
     expect(res.status).toBe(415);
     expect(await envelope(res)).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' });
+  });
+
+  it('a body that does not decode under its Content-Encoding → 400, not 500 (found by npm run fuzz)', async () => {
+    const { apiKey } = await server.user();
+    const plain = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: { ...jsonHeaders(apiKey), 'Content-Encoding': 'gzip' },
+      body: JSON.stringify({ name: 'Robin' }),
+    });
+    expect(plain.status).toBe(400);
+    expect(await envelope(plain)).toEqual({ code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding (gzip)' });
+    const brotli = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: { ...jsonHeaders(apiKey), 'Content-Encoding': 'br' },
+      body: JSON.stringify({ name: 'Robin' }),
+    });
+    expect(brotli.status).toBe(400);
+    expect(await envelope(brotli)).toEqual({ code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding (br)' });
+    const member = await createMember(server.client(apiKey), 'Robin');
+    const image = await server.fetch(`/api/v1/members/${member}/media?kind=avatar`, {
+      method: 'PUT',
+      headers: { ...bearer(apiKey), 'Content-Type': 'image/png', 'Content-Encoding': 'deflate' },
+      body: new Uint8Array(PNG),
+    });
+    expect(image.status).toBe(400);
+    expect(await envelope(image)).toEqual({ code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding (deflate)' });
+    // A body that is what its Content-Encoding says is read as before.
+    const gzipped = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: { ...jsonHeaders(apiKey), 'Content-Encoding': 'gzip' },
+      body: new Uint8Array(gzipSync(JSON.stringify({ name: 'Sky' }))),
+    });
+    expect(gzipped.status).toBe(201);
   });
 
   it('body over the size limit → 413 PAYLOAD_TOO_LARGE', async () => {

@@ -98,7 +98,8 @@ async function warmUser(): Promise<string> {
   return user.apiKey;
 }
 
-describe('UUIDs are only the canonical 8-4-4-4-12 form', () => {
+// Process starts and walks over every operation: generous under a loaded CI machine.
+describe('UUIDs are only the canonical 8-4-4-4-12 form', { timeout: 120_000 }, () => {
   const withUuidPath = checked.filter((op) => paramsOf(op).some((p) => p.in === 'path' && p.schema.format === 'uuid'));
   const withUuidQuery = checked.filter((op) => paramsOf(op).some((p) => p.in === 'query' && p.schema.format === 'uuid'));
 
@@ -144,7 +145,7 @@ describe('UUIDs are only the canonical 8-4-4-4-12 form', () => {
   });
 });
 
-describe('integers', () => {
+describe('integers', { timeout: 120_000 }, () => {
   const withIntegerQuery = checked.filter((op) => paramsOf(op).some((p) => p.in === 'query' && isInteger(p.schema)));
 
   it('every integer in the contract has a minimum and a maximum that a JSON number holds exactly', () => {
@@ -194,7 +195,7 @@ describe('integers', () => {
   });
 });
 
-describe('strings never hold U+0000 or an unpaired surrogate', () => {
+describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_000 }, () => {
   it(`a NUL in any JSON body field is a 400 naming the field, on every operation with a JSON body (${jsonBodyOps.length} operations)`, async () => {
     expect(jsonBodyOps.length).toBeGreaterThan(30);
     const apiKey = await warmUser();
@@ -242,5 +243,27 @@ describe('strings never hold U+0000 or an unpaired surrogate', () => {
     }
     expect((await api.GET('/api/v1/terminology')).data).toBeNull();
     expect((await api.GET('/api/v1/members')).data).toEqual([]);
+  });
+});
+
+describe('JSON bodies nest at most 32 levels', () => {
+  // Found by npm run fuzz: 20,000 nested arrays overflowed the stack of a recursive walk (a 500).
+  const deepArray = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+  const deepObject = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+
+  it(`a body nested deeper than 32 levels is a 400, however deep, on every operation with a JSON body`, async () => {
+    const apiKey = await warmUser();
+    for (const op of jsonBodyOps) {
+      for (const body of [deepArray(33), deepObject(33), deepArray(20_000), deepObject(20_000), `{"name":"x","terms":${deepArray(100_000)}}`]) {
+        await expectRefusedWithoutSql(apiKey, op, pathWith(op), body, /^Request body is nested deeper than 32 levels$/);
+      }
+    }
+  });
+
+  it('32 levels are still read (and then judged by the contract)', async () => {
+    const { apiKey } = await server.user();
+    const res = await server.fetch('/api/v1/members', { method: 'POST', headers: jsonHeaders(apiKey), body: `{"name":"x","aboutTags":${deepArray(31)}}` });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { message: string }).message).toMatch(/^aboutTags\[0\] must be string/);
   });
 });

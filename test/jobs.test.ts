@@ -161,6 +161,33 @@ describe('several workers', () => {
     const next = await knex()('job_schedules').where({ name: queue }).first('next_run_after');
     expect(Number(next.next_run_after)).toBe(6_000_000 + 12 * 60_000);
   });
+
+  it('a restart keeps the next slot; a shortened interval pulls it in; unschedule stops it', async () => {
+    const clock = { now: 7_000_000 };
+    const queue = uniqueQueue('daily');
+    const runs: number[] = [];
+    const q = queueAt(clock).define(queue, async () => void runs.push(clock.now));
+    const nextSlot = async () => Number((await knex()('job_schedules').where({ name: queue }).first('next_run_after')).next_run_after);
+    await q.schedule(queue, queue, 86_400_000, clock.now);
+    await q.runDue();
+    expect(runs).toHaveLength(1);
+    expect(await nextSlot()).toBe(7_000_000 + 86_400_000);
+    // A restart declares the schedule again (firstRunAfter = now): the stored slot stands.
+    clock.now += 1000;
+    await queueAt(clock).define(queue, async () => undefined).schedule(queue, queue, 86_400_000, clock.now);
+    expect(await nextSlot()).toBe(7_000_000 + 86_400_000);
+    // The operator shortens the interval to a minute: the next run is at most a minute away.
+    await q.schedule(queue, queue, 60_000, clock.now);
+    expect(await nextSlot()).toBe(clock.now + 60_000);
+    clock.now += 60_000;
+    await q.runDue();
+    expect(runs).toHaveLength(2);
+    await q.unschedule(queue);
+    clock.now += 3_600_000;
+    await q.runDue();
+    expect(runs).toHaveLength(2);
+    await expect(q.schedule(queue, queue, 0)).rejects.toThrow(RangeError);
+  });
 });
 
 describe('durability', () => {

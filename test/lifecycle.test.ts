@@ -119,7 +119,8 @@ async function freePort(): Promise<number> {
   });
 }
 
-describe('one process per embedded DATA_DIR', () => {
+// Process starts and walks over every operation: generous under a loaded CI machine.
+describe('one process per embedded DATA_DIR', { timeout: 120_000 }, () => {
   it('a second server (and db:migrate) is refused with the directory and pid; after kill -9 of the first a new start has every acknowledged write', async () => {
     const dataDir = tempDir('ada-lock-');
     const env = serverEnv({ DATA_DIR: dataDir });
@@ -176,7 +177,7 @@ describe('one process per embedded DATA_DIR', () => {
   });
 });
 
-describe('npm start and signals', () => {
+describe('npm start and signals', { timeout: 120_000 }, () => {
   it('SIGTERM to the npm process: the in-flight request finishes, the port closes, npm exits 0 and no process of its group survives', async () => {
     const dataDir = tempDir('ada-npm-');
     const npm = launch('npm', ['start'], serverEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'info' }), { detached: true });
@@ -228,7 +229,7 @@ describe('npm start and signals', () => {
   });
 });
 
-describe('fatal errors', () => {
+describe('fatal errors', { timeout: 120_000 }, () => {
   for (const kind of ['unhandledRejection', 'uncaughtException'] as const) {
     it(`an ${kind} is logged and the server exits 1 after closing the database`, async () => {
       const dataDir = tempDir('ada-fatal-');
@@ -252,7 +253,7 @@ describe('fatal errors', () => {
   }
 });
 
-describe('start-up errors are one line without a stack', () => {
+describe('start-up errors are one line without a stack', { timeout: 120_000 }, () => {
   it('Redis unreachable: names REDIS_URL and the address, exits 1', async () => {
     const port = await freePort();
     const dataDir = tempDir('ada-redis-');

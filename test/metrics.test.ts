@@ -47,7 +47,9 @@ describe('GET /metrics', () => {
   it('counts rate-limit refusals, is not itself rate limited, and reports the database pool, jobs and the process', async () => {
     const user = await server.user();
     for (let i = 0; i < 5; i++) await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) });
-    await server.runtime.trashRetention.runOnce();
+    // Through the durable queue, as the schedule runs it.
+    await server.runtime.jobs.enqueue(server.deps.db.knex, 'trash_retention', {});
+    await server.runtime.jobs.runDue();
     let text = '';
     for (let i = 0; i < 5; i++) text = await scrape(); // more scrapes than the per-key limit of 3
     expect(sample(text, 'rate_limit_refusals_total')).toBe(2);
@@ -64,10 +66,23 @@ describe('GET /metrics', () => {
     try {
       await s.deps.db.knex.raw('alter table entries rename to entries_gone');
       await expect(s.runtime.trashRetention.runOnce()).rejects.toThrow();
-      expect(sample(await scrape(s), 'job_runs_total', { job: 'trash_retention', outcome: 'failure' })).toBe(1);
+      await s.runtime.jobs.enqueue(s.deps.db.knex, 'trash_retention', {}, { maxAttempts: 1 });
+      await s.runtime.jobs.runDue();
+      const text = await scrape(s);
+      expect(sample(text, 'job_runs_total', { job: 'trash_retention', outcome: 'failure' })).toBe(1);
+      expect(sample(text, 'jobs_dead_total', { job: 'trash_retention' })).toBe(1);
     } finally {
       await s.close();
     }
+  });
+
+  it('answers an unknown or repeated query parameter with a declared 400 envelope (found by npm run fuzz)', async () => {
+    for (const query of ['?fuzz=1', '?a=1&a=2', '?name=%00']) {
+      const res = await server.fetch(`/metrics${query}`);
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { code: string }).code).toBe('BAD_REQUEST');
+    }
+    // The afterEach hook fails the test if 400 were not a declared status of getMetrics.
   });
 
   it('requires METRICS_TOKEN as a bearer token when the server has one', async () => {

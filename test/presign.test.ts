@@ -8,11 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import * as storageMigration from '../server/db/migrations/0010_storage.ts';
+import { migrations } from '../server/db/migrations/index.ts';
 import { JobQueue } from '../server/jobs/queue.ts';
 import { createLogger } from '../server/logger.ts';
 import { collectGarbage } from '../server/storage/gc.ts';
-import { scheduleStorageGc, STORAGE_GC_QUEUE } from '../server/storage/gcJob.ts';
+import { defineStorageGc, scheduleStorageGc, STORAGE_GC_QUEUE } from '../server/storage/gcJob.ts';
 import { FilesystemObjectStorage, type ObjectStorage, type PresignedRequest } from '../server/storage/index.ts';
 import { noteImageKey } from '../server/storage/noteImages.ts';
 import { completeUpload, consumeStagedUpload, createUploadIntent, stagingKey, StagingError } from '../server/storage/staging.ts';
@@ -347,13 +347,20 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       const { userId } = await server.user();
       const orphan = stagingKey(userId, randomUUID());
       await storage.put(orphan, PNG, 'image/png');
-      const queue = new JobQueue(server.deps.db.knex, { clock, logger: log });
-      await scheduleStorageGc(queue, { db: server.deps.db.knex, storage, clock, logger: log, graceMs: 60_000, intervalMs: 3_600_000 });
+      // The server's own queue, as runtime.ts defines it; its first slot is due now here.
+      const queue = server.deps.jobs;
+      await scheduleStorageGc(queue, { enabled: true, intervalMs: 3_600_000, firstRunAfter: clock() });
       const schedule = await server.deps.db.knex('job_schedules').where({ name: STORAGE_GC_QUEUE }).first();
       expect(Number(schedule.every_ms)).toBe(3_600_000);
-      expect(await queue.runDue()).toBe(1);
+      expect(await queue.runDue()).toBeGreaterThanOrEqual(1);
       expect(await storage.head(orphan)).toBeNull();
-      await queue.stop();
+      // Interval 0 (or no storage) removes the schedule.
+      await scheduleStorageGc(queue, { enabled: true, intervalMs: 0, firstRunAfter: clock() });
+      expect(await server.deps.db.knex('job_schedules').where({ name: STORAGE_GC_QUEUE }).first()).toBeUndefined();
+      // A queue of another process defines the same handler.
+      const other = new JobQueue(server.deps.db.knex, { clock, logger: log });
+      defineStorageGc(other, { db: server.deps.db.knex, storage, clock, logger: log, graceMs: 60_000 });
+      expect(() => defineStorageGc(other, { db: server.deps.db.knex, storage, clock, logger: log, graceMs: 60_000 })).toThrow(/already defined/);
     });
   });
 });
@@ -475,6 +482,7 @@ describe('migration 0010', () => {
     expect(created.response.status).toBe(201);
     await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: created.data!.id } } });
     // As before the migration: tables gone, then created and filled from the notes.
+    const storageMigration = migrations.find((m) => m.name === '0010_storage')!;
     await storageMigration.down(db);
     const before = Date.now();
     await storageMigration.up(db);

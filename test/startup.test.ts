@@ -51,7 +51,8 @@ function exited(child: ChildProcess): Promise<number | null> {
   });
 }
 
-describe('npm start on the embedded default', () => {
+// Process starts and walks over every operation: generous under a loaded CI machine.
+describe('npm start on the embedded default', { timeout: 120_000 }, () => {
   let firstKey = '';
   let adminToken = '';
 
@@ -133,7 +134,7 @@ describe('npm start on the embedded default', () => {
   });
 });
 
-describe('npm run db:migrate', () => {
+describe('npm run db:migrate', { timeout: 120_000 }, () => {
   const run = promisify(execFile);
   it('applies migrations to a new embedded database and is a no-op the second time', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ada-migrate-'));

@@ -358,7 +358,7 @@ describe('retention job', () => {
       const id = (await api.POST('/api/v1/entries', { body: { content: 'x' } })).data!.id;
       await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
       now += 2 * DAY;
-      s.runtime.startJobs();
+      await s.runtime.startJobs();
       for (let i = 0; i < 100 && (await s.deps.db.knex('entries').where({ id }).first()); i++) await new Promise((r) => setTimeout(r, 20));
       expect(await s.deps.db.knex('entries').where({ id }).first()).toBeUndefined();
     } finally {

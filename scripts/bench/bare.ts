@@ -5,31 +5,40 @@
  * The ratio full/bare therefore measures what the pipeline costs.
  */
 import express from 'express';
+import { DatabaseAuditSink } from '../../server/audit/index.ts';
+import { loadConfig } from '../../server/config.ts';
+import { backgroundContextFor } from '../../server/context.ts';
 import { openDatabase } from '../../server/db/knex.ts';
 import { listEntries } from '../../server/features/entries/service.ts';
 import { getFront, getHistory } from '../../server/features/front/service.ts';
 import { listMembersPage } from '../../server/features/members/service.ts';
+import { JobQueue } from '../../server/jobs/queue.ts';
+import { createLogger } from '../../server/logger.ts';
 
 const userId = process.env.BENCH_USER_ID!;
 const db = await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolMax: Number(process.env.DB_POOL_MAX ?? 10) });
 const knex = db.knex;
+const logger = createLogger('silent');
+const parts = { db: knex, config: loadConfig({}), logger, audit: new DatabaseAuditSink(), jobs: new JobQueue(knex, { clock: Date.now, logger }) };
+/** The same service context a request builds (a fresh `now` per request). */
+const ctx = () => backgroundContextFor(parts, { kind: 'system', job: 'bench_bare' }, userId);
 const num = (v: unknown) => (v === undefined ? undefined : Number(v));
 
 const app = express();
 app.disable('x-powered-by');
 app.get('/api/v1/front', async (_req, res) => {
-  res.json(await getFront(knex, userId));
+  res.json(await getFront(ctx()));
 });
 app.get('/api/v1/entries', async (req, res) => {
-  res.json(await listEntries(knex, userId, { limit: num(req.query.limit) }));
+  res.json(await listEntries(ctx(), { limit: num(req.query.limit) }));
 });
 app.get('/api/v1/members/page', async (req, res) => {
-  res.json(await listMembersPage(knex, userId, { limit: Number(req.query.limit), cursor: req.query.cursor as string | undefined }));
+  res.json(await listMembersPage(ctx(), { limit: Number(req.query.limit), cursor: req.query.cursor as string | undefined }));
 });
 app.get('/api/v1/front/history', async (req, res) => {
   const q = req.query as Record<string, string | undefined>;
   res.json(
-    await getHistory(knex, userId, {
+    await getHistory(ctx(), {
       limit: num(q.limit),
       cursorStartedAt: num(q.cursorStartedAt),
       cursorId: q.cursorId,

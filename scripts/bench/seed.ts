@@ -4,8 +4,11 @@
  * Accounts and API keys go through the real services, so they are exactly what the app expects.
  */
 import type { Knex } from 'knex';
-import { SCOPES, type Scope, type ScopeLevel } from '../../server/http/spec.ts';
+import { loadConfig } from '../../server/config.ts';
+import { backgroundContext, backgroundContextFor } from '../../server/context.ts';
+import { SCOPES, type Scope, type ScopeLevel } from '../../server/core/scopes.ts';
 import { createAccount, createApiKey } from '../../server/features/accounts/service.ts';
+import { createLogger } from '../../server/logger.ts';
 
 export interface AccountSize {
   members: number;
@@ -44,8 +47,10 @@ const NOW = Date.now();
 const YEAR = 365 * 86_400_000;
 
 async function seedAccount(knex: Knex, username: string, size: AccountSize, withKey: boolean): Promise<SeededAccount> {
-  const { userId } = await createAccount(knex, { username, plan: 'pro_plus' }, NOW - 5 * YEAR);
-  const apiKey = withKey ? (await createApiKey(knex, userId, { name: 'bench', scopes: ALL_SCOPES }, NOW)).apiKey : '';
+  const parts = { db: knex, config: loadConfig({}), logger: createLogger('silent') };
+  const actor = { kind: 'system', job: 'bench_seed' } as const;
+  const { userId } = await createAccount(backgroundContext({ ...parts, clock: () => NOW - 5 * YEAR }, actor), { username, plan: 'pro_plus' });
+  const apiKey = withKey ? (await createApiKey(backgroundContextFor({ ...parts, clock: () => NOW }, actor, userId), { name: 'bench', scopes: ALL_SCOPES })).apiKey : '';
   const { side_system_id: side } = await knex('active_system_context').where({ user_id: userId }).first('side_system_id');
   const t0 = NOW - 5 * YEAR;
 

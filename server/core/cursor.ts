@@ -2,7 +2,7 @@
  * Opaque keyset cursors: the sort-key values of the last row of a page, as base64url JSON. A
  * cursor that does not decode to the expected shape is the caller's mistake (400), never a 500.
  */
-import { badRequest } from '../http/errors.ts';
+import { badRequest } from './errors.ts';
 
 export type CursorField = 'string' | 'integer' | 'uuid';
 

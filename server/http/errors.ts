@@ -1,7 +1,11 @@
-/** The one error type handlers and services throw; the error middleware turns it into `{ code, message }`. */
-import type { components } from '../../generated/api.d.ts';
+/**
+ * The HTTP edge's error type, and the mapping of the services' domain errors
+ * (server/core/errors.ts) to it. The error middleware turns both into `{ code, message }`.
+ */
+import { API_KEY_UNAUTHORIZED_MESSAGE, DomainError, type DomainErrorKind, type ErrorCode } from '../core/errors.ts';
 
-export type ErrorCode = components['schemas']['ErrorCode'];
+export type { ErrorCode };
+export { API_KEY_UNAUTHORIZED_MESSAGE };
 
 export class ApiError extends Error {
   constructor(
@@ -15,13 +19,24 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string) => new ApiError(400, 'BAD_REQUEST', message);
 export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
-export const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
-export const notFound = (message: string) => new ApiError(404, 'NOT_FOUND', message);
-export const conflict = (message: string) => new ApiError(409, 'CONFLICT', message);
 export const preconditionFailed = (message: string) => new ApiError(503, 'PRECONDITION_FAILED', message);
 
-export const API_KEY_UNAUTHORIZED_MESSAGE = 'Missing or invalid API key. Use Authorization: Bearer <token>.';
 export const ADMIN_UNAUTHORIZED_MESSAGE = 'Missing or invalid admin token. Use Authorization: Bearer <ADMIN_TOKEN>.';
 export const METRICS_UNAUTHORIZED_MESSAGE = 'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.';
+
+const BY_KIND: Record<DomainErrorKind, { status: number; code: ErrorCode }> = {
+  invalid: { status: 400, code: 'BAD_REQUEST' },
+  unauthenticated: { status: 401, code: 'UNAUTHORIZED' },
+  forbidden: { status: 403, code: 'FORBIDDEN' },
+  not_found: { status: 404, code: 'NOT_FOUND' },
+  conflict: { status: 409, code: 'CONFLICT' },
+  unsupported_media: { status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
+  unavailable: { status: 503, code: 'PRECONDITION_FAILED' },
+};
+
+/** The status and envelope of a service's domain error. */
+export function fromDomainError(err: DomainError): ApiError {
+  const { status, code } = BY_KIND[err.kind];
+  return new ApiError(status, err.code ?? code, err.message);
+}

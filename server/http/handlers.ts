@@ -7,9 +7,9 @@ import type { Readable } from 'node:stream';
 import type { Request } from 'express';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/api.d.ts';
+import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
 import type { AppDeps } from '../deps.ts';
 import type { RateLimitDecision } from './rateLimit.ts';
-import type { Scope, ScopeLevel } from './spec.ts';
 
 export type OperationId = keyof operations;
 
@@ -48,17 +48,19 @@ export interface HandlerInput<O> {
   body: BodyOf<O>;
 }
 
-export interface AuthInfo {
-  userId: string;
-  keyId: string;
-  scopes: Partial<Record<Scope, ScopeLevel>>;
-}
-
 export interface RequestContext {
   deps: AppDeps;
-  /** The authenticated account (API-key operations only; throws elsewhere). */
-  readonly userId: string;
-  auth: AuthInfo | null;
+  /** The API-key caller (API-key operations only; null elsewhere). */
+  auth: KeyActor | null;
+  /**
+   * The service context of an owner route: the key's account acting on its own data (built once
+   * per request, `now` read once). Throws on operations without API-key authentication.
+   */
+  service(): ServiceContext;
+  /** The operator (admin API) acting on one account, with the owner's rights. */
+  operatorFor(accountId: string): ServiceContext;
+  /** The operator acting on the server as a whole (no account yet, or all of them). */
+  operator(): ServerContext;
   /** This request's rate-limit decision (API-key operations only). */
   rateLimit: RateLimitDecision | null;
   requestId: string;

@@ -11,6 +11,7 @@
  *   `1e2`, `0x10`, ` 10`, `Infinity` and `NaN` are refused, where JavaScript's Number() would take
  *   them. Its range is then the contract's `minimum`/`maximum` (checked by the validator).
  * - A query parameter is given at most once (none of ours is an array).
+ * - A JSON body nests at most MAX_JSON_DEPTH (32) arrays and objects deep.
  */
 import type { RequestHandler } from 'express';
 import { ApiError } from './errors.ts';
@@ -36,23 +37,37 @@ function join(path: string, key: string | number): string {
   return path ? `${path}.${key}` : key;
 }
 
-/** Walks parsed JSON; throws a 400 naming the first offending field (or key). */
-function checkJson(value: unknown, path: string): void {
-  if (typeof value === 'string') {
-    const problem = stringProblem(value);
-    if (problem) throw bad(`${path || 'Request body'} ${problem}`);
-    return;
-  }
-  if (Array.isArray(value)) {
-    value.forEach((item, i) => checkJson(item, join(path, i)));
-    return;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const keyProblem = stringProblem(key);
-      if (keyProblem) throw bad(`A field name in ${path || 'the request body'} ${keyProblem}`);
-      checkJson(item, join(path, key));
+/** Deepest nesting of arrays and objects a JSON body may have (the contract's deepest is far less). */
+const MAX_JSON_DEPTH = 32;
+
+/**
+ * Walks parsed JSON; throws a 400 naming the first offending field (or key), or when the body nests
+ * deeper than MAX_JSON_DEPTH. Iterative, with the depth checked before anything below it is read,
+ * so no body can exhaust the stack here or in the contract validator after it.
+ */
+function checkJson(root: unknown): void {
+  const stack: Array<{ value: unknown; path: string; depth: number }> = [{ value: root, path: '', depth: 0 }];
+  while (stack.length > 0) {
+    const { value, path, depth } = stack.pop()!;
+    if (typeof value === 'string') {
+      const problem = stringProblem(value);
+      if (problem) throw bad(`${path || 'Request body'} ${problem}`);
+      continue;
     }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_JSON_DEPTH) throw bad(`Request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    // Pushed in reverse so the first offending field in document order is the one reported.
+    const children: Array<{ value: unknown; path: string; depth: number }> = [];
+    if (Array.isArray(value)) {
+      value.forEach((item, i) => children.push({ value: item, path: join(path, i), depth: depth + 1 }));
+    } else {
+      for (const [key, item] of Object.entries(value)) {
+        const keyProblem = stringProblem(key);
+        if (keyProblem) throw bad(`A field name in ${path || 'the request body'} ${keyProblem}`);
+        children.push({ value: item, path: join(path, key), depth: depth + 1 });
+      }
+    }
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
   }
 }
 
@@ -79,7 +94,7 @@ export function inputHygiene(): RequestHandler {
       const raw = param.in === 'path' ? params[param.name] : query[param.name];
       if (typeof raw === 'string' && !DECIMAL_INTEGER.test(raw)) throw bad(`${param.name} must be an integer written in decimal digits`);
     }
-    if (req.body !== undefined && !Buffer.isBuffer(req.body)) checkJson(req.body, '');
+    if (req.body !== undefined && !Buffer.isBuffer(req.body)) checkJson(req.body);
     next();
   };
 }

@@ -9,17 +9,28 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
+import { onBehalfOf, ownAccount } from '../access/index.ts';
+import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
+import { DomainError } from '../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
-import { ADMIN_UNAUTHORIZED_MESSAGE, API_KEY_UNAUTHORIZED_MESSAGE, METRICS_UNAUTHORIZED_MESSAGE, ApiError, forbidden, preconditionFailed, unauthorized } from './errors.ts';
-import type { AuthInfo, HandlerMap, OperationId, RequestContext } from './handlers.ts';
+import {
+  ADMIN_UNAUTHORIZED_MESSAGE,
+  API_KEY_UNAUTHORIZED_MESSAGE,
+  METRICS_UNAUTHORIZED_MESSAGE,
+  ApiError,
+  fromDomainError,
+  preconditionFailed,
+  unauthorized,
+} from './errors.ts';
+import type { HandlerMap, OperationId, RequestContext } from './handlers.ts';
 import type { RateLimitDecision } from './rateLimit.ts';
 import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
 import { isResponseViolation, isValidatorError, validationMessage } from './validation.ts';
 
 interface Locals {
   operation?: MatchedOperation;
-  auth?: AuthInfo;
+  auth?: KeyActor;
   rateLimit?: RateLimitDecision;
   log: Logger;
   requestId: string;
@@ -101,7 +112,7 @@ export function authenticate(deps: AppDeps): RequestHandler {
     if (security.kind === 'anyKey') return next();
     const granted = auth.scopes[security.scope];
     const sufficient = granted === 'read_write' || (granted === 'read' && security.level === 'read');
-    if (!sufficient) throw forbidden(`Missing API key scope: ${security.scope} requires ${security.level}`);
+    if (!sufficient) throw new ApiError(403, 'FORBIDDEN', `Missing API key scope: ${security.scope} requires ${security.level}`);
     next();
   };
 }
@@ -142,7 +153,13 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number }): Requ
 }
 
 /** body-parser errors → envelope errors. */
-function bodyParserError(err: { type?: string; status?: number; limit?: number }): ApiError | undefined {
+function bodyParserError(err: { type?: string; status?: number; limit?: number }, req: Request): ApiError | undefined {
+  // A body that is not what its Content-Encoding says: body-parser passes zlib's error on (Z_DATA_ERROR,
+  // or brotli's ERR__ERROR_FORMAT_…) with a 400 status but no type.
+  const encoding = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
+  if (err.type === undefined && err.status === 400 && encoding !== 'identity') {
+    return new ApiError(400, 'BAD_REQUEST', `Request body does not match its Content-Encoding (${encoding.replace(/[^a-z0-9, -]/g, '').slice(0, 40)})`);
+  }
   switch (err.type) {
     case 'entity.parse.failed':
       return new ApiError(400, 'BAD_REQUEST', 'Request body is not valid JSON');
@@ -172,17 +189,45 @@ export function requireBody(): RequestHandler {
 }
 
 class Context implements RequestContext {
+  private serverCtx: ServerContext | undefined;
+  private ownerCtx: ServiceContext | undefined;
+
   constructor(
     readonly deps: AppDeps,
-    readonly auth: AuthInfo | null,
+    readonly auth: KeyActor | null,
     readonly rateLimit: RateLimitDecision | null,
     readonly requestId: string,
     readonly log: Logger,
     readonly req: Request,
   ) {}
-  get userId(): string {
-    if (!this.auth) throw new Error('userId read on an operation without API-key authentication');
-    return this.auth.userId;
+
+  private base(actor: ServerContext['actor']): ServerContext {
+    this.serverCtx ??= {
+      actor,
+      db: this.deps.db.knex,
+      now: this.deps.clock(),
+      config: this.deps.config,
+      log: this.log,
+      storage: this.deps.storage,
+      audit: this.deps.audit,
+      jobs: this.deps.jobs,
+    };
+    return this.serverCtx;
+  }
+
+  service(): ServiceContext {
+    if (!this.auth) throw new Error('service() called on an operation without API-key authentication');
+    this.ownerCtx ??= { ...this.base(this.auth), access: ownAccount(this.auth) };
+    return this.ownerCtx;
+  }
+
+  operatorFor(accountId: string): ServiceContext {
+    return { ...this.operator(), access: onBehalfOf(accountId) };
+  }
+
+  operator(): ServerContext {
+    if (this.auth) throw new Error('operator() called on an API-key operation');
+    return this.base({ kind: 'operator' });
   }
 }
 
@@ -242,6 +287,8 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
     let apiError: ApiError;
     if (err instanceof ApiError) {
       apiError = err;
+    } else if (err instanceof DomainError) {
+      apiError = fromDomainError(err);
     } else if (isValidatorError(err)) {
       if (isResponseViolation(err)) {
         const message = validationMessage(err);
@@ -257,7 +304,7 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
       log.error({ err }, 'database not available');
       apiError = preconditionFailed('Database is not reachable');
     } else {
-      apiError = bodyParserError(err as { type?: string }) ?? internal(err, log);
+      apiError = bodyParserError(err as { type?: string }, req) ?? internal(err, log);
     }
     checkDeclaredStatus(deps, req, l.operation?.operation, apiError.status, log);
     if (res.headersSent) {

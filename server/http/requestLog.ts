@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
+import type { KeyActor } from '../core/context.ts';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -29,13 +30,13 @@ export function requestLogging(logger: Logger): RequestHandler {
       get: () => (child ??= logger.child({ reqId: id })),
     });
     res.on('finish', () => {
-      const auth = res.locals.auth as { userId: string; keyId: string } | undefined;
+      const auth = res.locals.auth as KeyActor | undefined;
       const entry = {
         reqId: id,
         req: { method: req.method, path: req.path },
         res: { statusCode: res.statusCode },
         responseTime: Number(process.hrtime.bigint() - started) / 1e6,
-        ...(auth ? { userId: auth.userId, keyId: auth.keyId } : {}),
+        ...(auth ? { userId: auth.accountId, keyId: auth.keyId } : {}),
       };
       const probe = PROBE_PATHS.has(req.path);
       if (res.statusCode >= 500 && !(probe && res.statusCode === 503)) logger.error(entry, 'request failed');

@@ -5,14 +5,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { SCOPES, type Scope, type ScopeLevel } from '../core/scopes.ts';
 import type { OperationId } from './handlers.ts';
 
-export const SCOPES = [
-  'members', 'groups', 'entries', 'front', 'appearance', 'customFields', 'trash', 'memberStatuses',
-  'systems', 'messaging', 'privacyBuckets', 'terminology', 'friends', 'social', 'guestbook', 'poll',
-] as const;
-export type Scope = (typeof SCOPES)[number];
-export type ScopeLevel = 'read' | 'read_write';
+export { SCOPES, type Scope, type ScopeLevel };
 
 export type OperationSecurity =
   | { kind: 'apiKey'; scope: Scope; level: ScopeLevel }

@@ -161,13 +161,27 @@ export class JobQueue {
     return inserted.length > 0 ? id : null;
   }
 
-  /** A recurring job: `queue` gets a job every `everyMs`, the first at `firstRunAfter` (now). Idempotent across instances. */
+  /**
+   * A recurring job: `queue` gets a job every `everyMs`, the first at `firstRunAfter` (now).
+   * Idempotent across instances and restarts: an existing schedule keeps its next slot, unless the
+   * interval was shortened so far that the slot lies more than one new interval away.
+   */
   async schedule(name: string, queue: string, everyMs: number, firstRunAfter?: number): Promise<void> {
+    if (!Number.isSafeInteger(everyMs) || everyMs <= 0) throw new RangeError(`schedule ${name}: everyMs must be a positive integer`);
     const next = firstRunAfter ?? this.options.clock();
     await this.db('job_schedules')
       .insert({ name, queue, every_ms: everyMs, next_run_after: next })
       .onConflict('name')
-      .merge(['queue', 'every_ms']);
+      .merge({
+        queue,
+        every_ms: everyMs,
+        next_run_after: this.db.raw('least(job_schedules.next_run_after, excluded.next_run_after + excluded.every_ms)'),
+      });
+  }
+
+  /** Removes a recurring job (an operator turned it off); jobs it already queued still run. */
+  async unschedule(name: string): Promise<void> {
+    await this.db('job_schedules').where({ name }).delete();
   }
 
   /** Starts polling; stop() waits for the jobs in flight. */

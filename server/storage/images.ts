@@ -40,7 +40,3 @@ export function sniffImageType(buf: Buffer): ImageType | null {
   if (isWebp(buf)) return 'image/webp';
   return null;
 }
-
-export function isAllowedImageType(type: string): type is ImageType {
-  return (ALLOWED_IMAGE_TYPES as readonly string[]).includes(type);
-}

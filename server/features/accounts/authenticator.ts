@@ -9,12 +9,12 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import type { AuthInfo } from '../../http/handlers.ts';
+import type { KeyActor } from '../../core/context.ts';
 import { hashApiKey, looksLikeApiKey } from './keys.ts';
 import { accountsRepo } from './repo.ts';
 
 interface CacheEntry {
-  auth: AuthInfo | null;
+  auth: KeyActor | null;
   expiresAt: number;
 }
 
@@ -34,18 +34,18 @@ export class ApiKeyAuthenticator {
     this.flushTimer.unref();
   }
 
-  async authenticate(secret: string): Promise<AuthInfo | null> {
+  async authenticate(secret: string): Promise<KeyActor | null> {
     if (!looksLikeApiKey(secret)) return null;
     const hash = hashApiKey(secret);
     const now = this.options.clock();
     const cached = this.cache.get(hash);
-    let auth: AuthInfo | null;
+    let auth: KeyActor | null;
     if (cached && cached.expiresAt > now) {
       auth = cached.auth;
     } else {
       const row = await accountsRepo.findKeyByHash(this.db, hash);
       const usable = row !== undefined && row.revoked_at === null && (row.expires_at === null || row.expires_at > now);
-      auth = usable ? { userId: row.user_id, keyId: row.id, scopes: row.scopes } : null;
+      auth = usable ? { kind: 'key', accountId: row.user_id, keyId: row.id, scopes: row.scopes } : null;
       if (this.options.ttlMs > 0) {
         if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
         // A key that expires sooner than the cache entry would is cached only until it expires.

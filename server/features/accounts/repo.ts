@@ -1,6 +1,11 @@
 import type { Knex } from 'knex';
-import type { Scope, ScopeLevel } from '../../http/spec.ts';
+import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import type { Scope, ScopeLevel } from '../../core/scopes.ts';
 import type { PlanKey } from './plans.ts';
+
+/** Admin account lists: lower(username) in byte order (usernames are unique case-insensitively). */
+const ACCOUNT_ORDER: Keyset = { columns: [{ sql: 'lower(a.username) collate "C"', type: 'text' }], direction: 'asc' };
+const KEY_ORDER: Keyset = { columns: [{ sql: 'created_at', type: 'bigint' }, { sql: 'id', type: 'uuid' }], direction: 'desc' };
 
 export interface AccountRow {
   id: string;
@@ -82,31 +87,26 @@ export const accountsRepo = {
     return Number(row?.count ?? 0);
   },
 
-  /** Accounts in lower(username) byte order after `after`, optionally only those starting with `prefix`. */
+  /** A page (`limit` + 1 rows) of accounts in lower(username) byte order after `after`, optionally only those starting with `prefix`. */
   listAccounts(db: Knex, options: { limit: number; now: number; after?: string; prefix?: string }): Promise<AdminAccountRow[]> {
-    const name = db.raw('lower(a.username) collate "C"');
+    const name = db.raw(ACCOUNT_ORDER.columns[0]!.sql);
     const q = db('accounts as a').select('a.*', adminKeyCount(db, options.now));
-    if (options.after !== undefined) q.where(name, '>', options.after);
     if (options.prefix !== undefined) {
       // Usernames are [a-z0-9_] once lowered, all below '~' in byte order: [prefix, prefix~) is exactly "starts with".
       const lower = options.prefix.toLowerCase();
       q.where(name, '>=', lower).where(name, '<', `${lower}~`);
     }
-    return q.orderBy(name as never).limit(options.limit);
+    return keysetPage(q, ACCOUNT_ORDER, options.limit, options.after !== undefined ? [options.after] : undefined);
   },
 
   findAdminAccount(db: Knex, id: string, now: number): Promise<AdminAccountRow | undefined> {
     return db('accounts as a').where('a.id', id).first('a.*', adminKeyCount(db, now));
   },
 
-  /** An account's keys, newest first, after the (created_at, id) cursor. */
+  /** A page (`limit` + 1 rows) of an account's keys, newest first, after the (created_at, id) cursor. */
   listKeys(db: Knex, userId: string, limit: number, after?: { createdAt: number; id: string }): Promise<ApiKeyRow[]> {
-    const q = db('api_keys').where({ user_id: userId });
-    if (after) q.whereRaw('(created_at, id) < (?, ?::uuid)', [after.createdAt, after.id]);
-    return q
-      .select('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at')
-      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-      .limit(limit);
+    const q = db('api_keys').where({ user_id: userId }).select('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at');
+    return keysetPage(q, KEY_ORDER, limit, after && [after.createdAt, after.id]);
   },
 
   findKey(db: Knex, id: string): Promise<ApiKeyRow | undefined> {
@@ -138,9 +138,10 @@ export const accountsRepo = {
     return db('api_keys').where({ key_hash: hash }).first('id', 'user_id', 'scopes', 'revoked_at', 'expires_at');
   },
 
-  async revokeKey(db: Knex, id: string, now: number): Promise<boolean> {
-    const rows = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) }).returning('id');
-    return rows.length > 0;
+  /** Marks the key revoked (keeping an earlier revocation time); its account's id, or null for an unknown key. */
+  async revokeKey(db: Knex, id: string, now: number): Promise<string | null> {
+    const rows: Array<{ user_id: string }> = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) }).returning('user_id');
+    return rows[0]?.user_id ?? null;
   },
 
   async touchKeys(db: Knex, ids: string[], now: number): Promise<void> {

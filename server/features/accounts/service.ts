@@ -1,18 +1,20 @@
 /** Accounts and API keys: the rules behind the operator admin API and the first-start demo. */
 import { randomUUID } from 'node:crypto';
-import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
-import { API_KEY_UNAUTHORIZED_MESSAGE, ApiError, badRequest, conflict, notFound, unauthorized } from '../../http/errors.ts';
-import { deletePrefix, type ObjectStorage } from '../../storage/types.ts';
-import type { Logger } from 'pino';
-import { createInitialSideSystem } from '../systems/service.ts';
+import { pageOf } from '../../core/keyset.ts';
+import { API_KEY_UNAUTHORIZED_MESSAGE, badRequest, conflict, forbidden, notFound, unauthorized } from '../../core/errors.ts';
+import { onBehalfOf } from '../../access/index.ts';
+import { inTransaction, ownerOf, type ServerContext, type ServiceContext } from '../../core/context.ts';
+import { deletePrefix } from '../../storage/types.ts';
+import { createInitialSideSystem } from '../systems/index.ts';
 import { generateApiKey } from './keys.ts';
 import { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 import { accountsRepo, type AccountRow, type AdminAccountRow, type ApiKeyRow, type ScopeMap } from './repo.ts';
 
-type Schemas = components['schemas'];
 import { announceRevocation } from './revocations.ts';
+
+type Schemas = components['schemas'];
 
 export interface NewAccount {
   username: string;
@@ -30,7 +32,9 @@ function isUniqueViolation(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
 }
 
-export async function createAccount(db: Knex, input: NewAccount, now: number): Promise<{ userId: string; username: string }> {
+/** Creates an account with its first side system (audited on the new account: `account.create`). */
+export async function createAccount(ctx: ServerContext, input: NewAccount): Promise<{ userId: string; username: string }> {
+  const { now } = ctx;
   const row: AccountRow = {
     id: randomUUID(),
     username: input.username,
@@ -50,10 +54,11 @@ export async function createAccount(db: Knex, input: NewAccount, now: number): P
     updated_at: now,
   };
   try {
-    await db.transaction(async (trx) => {
-      if (await accountsRepo.usernameTaken(trx, input.username)) throw conflict('Username is already taken');
-      await accountsRepo.insertAccount(trx, row);
-      await createInitialSideSystem(trx, row.id, now);
+    await inTransaction({ ...ctx, access: onBehalfOf(row.id) }, async (tx) => {
+      if (await accountsRepo.usernameTaken(tx.db, input.username)) throw conflict('Username is already taken');
+      await accountsRepo.insertAccount(tx.db, row);
+      await createInitialSideSystem(tx.db, row.id, now);
+      await tx.audit.record(tx, { action: 'account.create', targetType: 'account', targetId: row.id, detail: { username: row.username, plan: row.plan } });
     });
   } catch (err) {
     // Two concurrent creates can both pass the check; the unique index settles it.
@@ -63,22 +68,24 @@ export async function createAccount(db: Knex, input: NewAccount, now: number): P
   return { userId: row.id, username: row.username };
 }
 
+/** Issues a key within the plan's limit (audited: `api_key.create`, its name, scopes and expiry; never the secret). */
 export async function createApiKey(
-  db: Knex,
-  userId: string,
+  ctx: ServiceContext,
   input: { scopes: ScopeMap; name?: string; expiresAt?: number },
-  now: number,
 ): Promise<{ id: string; apiKey: string; scopes: ScopeMap; expiresAt: number | null }> {
+  const { now } = ctx;
+  const userId = ownerOf(ctx);
   if (input.expiresAt !== undefined && input.expiresAt <= now) throw badRequest('expiresAt must be in the future');
   const key = generateApiKey();
   const id = randomUUID();
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     // Row lock: concurrent issues for one account are serialised so the plan limit holds.
     const account = await accountsRepo.lockAccount(trx, userId);
     if (!account) throw notFound('Account not found');
     const limit = PLANS[account.plan].activeApiKeys;
     if ((await accountsRepo.countActiveKeys(trx, userId, now)) >= limit) {
-      throw new ApiError(403, 'FORBIDDEN', `The ${PLAN_NAMES[account.plan]} plan allows ${limit} active API key${limit === 1 ? '' : 's'}; revoke one first`);
+      throw forbidden(`The ${PLAN_NAMES[account.plan]} plan allows ${limit} active API key${limit === 1 ? '' : 's'}; revoke one first`);
     }
     await accountsRepo.insertApiKey(trx, {
       id,
@@ -91,6 +98,12 @@ export async function createApiKey(
       last_used_at: null,
       revoked_at: null,
       expires_at: input.expiresAt ?? null,
+    });
+    await tx.audit.record(tx, {
+      action: 'api_key.create',
+      targetType: 'api_key',
+      targetId: id,
+      detail: { name: input.name ?? null, scopes: input.scopes, expiresAt: input.expiresAt ?? null },
     });
   });
   return { id, apiKey: key.secret, scopes: input.scopes, expiresAt: input.expiresAt ?? null };
@@ -127,32 +140,32 @@ function toApiKeyInfo(row: ApiKeyRow): Schemas['ApiKeyInfo'] {
 }
 
 export async function listAccounts(
-  db: Knex,
+  ctx: ServerContext,
   query: { limit?: number; cursor?: string; usernamePrefix?: string },
-  now: number,
 ): Promise<Schemas['AdminAccountPage']> {
+  const { db, now } = ctx;
   const limit = query.limit ?? 50;
   const after = query.cursor ? decodeCursor<[string]>(query.cursor, ['string'])[0] : undefined;
-  const rows = await accountsRepo.listAccounts(db, { limit: limit + 1, now, after, prefix: query.usernamePrefix });
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return { items: page.map(toAdminAccount), nextCursor: rows.length > limit && last ? encodeCursor([last.username.toLowerCase()]) : null };
+  const rows = await accountsRepo.listAccounts(db, { limit, now, after, prefix: query.usernamePrefix });
+  const { items, nextAfter } = pageOf(rows, limit);
+  return { items: items.map(toAdminAccount), nextCursor: nextAfter ? encodeCursor([nextAfter.username.toLowerCase()]) : null };
 }
 
-export async function getAccount(db: Knex, userId: string, now: number): Promise<Schemas['AdminAccount']> {
-  const row = await accountsRepo.findAdminAccount(db, userId, now);
+export async function getAccount(ctx: ServiceContext): Promise<Schemas['AdminAccount']> {
+  const row = await accountsRepo.findAdminAccount(ctx.db, ownerOf(ctx), ctx.now);
   if (!row) throw notFound('Account not found');
   return toAdminAccount(row);
 }
 
-export async function listApiKeys(db: Knex, userId: string, query: { limit?: number; cursor?: string }): Promise<Schemas['ApiKeyInfoPage']> {
+export async function listApiKeys(ctx: ServiceContext, query: { limit?: number; cursor?: string }): Promise<Schemas['ApiKeyInfoPage']> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const limit = query.limit ?? 50;
   const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
   if (!(await accountsRepo.findAccount(db, userId))) throw notFound('Account not found');
-  const rows = await accountsRepo.listKeys(db, userId, limit + 1, after ? { createdAt: after[0], id: after[1] } : undefined);
-  const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  return { items: page.map(toApiKeyInfo), nextCursor: rows.length > limit && last ? encodeCursor([last.created_at, last.id]) : null };
+  const rows = await accountsRepo.listKeys(db, userId, limit, after ? { createdAt: after[0], id: after[1] } : undefined);
+  const { items, nextAfter } = pageOf(rows, limit);
+  return { items: items.map(toApiKeyInfo), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
 }
 
 /**
@@ -161,11 +174,9 @@ export async function listApiKeys(db: Knex, userId: string, query: { limit?: num
  * after the commit: a failure there leaves unreachable bytes behind (logged), never a live
  * account without its media.
  */
-export async function deleteAccount(
-  deps: { db: Knex; storage: ObjectStorage | null; logger: Logger },
-  userId: string,
-): Promise<{ keyIds: string[] }> {
-  const keyIds = await deps.db.transaction(async (trx) => {
+export async function deleteAccount(ctx: ServiceContext): Promise<{ keyIds: string[] }> {
+  const userId = ownerOf(ctx);
+  const keyIds = await ctx.db.transaction(async (trx) => {
     if (!(await accountsRepo.lockAccount(trx, userId))) throw notFound('Account not found');
     const ids = await accountsRepo.keyIds(trx, userId);
     await accountsRepo.deleteAccount(trx, userId, ids);
@@ -173,19 +184,20 @@ export async function deleteAccount(
     for (const keyId of ids) await announceRevocation(trx, keyId);
     return ids;
   });
-  if (deps.storage) {
+  if (ctx.storage) {
     try {
-      await deletePrefix(deps.storage, `u/${userId}/`);
+      await deletePrefix(ctx.storage, `u/${userId}/`);
     } catch (err) {
-      deps.logger.error({ err, userId }, 'account deleted, but some of its stored objects could not be removed');
+      ctx.log.error({ err, userId }, 'account deleted, but some of its stored objects could not be removed');
     }
   }
   return { keyIds };
 }
 
 /** GET /me: the key's account and the key itself (the rate-limit part comes from the request). */
-export async function describeKey(db: Knex, auth: { userId: string; keyId: string }): Promise<Omit<Schemas['Me'], 'rateLimit'>> {
-  const [account, key] = await Promise.all([accountsRepo.findAccount(db, auth.userId), accountsRepo.findKey(db, auth.keyId)]);
+export async function describeKey(ctx: ServiceContext): Promise<Omit<Schemas['Me'], 'rateLimit'>> {
+  if (ctx.actor.kind !== 'key') throw new Error('describeKey needs an API-key actor');
+  const [account, key] = await Promise.all([accountsRepo.findAccount(ctx.db, ownerOf(ctx)), accountsRepo.findKey(ctx.db, ctx.actor.keyId)]);
   // The key authenticated this very request; only a concurrent account deletion can remove it.
   if (!account || !key) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
   return {
@@ -197,7 +209,13 @@ export async function describeKey(db: Knex, auth: { userId: string; keyId: strin
   };
 }
 
-export async function revokeApiKey(db: Knex, keyId: string, now: number): Promise<void> {
-  if (!(await accountsRepo.revokeKey(db, keyId, now))) throw notFound('API key not found');
-  await announceRevocation(db, keyId);
+/** Revokes a key (audited on its account: `api_key.revoke`); revoking a revoked key keeps its first revocation time. */
+export async function revokeApiKey(ctx: ServerContext, keyId: string): Promise<void> {
+  await inTransaction(ctx, async (tx) => {
+    const owner = await accountsRepo.revokeKey(tx.db, keyId, tx.now);
+    if (!owner) throw notFound('API key not found');
+    await tx.audit.record({ ...tx, access: onBehalfOf(owner) }, { action: 'api_key.revoke', targetType: 'api_key', targetId: keyId });
+    // Delivered to the other instances at commit, and only if the revocation commits.
+    await announceRevocation(tx.db, keyId);
+  });
 }

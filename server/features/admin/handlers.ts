@@ -1,40 +1,25 @@
 import type { HandlerMap } from '../../http/handlers.ts';
-import { createAccount, createApiKey, deleteAccount, getAccount, listAccounts, listApiKeys, revokeApiKey } from '../accounts/service.ts';
+import { createAccount, createApiKey, deleteAccount, getAccount, listAccounts, listApiKeys, revokeApiKey } from '../accounts/index.ts';
 
 export const adminHandlers = {
-  listAccounts: async ({ query }, ctx) => ({
-    status: 200,
-    body: await listAccounts(ctx.deps.db.knex, query, ctx.deps.clock()),
-  }),
+  listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
 
-  createAccount: async ({ body }, ctx) => ({
-    status: 201,
-    body: await createAccount(ctx.deps.db.knex, body, ctx.deps.clock()),
-  }),
+  createAccount: async ({ body }, ctx) => ({ status: 201, body: await createAccount(ctx.operator(), body) }),
 
-  getAccount: async ({ path }, ctx) => ({
-    status: 200,
-    body: await getAccount(ctx.deps.db.knex, path.userId, ctx.deps.clock()),
-  }),
+  getAccount: async ({ path }, ctx) => ({ status: 200, body: await getAccount(ctx.operatorFor(path.userId)) }),
 
   deleteAccount: async ({ path }, ctx) => {
-    const { keyIds } = await deleteAccount({ db: ctx.deps.db.knex, storage: ctx.deps.storage, logger: ctx.log }, path.userId);
+    const { keyIds } = await deleteAccount(ctx.operatorFor(path.userId));
     for (const keyId of keyIds) ctx.deps.apiKeys.evictKey(keyId);
     return { status: 204 };
   },
 
-  listApiKeys: async ({ path, query }, ctx) => ({
-    status: 200,
-    body: await listApiKeys(ctx.deps.db.knex, path.userId, query),
-  }),
+  listApiKeys: async ({ path, query }, ctx) => ({ status: 200, body: await listApiKeys(ctx.operatorFor(path.userId), query) }),
 
-  createApiKey: async ({ path, body }, ctx) => ({
-    status: 201,
-    body: await createApiKey(ctx.deps.db.knex, path.userId, body, ctx.deps.clock()),
-  }),
+  createApiKey: async ({ path, body }, ctx) => ({ status: 201, body: await createApiKey(ctx.operatorFor(path.userId), body) }),
 
   revokeApiKey: async ({ path }, ctx) => {
-    await revokeApiKey(ctx.deps.db.knex, path.keyId, ctx.deps.clock());
+    await revokeApiKey(ctx.operator(), path.keyId);
     ctx.deps.apiKeys.evictKey(path.keyId);
     return { status: 204 };
   },

@@ -2,9 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, forbidden, notFound } from '../../http/errors.ts';
-import { PLANS } from '../accounts/plans.ts';
-import { accountsRepo } from '../accounts/repo.ts';
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, forbidden, notFound } from '../../core/errors.ts';
+import { accountsRepo, PLANS } from '../accounts/index.ts';
 import { appearanceRepo, type AppearanceRow, type AppearanceValues } from './repo.ts';
 
 type AppearanceDocument = components['schemas']['AppearanceDocument'];
@@ -50,7 +50,9 @@ function toDocument(row: AppearanceRow): AppearanceDocument {
   return doc;
 }
 
-export async function getAppearance(db: Knex, userId: string): Promise<AppearanceDocument> {
+export async function getAppearance(ctx: ServiceContext): Promise<AppearanceDocument> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const row = await appearanceRepo.find(db, userId);
   if (!row) throw notFound('Appearance settings not found; PATCH /appearance or POST /appearance/reset creates them');
   return toDocument(row);
@@ -78,7 +80,9 @@ function changesFrom(patch: AppearancePatch): Partial<AppearanceValues> {
   return Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined)) as Partial<AppearanceValues>;
 }
 
-export async function updateAppearance(db: Knex, userId: string, patch: AppearancePatch, now: number): Promise<AppearanceDocument> {
+export async function updateAppearance(ctx: ServiceContext, patch: AppearancePatch): Promise<AppearanceDocument> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const changes = changesFrom(patch);
   return db.transaction(async (trx) => {
     if (typeof changes.custom_font_id === 'string') {
@@ -95,7 +99,9 @@ export async function updateAppearance(db: Knex, userId: string, patch: Appearan
   });
 }
 
-export async function resetAppearance(db: Knex, userId: string, now: number): Promise<AppearanceDocument> {
+export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDocument> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const insert: AppearanceRow = { id: randomUUID(), user_id: userId, ...APPEARANCE_DEFAULTS, created_at: now, updated_at: now };
   return toDocument(await appearanceRepo.upsert(db, insert, { ...APPEARANCE_DEFAULTS, updated_at: now }));
 }
@@ -105,38 +111,45 @@ async function assertCustomFontsAllowed(db: Knex, userId: string): Promise<void>
   if (!account || !PLANS[account.plan].customFonts) throw forbidden('Custom fonts need the Pro plan or higher');
 }
 
-export async function listCustomColorSchemes(db: Knex, userId: string): Promise<CustomColorScheme[]> {
+export async function listCustomColorSchemes(ctx: ServiceContext): Promise<CustomColorScheme[]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const rows = await appearanceRepo.listSchemes(db, userId);
   return rows.map((r) => ({ _id: r.id, name: r.name, colors: r.colors, createdAt: r.created_at, updatedAt: r.updated_at }));
 }
 
-export async function createCustomColorScheme(
-  db: Knex,
-  userId: string,
-  input: { name: string; colors: Record<string, string> },
-  now: number,
-): Promise<{ id: string }> {
+export async function createCustomColorScheme(ctx: ServiceContext, input: { name: string; colors: Record<string, string> }): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const id = randomUUID();
   await appearanceRepo.insertScheme(db, { id, user_id: userId, name: input.name, colors: input.colors, created_at: now, updated_at: now });
   return { id };
 }
 
-export async function deleteCustomColorScheme(db: Knex, userId: string, id: string): Promise<void> {
+export async function deleteCustomColorScheme(ctx: ServiceContext, id: string): Promise<void> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   if (!(await appearanceRepo.deleteScheme(db, userId, id))) throw notFound('Custom colour scheme not found');
 }
 
-export async function listCustomFonts(db: Knex, userId: string): Promise<CustomFont[]> {
+export async function listCustomFonts(ctx: ServiceContext): Promise<CustomFont[]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const rows = await appearanceRepo.listFonts(db, userId);
   return rows.map((r) => ({ _id: r.id, name: r.name, sourceUrl: r.source_url, createdAt: r.created_at, updatedAt: r.updated_at }));
 }
 
-export async function createCustomFont(db: Knex, userId: string, input: { name: string; sourceUrl: string }, now: number): Promise<{ id: string }> {
+export async function createCustomFont(ctx: ServiceContext, input: { name: string; sourceUrl: string }): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await assertCustomFontsAllowed(db, userId);
   const id = randomUUID();
   await appearanceRepo.insertFont(db, { id, user_id: userId, name: input.name, source_url: input.sourceUrl, created_at: now, updated_at: now });
   return { id };
 }
 
-export async function deleteCustomFont(db: Knex, userId: string, id: string): Promise<void> {
+export async function deleteCustomFont(ctx: ServiceContext, id: string): Promise<void> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   if (!(await appearanceRepo.deleteFont(db, userId, id))) throw notFound('Custom font not found');
 }

@@ -2,8 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
-import { membersRepo } from '../members/repo.ts';
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
+import { membersRepo } from '../members/index.ts';
 import { customFieldsRepo, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -65,11 +66,15 @@ function checkOptions(type: FieldType, options: string[] | undefined): string[] 
   return null;
 }
 
-export async function listFields(db: Knex, userId: string): Promise<Schemas['CustomFieldDefinition'][]> {
+export async function listFields(ctx: ServiceContext): Promise<Schemas['CustomFieldDefinition'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   return (await customFieldsRepo.listLive(db, userId)).map(toDefinition);
 }
 
-export async function createField(db: Knex, userId: string, input: Schemas['CreateCustomFieldRequest'], now: number): Promise<{ id: string }> {
+export async function createField(ctx: ServiceContext, input: Schemas['CreateCustomFieldRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const options = checkOptions(input.type, input.options);
   return db.transaction(async (trx) => {
     const row: FieldRow = {
@@ -95,7 +100,9 @@ async function liveField(db: Knex, userId: string, id: string): Promise<FieldRow
   return row;
 }
 
-export async function updateField(db: Knex, userId: string, id: string, input: Schemas['UpdateCustomFieldRequest'], now: number): Promise<Schemas['CustomFieldDefinition']> {
+export async function updateField(ctx: ServiceContext, id: string, input: Schemas['UpdateCustomFieldRequest']): Promise<Schemas['CustomFieldDefinition']> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     const row = await liveField(trx, userId, id);
     const changes: Partial<FieldRow> = { updated_at: now };
@@ -116,12 +123,16 @@ export async function updateField(db: Knex, userId: string, id: string, input: S
   });
 }
 
-export async function trashField(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function trashField(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await liveField(db, userId, id);
   await customFieldsRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
 }
 
-export async function restoreField(db: Knex, userId: string, memberId: string, id: string, now: number): Promise<void> {
+export async function restoreField(ctx: ServiceContext, memberId: string, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
   const row = await customFieldsRepo.findAny(db, userId, id);
   if (!row) throw notFound('Custom field not found');
@@ -129,7 +140,9 @@ export async function restoreField(db: Knex, userId: string, memberId: string, i
   await customFieldsRepo.update(db, userId, id, { deleted_at: null, updated_at: now });
 }
 
-export async function memberValues(db: Knex, userId: string, memberId: string): Promise<Schemas['CustomFieldValue'][]> {
+export async function memberValues(ctx: ServiceContext, memberId: string): Promise<Schemas['CustomFieldValue'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
   const [fields, values] = await Promise.all([customFieldsRepo.listLive(db, userId), customFieldsRepo.valuesOfMember(db, userId, memberId)]);
   const byField = new Map(values.map((v) => [v.field_id, v]));
@@ -143,14 +156,9 @@ export async function memberValues(db: Knex, userId: string, memberId: string): 
   }));
 }
 
-export async function setMemberValue(
-  db: Knex,
-  userId: string,
-  memberId: string,
-  fieldId: string,
-  value: FieldValue | null,
-  now: number,
-): Promise<Schemas['CustomFieldValue']> {
+export async function setMemberValue(ctx: ServiceContext, memberId: string, fieldId: string, value: FieldValue | null): Promise<Schemas['CustomFieldValue']> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
   const field = await liveField(db, userId, fieldId);
   if (value === null) {

@@ -1,26 +1,18 @@
 import type { HandlerMap } from '../../http/handlers.ts';
-import { notFound, preconditionFailed } from '../../http/errors.ts';
-import { readStoredImage } from '../../storage/serve.ts';
-import { imageKey } from './rehost.ts';
 import * as entries from './service.ts';
 
 export const entriesHandlers = {
-  listEntries: async ({ query }, ctx) => ({ status: 200, body: await entries.listEntries(ctx.deps.db.knex, ctx.userId, query) }),
-  createEntry: async ({ body }, ctx) => ({ status: 201, body: await entries.createEntry(ctx.deps, ctx.userId, body, ctx.deps.clock()) }),
-  getEntry: async ({ path }, ctx) => ({ status: 200, body: await entries.getEntry(ctx.deps.db.knex, ctx.userId, path.entryId) }),
-  updateEntry: async ({ path, body }, ctx) => ({ status: 200, body: await entries.updateEntry(ctx.deps, ctx.userId, path.entryId, body, ctx.deps.clock()) }),
+  listEntries: async ({ query }, ctx) => ({ status: 200, body: await entries.listEntries(ctx.service(), query) }),
+  createEntry: async ({ body }, ctx) => ({ status: 201, body: await entries.createEntry(ctx.service(), body) }),
+  getEntry: async ({ path }, ctx) => ({ status: 200, body: await entries.getEntry(ctx.service(), path.entryId) }),
+  updateEntry: async ({ path, body }, ctx) => ({ status: 200, body: await entries.updateEntry(ctx.service(), path.entryId, body) }),
   deleteEntry: async ({ path, query }, ctx) => {
-    await entries.deleteEntry(ctx.deps, ctx.userId, path.entryId, query.permanent, ctx.deps.clock());
+    await entries.deleteEntry(ctx.service(), path.entryId, query.permanent);
     return { status: 204 };
   },
   restoreEntry: async ({ path }, ctx) => {
-    await entries.restoreEntry(ctx.deps, ctx.userId, path.entryId, ctx.deps.clock());
+    await entries.restoreEntry(ctx.service(), path.entryId);
     return { status: 204 };
   },
-  getEntryImage: async ({ path }, ctx) => {
-    if (!ctx.deps.storage) throw preconditionFailed('Object storage is not configured on this server');
-    const result = await readStoredImage(ctx.deps.storage, imageKey(ctx.userId, path.imageId), ctx.req.get('if-none-match'));
-    if (result.status === 404) throw notFound('Image not found');
-    return result;
-  },
+  getEntryImage: async ({ path }, ctx) => entries.readEntryImage(ctx.service(), path.imageId, ctx.req.get('if-none-match')),
 } satisfies Partial<HandlerMap>;

@@ -4,7 +4,7 @@
  * never makes the reader's client call a third party.
  */
 import { createHash } from 'node:crypto';
-import { ApiError, badRequest, preconditionFailed } from '../../http/errors.ts';
+import { badRequest, unavailable } from '../../core/errors.ts';
 import { FetchRefusedError, guardedFetch, type GuardedFetchOptions } from '../../net/guardedFetch.ts';
 import { sniffImageType } from '../../storage/images.ts';
 import { noteImageKey } from '../../storage/noteImages.ts';
@@ -44,7 +44,7 @@ export async function rehostImages(
   const urls = externalImageUrls(content);
   if (urls.length === 0) return content;
   if (urls.length > MAX_IMAGES_PER_NOTE) throw badRequest(`A note may embed at most ${MAX_IMAGES_PER_NOTE} external images`);
-  if (!storage) throw preconditionFailed('Object storage is not configured; notes with external images cannot be saved');
+  if (!storage) throw unavailable('Object storage is not configured; notes with external images cannot be saved');
   const failed = new AbortController();
   const deadline = AbortSignal.timeout(limits.totalTimeoutMs);
   const signal = AbortSignal.any([deadline, failed.signal]);
@@ -61,7 +61,7 @@ export async function rehostImages(
       throw err;
     }
     const type = sniffImageType(body);
-    if (!type) throw new ApiError(400, 'BAD_REQUEST', `Could not re-host image ${url} (not a PNG, JPEG, WebP or GIF image)`);
+    if (!type) throw badRequest(`Could not re-host image ${url} (not a PNG, JPEG, WebP or GIF image)`);
     const sha = createHash('sha256').update(body).digest('hex');
     await limits.beforeStore?.(sha);
     await storage.put(imageKey(userId, sha), body, type);

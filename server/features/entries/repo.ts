@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { applyScope, type ReadScope } from '../systems/scope.ts';
+import { applyScope, type ReadScope } from '../../access/systemScope.ts';
 
 export interface EntryRow {
   id: string;

@@ -2,22 +2,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import type { AppDeps } from '../../deps.ts';
-import { ApiError, badRequest, notFound } from '../../http/errors.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
-import { PLAN_NAMES, type PlanKey } from '../accounts/plans.ts';
-import { accountsRepo } from '../accounts/repo.ts';
-import { toMemberSummary, type MemberSummary } from '../members/present.ts';
-import { membersRepo } from '../members/repo.ts';
-import { resolveReadScope, resolveWriteScope } from '../systems/scope.ts';
-import { purgeItems } from '../trash/purge.ts';
-import { dropObjects } from '../trash/service.ts';
+import { accountsRepo, PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
+import { membersRepo, type MemberSummary, toMemberSummary } from '../members/index.ts';
+import { resolveReadScope, resolveWriteScope } from '../systems/index.ts';
+import { dropObjects, purgeItems } from '../trash/index.ts';
+import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import { registerNoteImage } from '../../storage/noteImages.ts';
-import { rehostImages } from './rehost.ts';
+import { imageKey, rehostImages } from './rehost.ts';
 import { entriesRepo, type EntryRow } from './repo.ts';
 
 type Schemas = components['schemas'];
-type Deps = Pick<AppDeps, 'db' | 'storage' | 'config' | 'logger'>;
 
 /** The linked set: the legacy single link first, then the list, without repeats. */
 function linkSet(memberId: string | null, memberIds: string[] | null): string[] {
@@ -30,11 +27,11 @@ async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promis
 }
 
 /** The members (of `memberIds`) already at the plan's note cap, and the message saying so; null when none is. */
-async function capViolation(db: Knex, deps: Deps, userId: string, memberIds: string[], excludeEntryId: string | undefined): Promise<string | null> {
+async function capViolation(db: Knex, ctx: ServiceContext, userId: string, memberIds: string[], excludeEntryId: string | undefined): Promise<string | null> {
   if (memberIds.length === 0) return null;
   const account = await accountsRepo.findAccount(db, userId);
   const plan = (account?.plan ?? 'free') as PlanKey;
-  const cap = deps.config.noteCaps[plan];
+  const cap = ctx.config.noteCaps[plan];
   const counts = await entriesRepo.activeCounts(db, userId, memberIds, excludeEntryId);
   const full = memberIds.filter((id) => (counts.get(id) ?? 0) >= cap);
   return full.length ? `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}` : null;
@@ -46,15 +43,15 @@ async function capViolation(db: Knex, deps: Deps, userId: string, memberIds: str
  */
 async function assertCaps(
   trx: Knex.Transaction,
-  deps: Deps,
+  ctx: ServiceContext,
   userId: string,
   memberIds: string[],
   excludeEntryId: string | undefined,
-  fail: (message: string) => ApiError,
+  fail: (message: string) => DomainError,
 ): Promise<void> {
   if (memberIds.length === 0) return;
   await trx('members').where({ user_id: userId }).whereIn('id', memberIds).orderBy('id').forUpdate().select('id');
-  const violation = await capViolation(trx, deps, userId, memberIds, excludeEntryId);
+  const violation = await capViolation(trx, ctx, userId, memberIds, excludeEntryId);
   if (violation) throw fail(violation);
 }
 
@@ -63,19 +60,17 @@ async function assertCaps(
  * refused anyway must not cost downloads. The transaction repeats them under locks.
  */
 async function precheckLinks(
-  deps: Deps,
-  userId: string,
+  ctx: ServiceContext,
   memberIds: string[],
   excludeEntryId: string | undefined,
-  fail: (message: string) => ApiError,
+  fail: (message: string) => DomainError,
 ): Promise<void> {
-  const db = deps.db.knex;
-  await assertOwnMembers(db, userId, memberIds);
-  const violation = await capViolation(db, deps, userId, memberIds, excludeEntryId);
+  await assertOwnMembers(ctx.db, ownerOf(ctx), memberIds);
+  const violation = await capViolation(ctx.db, ctx, ownerOf(ctx), memberIds, excludeEntryId);
   if (violation) throw fail(violation);
 }
 
-const noteLimit = (message: string) => new ApiError(403, 'NOTE_LIMIT_REACHED', message);
+const noteLimit = noteLimitReached;
 
 async function summaries(db: Knex, userId: string, ids: string[]): Promise<Map<string, MemberSummary>> {
   const rows = await membersRepo.byIds(db, userId, [...new Set(ids)]);
@@ -92,23 +87,24 @@ async function detail(db: Knex, userId: string, row: EntryRow): Promise<Schemas[
   return { ...listRow(row, links, await summaries(db, userId, links)), memberId: row.member_id, memberIds: row.member_ids };
 }
 
-function rehost(deps: Deps, userId: string, content: string, now: number): Promise<string> {
-  return rehostImages(content, userId, deps.storage, fetchOptionsFromConfig(deps.config), {
-    concurrency: deps.config.noteImageFetchConcurrency,
-    totalTimeoutMs: deps.config.noteImagesTimeoutMs,
-    beforeStore: (sha256) => registerNoteImage(deps.db.knex, userId, sha256, now),
+function rehost(ctx: ServiceContext, content: string): Promise<string> {
+  return rehostImages(content, ownerOf(ctx), ctx.storage, fetchOptionsFromConfig(ctx.config), {
+    concurrency: ctx.config.noteImageFetchConcurrency,
+    totalTimeoutMs: ctx.config.noteImagesTimeoutMs,
+    beforeStore: (sha256) => registerNoteImage(ctx.db, ownerOf(ctx), sha256, ctx.now),
   });
 }
 
-export async function createEntry(deps: Deps, userId: string, input: Schemas['CreateEntryRequest'], now: number): Promise<{ id: string }> {
-  const db = deps.db.knex;
+export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEntryRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
-  await precheckLinks(deps, userId, links, undefined, noteLimit);
-  const content = await rehost(deps, userId, input.content, now);
+  await precheckLinks(ctx, links, undefined, noteLimit);
+  const content = await rehost(ctx, input.content);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId);
     await assertOwnMembers(trx, userId, links);
-    await assertCaps(trx, deps, userId, links, undefined, noteLimit);
+    await assertCaps(trx, ctx, userId, links, undefined, noteLimit);
     const row: EntryRow = {
       id: randomUUID(),
       user_id: userId,
@@ -128,13 +124,17 @@ export async function createEntry(deps: Deps, userId: string, input: Schemas['Cr
   });
 }
 
-export async function getEntry(db: Knex, userId: string, id: string): Promise<Schemas['EntryDetail']> {
+export async function getEntry(ctx: ServiceContext, id: string): Promise<Schemas['EntryDetail']> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const row = await entriesRepo.find(db, userId, id);
   if (!row || row.deleted_at !== null) throw notFound('Entry not found');
   return detail(db, userId, row);
 }
 
-export async function listEntries(db: Knex, userId: string, query: { limit?: number; memberId?: string }): Promise<Schemas['EntryListRow'][]> {
+export async function listEntries(ctx: ServiceContext, query: { limit?: number; memberId?: string }): Promise<Schemas['EntryListRow'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId);
   const rows = await entriesRepo.list(db, userId, scope, query.limit ?? 50, query.memberId);
   const links = await entriesRepo.linksOf(db, userId, rows.map((r) => r.id));
@@ -142,8 +142,9 @@ export async function listEntries(db: Knex, userId: string, query: { limit?: num
   return rows.map((r) => listRow(r, links.get(r.id) ?? [], members));
 }
 
-export async function updateEntry(deps: Deps, userId: string, id: string, input: Schemas['UpdateEntryRequest'], now: number): Promise<Schemas['EntryDetail']> {
-  const db = deps.db.knex;
+export async function updateEntry(ctx: ServiceContext, id: string, input: Schemas['UpdateEntryRequest']): Promise<Schemas['EntryDetail']> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   if (Object.keys(input).length === 0) throw badRequest('Request body must contain at least one of title, content, memberId, memberIds');
   const current = await entriesRepo.find(db, userId, id);
   if (!current) throw notFound('Entry not found');
@@ -151,9 +152,9 @@ export async function updateEntry(deps: Deps, userId: string, id: string, input:
   if (input.content !== undefined && (input.memberId !== undefined || input.memberIds !== undefined)) {
     const before = linkSet(current.member_id, current.member_ids);
     const after = linkSet(input.memberId !== undefined ? input.memberId : current.member_id, input.memberIds !== undefined ? input.memberIds : current.member_ids);
-    await precheckLinks(deps, userId, after.filter((m) => !before.includes(m)), id, badRequest);
+    await precheckLinks(ctx, after.filter((m) => !before.includes(m)), id, badRequest);
   }
-  const content = input.content !== undefined ? await rehost(deps, userId, input.content, now) : undefined;
+  const content = input.content !== undefined ? await rehost(ctx, input.content) : undefined;
   const row = await db.transaction(async (trx) => {
     const locked = await entriesRepo.lock(trx, userId, id);
     if (!locked) throw notFound('Entry not found');
@@ -168,7 +169,7 @@ export async function updateEntry(deps: Deps, userId: string, id: string, input:
       const after = linkSet(changes.member_id !== undefined ? changes.member_id : locked.member_id, changes.member_ids !== undefined ? changes.member_ids : locked.member_ids);
       const added = after.filter((m) => !before.includes(m));
       await assertOwnMembers(trx, userId, added);
-      await assertCaps(trx, deps, userId, added, id, badRequest);
+      await assertCaps(trx, ctx, userId, added, id, badRequest);
       await entriesRepo.setLinks(trx, userId, id, after);
     }
     return entriesRepo.update(trx, userId, id, changes);
@@ -178,10 +179,13 @@ export async function updateEntry(deps: Deps, userId: string, id: string, input:
 
 const PERMANENT = new Set(['true', '1', 'yes']);
 
-export async function deleteEntry(deps: Deps, userId: string, id: string, permanent: string | undefined, now: number): Promise<void> {
-  const db = deps.db.knex;
+/** Trashes a note, or with `permanent` purges it for good (audited: `entry.purge`). */
+export async function deleteEntry(ctx: ServiceContext, id: string, permanent: string | undefined): Promise<void> {
+  const { now } = ctx;
+  const userId = ownerOf(ctx);
   const purge = permanent !== undefined && PERMANENT.has(permanent);
-  const keys = await db.transaction(async (trx) => {
+  const keys = await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const row = await entriesRepo.lock(trx, userId, id);
     if (!row) throw notFound('Entry not found');
     if (!purge) {
@@ -191,18 +195,30 @@ export async function deleteEntry(deps: Deps, userId: string, id: string, perman
     }
     // Permanent delete goes through the trash: trashed first (if it was active), then purged.
     if (row.deleted_at === null) await entriesRepo.update(trx, userId, id, { deleted_at: now, updated_at: now });
-    return (await purgeItems(trx, userId, [{ type: 'entry', id }])).objectKeys;
+    const purged = await purgeItems(trx, userId, [{ type: 'entry', id }]);
+    await tx.audit.record(tx, { action: 'entry.purge', targetType: 'entry', targetId: id });
+    return purged.objectKeys;
   });
-  await dropObjects(deps.storage, keys, deps.logger);
+  await dropObjects(ctx.storage, keys, ctx.log);
 }
 
-export async function restoreEntry(deps: Deps, userId: string, id: string, now: number): Promise<void> {
-  await deps.db.knex.transaction(async (trx) => {
+export async function restoreEntry(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
+  await db.transaction(async (trx) => {
     const row = await entriesRepo.lock(trx, userId, id);
     if (!row) throw notFound('Entry not found');
     if (row.deleted_at === null) throw badRequest('Entry is not in trash');
     const links = (await entriesRepo.linksOf(trx, userId, [id])).get(id) ?? [];
-    await assertCaps(trx, deps, userId, links, id, (m) => badRequest(`Restoring would exceed the note limit: ${m}`));
+    await assertCaps(trx, ctx, userId, links, id, (m) => badRequest(`Restoring would exceed the note limit: ${m}`));
     await entriesRepo.update(trx, userId, id, { deleted_at: null, updated_at: now });
   });
+}
+
+/** A re-hosted note image of the owner, with ETag revalidation. */
+export async function readEntryImage(ctx: ServiceContext, imageId: string, ifNoneMatch: string | undefined): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
+  if (!ctx.storage) throw unavailable('Object storage is not configured on this server');
+  const result = await readStoredImage(ctx.storage, imageKey(ownerOf(ctx), imageId), ifNoneMatch);
+  if (result.status === 404) throw notFound('Image not found');
+  return result;
 }

@@ -1,4 +1,7 @@
 import type { Knex } from 'knex';
+import { keysetPage, type Keyset } from '../../core/keyset.ts';
+
+const HISTORY_ORDER: Keyset = { columns: [{ sql: 's.started_at', type: 'bigint' }, { sql: 's.id', type: 'uuid' }], direction: 'desc' };
 
 export interface FrontSessionRow {
   id: string;
@@ -56,23 +59,22 @@ function open<T extends Knex.QueryBuilder>(qb: T, table = 'front_sessions'): T {
 }
 
 /**
- * Restricts a query over `front_sessions as s` to sessions whose member is not in the trash. The
- * account's trashed members are read once, by an uncorrelated subquery (an InitPlan), into an
- * array the sessions are filtered against. Written as EXISTS over members, the planner may turn
- * it into a join driven from the members side, and with few members holding many sessions it
- * then fetches and sorts the whole history instead of walking the history index to the page.
+ * Restricts a query over `front_sessions as s` to sessions whose member is not in the trash, as
+ * an anti-join probing each session's member by primary key. The planner estimates it from the
+ * members' statistics (few trashed members: nearly every session passes), so a page walks the
+ * history index in order and stops at the limit. Two earlier forms failed that: an EXISTS over
+ * live members could be turned into a members-driven join that sorts the whole history, and a
+ * `member_id <> all(<trashed ids>)` array filter got a default selectivity of ~0.1 %, for which
+ * the planner preferred a bitmap scan plus a sort of every session of the account.
  */
-function ofLiveMembers<T extends Knex.QueryBuilder>(qb: T, userId: string): T {
-  qb.whereRaw(
-    "s.member_id <> all(coalesce((select array_agg(m.id) from members m where m.user_id = ? and m.deleted_at is not null), '{}'::uuid[]))",
-    [userId],
-  );
+function ofLiveMembers<T extends Knex.QueryBuilder>(qb: T): T {
+  qb.whereRaw('not exists (select 1 from members m where m.id = s.member_id and m.deleted_at is not null)');
   return qb;
 }
 
 function historyQuery(db: Knex, userId: string, filter: HistoryFilter): Knex.QueryBuilder {
   const q = db('front_sessions as s').where('s.user_id', userId).whereNull('s.deleted_at');
-  ofLiveMembers(q, userId);
+  ofLiveMembers(q);
   if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
   if (filter.startTime !== undefined) {
     const startTime = filter.startTime;
@@ -160,11 +162,9 @@ export const frontRepo = {
     return (await q.first('id')) !== undefined;
   },
 
-  /** Newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
-  historyPage(db: Knex, userId: string, filter: HistoryFilter, limit: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
-    const q = historyQuery(db, userId, filter);
-    if (after) q.whereRaw('(s.started_at, s.id) < (?::bigint, ?::uuid)', [after.startedAt, after.id]);
-    return q.select('s.*').orderBy([{ column: 's.started_at', order: 'desc' }, { column: 's.id', order: 'desc' }]).limit(limit);
+  /** A page (`size` + 1 rows), newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
+  historyPage(db: Knex, userId: string, filter: HistoryFilter, size: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
+    return keysetPage(historyQuery(db, userId, filter).select('s.*'), HISTORY_ORDER, size, after && [after.startedAt, after.id]);
   },
 
   async historyCount(db: Knex, userId: string, filter: HistoryFilter): Promise<number> {

@@ -4,13 +4,14 @@
  * the active side/sub system, but reads are never narrowed by it. Every write that reads the
  * front before changing it takes the account's front lock (frontRepo.lock) in its transaction.
  */
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
-import { toMember, toMemberSummary } from '../members/present.ts';
-import { membersRepo } from '../members/repo.ts';
-import { resolveWriteScope } from '../systems/scope.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
+import { pageOf } from '../../core/keyset.ts';
+import { membersRepo, toMember, toMemberSummary } from '../members/index.ts';
+import { resolveWriteScope } from '../systems/index.ts';
 import { frontRepo, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -54,7 +55,9 @@ async function liveOpenSessions(db: Knex, userId: string): Promise<FrontSessionR
   return sessions.filter((s) => live.has(s.member_id));
 }
 
-export async function getFront(db: Knex, userId: string): Promise<FrontState> {
+export async function getFront(ctx: ServiceContext): Promise<FrontState> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const sessions = await frontRepo.openSessions(db, userId);
   const memberRows = await membersRepo.byIds(db, userId, sessions.map((s) => s.member_id));
   const byId = new Map(memberRows.filter((m) => m.deleted_at === null).map((m) => [m.id, m]));
@@ -84,7 +87,9 @@ async function assertActiveMember(db: Knex, userId: string, memberId: string, fi
   if (member.archived_at !== null) throw badRequest(`${field} is an archived member; unarchive it first`);
 }
 
-export async function startFronting(db: Knex, userId: string, input: Schemas['StartFrontingRequest'], now: number): Promise<void> {
+export async function startFronting(ctx: ServiceContext, input: Schemas['StartFrontingRequest']): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     await assertActiveMember(trx, userId, input.memberId);
@@ -112,7 +117,9 @@ export async function startFronting(db: Knex, userId: string, input: Schemas['St
   });
 }
 
-export async function stopFronting(db: Knex, userId: string, memberId: string, now: number): Promise<void> {
+export async function stopFronting(ctx: ServiceContext, memberId: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   // A trashed member may still be ended; only unknown and foreign ids are refused.
   if (!(await membersRepo.findAny(db, userId, memberId))) throw badRequest('memberId is not one of your members');
   await db.transaction(async (trx) => {
@@ -121,7 +128,9 @@ export async function stopFronting(db: Knex, userId: string, memberId: string, n
   });
 }
 
-export async function clearFront(db: Knex, userId: string, now: number): Promise<void> {
+export async function clearFront(ctx: ServiceContext): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     await frontRepo.endOpen(trx, userId, now);
@@ -147,7 +156,9 @@ export async function endMemberFront(trx: Knex, userId: string, memberId: string
   await frontRepo.deletePresence(trx, userId, memberId);
 }
 
-export async function reorderFront(db: Knex, userId: string, memberIds: string[], now: number): Promise<void> {
+export async function reorderFront(ctx: ServiceContext, memberIds: string[]): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     const current = new Set((await liveOpenSessions(trx, userId)).map((s) => s.member_id));
@@ -172,7 +183,9 @@ async function assertTierKey(db: Knex, userId: string, tierKey: string): Promise
   throw badRequest(`Unknown tierKey '${tierKey}'; use coFront, coConscious or one of your custom tier ids`);
 }
 
-export async function setTierPresence(db: Knex, userId: string, input: Schemas['SetTierPresenceRequest'], now: number): Promise<void> {
+export async function setTierPresence(ctx: ServiceContext, input: Schemas['SetTierPresenceRequest']): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const tierKey = PRESET_NAMES.has(input.tierKey) ? input.tierKey : input.tierKey.toLowerCase();
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
@@ -191,11 +204,15 @@ export async function setTierPresence(db: Knex, userId: string, input: Schemas['
   });
 }
 
-export async function clearTierPresence(db: Knex, userId: string, memberId: string): Promise<void> {
+export async function clearTierPresence(ctx: ServiceContext, memberId: string): Promise<void> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   await frontRepo.deletePresence(db, userId, memberId);
 }
 
-export async function listTiers(db: Knex, userId: string): Promise<FrontTier[]> {
+export async function listTiers(ctx: ServiceContext): Promise<FrontTier[]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const custom = await frontRepo.listTiers(db, userId);
   return [
     ...PRESET_TIERS.map((t) => ({ key: t.key, displayName: t.displayName, kind: 'preset' as const })),
@@ -203,7 +220,9 @@ export async function listTiers(db: Knex, userId: string): Promise<FrontTier[]> 
   ];
 }
 
-export async function createTier(db: Knex, userId: string, input: Schemas['CreateFrontTierRequest'], now: number): Promise<{ id: string }> {
+export async function createTier(ctx: ServiceContext, input: Schemas['CreateFrontTierRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     if ((await frontRepo.countTiers(trx, userId)) >= MAX_CUSTOM_TIERS) {
@@ -215,7 +234,9 @@ export async function createTier(db: Knex, userId: string, input: Schemas['Creat
   });
 }
 
-export async function deleteTier(db: Knex, userId: string, id: string): Promise<void> {
+export async function deleteTier(ctx: ServiceContext, id: string): Promise<void> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     if (!(await frontRepo.deleteTier(trx, userId, id))) throw notFound('Custom tier not found');
@@ -230,7 +251,9 @@ export interface HistoryQuery {
   cursorId?: string;
 }
 
-export async function getHistory(db: Knex, userId: string, query: HistoryQuery): Promise<HistoryPage> {
+export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Promise<HistoryPage> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   if ((query.cursorStartedAt === undefined) !== (query.cursorId === undefined)) {
     throw badRequest('cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all');
   }
@@ -241,14 +264,13 @@ export async function getHistory(db: Knex, userId: string, query: HistoryQuery):
   const filter = { startTime: query.startTime, endTime: query.endTime };
   const after: HistoryCursor | undefined = query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
   const [rows, count] = await Promise.all([
-    frontRepo.historyPage(db, userId, filter, limit + 1, after),
+    frontRepo.historyPage(db, userId, filter, limit, after),
     frontRepo.historyCount(db, userId, filter),
   ]);
-  const page = rows.slice(0, limit);
+  const { items: page, nextAfter: last } = pageOf(rows, limit);
   const members = await membersRepo.byIds(db, userId, [...new Set(page.map((r) => r.member_id))]);
   const byId = new Map(members.map((m) => [m.id, m]));
   // The cursor is the last row read, so a member purged between the two queries cannot cause a gap.
-  const last = page[page.length - 1];
   return {
     items: page.flatMap((row) => {
       const member = byId.get(row.member_id);
@@ -256,7 +278,7 @@ export async function getHistory(db: Knex, userId: string, query: HistoryQuery):
       return [{ session: toHistorySession(row), member: toMemberSummary(member), durationMs: row.ended_at === null ? null : row.ended_at - row.started_at }];
     }),
     count,
-    nextCursor: rows.length > limit && last ? { startedAt: last.started_at, id: last.id } : null,
+    nextCursor: last ? { startedAt: last.started_at, id: last.id } : null,
   };
 }
 
@@ -267,13 +289,9 @@ async function assertNoOverlap(trx: Knex, row: FrontSessionRow, startedAt: numbe
   }
 }
 
-export async function updateSession(
-  db: Knex,
-  userId: string,
-  id: string,
-  patch: Schemas['UpdateFrontSessionRequest'],
-  now: number,
-): Promise<HistorySession> {
+export async function updateSession(ctx: ServiceContext, id: string, patch: Schemas['UpdateFrontSessionRequest']): Promise<HistorySession> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   if (patch.startedAt !== undefined && patch.startedAt > now) throw badRequest('startedAt cannot be in the future');
   if (patch.endedAt !== undefined && patch.endedAt > now) throw badRequest('endedAt cannot be in the future');
   return db.transaction(async (trx) => {
@@ -296,7 +314,9 @@ export async function updateSession(
   });
 }
 
-export async function trashSession(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function trashSession(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
@@ -307,7 +327,9 @@ export async function trashSession(db: Knex, userId: string, id: string, now: nu
   });
 }
 
-export async function restoreSession(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function restoreSession(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);

@@ -2,45 +2,45 @@ import type { HandlerMap } from '../../http/handlers.ts';
 import * as groups from './service.ts';
 
 export const groupsHandlers = {
-  getGroupTree: async ({ query }, ctx) => ({ status: 200, body: await groups.getTree(ctx.deps.db.knex, ctx.userId, query) }),
-  createGroup: async ({ body }, ctx) => ({ status: 201, body: await groups.createGroup(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
+  getGroupTree: async ({ query }, ctx) => ({ status: 200, body: await groups.getTree(ctx.service(), query) }),
+  createGroup: async ({ body }, ctx) => ({ status: 201, body: await groups.createGroup(ctx.service(), body) }),
   updateGroup: async ({ path, body }, ctx) => ({
     status: 200,
-    body: await groups.updateGroup(ctx.deps.db.knex, ctx.userId, path.groupId, body, ctx.deps.clock()),
+    body: await groups.updateGroup(ctx.service(), path.groupId, body),
   }),
   setGroupMembers: async ({ path, body }, ctx) => {
-    await groups.setGroupMembers(ctx.deps.db.knex, ctx.userId, path.groupId, body.memberIds, ctx.deps.clock());
+    await groups.setGroupMembers(ctx.service(), path.groupId, body.memberIds);
     return { status: 204 };
   },
   deleteGroup: async ({ path }, ctx) => {
-    await groups.trashDirectory(ctx.deps.db.knex, ctx.userId, 'group', path.groupId, ctx.deps.clock());
+    await groups.trashDirectory(ctx.service(), 'group', path.groupId);
     return { status: 204 };
   },
   restoreGroup: async ({ path }, ctx) => {
-    await groups.restoreDirectory(ctx.deps.db.knex, ctx.userId, 'group', path.groupId, ctx.deps.clock());
+    await groups.restoreDirectory(ctx.service(), 'group', path.groupId);
     return { status: 204 };
   },
-  createFolder: async ({ body }, ctx) => ({ status: 201, body: await groups.createFolder(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
+  createFolder: async ({ body }, ctx) => ({ status: 201, body: await groups.createFolder(ctx.service(), body) }),
   updateFolder: async ({ path, body }, ctx) => ({
     status: 200,
-    body: await groups.updateFolder(ctx.deps.db.knex, ctx.userId, path.folderId, body, ctx.deps.clock()),
+    body: await groups.updateFolder(ctx.service(), path.folderId, body),
   }),
   deleteFolder: async ({ path }, ctx) => {
-    await groups.trashDirectory(ctx.deps.db.knex, ctx.userId, 'folder', path.folderId, ctx.deps.clock());
+    await groups.trashDirectory(ctx.service(), 'folder', path.folderId);
     return { status: 204 };
   },
   restoreFolder: async ({ path }, ctx) => {
-    await groups.restoreDirectory(ctx.deps.db.knex, ctx.userId, 'folder', path.folderId, ctx.deps.clock());
+    await groups.restoreDirectory(ctx.service(), 'folder', path.folderId);
     return { status: 204 };
   },
-  listDirectoryLayouts: async ({ query }, ctx) => ({ status: 200, body: await groups.listLayouts(ctx.deps.db.knex, ctx.userId, query.directoryId) }),
-  createDirectoryLayout: async ({ body }, ctx) => ({ status: 201, body: await groups.createLayout(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
+  listDirectoryLayouts: async ({ query }, ctx) => ({ status: 200, body: await groups.listLayouts(ctx.service(), query.directoryId) }),
+  createDirectoryLayout: async ({ body }, ctx) => ({ status: 201, body: await groups.createLayout(ctx.service(), body) }),
   deleteDirectoryLayout: async ({ path }, ctx) => {
-    await groups.trashLayout(ctx.deps.db.knex, ctx.userId, path.layoutId, ctx.deps.clock());
+    await groups.trashLayout(ctx.service(), path.layoutId);
     return { status: 204 };
   },
   restoreDirectoryLayout: async ({ path }, ctx) => {
-    await groups.restoreLayout(ctx.deps.db.knex, ctx.userId, path.layoutId, ctx.deps.clock());
+    await groups.restoreLayout(ctx.service(), path.layoutId);
     return { status: 204 };
   },
 } satisfies Partial<HandlerMap>;

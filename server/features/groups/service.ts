@@ -2,10 +2,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
-import { toMemberSummary } from '../members/present.ts';
-import { membersRepo } from '../members/repo.ts';
-import { resolveReadScope, resolveWriteScope, type ReadScope, type ScopeQuery } from '../systems/scope.ts';
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
+import { membersRepo, toMemberSummary } from '../members/index.ts';
+import { type ReadScope, resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/index.ts';
 import { directoriesRepo, groupMembersRepo, layoutsRepo, type DirectoryKind, type DirectoryRow, type LayoutRow } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -80,11 +80,15 @@ async function createDirectory(
   });
 }
 
-export function createFolder(db: Knex, userId: string, input: Schemas['CreateFolderRequest'], now: number) {
+export function createFolder(ctx: ServiceContext, input: Schemas['CreateFolderRequest']) {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return createDirectory(db, userId, 'folder', input, now);
 }
 
-export function createGroup(db: Knex, userId: string, input: Schemas['CreateGroupRequest'], now: number) {
+export function createGroup(ctx: ServiceContext, input: Schemas['CreateGroupRequest']) {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return createDirectory(db, userId, 'group', input, now, async (trx, row) => {
     const memberIds = input.memberIds ?? [];
     await assertMembers(trx, userId, memberIds, row.side_system_id);
@@ -126,17 +130,23 @@ async function updateDirectory(
   });
 }
 
-export async function updateFolder(db: Knex, userId: string, id: string, input: Schemas['UpdateFolderRequest'], now: number): Promise<Folder> {
+export async function updateFolder(ctx: ServiceContext, id: string, input: Schemas['UpdateFolderRequest']): Promise<Folder> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return base(await updateDirectory(db, userId, 'folder', id, input, now));
 }
 
-export async function updateGroup(db: Knex, userId: string, id: string, input: Schemas['UpdateGroupRequest'], now: number): Promise<Group> {
+export async function updateGroup(ctx: ServiceContext, id: string, input: Schemas['UpdateGroupRequest']): Promise<Group> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const row = await updateDirectory(db, userId, 'group', id, input, now);
   const members = await groupMembersRepo.memberIdsByGroup(db, userId, [id]);
   return toGroup(row, members.get(id) ?? []);
 }
 
-export async function setGroupMembers(db: Knex, userId: string, id: string, memberIds: string[], now: number): Promise<void> {
+export async function setGroupMembers(ctx: ServiceContext, id: string, memberIds: string[]): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     const group = await directoriesRepo.findLive(trx, userId, id, 'group');
     if (!group) throw notFound('Group not found');
@@ -146,13 +156,17 @@ export async function setGroupMembers(db: Knex, userId: string, id: string, memb
   });
 }
 
-export async function trashDirectory(db: Knex, userId: string, kind: DirectoryKind, id: string, now: number): Promise<void> {
+export async function trashDirectory(ctx: ServiceContext, kind: DirectoryKind, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const row = await directoriesRepo.findLive(db, userId, id, kind);
   if (!row) throw notFound(`${LABEL[kind]} not found`);
   await directoriesRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
 }
 
-export async function restoreDirectory(db: Knex, userId: string, kind: DirectoryKind, id: string, now: number): Promise<void> {
+export async function restoreDirectory(ctx: ServiceContext, kind: DirectoryKind, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     const row = await directoriesRepo.findAny(trx, userId, id, kind);
     if (!row) throw notFound(`${LABEL[kind]} not found`);
@@ -177,7 +191,9 @@ function inScope(row: { side_system_id: string; sub_system_id: string | null }, 
   return (!scope.sideSystemId || row.side_system_id === scope.sideSystemId) && (!scope.subSystemId || row.sub_system_id === scope.subSystemId);
 }
 
-export async function getTree(db: Knex, userId: string, query: ScopeQuery): Promise<Schemas['DirectoryTree']> {
+export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<Schemas['DirectoryTree']> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId, query);
   const all = await directoriesRepo.all(db, userId);
   const byId = new Map(all.map((d) => [d.id, d]));
@@ -216,11 +232,15 @@ export async function getTree(db: Knex, userId: string, query: ScopeQuery): Prom
   return tree;
 }
 
-export async function listLayouts(db: Knex, userId: string, directoryId?: string): Promise<Schemas['DirectoryLayout'][]> {
+export async function listLayouts(ctx: ServiceContext, directoryId?: string): Promise<Schemas['DirectoryLayout'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   return (await layoutsRepo.list(db, userId, directoryId)).map(toLayout);
 }
 
-export async function createLayout(db: Knex, userId: string, input: Schemas['CreateDirectoryLayoutRequest'], now: number): Promise<{ id: string }> {
+export async function createLayout(ctx: ServiceContext, input: Schemas['CreateDirectoryLayoutRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   if (input.directoryId && !(await directoriesRepo.findLive(db, userId, input.directoryId, 'folder'))) throw notFound('Folder not found');
   const row: LayoutRow = {
     id: randomUUID(),
@@ -236,13 +256,17 @@ export async function createLayout(db: Knex, userId: string, input: Schemas['Cre
   return { id: row.id };
 }
 
-export async function trashLayout(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function trashLayout(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const row = await layoutsRepo.findAny(db, userId, id);
   if (!row || row.deleted_at !== null) throw notFound('Directory layout not found');
   await layoutsRepo.setDeleted(db, userId, id, now, now);
 }
 
-export async function restoreLayout(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function restoreLayout(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const row = await layoutsRepo.findAny(db, userId, id);
   if (!row) throw notFound('Directory layout not found');
   if (row.deleted_at === null) throw badRequest('Directory layout is not in the trash');

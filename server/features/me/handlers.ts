@@ -1,15 +1,14 @@
 import type { HandlerMap } from '../../http/handlers.ts';
 import { WINDOW_MS } from '../../http/rateLimit.ts';
-import { describeKey } from '../accounts/service.ts';
+import { describeKey } from '../accounts/index.ts';
 
 export const meHandlers = {
   getMe: async (_input, ctx) => {
-    const auth = ctx.auth!;
     const limit = ctx.rateLimit!;
     return {
       status: 200,
       body: {
-        ...(await describeKey(ctx.deps.db.knex, auth)),
+        ...(await describeKey(ctx.service())),
         rateLimit: { limit: limit.limit, remaining: limit.remaining, resetSeconds: limit.resetSeconds, windowSeconds: WINDOW_MS / 1000 },
       },
     };

@@ -1,9 +1,10 @@
 /** Member status definitions (name, colour, icon) and their assignment to members. */
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { notFound } from '../../http/errors.ts';
-import { membersRepo } from '../members/repo.ts';
+import { notFound } from '../../core/errors.ts';
+import { membersRepo } from '../members/index.ts';
 
 type Schemas = components['schemas'];
 
@@ -33,18 +34,24 @@ async function assertMember(db: Knex, userId: string, memberId: string): Promise
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
 }
 
-export async function listStatuses(db: Knex, userId: string): Promise<Schemas['MemberStatusDefinition'][]> {
+export async function listStatuses(ctx: ServiceContext): Promise<Schemas['MemberStatusDefinition'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const rows = await table(db).where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
   return rows.map(toDefinition);
 }
 
-export async function createStatus(db: Knex, userId: string, input: Schemas['CreateMemberStatusRequest'], now: number): Promise<{ id: string }> {
+export async function createStatus(ctx: ServiceContext, input: Schemas['CreateMemberStatusRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const row: StatusRow = { id: randomUUID(), user_id: userId, name: input.name.trim(), color: input.color.toUpperCase(), icon: input.icon ?? null, created_at: now, updated_at: now };
   await table(db).insert(row);
   return { id: row.id };
 }
 
-export async function updateStatus(db: Knex, userId: string, id: string, input: Schemas['UpdateMemberStatusRequest'], now: number): Promise<Schemas['MemberStatusDefinition']> {
+export async function updateStatus(ctx: ServiceContext, id: string, input: Schemas['UpdateMemberStatusRequest']): Promise<Schemas['MemberStatusDefinition']> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await findStatus(db, userId, id);
   const changes: Partial<StatusRow> = { updated_at: now };
   if (input.name !== undefined) changes.name = input.name.trim();
@@ -54,12 +61,16 @@ export async function updateStatus(db: Knex, userId: string, id: string, input: 
   return toDefinition(row as StatusRow);
 }
 
-export async function deleteStatus(db: Knex, userId: string, id: string): Promise<void> {
+export async function deleteStatus(ctx: ServiceContext, id: string): Promise<void> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   await findStatus(db, userId, id);
   await table(db).where({ id, user_id: userId }).delete(); // assignments go with it (on delete cascade)
 }
 
-export async function listAssignments(db: Knex, userId: string, memberId: string): Promise<Schemas['MemberStatusAssignment'][]> {
+export async function listAssignments(ctx: ServiceContext, memberId: string): Promise<Schemas['MemberStatusAssignment'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   const rows: Array<StatusRow & { assigned_at: number }> = await db('member_status_assignments as a')
     .join('member_status_definitions as d', 'd.id', 'a.status_id')
@@ -69,7 +80,9 @@ export async function listAssignments(db: Knex, userId: string, memberId: string
   return rows.map((r) => ({ statusId: r.id, name: r.name, color: r.color, icon: r.icon, assignedAt: r.assigned_at }));
 }
 
-export async function assign(db: Knex, userId: string, memberId: string, statusId: string, now: number): Promise<void> {
+export async function assign(ctx: ServiceContext, memberId: string, statusId: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   await findStatus(db, userId, statusId);
   await db('member_status_assignments')
@@ -78,7 +91,9 @@ export async function assign(db: Knex, userId: string, memberId: string, statusI
     .ignore();
 }
 
-export async function clear(db: Knex, userId: string, memberId: string, statusId: string): Promise<void> {
+export async function clear(ctx: ServiceContext, memberId: string, statusId: string): Promise<void> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   await findStatus(db, userId, statusId);
   await db('member_status_assignments').where({ member_id: memberId, status_id: statusId, user_id: userId }).delete();

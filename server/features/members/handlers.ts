@@ -14,31 +14,31 @@ export const membersHandlers = {
   listMembers: async ({ query }, ctx) => ({
     status: 200,
     headers: DEPRECATION_HEADERS,
-    body: await members.listMembersDeprecated(ctx.deps.db.knex, ctx.userId, query),
+    body: await members.listMembersDeprecated(ctx.service(), query),
   }),
-  listMembersPage: async ({ query }, ctx) => ({ status: 200, body: await members.listMembersPage(ctx.deps.db.knex, ctx.userId, query) }),
-  createMember: async ({ body }, ctx) => ({ status: 201, body: await members.createMember(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
-  getMember: async ({ path }, ctx) => ({ status: 200, body: await members.getMember(ctx.deps.db.knex, ctx.userId, path.memberId) }),
+  listMembersPage: async ({ query }, ctx) => ({ status: 200, body: await members.listMembersPage(ctx.service(), query) }),
+  createMember: async ({ body }, ctx) => ({ status: 201, body: await members.createMember(ctx.service(), body) }),
+  getMember: async ({ path }, ctx) => ({ status: 200, body: await members.getMember(ctx.service(), path.memberId) }),
   updateMember: async ({ path, body }, ctx) => ({
     status: 200,
-    body: await members.updateMember(ctx.deps.db.knex, ctx.userId, path.memberId, body, ctx.deps.clock()),
+    body: await members.updateMember(ctx.service(), path.memberId, body),
   }),
   deleteMember: async ({ path }, ctx) => {
-    await members.trashMember(ctx.deps.db.knex, ctx.userId, path.memberId, ctx.deps.clock());
+    await members.trashMember(ctx.service(), path.memberId);
     return { status: 204 };
   },
   restoreMember: async ({ path }, ctx) => {
-    await members.restoreMember(ctx.deps.db.knex, ctx.userId, path.memberId, ctx.deps.clock());
+    await members.restoreMember(ctx.service(), path.memberId);
     return { status: 204 };
   },
   getMemberMedia: async ({ path, query }, ctx) =>
-    readMemberMedia(ctx.deps.db.knex, ctx.deps.storage, ctx.userId, path.memberId, query.kind, ctx.req.get('if-none-match')),
+    readMemberMedia(ctx.service(), path.memberId, query.kind, ctx.req.get('if-none-match')),
   uploadMemberMedia: async ({ path, query, body }, ctx) => ({
     status: 200,
-    body: await uploadMemberMedia(ctx.deps.db.knex, ctx.deps.storage, ctx.log, ctx.userId, path.memberId, query.kind, body, ctx.deps.clock()),
+    body: await uploadMemberMedia(ctx.service(), path.memberId, query.kind, body),
   }),
   deleteMemberMedia: async ({ path, query }, ctx) => {
-    await deleteMemberMedia(ctx.deps.db.knex, ctx.deps.storage, ctx.log, ctx.userId, path.memberId, query.kind, ctx.deps.clock());
+    await deleteMemberMedia(ctx.service(), path.memberId, query.kind);
     return { status: 204 };
   },
 } satisfies Partial<HandlerMap>;

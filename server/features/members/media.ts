@@ -4,9 +4,9 @@
  */
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { ApiError, badRequest, notFound, preconditionFailed } from '../../http/errors.ts';
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../core/errors.ts';
 import { sniffImageType } from '../../storage/images.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
@@ -31,14 +31,9 @@ export function isEmbeddableUrl(url: string): boolean {
   return isIP(host) === 0 && host !== 'localhost' && !host.endsWith('.localhost') && host.includes('.');
 }
 
-export async function readMemberMedia(
-  db: Knex,
-  storage: ObjectStorage | null,
-  userId: string,
-  memberId: string,
-  kind: MediaKind,
-  ifNoneMatch: string | undefined,
-): Promise<MediaResponse> {
+export async function readMemberMedia(ctx: ServiceContext, memberId: string, kind: MediaKind, ifNoneMatch: string | undefined): Promise<MediaResponse> {
+  const { db, storage } = ctx;
+  const userId = ownerOf(ctx);
   const member = await membersRepo.findLive(db, userId, memberId);
   const ref = member?.[COLUMN[kind]];
   if (!ref) return { status: 404 };
@@ -50,25 +45,18 @@ export async function readMemberMedia(
 }
 
 function requireStorage(storage: ObjectStorage | null): ObjectStorage {
-  if (!storage) throw preconditionFailed('Object storage is not configured on this server');
+  if (!storage) throw unavailable('Object storage is not configured on this server');
   return storage;
 }
 
-export async function uploadMemberMedia(
-  db: Knex,
-  storage: ObjectStorage | null,
-  log: Logger,
-  userId: string,
-  memberId: string,
-  kind: MediaKind,
-  body: Buffer | undefined,
-  now: number,
-): Promise<Member> {
+export async function uploadMemberMedia(ctx: ServiceContext, memberId: string, kind: MediaKind, body: Buffer | undefined): Promise<Member> {
+  const { db, storage, log, now } = ctx;
+  const userId = ownerOf(ctx);
   const store = requireStorage(storage);
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
   if (!body || body.length === 0) throw badRequest('Request body must be the image bytes');
   const contentType = sniffImageType(body);
-  if (!contentType) throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Body is not a PNG, JPEG, WebP or GIF image');
+  if (!contentType) throw unsupportedMediaType('Body is not a PNG, JPEG, WebP or GIF image');
   const digest = createHash('sha256').update(body).digest('hex');
   const key = `u/${userId}/members/${memberId}/${kind}/${digest}`;
   const { etag } = await store.put(key, body, contentType);
@@ -84,15 +72,9 @@ export async function uploadMemberMedia(
   return toMember(row);
 }
 
-export async function deleteMemberMedia(
-  db: Knex,
-  storage: ObjectStorage | null,
-  log: Logger,
-  userId: string,
-  memberId: string,
-  kind: MediaKind,
-  now: number,
-): Promise<void> {
+export async function deleteMemberMedia(ctx: ServiceContext, memberId: string, kind: MediaKind): Promise<void> {
+  const { db, storage, log, now } = ctx;
+  const userId = ownerOf(ctx);
   const member = await membersRepo.findLive(db, userId, memberId);
   if (!member) throw notFound('Member not found');
   const previous = member[COLUMN[kind]];

@@ -1,5 +1,8 @@
 import type { Knex } from 'knex';
-import { applyScope, type ReadScope } from '../systems/scope.ts';
+import { visibleRows } from '../../access/index.ts';
+import type { Access } from '../../core/context.ts';
+import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import { applyScope, type ReadScope } from '../../access/systemScope.ts';
 
 /** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
 export type MediaRef =
@@ -40,6 +43,8 @@ function serialise(changes: MemberChanges | MemberRow): Record<string, unknown> 
   return out;
 }
 
+const MEMBER_ORDER: Keyset = { columns: [{ sql: 'created_at', type: 'bigint' }, { sql: 'id', type: 'uuid' }], direction: 'asc' };
+
 export interface PageCursor {
   createdAt: number;
   id: string;
@@ -78,12 +83,11 @@ export const membersRepo = {
     return row as MemberRow;
   },
 
-  /** Live members of the scope in (created_at, id) order, after the cursor. */
-  page(db: Knex, userId: string, scope: ReadScope, limit: number, after?: PageCursor): Promise<MemberRow[]> {
-    const q = db('members').where({ user_id: userId }).whereNull('deleted_at');
+  /** A page (`size` + 1 rows) of the live members of the scope the access may see, in (created_at, id) order after the cursor. */
+  page(db: Knex, access: Access, scope: ReadScope, size: number, after?: PageCursor): Promise<MemberRow[]> {
+    const q = db('members').where(visibleRows(access)).whereNull('deleted_at');
     applyScope(q, scope);
-    if (after) q.whereRaw('(created_at, id) > (?, ?)', [after.createdAt, after.id]);
-    return q.orderBy([{ column: 'created_at' }, { column: 'id' }]).limit(limit);
+    return keysetPage(q, MEMBER_ORDER, size, after && [after.createdAt, after.id]);
   },
 
   /** Every live member of the scope, with just the columns a summary needs. */

@@ -1,14 +1,16 @@
 /** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, conflict, notFound } from '../../http/errors.ts';
-import { endMemberFront, lockFront } from '../front/service.ts';
-import { directoriesRepo } from '../groups/repo.ts';
-import { systemsRepo } from '../systems/repo.ts';
-import { resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/scope.ts';
+import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
+import { badRequest, conflict, notFound } from '../../core/errors.ts';
+import { pageOf } from '../../core/keyset.ts';
+import { endMemberFront, lockFront } from '../front/index.ts';
+import { directoriesRepo } from '../groups/index.ts';
+import { resolveReadScope, resolveWriteScope, type ScopeQuery, systemsRepo } from '../systems/index.ts';
 import { toMember, type Member } from './present.ts';
-import { membersRepo, type MemberChanges, type MemberRow, type PageCursor } from './repo.ts';
+import { membersRepo, type MemberChanges, type MemberRow } from './repo.ts';
 
 type Schemas = components['schemas'];
 
@@ -41,7 +43,9 @@ function blankToNull(value: string | null | undefined): string | null | undefine
   return trimmed === '' ? null : trimmed;
 }
 
-export async function createMember(db: Knex, userId: string, input: Schemas['CreateMemberRequest'], now: number): Promise<{ id: string }> {
+export async function createMember(ctx: ServiceContext, input: Schemas['CreateMemberRequest']): Promise<{ id: string }> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
@@ -70,7 +74,9 @@ export async function createMember(db: Knex, userId: string, input: Schemas['Cre
   });
 }
 
-export async function getMember(db: Knex, userId: string, id: string): Promise<Member> {
+export async function getMember(ctx: ServiceContext, id: string): Promise<Member> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const row = await membersRepo.findLive(db, userId, id);
   if (!row) throw notFound('Member not found');
   return toMember(row);
@@ -97,7 +103,9 @@ export async function changeMember(
   return membersRepo.update(trx, userId, id, { ...changes, version: row.version + 1, updated_at: now });
 }
 
-export async function updateMember(db: Knex, userId: string, id: string, input: Schemas['UpdateMemberRequest'], now: number): Promise<Member> {
+export async function updateMember(ctx: ServiceContext, id: string, input: Schemas['UpdateMemberRequest']): Promise<Member> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const { expectedVersion, ...patch } = input;
   if (Object.keys(patch).length === 0) throw badRequest('Request body must contain at least one field to change');
   return db.transaction(async (trx) => {
@@ -150,7 +158,9 @@ export async function updateMember(db: Knex, userId: string, id: string, input: 
  * ended here, or waits and sees the member in the trash; the history counter (migration 0005)
  * never counts a session of a trashed member.
  */
-export async function trashMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function trashMember(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
@@ -160,7 +170,9 @@ export async function trashMember(db: Knex, userId: string, id: string, now: num
   });
 }
 
-export async function restoreMember(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function restoreMember(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockAny(trx, userId, id);
@@ -170,30 +182,19 @@ export async function restoreMember(db: Knex, userId: string, id: string, now: n
   });
 }
 
-function encodeCursor(row: MemberRow): string {
-  return Buffer.from(`${row.created_at}.${row.id}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): PageCursor {
-  const m = /^(\d{1,16})\.([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!m) throw badRequest('cursor is invalid; pass the nextCursor of the previous page');
-  return { createdAt: Number(m[1]), id: m[2]! };
-}
-
-export async function listMembersPage(
-  db: Knex,
-  userId: string,
-  query: ScopeQuery & { limit: number; cursor?: string },
-): Promise<{ items: Member[]; nextCursor: string | null }> {
-  const after = query.cursor ? decodeCursor(query.cursor) : undefined;
+export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & { limit: number; cursor?: string }): Promise<{ items: Member[]; nextCursor: string | null }> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
+  const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
   const scope = await resolveReadScope(db, userId, query);
-  const rows = await membersRepo.page(db, userId, scope, query.limit + 1, after);
-  const hasMore = rows.length > query.limit;
-  const items = hasMore ? rows.slice(0, query.limit) : rows;
-  return { items: items.map(toMember), nextCursor: hasMore ? encodeCursor(items[items.length - 1]!) : null };
+  const rows = await membersRepo.page(db, ctx.access, scope, query.limit, after && { createdAt: after[0], id: after[1] });
+  const { items, nextAfter } = pageOf(rows, query.limit);
+  return { items: items.map(toMember), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
 }
 
-export async function listMembersDeprecated(db: Knex, userId: string, query: ScopeQuery): Promise<Member[]> {
+export async function listMembersDeprecated(ctx: ServiceContext, query: ScopeQuery): Promise<Member[]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId, query);
-  return (await membersRepo.page(db, userId, scope, DEPRECATED_LIST_CAP)).map(toMember);
+  return pageOf(await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP), DEPRECATED_LIST_CAP).items.map(toMember);
 }

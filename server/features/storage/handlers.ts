@@ -6,7 +6,8 @@
  */
 import type { Request } from 'express';
 import type { HandlerMap, RequestContext } from '../../http/handlers.ts';
-import { ApiError, badRequest, forbidden, notFound, preconditionFailed } from '../../http/errors.ts';
+import { badRequest, forbidden, notFound } from '../../core/errors.ts';
+import { ApiError, preconditionFailed } from '../../http/errors.ts';
 import { ALLOWED_IMAGE_TYPES, contentMatchesType, FilesystemObjectStorage, InvalidObjectKeyError, SignedUrlError, UploadRejectedError, urlSegmentToKey } from '../../storage/index.ts';
 
 function signedStorage(ctx: RequestContext): FilesystemObjectStorage {

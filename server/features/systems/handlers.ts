@@ -2,32 +2,32 @@ import type { HandlerMap } from '../../http/handlers.ts';
 import * as systems from './service.ts';
 
 export const systemsHandlers = {
-  getSystems: async (_i, ctx) => ({ status: 200, body: await systems.getSystems(ctx.deps.db.knex, ctx.userId) }),
-  setActiveSystem: async ({ body }, ctx) => ({ status: 200, body: await systems.setActive(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
+  getSystems: async (_i, ctx) => ({ status: 200, body: await systems.getSystems(ctx.service()) }),
+  setActiveSystem: async ({ body }, ctx) => ({ status: 200, body: await systems.setActive(ctx.service(), body) }),
   setUnifiedView: async ({ body }, ctx) => ({
     status: 200,
-    body: await systems.setUnifiedView(ctx.deps.db.knex, ctx.userId, body.enabled, ctx.deps.clock()),
+    body: await systems.setUnifiedView(ctx.service(), body.enabled),
   }),
-  createSideSystem: async ({ body }, ctx) => ({ status: 201, body: await systems.createSideSystem(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
+  createSideSystem: async ({ body }, ctx) => ({ status: 201, body: await systems.createSideSystem(ctx.service(), body) }),
   updateSideSystem: async ({ path, body }, ctx) => ({
     status: 200,
-    body: await systems.updateSideSystem(ctx.deps.db.knex, ctx.userId, path.sideSystemId, body, ctx.deps.clock()),
+    body: await systems.updateSideSystem(ctx.service(), path.sideSystemId, body),
   }),
   deleteSideSystem: async ({ path }, ctx) => {
-    await systems.deleteSideSystem(ctx.deps.db.knex, ctx.userId, path.sideSystemId, ctx.deps.clock());
+    await systems.deleteSideSystem(ctx.service(), path.sideSystemId);
     return { status: 200, body: { success: true } };
   },
-  createSubSystem: async ({ body }, ctx) => ({ status: 201, body: await systems.createSubSystem(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()) }),
+  createSubSystem: async ({ body }, ctx) => ({ status: 201, body: await systems.createSubSystem(ctx.service(), body) }),
   updateSubSystem: async ({ path, body }, ctx) => ({
     status: 200,
-    body: await systems.updateSubSystem(ctx.deps.db.knex, ctx.userId, path.subSystemId, body, ctx.deps.clock()),
+    body: await systems.updateSubSystem(ctx.service(), path.subSystemId, body),
   }),
   deleteSubSystem: async ({ path }, ctx) => {
-    await systems.deleteSubSystem(ctx.deps.db.knex, ctx.userId, path.subSystemId, ctx.deps.clock());
+    await systems.deleteSubSystem(ctx.service(), path.subSystemId);
     return { status: 200, body: { success: true } };
   },
   listAssignableMembers: async ({ path }, ctx) => ({
     status: 200,
-    body: await systems.listAssignableMembers(ctx.deps.db.knex, ctx.userId, path.sideSystemId),
+    body: await systems.listAssignableMembers(ctx.service(), path.sideSystemId),
   }),
 } satisfies Partial<HandlerMap>;

@@ -3,7 +3,8 @@
  * (members, groups and folders, notes, front). Reads resolve to a filter; writes to a target.
  */
 import type { Knex } from 'knex';
-import { notFound } from '../../http/errors.ts';
+import { type ReadScope } from '../../access/systemScope.ts';
+import { notFound } from '../../core/errors.ts';
 import { systemsRepo, type RowLock } from './repo.ts';
 
 /** Tables that hold side/sub-system data, checked before a side or sub system may be deleted. */
@@ -14,12 +15,6 @@ export const SYSTEM_SCOPED_TABLES: Array<{ table: string; label: string }> = [
   { table: 'front_sessions', label: 'front data' },
 ];
 
-export interface ReadScope {
-  /** null: every side system (unified view). */
-  sideSystemId: string | null;
-  /** null: the whole side system, sub systems included. */
-  subSystemId: string | null;
-}
 
 export interface WriteScope {
   sideSystemId: string;
@@ -82,10 +77,4 @@ export async function resolveWriteScope(trx: Knex.Transaction, userId: string, q
   return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
 }
 
-/** Adds the scope filter to a query over a table with side_system_id / sub_system_id columns. */
-export function applyScope<T extends Knex.QueryBuilder>(qb: T, scope: ReadScope, table?: string): T {
-  const col = (c: string) => (table ? `${table}.${c}` : c);
-  if (scope.sideSystemId) qb.where(col('side_system_id'), scope.sideSystemId);
-  if (scope.subSystemId) qb.where(col('sub_system_id'), scope.subSystemId);
-  return qb;
-}
+export { applyScope, type ReadScope } from '../../access/systemScope.ts';

@@ -1,9 +1,10 @@
 /** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
-import { membersRepo, type MemberRow } from '../members/repo.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
+import { type MemberRow, membersRepo } from '../members/index.ts';
 import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
 import { SYSTEM_SCOPED_TABLES } from './scope.ts';
 
@@ -84,12 +85,16 @@ async function lockedContext(trx: Knex.Transaction, userId: string): Promise<Con
   return ctx;
 }
 
-export async function getSystems(db: Knex, userId: string): Promise<Schemas['SystemsOverview']> {
-  const [ctx, sides, subs] = await Promise.all([context(db, userId), systemsRepo.listSides(db, userId), systemsRepo.listSubs(db, userId)]);
-  return { active: toContext(ctx), sideSystems: sides.map(toSideSystem), subSystems: subs.map(toSubSystem) };
+export async function getSystems(ctx: ServiceContext): Promise<Schemas['SystemsOverview']> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
+  const [active, sides, subs] = await Promise.all([context(db, userId), systemsRepo.listSides(db, userId), systemsRepo.listSubs(db, userId)]);
+  return { active: toContext(active), sideSystems: sides.map(toSideSystem), subSystems: subs.map(toSubSystem) };
 }
 
-export async function setActive(db: Knex, userId: string, input: { sideSystemId: string; subSystemId?: string | null }, now: number): Promise<ActiveContext> {
+export async function setActive(ctx: ServiceContext, input: { sideSystemId: string; subSystemId?: string | null }): Promise<ActiveContext> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     // Under the context lock a concurrent delete cannot remove the side or sub between the check and the write.
     await lockedContext(trx, userId);
@@ -109,20 +114,26 @@ export async function setActive(db: Knex, userId: string, input: { sideSystemId:
   });
 }
 
-export async function setUnifiedView(db: Knex, userId: string, enabled: boolean, now: number): Promise<ActiveContext> {
+export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Promise<ActiveContext> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     const ctx = await lockedContext(trx, userId); // else a concurrent delete's scope move could be written back
     return toContext(await systemsRepo.upsertContext(trx, { ...ctx, is_unified_view: enabled, updated_at: now }));
   });
 }
 
-export async function createSideSystem(db: Knex, userId: string, input: FieldInput & { name: string }, now: number): Promise<SideSystem> {
+export async function createSideSystem(ctx: ServiceContext, input: FieldInput & { name: string }): Promise<SideSystem> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const row: SystemRow = { id: randomUUID(), user_id: userId, name: '', description: null, icon: null, tag_code: null, tag_color: null, ...fields(input), created_at: now, updated_at: now, deleted_at: null };
   await systemsRepo.insertSide(db, row);
   return toSideSystem(row);
 }
 
-export async function updateSideSystem(db: Knex, userId: string, id: string, input: FieldInput, now: number): Promise<SideSystem> {
+export async function updateSideSystem(ctx: ServiceContext, id: string, input: FieldInput): Promise<SideSystem> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   // One guarded UPDATE: a side system deleted before (or while) this runs is a 404, never changed.
   const row = await systemsRepo.updateSide(db, userId, id, { ...fields(input), updated_at: now });
   if (!row) throw notFound('Side system not found');
@@ -135,7 +146,9 @@ async function remainingData(db: Knex, userId: string, column: 'side_system_id' 
   return SYSTEM_SCOPED_TABLES.filter((t) => holding.has(t.table)).map((t) => t.label);
 }
 
-export async function deleteSideSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     const ctx = await lockedContext(trx, userId);
     // FOR UPDATE waits for writes that placed data here (they share-lock the side) and blocks new ones.
@@ -178,12 +191,9 @@ async function assertParent(db: Knex, userId: string, parentId: string, sideSyst
   if (await systemsRepo.isSelfOrAncestor(db, userId, parentId, selfId)) throw badRequest('parentSubSystemId would create a cycle');
 }
 
-export async function createSubSystem(
-  db: Knex,
-  userId: string,
-  input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
-  now: number,
-): Promise<SubSystem> {
+export async function createSubSystem(ctx: ServiceContext, input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null }): Promise<SubSystem> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
@@ -210,13 +220,9 @@ export async function createSubSystem(
   });
 }
 
-export async function updateSubSystem(
-  db: Knex,
-  userId: string,
-  id: string,
-  input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null },
-  now: number,
-): Promise<SubSystem> {
+export async function updateSubSystem(ctx: ServiceContext, id: string, input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null }): Promise<SubSystem> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     const sub = await systemsRepo.findSub(trx, userId, id);
@@ -235,7 +241,9 @@ export async function updateSubSystem(
   });
 }
 
-export async function deleteSubSystem(db: Knex, userId: string, id: string, now: number): Promise<void> {
+export async function deleteSubSystem(ctx: ServiceContext, id: string): Promise<void> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
     const ctx = await lockedContext(trx, userId);
     if (!(await systemsRepo.findSub(trx, userId, id, 'update'))) throw notFound('Sub system not found');
@@ -248,7 +256,9 @@ export async function deleteSubSystem(db: Knex, userId: string, id: string, now:
   });
 }
 
-export async function listAssignableMembers(db: Knex, userId: string, sideSystemId: string): Promise<Schemas['AssignableMember'][]> {
+export async function listAssignableMembers(ctx: ServiceContext, sideSystemId: string): Promise<Schemas['AssignableMember'][]> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   if (!(await systemsRepo.findSide(db, userId, sideSystemId))) throw notFound('Side system not found');
   const rows = await membersRepo.listAssignable(db, userId, sideSystemId);
   return rows.map((r) => ({ _id: r.id, name: r.display_name || r.name }));

@@ -2,30 +2,30 @@ import type { HandlerMap } from '../../http/handlers.ts';
 import * as terminology from './service.ts';
 
 export const terminologyHandlers = {
-  getTerminology: async (_input, ctx) => ({ status: 200, body: await terminology.getTerminology(ctx.deps.db.knex, ctx.userId) }),
+  getTerminology: async (_input, ctx) => ({ status: 200, body: await terminology.getTerminology(ctx.service()) }),
 
   updateTerminology: async ({ body }, ctx) => ({
     status: 200,
-    body: await terminology.updateTerminology(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()),
+    body: await terminology.updateTerminology(ctx.service(), body),
   }),
 
   resetTerminology: async (_input, ctx) => ({
     status: 200,
-    body: await terminology.resetTerminology(ctx.deps.db.knex, ctx.userId, ctx.deps.clock()),
+    body: await terminology.resetTerminology(ctx.service()),
   }),
 
   getResolvedTerminology: async ({ query }, ctx) => ({
     status: 200,
-    body: await terminology.getResolvedTerminology(ctx.deps.db.knex, ctx.userId, query),
+    body: await terminology.getResolvedTerminology(ctx.service(), query),
   }),
 
   updateScopedTerminology: async ({ body }, ctx) => ({
     status: 200,
-    body: await terminology.updateScopedTerminology(ctx.deps.db.knex, ctx.userId, body, ctx.deps.clock()),
+    body: await terminology.updateScopedTerminology(ctx.service(), body),
   }),
 
   resetScopedTerminology: async ({ body }, ctx) => ({
     status: 200,
-    body: await terminology.resetScopedTerminology(ctx.deps.db.knex, ctx.userId, body),
+    body: await terminology.resetScopedTerminology(ctx.service(), body),
   }),
 } satisfies Partial<HandlerMap>;

@@ -3,7 +3,7 @@
  * arithmetic (overlay a sparse layer on full labels; diff full labels against inherited ones).
  */
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest } from '../../http/errors.ts';
+import { badRequest } from '../../core/errors.ts';
 import type { StoredLabels } from './repo.ts';
 
 type Schemas = components['schemas'];

@@ -6,8 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
-import { systemsRepo } from '../systems/repo.ts';
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
+import { systemsRepo } from '../systems/index.ts';
 import { applyChanges, DEFAULT_LABELS, diff, isEmptyLayer, overlay, readPatch, type Labels, type TerminologyPatch } from './labels.ts';
 import { terminologyRepo, type OverrideRow, type TerminologyRow } from './repo.ts';
 
@@ -25,12 +26,16 @@ function newGlobalRow(userId: string, labels: Labels, now: number): TerminologyR
   return { id: randomUUID(), user_id: userId, ...labels, created_at: now, updated_at: now };
 }
 
-export async function getTerminology(db: Knex, userId: string): Promise<TerminologyDocument | null> {
+export async function getTerminology(ctx: ServiceContext): Promise<TerminologyDocument | null> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const row = await terminologyRepo.findGlobal(db, userId);
   return row ? toDocument(row) : null;
 }
 
-export async function updateTerminology(db: Knex, userId: string, patch: TerminologyPatch, now: number): Promise<TerminologyDocument> {
+export async function updateTerminology(ctx: ServiceContext, patch: TerminologyPatch): Promise<TerminologyDocument> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const changes = readPatch(patch, ''); // 400s before anything is written
   return db.transaction(async (trx) => {
     await terminologyRepo.insertGlobalIfMissing(trx, newGlobalRow(userId, DEFAULT_LABELS, now));
@@ -40,7 +45,9 @@ export async function updateTerminology(db: Knex, userId: string, patch: Termino
   });
 }
 
-export async function resetTerminology(db: Knex, userId: string, now: number): Promise<TerminologyDocument> {
+export async function resetTerminology(ctx: ServiceContext): Promise<TerminologyDocument> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   return toDocument(await terminologyRepo.upsertGlobal(db, newGlobalRow(userId, DEFAULT_LABELS, now)));
 }
 
@@ -109,7 +116,9 @@ export interface ResolvedQuery {
  * them. The active side system does not choose a layer here: the spec asks for `sideSystemId`
  * to get a side or sub scope.
  */
-export async function getResolvedTerminology(db: Knex, userId: string, query: ResolvedQuery): Promise<ResolvedTerminology> {
+export async function getResolvedTerminology(ctx: ServiceContext, query: ResolvedQuery): Promise<ResolvedTerminology> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   let target: LayerScope | null = null;
   if (query.sideSystemId !== undefined) {
     const subSystemId = query.subSystemId === undefined || query.subSystemId === 'null' ? null : query.subSystemId;
@@ -121,12 +130,9 @@ export async function getResolvedTerminology(db: Knex, userId: string, query: Re
   return resolve(userId, target, await loadLayers(db, userId, target));
 }
 
-export async function updateScopedTerminology(
-  db: Knex,
-  userId: string,
-  input: { sideSystemId: string; subSystemId?: string | null; terms: TerminologyPatch },
-  now: number,
-): Promise<ResolvedTerminology> {
+export async function updateScopedTerminology(ctx: ServiceContext, input: { sideSystemId: string; subSystemId?: string | null; terms: TerminologyPatch }): Promise<ResolvedTerminology> {
+  const { db, now } = ctx;
+  const userId = ownerOf(ctx);
   const changes = readPatch(input.terms, 'terms.');
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
   return db.transaction(async (trx) => {
@@ -162,11 +168,9 @@ export async function updateScopedTerminology(
   });
 }
 
-export async function resetScopedTerminology(
-  db: Knex,
-  userId: string,
-  input: { sideSystemId: string; subSystemId?: string | null },
-): Promise<ResolvedTerminology> {
+export async function resetScopedTerminology(ctx: ServiceContext, input: { sideSystemId: string; subSystemId?: string | null }): Promise<ResolvedTerminology> {
+  const { db } = ctx;
+  const userId = ownerOf(ctx);
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
   return db.transaction(async (trx) => {
     if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId))) throw notFound('Side system not found');

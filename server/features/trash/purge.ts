@@ -5,8 +5,8 @@
  * foreign keys (see the migrations); what only mentions it is cleaned here.
  */
 import type { Knex } from 'knex';
-import { badRequest } from '../../http/errors.ts';
-import type { MediaRef } from '../members/repo.ts';
+import { badRequest } from '../../core/errors.ts';
+import type { MediaRef } from '../members/index.ts';
 
 export const TRASH_TYPES = ['entry', 'directory', 'member', 'directoryLayout', 'customFieldDefinition', 'frontSession'] as const;
 export type TrashType = (typeof TRASH_TYPES)[number];

@@ -1,28 +1,26 @@
 /**
- * Purges trashed items whose retention has run out. Runs in-process on every instance; rows are
- * claimed with FOR UPDATE SKIP LOCKED inside the purging transaction, so instances never work on
- * the same rows and a crash mid-batch leaves them for the next run.
+ * Purges trashed items whose retention has run out. The durable job queue runs it on a schedule
+ * (queue `trash_retention`, see server/runtime.ts); rows are also claimed with FOR UPDATE SKIP
+ * LOCKED inside the purging transaction, so two passes (a scheduled one and a manual one) never
+ * work on the same rows and a crash mid-batch leaves them for the next run.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { PeriodicJob } from '../../jobs.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 import { purgeItems, TRASH_TABLES, TRASH_TYPES, type TrashItem } from './purge.ts';
 import { DAY_MS, dropObjects } from './service.ts';
 
 const BATCH = 200;
 
-export class TrashRetentionJob extends PeriodicJob<number> {
+export class TrashRetentionJob {
   constructor(
     private readonly db: Knex,
     private readonly storage: ObjectStorage | null,
     private readonly options: { defaultRetentionDays: number; clock: () => number; logger: Logger },
-  ) {
-    super('trash retention run', options.logger);
-  }
+  ) {}
 
   /** One pass over every type; returns how many items were purged. */
-  protected async pass(): Promise<number> {
+  async runOnce(): Promise<number> {
     let total = 0;
     for (const type of TRASH_TYPES) {
       for (;;) {

@@ -1,4 +1,5 @@
 /** GET /trash, POST /trash/purge and the per-account retention setting. */
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../../generated/api.d.ts';
@@ -119,12 +120,10 @@ async function locator(db: Knex, userId: string, rows: TrashRowRaw[]): Promise<(
   };
 }
 
-export async function listTrash(
-  db: Knex,
-  userId: string,
-  query: { type?: TrashType; limit?: number },
-  defaultRetentionDays: number,
-): Promise<Schemas['TrashRow'][]> {
+export async function listTrash(ctx: ServiceContext, query: { type?: TrashType; limit?: number }): Promise<Schemas['TrashRow'][]> {
+  const { db } = ctx;
+  const defaultRetentionDays = ctx.config.trashRetentionDays;
+  const userId = ownerOf(ctx);
   const limit = query.limit ?? 200;
   const types = query.type ? [query.type] : [...TRASH_TYPES];
   const sql = types.map((t) => `(${BRANCH[t]} order by 4 desc, 2 limit ${limit})`).join(' union all ');
@@ -152,17 +151,33 @@ export async function dropObjects(storage: ObjectStorage | null, keys: string[],
   }
 }
 
-export async function purge(db: Knex, storage: ObjectStorage | null, log: Logger, userId: string, items: TrashItem[]): Promise<void> {
+/** Purges items for good (audited: `trash.purge` with the purged items). */
+export async function purge(ctx: ServiceContext, items: TrashItem[]): Promise<void> {
   if (items.length === 0) return;
-  const result = await db.transaction((trx) => purgeItems(trx, userId, items));
-  await dropObjects(storage, result.objectKeys, log);
+  const result = await inTransaction(ctx, async (tx) => {
+    const purged = await purgeItems(tx.db, ownerOf(tx), items);
+    await tx.audit.record(tx, { action: 'trash.purge', targetType: 'trash', targetId: null, detail: { items: items.slice(0, 20), count: items.length } });
+    return purged;
+  });
+  await dropObjects(ctx.storage, result.objectKeys, ctx.log);
 }
 
-export async function getSettings(db: Knex, userId: string, defaultDays: number): Promise<Schemas['TrashSettings']> {
-  return { retentionDays: await retentionDays(db, userId, defaultDays), defaultRetentionDays: defaultDays };
+export async function getSettings(ctx: ServiceContext): Promise<Schemas['TrashSettings']> {
+  const defaultDays = ctx.config.trashRetentionDays;
+  return { retentionDays: await retentionDays(ctx.db, ownerOf(ctx), defaultDays), defaultRetentionDays: defaultDays };
 }
 
-export async function updateSettings(db: Knex, userId: string, days: number | null, defaultDays: number): Promise<Schemas['TrashSettings']> {
-  await db('accounts').where({ id: userId }).update({ trash_retention_days: days });
-  return getSettings(db, userId, defaultDays);
+/** Sets the account's retention (audited: `trash.settings.update`, the old and new value). */
+export async function updateSettings(ctx: ServiceContext, days: number | null): Promise<Schemas['TrashSettings']> {
+  await inTransaction(ctx, async (tx) => {
+    const before = await tx.db('accounts').where({ id: ownerOf(tx) }).forUpdate().first('trash_retention_days');
+    await tx.db('accounts').where({ id: ownerOf(tx) }).update({ trash_retention_days: days });
+    await tx.audit.record(tx, {
+      action: 'trash.settings.update',
+      targetType: 'account',
+      targetId: ownerOf(tx),
+      detail: { retentionDays: { from: before?.trash_retention_days ?? null, to: days } },
+    });
+  });
+  return getSettings(ctx);
 }

@@ -1,0 +1,199 @@
+/**
+ * Real ids for path parameters, request-body ids and id query parameters, keyed by parameter
+ * name — the only per-resource knowledge the fuzzer has. Everything is created through the API
+ * (admin API for accounts and keys, the fuzz account's all-scopes key for the rest).
+ *
+ * - shared: created once, used by every operation that names the parameter;
+ * - fresh: created on demand for operations that destroy what they are given (DELETE, and the
+ *   trashed copy a `/restore` operation brings back), so shared fixtures survive the run.
+ *
+ * A name without a recipe is generated from its schema (a random UUID for ids), which the server
+ * must answer with a declared 404.
+ */
+import { callJson } from './http.ts';
+
+type Json = Record<string, unknown>;
+
+interface Recipe {
+  create(f: Fixtures): Promise<string>;
+  /** How the shared id is obtained when it is not simply a created one. */
+  shared?(f: Fixtures): Promise<string>;
+}
+
+/** Other names a fixture answers to (request-body fields named after what they point at). */
+const ALIASES: Record<string, string> = {
+  parentId: 'folderId',
+  directoryId: 'folderId',
+  createdBy: 'memberId',
+  itemId: 'memberId',
+  customColorSchemeId: 'schemeId',
+  customFontId: 'fontId',
+  cursorId: 'sessionId',
+};
+
+const idOf = (json: unknown): string => {
+  const o = json as Json | undefined;
+  const id = o?.id ?? o?._id;
+  if (typeof id !== 'string') throw new Error(`no id in ${JSON.stringify(json)}`);
+  return id;
+};
+
+let counter = 0;
+const label = (prefix: string) => `${prefix} ${++counter}`;
+
+const RECIPES: Record<string, Recipe> = {
+  userId: {
+    shared: async (f) => (await f.createAccount('target')).userId,
+    create: async (f) => (await f.createAccount('doomed')).userId,
+  },
+  keyId: {
+    create: async (f) => f.throwawayKey(),
+  },
+  sideSystemId: {
+    shared: async (f) => ((await f.api('GET', '/api/v1/systems')) as { active: { sideSystemId: string } }).active.sideSystemId,
+    create: async (f) => idOf(await f.api('POST', '/api/v1/systems/side-systems', { name: label('Side') })),
+  },
+  memberId: {
+    create: async (f) => idOf(await f.api('POST', '/api/v1/members', { name: label('Member'), sideSystemId: f.shared('sideSystemId') })),
+  },
+  subSystemId: {
+    create: async (f) =>
+      idOf(
+        await f.api('POST', '/api/v1/systems/sub-systems', {
+          sideSystemId: f.shared('sideSystemId'),
+          linkedMemberId: await RECIPES.memberId!.create(f),
+          name: label('Sub'),
+        }),
+      ),
+  },
+  groupId: { create: async (f) => idOf(await f.api('POST', '/api/v1/groups', { name: label('Group') })) },
+  folderId: { create: async (f) => idOf(await f.api('POST', '/api/v1/folders', { name: label('Folder') })) },
+  layoutId: {
+    create: async (f) => idOf(await f.api('POST', '/api/v1/directory-layouts', { directoryId: null, name: label('Layout'), itemIds: [] })),
+  },
+  fieldId: { create: async (f) => idOf(await f.api('POST', '/api/v1/custom-fields', { name: label('Field'), type: 'text' })) },
+  statusId: { create: async (f) => idOf(await f.api('POST', '/api/v1/member-statuses', { name: label('Status'), color: '#336699' })) },
+  entryId: { create: async (f) => idOf(await f.api('POST', '/api/v1/entries', { content: label('Note') })) },
+  tierId: { create: async (f) => idOf(await f.api('POST', '/api/v1/front/tiers', { displayName: label('Tier') })) },
+  sessionId: {
+    create: async (f) => {
+      const memberId = await RECIPES.memberId!.create(f);
+      await f.api('POST', '/api/v1/front/members', { memberId });
+      const front = (await f.api('GET', '/api/v1/front')) as { activeSessions: Array<{ _id: string; memberId: string }> };
+      const session = front.activeSessions.find((s) => s.memberId === memberId);
+      if (!session) throw new Error('started fronting but no open session');
+      return session._id;
+    },
+  },
+  schemeId: {
+    create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-color-schemes', { name: label('Scheme'), colors: { primary: '#112233', background: '#FFFFFF' } })),
+  },
+  fontId: {
+    create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-fonts', { name: label('Font'), sourceUrl: 'https://fonts.example.org/fuzz.woff2' })),
+  },
+};
+
+export class Fixtures {
+  readonly sharedIds = new Map<string, string>();
+  private readonly pools = new Map<string, string[]>();
+  private keyholder: string | undefined;
+  /** Keys of the fuzz account: every scope read_write, every scope read, and no scope at all. */
+  apiKey = '';
+  readOnlyKey = '';
+  noScopeKey = '';
+  userId = '';
+
+  constructor(
+    readonly baseUrl: string,
+    readonly adminToken: string,
+  ) {}
+
+  static canonical(name: string): string {
+    if (ALIASES[name]) return ALIASES[name]!;
+    if (RECIPES[name]) return name;
+    // linkedMemberId → memberId, parentSubSystemId → subSystemId, memberIds → memberId…
+    const singular = name.replace(/Ids$/, 'Id');
+    if (RECIPES[singular]) return singular;
+    const lower = singular.toLowerCase();
+    const match = Object.keys(RECIPES)
+      .filter((key) => lower.endsWith(key.toLowerCase()))
+      .sort((a, b) => b.length - a.length)[0];
+    return match ?? ALIASES[singular] ?? name;
+  }
+
+  has(name: string): boolean {
+    return RECIPES[Fixtures.canonical(name)] !== undefined;
+  }
+
+  shared(name: string): string | undefined {
+    return this.sharedIds.get(Fixtures.canonical(name));
+  }
+
+  /** One of the shared fixtures of this kind (several members, so id lists can be real and unique). */
+  sharedAny(name: string, pick: (ids: string[]) => string): string | undefined {
+    const canonical = Fixtures.canonical(name);
+    const pool = this.pools.get(canonical);
+    if (pool && pool.length > 0) return pick(pool);
+    return this.sharedIds.get(canonical);
+  }
+
+  /** A new fixture of this kind (undefined when there is no recipe). */
+  async fresh(name: string): Promise<string | undefined> {
+    const recipe = RECIPES[Fixtures.canonical(name)];
+    return recipe ? recipe.create(this) : undefined;
+  }
+
+  async setUp(scopes: readonly string[]): Promise<void> {
+    const { userId } = await this.createAccount('fuzz', 'pro_plus');
+    this.userId = userId;
+    this.apiKey = await this.createKey(userId, Object.fromEntries(scopes.map((s) => [s, 'read_write'])));
+    this.readOnlyKey = await this.createKey(userId, Object.fromEntries(scopes.map((s) => [s, 'read'])));
+    this.noScopeKey = await this.createKey(userId, {});
+    // In dependency order: sub systems need a side system and a member.
+    for (const name of ['userId', 'sideSystemId', 'memberId', 'subSystemId', ...Object.keys(RECIPES)]) {
+      if (this.sharedIds.has(name) || name === 'keyId') continue;
+      const recipe = RECIPES[name]!;
+      this.sharedIds.set(name, await (recipe.shared ?? recipe.create)(this));
+    }
+    // Members come in threes: lists of member ids (groups, notes, front order) take several.
+    const members = [this.sharedIds.get('memberId')!];
+    for (let i = 0; i < 2; i++) members.push(await RECIPES.memberId!.create(this));
+    this.pools.set('memberId', members);
+    // An open front session for the shared member, so session routes see a real one.
+    this.sharedIds.set('sessionId', await RECIPES.sessionId!.create(this));
+  }
+
+  /** A call with the fuzz account's all-scopes key that must succeed. */
+  async api(method: string, path: string, body?: unknown): Promise<unknown> {
+    const res = await callJson(this.baseUrl, method, path, this.apiKey, body);
+    if (res.status >= 300) throw new Error(`fixture ${method} ${path} answered ${res.status}: ${JSON.stringify(res.json)}`);
+    return res.json;
+  }
+
+  async admin(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+    return callJson(this.baseUrl, method, path, this.adminToken, body);
+  }
+
+  async createAccount(prefix: string, plan = 'pro'): Promise<{ userId: string }> {
+    const res = await this.admin('POST', '/admin/v1/accounts', { username: `${prefix}_${Date.now().toString(36)}_${++counter}`, plan });
+    if (res.status !== 201) throw new Error(`fixture account: ${res.status} ${JSON.stringify(res.json)}`);
+    return res.json as { userId: string };
+  }
+
+  async createKey(userId: string, scopes: Record<string, string>): Promise<string> {
+    const res = await this.admin('POST', `/admin/v1/accounts/${userId}/api-keys`, { scopes, name: label('fuzz key') });
+    if (res.status !== 201) throw new Error(`fixture key: ${res.status} ${JSON.stringify(res.json)}`);
+    return (res.json as { apiKey: string }).apiKey;
+  }
+
+  /** A key on a throwaway account (a new one whenever the plan's key limit is reached). */
+  async throwawayKey(): Promise<string> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      this.keyholder ??= (await this.createAccount('keyholder')).userId;
+      const res = await this.admin('POST', `/admin/v1/accounts/${this.keyholder}/api-keys`, { scopes: {} });
+      if (res.status === 201) return idOf(res.json);
+      this.keyholder = undefined;
+    }
+    throw new Error('could not create a throwaway API key');
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The real app in this process, as the tests start it (createRuntime + createApp) on a fresh
+ * database: an in-memory embedded one, or with DATABASE_URL a throwaway database created next to
+ * it and dropped afterwards. Response validation is off so that what the fuzzer checks is what a
+ * production server sends, judged by the fuzzer's own validator. The rate limit is set out of
+ * reach; error logs are kept so the runner can attribute them to the operation being fuzzed.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { createApp } from '../../server/app.ts';
+import { loadConfig } from '../../server/config.ts';
+import { createLogger } from '../../server/logger.ts';
+import { createRuntime } from '../../server/runtime.ts';
+
+export interface LoggedError {
+  msg: string;
+  detail: string;
+}
+
+export interface FuzzServer {
+  baseUrl: string;
+  adminToken: string;
+  metricsToken: string;
+  database: 'embedded' | 'postgres';
+  /** Error-level log lines since the last call. */
+  takeErrors(): LoggedError[];
+  close(): Promise<void>;
+}
+
+async function adminQuery(base: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: base });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function startFuzzServer(options: { serverValidation?: boolean } = {}): Promise<FuzzServer> {
+  const base = process.env.DATABASE_URL;
+  let databaseUrl: string | undefined;
+  let dropDatabase = async () => {};
+  if (base) {
+    const name = `fuzz_${randomBytes(6).toString('hex')}`;
+    await adminQuery(base, `create database ${name}`);
+    const url = new URL(base);
+    url.pathname = `/${name}`;
+    databaseUrl = url.toString();
+    dropDatabase = () => adminQuery(base, `drop database if exists ${name} with (force)`);
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'ada-fuzz-'));
+  const adminToken = `adm_fuzz_${randomBytes(16).toString('hex')}`;
+  const metricsToken = `met_fuzz_${randomBytes(16).toString('hex')}`;
+  const errors: LoggedError[] = [];
+  const logStream = {
+    write(line: string) {
+      try {
+        const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string; type?: string }; violation?: string };
+        if ((entry.level ?? 0) >= 50) errors.push({ msg: entry.msg ?? '', detail: entry.violation ?? entry.err?.message ?? '' });
+      } catch {
+        errors.push({ msg: 'unparsable log line', detail: line.slice(0, 500) });
+      }
+    },
+  };
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'error',
+    ADMIN_TOKEN: adminToken,
+    METRICS_TOKEN: metricsToken,
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    DATA_DIR: dir,
+    OBJECT_STORAGE_DIR: join(dir, 'objects'),
+    DB_POOL_MAX: '4',
+    SEED_DEMO: 'false',
+    VALIDATE_RESPONSES: options.serverValidation ? 'true' : 'false',
+    RATE_LIMIT_PER_MINUTE: '10000000',
+    // Small body limits, so the oversize mutation (mutate.ts OVERSIZE_BYTES) stays cheap.
+    BODY_LIMIT_BYTES: '524288',
+    MEDIA_MAX_BYTES: '524288',
+    // Notes may name external images; this machine has no network, so fail those fetches fast.
+    FETCH_TIMEOUT_MS: '500',
+    NOTE_IMAGES_TIMEOUT_MS: '1000',
+    TRASH_PURGE_INTERVAL_MS: '0',
+    EMBEDDED_MAINTENANCE_INTERVAL_MS: '0',
+  });
+  let runtime: Awaited<ReturnType<typeof createRuntime>>;
+  try {
+    runtime = await createRuntime(config, {
+      logger: createLogger(config.logLevel, logStream),
+      embeddedDir: 'memory',
+      // The limiter's own store in memory: the PostgreSQL store would add a write per request.
+      rateLimitStore: 'memory',
+    });
+  } catch (err) {
+    await dropDatabase().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const app = createApp(runtime.deps);
+  const server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    adminToken,
+    metricsToken,
+    database: databaseUrl ? 'postgres' : 'embedded',
+    takeErrors: () => errors.splice(0),
+    close: async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await runtime.close();
+      await dropDatabase();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

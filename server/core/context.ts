@@ -1,0 +1,97 @@
+/**
+ * The service context: everything a service needs to carry out one request (or one job), built
+ * once by the HTTP edge (server/http/pipeline.ts) or a job, and passed as the first argument of
+ * every service function, followed by the domain input.
+ *
+ * `actor` is who acts; `access` says whose data and at what level. On the owner's own routes
+ * both name the same account (access level `owner`); the friend routes of the privacy issue will
+ * resolve `access` for another owner through server/access/, which then also filters in SQL.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { ObjectStorage } from '../storage/types.ts';
+import type { ScopeMap } from './scopes.ts';
+
+/** Who carries out the action. */
+export type Actor =
+  /** A caller authenticated with an account's API key. */
+  | { kind: 'key'; accountId: string; keyId: string; scopes: ScopeMap }
+  /** The server operator through the admin API. */
+  | { kind: 'operator' }
+  /** The server itself: a background job. */
+  | { kind: 'system'; job: string };
+
+/** The API-key caller (what the key authenticator resolves a bearer token to). */
+export type KeyActor = Extract<Actor, { kind: 'key' }>;
+
+/**
+ * Whose data a service works on and what the actor may do with it. Only server/access/ creates
+ * these, so no service can widen its own access.
+ */
+export interface Access {
+  /** The account that owns the data the service reads or writes. */
+  readonly ownerId: string;
+  /**
+   * `owner`: the owner itself (or the operator, or a job, acting for it): everything, read and
+   * write. `friend`: another account, read-only, limited by the owner's privacy buckets (the
+   * bucket engine comes with the privacy issue; until then no friend access can be created).
+   */
+  readonly level: 'owner' | 'friend';
+  /** For `friend`: the owner's privacy buckets the viewer is in. */
+  readonly bucketIds?: readonly string[];
+}
+
+/** One audited action (server/audit/). */
+export interface AuditEntry {
+  /** Dotted verb, e.g. `member.trash`, `api_key.create`. */
+  action: string;
+  targetType: string;
+  targetId: string | null;
+  /** Small JSON detail (at most 2 KB serialised). */
+  detail?: Record<string, unknown>;
+}
+
+/** Records actions in the caller's transaction: `ctx.db` must be the transaction of the audited write. */
+export interface AuditSink {
+  record(ctx: ServiceContext, entry: AuditEntry): Promise<void>;
+}
+
+/** The enqueue side of the durable job queue (server/jobs/queue.ts). */
+export interface JobEnqueuer {
+  /** Pass the caller's transaction as `db` so the job exists exactly when the write commits. */
+  enqueue(db: Knex, queue: string, payload: unknown, options?: { runAfter?: number; maxAttempts?: number; key?: string }): Promise<string | null>;
+}
+
+/** What every context carries: who acts, the database, the time and the shared services. */
+export interface ServerContext {
+  readonly actor: Actor;
+  /** The pool, or the open transaction inside inTransaction(). */
+  readonly db: Knex;
+  /** This request's time (epoch ms), read once. */
+  readonly now: number;
+  /** The server's settings (plan caps, retention defaults, fetch limits). */
+  readonly config: Config;
+  readonly log: Logger;
+  /** Object storage; null when the operator configured none (OBJECT_STORAGE=none). */
+  readonly storage: ObjectStorage | null;
+  readonly audit: AuditSink;
+  readonly jobs: JobEnqueuer;
+}
+
+/** A context working on one account's data: `access` says whose, and at what level. */
+export interface ServiceContext extends ServerContext {
+  readonly access: Access;
+}
+
+/**
+ * Runs `work` in one transaction with a context whose `db` is that transaction, so every write,
+ * audit record and enqueued job of `work` commits together or not at all. Inside a transaction
+ * already, it opens a savepoint.
+ */
+export function inTransaction<C extends ServerContext, T>(ctx: C, work: (tx: C & { db: Knex.Transaction }) => Promise<T>): Promise<T> {
+  return ctx.db.transaction((trx) => work({ ...ctx, db: trx }));
+}
+
+/** The account whose data the context works on. */
+export const ownerOf = (ctx: ServiceContext): string => ctx.access.ownerId;
