@@ -65,7 +65,7 @@ const mediaVersion = (column: string) =>
 
 const MEMBER_COLUMNS = `m.id, m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
   ${mediaVersion('m.avatar')}, ${mediaVersion('m.banner')}, m.about_tags, m.profile_style, m.archived_at, m.created_at, m.updated_at, m.version`;
-const SUMMARY_COLUMNS = `m.id, m.name, m.display_name, m.archived_at, ${mediaVersion('m.avatar')}`;
+const SUMMARY_COLUMNS = `m.id as summary_id, m.name, m.display_name, m.archived_at, ${mediaVersion('m.avatar')}`;
 
 /**
  * Rows of `table` in the active read scope of account c (the unified view, or the active side
