@@ -65,20 +65,25 @@ const mediaVersion = (column: string) =>
 
 const MEMBER_COLUMNS = `m.id, m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
   ${mediaVersion('m.avatar')}, ${mediaVersion('m.banner')}, m.about_tags, m.profile_style, m.archived_at, m.created_at, m.updated_at, m.version`;
-const SUMMARY_COLUMNS = `m.id as summary_id, m.name, m.display_name, m.archived_at, ${mediaVersion('m.avatar')}`;
+const SUMMARY_COLUMNS = `m.id as summary_id, m.name, m.display_name, m.archived_at, ${mediaVersion('m.avatar')} as avatar_v`;
 
 /**
  * Rows of `table` in the active read scope of account c (the unified view, or the active side
- * system and, when set, sub system), ordered by `order`, at most `limit`: two branches of which
- * the context row switches exactly one on (a one-time filter), each on its own index.
+ * system and, when set, sub system), ordered by `order`, at most `limit`. The scope is a filter
+ * on a walk of the account's ordered index (user_id, <order>), never an index condition: the
+ * scope's side system comes from the context row, so the planner cannot know how many rows it
+ * holds, and a cached generic plan estimates a handful (it does not know that a side system
+ * belongs to one account) — with the side system in the index condition it then reads the whole
+ * side system unordered and sorts it (200,000 notes of the large account, per request). Walking
+ * the account's rows in order stops after `limit` rows in scope; that is exact when the scope
+ * holds most of the account's rows, as in the bench (one side system), and reads past other
+ * scopes' rows when it does not.
  */
 function scoped(table: string, columns: string, extra: string, order: string, limit: string): string {
-  return `(select ${columns} from ${table} x where x.user_id = c.user_id and x.deleted_at is null and c.is_unified_view${extra}
-     order by ${order} limit ${limit})
-   union all
-   (select ${columns} from ${table} x where x.user_id = c.user_id and x.side_system_id = c.side_system_id and x.deleted_at is null
-     and not c.is_unified_view and (c.sub_system_id is null or x.sub_system_id = c.sub_system_id)${extra}
-     order by ${order} limit ${limit})`;
+  return `select ${columns} from ${table} x
+    where x.user_id = c.user_id and x.deleted_at is null${extra}
+      and (c.is_unified_view or (x.side_system_id = c.side_system_id and (c.sub_system_id is null or x.sub_system_id = c.sub_system_id)))
+    order by ${order} limit ${limit}`;
 }
 
 const SQL = {
@@ -102,14 +107,22 @@ const SQL = {
       left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
     where p.user_id = $1
     order by 1, 6 asc nulls last, 4, 2`,
-  /** The newest notes of the scope, one row per linked member (in link order), or one with no member. */
-  entries: `select e.id, e.title, e.content, e.created_at, e.updated_at, ${SUMMARY_COLUMNS}
+  /**
+   * The newest notes of the scope, one row per linked member (in link order), or one with no
+   * member. The links are a lateral subquery with its own ORDER BY, which PostgreSQL never merges
+   * into the outer join: each note's links are two primary-key probes, whatever plan is cached
+   * (merged, a generic plan may hash every link and member of the account).
+   */
+  entries: `select e.id, e.title, e.content, e.created_at, e.updated_at, l.summary_id, l.name, l.display_name, l.archived_at, l.avatar_v
     from active_system_context c
       cross join lateral (${scoped('entries', 'x.id, x.title, x.content, x.created_at, x.updated_at', '', 'x.updated_at desc, x.id', '$2')}) e
-      left join entry_members em on em.entry_id = e.id and em.user_id = c.user_id
-      left join members m on m.id = em.member_id and m.user_id = c.user_id
+      left join lateral (
+        select em.position, ${SUMMARY_COLUMNS}
+        from entry_members em join members m on m.id = em.member_id and m.user_id = c.user_id
+        where em.entry_id = e.id and em.user_id = c.user_id
+        order by em.position) l on true
     where c.user_id = $1
-    order by e.updated_at desc, e.id, em.position`,
+    order by e.updated_at desc, e.id, l.position`,
   membersFirst: membersPage(''),
   membersAfter: membersPage(' and (x.created_at, x.id) > ($3::bigint, $4::uuid)'),
   historyFirst: historyPage(''),
@@ -125,17 +138,19 @@ function membersPage(after: string): string {
 /**
  * `size` + 1 sessions on the history index (not trashed, member not trashed: the same anti-join
  * as the server), each with its member's summary columns, and the history count in every row; a
- * page past the end is one row holding only the count.
+ * page past the end is one row holding only the count. The member is a lateral subquery behind
+ * OFFSET 0 (an optimisation fence): one primary-key probe per session, whatever plan is cached
+ * (as a plain join, a generic plan may hash every member of the account for each page).
  */
 function historyPage(after: string): string {
   return `select c.live, p.* from (select coalesce((select live from front_session_counts where user_id = $1), 0) as live) c
     left join lateral (
-      select s.id, s.member_id, s.started_at, s.ended_at, s.note, ${SUMMARY_COLUMNS}
+      select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.*
       from (select s.id, s.member_id, s.started_at, s.ended_at, s.note from front_sessions s
             where s.user_id = $1 and s.deleted_at is null
               and not exists (select 1 from members t where t.id = s.member_id and t.deleted_at is not null)${after}
             order by s.started_at desc, s.id desc limit $2) s
-        left join members m on m.id = s.member_id and m.user_id = $1
+        left join lateral (select ${SUMMARY_COLUMNS} from members m where m.id = s.member_id and m.user_id = $1 offset 0) m on true
     ) p on true
     order by p.started_at desc, p.id desc`;
 }
