@@ -1,8 +1,9 @@
 /**
- * The bench's bare baseline: express 5 over the same pg pool settings, calling the same service
- * functions (so the same SQL and the same JSON), with no contract validation, no authentication,
- * no rate limit and no request logging. The account is fixed by BENCH_USER_ID.
- * The ratio full/bare therefore measures what the pipeline costs.
+ * The bench's bare baseline (`npm run bench -- --with-bare`): express 5 over the same pg pool
+ * settings, calling the same service functions (so the same SQL and the same JSON), with no
+ * contract validation, no authentication, no rate limit and no request logging. The account is
+ * fixed by BENCH_USER_ID. The ratio full/bare therefore measures what the pipeline costs; the
+ * bench's reference is the independent baseline (independent.ts), which measures the data layer too.
  */
 import express from 'express';
 import { DatabaseAuditSink } from '../../server/audit/index.ts';

@@ -1,10 +1,16 @@
 /**
- * npm run bench [-- --smoke] [-- --duration=10]
+ * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare]
  *
- * Needs DATABASE_URL (a PostgreSQL server); creates and drops its own database. Seeds through SQL,
- * starts the real server (request validation, authentication and rate limiting on, as `npm start`
- * runs it with NODE_ENV=production) and a bare express+pg baseline calling the same services, then
- * loads both from this process with autocannon (32 connections, warm-up, fixed duration).
+ * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
+ * drops its own database. Seeds through SQL, starts the real server (request validation,
+ * authentication and rate limiting on, as `npm start` runs it with NODE_ENV=production) and the
+ * independent baseline (scripts/bench/independent.ts: node:http + pg, one prepared statement per
+ * read), checks that both answer every read (and the awkward account's pages and errors) with the
+ * same JSON — a difference fails the run — then loads them from this process with autocannon
+ * (32 connections, warm-up, fixed duration): each read scenario as an A B B A pair, full /
+ * independent, with CPU per request (server process plus its PostgreSQL backends).
+ * `--check-only` stops after the body check; `--with-bare` adds full / bare pairs (the old baseline:
+ * the server's own services without the HTTP pipeline, so the pipeline's share of the gap).
  * Writes bench/results/<date>.md and .json (smoke runs go to bench/tmp/).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,14 +21,20 @@ import { cpus, totalmem, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
+import type { Knex } from 'knex';
 import pg from 'pg';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
-import { FULL_PLAN, SMOKE_PLAN, seed, type SeededAccount } from './seed.ts';
+import { compareServers, type CheckOutcome, type CheckRequest } from './bodyCheck.ts';
+import { CpuMeter, type CpuUsage } from './cpu.ts';
+import { FULL_PLAN, SMOKE_PLAN, seed, type AwkwardAccount, type SeededAccount } from './seed.ts';
 
 const root = resolve(import.meta.dirname, '../..');
-const { values } = parseArgs({ options: { smoke: { type: 'boolean' }, duration: { type: 'string' }, keep: { type: 'boolean' } } });
+const { values } = parseArgs({
+  options: { smoke: { type: 'boolean' }, duration: { type: 'string' }, keep: { type: 'boolean' }, 'check-only': { type: 'boolean' }, 'with-bare': { type: 'boolean' } },
+});
 const smoke = values.smoke ?? false;
+const withBare = values['with-bare'] ?? false;
 const duration = Number(values.duration ?? (smoke ? 2 : 15));
 const warmup = smoke ? 1 : 5;
 const CONNECTIONS = 32;
@@ -39,6 +51,15 @@ const dbUrl = (() => {
   u.pathname = `/${dbName}`;
   return u.toString();
 })();
+
+/** Each server's connections carry its own application_name, so its backends can be found. */
+const APP = { full: 'bench_full', independent: 'bench_independent', bare: 'bench_bare' } as const;
+type TargetName = keyof typeof APP;
+function urlFor(target: TargetName): string {
+  const u = new URL(dbUrl);
+  u.searchParams.set('application_name', APP[target]);
+  return u.toString();
+}
 
 async function adminQuery(sql: string): Promise<void> {
   const c = new pg.Client({ connectionString: baseUrl });
@@ -112,10 +133,15 @@ interface Scenario {
   requests?: autocannon.Request[];
 }
 
+interface Target {
+  name: TargetName;
+  proc: Proc;
+}
+
 interface Measurement {
   scenario: string;
   title: string;
-  target: 'full' | 'bare';
+  target: TargetName;
   account: 'large' | 'small';
   rps: number;
   p50: number;
@@ -124,7 +150,22 @@ interface Measurement {
   errors: number;
   non2xx: number;
   peakRssMb: number;
+  /** CPU ms per request: the server process, its PostgreSQL backends, and both. */
+  cpuMsPerRequest: CpuPerRequest;
 }
+
+interface CpuPerRequest {
+  server: number;
+  database: number;
+  total: number;
+}
+
+let meter: CpuMeter;
+
+const perRequest = (cpu: CpuUsage, requests: number): CpuPerRequest => {
+  const n = Math.max(1, requests);
+  return { server: cpu.serverMs / n, database: cpu.databaseMs / n, total: (cpu.serverMs + cpu.databaseMs) / n };
+};
 
 async function load(target: Proc, key: string, s: Scenario, seconds: number): Promise<autocannon.Result> {
   const opts: autocannon.Options = {
@@ -139,18 +180,23 @@ async function load(target: Proc, key: string, s: Scenario, seconds: number): Pr
   return autocannon(opts);
 }
 
-async function measure(target: Proc, name: 'full' | 'bare', account: 'large' | 'small', key: string, s: Scenario): Promise<Measurement> {
-  await load(target, key, s, warmup);
+/** One load with the CPU its server (process and backends) spent on it. */
+async function measuredLoad(target: Target, key: string, s: Scenario, seconds: number): Promise<{ result: autocannon.Result; cpu: CpuUsage }> {
+  return meter.measure(target.proc.child.pid!, APP[target.name], () => load(target.proc, key, s, seconds));
+}
+
+async function measure(target: Target, account: 'large' | 'small', key: string, s: Scenario): Promise<Measurement> {
+  await load(target.proc, key, s, warmup);
   let peak = 0;
-  const pid = target.child.pid!;
+  const pid = target.proc.child.pid!;
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
-  const r = await load(target, key, s, duration);
+  const { result: r, cpu } = await measuredLoad(target, key, s, duration);
   clearInterval(sampler);
   peak = Math.max(peak, rssMb(pid));
   const m: Measurement = {
     scenario: s.id,
     title: s.title,
-    target: name,
+    target: target.name,
     account,
     rps: r.requests.average,
     p50: r.latency.p50,
@@ -159,8 +205,12 @@ async function measure(target: Proc, name: 'full' | 'bare', account: 'large' | '
     errors: r.errors + r.timeouts,
     non2xx: r.non2xx,
     peakRssMb: Math.round(peak),
+    cpuMsPerRequest: perRequest(cpu, r.requests.total),
   };
-  log(`${s.id} ${name}/${account}: ${m.rps.toFixed(0)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, rss ${m.peakRssMb} MB${m.non2xx || m.errors ? `, ${m.non2xx} non-2xx, ${m.errors} errors` : ''}`);
+  log(
+    `${s.id} ${target.name}/${account}: ${m.rps.toFixed(0)} req/s, p50 ${m.p50} ms, p99 ${m.p99} ms, CPU ${m.cpuMsPerRequest.total.toFixed(2)} ms/req, rss ${m.peakRssMb} MB` +
+      `${m.non2xx || m.errors ? `, ${m.non2xx} non-2xx, ${m.errors} errors` : ''}`,
+  );
   return m;
 }
 
@@ -187,7 +237,7 @@ interface PairResult {
 
 /**
  * A ratio target compares two loads: of one server (large vs small account, deep vs first page)
- * or of two (full vs bare). Measured apart, a 2-core machine's drift (other processes,
+ * or of two (full vs independent). Measured apart, a 2-core machine's drift (other processes,
  * autovacuum, CPU steal) shows up in the ratio, so the two sides run back to back in the order
  * A B B A (half the duration each), which cancels a drift that is linear in time; each side's
  * value (p50 or req/s, per metric) is the mean of its two runs.
@@ -207,6 +257,82 @@ async function paired(name: string, metric: 'p50' | 'rps', limit: number, a: Pai
   const unit = metric === 'p50' ? 'ms' : 'req/s';
   log(`${name}: ${b.label} ${bValue.toFixed(1)} / ${a.label} ${aValue.toFixed(1)} ${unit} = ${result.ratio.toFixed(2)}× (runs ${runs.join(', ')} ${unit})`);
   return result;
+}
+
+interface BaselineRun {
+  target: TargetName;
+  rps: number;
+  p50: number;
+  p99: number;
+  requests: number;
+  errors: number;
+  non2xx: number;
+  cpuMs: CpuUsage;
+}
+
+interface BaselineSide {
+  /** Means of the side's two runs. */
+  rps: number;
+  p50: number;
+  p99: number;
+  /** Over both runs: CPU ms / requests. */
+  cpuMsPerRequest: CpuPerRequest;
+}
+
+interface BaselinePair {
+  scenario: string;
+  title: string;
+  reference: TargetName;
+  /** In the order full, reference, reference, full. */
+  runs: BaselineRun[];
+  full: BaselineSide;
+  baseline: BaselineSide;
+  /** full / reference: req/s (higher is better for the full server), CPU per request (lower is better), p50. */
+  rpsRatio: number;
+  cpuRatio: number;
+  p50Ratio: number;
+}
+
+/** A read scenario on the full server and a reference server, in the order full, ref, ref, full, with CPU. */
+async function baselinePair(full: Target, reference: Target, key: string, s: Scenario): Promise<BaselinePair> {
+  await load(full.proc, key, s, warmup);
+  await load(reference.proc, key, s, warmup);
+  const half = Math.max(1, Math.round(duration / 2));
+  const runs: BaselineRun[] = [];
+  for (const target of [full, reference, reference, full]) {
+    const { result: r, cpu } = await measuredLoad(target, key, s, half);
+    runs.push({ target: target.name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, requests: r.requests.total, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuMs: cpu });
+  }
+  const side = (name: TargetName): BaselineSide => {
+    const mine = runs.filter((r) => r.target === name);
+    const mean = (f: (r: BaselineRun) => number) => mine.reduce((n, r) => n + f(r), 0) / mine.length;
+    const requests = mine.reduce((n, r) => n + r.requests, 0);
+    const cpu = mine.reduce((c, r) => ({ serverMs: c.serverMs + r.cpuMs.serverMs, databaseMs: c.databaseMs + r.cpuMs.databaseMs, backends: Math.max(c.backends, r.cpuMs.backends) }), {
+      serverMs: 0,
+      databaseMs: 0,
+      backends: 0,
+    });
+    return { rps: mean((r) => r.rps), p50: mean((r) => r.p50), p99: mean((r) => r.p99), cpuMsPerRequest: perRequest(cpu, requests) };
+  };
+  const f = side(full.name);
+  const b = side(reference.name);
+  const pair: BaselinePair = {
+    scenario: s.id,
+    title: s.title,
+    reference: reference.name,
+    runs,
+    full: f,
+    baseline: b,
+    rpsRatio: f.rps / b.rps,
+    cpuRatio: f.cpuMsPerRequest.total / b.cpuMsPerRequest.total,
+    p50Ratio: f.p50 / b.p50,
+  };
+  log(
+    `${s.id} full / ${reference.name}: ${f.rps.toFixed(0)} / ${b.rps.toFixed(0)} req/s = ${pair.rpsRatio.toFixed(2)}×; ` +
+      `CPU ${f.cpuMsPerRequest.total.toFixed(2)} / ${b.cpuMsPerRequest.total.toFixed(2)} ms/req = ${pair.cpuRatio.toFixed(2)}× ` +
+      `(runs ${runs.map((r) => r.rps.toFixed(0)).join(', ')} req/s)`,
+  );
+  return pair;
 }
 
 function scenarios(account: SeededAccount, deep: { startedAt: number; id: string }): Scenario[] {
@@ -248,18 +374,84 @@ function scenarios(account: SeededAccount, deep: { startedAt: number; id: string
   ];
 }
 
-async function deepCursor(knex: import('knex').Knex, userId: string, depth: number): Promise<{ startedAt: number; id: string }> {
+const isRead = (s: Scenario) => !s.method && !s.requests;
+
+async function deepCursor(knex: Knex, userId: string, depth: number): Promise<{ startedAt: number; id: string }> {
   const row = await knex('front_sessions').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(depth - 1).first('started_at', 'id');
   return { startedAt: Number(row.started_at), id: row.id };
 }
 
-/** Runs each scenario's request through a capturing server, then EXPLAINs every distinct statement. */
-async function explainAll(env: Record<string, string>, key: string, list: Scenario[]) {
-  const file = join(tmpdir(), `bench-sql-${Date.now()}.jsonl`);
+/**
+ * Every read scenario of the large and the small account, then the awkward account: each read
+ * (every page, through the cursors, in pages of 50/100 and of 7) under each read scope it can be
+ * in (the active side system, a sub system, the unified view, the second side system), and the
+ * errors of the per-request duties (no key, a malformed one, an unknown one, a missing scope, a
+ * bad cursor).
+ */
+async function bodyCheck(fullUrl: string, independentUrl: string, knex: Knex, seeded: { large: SeededAccount; small: SeededAccount; awkward: AwkwardAccount }, deep: { startedAt: number; id: string }): Promise<CheckOutcome> {
+  const requests: CheckRequest[] = [];
+  for (const [name, account] of [['large', seeded.large], ['small', seeded.small]] as const) {
+    for (const s of scenarios(account, deep).filter(isRead)) requests.push({ label: `scenario ${s.id} (${name} account)`, path: s.path, key: account.apiKey, followPages: 1 });
+  }
+  const { awkward } = seeded;
+  const key = awkward.apiKey;
+  requests.push(
+    { label: 'awkward: front history', path: '/api/v1/front/history?limit=50', key, followPages: 10 },
+    { label: 'awkward: front history, default page size', path: '/api/v1/front/history', key, followPages: 1 },
+    { label: 'awkward: front history in pages of 7', path: '/api/v1/front/history?limit=7', key, followPages: 50 },
+    { label: 'awkward: no API key', path: '/api/v1/front', key: null },
+    { label: 'awkward: not an API key', path: '/api/v1/entries?limit=50', key: 'not-a-key' },
+    { label: 'awkward: unknown API key', path: '/api/v1/front/history?limit=50', key: `adk_${'A'.repeat(43)}` },
+    { label: 'awkward: key without the front scope', path: '/api/v1/front', key: awkward.membersOnlyKey },
+    { label: 'awkward: key without the entries scope', path: '/api/v1/entries?limit=50', key: awkward.membersOnlyKey },
+    { label: 'awkward: members-only key', path: '/api/v1/members/page?limit=100', key: awkward.membersOnlyKey },
+    { label: 'awkward: invalid members cursor', path: `/api/v1/members/page?limit=10&cursor=${Buffer.from('[1,"x"]').toString('base64url')}`, key },
+    { label: 'awkward: history cursor without its time', path: `/api/v1/front/history?cursorId=${awkward.userId}`, key },
+  );
+  const outcome: CheckOutcome = await compareServers(fullUrl, independentUrl, requests);
+  const contexts: Array<[string, Record<string, unknown>]> = [
+    ['active side system', { side_system_id: awkward.sideSystemId, sub_system_id: null, is_unified_view: false }],
+    ['sub system', { side_system_id: awkward.sideSystemId, sub_system_id: awkward.subSystemId, is_unified_view: false }],
+    ['unified view', { side_system_id: awkward.sideSystemId, sub_system_id: null, is_unified_view: true }],
+    ['second side system', { side_system_id: awkward.otherSideSystemId, sub_system_id: null, is_unified_view: false }],
+  ];
+  try {
+    for (const [scope, row] of contexts) {
+      await knex('active_system_context').where({ user_id: awkward.userId }).update(row);
+      const found = await compareServers(fullUrl, independentUrl, [
+        { label: `awkward (${scope}): front`, path: '/api/v1/front', key },
+        { label: `awkward (${scope}): notes`, path: '/api/v1/entries?limit=50', key },
+        { label: `awkward (${scope}): notes, default limit`, path: '/api/v1/entries', key },
+        { label: `awkward (${scope}): one note`, path: '/api/v1/entries?limit=1', key },
+        { label: `awkward (${scope}): members page`, path: '/api/v1/members/page?limit=100', key, followPages: 10 },
+        { label: `awkward (${scope}): members in pages of 7`, path: '/api/v1/members/page?limit=7', key, followPages: 50 },
+      ]);
+      outcome.compared += found.compared;
+      outcome.differences.push(...found.differences);
+    }
+  } finally {
+    await knex('active_system_context').where({ user_id: awkward.userId }).update(contexts[0]![1]);
+  }
+  return outcome;
+}
+
+interface Capture {
+  perRequest: Record<string, { statements: number; authAndRateLimit: number }>;
+  statements: Array<{ sql: string; bindings: unknown[] }>;
+}
+
+const BACKGROUND = /\b(jobs|job_schedules)\b/;
+
+/**
+ * Runs each scenario's request 20 times through a server that captures its SQL (SQL_CAPTURE_FILE):
+ * the statements per request (the job queue's polling left out) and every distinct statement.
+ */
+async function captureStatements(args: string[], env: Record<string, string>, key: string, list: Scenario[]): Promise<Capture> {
+  const file = join(tmpdir(), `bench-sql-${Date.now()}-${randomBytes(3).toString('hex')}.jsonl`);
   const port = await freePort();
-  const server = await startProcess(['server/main.ts'], { ...env, SQL_CAPTURE_FILE: file }, port);
+  const server = await startProcess(args, { ...env, SQL_CAPTURE_FILE: file }, port);
   rmSync(file, { force: true }); // start-up work (migration checks) is not part of any scenario
-  const perRequest: Record<string, { statements: number; authAndRateLimit: number }> = {};
+  const perRequest: Capture['perRequest'] = {};
   const REPEAT = 20;
   try {
     for (const s of list) {
@@ -277,7 +469,11 @@ async function explainAll(env: Record<string, string>, key: string, list: Scenar
           }).then((res) => res.arrayBuffer());
         }
       }
-      const lines = readFileSync(file, 'utf8').split('\n').filter(Boolean).slice(before).map((l) => JSON.parse(l) as { sql: string });
+      // The full server's job queue polls on its own (jobs, job_schedules): not part of any request.
+      const lines = (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [])
+        .slice(before)
+        .map((l) => JSON.parse(l) as { sql: string })
+        .filter((l) => !BACKGROUND.test(l.sql));
       const calls = REPEAT * (s.requests?.length ?? 1);
       perRequest[s.id] = {
         statements: lines.length / calls,
@@ -288,42 +484,77 @@ async function explainAll(env: Record<string, string>, key: string, list: Scenar
     await server.stop();
   }
   const seen = new Map<string, { sql: string; bindings: unknown[] }>();
-  for (const line of readFileSync(file, 'utf8').split('\n').filter(Boolean)) {
+  for (const line of existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []) {
     const q = JSON.parse(line) as { sql: string; bindings: unknown[] };
     if (!seen.has(q.sql) && !/^(begin|commit|rollback)/i.test(q.sql)) seen.set(q.sql, q);
   }
   rmSync(file, { force: true });
-  // The capture holds the statements as pg received them ($1, $2 …), so EXPLAIN them through pg itself.
+  return { perRequest, statements: [...seen.values()] };
+}
+
+interface Plan {
+  sql: string;
+  plan: string;
+  forcedPlan: string;
+  /** Named prepared statements only: the plan PostgreSQL may settle on after five executions. */
+  genericPlan?: string;
+  seqScans: string[];
+  explained: boolean;
+}
+
+/**
+ * EXPLAINs each statement as pg received it ($1, $2 …), with its captured values; with
+ * `generic`, also the generic plan of the statement prepared (what a named prepared statement may
+ * run with), whose sequential scans count too.
+ */
+async function explainStatements(statements: Capture['statements'], generic: boolean): Promise<Plan[]> {
   const client = new pg.Client({ connectionString: dbUrl });
   await client.connect();
   // Tiny tables (api_keys, accounts) are rightly read whole by the planner; whether a statement
   // has an index path at all shows with sequential scans priced out, so both plans are kept.
-  const plans: Array<{ sql: string; plan: string; forcedPlan: string; seqScans: string[]; explained: boolean }> = [];
+  const plans: Plan[] = [];
   const explainText = async (sql: string, bindings: unknown[]) =>
     ((await client.query(`explain ${sql}`, bindings)).rows as Array<Record<string, string>>).map((r) => r['QUERY PLAN']).join('\n');
+  const literal = (v: unknown): string =>
+    v === null || v === undefined ? 'null' : Array.isArray(v) ? client.escapeLiteral(`{${v.map(String).join(',')}}`) : client.escapeLiteral(String(v));
   try {
-    for (const q of seen.values()) {
+    for (const q of statements) {
       try {
         const plan = await explainText(q.sql, q.bindings);
         await client.query('set enable_seqscan = off');
         const forcedPlan = await explainText(q.sql, q.bindings);
+        let genericPlan: string | undefined;
+        if (generic) {
+          await client.query(`prepare bench_generic as ${q.sql}`);
+          await client.query('set plan_cache_mode = force_generic_plan');
+          const rows = (await client.query(`explain execute bench_generic(${q.bindings.map(literal).join(', ')})`)).rows as Array<Record<string, string>>;
+          genericPlan = rows.map((r) => r['QUERY PLAN']).join('\n');
+          await client.query('deallocate bench_generic');
+          await client.query('reset plan_cache_mode');
+        }
         await client.query('reset enable_seqscan');
-        plans.push({ sql: q.sql, plan, forcedPlan, seqScans: [...forcedPlan.matchAll(/Seq Scan on (\w+)/g)].map((m) => m[1]!), explained: true });
+        const scans = [...`${forcedPlan}\n${genericPlan ?? ''}`.matchAll(/Seq Scan on (\w+)/g)].map((m) => m[1]!);
+        plans.push({ sql: q.sql, plan, forcedPlan, genericPlan, seqScans: [...new Set(scans)], explained: true });
       } catch (err) {
         await client.query('reset enable_seqscan').catch(() => undefined);
+        await client.query('reset plan_cache_mode').catch(() => undefined);
+        await client.query('deallocate all').catch(() => undefined);
         plans.push({ sql: q.sql, plan: `(EXPLAIN failed: ${(err as Error).message})`, forcedPlan: '', seqScans: [], explained: false });
       }
     }
   } finally {
     await client.end();
   }
-  return { plans, perRequest };
+  return plans;
 }
+
+class BodyCheckFailed extends Error {}
 
 async function main() {
   log(`creating database ${dbName}`);
   await adminQuery(`create database ${dbName}`);
-  const full: Proc[] = [];
+  const procs: Proc[] = [];
+  let admin: pg.Client | undefined;
   try {
     const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
     await migrateLatest(db.knex);
@@ -336,17 +567,39 @@ async function main() {
     const deepLarge = await deepCursor(db.knex, seeded.large.userId, depth);
 
     const serverEnv = {
-      DATABASE_URL: dbUrl,
       NODE_ENV: 'production',
       LOG_LEVEL: 'info',
       RATE_LIMIT_PER_MINUTE: '10000000',
       ADMIN_TOKEN: randomBytes(24).toString('hex'),
       TRASH_PURGE_INTERVAL_MS: '0',
     };
-    const fullServer = await startProcess(['server/main.ts'], serverEnv, await freePort());
-    full.push(fullServer);
-    const bare = await startProcess(['scripts/bench/bare.ts'], { DATABASE_URL: dbUrl, BENCH_USER_ID: seeded.large.userId }, await freePort());
-    full.push(bare);
+    const full: Target = { name: 'full', proc: await startProcess(['server/main.ts'], { ...serverEnv, DATABASE_URL: urlFor('full') }, await freePort()) };
+    procs.push(full.proc);
+    const independent: Target = {
+      name: 'independent',
+      proc: await startProcess(['scripts/bench/independent.ts'], { ...serverEnv, DATABASE_URL: urlFor('independent') }, await freePort()),
+    };
+    procs.push(independent.proc);
+
+    const started = Date.now();
+    const check = await bodyCheck(full.proc.url, independent.proc.url, db.knex, seeded, deepLarge);
+    log(`body check: ${check.compared} requests compared in ${((Date.now() - started) / 1000).toFixed(1)} s, ${check.differences.length} with differences`);
+    if (check.differences.length > 0) {
+      process.stderr.write(`\nThe full server and the independent baseline answered differently:\n\n${check.differences.join('\n\n')}\n\n`);
+      throw new BodyCheckFailed(`body check failed: ${check.differences.length} of ${check.compared} requests differ`);
+    }
+    if (values['check-only']) {
+      await db.close();
+      return;
+    }
+
+    const bare: Target | undefined = withBare
+      ? { name: 'bare', proc: await startProcess(['scripts/bench/bare.ts'], { DATABASE_URL: urlFor('bare'), BENCH_USER_ID: seeded.large.userId }, await freePort()) }
+      : undefined;
+    if (bare) procs.push(bare.proc);
+    admin = new pg.Client({ connectionString: dbUrl });
+    await admin.connect();
+    meter = new CpuMeter(admin);
 
     const list = scenarios(seeded.large, deepLarge);
     // Growth: scenarios 2 and 4a (notes list, first history page) again for the small account,
@@ -356,54 +609,86 @@ async function main() {
     // The ratio targets, each measured as a side-by-side pair (see paired()), on the data as seeded:
     // before the write scenarios, which add the newest sessions and notes that first pages show.
     const byId = (id: string) => list.find((s) => s.id === id)!;
-    const large = (id: string): PairSide => ({ label: `${id} full/large`, proc: fullServer, key: seeded.large.apiKey, scenario: byId(id) });
-    const small = (id: string): PairSide => ({ label: `${id} full/small`, proc: fullServer, key: seeded.small.apiKey, scenario: growth.get(id)! });
-    const bareSide = (id: string): PairSide => ({ label: `${id} bare/large`, proc: bare, key: '', scenario: byId(id) });
-    const readIds = list.filter((s) => !s.method && !s.requests).map((s) => s.id);
+    const large = (id: string): PairSide => ({ label: `${id} full/large`, proc: full.proc, key: seeded.large.apiKey, scenario: byId(id) });
+    const small = (id: string): PairSide => ({ label: `${id} full/small`, proc: full.proc, key: seeded.small.apiKey, scenario: growth.get(id)! });
+    const readIds = list.filter(isRead).map((s) => s.id);
     const pairs: PairResult[] = [];
+    const baseline: BaselinePair[] = [];
     for (const s of list) {
-      if (((s.method && s.method !== 'GET') || s.requests) && pairs.length === 0) {
-        for (const id of readIds) pairs.push(await paired(`scenario ${id}: full ≥ 0.6× bare req/s`, 'rps', 0.6, bareSide(id), large(id)));
+      if (!isRead(s) && pairs.length === 0) {
+        for (const id of readIds) baseline.push(await baselinePair(full, independent, seeded.large.apiKey, byId(id)));
+        if (bare) for (const id of readIds) baseline.push(await baselinePair(full, bare, seeded.large.apiKey, byId(id)));
         pairs.push(await paired('deep history page p50 ≤ 1.2× first page', 'p50', 1.2, large('4a'), large('4b')));
         pairs.push(await paired('scenario 2: large p50 ≤ 1.3× small', 'p50', 1.3, small('2'), large('2')));
         pairs.push(await paired('scenario 4a: large p50 ≤ 1.3× small', 'p50', 1.3, small('4a'), large('4a')));
       }
-      results.push(await measure(fullServer, 'full', 'large', seeded.large.apiKey, s));
-      if (!s.method || s.method === 'GET') {
-        if (!s.requests) results.push(await measure(bare, 'bare', 'large', '', s));
-      }
+      // The smoke run (CI, under 2 minutes) measures the reads in the pairs only.
+      if (smoke && isRead(s)) continue;
+      results.push(await measure(full, 'large', seeded.large.apiKey, s));
       const smallTwin = growth.get(s.id);
-      if (smallTwin) results.push(await measure(fullServer, 'full', 'small', seeded.small.apiKey, smallTwin));
+      if (smallTwin) results.push(await measure(full, 'small', seeded.small.apiKey, smallTwin));
     }
-    await bare.stop();
-    await fullServer.stop();
+    if (bare) await bare.proc.stop();
+    await independent.proc.stop();
+    await full.proc.stop();
 
-    const readScenarios = list.filter((s) => !s.method && !s.requests);
-    const explain = await explainAll(serverEnv, seeded.large.apiKey, list);
+    const readScenarios = list.filter(isRead);
+    const fullCapture = await captureStatements(['server/main.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, list);
+    const independentCapture = await captureStatements(['scripts/bench/independent.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, readScenarios);
+    const explain = {
+      full: { perRequest: fullCapture.perRequest, plans: await explainStatements(fullCapture.statements, false) },
+      independent: { perRequest: independentCapture.perRequest, plans: await explainStatements(independentCapture.statements, true) },
+    };
     const pgVersion = (await db.knex.raw('show server_version')).rows[0].server_version as string;
     await db.close();
-    report(results, pairs, explain, readScenarios.map((s) => s.id), pgVersion);
+    report(results, pairs, baseline, check, explain, readIds, pgVersion);
   } finally {
-    for (const p of full) await p.stop().catch(() => undefined);
+    await admin?.end().catch(() => undefined);
+    for (const p of procs) await p.stop().catch(() => undefined);
     if (!values.keep) await adminQuery(`drop database if exists ${dbName} with (force)`);
   }
 }
 
-function report(
-  results: Measurement[],
-  pairs: PairResult[],
-  explain: Awaited<ReturnType<typeof explainAll>>,
-  readIds: string[],
-  pgVersion: string,
-) {
-  const get = (id: string, target: 'full' | 'bare', account: 'large' | 'small' = 'large') => results.find((r) => r.scenario === id && r.target === target && r.account === account);
-  const rows = results.map((r) => {
-    const bare = r.target === 'full' && r.account === 'large' ? get(r.scenario, 'bare') : undefined;
-    return { ...r, ratioToBare: bare ? r.rps / bare.rps : undefined };
-  });
+type Explained = Record<'full' | 'independent', { perRequest: Capture['perRequest']; plans: Plan[] }>;
+
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+function planSection(plans: Plan[]): string {
+  return plans
+    .map((p) => {
+      const forced = p.forcedPlan && p.forcedPlan !== p.plan ? `\nWith sequential scans priced out (the index path exists):\n\`\`\`\n${p.forcedPlan}\n\`\`\`` : '';
+      const generic = p.genericPlan ? `\nGeneric plan (prepared, plan_cache_mode = force_generic_plan):\n\`\`\`\n${p.genericPlan}\n\`\`\`` : '';
+      return `\`\`\`sql\n${p.sql}\n\`\`\`\n\`\`\`\n${p.plan}\n\`\`\`${forced}${generic}`;
+    })
+    .join('\n\n');
+}
+
+function report(results: Measurement[], pairs: PairResult[], baseline: BaselinePair[], check: CheckOutcome, explain: Explained, readIds: string[], pgVersion: string) {
+  const independentPairs = baseline.filter((p) => p.reference === 'independent');
   const checks: Array<{ target: string; value: string; pass: boolean }> = [];
+  checks.push({ target: 'full and independent answer every checked request alike (body check)', value: `${check.compared} requests, ${check.differences.length} differ`, pass: check.differences.length === 0 });
   for (const id of readIds) {
-    if (!pairs.some((p) => p.target === `scenario ${id}: full ≥ 0.6× bare req/s`)) checks.push({ target: `scenario ${id}: full ≥ 0.6× bare req/s`, value: 'n/a', pass: false });
+    const p = independentPairs.find((x) => x.scenario === id);
+    checks.push({
+      target: `scenario ${id}: full ≥ 0.5× independent req/s`,
+      value: p ? `${p.rpsRatio.toFixed(2)}× (paired: ${p.full.rps.toFixed(0)} / ${p.baseline.rps.toFixed(0)} req/s)` : 'n/a',
+      pass: p !== undefined && p.rpsRatio >= 0.5,
+    });
+  }
+  const ratios = independentPairs.map((p) => p.rpsRatio);
+  const medianRatio = ratios.length ? median(ratios) : 0;
+  checks.push({ target: 'median over the read scenarios: full ≥ 0.65× independent req/s', value: `${medianRatio.toFixed(2)}×`, pass: medianRatio >= 0.65 });
+  for (const id of readIds) {
+    const p = explain.full.perRequest[id];
+    checks.push({
+      target: `scenario ${id}: full server SQL statements per request ≤ 1 + 0.3 (auth and rate limit)`,
+      value: p ? `${p.statements.toFixed(2)} (auth + rate limit ${p.authAndRateLimit.toFixed(2)})` : 'n/a',
+      pass: p !== undefined && p.statements - p.authAndRateLimit <= 1 && p.authAndRateLimit <= 0.3,
+    });
   }
   for (const p of pairs) {
     const unit = p.metric === 'p50' ? 'ms' : 'req/s';
@@ -415,54 +700,88 @@ function report(
   }
   const peak = Math.max(...results.filter((r) => r.target === 'full').map((r) => r.peakRssMb));
   checks.push({ target: 'peak server RSS ≤ 300 MB', value: `${peak} MB`, pass: peak <= 300 });
-  const authTrips = Math.max(...Object.values(explain.perRequest).map((p) => p.authAndRateLimit));
+  const authTrips = Math.max(...Object.values(explain.full.perRequest).map((p) => p.authAndRateLimit));
   checks.push({ target: 'auth + rate limit ≤ 1 DB round trip per request', value: authTrips.toFixed(2), pass: authTrips <= 1 });
-  const unindexed = explain.plans.filter((p) => p.seqScans.length > 0);
-  const unexplained = explain.plans.filter((p) => !p.explained);
-  checks.push({
-    target: 'every query uses an index',
-    value: unindexed.length || unexplained.length ? `${unindexed.length} with a Seq Scan, ${unexplained.length} not explained` : `yes (${explain.plans.length} statements)`,
-    pass: unindexed.length === 0 && unexplained.length === 0 && explain.plans.length > 0,
-  });
-  const failures = results.filter((r) => r.errors > 0 || r.non2xx > 0);
-  checks.push({ target: 'no errors or non-2xx responses under load', value: failures.length ? failures.map((f) => `${f.scenario}/${f.target}`).join(', ') : 'none', pass: failures.length === 0 });
+  for (const side of ['full', 'independent'] as const) {
+    const plans = explain[side].plans;
+    const unindexed = plans.filter((p) => p.seqScans.length > 0);
+    const unexplained = plans.filter((p) => !p.explained);
+    checks.push({
+      target: `every query uses an index (${side === 'full' ? 'full server' : 'independent baseline, generic plans too'})`,
+      value: unindexed.length || unexplained.length ? `${unindexed.length} with a Seq Scan, ${unexplained.length} not explained` : `yes (${plans.length} statements)`,
+      pass: unindexed.length === 0 && unexplained.length === 0 && plans.length > 0,
+    });
+  }
+  const failures = [
+    ...results.filter((r) => r.errors > 0 || r.non2xx > 0).map((f) => `${f.scenario}/${f.target}/${f.account}`),
+    ...baseline.flatMap((p) => p.runs.filter((r) => r.errors > 0 || r.non2xx > 0).map((r) => `${p.scenario}/${r.target} (pair)`)),
+  ];
+  checks.push({ target: 'no errors or non-2xx responses under load', value: failures.length ? [...new Set(failures)].join(', ') : 'none', pass: failures.length === 0 });
 
   const date = new Date().toISOString().slice(0, 10);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB RAM, Node ${process.version}, PostgreSQL ${pgVersion}`;
+  const ms = (n: number) => n.toFixed(2);
   const table = [
-    '| scenario | target | account | req/s | p50 ms | p99 ms | ratio to bare | peak RSS MB |',
+    '| scenario | target | account | req/s | p50 ms | p99 ms | CPU ms/req (server + db) | peak RSS MB |',
     '|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.scenario} ${r.title} | ${r.target} | ${r.account} | ${r.rps.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.ratioToBare ? r.ratioToBare.toFixed(2) + '×' : ''} | ${r.peakRssMb} |`),
+    ...results.map(
+      (r) =>
+        `| ${r.scenario} ${r.title} | ${r.target} | ${r.account} | ${r.rps.toFixed(0)} | ${r.p50} | ${r.p99} | ${ms(r.cpuMsPerRequest.total)} (${ms(r.cpuMsPerRequest.server)} + ${ms(r.cpuMsPerRequest.database)}) | ${r.peakRssMb} |`,
+    ),
   ].join('\n');
+  const statements = (side: 'full' | 'independent', id: string) => {
+    const p = explain[side].perRequest[id];
+    return p ? `${p.statements.toFixed(2)} (${p.authAndRateLimit.toFixed(2)})` : 'n/a';
+  };
+  const baselineTable = (reference: TargetName) =>
+    [
+      `| scenario | req/s full / ${reference} | full / ${reference} | p50 ms full / ${reference} | p99 ms full / ${reference} | CPU ms/req full (server + db) | CPU ms/req ${reference} (server + db) | CPU full / ${reference} | runs F, R, R, F req/s |${reference === 'independent' ? ' SQL statements per request full (auth + rate limit) | independent |' : ''}`,
+      `|---|---|---|---|---|---|---|---|---|${reference === 'independent' ? '---|---|' : ''}`,
+      ...baseline
+        .filter((p) => p.reference === reference)
+        .map(
+          (p) =>
+            `| ${p.scenario} ${p.title} | ${p.full.rps.toFixed(0)} / ${p.baseline.rps.toFixed(0)} | **${p.rpsRatio.toFixed(2)}×** | ${p.full.p50.toFixed(1)} / ${p.baseline.p50.toFixed(1)} | ${p.full.p99.toFixed(1)} / ${p.baseline.p99.toFixed(1)} | ` +
+            `${ms(p.full.cpuMsPerRequest.total)} (${ms(p.full.cpuMsPerRequest.server)} + ${ms(p.full.cpuMsPerRequest.database)}) | ` +
+            `${ms(p.baseline.cpuMsPerRequest.total)} (${ms(p.baseline.cpuMsPerRequest.server)} + ${ms(p.baseline.cpuMsPerRequest.database)}) | ${p.cpuRatio.toFixed(2)}× | ${p.runs.map((r) => r.rps.toFixed(0)).join(', ')} |` +
+            (reference === 'independent' ? ` ${statements('full', p.scenario)} | ${statements('independent', p.scenario)} |` : ''),
+        ),
+    ].join('\n');
   const pairTable = ['| comparison | B / A | runs A, B, B, A | ratio |', '|---|---|---|---|',
     ...pairs.map((p) => `| ${p.target} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ${p.metric === 'p50' ? 'ms (p50)' : 'req/s'} | ${p.ratio.toFixed(2)}× |`)].join('\n');
   const targets = ['| target | measured | met |', '|---|---|---|', ...checks.map((c) => `| ${c.target} | ${c.value} | ${c.pass ? 'yes' : '**no**'} |`)].join('\n');
-  const perRequest = ['| scenario | SQL statements per request | auth + rate-limit statements per request |', '|---|---|---|',
-    ...Object.entries(explain.perRequest).map(([id, p]) => `| ${id} | ${p.statements.toFixed(2)} | ${p.authAndRateLimit.toFixed(2)} |`)].join('\n');
-  const plans = explain.plans
-    .map((p) => {
-      const forced = p.forcedPlan && p.forcedPlan !== p.plan ? `\nWith sequential scans priced out (the index path exists):\n\`\`\`\n${p.forcedPlan}\n\`\`\`` : '';
-      return `\`\`\`sql\n${p.sql}\n\`\`\`\n\`\`\`\n${p.plan}\n\`\`\`${forced}`;
-    })
-    .join('\n\n');
-  const md = `# Bench results ${date}${smoke ? ' (smoke)' : ''}
+  const perRequestTable = (side: 'full' | 'independent') =>
+    ['| scenario | SQL statements per request | auth + rate-limit statements per request |', '|---|---|---|',
+      ...Object.entries(explain[side].perRequest).map(([id, p]) => `| ${id} | ${p.statements.toFixed(2)} | ${p.authAndRateLimit.toFixed(2)} |`)].join('\n');
+  const half = Math.max(1, Math.round(duration / 2));
+  const md = `# Bench results ${date}${smoke ? ' (smoke: ratios and CPU figures from runs this short mean nothing)' : ''}
 
 Machine: ${machine}.
 Load: autocannon, ${CONNECTIONS} connections, ${warmup} s warm-up then ${duration} s per scenario, from the same machine over loopback.
 Full server: \`server/main.ts\` as \`npm start\` runs it, NODE_ENV=production (request validation, authentication, rate limiting on; response validation off), LOG_LEVEL=info.
-Bare baseline: \`scripts/bench/bare.ts\` (express 5 + pg, same service functions and SQL; no validation, auth, rate limit or logging).
-Data: ${smoke ? 'smoke plan' : 'large account 10,000 members / 200,000 entries / 1,000,000 front sessions; small account ~1,000 of each; 50 noise accounts'}.
+Independent baseline: \`scripts/bench/independent.ts\` — \`node:http\` + \`pg\`, no express, knex or server code; each read one named prepared statement selecting only the columns it needs, rows mapped in JS to the same JSON; the same per-request duties (API key through an in-process cache, scope check, rate limit synced to PostgreSQL as the server's store does with its headers, request id, one JSON log line to stdout). It answers the read scenarios only: the write scenarios (5, 6) are measured on the full server alone.
+CPU per request: utime + stime from \`/proc\` of the server process and of its PostgreSQL backends (found by \`application_name\` in \`pg_stat_activity\`), divided by the requests answered.
+Data: ${smoke ? 'smoke plan' : 'large account 10,000 members / 200,000 entries / 1,000,000 front sessions; small account ~1,000 of each; 50 noise accounts'}; plus an awkward account for the body check.
 
+## Body check
+
+Before any load, ${check.compared} requests went to both servers and their answers were compared: status, JSON (parsed, deeply, key order included, then byte for byte) and headers (Content-Type, RateLimit-Limit, RateLimit-Policy and X-Request-Id equal; RateLimit-Remaining, RateLimit-Reset and Retry-After present alike). They cover every read scenario of the large and small accounts (and their next pages) and the awkward account's reads page by page under four read scopes (active side system, sub system, unified view, second side system) — members with object and legacy-URL avatars, archived and trashed members (a trashed one holding an open session first in the front order), custom and deleted tiers, Unicode and JSON escapes, equal sort keys — and the errors of the per-request duties (no key, malformed key, unknown key, missing scope, bad cursors). Differences: ${check.differences.length === 0 ? 'none' : check.differences.length}.
+
+## Full server / independent baseline
+
+Each read scenario on the large account, as a pair in the order full, independent, independent, full (${half} s each after a warm-up of each), so drift on the machine cancels; req/s, p50 and p99 are the means of each side's two runs, CPU is over both runs. SQL statements per request are from the capture runs below.
+
+${baselineTable('independent')}
+${withBare ? `\n### Full server / bare baseline (the server's services without the HTTP pipeline)\n\n${baselineTable('bare')}\n` : ''}
 ## Results
 
-${table}
+${smoke ? 'Smoke run: the read scenarios are measured in the pairs above only.\n\n' : ''}${table}
 
 ## Paired comparisons
 
-Every ratio target is measured as a pair, back to back in the order A B B A (${Math.max(1, Math.round(duration / 2))} s each
+Every other ratio target is measured as a pair, back to back in the order A B B A (${half} s each
 after a warm-up of each side), on the data as seeded (before the write scenarios), so that drift
-on the machine cancels; each side's value is the mean of its two runs. The results table above has
-the same scenarios measured apart (its "ratio to bare" column is from those separate runs).
+on the machine cancels; each side's value is the mean of its two runs.
 
 ${pairTable}
 
@@ -472,7 +791,16 @@ ${targets}
 
 ## Database work per request (capture run, 20 requests per scenario)
 
-${perRequest}
+The full server's job-queue polling (statements on \`jobs\` and \`job_schedules\`, about one a second)
+runs beside the requests and is not counted; its statements are EXPLAINed below with the rest.
+
+Full server:
+
+${perRequestTable('full')}
+
+Independent baseline:
+
+${perRequestTable('independent')}
 
 ## Query plans (EXPLAIN of every distinct statement the scenarios ran)
 
@@ -480,17 +808,29 @@ The planner reads one-page tables (api_keys, accounts, …) whole even where an 
 those the plan with sequential scans priced out (\`enable_seqscan = off\`) is shown too, and that
 plan is what the "every query uses an index" target checks.
 
-${plans}
+### Full server
+
+${planSection(explain.full.plans)}
+
+### Independent baseline
+
+Its statements are named prepared statements run with \`plan_cache_mode = force_generic_plan\`, so
+the generic plan (shown after the custom one, and checked for index use) is the plan that runs.
+
+${planSection(explain.independent.plans)}
 `;
   const dir = smoke ? join(root, 'bench/tmp') : join(root, 'bench/results');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, `${date}.md`), md);
-  writeFileSync(join(dir, `${date}.json`), JSON.stringify({ date, smoke, machine, duration, connections: CONNECTIONS, results: rows, pairs, checks, perRequest: explain.perRequest }, null, 2) + '\n');
-  process.stdout.write('\n' + table + '\n\n' + targets + '\n\n');
+  writeFileSync(
+    join(dir, `${date}.json`),
+    JSON.stringify({ date, smoke, machine, duration, connections: CONNECTIONS, bodyCheck: check, baseline, results, pairs, checks, perRequest: { full: explain.full.perRequest, independent: explain.independent.perRequest } }, null, 2) + '\n',
+  );
+  process.stdout.write('\n' + baselineTable('independent') + '\n\n' + table + '\n\n' + targets + '\n\n');
   log(`wrote ${join(dir, date)}.md and .json`);
 }
 
 main().catch((err) => {
-  console.error(err);
+  console.error(err instanceof BodyCheckFailed ? `[bench] ${err.message}` : err);
   process.exit(1);
 });
