@@ -206,6 +206,20 @@ describe('PATCH /appearance', () => {
       const res = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Plain', sourceUrl: 'http://fonts.example.org/a.woff2' } });
       expect(res.response.status).toBe(400);
     });
+
+    it('need a source URL that is a URI (RFC 3986): no spaces or raw non-ASCII (found by npm run fuzz)', async () => {
+      // Accepted before, then listed back in a body that broke its own schema (format: uri).
+      const { api } = await server.user();
+      for (const sourceUrl of ['https://fonts.example.org/a.woff2😀', 'https://fonts.example.org/a b.woff2', 'https://fonts.example.org/ä.woff2', 'https://fonts.example.org/a.woff2#x#y']) {
+        const res = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Odd', sourceUrl } });
+        expect(res.response.status, sourceUrl).toBe(400);
+        expect(res.error?.message, sourceUrl).toBe('sourceUrl must match format "uri"');
+      }
+      // Percent-encoded, the same names are fine.
+      const ok = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Encoded', sourceUrl: 'https://fonts.example.org/%C3%A4%20b.woff2' } });
+      expect(ok.response.status).toBe(201);
+      expect((await api.GET('/api/v1/appearance/custom-fonts')).data?.map((f) => f.sourceUrl)).toEqual(['https://fonts.example.org/%C3%A4%20b.woff2']);
+    });
   });
 });
 

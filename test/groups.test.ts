@@ -147,6 +147,21 @@ describe('groups', () => {
     expect(tree.data!.groups.map((x) => x.memberIds)).toEqual([[b, a]]);
   });
 
+  it('the same PUT sent several times at once: every one succeeds, none is a 500 (found by npm run fuzz)', async () => {
+    // Two transactions each deleted the group's rows and then inserted the same pairs; the second
+    // failed on the primary key (PostgreSQL only: the embedded database runs one at a time).
+    const { api } = await server.user();
+    const a = await createMember(api, 'A');
+    const b = await createMember(api, 'B');
+    const g = await createGroup(api, 'G');
+    for (const memberIds of [[a], [a, b], [b, a]]) {
+      const answers = await Promise.all(Array.from({ length: 6 }, () => api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds } })));
+      expect(answers.map((x) => x.response.status)).toEqual(Array(6).fill(204));
+      const tree = await api.GET('/api/v1/groups');
+      expect(tree.data!.groups[0]!.memberIds).toEqual(memberIds);
+    }
+  });
+
   it('does not list trashed members in memberIds', async () => {
     const { api } = await server.user();
     const a = await createMember(api, 'A');

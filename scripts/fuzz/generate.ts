@@ -196,6 +196,11 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
   if (format === 'uri' && !pattern) return `https://example.org/${randomText(rng, rng.int(1, 12), true)}`;
   if (format === 'date-time') return new Date(rng.int(0, 4_102_444_800_000)).toISOString();
   if (format === 'email') return `${randomText(rng, rng.int(1, 10), true)}@example.org`;
+  if (format === 'uri' && rng.chance(0.3)) {
+    // Awkward but valid URIs (loopback only: nothing of ours is elsewhere).
+    const fits = URIS.filter((u) => (!pattern || new RegExp(pattern, 'u').test(u)) && fitsLength(u, minLength, maxLength));
+    if (fits.length) return rng.pick(fits);
+  }
   if (pattern) {
     // Unanchored patterns (`\S`, `^https://`) are a constraint on free text: prefix/sample it.
     const anchoredEnd = pattern.endsWith('$');
@@ -217,8 +222,32 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
   }
   // Now and then the longest string allowed, in 4-byte characters: the most bytes a field can take.
   if (maxLength !== undefined && rng.chance(0.05)) return Array.from({ length: maxLength }, () => String.fromCodePoint(0x1f600 + rng.int(0, 79))).join('');
+  // Now and then markup: note text is Markdown whose images the server fetches. Only loopback
+  // addresses with nothing listening (port 9), which the outbound-fetch guard refuses anyway.
+  const snippet = rng.pick(MARKUP);
+  if (rng.chance(0.05) && minLength <= snippet.length && (maxLength ?? Infinity) >= snippet.length) return snippet;
   return randomText(rng, pickLength(rng, minLength, maxLength));
 }
+
+const URIS = [
+  'http://[::1]:9/a.png',
+  'https://user:pass@127.0.0.1:9/a.woff2?b=c#d',
+  'https://127.0.0.1:9/%F0%9F%98%80.png',
+  'https://localhost:9/a/../b/./c.png',
+  'https://0x7f.1:9/a.png',
+  'http://127.0.0.1:65535/' + 'x'.repeat(1000),
+  'https://xn--nxasmq6b.localhost:9/a.woff2',
+];
+
+const MARKUP = [
+  '![a](http://127.0.0.1:9/a.png)',
+  '![b](http://[::1]:9/b.gif "title")',
+  '![c](http://localhost:9/c.webp) and ![d](http://0.0.0.0:9/d.jpg)',
+  '<img src="http://127.0.0.1:9/e.png" onerror="alert(1)">',
+  '[link](javascript:alert(1)) **bold** _it_ `code`',
+  '![](data:image/png;base64,iVBORw0KGgo=)',
+  '![x](http://127.0.0.1:9/' + 'a'.repeat(200) + '.png)',
+];
 
 function pickLength(rng: Prng, minLength: number, maxLength: number | undefined): number {
   const max = maxLength ?? minLength + 40;

@@ -575,6 +575,14 @@ export const MUTATORS: Mutator[] = [
     },
   },
   {
+    name: 'valid.mixed-burst',
+    applies: (op) => op.method !== 'GET',
+    apply(ctx, draft) {
+      // Different valid writes at once (to the same fixtures, mostly): they must serialise cleanly.
+      return { ...clone(draft), burst: ctx.rng.int(2, 4), mixed: true };
+    },
+  },
+  {
     name: 'auth.missing',
     applies: (op) => op.security !== 'public',
     apply(_ctx, draft) {

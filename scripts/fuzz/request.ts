@@ -27,8 +27,9 @@ export interface Draft {
   bodyBytes?: Buffer;
   /** Set by mutations whose invalidity the judge cannot see (random bytes labelled image/png). */
   forceInvalid?: string;
-  /** Send this many copies at once (races between identical writes). */
+  /** Send this many at once (races between writes): copies of this request, or with `mixed` other valid ones. */
   burst?: number;
+  mixed?: boolean;
 }
 
 export interface Credentials {

@@ -11,7 +11,7 @@ import { callJson, NotSendable, send, urlOf, type FuzzRequest, type FuzzResponse
 import { MUTATORS, type Mutator } from './mutate.ts';
 import { Prng } from './prng.ts';
 import { addFailure, recordRequest, recordResponse, type FailureRecord, type FuzzReport, type OperationReport } from './report.ts';
-import { buildValid, destroysTarget, judge, lastPathParam, render, type Credentials, type Draft } from './request.ts';
+import { buildValid, destroysTarget, judge, lastPathParam, render, type Credentials, type Draft, type Verdict } from './request.ts';
 import { startFuzzServer, type FuzzServer } from './server.ts';
 
 export interface RunOptions {
@@ -166,13 +166,14 @@ async function fuzzOperation(
         }
       }
     }
-    const verdict = judge(contract, op, draft, creds);
-    let req: FuzzRequest;
-    let responses: FuzzResponse[];
+    // A burst: the same request several times at once, or (mixed) several different valid ones.
+    const drafts = [draft];
+    for (let k = 1; k < (draft.burst ?? 1); k++) drafts.push(draft.mixed ? await buildValid(contract, op, rng, creds, fresh ?? {}) : draft);
+    let exchanges: Array<{ verdict: Verdict; req: FuzzRequest; res: FuzzResponse }>;
     try {
-      req = render(op, draft);
-      const copies = draft.burst ?? 1;
-      responses = await Promise.all(Array.from({ length: copies }, () => send(server.baseUrl, req)));
+      const reqs = drafts.map((d) => render(op, d));
+      const responses = await Promise.all(reqs.map((r) => send(server.baseUrl, r)));
+      exchanges = responses.map((res, k) => ({ verdict: judge(contract, op, drafts[k]!, creds), req: reqs[k]!, res }));
     } catch (err) {
       if (err instanceof NotSendable || err instanceof URIError) {
         report.notSendable++;
@@ -188,7 +189,7 @@ async function fuzzOperation(
       }
       continue;
     }
-    for (const res of responses) {
+    for (const { verdict, req, res } of exchanges) {
       report.requests++;
       report.maxMs = Math.max(report.maxMs, Math.round(res.ms));
       if (res.status >= 200 && res.status < 300) fresh = undefined;

@@ -22,6 +22,9 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
         validateResponses: validateResponses ? { removeAdditional: false } : false,
         validateSecurity: false,
         validateFormats: true,
+        // Formats as JSON Schema defines them (a `uri` is an RFC 3986 URI: no spaces, no raw
+        // non-ASCII), not ajv-formats' fast approximations, which let such values in.
+        ajvFormats: { mode: 'full' },
         // Bodies are parsed (and their type checked) by our own middleware before this runs.
         fileUploader: false,
       }) as unknown as RequestHandler[];

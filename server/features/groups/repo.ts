@@ -35,6 +35,11 @@ export const directoriesRepo = {
     return q.first();
   },
 
+  /** findLive, locking the row FOR UPDATE until the transaction ends (writes to one directory run one at a time). */
+  lockLive(trx: Knex.Transaction, userId: string, id: string, kind: DirectoryKind): Promise<DirectoryRow | undefined> {
+    return trx('directories').where({ id, user_id: userId, kind }).whereNull('deleted_at').forUpdate().first();
+  },
+
   findAny(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {
     const q = db('directories').where({ id, user_id: userId });
     if (kind) q.where({ kind });

@@ -148,7 +148,9 @@ export async function setGroupMembers(ctx: ServiceContext, id: string, memberIds
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   await db.transaction(async (trx) => {
-    const group = await directoriesRepo.findLive(trx, userId, id, 'group');
+    // Locked: two replacements of one group at once would otherwise both delete its rows and then
+    // insert the same pairs, and the second would fail on the primary key.
+    const group = await directoriesRepo.lockLive(trx, userId, id, 'group');
     if (!group) throw notFound('Group not found');
     await assertMembers(trx, userId, memberIds, group.side_system_id);
     await groupMembersRepo.replace(trx, userId, id, memberIds, now);
