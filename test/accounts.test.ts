@@ -10,6 +10,7 @@ import { ALL_SCOPES, bearer, useServer } from './helpers/server.ts';
 import { createLogger } from '../server/logger.ts';
 import { collectGarbage } from '../server/storage/gc.ts';
 import { createUploadIntent } from '../server/storage/staging.ts';
+import { PostgresRateLimitStore } from '../server/http/rateLimit.ts';
 
 const UNAUTHORIZED = { code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' };
 let now = 1_800_000_000_000;
@@ -231,8 +232,14 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
     return (await knex()('information_schema.tables').where({ table_schema: 'public', table_type: 'BASE TABLE' }).pluck('table_name')).sort();
   }
 
-  /** Every row of every table, as sorted JSON per table (last_used_at is written in the background). */
+  /**
+   * Every row of every table, as sorted JSON per table (last_used_at is written in the background).
+   * The PostgreSQL rate-limit store writes its counts every 100 ms: flushed first, so a count of the
+   * last request does not land between two snapshots.
+   */
   async function snapshot(): Promise<Record<string, string[]>> {
+    const store = server.deps.rateLimiter.store;
+    if (store instanceof PostgresRateLimitStore) await store.flush();
     const out: Record<string, string[]> = {};
     for (const table of await tables()) {
       const rows: Array<Record<string, unknown>> = await knex()(table).select('*');
