@@ -122,6 +122,26 @@ describe('shared stores', () => {
     }
   });
 
+  it('PostgreSQL store: counts still pending when the key\'s account is deleted leave no row behind', async () => {
+    const server = await new TestServer().start();
+    const store = new PostgresRateLimitStore(server.deps.db.knex, { syncMs: 3_600_000 });
+    try {
+      const { userId, keyId } = await server.user();
+      const now = Date.now();
+      expect((await store.hit(keyId, now)).count).toBe(1); // a new window: written at once
+      for (let i = 0; i < 5; i++) await store.hit(keyId, now); // pending, synced later
+      expect((await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId } } })).response.status).toBe(204);
+      await store.flush();
+      expect(await server.deps.db.knex('rate_limit_windows').where({ key_id: keyId }).first()).toBeUndefined();
+      // A request of the deleted key that was already past authentication is counted locally only.
+      expect((await store.hit(keyId, now)).count).toBe(1);
+      expect(await server.deps.db.knex('rate_limit_windows').where({ key_id: keyId }).first()).toBeUndefined();
+    } finally {
+      await store.close();
+      await server.close();
+    }
+  });
+
   it.skipIf(!REDIS_URL)('Redis store (REDIS_URL): two servers share one budget per key', async () => {
     const a = await new TestServer().start({ env: { RATE_LIMIT_PER_MINUTE: '4', REDIS_URL }, rateLimitStore: 'redis' });
     try {

@@ -84,17 +84,29 @@ export class PostgresRateLimitStore implements RateLimitStore {
     this.timer.unref();
   }
 
-  private async add(keyId: string, delta: number, now: number): Promise<RateLimitState> {
+  /**
+   * Adds `delta` requests to the key's window. Only while the key exists: a count synced after its
+   * account was deleted (this or another instance still held it) must not leave a row behind.
+   * Null when the key is gone.
+   */
+  private async add(keyId: string, delta: number, now: number): Promise<RateLimitState | null> {
     const result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
-      `insert into rate_limit_windows as w (key_id, window_start, count) values (?, ?, ?)
+      `insert into rate_limit_windows as w (key_id, window_start, count)
+       select ?::uuid, ?::bigint, ?::integer where exists (select 1 from api_keys k where k.id = ?::uuid)
        on conflict (key_id) do update set
          count = case when w.window_start + ? <= excluded.window_start then excluded.count else w.count + excluded.count end,
          window_start = case when w.window_start + ? <= excluded.window_start then excluded.window_start else w.window_start end
        returning count, window_start`,
-      [keyId, now, delta, WINDOW_MS, WINDOW_MS],
+      [keyId, now, delta, keyId, WINDOW_MS, WINDOW_MS],
     );
-    const row = result.rows[0]!;
-    return { count: Number(row.count), resetAt: Number(row.window_start) + WINDOW_MS };
+    const row = result.rows[0];
+    return row ? { count: Number(row.count), resetAt: Number(row.window_start) + WINDOW_MS } : null;
+  }
+
+  /** A request of a key deleted meanwhile (it authenticated just before): counted locally only. */
+  private orphan(keyId: string, delta: number, now: number): RateLimitState {
+    this.keys.delete(keyId);
+    return { count: delta, resetAt: now + WINDOW_MS };
   }
 
   async hit(keyId: string, now: number): Promise<RateLimitState> {
@@ -109,18 +121,20 @@ export class PostgresRateLimitStore implements RateLimitStore {
       // Near the limit: count this request, and whatever is pending, in the database first.
       const delta = local.pending + 1;
       local.pending = 0;
-      let state: RateLimitState;
+      let state: RateLimitState | null;
       try {
         state = await this.add(keyId, delta, now);
       } catch (err) {
         local.pending += delta - 1; // this request failed; the earlier ones still count
         throw err;
       }
+      if (!state) return this.orphan(keyId, delta, now);
       this.learn(keyId, state);
       return state;
     }
     // A new window (or a key this instance has not seen): count it in the database now.
     const state = await this.add(keyId, 1, now);
+    if (!state) return this.orphan(keyId, 1, now);
     this.learn(keyId, state);
     return state;
   }
@@ -155,6 +169,10 @@ export class PostgresRateLimitStore implements RateLimitStore {
       local.pending = 0;
       try {
         const state = await this.add(keyId, delta, now);
+        if (!state) {
+          this.keys.delete(keyId); // the key (its account) was deleted: nothing left to count
+          continue;
+        }
         if (state.resetAt === local.resetAt) local.total = Math.max(local.total, state.count);
         else Object.assign(local, { total: state.count, resetAt: state.resetAt });
       } catch (err) {
