@@ -60,7 +60,9 @@ export type FrontMemberFields = Omit<MemberRow, 'id' | 'user_id' | 'deleted_at'>
  * statement on every request). Open sessions of members not in the trash, by the unique partial
  * index front_sessions_one_open and the members primary key; then the tier presence of members
  * not in the trash, by its primary key, with the display name of a custom tier. Columns that one
- * branch does not have are typed nulls.
+ * branch does not have are typed nulls. The member of each session is a lateral subquery with
+ * `limit 1` so it stays a primary-key probe per open session: as a plain join the planner, which
+ * expects a dozen open sessions, hashes the account's whole member list instead.
  */
 const FRONT_NOW_SQL = `
 select 'session' as kind, s.id, s.member_id, s.note, s.position as ord_position, s.started_at as ord_time, s.id as ord_id,
@@ -68,7 +70,13 @@ select 'session' as kind, s.id, s.member_id, s.note, s.position as ord_position,
        m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
        m.about_tags, m.profile_style, m.avatar, m.banner, m.archived_at, m.version, m.created_at, m.updated_at
 from "front_sessions" s
-join "members" m on m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null
+cross join lateral (
+  select m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
+         m.about_tags, m.profile_style, m.avatar, m.banner, m.archived_at, m.version, m.created_at, m.updated_at
+  from "members" m
+  where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null
+  limit 1
+) m
 where s.user_id = ? and s.ended_at is null and s.deleted_at is null
 union all
 select 'presence', null, p.member_id, p.note, null, p.created_at, p.member_id,
