@@ -40,9 +40,6 @@ export interface TierPresenceRow {
   updated_at: number;
 }
 
-/** A presence row with the display name of its custom tier (null for presets). */
-export type TierPresenceListRow = Pick<TierPresenceRow, 'member_id' | 'tier_key' | 'note'> & { custom_display_name: string | null };
-
 /**
  * One row of the current-front read (FRONT_NOW_SQL): either an open session with the fields of its
  * member that the response shows, or a tier presence row. Rows come sessions first in front
@@ -228,14 +225,6 @@ export const frontRepo = {
     }
     const row = await historyQuery(db, userId, filter).count({ n: '*' }).first();
     return Number((row as { n: number | string } | undefined)?.n ?? 0);
-  },
-
-  listPresence(db: Knex, userId: string): Promise<TierPresenceListRow[]> {
-    const q = db('front_tier_presence as p')
-      .leftJoin('front_custom_tiers as t', (j) => j.on('t.user_id', 'p.user_id').on(db.raw('t.id::text = p.tier_key')))
-      .where('p.user_id', userId)
-      .whereExists(db('members as m').select(db.raw('1')).where('m.user_id', userId).whereRaw('m.id = p.member_id').whereNull('m.deleted_at'));
-    return q.select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name').orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]);
   },
 
   async upsertPresence(db: Knex, row: TierPresenceRow): Promise<void> {
