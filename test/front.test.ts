@@ -1037,12 +1037,74 @@ describe('GET /front', () => {
     };
     await start(api, ids[0]!);
     const one = await queries();
-    expect(one).toBe(3); // open sessions, their members, tier presence
+    expect(one).toBe(1); // one statement: open sessions with their members, and tier presence
     for (const id of ids.slice(1)) {
       await start(api, id);
       await api.POST('/api/v1/front/tier-presence', { body: { memberId: id, tierKey: 'coFront' } });
     }
     expect(await queries()).toBe(one);
+  });
+
+  it('costs one data statement once the key cache is warm, and that statement stays on indexes (EXPLAIN ANALYZE)', async () => {
+    const { api } = await server.user();
+    const other = await server.user();
+    const knex = server.deps.db.knex;
+    const [a, b, c] = await members(api, 3);
+    const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Nearby' } })).data!.id;
+    await start(api, a!, { note: 'first' });
+    await start(api, b!);
+    await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coConscious' } });
+    now += 1000; // presence is listed in the order it was set
+    await api.POST('/api/v1/front/tier-presence', { body: { memberId: c!, tierKey: tier, note: 'near' } });
+    // Some data around it: 1,000 more members for each account (the other's all in a tier), and
+    // 3,000 closed sessions each, straight into the tables.
+    for (const memberApi of [api, other.api]) {
+      const seedMember = await createMember(memberApi);
+      await knex.raw(
+        `insert into members (id, user_id, side_system_id, name, created_at, updated_at)
+         select gen_random_uuid(), m.user_id, m.side_system_id, 'Seed ' || g, ?::bigint, ?::bigint
+         from members m, generate_series(1, 1000) g where m.id = ?`,
+        [now, now, seedMember],
+      );
+      await knex.raw(
+        `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
+         select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * 60000, ?::bigint - g * 60000 + 30000, ?::bigint, ?::bigint
+         from members m, generate_series(1, 3000) g where m.id = ?`,
+        [now, now, now, now, seedMember],
+      );
+    }
+    await knex.raw(
+      `insert into front_tier_presence (user_id, member_id, tier_key, created_at, updated_at)
+       select user_id, id, 'coFront', ?::bigint, ?::bigint from members where user_id = ? on conflict do nothing`,
+      [now, now, other.userId],
+    );
+    // Statistics for the tables read (what autovacuum or the embedded maintenance job keeps).
+    await knex.raw('analyze front_sessions, members, front_tier_presence, front_custom_tiers');
+
+    const before = await getFront(api); // warms the key cache
+    let response: Awaited<ReturnType<typeof getFront>> | undefined;
+    const statements = await captureStatements(knex, FRONT_DATA_SQL, async () => {
+      response = await getFront(api);
+    });
+    expect(statements).toHaveLength(1);
+    expect(response).toEqual(before);
+    expect(response!.memberIds).toEqual([a, b]);
+    expect(response!.primaryNote).toBe('first');
+    expect(response!.tieredPresence.map((p) => [p.memberId, p.tierDisplayName, p.note])).toEqual([
+      [b, 'Co-conscious', null],
+      [c, 'Nearby', 'near'],
+    ]);
+
+    const plan = await explain(knex, statements[0]!, { analyze: true });
+    const nodes = planNodes(plan);
+    // No scan of a whole table. (Custom tiers, at most 50 per account, are a table of a few dozen
+    // rows here, where the planner rightly scans it; at scale front_custom_tiers_user serves the join.)
+    const seq = nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] !== 'front_custom_tiers');
+    expect(seq, JSON.stringify(plan)).toEqual([]);
+    const indexes = new Set(nodes.map((n) => n['Index Name']).filter((name) => name !== undefined));
+    for (const index of ['front_sessions_one_open', 'members_pkey', 'front_tier_presence_pkey']) {
+      expect(indexes.has(index), `${index} in ${JSON.stringify(plan)}`).toBe(true);
+    }
   });
 
   it('leaves out members in the trash (while front rows are not yet cleaned up)', async () => {

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import type { MemberRow } from '../members/index.ts';
 
 const HISTORY_ORDER: Keyset = { columns: [{ sql: 's.started_at', type: 'bigint' }, { sql: 's.id', type: 'uuid' }], direction: 'desc' };
 
@@ -39,8 +40,51 @@ export interface TierPresenceRow {
   updated_at: number;
 }
 
-/** A presence row with the display name of its custom tier (null for presets). */
-export type TierPresenceListRow = Pick<TierPresenceRow, 'member_id' | 'tier_key' | 'note'> & { custom_display_name: string | null };
+/**
+ * One row of the current-front read (FRONT_NOW_SQL): either an open session with the fields of its
+ * member that the response shows, or a tier presence row. Rows come sessions first in front
+ * order, then presence rows in the order they were set.
+ */
+export type FrontNowRow =
+  | ({ kind: 'session'; id: string; member_id: string; started_at: number; note: string | null } & FrontMemberFields)
+  | { kind: 'presence'; member_id: string; note: string | null; tier_key: string; custom_display_name: string | null };
+
+/** The member columns the current front shows (all but user_id and deleted_at). */
+export type FrontMemberFields = Omit<MemberRow, 'id' | 'user_id' | 'deleted_at'>;
+
+/**
+ * The whole current front in one statement (the text is constant, so PostgreSQL sees the same
+ * statement on every request). Open sessions of members not in the trash, by the unique partial
+ * index front_sessions_one_open and the members primary key; then the tier presence of members
+ * not in the trash, by its primary key, with the display name of a custom tier. Columns that one
+ * branch does not have are typed nulls. The member of each session is a lateral subquery with
+ * `limit 1` so it stays a primary-key probe per open session: as a plain join the planner, which
+ * expects a dozen open sessions, hashes the account's whole member list instead.
+ */
+const FRONT_NOW_SQL = `
+select 'session' as kind, s.id, s.member_id, s.note, s.position as ord_position, s.started_at as ord_time, s.id as ord_id,
+       s.started_at, null::text as tier_key, null::text as custom_display_name,
+       m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
+       m.about_tags, m.profile_style, m.avatar, m.banner, m.archived_at, m.version, m.created_at, m.updated_at
+from "front_sessions" s
+cross join lateral (
+  select m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
+         m.about_tags, m.profile_style, m.avatar, m.banner, m.archived_at, m.version, m.created_at, m.updated_at
+  from "members" m
+  where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null
+  limit 1
+) m
+where s.user_id = ? and s.ended_at is null and s.deleted_at is null
+union all
+select 'presence', null, p.member_id, p.note, null, p.created_at, p.member_id,
+       null, p.tier_key, t.display_name,
+       null, null, null, null, null, null, null,
+       null, null, null, null, null, null, null, null
+from "front_tier_presence" p
+left join "front_custom_tiers" t on t.user_id = p.user_id and t.id::text = p.tier_key
+where p.user_id = ?
+  and exists (select 1 from "members" m where m.id = p.member_id and m.user_id = p.user_id and m.deleted_at is null)
+order by kind desc, ord_position asc nulls last, ord_time asc, ord_id asc`;
 
 export interface HistoryFilter {
   startTime?: number;
@@ -102,6 +146,12 @@ export const frontRepo = {
     const q = db('front_sessions as s').where('s.user_id', userId);
     open(q, 's');
     return q.select('s.*').orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+  },
+
+  /** The current front: its open sessions with their members and the tier presence (see FRONT_NOW_SQL). */
+  async frontNow(db: Knex, userId: string): Promise<FrontNowRow[]> {
+    const result = await db.raw(FRONT_NOW_SQL, [userId, userId]);
+    return (result as { rows: FrontNowRow[] }).rows;
   },
 
   findOpenByMember(db: Knex, userId: string, memberId: string): Promise<FrontSessionRow | undefined> {
@@ -175,14 +225,6 @@ export const frontRepo = {
     }
     const row = await historyQuery(db, userId, filter).count({ n: '*' }).first();
     return Number((row as { n: number | string } | undefined)?.n ?? 0);
-  },
-
-  listPresence(db: Knex, userId: string): Promise<TierPresenceListRow[]> {
-    const q = db('front_tier_presence as p')
-      .leftJoin('front_custom_tiers as t', (j) => j.on('t.user_id', 'p.user_id').on(db.raw('t.id::text = p.tier_key')))
-      .where('p.user_id', userId)
-      .whereExists(db('members as m').select(db.raw('1')).where('m.user_id', userId).whereRaw('m.id = p.member_id').whereNull('m.deleted_at'));
-    return q.select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name').orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]);
   },
 
   async upsertPresence(db: Knex, row: TierPresenceRow): Promise<void> {

@@ -12,7 +12,7 @@ import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { membersRepo, toMember, toMemberSummary } from '../members/index.ts';
 import { resolveWriteScope } from '../systems/index.ts';
-import { frontRepo, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
+import { frontRepo, type FrontNowRow, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
 
 type Schemas = components['schemas'];
 type FrontState = Schemas['FrontState'];
@@ -36,12 +36,6 @@ function noteOrNull(note: string | null | undefined): string | null {
   return note === undefined || note === null || note.trim() === '' ? null : note;
 }
 
-function toActiveSession(row: FrontSessionRow): ActiveSession {
-  const session: ActiveSession = { _id: row.id, userId: row.user_id, memberId: row.member_id, startedAt: row.started_at };
-  if (row.note !== null) session.note = row.note;
-  return session;
-}
-
 function toHistorySession(row: FrontSessionRow): HistorySession {
   const session: HistorySession = { _id: row.id, userId: row.user_id, memberId: row.member_id, startedAt: row.started_at, endedAt: row.ended_at };
   if (row.note !== null) session.note = row.note;
@@ -56,27 +50,34 @@ async function liveOpenSessions(db: Knex, userId: string): Promise<FrontSessionR
 }
 
 export async function getFront(ctx: ServiceContext): Promise<FrontState> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  const sessions = await frontRepo.openSessions(db, userId);
-  const memberRows = await membersRepo.byIds(db, userId, sessions.map((s) => s.member_id));
-  const byId = new Map(memberRows.filter((m) => m.deleted_at === null).map((m) => [m.id, m]));
-  // Members in the trash (or trashed between the two reads) drop out rather than leaving a hole.
-  const fronting = sessions.filter((s) => byId.has(s.member_id));
-  const presence = await frontRepo.listPresence(db, userId);
+  // One statement: open sessions of members not in the trash, in front order, then tier presence.
+  const rows = await frontRepo.frontNow(ctx.db, userId);
+  const fronting: Array<Extract<FrontNowRow, { kind: 'session' }>> = [];
+  const tieredPresence: FrontState['tieredPresence'] = [];
+  for (const row of rows) {
+    if (row.kind === 'session') fronting.push(row);
+    else {
+      tieredPresence.push({
+        memberId: row.member_id,
+        tierKey: row.tier_key,
+        tierDisplayName: PRESET_NAMES.get(row.tier_key) ?? row.custom_display_name ?? row.tier_key,
+        note: row.note,
+      });
+    }
+  }
   const primary = fronting[0];
   return {
     memberIds: fronting.map((s) => s.member_id),
-    members: fronting.map((s) => toMember(byId.get(s.member_id)!)),
-    activeSessions: fronting.map(toActiveSession),
+    members: fronting.map((s) => toMember({ ...s, id: s.member_id, user_id: userId, deleted_at: null })),
+    activeSessions: fronting.map((s) => {
+      const session: ActiveSession = { _id: s.id, userId, memberId: s.member_id, startedAt: s.started_at };
+      if (s.note !== null) session.note = s.note;
+      return session;
+    }),
     primaryMemberId: primary?.member_id ?? null,
     primaryNote: primary?.note ?? null,
-    tieredPresence: presence.map((p) => ({
-      memberId: p.member_id,
-      tierKey: p.tier_key,
-      tierDisplayName: PRESET_NAMES.get(p.tier_key) ?? p.custom_display_name ?? p.tier_key,
-      note: p.note,
-    })),
+    tieredPresence,
   };
 }
 
