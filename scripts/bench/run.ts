@@ -259,16 +259,8 @@ async function paired(name: string, metric: 'p50' | 'rps', limit: number, a: Pai
   return result;
 }
 
-interface BaselineRun {
-  target: TargetName;
-  rps: number;
-  p50: number;
-  p99: number;
-  requests: number;
-  errors: number;
-  non2xx: number;
-  cpuMs: CpuUsage;
-}
+/** One load run of a baseline pair: the measurement's load figures plus the CPU it cost. */
+type BaselineRun = Pick<Measurement, 'target' | 'rps' | 'p50' | 'p99' | 'requests' | 'errors' | 'non2xx'> & { cpuMs: CpuUsage };
 
 interface BaselineSide {
   /** Means of the side's two runs. */

@@ -60,9 +60,15 @@ function setAt(root: unknown, path: Path, value: unknown): unknown {
   return root;
 }
 
+/** The object at `path` inside `root` (the caller picked a path that leads to an object). */
+function objectAt(root: unknown, path: Path): Record<string | number, unknown> {
+  let target = root as Record<string | number, unknown>;
+  for (const key of path) target = target[key] as Record<string | number, unknown>;
+  return target;
+}
+
 function deleteAt(root: unknown, path: Path): void {
-  let node = root as Record<string | number, unknown>;
-  for (const key of path.slice(0, -1)) node = node[key] as Record<string | number, unknown>;
+  const node = objectAt(root, path.slice(0, -1));
   const last = path.at(-1)!;
   if (Array.isArray(node)) node.splice(last as number, 1);
   else delete node[last];
@@ -257,8 +263,7 @@ export const MUTATORS: Mutator[] = [
       const node = pickNode(ctx, draft, (n) => isObject(n.value));
       if (!node) return undefined;
       const out = clone(draft);
-      let target = out.json as Record<string | number, unknown>;
-      for (const key of node.path) target = target[key] as Record<string | number, unknown>;
+      const target = objectAt(out.json, node.path);
       target[ctx.rng.pick(UNKNOWN_KEYS)] = ctx.rng.pick([1, 'x', null, true, {}, []]);
       return out;
     },
@@ -271,8 +276,7 @@ export const MUTATORS: Mutator[] = [
       const node = pickNode(ctx, draft, (n) => isObject(n.value));
       if (!node) return undefined;
       const out = clone(draft);
-      let target = out.json as Record<string | number, unknown>;
-      for (const key of node.path) target = target[key] as Record<string | number, unknown>;
+      const target = objectAt(out.json, node.path);
       const placeholder = '__fuzz_placeholder__';
       const [key, payload] = ctx.rng.pick([
         ['__proto__', { fuzzPolluted: true }],
