@@ -39,12 +39,13 @@ const { values } = parseArgs({
     only: { type: 'string' },
     report: { type: 'string' },
     'server-validation': { type: 'boolean', default: false },
+    quiet: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 
 if (values.help) {
-  console.log('npm run fuzz -- [--long] [--budget N] [--seed S] [--only REGEX] [--report FILE] [--server-validation]');
+  console.log('npm run fuzz -- [--long] [--budget N] [--seed S] [--only REGEX] [--report FILE] [--server-validation] [--quiet]');
   process.exit(0);
 }
 
@@ -72,10 +73,13 @@ const report = await runFuzz({
   long,
   only,
   serverValidation: values['server-validation'],
-  log: (line) => console.log(line),
+  // --quiet (CI): only failing operations are named, then the totals.
+  log: (line) => {
+    if (!values.quiet || !line.startsWith('ok  ')) console.log(line);
+  },
   signal: stop.signal,
 });
-console.log(`\n${summarize(report)}`);
+console.log(`\n${summarize(report, { onlyFailing: values.quiet })}`);
 if (reportPath) {
   writeFileSync(reportPath, JSON.stringify(report, null, 2) + '\n');
   console.log(`report written to ${reportPath}`);

@@ -90,9 +90,11 @@ export function addFailure(list: FailureRecord[], failure: Omit<FailureRecord, '
   else list.push({ ...failure, repeats: 0 });
 }
 
-export function summarize(report: FuzzReport): string {
+/** The run's summary: a line per operation (only the failing ones with `onlyFailing`), failures, warnings, totals. */
+export function summarize(report: FuzzReport, options: { onlyFailing?: boolean } = {}): string {
   const lines: string[] = [];
   for (const op of report.operations) {
+    if (options.onlyFailing && !op.failures.length) continue;
     const statuses = Object.entries(op.statuses)
       .sort(([a], [b]) => Number(a) - Number(b))
       .map(([s, n]) => `${s}×${n}`)
