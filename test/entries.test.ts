@@ -3,6 +3,7 @@ import { loadConfig } from '../server/config.ts';
 import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { GIF, PNG } from './helpers/images.ts';
 import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
+import { bothPlans, captureStatements, largeSeqScans, planNodes } from './helpers/plans.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -187,6 +188,76 @@ describe('GET /entries', () => {
     expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id).sort()).toEqual([mainNote, sideNote].sort());
     const row = await server.deps.db.knex('entries').where({ id: sideNote }).first();
     expect(row.side_system_id).toBe(side);
+  });
+  it('costs one statement in every scope and with memberId, walking an index in order (custom and generic plans)', async () => {
+    const { api, userId } = await server.user();
+    const other = await server.user();
+    const knex = server.deps.db.knex;
+    const [a, b] = [await createMember(api, 'A'), await createMember(api, 'B', { displayName: 'Bee' })];
+    const main = (await knex('active_system_context').where({ user_id: userId }).first()).side_system_id as string;
+    const side = await createSide(api);
+    // 3,000 notes in the main side system (every third linked to A then B), 5 in the second, and
+    // 3,000 of another account, straight into the tables; then statistics, as a running server has.
+    const seed = (user: string, sideSystem: string, n: number, offset: number) =>
+      knex.raw(
+        `insert into entries (id, user_id, side_system_id, content, created_at, updated_at)
+         select gen_random_uuid(), ?, ?, 'Note ' || g, ?::bigint - g, ?::bigint - g - ?::bigint from generate_series(1, ?) g`,
+        [user, sideSystem, now, now, offset, n],
+      );
+    await seed(userId, main, 3000, 0);
+    await seed(userId, side, 5, 10_000);
+    const theirs = (await knex('active_system_context').where({ user_id: other.userId }).first()).side_system_id as string;
+    await seed(other.userId, theirs, 3000, 0);
+    await knex.raw(
+      `insert into entry_members (entry_id, member_id, user_id, position)
+       select e.id, m.id, e.user_id, case when m.id = ? then 0 else 1 end
+       from (select id, user_id, row_number() over (order by updated_at desc) r from entries where user_id = ?) e, members m
+       where e.r % 3 = 0 and m.id in (?, ?)`,
+      [a, userId, a, b],
+    );
+    // The other account links each of its notes to one of 100 members: most links are not the caller's.
+    const theirMember = await createMember(other.api, 'Theirs');
+    await knex.raw(
+      `insert into members (id, user_id, side_system_id, name, created_at, updated_at)
+       select gen_random_uuid(), m.user_id, m.side_system_id, 'Seed ' || g, ?::bigint, ?::bigint from members m, generate_series(1, 99) g where m.id = ?`,
+      [now, now, theirMember],
+    );
+    await knex.raw(
+      `insert into entry_members (entry_id, member_id, user_id, position)
+       select e.id, m.id, e.user_id, 0
+       from (select id, user_id, row_number() over (order by id) % 100 r from entries where user_id = ?) e
+       join (select id, row_number() over (order by id) % 100 r from members where user_id = ?) m on m.r = e.r`,
+      [other.userId, other.userId],
+    );
+    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+    else await knex.raw('analyze entries, entry_members, members, active_system_context');
+
+    const limit = 20;
+    const check = async (label: string, query: { memberId?: string }, expected: (notes: Array<{ _id: string; members: Array<{ id: string }> }>) => void) => {
+      await api.GET('/api/v1/entries', { params: { query: { limit, ...query } } }); // warm the key cache
+      let notes: Array<{ _id: string; members: Array<{ id: string }> }> = [];
+      const statements = await captureStatements(knex, /\b(entries|entry_members|members|active_system_context)\b/, async () => {
+        notes = (await api.GET('/api/v1/entries', { params: { query: { limit, ...query } } })).data!;
+      });
+      expect(statements, label).toHaveLength(1);
+      expected(notes);
+      for (const { kind, plan } of await bothPlans(knex, statements[0]!)) {
+        const at = `${label}, ${kind} plan: ${JSON.stringify(plan)}`;
+        expect(largeSeqScans(plan), at).toEqual([]);
+        // At most a page of notes is read and sorted, or (memberId) the member's links.
+        const notesRead = planNodes(plan).filter((n) => n['Relation Name'] === 'entries').reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
+        expect(notesRead, at).toBeLessThanOrEqual(query.memberId ? 1001 : limit * 2);
+      }
+    };
+    await check('active side system', {}, (notes) => {
+      expect(notes).toHaveLength(limit);
+      expect(notes.filter((n) => n.members.length > 0)).toHaveLength(Math.floor(limit / 3));
+    });
+    await check('one member', { memberId: b }, (notes) => expect(notes.every((n) => n.members.some((m) => m.id === b))).toBe(true));
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side } });
+    await check('second side system', {}, (notes) => expect(notes).toHaveLength(5));
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    await check('unified view', {}, (notes) => expect(notes).toHaveLength(limit));
   });
 });
 

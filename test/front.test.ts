@@ -12,7 +12,7 @@ let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
 
 /** Queries that read front or member data (auth and rate-limit bookkeeping are not counted). */
-const FRONT_DATA_SQL = /"(front_sessions|front_session_counts|front_tier_presence|front_custom_tiers|members)"/;
+const FRONT_DATA_SQL = /\b(front_sessions|front_session_counts|front_tier_presence|front_custom_tiers|members)\b/;
 const memberPath = (memberId: string) => ({ params: { path: { memberId } } });
 const sessionPath = (sessionId: string) => ({ params: { path: { sessionId } } });
 
@@ -747,9 +747,8 @@ describe('GET /front/history', () => {
       }
       return n;
     };
-    const small = await queriesFor(1);
-    expect(small).toBe(3); // the page, its count, the member summaries
-    expect(await queriesFor(24)).toBe(small);
+    expect(await queriesFor(1)).toBe(1); // one statement: the page, its members and the count
+    expect(await queriesFor(24)).toBe(1);
   });
 
   it('a page 4,000 sessions deep reads the same rows of the same index as the first page (EXPLAIN ANALYZE)', async () => {
@@ -775,29 +774,34 @@ describe('GET /front/history', () => {
     else await knex.raw('analyze front_sessions, members');
 
     const limit = 50;
-    const planOf = async (query: HistoryQuery) => {
+    const plansOf = async (query: HistoryQuery) => {
       await history(api, query); // warm the key cache so the captured statement is the page itself
-      const statements = await captureStatements(knex, /from "front_sessions" as "s"/, async () => {
+      const statements = await captureStatements(knex, FRONT_DATA_SQL, async () => {
         expect((await history(api, query)).items).toHaveLength(limit);
       });
-      const page = statements.find((st) => /order by/.test(st.sql) && /limit/.test(st.sql));
-      expect(page, 'the history page statement').toBeDefined();
-      return explain(knex, page!, { analyze: true });
+      expect(statements, 'one statement for the page').toHaveLength(1);
+      // The plan for these values, and the generic plan a prepared statement settles on.
+      return [await explain(knex, statements[0]!, { analyze: true }), await explain(knex, statements[0]!, { analyze: true, generic: true })];
     };
     const historyScan = (root: PlanNode) => {
       const all = planNodes(root);
-      expect(all.map((n) => n['Node Type']), JSON.stringify(root)).not.toContain('Sort');
+      // Sorting the page itself is fine; sorting more than a page means the index was not walked in order.
+      for (const sort of all.filter((n) => n['Node Type'] === 'Sort')) expect(sort['Actual Rows'], JSON.stringify(root)).toBeLessThanOrEqual(limit + 1);
+      // No table is read whole (the planner may rightly scan the dozen members here for the anti-join).
+      const seq = all.filter((n) => n['Node Type'] === 'Seq Scan' && !(n['Relation Name'] === 'members' && (n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) <= 100));
+      expect(seq, JSON.stringify(root)).toEqual([]);
       const scan = all.find((n) => n['Index Name'] === 'front_sessions_history');
       expect(scan, JSON.stringify(root)).toBeDefined();
       return scan!;
     };
 
-    const first = historyScan(await planOf({ limit }));
     const cursorRow = await knex('front_sessions').where({ user_id: userId }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(3999).first('started_at', 'id');
-    const deep = historyScan(await planOf({ limit, cursorStartedAt: Number(cursorRow.started_at), cursorId: cursorRow.id }));
-    // The page reads limit + 1 rows (one more tells whether there is a next page), however deep it is.
-    expect(first['Actual Rows']).toBe(limit + 1);
-    expect(deep['Actual Rows']).toBe(limit + 1);
+    for (const query of [{ limit }, { limit, cursorStartedAt: Number(cursorRow.started_at), cursorId: cursorRow.id }]) {
+      for (const plan of await plansOf(query)) {
+        // The page reads limit + 1 rows (one more tells whether there is a next page), however deep it is.
+        expect(historyScan(plan)['Actual Rows']).toBe(limit + 1);
+      }
+    }
   });
 
   it('shows only the caller\'s sessions', async () => {
@@ -1095,15 +1099,20 @@ describe('GET /front', () => {
       [c, 'Nearby', 'near'],
     ]);
 
-    const plan = await explain(knex, statements[0]!, { analyze: true });
-    const nodes = planNodes(plan);
-    // No scan of a whole table. (Custom tiers, at most 50 per account, are a table of a few dozen
-    // rows here, where the planner rightly scans it; at scale front_custom_tiers_user serves the join.)
-    const seq = nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] !== 'front_custom_tiers');
-    expect(seq, JSON.stringify(plan)).toEqual([]);
-    const indexes = new Set(nodes.map((n) => n['Index Name']).filter((name) => name !== undefined));
-    for (const index of ['front_sessions_one_open', 'members_pkey', 'front_tier_presence_pkey']) {
-      expect(indexes.has(index), `${index} in ${JSON.stringify(plan)}`).toBe(true);
+    // The plan for these values. (The generic plan a prepared statement settles on is checked by
+    // the bench on data shaped like production: with three accounts here, the planner's estimate for
+    // "rows of one account" is a third of each table, for which scanning these small tables is right.)
+    {
+      const plan = await explain(knex, statements[0]!, { analyze: true });
+      const nodes = planNodes(plan);
+      // No scan of a whole table. (Custom tiers, at most 50 per account, are a table of a few dozen
+      // rows here, where the planner rightly scans it; at scale front_custom_tiers_user serves the join.)
+      const seq = nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] !== 'front_custom_tiers');
+      expect(seq, JSON.stringify(plan)).toEqual([]);
+      const indexes = new Set(nodes.map((n) => n['Index Name']).filter((name) => name !== undefined));
+      for (const index of ['front_sessions_one_open', 'members_pkey', 'front_tier_presence_pkey']) {
+        expect(indexes.has(index), `${index} in ${JSON.stringify(plan)}`).toBe(true);
+      }
     }
   });
 

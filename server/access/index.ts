@@ -50,6 +50,16 @@ export interface VisibleRowsOptions {
 }
 
 /**
+ * The account whose rows a one-statement read (docs/data-access.md) may return, for an owner
+ * access; such statements filter on `user_id` alone, so a friend access is refused here exactly as
+ * visibleRows() refuses it.
+ */
+export function ownerRowsOf(access: Access): string {
+  if (access.level !== 'owner') throw new Error('friend access has no row predicate yet: the privacy bucket engine is not built');
+  return access.ownerId;
+}
+
+/**
  * A knex predicate for the rows the access may see of a table that has a `user_id` column:
  * `query.where(visibleRows(access))`. Owner: all of the owner's rows. Friend: refused until the
  * bucket engine exists, so no friend read can run unfiltered by mistake.

@@ -19,3 +19,37 @@ export function applyScope<T extends Knex.QueryBuilder>(qb: T, scope: ReadScope,
   if (scope.subSystemId) qb.where(col('sub_system_id'), scope.subSystemId);
   return qb;
 }
+
+/**
+ * The condition "row `x` is in the active read scope of context row `c`", for a one-statement read
+ * whose rows come from another index than the scope's (activeScopeRows walks the scope's own).
+ */
+export const IN_ACTIVE_SCOPE = '(c.is_unified_view or (x.side_system_id = c.side_system_id and (c.sub_system_id is null or x.sub_system_id = c.sub_system_id)))';
+
+/**
+ * The rows of `table` (alias `x`) in the account's active read scope, for a one-statement read
+ * that takes the scope from `active_system_context c` in the same statement (see
+ * docs/data-access.md): at most `limit` rows in `order`, as three branches of which the context
+ * row switches exactly one on: the unified view walks the account's ordered index, a side system
+ * the side system's ordered index (migration 0011), a sub system the same walk filtered to the sub
+ * system; each stops at the limit. The switch is a condition on `c` alone, which PostgreSQL
+ * evaluates once per branch (a one-time filter), so the other branches read nothing.
+ *
+ * Each branch has a single equality for the planner to estimate. The side system branches name
+ * the account only outside their LIMIT (the context's side system is the account's own, so that
+ * check never drops a row): inside, the planner multiplies the selectivities of "this account" and
+ * "this side system" as if independent, expects a handful of rows, and reads and sorts the whole
+ * side system instead of walking it. `columns` must include `x.user_id`. Bind the limit three
+ * times; `extra` adds conditions on `x` (with their own `?`, bound before each limit).
+ */
+export function activeScopeRows(table: string, columns: string, order: string, extra = ''): string {
+  const side = (condition: string) => `(select * from (select ${columns} from ${table} x
+     where ${condition} and x.side_system_id = c.side_system_id and x.deleted_at is null${extra}
+     order by ${order} limit ?) y
+   where y.user_id = c.user_id)`;
+  return `(select ${columns} from ${table} x where c.is_unified_view and x.user_id = c.user_id and x.deleted_at is null${extra} order by ${order} limit ?)
+  union all
+  ${side('not c.is_unified_view and c.sub_system_id is null')}
+  union all
+  ${side('not c.is_unified_view and x.sub_system_id = c.sub_system_id')}`;
+}

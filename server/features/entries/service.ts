@@ -2,12 +2,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
+import { ownerRowsOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
 import { accountsRepo, PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
 import { membersRepo, type MemberSummary, toMemberSummary } from '../members/index.ts';
-import { resolveReadScope, resolveWriteScope } from '../systems/index.ts';
+import { resolveWriteScope } from '../systems/index.ts';
 import { dropObjects, purgeItems } from '../trash/index.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import { registerNoteImage } from '../../storage/noteImages.ts';
@@ -133,13 +134,11 @@ export async function getEntry(ctx: ServiceContext, id: string): Promise<Schemas
 }
 
 export async function listEntries(ctx: ServiceContext, query: { limit?: number; memberId?: string }): Promise<Schemas['EntryListRow'][]> {
-  const { db } = ctx;
-  const userId = ownerOf(ctx);
-  const scope = await resolveReadScope(db, userId);
-  const rows = await entriesRepo.list(db, userId, scope, query.limit ?? 50, query.memberId);
-  const links = await entriesRepo.linksOf(db, userId, rows.map((r) => r.id));
-  const members = await summaries(db, userId, [...links.values()].flat());
-  return rows.map((r) => listRow(r, links.get(r.id) ?? [], members));
+  const rows = await entriesRepo.listWithMembers(ctx.db, ownerRowsOf(ctx.access), query.limit ?? 50, query.memberId);
+  return rows.map((r) => {
+    const members = r.members.map(toMemberSummary);
+    return { _id: r.id, title: r.title, content: r.content, createdAt: r.created_at, updatedAt: r.updated_at, member: members[0] ?? null, members };
+  });
 }
 
 export async function updateEntry(ctx: ServiceContext, id: string, input: Schemas['UpdateEntryRequest']): Promise<Schemas['EntryDetail']> {

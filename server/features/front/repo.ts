@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import { prepared } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
 
 const HISTORY_ORDER: Keyset = { columns: [{ sql: 's.started_at', type: 'bigint' }, { sql: 's.id', type: 'uuid' }], direction: 'desc' };
@@ -41,7 +42,7 @@ export interface TierPresenceRow {
 }
 
 /**
- * One row of the current-front read (FRONT_NOW_SQL): either an open session with the fields of its
+ * One row of the current-front read (the front_now statement): either an open session with the fields of its
  * member that the response shows, or a tier presence row. Rows come sessions first in front
  * order, then presence rows in the order they were set.
  */
@@ -57,11 +58,12 @@ export type FrontMemberFields = Omit<MemberRow, 'id' | 'user_id' | 'deleted_at'>
  * statement on every request). Open sessions of members not in the trash, by the unique partial
  * index front_sessions_one_open and the members primary key; then the tier presence of members
  * not in the trash, by its primary key, with the display name of a custom tier. Columns that one
- * branch does not have are typed nulls. The member of each session is a lateral subquery with
- * `limit 1` so it stays a primary-key probe per open session: as a plain join the planner, which
- * expects a dozen open sessions, hashes the account's whole member list instead.
+ * branch does not have are typed nulls. The member of each session (and the liveness check of each
+ * presence row) is a lateral subquery with `limit 1` so it stays a primary-key probe per row: as a
+ * plain join (or EXISTS) the planner, which expects a dozen rows, may hash the account's whole
+ * member list instead.
  */
-const FRONT_NOW_SQL = `
+const frontNow = prepared<FrontNowRow>('front_now', `
 select 'session' as kind, s.id, s.member_id, s.note, s.position as ord_position, s.started_at as ord_time, s.id as ord_id,
        s.started_at, null::text as tier_key, null::text as custom_display_name,
        m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
@@ -81,10 +83,44 @@ select 'presence', null, p.member_id, p.note, null, p.created_at, p.member_id,
        null, null, null, null, null, null, null,
        null, null, null, null, null, null, null, null
 from "front_tier_presence" p
+cross join lateral (select 1 from "members" m where m.id = p.member_id and m.user_id = p.user_id and m.deleted_at is null limit 1) live
 left join "front_custom_tiers" t on t.user_id = p.user_id and t.id::text = p.tier_key
 where p.user_id = ?
-  and exists (select 1 from "members" m where m.id = p.member_id and m.user_id = p.user_id and m.deleted_at is null)
-order by kind desc, ord_position asc nulls last, ord_time asc, ord_id asc`;
+order by kind desc, ord_position asc nulls last, ord_time asc, ord_id asc`);
+
+/** One row of a whole-history page read (historyPageWithCount): a session with its member's summary columns. */
+export type HistoryPageRow = Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'> & {
+  /** The member's columns, null when the member row is gone (purged since). */
+  summary_id: string | null;
+} & { [K in 'name' | 'display_name' | 'archived_at' | 'avatar']: MemberRow[K] | null };
+
+/**
+ * A page of the whole history (no time filter) and the history's size in one statement: the
+ * counter row (migration 0005) left-joined to `size` + 1 sessions on the history index (not in the
+ * trash, member not in the trash: the anti-join of ofLiveMembers), each with its member's summary
+ * columns. Every row carries the count; a page past the end is one row with only the count. The
+ * member is a lateral subquery behind `offset 0` (an optimisation fence), so it stays one
+ * primary-key probe per session whatever plan is cached: as a plain join a generic plan may hash
+ * the account's whole member list for each page.
+ */
+function historyStatement(name: string, after: string) {
+  return prepared<{ live: number } & ({ id: null } | HistoryPageRow)>(
+    name,
+    `select c.live, p.* from (select coalesce((select live from front_session_counts where user_id = ?), 0) as live) c
+left join lateral (
+  select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.summary_id, m.name, m.display_name, m.archived_at, m.avatar
+  from (select s.id, s.member_id, s.started_at, s.ended_at, s.note from front_sessions s
+        where s.user_id = ? and s.deleted_at is null
+          and not exists (select 1 from members t where t.id = s.member_id and t.deleted_at is not null)${after}
+        order by s.started_at desc, s.id desc limit ?) s
+  left join lateral (select m.id as summary_id, m.name, m.display_name, m.archived_at, m.avatar
+                     from members m where m.id = s.member_id and m.user_id = ? offset 0) m on true
+) p on true
+order by p.started_at desc, p.id desc`,
+  );
+}
+const historyFirst = historyStatement('front_history_first', '');
+const historyAfter = historyStatement('front_history_after', '\n          and (s.started_at, s.id) < (?::bigint, ?::uuid)');
 
 export interface HistoryFilter {
   startTime?: number;
@@ -148,10 +184,9 @@ export const frontRepo = {
     return q.select('s.*').orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
   },
 
-  /** The current front: its open sessions with their members and the tier presence (see FRONT_NOW_SQL). */
-  async frontNow(db: Knex, userId: string): Promise<FrontNowRow[]> {
-    const result = await db.raw(FRONT_NOW_SQL, [userId, userId]);
-    return (result as { rows: FrontNowRow[] }).rows;
+  /** The current front: its open sessions with their members and the tier presence (the front_now statement). */
+  frontNow(db: Knex, userId: string): Promise<FrontNowRow[]> {
+    return frontNow(db, [userId, userId]);
   },
 
   findOpenByMember(db: Knex, userId: string, memberId: string): Promise<FrontSessionRow | undefined> {
@@ -215,6 +250,12 @@ export const frontRepo = {
   /** A page (`size` + 1 rows), newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
   historyPage(db: Knex, userId: string, filter: HistoryFilter, size: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
     return keysetPage(historyQuery(db, userId, filter).select('s.*'), HISTORY_ORDER, size, after && [after.startedAt, after.id]);
+  },
+
+  /** The whole history's page (`size` + 1 rows) after the cursor and its count, in one statement (see historyStatement). */
+  async historyPageWithCount(db: Knex, userId: string, size: number, after?: HistoryCursor): Promise<{ rows: HistoryPageRow[]; count: number }> {
+    const rows = after ? await historyAfter(db, [userId, userId, after.startedAt, after.id, size + 1, userId]) : await historyFirst(db, [userId, userId, size + 1, userId]);
+    return { rows: rows.filter((r): r is { live: number } & HistoryPageRow => r.id !== null), count: Number(rows[0]?.live ?? 0) };
   },
 
   async historyCount(db: Knex, userId: string, filter: HistoryFilter): Promise<number> {

@@ -10,7 +10,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
-import { membersRepo, toMember, toMemberSummary } from '../members/index.ts';
+import { membersRepo, toMember, toMemberSummary, type MemberRow } from '../members/index.ts';
 import { resolveWriteScope } from '../systems/index.ts';
 import { frontRepo, type FrontNowRow, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
 
@@ -36,7 +36,7 @@ function noteOrNull(note: string | null | undefined): string | null {
   return note === undefined || note === null || note.trim() === '' ? null : note;
 }
 
-function toHistorySession(row: FrontSessionRow): HistorySession {
+function toHistorySession(row: Pick<FrontSessionRow, 'id' | 'user_id' | 'member_id' | 'started_at' | 'ended_at' | 'note'>): HistorySession {
   const session: HistorySession = { _id: row.id, userId: row.user_id, memberId: row.member_id, startedAt: row.started_at, endedAt: row.ended_at };
   if (row.note !== null) session.note = row.note;
   return session;
@@ -262,8 +262,18 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
     throw badRequest('startTime must be <= endTime');
   }
   const limit = query.limit ?? DEFAULT_HISTORY_LIMIT;
-  const filter = { startTime: query.startTime, endTime: query.endTime };
   const after: HistoryCursor | undefined = query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
+  if (query.startTime === undefined && query.endTime === undefined) {
+    // The whole history (what clients page through): page, members and count in one statement.
+    const { rows, count } = await frontRepo.historyPageWithCount(db, userId, limit, after);
+    const { items: page, nextAfter: last } = pageOf(rows, limit);
+    return {
+      items: page.flatMap((row) => (row.summary_id === null ? [] : [historyItem(userId, row, { ...row, id: row.summary_id, name: row.name! })])),
+      count,
+      nextCursor: last ? { startedAt: last.started_at, id: last.id } : null,
+    };
+  }
+  const filter = { startTime: query.startTime, endTime: query.endTime };
   const [rows, count] = await Promise.all([
     frontRepo.historyPage(db, userId, filter, limit, after),
     frontRepo.historyCount(db, userId, filter),
@@ -275,11 +285,23 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
   return {
     items: page.flatMap((row) => {
       const member = byId.get(row.member_id);
-      if (!member) return [];
-      return [{ session: toHistorySession(row), member: toMemberSummary(member), durationMs: row.ended_at === null ? null : row.ended_at - row.started_at }];
+      return member ? [historyItem(userId, row, member)] : [];
     }),
     count,
     nextCursor: last ? { startedAt: last.started_at, id: last.id } : null,
+  };
+}
+
+/** A history item: the session, its member's summary and its duration (null while open). */
+function historyItem(
+  userId: string,
+  row: Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'>,
+  member: Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar'>,
+): HistoryPage['items'][number] {
+  return {
+    session: toHistorySession({ ...row, user_id: userId }),
+    member: toMemberSummary(member),
+    durationMs: row.ended_at === null ? null : row.ended_at - row.started_at,
   };
 }
 

@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import { visibleRows } from '../../access/index.ts';
 import type { Access } from '../../core/context.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
-import { applyScope, type ReadScope } from '../../access/systemScope.ts';
+import { activeScopeRows, applyScope, type ReadScope } from '../../access/systemScope.ts';
+import { prepared } from '../../db/prepared.ts';
 
 /** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
 export type MediaRef =
@@ -42,6 +43,26 @@ function serialise(changes: MemberChanges | MemberRow): Record<string, unknown> 
   }
   return out;
 }
+
+/** Every column of a member row (deleted_at aside: the page reads live members only, so it is null). */
+const MEMBER_COLUMNS = 'x.id, x.user_id, x.side_system_id, x.sub_system_id, x.directory_id, x.name, x.display_name, x.pronouns, x.description, x.about_tags, x.profile_style, x.avatar, x.banner, x.archived_at, x.version, x.created_at, x.updated_at, null::bigint as deleted_at';
+
+/**
+ * A page of the live members of the active read scope in (created_at, id) order, in one statement
+ * with the scope read from the context row (activeScopeRows). Binds: ([cursor created_at, cursor
+ * id,] limit) three times, then the account.
+ */
+function activeScopePage(name: string, after: string) {
+  return prepared<MemberRow>(
+    name,
+    `select m.* from active_system_context c
+cross join lateral (${activeScopeRows('members', MEMBER_COLUMNS, 'x.created_at, x.id', after)}) m
+where c.user_id = ?
+order by m.created_at, m.id`,
+  );
+}
+const activePageFirst = activeScopePage('members_page_first', '');
+const activePageAfter = activeScopePage('members_page_after', ' and (x.created_at, x.id) > (?::bigint, ?::uuid)');
 
 const MEMBER_ORDER: Keyset = { columns: [{ sql: 'created_at', type: 'bigint' }, { sql: 'id', type: 'uuid' }], direction: 'asc' };
 
@@ -88,6 +109,13 @@ export const membersRepo = {
     const q = db('members').where(visibleRows(access)).whereNull('deleted_at');
     applyScope(q, scope);
     return keysetPage(q, MEMBER_ORDER, size, after && [after.createdAt, after.id]);
+  },
+
+  /** A page (`size` + 1 rows) of the active read scope's live members after the cursor, in one statement (see activeScopePage). */
+  activeScopePage(db: Knex, userId: string, size: number, after?: PageCursor): Promise<MemberRow[]> {
+    return after
+      ? activePageAfter(db, [...Array<unknown[]>(3).fill([after.createdAt, after.id, size + 1]).flat(), userId])
+      : activePageFirst(db, [size + 1, size + 1, size + 1, userId]);
   },
 
   /** Every live member of the scope, with just the columns a summary needs. */

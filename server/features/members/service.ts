@@ -3,6 +3,7 @@ import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
+import { ownerRowsOf } from '../../access/index.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
@@ -186,8 +187,12 @@ export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
-  const scope = await resolveReadScope(db, userId, query);
-  const rows = await membersRepo.page(db, ctx.access, scope, query.limit, after && { createdAt: after[0], id: after[1] });
+  const cursor = after && { createdAt: after[0], id: after[1] };
+  // The active scope (what clients page through) costs one statement; an explicit one is validated first.
+  const rows =
+    query.sideSystemId || query.subSystemId
+      ? await membersRepo.page(db, ctx.access, await resolveReadScope(db, userId, query), query.limit, cursor)
+      : await membersRepo.activeScopePage(db, ownerRowsOf(ctx.access), query.limit, cursor);
   const { items, nextAfter } = pageOf(rows, query.limit);
   return { items: items.map(toMember), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
 }

@@ -1,0 +1,183 @@
+/**
+ * Where the full server's CPU goes on each read scenario of the bench: `npm run bench:profile`
+ * (DATABASE_URL pointing at PostgreSQL; `-- --only 1,4b`, `--seconds 8`, `--full` for the full
+ * seed, `--top 30`). For each scenario it starts the server under `--cpu-prof`, loads it with the
+ * bench's 32 connections, stops it and sums the profile's self time by package (express, the
+ * validator, knex, pg, pino, the server's own code, node internals, the garbage collector), then
+ * names the heaviest functions. It measures shares, not speed: the profiler itself slows the
+ * server down. The profiles stay in bench/tmp/profiles/ for Chrome DevTools or speedscope.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { openDatabase } from '../../server/db/knex.ts';
+import { migrateLatest } from '../../server/db/migrate.ts';
+import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
+
+const root = resolve(import.meta.dirname, '../..');
+const { values } = parseArgs({
+  options: { only: { type: 'string' }, seconds: { type: 'string' }, full: { type: 'boolean' }, top: { type: 'string' } },
+});
+const seconds = Number(values.seconds ?? 8);
+const top = Number(values.top ?? 25);
+/** The idle pause between the warm-up and the measured load, which marks where the load starts. */
+const PAUSE_MS = 1500;
+const log = (m: string) => process.stdout.write(`[profile] ${m}\n`);
+
+const baseUrl = process.env.DATABASE_URL;
+if (!baseUrl) {
+  console.error('npm run bench:profile needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).');
+  process.exit(2);
+}
+const dbName = `profile_${Date.now()}_${randomBytes(3).toString('hex')}`;
+const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
+
+async function admin(sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: baseUrl });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** The package (or part of the runtime) a profile frame belongs to. */
+function packageOf(url: string, name: string): string {
+  if (!url) return name.startsWith('(') ? name : '(native)';
+  const nm = url.lastIndexOf('node_modules/');
+  if (nm >= 0) {
+    const rest = url.slice(nm + 'node_modules/'.length).split('/');
+    return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
+  }
+  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0] === 'internal' ? 'internal' : url.slice(5)}`;
+  const at = url.indexOf('/server/');
+  if (at >= 0) return `server/${url.slice(at + '/server/'.length).split('/').slice(0, -1).join('/') || '.'}`;
+  return url.replace(/^file:\/\//, '').replace(root, '.');
+}
+
+/**
+ * Self time by package and by function, over the measured load only: start-up and the warm-up
+ * (module loading, schema compilation) end with the idle pause the profiler saw last before the
+ * load (see profileScenario), and the samples up to it are left out.
+ */
+function summarise(profile: CpuProfile): { total: number; byPackage: Array<[string, number]>; byFunction: Array<[string, number]> } {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === '(idle)').map((n) => n.id));
+  let from = 0;
+  let idleRun = 0;
+  profile.samples.forEach((id, i) => {
+    idleRun = idle.has(id) ? idleRun + (profile.timeDeltas[i] ?? 0) : 0;
+    if (idleRun >= PAUSE_MS * 500) from = i; // half the pause, in µs
+  });
+  const self = new Map<number, number>();
+  profile.samples.forEach((id, i) => {
+    if (i > from) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  const pkg = new Map<string, number>();
+  const fn = new Map<string, number>();
+  let total = 0;
+  for (const [id, us] of self) {
+    const node = byId.get(id)!;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') continue;
+    total += us;
+    const p = packageOf(url, functionName);
+    pkg.set(p, (pkg.get(p) ?? 0) + us);
+    const f = `${functionName || '(anonymous)'} ${p}${url ? `:${lineNumber + 1}` : ''}`;
+    fn.set(f, (fn.get(f) ?? 0) + us);
+  }
+  const sorted = (m: Map<string, number>) => [...m.entries()].sort((a, b) => b[1] - a[1]);
+  return { total, byPackage: sorted(pkg), byFunction: sorted(fn) };
+}
+
+async function profileScenario(id: string, path: string, key: string, env: Record<string, string>): Promise<void> {
+  const dir = join(root, 'bench/tmp/profiles', id);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', '--cpu-prof', `--cpu-prof-dir=${dir}`, 'server/main.ts'], {
+    cwd: root,
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
+    if (await fetch(`${url}/healthz`).then(() => true, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const load = (duration: number) => autocannon({ url: url + path, connections: 32, duration, headers: { authorization: `Bearer ${key}` } });
+  await load(2);
+  await new Promise((r) => setTimeout(r, PAUSE_MS));
+  const r = await load(seconds);
+  await new Promise<void>((res) => {
+    child.on('exit', () => res());
+    child.kill('SIGTERM');
+  });
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`no profile was written to ${dir}`);
+  const { total, byPackage, byFunction } = summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile);
+  const share = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`;
+  log(`scenario ${id} GET ${path}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request`);
+  for (const [p, us] of byPackage.slice(0, 16)) log(`  ${share(us)}  ${p}`);
+  log('  heaviest functions (self time):');
+  for (const [f, us] of byFunction.slice(0, top)) log(`  ${share(us)}  ${f}`);
+}
+
+async function main(): Promise<void> {
+  await admin(`create database ${dbName}`);
+  try {
+    const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
+    await migrateLatest(db.knex);
+    const seeded = await seed(db.knex, values.full ? FULL_PLAN : SMOKE_PLAN, log);
+    await db.knex.raw('vacuum analyze');
+    const depth = values.full ? 10_000 : 5_000;
+    const deep = (await db.knex.raw(
+      'select started_at, id from front_sessions where user_id = ? and deleted_at is null order by started_at desc, id desc offset ? limit 1',
+      [seeded.large.userId, depth - 1],
+    )).rows[0] as { started_at: number; id: string };
+    await db.close();
+    const reads: Record<string, string> = {
+      '1': '/api/v1/front',
+      '2': '/api/v1/entries?limit=50',
+      '3': '/api/v1/members/page?limit=100',
+      '4a': '/api/v1/front/history?limit=50',
+      '4b': `/api/v1/front/history?limit=50&cursorStartedAt=${deep.started_at}&cursorId=${deep.id}`,
+    };
+    const only = values.only?.split(',');
+    const env = { NODE_ENV: 'production', LOG_LEVEL: 'info', RATE_LIMIT_PER_MINUTE: '10000000', ADMIN_TOKEN: randomBytes(24).toString('hex'), DATABASE_URL: dbUrl };
+    for (const [id, path] of Object.entries(reads)) {
+      if (!only || only.includes(id)) await profileScenario(id, path, seeded.large.apiKey, env);
+    }
+  } finally {
+    await admin(`drop database if exists ${dbName} with (force)`);
+  }
+}
+
+await main();
