@@ -18,6 +18,8 @@ export interface Config {
   rateLimitPerMinute: number;
   bodyLimitBytes: number;
   dbPoolMax: number;
+  /** PostgreSQL only: connections of the pool that runs the named prepared statements of the hot reads. */
+  dbReadPoolMax: number;
   /** How long an authenticated key may be served from the in-process cache. */
   apiKeyCacheTtlMs: number;
   /** Comma-separated origins allowed by CORS; empty means no CORS headers. */
@@ -223,6 +225,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 1000, 1, 10_000_000),
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 100 * 1_048_576),
     dbPoolMax: int(env, 'DB_POOL_MAX', 10, 1, 200),
+    dbReadPoolMax: int(env, 'DB_READ_POOL_MAX', 10, 1, 200),
     apiKeyCacheTtlMs: int(env, 'API_KEY_CACHE_TTL_MS', 5000, 0, 300_000),
     corsOrigins: (env.CORS_ORIGINS || '').split(',').map((s) => s.trim()).filter(Boolean),
     seedDemo: bool(env, 'SEED_DEMO', true),

@@ -156,6 +156,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
       dataDir: embeddedDir,
       embeddedTemplate: options.embeddedTemplate,
       poolMax: config.dbPoolMax,
+      readPoolMax: config.dbReadPoolMax,
       lockPurpose: 'server',
       onStaleLock: (message) => options.logger.warn(message),
       logger: options.logger,

@@ -1,5 +1,7 @@
 /** The data layer behaves the same on PGlite and PostgreSQL where the code relies on it. */
 import { describe, expect, it } from 'vitest';
+import { prepared, preparedStatements } from '../server/db/prepared.ts';
+import { captureStatements } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -16,5 +18,41 @@ describe('knex results', () => {
     expect(typeof account.created_at).toBe('number');
     const count = await knex('accounts').count<{ c: unknown }[]>('* as c').first();
     expect(typeof count!.c).toBe('number');
+  });
+});
+
+describe('named prepared statements (server/db/prepared.ts)', () => {
+  const settings = prepared<{ mode: string; names: string[] | null }>(
+    'test_prepared_settings',
+    "select current_setting('plan_cache_mode') as mode, (select array_agg(name::text order by name) from pg_prepared_statements where name like ?) as names",
+  );
+
+  it('run through knex (its query event sees them) and return rows', async () => {
+    const knex = server.deps.db.knex;
+    const statements = await captureStatements(knex, /test_prepared_settings|pg_prepared_statements/, async () => {
+      expect(await settings(knex, ['test_prepared_%'])).toHaveLength(1);
+    });
+    expect(statements).toEqual([{ sql: settings.text.replace('?', '$1'), bindings: ['test_prepared_%'] }]);
+  });
+
+  it('on PostgreSQL: prepared by name, with generic plans outside a transaction and PostgreSQL\'s choice inside one', async () => {
+    const knex = server.deps.db.knex;
+    const [outside] = await settings(knex, ['test_prepared_%']);
+    const [inside] = await knex.transaction((trx) => settings(trx, ['test_prepared_%']));
+    if (server.deps.db.kind === 'postgres') {
+      expect(outside).toEqual({ mode: 'force_generic_plan', names: ['test_prepared_settings'] });
+      expect(inside).toEqual({ mode: 'auto', names: ['test_prepared_settings'] });
+    } else {
+      // PGlite: one connection, nothing to save by naming; the same text runs unnamed.
+      expect(outside).toEqual({ mode: 'auto', names: null });
+      expect(inside).toEqual({ mode: 'auto', names: null });
+    }
+  });
+
+  it('refuse a name defined twice with other SQL, and names PostgreSQL would not take', () => {
+    expect(() => prepared('test_prepared_settings', 'select 1')).toThrow(/defined twice/);
+    expect(prepared('test_prepared_settings', settings.text).text).toBe(settings.text);
+    expect(() => prepared('Bad-Name', 'select 1')).toThrow(/snake case/);
+    expect(preparedStatements().get('test_prepared_settings')).toBe(settings.text);
   });
 });

@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import type { Logger } from 'pino';
 import { acquireDataDirLock } from './dataDirLock.ts';
+import { usePreparedPool } from './prepared.ts';
 
 export type Db = Knex;
 export type DatabaseKind = 'postgres' | 'pglite';
@@ -38,6 +39,8 @@ export interface OpenDatabaseOptions {
   /** Embedded only: start from this `dumpDataDir()` tarball instead of an empty cluster (test templates). */
   embeddedTemplate?: Blob;
   poolMax?: number;
+  /** PostgreSQL only: connections of the pool for named prepared statements (see server/db/prepared.ts). */
+  readPoolMax?: number;
   /** Who holds the data-directory lock (named in the message another process gets), e.g. `server`, `migrate`. */
   lockPurpose?: string;
   /** Told when a stale lock (left by a crashed process) was replaced. */
@@ -158,15 +161,28 @@ function captureSql(knex: Knex): void {
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const knex = knexFactory({
+    // A black-holed host would otherwise hang each connect for the OS TCP timeout (minutes).
+    const connection = { connectionString: options.databaseUrl, connectionTimeoutMillis: 10_000 };
+    const knex = knexFactory({ client: 'pg', connection, pool: { min: 0, max: options.poolMax ?? 10 }, log: knexLog(options.logger) });
+    // The named prepared statements run on connections of their own that always use the generic
+    // plan (server/db/prepared.ts): no planning per request, and the plan their tests EXPLAIN.
+    // Unnamed statements keep PostgreSQL's choice on the main pool. Its events are the main one's.
+    const reads = knexFactory({
       client: 'pg',
-      // A black-holed host would otherwise hang each connect for the OS TCP timeout (minutes).
-      connection: { connectionString: options.databaseUrl, connectionTimeoutMillis: 10_000 },
-      pool: { min: 0, max: options.poolMax ?? 10 },
+      connection: { ...connection, options: '-c plan_cache_mode=force_generic_plan' },
+      pool: { min: 0, max: options.readPoolMax ?? 10 },
       log: knexLog(options.logger),
     });
+    for (const event of ['query', 'query-error', 'query-response']) reads.on(event, (...args: unknown[]) => knex.emit(event, ...args));
+    usePreparedPool(knex, reads);
     captureSql(knex);
-    return { knex, kind: 'postgres', close: () => knex.destroy() };
+    return {
+      knex,
+      kind: 'postgres',
+      close: async () => {
+        await Promise.all([reads.destroy(), knex.destroy()]);
+      },
+    };
   }
   const { PGlite, types } = await import('@electric-sql/pglite');
   const { default: ClientPGLite } = await import('knex-pglite');

@@ -4,11 +4,14 @@
  * Planning costs more than running an indexed read of one page, so this is most of the database
  * work such a request saves. See docs/data-access.md for how a read route is written with it.
  *
- * A statement goes through knex (`db.raw(text, bindings).options({ name })`), so it runs on the
- * pool or inside a transaction like any other query, and knex's `query` events (statement-count
- * tests, the bench's SQL capture) see it. `pg` sends the text under its name the first time a
- * connection runs it and only the name afterwards. The embedded database (PGlite) runs the same
- * text unnamed: it has no network round trip or plan cache to save.
+ * A statement goes through knex (`db.raw(text, bindings).options({ name })`), and knex's `query`
+ * events (statement-count tests, the bench's SQL capture) see it. Outside a transaction it runs on
+ * the PostgreSQL database's second pool (usePreparedPool), whose connections always take the
+ * generic plan (`plan_cache_mode = force_generic_plan`): left to choose, PostgreSQL may keep
+ * planning a statement per execution when its estimates favour custom plans. Inside a transaction
+ * it runs on the transaction's connection, where PostgreSQL chooses. `pg` sends the text under its
+ * name the first time a connection runs it and only the name afterwards. The embedded database
+ * (PGlite) runs the same text unnamed on its one connection: it has no network round trip to save.
  *
  * Rules: the text is a constant (no values, no pieces chosen per request: a variant is another
  * statement with its own name), placeholders are `?` (knex numbers them $1, $2 … in order; a value
@@ -22,6 +25,12 @@ import type { Knex } from 'knex';
 export type PreparedStatement<Row> = ((db: Knex, bindings: readonly unknown[]) => Promise<Row[]>) & { readonly statementName: string; readonly text: string };
 
 const defined = new Map<string, string>();
+const preparedPools = new WeakMap<Knex, Knex>();
+
+/** Named statements run against `main` outside a transaction go to `pool` instead (see above). */
+export function usePreparedPool(main: Knex, pool: Knex): void {
+  preparedPools.set(main, pool);
+}
 
 /** Every statement defined so far, by name (tests EXPLAIN each one's generic plan). */
 export function preparedStatements(): ReadonlyMap<string, string> {
@@ -34,7 +43,8 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   if (earlier !== undefined && earlier !== text) throw new Error(`prepared statement '${name}' is defined twice with different SQL`);
   defined.set(name, text);
   const run = async (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
-    const result = (await db.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
+    const target = (db as Knex & { isTransaction?: boolean }).isTransaction ? db : (preparedPools.get(db) ?? db);
+    const result = (await target.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
     return result.rows;
   };
   return Object.assign(run, { statementName: name, text });
