@@ -2,6 +2,7 @@
 import express, { type Express } from 'express';
 import type { AppDeps } from './deps.ts';
 import { handlers } from './handlers.ts';
+import { chain } from './http/chain.ts';
 import { cors } from './http/cors.ts';
 import { authenticate, checkHandlerCoverage, dispatch, errorHandler, parseBody, requireBody, resolveOperation } from './http/pipeline.ts';
 import { inputHygiene } from './http/inputHygiene.ts';
@@ -18,16 +19,20 @@ export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.use(requestLogging(deps.logger));
-  app.use(requestMetrics(deps.metrics));
-  app.use(cors(deps.config.corsOrigins));
-  app.use(resolveOperation(index));
-  app.use(authenticate(deps));
-  app.use(parseBody({ jsonBytes: deps.config.bodyLimitBytes, rawBytes: deps.config.mediaMaxBytes }));
-  app.use(requireBody());
-  app.use(inputHygiene());
-  app.use(createValidator(spec, deps.config.validateResponses));
-  app.use(dispatch(handlers, deps));
+  app.use(
+    chain([
+      requestLogging(deps.logger),
+      requestMetrics(deps.metrics),
+      cors(deps.config.corsOrigins),
+      resolveOperation(index),
+      authenticate(deps),
+      parseBody({ jsonBytes: deps.config.bodyLimitBytes, rawBytes: deps.config.mediaMaxBytes }),
+      requireBody(),
+      inputHygiene(),
+      createValidator(spec, deps.config.validateResponses),
+      dispatch(handlers, deps),
+    ]),
+  );
   app.use(errorHandler(deps));
   return app;
 }

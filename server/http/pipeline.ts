@@ -257,10 +257,27 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
       if (result.contentType) res.type(result.contentType);
       res.send(result.body);
+    } else if (!deps.config.validateResponses && !res.getHeader('Content-Type') && !res.getHeader('ETag') && !res.getHeader('Last-Modified')) {
+      sendJson(res, result.body);
     } else {
+      // The response validator checks what goes through res.json; express answers a conditional
+      // GET of a body with an ETag or Last-Modified with 304 there.
       res.json(result.body);
     }
   };
+}
+
+/**
+ * What res.json sends for an object (the app sets no JSON replacer, spacing or escaping, and no
+ * ETag), written straight to Node's response: express's send() also works out a charset, an ETag
+ * and a 304 for a conditional request, none of which applies here. A HEAD request gets the same
+ * headers and no body (Node leaves it out).
+ */
+function sendJson(res: Response, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
 }
 
 interface HandlerOutcome {

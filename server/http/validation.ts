@@ -1,6 +1,7 @@
 /** express-openapi-validator setup and the translation of its errors into specific messages. */
 import * as OpenApiValidator from 'express-openapi-validator';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { RequestHandler } from 'express';
+import { runChain } from './chain.ts';
 import type { OpenApiDocument } from './spec.ts';
 
 /**
@@ -37,23 +38,6 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
     if (!matched) return next();
     runChain(forPath(matched.operation.path), req, res, next);
   };
-}
-
-/** Runs an array of express middleware in order, like `app.use(array)` would. */
-function runChain(chain: RequestHandler[], req: Request, res: Response, done: NextFunction): void {
-  let i = 0;
-  const step = (err?: unknown): void => {
-    if (err) return done(err);
-    const handler = chain[i++];
-    if (!handler) return done();
-    try {
-      const result = handler(req, res, step) as unknown;
-      if (result instanceof Promise) result.catch(done);
-    } catch (e) {
-      done(e);
-    }
-  };
-  step();
 }
 
 const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
