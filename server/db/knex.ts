@@ -150,13 +150,16 @@ function embeddedClient(base: typeof import('knex-pglite')): typeof import('knex
 }
 
 /**
- * Diagnostics for `npm run bench`: with SQL_CAPTURE_FILE set, every statement and its bindings are
- * appended there as JSON lines so the bench can EXPLAIN exactly what the server ran.
+ * Diagnostics for `npm run bench`: with SQL_CAPTURE_FILE set, every statement and its bindings (and
+ * the name of a prepared statement) are appended there as JSON lines so the bench can EXPLAIN
+ * exactly what the server ran, with the generic plan for a named one.
  */
 function captureSql(knex: Knex): void {
   const file = process.env.SQL_CAPTURE_FILE;
   if (!file) return;
-  knex.on('query', (q: { sql: string; bindings?: unknown[] }) => appendFileSync(file, JSON.stringify({ sql: q.sql, bindings: q.bindings ?? [] }) + '\n'));
+  knex.on('query', (q: { sql: string; bindings?: unknown[]; options?: { name?: string } }) =>
+    appendFileSync(file, JSON.stringify({ sql: q.sql, bindings: q.bindings ?? [], ...(q.options?.name ? { name: q.options.name } : {}) }) + '\n'),
+  );
 }
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
