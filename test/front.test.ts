@@ -767,6 +767,12 @@ describe('GET /front/history', () => {
       );
     await seed(userId, memberId);
     await seed(other.userId, theirs);
+    // 300 members of the other account in the trash: a page must not read them (it probes its own sessions' members).
+    await knex.raw(
+      `insert into members (id, user_id, side_system_id, name, created_at, updated_at, deleted_at)
+       select gen_random_uuid(), m.user_id, m.side_system_id, 'Trashed ' || g, ?::bigint, ?::bigint, ?::bigint from members m, generate_series(1, 300) g where m.id = ?`,
+      [now, now, now, theirs],
+    );
     // Statistics as a running server has them: the embedded maintenance job (PGlite has no
     // autovacuum; without statistics the planner guesses and sorts), or PostgreSQL's autovacuum,
     // which a test cannot wait for.
@@ -792,6 +798,9 @@ describe('GET /front/history', () => {
       expect(seq, JSON.stringify(root)).toEqual([]);
       const scan = all.find((n) => n['Index Name'] === 'front_sessions_history');
       expect(scan, JSON.stringify(root)).toBeDefined();
+      // Members are probed per session of the page (its own and whether it is trashed), never read wholesale.
+      const membersRead = all.filter((n) => n['Relation Name'] === 'members').reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
+      expect(membersRead, JSON.stringify(root)).toBeLessThanOrEqual(2 * (limit + 1));
       return scan!;
     };
 

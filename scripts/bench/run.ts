@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare]
+ * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded]
  *
  * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
  * drops its own database. Seeds through SQL, starts the real server (request validation,
@@ -11,6 +11,8 @@
  * independent, with CPU per request (server process plus its PostgreSQL backends).
  * `--check-only` stops after the body check; `--with-bare` adds full / bare pairs (the old baseline:
  * the server's own services without the HTTP pipeline, so the pipeline's share of the gap).
+ * A full run then measures the read scenarios and paired targets on the embedded database too
+ * (PGlite, a medium account, no thresholds); `--smoke --embedded` adds that part to a smoke run.
  * Writes bench/results/<date>.md and .json (smoke runs go to bench/tmp/).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -27,11 +29,19 @@ import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { compareServers, type CheckOutcome, type CheckRequest } from './bodyCheck.ts';
 import { CpuMeter, type CpuUsage } from './cpu.ts';
-import { FULL_PLAN, SMOKE_PLAN, seed, type AwkwardAccount, type SeededAccount } from './seed.ts';
+import { FULL_PLAN, SMOKE_PLAN, seed, type AccountSize, type AwkwardAccount, type SeedPlan, type SeededAccount } from './seed.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
-  options: { smoke: { type: 'boolean' }, duration: { type: 'string' }, keep: { type: 'boolean' }, 'check-only': { type: 'boolean' }, 'with-bare': { type: 'boolean' } },
+  options: {
+    smoke: { type: 'boolean' },
+    duration: { type: 'string' },
+    keep: { type: 'boolean' },
+    'check-only': { type: 'boolean' },
+    'with-bare': { type: 'boolean' },
+    /** With --smoke: run the embedded database part too (a full run always does). */
+    embedded: { type: 'boolean' },
+  },
 });
 const smoke = values.smoke ?? false;
 const withBare = values['with-bare'] ?? false;
@@ -541,6 +551,69 @@ async function explainStatements(statements: Capture['statements'], generic: (st
   return plans;
 }
 
+/** The embedded database is for small installations: a medium account, not the PostgreSQL run's million sessions. */
+const EMBEDDED_PLAN: SeedPlan = {
+  large: { members: 2_000, entries: 20_000, sessions: 100_000 },
+  small: { members: 200, entries: 200, sessions: 200 },
+  noise: { accounts: 5, members: 100, entries: 500, sessions: 2_000 },
+};
+
+interface EmbeddedRun {
+  plan: SeedPlan;
+  results: Measurement[];
+  pairs: PairResult[];
+  perRequest: Capture['perRequest'];
+}
+
+/**
+ * The read scenarios and the paired targets on the embedded database (PGlite under DATA_DIR), the
+ * full server only (the independent baseline needs PostgreSQL), reported without thresholds: a
+ * seeded data directory, the server started on it as on PostgreSQL, then the statements per request
+ * from a capture run. CPU is the server process alone (PGlite runs inside it).
+ */
+async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedRun> {
+  const dir = join(root, 'bench/tmp', `embedded-${dbName}`);
+  rmSync(dir, { recursive: true, force: true });
+  try {
+    log('embedded database: seeding');
+    const db = await openDatabase({ dataDir: dir, lockPurpose: 'bench' });
+    let seeded: Awaited<ReturnType<typeof seed>>;
+    let deep: { startedAt: number; id: string };
+    try {
+      await migrateLatest(db.knex);
+      seeded = await seed(db.knex, EMBEDDED_PLAN, log);
+      await db.knex.raw('vacuum analyze');
+      deep = await deepCursor(db.knex, seeded.large.userId, 10_000);
+    } finally {
+      await db.close();
+    }
+    // DATABASE_URL empty: the server opens the embedded database in DATA_DIR.
+    const env = { ...serverEnv, DATABASE_URL: '', DATA_DIR: dir };
+    const proc = await startProcess(['server/main.ts'], env, await freePort());
+    const target: Target = { name: 'full', proc };
+    const results: Measurement[] = [];
+    const pairs: PairResult[] = [];
+    try {
+      const list = scenarios(seeded.large, deep).filter(isRead);
+      const smallList = scenarios(seeded.small, deep);
+      const byId = (id: string) => list.find((x) => x.id === id)!;
+      const side = (label: string, key: string, scenario: Scenario): PairSide => ({ label, proc, key, scenario });
+      pairs.push(await paired('embedded: deep history page p50 vs first page', 'p50', Infinity, side('4a full/large', seeded.large.apiKey, byId('4a')), side('4b full/large', seeded.large.apiKey, byId('4b'))));
+      for (const id of ['2', '4a']) {
+        const small = smallList.find((x) => x.id === id)!;
+        pairs.push(await paired(`embedded: scenario ${id} large p50 vs small`, 'p50', Infinity, side(`${id} full/small`, seeded.small.apiKey, small), side(`${id} full/large`, seeded.large.apiKey, byId(id))));
+      }
+      for (const scenario of list) results.push(await measure(target, 'large', seeded.large.apiKey, scenario));
+    } finally {
+      await proc.stop();
+    }
+    const capture = await captureStatements(['server/main.ts'], env, seeded.large.apiKey, scenarios(seeded.large, deep).filter(isRead));
+    return { plan: EMBEDDED_PLAN, results, pairs, perRequest: capture.perRequest };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 class BodyCheckFailed extends Error {}
 
 async function main() {
@@ -634,7 +707,9 @@ async function main() {
     };
     const pgVersion = (await db.knex.raw('show server_version')).rows[0].server_version as string;
     await db.close();
-    report(results, pairs, baseline, check, explain, readIds, pgVersion);
+    // The smoke run (CI) stays on PostgreSQL unless asked (--embedded): the embedded part seeds for a minute.
+    const embedded = smoke && !values.embedded ? undefined : await embeddedRun(serverEnv);
+    report(results, pairs, baseline, check, explain, readIds, pgVersion, embedded);
   } finally {
     await admin?.end().catch(() => undefined);
     for (const p of procs) await p.stop().catch(() => undefined);
@@ -660,7 +735,7 @@ function planSection(plans: Plan[]): string {
     .join('\n\n');
 }
 
-function report(results: Measurement[], pairs: PairResult[], baseline: BaselinePair[], check: CheckOutcome, explain: Explained, readIds: string[], pgVersion: string) {
+function report(results: Measurement[], pairs: PairResult[], baseline: BaselinePair[], check: CheckOutcome, explain: Explained, readIds: string[], pgVersion: string, embedded?: EmbeddedRun) {
   const independentPairs = baseline.filter((p) => p.reference === 'independent');
   const checks: Array<{ target: string; value: string; pass: boolean }> = [];
   checks.push({ target: 'full and independent answer every checked request alike (body check)', value: `${check.compared} requests, ${check.differences.length} differ`, pass: check.differences.length === 0 });
@@ -782,7 +857,7 @@ ${pairTable}
 
 ${targets}
 
-## Database work per request (capture run, 20 requests per scenario)
+${embedded ? embeddedSection(embedded, half) : ''}## Database work per request (capture run, 20 requests per scenario)
 
 The full server's job-queue polling (statements on \`jobs\` and \`job_schedules\`, about one a second)
 runs beside the requests and is not counted; its statements are EXPLAINed below with the rest.
@@ -821,10 +896,37 @@ ${planSection(explain.independent.plans)}
   writeFileSync(join(dir, `${date}.md`), md);
   writeFileSync(
     join(dir, `${date}.json`),
-    JSON.stringify({ date, smoke, machine, duration, connections: CONNECTIONS, bodyCheck: check, baseline, results, pairs, checks, perRequest: { full: explain.full.perRequest, independent: explain.independent.perRequest } }, null, 2) + '\n',
+    JSON.stringify({ date, smoke, machine, duration, connections: CONNECTIONS, bodyCheck: check, baseline, results, pairs, checks, perRequest: { full: explain.full.perRequest, independent: explain.independent.perRequest }, embedded }, null, 2) + '\n',
   );
   process.stdout.write('\n' + baselineTable('independent') + '\n\n' + table + '\n\n' + targets + '\n\n');
   log(`wrote ${join(dir, date)}.md and .json`);
+}
+
+/** The embedded run's section of the results (no targets: the embedded database has none). */
+function embeddedSection(e: EmbeddedRun, half: number): string {
+  const size = (a: AccountSize) => `${a.members.toLocaleString('en')} members / ${a.entries.toLocaleString('en')} entries / ${a.sessions.toLocaleString('en')} front sessions`;
+  const rows = e.results.map(
+    (r) =>
+      `| ${r.scenario} ${r.title} | ${r.rps.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.cpuMsPerRequest.server.toFixed(2)} | ${r.peakRssMb} | ${e.perRequest[r.scenario]?.statements.toFixed(2) ?? 'n/a'} |`,
+  );
+  const pairRows = e.pairs.map((p) => `| ${p.target.replace('embedded: ', '')} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ms (p50) | ${p.ratio.toFixed(2)}× |`);
+  return `## Embedded database (PGlite), no thresholds
+
+The full server on the embedded database (no DATABASE_URL; DATA_DIR seeded by the same seeder with a
+medium plan, as the embedded database is for small installations: large account ${size(e.plan.large)};
+small account ${size(e.plan.small)}; ${e.plan.noise.accounts} noise accounts). Same load; pairs as above (${half} s
+each); CPU is the server process alone, since PGlite runs inside it. PGlite runs one statement at a
+time, so req/s here is bounded by the sum of the statements' times.
+
+| scenario | req/s | p50 ms | p99 ms | CPU ms/req | peak RSS MB | SQL statements per request |
+|---|---|---|---|---|---|---|
+${rows.join('\n')}
+
+| comparison | B / A | runs A, B, B, A | ratio |
+|---|---|---|---|
+${pairRows.join('\n')}
+
+`;
 }
 
 main().catch((err) => {

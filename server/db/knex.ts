@@ -212,6 +212,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     throw err;
   }
   const knex = knexFactory({ client: embeddedClient(ClientPGLite), connection: { pglite } as never, log: knexLog(options.logger) });
+  captureSql(knex);
   return {
     knex,
     kind: 'pglite',

@@ -97,11 +97,14 @@ export type HistoryPageRow = Pick<FrontSessionRow, 'id' | 'member_id' | 'started
 /**
  * A page of the whole history (no time filter) and the history's size in one statement: the
  * counter row (migration 0005) left-joined to `size` + 1 sessions on the history index (not in the
- * trash, member not in the trash: the anti-join of ofLiveMembers), each with its member's summary
- * columns. Every row carries the count; a page past the end is one row with only the count. The
- * member is a lateral subquery behind `offset 0` (an optimisation fence), so it stays one
- * primary-key probe per session whatever plan is cached: as a plain join a generic plan may hash
- * the account's whole member list for each page.
+ * trash, member not in the trash), each with its member's summary columns. Every row carries the
+ * count; a page past the end is one row with only the count. Both member lookups sit behind
+ * `offset 0` (an optimisation fence), so each stays one primary-key probe per session read,
+ * whatever plan is cached. Without it the NOT EXISTS becomes an anti-join (as ofLiveMembers writes
+ * it for the time-filtered reads), for which a generic plan reads every trashed member of every
+ * account for each page; the member as a plain join may hash the account's whole member list. (A
+ * lateral "is it trashed" probe filtered with IS NULL does not work either: the planner expects
+ * that filter to pass almost nothing and sorts the account's whole history.)
  */
 function historyStatement(name: string, after: string) {
   return prepared<{ live: number } & ({ id: null } | HistoryPageRow)>(
@@ -111,7 +114,7 @@ left join lateral (
   select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.summary_id, m.name, m.display_name, m.archived_at, m.avatar
   from (select s.id, s.member_id, s.started_at, s.ended_at, s.note from front_sessions s
         where s.user_id = ? and s.deleted_at is null
-          and not exists (select 1 from members t where t.id = s.member_id and t.deleted_at is not null)${after}
+          and not exists (select 1 from members t where t.id = s.member_id and t.deleted_at is not null offset 0)${after}
         order by s.started_at desc, s.id desc limit ?) s
   left join lateral (select m.id as summary_id, m.name, m.display_name, m.archived_at, m.avatar
                      from members m where m.id = s.member_id and m.user_id = ? offset 0) m on true
