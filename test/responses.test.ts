@@ -50,8 +50,12 @@ describe('JSON responses without response validation', () => {
         else expect(direct.body).toBe('');
       }
     }
-    // Errors are written by the error handler either way.
-    const missing = `/api/v1/members/00000000-0000-4000-8000-000000000000`;
-    expect(await answer(unvalidatedUrl, 'GET', missing, apiKey)).toEqual(await answer(server.baseUrl, 'GET', missing, apiKey));
+    // Errors are written by the error handler either way; a query string is validated even where
+    // the operation takes no parameters (the validator is skipped only when there is nothing to check).
+    for (const path of ['/api/v1/members/00000000-0000-4000-8000-000000000000', '/api/v1/front?unknown=1', '/api/v1/members/not-a-uuid', '/api/v1/entries?limit=0']) {
+      const direct = await answer(unvalidatedUrl, 'GET', path, apiKey);
+      expect(direct, path).toEqual(await answer(server.baseUrl, 'GET', path, apiKey));
+      expect(direct.status, path).toBeGreaterThanOrEqual(400);
+    }
   });
 });

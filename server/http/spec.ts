@@ -37,6 +37,8 @@ export interface OperationInfo {
   declaredStatuses: number[];
   /** Query and path parameters declared as integers (their raw text is checked before validation). */
   integerParams: Array<{ name: string; in: 'query' | 'path' }>;
+  /** Whether the operation declares any parameter (path, query, header or cookie). */
+  hasParameters: boolean;
 }
 
 interface CompiledPath {
@@ -170,6 +172,7 @@ export class OperationIndex {
           requestContentTypes: Object.keys(op.requestBody?.content ?? {}),
           declaredStatuses: Object.keys(op.responses ?? {}).map(Number).filter(Number.isInteger),
           integerParams: integerParams(spec, [...shared, ...(op.parameters ?? [])]),
+          hasParameters: shared.length + (op.parameters?.length ?? 0) > 0,
         };
         compiled.operations.set(info.method, info);
         this.operations.push(info);
