@@ -261,6 +261,21 @@ describe('GET /entries', () => {
   });
 });
 
+describe('POST /entries cost', () => {
+  it('creates a note without external images in a constant number of statements, with no check done twice', async () => {
+    const { api } = await server.user();
+    const members = [await createMember(api, 'A'), await createMember(api, 'B')];
+    await createEntry(api, { content: 'warm-up', memberIds: members }); // warms the key cache
+    const knex = server.deps.db.knex;
+    const statements = await captureStatements(knex, /^(?![\s\S]*\b(api_keys|rate_limit_windows|jobs|job_schedules)\b)/, async () => {
+      await createEntry(api, { content: 'No images here', memberIds: members });
+    });
+    // begin, the scope (context and side system, share-locked), the members locked and checked,
+    // the plan and the cap counts, the note, its links, commit.
+    expect(statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')), JSON.stringify(statements.map((st) => st.sql))).toHaveLength(8);
+  });
+});
+
 describe('PATCH /entries/{entryId}', () => {
   it('updates the given fields; memberId null clears the legacy single link', async () => {
     const { api } = await server.user();

@@ -93,6 +93,11 @@ export const entriesRepo = {
   /** Replaces the link rows (the union of the legacy link and the list) of one entry. */
   async setLinks(db: Knex, userId: string, entryId: string, memberIds: string[]): Promise<void> {
     await db('entry_members').where({ entry_id: entryId, user_id: userId }).delete();
+    await entriesRepo.insertLinks(db, userId, entryId, memberIds);
+  },
+
+  /** The link rows of an entry that has none yet (just created), in link order. */
+  async insertLinks(db: Knex, userId: string, entryId: string, memberIds: string[]): Promise<void> {
     if (memberIds.length) {
       await db('entry_members').insert(memberIds.map((memberId, position) => ({ entry_id: entryId, member_id: memberId, user_id: userId, position })));
     }
@@ -126,20 +131,26 @@ export const entriesRepo = {
     return map;
   },
 
-  /** Active entries linked to each member (excluding one entry), for the plan's note cap. */
-  async activeCounts(db: Knex, userId: string, memberIds: string[], excludeEntryId?: string): Promise<Map<string, number>> {
-    const map = new Map<string, number>();
-    if (memberIds.length === 0) return map;
-    const q = db('entry_members as em')
+  /**
+   * The account's plan and the active entries linked to each member (excluding one entry), for the
+   * plan's note cap, in one statement. `plan` is undefined when the account does not exist.
+   */
+  async capState(db: Knex, userId: string, memberIds: string[], excludeEntryId?: string): Promise<{ plan: string | undefined; counts: Map<string, number> }> {
+    const counts = db('entry_members as em')
       .join('entries as e', 'e.id', 'em.entry_id')
       .where('em.user_id', userId)
       .whereIn('em.member_id', memberIds)
       .whereNull('e.deleted_at')
       .groupBy('em.member_id')
-      .select('em.member_id')
-      .count<Array<{ member_id: string; count: number }>>('* as count');
-    if (excludeEntryId) q.whereNot('e.id', excludeEntryId);
-    for (const row of await q) map.set(row.member_id, Number(row.count));
-    return map;
+      .select('em.member_id', db.raw('count(*) as n'));
+    if (excludeEntryId) counts.whereNot('e.id', excludeEntryId);
+    const rows: Array<{ plan: string; member_id: string | null; n: number | null }> = await db('accounts as a')
+      .joinRaw('left join (?) as c on true', [counts as unknown as Knex.Raw])
+      .where('a.id', userId)
+      .select('a.plan', 'c.member_id', 'c.n');
+    const map = new Map<string, number>();
+    for (const row of rows) if (row.member_id !== null) map.set(row.member_id, Number(row.n));
+    return { plan: rows[0]?.plan, counts: map };
   },
+
 };

@@ -6,13 +6,13 @@ import { ownerRowsOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
-import { accountsRepo, PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
+import { PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
 import { membersRepo, type MemberSummary, toMemberSummary } from '../members/index.ts';
 import { resolveWriteScope } from '../systems/index.ts';
 import { dropObjects, purgeItems } from '../trash/index.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import { registerNoteImage } from '../../storage/noteImages.ts';
-import { imageKey, rehostImages } from './rehost.ts';
+import { externalImageUrls, imageKey, rehostImages } from './rehost.ts';
 import { entriesRepo, type EntryRow } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -22,26 +22,36 @@ function linkSet(memberId: string | null, memberIds: string[] | null): string[] 
   return [...new Set([...(memberId ? [memberId] : []), ...(memberIds ?? [])])];
 }
 
+const notLinkable = (ids: string[]) => badRequest(`Linked members must be your live members; not: ${ids.join(', ')}`);
+
 async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promise<void> {
   const bad = await membersRepo.missingLive(db, userId, ids);
-  if (bad.length) throw badRequest(`Linked members must be your live members; not: ${bad.join(', ')}`);
+  if (bad.length) throw notLinkable(bad);
 }
 
 /** The members (of `memberIds`) already at the plan's note cap, and the message saying so; null when none is. */
 async function capViolation(db: Knex, ctx: ServiceContext, userId: string, memberIds: string[], excludeEntryId: string | undefined): Promise<string | null> {
   if (memberIds.length === 0) return null;
-  const account = await accountsRepo.findAccount(db, userId);
-  const plan = (account?.plan ?? 'free') as PlanKey;
+  const state = await entriesRepo.capState(db, userId, memberIds, excludeEntryId);
+  const plan = (state.plan ?? 'free') as PlanKey;
   const cap = ctx.config.noteCaps[plan];
-  const counts = await entriesRepo.activeCounts(db, userId, memberIds, excludeEntryId);
+  const counts = state.counts;
   const full = memberIds.filter((id) => (counts.get(id) ?? 0) >= cap);
   return full.length ? `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}` : null;
 }
 
 /**
- * The cap counts active notes per member. Member rows are locked first so two notes created at
- * once for the same member cannot both slip under the cap.
+ * Locks the member rows (in id order, so concurrent writes cannot deadlock) until the transaction
+ * ends, so two notes created at once for the same member cannot both slip under the cap; returns
+ * the ids among them that are live members of the account.
  */
+async function lockMembers(trx: Knex.Transaction, userId: string, memberIds: string[]): Promise<Set<string>> {
+  if (memberIds.length === 0) return new Set();
+  const rows: Array<{ id: string; deleted_at: number | null }> = await trx('members').where({ user_id: userId }).whereIn('id', memberIds).orderBy('id').forUpdate().select('id', 'deleted_at');
+  return new Set(rows.filter((r) => r.deleted_at === null).map((r) => r.id));
+}
+
+/** The cap counts active notes per member (see lockMembers). */
 async function assertCaps(
   trx: Knex.Transaction,
   ctx: ServiceContext,
@@ -51,21 +61,41 @@ async function assertCaps(
   fail: (message: string) => DomainError,
 ): Promise<void> {
   if (memberIds.length === 0) return;
-  await trx('members').where({ user_id: userId }).whereIn('id', memberIds).orderBy('id').forUpdate().select('id');
+  await lockMembers(trx, userId, memberIds);
+  const violation = await capViolation(trx, ctx, userId, memberIds, excludeEntryId);
+  if (violation) throw fail(violation);
+}
+
+/** Links being added: each must be a live member of the account (400), then within the cap (`fail`); the rows stay locked. */
+async function assertLinkable(
+  trx: Knex.Transaction,
+  ctx: ServiceContext,
+  userId: string,
+  memberIds: string[],
+  excludeEntryId: string | undefined,
+  fail: (message: string) => DomainError,
+): Promise<void> {
+  if (memberIds.length === 0) return;
+  const live = await lockMembers(trx, userId, memberIds);
+  const bad = memberIds.filter((id) => !live.has(id));
+  if (bad.length) throw notLinkable(bad);
   const violation = await capViolation(trx, ctx, userId, memberIds, excludeEntryId);
   if (violation) throw fail(violation);
 }
 
 /**
  * The same checks without locks, before any external image is fetched: a note that will be
- * refused anyway must not cost downloads. The transaction repeats them under locks.
+ * refused anyway must not cost downloads. The transaction repeats them under locks, so content
+ * without external images skips this (the answer would be the same, and it costs statements).
  */
 async function precheckLinks(
   ctx: ServiceContext,
+  content: string | undefined,
   memberIds: string[],
   excludeEntryId: string | undefined,
   fail: (message: string) => DomainError,
 ): Promise<void> {
+  if (content === undefined || externalImageUrls(content).length === 0) return;
   await assertOwnMembers(ctx.db, ownerOf(ctx), memberIds);
   const violation = await capViolation(ctx.db, ctx, ownerOf(ctx), memberIds, excludeEntryId);
   if (violation) throw fail(violation);
@@ -100,12 +130,11 @@ export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEnt
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
-  await precheckLinks(ctx, links, undefined, noteLimit);
+  await precheckLinks(ctx, input.content, links, undefined, noteLimit);
   const content = await rehost(ctx, input.content);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId);
-    await assertOwnMembers(trx, userId, links);
-    await assertCaps(trx, ctx, userId, links, undefined, noteLimit);
+    await assertLinkable(trx, ctx, userId, links, undefined, noteLimit);
     const row: EntryRow = {
       id: randomUUID(),
       user_id: userId,
@@ -120,7 +149,7 @@ export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEnt
       deleted_at: null,
     };
     await entriesRepo.insert(trx, row);
-    await entriesRepo.setLinks(trx, userId, row.id, links);
+    await entriesRepo.insertLinks(trx, userId, row.id, links);
     return { id: row.id };
   });
 }
@@ -151,7 +180,7 @@ export async function updateEntry(ctx: ServiceContext, id: string, input: Schema
   if (input.content !== undefined && (input.memberId !== undefined || input.memberIds !== undefined)) {
     const before = linkSet(current.member_id, current.member_ids);
     const after = linkSet(input.memberId !== undefined ? input.memberId : current.member_id, input.memberIds !== undefined ? input.memberIds : current.member_ids);
-    await precheckLinks(ctx, after.filter((m) => !before.includes(m)), id, badRequest);
+    await precheckLinks(ctx, input.content, after.filter((m) => !before.includes(m)), id, badRequest);
   }
   const content = input.content !== undefined ? await rehost(ctx, input.content) : undefined;
   const row = await db.transaction(async (trx) => {
@@ -167,8 +196,7 @@ export async function updateEntry(ctx: ServiceContext, id: string, input: Schema
       const before = linkSet(locked.member_id, locked.member_ids);
       const after = linkSet(changes.member_id !== undefined ? changes.member_id : locked.member_id, changes.member_ids !== undefined ? changes.member_ids : locked.member_ids);
       const added = after.filter((m) => !before.includes(m));
-      await assertOwnMembers(trx, userId, added);
-      await assertCaps(trx, ctx, userId, added, id, badRequest);
+      await assertLinkable(trx, ctx, userId, added, id, badRequest);
       await entriesRepo.setLinks(trx, userId, id, after);
     }
     return entriesRepo.update(trx, userId, id, changes);
