@@ -36,8 +36,8 @@ function noteOrNull(note: string | null | undefined): string | null {
   return note === undefined || note === null || note.trim() === '' ? null : note;
 }
 
-function toHistorySession(row: Pick<FrontSessionRow, 'id' | 'user_id' | 'member_id' | 'started_at' | 'ended_at' | 'note'>): HistorySession {
-  const session: HistorySession = { _id: row.id, userId: row.user_id, memberId: row.member_id, startedAt: row.started_at, endedAt: row.ended_at };
+function toHistorySession(row: Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'>, userId: string): HistorySession {
+  const session: HistorySession = { _id: row.id, userId, memberId: row.member_id, startedAt: row.started_at, endedAt: row.ended_at };
   if (row.note !== null) session.note = row.note;
   return session;
 }
@@ -267,11 +267,13 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
     // The whole history (what clients page through): page, members and count in one statement.
     const { rows, count } = await frontRepo.historyPageWithCount(db, userId, limit, after);
     const { items: page, nextAfter: last } = pageOf(rows, limit);
-    return {
-      items: page.flatMap((row) => (row.summary_id === null ? [] : [historyItem(userId, row, { ...row, id: row.summary_id, name: row.name! })])),
-      count,
-      nextCursor: last ? { startedAt: last.started_at, id: last.id } : null,
-    };
+    const items: HistoryPage['items'] = [];
+    for (const row of page) {
+      if (row.summary_id === null) continue; // the member was purged meanwhile
+      const member = { id: row.summary_id, name: row.name!, display_name: row.display_name, archived_at: row.archived_at, avatar: row.avatar };
+      items.push(historyItem(userId, row, member));
+    }
+    return { items, count, nextCursor: last ? { startedAt: last.started_at, id: last.id } : null };
   }
   const filter = { startTime: query.startTime, endTime: query.endTime };
   const [rows, count] = await Promise.all([
@@ -299,7 +301,7 @@ function historyItem(
   member: Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar'>,
 ): HistoryPage['items'][number] {
   return {
-    session: toHistorySession({ ...row, user_id: userId }),
+    session: toHistorySession(row, userId),
     member: toMemberSummary(member),
     durationMs: row.ended_at === null ? null : row.ended_at - row.started_at,
   };
@@ -333,7 +335,7 @@ export async function updateSession(ctx: ServiceContext, id: string, patch: Sche
     }
     if (patch.note !== undefined) changes.note = noteOrNull(patch.note);
     if (patch.startedAt !== undefined || patch.endedAt !== undefined) await assertNoOverlap(trx, row, startedAt, endedAt);
-    return toHistorySession(await frontRepo.updateSession(trx, userId, id, changes));
+    return toHistorySession(await frontRepo.updateSession(trx, userId, id, changes), userId);
   });
 }
 
