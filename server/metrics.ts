@@ -7,6 +7,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Knex } from 'knex';
+import { preparedPoolOf } from './db/prepared.ts';
 
 export type StatusClass = '1xx' | '2xx' | '3xx' | '4xx' | '5xx';
 
@@ -69,18 +70,23 @@ export class Metrics {
       labelNames: ['job'],
       registers: [this.registry],
     });
-    const pool = (options.db?.client as { pool?: PoolLike } | undefined)?.pool;
+    const db = options.db;
     new Gauge({
       name: 'db_pool_connections',
-      help: 'Database pool connections: in use, idle, and requests waiting for one.',
-      labelNames: ['state'],
+      help: 'Database pool connections: in use, idle, and requests waiting for one; pool "main", and on PostgreSQL "prepared" (the hot reads\' prepared statements).',
+      labelNames: ['pool', 'state'],
       registers: [this.registry],
       collect() {
-        // The pool object is created lazily by knex; read it at scrape time.
-        const current = (options.db?.client as { pool?: PoolLike } | undefined)?.pool ?? pool;
-        this.set({ state: 'in_use' }, current?.numUsed() ?? 0);
-        this.set({ state: 'idle' }, current?.numFree() ?? 0);
-        this.set({ state: 'waiting' }, current?.numPendingAcquires() ?? 0);
+        // The pool objects are created lazily by knex; read them at scrape time.
+        const pools: Array<[string, Knex | undefined]> = [['main', db]];
+        const prepared = db && preparedPoolOf(db);
+        if (prepared) pools.push(['prepared', prepared]);
+        for (const [name, knex] of pools) {
+          const current = (knex?.client as { pool?: PoolLike } | undefined)?.pool;
+          this.set({ pool: name, state: 'in_use' }, current?.numUsed() ?? 0);
+          this.set({ pool: name, state: 'idle' }, current?.numFree() ?? 0);
+          this.set({ pool: name, state: 'waiting' }, current?.numPendingAcquires() ?? 0);
+        }
       },
     });
   }

@@ -53,7 +53,13 @@ describe('GET /metrics', () => {
     let text = '';
     for (let i = 0; i < 5; i++) text = await scrape(); // more scrapes than the per-key limit of 3
     expect(sample(text, 'rate_limit_refusals_total')).toBe(2);
-    for (const state of ['in_use', 'idle', 'waiting']) expect(sample(text, 'db_pool_connections', { state })).toBeGreaterThanOrEqual(0);
+    for (const state of ['in_use', 'idle', 'waiting']) expect(sample(text, 'db_pool_connections', { pool: 'main', state })).toBeGreaterThanOrEqual(0);
+    // PostgreSQL has a second pool for the hot reads' prepared statements; the embedded database has one connection.
+    for (const state of ['in_use', 'idle', 'waiting']) {
+      const prepared = sample(text, 'db_pool_connections', { pool: 'prepared', state });
+      if (server.deps.db.kind === 'postgres') expect(prepared).toBeGreaterThanOrEqual(0);
+      else expect(prepared).toBeUndefined();
+    }
     expect(sample(text, 'job_runs_total', { job: 'trash_retention', outcome: 'success' })).toBe(1);
     expect(sample(text, 'job_run_duration_seconds_count', { job: 'trash_retention' })).toBe(1);
     expect(sample(text, 'process_cpu_user_seconds_total')).toBeGreaterThan(0);

@@ -45,6 +45,11 @@ export function usePreparedPool(main: Knex, pool: Knex): void {
   preparedPools.set(main, { pool, events: main });
 }
 
+/** The prepared pool of a database's main knex instance (PostgreSQL only), for its metrics. */
+export function preparedPoolOf(main: Knex): Knex | undefined {
+  return preparedPools.get(main)?.pool;
+}
+
 /** Every statement defined so far, by name (tests EXPLAIN each one's generic plan). */
 export function preparedStatements(): ReadonlyMap<string, string> {
   return defined;
