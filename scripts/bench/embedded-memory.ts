@@ -18,7 +18,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -28,6 +27,7 @@ import { buildServer } from '../build.ts';
 import { EMBEDDED_SHARED_BUFFERS_DEFAULT, openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { seed, type SeedPlan } from './seed.ts';
+import { freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, duration: { type: 'string' }, out: { type: 'string' }, render: { type: 'string' } } });
@@ -83,14 +83,6 @@ function group(pgid: number): number[] {
 
 const treeRss = (pgid: number) => group(pgid).reduce((sum, pid) => sum + (status(pid)?.rss ?? 0), 0);
 
-async function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -10,14 +10,13 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import pg from 'pg';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
+import { adminQuery, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -29,7 +28,7 @@ const top = Number(values.top ?? 25);
 const PAUSE_MS = 1500;
 const log = (m: string) => process.stdout.write(`[profile] ${m}\n`);
 
-const baseUrl = process.env.DATABASE_URL;
+const baseUrl = process.env.DATABASE_URL ?? '';
 if (!baseUrl) {
   console.error('npm run bench:profile needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).');
   process.exit(2);
@@ -37,24 +36,7 @@ if (!baseUrl) {
 const dbName = `profile_${Date.now()}_${randomBytes(3).toString('hex')}`;
 const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
 
-async function admin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: baseUrl });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 
-async function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 interface ProfileNode {
   id: number;
@@ -151,7 +133,7 @@ async function profileScenario(id: string, path: string, key: string, env: Recor
 }
 
 async function main(): Promise<void> {
-  await admin(`create database ${dbName}`);
+  await adminQuery(baseUrl, `create database ${dbName}`);
   try {
     const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
     await migrateLatest(db.knex);
@@ -177,7 +159,7 @@ async function main(): Promise<void> {
       if (!only || only.includes(id)) await profileScenario(id, path, seeded.large.apiKey, env);
     }
   } finally {
-    await admin(`drop database if exists ${dbName} with (force)`);
+    await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
   }
 }
 

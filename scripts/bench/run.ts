@@ -18,7 +18,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -29,6 +28,7 @@ import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { compareServers, type CheckOutcome, type CheckRequest } from './bodyCheck.ts';
 import { CpuMeter, type CpuUsage } from './cpu.ts';
+import { adminQuery, freePort } from './support.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed, type AccountSize, type AwkwardAccount, type SeedPlan, type SeededAccount } from './seed.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -50,7 +50,7 @@ const warmup = smoke ? 1 : 5;
 const CONNECTIONS = 32;
 const log = (m: string) => process.stdout.write(`[bench] ${m}\n`);
 
-const baseUrl = process.env.DATABASE_URL;
+const baseUrl = process.env.DATABASE_URL ?? '';
 if (!baseUrl) {
   console.error('npm run bench needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).');
   process.exit(2);
@@ -71,24 +71,7 @@ function urlFor(target: TargetName): string {
   return u.toString();
 }
 
-async function adminQuery(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: baseUrl });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 
-async function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 interface Proc {
   child: ChildProcess;
@@ -618,7 +601,7 @@ class BodyCheckFailed extends Error {}
 
 async function main() {
   log(`creating database ${dbName}`);
-  await adminQuery(`create database ${dbName}`);
+  await adminQuery(baseUrl, `create database ${dbName}`);
   const procs: Proc[] = [];
   let admin: pg.Client | undefined;
   try {
@@ -713,7 +696,7 @@ async function main() {
   } finally {
     await admin?.end().catch(() => undefined);
     for (const p of procs) await p.stop().catch(() => undefined);
-    if (!values.keep) await adminQuery(`drop database if exists ${dbName} with (force)`);
+    if (!values.keep) await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
   }
 }
 

@@ -51,36 +51,24 @@ async function lockMembers(trx: Knex.Transaction, userId: string, memberIds: str
   return new Set(rows.filter((r) => r.deleted_at === null).map((r) => r.id));
 }
 
-/** The cap counts active notes per member (see lockMembers). */
+/**
+ * Links under the plan's note cap (`fail` otherwise), with the member rows locked until the
+ * transaction ends (lockMembers). With `live` (links being added), each must also be a live member
+ * of the account (400); a restore re-counts links the note already had, whatever their state.
+ */
 async function assertCaps(
   trx: Knex.Transaction,
   ctx: ServiceContext,
-  userId: string,
   memberIds: string[],
-  excludeEntryId: string | undefined,
-  fail: (message: string) => DomainError,
+  options: { excludeEntryId?: string; live: boolean; fail: (message: string) => DomainError },
 ): Promise<void> {
   if (memberIds.length === 0) return;
-  await lockMembers(trx, userId, memberIds);
-  const violation = await capViolation(trx, ctx, userId, memberIds, excludeEntryId);
-  if (violation) throw fail(violation);
-}
-
-/** Links being added: each must be a live member of the account (400), then within the cap (`fail`); the rows stay locked. */
-async function assertLinkable(
-  trx: Knex.Transaction,
-  ctx: ServiceContext,
-  userId: string,
-  memberIds: string[],
-  excludeEntryId: string | undefined,
-  fail: (message: string) => DomainError,
-): Promise<void> {
-  if (memberIds.length === 0) return;
+  const userId = ownerOf(ctx);
   const live = await lockMembers(trx, userId, memberIds);
-  const bad = memberIds.filter((id) => !live.has(id));
+  const bad = options.live ? memberIds.filter((id) => !live.has(id)) : [];
   if (bad.length) throw notLinkable(bad);
-  const violation = await capViolation(trx, ctx, userId, memberIds, excludeEntryId);
-  if (violation) throw fail(violation);
+  const violation = await capViolation(trx, ctx, userId, memberIds, options.excludeEntryId);
+  if (violation) throw options.fail(violation);
 }
 
 /**
@@ -134,7 +122,7 @@ export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEnt
   const content = await rehost(ctx, input.content);
   return db.transaction(async (trx) => {
     const scope = await resolveWriteScope(trx, userId);
-    await assertLinkable(trx, ctx, userId, links, undefined, noteLimit);
+    await assertCaps(trx, ctx, links, { live: true, fail: noteLimit });
     const row: EntryRow = {
       id: randomUUID(),
       user_id: userId,
@@ -196,7 +184,7 @@ export async function updateEntry(ctx: ServiceContext, id: string, input: Schema
       const before = linkSet(locked.member_id, locked.member_ids);
       const after = linkSet(changes.member_id !== undefined ? changes.member_id : locked.member_id, changes.member_ids !== undefined ? changes.member_ids : locked.member_ids);
       const added = after.filter((m) => !before.includes(m));
-      await assertLinkable(trx, ctx, userId, added, id, badRequest);
+      await assertCaps(trx, ctx, added, { excludeEntryId: id, live: true, fail: badRequest });
       await entriesRepo.setLinks(trx, userId, id, after);
     }
     return entriesRepo.update(trx, userId, id, changes);
@@ -237,7 +225,7 @@ export async function restoreEntry(ctx: ServiceContext, id: string): Promise<voi
     if (!row) throw notFound('Entry not found');
     if (row.deleted_at === null) throw badRequest('Entry is not in trash');
     const links = (await entriesRepo.linksOf(trx, userId, [id])).get(id) ?? [];
-    await assertCaps(trx, ctx, userId, links, id, (m) => badRequest(`Restoring would exceed the note limit: ${m}`));
+    await assertCaps(trx, ctx, links, { excludeEntryId: id, live: false, fail: (m) => badRequest(`Restoring would exceed the note limit: ${m}`) });
     await entriesRepo.update(trx, userId, id, { deleted_at: null, updated_at: now });
   });
 }
