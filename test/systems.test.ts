@@ -332,11 +332,26 @@ describe('active scope', () => {
       expect((await api.GET('/api/v1/groups', { params: { query } })).response.status, JSON.stringify(query)).toBe(404);
     }
 
+    const mainNote = (await api.POST('/api/v1/entries', { body: { content: 'in the main side system' } })).data!.id;
     await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: sub } });
     const created = await createMember(api, 'New');
     const member = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: created } } })).data!;
     expect(member).toMatchObject({ sideSystemId: side, subSystemId: sub });
     expect((await list({})).sort()).toEqual([inSub, created].sort());
+    // The one-statement reads take the same scope from the context row: the active sub system, then
+    // its side system, then the unified view.
+    const subNote = (await api.POST('/api/v1/entries', { body: { content: 'in the sub system' } })).data!.id;
+    const page = async () => (await api.GET('/api/v1/members/page', { params: { query: { limit: 100 } } })).data!.items.map((m) => m._id).sort();
+    const notes = async () => (await api.GET('/api/v1/entries')).data!.map((e) => e._id).sort();
+    expect(await page()).toEqual([inSub, created].sort());
+    expect(await notes()).toEqual([subNote]);
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: null } });
+    expect(await page()).toEqual([host, inSub, created].sort());
+    expect(await notes()).toEqual([subNote]);
+    await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
+    expect(await notes()).toEqual([mainNote, subNote].sort());
+    expect(await page()).toEqual(expect.arrayContaining([host, inSub, created]));
+    await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side, subSystemId: sub } });
     const group = await createGroup(api, 'New group');
     const groupRow = await server.deps.db.knex('directories').where({ id: group }).first();
     expect(groupRow).toMatchObject({ side_system_id: side, sub_system_id: sub });

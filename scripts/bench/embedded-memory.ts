@@ -22,12 +22,11 @@ import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import pg from 'pg';
 import { buildServer } from '../build.ts';
 import { EMBEDDED_SHARED_BUFFERS_DEFAULT, openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { seed, type SeedPlan } from './seed.ts';
-import { freePort } from './support.ts';
+import { adminQuery, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, duration: { type: 'string' }, out: { type: 'string' }, render: { type: 'string' } } });
@@ -326,15 +325,7 @@ async function postgresDatabase(plan: SeedPlan): Promise<{ url: string; key: str
   const base = process.env.DATABASE_URL;
   if (!base) return undefined;
   const name = `bench_mem_${Date.now()}`;
-  const admin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: base });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
+  const admin = (sql: string) => adminQuery(base, sql);
   await admin(`create database ${name}`);
   const url = new URL(base);
   url.pathname = `/${name}`;
