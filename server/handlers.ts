@@ -4,6 +4,7 @@ import { appearanceHandlers } from './features/appearance/handlers.ts';
 import { entriesHandlers } from './features/entries/handlers.ts';
 import { customFieldsHandlers } from './features/customFields/handlers.ts';
 import { frontHandlers } from './features/front/handlers.ts';
+import { friendsHandlers } from './features/friends/handlers.ts';
 import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
 import { meHandlers } from './features/me/handlers.ts';
@@ -12,6 +13,7 @@ import { systemsHandlers } from './features/systems/handlers.ts';
 import { terminologyHandlers } from './features/terminology/handlers.ts';
 import { trashHandlers } from './features/trash/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
+import { privacyBucketsHandlers } from './features/privacyBuckets/handlers.ts';
 import { storageHandlers } from './features/storage/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
 
@@ -30,6 +32,8 @@ export const handlers = {
   ...terminologyHandlers,
   ...frontHandlers,
   ...storageHandlers,
+  ...friendsHandlers,
+  ...privacyBucketsHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -32,8 +32,8 @@ describe('access', () => {
     expect(ids.sort()).toEqual(mine.sort());
   });
 
-  it('friend access is refused until the bucket engine exists: no predicate, no writes, no friendship', async () => {
-    expect(() => visibleRows(friend)).toThrow(/bucket engine/);
+  it('a friend access has no owner-wide predicate and no owner write; no friendship, no access', async () => {
+    expect(() => visibleRows(friend)).toThrow(/filter by buckets/);
     expect(() => assertCanWrite(friend)).toThrow(DomainError);
     expect(() => assertCanWrite(onBehalfOf('x'))).not.toThrow();
     const a = await server.user();

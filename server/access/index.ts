@@ -3,13 +3,73 @@
  * what level". Services receive an `Access` (server/core/context.ts) created here and apply its
  * predicates in SQL, so rows a viewer may not see are never loaded (never filtered in JS).
  *
- * Today every route is an owner route: the actor's own account at level `owner`, which sees and
- * changes everything. The privacy issue adds `forFriend()` (friendship + privacy buckets) and the
- * bucket predicate of `visibleRows()`; the seam, the 404 rule and the owner case are fixed here.
+ * The model (docs/privacy.md):
+ * - The owner sees and changes everything of its own (`ownAccount`, `onBehalfOf`).
+ * - Another account gets anything only through an **accepted** friendship with no block in either
+ *   direction (`forFriend`; otherwise null, which friend routes answer with 404).
+ * - Each privacy bucket maps every permission group to none, read or read_write. The friend holds
+ *   the buckets the owner assigned to it; a piece of content carries its own buckets. The viewer's
+ *   level on that content, per group, is the maximum over the buckets in both sets; no common
+ *   bucket means `none` for every group (fail closed: content without buckets is seen by no one).
+ * - So that lists filter in the database, a friend access carries, per group, the viewer's buckets
+ *   that grant at least read and those that grant read_write (`grants`); content is visible at a
+ *   level when one of its buckets is in that list: one indexed EXISTS probe per row
+ *   (`visibleContent`, `contentVisibleSql`), or one statement for a page of ids (`contentLevels`).
  */
 import type { Knex } from 'knex';
-import type { Access, KeyActor } from '../core/context.ts';
+import {
+  PERMISSION_GROUPS,
+  type Access,
+  type KeyActor,
+  type PermissionGroup,
+  type PermissionLevel,
+  type PermissionMap,
+} from '../core/context.ts';
 import { forbidden, notFound } from '../core/errors.ts';
+
+/** Content kinds that carry privacy buckets (privacy_bucket_assignments.kind, less `friend`). */
+export type ContentKind = 'member' | 'group' | 'directory' | 'custom_field' | 'profile_section' | 'side_system' | 'sub_system' | 'member_status';
+export const PROFILE_SECTIONS = ['avatar', 'displayName', 'pronouns', 'about', 'profileStyle'] as const;
+export type ProfileSection = (typeof PROFILE_SECTIONS)[number];
+
+const RANK: Record<PermissionLevel, number> = { none: 0, read: 1, read_write: 2 };
+
+/** Every group at `none`. */
+export function noAccess(): PermissionMap {
+  return Object.fromEntries(PERMISSION_GROUPS.map((g) => [g, 'none'])) as PermissionMap;
+}
+
+/** Every group at `read_write` (the owner's own view). */
+export function fullAccess(): PermissionMap {
+  return Object.fromEntries(PERMISSION_GROUPS.map((g) => [g, 'read_write'])) as PermissionMap;
+}
+
+/** Reads a stored permission map; a missing or unknown value is `none` (fail closed). */
+export function permissionMap(stored: unknown): PermissionMap {
+  const map = noAccess();
+  if (stored && typeof stored === 'object') {
+    for (const group of PERMISSION_GROUPS) {
+      const value = (stored as Record<string, unknown>)[group];
+      if (value === 'read' || value === 'read_write') map[group] = value;
+    }
+  }
+  return map;
+}
+
+/** The per-group maximum of several maps (spec: overlapping buckets merge by the maximum level). */
+export function mergeMax(maps: Iterable<PermissionMap>): PermissionMap {
+  const merged = noAccess();
+  for (const map of maps) {
+    for (const group of PERMISSION_GROUPS) {
+      if (RANK[map[group]] > RANK[merged[group]]) merged[group] = map[group];
+    }
+  }
+  return merged;
+}
+
+export function atLeast(level: PermissionLevel, wanted: Exclude<PermissionLevel, 'none'>): boolean {
+  return RANK[level] >= RANK[wanted];
+}
 
 /** The owner's own routes: the key's account, everything. */
 export function ownAccount(actor: KeyActor): Access {
@@ -21,13 +81,153 @@ export function onBehalfOf(accountId: string): Access {
   return { ownerId: accountId, level: 'owner' };
 }
 
+interface FriendRow {
+  bucket_id: string | null;
+  friend_permissions: unknown;
+}
+
 /**
- * A viewer looking at another account's content (the friend routes). The bucket engine arrives
- * with the privacy issue; until then there is no friendship, so every friend route answers as if
- * the owner did not exist (404), never with data.
+ * The viewer's access to the owner's content, or null when the viewer may see nothing of it: no
+ * friendship, a pending or revoked one, a block in either direction, or the viewer is the owner
+ * (owner routes use ownAccount). One statement: both sides' friendship rows and the buckets the
+ * owner assigned to the viewer, with their permission maps.
  */
-export async function forFriend(_db: Knex, _viewerId: string, _ownerId: string): Promise<Access | null> {
-  return null;
+export async function forFriend(db: Knex, viewerId: string, ownerId: string): Promise<Access | null> {
+  if (viewerId === ownerId) return null;
+  const rows: FriendRow[] = await db
+    .select('b.id as bucket_id', 'b.friend_permissions')
+    .from('friendships as o')
+    .join('friendships as v', function () {
+      this.on('v.user_id', '=', 'o.friend_user_id').andOn('v.friend_user_id', '=', 'o.user_id');
+    })
+    .leftJoin('privacy_bucket_assignments as a', function () {
+      this.on('a.kind', '=', db.raw('?', ['friend'])).andOn('a.content_id', '=', 'o.friend_user_id').andOn('a.user_id', '=', 'o.user_id');
+    })
+    .leftJoin('privacy_buckets as b', function () {
+      this.on('b.id', '=', 'a.bucket_id').andOn('b.user_id', '=', 'o.user_id');
+    })
+    .where({ 'o.user_id': ownerId, 'o.friend_user_id': viewerId, 'o.status': 'accepted', 'v.status': 'accepted' });
+  if (rows.length === 0) return null;
+  const buckets = rows.filter((r) => r.bucket_id !== null).map((r) => ({ id: r.bucket_id as string, permissions: permissionMap(r.friend_permissions) }));
+  const grants = {} as Record<PermissionGroup, { read: string[]; write: string[] }>;
+  for (const g of PERMISSION_GROUPS) {
+    grants[g] = {
+      read: buckets.filter((b) => atLeast(b.permissions[g], 'read')).map((b) => b.id),
+      write: buckets.filter((b) => atLeast(b.permissions[g], 'read_write')).map((b) => b.id),
+    };
+  }
+  return { ownerId, level: 'friend', viewerId, bucketIds: buckets.map((b) => b.id), grants };
+}
+
+/** The friend access, or 404 with the same body as an unknown account (a friend route's first step). */
+export async function requireFriend(db: Knex, viewerId: string, ownerId: string): Promise<Access> {
+  return requireVisible(await forFriend(db, viewerId, ownerId), 'Friend');
+}
+
+function grantsOf(access: Access): NonNullable<Access['grants']> {
+  if (access.level !== 'friend' || !access.grants) throw new Error('a friend access without grants');
+  return access.grants;
+}
+
+/**
+ * The viewer's level per group on content carrying `contentBucketIds`: the owner gets everything,
+ * a friend the maximum over the buckets both hold (none when they share none).
+ */
+export function levelsOn(access: Access, contentBucketIds: Iterable<string>): PermissionMap {
+  if (access.level === 'owner') return fullAccess();
+  const grants = grantsOf(access);
+  const held = new Set(contentBucketIds);
+  const map = noAccess();
+  for (const group of PERMISSION_GROUPS) {
+    if (grants[group].write.some((id) => held.has(id))) map[group] = 'read_write';
+    else if (grants[group].read.some((id) => held.has(id))) map[group] = 'read';
+  }
+  return map;
+}
+
+/**
+ * The viewer's level per group from its buckets alone, whatever the content: the most any piece of
+ * content could grant it. The profile card's tabs use it; content reads always use the
+ * content's own buckets (levelsOn, visibleContent).
+ */
+export function viewerCeiling(access: Access): PermissionMap {
+  if (access.level === 'owner') return fullAccess();
+  const grants = grantsOf(access);
+  const map = noAccess();
+  for (const group of PERMISSION_GROUPS) map[group] = grants[group].write.length > 0 ? 'read_write' : grants[group].read.length > 0 ? 'read' : 'none';
+  return map;
+}
+
+/** The viewer's buckets that grant `group` at `level` or more (empty for none). */
+export function bucketsGranting(access: Access, group: PermissionGroup, level: Exclude<PermissionLevel, 'none'> = 'read'): readonly string[] {
+  const grants = grantsOf(access);
+  return level === 'read_write' ? grants[group].write : grants[group].read;
+}
+
+export interface ContentRef {
+  kind: ContentKind;
+  /** The column (qualified) holding the content id, e.g. `m.id`. */
+  column: string;
+  /** For `profile_section`: the section. */
+  section?: ProfileSection;
+}
+
+/**
+ * The SQL text of "this row's content carries one of the given buckets", with one `?` binding (a
+ * uuid array): for one-statement reads (docs/data-access.md) that put the bucket predicate
+ * inside their prepared text. `ref.column` must be a constant column name, never input.
+ */
+export function contentVisibleSql(ref: ContentRef): string {
+  if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(ref.column)) throw new Error(`not a column: ${ref.column}`);
+  const section = ref.kind === 'profile_section' ? ref.section : '';
+  if (section === undefined || !(section === '' || (PROFILE_SECTIONS as readonly string[]).includes(section))) throw new Error('a profile section needs its key');
+  return `exists (select 1 from privacy_bucket_assignments pa where pa.kind = '${ref.kind}' and pa.content_id = ${ref.column} and pa.section_key = '${section}' and pa.bucket_id = any (?::uuid[]))`;
+}
+
+/**
+ * A knex predicate for rows of `ref.kind` the access may see at `level` in `group`:
+ * `query.where(visibleContent(access, ref, 'members_view'))`. Owner: every row (the caller still
+ * filters on the owner's account). Friend: an EXISTS probe of the row's buckets against the
+ * viewer's buckets granting that level; none of those → no row at all.
+ */
+export function visibleContent(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: Exclude<PermissionLevel, 'none'> = 'read',
+): (qb: Knex.QueryBuilder) => void {
+  if (access.level === 'owner') return () => {};
+  const ids = bucketsGranting(access, group, level);
+  const sql = contentVisibleSql(ref);
+  return (qb) => {
+    if (ids.length === 0) qb.whereRaw('false');
+    else qb.whereRaw(sql, [[...ids]]);
+  };
+}
+
+/**
+ * The access's level per group on each of `ids` (content of one kind, the owner's), in one
+ * statement however many ids: a page of 100 members costs one query, not one per member. Ids the
+ * viewer shares no bucket with map to noAccess(); the owner gets fullAccess() without a query.
+ */
+export async function contentLevels(db: Knex, access: Access, kind: ContentKind, ids: readonly string[], section?: ProfileSection): Promise<Map<string, PermissionMap>> {
+  const result = new Map<string, PermissionMap>();
+  if (access.level === 'owner') {
+    for (const id of ids) result.set(id, fullAccess());
+    return result;
+  }
+  const held = new Map<string, string[]>();
+  const viewerBuckets = access.bucketIds ?? [];
+  if (ids.length > 0 && viewerBuckets.length > 0) {
+    const rows: Array<{ content_id: string; bucket_id: string }> = await db('privacy_bucket_assignments')
+      .select('content_id', 'bucket_id')
+      .where({ kind, section_key: kind === 'profile_section' ? (section ?? '') : '', user_id: access.ownerId })
+      .whereIn('content_id', [...ids])
+      .whereIn('bucket_id', [...viewerBuckets]);
+    for (const row of rows) held.set(row.content_id, [...(held.get(row.content_id) ?? []), row.bucket_id]);
+  }
+  for (const id of ids) result.set(id, levelsOn(access, held.get(id) ?? []));
+  return result;
 }
 
 /**
@@ -39,7 +239,7 @@ export function requireVisible<T>(value: T | null | undefined, what: string): T 
   return value;
 }
 
-/** Writes are the owner's alone: a friend (read-only) is refused before any SQL runs. */
+/** Writes are the owner's alone unless a friend route checks a read_write grant itself. */
 export function assertCanWrite(access: Access): void {
   if (access.level !== 'owner') throw forbidden("Only the owner may change this account's content");
 }
@@ -51,24 +251,23 @@ export interface VisibleRowsOptions {
 
 /**
  * The account whose rows a one-statement read (docs/data-access.md) may return, for an owner
- * access; such statements filter on `user_id` alone, so a friend access is refused here exactly as
- * visibleRows() refuses it.
+ * access; such statements filter on `user_id` alone, so a friend access is refused here: friend
+ * reads add contentVisibleSql() to their statement instead.
  */
 export function ownerRowsOf(access: Access): string {
-  if (access.level !== 'owner') throw new Error('friend access has no row predicate yet: the privacy bucket engine is not built');
+  if (access.level !== 'owner') throw new Error('ownerRowsOf: a friend read must filter by buckets (contentVisibleSql)');
   return access.ownerId;
 }
 
 /**
- * A knex predicate for the rows the access may see of a table that has a `user_id` column:
- * `query.where(visibleRows(access))`. Owner: all of the owner's rows. Friend: refused until the
- * bucket engine exists, so no friend read can run unfiltered by mistake.
+ * A knex predicate for the owner's rows of a table that has a `user_id` column:
+ * `query.where(visibleRows(access))`. A friend access is refused: which of the owner's rows a
+ * friend sees depends on the content kind and permission group (visibleContent), so no friend
+ * read can run unfiltered by mistake.
  */
 export function visibleRows(access: Access, options: VisibleRowsOptions = {}): (qb: Knex.QueryBuilder) => void {
   const column = options.table ? `${options.table}.user_id` : 'user_id';
-  if (access.level !== 'owner') {
-    throw new Error('friend access has no row predicate yet: the privacy bucket engine is not built');
-  }
+  if (access.level !== 'owner') throw new Error('visibleRows: a friend read must filter by buckets (visibleContent)');
   return (qb) => {
     qb.where(column, access.ownerId);
   };

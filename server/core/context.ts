@@ -4,8 +4,8 @@
  * every service function, followed by the domain input.
  *
  * `actor` is who acts; `access` says whose data and at what level. On the owner's own routes
- * both name the same account (access level `owner`); the friend routes of the privacy issue will
- * resolve `access` for another owner through server/access/, which then also filters in SQL.
+ * both name the same account (access level `owner`); friend routes resolve `access` for another
+ * owner through server/access/ (forFriend), whose predicates then filter in SQL.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -34,13 +34,38 @@ export interface Access {
   readonly ownerId: string;
   /**
    * `owner`: the owner itself (or the operator, or a job, acting for it): everything, read and
-   * write. `friend`: another account, read-only, limited by the owner's privacy buckets (the
-   * bucket engine comes with the privacy issue; until then no friend access can be created).
+   * write. `friend`: another account with an accepted friendship, limited per permission group by
+   * the privacy buckets the owner assigned to it (server/access/, docs/privacy.md).
    */
   readonly level: 'owner' | 'friend';
-  /** For `friend`: the owner's privacy buckets the viewer is in. */
+  /** For `friend`: the viewer (the key's account), whose accepted friendship with the owner this is. */
+  readonly viewerId?: string;
+  /** For `friend`: the owner's privacy buckets the owner assigned to the viewer. */
   readonly bucketIds?: readonly string[];
+  /**
+   * For `friend`: per permission group, the viewer's buckets that grant at least `read` and those
+   * that grant `read_write` (server/access/). Content is visible at a level when one of its buckets
+   * is in the list; an empty list grants nothing.
+   */
+  readonly grants?: Readonly<Record<PermissionGroup, { readonly read: readonly string[]; readonly write: readonly string[] }>>;
 }
+
+/** The friend permission groups of a privacy bucket (spec: Privacy bucket). */
+export const PERMISSION_GROUPS = [
+  'members_view',
+  'member_profile',
+  'member_avatar',
+  'member_notes',
+  'member_custom_fields',
+  'member_statuses',
+  'member_relationships',
+  'groups',
+  'front',
+  'friend_data',
+] as const;
+export type PermissionGroup = (typeof PERMISSION_GROUPS)[number];
+export type PermissionLevel = 'none' | 'read' | 'read_write';
+export type PermissionMap = Record<PermissionGroup, PermissionLevel>;
 
 /** One audited action (server/audit/). */
 export interface AuditEntry {

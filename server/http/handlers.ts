@@ -57,6 +57,12 @@ export interface RequestContext {
    * per request, `now` read once). Throws on operations without API-key authentication.
    */
   service(): ServiceContext;
+  /**
+   * The service context of a friend-scoped route: the key's account viewing `ownerId`'s content
+   * through their accepted friendship and privacy buckets (server/access/ forFriend). Throws 404
+   * (the same body as an unknown account) when there is no such friendship or a block.
+   */
+  friend(ownerId: string): Promise<ServiceContext>;
   /** The operator (admin API) acting on one account, with the owner's rights. */
   operatorFor(accountId: string): ServiceContext;
   /** The operator acting on the server as a whole (no account yet, or all of them). */

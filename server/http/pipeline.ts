@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
-import { onBehalfOf, ownAccount } from '../access/index.ts';
+import { onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
 import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import type { AppDeps } from '../deps.ts';
@@ -219,6 +219,12 @@ class Context implements RequestContext {
     if (!this.auth) throw new Error('service() called on an operation without API-key authentication');
     this.ownerCtx ??= { ...this.base(this.auth), access: ownAccount(this.auth) };
     return this.ownerCtx;
+  }
+
+  async friend(ownerId: string): Promise<ServiceContext> {
+    if (!this.auth) throw new Error('friend() called on an operation without API-key authentication');
+    const access = await requireFriend(this.deps.db.knex, this.auth.accountId, ownerId);
+    return { ...this.base(this.auth), access };
   }
 
   operatorFor(accountId: string): ServiceContext {

@@ -10,5 +10,6 @@ import * as m0008 from './0008_audit.ts';
 import * as m0009 from './0009_jobs.ts';
 import * as m0010 from './0010_storage.ts';
 import * as m0011 from './0011_read_path_indexes.ts';
+import * as m0012 from './0012_privacy.ts';
 
-export const migrations = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011];
+export const migrations = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012];

@@ -1,0 +1,2 @@
+/** The privacy-buckets area's public entry point: presets and the defaults given to new content. */
+export { applyDefaults, ensurePresets, type DefaultKind } from './presets.ts';
