@@ -1,7 +1,24 @@
 /** The access module (server/access/) and the domain-error mapping at the HTTP edge. */
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { assertCanWrite, forFriend, onBehalfOf, ownAccount, requireVisible, visibleRows } from '../server/access/index.ts';
-import type { Access } from '../server/core/context.ts';
+import {
+  assertCanWrite,
+  contentLevels,
+  contentVisibleSql,
+  forFriend,
+  fullAccess,
+  levelsOn,
+  mergeMax,
+  noAccess,
+  onBehalfOf,
+  ownAccount,
+  permissionMap,
+  requireVisible,
+  viewerCeiling,
+  visibleContent,
+  visibleRows,
+} from '../server/access/index.ts';
+import { PERMISSION_GROUPS, type Access, type PermissionMap } from '../server/core/context.ts';
 import { DomainError, type DomainErrorKind } from '../server/core/errors.ts';
 import { fromDomainError } from '../server/http/errors.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
@@ -52,6 +69,243 @@ describe('access', () => {
         expect(fromDomainError(err as DomainError)).toMatchObject({ status: 404, code: 'NOT_FOUND', message: 'Member not found' });
       }
     }
+  });
+});
+
+// ---- The privacy engine (docs/privacy.md). Friendships and buckets are written straight into the
+// tables here, so the engine is tested on its own; the routes that write them have their own tests.
+
+type Status = 'pending' | 'accepted' | 'blocked' | 'revoked';
+
+async function friendship(a: string, b: string, aStatus: Status | null, bStatus: Status | null): Promise<void> {
+  const now = Date.now();
+  const row = (user: string, other: string, status: Status, direction: string | null) => ({
+    id: randomUUID(),
+    user_id: user,
+    friend_user_id: other,
+    status,
+    direction: status === 'pending' ? direction : null,
+    created_at: now,
+    accepted_at: status === 'accepted' ? now : null,
+    updated_at: now,
+  });
+  if (aStatus) await knex()('friendships').insert(row(a, b, aStatus, 'outgoing'));
+  if (bStatus) await knex()('friendships').insert(row(b, a, bStatus, 'incoming'));
+}
+
+async function bucket(owner: string, permissions: Partial<PermissionMap>): Promise<string> {
+  const id = randomUUID();
+  const now = Date.now();
+  await knex()('privacy_buckets').insert({
+    id,
+    user_id: owner,
+    slug: `u_${id.slice(0, 8)}`,
+    name: 'Bucket',
+    friend_permissions: JSON.stringify(permissions),
+    created_at: now,
+    updated_at: now,
+  });
+  return id;
+}
+
+async function assign(owner: string, bucketId: string, kind: string, contentId: string, sectionKey = ''): Promise<void> {
+  await knex()('privacy_bucket_assignments').insert({ user_id: owner, bucket_id: bucketId, kind, content_id: contentId, section_key: sectionKey, created_at: Date.now() });
+}
+
+/** Counts the statements `work` sends to the database. */
+async function statements<T>(work: () => Promise<T>): Promise<{ result: T; count: number }> {
+  let count = 0;
+  const onQuery = () => count++;
+  knex().on('query', onQuery);
+  try {
+    return { result: await work(), count };
+  } finally {
+    knex().removeListener('query', onQuery);
+  }
+}
+
+describe('privacy engine: who is a friend', () => {
+  it('only an accepted friendship on both sides with no block grants an access; everything else is null', async () => {
+    const cases: Array<[Status | null, Status | null]> = [
+      [null, null],
+      ['pending', 'pending'],
+      ['revoked', 'revoked'],
+      ['blocked', null],
+      ['blocked', 'revoked'],
+      ['revoked', 'blocked'],
+      ['accepted', null],
+      ['accepted', 'revoked'],
+      ['accepted', 'blocked'],
+      ['blocked', 'accepted'],
+      ['accepted', 'pending'],
+    ];
+    for (const [ownerSide, viewerSide] of cases) {
+      const owner = await server.user();
+      const viewer = await server.user();
+      await friendship(owner.userId, viewer.userId, ownerSide, viewerSide);
+      expect(await forFriend(knex(), viewer.userId, owner.userId), `${ownerSide}/${viewerSide}`).toBeNull();
+    }
+    const owner = await server.user();
+    expect(await forFriend(knex(), owner.userId, owner.userId), 'the owner is not its own friend').toBeNull();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    expect(await forFriend(knex(), viewer.userId, owner.userId)).toMatchObject({ ownerId: owner.userId, level: 'friend', viewerId: viewer.userId, bucketIds: [] });
+  });
+
+  it('an accepted friend with no bucket gets nothing: every group none, every content predicate false', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const member = await createMember(owner.api, 'Hidden');
+    const b = await bucket(owner.userId, fullAccess());
+    await assign(owner.userId, b, 'member', member);
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    expect(viewerCeiling(access)).toEqual(noAccess());
+    expect(levelsOn(access, [b])).toEqual(noAccess());
+    const ids = await knex()('members as m').where('m.user_id', owner.userId).where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view')).pluck('m.id');
+    expect(ids).toEqual([]);
+  });
+
+  it('the buckets come from the owner’s assignment to this viewer only, never from another owner’s or a foreign bucket', async () => {
+    const owner = await server.user();
+    const other = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    await friendship(other.userId, viewer.userId, 'accepted', 'accepted');
+    const mine = await bucket(owner.userId, { members_view: 'read' });
+    const theirs = await bucket(other.userId, { members_view: 'read_write', front: 'read_write' });
+    await assign(owner.userId, mine, 'friend', viewer.userId);
+    await assign(other.userId, theirs, 'friend', viewer.userId);
+    // The database refuses an assignment that names another account's bucket.
+    const foreign = await bucket(other.userId, fullAccess());
+    await expect(assign(owner.userId, foreign, 'friend', viewer.userId)).rejects.toThrow(/foreign key/);
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    expect(access.bucketIds).toEqual([mine]);
+    expect(viewerCeiling(access)).toEqual({ ...noAccess(), members_view: 'read' });
+  });
+});
+
+describe('privacy engine: levels', () => {
+  it('stored maps are read fail-closed and merged by the maximum per group', () => {
+    expect(permissionMap({ members_view: 'read', front: 'everything', bogus: 'read_write' })).toEqual({ ...noAccess(), members_view: 'read' });
+    expect(permissionMap(null)).toEqual(noAccess());
+    const merged = mergeMax([
+      { ...noAccess(), members_view: 'read', front: 'read_write' },
+      { ...noAccess(), members_view: 'read_write', member_notes: 'read' },
+    ]);
+    expect(merged).toEqual({ ...noAccess(), members_view: 'read_write', front: 'read_write', member_notes: 'read' });
+    expect(Object.keys(fullAccess())).toEqual([...PERMISSION_GROUPS]);
+  });
+
+  // The worked example of docs/privacy.md: two buckets, three members, one friend.
+  it('worked example: a friend sees the members it shares a bucket with, at the maximum level of the shared buckets', async () => {
+    const ada = await server.user();
+    const bea = await server.user();
+    await friendship(ada.userId, bea.userId, 'accepted', 'accepted');
+    const friends = await bucket(ada.userId, { members_view: 'read', member_profile: 'read', front: 'read' });
+    const close = await bucket(ada.userId, { members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
+    const sam = await createMember(ada.api, 'Sam');
+    const robin = await createMember(ada.api, 'Robin');
+    const kit = await createMember(ada.api, 'Kit');
+    await assign(ada.userId, friends, 'member', sam);
+    await assign(ada.userId, friends, 'member', robin);
+    await assign(ada.userId, close, 'member', robin);
+    const visible = async (access: Access, group: 'members_view' | 'member_notes', level: 'read' | 'read_write' = 'read') =>
+      (await knex()('members as m').where('m.user_id', ada.userId).where(visibleContent(access, { kind: 'member', column: 'm.id' }, group, level)).orderBy('m.name').pluck('m.name')) as string[];
+
+    // Bea holds Friends only.
+    await assign(ada.userId, friends, 'friend', bea.userId);
+    let access = (await forFriend(knex(), bea.userId, ada.userId))!;
+    expect(await visible(access, 'members_view')).toEqual(['Robin', 'Sam']);
+    expect(await visible(access, 'member_notes')).toEqual([]);
+    let levels = await contentLevels(knex(), access, 'member', [sam, robin, kit]);
+    expect(levels.get(sam)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', front: 'read' });
+    expect(levels.get(robin)).toEqual(levels.get(sam));
+    expect(levels.get(kit)).toEqual(noAccess());
+
+    // Ada adds Close to Bea: Robin (in both) merges to the maximum; Sam (Friends only) is unchanged; Kit stays hidden.
+    await assign(ada.userId, close, 'friend', bea.userId);
+    access = (await forFriend(knex(), bea.userId, ada.userId))!;
+    expect(await visible(access, 'members_view')).toEqual(['Robin', 'Sam']);
+    expect(await visible(access, 'member_notes', 'read_write')).toEqual(['Robin']);
+    levels = await contentLevels(knex(), access, 'member', [sam, robin, kit]);
+    expect(levels.get(robin)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
+    expect(levels.get(sam)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', front: 'read' });
+    expect(levels.get(kit)).toEqual(noAccess());
+    expect(viewerCeiling(access)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
+
+    // The owner sees everything of its own, without a query.
+    const own = await statements(() => contentLevels(knex(), ownAccount({ kind: 'key', accountId: ada.userId, keyId: 'k', scopes: {} }), 'member', [kit]));
+    expect(own.result.get(kit)).toEqual(fullAccess());
+    expect(own.count).toBe(0);
+
+    // Ada revokes: nothing is left.
+    await knex()('friendships').where({ user_id: ada.userId, friend_user_id: bea.userId }).update({ status: 'revoked' });
+    expect(await forFriend(knex(), bea.userId, ada.userId)).toBeNull();
+  });
+
+  it('a content kind only matches its own assignments (a group bucket does not reveal a member with the same id, sections are separate)', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const b = await bucket(owner.userId, fullAccess());
+    await assign(owner.userId, b, 'friend', viewer.userId);
+    const member = await createMember(owner.api, 'Sectioned');
+    await assign(owner.userId, b, 'profile_section', member, 'pronouns');
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    const asMember = await knex()('members as m').where('m.id', member).where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view')).pluck('m.id');
+    expect(asMember).toEqual([]);
+    const pronouns = await knex()('members as m').where('m.id', member).where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'pronouns' }, 'member_profile')).pluck('m.id');
+    expect(pronouns).toEqual([member]);
+    const about = await knex()('members as m').where('m.id', member).where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile')).pluck('m.id');
+    expect(about).toEqual([]);
+    expect(() => contentVisibleSql({ kind: 'profile_section', column: 'm.id' })).toThrow(/section/);
+    expect(() => contentVisibleSql({ kind: 'member', column: 'm.id; drop table members' })).toThrow(/not a column/);
+  });
+
+  it('deciding the levels of a page of 100 members costs one statement, and the list predicate keeps it one statement', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const shared = await bucket(owner.userId, { members_view: 'read' });
+    await assign(owner.userId, shared, 'friend', viewer.userId);
+    const now = Date.now();
+    const side = (await knex()('active_system_context').where('user_id', owner.userId).first()).side_system_id as string;
+    const rows = Array.from({ length: 100 }, (_, i) => ({ id: randomUUID(), user_id: owner.userId, side_system_id: side, name: `M${String(i).padStart(3, '0')}`, created_at: now + i, updated_at: now + i }));
+    await knex()('members').insert(rows);
+    await knex()('privacy_bucket_assignments').insert(
+      rows.filter((_, i) => i % 2 === 0).map((r) => ({ user_id: owner.userId, bucket_id: shared, kind: 'member', content_id: r.id, created_at: now })),
+    );
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    const levels = await statements(() => contentLevels(knex(), access, 'member', rows.map((r) => r.id)));
+    expect(levels.count).toBe(1);
+    expect([...levels.result.values()].filter((l) => l.members_view === 'read')).toHaveLength(50);
+    const page = await statements(() =>
+      knex()('members as m')
+        .where('m.user_id', owner.userId)
+        .whereNull('m.deleted_at')
+        .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+        .orderBy(['m.created_at', 'm.id'])
+        .limit(20)
+        .pluck('m.name'),
+    );
+    expect(page.count).toBe(1);
+    expect(page.result).toEqual(rows.filter((_, i) => i % 2 === 0).slice(0, 20).map((r) => r.name));
+  });
+
+  it('assignments go with their content: purging a member or deleting a bucket removes its rows', async () => {
+    const owner = await server.user();
+    const b = await bucket(owner.userId, fullAccess());
+    const member = await createMember(owner.api, 'Gone');
+    await assign(owner.userId, b, 'member', member);
+    await assign(owner.userId, b, 'profile_section', member, 'about');
+    await knex()('members').where('id', member).delete();
+    expect(await knex()('privacy_bucket_assignments').where('content_id', member).count({ n: '*' })).toEqual([{ n: expect.anything() }]);
+    expect(Number((await knex()('privacy_bucket_assignments').where('content_id', member).count({ n: '*' }))[0]!.n)).toBe(0);
+    const other = await createMember(owner.api, 'Stays');
+    await assign(owner.userId, b, 'member', other);
+    await knex()('privacy_buckets').where('id', b).delete();
+    expect(Number((await knex()('privacy_bucket_assignments').where('content_id', other).count({ n: '*' }))[0]!.n)).toBe(0);
   });
 });
 

@@ -13,7 +13,8 @@ export const name = '0012_privacy';
  *   carries. One table for every kind, so the access engine (server/access/) has one predicate
  *   shape: `exists (assignment of this content with a bucket the viewer holds)`, probed by the
  *   primary key (kind, content_id, section_key, bucket_id). Rows go with their bucket (cascade)
- *   and with their content (the triggers below), so an assignment never outlives either.
+ *   and with their content (the triggers below), so an assignment never outlives either. The
+ *   foreign key is (account, bucket): an account's assignment can only name its own bucket.
  * - privacy_bucket_defaults: the buckets given to new content of a kind created without explicit
  *   buckets.
  * - friendships: one row per side (user_id's view of friend_user_id). A pending request is an
@@ -39,10 +40,11 @@ export async function up(knex: Knex): Promise<void> {
     );
     create unique index privacy_buckets_slug on privacy_buckets (user_id, slug);
     create index privacy_buckets_user on privacy_buckets (user_id, created_at, id);
+    create unique index privacy_buckets_owner on privacy_buckets (user_id, id);
 
     create table privacy_bucket_assignments (
       user_id uuid not null references accounts (id) on delete cascade,
-      bucket_id uuid not null references privacy_buckets (id) on delete cascade,
+      bucket_id uuid not null,
       kind text not null check (kind in ('member', 'group', 'directory', 'custom_field', 'profile_section', 'side_system', 'sub_system', 'member_status', 'friend')),
       content_id uuid not null,
       section_key text not null default '' check (
@@ -50,15 +52,17 @@ export async function up(knex: Knex): Promise<void> {
         or (kind <> 'profile_section' and section_key = '')
       ),
       created_at bigint not null,
-      primary key (kind, content_id, section_key, bucket_id)
+      primary key (kind, content_id, section_key, bucket_id),
+      foreign key (user_id, bucket_id) references privacy_buckets (user_id, id) on delete cascade
     );
     create index privacy_bucket_assignments_bucket on privacy_bucket_assignments (bucket_id, kind, content_id);
 
     create table privacy_bucket_defaults (
       user_id uuid not null references accounts (id) on delete cascade,
       kind text not null check (kind in ('new_member', 'new_group', 'new_directory', 'new_custom_field', 'new_profile_section', 'new_friend')),
-      bucket_id uuid not null references privacy_buckets (id) on delete cascade,
-      primary key (user_id, kind, bucket_id)
+      bucket_id uuid not null,
+      primary key (user_id, kind, bucket_id),
+      foreign key (user_id, bucket_id) references privacy_buckets (user_id, id) on delete cascade
     );
 
     create table friendships (
