@@ -9,6 +9,7 @@ import {
   fullAccess,
   levelsOn,
   mergeMax,
+  narrowedBy,
   noAccess,
   onBehalfOf,
   ownAccount,
@@ -261,6 +262,37 @@ describe('privacy engine: levels', () => {
     expect(about).toEqual([]);
     expect(() => contentVisibleSql({ kind: 'profile_section', column: 'm.id' })).toThrow(/section/);
     expect(() => contentVisibleSql({ kind: 'member', column: 'm.id; drop table members' })).toThrow(/not a column/);
+  });
+
+  it('kinds that narrow: a side system or profile section without buckets of its own does not narrow; with buckets, the friend must share one', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const held = await bucket(owner.userId, { members_view: 'read', member_profile: 'read' });
+    const notHeld = await bucket(owner.userId, fullAccess());
+    await assign(owner.userId, held, 'friend', viewer.userId);
+    const plain = await createMember(owner.api, 'Plain');
+    const narrowed = await createMember(owner.api, 'Narrowed');
+    const shared = await createMember(owner.api, 'Shared');
+    for (const m of [plain, narrowed, shared]) await assign(owner.userId, held, 'member', m);
+    await assign(owner.userId, notHeld, 'profile_section', narrowed, 'about');
+    await assign(owner.userId, notHeld, 'profile_section', shared, 'about');
+    await assign(owner.userId, held, 'profile_section', shared, 'about');
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    const aboutVisible = await knex()('members as m')
+      .where('m.user_id', owner.userId)
+      .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+      .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile'))
+      .orderBy('m.name')
+      .pluck('m.name');
+    expect(aboutVisible).toEqual(['Plain', 'Shared']);
+    // A friend whose buckets grant the group to nothing sees only content that does not narrow.
+    const none = await knex()('members as m')
+      .where('m.user_id', owner.userId)
+      .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_notes'))
+      .orderBy('m.name')
+      .pluck('m.name');
+    expect(none).toEqual(['Plain']);
   });
 
   it('deciding the levels of a page of 100 members costs one statement, and the list predicate keeps it one statement', async () => {

@@ -206,6 +206,29 @@ export function visibleContent(
 }
 
 /**
+ * A knex predicate for content that **narrows** another's visibility (docs/privacy.md, "Kinds that
+ * narrow"): a member's profile section, or the side or sub system a member is in. Content of the
+ * kind with no buckets of its own does not narrow (true); once it has buckets, the friend must
+ * also hold one of them that grants `group` at `level`. It never widens: callers combine it with
+ * the member's own visibleContent(). Owner: always true.
+ */
+export function narrowedBy(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: Exclude<PermissionLevel, 'none'> = 'read',
+): (qb: Knex.QueryBuilder) => void {
+  if (access.level === 'owner') return () => {};
+  const ids = bucketsGranting(access, group, level);
+  const visible = contentVisibleSql(ref);
+  const any = visible.replace(' and pa.bucket_id = any (?::uuid[])', '');
+  return (qb) => {
+    if (ids.length === 0) qb.whereRaw(`not ${any}`);
+    else qb.whereRaw(`(not ${any} or ${visible})`, [[...ids]]);
+  };
+}
+
+/**
  * The access's level per group on each of `ids` (content of one kind, the owner's), in one
  * statement however many ids: a page of 100 members costs one query, not one per member. Ids the
  * viewer shares no bucket with map to noAccess(); the owner gets fullAccess() without a query.
