@@ -1812,9 +1812,9 @@ export interface paths {
         /**
          * Update a privacy bucket
          * @description Partial update: at least one field. `name` is trimmed and may not be blank; `icon` or
-         *     `iconColorPreset` null removes it. `friendPermissions` may name some groups only: those replace the
-         *     bucket's levels and the other groups keep theirs. Built-in buckets may be renamed and
-         *     re-permissioned too; a slug never changes.
+         *     `iconColorPreset` null removes it. `friendPermissions` may name some groups only: those replace
+         *     the bucket's levels and the other groups keep theirs. Built-in buckets may be renamed and re-
+         *     permissioned too; a slug never changes.
          */
         patch: operations["updatePrivacyBucket"];
         trace?: never;
@@ -1832,14 +1832,15 @@ export interface paths {
         /**
          * Get the default buckets of a kind
          * @description The buckets new content of this kind (or, for `new_friend`, a new friendship) is given when it is
-         *     created, oldest bucket first. Empty when none are set: such content is then seen by no friend until
-         *     it is given buckets. `new_profile_section` applies to each of a new member's five profile sections.
+         *     created, oldest bucket first. Empty when none are set: such content is then seen by no friend
+         *     until it is given buckets. `new_profile_section` applies to each of a new member's five profile
+         *     sections.
          */
         get: operations["getPrivacyBucketDefaults"];
         /**
          * Set the default buckets of a kind
-         * @description Replaces the default buckets of the kind with the given set (at least one). Every id must be one of
-         *     the account's buckets, otherwise 400 and nothing changes. Content that exists already keeps its
+         * @description Replaces the default buckets of the kind with the given set (at least one). Every id must be one
+         *     of the account's buckets, otherwise 400 and nothing changes. Content that exists already keeps its
          *     buckets.
          */
         put: operations["setPrivacyBucketDefaults"];
@@ -1863,7 +1864,8 @@ export interface paths {
         /**
          * Members carrying a bucket
          * @description The members that carry the bucket themselves (not through a profile section), in the order they
-         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another account's.
+         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another
+         *     account's.
          */
         get: operations["listPrivacyBucketMembers"];
         put?: never;
@@ -1887,7 +1889,8 @@ export interface paths {
         /**
          * Groups carrying a bucket
          * @description The groups that carry the bucket themselves (not through a profile section), in the order they
-         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another account's.
+         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another
+         *     account's.
          */
         get: operations["listPrivacyBucketGroups"];
         put?: never;
@@ -1910,8 +1913,9 @@ export interface paths {
         };
         /**
          * Folders carrying a bucket
-         * @description The folders (directories) that carry the bucket themselves (not through a profile section), in the order they
-         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another account's.
+         * @description The folders (directories) that carry the bucket themselves (not through a profile section), in the
+         *     order they were created. Items in the trash are left out. 404 when the bucket is unknown or
+         *     another account's.
          */
         get: operations["listPrivacyBucketDirectories"];
         put?: never;
@@ -1935,8 +1939,8 @@ export interface paths {
          * Add or remove a bucket on many friends
          * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 friends at once. Adding a bucket an
          *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
-         *     be one of the account's buckets and each id an account with which the caller has an accepted or a pending friendship; otherwise 400 naming the id, and nothing
-         *     changes.
+         *     be one of the account's buckets and each id an account with which the caller has an accepted or a
+         *     pending friendship; otherwise 400 naming the id, and nothing changes.
          */
         post: operations["bulkPrivacyBucketFriends"];
         delete?: never;
@@ -1958,8 +1962,8 @@ export interface paths {
          * Add or remove a bucket on many members
          * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 members at once. Adding a bucket an
          *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
-         *     be one of the account's buckets and each id a member of the account that is not in the trash; otherwise 400 naming the id, and nothing
-         *     changes.
+         *     be one of the account's buckets and each id a member of the account that is not in the trash;
+         *     otherwise 400 naming the id, and nothing changes.
          */
         post: operations["bulkPrivacyBucketMembers"];
         delete?: never;
@@ -1981,8 +1985,8 @@ export interface paths {
          * Add or remove a bucket on many groups
          * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 groups at once. Adding a bucket an
          *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
-         *     be one of the account's buckets and each id a group of the account that is not in the trash; otherwise 400 naming the id, and nothing
-         *     changes.
+         *     be one of the account's buckets and each id a group of the account that is not in the trash;
+         *     otherwise 400 naming the id, and nothing changes.
          */
         post: operations["bulkPrivacyBucketGroups"];
         delete?: never;
@@ -2002,10 +2006,10 @@ export interface paths {
         put?: never;
         /**
          * Add or remove a bucket on many folders
-         * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 folders (directories) at once. Adding a bucket an
-         *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
-         *     be one of the account's buckets and each id a folder of the account that is not in the trash; otherwise 400 naming the id, and nothing
-         *     changes.
+         * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 folders (directories) at once.
+         *     Adding a bucket an item has already, or removing one it does not have, changes nothing for that
+         *     item. `bucketId` must be one of the account's buckets and each id a folder of the account that is
+         *     not in the trash; otherwise 400 naming the id, and nothing changes.
          */
         post: operations["bulkPrivacyBucketDirectories"];
         delete?: never;
@@ -2026,15 +2030,17 @@ export interface paths {
         };
         /**
          * Buckets of a member
-         * @description The buckets a member carries, oldest bucket first (empty when it has none). The path names
-         *     a member of the account that is not in the trash. These are the buckets of the member itself; each profile section has its own (profile-sections). Otherwise 404.
+         * @description The buckets a member carries, oldest bucket first (empty when it has none). The path names a
+         *     member of the account that is not in the trash. These are the buckets of the member itself; each
+         *     profile section has its own (profile-sections). Otherwise 404.
          */
         get: operations["getMemberPrivacyBuckets"];
         /**
          * Replace the buckets of a member
          * @description Replaces the set of buckets a member carries with the given one (at least one bucket). The path
-         *     names a member of the account that is not in the trash. These are the buckets of the member itself; each profile section has its own (profile-sections). Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         *     names a member of the account that is not in the trash. These are the buckets of the member
+         *     itself; each profile section has its own (profile-sections). Otherwise 404. Every bucket id must
+         *     be one of the account's buckets, otherwise 400 and nothing changes.
          */
         put: operations["setMemberPrivacyBuckets"];
         post?: never;
@@ -2056,15 +2062,17 @@ export interface paths {
         };
         /**
          * Buckets of a friend
-         * @description The buckets a friend carries, oldest bucket first (empty when it has none). The path names
-         *     an account with which the caller has an accepted or a pending friendship. These are the buckets the caller gives that friend: what of the caller's content it may see. Otherwise 404.
+         * @description The buckets a friend carries, oldest bucket first (empty when it has none). The path names an
+         *     account with which the caller has an accepted or a pending friendship. These are the buckets the
+         *     caller gives that friend: what of the caller's content it may see. Otherwise 404.
          */
         get: operations["getFriendPrivacyBuckets"];
         /**
          * Replace the buckets of a friend
          * @description Replaces the set of buckets a friend carries with the given one (at least one bucket). The path
-         *     names an account with which the caller has an accepted or a pending friendship. These are the buckets the caller gives that friend: what of the caller's content it may see. Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         *     names an account with which the caller has an accepted or a pending friendship. These are the
+         *     buckets the caller gives that friend: what of the caller's content it may see. Otherwise 404.
+         *     Every bucket id must be one of the account's buckets, otherwise 400 and nothing changes.
          */
         put: operations["setFriendPrivacyBuckets"];
         post?: never;
@@ -2086,15 +2094,15 @@ export interface paths {
         };
         /**
          * Buckets of a group
-         * @description The buckets a group carries, oldest bucket first (empty when it has none). The path names
-         *     a group of the account that is not in the trash. Otherwise 404.
+         * @description The buckets a group carries, oldest bucket first (empty when it has none). The path names a group
+         *     of the account that is not in the trash. Otherwise 404.
          */
         get: operations["getGroupPrivacyBuckets"];
         /**
          * Replace the buckets of a group
          * @description Replaces the set of buckets a group carries with the given one (at least one bucket). The path
-         *     names a group of the account that is not in the trash. Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         *     names a group of the account that is not in the trash. Otherwise 404. Every bucket id must be one
+         *     of the account's buckets, otherwise 400 and nothing changes.
          */
         put: operations["setGroupPrivacyBuckets"];
         post?: never;
@@ -2116,15 +2124,17 @@ export interface paths {
         };
         /**
          * Buckets of a folder
-         * @description The buckets a folder carries, oldest bucket first (empty when it has none). The path names
-         *     a folder (directory) of the account that is not in the trash; a group id is not found here. Otherwise 404.
+         * @description The buckets a folder carries, oldest bucket first (empty when it has none). The path names a
+         *     folder (directory) of the account that is not in the trash; a group id is not found here.
+         *     Otherwise 404.
          */
         get: operations["getDirectoryPrivacyBuckets"];
         /**
          * Replace the buckets of a folder
          * @description Replaces the set of buckets a folder carries with the given one (at least one bucket). The path
-         *     names a folder (directory) of the account that is not in the trash; a group id is not found here. Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         *     names a folder (directory) of the account that is not in the trash; a group id is not found here.
+         *     Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and nothing
+         *     changes.
          */
         put: operations["setDirectoryPrivacyBuckets"];
         post?: never;
@@ -2146,15 +2156,16 @@ export interface paths {
         };
         /**
          * Buckets of a custom field definition
-         * @description The buckets a custom field definition carries, oldest bucket first (empty when it has none). The path names
-         *     a custom field definition of the account that is not in the trash. Otherwise 404.
+         * @description The buckets a custom field definition carries, oldest bucket first (empty when it has none). The
+         *     path names a custom field definition of the account that is not in the trash. Otherwise 404.
          */
         get: operations["getCustomFieldPrivacyBuckets"];
         /**
          * Replace the buckets of a custom field definition
-         * @description Replaces the set of buckets a custom field definition carries with the given one (at least one bucket). The path
-         *     names a custom field definition of the account that is not in the trash. Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         * @description Replaces the set of buckets a custom field definition carries with the given one (at least one
+         *     bucket). The path names a custom field definition of the account that is not in the trash.
+         *     Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and nothing
+         *     changes.
          */
         put: operations["setCustomFieldPrivacyBuckets"];
         post?: never;
@@ -2178,15 +2189,17 @@ export interface paths {
         };
         /**
          * Buckets of a member's profile section
-         * @description The buckets a member's profile section carries, oldest bucket first (empty when it has none). The path names
-         *     a member of the account that is not in the trash; `sectionKey` is one of avatar, displayName, pronouns, about, profileStyle (another value is a 400). Otherwise 404.
+         * @description The buckets a member's profile section carries, oldest bucket first (empty when it has none). The
+         *     path names a member of the account that is not in the trash; `sectionKey` is one of avatar,
+         *     displayName, pronouns, about, profileStyle (another value is a 400). Otherwise 404.
          */
         get: operations["getProfileSectionPrivacyBuckets"];
         /**
          * Replace the buckets of a member's profile section
-         * @description Replaces the set of buckets a member's profile section carries with the given one (at least one bucket). The path
-         *     names a member of the account that is not in the trash; `sectionKey` is one of avatar, displayName, pronouns, about, profileStyle (another value is a 400). Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         * @description Replaces the set of buckets a member's profile section carries with the given one (at least one
+         *     bucket). The path names a member of the account that is not in the trash; `sectionKey` is one of
+         *     avatar, displayName, pronouns, about, profileStyle (another value is a 400). Otherwise 404. Every
+         *     bucket id must be one of the account's buckets, otherwise 400 and nothing changes.
          */
         put: operations["setProfileSectionPrivacyBuckets"];
         post?: never;
@@ -2208,15 +2221,15 @@ export interface paths {
         };
         /**
          * Buckets of a side system
-         * @description The buckets a side system carries, oldest bucket first (empty when it has none). The path names
-         *     a side system of the account that is not deleted. Otherwise 404.
+         * @description The buckets a side system carries, oldest bucket first (empty when it has none). The path names a
+         *     side system of the account that is not deleted. Otherwise 404.
          */
         get: operations["getSideSystemPrivacyBuckets"];
         /**
          * Replace the buckets of a side system
-         * @description Replaces the set of buckets a side system carries with the given one (at least one bucket). The path
-         *     names a side system of the account that is not deleted. Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         * @description Replaces the set of buckets a side system carries with the given one (at least one bucket). The
+         *     path names a side system of the account that is not deleted. Otherwise 404. Every bucket id must
+         *     be one of the account's buckets, otherwise 400 and nothing changes.
          */
         put: operations["setSideSystemPrivacyBuckets"];
         post?: never;
@@ -2238,15 +2251,15 @@ export interface paths {
         };
         /**
          * Buckets of a sub system
-         * @description The buckets a sub system carries, oldest bucket first (empty when it has none). The path names
-         *     a sub system of the account that is not deleted. Otherwise 404.
+         * @description The buckets a sub system carries, oldest bucket first (empty when it has none). The path names a
+         *     sub system of the account that is not deleted. Otherwise 404.
          */
         get: operations["getSubSystemPrivacyBuckets"];
         /**
          * Replace the buckets of a sub system
-         * @description Replaces the set of buckets a sub system carries with the given one (at least one bucket). The path
-         *     names a sub system of the account that is not deleted. Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and
-         *     nothing changes.
+         * @description Replaces the set of buckets a sub system carries with the given one (at least one bucket). The
+         *     path names a sub system of the account that is not deleted. Otherwise 404. Every bucket id must be
+         *     one of the account's buckets, otherwise 400 and nothing changes.
          */
         put: operations["setSubSystemPrivacyBuckets"];
         post?: never;
