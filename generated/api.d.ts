@@ -1155,6 +1155,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/member-statuses/{definitionId}/privacy-buckets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member status definition id. */
+                definitionId: components["parameters"]["DefinitionIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a member status definition
+         * @description The buckets a member status definition carries, oldest bucket first (empty when it has none):
+         *     friends see the status on members only through one of them. 404 when the definition is unknown or
+         *     another account's.
+         */
+        get: operations["getMemberStatusPrivacyBuckets"];
+        /**
+         * Replace the buckets of a member status definition
+         * @description Replaces the set of privacy buckets a member status definition carries (at least one), which
+         *     decides which friends see that status. 404 when the definition is unknown or another account's;
+         *     every bucket id must be one of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setMemberStatusPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/entries": {
         parameters: {
             query?: never;
@@ -1717,6 +1748,521 @@ export interface paths {
          * @description Brings the session back into the history. A restored open session puts its member back in the front, last in the order. 400 when the session is not in the trash, or when it would overlap another session of the same member (for an open session, when the member is fronting again); 404 when it is unknown or another account's.
          */
         post: operations["restoreFrontSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List privacy buckets
+         * @description Every privacy bucket of the account, oldest first (then by id). The built-in presets
+         *     (`public_friends`, `trusted_friend`) are created on the first call if they are missing; concurrent
+         *     first calls never create them twice. The first time they are created, the `new_friend` default is
+         *     set to `public_friends`.
+         */
+        get: operations["listPrivacyBuckets"];
+        put?: never;
+        /**
+         * Create a privacy bucket
+         * @description Creates a custom bucket with a slug `u_` followed by random hex. `name` is trimmed and may not be
+         *     blank. `friendPermissions` defaults to full friend access (every group `read_write`); groups given
+         *     in the body replace those levels one by one. The new bucket is not given to any friend or content.
+         */
+        post: operations["createPrivacyBucket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/{bucketId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a privacy bucket
+         * @description One bucket of the account. 404 when the id is unknown or another account's.
+         */
+        get: operations["getPrivacyBucket"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a privacy bucket
+         * @description Deletes a custom bucket for good. Every friend and every piece of content loses it, and it leaves
+         *     every default it was part of; content left with no bucket is seen by no friend. A built-in bucket
+         *     (`builtin: true`) cannot be deleted: 400.
+         */
+        delete: operations["deletePrivacyBucket"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a privacy bucket
+         * @description Partial update: at least one field. `name` is trimmed and may not be blank; `icon` or
+         *     `iconColorPreset` null removes it. `friendPermissions` may name some groups only: those replace
+         *     the bucket's levels and the other groups keep theirs. Built-in buckets may be renamed and re-
+         *     permissioned too; a slug never changes.
+         */
+        patch: operations["updatePrivacyBucket"];
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/defaults/{kind}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The kind of new content the default applies to. */
+                kind: components["parameters"]["DefaultKindPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get the default buckets of a kind
+         * @description The buckets new content of this kind (or, for `new_friend`, a new friendship) is given when it is
+         *     created, oldest bucket first. Empty when none are set: such content is then seen by no friend
+         *     until it is given buckets. `new_profile_section` applies to each of a new member's five profile
+         *     sections.
+         */
+        get: operations["getPrivacyBucketDefaults"];
+        /**
+         * Set the default buckets of a kind
+         * @description Replaces the default buckets of the kind with the given set (at least one). Every id must be one
+         *     of the account's buckets, otherwise 400 and nothing changes. Content that exists already keeps its
+         *     buckets.
+         */
+        put: operations["setPrivacyBucketDefaults"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/{bucketId}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Members carrying a bucket
+         * @description The members that carry the bucket themselves (not through a profile section), in the order they
+         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another
+         *     account's.
+         */
+        get: operations["listPrivacyBucketMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/{bucketId}/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Groups carrying a bucket
+         * @description The groups that carry the bucket themselves (not through a profile section), in the order they
+         *     were created. Items in the trash are left out. 404 when the bucket is unknown or another
+         *     account's.
+         */
+        get: operations["listPrivacyBucketGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/{bucketId}/directories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Folders carrying a bucket
+         * @description The folders (directories) that carry the bucket themselves (not through a profile section), in the
+         *     order they were created. Items in the trash are left out. 404 when the bucket is unknown or
+         *     another account's.
+         */
+        get: operations["listPrivacyBucketDirectories"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/bulk/friends": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add or remove a bucket on many friends
+         * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 friends at once. Adding a bucket an
+         *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
+         *     be one of the account's buckets and each id an account with which the caller has an accepted or a
+         *     pending friendship; otherwise 400 naming the id, and nothing changes.
+         */
+        post: operations["bulkPrivacyBucketFriends"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/bulk/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add or remove a bucket on many members
+         * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 members at once. Adding a bucket an
+         *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
+         *     be one of the account's buckets and each id a member of the account that is not in the trash;
+         *     otherwise 400 naming the id, and nothing changes.
+         */
+        post: operations["bulkPrivacyBucketMembers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/bulk/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add or remove a bucket on many groups
+         * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 groups at once. Adding a bucket an
+         *     item has already, or removing one it does not have, changes nothing for that item. `bucketId` must
+         *     be one of the account's buckets and each id a group of the account that is not in the trash;
+         *     otherwise 400 naming the id, and nothing changes.
+         */
+        post: operations["bulkPrivacyBucketGroups"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/bulk/directories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add or remove a bucket on many folders
+         * @description Gives the bucket to (`add`) or takes it from (`remove`) 1–250 folders (directories) at once.
+         *     Adding a bucket an item has already, or removing one it does not have, changes nothing for that
+         *     item. `bucketId` must be one of the account's buckets and each id a folder of the account that is
+         *     not in the trash; otherwise 400 naming the id, and nothing changes.
+         */
+        post: operations["bulkPrivacyBucketDirectories"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a member
+         * @description The buckets a member carries, oldest bucket first (empty when it has none). The path names a
+         *     member of the account that is not in the trash. These are the buckets of the member itself; each
+         *     profile section has its own (profile-sections). Otherwise 404.
+         */
+        get: operations["getMemberPrivacyBuckets"];
+        /**
+         * Replace the buckets of a member
+         * @description Replaces the set of buckets a member carries with the given one (at least one bucket). The path
+         *     names a member of the account that is not in the trash. These are the buckets of the member
+         *     itself; each profile section has its own (profile-sections). Otherwise 404. Every bucket id must
+         *     be one of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setMemberPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/friends/{friendUserId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a friend
+         * @description The buckets a friend carries, oldest bucket first (empty when it has none). The path names an
+         *     account with which the caller has an accepted or a pending friendship. These are the buckets the
+         *     caller gives that friend: what of the caller's content it may see. Otherwise 404.
+         */
+        get: operations["getFriendPrivacyBuckets"];
+        /**
+         * Replace the buckets of a friend
+         * @description Replaces the set of buckets a friend carries with the given one (at least one bucket). The path
+         *     names an account with which the caller has an accepted or a pending friendship. These are the
+         *     buckets the caller gives that friend: what of the caller's content it may see. Otherwise 404.
+         *     Every bucket id must be one of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setFriendPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/groups/{groupId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a group
+         * @description The buckets a group carries, oldest bucket first (empty when it has none). The path names a group
+         *     of the account that is not in the trash. Otherwise 404.
+         */
+        get: operations["getGroupPrivacyBuckets"];
+        /**
+         * Replace the buckets of a group
+         * @description Replaces the set of buckets a group carries with the given one (at least one bucket). The path
+         *     names a group of the account that is not in the trash. Otherwise 404. Every bucket id must be one
+         *     of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setGroupPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/directories/{directoryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder (directory) id. */
+                directoryId: components["parameters"]["DirectoryIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a folder
+         * @description The buckets a folder carries, oldest bucket first (empty when it has none). The path names a
+         *     folder (directory) of the account that is not in the trash; a group id is not found here.
+         *     Otherwise 404.
+         */
+        get: operations["getDirectoryPrivacyBuckets"];
+        /**
+         * Replace the buckets of a folder
+         * @description Replaces the set of buckets a folder carries with the given one (at least one bucket). The path
+         *     names a folder (directory) of the account that is not in the trash; a group id is not found here.
+         *     Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and nothing
+         *     changes.
+         */
+        put: operations["setDirectoryPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/custom-fields/{fieldDefinitionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom field definition id. */
+                fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a custom field definition
+         * @description The buckets a custom field definition carries, oldest bucket first (empty when it has none). The
+         *     path names a custom field definition of the account that is not in the trash. Otherwise 404.
+         */
+        get: operations["getCustomFieldPrivacyBuckets"];
+        /**
+         * Replace the buckets of a custom field definition
+         * @description Replaces the set of buckets a custom field definition carries with the given one (at least one
+         *     bucket). The path names a custom field definition of the account that is not in the trash.
+         *     Otherwise 404. Every bucket id must be one of the account's buckets, otherwise 400 and nothing
+         *     changes.
+         */
+        put: operations["setCustomFieldPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/profile-sections/{memberId}/{sectionKey}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description The profile section. */
+                sectionKey: components["parameters"]["SectionKeyPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a member's profile section
+         * @description The buckets a member's profile section carries, oldest bucket first (empty when it has none). The
+         *     path names a member of the account that is not in the trash; `sectionKey` is one of avatar,
+         *     displayName, pronouns, about, profileStyle (another value is a 400). Otherwise 404.
+         */
+        get: operations["getProfileSectionPrivacyBuckets"];
+        /**
+         * Replace the buckets of a member's profile section
+         * @description Replaces the set of buckets a member's profile section carries with the given one (at least one
+         *     bucket). The path names a member of the account that is not in the trash; `sectionKey` is one of
+         *     avatar, displayName, pronouns, about, profileStyle (another value is a 400). Otherwise 404. Every
+         *     bucket id must be one of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setProfileSectionPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/side-systems/{sideSystemId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a side system
+         * @description The buckets a side system carries, oldest bucket first (empty when it has none). The path names a
+         *     side system of the account that is not deleted. Otherwise 404.
+         */
+        get: operations["getSideSystemPrivacyBuckets"];
+        /**
+         * Replace the buckets of a side system
+         * @description Replaces the set of buckets a side system carries with the given one (at least one bucket). The
+         *     path names a side system of the account that is not deleted. Otherwise 404. Every bucket id must
+         *     be one of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setSideSystemPrivacyBuckets"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/privacy-buckets/assignments/sub-systems/{subSystemId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sub system id. */
+                subSystemId: components["parameters"]["SubSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Buckets of a sub system
+         * @description The buckets a sub system carries, oldest bucket first (empty when it has none). The path names a
+         *     sub system of the account that is not deleted. Otherwise 404.
+         */
+        get: operations["getSubSystemPrivacyBuckets"];
+        /**
+         * Replace the buckets of a sub system
+         * @description Replaces the set of buckets a sub system carries with the given one (at least one bucket). The
+         *     path names a sub system of the account that is not deleted. Otherwise 404. Every bucket id must be
+         *     one of the account's buckets, otherwise 400 and nothing changes.
+         */
+        put: operations["setSubSystemPrivacyBuckets"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2686,6 +3232,212 @@ export interface components {
             message: string;
             checks: components["schemas"]["ReadinessChecks"];
         };
+        /**
+         * @description What a friend holding the bucket may do in one permission group.
+         * @example read
+         * @enum {string}
+         */
+        PermissionLevel: "none" | "read" | "read_write";
+        /**
+         * @description A bucket's access level for each of the ten friend permission groups. Where a friend and a
+         *     piece of content share several buckets, the friend gets the highest level per group.
+         */
+        FriendPermissions: {
+            members_view: components["schemas"]["PermissionLevel"];
+            member_profile: components["schemas"]["PermissionLevel"];
+            member_avatar: components["schemas"]["PermissionLevel"];
+            member_notes: components["schemas"]["PermissionLevel"];
+            member_custom_fields: components["schemas"]["PermissionLevel"];
+            member_statuses: components["schemas"]["PermissionLevel"];
+            member_relationships: components["schemas"]["PermissionLevel"];
+            groups: components["schemas"]["PermissionLevel"];
+            front: components["schemas"]["PermissionLevel"];
+            friend_data: components["schemas"]["PermissionLevel"];
+        };
+        /**
+         * @description Some of the ten permission groups. On create the groups given replace those of the default
+         *     (every group `read_write`); on update they replace the bucket's current levels for those
+         *     groups only.
+         */
+        FriendPermissionsPatch: {
+            members_view?: components["schemas"]["PermissionLevel"];
+            member_profile?: components["schemas"]["PermissionLevel"];
+            member_avatar?: components["schemas"]["PermissionLevel"];
+            member_notes?: components["schemas"]["PermissionLevel"];
+            member_custom_fields?: components["schemas"]["PermissionLevel"];
+            member_statuses?: components["schemas"]["PermissionLevel"];
+            member_relationships?: components["schemas"]["PermissionLevel"];
+            groups?: components["schemas"]["PermissionLevel"];
+            front?: components["schemas"]["PermissionLevel"];
+            friend_data?: components["schemas"]["PermissionLevel"];
+        };
+        PrivacyBucket: {
+            _id: components["schemas"]["Uuid"];
+            /** @example Close friends */
+            name: string;
+            /**
+             * @description Empty when none was given.
+             * @example People I share notes and the front with
+             */
+            description: string;
+            /**
+             * @description Icon library key, or null.
+             * @example heart
+             */
+            icon: string | null;
+            /**
+             * @description Colour preset id, or null.
+             * @example pink
+             */
+            iconColorPreset: string | null;
+            /**
+             * @description Fixed for the built-in presets (`public_friends`, `trusted_friend`); `u_` and a random suffix for buckets the account created. Never changes.
+             * @example u_3f9a1c0e7b2d4a68
+             */
+            slug: string;
+            /**
+             * @description Extension field (not in the published v1 specification): true for the built-in presets,
+             *     which may be renamed and re-permissioned but not deleted.
+             * @example false
+             */
+            builtin: boolean;
+            friendPermissions: components["schemas"]["FriendPermissions"];
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreatePrivacyBucketRequest: {
+            /**
+             * @description 1–80 characters, trimmed; not blank.
+             * @example Close friends
+             */
+            name: string;
+            /** @example People I share notes and the front with */
+            description?: string;
+            /** @example heart */
+            icon?: string;
+            /** @example pink */
+            iconColorPreset?: string;
+            friendPermissions?: components["schemas"]["FriendPermissionsPatch"];
+        };
+        UpdatePrivacyBucketRequest: {
+            /**
+             * @description 1–80 characters, trimmed; not blank.
+             * @example Inner circle
+             */
+            name?: string;
+            /** @example Only the closest friends */
+            description?: string;
+            /**
+             * @description null removes the icon.
+             * @example star
+             */
+            icon?: string | null;
+            /**
+             * @description null removes the colour preset.
+             * @example gold
+             */
+            iconColorPreset?: string | null;
+            friendPermissions?: components["schemas"]["FriendPermissionsPatch"];
+        };
+        /**
+         * @description The kind of new content (or new friendship) a default applies to.
+         * @example new_member
+         * @enum {string}
+         */
+        DefaultKind: "new_member" | "new_group" | "new_directory" | "new_custom_field" | "new_profile_section" | "new_friend";
+        /**
+         * @description A section of a member's profile that carries its own buckets.
+         * @example pronouns
+         * @enum {string}
+         */
+        ProfileSectionKey: "avatar" | "displayName" | "pronouns" | "about" | "profileStyle";
+        /** @description Privacy bucket ids of the caller's account, oldest bucket first. */
+        BucketIds: components["schemas"]["Uuid"][];
+        BucketIdsRequest: {
+            /** @description 1–250 ids, each once; every id must be one of the caller's buckets. */
+            bucketIds: components["schemas"]["Uuid"][];
+        };
+        PrivacyBucketDefaults: {
+            kind: components["schemas"]["DefaultKind"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        BucketMembers: {
+            bucketId: components["schemas"]["Uuid"];
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        BucketGroups: {
+            bucketId: components["schemas"]["Uuid"];
+            groupIds: components["schemas"]["Uuid"][];
+        };
+        BucketDirectories: {
+            bucketId: components["schemas"]["Uuid"];
+            directoryIds: components["schemas"]["Uuid"][];
+        };
+        /**
+         * @description `add` gives the bucket to every id (ids that have it already keep it); `remove` takes it away (ids without it are left as they are).
+         * @example add
+         * @enum {string}
+         */
+        BulkMode: "add" | "remove";
+        /** @description 1–250 ids, each once. */
+        BulkIds: components["schemas"]["Uuid"][];
+        BulkFriendsRequest: {
+            bucketId: components["schemas"]["Uuid"];
+            mode: components["schemas"]["BulkMode"];
+            friendUserIds: components["schemas"]["BulkIds"];
+        };
+        BulkMembersRequest: {
+            bucketId: components["schemas"]["Uuid"];
+            mode: components["schemas"]["BulkMode"];
+            memberIds: components["schemas"]["BulkIds"];
+        };
+        BulkGroupsRequest: {
+            bucketId: components["schemas"]["Uuid"];
+            mode: components["schemas"]["BulkMode"];
+            groupIds: components["schemas"]["BulkIds"];
+        };
+        BulkDirectoriesRequest: {
+            bucketId: components["schemas"]["Uuid"];
+            mode: components["schemas"]["BulkMode"];
+            directoryIds: components["schemas"]["BulkIds"];
+        };
+        MemberBuckets: {
+            memberId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        FriendBuckets: {
+            friendUserId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        GroupBuckets: {
+            groupId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        DirectoryBuckets: {
+            directoryId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        CustomFieldBuckets: {
+            fieldDefinitionId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        ProfileSectionBuckets: {
+            memberId: components["schemas"]["Uuid"];
+            sectionKey: components["schemas"]["ProfileSectionKey"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        SideSystemBuckets: {
+            sideSystemId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        SubSystemBuckets: {
+            subSystemId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
+        MemberStatusBuckets: {
+            definitionId: components["schemas"]["Uuid"];
+            bucketIds: components["schemas"]["BucketIds"];
+        };
         /** @description Optional fields are omitted when unset. */
         SideSystem: {
             _id: components["schemas"]["Uuid"];
@@ -3284,6 +4036,24 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The API key lacks the `privacyBuckets` scope at `read`. */
+        ForbiddenPrivacyBucketsRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `privacyBuckets` scope at `read_write`. */
+        ForbiddenPrivacyBucketsReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key lacks the `systems` scope at `read`. */
         ForbiddenSystemsRead: {
             headers: {
@@ -3473,6 +4243,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Privacy bucket does not exist or is not the caller’s. */
+        NotFoundPrivacyBucket: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description No object at the signed key, or this server does not issue signed storage URLs. */
         NotFoundStoredObject: {
             headers: {
@@ -3624,6 +4403,20 @@ export interface components {
         SchemeIdPath: components["schemas"]["Uuid"];
         /** @description Custom font id. */
         FontIdPath: components["schemas"]["Uuid"];
+        /** @description Privacy bucket id. */
+        BucketIdPath: components["schemas"]["Uuid"];
+        /** @description Folder (directory) id. */
+        DirectoryIdPath: components["schemas"]["Uuid"];
+        /** @description Custom field definition id. */
+        FieldDefinitionIdPath: components["schemas"]["Uuid"];
+        /** @description Member status definition id. */
+        DefinitionIdPath: components["schemas"]["Uuid"];
+        /** @description The profile section. */
+        SectionKeyPath: components["schemas"]["ProfileSectionKey"];
+        /** @description The kind of new content the default applies to. */
+        DefaultKindPath: components["schemas"]["DefaultKind"];
+        /** @description The other account (the owner of the data on friend-scoped routes). */
+        FriendUserIdPath: components["schemas"]["Uuid"];
     };
     requestBodies: never;
     headers: {
@@ -6310,6 +7103,86 @@ export interface operations {
             503: components["responses"]["PreconditionFailed"];
         };
     };
+    getMemberStatusPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member status definition id. */
+                definitionId: components["parameters"]["DefinitionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberStatusBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMemberStatusesRead"];
+            404: components["responses"]["NotFoundMemberStatus"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMemberStatusPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member status definition id. */
+                definitionId: components["parameters"]["DefinitionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
+            404: components["responses"]["NotFoundMemberStatus"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
     listEntries: {
         parameters: {
             query?: {
@@ -7491,6 +8364,1202 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFrontReadWrite"];
             404: components["responses"]["NotFoundFrontSession"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Buckets, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PrivacyBucket"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createPrivacyBucket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreatePrivacyBucketRequest"];
+            };
+        };
+        responses: {
+            /** @description The new bucket. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PrivacyBucket"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getPrivacyBucket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The bucket. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PrivacyBucket"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundPrivacyBucket"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deletePrivacyBucket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundPrivacyBucket"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updatePrivacyBucket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdatePrivacyBucketRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated bucket. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PrivacyBucket"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundPrivacyBucket"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getPrivacyBucketDefaults: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The kind of new content the default applies to. */
+                kind: components["parameters"]["DefaultKindPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The default buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PrivacyBucketDefaults"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setPrivacyBucketDefaults: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The kind of new content the default applies to. */
+                kind: components["parameters"]["DefaultKindPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listPrivacyBucketMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ids of the members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BucketMembers"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundPrivacyBucket"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listPrivacyBucketGroups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ids of the groups. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BucketGroups"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundPrivacyBucket"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listPrivacyBucketDirectories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Privacy bucket id. */
+                bucketId: components["parameters"]["BucketIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ids of the folders. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BucketDirectories"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundPrivacyBucket"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    bulkPrivacyBucketFriends: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkFriendsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    bulkPrivacyBucketMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkMembersRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    bulkPrivacyBucketGroups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkGroupsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    bulkPrivacyBucketDirectories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkDirectoriesRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMemberPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMemberPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundMember"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            /** @description The account is not a friend of the caller (no accepted or pending friendship). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setFriendPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            /** @description The account is not a friend of the caller (no accepted or pending friendship). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getGroupPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundGroup"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setGroupPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group id. */
+                groupId: components["parameters"]["GroupIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundGroup"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getDirectoryPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder (directory) id. */
+                directoryId: components["parameters"]["DirectoryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DirectoryBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundFolder"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setDirectoryPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Folder (directory) id. */
+                directoryId: components["parameters"]["DirectoryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundFolder"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getCustomFieldPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom field definition id. */
+                fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomFieldBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundCustomField"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setCustomFieldPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Custom field definition id. */
+                fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundCustomField"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getProfileSectionPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description The profile section. */
+                sectionKey: components["parameters"]["SectionKeyPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileSectionBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setProfileSectionPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+                /** @description The profile section. */
+                sectionKey: components["parameters"]["SectionKeyPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundMember"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getSideSystemPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SideSystemBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundSideSystem"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setSideSystemPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Side system id. */
+                sideSystemId: components["parameters"]["SideSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundSideSystem"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getSubSystemPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sub system id. */
+                subSystemId: components["parameters"]["SubSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The buckets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubSystemBuckets"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsRead"];
+            404: components["responses"]["NotFoundSubSystem"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setSubSystemPrivacyBuckets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Sub system id. */
+                subSystemId: components["parameters"]["SubSystemIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BucketIdsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
+            404: components["responses"]["NotFoundSubSystem"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

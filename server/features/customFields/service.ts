@@ -5,6 +5,7 @@ import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
+import { applyDefaults } from '../privacyBuckets/index.ts';
 import { customFieldsRepo, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -90,6 +91,7 @@ export async function createField(ctx: ServiceContext, input: Schemas['CreateCus
       deleted_at: null,
     };
     await customFieldsRepo.insert(trx, row);
+    await applyDefaults(trx, userId, 'new_custom_field', [row.id], now);
     return { id: row.id };
   });
 }

@@ -5,6 +5,7 @@ import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { membersRepo, toMemberSummary } from '../members/index.ts';
+import { applyDefaults } from '../privacyBuckets/index.ts';
 import { type ReadScope, resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/index.ts';
 import { directoriesRepo, groupMembersRepo, layoutsRepo, type DirectoryKind, type DirectoryRow, type LayoutRow } from './repo.ts';
 
@@ -75,6 +76,7 @@ async function createDirectory(
       deleted_at: null,
     };
     await directoriesRepo.insert(trx, row);
+    await applyDefaults(trx, userId, kind === 'group' ? 'new_group' : 'new_directory', [row.id], now);
     await after?.(trx, row);
     return { id: row.id };
   });

@@ -9,6 +9,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { endMemberFront, lockFront } from '../front/index.ts';
 import { directoriesRepo } from '../groups/index.ts';
+import { applyDefaults } from '../privacyBuckets/index.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery, systemsRepo } from '../systems/index.ts';
 import { toMember, type Member } from './present.ts';
 import { membersRepo, type MemberChanges, type MemberRow } from './repo.ts';
@@ -71,6 +72,9 @@ export async function createMember(ctx: ServiceContext, input: Schemas['CreateMe
       deleted_at: null,
     };
     await membersRepo.insert(trx, row);
+    // The owner's default buckets for new members and for each of their profile sections.
+    await applyDefaults(trx, userId, 'new_member', [row.id], now);
+    await applyDefaults(trx, userId, 'new_profile_section', [row.id], now);
     return { id: row.id };
   });
 }
