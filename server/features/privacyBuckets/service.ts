@@ -13,7 +13,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { permissionMap } from '../../access/index.ts';
+import { fullAccess, permissionMap } from '../../access/index.ts';
 import { inTransaction, ownerOf, PERMISSION_GROUPS, type PermissionMap, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { ensurePresets, type DefaultKind } from './presets.ts';
@@ -53,7 +53,7 @@ function merge(base: PermissionMap, patch: PermissionsPatch | undefined): Permis
 }
 
 /** A new custom bucket's permissions before its own: full friend access. */
-const FULL_FRIEND_ACCESS = Object.fromEntries(PERMISSION_GROUPS.map((g) => [g, 'read_write'])) as PermissionMap;
+const FULL_FRIEND_ACCESS = fullAccess();
 
 const BUCKET_NOT_FOUND = 'Privacy bucket not found';
 
