@@ -17,6 +17,7 @@ import {
   requireVisible,
   viewerCeiling,
   visibleContent,
+  visibleMembers,
   visibleRows,
 } from '../server/access/index.ts';
 import { PERMISSION_GROUPS, type Access, type PermissionMap } from '../server/core/context.ts';
@@ -293,6 +294,41 @@ describe('privacy engine: levels', () => {
       .orderBy('m.name')
       .pluck('m.name');
     expect(none).toEqual(['Plain']);
+  });
+
+  it('visibleMembers: the member’s buckets grant members_view (and the asked group); a side or sub system with buckets the friend lacks hides its members', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const view = await bucket(owner.userId, { members_view: 'read' });
+    const notes = await bucket(owner.userId, { members_view: 'read', member_notes: 'read_write' });
+    const other = await bucket(owner.userId, fullAccess());
+    await assign(owner.userId, view, 'friend', viewer.userId);
+    await assign(owner.userId, notes, 'friend', viewer.userId);
+    const side = (await knex()('active_system_context').where('user_id', owner.userId).first()).side_system_id as string;
+    const inMain = await createMember(owner.api, 'InMain');
+    const withNotes = await createMember(owner.api, 'WithNotes');
+    const sub = await createMember(owner.api, 'SubLink');
+    const inSub = await createMember(owner.api, 'InSub');
+    for (const m of [inMain, sub, inSub]) await assign(owner.userId, view, 'member', m);
+    await assign(owner.userId, notes, 'member', withNotes);
+    const subId = randomUUID();
+    await knex()('sub_systems').insert({ id: subId, user_id: owner.userId, side_system_id: side, linked_member_id: sub, name: 'Sub', created_at: Date.now(), updated_at: Date.now() });
+    await knex()('members').where('id', inSub).update({ sub_system_id: subId });
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    const names = (group?: 'member_notes', level?: 'read' | 'read_write') =>
+      knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(access, 'm', group, level)).orderBy('m.name').pluck('m.name');
+    expect(await names()).toEqual(['InMain', 'InSub', 'SubLink', 'WithNotes']);
+    expect(await names('member_notes', 'read_write')).toEqual(['WithNotes']);
+    // The sub system gets a bucket the friend does not hold: its members disappear, the others stay.
+    await assign(owner.userId, other, 'sub_system', subId);
+    expect(await names()).toEqual(['InMain', 'SubLink', 'WithNotes']);
+    // The side system gets one too: everything in it disappears.
+    await assign(owner.userId, other, 'side_system', side);
+    expect(await names()).toEqual([]);
+    // Sharing the side system's bucket with the friend brings back those not narrowed by the sub system.
+    await assign(owner.userId, view, 'side_system', side);
+    expect(await names()).toEqual(['InMain', 'SubLink', 'WithNotes']);
   });
 
   it('deciding the levels of a page of 100 members costs one statement, and the list predicate keeps it one statement', async () => {

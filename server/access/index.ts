@@ -229,6 +229,29 @@ export function narrowedBy(
 }
 
 /**
+ * A knex predicate for the owner's members (table alias `alias`) that the access may see, and at
+ * `level` in `group` too when that is not `members_view`: the member's own buckets grant
+ * members_view (and the group), and neither its side system nor its sub system narrows it away
+ * (docs/privacy.md). It does not filter by account, trash or archive: callers add those. Every
+ * friend route that shows or acts on a member goes through this one predicate.
+ */
+export function visibleMembers(
+  access: Access,
+  alias: string,
+  group: PermissionGroup = 'members_view',
+  level: Exclude<PermissionLevel, 'none'> = 'read',
+): (qb: Knex.QueryBuilder) => void {
+  if (access.level === 'owner') return () => {};
+  const member = { kind: 'member' as const, column: `${alias}.id` };
+  return (qb) => {
+    qb.where(visibleContent(access, member, 'members_view'));
+    if (group !== 'members_view' || level !== 'read') qb.where(visibleContent(access, member, group, level));
+    qb.where(narrowedBy(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view'));
+    qb.where(narrowedBy(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view'));
+  };
+}
+
+/**
  * The access's level per group on each of `ids` (content of one kind, the owner's), in one
  * statement however many ids: a page of 100 members costs one query, not one per member. Ids the
  * viewer shares no bucket with map to noAccess(); the owner gets fullAccess() without a query.
