@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { contentLevels, forFriend, mergeMax, permissionMap } from '../server/access/index.ts';
 import type { PermissionGroup, PermissionLevel } from '../server/core/context.ts';
 import { createEntry, createFolder, createGroup, createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { captureStatements } from './helpers/plans.ts';
@@ -648,6 +649,21 @@ describe('search over a friend’s content', () => {
     expect((await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } })).data!.members).toHaveLength(7);
     expect(await count()).toBe(before);
     expect(before).toBe(2); // the friendship check and the one search statement
+  });
+
+  it('agrees with the access engine: search shows what contentLevels grants, the tabs are the mergeMax of the viewer’s buckets', async () => {
+    const s = await setup();
+    const access = (await forFriend(knex(), s.viewer.userId, s.owner.userId))!;
+    const ids = [s.robin, s.robert, s.rowan];
+    const levels = await contentLevels(knex(), access, 'member', ids);
+    const catalog = (await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } })).data!;
+    expect(catalog.members.map((m) => m.id).sort()).toEqual(ids.filter((m) => levels.get(m)!.members_view !== 'none').sort());
+    expect(ids.map((m) => levels.get(m)!.member_notes)).toEqual(['read', 'none', 'none']);
+    const maps = (await knex()('privacy_buckets').whereIn('id', [...access.bucketIds!]).select('friend_permissions')).map((r) => permissionMap(r.friend_permissions));
+    const max = mergeMax(maps);
+    const tabs = (await s.viewer.api.GET('/api/v1/friends/{friendUserId}', id(s.owner.userId))).data!.friendProfileTabs;
+    expect(tabs).toEqual({ members: max.members_view !== 'none', membersDirectory: max.groups !== 'none', frontHistory: max.front !== 'none', notes: max.member_notes !== 'none' });
+    expect(tabs).toEqual({ members: true, membersDirectory: true, frontHistory: false, notes: true });
   });
 
   it('a viewer without overlap sees nothing; non-friends, blocked, pending, self and unknown get the same 404', async () => {

@@ -5,7 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { contentVisibleSql, type ContentRef } from '../../access/index.ts';
+import { contentVisibleSql, visibleContent, type ContentRef } from '../../access/index.ts';
+import type { Access } from '../../core/context.ts';
 import { grantsReadSql } from '../../access/grants.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
 
@@ -329,4 +330,19 @@ export async function searchContent(
   const row = rows[0] as { members: unknown; notes: unknown; groups: unknown };
   const parse = <T>(v: unknown): T => (typeof v === 'string' ? JSON.parse(v) : v) as T;
   return { members: parse(row.members), notes: parse(row.notes), groups: parse(row.groups) };
+}
+
+/**
+ * Members of the access's owner whose name matches `tsquery` (the members_search index) and that
+ * the access may see with members_view at read, by name: GET /friends/search/members.
+ */
+export async function searchMembers(db: Knex, access: Access, tsquery: string, limit: number): Promise<Array<{ id: string; name: string }>> {
+  return db('members as m')
+    .where({ 'm.user_id': access.ownerId })
+    .whereNull('m.deleted_at')
+    .whereRaw("to_tsvector('simple', m.name) @@ to_tsquery('simple', ?)", [tsquery])
+    .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+    .orderByRaw('lower(m.name) collate "C", m.id')
+    .limit(limit)
+    .select('m.id', 'm.name');
 }

@@ -205,8 +205,8 @@ export async function catalog(friendCtx: ServiceContext): Promise<Schemas['Frien
 export async function searchMembers(friendCtx: ServiceContext, q: string, limit: number): Promise<Schemas['FriendSearchMember'][]> {
   const tsquery = prefixQuery(q);
   if (tsquery === null) return [];
-  const rows = await repo.searchContent(friendCtx.db, friendCtx.access.ownerId, grantsOf(friendCtx), tsquery, { members: limit, notes: 0, groups: 0 });
-  return toSearchResults(rows).members;
+  const rows = await repo.searchMembers(friendCtx.db, friendCtx.access, tsquery, limit);
+  return toSearchResults({ members: rows, notes: [], groups: [] }).members;
 }
 
 // ---- The account's own friend-facing profile ----------------------------------------------------
