@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { contentLevels, forFriend, mergeMax, permissionMap } from '../server/access/index.ts';
 import type { PermissionGroup, PermissionLevel } from '../server/core/context.ts';
 import { createEntry, createFolder, createGroup, createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { captureStatements } from './helpers/plans.ts';
+import { captureStatements, explain, planNodes } from './helpers/plans.ts';
 import { bearer, jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -664,6 +664,39 @@ describe('search over a friend’s content', () => {
     const tabs = (await s.viewer.api.GET('/api/v1/friends/{friendUserId}', id(s.owner.userId))).data!.friendProfileTabs;
     expect(tabs).toEqual({ members: max.members_view !== 'none', membersDirectory: max.groups !== 'none', frontHistory: max.front !== 'none', notes: max.member_notes !== 'none' });
     expect(tabs).toEqual({ members: true, membersDirectory: true, frontHistory: false, notes: true });
+  });
+
+  it('matches through the GIN expression indexes of migration 0012 (members_search, entries_search, directories_search)', async () => {
+    const s = await setup();
+    // A large account whose content the viewer may all see (through the bucket robin carries), none
+    // of it matching: reading it all would cost more than the index.
+    const shared = (await knex()('privacy_bucket_assignments').where({ user_id: s.owner.userId, kind: 'member', content_id: s.robin }).first('bucket_id')).bucket_id as string;
+    const side = (await knex()('members').where({ id: s.robin }).first('side_system_id')).side_system_id as string;
+    const n = 3000;
+    await knex().raw(
+      `insert into members (id, user_id, side_system_id, name, created_at, updated_at) select gen_random_uuid(), ?, ?, 'Filler ' || i, ?, ? from generate_series(1, ?) i`,
+      [s.owner.userId, side, now, now, n],
+    );
+    await knex().raw(
+      `insert into entries (id, user_id, side_system_id, title, content, created_at, updated_at) select gen_random_uuid(), ?, ?, 'Filler ' || i, 'nothing here ' || i, ?, ? from generate_series(1, ?) i`,
+      [s.owner.userId, side, now, now, n],
+    );
+    await knex().raw(
+      `insert into directories (id, user_id, kind, side_system_id, name, created_at, updated_at) select gen_random_uuid(), ?, 'group', ?, 'Filler ' || i, ?, ? from generate_series(1, ?) i`,
+      [s.owner.userId, side, now, now, n],
+    );
+    await knex().raw(
+      `insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, created_at)
+       select user_id, ?::uuid, case when kind = 'group' then 'group' else 'directory' end, id, ?::bigint from directories where user_id = ? and name like 'Filler %'
+       union all select user_id, ?::uuid, 'member', id, ?::bigint from members where user_id = ? and name like 'Filler %'`,
+      [shared, now, s.owner.userId, shared, now, s.owner.userId],
+    );
+    await knex().raw('analyze members, entries, directories, privacy_bucket_assignments');
+    const [statement] = await captureStatements(knex(), /to_tsquery/, () =>
+      s.viewer.api.GET('/api/v1/friends/search', { params: { query: { ownerUserId: s.owner.userId, q: 'rob' } } }),
+    );
+    const indexes = planNodes(await explain(knex(), statement!)).map((node) => node['Index Name']);
+    expect(indexes).toEqual(expect.arrayContaining(['members_search', 'entries_search', 'directories_search']));
   });
 
   it('a viewer without overlap sees nothing; non-friends, blocked, pending, self and unknown get the same 404', async () => {
