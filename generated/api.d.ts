@@ -502,7 +502,7 @@ export interface paths {
         /**
          * Update the account's friend-facing profile
          * @description Partial update of the fields friends see; null clears a field. `timezone` must be an IANA
-         *     time zone name, `country` two upper-case letters (ISO 3166-1 alpha-2 shape), URLs absolute
+         *     time zone name (kept in its canonical spelling: `europe/berlin` is stored `Europe/Berlin`), `country` two upper-case letters (ISO 3166-1 alpha-2 shape), URLs absolute
          *     http(s) or a path on this server. Friends see the card fields only with `friend_data` at
          *     read or more; `appearInSuggestions: false` keeps the account out of friend suggestions.
          */

@@ -732,8 +732,10 @@ describe('the account’s friend-facing profile', () => {
     const res = await u.api.PATCH('/api/v1/friends/profile', { body: { pronouns: 'she/her', timezone: 'America/New_York', country: 'US', appearInSuggestions: false, aboutMarkdown: 'a'.repeat(10000) } });
     expect(res.response.status).toBe(200);
     expect(res.data).toMatchObject({ pronouns: 'she/her', timezone: 'America/New_York', country: 'US', appearInSuggestions: false, updatedAt: now, status: null });
-    const cleared = await u.api.PATCH('/api/v1/friends/profile', { body: { pronouns: null, bannerUrl: '/media/b.png' } });
-    expect(cleared.data).toMatchObject({ pronouns: null, timezone: 'America/New_York', bannerUrl: '/media/b.png' });
+    const cleared = await u.api.PATCH('/api/v1/friends/profile', { body: { pronouns: null, bannerUrl: '/media/b.png', timezone: 'europe/berlin' } });
+    expect(cleared.data).toMatchObject({ pronouns: null, timezone: 'Europe/Berlin', bannerUrl: '/media/b.png' });
+    expect((await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: null } })).data).toMatchObject({ timezone: null });
+    expect((await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: 'Europe/Berlin' } })).data).toMatchObject({ timezone: 'Europe/Berlin' });
     expect((await u.api.GET('/api/v1/friends/profile')).data).toEqual(cleared.data);
     const bad = [
       {},

@@ -217,21 +217,22 @@ export async function getOwnProfile(ctx: ServiceContext): Promise<Schemas['Frien
   return toFriendsProfile(account);
 }
 
-function isTimeZone(name: string): boolean {
+/** The canonical spelling of an IANA time zone name (`europe/berlin` → `Europe/Berlin`), or null when it is none. */
+function canonicalTimeZone(name: string): string | null {
   try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
+    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
   } catch {
-    return false;
+    return null;
   }
 }
 
 export async function updateOwnProfile(ctx: ServiceContext, input: Schemas['UpdateFriendsProfileRequest']): Promise<Schemas['FriendsProfile']> {
-  if (input.timezone && !isTimeZone(input.timezone)) throw badRequest('timezone must be an IANA time zone name such as Europe/Berlin');
+  const timezone = input.timezone ? canonicalTimeZone(input.timezone) : input.timezone;
+  if (timezone === null && input.timezone !== null) throw badRequest('timezone must be an IANA time zone name such as Europe/Berlin');
   const changes: repo.ProfileChanges = {};
   if (input.pronouns !== undefined) changes.pronouns = input.pronouns;
   if (input.status !== undefined) changes.status = input.status;
-  if (input.timezone !== undefined) changes.timezone = input.timezone;
+  if (timezone !== undefined) changes.timezone = timezone;
   if (input.country !== undefined) changes.country = input.country;
   if (input.aboutMarkdown !== undefined) changes.about_markdown = input.aboutMarkdown;
   if (input.bannerUrl !== undefined) changes.banner_url = input.bannerUrl;
