@@ -6,6 +6,7 @@
  * Writes about a pair of accounts lock both accounts first (repo.lockPair), so concurrent requests,
  * accepts and blocks between the same two accounts apply one after the other.
  */
+import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { atLeast, bucketsGranting, requireVisible, viewerCeiling } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
@@ -17,7 +18,7 @@ import * as repo from './repo.ts';
 import { toFriendListRow, toFriendsProfile, toProfileCard, toSearchResults, toSuggestion } from './present.ts';
 
 type Schemas = components['schemas'];
-type Tx = ServiceContext & { db: import('knex').Knex.Transaction };
+type Tx = ServiceContext & { db: Knex.Transaction };
 
 /** The one 404 of the friends area: unknown account, no such relationship, or one that hides it. */
 const FRIEND_NOT_FOUND = 'Friend not found';
