@@ -242,6 +242,415 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/friends": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List friendships
+         * @description Every friendship row of the caller (one per other account), oldest first (`createdAt`, then
+         *     `id`), optionally only one `status`. Blocked accounts are listed with status `blocked`.
+         *     `friendPronouns`, `friendStatus` and `friendBannerUrl` come from the other account and are
+         *     shown only when it grants the caller `friend_data` at read or more (accepted both ways, no
+         *     block, through a bucket it assigned to the caller); otherwise they are null.
+         *     `privacyBucketIds` are the caller's buckets assigned to that account.
+         */
+        get: operations["listFriends"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/page": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Page through friendships
+         * @description The rows of `GET /friends`, a page at a time in the same order (`createdAt`, then `id`).
+         *     `query` keeps rows whose display name or username contains it, regardless of case.
+         *     `nextCursor` is opaque: the base64url of the last row's (`createdAt`, `id`), used as a
+         *     keyset (rows strictly after it), so pages stay stable while rows are added; a cursor that
+         *     was not issued by this route is a 400. Null on the last page.
+         */
+        get: operations["listFriendsPage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List incoming friend requests
+         * @description The caller's incoming pending requests, oldest first; `friendUserId` is the account that
+         *     asked. Requests from an account the caller has blocked are not listed (a block ends them).
+         */
+        get: operations["listFriendRequests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/suggestions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Suggest friends of friends
+         * @description Accounts that are accepted friends of the caller's accepted friends (friendship accepted on
+         *     both sides at each hop), leaving out the caller, every account the caller has any
+         *     friendship row with (pending, accepted, blocked or revoked, in either direction, so a block
+         *     either way excludes it) and accounts that turned `appearInSuggestions` off
+         *     (`PATCH /friends/profile`). `mutualFriendCount` counts the caller's accepted friends who are
+         *     accepted friends of the suggestion. Ordered by `mutualFriendCount` (most first), then
+         *     username. A suggestion is not the caller's friend, so its `friendPronouns`, `friendStatus`
+         *     and `friendBannerUrl` are always null.
+         */
+        get: operations["listFriendSuggestions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/request-by-username": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a friend request by username
+         * @description `POST /friends/{friendUserId}/request` for the account with this username (compared
+         *     regardless of case); the answer names it with its username as it spells it. The same rules
+         *     and outcomes apply, including the automatic accept of a reverse pending request.
+         */
+        post: operations["requestFriendByUsername"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/block-by-username": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Block an account by username
+         * @description `POST /friends/{friendUserId}/block` for the account with this username (compared
+         *     regardless of case); no friendship is needed. Answers the username as it spells it.
+         */
+        post: operations["blockFriendByUsername"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/requests/{requesterUserId}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account whose incoming friend request is answered. */
+                requesterUserId: components["parameters"]["RequesterUserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an incoming friend request
+         * @description Accepts the pending request this account sent the caller: both sides become `accepted` with
+         *     `acceptedAt` now. Each side then holds its owner's `new_friend` default buckets (the
+         *     built-in presets are created first if the account has none, which makes `public_friends`
+         *     the first default). No row at all with that account is a 404; a row in any other state
+         *     (accepted, the caller's own outgoing request, blocked, revoked) is a 409.
+         */
+        post: operations["acceptFriendRequest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search a friend's shared content
+         * @description Searches the members, notes, groups and folders of `ownerUserId` that the caller may see.
+         *     Each word of `q` matches the start of a word (full-text search with the `simple`
+         *     configuration; all words must match); `q` without any letter or digit finds nothing.
+         *     Members match by name and need `members_view` at read; groups and folders match by name
+         *     and need `groups` at read; notes match by title and text and need a live linked member the
+         *     caller may see with both `members_view` and `member_notes` at read (`memberIds` lists only
+         *     those). Items the caller may not see never appear, not even as counts. Each type is ordered
+         *     by name (notes by title) and capped at `limitPerType`. The caller's own account, an unknown
+         *     account and any account that is not an accepted friend without a block get the same 404.
+         */
+        get: operations["searchFriendContent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/search/catalog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a friend's searchable content
+         * @description Everything `GET /friends/search` could find for the caller in `ownerUserId`'s account, with
+         *     the same visibility rules, ordered by name (notes by title), at most 500 items of each
+         *     type. The same 404 as the search for anything but an accepted friend without a block.
+         */
+        get: operations["getFriendSearchCatalog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/search/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search a friend's members
+         * @description The member part of `GET /friends/search`: members of `ownerUserId` the caller may see
+         *     (`members_view` at read) whose name matches every word of `q` as a prefix, ordered by name.
+         */
+        get: operations["searchFriendMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the account's friend-facing profile
+         * @description The caller's own profile fields that friends see on their cards (pronouns, status, time
+         *     zone, country, about, banner, image) and whether the account may be suggested to friends of
+         *     friends. Under the `friends` scope because these fields exist for friends' views.
+         */
+        get: operations["getFriendsProfile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update the account's friend-facing profile
+         * @description Partial update of the fields friends see; null clears a field. `timezone` must be an IANA
+         *     time zone name (kept in its canonical spelling: `europe/berlin` is stored `Europe/Berlin`), `country` two upper-case letters (ISO 3166-1 alpha-2 shape), URLs absolute
+         *     http(s) or a path on this server. Friends see the card fields only with `friend_data` at
+         *     read or more; `appearInSuggestions: false` keeps the account out of friend suggestions.
+         */
+        patch: operations["updateFriendsProfile"];
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a friend's profile card
+         * @description The profile card of an accepted friend (accepted on both sides, no block either way).
+         *     `name`, `displayName`, `username` and `imageUrl` are always shown; the friend's pronouns,
+         *     status, time zone, country, about text and banner only when it grants the caller
+         *     `friend_data` at read or more (otherwise null). `friendProfileTabs` says which tabs the
+         *     caller's buckets open: `members` (`members_view`), `membersDirectory` (`groups`),
+         *     `frontHistory` (`front`), `notes` (`member_notes`), each at read or more. The caller's own
+         *     id, an unknown account, a pending, revoked or blocked (either way) friendship all get the
+         *     same 404 body.
+         */
+        get: operations["getFriendProfile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/request": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a friend request
+         * @description Sends a friend request: the caller's row becomes pending (outgoing) and the other's pending
+         *     (incoming). After a revoke it starts over as a new request.
+         *     - Yourself: 400. An unknown account: 404.
+         *     - Already friends, or a request of the caller's already pending: 409.
+         *     - The caller has blocked the account: 409; lift the block with `POST /friends/{friendUserId}/revoke` first.
+         *     - The account had already asked the caller (its request is pending): the request is accepted
+         *       instead, exactly like `POST /friends/requests/{requesterUserId}/accept`; still 204.
+         *     - The account has blocked the caller: the answer is the same as for a new request (204) and
+         *       the caller's row reads pending, but the account gets no request; the block is never revealed.
+         */
+        post: operations["requestFriend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End a friendship, a request or a block
+         * @description Ends whatever the caller has with this account: an accepted friendship, a pending request
+         *     (cancels the caller's own or declines the other's) or the caller's block (lifts it). Both
+         *     sides' rows become `revoked`, except a block the other account holds, which stays. Both
+         *     sides' bucket assignments for each other are removed, so a later request starts over.
+         *     Revoking a revoked row is a no-op (204). 404 when the caller has no row with this account.
+         */
+        post: operations["revokeFriend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/block": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Block an account
+         * @description Blocks the account, with or without a friendship. The caller's row becomes `blocked` (with
+         *     `reason`, visible only to the caller); the other account's row, if any, becomes `revoked`
+         *     (unless it blocked the caller too); pending requests either way end; both sides' bucket
+         *     assignments for each other are removed. The blocked account then gets 404 on every friend
+         *     route about the caller, and the caller on every friend route about it. Blocking again keeps
+         *     the block and replaces the reason. Yourself: 400; an unknown account: 404.
+         */
+        post: operations["blockFriend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the account's audit log
+         * @description What was changed on the caller's account and by whom (an API key, the operator or a
+         *     background job), newest first: key issue and revoke, trash purges and settings, permanent
+         *     note deletes, friendship changes made by the account's keys (`friendship.*`) and friends'
+         *     writes (actions starting `friend_write`). Under the `friends` scope at read: the log exists
+         *     so that an owner can see what friends and keys did to the account. `actionPrefix` keeps
+         *     entries whose action starts with it. `nextCursor` is opaque: the base64url of the last
+         *     entry's (`createdAt`, `id`), a keyset for the next older page.
+         */
+        get: operations["listAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/appearance": {
         parameters: {
             query?: never;
@@ -2744,6 +3153,306 @@ export interface components {
             memberIds?: components["schemas"]["Uuid"][];
         };
         /**
+         * @description The caller's side of the friendship: `pending` (a request not yet accepted, see `direction`),
+         *     `accepted`, `blocked` (the caller blocked this account) or `revoked` (ended).
+         * @example accepted
+         * @enum {string}
+         */
+        FriendshipStatus: "pending" | "accepted" | "blocked" | "revoked";
+        /**
+         * @description For a pending row, who asked (`outgoing` means the caller); null for every other status.
+         * @example outgoing
+         * @enum {string|null}
+         */
+        FriendDirection: "outgoing" | "incoming" | null;
+        /**
+         * @description A profile field of the other account that it shows only to friends it granted `friend_data`
+         *     at read or more (an accepted friendship both ways, no block, and one of the buckets it assigned
+         *     to the caller allows it); null otherwise, and null when the account left it empty.
+         * @example she/they
+         */
+        FriendPrivateString: string | null;
+        FriendListRow: {
+            /** @description The caller's friendship row. */
+            id: components["schemas"]["Uuid"];
+            /** @description The other account. */
+            friendUserId: components["schemas"]["Uuid"];
+            status: components["schemas"]["FriendshipStatus"];
+            direction: components["schemas"]["FriendDirection"];
+            /**
+             * @description The other account's display name.
+             * @example The Lantern Collective
+             */
+            name: string;
+            /** @example lantern */
+            username: string;
+            /** @example https://images.example.invalid/lantern.png */
+            imageUrl: string | null;
+            friendPronouns: components["schemas"]["FriendPrivateString"];
+            /** @example Taking it slow this week */
+            friendStatus: components["schemas"]["FriendPrivateString"];
+            /** @example /media/banners/lantern.png */
+            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            /** @example false */
+            isAdmin: boolean;
+            planKey: components["schemas"]["Plan"];
+            /** @example false */
+            donorSupporterUnlocked: boolean;
+            closedBetaParticipantAt: components["schemas"]["NullableEpochMs"];
+            /** @description The caller's privacy buckets assigned to this account (what the caller shares with it). */
+            privacyBucketIds: components["schemas"]["Uuid"][];
+            /** @description When this relationship began (the request, or a block without one); a request after a revoke starts over. */
+            createdAt: components["schemas"]["EpochMs"];
+            /** @description When the friendship was accepted; null unless `status` is accepted. */
+            acceptedAt: components["schemas"]["NullableEpochMs"];
+        };
+        FriendListPage: {
+            items: components["schemas"]["FriendListRow"][];
+            /**
+             * @description Pass as `cursor` for the next page; null on the last page.
+             * @example WzE3NjM4MDAwMDAwMDAsIjNjMmQxZTBmLTlhOGItNGM3ZC04ZTZmLTVhNGIzYzJkMWUwZiJd
+             */
+            nextCursor: string | null;
+        };
+        FriendSuggestionRow: {
+            friendUserId: components["schemas"]["Uuid"];
+            /**
+             * @description How many of the caller's accepted friends are accepted friends of this account.
+             * @example 2
+             */
+            mutualFriendCount: number;
+            /** @example Juniper */
+            name: string;
+            /** @example juniper */
+            username: string;
+            /** @example https://images.example.invalid/juniper.png */
+            imageUrl: string | null;
+            friendPronouns: components["schemas"]["FriendPrivateString"];
+            /** @example Out hiking */
+            friendStatus: components["schemas"]["FriendPrivateString"];
+            /** @example /media/banners/juniper.png */
+            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            /** @example false */
+            isAdmin: boolean;
+            planKey: components["schemas"]["Plan"];
+            /** @example false */
+            donorSupporterUnlocked: boolean;
+            closedBetaParticipantAt: components["schemas"]["NullableEpochMs"];
+        };
+        /** @description Which tabs of the friend's profile the caller may use (the most its buckets grant). */
+        FriendProfileTabs: {
+            /**
+             * @description `members_view` at read or more.
+             * @example true
+             */
+            members: boolean;
+            /**
+             * @description `groups` at read or more.
+             * @example true
+             */
+            membersDirectory: boolean;
+            /**
+             * @description `front` at read or more.
+             * @example true
+             */
+            frontHistory: boolean;
+            /**
+             * @description `member_notes` at read or more.
+             * @example false
+             */
+            notes: boolean;
+        };
+        FriendProfileCard: {
+            friendUserId: components["schemas"]["Uuid"];
+            /** @example The Lantern Collective */
+            name: string;
+            /** @example lantern */
+            username: string;
+            /** @example https://images.example.invalid/lantern.png */
+            imageUrl: string | null;
+            /** @example The Lantern Collective */
+            displayName: string;
+            friendPronouns: components["schemas"]["FriendPrivateString"];
+            /** @example Taking it slow this week */
+            friendStatus: components["schemas"]["FriendPrivateString"];
+            /** @example Europe/Berlin */
+            friendTimezone: components["schemas"]["FriendPrivateString"];
+            /** @example DE */
+            friendCountry: components["schemas"]["FriendPrivateString"];
+            /** @example We are a collective of **five**. */
+            friendAboutMarkdown: components["schemas"]["FriendPrivateString"];
+            /** @example /media/banners/lantern.png */
+            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            /** @example false */
+            isAdmin: boolean;
+            planKey: components["schemas"]["Plan"];
+            /** @example false */
+            donorSupporterUnlocked: boolean;
+            closedBetaParticipantAt: components["schemas"]["NullableEpochMs"];
+            friendProfileTabs: components["schemas"]["FriendProfileTabs"];
+        };
+        /**
+         * @description An account's username, compared regardless of case.
+         * @example lantern
+         */
+        Username: string;
+        FriendRequestByUsernameRequest: {
+            username: components["schemas"]["Username"];
+        };
+        FriendRequestSent: {
+            friendUserId: components["schemas"]["Uuid"];
+            /**
+             * @description The account's username as it spells it.
+             * @example lantern
+             */
+            username: string;
+        };
+        /**
+         * @description A note for the caller's own list; never shown to the blocked account.
+         * @example Unwanted messages
+         */
+        BlockReason: string;
+        BlockFriendRequest: {
+            reason?: components["schemas"]["BlockReason"];
+        };
+        BlockByUsernameRequest: {
+            username: components["schemas"]["Username"];
+            reason?: components["schemas"]["BlockReason"];
+        };
+        BlockedUsername: {
+            /**
+             * @description The blocked account's username as it spells it.
+             * @example lantern
+             */
+            username: string;
+        };
+        FriendSearchMember: {
+            /**
+             * @example member
+             * @constant
+             */
+            type: "member";
+            id: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+        };
+        FriendSearchNote: {
+            /**
+             * @example note
+             * @constant
+             */
+            type: "note";
+            id: components["schemas"]["Uuid"];
+            /** @example Robin's tea list */
+            title: string | null;
+            /** @description The note's members the caller may see with both members_view and member_notes at read. */
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        FriendSearchGroup: {
+            /**
+             * @example group
+             * @enum {string}
+             */
+            type: "group" | "folder";
+            id: components["schemas"]["Uuid"];
+            /** @example Protectors */
+            name: string;
+        };
+        FriendSearchResults: {
+            members: components["schemas"]["FriendSearchMember"][];
+            notes: components["schemas"]["FriendSearchNote"][];
+            /** @description Groups and folders. */
+            groups: components["schemas"]["FriendSearchGroup"][];
+        };
+        FriendsProfile: {
+            userId: components["schemas"]["Uuid"];
+            /** @example aurora_system */
+            username: string;
+            /** @example The Aurora System */
+            displayName: string;
+            /** @example they/them */
+            pronouns: string | null;
+            /** @example Taking it slow this week */
+            status: string | null;
+            /** @example Europe/Berlin */
+            timezone: string | null;
+            /** @example DE */
+            country: string | null;
+            /** @example We are a collective of **five**. */
+            aboutMarkdown: string | null;
+            /** @example /media/banners/aurora.png */
+            bannerUrl: string | null;
+            /** @example https://images.example.invalid/aurora.png */
+            imageUrl: string | null;
+            /**
+             * @description Whether friends of the account's friends may be offered it in their suggestions.
+             * @example true
+             */
+            appearInSuggestions: boolean;
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        /**
+         * @description An absolute http(s) URL or a path on this server; null clears it.
+         * @example /media/banners/aurora.png
+         */
+        ProfileUrl: string | null;
+        /** @description Partial update; null clears a field. */
+        UpdateFriendsProfileRequest: {
+            /** @example they/them */
+            pronouns?: string | null;
+            /** @example Taking it slow this week */
+            status?: string | null;
+            /**
+             * @description An IANA time zone name.
+             * @example Europe/Berlin
+             */
+            timezone?: string | null;
+            /**
+             * @description An ISO 3166-1 alpha-2 code in upper case.
+             * @example DE
+             */
+            country?: string | null;
+            /** @example We are a collective of **five**. */
+            aboutMarkdown?: string | null;
+            bannerUrl?: components["schemas"]["ProfileUrl"];
+            /** @example https://images.example.invalid/aurora.png */
+            imageUrl?: components["schemas"]["ProfileUrl"];
+            /** @example false */
+            appearInSuggestions?: boolean;
+        };
+        AuditEvent: {
+            id: components["schemas"]["Uuid"];
+            /**
+             * @description Dotted lower-case verb; friends' writes on the account start with `friend_write`.
+             * @example trash.purge
+             */
+            action: string;
+            /** @example trash */
+            targetType: string;
+            /** @example 4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1 */
+            targetId: string | null;
+            /**
+             * @description `key`: an API key (`actorKeyId`), `operator`: the admin API, `system`: a background job.
+             * @example key
+             * @enum {string}
+             */
+            actorKind: "key" | "operator" | "system";
+            actorKeyId: components["schemas"]["Uuid"] | null;
+            /** @description What changed, per action (never a secret). */
+            detail: {
+                [key: string]: unknown;
+            };
+            createdAt: components["schemas"]["EpochMs"];
+        };
+        AuditEventPage: {
+            items: components["schemas"]["AuditEvent"][];
+            /**
+             * @description Pass as `cursor` for the next (older) page; null on the last page.
+             * @example WzE3NjM4MDAwMDAwMDAsIjNjMmQxZTBmLTlhOGItNGM3ZC04ZTZmLTVhNGIzYzJkMWUwZiJd
+             */
+            nextCursor: string | null;
+        };
+        /**
          * @description Free text, up to 1,000 characters.
          * @example Handling the morning
          */
@@ -3982,6 +4691,24 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The API key lacks the `friends` scope at `read`. */
+        ForbiddenFriendsRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `friends` scope at `read_write`. */
+        ForbiddenFriendsReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key lacks the `groups` scope at `read`. */
         ForbiddenGroupsRead: {
             headers: {
@@ -4207,6 +4934,19 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description No such account, or it is not the caller's friend in the way the operation needs. Friend routes
+         *     answer every such case with this same body, so they never reveal whether an account exists,
+         *     has blocked the caller or hides something.
+         */
+        NotFoundFriend: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Group does not exist, is in the trash, or is not the caller’s. */
         NotFoundGroup: {
             headers: {
@@ -4290,6 +5030,15 @@ export interface components {
         };
         /** @description `expectedVersion` is stale: the member changed since that version. */
         MemberVersionConflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The friendship is not in a state that allows this transition. */
+        FriendConflict: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4397,6 +5146,10 @@ export interface components {
         SubSystemIdQuery: components["schemas"]["Uuid"];
         /** @description Account id. */
         UserIdPath: components["schemas"]["Uuid"];
+        /** @description The account whose incoming friend request is answered. */
+        RequesterUserIdPath: components["schemas"]["Uuid"];
+        /** @description The other account (the owner of the data on friend-scoped routes). */
+        FriendUserIdPath: components["schemas"]["Uuid"];
         /** @description API key id (not the secret). */
         KeyIdPath: components["schemas"]["Uuid"];
         /** @description Custom colour scheme id. */
@@ -4415,8 +5168,6 @@ export interface components {
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
         /** @description The kind of new content the default applies to. */
         DefaultKindPath: components["schemas"]["DefaultKind"];
-        /** @description The other account (the owner of the data on friend-scoped routes). */
-        FriendUserIdPath: components["schemas"]["Uuid"];
     };
     requestBodies: never;
     headers: {
@@ -4865,6 +5616,667 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriends: {
+        parameters: {
+            query?: {
+                /** @description Only rows with this status. */
+                status?: components["schemas"]["FriendshipStatus"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Rows, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendListRow"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendsPage: {
+        parameters: {
+            query: {
+                /** @description Page size, 1–200. */
+                limit: number;
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Case-insensitive text the display name or username contains. */
+                query?: string;
+                /** @description Only rows with this status. */
+                status?: components["schemas"]["FriendshipStatus"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of rows. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendListPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendRequests: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Incoming pending rows. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendListRow"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendSuggestions: {
+        parameters: {
+            query?: {
+                /** @description How many suggestions, 1–50 (default 20). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Suggestions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendSuggestionRow"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    requestFriendByUsername: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FriendRequestByUsernameRequest"];
+            };
+        };
+        responses: {
+            /** @description The request is sent (or, when that account had asked first, the friendship is accepted). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendRequestSent"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            409: components["responses"]["FriendConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    blockFriendByUsername: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BlockByUsernameRequest"];
+            };
+        };
+        responses: {
+            /** @description Blocked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlockedUsername"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    acceptFriendRequest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account whose incoming friend request is answered. */
+                requesterUserId: components["parameters"]["RequesterUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            409: components["responses"]["FriendConflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    searchFriendContent: {
+        parameters: {
+            query: {
+                /** @description The friend whose content is searched. */
+                ownerUserId: components["schemas"]["Uuid"];
+                /** @description Words to match; each word matches the start of a word (prefix), all words must match. */
+                q: string;
+                /** @description At most this many results of each type, 1–50 (default 10). */
+                limitPerType?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Results by type. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendSearchResults"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendSearchCatalog: {
+        parameters: {
+            query: {
+                /** @description The friend whose content is searched. */
+                ownerUserId: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every visible item by type. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendSearchResults"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    searchFriendMembers: {
+        parameters: {
+            query: {
+                /** @description The friend whose content is searched. */
+                ownerUserId: components["schemas"]["Uuid"];
+                /** @description Words to match; each word matches the start of a word (prefix), all words must match. */
+                q: string;
+                /** @description How many members, 1–50 (default 20). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Matching members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendSearchMember"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendsProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The profile. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendsProfile"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateFriendsProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateFriendsProfileRequest"];
+            };
+        };
+        responses: {
+            /** @description The profile. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendsProfile"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The card. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendProfileCard"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    requestFriend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            409: components["responses"]["FriendConflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    revokeFriend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    blockFriend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BlockFriendRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listAuditEvents: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 (default 50). */
+                limit?: number;
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Only entries whose action starts with this text. */
+                actionPrefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEventPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

@@ -101,3 +101,64 @@ describe('atomicity', () => {
     ).rejects.toThrow(/over 2048 bytes/);
   });
 });
+
+describe('GET /api/v1/audit (the owner reads its own log)', () => {
+  it('newest first, keyset pages, the caller’s account only, filtered by action prefix', async () => {
+    const user = await server.user();
+    const other = await server.user();
+    const id = await createEntry(user.api, 'to purge');
+    await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+    expect((await user.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status).toBe(204);
+    expect((await user.api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status).toBe(200);
+    expect((await user.api.POST('/api/v1/friends/{friendUserId}/request', { params: { path: { friendUserId: other.userId } } })).response.status).toBe(204);
+    const ctx = backgroundContextFor({ db: knex(), config: server.deps.config, logger: server.deps.logger }, { kind: 'system', job: 'test' }, user.userId);
+    await inTransaction(ctx, (tx) => tx.audit.record(tx, { action: 'friend_write.entry.create', targetType: 'entry', targetId: id, detail: { by: other.userId } }));
+
+    const expected = await knex()('audit_events').where({ user_id: user.userId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).select();
+    expect(expected.map((r) => r.action).sort()).toEqual(['account.create', 'api_key.create', 'friend_write.entry.create', 'friendship.request', 'trash.purge', 'trash.settings.update']);
+    const all = await user.api.GET('/api/v1/audit');
+    expect(all.response.status).toBe(200);
+    expect(all.data!.nextCursor).toBeNull();
+    expect(all.data!.items.map((e) => e.id)).toEqual(expected.map((r) => r.id));
+    const purge = all.data!.items.find((e) => e.action === 'trash.purge');
+    expect(purge).toEqual({
+      id: expect.any(String), action: 'trash.purge', targetType: 'trash', targetId: null, actorKind: 'key', actorKeyId: user.keyId,
+      detail: { items: [{ type: 'entry', id }], count: 1 }, createdAt: expect.any(Number),
+    });
+    expect(all.data!.items.find((e) => e.action === 'friend_write.entry.create')).toMatchObject({ actorKind: 'system', actorKeyId: null, detail: { by: other.userId } });
+    // Another account's log never shows here (its friendship row is about the caller, but its log is its own).
+    expect(JSON.stringify(all.data)).not.toContain(other.keyId);
+
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await user.api.GET('/api/v1/audit', { params: { query: { limit: 3, ...(cursor ? { cursor } : {}) } } });
+      expect(page.response.status).toBe(200);
+      expect(page.data!.items.length).toBeLessThanOrEqual(3);
+      seen.push(...page.data!.items.map((e) => e.id));
+      cursor = page.data!.nextCursor ?? undefined;
+    } while (cursor);
+    expect(seen).toEqual(expected.map((r) => r.id));
+
+    const prefixed = async (actionPrefix: string) => (await user.api.GET('/api/v1/audit', { params: { query: { actionPrefix } } })).data!.items.map((e) => e.action);
+    expect(await prefixed('friend_write')).toEqual(['friend_write.entry.create']);
+    expect((await prefixed('trash.')).sort()).toEqual(['trash.purge', 'trash.settings.update']);
+    expect(await prefixed('friendship')).toEqual(['friendship.request']);
+    expect(await prefixed('nothing_like_this')).toEqual([]);
+    // `_` is a plain character of the prefix, not a wildcard.
+    expect(await prefixed('api_key')).toEqual(['api_key.create']);
+    expect(await prefixed('api_ke_')).toEqual([]);
+  });
+
+  it('validates limit, cursor and prefix; needs friends:read', async () => {
+    const user = await server.user();
+    for (const query of [{ limit: 0 }, { limit: 101 }, { cursor: 'bm9wZQ' }, { actionPrefix: 'Trash' }, { actionPrefix: 'a%' }, { actionPrefix: '' }]) {
+      const res = await user.api.GET('/api/v1/audit', { params: { query: query as never } });
+      expect(res.response.status, JSON.stringify(query)).toBe(400);
+    }
+    const limited = await server.user({ scopes: { members: 'read_write' } });
+    const res = await limited.api.GET('/api/v1/audit');
+    expect(res.response.status).toBe(403);
+    expect(res.error).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: friends requires read' });
+  });
+});

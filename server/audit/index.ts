@@ -4,10 +4,13 @@
  * server/core/context.ts), so the action and its record commit together or not at all.
  *
  * The account is the context's owner; the actor is the key (its id), the operator or a job. The
- * owner-side read route arrives with the privacy issue; until then operators read the table.
+ * owner reads its log through GET /api/v1/audit (listAuditEvents).
  */
 import { randomUUID } from 'node:crypto';
+import type { components } from '../../generated/api.d.ts';
 import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
+import { decodeCursor, encodeCursor } from '../core/cursor.ts';
+import { keysetPage, pageOf, type Keyset } from '../core/keyset.ts';
 
 /** Serialised detail larger than this is a programming error, not something to store. */
 export const MAX_DETAIL_BYTES = 2048;
@@ -33,4 +36,55 @@ export class DatabaseAuditSink implements AuditSink {
       created_at: ctx.now,
     });
   }
+}
+
+interface AuditRow {
+  id: string;
+  action: string;
+  target_type: string;
+  target_id: string | null;
+  actor_kind: 'key' | 'operator' | 'system';
+  actor_key_id: string | null;
+  detail: Record<string, unknown> | string;
+  created_at: number;
+}
+
+/** Newest first on the audit_events_by_account index (user_id, created_at desc, id desc). */
+const NEWEST_FIRST: Keyset = {
+  columns: [
+    { sql: 'created_at', type: 'bigint' },
+    { sql: 'id', type: 'uuid' },
+  ],
+  direction: 'desc',
+};
+
+/**
+ * The owner's read of its own audit log (GET /api/v1/audit): one keyset page, newest first, of the
+ * context owner's entries only, optionally those whose action starts with `actionPrefix`. The
+ * cursor is the last entry's (created_at, id).
+ */
+export async function listAuditEvents(
+  ctx: ServiceContext,
+  input: { limit: number; cursor?: string; actionPrefix?: string },
+): Promise<components['schemas']['AuditEventPage']> {
+  const after = input.cursor ? decodeCursor<[number, string]>(input.cursor, ['integer', 'uuid']) : undefined;
+  const query = ctx.db('audit_events')
+    .where('user_id', ctx.access.ownerId)
+    .select('id', 'action', 'target_type', 'target_id', 'actor_kind', 'actor_key_id', 'detail', 'created_at');
+  if (input.actionPrefix !== undefined) query.whereRaw('starts_with(action, ?)', [input.actionPrefix]);
+  const rows: AuditRow[] = await keysetPage(query, NEWEST_FIRST, input.limit, after);
+  const { items, nextAfter } = pageOf(rows, input.limit);
+  return {
+    items: items.map((r) => ({
+      id: r.id,
+      action: r.action,
+      targetType: r.target_type,
+      targetId: r.target_id,
+      actorKind: r.actor_kind,
+      actorKeyId: r.actor_key_id,
+      detail: typeof r.detail === 'string' ? (JSON.parse(r.detail) as Record<string, unknown>) : r.detail,
+      createdAt: r.created_at,
+    })),
+    nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null,
+  };
 }
