@@ -24,6 +24,7 @@ import { PERMISSION_GROUPS, type Access, type PermissionMap } from '../server/co
 import { DomainError, type DomainErrorKind } from '../server/core/errors.ts';
 import { fromDomainError } from '../server/http/errors.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { createBucket, expectNoneOf, giveFriend, relate, RELATIONSHIPS, shareMember } from './helpers/friends.ts';
 import { useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -374,6 +375,33 @@ describe('privacy engine: levels', () => {
     await assign(owner.userId, b, 'member', other);
     await knex()('privacy_buckets').where('id', b).delete();
     expect(Number((await knex()('privacy_bucket_assignments').where('content_id', other).count({ n: '*' }))[0]!.n)).toBe(0);
+  });
+});
+
+describe('privacy engine: the relationship matrix through the routes', () => {
+  it('only an accepted friendship yields an access (and only it sees the shared member); every other relationship reads as an unknown id', async () => {
+    for (const relationship of RELATIONSHIPS) {
+      const owner = await server.user();
+      const viewer = await server.user();
+      const canary = `Canary ${randomUUID()}`;
+      const member = await createMember(owner.api, canary);
+      const shared = await createBucket(owner, { members_view: 'read' });
+      await shareMember(owner, member, [shared]);
+      await relate(owner, viewer, relationship);
+      const access = await forFriend(knex(), viewer.userId, owner.userId);
+      if (relationship === 'accepted') {
+        await giveFriend(owner, viewer, [shared]);
+        const granted = (await forFriend(knex(), viewer.userId, owner.userId))!;
+        const seen = await knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(granted, 'm')).pluck('m.name');
+        expect(seen, relationship).toEqual([canary]);
+        continue;
+      }
+      expect(access, relationship).toBeNull();
+      const card = await server.fetch(`/api/v1/friends/${owner.userId}`, { headers: { authorization: `Bearer ${viewer.apiKey}` } });
+      expect(card.status, relationship).toBe(404);
+      const body = await card.text();
+      expectNoneOf(body, [canary, member, owner.username]);
+    }
   });
 });
 

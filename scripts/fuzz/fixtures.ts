@@ -29,6 +29,9 @@ const ALIASES: Record<string, string> = {
   customColorSchemeId: 'schemeId',
   customFontId: 'fontId',
   cursorId: 'sessionId',
+  ownerUserId: 'friendUserId',
+  fieldDefinitionId: 'fieldId',
+  definitionId: 'statusId',
 };
 
 const idOf = (json: unknown): string => {
@@ -85,6 +88,11 @@ const RECIPES: Record<string, Recipe> = {
       return session._id;
     },
   },
+  bucketId: { create: async (f) => idOf(await f.api('POST', '/api/v1/privacy-buckets', { name: label('Bucket') })) },
+  /** An accepted friend of the fuzz account. */
+  friendUserId: { create: async (f) => f.otherAccount('accept') },
+  /** An account whose friend request to the fuzz account is pending. */
+  requesterUserId: { create: async (f) => f.otherAccount('pending') },
   schemeId: {
     create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-color-schemes', { name: label('Scheme'), colors: { primary: '#112233', background: '#FFFFFF' } })),
   },
@@ -184,6 +192,16 @@ export class Fixtures {
     const res = await this.admin('POST', `/admin/v1/accounts/${userId}/api-keys`, { scopes, name: label('fuzz key') });
     if (res.status !== 201) throw new Error(`fixture key: ${res.status} ${JSON.stringify(res.json)}`);
     return (res.json as { apiKey: string }).apiKey;
+  }
+
+  /** Another account that requested the fuzz account's friendship, then (`accept`) was accepted. */
+  async otherAccount(state: 'pending' | 'accept'): Promise<string> {
+    const { userId } = await this.createAccount('friend');
+    const key = await this.createKey(userId, { friends: 'read_write' });
+    const res = await callJson(this.baseUrl, 'POST', `/api/v1/friends/${this.userId}/request`, key, undefined);
+    if (res.status !== 204) throw new Error(`fixture friend request: ${res.status} ${JSON.stringify(res.json)}`);
+    if (state === 'accept') await this.api('POST', `/api/v1/friends/requests/${userId}/accept`);
+    return userId;
   }
 
   /** A key on a throwaway account (a new one whenever the plan's key limit is reached). */
