@@ -90,7 +90,7 @@ describe('encryption at rest', () => {
       })();
       await Promise.all([traffic, server.runtime.jobs.runDue()]);
       const byKey = await knex()('messaging_messages').join('messaging_channels as c', 'c.id', 'messaging_messages.channel_id').where('c.id', channelId).select('key_id').count('* as n').groupBy('key_id');
-      expect(byKey.map((r: { key_id: string; n: number | string }) => [r.key_id, Number(r.n)])).toEqual([['b', 40]]);
+      expect((byKey as Array<{ key_id: string; n: number | string }>).map((r) => [r.key_id, Number(r.n)])).toEqual([['b', 40]]);
       // The old key can go: everything reads under b alone.
       config.messageEncryptionKeys = [{ id: 'b', key: keyB }];
       const items = (await page(api, channelId)).data!.items.map((i) => i.content);
