@@ -118,6 +118,7 @@ describe('send', () => {
     const again = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: { memberId: m, content: 'once', clientMutationId: 'k1' } });
     expect(again.response.status).toBe(200);
     expect(again.data).toEqual(first);
+    now += 1;
     const results = await Promise.all(
       Array.from({ length: 8 }, () => api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: { memberId: m, content: 'burst', clientMutationId: 'k2' } })),
     );
@@ -164,6 +165,17 @@ describe('edit and delete', () => {
     expect(page.pinnedMessageIds).toEqual([]);
     expect((await api.GET('/api/v1/messaging/channels/{channelId}/pins', ch(channelId))).data).toEqual([]);
     expect(JSON.stringify(page)).not.toContain('again');
+  });
+
+  it('an id written in upper case names the same message (edit re-encrypts under the stored id)', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const { channelId } = await setup(api);
+    const msg = await send(api, channelId, m, 'before');
+    const res = await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id.toUpperCase()), body: { content: 'after' } });
+    expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+    expect(res.data!.id).toBe(msg.id);
+    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items.map((i) => i.content)).toEqual(['after']);
   });
 
   it("another account's message is 404 and unchanged", async () => {

@@ -33,8 +33,9 @@ export class MessageDecryptionError extends Error {
   }
 }
 
+/** Ids in their canonical lower-case form: the same UUID written in upper case binds the same row. */
 function associatedData(accountId: string, messageId: string): Buffer {
-  return Buffer.from(`${AAD_VERSION}\0${accountId}\0${messageId}`, 'utf8');
+  return Buffer.from(`${AAD_VERSION}\0${accountId.toLowerCase()}\0${messageId.toLowerCase()}`, 'utf8');
 }
 
 export class MessageCipher {

@@ -218,7 +218,8 @@ async function lockMessage(tx: ServiceContext, messageId: string) {
   }
   const locked = await tx.db('messaging_messages').where({ id: messageId }).whereNull('deleted_at').forUpdate().first('id', 'seq');
   if (!locked) throw notFound('Message not found');
-  return { channel, seq: Number(locked.seq) };
+  // The stored id (canonical lower case), whatever case the path wrote it in.
+  return { channel, id: locked.id as string, seq: Number(locked.seq) };
 }
 
 /**
@@ -228,11 +229,11 @@ async function lockMessage(tx: ServiceContext, messageId: string) {
 export async function editMessage(ctx: ServiceContext, messageId: string, content: string): Promise<Message> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
-    const { channel } = await lockMessage(tx, messageId);
+    const { channel, id } = await lockMessage(tx, messageId);
     const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
-    const sealed = cipherOf(tx).seal(userId, messageId, content);
-    await tx.db('messaging_messages').where({ id: messageId }).update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
-    return readOne(tx, messageId, channel.id);
+    const sealed = cipherOf(tx).seal(userId, id, content);
+    await tx.db('messaging_messages').where({ id }).update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
+    return readOne(tx, id, channel.id);
   });
 }
 
