@@ -74,7 +74,7 @@ describe('spaces', () => {
       expect((await api.POST('/api/v1/messaging/spaces/reorder', { body: { orderedSpaceIds: ids } })).response.status, JSON.stringify(ids)).toBe(400);
     }
     expect((await api.GET('/api/v1/messaging/spaces')).data!.map((s) => s.id)).toEqual([a.id, b.id]);
-    expect((await api.POST('/api/v1/messaging/spaces/reorder', { body: { orderedSpaceIds: [b.id, a.id] } })).response.status).toBe(204);
+    expect((await api.POST('/api/v1/messaging/spaces/reorder', { body: { orderedSpaceIds: [b.id.toUpperCase(), a.id] } })).response.status).toBe(204);
     expect((await api.GET('/api/v1/messaging/spaces')).data!.map((s) => [s.id, s.position])).toEqual([[b.id, 0], [a.id, 1]]);
     expect((await other.api.GET('/api/v1/messaging/spaces')).data!.map((s) => s.id)).toEqual([theirs.id]);
   });

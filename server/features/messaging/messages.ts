@@ -145,7 +145,7 @@ interface StoredMessage {
 class AlreadySent extends Error {}
 
 async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: string): Promise<Message> {
-  if (existing.channel_id !== channelId || existing.deleted_at !== null) throw conflict('clientMutationId was already used for another message');
+  if (existing.channel_id !== channelId.toLowerCase() || existing.deleted_at !== null) throw conflict('clientMutationId was already used for another message');
   return readOne(ctx, existing.id, channelId);
 }
 
@@ -263,7 +263,7 @@ export async function pin(ctx: ServiceContext, channelId: string, messageId: str
     const message = await tx.db('messaging_messages').where({ id: messageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
     if (!message) throw badRequest('messageId is not a message of this channel');
     const pins = await tx.db('messaging_pins').where({ channel_id: channelId }).select('message_id');
-    if (pins.some((p: { message_id: string }) => p.message_id === messageId)) return;
+    if (pins.some((p: { message_id: string }) => p.message_id === messageId.toLowerCase())) return;
     if (pins.length >= MAX_PINS) throw badRequest(`A channel has at most ${MAX_PINS} pinned messages`);
     await tx.db('messaging_pins').insert({ user_id: userId, channel_id: channelId, message_id: messageId, pinned_at: tx.now });
   });

@@ -134,6 +134,7 @@ async function assertSideSystem(db: Knex, userId: string, id: string | null | un
 /** Positions from an exact permutation of `current`, else 400 (nothing changes). */
 function assertPermutation(ordered: readonly string[], current: readonly string[], message: string): void {
   const set = new Set(current);
+  ordered = ordered.map((id) => id.toLowerCase());
   if (ordered.length !== current.length || new Set(ordered).size !== ordered.length || !ordered.every((id) => set.has(id))) throw badRequest(message);
 }
 
