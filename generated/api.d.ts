@@ -1696,6 +1696,649 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/messaging/bootstrap": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything the chat screen starts with
+         * @description The account's live spaces in their order, the categories and live channels of those spaces, the
+         *     unread count of every listed channel, and the last viewed space and channel (null when never set
+         *     or since archived). One statement, however many channels exist.
+         */
+        get: operations["getMessagingBootstrap"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List spaces
+         * @description The live (not archived) spaces of the account, in their order.
+         */
+        get: operations["listMessagingSpaces"];
+        put?: never;
+        /**
+         * Create a space
+         * @description Adds a space at the end of the list. `sideSystemId`, when set, must be a live side system of the
+         *     caller (else 400): mentions in its channels are then limited to that side system's members.
+         *     At most 100 live spaces per account (400 beyond). Icons (`iconStorageRef`, `iconStagingId`) are not
+         *     built yet and are not accepted. Answers 201 with the space.
+         */
+        post: operations["createMessagingSpace"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reorder spaces
+         * @description Takes every live space of the account exactly once, in the new order. Any other set (a missing,
+         *     extra, archived or foreign id) is a 400 and nothing changes.
+         */
+        post: operations["reorderMessagingSpaces"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/{spaceId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Archive a space
+         * @description Archives the space: it leaves the lists and bootstrap, and it and its channels, categories and
+         *     messages answer 404 from then on. Nothing is deleted: the messages stay stored (encrypted).
+         */
+        delete: operations["archiveMessagingSpace"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a space
+         * @description Partial update of name, description and side system (null detaches it). An archived space is 404.
+         */
+        patch: operations["updateMessagingSpace"];
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/{spaceId}/categories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the categories of a space
+         * @description In their order.
+         */
+        get: operations["listMessagingCategories"];
+        put?: never;
+        /**
+         * Create a category
+         * @description Adds a category (name 1–80) at the end of the space’s list, expanded. At most 200 per space (400 beyond).
+         */
+        post: operations["createMessagingCategory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/{spaceId}/categories/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reorder the categories of a space
+         * @description Takes every category of the space exactly once, in the new order; anything else is a 400 and nothing changes.
+         */
+        post: operations["reorderMessagingCategories"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/categories/{categoryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Category id. */
+                categoryId: components["parameters"]["MessagingCategoryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a category
+         * @description Deletes the category for good; its channels become uncategorised (`categoryId` null) and keep their place.
+         */
+        delete: operations["deleteMessagingCategory"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a category
+         * @description Sets the name (1–80).
+         */
+        patch: operations["renameMessagingCategory"];
+        trace?: never;
+    };
+    "/api/v1/messaging/categories/{categoryId}/collapsed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Category id. */
+                categoryId: components["parameters"]["MessagingCategoryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Collapse or expand a category
+         * @description Sets `collapsed`.
+         */
+        patch: operations["setMessagingCategoryCollapsed"];
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/{spaceId}/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the channels of a space
+         * @description The live channels of the space, in their order (one order across categories).
+         */
+        get: operations["listMessagingChannels"];
+        put?: never;
+        /**
+         * Create a channel
+         * @description Adds a channel at the end of the space's list. `categoryId` null or omitted: uncategorised;
+         *     otherwise a category of this space (another space's, or an unknown one: 400). `channelType` is
+         *     `text` unless given. At most 500 live channels per space (400 beyond).
+         */
+        post: operations["createMessagingChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/{spaceId}/channels/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reorder the channels of a space
+         * @description Takes every live channel of the space exactly once, in the new order; anything else is a 400 and nothing changes.
+         */
+        post: operations["reorderMessagingChannels"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Archive a channel
+         * @description Archives the channel: it leaves lists and bootstrap and answers 404 by id from then on (its
+         *     messages, pins and read state included). The messages stay stored (encrypted).
+         */
+        delete: operations["archiveMessagingChannel"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a channel
+         * @description Partial update of name and topic (null clears it).
+         */
+        patch: operations["updateMessagingChannel"];
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/move": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Move a channel to a category
+         * @description `categoryId`: a category of the same space, or null for uncategorised. Another space’s category (or an unknown one) is a 400.
+         */
+        patch: operations["moveMessagingChannel"];
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A page of messages, newest first
+         * @description Without a cursor the newest messages; with `beforeCreatedAt` and `beforeId` (both or neither, else
+         *     400) the ones older than that key. Keyset pages on (createdAt, id): a deep page costs what the first does. Deleted messages are
+         *     omitted (no tombstones); a reply to one shows `replyTo.deleted: true`.
+         */
+        get: operations["listMessages"];
+        put?: never;
+        /**
+         * Send a message
+         * @description Posts as `memberId`, which must be a live, non-archived member of the caller (else 400).
+         *     `content` (1–4000 characters) is encrypted at rest. `replyToMessageId` must be a live message of the
+         *     same channel (else 400). Mentions are written `<@memberId>`; those naming a member who may be
+         *     mentioned in the channel (a live, non-archived member of the account; of the space's side system
+         *     when it has one) become `mentions`, others stay plain text. Attachments and GIFs are not built yet.
+         *
+         *     `clientMutationId` makes the send idempotent per account: a retry, even concurrent, returns the
+         *     first message with 200 instead of 201 and creates nothing. The same id on another channel, or
+         *     whose message was deleted, is a 409.
+         *
+         *     Link previews are not fetched yet: `linkPreviews` is always empty.
+         */
+        post: operations["sendMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/messages/newer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Messages newer than a key
+         * @description The `limit` messages right after (`afterCreatedAt`, `afterId`), newest first, with the cursor of
+         *     the following newer page. Keyset pages on (createdAt, id): a deep page costs what the first does. Deleted messages are
+         *     omitted (no tombstones); a reply to one shows `replyTo.deleted: true`.
+         */
+        get: operations["listNewerMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/messages/around": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Messages around one message
+         * @description The anchor (a live message of the channel; otherwise 404) with up to `beforeLimit` older and
+         *     `afterLimit` newer messages (each 1–100, default 25), newest first, and cursors to continue either
+         *     way. Keyset pages on (createdAt, id): a deep page costs what the first does. Deleted messages are
+         *     omitted (no tombstones); a reply to one shows `replyTo.deleted: true`.
+         */
+        get: operations["listMessagesAround"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/messages/{messageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Message id. */
+                messageId: components["parameters"]["MessagingMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a message
+         * @description Soft delete: the message leaves pages and pins, answers 404 by id, no longer counts as unread,
+         *     and replies to it show `replyTo.deleted: true`. Same author rule as edit.
+         */
+        delete: operations["deleteMessage"];
+        options?: never;
+        head?: never;
+        /**
+         * Edit a message
+         * @description Replaces the text (1–4000), sets `editedAt` and re-reads the mentions. Author rule: the account
+         *     is the author, so any key of the account that posted the message may edit it (with
+         *     `messaging:read_write`); another account's message is a 404, never a 403. A deleted message is 404.
+         */
+        patch: operations["editMessage"];
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/pins": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Pinned messages of a channel
+         * @description Full messages, most recently pinned first.
+         */
+        get: operations["listMessagingPins"];
+        put?: never;
+        /**
+         * Pin a message
+         * @description `messageId` must be a live message of this channel (else 400). Pinning a pinned message changes nothing. At most 50 pins per channel (400 beyond).
+         */
+        post: operations["pinMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/pins/{messageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+                /** @description Message id. */
+                messageId: components["parameters"]["MessagingMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Unpin a message
+         * @description Removes the pin; unpinning a message that is not pinned changes nothing. 404 when the message is not a live message of this channel.
+         */
+        delete: operations["unpinMessage"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/channels/{channelId}/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark a channel read
+         * @description Without a body (or without `lastReadMessageId`): everything in the channel is read and its
+         *     unread count becomes 0. With `lastReadMessageId` (a live message of this channel, else 400): the
+         *     read marker moves to that message (also backwards) and the unread count becomes the number of
+         *     live messages after it. Sending a message does not move the marker.
+         */
+        post: operations["markMessagingChannelRead"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/mentions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Members mentionable in a channel
+         * @description Members that may be mentioned in the channel (live, non-archived members of the account; of the
+         *     space's side system when it has one), by name. `query` (at most 40 characters) keeps those whose
+         *     name or display name contains it, case-insensitively. An unknown or archived channel is 404.
+         */
+        get: operations["listMessagingMentionables"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/preferences/chat-as": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Which member the account posts as
+         * @description The member chosen for the channel when `channelId` is given and has its own choice, else the
+         *     space's choice, else none (`memberId` null, `source` none). A choice whose member has since been
+         *     trashed or archived reads as none. `spaceId` must be a live space of the caller and `channelId` a
+         *     live channel of it (else 404).
+         */
+        get: operations["getMessagingChatAs"];
+        /**
+         * Choose which member to post as
+         * @description Stores the choice for the space, or for one of its channels with `channelId`. `spaceId` must be
+         *     a live space, `channelId` a live channel of it and `memberId` a live, non-archived member of the
+         *     caller; otherwise 400.
+         */
+        put: operations["setMessagingChatAs"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/preferences/chat-as-members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Members the account can post as
+         * @description Every live, non-archived member of the account, by name.
+         */
+        get: operations["listMessagingChatAsMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/preferences/last-viewed-route": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The last viewed space and channel
+         * @description Null ids when never set, or when the space or channel has since been archived.
+         */
+        get: operations["getMessagingLastViewedRoute"];
+        /**
+         * Store the last viewed space and channel
+         * @description Both keys are required and nullable. A set id must be a live space / live channel of the caller,
+         *     and the channel must belong to the space (else 400).
+         */
+        put: operations["setMessagingLastViewedRoute"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/preferences/emoji": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Emoji picker settings
+         * @description Schema version 1; defaults (`default` skin tone, empty lists) until set.
+         */
+        get: operations["getMessagingEmojiPreferences"];
+        /**
+         * Replace the emoji picker settings
+         * @description The whole version-1 document (strict).
+         */
+        put: operations["setMessagingEmojiPreferences"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/preferences/gif": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GIF picker settings
+         * @description Schema version 1; defaults (`medium` filter, provider locale, autoplay on) until set.
+         */
+        get: operations["getMessagingGifPreferences"];
+        /**
+         * Replace the GIF picker settings
+         * @description The whole version-1 document (strict).
+         */
+        put: operations["setMessagingGifPreferences"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/trash": {
         parameters: {
             query?: never;
@@ -3871,6 +4514,353 @@ export interface components {
             /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e */
             avatarUrl: string | null;
         };
+        MessagingSpace: {
+            id: components["schemas"]["Uuid"];
+            /** @example Household */
+            name: string;
+            /** @example Day-to-day coordination */
+            description: string | null;
+            /**
+             * @description Resolved icon URL. Always null in this version (space icons are not built yet).
+             * @example null
+             */
+            iconUrl: string | null;
+            /**
+             * Format: uuid
+             * @description The side system the space belongs to, or null.
+             * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+             */
+            sideSystemId: string | null;
+            /**
+             * @description Place in the account's space list (0 first).
+             * @example 0
+             */
+            position: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateMessagingSpaceRequest: {
+            /** @example Household */
+            name: string;
+            /** @example Day-to-day coordination */
+            description?: string | null;
+            /**
+             * Format: uuid
+             * @description A live side system of the caller, or null for none.
+             * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+             */
+            sideSystemId?: string | null;
+        };
+        UpdateMessagingSpaceRequest: {
+            /** @example Home */
+            name?: string;
+            /** @example Everything about the flat */
+            description?: string | null;
+            /**
+             * Format: uuid
+             * @description A live side system of the caller, or null for none.
+             * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+             */
+            sideSystemId?: string | null;
+        };
+        ReorderMessagingSpacesRequest: {
+            /** @description Every live space of the account exactly once, in the new order. */
+            orderedSpaceIds: components["schemas"]["Uuid"][];
+        };
+        MessagingCategory: {
+            id: components["schemas"]["Uuid"];
+            spaceId: components["schemas"]["Uuid"];
+            /** @example Planning */
+            name: string;
+            /** @example false */
+            collapsed: boolean;
+            /** @example 0 */
+            position: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        MessagingCategoryNameRequest: {
+            /** @example Planning */
+            name: string;
+        };
+        MessagingCategoryCollapsedRequest: {
+            /** @example true */
+            collapsed: boolean;
+        };
+        ReorderMessagingCategoriesRequest: {
+            /** @description Every category of the space exactly once, in the new order. */
+            orderedCategoryIds: components["schemas"]["Uuid"][];
+        };
+        /**
+         * @example text
+         * @enum {string}
+         */
+        MessagingChannelType: "text" | "media";
+        MessagingChannel: {
+            id: components["schemas"]["Uuid"];
+            spaceId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description Null: uncategorised.
+             * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+             */
+            categoryId: string | null;
+            /** @example groceries */
+            name: string;
+            /** @example What we need from the shop */
+            topic: string | null;
+            channelType: components["schemas"]["MessagingChannelType"];
+            /**
+             * @description Place among the space's channels (0 first), whatever their category.
+             * @example 0
+             */
+            position: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateMessagingChannelRequest: {
+            /** @example groceries */
+            name: string;
+            /**
+             * Format: uuid
+             * @description A category of the same space, or null for uncategorised.
+             * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+             */
+            categoryId?: string | null;
+            /** @example What we need from the shop */
+            topic?: string | null;
+            channelType?: components["schemas"]["MessagingChannelType"];
+        };
+        UpdateMessagingChannelRequest: {
+            /** @example shopping */
+            name?: string;
+            /** @example Shop runs and lists */
+            topic?: string | null;
+        };
+        MoveMessagingChannelRequest: {
+            /**
+             * Format: uuid
+             * @description A category of the same space, or null for uncategorised.
+             * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+             */
+            categoryId: string | null;
+        };
+        ReorderMessagingChannelsRequest: {
+            /** @description Every live channel of the space exactly once, in the new order. */
+            orderedChannelIds: components["schemas"]["Uuid"][];
+        };
+        MessagingBootstrap: {
+            spaces: components["schemas"]["MessagingSpace"][];
+            /** @description The categories of every listed space, by space then position. */
+            categories: components["schemas"]["MessagingCategory"][];
+            /** @description The live channels of every listed space, by space then position. */
+            channels: components["schemas"]["MessagingChannel"][];
+            /** @description Channel id → live messages newer than the account's read marker, for every listed channel. */
+            unreadByChannelId: {
+                [key: string]: number;
+            };
+            /**
+             * Format: uuid
+             * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+             */
+            lastSpaceId: string | null;
+            /**
+             * Format: uuid
+             * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+             */
+            lastChannelId: string | null;
+        };
+        /** @description A member mentioned in the text with `<@memberId>`, in order of first appearance. */
+        MessageMention: {
+            memberId: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+            /**
+             * @description Empty when the member has none.
+             * @example Rob
+             */
+            displayName: string;
+        };
+        /** @description The message this one replies to. */
+        MessageReplyRef: {
+            messageId: components["schemas"]["Uuid"];
+            authorMemberId: components["schemas"]["Uuid"];
+            /**
+             * @description The first 200 characters of its text; null once it is deleted.
+             * @example Who is cooking tonight?
+             */
+            excerpt: string | null;
+            /** @example false */
+            deleted: boolean;
+        };
+        Message: {
+            id: components["schemas"]["Uuid"];
+            channelId: components["schemas"]["Uuid"];
+            authorMemberId: components["schemas"]["Uuid"];
+            /**
+             * @description Media URL of the author's avatar; null without one.
+             * @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e
+             */
+            authorMemberAvatarUrl: string | null;
+            /**
+             * @description The decrypted text.
+             * @example <@2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718> we are out of milk
+             */
+            content: string;
+            createdAt: components["schemas"]["EpochMs"];
+            editedAt: components["schemas"]["NullableEpochMs"];
+            /** @description Always empty in this version (attachments are not built yet). */
+            attachments: Record<string, never>[];
+            /** @description Always empty in this version (link previews are not fetched yet). */
+            linkPreviews: Record<string, never>[];
+            mentions: components["schemas"]["MessageMention"][];
+            replyTo: components["schemas"]["MessageReplyRef"] | null;
+        };
+        MessagePageCursor: {
+            beforeCreatedAt: components["schemas"]["EpochMs"];
+            beforeId: components["schemas"]["Uuid"];
+        };
+        MessageNewerCursor: {
+            afterCreatedAt: components["schemas"]["EpochMs"];
+            afterId: components["schemas"]["Uuid"];
+        };
+        MessagePage: {
+            /** @description Newest first. */
+            items: components["schemas"]["Message"][];
+            /** @description Pass as `beforeCreatedAt` and `beforeId` for the next (older) page; null at the oldest message. */
+            nextCursor: components["schemas"]["MessagePageCursor"] | null;
+            /** @description The channel's pinned messages, most recently pinned first. */
+            pinnedMessageIds: components["schemas"]["Uuid"][];
+        };
+        MessageNewerPage: {
+            /** @description The messages right after the cursor, newest first. */
+            items: components["schemas"]["Message"][];
+            /** @description Pass as `afterCreatedAt` and `afterId` for the following newer page; null when these are the newest. */
+            nextCursor: components["schemas"]["MessageNewerCursor"] | null;
+            pinnedMessageIds: components["schemas"]["Uuid"][];
+        };
+        MessageAroundPage: {
+            /** @description Up to `afterLimit` newer messages, the anchor, then up to `beforeLimit` older ones; newest first. */
+            items: components["schemas"]["Message"][];
+            /** @description For GET …/messages when older messages exist; null otherwise. */
+            olderCursor: components["schemas"]["MessagePageCursor"] | null;
+            /** @description For GET …/messages/newer when newer messages exist; null otherwise. */
+            newerCursor: components["schemas"]["MessageNewerCursor"] | null;
+            pinnedMessageIds: components["schemas"]["Uuid"][];
+        };
+        SendMessageRequest: {
+            memberId: components["schemas"]["Uuid"];
+            /**
+             * @description The text; `<@memberId>` mentions a member.
+             * @example We are out of milk
+             */
+            content: string;
+            replyToMessageId?: components["schemas"]["Uuid"];
+            /**
+             * @description Idempotency key, unique per account; a retry returns the first message.
+             * @example web-7f3a2c-0042
+             */
+            clientMutationId?: string;
+        };
+        EditMessageRequest: {
+            /** @example We are out of oat milk */
+            content: string;
+        };
+        PinMessageRequest: {
+            messageId: components["schemas"]["Uuid"];
+        };
+        MarkChannelReadRequest: {
+            lastReadMessageId?: components["schemas"]["Uuid"];
+        };
+        MessagingMemberOption: {
+            memberId: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+            /** @example Rob */
+            displayName: string;
+            /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e */
+            avatarUrl: string | null;
+        };
+        ChatAsPreference: {
+            spaceId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description The channel asked about, or null.
+             * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+             */
+            channelId: string | null;
+            /**
+             * Format: uuid
+             * @description The member to post as; null when none is chosen (or it was trashed or archived).
+             * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+             */
+            memberId: string | null;
+            /**
+             * @description Where the member came from (the channel's own choice, the space's, or none).
+             * @example space
+             * @enum {string}
+             */
+            source: "channel" | "space" | "none";
+        };
+        SetChatAsRequest: {
+            spaceId: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description Set the choice for this channel of the space only; omitted or null: for the whole space.
+             * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+             */
+            channelId?: string | null;
+            memberId: components["schemas"]["Uuid"];
+        };
+        LastViewedRoute: {
+            /**
+             * Format: uuid
+             * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+             */
+            lastSpaceId: string | null;
+            /**
+             * Format: uuid
+             * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+             */
+            lastChannelId: string | null;
+        };
+        /** @description Emoji picker settings, schema version 1. */
+        EmojiPreferences: {
+            /**
+             * @example 1
+             * @enum {integer}
+             */
+            version: 1;
+            /**
+             * @example default
+             * @enum {string}
+             */
+            skinTone: "default" | "light" | "medium_light" | "medium" | "medium_dark" | "dark";
+            /** @description Recently used emoji, most recent first. */
+            recent: string[];
+            favorites: string[];
+        };
+        /** @description GIF picker settings, schema version 1. */
+        GifPreferences: {
+            /**
+             * @example 1
+             * @enum {integer}
+             */
+            version: 1;
+            /**
+             * @description The provider's content rating filter (`high` is the strictest).
+             * @example medium
+             * @enum {string}
+             */
+            contentFilter: "off" | "low" | "medium" | "high";
+            /**
+             * @description Language (and region) of search results, e.g. `en_US`; null for the provider's default.
+             * @example en_US
+             */
+            locale: string | null;
+            /** @example true */
+            autoplay: boolean;
+        };
         HealthStatus: {
             /**
              * @example ok
@@ -4745,6 +5735,24 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The API key lacks the `messaging` scope at `read`. */
+        ForbiddenMessagingRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `messaging` scope at `read_write`. */
+        ForbiddenMessagingReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key lacks the `members` scope at `read`. */
         ForbiddenMembersRead: {
             headers: {
@@ -4965,6 +5973,42 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Space does not exist, is archived or deleted, or is not the caller’s. */
+        NotFoundMessagingSpace: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Category does not exist, is archived or deleted, or is not the caller’s. */
+        NotFoundMessagingCategory: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Channel (or its space) does not exist, is archived or deleted, or is not the caller’s. */
+        NotFoundMessagingChannel: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Message does not exist, is archived or deleted, or is not the caller’s. */
+        NotFoundMessage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Member does not exist, is in the trash, or is not the caller’s. */
         NotFoundMember: {
             headers: {
@@ -5136,6 +6180,16 @@ export interface components {
         MediaKindQuery: components["schemas"]["MediaKind"];
         /** @description Cache-busting version carried by media URLs; ignored by the server. */
         MediaVersionQuery: string;
+        /** @description Space id. */
+        MessagingSpaceIdPath: components["schemas"]["Uuid"];
+        /** @description Category id. */
+        MessagingCategoryIdPath: components["schemas"]["Uuid"];
+        /** @description Channel id. */
+        MessagingChannelIdPath: components["schemas"]["Uuid"];
+        /** @description Message id. */
+        MessagingMessageIdPath: components["schemas"]["Uuid"];
+        /** @description Page size, 1–150 (default 50). */
+        MessagesLimit: number;
         /** @description Side system id. */
         SideSystemIdPath: components["schemas"]["Uuid"];
         /** @description Sub system id. */
@@ -8882,6 +9936,1567 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenEntriesRead"];
             404: components["responses"]["NotFoundImage"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMessagingBootstrap: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The chat state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingBootstrap"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagingSpaces: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Spaces. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingSpace"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createMessagingSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMessagingSpaceRequest"];
+            };
+        };
+        responses: {
+            /** @description The new space. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingSpace"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    reorderMessagingSpaces: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderMessagingSpacesRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    archiveMessagingSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateMessagingSpace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateMessagingSpaceRequest"];
+            };
+        };
+        responses: {
+            /** @description The space. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingSpace"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagingCategories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Categories. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingCategory"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createMessagingCategory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessagingCategoryNameRequest"];
+            };
+        };
+        responses: {
+            /** @description The new category. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingCategory"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    reorderMessagingCategories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderMessagingCategoriesRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteMessagingCategory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Category id. */
+                categoryId: components["parameters"]["MessagingCategoryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingCategory"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    renameMessagingCategory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Category id. */
+                categoryId: components["parameters"]["MessagingCategoryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessagingCategoryNameRequest"];
+            };
+        };
+        responses: {
+            /** @description The category. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingCategory"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingCategory"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMessagingCategoryCollapsed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Category id. */
+                categoryId: components["parameters"]["MessagingCategoryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MessagingCategoryCollapsedRequest"];
+            };
+        };
+        responses: {
+            /** @description The category. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingCategory"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingCategory"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagingChannels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Channels. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingChannel"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createMessagingChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMessagingChannelRequest"];
+            };
+        };
+        responses: {
+            /** @description The new channel. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingChannel"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    reorderMessagingChannels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Space id. */
+                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderMessagingChannelsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingSpace"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    archiveMessagingChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateMessagingChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateMessagingChannelRequest"];
+            };
+        };
+        responses: {
+            /** @description The channel. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingChannel"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    moveMessagingChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MoveMessagingChannelRequest"];
+            };
+        };
+        responses: {
+            /** @description The channel. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingChannel"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessages: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–150 (default 50). */
+                limit?: components["parameters"]["MessagesLimit"];
+                /** @description With beforeId: list messages older than this key. */
+                beforeCreatedAt?: components["schemas"]["EpochMs"];
+                /** @description With beforeCreatedAt. */
+                beforeId?: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagePage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    sendMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description A retry with a known clientMutationId; the first message, nothing new created. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            /** @description The new message, decrypted. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            /** @description The request clashes with existing data. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listNewerMessages: {
+        parameters: {
+            query: {
+                /** @description Page size, 1–150 (default 50). */
+                limit?: components["parameters"]["MessagesLimit"];
+                /** @description List messages newer than this key (with afterId). */
+                afterCreatedAt: components["schemas"]["EpochMs"];
+                /** @description With afterCreatedAt. */
+                afterId: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newer messages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageNewerPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagesAround: {
+        parameters: {
+            query: {
+                /** @description The message to centre on. */
+                anchorMessageId: components["schemas"]["Uuid"];
+                /** @description Older messages, 1–100. */
+                beforeLimit?: number;
+                /** @description Newer messages, 1–100. */
+                afterLimit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The messages around the anchor. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageAroundPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            /** @description A named resource does not exist, is archived or deleted, or is not the caller's. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Message id. */
+                messageId: components["parameters"]["MessagingMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessage"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    editMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Message id. */
+                messageId: components["parameters"]["MessagingMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EditMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The message. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessage"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagingPins: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Pinned messages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Message"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    pinMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PinMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    unpinMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+                /** @description Message id. */
+                messageId: components["parameters"]["MessagingMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            /** @description A named resource does not exist, is archived or deleted, or is not the caller's. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    markMessagingChannelRead: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Channel id. */
+                channelId: components["parameters"]["MessagingChannelIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MarkChannelReadRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagingMentionables: {
+        parameters: {
+            query: {
+                /** @description The channel. */
+                channelId: components["schemas"]["Uuid"];
+                /** @description Text the name or display name contains. */
+                query?: string;
+                /** @description At most this many, 1–15. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingMemberOption"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingChannel"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMessagingChatAs: {
+        parameters: {
+            query: {
+                /** @description The space. */
+                spaceId: components["schemas"]["Uuid"];
+                /** @description A channel of the space. */
+                channelId?: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The choice. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatAsPreference"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            /** @description A named resource does not exist, is archived or deleted, or is not the caller's. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMessagingChatAs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetChatAsRequest"];
+            };
+        };
+        responses: {
+            /** @description The choice. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChatAsPreference"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listMessagingChatAsMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingMemberOption"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMessagingLastViewedRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The route. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LastViewedRoute"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMessagingLastViewedRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LastViewedRoute"];
+            };
+        };
+        responses: {
+            /** @description The route. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LastViewedRoute"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMessagingEmojiPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmojiPreferences"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMessagingEmojiPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmojiPreferences"];
+            };
+        };
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmojiPreferences"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMessagingGifPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifPreferences"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setMessagingGifPreferences: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GifPreferences"];
+            };
+        };
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifPreferences"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

@@ -77,6 +77,22 @@ export interface Config {
   embeddedSharedBuffers: string;
   /** Embedded database only: V8 set for a small footprint (baseline-compiled WebAssembly, tighter heap growth). */
   embeddedV8LowMemory: boolean;
+  /**
+   * Keys that encrypt message text at rest (MESSAGE_ENCRYPTION_KEYS: `id:base64key,…`, 32-byte keys,
+   * the first is the primary that new writes use). Empty when unset: the runtime then generates one
+   * into DATA_DIR on the embedded default and refuses to start with DATABASE_URL.
+   */
+  messageEncryptionKeys: MessageKey[];
+  /** Messages one re-encryption batch rewrites after a key rotation (one transaction per batch). */
+  messageReencryptBatchSize: number;
+}
+
+/** One key of the message keyring. */
+export interface MessageKey {
+  /** Stored with each ciphertext, so a read finds the key it was written with. */
+  id: string;
+  /** 32 bytes (AES-256). */
+  key: Buffer;
 }
 
 export interface S3Config {
@@ -186,6 +202,26 @@ function publicUrl(env: Env, name: string): string | undefined {
   return raw.replace(/\/+$/, '');
 }
 
+const MESSAGE_KEY_ID = /^[A-Za-z0-9_.-]{1,32}$/;
+
+/** `id:base64key,…` (base64 or base64url of exactly 32 bytes); the first entry is the primary key. */
+export function parseMessageKeys(raw: string | undefined, name = 'MESSAGE_ENCRYPTION_KEYS'): MessageKey[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  const keys: MessageKey[] = [];
+  for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const colon = part.indexOf(':');
+    const id = colon > 0 ? part.slice(0, colon) : '';
+    const encoded = part.slice(colon + 1);
+    if (!MESSAGE_KEY_ID.test(id)) throw new ConfigError(`${name}: each entry must be <id>:<base64 key> with an id of 1-32 characters A-Z a-z 0-9 _ . -`);
+    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded)) throw new ConfigError(`${name}: the key of "${id}" is not base64`);
+    const key = Buffer.from(encoded.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+    if (key.length !== 32) throw new ConfigError(`${name}: the key of "${id}" must be 32 bytes (base64 of 32 random bytes), got ${key.length}`);
+    if (keys.some((k) => k.id === id)) throw new ConfigError(`${name}: key id "${id}" appears twice`);
+    keys.push({ id, key });
+  }
+  return keys;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -257,5 +293,7 @@ export function loadConfig(env: Env = process.env): Config {
     jobPollIntervalMs: int(env, 'JOB_POLL_INTERVAL_MS', 1_000, 10, 60_000),
     embeddedSharedBuffers: memorySize(env, 'EMBEDDED_SHARED_BUFFERS', '16MB'),
     embeddedV8LowMemory: bool(env, 'EMBEDDED_V8_LOW_MEMORY', true),
+    messageEncryptionKeys: parseMessageKeys(env.MESSAGE_ENCRYPTION_KEYS),
+    messageReencryptBatchSize: int(env, 'MESSAGE_REENCRYPT_BATCH_SIZE', 500, 1, 10_000),
   };
 }

@@ -7,6 +7,7 @@ import { frontHandlers } from './features/front/handlers.ts';
 import { friendsHandlers } from './features/friends/handlers.ts';
 import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
+import { messagingHandlers } from './features/messaging/handlers.ts';
 import { meHandlers } from './features/me/handlers.ts';
 import { membersHandlers } from './features/members/handlers.ts';
 import { systemsHandlers } from './features/systems/handlers.ts';
@@ -27,6 +28,7 @@ export const handlers = {
   ...groupsHandlers,
   ...customFieldsHandlers,
   ...memberStatusesHandlers,
+  ...messagingHandlers,
   ...entriesHandlers,
   ...trashHandlers,
   ...terminologyHandlers,

@@ -13,6 +13,8 @@ import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
+import { defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
+import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
 import { createObjectStorage } from './storage/index.ts';
@@ -134,8 +136,16 @@ function resolveAdminToken(config: Config, embeddedDir: string | 'memory' | unde
   return { token, source: 'generated' };
 }
 
-export async function createRuntime(config: Config, options: RuntimeOptions): Promise<Runtime> {
-  const embeddedDir = options.embeddedDir ?? config.dataDir;
+export async function createRuntime(configured: Config, options: RuntimeOptions): Promise<Runtime> {
+  const embeddedDir = options.embeddedDir ?? configured.dataDir;
+  // Message text is never stored in clear: no key, no start (server/crypto/messageCipher.ts).
+  let config: Config;
+  try {
+    config = { ...configured, messageEncryptionKeys: resolveMessageKeys(configured.messageEncryptionKeys, { databaseUrl: configured.databaseUrl, dataDir: embeddedDir }) };
+  } catch (err) {
+    if (err instanceof MessageKeysMissingError) throw new StartupError(err.message, { cause: err });
+    throw err;
+  }
   const databaseError = (err: unknown) => {
     if (err instanceof DataDirLockedError || err instanceof StartupError) return err;
     const what = config.databaseUrl
@@ -209,6 +219,7 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
   // backoff like any job; the next slot of the schedule comes regardless.
   jobs.define('trash_retention', async () => void (await trashRetention.runOnce()), { maxAttempts: 3 });
   if (maintenance) jobs.define('embedded_maintenance', () => maintenance.runOnce(), { maxAttempts: 1 });
+  defineMessageReencryption(jobs, { db: db.knex, config: () => deps.config, logger: options.logger });
   defineStorageGc(jobs, { db: db.knex, storage: deps.storage, clock, logger: options.logger, graceMs: config.storageGcGraceMs });
   return {
     deps,
@@ -230,6 +241,8 @@ export async function createRuntime(config: Config, options: RuntimeOptions): Pr
       }
       // Expired staged uploads and unreferenced re-hosted note images (server/storage/gc.ts).
       await scheduleStorageGc(jobs, { enabled: deps.storage !== null, intervalMs: config.storageGcIntervalMs, firstRunAfter: now + config.storageGcIntervalMs });
+      // Rows still under an older message key after a rotation (MESSAGE_ENCRYPTION_KEYS).
+      await queueMessageReencryption(jobs, db.knex, deps.config);
       jobs.start();
     },
     close: async () => {

@@ -99,6 +99,24 @@ const RECIPES: Record<string, Recipe> = {
   fontId: {
     create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-fonts', { name: label('Font'), sourceUrl: 'https://fonts.example.org/fuzz.woff2' })),
   },
+  // Messaging: categories, channels and messages go into the shared space (and channel), so ids
+  // that must belong together (a channel and its message, a space and its channel) do.
+  spaceId: { create: async (f) => idOf(await f.api('POST', '/api/v1/messaging/spaces', { name: label('Space') })) },
+  categoryId: {
+    create: async (f) => idOf(await f.api('POST', `/api/v1/messaging/spaces/${f.shared('spaceId') ?? (await RECIPES.spaceId!.create(f))}/categories`, { name: label('Category') })),
+  },
+  channelId: {
+    create: async (f) => idOf(await f.api('POST', `/api/v1/messaging/spaces/${f.shared('spaceId') ?? (await RECIPES.spaceId!.create(f))}/channels`, { name: label('channel') })),
+  },
+  messageId: {
+    create: async (f) =>
+      idOf(
+        await f.api('POST', `/api/v1/messaging/channels/${f.shared('channelId') ?? (await RECIPES.channelId!.create(f))}/messages`, {
+          memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)),
+          content: label('Message'),
+        }),
+      ),
+  },
 };
 
 export class Fixtures {

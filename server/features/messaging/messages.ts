@@ -1,0 +1,318 @@
+/** Messages: send (idempotent), edit, delete, pages, pins, read markers, mentions (docs/messaging.md). */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, conflict, notFound } from '../../core/errors.ts';
+import { MessageCipher } from '../../crypto/messageCipher.ts';
+import { toMemberSummary, type MediaRef } from '../members/index.ts';
+import { jsonValue, oneMessage, pageAfter, pageBefore, pageFirst, pageUpTo, pinnedMessages, type MessageReadRow } from './repo.ts';
+import { liveChannel } from './structure.ts';
+
+type Schemas = components['schemas'];
+type Message = Schemas['Message'];
+
+/** Pins per channel. */
+const MAX_PINS = 50;
+/** Distinct mentions kept per message. */
+const MAX_MENTIONS = 50;
+const EXCERPT = 200;
+/** `<@memberId>`: the one mention syntax. */
+const MENTION = /<@([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})>/g;
+
+const cipherOf = (ctx: ServiceContext) => new MessageCipher(ctx.config.messageEncryptionKeys);
+const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+
+function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
+  const id = row.id!;
+  const content = cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
+  let replyTo: Message['replyTo'] = null;
+  if (row.reply_id) {
+    const deleted = row.reply_deleted_at !== null;
+    replyTo = {
+      messageId: row.reply_id,
+      authorMemberId: row.reply_author_id!,
+      excerpt: deleted ? null : [...cipher.open(row.user_id, row.reply_id, { keyId: row.reply_key_id!, data: bytes(row.reply_content_enc!) })].slice(0, EXCERPT).join(''),
+      deleted,
+    };
+  }
+  const avatar = jsonValue<MediaRef>(row.author_avatar) ?? null;
+  return {
+    id,
+    channelId: row.channel_id,
+    authorMemberId: row.author_member_id,
+    authorMemberAvatarUrl: toMemberSummary({ id: row.author_member_id, name: '', display_name: null, archived_at: null, avatar }).avatarUrl,
+    content,
+    createdAt: Number(row.created_at),
+    editedAt: row.edited_at === null ? null : Number(row.edited_at),
+    attachments: [],
+    linkPreviews: [],
+    mentions: jsonValue<Message['mentions']>(row.mentions) ?? [],
+    replyTo,
+  };
+}
+
+/** The rows of a channel read: 404 when the channel is not found, else its messages and pins. */
+function readRows(rows: MessageReadRow[]): { messages: MessageReadRow[]; pinned: string[] } {
+  if (rows.length === 0) throw notFound('Channel not found');
+  return { messages: rows.filter((r) => r.id !== null), pinned: jsonValue<string[]>(rows[0]!.pinned_ids) ?? [] };
+}
+
+// ---- pages ----
+
+export async function listMessages(ctx: ServiceContext, channelId: string, q: { limit?: number; beforeCreatedAt?: number; beforeId?: string }): Promise<Schemas['MessagePage']> {
+  const userId = ownerOf(ctx);
+  const limit = q.limit ?? 50;
+  if ((q.beforeCreatedAt === undefined) !== (q.beforeId === undefined)) throw badRequest('beforeCreatedAt and beforeId go together');
+  const rows =
+    q.beforeCreatedAt === undefined
+      ? await pageFirst(ctx.db, [limit + 1, channelId, userId])
+      : await pageBefore(ctx.db, [q.beforeCreatedAt, q.beforeId, limit + 1, channelId, userId]);
+  const { messages, pinned } = readRows(rows);
+  const cipher = cipherOf(ctx);
+  const items = messages.slice(0, limit).map((r) => toMessage(cipher, r));
+  const last = items[items.length - 1];
+  return { items, nextCursor: messages.length > limit && last ? { beforeCreatedAt: last.createdAt, beforeId: last.id } : null, pinnedMessageIds: pinned };
+}
+
+export async function listNewer(ctx: ServiceContext, channelId: string, q: { limit?: number; afterCreatedAt: number; afterId: string }): Promise<Schemas['MessageNewerPage']> {
+  const userId = ownerOf(ctx);
+  const limit = q.limit ?? 50;
+  const { messages, pinned } = readRows(await pageAfter(ctx.db, [q.afterCreatedAt, q.afterId, limit + 1, channelId, userId]));
+  const cipher = cipherOf(ctx);
+  const ascending = messages.slice(0, limit).map((r) => toMessage(cipher, r));
+  const newest = ascending[ascending.length - 1];
+  return {
+    items: ascending.reverse(),
+    nextCursor: messages.length > limit && newest ? { afterCreatedAt: newest.createdAt, afterId: newest.id } : null,
+    pinnedMessageIds: pinned,
+  };
+}
+
+export async function listAround(ctx: ServiceContext, channelId: string, q: { anchorMessageId: string; beforeLimit?: number; afterLimit?: number }): Promise<Schemas['MessageAroundPage']> {
+  const userId = ownerOf(ctx);
+  const beforeLimit = q.beforeLimit ?? 25;
+  const afterLimit = q.afterLimit ?? 25;
+  const anchorRows = readRows(await oneMessage(ctx.db, [q.anchorMessageId, channelId, userId]));
+  const anchor = anchorRows.messages[0];
+  if (!anchor) throw notFound('Message not found');
+  const key = [Number(anchor.created_at), anchor.id] as const;
+  // The anchor and older (the anchor comes first), then newer.
+  const older = readRows(await pageUpTo(ctx.db, [...key, beforeLimit + 2, channelId, userId]));
+  const newer = readRows(await pageAfter(ctx.db, [...key, afterLimit + 1, channelId, userId]));
+  const cipher = cipherOf(ctx);
+  const olderItems = older.messages.slice(0, beforeLimit + 1).map((r) => toMessage(cipher, r));
+  const newerItems = newer.messages.slice(0, afterLimit).map((r) => toMessage(cipher, r));
+  const oldest = olderItems[olderItems.length - 1]!;
+  const newest = newerItems[newerItems.length - 1];
+  return {
+    items: [...newerItems.reverse(), ...olderItems],
+    olderCursor: older.messages.length > beforeLimit + 1 ? { beforeCreatedAt: oldest.createdAt, beforeId: oldest.id } : null,
+    newerCursor: newer.messages.length > afterLimit && newest ? { afterCreatedAt: newest.createdAt, afterId: newest.id } : null,
+    pinnedMessageIds: older.pinned,
+  };
+}
+
+async function readOne(ctx: ServiceContext, messageId: string, channelId: string): Promise<Message> {
+  const { messages } = readRows(await oneMessage(ctx.db, [messageId, channelId, ownerOf(ctx)]));
+  if (!messages[0]) throw notFound('Message not found');
+  return toMessage(cipherOf(ctx), messages[0]);
+}
+
+// ---- writes ----
+
+async function assertAuthorMember(db: Knex, userId: string, memberId: string): Promise<void> {
+  const row = await db('members').where({ id: memberId, user_id: userId }).whereNull('deleted_at').whereNull('archived_at').first('id');
+  if (!row) throw badRequest('memberId is not a live, non-archived member of this account');
+}
+
+/** Members the text mentions with `<@id>` that may be mentioned in the channel, in order of first appearance. */
+async function mentionsIn(db: Knex, userId: string, sideSystemId: string | null, content: string): Promise<string[]> {
+  const ids = [...new Set([...content.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))].slice(0, MAX_MENTIONS);
+  if (ids.length === 0) return [];
+  const q = db('members').where({ user_id: userId }).whereIn('id', ids).whereNull('deleted_at').whereNull('archived_at').select('id');
+  if (sideSystemId) q.where({ side_system_id: sideSystemId });
+  const found = new Set((await q).map((r: { id: string }) => r.id));
+  return ids.filter((id) => found.has(id));
+}
+
+interface StoredMessage {
+  id: string;
+  channel_id: string;
+  deleted_at: number | null;
+}
+
+class AlreadySent extends Error {}
+
+async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: string): Promise<Message> {
+  if (existing.channel_id !== channelId.toLowerCase() || existing.deleted_at !== null) throw conflict('clientMutationId was already used for another message');
+  return readOne(ctx, existing.id, channelId);
+}
+
+/**
+ * Sends a message. With a clientMutationId already used by the account, returns the first message
+ * (`created: false`) instead; the unique index on (account, clientMutationId) makes concurrent
+ * retries meet there, and the loser's transaction rolls back whole.
+ */
+export async function sendMessage(ctx: ServiceContext, channelId: string, input: Schemas['SendMessageRequest']): Promise<{ created: boolean; message: Message }> {
+  const userId = ownerOf(ctx);
+  const mutationId = input.clientMutationId ?? null;
+  const findExisting = async (): Promise<StoredMessage | undefined> => ctx.db('messaging_messages').where({ user_id: userId, client_mutation_id: mutationId }).first('id', 'channel_id', 'deleted_at');
+  if (mutationId !== null) {
+    const existing = await findExisting();
+    if (existing) return { created: false, message: await retried(ctx, existing, channelId) };
+  }
+  try {
+    const message = await inTransaction(ctx, async (tx) => {
+      const channel = await liveChannel(tx.db, userId, channelId, true);
+      await assertAuthorMember(tx.db, userId, input.memberId);
+      if (input.replyToMessageId !== undefined) {
+        const parent = await tx.db('messaging_messages').where({ id: input.replyToMessageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
+        if (!parent) throw badRequest('replyToMessageId is not a message of this channel');
+      }
+      const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, input.content);
+      const id = randomUUID();
+      const sealed = cipherOf(tx).seal(userId, id, input.content);
+      const seq = Number(channel.last_seq) + 1;
+      const inserted = await tx
+        .db('messaging_messages')
+        .insert({
+          id,
+          user_id: userId,
+          channel_id: channelId,
+          seq,
+          author_member_id: input.memberId,
+          key_id: sealed.keyId,
+          content_enc: sealed.data,
+          reply_to_id: input.replyToMessageId ?? null,
+          mention_member_ids: mentions,
+          client_mutation_id: mutationId,
+          created_at: tx.now,
+        })
+        .onConflict(tx.db.raw('(user_id, client_mutation_id) where client_mutation_id is not null'))
+        .ignore()
+        .returning('id');
+      if (inserted.length === 0) throw new AlreadySent();
+      await tx.db('messaging_channels').where({ id: channelId }).update({ last_seq: seq, unread_count: tx.db.raw('unread_count + 1') });
+      return readOne(tx, id, channelId);
+    });
+    return { created: true, message };
+  } catch (err) {
+    if (!(err instanceof AlreadySent)) throw err;
+    const existing = await findExisting();
+    if (!existing) throw err;
+    return { created: false, message: await retried(ctx, existing, channelId) };
+  }
+}
+
+/** A live message of the account in a live channel, with that channel locked; else 404. */
+async function lockMessage(tx: ServiceContext, messageId: string) {
+  const userId = ownerOf(tx);
+  const row = await tx.db('messaging_messages').where({ id: messageId, user_id: userId }).whereNull('deleted_at').first('id', 'channel_id', 'seq');
+  if (!row) throw notFound('Message not found');
+  let channel;
+  try {
+    channel = await liveChannel(tx.db, userId, row.channel_id as string, true);
+  } catch {
+    throw notFound('Message not found');
+  }
+  const locked = await tx.db('messaging_messages').where({ id: messageId }).whereNull('deleted_at').forUpdate().first('id', 'seq');
+  if (!locked) throw notFound('Message not found');
+  // The stored id (canonical lower case), whatever case the path wrote it in.
+  return { channel, id: locked.id as string, seq: Number(locked.seq) };
+}
+
+/**
+ * Author rule: the account is the author of every message in its channels, so any key of the
+ * account with messaging:read_write may edit or delete them; another account's message is 404.
+ */
+export async function editMessage(ctx: ServiceContext, messageId: string, content: string): Promise<Message> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    const { channel, id } = await lockMessage(tx, messageId);
+    const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
+    const sealed = cipherOf(tx).seal(userId, id, content);
+    await tx.db('messaging_messages').where({ id }).update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
+    return readOne(tx, id, channel.id);
+  });
+}
+
+export async function deleteMessage(ctx: ServiceContext, messageId: string): Promise<void> {
+  await inTransaction(ctx, async (tx) => {
+    const { channel, seq } = await lockMessage(tx, messageId);
+    await tx.db('messaging_messages').where({ id: messageId }).update({ deleted_at: tx.now });
+    await tx.db('messaging_pins').where({ channel_id: channel.id, message_id: messageId }).delete();
+    if (seq > Number(channel.read_seq)) {
+      await tx.db('messaging_channels').where({ id: channel.id }).where('unread_count', '>', 0).update({ unread_count: tx.db.raw('unread_count - 1') });
+    }
+  });
+}
+
+// ---- pins ----
+
+export async function listPins(ctx: ServiceContext, channelId: string): Promise<Message[]> {
+  const { messages } = readRows(await pinnedMessages(ctx.db, [channelId, ownerOf(ctx)]));
+  const cipher = cipherOf(ctx);
+  return messages.map((r) => toMessage(cipher, r));
+}
+
+export async function pin(ctx: ServiceContext, channelId: string, messageId: string): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    await liveChannel(tx.db, userId, channelId, true);
+    const message = await tx.db('messaging_messages').where({ id: messageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
+    if (!message) throw badRequest('messageId is not a message of this channel');
+    const pins = await tx.db('messaging_pins').where({ channel_id: channelId }).select('message_id');
+    if (pins.some((p: { message_id: string }) => p.message_id === messageId.toLowerCase())) return;
+    if (pins.length >= MAX_PINS) throw badRequest(`A channel has at most ${MAX_PINS} pinned messages`);
+    await tx.db('messaging_pins').insert({ user_id: userId, channel_id: channelId, message_id: messageId, pinned_at: tx.now });
+  });
+}
+
+export async function unpin(ctx: ServiceContext, channelId: string, messageId: string): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    await liveChannel(tx.db, userId, channelId, true);
+    const message = await tx.db('messaging_messages').where({ id: messageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
+    if (!message) throw notFound('Message not found');
+    await tx.db('messaging_pins').where({ channel_id: channelId, message_id: messageId }).delete();
+  });
+}
+
+// ---- read state ----
+
+export async function markRead(ctx: ServiceContext, channelId: string, lastReadMessageId: string | undefined): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    const channel = await liveChannel(tx.db, userId, channelId, true);
+    if (lastReadMessageId === undefined) {
+      await tx.db('messaging_channels').where({ id: channelId }).update({ read_seq: channel.last_seq, unread_count: 0 });
+      return;
+    }
+    const message = await tx.db('messaging_messages').where({ id: lastReadMessageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('seq');
+    if (!message) throw badRequest('lastReadMessageId is not a message of this channel');
+    // Counted on messaging_messages_seq: the live messages after the marker, no more.
+    const [{ n }] = (await tx.db('messaging_messages').where({ channel_id: channelId }).whereNull('deleted_at').where('seq', '>', message.seq).count('* as n')) as unknown as [{ n: number | string }];
+    await tx.db('messaging_channels').where({ id: channelId }).update({ read_seq: message.seq, unread_count: Number(n) });
+  });
+}
+
+// ---- mentions ----
+
+export async function mentionables(ctx: ServiceContext, q: { channelId: string; query?: string; limit?: number }): Promise<Schemas['MessagingMemberOption'][]> {
+  const userId = ownerOf(ctx);
+  const channel = await liveChannel(ctx.db, userId, q.channelId);
+  return memberOptions(ctx.db, userId, { sideSystemId: channel.side_system_id, query: q.query, limit: q.limit ?? 10 });
+}
+
+/** Live, non-archived members of the account by name (optionally of one side system, matching a text). */
+export async function memberOptions(db: Knex, userId: string, options: { sideSystemId?: string | null; query?: string; limit?: number }): Promise<Schemas['MessagingMemberOption'][]> {
+  const q = db('members').where({ user_id: userId }).whereNull('deleted_at').whereNull('archived_at').select('id', 'name', 'display_name', 'avatar');
+  if (options.sideSystemId) q.where({ side_system_id: options.sideSystemId });
+  const text = options.query?.trim().toLowerCase();
+  if (text) q.where((w) => w.whereRaw('strpos(lower(name), ?) > 0', [text]).orWhereRaw("strpos(lower(coalesce(display_name, '')), ?) > 0", [text]));
+  q.orderByRaw('lower(name), id');
+  if (options.limit !== undefined) q.limit(options.limit);
+  const rows = (await q) as Array<{ id: string; name: string; display_name: string | null; avatar: MediaRef | null }>;
+  return rows.map((r) => ({ memberId: r.id, name: r.name, displayName: r.display_name ?? '', avatarUrl: toMemberSummary({ ...r, archived_at: null }).avatarUrl }));
+}

@@ -1,0 +1,354 @@
+/** Spaces, categories and channels: the structure of an account's chat, and bootstrap (docs/messaging.md). */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
+import { bootstrapStatement, jsonValue } from './repo.ts';
+
+type Schemas = components['schemas'];
+export type Space = Schemas['MessagingSpace'];
+export type Category = Schemas['MessagingCategory'];
+export type Channel = Schemas['MessagingChannel'];
+
+/** Live spaces per account, categories per space, live channels per space. */
+export const LIMITS = { spaces: 100, categories: 200, channels: 500 } as const;
+
+interface SpaceRow {
+  id: string;
+  user_id: string;
+  name: string;
+  description: string | null;
+  side_system_id: string | null;
+  position: number;
+  created_at: number;
+  updated_at: number;
+  archived_at: number | null;
+}
+
+interface CategoryRow {
+  id: string;
+  user_id: string;
+  space_id: string;
+  name: string;
+  collapsed: boolean;
+  position: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ChannelRow {
+  id: string;
+  user_id: string;
+  space_id: string;
+  category_id: string | null;
+  name: string;
+  topic: string | null;
+  channel_type: 'text' | 'media';
+  position: number;
+  last_seq: number;
+  read_seq: number;
+  unread_count: number;
+  created_at: number;
+  updated_at: number;
+  archived_at: number | null;
+}
+
+const toSpace = (r: SpaceRow): Space => ({
+  id: r.id,
+  name: r.name,
+  description: r.description,
+  iconUrl: null,
+  sideSystemId: r.side_system_id,
+  position: r.position,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+const toCategory = (r: CategoryRow): Category => ({
+  id: r.id,
+  spaceId: r.space_id,
+  name: r.name,
+  collapsed: r.collapsed,
+  position: r.position,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+const toChannel = (r: ChannelRow): Channel => ({
+  id: r.id,
+  spaceId: r.space_id,
+  categoryId: r.category_id,
+  name: r.name,
+  topic: r.topic,
+  channelType: r.channel_type,
+  position: r.position,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+const spaces = (db: Knex) => db<SpaceRow>('messaging_spaces');
+const categories = (db: Knex) => db<CategoryRow>('messaging_categories');
+const channels = (db: Knex) => db<ChannelRow>('messaging_channels');
+
+/** A live space of the account (locked for the transaction with `lock`), else 404. */
+async function liveSpace(db: Knex, userId: string, id: string, lock = false): Promise<SpaceRow> {
+  const q = spaces(db).where({ id, user_id: userId }).whereNull('archived_at').first();
+  const row = await (lock ? q.forUpdate() : q);
+  if (!row) throw notFound('Space not found');
+  return row;
+}
+
+/** A category whose space is live, else 404. */
+async function liveCategory(db: Knex, userId: string, id: string): Promise<CategoryRow> {
+  const row = await categories(db)
+    .join('messaging_spaces as s', 's.id', 'messaging_categories.space_id')
+    .where({ 'messaging_categories.id': id, 'messaging_categories.user_id': userId })
+    .whereNull('s.archived_at')
+    .first('messaging_categories.*');
+  if (!row) throw notFound('Category not found');
+  return row;
+}
+
+/**
+ * A live channel in a live space, else 404 (archived channels and the channels of archived spaces
+ * are hidden like unknown ids). `lock` takes the channel row for the transaction: every write that
+ * moves the channel's sequence or read state takes it first, so those writes run one at a time.
+ */
+export async function liveChannel(db: Knex, userId: string, id: string, lock = false): Promise<ChannelRow & { side_system_id: string | null }> {
+  const q = db('messaging_channels as c')
+    .join('messaging_spaces as s', 's.id', 'c.space_id')
+    .where({ 'c.id': id, 'c.user_id': userId })
+    .whereNull('c.archived_at')
+    .whereNull('s.archived_at')
+    .first('c.*', 's.side_system_id');
+  const row = (await (lock ? q.forUpdate('c') : q)) as (ChannelRow & { side_system_id: string | null }) | undefined;
+  if (!row) throw notFound('Channel not found');
+  return row;
+}
+
+async function assertSideSystem(db: Knex, userId: string, id: string | null | undefined): Promise<void> {
+  if (id === null || id === undefined) return;
+  const row = await db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at').first('id');
+  if (!row) throw badRequest('sideSystemId is not a live side system of this account');
+}
+
+/** Positions from an exact permutation of `current`, else 400 (nothing changes). */
+function assertPermutation(ordered: readonly string[], current: readonly string[], message: string): void {
+  const set = new Set(current);
+  ordered = ordered.map((id) => id.toLowerCase());
+  if (ordered.length !== current.length || new Set(ordered).size !== ordered.length || !ordered.every((id) => set.has(id))) throw badRequest(message);
+}
+
+async function applyOrder(db: Knex, table: string, userId: string, ordered: readonly string[], now: number): Promise<void> {
+  await db.raw(
+    `update ${table} t set position = v.ord - 1, updated_at = ?
+     from unnest(?::uuid[]) with ordinality as v(id, ord)
+     where t.id = v.id and t.user_id = ?`,
+    [now, ordered as string[], userId],
+  );
+}
+
+// ---- spaces ----
+
+export async function listSpaces(ctx: ServiceContext): Promise<Space[]> {
+  const rows = await spaces(ctx.db).where({ user_id: ownerOf(ctx) }).whereNull('archived_at').orderBy([{ column: 'position' }, { column: 'id' }]);
+  return rows.map(toSpace);
+}
+
+export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMessagingSpaceRequest']): Promise<Space> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    // One space creation at a time per account: the limit and the next position hold.
+    await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
+    await assertSideSystem(tx.db, userId, input.sideSystemId);
+    const { count, next } = (await spaces(tx.db).where({ user_id: userId }).whereNull('archived_at').first(tx.db.raw('count(*)::int as count'), tx.db.raw('coalesce(max(position) + 1, 0)::int as next'))) as unknown as { count: number; next: number };
+    if (count >= LIMITS.spaces) throw badRequest(`An account has at most ${LIMITS.spaces} spaces`);
+    const row: SpaceRow = {
+      id: randomUUID(),
+      user_id: userId,
+      name: input.name.trim() || input.name,
+      description: input.description ?? null,
+      side_system_id: input.sideSystemId ?? null,
+      position: next,
+      created_at: tx.now,
+      updated_at: tx.now,
+      archived_at: null,
+    };
+    await spaces(tx.db).insert(row);
+    return toSpace(row);
+  });
+}
+
+export async function updateSpace(ctx: ServiceContext, id: string, input: Schemas['UpdateMessagingSpaceRequest']): Promise<Space> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    await liveSpace(tx.db, userId, id, true);
+    await assertSideSystem(tx.db, userId, input.sideSystemId);
+    const changes: Partial<SpaceRow> = { updated_at: tx.now };
+    if (input.name !== undefined) changes.name = input.name.trim() || input.name;
+    if (input.description !== undefined) changes.description = input.description;
+    if (input.sideSystemId !== undefined) changes.side_system_id = input.sideSystemId;
+    const [row] = await spaces(tx.db).where({ id, user_id: userId }).update(changes).returning('*');
+    return toSpace(row as SpaceRow);
+  });
+}
+
+export async function archiveSpace(ctx: ServiceContext, id: string): Promise<void> {
+  const n = await spaces(ctx.db).where({ id, user_id: ownerOf(ctx) }).whereNull('archived_at').update({ archived_at: ctx.now, updated_at: ctx.now });
+  if (n === 0) throw notFound('Space not found');
+}
+
+export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    const rows = await spaces(tx.db).where({ user_id: userId }).whereNull('archived_at').forUpdate().select('id');
+    assertPermutation(ordered, rows.map((r) => r.id), 'orderedSpaceIds must list every live space of the account exactly once');
+    await applyOrder(tx.db, 'messaging_spaces', userId, ordered, tx.now);
+  });
+}
+
+// ---- categories ----
+
+export async function listCategories(ctx: ServiceContext, spaceId: string): Promise<Category[]> {
+  const userId = ownerOf(ctx);
+  await liveSpace(ctx.db, userId, spaceId);
+  const rows = await categories(ctx.db).where({ user_id: userId, space_id: spaceId }).orderBy([{ column: 'position' }, { column: 'id' }]);
+  return rows.map(toCategory);
+}
+
+export async function createCategory(ctx: ServiceContext, spaceId: string, name: string): Promise<Category> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    await liveSpace(tx.db, userId, spaceId, true);
+    const { count, next } = (await categories(tx.db).where({ user_id: userId, space_id: spaceId }).first(tx.db.raw('count(*)::int as count'), tx.db.raw('coalesce(max(position) + 1, 0)::int as next'))) as unknown as { count: number; next: number };
+    if (count >= LIMITS.categories) throw badRequest(`A space has at most ${LIMITS.categories} categories`);
+    const row: CategoryRow = { id: randomUUID(), user_id: userId, space_id: spaceId, name: name.trim() || name, collapsed: false, position: next, created_at: tx.now, updated_at: tx.now };
+    await categories(tx.db).insert(row);
+    return toCategory(row);
+  });
+}
+
+export async function updateCategory(ctx: ServiceContext, id: string, changes: { name?: string; collapsed?: boolean }): Promise<Category> {
+  const userId = ownerOf(ctx);
+  await liveCategory(ctx.db, userId, id);
+  const update: Partial<CategoryRow> = { updated_at: ctx.now };
+  if (changes.name !== undefined) update.name = changes.name.trim() || changes.name;
+  if (changes.collapsed !== undefined) update.collapsed = changes.collapsed;
+  const [row] = await categories(ctx.db).where({ id, user_id: userId }).update(update).returning('*');
+  if (!row) throw notFound('Category not found');
+  return toCategory(row as CategoryRow);
+}
+
+export async function deleteCategory(ctx: ServiceContext, id: string): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    const category = await liveCategory(tx.db, userId, id);
+    await liveSpace(tx.db, userId, category.space_id, true);
+    // Its channels (archived ones too) become uncategorised and keep their place.
+    await channels(tx.db).where({ user_id: userId, category_id: id }).update({ category_id: null, updated_at: tx.now });
+    await categories(tx.db).where({ id, user_id: userId }).delete();
+  });
+}
+
+export async function reorderCategories(ctx: ServiceContext, spaceId: string, ordered: string[]): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    await liveSpace(tx.db, userId, spaceId, true);
+    const rows = await categories(tx.db).where({ user_id: userId, space_id: spaceId }).select('id');
+    assertPermutation(ordered, rows.map((r) => r.id), 'orderedCategoryIds must list every category of the space exactly once');
+    await applyOrder(tx.db, 'messaging_categories', userId, ordered, tx.now);
+  });
+}
+
+// ---- channels ----
+
+async function assertCategoryOfSpace(db: Knex, userId: string, spaceId: string, categoryId: string | null | undefined): Promise<void> {
+  if (categoryId === null || categoryId === undefined) return;
+  const row = await categories(db).where({ id: categoryId, user_id: userId, space_id: spaceId }).first('id');
+  if (!row) throw badRequest('categoryId is not a category of this space');
+}
+
+export async function listChannels(ctx: ServiceContext, spaceId: string): Promise<Channel[]> {
+  const userId = ownerOf(ctx);
+  await liveSpace(ctx.db, userId, spaceId);
+  const rows = await channels(ctx.db).where({ user_id: userId, space_id: spaceId }).whereNull('archived_at').orderBy([{ column: 'position' }, { column: 'id' }]);
+  return rows.map(toChannel);
+}
+
+export async function createChannel(ctx: ServiceContext, spaceId: string, input: Schemas['CreateMessagingChannelRequest']): Promise<Channel> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    await liveSpace(tx.db, userId, spaceId, true);
+    await assertCategoryOfSpace(tx.db, userId, spaceId, input.categoryId);
+    const { count, next } = (await channels(tx.db).where({ user_id: userId, space_id: spaceId }).whereNull('archived_at').first(tx.db.raw('count(*)::int as count'), tx.db.raw('coalesce(max(position) + 1, 0)::int as next'))) as unknown as { count: number; next: number };
+    if (count >= LIMITS.channels) throw badRequest(`A space has at most ${LIMITS.channels} channels`);
+    const row = {
+      id: randomUUID(),
+      user_id: userId,
+      space_id: spaceId,
+      category_id: input.categoryId ?? null,
+      name: input.name.trim() || input.name,
+      topic: input.topic ?? null,
+      channel_type: input.channelType ?? 'text',
+      position: next,
+      created_at: tx.now,
+      updated_at: tx.now,
+    };
+    await channels(tx.db).insert(row);
+    return toChannel({ ...row, last_seq: 0, read_seq: 0, unread_count: 0, archived_at: null });
+  });
+}
+
+export async function updateChannel(ctx: ServiceContext, id: string, input: Schemas['UpdateMessagingChannelRequest']): Promise<Channel> {
+  const userId = ownerOf(ctx);
+  await liveChannel(ctx.db, userId, id);
+  const changes: Partial<ChannelRow> = { updated_at: ctx.now };
+  if (input.name !== undefined) changes.name = input.name.trim() || input.name;
+  if (input.topic !== undefined) changes.topic = input.topic;
+  const [row] = await channels(ctx.db).where({ id, user_id: userId }).whereNull('archived_at').update(changes).returning('*');
+  if (!row) throw notFound('Channel not found');
+  return toChannel(row as ChannelRow);
+}
+
+export async function moveChannel(ctx: ServiceContext, id: string, categoryId: string | null): Promise<Channel> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    const channel = await liveChannel(tx.db, userId, id, true);
+    await assertCategoryOfSpace(tx.db, userId, channel.space_id, categoryId);
+    const [row] = await channels(tx.db).where({ id, user_id: userId }).update({ category_id: categoryId, updated_at: tx.now }).returning('*');
+    return toChannel(row as ChannelRow);
+  });
+}
+
+export async function archiveChannel(ctx: ServiceContext, id: string): Promise<void> {
+  const userId = ownerOf(ctx);
+  await liveChannel(ctx.db, userId, id);
+  await channels(ctx.db).where({ id, user_id: userId }).update({ archived_at: ctx.now, updated_at: ctx.now });
+}
+
+export async function reorderChannels(ctx: ServiceContext, spaceId: string, ordered: string[]): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    await liveSpace(tx.db, userId, spaceId, true);
+    const rows = await channels(tx.db).where({ user_id: userId, space_id: spaceId }).whereNull('archived_at').select('id');
+    assertPermutation(ordered, rows.map((r) => r.id), 'orderedChannelIds must list every live channel of the space exactly once');
+    await applyOrder(tx.db, 'messaging_channels', userId, ordered, tx.now);
+  });
+}
+
+// ---- bootstrap ----
+
+export async function bootstrap(ctx: ServiceContext): Promise<Schemas['MessagingBootstrap']> {
+  const userId = ownerOf(ctx);
+  const [row] = await bootstrapStatement(ctx.db, [userId, userId, userId, userId]);
+  const chans = jsonValue<Array<Channel & { unread: number }>>(row?.channels) ?? [];
+  const unreadByChannelId: Record<string, number> = {};
+  for (const c of chans) unreadByChannelId[c.id] = c.unread;
+  return {
+    spaces: jsonValue<Space[]>(row?.spaces) ?? [],
+    categories: jsonValue<Category[]>(row?.categories) ?? [],
+    channels: chans.map(({ unread: _unread, ...c }) => c),
+    unreadByChannelId,
+    lastSpaceId: row?.last_space_id ?? null,
+    lastChannelId: row?.last_channel_id ?? null,
+  };
+}
