@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { execScript } from '../sql.ts';
 
-export const name = '0015_messaging';
+export const name = '0013_messaging';
 
 /**
  * In-account chat (docs/messaging.md).
