@@ -5,6 +5,8 @@ import { entriesHandlers } from './features/entries/handlers.ts';
 import { customFieldsHandlers } from './features/customFields/handlers.ts';
 import { frontHandlers } from './features/front/handlers.ts';
 import { friendsHandlers } from './features/friends/handlers.ts';
+import { friendActivityHandlers } from './features/friendActivity/handlers.ts';
+import { friendMembersHandlers } from './features/friendMembers/handlers.ts';
 import { groupsHandlers } from './features/groups/handlers.ts';
 import { memberStatusesHandlers } from './features/memberStatuses/handlers.ts';
 import { messagingHandlers } from './features/messaging/handlers.ts';
@@ -35,6 +37,10 @@ export const handlers = {
   ...frontHandlers,
   ...storageHandlers,
   ...friendsHandlers,
+  ...friendMembersHandlers,
+
+
+  ...friendActivityHandlers,
   ...privacyBucketsHandlers,
 } satisfies HandlerMap;
 

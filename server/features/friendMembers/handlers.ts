@@ -1,0 +1,3 @@
+import type { HandlerMap } from '../../http/handlers.ts';
+
+export const friendMembersHandlers = {} satisfies Partial<HandlerMap>;
