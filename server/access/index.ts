@@ -285,6 +285,17 @@ export function requireVisible<T>(value: T | null | undefined, what: string): T 
   return value;
 }
 
+/**
+ * The owner's rights for a friend write that the caller has already authorised through this module
+ * (a `read_write` check with visibleMembers or visibleContent): the owner's own services then carry
+ * the write out, and the audit record goes to the owner's account with the friend's key as actor.
+ * Only a friend access can be delegated, and only friend write routes call this.
+ */
+export function delegatedWrite(access: Access): Access {
+  if (access.level !== 'friend') throw new Error('delegatedWrite: only a checked friend access is delegated');
+  return { ownerId: access.ownerId, level: 'owner' };
+}
+
 /** Writes are the owner's alone unless a friend route checks a read_write grant itself. */
 export function assertCanWrite(access: Access): void {
   if (access.level !== 'owner') throw forbidden("Only the owner may change this account's content");
