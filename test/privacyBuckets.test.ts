@@ -623,6 +623,26 @@ describe('assignments', () => {
     });
   }
 
+  it('concurrent replacements of one target’s buckets run one after the other: every PUT answers 204 and the set is one of them, never a mix', async () => {
+    for (const kind of kinds) {
+      const owner = await server.user();
+      const target = await kind.make(owner);
+      const sets = [[await bucket(owner.api, 'A')], [await bucket(owner.api, 'B')], [await bucket(owner.api, 'C')]];
+      const results = await Promise.all(Array.from({ length: 9 }, (_, i) => kind.put(owner.api, target, sets[i % 3]!)));
+      expect(results.map((r) => r.response.status), kind.name).toEqual(Array(9).fill(204));
+      const final = (await kind.get(owner.api, target)).data!.bucketIds;
+      expect(sets.map((set) => JSON.stringify(set)), kind.name).toContain(JSON.stringify(final));
+    }
+    const owner = await server.user();
+    const sets = [[await bucket(owner.api, 'A')], [await bucket(owner.api, 'B')]];
+    const puts = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => owner.api.PUT('/api/v1/privacy-buckets/defaults/{kind}', { params: { path: { kind: 'new_member' } }, body: { bucketIds: sets[i % 2]! } })),
+    );
+    expect(puts.map((r) => r.response.status)).toEqual(Array(8).fill(204));
+    const { data } = await owner.api.GET('/api/v1/privacy-buckets/defaults/{kind}', { params: { path: { kind: 'new_member' } } });
+    expect(sets.map((set) => JSON.stringify(set))).toContain(JSON.stringify(data!.bucketIds));
+  });
+
   it('friends: accepted and pending friendships; none, revoked or blocked → 404', async () => {
     const user = await server.user();
     const [accepted, pending, revoked, blocked, stranger] = await Promise.all(Array.from({ length: 5 }, () => server.user()));

@@ -122,7 +122,9 @@ export const defaultsRepo = {
       .pluck('b.id');
   },
 
+  /** Replaces a kind's defaults; concurrent replacements of one account's defaults run one after the other. */
   async replace(trx: Knex.Transaction, userId: string, kind: DefaultKind, bucketIds: readonly string[]): Promise<void> {
+    await trx('accounts').where({ id: userId }).forUpdate().select('id');
     await trx('privacy_bucket_defaults').where({ user_id: userId, kind }).delete();
     await trx('privacy_bucket_defaults').insert(bucketIds.map((bucketId) => ({ user_id: userId, kind, bucket_id: bucketId })));
   },
@@ -130,12 +132,13 @@ export const defaultsRepo = {
 
 export const assignmentsRepo = {
   /**
-   * Which of `ids` name an existing target of `kind` for the account, in one statement; with
-   * `lock`, those rows are share-locked until the transaction ends (they cannot be purged meanwhile,
-   * so no assignment outlives its content).
+   * Which of `ids` name an existing target of `kind` for the account, in one statement. With
+   * `lock`, those rows stay locked until the transaction ends: `share` keeps them from being purged
+   * meanwhile (so no assignment outlives its content); `update` also serialises writers of the
+   * same target, so concurrent replacements of its buckets run one after the other.
    */
-  async ownedTargets(db: Knex, userId: string, kind: TargetKind, ids: readonly string[], lock = false): Promise<Set<string>> {
-    const { rows }: { rows: Array<{ id: string }> } = await db.raw(`${TARGETS[kind].owned}${lock ? ' for share' : ''}`, [userId, [...ids]]);
+  async ownedTargets(db: Knex, userId: string, kind: TargetKind, ids: readonly string[], lock: 'share' | 'update' | null = null): Promise<Set<string>> {
+    const { rows }: { rows: Array<{ id: string }> } = await db.raw(`${TARGETS[kind].owned}${lock ? ` for ${lock}` : ''}`, [userId, [...ids]]);
     return new Set(rows.map((r) => r.id));
   },
 

@@ -170,7 +170,7 @@ export async function bulk(ctx: ServiceContext, kind: BulkKind, input: BulkInput
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await assertOwnBuckets(tx, userId, 'bucketId', [input.bucketId]);
-    const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, input.ids, true);
+    const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, input.ids, 'share');
     const foreign = input.ids.filter((id) => !found.has(id));
     if (foreign.length > 0) throw badRequest(`${input.field}: ${notA(TARGET_WORDS[kind].noun, foreign)}`);
     if (input.mode === 'add') await assignmentsRepo.addMany(tx.db, userId, kind, input.bucketId, input.ids, tx.now);
@@ -189,7 +189,7 @@ export async function bucketsOf(ctx: ServiceContext, kind: TargetKind, id: strin
 export async function setBucketsOf(ctx: ServiceContext, kind: TargetKind, id: string, bucketIds: readonly string[], section = ''): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, [id], true);
+    const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, [id], 'update');
     if (!found.has(id)) throw notFound(TARGET_WORDS[kind].notFound);
     await assertOwnBuckets(tx, userId, 'bucketIds', bucketIds);
     await assignmentsRepo.replace(tx.db, userId, kind, id, section, bucketIds, tx.now);
