@@ -184,7 +184,7 @@ describe('GET /api/v1/me', () => {
 });
 
 /** Fills every table that holds account data, through the API. */
-async function populate(api: ApiClient, apiKey: string, userId: string): Promise<void> {
+async function populate(api: ApiClient, apiKey: string, userId: string, peerId: string): Promise<void> {
   const ok = (status: number, what: string) => expect([200, 201, 204], what).toContain(status);
   ok((await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } })).response.status, 'appearance');
   ok((await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Dusk', colors: { primary: '#112233' } } })).response.status, 'scheme');
@@ -211,6 +211,22 @@ async function populate(api: ApiClient, apiKey: string, userId: string): Promise
   const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Near' } })).data!.id;
   ok((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b, tierKey: tier } })).response.status, 'presence');
   ok((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status, 'trash settings');
+  // Privacy: a custom bucket on a member and as a default; a friend request to the peer (only the
+  // requester acts, so the peer's own tables gain no row but the request's incoming side).
+  const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
+  ok((await api.PUT('/api/v1/privacy-buckets/assignments/members/{memberId}', { params: { path: { memberId: a } }, body: { bucketIds: [bucket] } })).response.status, 'member buckets');
+  ok((await api.PUT('/api/v1/privacy-buckets/defaults/{kind}', { params: { path: { kind: 'new_member' } }, body: { bucketIds: [bucket] } })).response.status, 'defaults');
+  ok((await api.POST('/api/v1/friends/{friendUserId}/request', { params: { path: { friendUserId: peerId } } })).response.status, 'friend request');
+  // Messaging: a space, category and channel, a pinned and read message, and preferences.
+  const space = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'Home' } })).data!.id;
+  const category = (await api.POST('/api/v1/messaging/spaces/{spaceId}/categories', { params: { path: { spaceId: space } }, body: { name: 'Talk' } })).data!.id;
+  const channel = (await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: space } }, body: { name: 'general', categoryId: category } })).data!.id;
+  const sent = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, content: 'hello' } });
+  ok(sent.response.status, 'message');
+  ok((await api.POST('/api/v1/messaging/channels/{channelId}/pins', { params: { path: { channelId: channel } }, body: { messageId: sent.data!.id } })).response.status, 'pin');
+  ok((await api.POST('/api/v1/messaging/channels/{channelId}/read', { params: { path: { channelId: channel } }, body: { lastReadMessageId: sent.data!.id } })).response.status, 'read');
+  ok((await api.PUT('/api/v1/messaging/preferences/chat-as', { body: { spaceId: space, memberId: b } })).response.status, 'chat as');
+  ok((await api.PUT('/api/v1/messaging/preferences/last-viewed-route', { body: { lastSpaceId: space, lastChannelId: channel } })).response.status, 'last viewed');
   // A staged upload: no route creates one yet (messaging's upload intents will), so directly.
   const intent = await createUploadIntent(server.deps.db.knex, server.deps.storage!, {
     userId,
@@ -249,14 +265,16 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
   }
 
   it('removes the account and everything it owns from every table and from storage, and leaves the others alone', async () => {
+    // The peer receives both accounts' friend requests; it exists before the first snapshot.
+    const peer = await server.user();
     const survivor = await server.user();
-    await populate(survivor.api, survivor.apiKey, survivor.userId);
+    await populate(survivor.api, survivor.apiKey, survivor.userId, peer.userId);
     const before = await snapshot();
     const survivorObjects = (await server.deps.storage!.list(`u/${survivor.userId}/`)).sort();
     expect(survivorObjects.length).toBeGreaterThanOrEqual(2);
 
     const victim = await server.user();
-    await populate(victim.api, victim.apiKey, victim.userId);
+    await populate(victim.api, victim.apiKey, victim.userId, peer.userId);
     // Every table that is keyed by account holds some of the victim's rows, or the test proves nothing for it.
     const uncovered: string[] = [];
     for (const table of await tables()) {

@@ -270,7 +270,9 @@ describe('start-up errors are one line without a stack', { timeout: 120_000 }, (
 
   it('DATABASE_URL that cannot be used: names DATABASE_URL and the address, without the password', async () => {
     const port = await freePort();
-    const proc = startServer(serverEnv({ DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/accounts` }));
+    // With a message key, so that the database is what fails (without one, that is the first error).
+    const key = `k1:${Buffer.alloc(32, 7).toString('base64')}`;
+    const proc = startServer(serverEnv({ DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/accounts`, MESSAGE_ENCRYPTION_KEYS: key }));
     expect(await proc.exited).toBe(1);
     const lines = nonEmptyLines(proc.output());
     expect(lines).toHaveLength(1);

@@ -123,6 +123,21 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
     errorStatus: 404,
     call: (api, headers) => api.PATCH('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: ID } }, body: { note: 'fixed' }, headers }),
   },
+  Friends: {
+    operationId: 'getFriendProfile',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/friends/{friendUserId}', { params: { path: { friendUserId: ID } }, headers }),
+  },
+  'Privacy buckets': {
+    operationId: 'getPrivacyBucket',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: ID } }, headers }),
+  },
+  Messaging: {
+    operationId: 'listMessagingChannels',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: ID } }, headers }),
+  },
   Trash: { operationId: 'listTrash', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/trash', { headers }) },
   Admin: { operationId: 'getAccount', errorStatus: 404, call: (api, headers) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: ID } }, headers }) },
   Operations: { operationId: 'getHealth', errorStatus: 400, call: (api, headers) => api.GET('/healthz', { headers }) },

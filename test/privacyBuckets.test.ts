@@ -331,7 +331,11 @@ describe('reverse lists', () => {
       members.push(await createMember(api, `M${i}`));
     }
     const sectionOnly = await createMember(api, 'Section only');
-    const groups = [await createGroup(api, 'G1'), await createGroup(api, 'G2')];
+    const groups: string[] = [];
+    for (const name of ['G1', 'G2']) {
+      now += 1; // distinct creation times: the list is in creation order
+      groups.push(await createGroup(api, name));
+    }
     const folder = await createFolder(api, 'F1');
     const bulk = (path: '/api/v1/privacy-buckets/bulk/members', ids: string[]) => api.POST(path, { body: { bucketId: b, mode: 'add', memberIds: ids } });
     await bulk('/api/v1/privacy-buckets/bulk/members', [members[2]!, members[0]!, members[1]!]);

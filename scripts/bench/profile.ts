@@ -16,7 +16,7 @@ import autocannon from 'autocannon';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
-import { adminQuery, freePort } from './support.ts';
+import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -105,7 +105,7 @@ async function profileScenario(id: string, path: string, key: string, env: Recor
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', '--cpu-prof', `--cpu-prof-dir=${dir}`, 'server/main.ts'], {
     cwd: root,
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...process.env, MESSAGE_ENCRYPTION_KEYS: benchMessageKeys, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;

@@ -28,7 +28,7 @@ import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { compareServers, type CheckOutcome, type CheckRequest } from './bodyCheck.ts';
 import { CpuMeter, type CpuUsage } from './cpu.ts';
-import { adminQuery, freePort } from './support.ts';
+import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed, type AccountSize, type AwkwardAccount, type SeedPlan, type SeededAccount } from './seed.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -82,7 +82,7 @@ interface Proc {
 async function startProcess(args: string[], env: Record<string, string>, port: number): Promise<Proc> {
   const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
     cwd: root,
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { ...process.env, MESSAGE_ENCRYPTION_KEYS: benchMessageKeys, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;

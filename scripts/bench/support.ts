@@ -1,4 +1,5 @@
 /** Small helpers the bench scripts share. */
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import pg from 'pg';
 
@@ -22,3 +23,10 @@ export async function adminQuery(connectionString: string, sql: string): Promise
     await c.end();
   }
 }
+
+/**
+ * The message encryption key of the servers a bench run starts: the operator's
+ * MESSAGE_ENCRYPTION_KEYS when set, else one generated for this run (a server on DATABASE_URL does
+ * not start without one; the bench never reads messages back after the run).
+ */
+export const benchMessageKeys: string = process.env.MESSAGE_ENCRYPTION_KEYS || `bench:${randomBytes(32).toString('base64')}`;

@@ -98,6 +98,10 @@ export class TestServer {
     const app = createApp(runtime.deps);
     this.server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
+      // Tests idle for seconds between requests (seeding a table straight through knex, say). With
+      // Node's 5 s default the server may close a kept-alive socket just as the client reuses it
+      // (ECONNRESET on a loaded machine); idle sockets stay open longer than any test idles instead.
+      s.keepAliveTimeout = 120_000;
     });
     this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     this.admin = createApiClient({ baseUrl: this.baseUrl, apiKey: this.adminToken });
