@@ -651,6 +651,251 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/friends/{friendUserId}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a friend's members you may see
+         * @description Every live (not trashed), non-archived member of the owner (`friendUserId`) that the caller
+         *     may see: the member's buckets shared with the caller grant `members_view` at read, and the
+         *     member's side or sub system, when it has buckets of its own, does not narrow it away. Ordered
+         *     by creation time then id; the list is not paged and has no cap (it holds only what the owner
+         *     shares). Each profile section is redacted as a whole when the caller may not see it: `avatar`
+         *     (avatarUrl, backgroundUrl) needs `member_avatar` at read, `displayName`, `pronouns`, `about`
+         *     (description, aboutTags) and `profileStyle` need `member_profile` at read, both on the
+         *     member's buckets, and a section with buckets of its own also needs one of them. A redacted
+         *     field is `null`; `''` means the owner left it empty. Media URLs carry
+         *     `ownerUserId=<friendUserId>` so the caller's key can fetch them. No friendship, a pending,
+         *     revoked or blocked one, an unknown account or the caller's own id: 404 "Friend not found".
+         */
+        get: operations["listFriendMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read one of a friend's members
+         * @description One member in the shape and with the redaction of the list. It needs what the list needs
+         *     (live, not archived, `members_view` at read after side/sub system narrowing) and also
+         *     `member_profile` at read on the member's buckets (members.profile.read). Anything else, and an
+         *     unknown or trashed member, answers the same 404 "Member not found"; a friendship that is not
+         *     visible answers 404 "Friend not found".
+         */
+        get: operations["getFriendMember"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read the folders and groups of a friend you may see
+         * @description The owner's directory tree as far as the caller may see it (groups.read). A folder is shown
+         *     when it is live and its own buckets (kind `directory`) grant the caller `groups` at read, and
+         *     so is every folder above it: a hidden or trashed folder hides its whole subtree, folders and
+         *     groups alike. A group is shown when it is live, its buckets (kind `group`) grant `groups` at
+         *     read and it sits at the root or in a shown folder. `memberIds` lists only the group's live,
+         *     non-archived members the caller may see (members_view), in (created_at, id) order. Folders and
+         *     groups are ordered by name then id. Both lists are empty when nothing is shared. No side or
+         *     sub system narrowing applies to folders and groups themselves (it applies to their members).
+         */
+        get: operations["getFriendGroupTree"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/groups/folder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Open one of a friend's folders
+         * @description One folder of the owner (or the root when `folderId` is omitted or the literal `null`): the
+         *     folder itself (null for the root), its visible subfolders (ordered by name then id) and the
+         *     members placed directly in it (live, non-archived, visible with members_view, in (created_at,
+         *     id) order) as summaries whose `displayName` and `avatarUrl` are null when their section is
+         *     hidden, exactly as in the member list. The folder must be visible by the same rule as in the
+         *     tree: it and every folder above it live with buckets granting `groups` at read. A hidden,
+         *     trashed or unknown folder, a group's id, or a folder under a hidden folder: 404 "Folder not
+         *     found". The root is always readable by a friend (it may be empty).
+         */
+        get: operations["getFriendFolder"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/member-statuses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the member statuses of a friend's members you may see
+         * @description The status assignments of the owner's members, as far as the caller may see them: the member
+         *     is live, not archived and visible with `members_view` and `member_statuses` at read (side/sub
+         *     system narrowing included), and the status definition's own buckets (kind `member_status`)
+         *     grant `member_statuses` at read. A definition without buckets is seen by no friend. Ordered by
+         *     member (created_at, id), then assignedAt, then status id. Uses the `friends` scope, not
+         *     `memberStatuses`. When `friendUserId` is the caller's own id, the answer is the caller's own
+         *     assignments, all of them, in the same shape and order (archived members excluded as well).
+         */
+        get: operations["listFriendMemberStatuses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/member-statuses/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the member statuses of one of a friend's members
+         * @description The rows of the list above for one member. The member must be live, not archived and visible
+         *     with `members_view` and `member_statuses` at read; otherwise, as for an unknown or trashed
+         *     member, 404 "Member not found". A visible member with no visible status answers `[]`. With the
+         *     caller's own id as `friendUserId`: the caller's own member (404 if it is not a live,
+         *     non-archived member of the caller).
+         */
+        get: operations["listFriendMemberStatusesOfMember"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/custom-fields": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a friend's member's custom fields
+         * @description The custom field values of one of the owner's members. The member must be live, not archived
+         *     and visible with `members_view` (otherwise 404 "Member not found"). `fields` lists, in the
+         *     owner's field order, the live field definitions whose own buckets (kind `custom_field`) grant
+         *     `member_custom_fields` at read, provided the member's buckets grant `member_custom_fields` at
+         *     read too (otherwise `fields` is empty). `value` is the member's value; a field the member has
+         *     no value for is listed with `''` (or `[]` for a multiselect). `viewerCanWrite` is true when
+         *     both the member's and the field's buckets grant `member_custom_fields` at read_write.
+         *     `emptyHint`: `no_definitions` when the owner has no live definitions, `none_visible` when it
+         *     has some but none is listed, otherwise null.
+         */
+        get: operations["getFriendCustomFields"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/custom-fields/{fieldId}/value": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a custom field value on a friend's member
+         * @description Sets the value of field `fieldId` on the owner's member `memberId`, on the caller's behalf.
+         *     The member (live, not archived, `members_view`) and the field (live, buckets granting
+         *     `member_custom_fields` at read, with the member's buckets granting it too) must be visible to
+         *     the caller, otherwise 404 ("Member not found" or "Custom field not found", the same bodies as
+         *     for unknown ids). Visible but without `member_custom_fields` at read_write on both the member
+         *     and the field: 403, and nothing changes. The value is validated like the owner's own write
+         *     (string for text, markdown, date and select; array of options for multiselect; 400 otherwise);
+         *     a friend cannot clear a value. The change and an audit record
+         *     `friend_write.custom_field.set_value` (target the member, detail `{ friendUserId, fieldId }`
+         *     where `friendUserId` is the caller) are written on the owner's account in one transaction.
+         */
+        put: operations["setFriendCustomFieldValue"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/appearance": {
         parameters: {
             query?: never;
@@ -1081,7 +1326,22 @@ export interface paths {
         };
         /**
          * Get a member's avatar or banner
-         * @description Image bytes with `Content-Type` and `ETag` (304 for a matching `If-None-Match`), or a 302 to the stored https URL when the image is a legacy external link. 400 (JSON) for a bad kind or id. 404 with an **empty body** for an unknown or trashed member, no image, or a stored URL that cannot be embedded; 503 with an empty body when the member has a stored image but object storage is not configured (a member without an image is still 404, and a legacy external URL still redirects).
+         * @description Image bytes with `Content-Type` and `ETag` (304 for a matching `If-None-Match`), or a 302 to the
+         *     stored https URL when the image is a legacy external link. 400 (JSON) for a bad kind or id. 404 with an **empty
+         *     body** for an unknown or trashed member, no image, or a stored URL that cannot be embedded; 503 with an empty
+         *     body when the member has a stored image but object storage is not configured (a member without an image is
+         *     still 404, and a legacy external URL still redirects).
+         *
+         *     **A friend's member** (`ownerUserId` present and not the caller): the URLs of the friend member
+         *     routes carry `ownerUserId`. The caller must be the owner's accepted friend (no block), the member
+         *     live, not archived and visible to it (`members_view`), and the member's avatar section visible
+         *     (`member_avatar` at read on the member's buckets, and the section's own buckets when it has
+         *     any); the banner belongs to the avatar section too. Then the bytes (or redirect) are as for the
+         *     owner; in every other case the answer is the same empty-body 404 as for an unknown member.
+         *
+         *     **Scopes**: either requirement lets the request in, then the branch decides: without
+         *     `ownerUserId` (or with the caller's own id) the key needs `members:read`, with another
+         *     account's id it needs `friends:read`; a key with only the other scope gets 403.
          */
         get: operations["getMemberMedia"];
         /**
@@ -3796,6 +4056,142 @@ export interface components {
             memberIds?: components["schemas"]["Uuid"][];
         };
         /**
+         * @description One of the owner's members as a friend sees it. The member itself passed `members_view`. Each
+         *     profile section is shown or redacted as a whole: `avatar` (avatarUrl, backgroundUrl) needs
+         *     `member_avatar` at read; `displayName`, `pronouns`, `about` (description, aboutTags) and
+         *     `profileStyle` need `member_profile` at read; each section is further narrowed by its own
+         *     buckets when it has any. A redacted field is `null` (aboutTags too); an empty but visible text
+         *     is `''`. Media URLs carry `ownerUserId` so the viewer's key can fetch them from
+         *     `GET /members/{memberId}/media`.
+         */
+        FriendMember: {
+            _id: components["schemas"]["Uuid"];
+            ownerUserId: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+            /**
+             * @description null when the section is hidden from the viewer; '' when empty.
+             * @example Robin 🌿
+             */
+            displayName: string | null;
+            /**
+             * @description null when the section is hidden from the viewer; '' when empty.
+             * @example she/they
+             */
+            pronouns: string | null;
+            /**
+             * @description null when the section is hidden from the viewer; '' when empty.
+             * @example Gatekeeper. Likes tea.
+             */
+            description: string | null;
+            aboutTags: string[] | null;
+            profileStyle: {
+                [key: string]: unknown;
+            } | null;
+            /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e&ownerUserId=7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d */
+            avatarUrl: string | null;
+            /** @example null */
+            backgroundUrl: string | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        FriendMemberList: components["schemas"]["FriendMember"][];
+        FriendFolder: {
+            id: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description The parent folder; null at the root.
+             * @example null
+             */
+            parentId: string | null;
+            /** @example Littles */
+            name: string;
+            /** @example Who usually fronts */
+            description: string | null;
+            /** @example #7A5CFA */
+            color: string | null;
+        };
+        FriendGroup: {
+            id: components["schemas"]["Uuid"];
+            /**
+             * Format: uuid
+             * @description The folder the group sits in; null at the root.
+             * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+             */
+            parentId: string | null;
+            /** @example Front team */
+            name: string;
+            /** @example Who usually fronts */
+            description: string | null;
+            /** @example #7A5CFA */
+            color: string | null;
+            /** @description Only the group's members the viewer may see (members_view), in (created_at, id) order. */
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        FriendDirectoryTree: {
+            folders: components["schemas"]["FriendFolder"][];
+            groups: components["schemas"]["FriendGroup"][];
+        };
+        /** @description A member in a folder. `displayName` and `avatarUrl` are null when their section is hidden. */
+        FriendMemberSummary: {
+            id: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+            /**
+             * @description null when the section is hidden from the viewer; '' when empty.
+             * @example Robin 🌿
+             */
+            displayName: string | null;
+            /** @example null */
+            avatarUrl: string | null;
+        };
+        FriendFolderContents: {
+            /** @description The folder, or null for the root. */
+            folder: components["schemas"]["FriendFolder"] | null;
+            subfolders: components["schemas"]["FriendFolder"][];
+            members: components["schemas"]["FriendMemberSummary"][];
+        };
+        FriendMemberStatus: {
+            memberId: components["schemas"]["Uuid"];
+            statusId: components["schemas"]["Uuid"];
+            /** @example Resting */
+            name: string;
+            /** @example #7A5CFA */
+            color: string;
+            /** @example bed */
+            icon: string | null;
+            assignedAt: components["schemas"]["EpochMs"];
+        };
+        FriendMemberStatusList: components["schemas"]["FriendMemberStatus"][];
+        FriendCustomField: {
+            id: components["schemas"]["Uuid"];
+            /** @example Role */
+            name: string;
+            /**
+             * @example select
+             * @enum {string}
+             */
+            type: "text" | "markdown" | "date" | "select" | "multiselect";
+            /** @description The member's value; '' (or [] for multiselect) when the member has none. */
+            value: string | string[];
+            /** @example false */
+            viewerCanWrite: boolean;
+        };
+        FriendCustomFields: {
+            fields: components["schemas"]["FriendCustomField"][];
+            /**
+             * @description `no_definitions` when the owner has no live field definitions, `none_visible` when it has some but none is shown, otherwise null.
+             * @example none_visible
+             * @enum {string|null}
+             */
+            emptyHint: "no_definitions" | "none_visible" | null;
+        };
+        SetFriendCustomFieldValueRequest: {
+            memberId: components["schemas"]["Uuid"];
+            /** @description A string, or an array of options for a multiselect field; validated against the field type. */
+            value: string | string[];
+        };
+        /**
          * @description The caller's side of the friendship: `pending` (a request not yet accepted, see `direction`),
          *     `accepted`, `blocked` (the caller blocked this account) or `revoked` (ended).
          * @example accepted
@@ -5955,6 +6351,54 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description No visible friendship (same body as an unknown account), or the member is unknown, trashed or
+         *     not visible to the caller (same body for all three: hidden content is never told from missing).
+         */
+        NotFoundFriendMember: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description No visible friendship, or the folder is unknown, trashed, hidden from the caller or under a
+         *     hidden or trashed folder (one body for all of these).
+         */
+        NotFoundFriendFolder: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description No visible friendship, or the member or the custom field is unknown, trashed or not visible to
+         *     the caller.
+         */
+        NotFoundFriendCustomField: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The API key lacks the `friends` scope at `read_write`, or the member and the field are visible
+         *     but the caller's buckets do not grant `member_custom_fields` at `read_write` on both.
+         */
+        ForbiddenFriendCustomFieldWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Group does not exist, is in the trash, or is not the caller’s. */
         NotFoundGroup: {
             headers: {
@@ -6204,6 +6648,10 @@ export interface components {
         RequesterUserIdPath: components["schemas"]["Uuid"];
         /** @description The other account (the owner of the data on friend-scoped routes). */
         FriendUserIdPath: components["schemas"]["Uuid"];
+        /** @description The folder to open; omitted or the literal `null` for the root. */
+        FriendFolderIdQuery: string;
+        /** @description The owner's member whose values to read. */
+        FriendMemberIdQuery: components["schemas"]["Uuid"];
         /** @description API key id (not the secret). */
         KeyIdPath: components["schemas"]["Uuid"];
         /** @description Custom colour scheme id. */
@@ -7336,6 +7784,326 @@ export interface operations {
             503: components["responses"]["PreconditionFailed"];
         };
     };
+    listFriendMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendMemberList"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendMember"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriendMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendGroupTree: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible tree. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendDirectoryTree"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendFolder: {
+        parameters: {
+            query?: {
+                /** @description The folder to open; omitted or the literal `null` for the root. */
+                folderId?: components["parameters"]["FriendFolderIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The folder's contents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendFolderContents"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriendFolder"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendMemberStatuses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible assignments. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendMemberStatusList"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendMemberStatusesOfMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The member's visible assignments. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendMemberStatusList"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriendMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendCustomFields: {
+        parameters: {
+            query: {
+                /** @description The owner's member whose values to read. */
+                memberId: components["parameters"]["FriendMemberIdQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible fields. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendCustomFields"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriendMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setFriendCustomFieldValue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Custom field definition id. */
+                fieldId: components["parameters"]["FieldIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetFriendCustomFieldValueRequest"];
+            };
+        };
+        responses: {
+            /** @description The value is stored. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendCustomFieldWrite"];
+            404: components["responses"]["NotFoundFriendCustomField"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
     getAppearance: {
         parameters: {
             query?: never;
@@ -8347,6 +9115,8 @@ export interface operations {
                 kind: components["parameters"]["MediaKindQuery"];
                 /** @description Cache-busting version carried by media URLs; ignored by the server. */
                 v?: components["parameters"]["MediaVersionQuery"];
+                /** @description The account that owns the member, when it is not the caller (a friend's member). */
+                ownerUserId?: components["schemas"]["Uuid"];
             };
             header?: {
                 /** @description ETag of a cached copy. */
@@ -8411,7 +9181,15 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["ForbiddenMembersRead"];
+            /** @description The API key lacks the scope its branch needs (`members:read` for the caller's own member, `friends:read` for a friend's). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Unknown or trashed member, no image, or a non-embeddable URL. Empty body. */
             404: {
                 headers: {

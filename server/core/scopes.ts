@@ -6,3 +6,9 @@ export const SCOPES = [
 export type Scope = (typeof SCOPES)[number];
 export type ScopeLevel = 'read' | 'read_write';
 export type ScopeMap = Partial<Record<Scope, ScopeLevel>>;
+
+/** Whether a key's scopes grant `scope` at `level` (read_write includes read). */
+export function hasScope(scopes: ScopeMap, scope: Scope, level: ScopeLevel): boolean {
+  const granted = scopes[scope];
+  return granted === 'read_write' || (granted === 'read' && level === 'read');
+}

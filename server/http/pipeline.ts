@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
 import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
+import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import {
@@ -110,8 +111,8 @@ export function authenticate(deps: AppDeps): RequestHandler {
     }
 
     if (security.kind === 'anyKey') return next();
-    const granted = auth.scopes[security.scope];
-    const sufficient = granted === 'read_write' || (granted === 'read' && security.level === 'read');
+    // Any one of the operation's requirements lets the key in (the first is named in the refusal).
+    const sufficient = [security, ...security.alternatives].some((r) => hasScope(auth.scopes, r.scope, r.level));
     if (!sufficient) throw new ApiError(403, 'FORBIDDEN', `Missing API key scope: ${security.scope} requires ${security.level}`);
     next();
   };

@@ -11,7 +11,11 @@ import type { OperationId } from './handlers.ts';
 export { SCOPES, type Scope, type ScopeLevel };
 
 export type OperationSecurity =
-  | { kind: 'apiKey'; scope: Scope; level: ScopeLevel }
+  /**
+   * `scope:level` of the first requirement; `alternatives` are the further requirements an operation
+   * may list (`security: [{apiKey: [a]}, {apiKey: [b]}]`): any one of them lets the key in.
+   */
+  | { kind: 'apiKey'; scope: Scope; level: ScopeLevel; alternatives: Array<{ scope: Scope; level: ScopeLevel }> }
   /** `apiKey: []`: any valid key, whatever its scopes (GET /api/v1/me). */
   | { kind: 'anyKey' }
   | { kind: 'admin' }
@@ -90,7 +94,13 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   const requirements = op.security;
   if (!requirements) throw new Error(`${where} declares no security requirement`);
   if (requirements.length === 0) return { kind: 'public' };
-  if (requirements.length !== 1) throw new Error(`${where} must declare exactly one security requirement`);
+  if (requirements.length > 1) {
+    // Alternatives: each one API-key requirement naming one scope; the first is the primary.
+    const all = requirements.map((r, i) => securityOf({ security: [r] }, `${where} (requirement ${i + 1})`));
+    if (!all.every((r) => r.kind === 'apiKey')) throw new Error(`${where}: alternative security requirements must each name one API-key scope`);
+    const [first, ...rest] = all as Array<Extract<OperationSecurity, { kind: 'apiKey' }>>;
+    return { ...first!, alternatives: rest.map(({ scope, level }) => ({ scope, level })) };
+  }
   const [requirement] = requirements;
   const schemes = Object.keys(requirement ?? {});
   if (schemes.length !== 1) throw new Error(`${where} must use exactly one security scheme`);
@@ -105,7 +115,7 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   if (!m || !(SCOPES as readonly string[]).includes(m[1]!)) {
     throw new Error(`${where} must list exactly one "<scope>:<level>" for apiKey, got ${JSON.stringify(roles)}`);
   }
-  return { kind: 'apiKey', scope: m[1] as Scope, level: m[2] as ScopeLevel };
+  return { kind: 'apiKey', scope: m[1] as Scope, level: m[2] as ScopeLevel, alternatives: [] };
 }
 
 function compile(template: string): Omit<CompiledPath, 'operations'> {

@@ -1,5 +1,7 @@
 import type { HandlerMap } from '../../http/handlers.ts';
-import { deleteMemberMedia, readMemberMedia, uploadMemberMedia } from './media.ts';
+import { DomainError, forbidden } from '../../core/errors.ts';
+import { hasScope } from '../../core/scopes.ts';
+import { deleteMemberMedia, readFriendMemberMedia, readMemberMedia, uploadMemberMedia } from './media.ts';
 import * as members from './service.ts';
 
 const SUNSET = 'Sat, 21 Nov 2026 00:00:00 GMT';
@@ -31,8 +33,24 @@ export const membersHandlers = {
     await members.restoreMember(ctx.service(), path.memberId);
     return { status: 204 };
   },
-  getMemberMedia: async ({ path, query }, ctx) =>
-    readMemberMedia(ctx.service(), path.memberId, query.kind, ctx.req.get('if-none-match')),
+  getMemberMedia: async ({ path, query }, ctx) => {
+    const ifNoneMatch = ctx.req.get('if-none-match');
+    const caller = ctx.service();
+    const friendOwner = query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
+    // The operation accepts members:read or friends:read; each branch needs its own (openapi description).
+    const [scope, scopes] = [friendOwner ? 'friends' : 'members', ctx.auth?.scopes ?? {}] as const;
+    if (!hasScope(scopes, scope, 'read')) throw forbidden(`Missing API key scope: ${scope} requires read`);
+    if (!friendOwner) return readMemberMedia(caller, path.memberId, query.kind, ifNoneMatch);
+    let fctx;
+    try {
+      fctx = await ctx.friend(friendOwner);
+    } catch (err) {
+      // No visible friendship: the same empty 404 as an unknown member.
+      if (err instanceof DomainError && err.kind === 'not_found') return { status: 404 };
+      throw err;
+    }
+    return readFriendMemberMedia(fctx, path.memberId, query.kind, ifNoneMatch);
+  },
   uploadMemberMedia: async ({ path, query, body }, ctx) => ({
     status: 200,
     body: await uploadMemberMedia(ctx.service(), path.memberId, query.kind, body),

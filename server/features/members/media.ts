@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
+import { narrowedBy, visibleMembers } from '../../access/index.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../core/errors.ts';
 import { sniffImageType } from '../../storage/images.ts';
@@ -32,10 +33,33 @@ export function isEmbeddableUrl(url: string): boolean {
 }
 
 export async function readMemberMedia(ctx: ServiceContext, memberId: string, kind: MediaKind, ifNoneMatch: string | undefined): Promise<MediaResponse> {
-  const { db, storage } = ctx;
-  const userId = ownerOf(ctx);
-  const member = await membersRepo.findLive(db, userId, memberId);
-  const ref = member?.[COLUMN[kind]];
+  const member = await membersRepo.findLive(ctx.db, ownerOf(ctx), memberId);
+  return answerMedia(ctx, member?.[COLUMN[kind]] ?? null, ifNoneMatch);
+}
+
+/**
+ * A friend's view of a member's avatar or banner (both are the `avatar` profile section): the member
+ * live, not archived and visible to the friend (visibleMembers), its buckets granting member_avatar
+ * at read and the avatar section not narrowing it away; anything else is the empty 404 of an
+ * unknown member. One statement.
+ */
+export async function readFriendMemberMedia(fctx: ServiceContext, memberId: string, kind: MediaKind, ifNoneMatch: string | undefined): Promise<MediaResponse> {
+  const { access } = fctx;
+  if (access.level !== 'friend') throw new Error('readFriendMemberMedia: a friend access is required');
+  const row: Pick<MemberRow, 'avatar' | 'banner'> | undefined = await fctx
+    .db('members as m')
+    .select('m.avatar', 'm.banner')
+    .where({ 'm.id': memberId, 'm.user_id': access.ownerId })
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm', 'member_avatar', 'read'))
+    .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'avatar' }, 'member_avatar'))
+    .first();
+  return answerMedia(fctx, row?.[COLUMN[kind]] ?? null, ifNoneMatch);
+}
+
+async function answerMedia(ctx: ServiceContext, ref: MediaRef | null, ifNoneMatch: string | undefined): Promise<MediaResponse> {
+  const { storage } = ctx;
   if (!ref) return { status: 404 };
   if (ref.source === 'url') {
     return isEmbeddableUrl(ref.url) ? { status: 302, headers: { Location: ref.url } } : { status: 404 };

@@ -22,8 +22,10 @@ function mediaVersion(ref: MediaRef): string {
     .slice(0, 12);
 }
 
-export function mediaUrl(memberId: string, kind: MediaKind, ref: MediaRef | null): string | null {
-  return ref ? `/api/v1/members/${memberId}/media?kind=${kind}&v=${mediaVersion(ref)}` : null;
+/** The media route's URL for this image; with `ownerUserId` (a friend's member) the friend branch of the route answers it. */
+export function mediaUrl(memberId: string, kind: MediaKind, ref: MediaRef | null, ownerUserId?: string): string | null {
+  if (!ref) return null;
+  return `/api/v1/members/${memberId}/media?kind=${kind}&v=${mediaVersion(ref)}${ownerUserId ? `&ownerUserId=${ownerUserId}` : ''}`;
 }
 
 export function toMember(row: MemberRow): Member {

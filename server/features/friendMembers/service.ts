@@ -1,0 +1,366 @@
+/**
+ * Friend-scoped data, members side (docs/privacy.md, "Friend data: members side"): what a friend
+ * sees of an owner's members, folders and groups, member statuses and custom fields, and the one
+ * write (a custom field value). Every "may this friend see this" is a predicate of server/access
+ * applied in SQL (visibleMembers, visibleContent, narrowedBy); hidden rows are never loaded. Each
+ * read costs a constant number of statements, whatever the number of rows.
+ */
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { delegatedWrite, narrowedBy, visibleContent, visibleMembers, type ProfileSection } from '../../access/index.ts';
+import { inTransaction, type Access, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
+import { forbidden, notFound } from '../../core/errors.ts';
+import { setMemberValue } from '../customFields/index.ts';
+import { mediaUrl, type MediaRef } from '../members/index.ts';
+
+type Schemas = components['schemas'];
+type FriendMember = Schemas['FriendMember'];
+type FieldValue = string | string[];
+
+const GROUP_OF: Record<ProfileSection, PermissionGroup> = {
+  avatar: 'member_avatar',
+  displayName: 'member_profile',
+  pronouns: 'member_profile',
+  about: 'member_profile',
+  profileStyle: 'member_profile',
+};
+
+function friendAccess(ctx: ServiceContext): Access & { level: 'friend' } {
+  if (ctx.access.level !== 'friend') throw new Error('a friend route needs a friend access');
+  return ctx.access as Access & { level: 'friend' };
+}
+
+/**
+ * `exists (select 1 where …)` over the engine's own predicates, as a boolean column: the member
+ * (alias m) grants `group` at `level` on its own buckets, and, for a profile section, the section
+ * does not narrow it away. Lets one statement compute every section's visibility per row.
+ */
+function probe(db: Knex, where: Array<(qb: Knex.QueryBuilder) => void>, as: string): Knex.Raw {
+  const sub = db.queryBuilder().select(db.raw('1'));
+  for (const w of where) sub.where(w);
+  return db.raw(`exists (?) as ??`, [sub, as]);
+}
+
+function sectionProbe(db: Knex, access: Access, section: ProfileSection): Knex.Raw {
+  const group = GROUP_OF[section];
+  return probe(
+    db,
+    [visibleContent(access, { kind: 'member', column: 'm.id' }, group), narrowedBy(access, { kind: 'profile_section', column: 'm.id', section }, group)],
+    `show_${section}`,
+  );
+}
+
+interface MemberSelectRow {
+  id: string;
+  name: string;
+  display_name: string | null;
+  pronouns: string | null;
+  description: string | null;
+  about_tags: string[];
+  profile_style: Record<string, unknown> | null;
+  avatar: MediaRef | null;
+  banner: MediaRef | null;
+  created_at: number;
+  updated_at: number;
+  show_avatar: boolean;
+  show_displayName: boolean;
+  show_pronouns: boolean;
+  show_about: boolean;
+  show_profileStyle: boolean;
+}
+
+/** The owner's live, non-archived members the friend may see (members_view, or `group` too), with per-section visibility. */
+function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view'): Knex.QueryBuilder {
+  return db('members as m')
+    .select('m.id', 'm.name', 'm.display_name', 'm.pronouns', 'm.description', 'm.about_tags', 'm.profile_style', 'm.avatar', 'm.banner', 'm.created_at', 'm.updated_at')
+    .select(sectionProbe(db, access, 'avatar'), sectionProbe(db, access, 'displayName'), sectionProbe(db, access, 'pronouns'), sectionProbe(db, access, 'about'), sectionProbe(db, access, 'profileStyle'))
+    .where('m.user_id', access.ownerId)
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm', group, 'read'))
+    .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }]);
+}
+
+function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
+  return {
+    _id: row.id,
+    ownerUserId: ownerId,
+    name: row.name,
+    displayName: row.show_displayName ? (row.display_name ?? '') : null,
+    pronouns: row.show_pronouns ? (row.pronouns ?? '') : null,
+    description: row.show_about ? (row.description ?? '') : null,
+    aboutTags: row.show_about ? row.about_tags : null,
+    profileStyle: row.show_profileStyle ? row.profile_style : null,
+    avatarUrl: row.show_avatar ? mediaUrl(row.id, 'avatar', row.avatar, ownerId) : null,
+    backgroundUrl: row.show_avatar ? mediaUrl(row.id, 'banner', row.banner, ownerId) : null,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** GET /friends/{id}/members: one statement. */
+export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
+  const access = friendAccess(fctx);
+  const rows: MemberSelectRow[] = await membersQuery(fctx.db, access);
+  return rows.map((r) => toFriendMember(r, access.ownerId));
+}
+
+/** GET /friends/{id}/members/{memberId}: also needs member_profile at read (members.profile.read). */
+export async function getMember(fctx: ServiceContext, memberId: string): Promise<FriendMember> {
+  const access = friendAccess(fctx);
+  const row: MemberSelectRow | undefined = await membersQuery(fctx.db, access, 'member_profile').where('m.id', memberId).first();
+  if (!row) throw notFound('Member not found');
+  return toFriendMember(row, access.ownerId);
+}
+
+// ---- Folders and groups ----
+
+interface FolderRow {
+  id: string;
+  parent_id: string | null;
+  name: string;
+  description: string | null;
+  color: string | null;
+}
+
+type FriendFolder = Schemas['FriendFolder'];
+
+const toFolder = (r: FolderRow): FriendFolder => ({ id: r.id, parentId: r.parent_id, name: r.name, description: r.description, color: r.color });
+
+/**
+ * The friend-visible folders as a recursive CTE `vis`: from the root down, each level live, a folder
+ * of the owner, and visible through its own `directory` buckets (groups at read). A hidden or
+ * trashed folder stops the walk, so its whole subtree stays out.
+ */
+function withVisibleFolders(db: Knex, access: Access): Knex.QueryBuilder {
+  const visible = visibleContent(access, { kind: 'directory', column: 'd.id' }, 'groups');
+  return db.queryBuilder().withRecursive('vis', (qb) => {
+    qb.select('d.id', 'd.parent_id', 'd.name', 'd.description', 'd.color')
+      .from('directories as d')
+      .where({ 'd.user_id': access.ownerId, 'd.kind': 'folder' })
+      .whereNull('d.deleted_at')
+      .whereNull('d.parent_id')
+      .where(visible)
+      .unionAll((u) => {
+        u.select('d.id', 'd.parent_id', 'd.name', 'd.description', 'd.color')
+          .from('directories as d')
+          .join('vis as p', 'p.id', 'd.parent_id')
+          .where({ 'd.user_id': access.ownerId, 'd.kind': 'folder' })
+          .whereNull('d.deleted_at')
+          .where(visible);
+      });
+  });
+}
+
+/** GET /friends/{id}/groups: two statements (the visible folders; then the visible groups in them with their visible members). */
+export async function groupTree(fctx: ServiceContext): Promise<Schemas['FriendDirectoryTree']> {
+  const access = friendAccess(fctx);
+  const { db } = fctx;
+  const folders: FolderRow[] = await withVisibleFolders(db, access).select('*').from('vis').orderBy([{ column: 'name' }, { column: 'id' }]);
+  const folderIds = folders.map((f) => f.id);
+  const members = db('group_members as gm')
+    .join('members as m', function () {
+      this.on('m.id', '=', 'gm.member_id').andOn('m.user_id', '=', 'gm.user_id');
+    })
+    .whereRaw('gm.group_id = g.id')
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm'))
+    .select(db.raw(`coalesce(json_agg(m.id order by m.created_at, m.id), '[]'::json)`));
+  const groups: Array<FolderRow & { member_ids: string[] }> = await db('directories as g')
+    .select('g.id', 'g.parent_id', 'g.name', 'g.description', 'g.color', db.raw('(?) as member_ids', [members]))
+    .where({ 'g.user_id': access.ownerId, 'g.kind': 'group' })
+    .whereNull('g.deleted_at')
+    .where((qb) => {
+      qb.whereNull('g.parent_id');
+      if (folderIds.length > 0) qb.orWhereRaw('g.parent_id = any (?::uuid[])', [folderIds]);
+    })
+    .where(visibleContent(access, { kind: 'group', column: 'g.id' }, 'groups'))
+    .orderBy([{ column: 'g.name' }, { column: 'g.id' }]);
+  return {
+    folders: folders.map(toFolder),
+    groups: groups.map((g) => ({ ...toFolder(g), memberIds: g.member_ids })),
+  };
+}
+
+/** GET /friends/{id}/groups/folder: two statements (the folder and its visible subfolders; the visible members in it). */
+export async function folderContents(fctx: ServiceContext, folderId: string | null): Promise<Schemas['FriendFolderContents']> {
+  const access = friendAccess(fctx);
+  const { db } = fctx;
+  const rows: FolderRow[] = await withVisibleFolders(db, access)
+    .select('*')
+    .from('vis')
+    .where((qb) => {
+      if (folderId === null) qb.whereNull('parent_id');
+      else qb.where('id', folderId).orWhere('parent_id', folderId);
+    })
+    .orderBy([{ column: 'name' }, { column: 'id' }]);
+  const folder = folderId === null ? null : rows.find((r) => r.id === folderId);
+  if (folder === undefined) throw notFound('Folder not found');
+  const members: MemberSelectRow[] = await membersQuery(db, access).where((qb) => {
+    if (folderId === null) qb.whereNull('m.directory_id');
+    else qb.where('m.directory_id', folderId);
+  });
+  return {
+    folder: folder ? toFolder(folder) : null,
+    subfolders: rows.filter((r) => r.id !== folderId).map(toFolder),
+    members: members.map((r) => {
+      const m = toFriendMember(r, access.ownerId);
+      return { id: m._id, name: m.name, displayName: m.displayName, avatarUrl: m.avatarUrl };
+    }),
+  };
+}
+
+// ---- Member statuses ----
+
+type FriendMemberStatus = Schemas['FriendMemberStatus'];
+
+/**
+ * Status assignments on live, non-archived members visible with members_view and member_statuses,
+ * of definitions whose own buckets grant member_statuses; with the owner's access (the caller's own
+ * id), all of the caller's. One statement.
+ */
+function statusesQuery(db: Knex, access: Access): Knex.QueryBuilder {
+  return db('member_status_assignments as a')
+    .join('member_status_definitions as d', function () {
+      this.on('d.id', '=', 'a.status_id').andOn('d.user_id', '=', 'a.user_id');
+    })
+    .join('members as m', function () {
+      this.on('m.id', '=', 'a.member_id').andOn('m.user_id', '=', 'a.user_id');
+    })
+    .select('a.member_id', 'd.id as status_id', 'd.name', 'd.color', 'd.icon', 'a.assigned_at')
+    .where('a.user_id', access.ownerId)
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm', 'member_statuses', 'read'))
+    .where(visibleContent(access, { kind: 'member_status', column: 'd.id' }, 'member_statuses'))
+    .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }, { column: 'a.assigned_at' }, { column: 'd.id' }]);
+}
+
+interface StatusSelectRow {
+  member_id: string;
+  status_id: string;
+  name: string;
+  color: string;
+  icon: string | null;
+  assigned_at: number;
+}
+
+const toStatus = (r: StatusSelectRow): FriendMemberStatus => ({ memberId: r.member_id, statusId: r.status_id, name: r.name, color: r.color, icon: r.icon, assignedAt: r.assigned_at });
+
+/** `ctx` is a friend context, or the caller's own (friendUserId = the caller). */
+export async function listStatuses(ctx: ServiceContext): Promise<FriendMemberStatus[]> {
+  const rows: StatusSelectRow[] = await statusesQuery(ctx.db, ctx.access);
+  return rows.map(toStatus);
+}
+
+export async function memberStatuses(ctx: ServiceContext, memberId: string): Promise<FriendMemberStatus[]> {
+  const { db, access } = ctx;
+  const member = await db('members as m')
+    .select('m.id')
+    .where({ 'm.id': memberId, 'm.user_id': access.ownerId })
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm', 'member_statuses', 'read'))
+    .first();
+  if (!member) throw notFound('Member not found');
+  const rows: StatusSelectRow[] = await statusesQuery(db, access).where('a.member_id', memberId);
+  return rows.map(toStatus);
+}
+
+// ---- Custom fields ----
+
+interface MemberFieldAccess {
+  id: string;
+  cf_read: boolean;
+  cf_write: boolean;
+}
+
+/** The member (live, not archived, members_view) and whether its buckets grant member_custom_fields at read / read_write. */
+async function memberForFields(db: Knex, access: Access, memberId: string): Promise<MemberFieldAccess> {
+  const member = { kind: 'member' as const, column: 'm.id' };
+  const row: MemberFieldAccess | undefined = await db('members as m')
+    .select('m.id')
+    .select(
+      probe(db, [visibleContent(access, member, 'member_custom_fields', 'read')], 'cf_read'),
+      probe(db, [visibleContent(access, member, 'member_custom_fields', 'read_write')], 'cf_write'),
+    )
+    .where({ 'm.id': memberId, 'm.user_id': access.ownerId })
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm'))
+    .first();
+  if (!row) throw notFound('Member not found');
+  return row;
+}
+
+interface FieldSelectRow {
+  id: string;
+  name: string;
+  type: Schemas['FriendCustomField']['type'];
+  value: FieldValue | null;
+  writable: boolean;
+}
+
+/** Live definitions whose own buckets grant member_custom_fields at read, with the member's value. */
+function visibleFields(db: Knex, access: Access, memberId: string): Knex.QueryBuilder {
+  const field = { kind: 'custom_field' as const, column: 'd.id' };
+  return db('custom_field_definitions as d')
+    .leftJoin('custom_field_values as v', function () {
+      this.on('v.field_id', '=', 'd.id').andOn('v.user_id', '=', 'd.user_id').andOn('v.member_id', '=', db.raw('?', [memberId]));
+    })
+    .select('d.id', 'd.name', 'd.type', 'v.value', probe(db, [visibleContent(access, field, 'member_custom_fields', 'read_write')], 'writable'))
+    .where('d.user_id', access.ownerId)
+    .whereNull('d.deleted_at')
+    .where(visibleContent(access, field, 'member_custom_fields'));
+}
+
+/** GET /friends/{id}/custom-fields?memberId=: at most three statements. */
+export async function customFields(fctx: ServiceContext, memberId: string): Promise<Schemas['FriendCustomFields']> {
+  const access = friendAccess(fctx);
+  const { db } = fctx;
+  const member = await memberForFields(db, access, memberId);
+  const rows: FieldSelectRow[] = member.cf_read
+    ? await visibleFields(db, access, memberId).orderBy([{ column: 'd.sort_order' }, { column: 'd.created_at' }, { column: 'd.id' }])
+    : [];
+  let emptyHint: Schemas['FriendCustomFields']['emptyHint'] = null;
+  if (rows.length === 0) {
+    const any = await db('custom_field_definitions').where('user_id', access.ownerId).whereNull('deleted_at').first(db.raw('1 as one'));
+    emptyHint = any ? 'none_visible' : 'no_definitions';
+  }
+  return {
+    fields: rows.map((r) => ({
+      id: r.id,
+      name: r.name,
+      type: r.type,
+      value: r.value ?? (r.type === 'multiselect' ? [] : ''),
+      viewerCanWrite: member.cf_write && r.writable,
+    })),
+    emptyHint,
+  };
+}
+
+/**
+ * PUT /friends/{id}/custom-fields/{fieldId}/value: authorised here (member and field visible, else
+ * 404; member_custom_fields read_write on both, else 403), then the owner's own service writes the
+ * value (its validation included) and the audit record, in one transaction.
+ */
+export async function setCustomFieldValue(fctx: ServiceContext, fieldId: string, memberId: string, value: FieldValue): Promise<void> {
+  const access = friendAccess(fctx);
+  await inTransaction(fctx, async (tx) => {
+    const member = await memberForFields(tx.db, access, memberId);
+    const field: Pick<FieldSelectRow, 'id' | 'writable'> | undefined = member.cf_read
+      ? await visibleFields(tx.db, access, memberId).where('d.id', fieldId).first()
+      : undefined;
+    if (!field) throw notFound('Custom field not found');
+    if (!member.cf_write || !field.writable) throw forbidden('Your buckets do not allow changing this custom field value');
+    const owner: ServiceContext = { ...tx, access: delegatedWrite(access) };
+    await setMemberValue(owner, memberId, fieldId, value);
+    await tx.audit.record(owner, {
+      action: 'friend_write.custom_field.set_value',
+      targetType: 'member',
+      targetId: memberId,
+      detail: { friendUserId: access.viewerId, fieldId },
+    });
+  });
+}
