@@ -130,6 +130,7 @@ export function clearPresence(ctx: ServiceContext, memberId: string): Promise<vo
  */
 export async function reorder(ctx: ServiceContext, memberIds: string[]): Promise<void> {
   await inTransaction(ctx, async (tx) => {
+    if (viewerCeiling(tx.access).front !== 'read_write') throw forbidden(FRONT_DENIED);
     await lockFront(tx.db, tx.access.ownerId);
     const fronters = await friendActivityRepo.fronters(tx.db, tx.access);
     const visible = fronters.filter((f) => f.visible).map((f) => f.member_id);
