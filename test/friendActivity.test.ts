@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { createBucket, expectNoneOf, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
-import { useServer, type TestUser } from './helpers/server.ts';
+import { TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -201,7 +201,13 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       const history = r['GET history']!.body as { items: Array<{ member: { _id: string } }>; count: number };
       expect(history.items.map((i) => i.member._id).sort()).toEqual(sees ? [s.vis1, s.vis2].sort() : []);
       expect(history.count).toBe(3); // spec: before the per-member filter
-      expect(r['GET month']!.status).toBe(sees ? 200 : 403);
+      // The month view needs the tab (a bucket granting front), whatever the content carries.
+      expect(r['GET month']!.status).toBe(level === 'none' ? 403 : 200);
+      if (level === 'no_bucket') expect(r['GET month']!.body).toEqual({ days: [], truncated: false });
+      if (sees) {
+        const days = (r['GET month']!.body as { days: Array<{ members: Array<{ memberId: string }> }> }).days;
+        expect(new Set(days.flatMap((d) => d.members.map((m) => m.memberId)))).toEqual(new Set([s.vis1, s.vis2]));
+      }
       expect(r['GET entries']!.status).toBe(200);
       const notes = r['GET entries']!.body as Array<{ _id: string; members: Array<{ id: string }>; viewerCanWrite: boolean }>;
       expect(notes.map((n) => n._id).sort()).toEqual(sees ? [s.visNote, s.mixedNote].sort() : []);
@@ -220,7 +226,8 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       if (level !== 'read_write') {
         for (const c of await writes(viewer, s)) {
           const expected = level === 'no_bucket' || (level === 'none' && c.route.includes('entry') && !c.route.startsWith('POST')) ? 404 : 403;
-          expect(c.status, c.route).toBe(c.route === 'PATCH order' ? 403 : expected);
+          // Reorder: the tab first (403 without front read_write anywhere), then the visible set (none here: 400).
+          expect(c.status, c.route).toBe(c.route === 'PATCH order' ? (level === 'no_bucket' ? 400 : 403) : expected);
           expectNoneOf(c.body, s.canaries);
         }
         expect(await snapshot(owner)).toBe(before);
@@ -251,4 +258,83 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       for (const a of actions) expect(a.detail).toEqual({ friendUserId: viewer.userId });
     });
   }
+});
+
+/** An accepted friend with front and notes at read_write through one bucket, and the seeded owner. */
+async function writer(): Promise<{ s: Seed; viewer: TestUser; bucketId: string }> {
+  const owner = await server.user();
+  const viewer = await server.user();
+  await relate(owner, viewer, 'accepted');
+  const bucketId = await createBucket(owner, { members_view: 'read', front: 'read_write', member_notes: 'read_write' });
+  await giveFriend(owner, viewer, [bucketId]);
+  return { s: await seed(owner, bucketId), viewer, bucketId };
+}
+
+describe('front', () => {
+  it('reorder: an exact permutation of the visible fronters; hidden fronters keep their slots', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const before = await snapshot(s.owner);
+    for (const memberIds of [[s.vis1], [s.vis1, s.vis2, s.hidden], [s.vis1, s.vis1], [s.vis1, UNKNOWN_ID]]) {
+      const res = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds } });
+      expect(res.response.status).toBe(400);
+      expectNoneOf(res.error, s.canaries.filter((c) => c !== s.hidden)); // only ids the caller sent may be echoed; none are
+      expect(JSON.stringify(res.error)).not.toContain(s.hidden);
+    }
+    expect(await snapshot(s.owner)).toBe(before);
+    expect((await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds: [s.vis2, s.vis1] } })).response.status).toBe(204);
+    expect((await s.owner.api.GET('/api/v1/front')).data!.memberIds).toEqual([s.hidden, s.vis2, s.vis1]);
+  });
+
+  it('writes need the member active and visible (404) and front read_write on it (403)', async () => {
+    const { s, viewer, bucketId } = await writer();
+    const path = fp(s.owner.userId);
+    const readOnly = await createMember(s.owner.api, 'Read only');
+    const readBucket = await createBucket(s.owner, { members_view: 'read', front: 'read' });
+    await giveFriend(s.owner, viewer, [bucketId, readBucket]);
+    await shareMember(s.owner, readOnly, [readBucket]);
+    const archived = await createMember(s.owner.api, 'Archived');
+    await shareMember(s.owner, archived, [bucketId]);
+    expect((await s.owner.api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } as never })).response.status).toBe(200);
+    const before = await snapshot(s.owner);
+    const start = (memberId: string) => viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId } });
+    expect((await start(readOnly)).response.status).toBe(403);
+    expect((await start(archived)).error).toEqual(notFoundMember);
+    expect((await start(UNKNOWN_ID)).error).toEqual(notFoundMember);
+    expect((await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: readOnly } })).response.status).toBe(403);
+    expect(await snapshot(s.owner)).toBe(before);
+    expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } })).data).toEqual({ memberIds: [s.vis1, s.vis2] });
+    expect(await auditActions(s.owner)).toEqual([]);
+  });
+
+  it('an internal failure answers the empty front with 200 and logs it', async () => {
+    const lines: string[] = [];
+    const own = await new TestServer().start({ env: { LOG_LEVEL: 'error' }, logStream: { write: (l: string) => void lines.push(l) } });
+    try {
+      const owner = await own.user();
+      const viewer = await own.user();
+      await relate(owner, viewer, 'accepted');
+      const bucketId = await createBucket(owner, { members_view: 'read', front: 'read' });
+      await giveFriend(owner, viewer, [bucketId]);
+      const m = await createMember(owner.api, 'Robin');
+      await shareMember(owner, m, [bucketId]);
+      await startFronting(owner.api, m);
+      const path = fp(owner.userId);
+      expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } })).data!.primary!.member._id).toBe(m);
+      // The read fails for real: the tier presence table is gone on this throwaway server.
+      await own.deps.db.knex.raw('alter table front_tier_presence rename to front_tier_presence_gone');
+      const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } });
+      expect(res.response.status).toBe(200);
+      expect(res.data).toEqual({ primary: null, alsoFronting: [], tieredMembers: [], note: '' });
+      expect(lines.some((l) => l.includes('friend front read failed'))).toBe(true);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('avatar: null when member_avatar is not granted; tagged with ownerUserId otherwise', async () => {
+    const { s, viewer } = await writer();
+    const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path: fp(s.owner.userId) } });
+    expect(res.data!.primary!.member.avatarUrl).toBeNull(); // the bucket grants no member_avatar (and no avatar is set)
+  });
 });
