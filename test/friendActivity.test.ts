@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { createBucket, expectNoneOf, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
+import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
 import { TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -262,11 +262,7 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
 
 /** An accepted friend with front and notes at read_write through one bucket, and the seeded owner. */
 async function writer(): Promise<{ s: Seed; viewer: TestUser; bucketId: string }> {
-  const owner = await server.user();
-  const viewer = await server.user();
-  await relate(owner, viewer, 'accepted');
-  const bucketId = await createBucket(owner, { members_view: 'read', front: 'read_write', member_notes: 'read_write' });
-  await giveFriend(owner, viewer, [bucketId]);
+  const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', front: 'read_write', member_notes: 'read_write' });
   return { s: await seed(owner, bucketId), viewer, bucketId };
 }
 
