@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
+import { captureStatements } from './helpers/plans.ts';
 import { TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -332,5 +333,141 @@ describe('front', () => {
     const { s, viewer } = await writer();
     const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path: fp(s.owner.userId) } });
     expect(res.data!.primary!.member.avatarUrl).toBeNull(); // the bucket grants no member_avatar (and no avatar is set)
+  });
+});
+
+describe('history and month', () => {
+  it('history: keyset pages of visible sessions, cursor both-or-neither, count before the filter', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const page1 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query: { limit: 1 } } });
+    expect(page1.data!.items).toHaveLength(1);
+    expect(page1.data!.count).toBe(3);
+    const cursor = page1.data!.nextCursor!;
+    const page2 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query: { limit: 1, cursorStartedAt: cursor.startedAt, cursorId: cursor.id } } });
+    expect(page2.data!.items).toHaveLength(1);
+    expect(page2.data!.nextCursor).toBeNull(); // the hidden session is not a page of its own
+    expect([page1.data!.items[0]!.member._id, page2.data!.items[0]!.member._id].sort()).toEqual([s.vis1, s.vis2].sort());
+    expectNoneOf([page1.data, page2.data], s.canaries);
+    for (const query of [{ cursorId: cursor.id }, { cursorStartedAt: cursor.startedAt }, { limit: 0 }, { limit: 51 }, { startTime: 10, endTime: 5 }]) {
+      const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+      expect(res.response.status, JSON.stringify(query)).toBe(400);
+    }
+  });
+
+  it('history: the page statements stay constant whatever the number of visible sessions', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const count = async () => (await captureStatements(server.deps.db.knex, /front_sessions/, () => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }))).length;
+    const few = await count();
+    for (let i = 0; i < 5; i++) {
+      now += 60_000;
+      await s.owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: s.vis1 } } });
+      now += 60_000;
+      await startFronting(s.owner.api, s.vis1);
+    }
+    expect(await count()).toBe(few);
+  });
+
+  it('month: per UTC day and member, minutes and sessions; range rules; truncation; the tab', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await relate(owner, viewer, 'accepted');
+    const bucketId = await createBucket(owner, { members_view: 'read', front: 'read' });
+    await giveFriend(owner, viewer, [bucketId]);
+    const m = await createMember(owner.api, 'Robin');
+    await shareMember(owner, m, [bucketId]);
+    const hidden = await createMember(owner.api, `hidden-${randomUUID()}`);
+    const day0 = Math.floor(now / DAY) * DAY + 10 * DAY;
+    now = day0 + DAY - 30 * 60_000; // 23:30 UTC
+    await startFronting(owner.api, m);
+    await startFronting(owner.api, hidden);
+    now = day0 + DAY + 45 * 60_000; // 00:45 the next day
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: m } } });
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: hidden } } });
+    now += 60 * 60_000;
+    await startFronting(owner.api, m);
+    now += 10 * 60_000;
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: m } } });
+    const path = fp(owner.userId);
+    const month = (query: { startTime: number; endTime: number; maxSessions?: number }) => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', { params: { path, query } });
+    const res = await month({ startTime: day0, endTime: day0 + 3 * DAY });
+    expect(res.response.status).toBe(200);
+    const date = (t: number) => new Date(t).toISOString().slice(0, 10);
+    expect(res.data).toEqual({
+      days: [
+        { date: date(day0), members: [{ memberId: m, minutes: 30, sessions: 1 }] },
+        { date: date(day0 + DAY), members: [{ memberId: m, minutes: 55, sessions: 2 }] },
+      ],
+      truncated: false,
+    });
+    expectNoneOf(res.data, [hidden]);
+    expect((await month({ startTime: day0, endTime: day0 + 3 * DAY, maxSessions: 1 })).data).toEqual({
+      days: [{ date: date(day0 + DAY), members: [{ memberId: m, minutes: 10, sessions: 1 }] }],
+      truncated: true,
+    });
+    for (const query of [{ startTime: day0, endTime: day0 }, { startTime: day0, endTime: day0 + 62 * DAY + 1 }, { startTime: day0, endTime: day0 + DAY, maxSessions: 0 }, { startTime: day0, endTime: day0 + DAY, maxSessions: 50001 }]) {
+      expect((await month(query)).response.status, JSON.stringify(query)).toBe(400);
+    }
+    expect((await month({ startTime: day0, endTime: day0 + 62 * DAY })).response.status).toBe(200);
+    const noTab = await createBucket(owner, { members_view: 'read' });
+    await giveFriend(owner, viewer, [noTab]);
+    expect((await month({ startTime: day0, endTime: day0 + DAY })).response.status).toBe(403);
+  });
+});
+
+describe('notes', () => {
+  it('the list considers only the owner\'s 500 most recent live notes, filtered in SQL', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const list = () => viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit: 100 } } });
+    expect((await list()).data!.map((n) => n._id).sort()).toEqual([s.visNote, s.mixedNote].sort());
+    expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { memberId: s.vis1, limit: 1 } } })).data).toHaveLength(1);
+    // The visible notes are the oldest (vis before mixed), then 497 newer notes on the hidden member
+    // plus the hidden note: exactly 500 live notes, both visible ones still in the window...
+    const knex = server.deps.db.knex;
+    await knex('entries').where({ id: s.visNote }).update({ updated_at: now - 2 });
+    await knex('entries').where({ id: s.mixedNote }).update({ updated_at: now - 1 });
+    const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
+    const rows = Array.from({ length: 497 }, (_, i) => ({ id: randomUUID(), user_id: s.owner.userId, side_system_id: side, sub_system_id: null, title: null, content: `bulk-${i}`, member_id: null, member_ids: null, created_at: now + 1000 + i, updated_at: now + 1000 + i, deleted_at: null }));
+    await knex.batchInsert('entries', rows, 200);
+    await knex.batchInsert('entry_members', rows.map((r) => ({ entry_id: r.id, member_id: s.hidden, user_id: s.owner.userId, position: 0 })), 200);
+    expect((await list()).data!.map((n) => n._id).sort()).toEqual([s.visNote, s.mixedNote].sort());
+    // ...one more pushes the older of them out of the window.
+    await createEntry(s.owner.api, 'newest hidden', { memberIds: [s.hidden] });
+    expect((await list()).data!.map((n) => n._id)).toEqual([s.mixedNote]);
+    const statements = await captureStatements(knex, /entries/, () => list());
+    expect(statements).toHaveLength(1);
+  });
+
+  it('writes: at least one member, the note cap, links before and after, trash', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const before = await snapshot(s.owner);
+    const create = (body: { content: string; memberIds?: string[]; memberId?: string }) => viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body });
+    expect((await create({ content: 'no member' })).response.status).toBe(400);
+    expect((await create({ content: 'x', memberIds: [s.vis1, s.hidden] })).error).toEqual(notFoundMember);
+    const patch = (entryId: string, body: Record<string, unknown>) => viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId } }, body });
+    expect((await patch(s.visNote, { memberIds: [s.hidden] })).error).toEqual(notFoundMember);
+    expect((await patch(s.visNote, { memberIds: [] })).response.status).toBe(400);
+    expect((await patch(UNKNOWN_ID, { content: 'x' })).error).toEqual(notFoundEntry);
+    expect(await snapshot(s.owner)).toBe(before);
+    expect((await patch(s.visNote, { memberIds: [s.vis1, s.vis2], title: 'both' })).response.status).toBe(204);
+    const detail = await s.owner.api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: s.visNote } } });
+    expect(detail.data!.memberIds).toEqual([s.vis1, s.vis2]);
+    // A trashed note is gone for the friend.
+    expect((await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } })).response.status).toBe(204);
+    expect((await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } })).error).toEqual(notFoundEntry);
+    // The owner's note cap (free plan) applies: 403 NOTE_LIMIT_REACHED.
+    const cap = server.deps.config.noteCaps.pro;
+    const bulk = Array.from({ length: cap }, () => ({ id: randomUUID() }));
+    const knex = server.deps.db.knex;
+    const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
+    await knex.batchInsert('entries', bulk.map((b) => ({ id: b.id, user_id: s.owner.userId, side_system_id: side, sub_system_id: null, title: null, content: 'cap', member_id: null, member_ids: null, created_at: 1, updated_at: 1, deleted_at: null })), 200);
+    await knex.batchInsert('entry_members', bulk.map((b) => ({ entry_id: b.id, member_id: s.vis2, user_id: s.owner.userId, position: 0 })), 200);
+    const capped = await create({ content: 'over the cap', memberId: s.vis2 });
+    expect(capped.response.status).toBe(403);
+    expect((capped.error as { code: string }).code).toBe('NOTE_LIMIT_REACHED');
+    expect((await auditActions(s.owner)).map((a) => a.action).sort()).toEqual(['friend_write.entry.delete', 'friend_write.entry.update']);
   });
 });
