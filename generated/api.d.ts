@@ -896,6 +896,410 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/friends/{friendUserId}/front": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a friend's current front
+         * @description The owner's current front as the caller may see it (spec: Friend view of front). Only members
+         *     visible with `members_view` and `front` at read or more appear, fronters and tier presence
+         *     alike; members in the trash never appear. `primary` is the first VISIBLE fronter in front
+         *     order: when the owner's own primary is hidden the next visible fronter takes its place, so the
+         *     response never reveals that a hidden member is fronting (or that anyone hidden is). `note` is
+         *     the session note of that `primary` ('' when none). `avatarUrl` is null when the avatar is
+         *     hidden from the caller (`member_avatar` and the `avatar` section's buckets).
+         *
+         *     On an unexpected server error while reading the front the answer is 200 with the empty front
+         *     (`primary` null, empty arrays, `note` '') instead of a 500 (spec); the error is logged.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        get: operations["getFriendFront"];
+        /**
+         * Replace a friend's front with one member
+         * @description Ends every open front session of the owner and removes all tier presence (as the owner's
+         *     DELETE /front, hidden members included: the spec defines this route as "clears all fronts"),
+         *     then fronts the given member (as the owner's POST /front/members).
+         *
+         *     Front writes: the member must be live (not in the trash), not archived and visible to the
+         *     caller (`members_view`), else 404 "Member not found" (the same body as an unknown id); the
+         *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
+         *     owner's own front write, in one transaction with an audit entry on the owner's account
+         *     (action `friend_write.front.set`, detail `friendUserId` = the caller); a refused write changes nothing.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        put: operations["setFriendFront"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a member to a friend's front
+         * @description Opens a front session for the member (as the owner's POST /front/members, without a note);
+         *     nothing changes when it is already fronting (still 204).
+         *
+         *     Front writes: the member must be live (not in the trash), not archived and visible to the
+         *     caller (`members_view`), else 404 "Member not found" (the same body as an unknown id); the
+         *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
+         *     owner's own front write, in one transaction with an audit entry on the owner's account
+         *     (action `friend_write.front.start`, detail `friendUserId` = the caller); a refused write changes nothing.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        post: operations["startFriendFronting"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/members/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member from a friend's front
+         * @description Ends the member's open session (as the owner's DELETE /front/members/{memberId}); nothing
+         *     changes when it is not fronting (still 204).
+         *
+         *     Front writes: the member must be live (not in the trash), not archived and visible to the
+         *     caller (`members_view`), else 404 "Member not found" (the same body as an unknown id); the
+         *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
+         *     owner's own front write, in one transaction with an audit entry on the owner's account
+         *     (action `friend_write.front.stop`, detail `friendUserId` = the caller); a refused write changes nothing.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        delete: operations["stopFriendFronting"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a member's tier presence on a friend's front
+         * @description Removes the member's tier presence (co-front, co-conscious or a custom tier), as the owner's
+         *     DELETE /front/tier-presence/{memberId}; its front session, if any, is left as it is. Nothing
+         *     changes when it has none (still 204).
+         *
+         *     Front writes: the member must be live (not in the trash), not archived and visible to the
+         *     caller (`members_view`), else 404 "Member not found" (the same body as an unknown id); the
+         *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
+         *     owner's own front write, in one transaction with an audit entry on the owner's account
+         *     (action `friend_write.front.tier_presence_clear`, detail `friendUserId` = the caller); a refused write changes nothing.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        delete: operations["clearFriendTierPresence"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/order": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Reorder the fronters a friend can see
+         * @description Reorders the fronters VISIBLE to the caller (those GET /friends/{friendUserId}/front shows:
+         *     `members_view` and `front` at read or more). `memberIds` must list each of them exactly once
+         *     (any missing, extra, hidden or repeated id: 400, nothing changes; the message names only ids
+         *     the caller sent). Hidden fronters keep their slots in the owner's order; the visible ones are
+         *     placed, in the given order, into the slots the visible ones held. The caller needs `front` at
+         *     `read_write` on every listed member (else 403). Audited as `friend_write.front.reorder` on the
+         *     owner's account (detail `friendUserId`), in the same transaction; a refused write changes
+         *     nothing.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        patch: operations["reorderFriendFront"];
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/writable-member-ids": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the members whose front a friend may change
+         * @description The owner's members the caller may put on or take off the front: live (not in the trash), not
+         *     archived, visible with `members_view` and with `front` at `read_write` (spec: "member ids the
+         *     viewer may front-manage"). By name, then id.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        get: operations["listFriendFrontWritableMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a friend's front history
+         * @description The owner's front sessions of members visible to the caller with `members_view` and `front`
+         *     at read or more (filtered like the live front), newest first (by `startedAt`, then id, both
+         *     descending), open sessions included. Sessions in the trash and sessions of members in the
+         *     trash are never listed; archived members' sessions are. With `startTime` and/or `endTime`,
+         *     only sessions overlapping that range: started at or before `endTime`, and open or ended at or
+         *     after `startTime`.
+         *
+         *     Items are the owner's history items without the member's profile details: `member` is `{ _id,
+         *     name, avatarUrl }` (`avatarUrl` null when the avatar is hidden). The visibility filter runs in
+         *     the database, so a page is always full when more visible sessions exist.
+         *
+         *     `count` is the number of the owner's sessions matching the time filters BEFORE the per-member
+         *     privacy filter (spec), so it also counts sessions of hidden members. Pass `nextCursor` back as
+         *     `cursorStartedAt` and `cursorId` (both, or neither: 400); it is null on the last page.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        get: operations["getFriendFrontHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/front/history/month": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Aggregate a friend's front history by day
+         * @description A calendar view of the owner's front history, computed in the database: for each UTC day in
+         *     [startTime, endTime] with at least one session of a visible member (`members_view` and `front`
+         *     at read or more), per member, the whole minutes fronted that day inside the range (rounded
+         *     down; an open session counts up to now) and the number of its sessions overlapping that day.
+         *     At most `maxSessions` sessions are aggregated, the most recent first (`startedAt`, then id,
+         *     descending); `truncated` says that more matched. The range may span at most 62 days (a month
+         *     view with its leading and trailing weeks); `endTime` must be after `startTime` (400).
+         *
+         *     Needs the front history tab: the caller's buckets must grant `front` at read or more (403
+         *     otherwise, even when nothing would be visible).
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        get: operations["getFriendFrontHistoryMonth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/entries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a friend's notes
+         * @description The owner's notes the caller may read, newest first (by `updatedAt`, then id). The server
+         *     considers at most the owner's 500 most recent live notes (spec), filters them by visibility in
+         *     the database and returns up to `limit` of them; notes in the trash are never listed.
+         *     `members` lists only the linked members the caller may read notes of; `member` is the first of
+         *     them. `viewerCanWrite` is true when the caller may edit and delete the note. With `memberId`,
+         *     only notes linking that member; a member whose notes the caller cannot read (hidden, unknown,
+         *     in the trash, or `member_notes` below read) gives `[]`, not an error.
+         *
+         *     A note is visible when at least one of its linked members is live and visible with
+         *     `members_view` and `member_notes` at read or more (a note has no buckets of its own). Writes
+         *     need `member_notes` at `read_write` on every member the note links (before and, for PATCH,
+         *     after the change); a note linking a member in the trash is read-only for friends.
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        get: operations["listFriendEntries"];
+        put?: never;
+        /**
+         * Write a note on a friend's account
+         * @description Creates a note on the owner's account, as the owner's POST /entries (same content rules,
+         *     image re-hosting and plan note cap: 403 NOTE_LIMIT_REACHED). It must link at least one member
+         *     (`memberId` and/or `memberIds`; 400 otherwise). Every linked member must be live and visible
+         *     to the caller with `members_view` (else 404 "Member not found", the same body as an unknown id)
+         *     with `member_notes` at `read_write` (else 403). Audited as `friend_write.entry.create` on the
+         *     owner's account (detail `friendUserId`), in the same transaction; a refused write changes
+         *     nothing.
+         *
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        post: operations["createFriendEntry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/entries/{entryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Move a note on a friend's account to the trash
+         * @description Moves a note the caller can see (else 404 "Entry not found") to the owner's trash, as the
+         *     owner's DELETE /entries/{entryId} without `permanent` (the owner can restore it). The caller
+         *     needs `member_notes` at `read_write` on every member the note links (else 403). Audited as
+         *     `friend_write.entry.delete` on the owner's account (detail `friendUserId`), in the same
+         *     transaction; a refused write changes nothing.
+         *
+         *     A note is visible when at least one of its linked members is live and visible with
+         *     `members_view` and `member_notes` at read or more (a note has no buckets of its own). Writes
+         *     need `member_notes` at `read_write` on every member the note links (before and, for PATCH,
+         *     after the change); a note linking a member in the trash is read-only for friends.
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        delete: operations["deleteFriendEntry"];
+        options?: never;
+        head?: never;
+        /**
+         * Edit a note on a friend's account
+         * @description Changes a note the caller can see (else 404 "Entry not found", the same body as an unknown or
+         *     trashed note), as the owner's PATCH /entries/{entryId}: title, content and links, partial.
+         *     The caller needs `member_notes` at `read_write` on every member the note links now and on
+         *     every member it will link (403 otherwise); newly linked members must be live and visible
+         *     (404 "Member not found" otherwise), and the note must keep at least one linked member (400).
+         *     Audited as `friend_write.entry.update` on the owner's account (detail `friendUserId`), in the
+         *     same transaction; a refused write changes nothing.
+         *
+         *     A note is visible when at least one of its linked members is live and visible with
+         *     `members_view` and `member_notes` at read or more (a note has no buckets of its own). Writes
+         *     need `member_notes` at `read_write` on every member the note links (before and, for PATCH,
+         *     after the change); a note linking a member in the trash is read-only for friends.
+         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        patch: operations["updateFriendEntry"];
+        trace?: never;
+    };
     "/api/v1/appearance": {
         parameters: {
             query?: never;
@@ -4056,6 +4460,147 @@ export interface components {
             memberIds?: components["schemas"]["Uuid"][];
         };
         /**
+         * @description A member as a friend sees it on the front: id, name and avatar. `avatarUrl` is null when the
+         *     avatar is hidden from the caller (the member's `member_avatar` group below read, or an
+         *     `avatar` profile section whose buckets the caller does not share); otherwise it is the media
+         *     URL tagged with `ownerUserId`, which the caller's key can fetch.
+         */
+        FriendFrontMember: {
+            _id: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+            /** @example /api/v1/members/2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718/media?kind=avatar&v=9f2c1a7b3d4e&ownerUserId=7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d */
+            avatarUrl: string | null;
+        };
+        FriendFrontFronter: {
+            member: components["schemas"]["FriendFrontMember"];
+            activeSession: {
+                /**
+                 * @description The session's note; null when it has none.
+                 * @example Handling the morning
+                 */
+                note: string | null;
+                startedAt: components["schemas"]["EpochMs"];
+            };
+        };
+        FriendFrontTiered: {
+            member: components["schemas"]["FriendFrontMember"];
+            /**
+             * @description A preset tier (`coFront`, `coConscious`) or the id of one of the owner's custom tiers.
+             * @example coConscious
+             */
+            tierKey: string;
+            /** @example Co-conscious */
+            tierName: string;
+            /** @example null */
+            note: string | null;
+        };
+        /**
+         * @description The owner's current front as the caller may see it. Only members visible to the caller with
+         *     `members_view` and `front` at read or more appear; the others are left out entirely.
+         */
+        FriendFrontView: {
+            /** @description The first visible fronter in front order, or null when none is visible. */
+            primary: components["schemas"]["FriendFrontFronter"] | null;
+            /** @description The other visible fronters, in front order. */
+            alsoFronting: components["schemas"]["FriendFrontFronter"][];
+            /** @description Visible members with tier presence (co-front, co-conscious or a custom tier), in the order set. */
+            tieredMembers: components["schemas"]["FriendFrontTiered"][];
+            /**
+             * @description The note of `primary`'s session; the empty string when there is none or no primary.
+             * @example Handling the morning
+             */
+            note: string;
+        };
+        FriendFrontMemberRequest: {
+            memberId: components["schemas"]["Uuid"];
+        };
+        FriendWritableMemberIds: {
+            /** @description Live, not archived members the caller may put on or take off the front, by name then id. */
+            memberIds: components["schemas"]["Uuid"][];
+        };
+        FriendHistoryItem: {
+            session: {
+                _id: components["schemas"]["Uuid"];
+                /** @description The owner. */
+                userId: components["schemas"]["Uuid"];
+                memberId: components["schemas"]["Uuid"];
+                startedAt: components["schemas"]["EpochMs"];
+                /** @description Null while the session is open. */
+                endedAt: components["schemas"]["EpochMs"] | null;
+                /** @example Handling the morning */
+                note: string | null;
+            };
+            member: components["schemas"]["FriendFrontMember"];
+            /**
+             * @description Null while the session is open.
+             * @example 3600000
+             */
+            durationMs: number | null;
+        };
+        FriendHistoryPage: {
+            items: components["schemas"]["FriendHistoryItem"][];
+            /**
+             * @description The number of the owner's sessions matching the time filters across all pages, BEFORE the
+             *     per-member privacy filter (spec): it counts sessions of members hidden from the caller too.
+             * @example 57
+             */
+            count: number;
+            nextCursor: components["schemas"]["FrontHistoryCursor"] | null;
+        };
+        FriendFrontMonth: {
+            /** @description UTC days with at least one session of a visible member, oldest first. */
+            days: {
+                /**
+                 * Format: date
+                 * @example 2025-11-22
+                 */
+                date: string;
+                /** @description Per member, by member id. */
+                members: {
+                    memberId: components["schemas"]["Uuid"];
+                    /**
+                     * @description Whole minutes fronted that day inside [startTime, endTime] (rounded down; an open session counts up to now).
+                     * @example 95
+                     */
+                    minutes: number;
+                    /**
+                     * @description Sessions of the member overlapping that day.
+                     * @example 2
+                     */
+                    sessions: number;
+                }[];
+            }[];
+            /**
+             * @description True when more than `maxSessions` sessions matched; only the most recent `maxSessions` were aggregated.
+             * @example false
+             */
+            truncated: boolean;
+        };
+        FriendNoteMember: {
+            id: components["schemas"]["Uuid"];
+            /** @example Robin */
+            name: string;
+        };
+        FriendNoteRow: {
+            _id: components["schemas"]["Uuid"];
+            /** @example Therapy notes */
+            title: string | null;
+            /** @example We talked about **boundaries**. */
+            content: string;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+            /** @description The linked members visible to the caller with `members_view` and `member_notes` at read or more, in link order. */
+            members: components["schemas"]["FriendNoteMember"][];
+            /** @description The first of `members`. */
+            member: components["schemas"]["FriendNoteMember"] | null;
+            /**
+             * @description Whether the caller may edit or delete the note (member_notes read_write on every linked member).
+             * @example true
+             */
+            viewerCanWrite: boolean;
+        };
+        /**
          * @description One of the owner's members as a friend sees it. The member itself passed `members_view`. Each
          *     profile section is shown or redacted as a whole: `avatar` (avatarUrl, backgroundUrl) needs
          *     `member_avatar` at read; `displayName`, `pronouns`, `about` (description, aboutTags) and
@@ -6339,6 +6884,51 @@ export interface components {
             };
         };
         /**
+         * @description The friendship is not visible (no friendship, pending, revoked, blocked either way, unknown
+         *     account or the caller's own id: "Friend not found"), or the member is unknown, in the trash,
+         *     archived where the route needs an active member, or hidden from the caller ("Member not
+         *     found", the same body for all of those).
+         */
+        FriendNotFoundMember: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The friendship is not visible ("Friend not found"), the note is unknown, in the trash or
+         *     hidden from the caller ("Entry not found"), or a member the request links is unknown, in the
+         *     trash or hidden ("Member not found").
+         */
+        FriendNotFoundEntry: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `friends` scope at `read_write`, or the member is visible but the caller's buckets do not grant `front` at `read_write` on it. */
+        FriendForbiddenFrontWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `friends` scope at `read_write`, or a member the note links (before or after the change) is not writable for the caller (`member_notes` below `read_write`). */
+        FriendForbiddenNotesWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
          * @description No such account, or it is not the caller's friend in the way the operation needs. Friend routes
          *     answer every such case with this same body, so they never reveal whether an account exists,
          *     has blocked the caller or hides something.
@@ -8097,6 +8687,555 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFriendCustomFieldWrite"];
             404: components["responses"]["NotFoundFriendCustomField"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendFront: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible front. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendFrontView"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    setFriendFront: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FriendFrontMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenFrontWrite"];
+            404: components["responses"]["FriendNotFoundMember"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    startFriendFronting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FriendFrontMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenFrontWrite"];
+            404: components["responses"]["FriendNotFoundMember"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    stopFriendFronting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenFrontWrite"];
+            404: components["responses"]["FriendNotFoundMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    clearFriendTierPresence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Member id. */
+                memberId: components["parameters"]["MemberIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenFrontWrite"];
+            404: components["responses"]["FriendNotFoundMember"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    reorderFriendFront: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderFrontRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenFrontWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendFrontWritableMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The writable members' ids. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendWritableMemberIds"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendFrontHistory: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–50 (default 20). */
+                limit?: number;
+                /** @description Only sessions still running at or after this time (ms). */
+                startTime?: components["schemas"]["EpochMs"];
+                /** @description Only sessions started at or before this time (ms). */
+                endTime?: components["schemas"]["EpochMs"];
+                /** @description `nextCursor.startedAt` of the previous page; requires `cursorId`. */
+                cursorStartedAt?: components["schemas"]["EpochMs"];
+                /** @description `nextCursor.id` of the previous page; requires `cursorStartedAt`. */
+                cursorId?: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the visible history. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendHistoryPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendFrontHistoryMonth: {
+        parameters: {
+            query: {
+                /** @description Start of the range (ms, inclusive). */
+                startTime: components["schemas"]["EpochMs"];
+                /** @description End of the range (ms); after startTime, at most 62 days later. */
+                endTime: components["schemas"]["EpochMs"];
+                /** @description How many sessions to aggregate at most, 1–50000 (default 5000). */
+                maxSessions?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The aggregation. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendFrontMonth"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The API key lacks the `friends` scope at `read`, or the caller's buckets do not open the front history tab (`front` below read). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listFriendEntries: {
+        parameters: {
+            query?: {
+                /** @description How many notes, 1–100 (default 50). */
+                limit?: number;
+                /** @description Only notes linking this member. */
+                memberId?: components["schemas"]["Uuid"];
+            };
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible notes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FriendNoteRow"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenFriendsRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createFriendEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateEntryRequest"];
+            };
+        };
+        responses: {
+            201: components["responses"]["Created"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The API key lacks the `friends` scope at `read_write`, a linked member is visible but not writable for the caller (`member_notes` below `read_write`), or a linked member is at the owner's plan note cap. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["FriendNotFoundMember"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteFriendEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenNotesWrite"];
+            404: components["responses"]["FriendNotFoundEntry"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateFriendEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description Entry (note) id. */
+                entryId: components["parameters"]["EntryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateEntryRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FriendForbiddenNotesWrite"];
+            404: components["responses"]["FriendNotFoundEntry"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -1,0 +1,259 @@
+/**
+ * The SQL of the friend activity routes: the owner's front, history and notes as one friend may
+ * see them. Every "may this friend see or change this member" is `visibleMembers` from
+ * server/access/ (never re-implemented here), applied inside the statement, so hidden rows are
+ * never loaded; each read is a constant number of statements whatever the number of rows.
+ */
+import type { Knex } from 'knex';
+import { narrowedBy, visibleContent, visibleMembers } from '../../access/index.ts';
+import type { Access, PermissionGroup } from '../../core/context.ts';
+import type { MemberRow } from '../members/index.ts';
+
+const DAY_MS = 86_400_000;
+/** Spec: the friend notes list considers at most the owner's 500 most recent live notes. */
+export const NOTES_WINDOW = 500;
+
+/**
+ * `<alias>.avatar` when the friend may see that member's avatar (member_avatar on the member, and
+ * the `avatar` profile section narrowing it), else null; the member itself is already visible.
+ */
+function avatarColumn(db: Knex, access: Access, alias: string): Knex.Raw {
+  const probe = db('members as av')
+    .select(db.raw('1'))
+    .whereRaw(`av.id = ${alias}.id`)
+    .where(visibleContent(access, { kind: 'member', column: 'av.id' }, 'member_avatar'))
+    .where(narrowedBy(access, { kind: 'profile_section', column: 'av.id', section: 'avatar' }, 'member_avatar'));
+  return db.raw(`case when exists (?) then ${alias}.avatar else null end as avatar`, [probe]);
+}
+
+/** `exists (member <alias>.id is visible with `group` at `level`)`, as a boolean column expression. */
+function memberPasses(db: Knex, access: Access, column: string, group: PermissionGroup, level: 'read' | 'read_write'): Knex.QueryBuilder {
+  return db('members as w').select(db.raw('1')).whereRaw(`w.id = ${column}`).where(visibleMembers(access, 'w', group, level));
+}
+
+function joinMember(db: Knex, q: Knex.QueryBuilder, from: string): Knex.QueryBuilder {
+  return q.join('members as m', function () {
+    this.on('m.id', '=', `${from}.member_id`).andOn('m.user_id', '=', `${from}.user_id`);
+  });
+}
+
+export type FriendMemberCols = Pick<MemberRow, 'name' | 'avatar'>;
+export type FrontSessionView = FriendMemberCols & { id: string; member_id: string; note: string | null; started_at: number };
+export type FrontPresenceView = FriendMemberCols & { member_id: string; tier_key: string; note: string | null; custom_display_name: string | null };
+export type HistoryView = FriendMemberCols & { id: string; member_id: string; started_at: number; ended_at: number | null; note: string | null };
+
+export interface NoteView {
+  id: string;
+  title: string | null;
+  content: string;
+  created_at: number;
+  updated_at: number;
+  members: Array<{ id: string; name: string }>;
+  can_write: boolean;
+}
+
+export interface NoteForWrite {
+  id: string;
+  member_id: string | null;
+  member_ids: string[] | null;
+  visible: boolean;
+  can_write: boolean;
+}
+
+/** Correlated predicates over a note `alias` (an `entries` row) for one friend. */
+function notePredicates(db: Knex, access: Access, alias: string) {
+  const links = () =>
+    db('entry_members as em')
+      .join('members as m', function () {
+        this.on('m.id', '=', 'em.member_id').andOn('m.user_id', '=', 'em.user_id');
+      })
+      .whereRaw(`em.entry_id = ${alias}.id and em.user_id = ${alias}.user_id`)
+      .whereNull('m.deleted_at');
+  /** A linked live member visible with members_view and member_notes at read. */
+  const readable = () => links().select(db.raw('1')).where(visibleMembers(access, 'm', 'member_notes', 'read'));
+  /** Every linked member is live and has member_notes read_write (no link may fail it). */
+  const unwritable = db('entry_members as ew')
+    .leftJoin('members as mw', function () {
+      this.on('mw.id', '=', 'ew.member_id').andOn('mw.user_id', '=', 'ew.user_id');
+    })
+    .select(db.raw('1'))
+    .whereRaw(`ew.entry_id = ${alias}.id and ew.user_id = ${alias}.user_id`)
+    .where((w) => w.whereNull('mw.id').orWhereNotNull('mw.deleted_at').orWhereNotExists(memberPasses(db, access, 'mw.id', 'member_notes', 'read_write')));
+  const canWrite = db.raw('not exists (?) as can_write', [unwritable]);
+  return { links, readable, canWrite };
+}
+
+export const friendActivityRepo = {
+  /** The open sessions of visible fronters (members_view and front at read), in front order. */
+  frontSessions(db: Knex, access: Access): Promise<FrontSessionView[]> {
+    const q = joinMember(db, db('front_sessions as s'), 's')
+      .where('s.user_id', access.ownerId)
+      .whereNull('s.ended_at')
+      .whereNull('s.deleted_at')
+      .whereNull('m.deleted_at')
+      .where(visibleMembers(access, 'm', 'front', 'read'));
+    return q.select('s.id', 's.member_id', 's.note', 's.started_at', 'm.name', avatarColumn(db, access, 'm')).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+  },
+
+  /** The tier presence of visible members, in the order it was set, with a custom tier's name. */
+  frontPresence(db: Knex, access: Access): Promise<FrontPresenceView[]> {
+    const q = joinMember(db, db('front_tier_presence as p'), 'p')
+      .leftJoin('front_custom_tiers as t', function () {
+        this.on('t.user_id', '=', 'p.user_id').andOn(db.raw('t.id::text = p.tier_key'));
+      })
+      .where('p.user_id', access.ownerId)
+      .whereNull('m.deleted_at')
+      .where(visibleMembers(access, 'm', 'front', 'read'));
+    return q
+      .select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name', 'm.name', avatarColumn(db, access, 'm'))
+      .orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]);
+  },
+
+  /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
+  fronters(db: Knex, access: Access): Promise<Array<{ member_id: string; visible: boolean }>> {
+    const q = joinMember(db, db('front_sessions as s'), 's').where('s.user_id', access.ownerId).whereNull('s.ended_at').whereNull('s.deleted_at').whereNull('m.deleted_at');
+    return q.select('s.member_id', db.raw('exists (?) as visible', [memberPasses(db, access, 'm.id', 'front', 'read')])).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+  },
+
+  /**
+   * Of `ids`, the owner's live members visible to the friend (members_view; not archived with
+   * `active`), each with whether `group` is read_write on it. Ids missing from the answer are
+   * unknown, in the trash, archived (with `active`) or hidden: callers answer 404 for all alike.
+   */
+  membersForWrite(db: Knex, access: Access, ids: readonly string[], group: PermissionGroup, active: boolean): Promise<Array<{ id: string; can_write: boolean }>> {
+    const q = db('members as m').where('m.user_id', access.ownerId).whereIn('m.id', [...ids]).whereNull('m.deleted_at').where(visibleMembers(access, 'm'));
+    if (active) q.whereNull('m.archived_at');
+    return q.select('m.id', db.raw('exists (?) as can_write', [memberPasses(db, access, 'm.id', group, 'read_write')]));
+  },
+
+  /** Live, not archived members with front read_write, by name then id. */
+  async frontWritableIds(db: Knex, access: Access): Promise<string[]> {
+    const rows: Array<{ id: string }> = await db('members as m')
+      .where('m.user_id', access.ownerId)
+      .whereNull('m.deleted_at')
+      .whereNull('m.archived_at')
+      .where(visibleMembers(access, 'm', 'front', 'read_write'))
+      .select('m.id')
+      .orderBy([{ column: 'm.name' }, { column: 'm.id' }]);
+    return rows.map((r) => r.id);
+  },
+
+  /**
+   * A page (`size` + 1 rows) of the sessions of visible members, newest first, on the history
+   * index (user_id, started_at desc, id desc), strictly after the cursor; the visibility filter is
+   * part of the statement, so the page is full.
+   */
+  historyPage(
+    db: Knex,
+    access: Access,
+    filter: { startTime?: number; endTime?: number },
+    size: number,
+    after?: { startedAt: number; id: string },
+  ): Promise<HistoryView[]> {
+    const q = joinMember(db, db('front_sessions as s'), 's')
+      .where('s.user_id', access.ownerId)
+      .whereNull('s.deleted_at')
+      .whereNull('m.deleted_at')
+      .where(visibleMembers(access, 'm', 'front', 'read'));
+    if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
+    if (filter.startTime !== undefined) {
+      const startTime = filter.startTime;
+      q.where((w) => w.whereNull('s.ended_at').orWhere('s.ended_at', '>=', startTime));
+    }
+    if (after) q.whereRaw('(s.started_at, s.id) < (?::bigint, ?::uuid)', [after.startedAt, after.id]);
+    return q
+      .select('s.id', 's.member_id', 's.started_at', 's.ended_at', 's.note', 'm.name', avatarColumn(db, access, 'm'))
+      .orderBy([
+        { column: 's.started_at', order: 'desc' },
+        { column: 's.id', order: 'desc' },
+      ])
+      .limit(size + 1);
+  },
+
+  /**
+   * The month aggregation in one statement: the most recent `maxSessions` (+1, to tell truncation)
+   * sessions of visible members overlapping [start, end], each clipped to the range (an open one
+   * ends at `now`), split over the UTC days it touches; per day and member, the milliseconds and
+   * the sessions. `matched` is the number of sessions read (at most maxSessions + 1).
+   */
+  async month(
+    db: Knex,
+    access: Access,
+    range: { start: number; end: number; now: number; maxSessions: number },
+  ): Promise<Array<{ matched: number | string; day: number | string; member_id: string; ms: number | string; sessions: number | string }>> {
+    const sessions = joinMember(db, db('front_sessions as s'), 's')
+      .where('s.user_id', access.ownerId)
+      .whereNull('s.deleted_at')
+      .whereNull('m.deleted_at')
+      .where(visibleMembers(access, 'm', 'front', 'read'))
+      .where('s.started_at', '<=', range.end)
+      .where((w) => w.whereNull('s.ended_at').orWhere('s.ended_at', '>=', range.start))
+      .select(
+        's.member_id',
+        db.raw('greatest(s.started_at, ?::bigint) as a', [range.start]),
+        db.raw('greatest(s.started_at, ?::bigint, least(coalesce(s.ended_at, ?::bigint), ?::bigint)) as b', [range.start, range.now, range.end]),
+        db.raw('row_number() over (order by s.started_at desc, s.id desc) as rn'),
+      )
+      .orderBy([
+        { column: 's.started_at', order: 'desc' },
+        { column: 's.id', order: 'desc' },
+      ])
+      .limit(range.maxSessions + 1);
+    const result = await db.raw(
+      `with c as (?)
+select (select count(*) from c) as matched, d.n as day, c.member_id, sum(least(c.b, (d.n + 1) * ${DAY_MS}) - greatest(c.a, d.n * ${DAY_MS})) as ms, count(*) as sessions
+from c cross join lateral generate_series(c.a / ${DAY_MS}, greatest(c.a / ${DAY_MS}, (c.b - 1) / ${DAY_MS})) as d(n)
+where c.rn <= ?
+group by d.n, c.member_id
+order by d.n, c.member_id`,
+      [sessions, range.maxSessions],
+    );
+    return result.rows;
+  },
+
+  /**
+   * Up to `limit` notes the friend may read among the owner's NOTES_WINDOW most recent live notes
+   * (newest first), each with its readable linked members (in link order) and whether every
+   * linked member is live and writable. With `memberId`, only notes linking that member, which
+   * must itself be readable. One statement.
+   */
+  async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<NoteView[]> {
+    const recent = db('entries as e')
+      .where('e.user_id', access.ownerId)
+      .whereNull('e.deleted_at')
+      .select('e.id', 'e.user_id', 'e.title', 'e.content', 'e.created_at', 'e.updated_at')
+      .orderBy([
+        { column: 'e.updated_at', order: 'desc' },
+        { column: 'e.id', order: 'asc' },
+      ])
+      .limit(NOTES_WINDOW);
+    const p = notePredicates(db, access, 'r');
+    const members = p
+      .readable()
+      .clearSelect()
+      .select(db.raw(`coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)`));
+    const q = db
+      .from(recent.as('r'))
+      .select('r.id', 'r.title', 'r.content', 'r.created_at', 'r.updated_at', db.raw('(?) as members', [members]), p.canWrite)
+      .whereExists(p.readable());
+    if (memberId !== undefined) q.whereExists(p.readable().where('em.member_id', memberId));
+    const rows: Array<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }> = await q
+      .orderBy([
+        { column: 'r.updated_at', order: 'desc' },
+        { column: 'r.id', order: 'asc' },
+      ])
+      .limit(limit);
+    return rows.map((r) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members }));
+  },
+
+  /** A live note of the owner with whether the friend sees it and may write it; undefined when unknown or in the trash. */
+  async noteForWrite(db: Knex, access: Access, entryId: string): Promise<NoteForWrite | undefined> {
+    const p = notePredicates(db, access, 'e');
+    const row: NoteForWrite | undefined = await db('entries as e')
+      .where({ 'e.id': entryId, 'e.user_id': access.ownerId })
+      .whereNull('e.deleted_at')
+      .select('e.id', 'e.member_id', 'e.member_ids', db.raw('exists (?) as visible', [p.readable()]), p.canWrite)
+      .first();
+    return row;
+  },
+};

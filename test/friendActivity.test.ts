@@ -1,0 +1,473 @@
+/**
+ * Friend-scoped activity routes (issue 13, activity side): the friend view of the front and its
+ * writes, writable member ids, history and its month aggregation, friend notes and their writes.
+ * Every route over the relationship matrix and, for an accepted friend, over the levels of the
+ * route's permission group; hidden canaries never appear; refused writes change nothing and are
+ * not audited; successful ones are.
+ */
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
+import { captureStatements } from './helpers/plans.ts';
+import { TestServer, useServer, type TestUser } from './helpers/server.ts';
+
+let now = 1_800_000_000_000;
+const server = useServer({ clock: () => now });
+const DAY = 86_400_000;
+
+interface Seed {
+  owner: TestUser;
+  vis1: string;
+  vis2: string;
+  hidden: string;
+  hidden2: string;
+  visNote: string;
+  mixedNote: string;
+  hiddenNote: string;
+  canaries: string[];
+}
+
+/**
+ * An owner with two members shared through `bucketId` (when given) and two hidden ones (no
+ * buckets), all fronting or in a tier (the hidden one is the owner's primary), and notes: one on
+ * a visible member, one on visible + hidden, one on a hidden member only.
+ */
+async function seed(owner: TestUser, bucketId: string | null): Promise<Seed> {
+  const hiddenName = `hidden-${randomUUID()}`;
+  const hidden2Name = `hidden2-${randomUUID()}`;
+  const hiddenText = `secret-${randomUUID()}`;
+  const mixedText = `mixed-${randomUUID()}`;
+  const hidden = await createMember(owner.api, hiddenName);
+  const hidden2 = await createMember(owner.api, hidden2Name);
+  const vis1 = await createMember(owner.api, 'A visible');
+  const vis2 = await createMember(owner.api, 'B visible');
+  if (bucketId) {
+    await shareMember(owner, vis1, [bucketId]);
+    await shareMember(owner, vis2, [bucketId]);
+  }
+  await startFronting(owner.api, hidden);
+  await startFronting(owner.api, vis1);
+  await startFronting(owner.api, vis2);
+  const hiddenSession = (await owner.api.GET('/api/v1/front')).data!.activeSessions.find((s) => s.memberId === hidden)!._id;
+  const tierNote = `tier-${randomUUID()}`;
+  expect((await owner.api.POST('/api/v1/front/tier-presence', { body: { memberId: hidden2, tierKey: 'coConscious', note: tierNote } })).response.status).toBe(204);
+  expect((await owner.api.POST('/api/v1/front/tier-presence', { body: { memberId: vis2, tierKey: 'coFront' } })).response.status).toBe(204);
+  const visNote = await createEntry(owner.api, 'visible note', { memberIds: [vis1] });
+  const mixedNote = await createEntry(owner.api, mixedText, { memberIds: [vis1, hidden] });
+  const hiddenNote = await createEntry(owner.api, hiddenText, { memberIds: [hidden] });
+  return { owner, vis1, vis2, hidden, hidden2, visNote, mixedNote, hiddenNote, canaries: [hidden, hidden2, hiddenName, hidden2Name, hiddenText, hiddenNote, hiddenSession, tierNote] };
+}
+
+/** What the owner's data looks like (front, notes, trash): compared before and after refused writes. */
+async function snapshot(owner: TestUser): Promise<string> {
+  const front = await owner.api.GET('/api/v1/front');
+  const entries = await owner.api.GET('/api/v1/entries', { params: { query: { limit: 100 } } });
+  return JSON.stringify([front.data, entries.data]);
+}
+
+async function auditActions(owner: TestUser): Promise<Array<{ action: string; detail: unknown; targetId: string | null }>> {
+  const res = await owner.api.GET('/api/v1/audit', { params: { query: { actionPrefix: 'friend_write' } } });
+  expect(res.response.status).toBe(200);
+  return res.data!.items.map((e) => ({ action: e.action, detail: e.detail, targetId: e.targetId }));
+}
+
+type Call = { route: string; status: number; body: unknown };
+
+function fp(friendUserId: string) {
+  return { friendUserId };
+}
+
+/** Every read route once. */
+async function reads(viewer: TestUser, s: Seed): Promise<Call[]> {
+  const path = fp(s.owner.userId);
+  const out: Call[] = [];
+  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) => out.push({ route, status: r.response.status, body: r.data ?? r.error });
+  push('GET front', await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } }));
+  push('GET writable', await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } }));
+  push('GET history', await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }));
+  push('GET month', await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', { params: { path, query: { startTime: now - 10 * DAY, endTime: now + DAY } } }));
+  push('GET entries', await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path } }));
+  push('GET entries?memberId=hidden', await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { memberId: s.hidden } } }));
+  return out;
+}
+
+/** Every write route once, aimed at visible content (and the hidden note). */
+async function writes(viewer: TestUser, s: Seed): Promise<Call[]> {
+  const path = fp(s.owner.userId);
+  const out: Call[] = [];
+  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) => out.push({ route, status: r.response.status, body: r.data ?? r.error });
+  push('PATCH order', await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds: [s.vis2, s.vis1] } }));
+  push('DELETE tier-presence', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}', { params: { path: { ...path, memberId: s.vis2 } } }));
+  push('DELETE front member', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/members/{memberId}', { params: { path: { ...path, memberId: s.vis2 } } }));
+  push('POST front member', await viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId: s.vis2 } }));
+  push('POST entry', await viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body: { content: 'from a friend', memberIds: [s.vis1] } }));
+  push('PATCH entry', await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } }, body: { content: 'edited by a friend' } }));
+  push('DELETE entry', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } }));
+  push('PUT front', await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: s.vis1 } }));
+  return out;
+}
+
+/** The writes no friend may ever make: on hidden content. */
+async function hiddenWrites(viewer: TestUser, s: Seed): Promise<Call[]> {
+  const path = fp(s.owner.userId);
+  const out: Call[] = [];
+  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) => out.push({ route, status: r.response.status, body: r.data ?? r.error });
+  push('PUT front hidden', await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: s.hidden2 } }));
+  push('POST front hidden', await viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId: s.hidden2 } }));
+  push('DELETE front hidden', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/members/{memberId}', { params: { path: { ...path, memberId: s.hidden } } }));
+  push('DELETE tier hidden', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}', { params: { path: { ...path, memberId: s.hidden2 } } }));
+  push('POST entry hidden', await viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body: { content: 'x', memberIds: [s.hidden] } }));
+  push('PATCH hidden entry', await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.hiddenNote } }, body: { content: 'x' } }));
+  push('DELETE hidden entry', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.hiddenNote } } }));
+  return out;
+}
+
+const notFoundMember = { code: 'NOT_FOUND', message: 'Member not found' };
+const notFoundEntry = { code: 'NOT_FOUND', message: 'Entry not found' };
+
+describe('relationship matrix: no visible friendship answers 404 "Friend not found" everywhere', () => {
+  for (const relationship of RELATIONSHIPS.filter((r) => r !== 'accepted')) {
+    it(relationship, async () => {
+      const owner = await server.user();
+      const viewer = await server.user();
+      const bucketId = await createBucket(owner, { members_view: 'read_write', front: 'read_write', member_notes: 'read_write' });
+      const s = await seed(owner, bucketId);
+      if (relationship === 'blocked_by_owner' || relationship === 'blocked_by_viewer' || relationship === 'revoked') {
+        // Befriended and sharing first, so only the block or revoke stands between them.
+        await relate(owner, viewer, 'accepted');
+        await giveFriend(owner, viewer, [bucketId]);
+        const [by, other] = relationship === 'blocked_by_viewer' ? [viewer, owner] : [owner, viewer];
+        const res = relationship === 'revoked'
+          ? await by.api.POST('/api/v1/friends/{friendUserId}/revoke', { params: { path: fp(other.userId) } })
+          : await by.api.POST('/api/v1/friends/{friendUserId}/block', { params: { path: fp(other.userId) } });
+        expect(res.response.status).toBe(204);
+      } else {
+        await relate(owner, viewer, relationship);
+      }
+      const before = await snapshot(owner);
+      const calls = [...(await reads(viewer, s)), ...(await writes(viewer, s)), ...(await hiddenWrites(viewer, s))];
+      for (const c of calls) {
+        expect(c.status, c.route).toBe(404);
+        expect(c.body, c.route).toEqual({ code: 'NOT_FOUND', message: 'Friend not found' });
+        expectNoneOf(c.body, [...s.canaries, s.vis1, s.vis2, s.visNote]);
+      }
+      expect(await snapshot(owner)).toBe(before);
+      expect(await auditActions(owner)).toEqual([]);
+    });
+  }
+
+  it('the caller\'s own id and an unknown account are 404 too', async () => {
+    const owner = await server.user();
+    const s = await seed(owner, null);
+    for (const c of [...(await reads(owner, s)), ...(await writes(owner, s))]) expect([c.route, c.status, c.body]).toEqual([c.route, 404, { code: 'NOT_FOUND', message: 'Friend not found' }]);
+    const viewer = await server.user();
+    const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path: fp(UNKNOWN_ID) } });
+    expect(res.response.status).toBe(404);
+  });
+});
+
+type Level = 'no_bucket' | 'none' | 'read' | 'read_write';
+
+describe('accepted friend: the matrix over the levels of front and member_notes', () => {
+  for (const level of ['no_bucket', 'none', 'read', 'read_write'] as const satisfies readonly Level[]) {
+    it(level, async () => {
+      const owner = await server.user();
+      const viewer = await server.user();
+      await relate(owner, viewer, 'accepted');
+      const g = level === 'no_bucket' ? 'none' : level;
+      const bucketId = await createBucket(owner, { members_view: 'read', member_avatar: 'read', front: g, member_notes: g } satisfies Perms);
+      // no_bucket: the friend holds a bucket granting everything, but no content carries it.
+      const unshared = await createBucket(owner, { members_view: 'read_write', member_avatar: 'read_write', front: 'read_write', member_notes: 'read_write' }, 'Unshared');
+      await giveFriend(owner, viewer, level === 'no_bucket' ? [unshared] : [bucketId]);
+      const s = await seed(owner, bucketId);
+      const sees = level === 'read' || level === 'read_write';
+
+      const r = Object.fromEntries((await reads(viewer, s)).map((c) => [c.route, c]));
+      for (const c of Object.values(r)) expectNoneOf(c.body, s.canaries);
+      expect(r['GET front']!.status).toBe(200);
+      const front = r['GET front']!.body as { primary: { member: { _id: string } } | null; alsoFronting: Array<{ member: { _id: string } }>; tieredMembers: Array<{ member: { _id: string }; tierKey: string }>; note: string };
+      if (sees) {
+        // The owner's primary is hidden: the first visible fronter takes its place.
+        expect(front.primary!.member._id).toBe(s.vis1);
+        expect(front.alsoFronting.map((f) => f.member._id)).toEqual([s.vis2]);
+        expect(front.tieredMembers.map((t) => [t.member._id, t.tierKey])).toEqual([[s.vis2, 'coFront']]);
+        expect(front.note).toBe('');
+      } else {
+        expect(front).toEqual({ primary: null, alsoFronting: [], tieredMembers: [], note: '' });
+      }
+      expect(r['GET writable']!.status).toBe(200);
+      expect(r['GET writable']!.body).toEqual({ memberIds: level === 'read_write' ? [s.vis1, s.vis2] : [] });
+      expect(r['GET history']!.status).toBe(200);
+      const history = r['GET history']!.body as { items: Array<{ member: { _id: string } }>; count: number };
+      expect(history.items.map((i) => i.member._id).sort()).toEqual(sees ? [s.vis1, s.vis2].sort() : []);
+      expect(history.count).toBe(3); // spec: before the per-member filter
+      // The month view needs the tab (a bucket granting front), whatever the content carries.
+      expect(r['GET month']!.status).toBe(level === 'none' ? 403 : 200);
+      if (level === 'no_bucket') expect(r['GET month']!.body).toEqual({ days: [], truncated: false });
+      if (sees) {
+        const days = (r['GET month']!.body as { days: Array<{ members: Array<{ memberId: string }> }> }).days;
+        expect(new Set(days.flatMap((d) => d.members.map((m) => m.memberId)))).toEqual(new Set([s.vis1, s.vis2]));
+      }
+      expect(r['GET entries']!.status).toBe(200);
+      const notes = r['GET entries']!.body as Array<{ _id: string; members: Array<{ id: string }>; viewerCanWrite: boolean }>;
+      expect(notes.map((n) => n._id).sort()).toEqual(sees ? [s.visNote, s.mixedNote].sort() : []);
+      for (const n of notes) {
+        expect(n.members.map((m) => m.id)).toEqual([s.vis1]);
+        expect(n.viewerCanWrite).toBe(level === 'read_write' && n._id === s.visNote);
+      }
+      expect(r['GET entries?memberId=hidden']!.body).toEqual([]);
+
+      const before = await snapshot(owner);
+      for (const c of await hiddenWrites(viewer, s)) {
+        expect(c.status, c.route).toBe(404);
+        expect(c.body, c.route).toEqual(c.route.includes('entry') ? (c.route.startsWith('POST') ? notFoundMember : notFoundEntry) : notFoundMember);
+        expectNoneOf(c.body, s.canaries);
+      }
+      if (level !== 'read_write') {
+        for (const c of await writes(viewer, s)) {
+          const expected = level === 'no_bucket' || (level === 'none' && c.route.includes('entry') && !c.route.startsWith('POST')) ? 404 : 403;
+          // Reorder: the tab first (403 without front read_write anywhere), then the visible set (none here: 400).
+          expect(c.status, c.route).toBe(c.route === 'PATCH order' ? (level === 'no_bucket' ? 400 : 403) : expected);
+          expectNoneOf(c.body, s.canaries);
+        }
+        expect(await snapshot(owner)).toBe(before);
+        expect(await auditActions(owner)).toEqual([]);
+        return;
+      }
+      expect(await snapshot(owner)).toBe(before);
+      // read_write: every write succeeds, and is audited with the friend's id.
+      const mixedBefore = await snapshot(owner);
+      const mixed = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { friendUserId: owner.userId, entryId: s.mixedNote } }, body: { content: 'x' } });
+      expect(mixed.response.status).toBe(403); // it links a hidden member
+      expect(await snapshot(owner)).toBe(mixedBefore);
+      const calls = await writes(viewer, s);
+      for (const c of calls) expect([c.route, c.status]).toEqual([c.route, c.route === 'POST entry' ? 201 : 204]);
+      const ownerFront = (await owner.api.GET('/api/v1/front')).data!;
+      expect(ownerFront.memberIds).toEqual([s.vis1]); // PUT cleared everything, then fronted vis1
+      expect(ownerFront.tieredPresence).toEqual([]);
+      const created = (calls.find((c) => c.route === 'POST entry')!.body as { id: string }).id;
+      const ownerNotes = (await owner.api.GET('/api/v1/entries')).data!;
+      expect(ownerNotes.map((n) => n._id)).toContain(created);
+      expect(ownerNotes.map((n) => n._id)).not.toContain(s.visNote); // in the trash now
+      const trash = await owner.api.GET('/api/v1/trash');
+      expect(JSON.stringify(trash.data)).toContain(s.visNote);
+      const actions = await auditActions(owner);
+      expect(actions.map((a) => a.action).sort()).toEqual(
+        ['friend_write.front.reorder', 'friend_write.front.tier_presence_clear', 'friend_write.front.stop', 'friend_write.front.start', 'friend_write.entry.create', 'friend_write.entry.update', 'friend_write.entry.delete', 'friend_write.front.set'].sort(),
+      );
+      for (const a of actions) expect(a.detail).toEqual({ friendUserId: viewer.userId });
+    });
+  }
+});
+
+/** An accepted friend with front and notes at read_write through one bucket, and the seeded owner. */
+async function writer(): Promise<{ s: Seed; viewer: TestUser; bucketId: string }> {
+  const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', front: 'read_write', member_notes: 'read_write' });
+  return { s: await seed(owner, bucketId), viewer, bucketId };
+}
+
+describe('front', () => {
+  it('reorder: an exact permutation of the visible fronters; hidden fronters keep their slots', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const before = await snapshot(s.owner);
+    for (const memberIds of [[s.vis1], [s.vis1, s.vis2, s.hidden], [s.vis1, s.vis1], [s.vis1, UNKNOWN_ID]]) {
+      const res = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds } });
+      expect(res.response.status).toBe(400);
+      expectNoneOf(res.error, s.canaries.filter((c) => c !== s.hidden)); // only ids the caller sent may be echoed; none are
+      expect(JSON.stringify(res.error)).not.toContain(s.hidden);
+    }
+    expect(await snapshot(s.owner)).toBe(before);
+    expect((await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds: [s.vis2, s.vis1] } })).response.status).toBe(204);
+    expect((await s.owner.api.GET('/api/v1/front')).data!.memberIds).toEqual([s.hidden, s.vis2, s.vis1]);
+  });
+
+  it('writes need the member active and visible (404) and front read_write on it (403)', async () => {
+    const { s, viewer, bucketId } = await writer();
+    const path = fp(s.owner.userId);
+    const readOnly = await createMember(s.owner.api, 'Read only');
+    const readBucket = await createBucket(s.owner, { members_view: 'read', front: 'read' });
+    await giveFriend(s.owner, viewer, [bucketId, readBucket]);
+    await shareMember(s.owner, readOnly, [readBucket]);
+    const archived = await createMember(s.owner.api, 'Archived');
+    await shareMember(s.owner, archived, [bucketId]);
+    expect((await s.owner.api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } as never })).response.status).toBe(200);
+    const before = await snapshot(s.owner);
+    const start = (memberId: string) => viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId } });
+    expect((await start(readOnly)).response.status).toBe(403);
+    expect((await start(archived)).error).toEqual(notFoundMember);
+    expect((await start(UNKNOWN_ID)).error).toEqual(notFoundMember);
+    expect((await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: readOnly } })).response.status).toBe(403);
+    expect(await snapshot(s.owner)).toBe(before);
+    expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } })).data).toEqual({ memberIds: [s.vis1, s.vis2] });
+    expect(await auditActions(s.owner)).toEqual([]);
+  });
+
+  it('an internal failure answers the empty front with 200 and logs it', async () => {
+    const lines: string[] = [];
+    const own = await new TestServer().start({ env: { LOG_LEVEL: 'error' }, logStream: { write: (l: string) => void lines.push(l) } });
+    try {
+      const owner = await own.user();
+      const viewer = await own.user();
+      await relate(owner, viewer, 'accepted');
+      const bucketId = await createBucket(owner, { members_view: 'read', front: 'read' });
+      await giveFriend(owner, viewer, [bucketId]);
+      const m = await createMember(owner.api, 'Robin');
+      await shareMember(owner, m, [bucketId]);
+      await startFronting(owner.api, m);
+      const path = fp(owner.userId);
+      expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } })).data!.primary!.member._id).toBe(m);
+      // The read fails for real: the tier presence table is gone on this throwaway server.
+      await own.deps.db.knex.raw('alter table front_tier_presence rename to front_tier_presence_gone');
+      const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } });
+      expect(res.response.status).toBe(200);
+      expect(res.data).toEqual({ primary: null, alsoFronting: [], tieredMembers: [], note: '' });
+      expect(lines.some((l) => l.includes('friend front read failed'))).toBe(true);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('avatar: null when member_avatar is not granted; tagged with ownerUserId otherwise', async () => {
+    const { s, viewer } = await writer();
+    const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path: fp(s.owner.userId) } });
+    expect(res.data!.primary!.member.avatarUrl).toBeNull(); // the bucket grants no member_avatar (and no avatar is set)
+  });
+});
+
+describe('history and month', () => {
+  it('history: keyset pages of visible sessions, cursor both-or-neither, count before the filter', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const page1 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query: { limit: 1 } } });
+    expect(page1.data!.items).toHaveLength(1);
+    expect(page1.data!.count).toBe(3);
+    const cursor = page1.data!.nextCursor!;
+    const page2 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query: { limit: 1, cursorStartedAt: cursor.startedAt, cursorId: cursor.id } } });
+    expect(page2.data!.items).toHaveLength(1);
+    expect(page2.data!.nextCursor).toBeNull(); // the hidden session is not a page of its own
+    expect([page1.data!.items[0]!.member._id, page2.data!.items[0]!.member._id].sort()).toEqual([s.vis1, s.vis2].sort());
+    expectNoneOf([page1.data, page2.data], s.canaries);
+    for (const query of [{ cursorId: cursor.id }, { cursorStartedAt: cursor.startedAt }, { limit: 0 }, { limit: 51 }, { startTime: 10, endTime: 5 }]) {
+      const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+      expect(res.response.status, JSON.stringify(query)).toBe(400);
+    }
+  });
+
+  it('history: the page statements stay constant whatever the number of visible sessions', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const count = async () => (await captureStatements(server.deps.db.knex, /front_sessions/, () => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }))).length;
+    const few = await count();
+    for (let i = 0; i < 5; i++) {
+      now += 60_000;
+      await s.owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: s.vis1 } } });
+      now += 60_000;
+      await startFronting(s.owner.api, s.vis1);
+    }
+    expect(await count()).toBe(few);
+  });
+
+  it('month: per UTC day and member, minutes and sessions; range rules; truncation; the tab', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await relate(owner, viewer, 'accepted');
+    const bucketId = await createBucket(owner, { members_view: 'read', front: 'read' });
+    await giveFriend(owner, viewer, [bucketId]);
+    const m = await createMember(owner.api, 'Robin');
+    await shareMember(owner, m, [bucketId]);
+    const hidden = await createMember(owner.api, `hidden-${randomUUID()}`);
+    const day0 = Math.floor(now / DAY) * DAY + 10 * DAY;
+    now = day0 + DAY - 30 * 60_000; // 23:30 UTC
+    await startFronting(owner.api, m);
+    await startFronting(owner.api, hidden);
+    now = day0 + DAY + 45 * 60_000; // 00:45 the next day
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: m } } });
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: hidden } } });
+    now += 60 * 60_000;
+    await startFronting(owner.api, m);
+    now += 10 * 60_000;
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: m } } });
+    const path = fp(owner.userId);
+    const month = (query: { startTime: number; endTime: number; maxSessions?: number }) => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', { params: { path, query } });
+    const res = await month({ startTime: day0, endTime: day0 + 3 * DAY });
+    expect(res.response.status).toBe(200);
+    const date = (t: number) => new Date(t).toISOString().slice(0, 10);
+    expect(res.data).toEqual({
+      days: [
+        { date: date(day0), members: [{ memberId: m, minutes: 30, sessions: 1 }] },
+        { date: date(day0 + DAY), members: [{ memberId: m, minutes: 55, sessions: 2 }] },
+      ],
+      truncated: false,
+    });
+    expectNoneOf(res.data, [hidden]);
+    expect((await month({ startTime: day0, endTime: day0 + 3 * DAY, maxSessions: 1 })).data).toEqual({
+      days: [{ date: date(day0 + DAY), members: [{ memberId: m, minutes: 10, sessions: 1 }] }],
+      truncated: true,
+    });
+    for (const query of [{ startTime: day0, endTime: day0 }, { startTime: day0, endTime: day0 + 62 * DAY + 1 }, { startTime: day0, endTime: day0 + DAY, maxSessions: 0 }, { startTime: day0, endTime: day0 + DAY, maxSessions: 50001 }]) {
+      expect((await month(query)).response.status, JSON.stringify(query)).toBe(400);
+    }
+    expect((await month({ startTime: day0, endTime: day0 + 62 * DAY })).response.status).toBe(200);
+    const noTab = await createBucket(owner, { members_view: 'read' });
+    await giveFriend(owner, viewer, [noTab]);
+    expect((await month({ startTime: day0, endTime: day0 + DAY })).response.status).toBe(403);
+  });
+});
+
+describe('notes', () => {
+  it('the list considers only the owner\'s 500 most recent live notes, filtered in SQL', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const list = () => viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit: 100 } } });
+    expect((await list()).data!.map((n) => n._id).sort()).toEqual([s.visNote, s.mixedNote].sort());
+    expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { memberId: s.vis1, limit: 1 } } })).data).toHaveLength(1);
+    // The visible notes are the oldest (vis before mixed), then 497 newer notes on the hidden member
+    // plus the hidden note: exactly 500 live notes, both visible ones still in the window...
+    const knex = server.deps.db.knex;
+    await knex('entries').where({ id: s.visNote }).update({ updated_at: now - 2 });
+    await knex('entries').where({ id: s.mixedNote }).update({ updated_at: now - 1 });
+    const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
+    const rows = Array.from({ length: 497 }, (_, i) => ({ id: randomUUID(), user_id: s.owner.userId, side_system_id: side, sub_system_id: null, title: null, content: `bulk-${i}`, member_id: null, member_ids: null, created_at: now + 1000 + i, updated_at: now + 1000 + i, deleted_at: null }));
+    await knex.batchInsert('entries', rows, 200);
+    await knex.batchInsert('entry_members', rows.map((r) => ({ entry_id: r.id, member_id: s.hidden, user_id: s.owner.userId, position: 0 })), 200);
+    expect((await list()).data!.map((n) => n._id).sort()).toEqual([s.visNote, s.mixedNote].sort());
+    // ...one more pushes the older of them out of the window.
+    await createEntry(s.owner.api, 'newest hidden', { memberIds: [s.hidden] });
+    expect((await list()).data!.map((n) => n._id)).toEqual([s.mixedNote]);
+    const statements = await captureStatements(knex, /entries/, () => list());
+    expect(statements).toHaveLength(1);
+  });
+
+  it('writes: at least one member, the note cap, links before and after, trash', async () => {
+    const { s, viewer } = await writer();
+    const path = fp(s.owner.userId);
+    const before = await snapshot(s.owner);
+    const create = (body: { content: string; memberIds?: string[]; memberId?: string }) => viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body });
+    expect((await create({ content: 'no member' })).response.status).toBe(400);
+    expect((await create({ content: 'x', memberIds: [s.vis1, s.hidden] })).error).toEqual(notFoundMember);
+    const patch = (entryId: string, body: Record<string, unknown>) => viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId } }, body });
+    expect((await patch(s.visNote, { memberIds: [s.hidden] })).error).toEqual(notFoundMember);
+    expect((await patch(s.visNote, { memberIds: [] })).response.status).toBe(400);
+    expect((await patch(UNKNOWN_ID, { content: 'x' })).error).toEqual(notFoundEntry);
+    expect(await snapshot(s.owner)).toBe(before);
+    expect((await patch(s.visNote, { memberIds: [s.vis1, s.vis2], title: 'both' })).response.status).toBe(204);
+    const detail = await s.owner.api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: s.visNote } } });
+    expect(detail.data!.memberIds).toEqual([s.vis1, s.vis2]);
+    // A trashed note is gone for the friend.
+    expect((await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } })).response.status).toBe(204);
+    expect((await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } })).error).toEqual(notFoundEntry);
+    // The owner's note cap (free plan) applies: 403 NOTE_LIMIT_REACHED.
+    const cap = server.deps.config.noteCaps.pro;
+    const bulk = Array.from({ length: cap }, () => ({ id: randomUUID() }));
+    const knex = server.deps.db.knex;
+    const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
+    await knex.batchInsert('entries', bulk.map((b) => ({ id: b.id, user_id: s.owner.userId, side_system_id: side, sub_system_id: null, title: null, content: 'cap', member_id: null, member_ids: null, created_at: 1, updated_at: 1, deleted_at: null })), 200);
+    await knex.batchInsert('entry_members', bulk.map((b) => ({ entry_id: b.id, member_id: s.vis2, user_id: s.owner.userId, position: 0 })), 200);
+    const capped = await create({ content: 'over the cap', memberId: s.vis2 });
+    expect(capped.response.status).toBe(403);
+    expect((capped.error as { code: string }).code).toBe('NOTE_LIMIT_REACHED');
+    expect((await auditActions(s.owner)).map((a) => a.action).sort()).toEqual(['friend_write.entry.delete', 'friend_write.entry.update']);
+  });
+});
