@@ -619,6 +619,28 @@ describe('search over a friend’s content', () => {
     expect((await s.viewer.api.GET('/api/v1/friends/search', { params: { query: { q: 'rob' } as never } })).response.status).toBe(400);
   });
 
+  it('a side system the friend shares no bucket with hides its members and their notes from search, catalog and members search', async () => {
+    const s = await setup();
+    const side = (await knex()('members').where('id', s.robin).first('side_system_id')).side_system_id as string;
+    const other = await bucket(s.owner.userId, { members_view: 'read', member_notes: 'read' }); // not the viewer's
+    await assign(s.owner.userId, 'side_system', side, [other]);
+    const search = await s.viewer.api.GET('/api/v1/friends/search', { params: { query: { ownerUserId: s.owner.userId, q: 'rob' } } });
+    expect(search.response.status).toBe(200);
+    expect(search.data!.members).toEqual([]);
+    expect(search.data!.notes).toEqual([]);
+    const catalog = await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } });
+    const members = await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'robin' } } });
+    expect(members.data).toEqual([]);
+    for (const body of [search.data, catalog.data, members.data]) {
+      const text = JSON.stringify(body);
+      for (const hidden of [s.robin, s.rowan, s.noteBoth, s.noteRowan, 'Robin Hood', 'Market day']) expect(text).not.toContain(hidden);
+    }
+    // Sharing the side system's bucket with the friend brings them back.
+    await assign(s.owner.userId, 'side_system', side, [other, (await knex()('privacy_bucket_assignments').where({ kind: 'member', content_id: s.robin }).first('bucket_id')).bucket_id as string]);
+    const back = await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'robin' } } });
+    expect(back.data!.map((m) => m.id)).toEqual([s.robin]);
+  });
+
   it('catalog and members search follow the same rules; statements stay constant', async () => {
     const s = await setup();
     const catalog = await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } });

@@ -242,13 +242,43 @@ export function visibleMembers(
   level: Exclude<PermissionLevel, 'none'> = 'read',
 ): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
-  const member = { kind: 'member' as const, column: `${alias}.id` };
+  const { sql, bindings } = visibleMembersSql(access, alias, group, level);
   return (qb) => {
-    qb.where(visibleContent(access, member, 'members_view'));
-    if (group !== 'members_view' || level !== 'read') qb.where(visibleContent(access, member, group, level));
-    qb.where(narrowedBy(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view'));
-    qb.where(narrowedBy(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view'));
+    qb.whereRaw(sql, bindings as readonly Knex.RawBinding[]);
   };
+}
+
+/**
+ * visibleMembers() as SQL text and its bindings, for statements written as text (one-statement
+ * reads, the friend search). `alias` must be a constant table alias, never input.
+ */
+export function visibleMembersSql(
+  access: Access,
+  alias: string,
+  group: PermissionGroup = 'members_view',
+  level: Exclude<PermissionLevel, 'none'> = 'read',
+): { sql: string; bindings: unknown[] } {
+  if (access.level === 'owner') return { sql: 'true', bindings: [] };
+  const parts: string[] = [];
+  const bindings: unknown[] = [];
+  const probe = (ref: ContentRef, g: PermissionGroup, l: Exclude<PermissionLevel, 'none'>, narrows: boolean) => {
+    const ids = [...bucketsGranting(access, g, l)];
+    const visible = contentVisibleSql(ref);
+    if (!narrows) {
+      if (ids.length === 0) parts.push('false');
+      else (parts.push(visible), bindings.push(ids));
+      return;
+    }
+    const any = visible.replace(' and pa.bucket_id = any (?::uuid[])', '');
+    if (ids.length === 0) parts.push(`not ${any}`);
+    else (parts.push(`(not ${any} or ${visible})`), bindings.push(ids));
+  };
+  const member: ContentRef = { kind: 'member', column: `${alias}.id` };
+  probe(member, 'members_view', 'read', false);
+  if (group !== 'members_view' || level !== 'read') probe(member, group, level, false);
+  probe({ kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read', true);
+  probe({ kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read', true);
+  return { sql: `(${parts.join(' and ')})`, bindings };
 }
 
 /**

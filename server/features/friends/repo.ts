@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { contentVisibleSql, visibleContent, type ContentRef } from '../../access/index.ts';
+import { bucketsGranting, contentVisibleSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access } from '../../core/context.ts';
 import { grantsReadSql } from '../../access/grants.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
@@ -262,71 +262,68 @@ export async function updateAccountProfile(db: Knex, userId: string, changes: Pr
 // ---- Search over a friend's content -------------------------------------------------------------
 
 /** Bucket ids the viewer holds that grant read on a group (server/access bucketsGranting). */
-export interface SearchGrants {
-  membersView: readonly string[];
-  memberNotes: readonly string[];
-  groups: readonly string[];
-}
-
 export interface SearchRows {
   members: Array<{ id: string; name: string }>;
   notes: Array<{ id: string; title: string | null; member_ids: string[] }>;
   groups: Array<{ id: string; kind: 'group' | 'folder'; name: string }>;
 }
 
-const visible = (kind: ContentRef['kind'], column: string) => contentVisibleSql({ kind, column });
-
 /**
  * One statement for the three result types. `tsquery` (prefix terms joined with &) filters with the
  * GIN expression indexes of migration 0012; null lists everything visible (the catalog). Members
- * need members_view; groups and folders need groups; a note needs a live linked member visible with
- * both members_view and member_notes, and lists only such members.
+ * are those visibleMembers() lets the friend see; groups and folders need `groups`; a note needs a
+ * live linked member visible with member_notes too, and lists only such members.
  */
 export async function searchContent(
   db: Knex,
-  ownerId: string,
-  grants: SearchGrants,
+  access: Access,
   tsquery: string | null,
   limits: { members: number; notes: number; groups: number },
 ): Promise<SearchRows> {
   const match = (expr: string) => (tsquery === null ? '' : `and to_tsvector('simple', ${expr}) @@ to_tsquery('simple', ?)`);
   const tsq = tsquery === null ? [] : [tsquery];
-  const members = [...grants.membersView];
-  const notes = [...grants.memberNotes];
-  const groups = [...grants.groups];
-  const noteMember = (em: string, m: string) =>
-    `${m}.id = ${em}.member_id and ${m}.user_id = ? and ${m}.deleted_at is null and ${visible('member', `${m}.id`)} and ${visible('member', `${m}.id`)}`;
+  const member = visibleMembersSql(access, 'm');
+  const noteMember = (em: string, m: string) => {
+    const visible = visibleMembersSql(access, m, 'member_notes');
+    return { sql: `${m}.id = ${em}.member_id and ${m}.user_id = ? and ${m}.deleted_at is null and ${visible.sql}`, bindings: [access.ownerId, ...visible.bindings] };
+  };
+  const linked = noteMember('em', 'm');
+  const anyLinked = noteMember('em2', 'm2');
+  const groupIds = [...bucketsGranting(access, 'groups')];
+  const group = (kind: 'group' | 'directory') => (groupIds.length === 0 ? { sql: 'false', bindings: [] } : { sql: contentVisibleSql({ kind, column: 'd.id' }), bindings: [groupIds] });
+  const groups = group('group');
+  const folders = group('directory');
   const sql = `select
     (select coalesce(json_agg(json_build_object('id', x.id, 'name', x.name) order by x.k, x.id), '[]'::json)
        from (select m.id, m.name, lower(m.name) collate "C" as k
                from members m
               where m.user_id = ? and m.deleted_at is null ${match('m.name')}
-                and ${visible('member', 'm.id')}
+                and ${member.sql}
               order by k, m.id
               limit ?) x) as members,
     (select coalesce(json_agg(json_build_object('id', x.id, 'title', x.title, 'member_ids', x.member_ids) order by x.k, x.id), '[]'::json)
        from (select e.id, e.title, lower(coalesce(e.title, '')) collate "C" as k,
                     (select json_agg(em.member_id order by em.position, em.member_id)
                        from entry_members em, members m
-                      where em.entry_id = e.id and ${noteMember('em', 'm')}) as member_ids
+                      where em.entry_id = e.id and ${linked.sql}) as member_ids
                from entries e
               where e.user_id = ? and e.deleted_at is null ${match("coalesce(e.title, '') || ' ' || e.content")}
-                and exists (select 1 from entry_members em2, members m2 where em2.entry_id = e.id and ${noteMember('em2', 'm2')})
+                and exists (select 1 from entry_members em2, members m2 where em2.entry_id = e.id and ${anyLinked.sql})
               order by k, e.id
               limit ?) x) as notes,
     (select coalesce(json_agg(json_build_object('id', x.id, 'kind', x.kind, 'name', x.name) order by x.k, x.id), '[]'::json)
        from (select d.id, d.kind, d.name, lower(d.name) collate "C" as k
                from directories d
               where d.user_id = ? and d.deleted_at is null ${match('d.name')}
-                and ((d.kind = 'group' and ${visible('group', 'd.id')}) or (d.kind = 'folder' and ${visible('directory', 'd.id')}))
+                and ((d.kind = 'group' and ${groups.sql}) or (d.kind = 'folder' and ${folders.sql}))
               order by k, d.id
               limit ?) x) as groups`;
   const bindings = [
-    ownerId, ...tsq, members, limits.members,
-    ownerId, members, notes, ownerId, ...tsq, ownerId, members, notes, limits.notes,
-    ownerId, ...tsq, groups, groups, limits.groups,
+    access.ownerId, ...tsq, ...member.bindings, limits.members,
+    ...linked.bindings, access.ownerId, ...tsq, ...anyLinked.bindings, limits.notes,
+    access.ownerId, ...tsq, ...groups.bindings, ...folders.bindings, limits.groups,
   ];
-  const { rows } = await db.raw(sql, bindings);
+  const { rows } = await db.raw(sql, bindings as Knex.RawBinding[]);
   const row = rows[0] as { members: unknown; notes: unknown; groups: unknown };
   const parse = <T>(v: unknown): T => (typeof v === 'string' ? JSON.parse(v) : v) as T;
   return { members: parse(row.members), notes: parse(row.notes), groups: parse(row.groups) };
@@ -341,7 +338,7 @@ export async function searchMembers(db: Knex, access: Access, tsquery: string, l
     .where({ 'm.user_id': access.ownerId })
     .whereNull('m.deleted_at')
     .whereRaw("to_tsvector('simple', m.name) @@ to_tsquery('simple', ?)", [tsquery])
-    .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+    .where(visibleMembers(access, 'm'))
     .orderByRaw('lower(m.name) collate "C", m.id')
     .limit(limit)
     .select('m.id', 'm.name');

@@ -8,7 +8,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { atLeast, bucketsGranting, requireVisible, viewerCeiling } from '../../access/index.ts';
+import { atLeast, requireVisible, viewerCeiling } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
@@ -180,27 +180,18 @@ function prefixQuery(q: string): string | null {
   return words.length === 0 ? null : words.map((w) => `${w}:*`).join(' & ');
 }
 
-function grantsOf(friendCtx: ServiceContext): repo.SearchGrants {
-  const { access } = friendCtx;
-  return {
-    membersView: bucketsGranting(access, 'members_view'),
-    memberNotes: bucketsGranting(access, 'member_notes'),
-    groups: bucketsGranting(access, 'groups'),
-  };
-}
-
 const EMPTY: Schemas['FriendSearchResults'] = { members: [], notes: [], groups: [] };
 
 export async function search(friendCtx: ServiceContext, q: string, limitPerType: number): Promise<Schemas['FriendSearchResults']> {
   const tsquery = prefixQuery(q);
   if (tsquery === null) return EMPTY;
   const limits = { members: limitPerType, notes: limitPerType, groups: limitPerType };
-  return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access.ownerId, grantsOf(friendCtx), tsquery, limits));
+  return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access, tsquery, limits));
 }
 
 export async function catalog(friendCtx: ServiceContext): Promise<Schemas['FriendSearchResults']> {
   const limits = { members: CATALOG_CAP, notes: CATALOG_CAP, groups: CATALOG_CAP };
-  return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access.ownerId, grantsOf(friendCtx), null, limits));
+  return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access, null, limits));
 }
 
 export async function searchMembers(friendCtx: ServiceContext, q: string, limit: number): Promise<Schemas['FriendSearchMember'][]> {
