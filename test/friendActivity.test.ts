@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
-import { captureStatements } from './helpers/plans.ts';
+import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
 import { TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -354,6 +354,51 @@ describe('history and month', () => {
       expect(res.response.status, JSON.stringify(query)).toBe(400);
     }
   });
+
+  it('history: the first page and a page 4,000 sessions deep walk the history index in order, in both plans', async () => {
+    const { owner, viewer } = await friendsSharing(server, { members_view: 'read', front: 'read' });
+    const shared = (await owner.api.GET('/api/v1/privacy-buckets')).data!.find((b) => b.slug.startsWith('u_'))!._id;
+    const visible = await createMember(owner.api, 'Visible');
+    const hidden = await createMember(owner.api, 'Hidden');
+    await shareMember(owner, visible, [shared]);
+    const knex = server.deps.db.knex;
+    // 5,000 sessions of each member, a minute apart and interleaved, straight into the table; and as many of another account.
+    const seed = (member: string, offset: number) =>
+      knex.raw(
+        `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
+         select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * 120000 - ?::bigint, ?::bigint - g * 120000 - ?::bigint + 30000, ?::bigint, ?::bigint
+         from members m, generate_series(1, 5000) g where m.id = ?`,
+        [now, offset, now, offset, now, now, member],
+      );
+    await seed(visible, 0);
+    await seed(hidden, 60_000);
+    const stranger = await server.user();
+    await seed(await createMember(stranger.api, 'Other'), 0);
+    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+    else await knex.raw('analyze front_sessions, members, privacy_bucket_assignments');
+    const path = fp(owner.userId);
+    const limit = 50;
+    const deep = await knex('front_sessions').where({ member_id: visible }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(4000).first('started_at', 'id');
+    for (const query of [{ limit }, { limit, cursorStartedAt: Number(deep.started_at), cursorId: deep.id as string }]) {
+      await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+      const statements = await captureStatements(knex, /from "front_sessions"/, async () => {
+        const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+        expect(res.data!.items).toHaveLength(limit);
+        expect(res.data!.items.every((item) => item.member._id === visible)).toBe(true);
+      });
+      const page = statements.find((st) => /order by/i.test(st.sql))!;
+      expect(page, statements.map((st) => st.sql).join('\n')).toBeDefined();
+      for (const plan of [await explain(knex, page, { analyze: true }), await explain(knex, page, { analyze: true, generic: true })]) {
+        const nodes = planNodes(plan);
+        for (const sort of nodes.filter((n: PlanNode) => n['Node Type'] === 'Sort')) expect(sort['Actual Rows'], JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
+        expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'front_sessions'), JSON.stringify(plan)).toEqual([]);
+        const scan = nodes.find((n) => n['Index Name'] === 'front_sessions_history');
+        expect(scan, JSON.stringify(plan)).toBeDefined();
+        // Half the owner's sessions are hidden: the walk reads about two rows per row of the page, however deep.
+        expect(scan!['Actual Rows']!, JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1) + 2);
+      }
+    }
+  }, 120_000); // 15,000 seeded sessions and four analysed plans
 
   it('history: the page statements stay constant whatever the number of visible sessions', async () => {
     const { s, viewer } = await writer();

@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { narrowedBy, visibleContent, visibleMembers } from '../../access/index.ts';
+import { narrowedBy, visibleContent, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import type { MemberRow } from '../members/index.ts';
 
@@ -150,11 +150,18 @@ export const friendActivityRepo = {
     size: number,
     after?: { startedAt: number; id: string },
   ): Promise<HistoryView[]> {
-    const q = joinMember(db, db('front_sessions as s'), 's')
+    // The member is a per-row probe by primary key that cannot be flattened (offset 0,
+    // docs/data-access.md): the page walks the history index in order and stops at the limit,
+    // however deep the cursor and however few of the sessions the friend may see.
+    const member = visibleMembersSql(access, 'm', 'front', 'read');
+    const q = db('front_sessions as s')
+      .joinRaw(
+        `cross join lateral (select m.id, m.name, m.avatar from members m
+           where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null and ${member.sql} offset 0) m`,
+        member.bindings as Knex.Value[],
+      )
       .where('s.user_id', access.ownerId)
-      .whereNull('s.deleted_at')
-      .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm', 'front', 'read'));
+      .whereNull('s.deleted_at');
     if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
     if (filter.startTime !== undefined) {
       const startTime = filter.startTime;
