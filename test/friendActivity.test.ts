@@ -126,7 +126,7 @@ async function hiddenWrites(viewer: TestUser, s: Seed): Promise<Call[]> {
 const notFoundMember = { code: 'NOT_FOUND', message: 'Member not found' };
 const notFoundEntry = { code: 'NOT_FOUND', message: 'Entry not found' };
 
-describe('relationship matrix: no visible friendship answers 404 "Friend not found" everywhere', () => {
+describe('relationship matrix: no visible friendship answers 404 "Friend not found" everywhere', { timeout: 120_000 }, () => {
   for (const relationship of RELATIONSHIPS.filter((r) => r !== 'accepted')) {
     it(relationship, async () => {
       const owner = await server.user();
@@ -169,7 +169,7 @@ describe('relationship matrix: no visible friendship answers 404 "Friend not fou
 
 type Level = 'no_bucket' | 'none' | 'read' | 'read_write';
 
-describe('accepted friend: the matrix over the levels of front and member_notes', () => {
+describe('accepted friend: the matrix over the levels of front and member_notes', { timeout: 120_000 }, () => {
   for (const level of ['no_bucket', 'none', 'read', 'read_write'] as const satisfies readonly Level[]) {
     it(level, async () => {
       const owner = await server.user();
@@ -267,7 +267,7 @@ async function writer(): Promise<{ s: Seed; viewer: TestUser; bucketId: string }
   return { s: await seed(owner, bucketId), viewer, bucketId };
 }
 
-describe('front', () => {
+describe('front', { timeout: 120_000 }, () => {
   it('reorder: an exact permutation of the visible fronters; hidden fronters keep their slots', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
@@ -336,7 +336,7 @@ describe('front', () => {
   });
 });
 
-describe('history and month', () => {
+describe('history and month', { timeout: 120_000 }, () => {
   it('history: keyset pages of visible sessions, cursor both-or-neither, count before the filter', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
@@ -461,7 +461,7 @@ describe('history and month', () => {
   });
 });
 
-describe('notes', () => {
+describe('notes', { timeout: 120_000 }, () => {
   it('the list considers only the owner\'s 500 most recent live notes, filtered in SQL', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);

@@ -121,7 +121,7 @@ function readRoutes(ownerId: string, w: { member: string; folder: string }): str
   ];
 }
 
-describe('relationship matrix', () => {
+describe('relationship matrix', { timeout: 120_000 }, () => {
   it.each(RELATIONSHIPS)('%s', async (relationship) => {
     const owner = await server.user();
     const viewer = await server.user();
@@ -191,7 +191,7 @@ async function worldFor(group: PermissionGroup, mode: Mode) {
   return { owner, viewer, w };
 }
 
-describe('permission matrix (accepted friend)', () => {
+describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
   it.each(MODES)('GET /members and /members/{id} (members_view) — %s', async (mode) => {
     const { owner, viewer, w } = await worldFor('members_view', mode);
     const list = await call(viewer, `/api/v1/friends/${owner.userId}/members`);
@@ -347,7 +347,7 @@ describe('permission matrix (accepted friend)', () => {
   });
 });
 
-describe('section narrowing, archive, trash', () => {
+describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
   it("a section's own buckets narrow it; archived and trashed members are not shown", async () => {
     const { owner, viewer, bucketId } = await friendsSharing(server, ALL_READ);
     const other = await createBucket(owner, ALL_READ, 'Other');

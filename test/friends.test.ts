@@ -471,7 +471,7 @@ describe('suggestions', () => {
   });
 });
 
-describe('profile card', () => {
+describe('profile card', { timeout: 120_000 }, () => {
   it('over the relationship matrix: only an accepted friendship without a block shows it; everything else is the same 404 body', async () => {
     const owner = await server.user();
     await withProfile(owner);
@@ -551,7 +551,7 @@ describe('profile card', () => {
   });
 });
 
-describe('search over a friend’s content', () => {
+describe('search over a friend’s content', { timeout: 120_000 }, () => {
   async function setup() {
     const owner = await server.user();
     const viewer = await server.user();

@@ -505,7 +505,7 @@ describe('bulk', () => {
   });
 });
 
-describe('assignments', () => {
+describe('assignments', { timeout: 120_000 }, () => {
   /** One route of each kind: a resource of the caller, of another account, and how to trash it (if it can be). */
   type Kind = {
     name: string;
