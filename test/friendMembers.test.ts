@@ -432,6 +432,31 @@ describe('scopes', () => {
   });
 });
 
+describe('hidden sections never leave the database', { timeout: 120_000 }, () => {
+  it('the member list statement itself returns null for a hidden section, not the value to be dropped later', async () => {
+    const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', member_profile: 'read' });
+    const pronouns = canary('pronouns');
+    const about = canary('about');
+    const member = await createMember(owner.api, 'Sectioned', { pronouns, description: about });
+    await shareMember(owner, member, [bucketId]);
+    const notHeld = await createBucket(owner, { member_profile: 'read' });
+    for (const section of ['pronouns', 'about']) await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${member}/${section}`, [notHeld]);
+    const statements = await captureStatements(server.deps.db.knex, /from "members"/, async () => {
+      const res = await call(viewer, `/api/v1/friends/${owner.userId}/members`);
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual([expect.objectContaining({ _id: member, pronouns: null, description: null, aboutTags: null })]);
+      expectNoneOf(res.text, [pronouns, about]);
+    });
+    expect(statements.length).toBeGreaterThan(0);
+    for (const statement of statements) {
+      const ordered: unknown[] = [];
+      const sql = statement.sql.replace(/\$(\d+)/g, (_m, n: string) => (ordered.push(statement.bindings[Number(n) - 1]), '?'));
+      const { rows } = await server.deps.db.knex.raw(sql, ordered as never);
+      expectNoneOf(rows, [pronouns, about]);
+    }
+  });
+});
+
 describe('statements per request', () => {
   it('the member list and the tree cost a constant number of statements whatever the number of rows', async () => {
     const { owner, viewer, bucketId } = await friendsSharing(server, ALL_READ);

@@ -69,10 +69,32 @@ interface MemberSelectRow {
   show_profileStyle: boolean;
 }
 
+/**
+ * `column` when the friend may see `section` of the member (alias m), else null: a hidden value
+ * never leaves the database, not even into the server's memory.
+ */
+function sectionColumn(db: Knex, access: Access, section: ProfileSection, column: string): Knex.Raw {
+  const group = GROUP_OF[section];
+  const sub = db.queryBuilder().select(db.raw('1'));
+  sub.where(visibleContent(access, { kind: 'member', column: 'm.id' }, group));
+  sub.where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section }, group));
+  return db.raw(`case when exists (?) then m.?? end as ??`, [sub, column, column]);
+}
+
 /** The owner's live, non-archived members the friend may see (members_view, or `group` too), with per-section visibility. */
 function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view'): Knex.QueryBuilder {
+  const column = (section: ProfileSection, name: string) => sectionColumn(db, access, section, name);
   return db('members as m')
-    .select('m.id', 'm.name', 'm.display_name', 'm.pronouns', 'm.description', 'm.about_tags', 'm.profile_style', 'm.avatar', 'm.banner', 'm.created_at', 'm.updated_at')
+    .select('m.id', 'm.name', 'm.created_at', 'm.updated_at')
+    .select(
+      column('displayName', 'display_name'),
+      column('pronouns', 'pronouns'),
+      column('about', 'description'),
+      column('about', 'about_tags'),
+      column('profileStyle', 'profile_style'),
+      column('avatar', 'avatar'),
+      column('avatar', 'banner'),
+    )
     .select(sectionProbe(db, access, 'avatar'), sectionProbe(db, access, 'displayName'), sectionProbe(db, access, 'pronouns'), sectionProbe(db, access, 'about'), sectionProbe(db, access, 'profileStyle'))
     .where('m.user_id', access.ownerId)
     .whereNull('m.deleted_at')
