@@ -217,7 +217,7 @@ describe('pages', () => {
     do {
       const q: { limit: number; beforeCreatedAt?: number; beforeId?: string } = { limit: 5, ...(cursor ?? {}) };
       const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: q } })).data!;
-      seen.push(...page.items.map((i) => i.content));
+      seen.push(...page.items.map((i) => i.content!));
       cursor = page.nextCursor;
       await send(api, channelId, m, `late${k++}`); // arrives meanwhile: newer than every cursor
     } while (cursor);
