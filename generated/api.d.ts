@@ -2741,8 +2741,10 @@ export interface paths {
          *
          *     `stagedAttachmentIds` (1–10, distinct): completed, unexpired attachment uploads of the caller made
          *     for this channel and not yet sent (else 400); they become `attachments` in that order and cannot be
-         *     used again. `content` may then be omitted or null; without attachments it is required (400).
-         *     503 when attachments are sent and object storage is not configured. GIFs are not built yet.
+         *     used again. `gifMetadata` is a GIF as the GIF routes answer it (validated by its schema: the configured
+         *     provider, https URLs); it is stored with the message and read back as `gif`. With attachments or a GIF,
+         *     `content` may be omitted or null; otherwise it is required (400).
+         *     503 when attachments are sent and object storage is not configured.
          *
          *     `clientMutationId` makes the send idempotent per account: a retry, even concurrent, returns the
          *     first message with 200 instead of 201 and creates nothing. The same id on another channel, or
@@ -2984,6 +2986,82 @@ export interface paths {
          *     one whose message was deleted or whose channel or space was archived, is 404. 503 when object storage is not configured.
          */
         get: operations["getMessagingAttachmentAccessUrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/gifs/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search GIFs
+         * @description A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
+         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
+         *     fails, times out or answers something unreadable (its text is never echoed).
+         */
+        get: operations["searchMessagingGifs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/gifs/browse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Browse GIFs: featured, or a category
+         * @description Without `query` or `categoryId`: the provider's featured GIFs. With `categoryId` (an `id` from
+         *     `/messaging/gifs/categories`) or `query`: that search (`categoryId` wins when both are given).
+         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
+         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
+         *     fails, times out or answers something unreadable (its text is never echoed).
+         */
+        get: operations["browseMessagingGifs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/gifs/categories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GIF categories
+         * @description The provider's categories, in its order; browse one with `categoryId`. `locale` and `contentFilter`
+         *     come from the caller's GIF preferences.
+         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
+         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
+         *     fails, times out or answers something unreadable (its text is never echoed).
+         */
+        get: operations["listMessagingGifCategories"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5785,7 +5863,7 @@ export interface components {
              */
             authorMemberAvatarUrl: string | null;
             /**
-             * @description The decrypted text; null for a message sent without text (attachments only).
+             * @description The decrypted text; null for a message sent without text (attachments or a GIF only).
              * @example <@2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718> we are out of milk
              */
             content: string | null;
@@ -5795,6 +5873,8 @@ export interface components {
             attachments: components["schemas"]["MessageAttachment"][];
             /** @description Always empty in this version (link previews are not fetched yet). */
             linkPreviews: Record<string, never>[];
+            /** @description The GIF sent with the message (`gifMetadata`), or null. */
+            gif: components["schemas"]["Gif"] | null;
             mentions: components["schemas"]["MessageMention"][];
             replyTo: components["schemas"]["MessageReplyRef"] | null;
         };
@@ -5858,10 +5938,11 @@ export interface components {
         SendMessageRequest: {
             memberId: components["schemas"]["Uuid"];
             /**
-             * @description The text; `<@memberId>` mentions a member. Omitted or null only with `stagedAttachmentIds`.
+             * @description The text; `<@memberId>` mentions a member. Omitted or null only with `stagedAttachmentIds` or `gifMetadata`.
              * @example We are out of milk
              */
             content?: string | null;
+            gifMetadata?: components["schemas"]["Gif"];
             /** @description Completed attachment uploads of this account for this channel, not yet used; they become the message's attachments in this order. */
             stagedAttachmentIds?: components["schemas"]["Uuid"][];
             replyToMessageId?: components["schemas"]["Uuid"];
@@ -6044,6 +6125,53 @@ export interface components {
              * @example 18342
              */
             byteSize: number;
+        };
+        /** @description A GIF as the GIF routes answer it (normalised from the provider); send it back unchanged as `gifMetadata`. */
+        Gif: {
+            /** @example 16989471141791455574 */
+            id: string;
+            /**
+             * @example tenor
+             * @enum {string}
+             */
+            provider: "tenor";
+            /** @example Cat typing */
+            title: string;
+            /**
+             * @description The GIF itself.
+             * @example https://media.tenor.com/abc/cat.gif
+             */
+            url: string;
+            /**
+             * @description A small version for pickers.
+             * @example https://media.tenor.com/abc/tinycat.gif
+             */
+            previewUrl: string;
+            /** @example https://media.tenor.com/abc/cat.mp4 */
+            mp4Url: string | null;
+            /** @example 498 */
+            width: number;
+            /** @example 280 */
+            height: number;
+        };
+        GifPage: {
+            items: components["schemas"]["Gif"][];
+            /**
+             * @description The provider's cursor for the next page, passed through; null at the end.
+             * @example 20
+             */
+            nextCursor: string | null;
+        };
+        GifCategory: {
+            /**
+             * @description Pass as `categoryId` to `/messaging/gifs/browse`.
+             * @example excited
+             */
+            id: string;
+            /** @example #excited */
+            name: string;
+            /** @example https://media.tenor.com/def/excited.gif */
+            previewUrl: string | null;
         };
         HealthStatus: {
             /**
@@ -7279,6 +7407,15 @@ export interface components {
         };
         /** @description Message does not exist, is archived or deleted, or is not the caller’s. */
         NotFoundMessage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description No GIF provider key is configured (GIF_API_KEY), or the provider failed, timed out or answered something unreadable; retry later. The database may also be unreachable. */
+        GifProviderUnavailable: {
             headers: {
                 [name: string]: unknown;
             };
@@ -13471,6 +13608,132 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    searchMessagingGifs: {
+        parameters: {
+            query: {
+                /** @description Search text, 1–100 characters. */
+                query: string;
+                /** @description GIFs per page, 1–50 (default 20). */
+                limit?: number;
+                /** @description `nextCursor` of the previous page. */
+                cursor?: string;
+                /** @description Overrides the caller's GIF preference (`off`, `low`, `medium`, `high`). */
+                contentFilter?: "off" | "low" | "medium" | "high";
+                /** @description Overrides the caller's GIF preference (`xx` or `xx_YY`). */
+                locale?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of GIFs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["GifProviderUnavailable"];
+        };
+    };
+    browseMessagingGifs: {
+        parameters: {
+            query?: {
+                /** @description Search text, 1–100 characters. */
+                query?: string;
+                /** @description A category `id`. */
+                categoryId?: string;
+                /** @description GIFs per page, 1–50 (default 20). */
+                limit?: number;
+                /** @description `nextCursor` of the previous page. */
+                cursor?: string;
+                /** @description Overrides the caller's GIF preference (`off`, `low`, `medium`, `high`). */
+                contentFilter?: "off" | "low" | "medium" | "high";
+                /** @description Overrides the caller's GIF preference (`xx` or `xx_YY`). */
+                locale?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of GIFs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["GifProviderUnavailable"];
+        };
+    };
+    listMessagingGifCategories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The categories. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifCategory"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["GifProviderUnavailable"];
         };
     };
     listMessagingMentionables: {

@@ -92,6 +92,16 @@ export interface Config {
   messageAttachmentTypes: string[];
   /** Largest space icon accepted by an upload intent (SPACE_ICON_MAX_BYTES); icons are PNG, JPEG, WebP or GIF. */
   spaceIconMaxBytes: number;
+  /** The GIF provider the messaging GIF proxy calls (GIF_PROVIDER; Tenor API v2). */
+  gifProvider: 'tenor';
+  /** Its API key (GIF_API_KEY); undefined: the GIF routes answer 503. */
+  gifApiKey: string | undefined;
+  /** Its API base URL (GIF_API_BASE_URL), e.g. https://tenor.googleapis.com/v2; tests point it at a loopback fake. */
+  gifApiBaseUrl: string;
+  /** How long a provider answer is reused (GIF_CACHE_TTL_MS; 0 turns the cache off). */
+  gifCacheTtlMs: number;
+  /** Most provider answers kept in memory at once (GIF_CACHE_MAX_ENTRIES); the oldest go first. */
+  gifCacheMaxEntries: number;
 }
 
 /** One key of the message keyring. */
@@ -235,6 +245,12 @@ function contentTypeList(env: Env, name: string, fallback: readonly string[]): s
   return types;
 }
 
+function gifProvider(env: Env): Config['gifProvider'] {
+  const raw = env.GIF_PROVIDER || 'tenor';
+  if (raw !== 'tenor') throw new ConfigError(`GIF_PROVIDER must be tenor (Tenor API v2), got "${raw}"`);
+  return raw;
+}
+
 const MESSAGE_KEY_ID = /^[A-Za-z0-9_.-]{1,32}$/;
 
 /** `id:base64key,…` (base64 or base64url of exactly 32 bytes); the first entry is the primary key. */
@@ -331,5 +347,10 @@ export function loadConfig(env: Env = process.env): Config {
     messageAttachmentMaxBytes: int(env, 'MESSAGE_ATTACHMENT_MAX_BYTES', 25 * MiB, 1, 5 * 1024 * MiB),
     messageAttachmentTypes: contentTypeList(env, 'MESSAGE_ATTACHMENT_TYPES', DEFAULT_ATTACHMENT_TYPES),
     spaceIconMaxBytes: int(env, 'SPACE_ICON_MAX_BYTES', 2 * MiB, 1, 100 * MiB),
+    gifProvider: gifProvider(env),
+    gifApiKey: env.GIF_API_KEY || undefined,
+    gifApiBaseUrl: publicUrl(env, 'GIF_API_BASE_URL') ?? 'https://tenor.googleapis.com/v2',
+    gifCacheTtlMs: int(env, 'GIF_CACHE_TTL_MS', 60_000, 0, 86_400_000),
+    gifCacheMaxEntries: int(env, 'GIF_CACHE_MAX_ENTRIES', 500, 1, 100_000),
   };
 }

@@ -46,6 +46,7 @@ describe('send', () => {
       editedAt: null,
       attachments: [],
       linkPreviews: [],
+      gif: null,
       mentions: [{ memberId: sam, name: 'Sam', displayName: '' }],
       replyTo: null,
     });

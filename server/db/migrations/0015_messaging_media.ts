@@ -11,6 +11,7 @@ export const name = '0015_messaging_media';
  *   there from the staging area when the message was sent. Read with the message pages through
  *   `messaging_attachments_message` (one lateral probe per message).
  * - messaging_spaces.icon_key: the object key of the space's icon (null: none).
+ * - messaging_messages.gif: the GIF sent with a message (the normalised shape of the GIF routes), or null.
  */
 export async function up(knex: Knex): Promise<void> {
   await execScript(knex, `
@@ -31,11 +32,13 @@ export async function up(knex: Knex): Promise<void> {
     create index messaging_attachments_message on messaging_attachments (message_id, position);
     create index messaging_attachments_owner on messaging_attachments (user_id, id);
     alter table messaging_spaces add column icon_key text;
+    alter table messaging_messages add column gif jsonb;
   `);
 }
 
 export async function down(knex: Knex): Promise<void> {
   await execScript(knex, `
+    alter table messaging_messages drop column gif;
     alter table messaging_spaces drop column icon_key;
     drop table messaging_attachments;
   `);

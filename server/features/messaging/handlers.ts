@@ -1,5 +1,6 @@
 import type { HandlerMap } from '../../http/handlers.ts';
 import * as attachments from './attachments.ts';
+import * as gifs from './gifs.ts';
 import * as icons from './icons.ts';
 import * as messages from './messages.ts';
 import * as prefs from './preferences.ts';
@@ -52,6 +53,9 @@ export const messagingHandlers = {
   createMessagingAttachmentUploadIntent: async ({ body }, ctx) => ({ status: 201, body: await attachments.createIntent(ctx.service(), body) }),
   completeMessagingAttachmentUpload: async ({ body }, ctx) => (await attachments.complete(ctx.service(), body.stagingId), done),
   getMessagingAttachmentAccessUrl: async ({ path }, ctx) => ({ status: 200, body: await attachments.accessUrl(ctx.service(), path.attachmentId) }),
+  searchMessagingGifs: async ({ query }, ctx) => ({ status: 200, body: await gifs.search(ctx.service(), query) }),
+  browseMessagingGifs: async ({ query }, ctx) => ({ status: 200, body: await gifs.browse(ctx.service(), query ?? {}) }),
+  listMessagingGifCategories: async (_i, ctx) => ({ status: 200, body: await gifs.categories(ctx.service()) }),
   listMessagingMentionables: async ({ query }, ctx) => ({ status: 200, body: await messages.mentionables(ctx.service(), query) }),
 
   getMessagingChatAs: async ({ query }, ctx) => ({ status: 200, body: await prefs.getChatAs(ctx.service(), query) }),

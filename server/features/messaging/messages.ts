@@ -26,7 +26,7 @@ const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.fr
 
 function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
   const id = row.id!;
-  // A message sent without text (attachments only) stores the empty string, which no text can be.
+  // A message sent without text (attachments or a GIF only) stores the empty string, which no text can be.
   const text = cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
   let replyTo: Message['replyTo'] = null;
   if (row.reply_id) {
@@ -49,6 +49,7 @@ function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
     editedAt: row.edited_at === null ? null : Number(row.edited_at),
     attachments: jsonValue<Message['attachments']>(row.attachments) ?? [],
     linkPreviews: [],
+    gif: jsonValue<Message['gif']>(row.gif) ?? null,
     mentions: jsonValue<Message['mentions']>(row.mentions) ?? [],
     replyTo,
   };
@@ -161,7 +162,8 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
   const mutationId = input.clientMutationId ?? null;
   const content = input.content ?? '';
   const attachmentIds = input.stagedAttachmentIds ?? [];
-  if (content === '' && attachmentIds.length === 0) throw badRequest('content is required unless attachments are sent');
+  const gif = input.gifMetadata ?? null;
+  if (content === '' && attachmentIds.length === 0 && gif === null) throw badRequest('content is required unless attachments or a GIF are sent');
   if (attachmentIds.length > 0 && !ctx.storage) throw unavailable('Object storage is not configured on this server');
   const findExisting = async (): Promise<StoredMessage | undefined> => ctx.db('messaging_messages').where({ user_id: userId, client_mutation_id: mutationId }).first('id', 'channel_id', 'deleted_at');
   if (mutationId !== null) {
@@ -192,6 +194,7 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
           content_enc: sealed.data,
           reply_to_id: input.replyToMessageId ?? null,
           mention_member_ids: mentions,
+          gif: gif === null ? null : JSON.stringify(gif),
           client_mutation_id: mutationId,
           created_at: tx.now,
         })

@@ -70,9 +70,10 @@ export interface MessageReadRow {
   reply_deleted_at: number | null;
   mentions: unknown;
   attachments: unknown;
+  gif: unknown;
 }
 
-const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids';
+const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids, x.gif';
 
 /**
  * The channel (live, in a live space, the account's), its pins, then `inner` (a lateral subquery
@@ -82,7 +83,7 @@ const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.ke
  */
 function channelMessages(inner: string, order: string): string {
   return `select c.id as channel_found, pins.ids as pinned_ids,
-     m.id, m.user_id, m.channel_id, m.author_member_id, m.key_id, m.content_enc, m.created_at, m.edited_at,
+     m.id, m.user_id, m.channel_id, m.author_member_id, m.key_id, m.content_enc, m.created_at, m.edited_at, m.gif,
      a.avatar as author_avatar,
      r.id as reply_id, r.author_member_id as reply_author_id, r.key_id as reply_key_id, r.content_enc as reply_content_enc, r.deleted_at as reply_deleted_at,
      mm.mentions, att.attachments
