@@ -7,7 +7,7 @@ import { TestServer } from './helpers/server.ts';
 const SECRET_TEXT = 'provider-internal-detail-7731';
 
 /** A loopback stand-in for Tenor v2: records every request; `mode` makes it fail. */
-let mode: 'ok' | 'error' | 'garbage' = 'ok';
+let mode: 'ok' | 'error' | 'garbage' | 'redirect' = 'ok';
 const seen: URL[] = [];
 let provider: Server;
 
@@ -31,6 +31,10 @@ beforeAll(async () => {
     seen.push(url);
     if (mode === 'error') {
       res.writeHead(500, { 'content-type': 'text/plain' }).end(SECRET_TEXT);
+      return;
+    }
+    if (mode === 'redirect') {
+      res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
       return;
     }
     if (mode === 'garbage') {
@@ -57,9 +61,9 @@ const servers = { keyed: new TestServer(), keyless: new TestServer() };
 beforeAll(async () => {
   const port = (provider.address() as AddressInfo).port;
   await servers.keyed.start({
-    env: { GIF_API_KEY: 'test-gif-key', GIF_API_BASE_URL: `http://127.0.0.1:${port}/v2`, FETCH_ALLOW_PRIVATE: 'true', GIF_CACHE_MAX_ENTRIES: '3', GIF_CACHE_TTL_MS: '600000' },
+    env: { GIF_API_KEY: 'test-gif-key', GIF_API_BASE_URL: `http://127.0.0.1:${port}/v2`, GIF_CACHE_MAX_ENTRIES: '3', GIF_CACHE_TTL_MS: '600000' },
   });
-  await servers.keyless.start({ env: { GIF_API_BASE_URL: `http://127.0.0.1:${port}/v2`, FETCH_ALLOW_PRIVATE: 'true' } });
+  await servers.keyless.start({ env: { GIF_API_BASE_URL: `http://127.0.0.1:${port}/v2` } });
 });
 
 afterAll(async () => {
@@ -129,9 +133,9 @@ describe('GIF proxy', () => {
     expect(seen).toHaveLength(5);
   });
 
-  it('provider failures are 503 without the provider’s text; no key is 503', async () => {
+  it('provider failures (error status, bad JSON, a redirect: never followed) are 503 without the provider’s text; no key is 503', async () => {
     const { api } = await servers.keyed.user();
-    for (const m of ['error', 'garbage'] as const) {
+    for (const m of ['error', 'garbage', 'redirect'] as const) {
       mode = m;
       try {
         const res = await api.GET('/api/v1/messaging/gifs/search', { params: { query: { query: `fail-${m}` } } });

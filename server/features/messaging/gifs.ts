@@ -59,7 +59,15 @@ async function callProvider(ctx: ServiceContext, endpoint: string, params: Recor
   if (hit !== undefined) return hit as Record<string, unknown>;
   let body: Record<string, unknown>;
   try {
-    const res = await guardedFetch(url, { ...fetchOptionsFromConfig(ctx.config), maxBytes: MAX_PROVIDER_BYTES, headers: { Accept: 'application/json' } });
+    // The host is the operator's GIF_API_BASE_URL, not a user's choice, so it may be private (a proxy, a
+    // test fake); redirects are not followed, so the call never goes anywhere else.
+    const res = await guardedFetch(url, {
+      ...fetchOptionsFromConfig(ctx.config),
+      allowPrivate: true,
+      maxRedirects: 0,
+      maxBytes: MAX_PROVIDER_BYTES,
+      headers: { Accept: 'application/json' },
+    });
     if (res.status !== 200) throw new Error(`status ${res.status}`);
     const parsed: unknown = JSON.parse(res.body.toString('utf8'));
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
