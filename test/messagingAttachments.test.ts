@@ -232,7 +232,7 @@ describe('rules (filesystem backend)', () => {
     for (const body of [{ content: '' }, {}, { content: null }, { stagedAttachmentIds: [] }, { stagedAttachmentIds: [good, good] }, { stagedAttachmentIds: Array.from({ length: 11 }, () => good) }]) {
       expect((await send(body)).response.status, JSON.stringify(body)).toBe(400);
     }
-    expect((await send({})).error!.message).toBe('content is required unless attachments are sent');
+    expect((await send({})).error!.message).toBe('content is required unless attachments or a GIF are sent');
     // Nothing was sent, and `good` is still there to use.
     expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items).toEqual([]);
     const sent = await send({ content: 'two files', stagedAttachmentIds: [good, await completed(api, channelId, PDF, 'application/pdf', { width: 3, height: 4, durationMs: 5 })] });
