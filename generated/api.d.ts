@@ -2399,8 +2399,11 @@ export interface paths {
          * Create a space
          * @description Adds a space at the end of the list. `sideSystemId`, when set, must be a live side system of the
          *     caller (else 400): mentions in its channels are then limited to that side system's members.
-         *     At most 100 live spaces per account (400 beyond). Icons (`iconStorageRef`, `iconStagingId`) are not
-         *     built yet and are not accepted. Answers 201 with the space.
+         *     At most 100 live spaces per account (400 beyond). `iconStagingId`, when set, must be a completed,
+         *     unexpired space-icon upload of the caller not yet used (else 400); it becomes the icon, read back as
+         *     `iconUrl` (a short-lived download URL). 503 when `iconStagingId` is sent and object storage is not
+         *     configured. `iconStorageRef` is not accepted (400: references to existing objects are not part of
+         *     this API). Answers 201 with the space.
          */
         post: operations["createMessagingSpace"];
         delete?: never;
@@ -2424,6 +2427,53 @@ export interface paths {
          *     extra, archived or foreign id) is a 400 and nothing changes.
          */
         post: operations["reorderMessagingSpaces"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/icon/upload-intent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a space icon upload
+         * @description The attachment upload flow for a space icon: registers a staged upload and answers a presigned
+         *     `PUT` bound to the declared image type (PNG, JPEG, WebP or GIF) and exact byte size, at most
+         *     SPACE_ICON_MAX_BYTES (2 MiB by default; 400 beyond). Upload the bytes, call
+         *     `/messaging/spaces/icon/complete`, then pass the `stagingId` as `iconStagingId` on space create
+         *     or update. Unused staged uploads are collected after `expiresAt`. 503 when object storage is not configured.
+         */
+        post: operations["createMessagingSpaceIconUploadIntent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/spaces/icon/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish a space icon upload
+         * @description Checks that the icon was uploaded with the declared size and that its bytes are the declared image
+         *     type; any failure is 400 (a wrong size or type deletes the object, the staged upload stays).
+         *     `stagingId` must be an unexpired space-icon upload of the caller (400 otherwise, attachment uploads
+         *     included). Completing twice changes nothing. 503 when object storage is not configured.
+         */
+        post: operations["completeMessagingSpaceIconUpload"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2454,6 +2504,8 @@ export interface paths {
         /**
          * Update a space
          * @description Partial update of name, description and side system (null detaches it). An archived space is 404.
+         *     `iconStagingId` replaces the icon with a completed, unused space-icon upload of the caller (else 400;
+         *     503 without object storage); null removes it. The previous icon's object is deleted after the update.
          */
         patch: operations["updateMessagingSpace"];
         trace?: never;
@@ -2685,7 +2737,14 @@ export interface paths {
          *     `content` (1–4000 characters) is encrypted at rest. `replyToMessageId` must be a live message of the
          *     same channel (else 400). Mentions are written `<@memberId>`; those naming a member who may be
          *     mentioned in the channel (a live, non-archived member of the account; of the space's side system
-         *     when it has one) become `mentions`, others stay plain text. Attachments and GIFs are not built yet.
+         *     when it has one) become `mentions`, others stay plain text.
+         *
+         *     `stagedAttachmentIds` (1–10, distinct): completed, unexpired attachment uploads of the caller made
+         *     for this channel and not yet sent (else 400); they become `attachments` in that order and cannot be
+         *     used again. `gifMetadata` is a GIF as the GIF routes answer it (validated by its schema: the configured
+         *     provider, https URLs); it is stored with the message and read back as `gif`. With attachments or a GIF,
+         *     `content` may be omitted or null; otherwise it is required (400).
+         *     503 when attachments are sent and object storage is not configured.
          *
          *     `clientMutationId` makes the send idempotent per account: a retry, even concurrent, returns the
          *     first message with 200 instead of 201 and creates nothing. The same id on another channel, or
@@ -2853,6 +2912,158 @@ export interface paths {
          *     live messages after it. Sending a message does not move the marker.
          */
         post: operations["markMessagingChannelRead"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/attachments/upload-intent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start an attachment upload
+         * @description Step 1 of the upload flow: registers a staged upload for `channelId` (a live channel of the
+         *     caller, else 400) and answers a presigned `PUT` bound to the declared content type and exact
+         *     byte size — to the S3-compatible bucket, or to this server's `/storage/v1/objects/…` on the
+         *     filesystem backend. `contentType` must be on the server's attachment allow-list
+         *     (MESSAGE_ATTACHMENT_TYPES) and `byteSize` at most MESSAGE_ATTACHMENT_MAX_BYTES (25 MiB by
+         *     default), else 400. Then upload the bytes, call `complete`, and list the `stagingId` in
+         *     `stagedAttachmentIds` when sending in that channel. A staged upload not sent by `expiresAt`
+         *     (STORAGE_STAGING_TTL_MS) is deleted by garbage collection. 503 when object storage is not configured.
+         */
+        post: operations["createMessagingAttachmentUploadIntent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/attachments/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish an attachment upload
+         * @description Step 3 of the upload flow: checks that the object was uploaded, that its size is the declared
+         *     one and that its first bytes are of the declared type. Any failure is 400 (a wrong size or
+         *     type also deletes the uploaded object; the staged upload stays, so the client may upload again
+         *     while its URL lasts). `stagingId` must be an unexpired attachment upload of the caller (400
+         *     otherwise, including space-icon uploads). Completing twice changes nothing. 503 when object storage is not configured.
+         */
+        post: operations["completeMessagingAttachmentUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/attachments/{attachmentId}/access-url": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Attachment id (from a message's `attachments`). */
+                attachmentId: components["parameters"]["MessagingAttachmentIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A download URL for an attachment
+         * @description A short-lived (STORAGE_DOWNLOAD_URL_TTL_SECONDS, 300 s by default) presigned `GET` for an
+         *     attachment of a live message of the caller in a live channel. Another account's attachment, or
+         *     one whose message was deleted or whose channel or space was archived, is 404. 503 when object storage is not configured.
+         */
+        get: operations["getMessagingAttachmentAccessUrl"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/gifs/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Search GIFs
+         * @description A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
+         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
+         *     fails, times out or answers something unreadable (its text is never echoed).
+         */
+        get: operations["searchMessagingGifs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/gifs/browse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Browse GIFs: featured, or a category
+         * @description Without `query` or `categoryId`: the provider's featured GIFs. With `categoryId` (an `id` from
+         *     `/messaging/gifs/categories`) or `query`: that search (`categoryId` wins when both are given).
+         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
+         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
+         *     fails, times out or answers something unreadable (its text is never echoed).
+         */
+        get: operations["browseMessagingGifs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/gifs/categories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GIF categories
+         * @description The provider's categories, in its order; browse one with `categoryId`. `locale` and `contentFilter`
+         *     come from the caller's GIF preferences.
+         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
+         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
+         *     fails, times out or answers something unreadable (its text is never echoed).
+         */
+        get: operations["listMessagingGifCategories"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -5462,7 +5673,7 @@ export interface components {
             /** @example Day-to-day coordination */
             description: string | null;
             /**
-             * @description Resolved icon URL. Always null in this version (space icons are not built yet).
+             * @description A short-lived download URL of the space's icon (STORAGE_DOWNLOAD_URL_TTL_SECONDS, fresh on every read); null without an icon or without object storage.
              * @example null
              */
             iconUrl: string | null;
@@ -5491,6 +5702,8 @@ export interface components {
              * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
              */
             sideSystemId?: string | null;
+            /** @description A completed space-icon upload of the caller (`/messaging/spaces/icon/…`), not yet used. */
+            iconStagingId?: components["schemas"]["Uuid"];
         };
         UpdateMessagingSpaceRequest: {
             /** @example Home */
@@ -5503,6 +5716,12 @@ export interface components {
              * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
              */
             sideSystemId?: string | null;
+            /**
+             * Format: uuid
+             * @description A completed space-icon upload of the caller, not yet used, replacing the icon; null removes the icon.
+             * @example a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d
+             */
+            iconStagingId?: string | null;
         };
         ReorderMessagingSpacesRequest: {
             /** @description Every live space of the account exactly once, in the new order. */
@@ -5644,18 +5863,45 @@ export interface components {
              */
             authorMemberAvatarUrl: string | null;
             /**
-             * @description The decrypted text.
+             * @description The decrypted text; null for a message sent without text (attachments or a GIF only).
              * @example <@2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718> we are out of milk
              */
-            content: string;
+            content: string | null;
             createdAt: components["schemas"]["EpochMs"];
             editedAt: components["schemas"]["NullableEpochMs"];
-            /** @description Always empty in this version (attachments are not built yet). */
-            attachments: Record<string, never>[];
+            /** @description The files sent with the message, in the order `stagedAttachmentIds` listed them. */
+            attachments: components["schemas"]["MessageAttachment"][];
             /** @description Always empty in this version (link previews are not fetched yet). */
             linkPreviews: Record<string, never>[];
+            /** @description The GIF sent with the message (`gifMetadata`), or null. */
+            gif: components["schemas"]["Gif"] | null;
             mentions: components["schemas"]["MessageMention"][];
             replyTo: components["schemas"]["MessageReplyRef"] | null;
+        };
+        /** @description A file sent with a message. Its bytes are read through `GET /messaging/attachments/{attachmentId}/access-url`. */
+        MessageAttachment: {
+            id: components["schemas"]["Uuid"];
+            /** @example receipt.pdf */
+            fileName: string;
+            /**
+             * @description Checked against the file's first bytes when the upload was completed.
+             * @example application/pdf
+             */
+            contentType: string;
+            /** @example 48213 */
+            byteSize: number;
+            /**
+             * @description As declared by the uploader (images, video); not checked.
+             * @example null
+             */
+            width: number | null;
+            /** @example null */
+            height: number | null;
+            /**
+             * @description As declared by the uploader (audio, video); not checked.
+             * @example null
+             */
+            durationMs: number | null;
         };
         MessagePageCursor: {
             beforeCreatedAt: components["schemas"]["EpochMs"];
@@ -5692,10 +5938,13 @@ export interface components {
         SendMessageRequest: {
             memberId: components["schemas"]["Uuid"];
             /**
-             * @description The text; `<@memberId>` mentions a member.
+             * @description The text; `<@memberId>` mentions a member. Omitted or null only with `stagedAttachmentIds` or `gifMetadata`.
              * @example We are out of milk
              */
-            content: string;
+            content?: string | null;
+            gifMetadata?: components["schemas"]["Gif"];
+            /** @description Completed attachment uploads of this account for this channel, not yet used; they become the message's attachments in this order. */
+            stagedAttachmentIds?: components["schemas"]["Uuid"][];
             replyToMessageId?: components["schemas"]["Uuid"];
             /**
              * @description Idempotency key, unique per account; a retry returns the first message.
@@ -5801,6 +6050,128 @@ export interface components {
             locale: string | null;
             /** @example true */
             autoplay: boolean;
+        };
+        AttachmentUploadIntentRequest: {
+            channelId: components["schemas"]["Uuid"];
+            /**
+             * @description Shown to readers; no path separators or control characters.
+             * @example receipt.pdf
+             */
+            fileName: string;
+            /**
+             * @description One of the server's attachment types (MESSAGE_ATTACHMENT_TYPES; by default PNG, JPEG, WebP, GIF, MP4, QuickTime, WebM, MP3, M4A, Ogg, WAV, PDF and plain text).
+             * @example application/pdf
+             */
+            contentType: string;
+            /**
+             * @description The exact size of the file; at most MESSAGE_ATTACHMENT_MAX_BYTES (25 MiB by default).
+             * @example 48213
+             */
+            byteSize: number;
+            /** @example 1280 */
+            width?: number;
+            /** @example 720 */
+            height?: number;
+            /** @example 15000 */
+            durationMs?: number;
+        };
+        /** @description Send the file's bytes with this request before `expiresAt`, carrying exactly these headers. */
+        MessagingPresignedUpload: {
+            /**
+             * @example PUT
+             * @enum {string}
+             */
+            method: "PUT";
+            /**
+             * @description Absolute for S3-compatible storage; relative to this server (`/storage/v1/objects/…`) on the filesystem backend unless STORAGE_PUBLIC_URL is set.
+             * @example /storage/v1/objects/staging~5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e~a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d?expires=1763800900000&contentType=application%2Fpdf&byteSize=48213&signature=3q2-7w
+             */
+            url: string;
+            /**
+             * @example {
+             *       "Content-Type": "application/pdf"
+             *     }
+             */
+            headers: {
+                [key: string]: string;
+            };
+            expiresAt: components["schemas"]["EpochMs"];
+        };
+        MessagingUploadIntent: {
+            stagingId: components["schemas"]["Uuid"];
+            upload: components["schemas"]["MessagingPresignedUpload"];
+            /** @description When the staged upload is collected if it has not been used (completed and sent) by then. */
+            expiresAt: components["schemas"]["EpochMs"];
+        };
+        CompleteUploadRequest: {
+            stagingId: components["schemas"]["Uuid"];
+        };
+        AttachmentAccessUrl: {
+            /**
+             * @description A short-lived download URL (STORAGE_DOWNLOAD_URL_TTL_SECONDS); no API key needed.
+             * @example /storage/v1/objects/u~5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e~messaging~attachments~a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d?expires=1763800300000&signature=9x-Qe2
+             */
+            url: string;
+            expiresAt: components["schemas"]["EpochMs"];
+        };
+        SpaceIconUploadIntentRequest: {
+            /**
+             * @example image/png
+             * @enum {string}
+             */
+            contentType: "image/png" | "image/jpeg" | "image/webp" | "image/gif";
+            /**
+             * @description The exact size of the image; at most SPACE_ICON_MAX_BYTES (2 MiB by default).
+             * @example 18342
+             */
+            byteSize: number;
+        };
+        /** @description A GIF as the GIF routes answer it (normalised from the provider); send it back unchanged as `gifMetadata`. */
+        Gif: {
+            /** @example 16989471141791455574 */
+            id: string;
+            /**
+             * @example tenor
+             * @enum {string}
+             */
+            provider: "tenor";
+            /** @example Cat typing */
+            title: string;
+            /**
+             * @description The GIF itself.
+             * @example https://media.tenor.com/abc/cat.gif
+             */
+            url: string;
+            /**
+             * @description A small version for pickers.
+             * @example https://media.tenor.com/abc/tinycat.gif
+             */
+            previewUrl: string;
+            /** @example https://media.tenor.com/abc/cat.mp4 */
+            mp4Url: string | null;
+            /** @example 498 */
+            width: number;
+            /** @example 280 */
+            height: number;
+        };
+        GifPage: {
+            items: components["schemas"]["Gif"][];
+            /**
+             * @description The provider's cursor for the next page, passed through; null at the end.
+             * @example 20
+             */
+            nextCursor: string | null;
+        };
+        GifCategory: {
+            /**
+             * @description Pass as `categoryId` to `/messaging/gifs/browse`.
+             * @example excited
+             */
+            id: string;
+            /** @example #excited */
+            name: string;
+            /** @example https://media.tenor.com/def/excited.gif */
+            previewUrl: string | null;
         };
         HealthStatus: {
             /**
@@ -7043,6 +7414,24 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description No GIF provider key is configured (GIF_API_KEY), or the provider failed, timed out or answered something unreadable; retry later. The database may also be unreachable. */
+        GifProviderUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Attachment does not exist, its message is deleted, its channel or space archived, or it is not the caller’s. */
+        NotFoundMessagingAttachment: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Member does not exist, is in the trash, or is not the caller’s. */
         NotFoundMember: {
             headers: {
@@ -7222,6 +7611,8 @@ export interface components {
         MessagingChannelIdPath: components["schemas"]["Uuid"];
         /** @description Message id. */
         MessagingMessageIdPath: components["schemas"]["Uuid"];
+        /** @description Attachment id (from a message's `attachments`). */
+        MessagingAttachmentIdPath: components["schemas"]["Uuid"];
         /** @description Page size, 1–150 (default 50). */
         MessagesLimit: number;
         /** @description Side system id. */
@@ -12004,6 +12395,84 @@ export interface operations {
             503: components["responses"]["PreconditionFailed"];
         };
     };
+    createMessagingSpaceIconUploadIntent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SpaceIconUploadIntentRequest"];
+            };
+        };
+        responses: {
+            /** @description The staged upload and where to send its bytes. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingUploadIntent"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    completeMessagingSpaceIconUpload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteUploadRequest"];
+            };
+        };
+        responses: {
+            /** @description The upload is complete; pass it as iconStagingId. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
     archiveMessagingSpace: {
         parameters: {
             query?: never;
@@ -13031,6 +13500,240 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createMessagingAttachmentUploadIntent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AttachmentUploadIntentRequest"];
+            };
+        };
+        responses: {
+            /** @description The staged upload and where to send its bytes. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagingUploadIntent"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    completeMessagingAttachmentUpload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteUploadRequest"];
+            };
+        };
+        responses: {
+            /** @description The upload is complete; its stagingId can be sent. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getMessagingAttachmentAccessUrl: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Attachment id (from a message's `attachments`). */
+                attachmentId: components["parameters"]["MessagingAttachmentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The download URL. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttachmentAccessUrl"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            404: components["responses"]["NotFoundMessagingAttachment"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    searchMessagingGifs: {
+        parameters: {
+            query: {
+                /** @description Search text, 1–100 characters. */
+                query: string;
+                /** @description GIFs per page, 1–50 (default 20). */
+                limit?: number;
+                /** @description `nextCursor` of the previous page. */
+                cursor?: string;
+                /** @description Overrides the caller's GIF preference (`off`, `low`, `medium`, `high`). */
+                contentFilter?: "off" | "low" | "medium" | "high";
+                /** @description Overrides the caller's GIF preference (`xx` or `xx_YY`). */
+                locale?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of GIFs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["GifProviderUnavailable"];
+        };
+    };
+    browseMessagingGifs: {
+        parameters: {
+            query?: {
+                /** @description Search text, 1–100 characters. */
+                query?: string;
+                /** @description A category `id`. */
+                categoryId?: string;
+                /** @description GIFs per page, 1–50 (default 20). */
+                limit?: number;
+                /** @description `nextCursor` of the previous page. */
+                cursor?: string;
+                /** @description Overrides the caller's GIF preference (`off`, `low`, `medium`, `high`). */
+                contentFilter?: "off" | "low" | "medium" | "high";
+                /** @description Overrides the caller's GIF preference (`xx` or `xx_YY`). */
+                locale?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of GIFs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["GifProviderUnavailable"];
+        };
+    };
+    listMessagingGifCategories: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The categories. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GifCategory"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["GifProviderUnavailable"];
         };
     };
     listMessagingMentionables: {

@@ -1,5 +1,6 @@
 /** Environment → typed configuration, validated once at start-up with messages an operator can act on. */
 import { resolve } from 'node:path';
+import { VERIFIABLE_CONTENT_TYPES } from './storage/sniff.ts';
 
 export interface Config {
   port: number;
@@ -85,6 +86,22 @@ export interface Config {
   messageEncryptionKeys: MessageKey[];
   /** Messages one re-encryption batch rewrites after a key rotation (one transaction per batch). */
   messageReencryptBatchSize: number;
+  /** Largest message attachment accepted by an upload intent (MESSAGE_ATTACHMENT_MAX_BYTES). */
+  messageAttachmentMaxBytes: number;
+  /** Content types a message attachment may declare (MESSAGE_ATTACHMENT_TYPES); each one has a byte check (server/storage/sniff.ts). */
+  messageAttachmentTypes: string[];
+  /** Largest space icon accepted by an upload intent (SPACE_ICON_MAX_BYTES); icons are PNG, JPEG, WebP or GIF. */
+  spaceIconMaxBytes: number;
+  /** The GIF provider the messaging GIF proxy calls (GIF_PROVIDER; Tenor API v2). */
+  gifProvider: 'tenor';
+  /** Its API key (GIF_API_KEY); undefined: the GIF routes answer 503. */
+  gifApiKey: string | undefined;
+  /** Its API base URL (GIF_API_BASE_URL), e.g. https://tenor.googleapis.com/v2; tests point it at a loopback fake. */
+  gifApiBaseUrl: string;
+  /** How long a provider answer is reused (GIF_CACHE_TTL_MS; 0 turns the cache off). */
+  gifCacheTtlMs: number;
+  /** Most provider answers kept in memory at once (GIF_CACHE_MAX_ENTRIES); the oldest go first. */
+  gifCacheMaxEntries: number;
 }
 
 /** One key of the message keyring. */
@@ -202,6 +219,38 @@ function publicUrl(env: Env, name: string): string | undefined {
   return raw.replace(/\/+$/, '');
 }
 
+/** Message attachments accepted by default: images, video, audio and the common documents that have a byte check. */
+const DEFAULT_ATTACHMENT_TYPES = [
+  'image/png',
+  'image/jpeg',
+  'image/webp',
+  'image/gif',
+  'video/mp4',
+  'video/quicktime',
+  'video/webm',
+  'audio/mpeg',
+  'audio/mp4',
+  'audio/ogg',
+  'audio/wav',
+  'application/pdf',
+  'text/plain',
+] as const;
+
+function contentTypeList(env: Env, name: string, fallback: readonly string[]): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return [...fallback];
+  const types = [...new Set(raw.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean))];
+  const unknown = types.filter((t) => !VERIFIABLE_CONTENT_TYPES.includes(t));
+  if (unknown.length > 0) throw new ConfigError(`${name}: ${unknown.join(', ')} cannot be checked byte by byte; accepted types are ${VERIFIABLE_CONTENT_TYPES.join(', ')}`);
+  return types;
+}
+
+function gifProvider(env: Env): Config['gifProvider'] {
+  const raw = env.GIF_PROVIDER || 'tenor';
+  if (raw !== 'tenor') throw new ConfigError(`GIF_PROVIDER must be tenor (Tenor API v2), got "${raw}"`);
+  return raw;
+}
+
 const MESSAGE_KEY_ID = /^[A-Za-z0-9_.-]{1,32}$/;
 
 /** `id:base64key,…` (base64 or base64url of exactly 32 bytes); the first entry is the primary key. */
@@ -295,5 +344,13 @@ export function loadConfig(env: Env = process.env): Config {
     embeddedV8LowMemory: bool(env, 'EMBEDDED_V8_LOW_MEMORY', true),
     messageEncryptionKeys: parseMessageKeys(env.MESSAGE_ENCRYPTION_KEYS),
     messageReencryptBatchSize: int(env, 'MESSAGE_REENCRYPT_BATCH_SIZE', 500, 1, 10_000),
+    messageAttachmentMaxBytes: int(env, 'MESSAGE_ATTACHMENT_MAX_BYTES', 25 * MiB, 1, 5 * 1024 * MiB),
+    messageAttachmentTypes: contentTypeList(env, 'MESSAGE_ATTACHMENT_TYPES', DEFAULT_ATTACHMENT_TYPES),
+    spaceIconMaxBytes: int(env, 'SPACE_ICON_MAX_BYTES', 2 * MiB, 1, 100 * MiB),
+    gifProvider: gifProvider(env),
+    gifApiKey: env.GIF_API_KEY || undefined,
+    gifApiBaseUrl: publicUrl(env, 'GIF_API_BASE_URL') ?? 'https://tenor.googleapis.com/v2',
+    gifCacheTtlMs: int(env, 'GIF_CACHE_TTL_MS', 60_000, 0, 86_400_000),
+    gifCacheMaxEntries: int(env, 'GIF_CACHE_MAX_ENTRIES', 500, 1, 100_000),
   };
 }

@@ -227,7 +227,12 @@ async function populate(api: ApiClient, apiKey: string, userId: string, peerId: 
   ok((await api.POST('/api/v1/messaging/channels/{channelId}/read', { params: { path: { channelId: channel } }, body: { lastReadMessageId: sent.data!.id } })).response.status, 'read');
   ok((await api.PUT('/api/v1/messaging/preferences/chat-as', { body: { spaceId: space, memberId: b } })).response.status, 'chat as');
   ok((await api.PUT('/api/v1/messaging/preferences/last-viewed-route', { body: { lastSpaceId: space, lastChannelId: channel } })).response.status, 'last viewed');
-  // A staged upload: no route creates one yet (messaging's upload intents will), so directly.
+  // A message attachment through the upload flow (intent, PUT to the presigned URL, complete, send).
+  const intent0 = (await api.POST('/api/v1/messaging/attachments/upload-intent', { body: { channelId: channel, fileName: 'a.png', contentType: 'image/png', byteSize: PNG.length } })).data!;
+  ok((await fetch(server.baseUrl + intent0.upload.url, { method: 'PUT', headers: intent0.upload.headers, body: new Uint8Array(PNG) })).status, 'attachment upload');
+  ok((await api.POST('/api/v1/messaging/attachments/complete', { body: { stagingId: intent0.stagingId } })).response.status, 'attachment complete');
+  ok((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, stagedAttachmentIds: [intent0.stagingId] } })).response.status, 'attachment message');
+  // A staged upload left unused, directly (its object stays under staging/ until garbage collection).
   const intent = await createUploadIntent(server.deps.db.knex, server.deps.storage!, {
     userId,
     purpose: 'message-attachment',

@@ -46,6 +46,7 @@ describe('send', () => {
       editedAt: null,
       attachments: [],
       linkPreviews: [],
+      gif: null,
       mentions: [{ memberId: sam, name: 'Sam', displayName: '' }],
       replyTo: null,
     });
@@ -217,7 +218,7 @@ describe('pages', () => {
     do {
       const q: { limit: number; beforeCreatedAt?: number; beforeId?: string } = { limit: 5, ...(cursor ?? {}) };
       const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: q } })).data!;
-      seen.push(...page.items.map((i) => i.content));
+      seen.push(...page.items.map((i) => i.content!));
       cursor = page.nextCursor;
       await send(api, channelId, m, `late${k++}`); // arrives meanwhile: newer than every cursor
     } while (cursor);

@@ -42,6 +42,9 @@ const idOf = (json: unknown): string => {
 };
 
 let counter = 0;
+/** A 1×1 PNG for the attachment recipe. */
+const FUZZ_PNG_HEX =
+  '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4f60000000049454e44ae426082';
 const label = (prefix: string) => `${prefix} ${++counter}`;
 
 const RECIPES: Record<string, Recipe> = {
@@ -116,6 +119,23 @@ const RECIPES: Record<string, Recipe> = {
           content: label('Message'),
         }),
       ),
+  },
+  // An attachment of a message in the shared channel, through the whole upload flow.
+  attachmentId: {
+    create: async (f) => {
+      const channelId = f.shared('channelId') ?? (await RECIPES.channelId!.create(f));
+      const png = Buffer.from(FUZZ_PNG_HEX, 'hex');
+      const intent = (await f.api('POST', '/api/v1/messaging/attachments/upload-intent', { channelId, fileName: 'fuzz.png', contentType: 'image/png', byteSize: png.length })) as {
+        stagingId: string;
+        upload: { url: string; headers: Record<string, string> };
+      };
+      const url = intent.upload.url.startsWith('/') ? f.baseUrl + intent.upload.url : intent.upload.url;
+      const put = await fetch(url, { method: 'PUT', headers: intent.upload.headers, body: new Uint8Array(png) });
+      if (!put.ok) throw new Error(`fixture attachment upload answered ${put.status}`);
+      await f.api('POST', '/api/v1/messaging/attachments/complete', { stagingId: intent.stagingId });
+      await f.api('POST', `/api/v1/messaging/channels/${channelId}/messages`, { memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)), stagedAttachmentIds: [intent.stagingId] });
+      return intent.stagingId;
+    },
   },
 };
 

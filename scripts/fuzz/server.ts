@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,6 +54,14 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     databaseUrl = url.toString();
     dropDatabase = () => adminQuery(base, `drop database if exists ${name} with (force)`);
   }
+  // A loopback stand-in for the GIF provider (Tenor v2), so the GIF routes answer rather than 503.
+  const gifProvider = await new Promise<Server>((resolve) => {
+    const s = createServer((req, res) => {
+      const body = req.url?.startsWith('/v2/categories') ? { tags: [{ searchterm: 'fuzz', name: '#fuzz', image: 'https://media.example/fuzz.gif' }] } : { results: [], next: '' };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    });
+    s.listen(0, '127.0.0.1', () => resolve(s));
+  });
   const dir = mkdtempSync(join(tmpdir(), 'ada-fuzz-'));
   const adminToken = `adm_fuzz_${randomBytes(16).toString('hex')}`;
   const metricsToken = `met_fuzz_${randomBytes(16).toString('hex')}`;
@@ -86,6 +94,8 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     // Notes may name external images; this machine has no network, so fail those fetches fast.
     FETCH_TIMEOUT_MS: '500',
     NOTE_IMAGES_TIMEOUT_MS: '1000',
+    GIF_API_KEY: 'fuzz-gif-key',
+    GIF_API_BASE_URL: `http://127.0.0.1:${(gifProvider.address() as AddressInfo).port}/v2`,
     TRASH_PURGE_INTERVAL_MS: '0',
     EMBEDDED_MAINTENANCE_INTERVAL_MS: '0',
   });
@@ -98,6 +108,7 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
       rateLimitStore: 'memory',
     });
   } catch (err) {
+    gifProvider.close();
     await dropDatabase().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
     throw err;
@@ -118,6 +129,7 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
         server.closeAllConnections();
       });
       await runtime.close();
+      await new Promise((resolve) => gifProvider.close(resolve));
       await dropDatabase();
       rmSync(dir, { recursive: true, force: true });
     },

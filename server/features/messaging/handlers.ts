@@ -1,4 +1,7 @@
 import type { HandlerMap } from '../../http/handlers.ts';
+import * as attachments from './attachments.ts';
+import * as gifs from './gifs.ts';
+import * as icons from './icons.ts';
 import * as messages from './messages.ts';
 import * as prefs from './preferences.ts';
 import * as structure from './structure.ts';
@@ -11,6 +14,8 @@ export const messagingHandlers = {
   listMessagingSpaces: async (_i, ctx) => ({ status: 200, body: await structure.listSpaces(ctx.service()) }),
   createMessagingSpace: async ({ body }, ctx) => ({ status: 201, body: await structure.createSpace(ctx.service(), body) }),
   reorderMessagingSpaces: async ({ body }, ctx) => (await structure.reorderSpaces(ctx.service(), body.orderedSpaceIds), done),
+  createMessagingSpaceIconUploadIntent: async ({ body }, ctx) => ({ status: 201, body: await icons.createIconIntent(ctx.service(), body) }),
+  completeMessagingSpaceIconUpload: async ({ body }, ctx) => (await icons.completeIcon(ctx.service(), body.stagingId), done),
   updateMessagingSpace: async ({ path, body }, ctx) => ({ status: 200, body: await structure.updateSpace(ctx.service(), path.spaceId, body) }),
   archiveMessagingSpace: async ({ path }, ctx) => (await structure.archiveSpace(ctx.service(), path.spaceId), done),
 
@@ -45,6 +50,12 @@ export const messagingHandlers = {
   pinMessage: async ({ path, body }, ctx) => (await messages.pin(ctx.service(), path.channelId, body.messageId), done),
   unpinMessage: async ({ path }, ctx) => (await messages.unpin(ctx.service(), path.channelId, path.messageId), done),
   markMessagingChannelRead: async ({ path, body }, ctx) => (await messages.markRead(ctx.service(), path.channelId, body?.lastReadMessageId), done),
+  createMessagingAttachmentUploadIntent: async ({ body }, ctx) => ({ status: 201, body: await attachments.createIntent(ctx.service(), body) }),
+  completeMessagingAttachmentUpload: async ({ body }, ctx) => (await attachments.complete(ctx.service(), body.stagingId), done),
+  getMessagingAttachmentAccessUrl: async ({ path }, ctx) => ({ status: 200, body: await attachments.accessUrl(ctx.service(), path.attachmentId) }),
+  searchMessagingGifs: async ({ query }, ctx) => ({ status: 200, body: await gifs.search(ctx.service(), query) }),
+  browseMessagingGifs: async ({ query }, ctx) => ({ status: 200, body: await gifs.browse(ctx.service(), query ?? {}) }),
+  listMessagingGifCategories: async (_i, ctx) => ({ status: 200, body: await gifs.categories(ctx.service()) }),
   listMessagingMentionables: async ({ query }, ctx) => ({ status: 200, body: await messages.mentionables(ctx.service(), query) }),
 
   getMessagingChatAs: async ({ query }, ctx) => ({ status: 200, body: await prefs.getChatAs(ctx.service(), query) }),

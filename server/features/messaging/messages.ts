@@ -3,9 +3,10 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
-import { badRequest, conflict, notFound } from '../../core/errors.ts';
+import { badRequest, conflict, notFound, unavailable } from '../../core/errors.ts';
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { toMemberSummary, type MediaRef } from '../members/index.ts';
+import { attachStaged } from './attachments.ts';
 import { jsonValue, oneMessage, pageAfter, pageBefore, pageFirst, pageUpTo, pinnedMessages, type MessageReadRow } from './repo.ts';
 import { liveChannel } from './structure.ts';
 
@@ -25,7 +26,8 @@ const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.fr
 
 function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
   const id = row.id!;
-  const content = cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
+  // A message sent without text (attachments or a GIF only) stores the empty string, which no text can be.
+  const text = cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
   let replyTo: Message['replyTo'] = null;
   if (row.reply_id) {
     const deleted = row.reply_deleted_at !== null;
@@ -42,11 +44,12 @@ function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
     channelId: row.channel_id,
     authorMemberId: row.author_member_id,
     authorMemberAvatarUrl: toMemberSummary({ id: row.author_member_id, name: '', display_name: null, archived_at: null, avatar }).avatarUrl,
-    content,
+    content: text === '' ? null : text,
     createdAt: Number(row.created_at),
     editedAt: row.edited_at === null ? null : Number(row.edited_at),
-    attachments: [],
+    attachments: jsonValue<Message['attachments']>(row.attachments) ?? [],
     linkPreviews: [],
+    gif: jsonValue<Message['gif']>(row.gif) ?? null,
     mentions: jsonValue<Message['mentions']>(row.mentions) ?? [],
     replyTo,
   };
@@ -157,6 +160,11 @@ async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: 
 export async function sendMessage(ctx: ServiceContext, channelId: string, input: Schemas['SendMessageRequest']): Promise<{ created: boolean; message: Message }> {
   const userId = ownerOf(ctx);
   const mutationId = input.clientMutationId ?? null;
+  const content = input.content ?? '';
+  const attachmentIds = input.stagedAttachmentIds ?? [];
+  const gif = input.gifMetadata ?? null;
+  if (content === '' && attachmentIds.length === 0 && gif === null) throw badRequest('content is required unless attachments or a GIF are sent');
+  if (attachmentIds.length > 0 && !ctx.storage) throw unavailable('Object storage is not configured on this server');
   const findExisting = async (): Promise<StoredMessage | undefined> => ctx.db('messaging_messages').where({ user_id: userId, client_mutation_id: mutationId }).first('id', 'channel_id', 'deleted_at');
   if (mutationId !== null) {
     const existing = await findExisting();
@@ -170,9 +178,9 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
         const parent = await tx.db('messaging_messages').where({ id: input.replyToMessageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
         if (!parent) throw badRequest('replyToMessageId is not a message of this channel');
       }
-      const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, input.content);
+      const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
       const id = randomUUID();
-      const sealed = cipherOf(tx).seal(userId, id, input.content);
+      const sealed = cipherOf(tx).seal(userId, id, content);
       const seq = Number(channel.last_seq) + 1;
       const inserted = await tx
         .db('messaging_messages')
@@ -186,6 +194,7 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
           content_enc: sealed.data,
           reply_to_id: input.replyToMessageId ?? null,
           mention_member_ids: mentions,
+          gif: gif === null ? null : JSON.stringify(gif),
           client_mutation_id: mutationId,
           created_at: tx.now,
         })
@@ -193,6 +202,8 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
         .ignore()
         .returning('id');
       if (inserted.length === 0) throw new AlreadySent();
+      // After the message row: a concurrent retry waits on the unique index above and never reaches its uploads.
+      await attachStaged(tx, id, channelId, attachmentIds);
       await tx.db('messaging_channels').where({ id: channelId }).update({ last_seq: seq, unread_count: tx.db.raw('unread_count + 1') });
       return readOne(tx, id, channelId);
     });

@@ -24,7 +24,7 @@ interface BootstrapRow {
 export const bootstrapStatement = prepared<BootstrapRow>(
   'messaging_bootstrap',
   `select
-     (select coalesce(json_agg(json_build_object('id', s.id, 'name', s.name, 'description', s.description, 'iconUrl', null,
+     (select coalesce(json_agg(json_build_object('id', s.id, 'name', s.name, 'description', s.description, 'iconKey', s.icon_key,
         'sideSystemId', s.side_system_id, 'position', s.position, 'createdAt', s.created_at, 'updatedAt', s.updated_at)
         order by s.position, s.id), '[]'::json)
       from messaging_spaces s where s.user_id = ? and s.archived_at is null) as spaces,
@@ -69,21 +69,24 @@ export interface MessageReadRow {
   reply_content_enc: Uint8Array | null;
   reply_deleted_at: number | null;
   mentions: unknown;
+  attachments: unknown;
+  gif: unknown;
 }
 
-const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids';
+const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids, x.gif';
 
 /**
  * The channel (live, in a live space, the account's), its pins, then `inner` (a lateral subquery
- * over `messaging_messages x` that yields the messages) with what each message shows, probed per row.
+ * over `messaging_messages x` that yields the messages) with what each message shows (author avatar,
+ * reply parent, mentions, attachments by `messaging_attachments_message`), probed per row.
  * A channel with no matching message still yields one row (id null), so "empty" and "404" differ.
  */
 function channelMessages(inner: string, order: string): string {
   return `select c.id as channel_found, pins.ids as pinned_ids,
-     m.id, m.user_id, m.channel_id, m.author_member_id, m.key_id, m.content_enc, m.created_at, m.edited_at,
+     m.id, m.user_id, m.channel_id, m.author_member_id, m.key_id, m.content_enc, m.created_at, m.edited_at, m.gif,
      a.avatar as author_avatar,
      r.id as reply_id, r.author_member_id as reply_author_id, r.key_id as reply_key_id, r.content_enc as reply_content_enc, r.deleted_at as reply_deleted_at,
-     mm.mentions
+     mm.mentions, att.attachments
    from messaging_channels c
    join messaging_spaces s on s.id = c.space_id and s.archived_at is null
    cross join lateral (
@@ -101,6 +104,11 @@ function channelMessages(inner: string, order: string): string {
      from unnest(m.mention_member_ids) with ordinality as u(member_id, ord)
      join members mb on mb.id = u.member_id and mb.user_id = m.user_id and mb.deleted_at is null
    ) mm on true
+   left join lateral (
+     select coalesce(json_agg(json_build_object('id', f.id, 'fileName', f.file_name, 'contentType', f.content_type, 'byteSize', f.byte_size,
+       'width', f.width, 'height', f.height, 'durationMs', f.duration_ms) order by f.position), '[]'::json) as attachments
+     from messaging_attachments f where f.message_id = m.id
+   ) att on true
    where c.id = ? and c.user_id = ? and c.archived_at is null
    order by ${order}`;
 }

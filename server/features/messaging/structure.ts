@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
-import { badRequest, notFound } from '../../core/errors.ts';
+import { badRequest, notFound, unavailable } from '../../core/errors.ts';
+import { dropIcon, iconUrl, takeIcon } from './icons.ts';
 import { bootstrapStatement, jsonValue } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -20,6 +21,7 @@ interface SpaceRow {
   name: string;
   description: string | null;
   side_system_id: string | null;
+  icon_key: string | null;
   position: number;
   created_at: number;
   updated_at: number;
@@ -54,11 +56,11 @@ export interface ChannelRow {
   archived_at: number | null;
 }
 
-const toSpace = (r: SpaceRow): Space => ({
+const toSpace = (r: SpaceRow, icon: string | null): Space => ({
   id: r.id,
   name: r.name,
   description: r.description,
-  iconUrl: null,
+  iconUrl: icon,
   sideSystemId: r.side_system_id,
   position: r.position,
   createdAt: r.created_at,
@@ -151,11 +153,12 @@ async function applyOrder(db: Knex, table: string, userId: string, ordered: read
 
 export async function listSpaces(ctx: ServiceContext): Promise<Space[]> {
   const rows = await spaces(ctx.db).where({ user_id: ownerOf(ctx) }).whereNull('archived_at').orderBy([{ column: 'position' }, { column: 'id' }]);
-  return rows.map(toSpace);
+  return Promise.all(rows.map(async (r) => toSpace(r, await iconUrl(ctx, r.icon_key))));
 }
 
 export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMessagingSpaceRequest']): Promise<Space> {
   const userId = ownerOf(ctx);
+  if (input.iconStagingId !== undefined && !ctx.storage) throw unavailable('Object storage is not configured on this server');
   return inTransaction(ctx, async (tx) => {
     // One space creation at a time per account: the limit and the next position hold.
     await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
@@ -168,28 +171,35 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
       name: input.name.trim() || input.name,
       description: input.description ?? null,
       side_system_id: input.sideSystemId ?? null,
+      icon_key: input.iconStagingId === undefined ? null : await takeIcon(tx, input.iconStagingId),
       position: next,
       created_at: tx.now,
       updated_at: tx.now,
       archived_at: null,
     };
     await spaces(tx.db).insert(row);
-    return toSpace(row);
+    return toSpace(row, await iconUrl(tx, row.icon_key));
   });
 }
 
 export async function updateSpace(ctx: ServiceContext, id: string, input: Schemas['UpdateMessagingSpaceRequest']): Promise<Space> {
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async (tx) => {
-    await liveSpace(tx.db, userId, id, true);
+  if (typeof input.iconStagingId === 'string' && !ctx.storage) throw unavailable('Object storage is not configured on this server');
+  const { space, replaced } = await inTransaction(ctx, async (tx) => {
+    const before = await liveSpace(tx.db, userId, id, true);
     await assertSideSystem(tx.db, userId, input.sideSystemId);
     const changes: Partial<SpaceRow> = { updated_at: tx.now };
     if (input.name !== undefined) changes.name = input.name.trim() || input.name;
     if (input.description !== undefined) changes.description = input.description;
     if (input.sideSystemId !== undefined) changes.side_system_id = input.sideSystemId;
+    if (input.iconStagingId !== undefined) changes.icon_key = input.iconStagingId === null ? null : await takeIcon(tx, input.iconStagingId);
     const [row] = await spaces(tx.db).where({ id, user_id: userId }).update(changes).returning('*');
-    return toSpace(row as SpaceRow);
+    const replaced = changes.icon_key !== undefined && before.icon_key !== changes.icon_key ? before.icon_key : null;
+    return { space: toSpace(row as SpaceRow, await iconUrl(tx, (row as SpaceRow).icon_key)), replaced };
   });
+  // The old icon's object goes once the new reference has committed.
+  await dropIcon(ctx, replaced);
+  return space;
 }
 
 export async function archiveSpace(ctx: ServiceContext, id: string): Promise<void> {
@@ -343,8 +353,9 @@ export async function bootstrap(ctx: ServiceContext): Promise<Schemas['Messaging
   const chans = jsonValue<Array<Channel & { unread: number }>>(row?.channels) ?? [];
   const unreadByChannelId: Record<string, number> = {};
   for (const c of chans) unreadByChannelId[c.id] = c.unread;
+  const spaceRows = jsonValue<Array<Space & { iconKey: string | null }>>(row?.spaces) ?? [];
   return {
-    spaces: jsonValue<Space[]>(row?.spaces) ?? [],
+    spaces: await Promise.all(spaceRows.map(async ({ iconKey, ...s }) => ({ ...s, iconUrl: await iconUrl(ctx, iconKey) }))),
     categories: jsonValue<Category[]>(row?.categories) ?? [],
     channels: chans.map(({ unread: _unread, ...c }) => c),
     unreadByChannelId,
