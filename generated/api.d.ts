@@ -3985,6 +3985,144 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/social": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get your social profile
+         * @description The full section, every visibility included; links and widgets in `sortOrder` (then creation). `musicConnections` is always empty: music connections are made outside this API. Visibility on friend routes: `public`, `logged_in` and `friends_only` items are seen by every accepted friend; `mutuals_only` items by an accepted friend who shares at least one other accepted friend with the owner (an account C with an accepted friendship, both rows accepted, with the owner and with the viewer); `private` never.
+         */
+        get: operations["getSocial"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set or clear the social theme
+         * @description The theme fields given are merged into the stored theme (the others are kept); `theme: null` clears it.
+         */
+        patch: operations["updateSocial"];
+        trace?: never;
+    };
+    "/api/v1/social/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a link
+         * @description A link to an account on another platform. `sortOrder` defaults to one past the largest. The music-streaming platform (`spotify`) is not a link platform (400): that connection is made outside REST.
+         */
+        post: operations["createSocialLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/links/{linkId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A link of the caller's social profile. */
+                linkId: components["parameters"]["SocialLinkIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a link
+         * @description Deletes the link for good; link_collection widgets that list it keep the other ids.
+         */
+        delete: operations["deleteSocialLink"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a link
+         * @description Partial update; `null` clears an optional field.
+         */
+        patch: operations["updateSocialLink"];
+        trace?: never;
+    };
+    "/api/v1/social/widgets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a widget
+         * @description A widget of one of 16 kinds: `type` must equal `config.kind` (400). custom_badge images must be gallery URLs of this server; link_collection ids must be your links; a music widget's memberId must be your live member (400 otherwise). An optional `id` creates the widget with that id; an id already in use is 409. `sortOrder` defaults to one past the largest.
+         */
+        post: operations["createSocialWidget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a widget
+         * @description Deletes the widget for good, with a poll's ballots and a guestbook's messages.
+         */
+        delete: operations["deleteSocialWidget"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a widget
+         * @description Partial update; the resulting `type` must equal the resulting `config.kind` (400). Changing a poll's `options` remaps its ballots by option text: each chosen option that still exists (same text) keeps the vote at its new index, options that disappeared lose their votes, a ballot left with no option is removed, and when the poll becomes single-choice a ballot with more than one option left is removed. Changing a poll widget into another kind removes its ballots; a guestbook changed into another kind loses its messages.
+         */
+        patch: operations["updateSocialWidget"];
+        trace?: never;
+    };
+    "/api/v1/social/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reorder links and widgets
+         * @description Each array given must be an exact permutation of all your link (or widget) ids: no duplicates, none missing, none foreign; `sortOrder` becomes the array index. Otherwise 400 and nothing changes.
+         */
+        post: operations["reorderSocial"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/storage/v1/objects/{objectKey}": {
         parameters: {
             query: {
@@ -6078,6 +6216,434 @@ export interface components {
             definitionId: components["schemas"]["Uuid"];
             bucketIds: components["schemas"]["BucketIds"];
         };
+        /**
+         * @description Who sees a link or widget on friend routes. `public` and `logged_in`: every accepted friend;
+         *     `friends_only`: accepted friends; `mutuals_only`: accepted friends who share at least one
+         *     other accepted friend with the owner; `private`: the owner only.
+         * @example friends_only
+         * @enum {string}
+         */
+        SocialVisibility: "public" | "logged_in" | "friends_only" | "mutuals_only" | "private";
+        /**
+         * @description The 20 supported social and gaming platforms, or `custom`. The music-streaming platform
+         *     (`spotify`) is not a value: that connection is made outside REST, so such a link is rejected
+         *     with 400.
+         * @example bluesky
+         * @enum {string}
+         */
+        SocialPlatform: "twitter" | "bluesky" | "mastodon" | "instagram" | "tiktok" | "youtube" | "twitch" | "discord" | "reddit" | "tumblr" | "facebook" | "threads" | "github" | "kofi" | "patreon" | "pinterest" | "snapchat" | "steam" | "xbox" | "playstation" | "custom";
+        /**
+         * Format: uri
+         * @description An absolute http or https URL, at most 2048 characters.
+         * @example https://example.org/me
+         */
+        HttpUrl: string;
+        SocialLink: {
+            id: components["schemas"]["Uuid"];
+            platform: components["schemas"]["SocialPlatform"];
+            /** @example Alex on Bluesky */
+            displayName: string;
+            /** @example @alex.example.org */
+            handle: string | null;
+            /** @example https://bsky.app/profile/alex.example.org */
+            url: string | null;
+            /** @example Main account */
+            description: string | null;
+            /** @example main */
+            badge: string | null;
+            /** @example #7A5CFA */
+            accentColor: string | null;
+            /** @example https://example.org/a.png */
+            avatarUrl: string | null;
+            visibility: components["schemas"]["SocialVisibility"];
+            /** @example false */
+            featured: boolean;
+            /** @example 1 */
+            sortOrder: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateSocialLinkRequest: {
+            platform: components["schemas"]["SocialPlatform"];
+            /** @example Alex on Bluesky */
+            displayName: string;
+            /** @example @alex.example.org */
+            handle?: string;
+            url?: components["schemas"]["HttpUrl"];
+            /** @example Main account */
+            description?: string;
+            /** @example main */
+            badge?: string;
+            /** @example #7A5CFA */
+            accentColor?: string;
+            avatarUrl?: components["schemas"]["HttpUrl"];
+            visibility: components["schemas"]["SocialVisibility"];
+            /**
+             * @default false
+             * @example false
+             */
+            featured: boolean;
+            /**
+             * @description Assigned after the last link when omitted.
+             * @example 1
+             */
+            sortOrder?: number;
+        };
+        /** @description Partial: only the fields given change; `null` clears an optional field. */
+        UpdateSocialLinkRequest: {
+            platform?: components["schemas"]["SocialPlatform"];
+            /** @example Alex */
+            displayName?: string;
+            /** @example @alex */
+            handle?: string | null;
+            url?: components["schemas"]["HttpUrl"] | null;
+            /** @example Main account */
+            description?: string | null;
+            /** @example main */
+            badge?: string | null;
+            /** @example #7A5CFA */
+            accentColor?: string | null;
+            avatarUrl?: components["schemas"]["HttpUrl"] | null;
+            visibility?: components["schemas"]["SocialVisibility"];
+            /** @example false */
+            featured?: boolean;
+            /** @example 1 */
+            sortOrder?: number;
+        };
+        SocialLinkId: {
+            linkId: components["schemas"]["Uuid"];
+        };
+        SocialWidgetId: {
+            widgetId: components["schemas"]["Uuid"];
+        };
+        /**
+         * @example status
+         * @enum {string}
+         */
+        SocialWidgetType: "status" | "community_server" | "currently_playing" | "music" | "quote" | "pronouns_identity" | "mood" | "custom_badge" | "link_collection" | "media_favourites" | "guestbook" | "mutuals" | "countdown" | "poll" | "sticker_board" | "shrine";
+        /**
+         * @example medium
+         * @enum {string}
+         */
+        SocialWidgetSize: "small" | "medium" | "large" | "full";
+        StatusWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "status";
+            /** @example Resting today */
+            statusText: string;
+        };
+        CommunityServerWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "community_server";
+            /** @example Cosy Corner */
+            serverName: string;
+            inviteUrl?: components["schemas"]["HttpUrl"];
+        };
+        CurrentlyPlayingWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "currently_playing";
+            /**
+             * @description The music provider.
+             * @example spotify
+             * @enum {string}
+             */
+            provider: "spotify";
+            /** @example Blue Monday */
+            trackTitle: string;
+            /** @example New Order */
+            artistName: string;
+            artworkUrl?: components["schemas"]["HttpUrl"];
+        };
+        MusicWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "music";
+            /**
+             * @description The music provider.
+             * @example spotify
+             * @enum {string}
+             */
+            provider: "spotify";
+            /**
+             * @example track
+             * @enum {string}
+             */
+            resourceType: "track" | "album" | "artist" | "playlist";
+            /** @example 4uLU6hMCjMI75M1A2tKUQC */
+            resourceId: string;
+            resourceUrl?: components["schemas"]["HttpUrl"];
+            /**
+             * @example embed
+             * @enum {string}
+             */
+            widgetKind: "embed" | "card" | "top_tracks";
+            /**
+             * @example compact
+             * @enum {string}
+             */
+            displayStyle: "compact" | "standard" | "expanded";
+            /** @description One of the caller's live members the music is about (400 otherwise). */
+            memberId?: components["schemas"]["Uuid"];
+        };
+        QuoteWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "quote";
+            /** @example Be kind. */
+            quote: string;
+            /** @example A friend */
+            author?: string;
+        };
+        PronounsIdentityWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "pronouns_identity";
+            /** @example they/them */
+            pronouns: string;
+            /** @example Plural system */
+            identity?: string;
+        };
+        MoodWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "mood";
+            /** @example calm */
+            mood: string;
+            /** @example Quiet day */
+            note?: string;
+        };
+        CustomBadgeWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "custom_badge";
+            /** @description Gallery images hosted by this server (`/api/v1/social/gallery/<sha256>`); no other URL is accepted. */
+            imageUrls: string[];
+        };
+        LinkCollectionWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "link_collection";
+            /** @description Ids of the caller's own links (400 otherwise). */
+            linkIds: components["schemas"]["Uuid"][];
+        };
+        MediaFavouritesWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "media_favourites";
+            entries: {
+                /** @example Book */
+                label: string;
+                /** @example Piranesi */
+                value: string;
+            }[];
+        };
+        GuestbookWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "guestbook";
+            /**
+             * @default false
+             * @example false
+             */
+            allowAnonymous: boolean;
+        };
+        MutualsWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "mutuals";
+            /** @example 1 */
+            maxItems: number;
+        };
+        CountdownWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "countdown";
+            targetAt: components["schemas"]["EpochMs"];
+            /** @example Book */
+            label: string;
+        };
+        PollWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "poll";
+            /** @example Tea or coffee? */
+            question: string;
+            options: string[];
+            /**
+             * @default false
+             * @example false
+             */
+            allowMultipleSelections: boolean;
+        };
+        StickerBoardWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "sticker_board";
+            stickerUrls: components["schemas"]["HttpUrl"][];
+        };
+        ShrineWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "shrine";
+            /** @example Our shrine */
+            title: string;
+            /** @example Things we love. */
+            body: string;
+        };
+        /** @description The widget's settings, a union on `kind` (which must equal the widget's `type`). */
+        SocialWidgetConfig: components["schemas"]["StatusWidgetConfig"] | components["schemas"]["CommunityServerWidgetConfig"] | components["schemas"]["CurrentlyPlayingWidgetConfig"] | components["schemas"]["MusicWidgetConfig"] | components["schemas"]["QuoteWidgetConfig"] | components["schemas"]["PronounsIdentityWidgetConfig"] | components["schemas"]["MoodWidgetConfig"] | components["schemas"]["CustomBadgeWidgetConfig"] | components["schemas"]["LinkCollectionWidgetConfig"] | components["schemas"]["MediaFavouritesWidgetConfig"] | components["schemas"]["GuestbookWidgetConfig"] | components["schemas"]["MutualsWidgetConfig"] | components["schemas"]["CountdownWidgetConfig"] | components["schemas"]["PollWidgetConfig"] | components["schemas"]["StickerBoardWidgetConfig"] | components["schemas"]["ShrineWidgetConfig"];
+        SocialWidget: {
+            id: components["schemas"]["Uuid"];
+            type: components["schemas"]["SocialWidgetType"];
+            /** @example Our shrine */
+            title: string | null;
+            config: components["schemas"]["SocialWidgetConfig"];
+            visibility: components["schemas"]["SocialVisibility"];
+            size: components["schemas"]["SocialWidgetSize"];
+            /** @example 1 */
+            sortOrder: number;
+            /** @example false */
+            pinned: boolean;
+            /** @example false */
+            collapsed: boolean;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateSocialWidgetRequest: {
+            /** @description Create-with-id; an id that already names a widget (of any account) is 409. */
+            id?: components["schemas"]["Uuid"];
+            type: components["schemas"]["SocialWidgetType"];
+            /** @example Our shrine */
+            title?: string;
+            config: components["schemas"]["SocialWidgetConfig"];
+            visibility: components["schemas"]["SocialVisibility"];
+            size: components["schemas"]["SocialWidgetSize"];
+            /**
+             * @default false
+             * @example false
+             */
+            pinned: boolean;
+            /**
+             * @default false
+             * @example false
+             */
+            collapsed: boolean;
+            /**
+             * @description Assigned after the last widget when omitted.
+             * @example 1
+             */
+            sortOrder?: number;
+        };
+        /** @description Partial: only the fields given change; `title: null` clears the title. The resulting `type` must equal the resulting `config.kind`. */
+        UpdateSocialWidgetRequest: {
+            type?: components["schemas"]["SocialWidgetType"];
+            /** @example Our shrine */
+            title?: string | null;
+            config?: components["schemas"]["SocialWidgetConfig"];
+            visibility?: components["schemas"]["SocialVisibility"];
+            size?: components["schemas"]["SocialWidgetSize"];
+            /** @example false */
+            pinned?: boolean;
+            /** @example false */
+            collapsed?: boolean;
+            /** @example 1 */
+            sortOrder?: number;
+        };
+        /** @description A music-provider connection. They are made outside this API, so this list is empty here. */
+        MusicConnection: {
+            id: components["schemas"]["Uuid"];
+            /**
+             * @example spotify
+             * @enum {string}
+             */
+            provider: "spotify";
+            /** @example Alex */
+            displayName: string;
+            /** @example 31abcd */
+            externalUserId: string;
+            /**
+             * @example connected
+             * @enum {string}
+             */
+            status: "connected";
+            connectedAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        SocialTheme: {
+            /** @example #1E1B2E */
+            cardBackground?: string;
+            /** @example #7A5CFA */
+            accentColor?: string;
+            /**
+             * @example default
+             * @enum {string}
+             */
+            borderStyle?: "default" | "subtle" | "strong";
+            /**
+             * @example rounded
+             * @enum {string}
+             */
+            cornerStyle?: "rounded" | "sharp";
+            /**
+             * @example default
+             * @enum {string}
+             */
+            iconStyle?: "default" | "minimal" | "filled";
+        };
+        SocialSection: {
+            userId: components["schemas"]["Uuid"];
+            links: components["schemas"]["SocialLink"][];
+            widgets: components["schemas"]["SocialWidget"][];
+            musicConnections: components["schemas"]["MusicConnection"][];
+            /** @description The theme, or null when none is set. */
+            theme: components["schemas"]["SocialTheme"] | null;
+            /** @description Time of the account's last social change, null before the first. */
+            updatedAt: components["schemas"]["NullableEpochMs"];
+        };
+        UpdateSocialRequest: {
+            /** @description Fields to merge into the theme (the others are kept), or null to clear the theme. */
+            theme: components["schemas"]["SocialTheme"] | null;
+        };
+        /** @description Each array given must list every one of the caller's links (or widgets) exactly once. */
+        ReorderSocialRequest: {
+            linkIds?: components["schemas"]["Uuid"][];
+            widgetIds?: components["schemas"]["Uuid"][];
+        };
         /** @description Optional fields are omitted when unset. */
         SideSystem: {
             _id: components["schemas"]["Uuid"];
@@ -6730,6 +7296,24 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The API key lacks the `social` scope at `read`. */
+        ForbiddenSocialRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `social` scope at `read_write`. */
+        ForbiddenSocialReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key lacks the `systems` scope at `read`. */
         ForbiddenSystemsRead: {
             headers: {
@@ -7070,6 +7654,24 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Link does not exist or is not the caller’s. */
+        NotFoundSocialLink: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Widget does not exist or is not the caller’s. */
+        NotFoundSocialWidget: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description No object at the signed key, or this server does not issue signed storage URLs. */
         NotFoundStoredObject: {
             headers: {
@@ -7260,6 +7862,10 @@ export interface components {
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
         /** @description The kind of new content the default applies to. */
         DefaultKindPath: components["schemas"]["DefaultKind"];
+        /** @description A link of the caller's social profile. */
+        SocialLinkIdPath: components["schemas"]["Uuid"];
+        /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+        SocialWidgetIdPath: components["schemas"]["Uuid"];
     };
     requestBodies: never;
     headers: {
@@ -15502,6 +16108,365 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             404: components["responses"]["NotFoundSubSystem"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The section. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialSection"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSocialRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createSocialLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSocialLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialLinkId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteSocialLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A link of the caller's social profile. */
+                linkId: components["parameters"]["SocialLinkIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialLink"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateSocialLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A link of the caller's social profile. */
+                linkId: components["parameters"]["SocialLinkIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSocialLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialLinkId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialLink"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createSocialWidget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSocialWidgetRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialWidgetId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            /** @description A widget with this id already exists. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteSocialWidget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialWidget"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateSocialWidget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSocialWidgetRequest"];
+            };
+        };
+        responses: {
+            /** @description Updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialWidgetId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialWidget"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    reorderSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderSocialRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
