@@ -4123,6 +4123,189 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/friends/{friendUserId}/social": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a friend's social profile
+         * @description The friend's section in the owner shape, with only the links and widgets the caller may see. Visibility on friend routes: `public`, `logged_in` and `friends_only` items are seen by every accepted friend; `mutuals_only` items by an accepted friend who shares at least one other accepted friend with the owner (an account C with an accepted friendship, both rows accepted, with the owner and with the viewer); `private` never. Needs an accepted friendship (both sides accepted); none, a pending or revoked one, a block either way, an unknown id or your own id answer 404 with the same body.
+         */
+        get: operations["getFriendSocial"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/guestbook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List guestbook threads
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). Threads (top-level messages) newest first, each with its replies oldest first; hidden messages are included, and `authorUserId` is shown on anonymous posts too. Paging: `cursor` is the previous page's `nextCursor`, the createdAt of its oldest thread, and the next page holds the threads created strictly before it. A page never splits threads that share a createdAt: when the thread at the `limit` boundary shares its createdAt with older ones, those come on the same page (which then holds more than `limit` threads), so equal timestamps are never dropped or repeated. `nextCursor` is null when no older thread exists.
+         */
+        get: operations["listGuestbookMessages"];
+        put?: never;
+        /**
+         * Post to your guestbook
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). You post as the author. `body` is trimmed and must then be 1 to 500 characters. `postAnonymously` needs `allowAnonymous` on the widget's config (400 otherwise). `parentMessageId` must be a top-level message of the same guestbook (a reply to a reply, another guestbook's or an unknown message: 400). The answer is the new message in the thread-item shape, without `replies`.
+         */
+        post: operations["postGuestbookMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /** @description A guestbook message. */
+                messageId: components["parameters"]["GuestbookMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a guestbook message
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). The message is found by `messageId` on any guestbook (the widget is only validated) and deleted for good, with its replies when it is a top-level message. Allowed for the guestbook's owner and for the message's author; anyone else gets 403. An unknown message is 404.
+         */
+        delete: operations["deleteGuestbookMessage"];
+        options?: never;
+        head?: never;
+        /**
+         * Hide or unhide a guestbook message
+         * @description The guestbook owner sets `hiddenByOwner` on a message of this guestbook (a message of another guestbook is 404). Hidden messages stay in the owner's list.
+         */
+        patch: operations["updateGuestbookMessage"];
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/guestbook/block-author": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Block a guestbook message's author
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). Blocks the author of `messageId` through the friends block list (as POST /friends/{friendUserId}/block: the author then gets 404 on your friend routes). The message is found on any guestbook: the guestbook's owner may block the author of any of its messages; another caller only the author of a message it can see (a guestbook of an accepted friend, visible to it) that was not posted anonymously (403 for an anonymous one). Blocking yourself is 400; a message you cannot see is 404.
+         */
+        post: operations["blockGuestbookAuthor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/guestbook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post to a friend's guestbook
+         * @description Needs an accepted friendship with `friendUserId` (404 otherwise, also when either side blocked the other) and the widget must be the friend's, of this kind and visible to you by its visibility (404 with the same body otherwise). You post as the author. `body` is trimmed and must then be 1 to 500 characters. `postAnonymously` needs `allowAnonymous` on the widget's config (400 otherwise). `parentMessageId` must be a top-level message of the same guestbook (a reply to a reply, another guestbook's or an unknown message: 400). The answer is the new message in the thread-item shape, without `replies`.
+         */
+        post: operations["postFriendGuestbookMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get your poll's state
+         * @description The widget must be one of your poll widgets (another kind, another account's or unknown: 404). `optionCounts` has one count per option; `myOptionIndices` is your own vote.
+         */
+        get: operations["getPoll"];
+        put?: never;
+        /**
+         * Vote on your poll
+         * @description The widget must be one of your poll widgets (another kind, another account's or unknown: 404). Replaces the caller's ballot atomically (one ballot per account per poll). Each index must be below the number of options and appear once; a single-choice poll needs exactly one index; a multi-select poll takes any number and `[]` clears the vote (400 otherwise). Counts are computed from the ballots, so they always match them.
+         */
+        post: operations["votePoll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a friend's poll
+         * @description Needs an accepted friendship with `friendUserId` (404 otherwise, also when either side blocked the other) and the widget must be the friend's, of this kind and visible to you by its visibility (404 with the same body otherwise). `myOptionIndices` is your own vote.
+         */
+        get: operations["getFriendPoll"];
+        put?: never;
+        /**
+         * Vote on a friend's poll
+         * @description Needs an accepted friendship with `friendUserId` (404 otherwise, also when either side blocked the other) and the widget must be the friend's, of this kind and visible to you by its visibility (404 with the same body otherwise). Replaces the caller's ballot atomically (one ballot per account per poll). Each index must be below the number of options and appear once; a single-choice poll needs exactly one index; a multi-select poll takes any number and `[]` clears the vote (400 otherwise). Counts are computed from the ballots, so they always match them.
+         */
+        post: operations["voteFriendPoll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/storage/v1/objects/{objectKey}": {
         parameters: {
             query: {
@@ -6644,6 +6827,122 @@ export interface components {
             linkIds?: components["schemas"]["Uuid"][];
             widgetIds?: components["schemas"]["Uuid"][];
         };
+        GuestbookAuthorStatus: {
+            /** @example false */
+            isAdmin: boolean;
+            /**
+             * @example free
+             * @enum {string}
+             */
+            planKey: "free" | "pro" | "pro_plus";
+            /** @example false */
+            donorSupporterUnlocked: boolean;
+            closedBetaParticipantAt: components["schemas"]["NullableEpochMs"];
+        };
+        GuestbookMessage: {
+            id: components["schemas"]["Uuid"];
+            ownerUserId: components["schemas"]["Uuid"];
+            /** @description The top-level message this replies to; null for a top-level message. */
+            parentMessageId: components["schemas"]["Uuid"] | null;
+            /** @description The author's account, shown to the guestbook's owner (and the author) even on anonymous posts. */
+            authorUserId: components["schemas"]["Uuid"];
+            /**
+             * @description The author account's display name.
+             * @example Alex
+             */
+            authorDisplayName: string;
+            /** @example false */
+            postedAnonymously: boolean;
+            /** @example Lovely page! */
+            body: string;
+            createdAt: components["schemas"]["EpochMs"];
+            /** @example false */
+            hiddenByOwner: boolean;
+            /**
+             * @description The name the post shows: `Anonymous` for anonymous posts, else the author display name.
+             * @example Alex
+             */
+            displayName: string;
+            /** @example https://example.org/a.png */
+            authorAvatarUrl: string | null;
+            authorStatus: components["schemas"]["GuestbookAuthorStatus"];
+        };
+        /** @description A top-level message with its replies (one level, oldest first). */
+        GuestbookThread: {
+            id: components["schemas"]["Uuid"];
+            ownerUserId: components["schemas"]["Uuid"];
+            /** @description The top-level message this replies to; null for a top-level message. */
+            parentMessageId: components["schemas"]["Uuid"] | null;
+            /** @description The author's account, shown to the guestbook's owner (and the author) even on anonymous posts. */
+            authorUserId: components["schemas"]["Uuid"];
+            /**
+             * @description The author account's display name.
+             * @example Alex
+             */
+            authorDisplayName: string;
+            /** @example false */
+            postedAnonymously: boolean;
+            /** @example Lovely page! */
+            body: string;
+            createdAt: components["schemas"]["EpochMs"];
+            /** @example false */
+            hiddenByOwner: boolean;
+            /**
+             * @description The name the post shows: `Anonymous` for anonymous posts, else the author display name.
+             * @example Alex
+             */
+            displayName: string;
+            /** @example https://example.org/a.png */
+            authorAvatarUrl: string | null;
+            authorStatus: components["schemas"]["GuestbookAuthorStatus"];
+            replies: components["schemas"]["GuestbookMessage"][];
+        };
+        GuestbookPage: {
+            threads: components["schemas"]["GuestbookThread"][];
+            /** @description createdAt of the oldest thread of this page, to pass as `cursor`; null when there are no older threads. */
+            nextCursor: number | null;
+        };
+        PostGuestbookMessageRequest: {
+            /**
+             * @description 1 to 500 characters after trimming (400 otherwise).
+             * @example Lovely page!
+             */
+            body: string;
+            /**
+             * @description Only on a guestbook whose config allows anonymous posts (400 otherwise).
+             * @default false
+             * @example false
+             */
+            postAnonymously: boolean;
+            /** @description A top-level message of the same guestbook (400 otherwise). */
+            parentMessageId?: components["schemas"]["Uuid"];
+        };
+        UpdateGuestbookMessageRequest: {
+            /** @example true */
+            hiddenByOwner: boolean;
+        };
+        BlockGuestbookAuthorRequest: {
+            messageId: components["schemas"]["Uuid"];
+            /** @example Spam */
+            reason?: string;
+        };
+        PollState: {
+            /** @example Tea or coffee? */
+            question: string;
+            options: string[];
+            /** @example false */
+            allowMultipleSelections: boolean;
+            /** @description Ballots choosing each option, one per option. */
+            optionCounts: number[];
+            /** @example 4 */
+            distinctVoterCount: number;
+            /** @description The caller's current vote (empty when none). */
+            myOptionIndices: number[];
+        };
+        VotePollRequest: {
+            /** @description Zero-based option indices; a single-choice poll needs exactly one, a multi-select poll takes any number and [] clears the vote. */
+            optionIndices: number[];
+        };
         /** @description Optional fields are omitted when unset. */
         SideSystem: {
             _id: components["schemas"]["Uuid"];
@@ -7314,6 +7613,42 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The API key lacks the `guestbook` scope at `read`. */
+        ForbiddenGuestbookRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `guestbook` scope at `read_write`. */
+        ForbiddenGuestbookReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `poll` scope at `read`. */
+        ForbiddenPollRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `poll` scope at `read_write`. */
+        ForbiddenPollReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key lacks the `systems` scope at `read`. */
         ForbiddenSystemsRead: {
             headers: {
@@ -7672,6 +8007,33 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description No guestbook widget with this id is the caller’s (unknown, another account’s, or another kind of widget). */
+        NotFoundGuestbook: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The guestbook or the message does not exist, or is not the caller’s to see. */
+        NotFoundGuestbookMessage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description No poll widget with this id is the caller’s (unknown, another account’s, or another kind of widget). */
+        NotFoundPoll: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description No object at the signed key, or this server does not issue signed storage URLs. */
         NotFoundStoredObject: {
             headers: {
@@ -7866,6 +8228,12 @@ export interface components {
         SocialLinkIdPath: components["schemas"]["Uuid"];
         /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
         SocialWidgetIdPath: components["schemas"]["Uuid"];
+        /** @description A guestbook message. */
+        GuestbookMessageIdPath: components["schemas"]["Uuid"];
+        /** @description Threads per page. */
+        GuestbookLimitQuery: number;
+        /** @description The previous page's `nextCursor` (createdAt of its oldest thread, epoch ms); the page holds threads created strictly before it. */
+        GuestbookCursorQuery: number;
     };
     requestBodies: never;
     headers: {
@@ -16467,6 +16835,485 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible section. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialSection"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listGuestbookMessages: {
+        parameters: {
+            query?: {
+                /** @description Threads per page. */
+                limit?: components["parameters"]["GuestbookLimitQuery"];
+                /** @description The previous page's `nextCursor` (createdAt of its oldest thread, epoch ms); the page holds threads created strictly before it. */
+                cursor?: components["parameters"]["GuestbookCursorQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of threads. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestbookPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookRead"];
+            404: components["responses"]["NotFoundGuestbook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    postGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostGuestbookMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The new message. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestbookMessage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookReadWrite"];
+            404: components["responses"]["NotFoundGuestbook"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /** @description A guestbook message. */
+                messageId: components["parameters"]["GuestbookMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks the scope, or the caller neither owns the guestbook nor wrote the message. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["NotFoundGuestbookMessage"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /** @description A guestbook message. */
+                messageId: components["parameters"]["GuestbookMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateGuestbookMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookReadWrite"];
+            404: components["responses"]["NotFoundGuestbookMessage"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    blockGuestbookAuthor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BlockGuestbookAuthorRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks the scope, or the author posted anonymously on a guestbook that is not the caller's. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["NotFoundGuestbookMessage"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    postFriendGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostGuestbookMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The new message. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestbookMessage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getPoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The poll state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollRead"];
+            404: components["responses"]["NotFoundPoll"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    votePoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VotePollRequest"];
+            };
+        };
+        responses: {
+            /** @description The poll state after the vote. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollReadWrite"];
+            404: components["responses"]["NotFoundPoll"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendPoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The poll state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    voteFriendPoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VotePollRequest"];
+            };
+        };
+        responses: {
+            /** @description The poll state after the vote. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -1,5 +1,10 @@
 import type { HandlerMap } from '../../http/handlers.ts';
+import * as guestbook from './guestbook.ts';
+import * as poll from './poll.ts';
 import * as profile from './profile.ts';
+
+/** On friend routes every 404 has the body of an unknown friend, whatever is missing or hidden. */
+const FRIEND_NOT_FOUND = 'Friend not found';
 
 export const socialHandlers = {
   getSocial: async (_i, ctx) => ({ status: 200, body: await profile.getSection(ctx.service()) }),
@@ -23,4 +28,32 @@ export const socialHandlers = {
     await profile.reorder(ctx.service(), body);
     return { status: 204 };
   },
+  getFriendSocial: async ({ path }, ctx) => ({ status: 200, body: await profile.getFriendSection(await ctx.friend(path.friendUserId)) }),
+
+  listGuestbookMessages: async ({ path, query }, ctx) => ({
+    status: 200,
+    body: await guestbook.listThreads(ctx.service(), path.widgetId, query.limit ?? 25, query.cursor),
+  }),
+  postGuestbookMessage: async ({ path, body }, ctx) => ({ status: 201, body: await guestbook.post(ctx.service(), path.widgetId, body) }),
+  deleteGuestbookMessage: async ({ path }, ctx) => {
+    await guestbook.remove(ctx.service(), path.widgetId, path.messageId);
+    return { status: 204 };
+  },
+  updateGuestbookMessage: async ({ path, body }, ctx) => {
+    await guestbook.setHidden(ctx.service(), path.widgetId, path.messageId, body.hiddenByOwner);
+    return { status: 204 };
+  },
+  blockGuestbookAuthor: async ({ path, body }, ctx) => {
+    await guestbook.blockAuthor(ctx.service(), path.widgetId, body);
+    return { status: 204 };
+  },
+  postFriendGuestbookMessage: async ({ path, body }, ctx) => ({
+    status: 201,
+    body: await guestbook.post(await ctx.friend(path.friendUserId), path.widgetId, body, FRIEND_NOT_FOUND),
+  }),
+
+  getPoll: async ({ path }, ctx) => ({ status: 200, body: await poll.getState(ctx.service(), path.widgetId) }),
+  votePoll: async ({ path, body }, ctx) => ({ status: 200, body: await poll.vote(ctx.service(), path.widgetId, body) }),
+  getFriendPoll: async ({ path }, ctx) => ({ status: 200, body: await poll.getState(await ctx.friend(path.friendUserId), path.widgetId, FRIEND_NOT_FOUND) }),
+  voteFriendPoll: async ({ path, body }, ctx) => ({ status: 200, body: await poll.vote(await ctx.friend(path.friendUserId), path.widgetId, body, FRIEND_NOT_FOUND) }),
 } satisfies Partial<HandlerMap>;

@@ -10,6 +10,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
 import * as repo from './repo.ts';
 import { toSection } from './present.ts';
+import { shareMutualFriend, visibleSet } from './visibility.ts';
 
 type Schemas = components['schemas'];
 type Config = Schemas['SocialWidgetConfig'];
@@ -237,4 +238,14 @@ export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocial
     if (input.widgetIds) await reorderTable(tx.db, 'social_widgets', userId, input.widgetIds, 'widgetIds', tx.now);
     await repo.touch(tx.db, userId, tx.now);
   });
+}
+
+// ---- Friend view ------------------------------------------------------------------------------
+
+/** The friend's section filtered for the viewer by visibility (ctx is a friend context). */
+export async function getFriendSection(ctx: ServiceContext): Promise<Schemas['SocialSection']> {
+  const ownerId = ownerOf(ctx);
+  const mutual = await shareMutualFriend(ctx.db, ownerId, ctx.access.viewerId!);
+  const { profile, links, widgets } = await repo.loadSection(ctx.db, ownerId, visibleSet(mutual));
+  return toSection(ownerId, profile, links, widgets);
 }

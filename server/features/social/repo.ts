@@ -55,13 +55,15 @@ export async function nextSortOrder(db: Knex, table: 'social_links' | 'social_wi
   return row?.m === null || row?.m === undefined ? 0 : Number(row.m) + 1;
 }
 
-/** The account's links and widgets in sort order (then creation, then id) and its profile row. */
-export async function loadSection(db: Knex, userId: string): Promise<{ profile?: ProfileRow; links: LinkRow[]; widgets: WidgetRow[] }> {
+/** The account's links and widgets in sort order (then creation, then id), only those of the given visibilities when given, and its profile row. */
+export async function loadSection(db: Knex, userId: string, visibilities?: string[]): Promise<{ profile?: ProfileRow; links: LinkRow[]; widgets: WidgetRow[] }> {
   const order = [{ column: 'sort_order' }, { column: 'created_at' }, { column: 'id' }];
-  const [profile, linkRows, widgetRows] = await Promise.all([
-    profiles(db).where({ user_id: userId }).first(),
-    links(db).where({ user_id: userId }).orderBy(order),
-    widgets(db).where({ user_id: userId }).orderBy(order),
-  ]);
+  const linkQuery = links(db).where({ user_id: userId }).orderBy(order);
+  const widgetQuery = widgets(db).where({ user_id: userId }).orderBy(order);
+  if (visibilities) {
+    linkQuery.whereIn('visibility', visibilities);
+    widgetQuery.whereIn('visibility', visibilities);
+  }
+  const [profile, linkRows, widgetRows] = await Promise.all([profiles(db).where({ user_id: userId }).first(), linkQuery, widgetQuery]);
   return { profile, links: linkRows, widgets: widgetRows };
 }
