@@ -196,6 +196,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/accounts/{userId}/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register a verified external identity
+         * @description Records that the account owns a verified identity at one of the five identity providers
+         *     (discord, twitch, github, reddit, twitter), with its handle, profile url and avatar. One per
+         *     provider: registering the provider again replaces it. POST /social/sync-oauth turns these
+         *     into social links.
+         */
+        post: operations["registerAccountIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/api-keys/{keyId}": {
         parameters: {
             query?: never;
@@ -4146,6 +4172,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/social/sync-oauth": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sync links from verified identities
+         * @description Reads the verified external identities of your account for the five supported identity providers (discord, twitch, github, reddit, twitter; the operator registers them with POST /admin/v1/accounts/{userId}/identities). For a provider without a link of that platform it inserts one (visibility `private`, displayName the handle or the provider, after the last link); for existing links of that platform it sets avatarUrl, handle and url from the identity, counting a link as updated only when one of them changes. Running it again without identity changes answers `{ inserted: 0, updated: 0 }`. No body.
+         */
+        post: operations["syncSocialOauth"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/social/widgets/{widgetId}/guestbook": {
         parameters: {
             query?: never;
@@ -6943,6 +6989,33 @@ export interface components {
             /** @description Zero-based option indices; a single-choice poll needs exactly one, a multi-select poll takes any number and [] clears the vote. */
             optionIndices: number[];
         };
+        /**
+         * @description The five identity providers whose verified accounts POST /social/sync-oauth turns into links (each is also a link platform).
+         * @example github
+         * @enum {string}
+         */
+        IdentityProvider: "discord" | "twitch" | "github" | "reddit" | "twitter";
+        SyncOauthResult: {
+            /**
+             * @description Links created for identities without a link of their platform.
+             * @example 1
+             */
+            inserted: number;
+            /**
+             * @description Existing links whose avatar, handle or url changed.
+             * @example 0
+             */
+            updated: number;
+        };
+        RegisterIdentityRequest: {
+            provider: components["schemas"]["IdentityProvider"];
+            /** @example 583920174 */
+            externalUserId: string;
+            /** @example alex-codes */
+            handle?: string;
+            url?: components["schemas"]["HttpUrl"];
+            avatarUrl?: components["schemas"]["HttpUrl"];
+        };
         /** @description Optional fields are omitted when unset. */
         SideSystem: {
             _id: components["schemas"]["Uuid"];
@@ -8598,6 +8671,47 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["CreateApiKeyResponse"];
                 };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFoundAccount"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    registerAccountIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RegisterIdentityRequest"];
+            };
+        };
+        responses: {
+            /** @description Registered. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request is malformed or breaks a validation or business rule. */
             400: {
@@ -16875,6 +16989,40 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialRead"];
             404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    syncSocialOauth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SyncOauthResult"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

@@ -1,5 +1,6 @@
 import type { HandlerMap } from '../../http/handlers.ts';
 import * as guestbook from './guestbook.ts';
+import { syncOauth } from './identities.ts';
 import * as poll from './poll.ts';
 import * as profile from './profile.ts';
 
@@ -28,6 +29,7 @@ export const socialHandlers = {
     await profile.reorder(ctx.service(), body);
     return { status: 204 };
   },
+  syncSocialOauth: async (_i, ctx) => ({ status: 200, body: await syncOauth(ctx.service()) }),
   getFriendSocial: async ({ path }, ctx) => ({ status: 200, body: await profile.getFriendSection(await ctx.friend(path.friendUserId)) }),
 
   listGuestbookMessages: async ({ path, query }, ctx) => ({
