@@ -111,6 +111,17 @@ describe('poll votes', () => {
     expect((await friendState(f3, owner, p)).data).toMatchObject({ optionCounts: [0, 0], distinctVoterCount: 0, myOptionIndices: [] });
   });
 
+  it('deleting the poll widget deletes its ballots', async () => {
+    const owner = await server.user();
+    const p = await pollWidget(owner, ['a', 'b']);
+    await vote(owner, p, [1]);
+    const ballots = async () => Number((await server.deps.db.knex('poll_ballots').where({ widget_id: p }).count({ n: '*' }).first())!.n);
+    expect(await ballots()).toBe(1);
+    expect((await owner.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: p } } })).response.status).toBe(204);
+    expect(await ballots()).toBe(0);
+    expect((await vote(owner, p, [0])).response.status).toBe(404);
+  });
+
   it('needs the poll scope', async () => {
     const owner = await server.user({ scopes: { poll: 'read', social: 'read_write' } });
     const p = await pollWidget(owner, ['a', 'b']);
