@@ -196,6 +196,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/accounts/{userId}/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register a verified external identity
+         * @description Records that the account owns a verified identity at one of the five identity providers
+         *     (discord, twitch, github, reddit, twitter), with its handle, profile url and avatar. One per
+         *     provider: registering the provider again replaces it. POST /social/sync-oauth turns these
+         *     into social links.
+         */
+        post: operations["registerAccountIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/api-keys/{keyId}": {
         parameters: {
             query?: never;
@@ -4196,6 +4222,347 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/social": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get your social profile
+         * @description The full section, every visibility included; links and widgets in `sortOrder` (then creation). `musicConnections` is always empty: music connections are made outside this API. Visibility on friend routes: `public`, `logged_in` and `friends_only` items are seen by every accepted friend; `mutuals_only` items by an accepted friend who shares at least one other accepted friend with the owner (an account C with an accepted friendship, both rows accepted, with the owner and with the viewer); `private` never.
+         */
+        get: operations["getSocial"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set or clear the social theme
+         * @description The theme fields given are merged into the stored theme (the others are kept); `theme: null` clears it.
+         */
+        patch: operations["updateSocial"];
+        trace?: never;
+    };
+    "/api/v1/social/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a link
+         * @description A link to an account on another platform. `sortOrder` defaults to one past the largest. The music-streaming platform (`spotify`) is not a link platform (400): that connection is made outside REST.
+         */
+        post: operations["createSocialLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/links/{linkId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A link of the caller's social profile. */
+                linkId: components["parameters"]["SocialLinkIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a link
+         * @description Deletes the link for good; link_collection widgets that list it keep the other ids.
+         */
+        delete: operations["deleteSocialLink"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a link
+         * @description Partial update; `null` clears an optional field.
+         */
+        patch: operations["updateSocialLink"];
+        trace?: never;
+    };
+    "/api/v1/social/widgets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a widget
+         * @description A widget of one of 16 kinds: `type` must equal `config.kind` (400). custom_badge images must be gallery URLs of this server; link_collection ids must be your links; a music widget's memberId must be your live member (400 otherwise). An optional `id` creates the widget with that id; an id already in use is 409. `sortOrder` defaults to one past the largest.
+         */
+        post: operations["createSocialWidget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a widget
+         * @description Deletes the widget for good, with a poll's ballots and a guestbook's messages.
+         */
+        delete: operations["deleteSocialWidget"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a widget
+         * @description Partial update; the resulting `type` must equal the resulting `config.kind` (400). Changing a poll's `options` remaps its ballots by option text: each chosen option that still exists (same text) keeps the vote at its new index, options that disappeared lose their votes, a ballot left with no option is removed, and when the poll becomes single-choice a ballot with more than one option left is removed. Changing a poll widget into another kind removes its ballots; a guestbook changed into another kind loses its messages.
+         */
+        patch: operations["updateSocialWidget"];
+        trace?: never;
+    };
+    "/api/v1/social/reorder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reorder links and widgets
+         * @description Each array given must be an exact permutation of all your link (or widget) ids: no duplicates, none missing, none foreign; `sortOrder` becomes the array index. Otherwise 400 and nothing changes.
+         */
+        post: operations["reorderSocial"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/social": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a friend's social profile
+         * @description The friend's section in the owner shape, with only the links and widgets the caller may see. Visibility on friend routes: `public`, `logged_in` and `friends_only` items are seen by every accepted friend; `mutuals_only` items by an accepted friend who shares at least one other accepted friend with the owner (an account C with an accepted friendship, both rows accepted, with the owner and with the viewer); `private` never. Needs an accepted friendship (both sides accepted); none, a pending or revoked one, a block either way, an unknown id or your own id answer 404 with the same body.
+         */
+        get: operations["getFriendSocial"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/sync-oauth": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sync links from verified identities
+         * @description Reads the verified external identities of your account for the five supported identity providers (discord, twitch, github, reddit, twitter; the operator registers them with POST /admin/v1/accounts/{userId}/identities). For a provider without a link of that platform it inserts one (visibility `private`, displayName the handle or the provider, after the last link); for existing links of that platform it sets avatarUrl, handle and url from the identity, counting a link as updated only when one of them changes. Running it again without identity changes answers `{ inserted: 0, updated: 0 }`. No body.
+         */
+        post: operations["syncSocialOauth"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/guestbook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List guestbook threads
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). Threads (top-level messages) newest first, each with its replies oldest first; hidden messages are included, and `authorUserId` is shown on anonymous posts too. Paging: `cursor` is the previous page's `nextCursor`, the createdAt of its oldest thread, and the next page holds the threads created strictly before it. A page never splits threads that share a createdAt: when the thread at the `limit` boundary shares its createdAt with older ones, those come on the same page (which then holds more than `limit` threads), so equal timestamps are never dropped or repeated. `nextCursor` is null when no older thread exists.
+         */
+        get: operations["listGuestbookMessages"];
+        put?: never;
+        /**
+         * Post to your guestbook
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). You post as the author. `body` is trimmed and must then be 1 to 500 characters. `postAnonymously` needs `allowAnonymous` on the widget's config (400 otherwise). `parentMessageId` must be a top-level message of the same guestbook (a reply to a reply, another guestbook's or an unknown message: 400). The answer is the new message in the thread-item shape, without `replies`.
+         */
+        post: operations["postGuestbookMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /** @description A guestbook message. */
+                messageId: components["parameters"]["GuestbookMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a guestbook message
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). The message is found by `messageId` on any guestbook (the widget is only validated) and deleted for good, with its replies when it is a top-level message. Allowed for the guestbook's owner and for the message's author; anyone else gets 403. An unknown message is 404.
+         */
+        delete: operations["deleteGuestbookMessage"];
+        options?: never;
+        head?: never;
+        /**
+         * Hide or unhide a guestbook message
+         * @description The guestbook owner sets `hiddenByOwner` on a message of this guestbook (a message of another guestbook is 404). Hidden messages stay in the owner's list.
+         */
+        patch: operations["updateGuestbookMessage"];
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/guestbook/block-author": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Block a guestbook message's author
+         * @description The widget must be one of your guestbook widgets (another kind, another account's or unknown: 404). Blocks the author of `messageId` through the friends block list (as POST /friends/{friendUserId}/block: the author then gets 404 on your friend routes). The message is found on any guestbook: the guestbook's owner may block the author of any of its messages; another caller only the author of a message it can see (a guestbook of an accepted friend, visible to it) that was not posted anonymously (403 for an anonymous one). Blocking yourself is 400; a message you cannot see is 404.
+         */
+        post: operations["blockGuestbookAuthor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/guestbook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Post to a friend's guestbook
+         * @description Needs an accepted friendship with `friendUserId` (404 otherwise, also when either side blocked the other) and the widget must be the friend's, of this kind and visible to you by its visibility (404 with the same body otherwise). You post as the author. `body` is trimmed and must then be 1 to 500 characters. `postAnonymously` needs `allowAnonymous` on the widget's config (400 otherwise). `parentMessageId` must be a top-level message of the same guestbook (a reply to a reply, another guestbook's or an unknown message: 400). The answer is the new message in the thread-item shape, without `replies`.
+         */
+        post: operations["postFriendGuestbookMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/widgets/{widgetId}/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get your poll's state
+         * @description The widget must be one of your poll widgets (another kind, another account's or unknown: 404). `optionCounts` has one count per option; `myOptionIndices` is your own vote.
+         */
+        get: operations["getPoll"];
+        put?: never;
+        /**
+         * Vote on your poll
+         * @description The widget must be one of your poll widgets (another kind, another account's or unknown: 404). Replaces the caller's ballot atomically (one ballot per account per poll). Each index must be below the number of options and appear once; a single-choice poll needs exactly one index; a multi-select poll takes any number and `[]` clears the vote (400 otherwise). Counts are computed from the ballots, so they always match them.
+         */
+        post: operations["votePoll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a friend's poll
+         * @description Needs an accepted friendship with `friendUserId` (404 otherwise, also when either side blocked the other) and the widget must be the friend's, of this kind and visible to you by its visibility (404 with the same body otherwise). `myOptionIndices` is your own vote.
+         */
+        get: operations["getFriendPoll"];
+        put?: never;
+        /**
+         * Vote on a friend's poll
+         * @description Needs an accepted friendship with `friendUserId` (404 otherwise, also when either side blocked the other) and the widget must be the friend's, of this kind and visible to you by its visibility (404 with the same body otherwise). Replaces the caller's ballot atomically (one ballot per account per poll). Each index must be below the number of options and appear once; a single-choice poll needs exactly one index; a multi-select poll takes any number and `[]` clears the vote (400 otherwise). Counts are computed from the ballots, so they always match them.
+         */
+        post: operations["voteFriendPoll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/storage/v1/objects/{objectKey}": {
         parameters: {
             query: {
@@ -6449,6 +6816,577 @@ export interface components {
             definitionId: components["schemas"]["Uuid"];
             bucketIds: components["schemas"]["BucketIds"];
         };
+        /**
+         * @description Who sees a link or widget on friend routes. `public` and `logged_in`: every accepted friend;
+         *     `friends_only`: accepted friends; `mutuals_only`: accepted friends who share at least one
+         *     other accepted friend with the owner; `private`: the owner only.
+         * @example friends_only
+         * @enum {string}
+         */
+        SocialVisibility: "public" | "logged_in" | "friends_only" | "mutuals_only" | "private";
+        /**
+         * @description The 20 supported social and gaming platforms, or `custom`. The music-streaming platform
+         *     (`spotify`) is not a value: that connection is made outside REST, so such a link is rejected
+         *     with 400.
+         * @example bluesky
+         * @enum {string}
+         */
+        SocialPlatform: "twitter" | "bluesky" | "mastodon" | "instagram" | "tiktok" | "youtube" | "twitch" | "discord" | "reddit" | "tumblr" | "facebook" | "threads" | "github" | "kofi" | "patreon" | "pinterest" | "snapchat" | "steam" | "xbox" | "playstation" | "custom";
+        /**
+         * Format: uri
+         * @description An absolute http or https URL, at most 2048 characters.
+         * @example https://example.org/me
+         */
+        HttpUrl: string;
+        SocialLink: {
+            id: components["schemas"]["Uuid"];
+            platform: components["schemas"]["SocialPlatform"];
+            /** @example Alex on Bluesky */
+            displayName: string;
+            /** @example @alex.example.org */
+            handle: string | null;
+            /** @example https://bsky.app/profile/alex.example.org */
+            url: string | null;
+            /** @example Main account */
+            description: string | null;
+            /** @example main */
+            badge: string | null;
+            /** @example #7A5CFA */
+            accentColor: string | null;
+            /** @example https://example.org/a.png */
+            avatarUrl: string | null;
+            visibility: components["schemas"]["SocialVisibility"];
+            /** @example false */
+            featured: boolean;
+            /** @example 1 */
+            sortOrder: number;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateSocialLinkRequest: {
+            platform: components["schemas"]["SocialPlatform"];
+            /** @example Alex on Bluesky */
+            displayName: string;
+            /** @example @alex.example.org */
+            handle?: string;
+            url?: components["schemas"]["HttpUrl"];
+            /** @example Main account */
+            description?: string;
+            /** @example main */
+            badge?: string;
+            /** @example #7A5CFA */
+            accentColor?: string;
+            avatarUrl?: components["schemas"]["HttpUrl"];
+            visibility: components["schemas"]["SocialVisibility"];
+            /**
+             * @default false
+             * @example false
+             */
+            featured: boolean;
+            /**
+             * @description Assigned after the last link when omitted.
+             * @example 1
+             */
+            sortOrder?: number;
+        };
+        /** @description Partial: only the fields given change; `null` clears an optional field. */
+        UpdateSocialLinkRequest: {
+            platform?: components["schemas"]["SocialPlatform"];
+            /** @example Alex */
+            displayName?: string;
+            /** @example @alex */
+            handle?: string | null;
+            url?: components["schemas"]["HttpUrl"] | null;
+            /** @example Main account */
+            description?: string | null;
+            /** @example main */
+            badge?: string | null;
+            /** @example #7A5CFA */
+            accentColor?: string | null;
+            avatarUrl?: components["schemas"]["HttpUrl"] | null;
+            visibility?: components["schemas"]["SocialVisibility"];
+            /** @example false */
+            featured?: boolean;
+            /** @example 1 */
+            sortOrder?: number;
+        };
+        SocialLinkId: {
+            linkId: components["schemas"]["Uuid"];
+        };
+        SocialWidgetId: {
+            widgetId: components["schemas"]["Uuid"];
+        };
+        /**
+         * @example status
+         * @enum {string}
+         */
+        SocialWidgetType: "status" | "community_server" | "currently_playing" | "music" | "quote" | "pronouns_identity" | "mood" | "custom_badge" | "link_collection" | "media_favourites" | "guestbook" | "mutuals" | "countdown" | "poll" | "sticker_board" | "shrine";
+        /**
+         * @example medium
+         * @enum {string}
+         */
+        SocialWidgetSize: "small" | "medium" | "large" | "full";
+        StatusWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "status";
+            /** @example Resting today */
+            statusText: string;
+        };
+        CommunityServerWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "community_server";
+            /** @example Cosy Corner */
+            serverName: string;
+            inviteUrl?: components["schemas"]["HttpUrl"];
+        };
+        CurrentlyPlayingWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "currently_playing";
+            /**
+             * @description The music provider.
+             * @example spotify
+             * @enum {string}
+             */
+            provider: "spotify";
+            /** @example Blue Monday */
+            trackTitle: string;
+            /** @example New Order */
+            artistName: string;
+            artworkUrl?: components["schemas"]["HttpUrl"];
+        };
+        MusicWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "music";
+            /**
+             * @description The music provider.
+             * @example spotify
+             * @enum {string}
+             */
+            provider: "spotify";
+            /**
+             * @example track
+             * @enum {string}
+             */
+            resourceType: "track" | "album" | "artist" | "playlist";
+            /** @example 4uLU6hMCjMI75M1A2tKUQC */
+            resourceId: string;
+            resourceUrl?: components["schemas"]["HttpUrl"];
+            /**
+             * @example embed
+             * @enum {string}
+             */
+            widgetKind: "embed" | "card" | "top_tracks";
+            /**
+             * @example compact
+             * @enum {string}
+             */
+            displayStyle: "compact" | "standard" | "expanded";
+            /** @description One of the caller's live members the music is about (400 otherwise). */
+            memberId?: components["schemas"]["Uuid"];
+        };
+        QuoteWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "quote";
+            /** @example Be kind. */
+            quote: string;
+            /** @example A friend */
+            author?: string;
+        };
+        PronounsIdentityWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "pronouns_identity";
+            /** @example they/them */
+            pronouns: string;
+            /** @example Plural system */
+            identity?: string;
+        };
+        MoodWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "mood";
+            /** @example calm */
+            mood: string;
+            /** @example Quiet day */
+            note?: string;
+        };
+        CustomBadgeWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "custom_badge";
+            /** @description Gallery images hosted by this server (`/api/v1/social/gallery/<sha256>`); no other URL is accepted. */
+            imageUrls: string[];
+        };
+        LinkCollectionWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "link_collection";
+            /** @description Ids of the caller's own links (400 otherwise). */
+            linkIds: components["schemas"]["Uuid"][];
+        };
+        MediaFavouritesWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "media_favourites";
+            entries: {
+                /** @example Book */
+                label: string;
+                /** @example Piranesi */
+                value: string;
+            }[];
+        };
+        GuestbookWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "guestbook";
+            /**
+             * @default false
+             * @example false
+             */
+            allowAnonymous: boolean;
+        };
+        MutualsWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "mutuals";
+            /** @example 1 */
+            maxItems: number;
+        };
+        CountdownWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "countdown";
+            targetAt: components["schemas"]["EpochMs"];
+            /** @example Book */
+            label: string;
+        };
+        PollWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "poll";
+            /** @example Tea or coffee? */
+            question: string;
+            options: string[];
+            /**
+             * @default false
+             * @example false
+             */
+            allowMultipleSelections: boolean;
+        };
+        StickerBoardWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "sticker_board";
+            stickerUrls: components["schemas"]["HttpUrl"][];
+        };
+        ShrineWidgetConfig: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "shrine";
+            /** @example Our shrine */
+            title: string;
+            /** @example Things we love. */
+            body: string;
+        };
+        /** @description The widget's settings, a union on `kind` (which must equal the widget's `type`). */
+        SocialWidgetConfig: components["schemas"]["StatusWidgetConfig"] | components["schemas"]["CommunityServerWidgetConfig"] | components["schemas"]["CurrentlyPlayingWidgetConfig"] | components["schemas"]["MusicWidgetConfig"] | components["schemas"]["QuoteWidgetConfig"] | components["schemas"]["PronounsIdentityWidgetConfig"] | components["schemas"]["MoodWidgetConfig"] | components["schemas"]["CustomBadgeWidgetConfig"] | components["schemas"]["LinkCollectionWidgetConfig"] | components["schemas"]["MediaFavouritesWidgetConfig"] | components["schemas"]["GuestbookWidgetConfig"] | components["schemas"]["MutualsWidgetConfig"] | components["schemas"]["CountdownWidgetConfig"] | components["schemas"]["PollWidgetConfig"] | components["schemas"]["StickerBoardWidgetConfig"] | components["schemas"]["ShrineWidgetConfig"];
+        SocialWidget: {
+            id: components["schemas"]["Uuid"];
+            type: components["schemas"]["SocialWidgetType"];
+            /** @example Our shrine */
+            title: string | null;
+            config: components["schemas"]["SocialWidgetConfig"];
+            visibility: components["schemas"]["SocialVisibility"];
+            size: components["schemas"]["SocialWidgetSize"];
+            /** @example 1 */
+            sortOrder: number;
+            /** @example false */
+            pinned: boolean;
+            /** @example false */
+            collapsed: boolean;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        CreateSocialWidgetRequest: {
+            /** @description Create-with-id; an id that already names a widget (of any account) is 409. */
+            id?: components["schemas"]["Uuid"];
+            type: components["schemas"]["SocialWidgetType"];
+            /** @example Our shrine */
+            title?: string;
+            config: components["schemas"]["SocialWidgetConfig"];
+            visibility: components["schemas"]["SocialVisibility"];
+            size: components["schemas"]["SocialWidgetSize"];
+            /**
+             * @default false
+             * @example false
+             */
+            pinned: boolean;
+            /**
+             * @default false
+             * @example false
+             */
+            collapsed: boolean;
+            /**
+             * @description Assigned after the last widget when omitted.
+             * @example 1
+             */
+            sortOrder?: number;
+        };
+        /** @description Partial: only the fields given change; `title: null` clears the title. The resulting `type` must equal the resulting `config.kind`. */
+        UpdateSocialWidgetRequest: {
+            type?: components["schemas"]["SocialWidgetType"];
+            /** @example Our shrine */
+            title?: string | null;
+            config?: components["schemas"]["SocialWidgetConfig"];
+            visibility?: components["schemas"]["SocialVisibility"];
+            size?: components["schemas"]["SocialWidgetSize"];
+            /** @example false */
+            pinned?: boolean;
+            /** @example false */
+            collapsed?: boolean;
+            /** @example 1 */
+            sortOrder?: number;
+        };
+        /** @description A music-provider connection. They are made outside this API, so this list is empty here. */
+        MusicConnection: {
+            id: components["schemas"]["Uuid"];
+            /**
+             * @example spotify
+             * @enum {string}
+             */
+            provider: "spotify";
+            /** @example Alex */
+            displayName: string;
+            /** @example 31abcd */
+            externalUserId: string;
+            /**
+             * @example connected
+             * @enum {string}
+             */
+            status: "connected";
+            connectedAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        SocialTheme: {
+            /** @example #1E1B2E */
+            cardBackground?: string;
+            /** @example #7A5CFA */
+            accentColor?: string;
+            /**
+             * @example default
+             * @enum {string}
+             */
+            borderStyle?: "default" | "subtle" | "strong";
+            /**
+             * @example rounded
+             * @enum {string}
+             */
+            cornerStyle?: "rounded" | "sharp";
+            /**
+             * @example default
+             * @enum {string}
+             */
+            iconStyle?: "default" | "minimal" | "filled";
+        };
+        SocialSection: {
+            userId: components["schemas"]["Uuid"];
+            links: components["schemas"]["SocialLink"][];
+            widgets: components["schemas"]["SocialWidget"][];
+            musicConnections: components["schemas"]["MusicConnection"][];
+            /** @description The theme, or null when none is set. */
+            theme: components["schemas"]["SocialTheme"] | null;
+            /** @description Time of the account's last social change, null before the first. */
+            updatedAt: components["schemas"]["NullableEpochMs"];
+        };
+        UpdateSocialRequest: {
+            /** @description Fields to merge into the theme (the others are kept), or null to clear the theme. */
+            theme: components["schemas"]["SocialTheme"] | null;
+        };
+        /** @description Each array given must list every one of the caller's links (or widgets) exactly once. */
+        ReorderSocialRequest: {
+            linkIds?: components["schemas"]["Uuid"][];
+            widgetIds?: components["schemas"]["Uuid"][];
+        };
+        GuestbookAuthorStatus: {
+            /** @example false */
+            isAdmin: boolean;
+            /**
+             * @example free
+             * @enum {string}
+             */
+            planKey: "free" | "pro" | "pro_plus";
+            /** @example false */
+            donorSupporterUnlocked: boolean;
+            closedBetaParticipantAt: components["schemas"]["NullableEpochMs"];
+        };
+        GuestbookMessage: {
+            id: components["schemas"]["Uuid"];
+            ownerUserId: components["schemas"]["Uuid"];
+            /** @description The top-level message this replies to; null for a top-level message. */
+            parentMessageId: components["schemas"]["Uuid"] | null;
+            /** @description The author's account, shown to the guestbook's owner (and the author) even on anonymous posts. */
+            authorUserId: components["schemas"]["Uuid"];
+            /**
+             * @description The author account's display name.
+             * @example Alex
+             */
+            authorDisplayName: string;
+            /** @example false */
+            postedAnonymously: boolean;
+            /** @example Lovely page! */
+            body: string;
+            createdAt: components["schemas"]["EpochMs"];
+            /** @example false */
+            hiddenByOwner: boolean;
+            /**
+             * @description The name the post shows: `Anonymous` for anonymous posts, else the author display name.
+             * @example Alex
+             */
+            displayName: string;
+            /** @example https://example.org/a.png */
+            authorAvatarUrl: string | null;
+            authorStatus: components["schemas"]["GuestbookAuthorStatus"];
+        };
+        /** @description A top-level message with its replies (one level, oldest first). */
+        GuestbookThread: {
+            id: components["schemas"]["Uuid"];
+            ownerUserId: components["schemas"]["Uuid"];
+            /** @description The top-level message this replies to; null for a top-level message. */
+            parentMessageId: components["schemas"]["Uuid"] | null;
+            /** @description The author's account, shown to the guestbook's owner (and the author) even on anonymous posts. */
+            authorUserId: components["schemas"]["Uuid"];
+            /**
+             * @description The author account's display name.
+             * @example Alex
+             */
+            authorDisplayName: string;
+            /** @example false */
+            postedAnonymously: boolean;
+            /** @example Lovely page! */
+            body: string;
+            createdAt: components["schemas"]["EpochMs"];
+            /** @example false */
+            hiddenByOwner: boolean;
+            /**
+             * @description The name the post shows: `Anonymous` for anonymous posts, else the author display name.
+             * @example Alex
+             */
+            displayName: string;
+            /** @example https://example.org/a.png */
+            authorAvatarUrl: string | null;
+            authorStatus: components["schemas"]["GuestbookAuthorStatus"];
+            replies: components["schemas"]["GuestbookMessage"][];
+        };
+        GuestbookPage: {
+            threads: components["schemas"]["GuestbookThread"][];
+            /** @description createdAt of the oldest thread of this page, to pass as `cursor`; null when there are no older threads. */
+            nextCursor: number | null;
+        };
+        PostGuestbookMessageRequest: {
+            /**
+             * @description 1 to 500 characters after trimming (400 otherwise).
+             * @example Lovely page!
+             */
+            body: string;
+            /**
+             * @description Only on a guestbook whose config allows anonymous posts (400 otherwise).
+             * @default false
+             * @example false
+             */
+            postAnonymously: boolean;
+            /** @description A top-level message of the same guestbook (400 otherwise). */
+            parentMessageId?: components["schemas"]["Uuid"];
+        };
+        UpdateGuestbookMessageRequest: {
+            /** @example true */
+            hiddenByOwner: boolean;
+        };
+        BlockGuestbookAuthorRequest: {
+            messageId: components["schemas"]["Uuid"];
+            /** @example Spam */
+            reason?: string;
+        };
+        PollState: {
+            /** @example Tea or coffee? */
+            question: string;
+            options: string[];
+            /** @example false */
+            allowMultipleSelections: boolean;
+            /** @description Ballots choosing each option, one per option. */
+            optionCounts: number[];
+            /** @example 4 */
+            distinctVoterCount: number;
+            /** @description The caller's current vote (empty when none). */
+            myOptionIndices: number[];
+        };
+        VotePollRequest: {
+            /** @description Zero-based option indices; a single-choice poll needs exactly one, a multi-select poll takes any number and [] clears the vote. */
+            optionIndices: number[];
+        };
+        /**
+         * @description The five identity providers whose verified accounts POST /social/sync-oauth turns into links (each is also a link platform).
+         * @example github
+         * @enum {string}
+         */
+        IdentityProvider: "discord" | "twitch" | "github" | "reddit" | "twitter";
+        SyncOauthResult: {
+            /**
+             * @description Links created for identities without a link of their platform.
+             * @example 1
+             */
+            inserted: number;
+            /**
+             * @description Existing links whose avatar, handle or url changed.
+             * @example 0
+             */
+            updated: number;
+        };
+        RegisterIdentityRequest: {
+            provider: components["schemas"]["IdentityProvider"];
+            /** @example 583920174 */
+            externalUserId: string;
+            /** @example alex-codes */
+            handle?: string;
+            url?: components["schemas"]["HttpUrl"];
+            avatarUrl?: components["schemas"]["HttpUrl"];
+        };
         /** @description Optional fields are omitted when unset. */
         SideSystem: {
             _id: components["schemas"]["Uuid"];
@@ -7101,6 +8039,60 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The API key lacks the `social` scope at `read`. */
+        ForbiddenSocialRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `social` scope at `read_write`. */
+        ForbiddenSocialReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `guestbook` scope at `read`. */
+        ForbiddenGuestbookRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `guestbook` scope at `read_write`. */
+        ForbiddenGuestbookReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `poll` scope at `read`. */
+        ForbiddenPollRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `poll` scope at `read_write`. */
+        ForbiddenPollReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key lacks the `systems` scope at `read`. */
         ForbiddenSystemsRead: {
             headers: {
@@ -7459,6 +8451,51 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Link does not exist or is not the caller’s. */
+        NotFoundSocialLink: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Widget does not exist or is not the caller’s. */
+        NotFoundSocialWidget: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description No guestbook widget with this id is the caller’s (unknown, another account’s, or another kind of widget). */
+        NotFoundGuestbook: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The guestbook or the message does not exist, or is not the caller’s to see. */
+        NotFoundGuestbookMessage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description No poll widget with this id is the caller’s (unknown, another account’s, or another kind of widget). */
+        NotFoundPoll: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description No object at the signed key, or this server does not issue signed storage URLs. */
         NotFoundStoredObject: {
             headers: {
@@ -7651,6 +8688,16 @@ export interface components {
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
         /** @description The kind of new content the default applies to. */
         DefaultKindPath: components["schemas"]["DefaultKind"];
+        /** @description A link of the caller's social profile. */
+        SocialLinkIdPath: components["schemas"]["Uuid"];
+        /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+        SocialWidgetIdPath: components["schemas"]["Uuid"];
+        /** @description A guestbook message. */
+        GuestbookMessageIdPath: components["schemas"]["Uuid"];
+        /** @description Threads per page. */
+        GuestbookLimitQuery: number;
+        /** @description The previous page's `nextCursor` (createdAt of its oldest thread, epoch ms); the page holds threads created strictly before it. */
+        GuestbookCursorQuery: number;
     };
     requestBodies: never;
     headers: {
@@ -8015,6 +9062,47 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["CreateApiKeyResponse"];
                 };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFoundAccount"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    registerAccountIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RegisterIdentityRequest"];
+            };
+        };
+        responses: {
+            /** @description Registered. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request is malformed or breaks a validation or business rule. */
             400: {
@@ -16205,6 +17293,878 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             404: components["responses"]["NotFoundSubSystem"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The section. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialSection"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSocialRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createSocialLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSocialLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialLinkId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteSocialLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A link of the caller's social profile. */
+                linkId: components["parameters"]["SocialLinkIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialLink"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateSocialLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A link of the caller's social profile. */
+                linkId: components["parameters"]["SocialLinkIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSocialLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialLinkId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialLink"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createSocialWidget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSocialWidgetRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialWidgetId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            /** @description A widget with this id already exists. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteSocialWidget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialWidget"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateSocialWidget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateSocialWidgetRequest"];
+            };
+        };
+        responses: {
+            /** @description Updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialWidgetId"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialWidget"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    reorderSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReorderSocialRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendSocial: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visible section. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialSection"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    syncSocialOauth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SyncOauthResult"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listGuestbookMessages: {
+        parameters: {
+            query?: {
+                /** @description Threads per page. */
+                limit?: components["parameters"]["GuestbookLimitQuery"];
+                /** @description The previous page's `nextCursor` (createdAt of its oldest thread, epoch ms); the page holds threads created strictly before it. */
+                cursor?: components["parameters"]["GuestbookCursorQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of threads. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestbookPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookRead"];
+            404: components["responses"]["NotFoundGuestbook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    postGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostGuestbookMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The new message. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestbookMessage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookReadWrite"];
+            404: components["responses"]["NotFoundGuestbook"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /** @description A guestbook message. */
+                messageId: components["parameters"]["GuestbookMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks the scope, or the caller neither owns the guestbook nor wrote the message. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["NotFoundGuestbookMessage"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /** @description A guestbook message. */
+                messageId: components["parameters"]["GuestbookMessageIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateGuestbookMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookReadWrite"];
+            404: components["responses"]["NotFoundGuestbookMessage"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    blockGuestbookAuthor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BlockGuestbookAuthorRequest"];
+            };
+        };
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks the scope, or the author posted anonymously on a guestbook that is not the caller's. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["NotFoundGuestbookMessage"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    postFriendGuestbookMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PostGuestbookMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description The new message. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GuestbookMessage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenGuestbookReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getPoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The poll state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollRead"];
+            404: components["responses"]["NotFoundPoll"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    votePoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VotePollRequest"];
+            };
+        };
+        responses: {
+            /** @description The poll state after the vote. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollReadWrite"];
+            404: components["responses"]["NotFoundPoll"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getFriendPoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The poll state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollRead"];
+            404: components["responses"]["NotFoundFriend"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    voteFriendPoll: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The other account (the owner of the data on friend-scoped routes). */
+                friendUserId: components["parameters"]["FriendUserIdPath"];
+                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                widgetId: components["parameters"]["SocialWidgetIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VotePollRequest"];
+            };
+        };
+        responses: {
+            /** @description The poll state after the vote. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollState"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenPollReadWrite"];
+            404: components["responses"]["NotFoundFriend"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

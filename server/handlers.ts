@@ -17,6 +17,7 @@ import { terminologyHandlers } from './features/terminology/handlers.ts';
 import { trashHandlers } from './features/trash/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
 import { privacyBucketsHandlers } from './features/privacyBuckets/handlers.ts';
+import { socialHandlers } from './features/social/handlers.ts';
 import { storageHandlers } from './features/storage/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
 
@@ -42,6 +43,7 @@ export const handlers = {
 
   ...friendActivityHandlers,
   ...privacyBucketsHandlers,
+  ...socialHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

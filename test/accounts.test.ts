@@ -227,6 +227,14 @@ async function populate(api: ApiClient, apiKey: string, userId: string, peerId: 
   ok((await api.POST('/api/v1/messaging/channels/{channelId}/read', { params: { path: { channelId: channel } }, body: { lastReadMessageId: sent.data!.id } })).response.status, 'read');
   ok((await api.PUT('/api/v1/messaging/preferences/chat-as', { body: { spaceId: space, memberId: b } })).response.status, 'chat as');
   ok((await api.PUT('/api/v1/messaging/preferences/last-viewed-route', { body: { lastSpaceId: space, lastChannelId: channel } })).response.status, 'last viewed');
+  // Social: theme, a link, guestbook and poll widgets with a message and a ballot, a verified identity.
+  ok((await api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA' } } })).response.status, 'social theme');
+  ok((await api.POST('/api/v1/social/links', { body: { platform: 'github', displayName: 'Code', visibility: 'public' } as never })).response.status, 'social link');
+  const guestbook = (await api.POST('/api/v1/social/widgets', { body: { type: 'guestbook', config: { kind: 'guestbook' }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
+  ok((await api.POST('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: guestbook } }, body: { body: 'hello' } as never })).response.status, 'guestbook message');
+  const poll = (await api.POST('/api/v1/social/widgets', { body: { type: 'poll', config: { kind: 'poll', question: 'Q', options: ['a', 'b'] }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
+  ok((await api.POST('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: poll } }, body: { optionIndices: [1] } })).response.status, 'poll ballot');
+  ok((await server.admin.POST('/admin/v1/accounts/{userId}/identities', { params: { path: { userId } }, body: { provider: 'github', externalUserId: '1' } })).response.status, 'identity');
   // A message attachment through the upload flow (intent, PUT to the presigned URL, complete, send).
   const intent0 = (await api.POST('/api/v1/messaging/attachments/upload-intent', { body: { channelId: channel, fileName: 'a.png', contentType: 'image/png', byteSize: PNG.length } })).data!;
   ok((await fetch(server.baseUrl + intent0.upload.url, { method: 'PUT', headers: intent0.upload.headers, body: new Uint8Array(PNG) })).status, 'attachment upload');

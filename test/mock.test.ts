@@ -138,6 +138,17 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
     errorStatus: 404,
     call: (api, headers) => api.GET('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: ID } }, headers }),
   },
+  Social: {
+    operationId: 'updateSocialLink',
+    errorStatus: 404,
+    call: (api, headers) => api.PATCH('/api/v1/social/links/{linkId}', { params: { path: { linkId: ID } }, body: { featured: true }, headers }),
+  },
+  Guestbook: {
+    operationId: 'listGuestbookMessages',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: ID } }, headers }),
+  },
+  Poll: { operationId: 'getPoll', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: ID } }, headers }) },
   Trash: { operationId: 'listTrash', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/trash', { headers }) },
   Admin: { operationId: 'getAccount', errorStatus: 404, call: (api, headers) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: ID } }, headers }) },
   Operations: { operationId: 'getHealth', errorStatus: 400, call: (api, headers) => api.GET('/healthz', { headers }) },

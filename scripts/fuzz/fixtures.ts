@@ -102,6 +102,12 @@ const RECIPES: Record<string, Recipe> = {
   fontId: {
     create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-fonts', { name: label('Font'), sourceUrl: 'https://fonts.example.org/fuzz.woff2' })),
   },
+  // Social: a link, and a guestbook widget (poll routes answer it with their declared 404).
+  linkId: { create: async (f) => ((await f.api('POST', '/api/v1/social/links', { platform: 'custom', displayName: label('Link'), visibility: 'public' })) as Json).linkId as string },
+  widgetId: {
+    create: async (f) =>
+      ((await f.api('POST', '/api/v1/social/widgets', { type: 'guestbook', config: { kind: 'guestbook', allowAnonymous: true }, visibility: 'public', size: 'medium' })) as Json).widgetId as string,
+  },
   // Messaging: categories, channels and messages go into the shared space (and channel), so ids
   // that must belong together (a channel and its message, a space and its channel) do.
   spaceId: { create: async (f) => idOf(await f.api('POST', '/api/v1/messaging/spaces', { name: label('Space') })) },

@@ -1,4 +1,5 @@
 import type { HandlerMap } from '../../http/handlers.ts';
+import { registerIdentity } from '../social/index.ts';
 import { createAccount, createApiKey, deleteAccount, getAccount, listAccounts, listApiKeys, revokeApiKey } from '../accounts/index.ts';
 
 export const adminHandlers = {
@@ -17,6 +18,11 @@ export const adminHandlers = {
   listApiKeys: async ({ path, query }, ctx) => ({ status: 200, body: await listApiKeys(ctx.operatorFor(path.userId), query) }),
 
   createApiKey: async ({ path, body }, ctx) => ({ status: 201, body: await createApiKey(ctx.operatorFor(path.userId), body) }),
+
+  registerAccountIdentity: async ({ path, body }, ctx) => {
+    await registerIdentity(ctx.operatorFor(path.userId), body);
+    return { status: 204 };
+  },
 
   revokeApiKey: async ({ path }, ctx) => {
     await revokeApiKey(ctx.operator(), path.keyId);

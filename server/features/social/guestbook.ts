@@ -1,0 +1,187 @@
+/**
+ * Guestbook messages (docs/social.md): threads of top-level messages with one level of replies,
+ * posted by the owner or by friends who can see the widget, deleted for good by the guestbook's
+ * owner or the author, hidden by the owner, and authors blocked through the friends block list.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { forFriend } from '../../access/index.ts';
+import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, forbidden, notFound } from '../../core/errors.ts';
+import { block } from '../friends/index.ts';
+import { visibleToFriend } from './visibility.ts';
+import { actorOf, requireWidget } from './widgets.ts';
+
+type Schemas = components['schemas'];
+
+const GUESTBOOK_NOT_FOUND = 'Guestbook not found';
+const MESSAGE_NOT_FOUND = 'Guestbook message not found';
+const BODY_MAX = 500;
+
+interface MessageRow {
+  id: string;
+  user_id: string;
+  widget_id: string;
+  parent_message_id: string | null;
+  author_user_id: string;
+  posted_anonymously: boolean;
+  body: string;
+  hidden_by_owner: boolean;
+  created_at: number;
+  display_name: string;
+  image_url: string | null;
+  is_admin: boolean;
+  plan: 'free' | 'pro' | 'pro_plus';
+  donor_supporter_unlocked: boolean;
+  closed_beta_participant_at: number | null;
+}
+
+const messages = (db: Knex) => db('guestbook_messages');
+
+/** Messages with their author's account fields. */
+function withAuthor(db: Knex): Knex.QueryBuilder {
+  return db('guestbook_messages as m')
+    .join('accounts as a', 'a.id', 'm.author_user_id')
+    .select('m.*', 'a.display_name', 'a.image_url', 'a.is_admin', 'a.plan', 'a.donor_supporter_unlocked', 'a.closed_beta_participant_at');
+}
+
+function toMessage(r: MessageRow): Schemas['GuestbookMessage'] {
+  return {
+    id: r.id,
+    ownerUserId: r.user_id,
+    parentMessageId: r.parent_message_id,
+    authorUserId: r.author_user_id,
+    authorDisplayName: r.display_name,
+    postedAnonymously: r.posted_anonymously,
+    body: r.body,
+    createdAt: Number(r.created_at),
+    hiddenByOwner: r.hidden_by_owner,
+    displayName: r.posted_anonymously ? 'Anonymous' : r.display_name,
+    authorAvatarUrl: r.image_url,
+    authorStatus: {
+      isAdmin: r.is_admin,
+      planKey: r.plan,
+      donorSupporterUnlocked: r.donor_supporter_unlocked,
+      closedBetaParticipantAt: r.closed_beta_participant_at === null ? null : Number(r.closed_beta_participant_at),
+    },
+  };
+}
+
+/**
+ * A page of threads, newest first. The cursor is a createdAt: the page holds threads created
+ * strictly before it, and never ends inside a run of equal createdAt (the run is completed on this
+ * page), so no thread is dropped or repeated. At most five statements, whatever the page size.
+ */
+export async function listThreads(ctx: ServiceContext, widgetId: string, limit: number, cursor: number | undefined): Promise<Schemas['GuestbookPage']> {
+  const { db } = ctx;
+  await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
+  const threads = (): Knex.QueryBuilder => withAuthor(db).where({ 'm.widget_id': widgetId }).whereNull('m.parent_message_id');
+  const first = threads().orderBy([{ column: 'm.created_at', order: 'desc' }, { column: 'm.id', order: 'desc' }]).limit(limit + 1);
+  if (cursor !== undefined) first.where('m.created_at', '<', cursor);
+  const rows: MessageRow[] = await first;
+  let page = rows.slice(0, limit);
+  let more = rows.length > limit;
+  if (more) {
+    const last = page[page.length - 1]!;
+    if (Number(rows[limit]!.created_at) === Number(last.created_at)) {
+      const ties: MessageRow[] = await threads()
+        .where('m.created_at', last.created_at)
+        .where('m.id', '<', last.id)
+        .orderBy('m.id', 'desc');
+      page = page.concat(ties);
+      more = (await messages(db).where({ widget_id: widgetId }).whereNull('parent_message_id').where('created_at', '<', last.created_at).first('id')) !== undefined;
+    }
+  }
+  const ids = page.map((r) => r.id);
+  const replies: MessageRow[] = ids.length ? await withAuthor(db).whereIn('m.parent_message_id', ids).orderBy([{ column: 'm.created_at' }, { column: 'm.id' }]) : [];
+  const byParent = new Map<string, Schemas['GuestbookMessage'][]>();
+  for (const r of replies) {
+    const list = byParent.get(r.parent_message_id!) ?? [];
+    list.push(toMessage(r));
+    byParent.set(r.parent_message_id!, list);
+  }
+  return {
+    threads: page.map((r) => ({ ...toMessage(r), replies: byParent.get(r.id) ?? [] })),
+    nextCursor: more ? Number(page[page.length - 1]!.created_at) : null,
+  };
+}
+
+/** Posts as the acting account (the owner on owner routes, the viewer on friend routes). */
+export async function post(ctx: ServiceContext, widgetId: string, input: Schemas['PostGuestbookMessageRequest'], notFoundMessage = GUESTBOOK_NOT_FOUND): Promise<Schemas['GuestbookMessage']> {
+  const { db, now } = ctx;
+  const widget = await requireWidget(ctx, widgetId, 'guestbook', notFoundMessage);
+  const body = input.body.trim();
+  if (body.length < 1 || body.length > BODY_MAX) throw badRequest(`body must be 1 to ${BODY_MAX} characters after trimming`);
+  const anonymous = input.postAnonymously ?? false;
+  if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true) throw badRequest('This guestbook does not allow anonymous posts');
+  if (input.parentMessageId !== undefined) {
+    const parent = await messages(db).where({ id: input.parentMessageId, widget_id: widgetId }).whereNull('parent_message_id').first('id');
+    if (!parent) throw badRequest('parentMessageId must be a top-level message of this guestbook');
+  }
+  const id = randomUUID();
+  await messages(db).insert({
+    id,
+    user_id: ownerOf(ctx),
+    widget_id: widgetId,
+    parent_message_id: input.parentMessageId ?? null,
+    author_user_id: actorOf(ctx),
+    posted_anonymously: anonymous,
+    body,
+    hidden_by_owner: false,
+    created_at: now,
+  });
+  const row: MessageRow = await withAuthor(db).where({ 'm.id': id }).first();
+  return toMessage(row);
+}
+
+interface Found {
+  id: string;
+  user_id: string;
+  widget_id: string;
+  author_user_id: string;
+  posted_anonymously: boolean;
+  visibility: string;
+}
+
+async function findAnywhere(db: Knex, messageId: string): Promise<Found | undefined> {
+  return db('guestbook_messages as m')
+    .join('social_widgets as w', 'w.id', 'm.widget_id')
+    .where({ 'm.id': messageId })
+    .first('m.id', 'm.user_id', 'm.widget_id', 'm.author_user_id', 'm.posted_anonymously', 'w.visibility');
+}
+
+/** Deletes by messageId on any guestbook: the owner of its guestbook or its author only. Replies go with a top-level message. */
+export async function remove(ctx: ServiceContext, widgetId: string, messageId: string): Promise<void> {
+  const me = ownerOf(ctx);
+  await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
+  const found = await findAnywhere(ctx.db, messageId);
+  if (!found) throw notFound(MESSAGE_NOT_FOUND);
+  if (found.user_id !== me && found.author_user_id !== me) throw forbidden('Only the guestbook owner or the author can delete this message');
+  await messages(ctx.db).where({ id: messageId }).delete();
+}
+
+export async function setHidden(ctx: ServiceContext, widgetId: string, messageId: string, hidden: boolean): Promise<void> {
+  await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
+  const n = await messages(ctx.db).where({ id: messageId, widget_id: widgetId, user_id: ownerOf(ctx) }).update({ hidden_by_owner: hidden });
+  if (n === 0) throw notFound(MESSAGE_NOT_FOUND);
+}
+
+/**
+ * Blocks the author of a message through the friends block list. The guestbook's owner may block
+ * any of its authors; another caller only a non-anonymous author of a message it can see.
+ */
+export async function blockAuthor(ctx: ServiceContext, widgetId: string, input: Schemas['BlockGuestbookAuthorRequest']): Promise<void> {
+  const me = ownerOf(ctx);
+  await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
+  const found = await findAnywhere(ctx.db, input.messageId);
+  if (!found) throw notFound(MESSAGE_NOT_FOUND);
+  if (found.user_id !== me && found.author_user_id !== me) {
+    // Another account's guestbook: the caller must be able to see it, as on the friend routes.
+    const access = await forFriend(ctx.db, me, found.user_id);
+    if (!access || !(await visibleToFriend(ctx.db, found.user_id, me, found.visibility))) throw notFound(MESSAGE_NOT_FOUND);
+  }
+  if (found.author_user_id === me) throw badRequest('You cannot block yourself');
+  if (found.posted_anonymously && found.user_id !== me) throw forbidden('Only the guestbook owner can block an anonymous author');
+  await block(ctx, found.author_user_id, input.reason);
+}

@@ -1,0 +1,251 @@
+/**
+ * The owner's social profile: theme, links, widgets and their order (docs/social.md). Every write
+ * moves the section's updatedAt (repo.touch) in the same transaction.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/api.d.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, conflict, notFound } from '../../core/errors.ts';
+import { membersRepo } from '../members/index.ts';
+import * as repo from './repo.ts';
+import { toSection } from './present.ts';
+import { shareMutualFriend, visibleSet } from './visibility.ts';
+
+type Schemas = components['schemas'];
+type Config = Schemas['SocialWidgetConfig'];
+
+const LINK_NOT_FOUND = 'Link not found';
+const WIDGET_NOT_FOUND = 'Widget not found';
+
+export async function getSection(ctx: ServiceContext): Promise<Schemas['SocialSection']> {
+  const userId = ownerOf(ctx);
+  const { profile, links, widgets } = await repo.loadSection(ctx.db, userId);
+  return toSection(userId, profile, links, widgets);
+}
+
+export async function updateTheme(ctx: ServiceContext, input: Schemas['UpdateSocialRequest']): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    await repo.touch(tx.db, userId, tx.now);
+    const row = await repo.profiles(tx.db).where({ user_id: userId }).forUpdate().first();
+    const theme = input.theme === null ? null : { ...(row?.theme ?? {}), ...input.theme };
+    await repo.profiles(tx.db).where({ user_id: userId }).update({ theme: theme === null ? null : (JSON.stringify(theme) as never) });
+  });
+}
+
+// ---- Links ------------------------------------------------------------------------------------
+
+export async function createLink(ctx: ServiceContext, input: Schemas['CreateSocialLinkRequest']): Promise<Schemas['SocialLinkId']> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    await repo.touch(tx.db, userId, tx.now);
+    await repo.profiles(tx.db).where({ user_id: userId }).forUpdate(); // serialises sort_order assignment
+    const row: repo.LinkRow = {
+      id: randomUUID(),
+      user_id: userId,
+      platform: input.platform,
+      display_name: input.displayName,
+      handle: input.handle ?? null,
+      url: input.url ?? null,
+      description: input.description ?? null,
+      badge: input.badge ?? null,
+      accent_color: input.accentColor ?? null,
+      avatar_url: input.avatarUrl ?? null,
+      visibility: input.visibility,
+      featured: input.featured ?? false,
+      sort_order: input.sortOrder ?? (await repo.nextSortOrder(tx.db, 'social_links', userId)),
+      created_at: tx.now,
+      updated_at: tx.now,
+    };
+    await repo.links(tx.db).insert(row);
+    return { linkId: row.id };
+  });
+}
+
+export async function updateLink(ctx: ServiceContext, linkId: string, input: Schemas['UpdateSocialLinkRequest']): Promise<Schemas['SocialLinkId']> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    const changes: Partial<repo.LinkRow> = { updated_at: tx.now };
+    if (input.platform !== undefined) changes.platform = input.platform;
+    if (input.displayName !== undefined) changes.display_name = input.displayName;
+    if (input.handle !== undefined) changes.handle = input.handle;
+    if (input.url !== undefined) changes.url = input.url;
+    if (input.description !== undefined) changes.description = input.description;
+    if (input.badge !== undefined) changes.badge = input.badge;
+    if (input.accentColor !== undefined) changes.accent_color = input.accentColor;
+    if (input.avatarUrl !== undefined) changes.avatar_url = input.avatarUrl;
+    if (input.visibility !== undefined) changes.visibility = input.visibility;
+    if (input.featured !== undefined) changes.featured = input.featured;
+    if (input.sortOrder !== undefined) changes.sort_order = input.sortOrder;
+    const n = await repo.links(tx.db).where({ id: linkId, user_id: userId }).update(changes);
+    if (n === 0) throw notFound(LINK_NOT_FOUND);
+    await repo.touch(tx.db, userId, tx.now);
+    return { linkId };
+  });
+}
+
+export async function deleteLink(ctx: ServiceContext, linkId: string): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    const n = await repo.links(tx.db).where({ id: linkId, user_id: userId }).delete();
+    if (n === 0) throw notFound(LINK_NOT_FOUND);
+    await repo.touch(tx.db, userId, tx.now);
+  });
+}
+
+// ---- Widgets ----------------------------------------------------------------------------------
+
+/** Rules of a config the schema cannot state: link ids are the caller's, a music member is a live member. */
+async function checkConfig(db: Knex, userId: string, config: Config): Promise<void> {
+  if (config.kind === 'link_collection' && config.linkIds.length > 0) {
+    const found = await repo.links(db).where({ user_id: userId }).whereIn('id', config.linkIds).count({ n: '*' }).first();
+    if (Number(found?.n ?? 0) !== config.linkIds.length) throw badRequest('linkIds must be ids of your own links');
+  }
+  if (config.kind === 'music' && config.memberId !== undefined) {
+    if (!(await membersRepo.findLive(db, userId, config.memberId))) throw badRequest('memberId must be one of your live members');
+  }
+}
+
+/** The stored config: defaults of optional booleans written out, so reads show them. */
+function normalise(config: Config): Config {
+  if (config.kind === 'guestbook') return { ...config, allowAnonymous: config.allowAnonymous ?? false };
+  if (config.kind === 'poll') return { ...config, allowMultipleSelections: config.allowMultipleSelections ?? false };
+  return config;
+}
+
+function checkKind(type: string, config: Config): void {
+  if (type !== config.kind) throw badRequest('type must equal config.kind');
+}
+
+export async function createWidget(ctx: ServiceContext, input: Schemas['CreateSocialWidgetRequest']): Promise<Schemas['SocialWidgetId']> {
+  const userId = ownerOf(ctx);
+  checkKind(input.type, input.config);
+  return inTransaction(ctx, async (tx) => {
+    await checkConfig(tx.db, userId, input.config);
+    await repo.touch(tx.db, userId, tx.now);
+    await repo.profiles(tx.db).where({ user_id: userId }).forUpdate();
+    const row: repo.WidgetRow = {
+      id: input.id ?? randomUUID(),
+      user_id: userId,
+      type: input.type,
+      title: input.title ?? null,
+      config: normalise(input.config) as Record<string, unknown>,
+      visibility: input.visibility,
+      size: input.size,
+      sort_order: input.sortOrder ?? (await repo.nextSortOrder(tx.db, 'social_widgets', userId)),
+      pinned: input.pinned ?? false,
+      collapsed: input.collapsed ?? false,
+      created_at: tx.now,
+      updated_at: tx.now,
+    };
+    const inserted = await repo.widgets(tx.db)
+      .insert({ ...row, config: JSON.stringify(row.config) as never })
+      .onConflict('id')
+      .ignore()
+      .returning('id');
+    if (inserted.length === 0) throw conflict('A widget with this id already exists');
+    return { widgetId: row.id };
+  });
+}
+
+/**
+ * Ballots after a poll's options change: each chosen option keeps its vote at the new index of the
+ * same text; options that disappeared lose theirs; a ballot left empty, or with several options on
+ * a poll that is now single-choice, is removed.
+ */
+function remapBallot(indices: number[], before: string[], after: string[], multiple: boolean): number[] | null {
+  const next = [...new Set(indices.map((i) => after.indexOf(before[i] ?? '')).filter((i) => i >= 0))].sort((a, b) => a - b);
+  if (next.length === 0 || (!multiple && next.length > 1)) return null;
+  return next;
+}
+
+async function remapBallots(db: Knex, widgetId: string, before: Config, after: Config, now: number): Promise<void> {
+  if (before.kind !== 'poll') return;
+  if (after.kind !== 'poll') {
+    await db('poll_ballots').where({ widget_id: widgetId }).delete();
+    return;
+  }
+  const multiple = after.allowMultipleSelections ?? false;
+  const same = before.options.length === after.options.length && before.options.every((o, i) => o === after.options[i]);
+  if (same && (multiple || !(before.allowMultipleSelections ?? false))) return;
+  const ballots: Array<{ voter_user_id: string; user_id: string; option_indices: number[] }> = await db('poll_ballots').where({ widget_id: widgetId }).select('voter_user_id', 'user_id', 'option_indices');
+  const kept = ballots
+    .map((b) => ({ ...b, option_indices: remapBallot(b.option_indices, before.options, after.options, multiple) }))
+    .filter((b): b is typeof b & { option_indices: number[] } => b.option_indices !== null)
+    .map((b) => ({ widget_id: widgetId, voter_user_id: b.voter_user_id, user_id: b.user_id, option_indices: b.option_indices, updated_at: now }));
+  await db('poll_ballots').where({ widget_id: widgetId }).delete();
+  if (kept.length > 0) await db('poll_ballots').insert(kept);
+}
+
+export async function updateWidget(ctx: ServiceContext, widgetId: string, input: Schemas['UpdateSocialWidgetRequest']): Promise<Schemas['SocialWidgetId']> {
+  const userId = ownerOf(ctx);
+  return inTransaction(ctx, async (tx) => {
+    const row = await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).forUpdate().first();
+    if (!row) throw notFound(WIDGET_NOT_FOUND);
+    const before = row.config as Config;
+    const config = input.config ?? before;
+    checkKind(input.type ?? row.type, config);
+    const changes: Record<string, unknown> = { updated_at: tx.now };
+    if (input.config !== undefined) {
+      await checkConfig(tx.db, userId, input.config);
+      changes.config = JSON.stringify(normalise(input.config));
+      changes.type = input.config.kind;
+      await remapBallots(tx.db, widgetId, before, normalise(input.config), tx.now);
+      if (before.kind === 'guestbook' && input.config.kind !== 'guestbook') await tx.db('guestbook_messages').where({ widget_id: widgetId }).delete();
+    }
+    if (input.title !== undefined) changes.title = input.title;
+    if (input.visibility !== undefined) changes.visibility = input.visibility;
+    if (input.size !== undefined) changes.size = input.size;
+    if (input.pinned !== undefined) changes.pinned = input.pinned;
+    if (input.collapsed !== undefined) changes.collapsed = input.collapsed;
+    if (input.sortOrder !== undefined) changes.sort_order = input.sortOrder;
+    await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).update(changes);
+    await repo.touch(tx.db, userId, tx.now);
+    return { widgetId };
+  });
+}
+
+export async function deleteWidget(ctx: ServiceContext, widgetId: string): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    // A poll's ballots and a guestbook's messages go with it (on delete cascade).
+    const n = await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).delete();
+    if (n === 0) throw notFound(WIDGET_NOT_FOUND);
+    await repo.touch(tx.db, userId, tx.now);
+  });
+}
+
+// ---- Reorder ----------------------------------------------------------------------------------
+
+async function reorderTable(db: Knex, table: 'social_links' | 'social_widgets', userId: string, ids: string[], what: string, now: number): Promise<void> {
+  const existing: Array<{ id: string }> = await db(table).where({ user_id: userId }).select('id').forUpdate();
+  const given = new Set(ids);
+  const permutation = given.size === ids.length && ids.length === existing.length && existing.every((r) => given.has(r.id));
+  if (!permutation) throw badRequest(`${what} must list every one of your ${what === 'linkIds' ? 'links' : 'widgets'} exactly once`);
+  if (ids.length === 0) return;
+  // One statement: sort_order = position in the array.
+  await db.raw(
+    `update ${table} as t set sort_order = v.ord - 1, updated_at = ? from unnest(?::uuid[]) with ordinality as v(id, ord) where t.id = v.id and t.user_id = ?`,
+    [now, ids, userId],
+  );
+}
+
+export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocialRequest']): Promise<void> {
+  const userId = ownerOf(ctx);
+  await inTransaction(ctx, async (tx) => {
+    if (input.linkIds) await reorderTable(tx.db, 'social_links', userId, input.linkIds, 'linkIds', tx.now);
+    if (input.widgetIds) await reorderTable(tx.db, 'social_widgets', userId, input.widgetIds, 'widgetIds', tx.now);
+    await repo.touch(tx.db, userId, tx.now);
+  });
+}
+
+// ---- Friend view ------------------------------------------------------------------------------
+
+/** The friend's section filtered for the viewer by visibility (ctx is a friend context). */
+export async function getFriendSection(ctx: ServiceContext): Promise<Schemas['SocialSection']> {
+  const ownerId = ownerOf(ctx);
+  const mutual = await shareMutualFriend(ctx.db, ownerId, ctx.access.viewerId!);
+  const { profile, links, widgets } = await repo.loadSection(ctx.db, ownerId, visibleSet(mutual));
+  return toSection(ownerId, profile, links, widgets);
+}
