@@ -39,8 +39,6 @@ export const handlers = {
   ...storageHandlers,
   ...friendsHandlers,
   ...friendMembersHandlers,
-
-
   ...friendActivityHandlers,
   ...privacyBucketsHandlers,
   ...socialHandlers,
