@@ -178,10 +178,44 @@ export interface ContentRef {
  * inside their prepared text. `ref.column` must be a constant column name, never input.
  */
 export function contentVisibleSql(ref: ContentRef): string {
+  return `exists (${assignmentsOf(ref)} and pa.bucket_id = any (?::uuid[]))`;
+}
+
+/** The assignments of the row's content (`select 1 … where …`), validated: columns are constants, never input. */
+function assignmentsOf(ref: ContentRef): string {
   if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(ref.column)) throw new Error(`not a column: ${ref.column}`);
   const section = ref.kind === 'profile_section' ? ref.section : '';
   if (section === undefined || !(section === '' || (PROFILE_SECTIONS as readonly string[]).includes(section))) throw new Error('a profile section needs its key');
-  return `exists (select 1 from privacy_bucket_assignments pa where pa.kind = '${ref.kind}' and pa.content_id = ${ref.column} and pa.section_key = '${section}' and pa.bucket_id = any (?::uuid[]))`;
+  return `select 1 from privacy_bucket_assignments pa where pa.kind = '${ref.kind}' and pa.content_id = ${ref.column} and pa.section_key = '${section}'`;
+}
+
+/** SQL text and its bindings, for a predicate that is also written into text statements. */
+interface SqlPredicate {
+  sql: string;
+  bindings: unknown[];
+}
+
+type GrantedLevel = Exclude<PermissionLevel, 'none'>;
+
+/** visibleContent() as SQL text and bindings (for statements written as text): the row's content carries a bucket of the friend granting `group` at `level`. */
+export function visibleContentSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): SqlPredicate {
+  if (access.level === 'owner') return { sql: 'true', bindings: [] };
+  const ids = [...bucketsGranting(access, group, level)];
+  return ids.length === 0 ? { sql: 'false', bindings: [] } : { sql: contentVisibleSql(ref), bindings: [ids] };
+}
+
+/** narrowedBy() as text: the row's content has no bucket of its own, or one the friend holds granting `group` at `level`. */
+function narrowedSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel): SqlPredicate {
+  if (access.level === 'owner') return { sql: 'true', bindings: [] };
+  const unassigned = `not exists (${assignmentsOf(ref)})`;
+  const visible = visibleContentSql(access, ref, group, level);
+  return visible.bindings.length === 0 ? { sql: unassigned, bindings: [] } : { sql: `(${unassigned} or ${visible.sql})`, bindings: visible.bindings };
+}
+
+function asPredicate(predicate: SqlPredicate): (qb: Knex.QueryBuilder) => void {
+  return (qb) => {
+    qb.whereRaw(predicate.sql, predicate.bindings as readonly Knex.RawBinding[]);
+  };
 }
 
 /**
@@ -190,19 +224,9 @@ export function contentVisibleSql(ref: ContentRef): string {
  * filters on the owner's account). Friend: an EXISTS probe of the row's buckets against the
  * viewer's buckets granting that level; none of those → no row at all.
  */
-export function visibleContent(
-  access: Access,
-  ref: ContentRef,
-  group: PermissionGroup,
-  level: Exclude<PermissionLevel, 'none'> = 'read',
-): (qb: Knex.QueryBuilder) => void {
+export function visibleContent(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
-  const ids = bucketsGranting(access, group, level);
-  const sql = contentVisibleSql(ref);
-  return (qb) => {
-    if (ids.length === 0) qb.whereRaw('false');
-    else qb.whereRaw(sql, [[...ids]]);
-  };
+  return asPredicate(visibleContentSql(access, ref, group, level));
 }
 
 /**
@@ -212,20 +236,9 @@ export function visibleContent(
  * also hold one of them that grants `group` at `level`. It never widens: callers combine it with
  * the member's own visibleContent(). Owner: always true.
  */
-export function narrowedBy(
-  access: Access,
-  ref: ContentRef,
-  group: PermissionGroup,
-  level: Exclude<PermissionLevel, 'none'> = 'read',
-): (qb: Knex.QueryBuilder) => void {
+export function narrowedBy(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
-  const ids = bucketsGranting(access, group, level);
-  const visible = contentVisibleSql(ref);
-  const any = visible.replace(' and pa.bucket_id = any (?::uuid[])', '');
-  return (qb) => {
-    if (ids.length === 0) qb.whereRaw(`not ${any}`);
-    else qb.whereRaw(`(not ${any} or ${visible})`, [[...ids]]);
-  };
+  return asPredicate(narrowedSql(access, ref, group, level));
 }
 
 /**
@@ -235,50 +248,23 @@ export function narrowedBy(
  * (docs/privacy.md). It does not filter by account, trash or archive: callers add those. Every
  * friend route that shows or acts on a member goes through this one predicate.
  */
-export function visibleMembers(
-  access: Access,
-  alias: string,
-  group: PermissionGroup = 'members_view',
-  level: Exclude<PermissionLevel, 'none'> = 'read',
-): (qb: Knex.QueryBuilder) => void {
+export function visibleMembers(access: Access, alias: string, group: PermissionGroup = 'members_view', level: GrantedLevel = 'read'): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
-  const { sql, bindings } = visibleMembersSql(access, alias, group, level);
-  return (qb) => {
-    qb.whereRaw(sql, bindings as readonly Knex.RawBinding[]);
-  };
+  return asPredicate(visibleMembersSql(access, alias, group, level));
 }
 
 /**
  * visibleMembers() as SQL text and its bindings, for statements written as text (one-statement
  * reads, the friend search). `alias` must be a constant table alias, never input.
  */
-export function visibleMembersSql(
-  access: Access,
-  alias: string,
-  group: PermissionGroup = 'members_view',
-  level: Exclude<PermissionLevel, 'none'> = 'read',
-): { sql: string; bindings: unknown[] } {
+export function visibleMembersSql(access: Access, alias: string, group: PermissionGroup = 'members_view', level: GrantedLevel = 'read'): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
-  const parts: string[] = [];
-  const bindings: unknown[] = [];
-  const probe = (ref: ContentRef, g: PermissionGroup, l: Exclude<PermissionLevel, 'none'>, narrows: boolean) => {
-    const ids = [...bucketsGranting(access, g, l)];
-    const visible = contentVisibleSql(ref);
-    if (!narrows) {
-      if (ids.length === 0) parts.push('false');
-      else (parts.push(visible), bindings.push(ids));
-      return;
-    }
-    const any = visible.replace(' and pa.bucket_id = any (?::uuid[])', '');
-    if (ids.length === 0) parts.push(`not ${any}`);
-    else (parts.push(`(not ${any} or ${visible})`), bindings.push(ids));
-  };
   const member: ContentRef = { kind: 'member', column: `${alias}.id` };
-  probe(member, 'members_view', 'read', false);
-  if (group !== 'members_view' || level !== 'read') probe(member, group, level, false);
-  probe({ kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read', true);
-  probe({ kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read', true);
-  return { sql: `(${parts.join(' and ')})`, bindings };
+  const parts = [visibleContentSql(access, member, 'members_view', 'read')];
+  if (group !== 'members_view' || level !== 'read') parts.push(visibleContentSql(access, member, group, level));
+  parts.push(narrowedSql(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read'));
+  parts.push(narrowedSql(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read'));
+  return { sql: `(${parts.map((p) => p.sql).join(' and ')})`, bindings: parts.flatMap((p) => p.bindings) };
 }
 
 /**

@@ -11,7 +11,7 @@ import { delegatedWrite, narrowedBy, visibleContent, visibleMembers, type Profil
 import { inTransaction, type Access, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
 import { forbidden, notFound } from '../../core/errors.ts';
 import { setMemberValue } from '../customFields/index.ts';
-import { mediaUrl, type MediaRef } from '../members/index.ts';
+import { mediaUrl, type MemberRow } from '../members/index.ts';
 
 type Schemas = components['schemas'];
 type FriendMember = Schemas['FriendMember'];
@@ -50,24 +50,9 @@ function sectionProbe(db: Knex, access: Access, section: ProfileSection): Knex.R
   );
 }
 
-interface MemberSelectRow {
-  id: string;
-  name: string;
-  display_name: string | null;
-  pronouns: string | null;
-  description: string | null;
-  about_tags: string[];
-  profile_style: Record<string, unknown> | null;
-  avatar: MediaRef | null;
-  banner: MediaRef | null;
-  created_at: number;
-  updated_at: number;
-  show_avatar: boolean;
-  show_displayName: boolean;
-  show_pronouns: boolean;
-  show_about: boolean;
-  show_profileStyle: boolean;
-}
+/** A member row as the list selects it: hidden sections are null in SQL, and the show_ flags say which. */
+type MemberSelectRow = Pick<MemberRow, 'id' | 'name' | 'display_name' | 'pronouns' | 'description' | 'about_tags' | 'profile_style' | 'avatar' | 'banner' | 'created_at' | 'updated_at'> &
+  Record<`show_${ProfileSection}`, boolean>;
 
 /**
  * `column` when the friend may see `section` of the member (alias m), else null: a hidden value

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { bucketsGranting, contentVisibleSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access } from '../../core/context.ts';
 import { grantsReadSql } from '../../access/grants.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
@@ -289,10 +289,8 @@ export async function searchContent(
   };
   const linked = noteMember('em', 'm');
   const anyLinked = noteMember('em2', 'm2');
-  const groupIds = [...bucketsGranting(access, 'groups')];
-  const group = (kind: 'group' | 'directory') => (groupIds.length === 0 ? { sql: 'false', bindings: [] } : { sql: contentVisibleSql({ kind, column: 'd.id' }), bindings: [groupIds] });
-  const groups = group('group');
-  const folders = group('directory');
+  const groups = visibleContentSql(access, { kind: 'group', column: 'd.id' }, 'groups');
+  const folders = visibleContentSql(access, { kind: 'directory', column: 'd.id' }, 'groups');
   const sql = `select
     (select coalesce(json_agg(json_build_object('id', x.id, 'name', x.name) order by x.k, x.id), '[]'::json)
        from (select m.id, m.name, lower(m.name) collate "C" as k
