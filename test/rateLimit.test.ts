@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { accountsRepo } from '../server/features/accounts/repo.ts';
 import { PostgresRateLimitStore, RedisRateLimitStore } from '../server/http/rateLimit.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
@@ -124,7 +125,7 @@ describe('shared stores', () => {
 
   it('PostgreSQL store: counts still pending when the key\'s account is deleted leave no row behind', async () => {
     const server = await new TestServer().start();
-    const store = new PostgresRateLimitStore(server.deps.db.knex, { syncMs: 3_600_000 });
+    const store = new PostgresRateLimitStore(server.deps.db.knex, { limit: 1000, syncMs: 3_600_000 });
     try {
       const { userId, keyId } = await server.user();
       const now = Date.now();
@@ -141,6 +142,44 @@ describe('shared stores', () => {
       await server.close();
     }
   });
+
+  it.runIf(Boolean(process.env.DATABASE_URL))(
+    'PostgreSQL store: a sync racing the deletion of the key\'s account waits for it and leaves no row behind',
+    async () => {
+      const server = await new TestServer().start();
+      const store = new PostgresRateLimitStore(server.deps.db.knex, { limit: 1000, syncMs: 3_600_000 });
+      const knex = server.deps.db.knex;
+      const trx = await knex.transaction();
+      try {
+        const { userId, keyId } = await server.user();
+        const now = Date.now();
+        await store.hit(keyId, now); // a new window: written at once
+        await store.hit(keyId, now); // pending, synced later
+        // The deletion has removed the key and its window but not committed when the sync runs.
+        await accountsRepo.deleteAccount(trx, userId);
+        const synced = store.flush();
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const waiting = await knex.raw(
+            `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
+          );
+          if ((waiting.rows[0] as { n: number }).n > 0) break;
+          if (Date.now() > deadline) throw new Error('the sync never waited for the deletion');
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await trx.commit();
+        await synced;
+        expect(await knex('rate_limit_windows').where({ key_id: keyId }).first()).toBeUndefined();
+        // The store forgot the key: a late request of it is counted locally and writes nothing.
+        expect((await store.hit(keyId, now)).count).toBe(1);
+        expect(await knex('rate_limit_windows').where({ key_id: keyId }).first()).toBeUndefined();
+      } finally {
+        if (!trx.isCompleted()) await trx.rollback();
+        await store.close();
+        await server.close();
+      }
+    },
+  );
 
   it.skipIf(!REDIS_URL)('Redis store (REDIS_URL): two servers share one budget per key', async () => {
     const a = await new TestServer().start({ env: { RATE_LIMIT_PER_MINUTE: '4', REDIS_URL }, rateLimitStore: 'redis' });

@@ -7,6 +7,7 @@ import type { Knex } from 'knex';
 import type { Redis } from 'ioredis';
 
 export const WINDOW_MS = 60_000;
+const FOREIGN_KEY_VIOLATION = '23503';
 
 export interface RateLimitState {
   /** Requests counted in the current window, this one included. */
@@ -79,18 +80,21 @@ export class PostgresRateLimitStore implements RateLimitStore {
   ) {
     this.clock = options.clock ?? Date.now;
     this.limit = options.limit ?? Number.POSITIVE_INFINITY;
-    this.margin = Math.max(50, Math.ceil(this.limit / 10));
+    this.margin = Number.isFinite(this.limit) ? Math.max(50, Math.ceil(this.limit / 10)) : 0; // no limit: never near it
     this.timer = setInterval(() => void this.flush().catch(() => undefined), options.syncMs ?? 100);
     this.timer.unref();
   }
 
   /**
    * Adds `delta` requests to the key's window. Only while the key exists: a count synced after its
-   * account was deleted (this or another instance still held it) must not leave a row behind.
-   * Null when the key is gone.
+   * account was deleted (this or another instance still held it) must not leave a row behind. The
+   * EXISTS skips a key already gone; the foreign key (migration 0016) refuses one whose deletion
+   * commits while this statement waits. Null when the key is gone.
    */
   private async add(keyId: string, delta: number, now: number): Promise<RateLimitState | null> {
-    const result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
+    let result: { rows: Array<{ count: number; window_start: number }> };
+    try {
+      result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
       `insert into rate_limit_windows as w (key_id, window_start, count)
        select ?::uuid, ?::bigint, ?::integer where exists (select 1 from api_keys k where k.id = ?::uuid)
        on conflict (key_id) do update set
@@ -98,7 +102,12 @@ export class PostgresRateLimitStore implements RateLimitStore {
          window_start = case when w.window_start + ? <= excluded.window_start then excluded.window_start else w.window_start end
        returning count, window_start`,
       [keyId, now, delta, keyId, WINDOW_MS, WINDOW_MS],
-    );
+      );
+    } catch (err) {
+      // The foreign key refused the row: the key was deleted while this statement ran.
+      if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) return null;
+      throw err;
+    }
     const row = result.rows[0];
     return row ? { count: Number(row.count), resetAt: Number(row.window_start) + WINDOW_MS } : null;
   }

@@ -120,13 +120,12 @@ export const accountsRepo = {
 
   /**
    * Deletes the account; every table that holds account data references accounts with ON DELETE
-   * CASCADE, except the two keyed by something else, cleaned here: the history counter (kept by
-   * triggers, deliberately without a foreign key) and the rate-limit windows of its keys.
+   * CASCADE (the rate-limit windows through their keys), except the history counter, cleaned here:
+   * it is kept by triggers, deliberately without a foreign key.
    */
-  async deleteAccount(trx: Knex.Transaction, userId: string, keyIds: string[]): Promise<boolean> {
+  async deleteAccount(trx: Knex.Transaction, userId: string): Promise<boolean> {
     const deleted = await trx('accounts').where({ id: userId }).delete();
     await trx('front_session_counts').where({ user_id: userId }).delete();
-    if (keyIds.length) await trx('rate_limit_windows').whereIn('key_id', keyIds).delete();
     return deleted > 0;
   },
 

@@ -179,7 +179,7 @@ export async function deleteAccount(ctx: ServiceContext): Promise<{ keyIds: stri
   const keyIds = await ctx.db.transaction(async (trx) => {
     if (!(await accountsRepo.lockAccount(trx, userId))) throw notFound('Account not found');
     const ids = await accountsRepo.keyIds(trx, userId);
-    await accountsRepo.deleteAccount(trx, userId, ids);
+    await accountsRepo.deleteAccount(trx, userId);
     // Delivered to the other instances at commit, and only if the deletion commits.
     for (const keyId of ids) await announceRevocation(trx, keyId);
     return ids;
