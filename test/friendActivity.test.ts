@@ -355,50 +355,76 @@ describe('history and month', { timeout: 120_000 }, () => {
     }
   });
 
-  it('history: the first page and a page 4,000 sessions deep walk the history index in order, in both plans', async () => {
-    const { owner, viewer } = await friendsSharing(server, { members_view: 'read', front: 'read' });
-    const shared = (await owner.api.GET('/api/v1/privacy-buckets')).data!.find((b) => b.slug.startsWith('u_'))!._id;
-    const visible = await createMember(owner.api, 'Visible');
-    const hidden = await createMember(owner.api, 'Hidden');
-    await shareMember(owner, visible, [shared]);
-    const knex = server.deps.db.knex;
-    // 5,000 sessions of each member, a minute apart and interleaved, straight into the table; and as many of another account.
-    const seed = (member: string, offset: number) =>
-      knex.raw(
-        `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
-         select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * 120000 - ?::bigint, ?::bigint - g * 120000 - ?::bigint + 30000, ?::bigint, ?::bigint
-         from members m, generate_series(1, 5000) g where m.id = ?`,
-        [now, offset, now, offset, now, now, member],
-      );
-    await seed(visible, 0);
-    await seed(hidden, 60_000);
-    const stranger = await server.user();
-    await seed(await createMember(stranger.api, 'Other'), 0);
-    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
-    else await knex.raw('analyze front_sessions, members, privacy_bucket_assignments');
-    const path = fp(owner.userId);
-    const limit = 50;
-    const deep = await knex('front_sessions').where({ member_id: visible }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(4000).first('started_at', 'id');
-    for (const query of [{ limit }, { limit, cursorStartedAt: Number(deep.started_at), cursorId: deep.id as string }]) {
-      await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
-      const statements = await captureStatements(knex, /from "front_sessions"/, async () => {
-        const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
-        expect(res.data!.items).toHaveLength(limit);
-        expect(res.data!.items.every((item) => item.member._id === visible)).toBe(true);
-      });
-      const page = statements.find((st) => /order by/i.test(st.sql))!;
-      expect(page, statements.map((st) => st.sql).join('\n')).toBeDefined();
-      for (const plan of [await explain(knex, page, { analyze: true }), await explain(knex, page, { analyze: true, generic: true })]) {
-        const nodes = planNodes(plan);
-        for (const sort of nodes.filter((n: PlanNode) => n['Node Type'] === 'Sort')) expect(sort['Actual Rows'], JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
-        expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'front_sessions'), JSON.stringify(plan)).toEqual([]);
-        const scan = nodes.find((n) => n['Index Name'] === 'front_sessions_history');
-        expect(scan, JSON.stringify(plan)).toBeDefined();
-        // Half the owner's sessions are hidden: the walk reads about two rows per row of the page, however deep.
-        expect(scan!['Actual Rows']!, JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1) + 2);
+  // Few visible members: each one's newest sessions are merged (front_sessions_member_recent). Many:
+  // the owner's history index is walked in order. The same statement, either way, in both plans.
+  for (const shape of ['few', 'many'] as const) {
+    it(`history (${shape} visible members): the first page and a page 4,000 sessions deep read a page's worth of rows, in both plans`, async () => {
+      const { owner, viewer } = await friendsSharing(server, { members_view: 'read', front: 'read' });
+      const shared = (await owner.api.GET('/api/v1/privacy-buckets')).data!.find((b) => b.slug.startsWith('u_'))!._id;
+      const visible = await createMember(owner.api, 'Visible');
+      const hidden = await createMember(owner.api, 'Hidden');
+      await shareMember(owner, visible, [shared]);
+      const knex = server.deps.db.knex;
+      if (shape === 'many') {
+        // More visible members than FEW_VISIBLE_MEMBERS (250), straight into the tables; they have no sessions.
+        await knex.raw(
+          `with made as (
+             insert into members (id, user_id, side_system_id, name, created_at, updated_at)
+             select gen_random_uuid(), m.user_id, m.side_system_id, 'Extra ' || g, ?::bigint, ?::bigint from members m, generate_series(1, 260) g where m.id = ?
+             returning id, user_id)
+           insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, created_at) select user_id, ?, 'member', id, ?::bigint from made`,
+          [now, now, visible, shared, now],
+        );
       }
-    }
-  }, 120_000); // 15,000 seeded sessions and four analysed plans
+      // 5,000 sessions of each member, a minute apart and interleaved, straight into the table; and as many of another account.
+      const seed = (member: string, offset: number) =>
+        knex.raw(
+          `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
+           select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * 120000 - ?::bigint, ?::bigint - g * 120000 - ?::bigint + 30000, ?::bigint, ?::bigint
+           from members m, generate_series(1, 5000) g where m.id = ?`,
+          [now, offset, now, offset, now, now, member],
+        );
+      await seed(visible, 0);
+      await seed(hidden, 60_000);
+      const stranger = await server.user();
+      await seed(await createMember(stranger.api, 'Other'), 0);
+      // The tables as autovacuum leaves them (statistics and the visibility map), as the embedded database's maintenance job does.
+      if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+      else await knex.raw('vacuum analyze front_sessions, members, privacy_bucket_assignments');
+      const path = fp(owner.userId);
+      const limit = 50;
+      const deep = await knex('front_sessions').where({ member_id: visible }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(4000).first('started_at', 'id');
+      for (const query of [{ limit }, { limit, cursorStartedAt: Number(deep.started_at), cursorId: deep.id as string }]) {
+        await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+        const statements = await captureStatements(knex, /front_sessions/, async () => {
+          const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+          expect(res.data!.items).toHaveLength(limit);
+          expect(res.data!.items.every((item) => item.member._id === visible)).toBe(true);
+        });
+        const page = statements.find((st) => /order by/i.test(st.sql))!;
+        expect(page, statements.map((st) => st.sql).join('\n')).toBeDefined();
+        for (const plan of [await explain(knex, page, { analyze: true }), await explain(knex, page, { analyze: true, generic: true })]) {
+          const nodes = planNodes(plan);
+          const rows = (n: PlanNode) => (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0);
+          const scans = (index: string) => nodes.filter((n) => n['Index Name'] === index);
+          expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'front_sessions'), JSON.stringify(plan)).toEqual([]);
+          if (shape === 'few') {
+            // Two visible members at most: each gives at most a page, and the walk never runs.
+            expect(scans('front_sessions_member_recent').length, JSON.stringify(plan)).toBeGreaterThan(0);
+            for (const scan of scans('front_sessions_member_recent')) expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1));
+            for (const scan of scans('front_sessions_history')) expect(rows(scan), JSON.stringify(plan)).toBe(0);
+            for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1));
+          } else {
+            // Half the owner's sessions are hidden: the walk reads about two rows per row of the page, however deep.
+            expect(scans('front_sessions_history').length, JSON.stringify(plan)).toBeGreaterThan(0);
+            for (const scan of scans('front_sessions_history')) expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1) + 2);
+            for (const scan of scans('front_sessions_member_recent')) expect(rows(scan), JSON.stringify(plan)).toBe(0);
+            for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
+          }
+        }
+      }
+    }, 120_000); // 15,000 seeded sessions and four analysed plans
+  }
 
   it('history: the page statements stay constant whatever the number of visible sessions', async () => {
     const { s, viewer } = await writer();

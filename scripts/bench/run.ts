@@ -28,6 +28,7 @@ import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { compareServers, type CheckOutcome, type CheckRequest } from './bodyCheck.ts';
 import { CpuMeter, type CpuUsage } from './cpu.ts';
+import { areaScenarios, seedAreas } from './areas.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed, type AccountSize, type AwkwardAccount, type SeedPlan, type SeededAccount } from './seed.ts';
 
@@ -124,6 +125,8 @@ interface Scenario {
   body?: () => string;
   /** For alternating write scenarios. */
   requests?: autocannon.Request[];
+  /** The key this scenario runs with, when not the account's the caller passes (friend scenarios). */
+  key?: string;
 }
 
 interface Target {
@@ -165,7 +168,7 @@ async function load(target: Proc, key: string, s: Scenario, seconds: number): Pr
     url: target.url + s.path,
     connections: CONNECTIONS,
     duration: seconds,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${s.key ?? key}`, 'content-type': 'application/json' },
     method: s.method ?? 'GET',
   };
   if (s.requests) opts.requests = s.requests;
@@ -450,7 +453,7 @@ async function captureStatements(args: string[], env: Record<string, string>, ke
           const req = (setup ? setup({ ...r, headers: {} } as never, ctx) : r) as { method?: string; path?: string; body?: string };
           await fetch(server.url + (req.path ?? s.path), {
             method: req.method ?? 'GET',
-            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+            headers: { authorization: `Bearer ${s.key ?? key}`, 'content-type': 'application/json' },
             body: req.body ?? (s.body ? s.body() : undefined),
           }).then((res) => res.arrayBuffer());
         }
@@ -597,6 +600,29 @@ async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedR
   }
 }
 
+/**
+ * The friend and messaging targets (issues 13 and 14), as pairs: a friend read against the owner's
+ * own read of the same data (req/s, ≥ 0.6×), a deep page against the first (p50, ≤ 1.2×), the large
+ * account against the small one (p50, ≤ 1.3×).
+ */
+async function areaPairs(proc: Proc, areaList: Scenario[], owner: (id: string) => PairSide): Promise<PairResult[]> {
+  const area = (id: string): PairSide => {
+    const scenario = areaList.find((x) => x.id === id)!;
+    return { label: `${id} full`, proc, key: scenario.key!, scenario };
+  };
+  return [
+    await paired('friend members (100 of 10,000) req/s ≥ 0.6× the owner’s members page', 'rps', 0.6, owner('3'), area('F1')),
+    await paired('friend front req/s ≥ 0.6× the owner’s front', 'rps', 0.6, owner('1'), area('F2')),
+    await paired('friend history first page req/s ≥ 0.6× the owner’s', 'rps', 0.6, owner('4a'), area('F3a')),
+    await paired('friend notes req/s ≥ 0.6× the owner’s notes list', 'rps', 0.6, owner('2'), area('F4')),
+    await paired('friend deep history page p50 ≤ 1.2× first page', 'p50', 1.2, area('F3a'), area('F3b')),
+    await paired('friend members: large p50 ≤ 1.3× small', 'p50', 1.3, area('F1s'), area('F1')),
+    await paired('friend history: large p50 ≤ 1.3× small', 'p50', 1.3, area('F3as'), area('F3a')),
+    await paired('friend notes: large p50 ≤ 1.3× small', 'p50', 1.3, area('F4s'), area('F4')),
+    await paired('deep message page p50 ≤ 1.2× first page', 'p50', 1.2, area('M2a'), area('M2b')),
+  ];
+}
+
 class BodyCheckFailed extends Error {}
 
 async function main() {
@@ -641,6 +667,10 @@ async function main() {
       await db.close();
       return;
     }
+    // Friend and messaging data, written through the full server's API (and the big channel through SQL).
+    const areas = await seedAreas(full.proc.url, db.knex, seeded, smoke ? { messages: 20_000, depth: 5_000 } : { messages: 1_000_000, depth: 100_000 }, log);
+    await db.knex.raw('vacuum analyze');
+    const areaList = areaScenarios(areas, deepLarge);
 
     const bare: Target | undefined = withBare
       ? { name: 'bare', proc: await startProcess(['scripts/bench/bare.ts'], { DATABASE_URL: urlFor('bare'), BENCH_USER_ID: seeded.large.userId }, await freePort()) }
@@ -670,6 +700,7 @@ async function main() {
         pairs.push(await paired('deep history page p50 ≤ 1.2× first page', 'p50', 1.2, large('4a'), large('4b')));
         pairs.push(await paired('scenario 2: large p50 ≤ 1.3× small', 'p50', 1.3, small('2'), large('2')));
         pairs.push(await paired('scenario 4a: large p50 ≤ 1.3× small', 'p50', 1.3, small('4a'), large('4a')));
+        pairs.push(...(await areaPairs(full.proc, areaList, large)));
       }
       // The smoke run (CI, under 2 minutes) measures the reads in the pairs only.
       if (smoke && isRead(s)) continue;
@@ -677,12 +708,16 @@ async function main() {
       const smallTwin = growth.get(s.id);
       if (smallTwin) results.push(await measure(full, 'small', seeded.small.apiKey, smallTwin));
     }
+    for (const s of areaList) {
+      if (smoke && isRead(s)) continue;
+      results.push(await measure(full, s.id.endsWith('s') ? 'small' : 'large', s.key, s));
+    }
     if (bare) await bare.proc.stop();
     await independent.proc.stop();
     await full.proc.stop();
 
     const readScenarios = list.filter(isRead);
-    const fullCapture = await captureStatements(['server/main.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, list);
+    const fullCapture = await captureStatements(['server/main.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, [...list, ...areaList]);
     const independentCapture = await captureStatements(['scripts/bench/independent.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, readScenarios);
     const explain = {
       full: { perRequest: fullCapture.perRequest, plans: await explainStatements(fullCapture.statements, (q) => q.name !== undefined) },

@@ -294,14 +294,20 @@ async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
   return { userId, apiKey, membersOnlyKey, sideSystemId: side, otherSideSystemId: other, subSystemId: sub };
 }
 
-export async function seed(knex: Knex, plan: SeedPlan, log: (message: string) => void): Promise<{ large: SeededAccount; small: SeededAccount; awkward: AwkwardAccount }> {
+export async function seed(
+  knex: Knex,
+  plan: SeedPlan,
+  log: (message: string) => void,
+): Promise<{ large: SeededAccount; small: SeededAccount; viewer: SeededAccount; awkward: AwkwardAccount }> {
   const started = Date.now();
   const large = await seedAccount(knex, 'bench_large', plan.large, true);
   log(`seeded large account in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const small = await seedAccount(knex, 'bench_small', plan.small, true);
+  // The friend of the large and the small account in the friend scenarios (scripts/bench/areas.ts).
+  const viewer = await seedAccount(knex, 'bench_friend', { members: 0, entries: 0, sessions: 0 }, true);
   for (let i = 0; i < plan.noise.accounts; i++) await seedAccount(knex, `bench_noise_${i}`, plan.noise, false);
   const awkward = await seedAwkward(knex);
   await knex.raw('analyze');
   log(`seeded everything in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  return { large, small, awkward };
+  return { large, small, viewer, awkward };
 }

@@ -26,6 +26,7 @@ import {
   type PermissionMap,
 } from '../core/context.ts';
 import { forbidden, notFound } from '../core/errors.ts';
+import { runBuilt } from '../db/prepared.ts';
 
 /** Content kinds that carry privacy buckets (privacy_bucket_assignments.kind, less `friend`). */
 export type ContentKind = 'member' | 'group' | 'directory' | 'custom_field' | 'profile_section' | 'side_system' | 'sub_system' | 'member_status';
@@ -94,7 +95,10 @@ interface FriendRow {
  */
 export async function forFriend(db: Knex, viewerId: string, ownerId: string): Promise<Access | null> {
   if (viewerId === ownerId) return null;
-  const rows: FriendRow[] = await db
+  const rows = await runBuilt<FriendRow>(
+    db,
+    'access_for_friend',
+    db
     .select('b.id as bucket_id', 'b.friend_permissions')
     .from('friendships as o')
     .join('friendships as v', function () {
@@ -106,7 +110,8 @@ export async function forFriend(db: Knex, viewerId: string, ownerId: string): Pr
     .leftJoin('privacy_buckets as b', function () {
       this.on('b.id', '=', 'a.bucket_id').andOn('b.user_id', '=', 'o.user_id');
     })
-    .where({ 'o.user_id': ownerId, 'o.friend_user_id': viewerId, 'o.status': 'accepted', 'v.status': 'accepted' });
+    .where({ 'o.user_id': ownerId, 'o.friend_user_id': viewerId, 'o.status': 'accepted', 'v.status': 'accepted' }),
+  );
   if (rows.length === 0) return null;
   const buckets = rows.filter((r) => r.bucket_id !== null).map((r) => ({ id: r.bucket_id as string, permissions: permissionMap(r.friend_permissions) }));
   const grants = {} as Record<PermissionGroup, { read: string[]; write: string[] }>;
@@ -197,19 +202,22 @@ interface SqlPredicate {
 
 type GrantedLevel = Exclude<PermissionLevel, 'none'>;
 
-/** visibleContent() as SQL text and bindings (for statements written as text): the row's content carries a bucket of the friend granting `group` at `level`. */
+/**
+ * visibleContent() as SQL text and bindings (for statements written as text): the row's content
+ * carries a bucket of the friend granting `group` at `level`. For a friend the text is the same
+ * whatever the viewer's buckets (they are the one binding; none matches nothing), so a statement
+ * built on it is one prepared statement for every friend (server/db/prepared.ts, runBuilt).
+ */
 export function visibleContentSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
-  const ids = [...bucketsGranting(access, group, level)];
-  return ids.length === 0 ? { sql: 'false', bindings: [] } : { sql: contentVisibleSql(ref), bindings: [ids] };
+  return { sql: contentVisibleSql(ref), bindings: [[...bucketsGranting(access, group, level)]] };
 }
 
 /** narrowedBy() as text: the row's content has no bucket of its own, or one the friend holds granting `group` at `level`. */
 function narrowedSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
-  const unassigned = `not exists (${assignmentsOf(ref)})`;
   const visible = visibleContentSql(access, ref, group, level);
-  return visible.bindings.length === 0 ? { sql: unassigned, bindings: [] } : { sql: `(${unassigned} or ${visible.sql})`, bindings: visible.bindings };
+  return { sql: `(not exists (${assignmentsOf(ref)}) or ${visible.sql})`, bindings: visible.bindings };
 }
 
 function asPredicate(predicate: SqlPredicate): (qb: Knex.QueryBuilder) => void {
@@ -265,6 +273,46 @@ export function visibleMembersSql(access: Access, alias: string, group: Permissi
   parts.push(narrowedSql(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read'));
   parts.push(narrowedSql(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read'));
   return { sql: `(${parts.map((p) => p.sql).join(' and ')})`, bindings: parts.flatMap((p) => p.bindings) };
+}
+
+/** The group whose level decides whether a friend sees a member's profile section. */
+export const SECTION_GROUP: Record<ProfileSection, PermissionGroup> = {
+  avatar: 'member_avatar',
+  displayName: 'member_profile',
+  pronouns: 'member_profile',
+  about: 'member_profile',
+  profileStyle: 'member_profile',
+};
+
+/**
+ * For a friend's read of many members (table alias `alias`, already filtered by visibleMembers):
+ * a lateral subquery `<as>` with one boolean per profile section, `show_avatar`, `show_displayName`
+ * …, true when the friend sees that section: the member's own buckets grant the section's group
+ * (SECTION_GROUP) and the section's buckets, if it has any, include one granting it too: the rule
+ * of visibleContent() and narrowedBy() for each section. The member's assignments are read once
+ * (two ranges of the assignments' primary key) and every section is answered from them, instead of
+ * a probe per section and question. Columns of `alias` and `as` are constants, never input.
+ */
+export function memberSectionsSql(access: Access, alias: string, as = 'sections'): SqlPredicate {
+  if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as)) throw new Error('memberSectionsSql: aliases are constants');
+  if (access.level === 'owner') {
+    return { sql: `cross join lateral (select ${PROFILE_SECTIONS.map((s) => `true as "show_${s}"`).join(', ')}) ${as}`, bindings: [] };
+  }
+  const any = (condition: string) => `coalesce(bool_or(${condition}), false)`;
+  const columns: string[] = [];
+  const bindings: unknown[] = [];
+  for (const section of PROFILE_SECTIONS) {
+    const granting = [...bucketsGranting(access, SECTION_GROUP[section], 'read')];
+    const inSection = `pa.kind = 'profile_section' and pa.section_key = '${section}'`;
+    columns.push(
+      `${any(`pa.kind = 'member' and pa.bucket_id = any (?::uuid[])`)} and (not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (?::uuid[])`)}) as "show_${section}"`,
+    );
+    bindings.push(granting, granting);
+  }
+  return {
+    sql: `cross join lateral (select ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id = ${alias}.id) ${as}`,
+    bindings,
+  };
 }
 
 /**

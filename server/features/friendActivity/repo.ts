@@ -7,9 +7,12 @@
 import type { Knex } from 'knex';
 import { narrowedBy, visibleContent, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
+import { runBuilt } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
 
 const DAY_MS = 86_400_000;
+/** Above this many visible members, a friend's history page walks the owner's history instead of merging per member. */
+export const FEW_VISIBLE_MEMBERS = 250;
 /** Spec: the friend notes list considers at most the owner's 500 most recent live notes. */
 export const NOTES_WINDOW = 500;
 
@@ -92,7 +95,11 @@ export const friendActivityRepo = {
       .whereNull('s.deleted_at')
       .whereNull('m.deleted_at')
       .where(visibleMembers(access, 'm', 'front', 'read'));
-    return q.select('s.id', 's.member_id', 's.note', 's.started_at', 'm.name', avatarColumn(db, access, 'm')).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+    return runBuilt(
+      db,
+      'friend_front_sessions',
+      q.select('s.id', 's.member_id', 's.note', 's.started_at', 'm.name', avatarColumn(db, access, 'm')).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc'),
+    );
   },
 
   /** The tier presence of visible members, in the order it was set, with a custom tier's name. */
@@ -104,15 +111,21 @@ export const friendActivityRepo = {
       .where('p.user_id', access.ownerId)
       .whereNull('m.deleted_at')
       .where(visibleMembers(access, 'm', 'front', 'read'));
-    return q
-      .select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name', 'm.name', avatarColumn(db, access, 'm'))
-      .orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]);
+    return runBuilt(
+      db,
+      'friend_front_presence',
+      q.select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name', 'm.name', avatarColumn(db, access, 'm')).orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]),
+    );
   },
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
   fronters(db: Knex, access: Access): Promise<Array<{ member_id: string; visible: boolean }>> {
     const q = joinMember(db, db('front_sessions as s'), 's').where('s.user_id', access.ownerId).whereNull('s.ended_at').whereNull('s.deleted_at').whereNull('m.deleted_at');
-    return q.select('s.member_id', db.raw('exists (?) as visible', [memberPasses(db, access, 'm.id', 'front', 'read')])).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+    return runBuilt(
+      db,
+      'friend_fronters',
+      q.select('s.member_id', db.raw('exists (?) as visible', [memberPasses(db, access, 'm.id', 'front', 'read')])).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc'),
+    );
   },
 
   /**
@@ -139,9 +152,21 @@ export const friendActivityRepo = {
   },
 
   /**
-   * A page (`size` + 1 rows) of the sessions of visible members, newest first, on the history
-   * index (user_id, started_at desc, id desc), strictly after the cursor; the visibility filter is
-   * part of the statement, so the page is full.
+   * A page (`size` + 1 rows) of the sessions of visible members, newest first, strictly after the
+   * cursor, in one statement that picks its plan from how many members the friend sees:
+   *
+   * - **Few** (at most FEW_VISIBLE_MEMBERS): each visible member's newest `size` + 1 sessions after
+   *   the cursor, read in order from front_sessions_member_recent, merged and cut to the page. The
+   *   cost is the number of visible members times the page, whatever share of the owner's history
+   *   they front and however deep the cursor.
+   * - **Many**: a walk of the owner's history index (user_id, started_at desc, id desc) in order,
+   *   each session's member checked by a per-row probe that cannot be flattened (offset 0,
+   *   docs/data-access.md), stopping at the page. With many visible members the walk skips few rows.
+   *
+   * The count decides at run time (a one-time filter on each branch), so the statement is one
+   * prepared statement either way. Both branches use the one member predicate, visibleMembersSql.
+   * Only the page's ids are chosen so; its rows are then read by primary key (lateral, offset 0, so
+   * a plan never trades the page's lookups for a scan).
    */
   historyPage(
     db: Knex,
@@ -150,31 +175,57 @@ export const friendActivityRepo = {
     size: number,
     after?: { startedAt: number; id: string },
   ): Promise<HistoryView[]> {
-    // The member is a per-row probe by primary key that cannot be flattened (offset 0,
-    // docs/data-access.md): the page walks the history index in order and stops at the limit,
-    // however deep the cursor and however few of the sessions the friend may see.
     const member = visibleMembersSql(access, 'm', 'front', 'read');
-    const q = db('front_sessions as s')
-      .joinRaw(
-        `cross join lateral (select m.id, m.name, m.avatar from members m
-           where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null and ${member.sql} offset 0) m`,
-        member.bindings as Knex.Value[],
-      )
-      .where('s.user_id', access.ownerId)
-      .whereNull('s.deleted_at');
-    if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
-    if (filter.startTime !== undefined) {
-      const startTime = filter.startTime;
-      q.where((w) => w.whereNull('s.ended_at').orWhere('s.ended_at', '>=', startTime));
+    // The filters on a session; the walk adds the account, the merge has it from the members.
+    const conditions: string[] = ['s.deleted_at is null'];
+    const values: unknown[] = [];
+    if (filter.endTime !== undefined) {
+      conditions.push('s.started_at <= ?');
+      values.push(filter.endTime);
     }
-    if (after) q.whereRaw('(s.started_at, s.id) < (?::bigint, ?::uuid)', [after.startedAt, after.id]);
-    return q
-      .select('s.id', 's.member_id', 's.started_at', 's.ended_at', 's.note', 'm.name', avatarColumn(db, access, 'm'))
-      .orderBy([
-        { column: 's.started_at', order: 'desc' },
-        { column: 's.id', order: 'desc' },
-      ])
-      .limit(size + 1);
+    if (filter.startTime !== undefined) {
+      conditions.push('(s.ended_at is null or s.ended_at >= ?)');
+      values.push(filter.startTime);
+    }
+    if (after) {
+      // The plain bound on started_at is implied by the row comparison; it is there for the
+      // planner, whose estimate of a row comparison alone is far too small (it would then read a
+      // member's whole remaining history and sort it rather than walk the index to the page).
+      conditions.push('s.started_at <= ?::bigint and (s.started_at, s.id) < (?::bigint, ?::uuid)');
+      values.push(after.startedAt, after.startedAt, after.id);
+    }
+    const sessions = db.raw(conditions.join(' and '), values as Knex.Value[]);
+    // Merged per member: only index columns unless a time filter needs ended_at, so the scans can be index-only.
+    const visibleMember = db.raw(member.sql, member.bindings as Knex.Value[]);
+    const page = db.raw(
+      `with vis as materialized (
+         select m.id from members m where m.user_id = ? and m.deleted_at is null and ?
+       ), few as (
+         select count(*) <= ${FEW_VISIBLE_MEMBERS} as yes from (select 1 from vis limit ${FEW_VISIBLE_MEMBERS + 1}) x
+       ), page as (
+         (select s.id, s.started_at from vis
+            cross join lateral (
+              select s.id, s.started_at from front_sessions s
+              where s.member_id = vis.id and ?
+              order by s.started_at desc, s.id desc limit ?
+            ) s
+          where (select yes from few))
+         union all
+         (select s.id, s.started_at from front_sessions s
+            cross join lateral (
+              select 1 from members m where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null and ? offset 0
+            ) m
+          where s.user_id = ? and ? and not (select yes from few)
+          order by s.started_at desc, s.id desc limit ?)
+       )
+       select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, ?
+       from (select id from page order by started_at desc, id desc limit ?) p
+       cross join lateral (select s.* from front_sessions s where s.id = p.id offset 0) s
+       cross join lateral (select m.id, m.name, m.avatar from members m where m.id = s.member_id and m.user_id = s.user_id offset 0) m
+       order by s.started_at desc, s.id desc`,
+      [access.ownerId, visibleMember, sessions, size + 1, visibleMember, access.ownerId, sessions, size + 1, avatarColumn(db, access, 'm'), size + 1],
+    );
+    return runBuilt(db, 'friend_history_page', page);
   },
 
   /**
@@ -242,14 +293,20 @@ order by d.n, c.member_id`,
     const q = db
       .from(recent.as('r'))
       .select('r.id', 'r.title', 'r.content', 'r.created_at', 'r.updated_at', db.raw('(?) as members', [members]), p.canWrite)
-      .whereExists(p.readable());
-    if (memberId !== undefined) q.whereExists(p.readable().where('em.member_id', memberId));
-    const rows: Array<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }> = await q
-      .orderBy([
-        { column: 'r.updated_at', order: 'desc' },
-        { column: 'r.id', order: 'asc' },
-      ])
-      .limit(limit);
+      // Per note of the window, a probe that cannot be flattened (offset 0): flattened, the planner
+      // may join every visible member's notes against the window instead (a cost per visible note).
+      .whereRaw('exists (? offset 0)', [p.readable()]);
+    if (memberId !== undefined) q.whereRaw('exists (? offset 0)', [p.readable().where('em.member_id', memberId)]);
+    const rows = await runBuilt<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }>(
+      db,
+      'friend_notes',
+      q
+        .orderBy([
+          { column: 'r.updated_at', order: 'desc' },
+          { column: 'r.id', order: 'asc' },
+        ])
+        .limit(limit),
+    );
     return rows.map((r) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members }));
   },
 

@@ -2,14 +2,15 @@
  * Friend-scoped data, members side (docs/privacy.md, "Friend data: members side"): what a friend
  * sees of an owner's members, folders and groups, member statuses and custom fields, and the one
  * write (a custom field value). Every "may this friend see this" is a predicate of server/access
- * applied in SQL (visibleMembers, visibleContent, narrowedBy); hidden rows are never loaded. Each
+ * applied in SQL (visibleMembers, visibleContent, memberSectionsSql); hidden rows are never loaded. Each
  * read costs a constant number of statements, whatever the number of rows.
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { delegatedWrite, narrowedBy, visibleContent, visibleMembers, type ProfileSection } from '../../access/index.ts';
+import { delegatedWrite, memberSectionsSql, PROFILE_SECTIONS, visibleContent, visibleMembers, type ProfileSection } from '../../access/index.ts';
 import { inTransaction, type Access, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
 import { forbidden, notFound } from '../../core/errors.ts';
+import { runBuilt } from '../../db/prepared.ts';
 import { setMemberValue } from '../customFields/index.ts';
 import { mediaUrl, type MemberRow } from '../members/index.ts';
 
@@ -17,23 +18,13 @@ type Schemas = components['schemas'];
 type FriendMember = Schemas['FriendMember'];
 type FieldValue = string | string[];
 
-const GROUP_OF: Record<ProfileSection, PermissionGroup> = {
-  avatar: 'member_avatar',
-  displayName: 'member_profile',
-  pronouns: 'member_profile',
-  about: 'member_profile',
-  profileStyle: 'member_profile',
-};
-
 function friendAccess(ctx: ServiceContext): Access & { level: 'friend' } {
   if (ctx.access.level !== 'friend') throw new Error('a friend route needs a friend access');
   return ctx.access as Access & { level: 'friend' };
 }
 
 /**
- * `exists (select 1 where …)` over the engine's own predicates, as a boolean column: the member
- * (alias m) grants `group` at `level` on its own buckets, and, for a profile section, the section
- * does not narrow it away. Lets one statement compute every section's visibility per row.
+ * `exists (select 1 where …)` over the engine's own predicates, as a boolean column named `as`.
  */
 function probe(db: Knex, where: Array<(qb: Knex.QueryBuilder) => void>, as: string): Knex.Raw {
   const sub = db.queryBuilder().select(db.raw('1'));
@@ -41,46 +32,33 @@ function probe(db: Knex, where: Array<(qb: Knex.QueryBuilder) => void>, as: stri
   return db.raw(`exists (?) as ??`, [sub, as]);
 }
 
-function sectionProbe(db: Knex, access: Access, section: ProfileSection): Knex.Raw {
-  const group = GROUP_OF[section];
-  return probe(
-    db,
-    [visibleContent(access, { kind: 'member', column: 'm.id' }, group), narrowedBy(access, { kind: 'profile_section', column: 'm.id', section }, group)],
-    `show_${section}`,
-  );
-}
-
 /** A member row as the list selects it: hidden sections are null in SQL, and the show_ flags say which. */
 type MemberSelectRow = Pick<MemberRow, 'id' | 'name' | 'display_name' | 'pronouns' | 'description' | 'about_tags' | 'profile_style' | 'avatar' | 'banner' | 'created_at' | 'updated_at'> &
   Record<`show_${ProfileSection}`, boolean>;
 
-/**
- * `column` when the friend may see `section` of the member (alias m), else null: a hidden value
- * never leaves the database, not even into the server's memory.
- */
-function sectionColumn(db: Knex, access: Access, section: ProfileSection, column: string): Knex.Raw {
-  const group = GROUP_OF[section];
-  const sub = db.queryBuilder().select(db.raw('1'));
-  sub.where(visibleContent(access, { kind: 'member', column: 'm.id' }, group));
-  sub.where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section }, group));
-  return db.raw(`case when exists (?) then m.?? end as ??`, [sub, column, column]);
-}
+/** Each profile column and the section that shows it. */
+const SECTION_COLUMNS: Array<[column: string, section: ProfileSection]> = [
+  ['display_name', 'displayName'],
+  ['pronouns', 'pronouns'],
+  ['description', 'about'],
+  ['about_tags', 'about'],
+  ['profile_style', 'profileStyle'],
+  ['avatar', 'avatar'],
+  ['banner', 'avatar'],
+];
 
-/** The owner's live, non-archived members the friend may see (members_view, or `group` too), with per-section visibility. */
+/**
+ * The owner's live, non-archived members the friend may see (members_view, or `group` too), with
+ * per-section visibility from the engine (memberSectionsSql): a hidden section's columns are null
+ * in SQL, so a hidden value never leaves the database, not even into the server's memory.
+ */
 function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view'): Knex.QueryBuilder {
-  const column = (section: ProfileSection, name: string) => sectionColumn(db, access, section, name);
+  const sections = memberSectionsSql(access, 'm', 'sec');
   return db('members as m')
+    .joinRaw(sections.sql, sections.bindings as Knex.Value[])
     .select('m.id', 'm.name', 'm.created_at', 'm.updated_at')
-    .select(
-      column('displayName', 'display_name'),
-      column('pronouns', 'pronouns'),
-      column('about', 'description'),
-      column('about', 'about_tags'),
-      column('profileStyle', 'profile_style'),
-      column('avatar', 'avatar'),
-      column('avatar', 'banner'),
-    )
-    .select(sectionProbe(db, access, 'avatar'), sectionProbe(db, access, 'displayName'), sectionProbe(db, access, 'pronouns'), sectionProbe(db, access, 'about'), sectionProbe(db, access, 'profileStyle'))
+    .select(SECTION_COLUMNS.map(([column, section]) => db.raw(`case when sec."show_${section}" then m.${column} end as ${column}`)))
+    .select(PROFILE_SECTIONS.map((section) => `sec.show_${section}`))
     .where('m.user_id', access.ownerId)
     .whereNull('m.deleted_at')
     .whereNull('m.archived_at')
@@ -108,7 +86,7 @@ function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
 /** GET /friends/{id}/members: one statement. */
 export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
   const access = friendAccess(fctx);
-  const rows: MemberSelectRow[] = await membersQuery(fctx.db, access);
+  const rows = await runBuilt<MemberSelectRow>(fctx.db, 'friend_members', membersQuery(fctx.db, access));
   return rows.map((r) => toFriendMember(r, access.ownerId));
 }
 
