@@ -94,8 +94,10 @@ export async function upload(ctx: ServiceContext, declaredType: string, body: Bu
       return { created: true, image: toImage(row) };
     });
   } catch (err) {
-    // Refused after the write: the object goes again unless the image is registered meanwhile.
-    if (!(await repo.galleryImages(ctx.db).where({ user_id: userId, sha256 }).first('sha256'))) await dropObject(ctx, store, key);
+    // Refused after the write: the object goes again unless the image is registered meanwhile
+    // (when even that cannot be read, the object stays: unlisted, it goes with the account).
+    const registered = await repo.galleryImages(ctx.db).where({ user_id: userId, sha256 }).first('sha256').catch(() => true);
+    if (!registered) await dropObject(ctx, store, key);
     throw err;
   }
 }
