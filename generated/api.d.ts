@@ -4304,7 +4304,7 @@ export interface paths {
         put?: never;
         /**
          * Add a widget
-         * @description A widget of one of 16 kinds: `type` must equal `config.kind` (400). custom_badge images must be gallery URLs of this server; link_collection ids must be your links; a music widget's memberId must be your live member (400 otherwise). An optional `id` creates the widget with that id; an id already in use is 409. `sortOrder` defaults to one past the largest.
+         * @description A widget of one of 16 kinds: `type` must equal `config.kind` (400). custom_badge `imageUrls` must name images of your own gallery (`POST /api/v1/social/gallery`); link_collection ids must be your links; a music widget's memberId must be your live member (400 otherwise). An optional `id` creates the widget with that id; an id already in use is 409. `sortOrder` defaults to one past the largest.
          */
         post: operations["createSocialWidget"];
         delete?: never;
@@ -4335,7 +4335,7 @@ export interface paths {
         head?: never;
         /**
          * Update a widget
-         * @description Partial update; the resulting `type` must equal the resulting `config.kind` (400). Changing a poll's `options` remaps its ballots by option text: each chosen option that still exists (same text) keeps the vote at its new index, options that disappeared lose their votes, a ballot left with no option is removed, and when the poll becomes single-choice a ballot with more than one option left is removed. Changing a poll widget into another kind removes its ballots; a guestbook changed into another kind loses its messages.
+         * @description Partial update; the resulting `type` must equal the resulting `config.kind` (400). Changing a poll's `options` remaps its ballots by option text: each chosen option that still exists (same text) keeps the vote at its new index, options that disappeared lose their votes, a ballot left with no option is removed, and when the poll becomes single-choice a ballot with more than one option left is removed. A new custom_badge config must name images of your own gallery (400 otherwise). Changing a poll widget into another kind removes its ballots; a guestbook changed into another kind loses its messages.
          */
         patch: operations["updateSocialWidget"];
         trace?: never;
@@ -4372,7 +4372,7 @@ export interface paths {
         };
         /**
          * Get a friend's social profile
-         * @description The friend's section in the owner shape, with only the links and widgets the caller may see. Visibility on friend routes: `public`, `logged_in` and `friends_only` items are seen by every accepted friend; `mutuals_only` items by an accepted friend who shares at least one other accepted friend with the owner (an account C with an accepted friendship, both rows accepted, with the owner and with the viewer); `private` never. Needs an accepted friendship (both sides accepted); none, a pending or revoked one, a block either way, an unknown id or your own id answer 404 with the same body.
+         * @description The friend's section in the owner shape, with only the links and widgets the caller may see. Visibility on friend routes: `public`, `logged_in` and `friends_only` items are seen by every accepted friend; `mutuals_only` items by an accepted friend who shares at least one other accepted friend with the owner (an account C with an accepted friendship, both rows accepted, with the owner and with the viewer); `private` never. Needs an accepted friendship (both sides accepted); none, a pending or revoked one, a block either way, an unknown id or your own id answer 404 with the same body. The custom_badge `imageUrls` carry `?ownerUserId=<friend>`, so the caller's key can fetch them from `GET /api/v1/social/gallery/{sha256}`.
          */
         get: operations["getFriendSocial"];
         put?: never;
@@ -4398,6 +4398,67 @@ export interface paths {
          */
         post: operations["syncSocialOauth"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/gallery": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List your gallery images
+         * @description The images of your social gallery (extension: the images custom_badge widgets show), newest first, in pages. Without object storage configured every gallery route answers 503.
+         */
+        get: operations["listSocialGallery"];
+        put?: never;
+        /**
+         * Upload an image to your gallery
+         * @description Adds an image to your social gallery (extension: the spec lists gallery upload as unavailable, but custom_badge widgets may only show gallery images, so this route makes that rule checkable). The body is the image itself: PNG, JPEG, WebP or GIF, and its bytes must be of the type the `Content-Type` header declares (400 otherwise); at most MEDIA_MAX_BYTES (5 MiB by default; 413 above). The image is named by the SHA-256 of its bytes: uploading bytes that are already in your gallery stores nothing new and answers 200 with the existing image (its first `createdAt`); a new image answers 201. A gallery holds at most SOCIAL_GALLERY_MAX_IMAGES images (200 by default); a new image beyond that is 403 until one is deleted.
+         */
+        post: operations["uploadSocialGalleryImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/social/gallery/{sha256}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A gallery image, named by the SHA-256 of its bytes (64 lowercase hex digits). */
+                sha256: components["parameters"]["SocialGalleryImagePath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a gallery image
+         * @description The image bytes with `Content-Type` and `ETag` (304 for a matching `If-None-Match`), extension.
+         *
+         *     **Your own image**: without `ownerUserId` (or with your own id), any image of your gallery.
+         *
+         *     **A friend's image** (`ownerUserId` names another account, as the custom_badge URLs of
+         *     `GET /friends/{friendUserId}/social` do): you must be the owner's accepted friend with no block
+         *     either way, and the image must be shown by one of the owner's custom_badge widgets that you may
+         *     see on that route (by its visibility: `public`, `logged_in`, `friends_only`, or `mutuals_only`
+         *     with a mutual friend; never `private`). Every other case (no friendship, a pending or revoked
+         *     one, a block, a widget you may not see, an image no widget shows, an image of another account,
+         *     an unknown image) answers the same 404 as an unknown image.
+         */
+        get: operations["getSocialGalleryImage"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a gallery image
+         * @description Removes the image from your gallery and deletes its bytes (extension). While one of your custom_badge widgets shows it the answer is 409 and nothing changes: take it out of the widget (or delete the widget) first, so no badge is left pointing at nothing.
+         */
+        delete: operations["deleteSocialGalleryImage"];
         options?: never;
         head?: never;
         patch?: never;
@@ -7035,7 +7096,13 @@ export interface components {
              * @enum {string}
              */
             kind: "custom_badge";
-            /** @description Gallery images hosted by this server (`/api/v1/social/gallery/<sha256>`); no other URL is accepted. */
+            /**
+             * @description Images of the owner's social gallery (`POST /api/v1/social/gallery`), by their gallery URL
+             *     `/api/v1/social/gallery/<sha256>`. On create and PATCH every URL must be that bare path and
+             *     name an image in the caller's own gallery (400 otherwise, for the whole list); no other URL is
+             *     accepted. In a friend's view (`GET /friends/{friendUserId}/social`) each URL carries
+             *     `?ownerUserId=<owner>`, so the viewer's key can fetch it.
+             */
             imageUrls: string[];
         };
         LinkCollectionWidgetConfig: {
@@ -7243,6 +7310,33 @@ export interface components {
         ReorderSocialRequest: {
             linkIds?: components["schemas"]["Uuid"][];
             widgetIds?: components["schemas"]["Uuid"][];
+        };
+        /** @description An image of the caller's social gallery, named by the SHA-256 of its bytes. */
+        SocialGalleryImage: {
+            /** @example 9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8 */
+            sha256: string;
+            /**
+             * @description What a custom_badge widget's `imageUrls` names, and where the bytes are read.
+             * @example /api/v1/social/gallery/9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8
+             */
+            url: string;
+            /**
+             * @example image/png
+             * @enum {string}
+             */
+            contentType: "image/png" | "image/jpeg" | "image/webp" | "image/gif";
+            /** @example 18342 */
+            byteSize: number;
+            createdAt: components["schemas"]["EpochMs"];
+        };
+        SocialGalleryPage: {
+            /** @description Newest first (then by sha256, descending). */
+            items: components["schemas"]["SocialGalleryImage"][];
+            /**
+             * @description Pass as `cursor` for the next page; null on the last page.
+             * @example WzE3NjM4MDAwMDAwMDAsIjlmMmMxYTdiIl0
+             */
+            nextCursor: string | null;
         };
         GuestbookAuthorStatus: {
             /** @example false */
@@ -8469,6 +8563,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description No such image in the owner’s gallery, or (with `ownerUserId`) one the caller may not see: every case has this body. */
+        NotFoundSocialGalleryImage: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description No guestbook widget with this id is the caller’s (unknown, another account’s, or another kind of widget). */
         NotFoundGuestbook: {
             headers: {
@@ -8692,6 +8795,8 @@ export interface components {
         SocialLinkIdPath: components["schemas"]["Uuid"];
         /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
         SocialWidgetIdPath: components["schemas"]["Uuid"];
+        /** @description A gallery image, named by the SHA-256 of its bytes (64 lowercase hex digits). */
+        SocialGalleryImagePath: string;
         /** @description A guestbook message. */
         GuestbookMessageIdPath: components["schemas"]["Uuid"];
         /** @description Threads per page. */
@@ -17726,6 +17831,230 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialReadWrite"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listSocialGallery: {
+        parameters: {
+            query?: {
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+                /** @description Page size, 1–200 (default 50). */
+                limit?: components["parameters"]["PageLimit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of images. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialGalleryPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    uploadSocialGalleryImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "image/png": string;
+                "image/jpeg": string;
+                "image/webp": string;
+                "image/gif": string;
+            };
+        };
+        responses: {
+            /** @description These bytes were already in your gallery; nothing changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialGalleryImage"];
+                };
+            };
+            /** @description Stored. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SocialGalleryImage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The API key lacks the `social` scope at `read_write`, or the gallery is full. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The image is larger than MEDIA_MAX_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The `Content-Type` is not one of the four image types. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getSocialGalleryImage: {
+        parameters: {
+            query?: {
+                /** @description The account whose gallery holds the image, when it is not the caller (a friend's badge image). */
+                ownerUserId?: components["schemas"]["Uuid"];
+            };
+            header?: {
+                /** @description ETag of a cached copy. */
+                "If-None-Match"?: string;
+            };
+            path: {
+                /** @description A gallery image, named by the SHA-256 of its bytes (64 lowercase hex digits). */
+                sha256: components["parameters"]["SocialGalleryImagePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image. */
+            200: {
+                headers: {
+                    /**
+                     * @description Strong validator of the bytes.
+                     * @example "9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
+                     */
+                    ETag?: string;
+                    /**
+                     * @description Private caching; revalidate with the ETag.
+                     * @example private, no-cache
+                     */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
+                    "image/gif": string;
+                };
+            };
+            /** @description The cached copy (If-None-Match) is current. */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialRead"];
+            404: components["responses"]["NotFoundSocialGalleryImage"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteSocialGalleryImage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A gallery image, named by the SHA-256 of its bytes (64 lowercase hex digits). */
+                sha256: components["parameters"]["SocialGalleryImagePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenSocialReadWrite"];
+            404: components["responses"]["NotFoundSocialGalleryImage"];
+            /** @description A custom_badge widget of yours shows this image. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

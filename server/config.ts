@@ -52,6 +52,8 @@ export interface Config {
   storageGcIntervalMs: number;
   /** Largest avatar or banner upload accepted (raw request-body limit); re-hosted note images are bounded by fetchMaxBytes. */
   mediaMaxBytes: number;
+  /** Images one account's social gallery may hold (SOCIAL_GALLERY_MAX_IMAGES); a new image beyond it is 403. */
+  socialGalleryMaxImages: number;
   /** Outbound fetches may reach loopback/private addresses (tests, trusted intranets only). */
   fetchAllowPrivate: boolean;
   /** Overall deadline of one outbound fetch, redirects included. */
@@ -325,6 +327,7 @@ export function loadConfig(env: Env = process.env): Config {
     storageGcGraceMs: int(env, 'STORAGE_GC_GRACE_MS', 3_600_000, 0, 30 * 86_400_000),
     storageGcIntervalMs: int(env, 'STORAGE_GC_INTERVAL_MS', 3_600_000, 0, 7 * 86_400_000),
     mediaMaxBytes: int(env, 'MEDIA_MAX_BYTES', 5 * MiB, 1024, 1024 * MiB),
+    socialGalleryMaxImages: int(env, 'SOCIAL_GALLERY_MAX_IMAGES', 200, 1, 100_000),
     fetchAllowPrivate: bool(env, 'FETCH_ALLOW_PRIVATE', FETCH_DEFAULTS.allowPrivate),
     fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),
     fetchMaxBytes: int(env, 'FETCH_MAX_BYTES', FETCH_DEFAULTS.maxBytes, 1024, 1024 * MiB),

@@ -235,6 +235,11 @@ async function populate(api: ApiClient, apiKey: string, userId: string, peerId: 
   const poll = (await api.POST('/api/v1/social/widgets', { body: { type: 'poll', config: { kind: 'poll', question: 'Q', options: ['a', 'b'] }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
   ok((await api.POST('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: poll } }, body: { optionIndices: [1] } })).response.status, 'poll ballot');
   ok((await server.admin.POST('/admin/v1/accounts/{userId}/identities', { params: { path: { userId } }, body: { provider: 'github', externalUserId: '1' } })).response.status, 'identity');
+  // Social gallery: an image (row and object under u/<id>/social-gallery/) that a custom_badge widget shows.
+  const galleryImage = await server.fetch('/api/v1/social/gallery', { method: 'POST', headers: { ...bearer(apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+  ok(galleryImage.status, 'gallery image');
+  const badgeUrl = ((await galleryImage.json()) as { url: string }).url;
+  ok((await api.POST('/api/v1/social/widgets', { body: { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls: [badgeUrl] }, visibility: 'public', size: 'small' } as never })).response.status, 'badge widget');
   // A message attachment through the upload flow (intent, PUT to the presigned URL, complete, send).
   const intent0 = (await api.POST('/api/v1/messaging/attachments/upload-intent', { body: { channelId: channel, fileName: 'a.png', contentType: 'image/png', byteSize: PNG.length } })).data!;
   ok((await fetch(server.baseUrl + intent0.upload.url, { method: 'PUT', headers: intent0.upload.headers, body: new Uint8Array(PNG) })).status, 'attachment upload');

@@ -1,11 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { addGalleryImage, galleryUrlOf, uniqueImage } from './helpers/gallery.ts';
 import { useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
 
-const GALLERY = (n: number) => `/api/v1/social/gallery/${n.toString(16).padStart(64, '0')}`;
+/** custom_badge images must be in the caller's gallery: these are uploaded before a badge names them. */
+const BADGE_IMAGES = Array.from({ length: 25 }, (_, i) => uniqueImage(i));
+const GALLERY = (n: number) => galleryUrlOf(BADGE_IMAGES[n]!);
+async function uploadBadgeImages(u: TestUser, count: number): Promise<void> {
+  for (const bytes of BADGE_IMAGES.slice(0, count)) await addGalleryImage(server, u, bytes);
+}
 const s = (n: number, c = 'x') => c.repeat(n);
 
 async function addLink(u: TestUser, extra: Record<string, unknown> = {}): Promise<string> {
@@ -154,6 +160,7 @@ const ALL_KINDS: Array<Record<string, unknown>> = [
 describe('widgets', () => {
   it('creates every one of the 16 kinds and reads them back in order with defaults', async () => {
     const u = await server.user();
+    await uploadBadgeImages(u, 2);
     const ids = [];
     for (const config of ALL_KINDS) ids.push(await addWidget(u, config));
     const widgets = (await section(u)).widgets;
@@ -193,6 +200,7 @@ describe('widgets', () => {
 
   it('limits of the body and of each kind, at and past the bound', async () => {
     const u = await server.user();
+    await uploadBadgeImages(u, 25);
     const link = await addLink(u);
     const good: Array<[Record<string, unknown>, Record<string, unknown>?]> = [
       [{ kind: 'status', statusText: s(1) }], [{ kind: 'status', statusText: s(280) }],
@@ -213,6 +221,7 @@ describe('widgets', () => {
       [{ kind: 'custom_badge', imageUrls: Array.from({ length: 25 }, (_, i) => GALLERY(i)) }],
       [{ kind: 'custom_badge', imageUrls: ['https://elsewhere.example.org/badge.png'] }],
       [{ kind: 'custom_badge', imageUrls: ['/api/v1/entry-images/' + '0'.repeat(64)] }],
+      [{ kind: 'custom_badge', imageUrls: [galleryUrlOf(uniqueImage(1000))] }],
       [{ kind: 'link_collection', linkIds: [theirLink] }], [{ kind: 'link_collection', linkIds: [UNKNOWN_ID] }], [{ kind: 'link_collection', linkIds: [link, link] }],
       [{ kind: 'poll', question: 'q', options: ['a'] }], [{ kind: 'poll', question: 'q', options: ['1', '2', '3', '4', '5', '6', '7', '8', '9'] }], [{ kind: 'poll', question: 'q', options: ['a', 'a'] }],
       [{ kind: 'sticker_board', stickerUrls: Array.from({ length: 101 }, (_, i) => `https://s.example.org/${i}.png`) }],

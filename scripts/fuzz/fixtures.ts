@@ -42,7 +42,7 @@ const idOf = (json: unknown): string => {
 };
 
 let counter = 0;
-/** A 1×1 PNG for the attachment recipe. */
+/** A 1×1 PNG for the attachment and gallery recipes. */
 const FUZZ_PNG_HEX =
   '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4f60000000049454e44ae426082';
 const label = (prefix: string) => `${prefix} ${++counter}`;
@@ -107,6 +107,17 @@ const RECIPES: Record<string, Recipe> = {
   widgetId: {
     create: async (f) =>
       ((await f.api('POST', '/api/v1/social/widgets', { type: 'guestbook', config: { kind: 'guestbook', allowAnonymous: true }, visibility: 'public', size: 'medium' })) as Json).widgetId as string,
+  },
+  // A social gallery image: a PNG with bytes of its own (after its end), so the fresh image a
+  // DELETE gets is never the shared one (the gallery names images by the hash of their bytes).
+  sha256: {
+    create: async (f) => {
+      const png = Buffer.concat([Buffer.from(FUZZ_PNG_HEX, 'hex'), Buffer.from(`fuzz-gallery-${++counter}`)]);
+      const res = await fetch(`${f.baseUrl}/api/v1/social/gallery`, { method: 'POST', headers: { authorization: `Bearer ${f.apiKey}`, 'content-type': 'image/png' }, body: new Uint8Array(png) });
+      const json = (await res.json()) as Json;
+      if (res.status !== 201) throw new Error(`fixture gallery image answered ${res.status}: ${JSON.stringify(json)}`);
+      return json.sha256 as string;
+    },
   },
   // Messaging: categories, channels and messages go into the shared space (and channel), so ids
   // that must belong together (a channel and its message, a space and its channel) do.

@@ -186,7 +186,8 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
   const maxLength = typeof schema.maxLength === 'number' ? schema.maxLength : undefined;
   const format = schema.format as string | undefined;
   const pattern = typeof schema.pattern === 'string' ? schema.pattern : undefined;
-  if (format === 'uuid' || pattern?.includes('[0-9a-fA-F]{8}-')) {
+  // Ids: UUIDs, and content hashes (gallery images are named by their sha256).
+  if (format === 'uuid' || pattern?.includes('[0-9a-fA-F]{8}-') || pattern === '^[0-9a-f]{64}$') {
     const id = fixtureFor(ctx, name);
     if (id) return id;
   }

@@ -1,4 +1,6 @@
+import { DomainError, notFound } from '../../core/errors.ts';
 import type { HandlerMap } from '../../http/handlers.ts';
+import * as gallery from './gallery.ts';
 import * as guestbook from './guestbook.ts';
 import { syncOauth } from './identities.ts';
 import * as poll from './poll.ts';
@@ -31,6 +33,34 @@ export const socialHandlers = {
   },
   syncSocialOauth: async (_i, ctx) => ({ status: 200, body: await syncOauth(ctx.service()) }),
   getFriendSocial: async ({ path }, ctx) => ({ status: 200, body: await profile.getFriendSection(await ctx.friend(path.friendUserId)) }),
+
+  listSocialGallery: async ({ query }, ctx) => ({ status: 200, body: await gallery.list(ctx.service(), query.limit ?? 50, query.cursor) }),
+  uploadSocialGalleryImage: async ({ body }, ctx) => {
+    // The pipeline admitted only the four image types; the bytes must be of the one declared.
+    const declared = (ctx.req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    const { created, image } = await gallery.upload(ctx.service(), declared, body);
+    return created ? { status: 201, body: image } : { status: 200, body: image };
+  },
+  getSocialGalleryImage: async ({ path, query }, ctx) => {
+    const caller = ctx.service();
+    gallery.requireGalleryStorage(caller); // 503 first, whoever asks
+    const ifNoneMatch = ctx.req.get('if-none-match');
+    const owner = query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
+    if (!owner) return gallery.readOwn(caller, path.sha256, ifNoneMatch);
+    let fctx;
+    try {
+      fctx = await ctx.friend(owner);
+    } catch (err) {
+      // No visible friendship: the same 404 as an unknown image.
+      if (err instanceof DomainError && err.kind === 'not_found') throw notFound(gallery.GALLERY_IMAGE_NOT_FOUND);
+      throw err;
+    }
+    return gallery.readForFriend(fctx, path.sha256, ifNoneMatch);
+  },
+  deleteSocialGalleryImage: async ({ path }, ctx) => {
+    await gallery.remove(ctx.service(), path.sha256);
+    return { status: 204 };
+  },
 
   listGuestbookMessages: async ({ path, query }, ctx) => ({
     status: 200,

@@ -8,6 +8,7 @@ import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
+import { checkBadgeImages, tagForViewer } from './gallery.ts';
 import * as repo from './repo.ts';
 import { toSection } from './present.ts';
 import { shareMutualFriend, visibleSet } from './visibility.ts';
@@ -96,12 +97,13 @@ export async function deleteLink(ctx: ServiceContext, linkId: string): Promise<v
 
 // ---- Widgets ----------------------------------------------------------------------------------
 
-/** Rules of a config the schema cannot state: link ids are the caller's, a music member is a live member. */
+/** Rules of a config the schema cannot state: badge images are in the caller's gallery, link ids are the caller's, a music member is a live member. */
 async function checkConfig(db: Knex, userId: string, config: Config): Promise<void> {
   if (config.kind === 'link_collection' && config.linkIds.length > 0) {
     const found = await repo.links(db).where({ user_id: userId }).whereIn('id', config.linkIds).count({ n: '*' }).first();
     if (Number(found?.n ?? 0) !== config.linkIds.length) throw badRequest('linkIds must be ids of your own links');
   }
+  if (config.kind === 'custom_badge') await checkBadgeImages(db, userId, config.imageUrls);
   if (config.kind === 'music' && config.memberId !== undefined) {
     if (!(await membersRepo.findLive(db, userId, config.memberId))) throw badRequest('memberId must be one of your live members');
   }
@@ -247,5 +249,9 @@ export async function getFriendSection(ctx: ServiceContext): Promise<Schemas['So
   const ownerId = ownerOf(ctx);
   const mutual = await shareMutualFriend(ctx.db, ownerId, ctx.access.viewerId!);
   const { profile, links, widgets } = await repo.loadSection(ctx.db, ownerId, visibleSet(mutual));
-  return toSection(ownerId, profile, links, widgets);
+  // Badge images are fetched with the viewer's key: their URLs name the owner (GET /social/gallery/{sha256}).
+  const viewed = widgets.map((w) =>
+    w.type === 'custom_badge' ? { ...w, config: { ...w.config, imageUrls: tagForViewer((w.config as { imageUrls: string[] }).imageUrls, ownerId) } } : w,
+  );
+  return toSection(ownerId, profile, links, viewed);
 }
