@@ -8,7 +8,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import type { ApiClient, components } from '../client/index.ts';
+import { MessageCipher } from '../server/crypto/messageCipher.ts';
+import { queueMessageReencryption } from '../server/features/messaging/index.ts';
 import { linksIn } from '../server/features/messaging/linkPreviews.ts';
 import { decodeHtml, extractMetadata } from '../server/features/messaging/pageMetadata.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
@@ -144,8 +147,19 @@ async function setup(api: ApiClient) {
 /** Every due job, until none is left (what the worker would do, deterministically). */
 const drain = (server: TestServer) => server.runtime.jobs.runDue();
 
-const rows = (server: TestServer, messageId: string) =>
-  server.deps.db.knex('messaging_link_previews').where({ message_id: messageId }).orderBy('position').select('id', 'url', 'status', 'failure', 'image_key', 'dismissed_at');
+/** The stored previews of a message, their sealed link opened with the server's keyring. */
+async function rows(server: TestServer, messageId: string) {
+  const stored = (await server.deps.db.knex('messaging_link_previews').where({ message_id: messageId }).orderBy('position').select('*')) as Array<Record<string, unknown> & { id: string; user_id: string; key_id: string; data_enc: Uint8Array }>;
+  const cipher = new MessageCipher(server.deps.config.messageEncryptionKeys);
+  return stored.map((r) => ({
+    id: r.id,
+    url: (JSON.parse(cipher.open(r.user_id, r.id, { keyId: r.key_id, data: Buffer.from(r.data_enc) })) as { url: string }).url,
+    status: r.status as string,
+    failure: r.failure as string | null,
+    image_key: r.image_key as string | null,
+    dismissed_at: r.dismissed_at as number | null,
+  }));
+}
 
 describe('which links a message previews', () => {
   it('http(s) runs of the text, trimmed of the sentence around them, normalised, deduplicated, at most 5', () => {
@@ -366,6 +380,39 @@ describe('link previews', () => {
     await api.PATCH('/api/v1/messaging/messages/{messageId}', { params: { path: { messageId: sent.id } }, body: { content: 'no links' } });
     expect(await rows(server(), sent.id)).toEqual([]);
     expect(await server().deps.storage!.list(`u/${userId}/messaging/link-previews/`)).toEqual([]);
+  });
+
+  it('keep the link and what the page said encrypted at rest, like the text, and follow a key rotation', async () => {
+    const { api } = await server().user();
+    const { send, read } = await setup(api);
+    const canary = `canary-${randomBytes(4).toString('hex')}`;
+    const sent = await send(`${link(`/og?${canary}`)}`);
+    await drain(server());
+    expect((await read(sent.id)).linkPreviews.map((p) => [p.url, p.title])).toEqual([[link(`/og?${canary}`), 'Fluffy & tall pancakes']]);
+    const dump = (await server().deps.db.knex.raw(`select p::text as row from messaging_link_previews p where message_id = ?`, [sent.id])).rows as Array<{ row: string }>;
+    expect(dump).toHaveLength(1);
+    for (const text of [canary, '127.0.0.1', 'pancakes', 'Example Recipes', 'weekend']) expect(dump[0]!.row).not.toContain(text);
+
+    // A rotation rewrites preview rows too; afterwards they read under the new key alone.
+    const config = server().deps.config;
+    const original = config.messageEncryptionKeys;
+    const rotated = { id: 'rotated', key: randomBytes(32) };
+    try {
+      config.messageEncryptionKeys = [rotated, ...original];
+      expect(await queueMessageReencryption(server().runtime.jobs, server().deps.db.knex, config)).toBe(true);
+      await drain(server());
+      expect(await server().deps.db.knex('messaging_link_previews').where({ message_id: sent.id }).pluck('key_id')).toEqual(['rotated']);
+      config.messageEncryptionKeys = [rotated];
+      expect((await read(sent.id)).linkPreviews.map((p) => p.title)).toEqual(['Fluffy & tall pancakes']);
+    } finally {
+      config.messageEncryptionKeys = original;
+    }
+    // Every row of this server now is under the rotated key: rotate back, so the original ring reads them again.
+    config.messageEncryptionKeys = [...original, rotated];
+    expect(await queueMessageReencryption(server().runtime.jobs, server().deps.db.knex, config)).toBe(true);
+    await drain(server());
+    config.messageEncryptionKeys = original;
+    expect((await read(sent.id)).linkPreviews).toHaveLength(1);
   });
 
   it('a deleted message’s queued fetch does nothing', async () => {

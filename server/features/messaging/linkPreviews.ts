@@ -5,7 +5,9 @@
  * the guarded fetcher (HTML only, the first LINK_PREVIEW_HTML_MAX_BYTES), reads its metadata
  * (pageMetadata.ts), re-hosts its image in object storage and marks the row `ready`, or `failed`.
  * Message reads show ready, undismissed previews (the lateral in repo.ts); `dismiss` hides one,
- * `refresh` queues its fetch again.
+ * `refresh` queues its fetch again. A link is part of the message's text, so a preview's URL and what
+ * the page said are sealed with the message keyring like the text (bound to the account and the
+ * preview id); logs name previews by id, never by URL.
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
@@ -14,6 +16,7 @@ import type { components } from '../../../generated/api.d.ts';
 import type { Config } from '../../config.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { notFound } from '../../core/errors.ts';
+import { MessageCipher, type Sealed } from '../../crypto/messageCipher.ts';
 import type { Job, JobQueue } from '../../jobs/queue.ts';
 import { FetchRefusedError, fetchOptionsFromConfig, guardedFetch } from '../../net/guardedFetch.ts';
 import { ALLOWED_IMAGE_TYPES, sniffImageType } from '../../storage/images.ts';
@@ -75,18 +78,33 @@ const imageKey = (userId: string, previewId: string) => `u/${userId}/messaging/l
 
 type Tx = ServiceContext & { db: Knex.Transaction };
 
+/** What a preview row keeps sealed (`data_enc`): the link, and once fetched what the page says. */
+interface PreviewContent {
+  url: string;
+  title?: string | null;
+  description?: string | null;
+  siteName?: string | null;
+}
+
+const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+
+function sealContent(cipher: MessageCipher, userId: string, previewId: string, content: PreviewContent): { key_id: string; data_enc: Buffer } {
+  const sealed = cipher.seal(userId, previewId, JSON.stringify(content));
+  return { key_id: sealed.keyId, data_enc: sealed.data };
+}
+
+function openContent(cipher: MessageCipher, userId: string, previewId: string, sealed: Sealed): PreviewContent {
+  return JSON.parse(cipher.open(userId, previewId, sealed)) as PreviewContent;
+}
+
 async function addPreviews(tx: Tx, messageId: string, links: Array<{ url: string; position: number }>): Promise<void> {
   if (links.length === 0) return;
-  const rows = links.map(({ url, position }) => ({
-    id: randomUUID(),
-    user_id: ownerOf(tx),
-    message_id: messageId,
-    position,
-    url,
-    status: 'pending',
-    created_at: tx.now,
-    updated_at: tx.now,
-  }));
+  const cipher = new MessageCipher(tx.config.messageEncryptionKeys);
+  const userId = ownerOf(tx);
+  const rows = links.map(({ url, position }) => {
+    const id = randomUUID();
+    return { id, user_id: userId, message_id: messageId, position, ...sealContent(cipher, userId, id, { url }), status: 'pending', created_at: tx.now, updated_at: tx.now };
+  });
   await tx.db('messaging_link_previews').insert(rows);
   for (const row of rows) await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: row.id }, { key: row.id, maxAttempts: MAX_ATTEMPTS });
 }
@@ -107,7 +125,15 @@ export async function queueLinkPreviews(tx: Tx, messageId: string, content: stri
  */
 export async function syncLinkPreviews(tx: Tx, messageId: string, content: string): Promise<string[]> {
   const wanted = linksIn(content);
-  const existing = (await tx.db('messaging_link_previews').where({ message_id: messageId }).select('id', 'url', 'position', 'image_key')) as Array<{ id: string; url: string; position: number; image_key: string | null }>;
+  const cipher = new MessageCipher(tx.config.messageEncryptionKeys);
+  const stored = (await tx.db('messaging_link_previews').where({ message_id: messageId }).select('id', 'key_id', 'data_enc', 'position', 'image_key')) as Array<{
+    id: string;
+    key_id: string;
+    data_enc: Uint8Array;
+    position: number;
+    image_key: string | null;
+  }>;
+  const existing = stored.map((p) => ({ ...p, url: openContent(cipher, ownerOf(tx), p.id, { keyId: p.key_id, data: bytes(p.data_enc) }).url }));
   const gone = existing.filter((p) => !wanted.includes(p.url));
   if (gone.length > 0) await tx.db('messaging_link_previews').whereIn('id', gone.map((p) => p.id)).delete();
   for (const kept of existing.filter((p) => wanted.includes(p.url))) {
@@ -134,23 +160,28 @@ export async function dropPreviewImages(ctx: ServiceContext, keys: readonly stri
   }
 }
 
-/** A preview as message reads select it (repo.ts): the image as its object key. */
+/** A preview as message reads select it (repo.ts): sealed content (base64) and the image's object key. */
 export interface StoredLinkPreview {
   id: string;
-  url: string;
-  title: string | null;
-  description: string | null;
-  siteName: string | null;
+  keyId: string;
+  data: string;
   imageKey: string | null;
 }
 
-/** The read shape: the image as a freshly presigned download URL (null without storage). */
-export async function toLinkPreviews(ctx: ServiceContext, stored: readonly StoredLinkPreview[]): Promise<LinkPreview[]> {
+/** The read shape: opened with the account's keyring; the image as a freshly presigned download URL (null without storage). */
+export async function toLinkPreviews(ctx: ServiceContext, cipher: MessageCipher, userId: string, stored: readonly StoredLinkPreview[]): Promise<LinkPreview[]> {
   return Promise.all(
-    stored.map(async ({ imageKey: key, ...preview }) => ({
-      ...preview,
-      imageUrl: key && ctx.storage ? (await ctx.storage.presignGet(key, ctx.config.storageDownloadUrlTtlSeconds)).url : null,
-    })),
+    stored.map(async (p) => {
+      const content = openContent(cipher, userId, p.id, { keyId: p.keyId, data: Buffer.from(p.data, 'base64') });
+      return {
+        id: p.id,
+        url: content.url,
+        title: content.title ?? null,
+        description: content.description ?? null,
+        siteName: content.siteName ?? null,
+        imageUrl: p.imageKey && ctx.storage ? (await ctx.storage.presignGet(p.imageKey, ctx.config.storageDownloadUrlTtlSeconds)).url : null,
+      };
+    }),
   );
 }
 
@@ -199,6 +230,7 @@ export interface LinkPreviewJobDeps {
 interface PreviewRow {
   id: string;
   user_id: string;
+  /** Opened from `data_enc` by the job. */
   url: string;
   image_key: string | null;
 }
@@ -222,7 +254,7 @@ async function fetchImage(deps: LinkPreviewJobDeps, config: Config, url: string,
     if (type) return { body: res.body, type };
     deps.logger.debug({ previewId }, 'link preview image is not a PNG, JPEG, WebP or GIF; kept without an image');
   } catch (err) {
-    deps.logger.debug({ previewId, reason: err instanceof FetchRefusedError ? err.reason : String(err) }, 'link preview image not fetched; kept without an image');
+    deps.logger.debug({ previewId, reason: err instanceof FetchRefusedError ? err.reason : 'error' }, 'link preview image not fetched; kept without an image');
   }
   return null;
 }
@@ -252,7 +284,7 @@ async function deleteQuietly(deps: LinkPreviewJobDeps, key: string): Promise<voi
   }
 }
 
-async function store(deps: LinkPreviewJobDeps, row: PreviewRow, outcome: Outcome): Promise<void> {
+async function store(deps: LinkPreviewJobDeps, cipher: MessageCipher, row: PreviewRow, outcome: Outcome): Promise<void> {
   const now = deps.clock();
   let key: string | null = null;
   if (outcome.status === 'ready' && outcome.image && deps.storage) {
@@ -263,10 +295,11 @@ async function store(deps: LinkPreviewJobDeps, row: PreviewRow, outcome: Outcome
       deps.logger.error({ err, previewId: row.id }, 'a link preview image could not be stored; kept without an image');
     }
   }
-  const changes =
-    outcome.status === 'ready'
-      ? { status: 'ready', failure: null, title: outcome.title, description: outcome.description, site_name: outcome.siteName, image_key: key }
-      : { status: 'failed', failure: outcome.failure, title: null, description: null, site_name: null, image_key: null };
+  const content: PreviewContent = outcome.status === 'ready' ? { url: row.url, title: outcome.title, description: outcome.description, siteName: outcome.siteName } : { url: row.url };
+  const changes = {
+    ...sealContent(cipher, row.user_id, row.id, content),
+    ...(outcome.status === 'ready' ? { status: 'ready', failure: null, image_key: key } : { status: 'failed', failure: outcome.failure, image_key: null }),
+  };
   const updated = await deps.db('messaging_link_previews').where({ id: row.id }).update({ ...changes, fetched_at: now, updated_at: now });
   if (updated === 0) {
     // An edit removed the preview while it was being fetched: its image must not stay behind.
@@ -279,22 +312,29 @@ async function store(deps: LinkPreviewJobDeps, row: PreviewRow, outcome: Outcome
 async function runPreviewJob(deps: LinkPreviewJobDeps, job: Job<{ previewId?: unknown }>): Promise<void> {
   const previewId = job.payload?.previewId;
   if (typeof previewId !== 'string') return;
-  const row = (await deps.db('messaging_link_previews as p')
+  const found = (await deps.db('messaging_link_previews as p')
     .join('messaging_messages as m', 'm.id', 'p.message_id')
     .where({ 'p.id': previewId })
     .whereNull('m.deleted_at')
-    .first('p.id', 'p.user_id', 'p.url', 'p.image_key')) as PreviewRow | undefined;
+    .first('p.id', 'p.user_id', 'p.key_id', 'p.data_enc', 'p.image_key')) as { id: string; user_id: string; key_id: string; data_enc: Uint8Array; image_key: string | null } | undefined;
   // Removed by an edit, or its message was deleted: nothing to show it on.
-  if (!row) return;
+  if (!found) return;
+  const cipher = new MessageCipher(deps.config().messageEncryptionKeys);
+  const row: PreviewRow = { id: found.id, user_id: found.user_id, image_key: found.image_key, url: openContent(cipher, found.user_id, found.id, { keyId: found.key_id, data: bytes(found.data_enc) }).url };
   let outcome: Outcome;
   try {
     outcome = await fetchPreview(deps, row);
   } catch (err) {
-    if (job.attempt < job.maxAttempts && transient(err)) throw err;
-    outcome = { status: 'failed', failure: err instanceof FetchRefusedError ? err.reason : 'error' };
-    deps.logger.info({ previewId, failure: outcome.failure, attempt: job.attempt }, 'link preview could not be fetched');
+    const failure = err instanceof FetchRefusedError ? err.reason : 'error';
+    if (job.attempt < job.maxAttempts && transient(err)) {
+      // Retried by the queue, which logs the error: a fetch refusal names the link (message text), so it is
+      // replaced by one that names the preview.
+      throw err instanceof FetchRefusedError ? new Error(`link preview ${row.id} could not be fetched (${failure})`) : err;
+    }
+    outcome = { status: 'failed', failure };
+    deps.logger.info({ previewId, failure, attempt: job.attempt }, 'link preview could not be fetched');
   }
-  await store(deps, row, outcome);
+  await store(deps, cipher, row, outcome);
 }
 
 /** The `link_preview` queue: LINK_PREVIEW_CONCURRENCY fetches at a time per process, 3 attempts for network trouble. */

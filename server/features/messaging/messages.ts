@@ -49,7 +49,7 @@ async function toMessage(ctx: ServiceContext, cipher: MessageCipher, row: Messag
     createdAt: Number(row.created_at),
     editedAt: row.edited_at === null ? null : Number(row.edited_at),
     attachments: jsonValue<Message['attachments']>(row.attachments) ?? [],
-    linkPreviews: await toLinkPreviews(ctx, jsonValue<StoredLinkPreview[]>(row.link_previews) ?? []),
+    linkPreviews: await toLinkPreviews(ctx, cipher, row.user_id, jsonValue<StoredLinkPreview[]>(row.link_previews) ?? []),
     gif: jsonValue<Message['gif']>(row.gif) ?? null,
     mentions: jsonValue<Message['mentions']>(row.mentions) ?? [],
     replyTo,

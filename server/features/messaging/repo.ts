@@ -112,8 +112,8 @@ function channelMessages(inner: string, order: string): string {
      from messaging_attachments f where f.message_id = m.id
    ) att on true
    left join lateral (
-     select coalesce(json_agg(json_build_object('id', pv.id, 'url', pv.url, 'title', pv.title, 'description', pv.description,
-       'siteName', pv.site_name, 'imageKey', pv.image_key) order by pv.position), '[]'::json) as link_previews
+     select coalesce(json_agg(json_build_object('id', pv.id, 'keyId', pv.key_id, 'data', encode(pv.data_enc, 'base64'),
+       'imageKey', pv.image_key) order by pv.position), '[]'::json) as link_previews
      from messaging_link_previews pv where pv.message_id = m.id and pv.status = 'ready' and pv.dismissed_at is null
    ) lp on true
    where c.id = ? and c.user_id = ? and c.archived_at is null
