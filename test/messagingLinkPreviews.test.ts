@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import type { ApiClient, components } from '../client/index.ts';
+import { ConfigError, loadConfig } from '../server/config.ts';
 import { MessageCipher } from '../server/crypto/messageCipher.ts';
 import { queueMessageReencryption } from '../server/features/messaging/index.ts';
 import { linksIn } from '../server/features/messaging/linkPreviews.ts';
@@ -160,6 +161,18 @@ async function rows(server: TestServer, messageId: string) {
     dismissed_at: r.dismissed_at as number | null,
   }));
 }
+
+describe('settings', () => {
+  it('LINK_PREVIEW_* default to 1 MiB of page, 2 MiB of image, 4 fetches at a time, and are bounded', () => {
+    const defaults = loadConfig({});
+    expect([defaults.linkPreviewHtmlMaxBytes, defaults.linkPreviewImageMaxBytes, defaults.linkPreviewConcurrency]).toEqual([MiB, 2 * MiB, 4]);
+    const set = loadConfig({ LINK_PREVIEW_HTML_MAX_BYTES: '65536', LINK_PREVIEW_IMAGE_MAX_BYTES: '4096', LINK_PREVIEW_CONCURRENCY: '2' });
+    expect([set.linkPreviewHtmlMaxBytes, set.linkPreviewImageMaxBytes, set.linkPreviewConcurrency]).toEqual([65536, 4096, 2]);
+    expect(() => loadConfig({ LINK_PREVIEW_HTML_MAX_BYTES: '100' })).toThrow(/LINK_PREVIEW_HTML_MAX_BYTES must be between/);
+    expect(() => loadConfig({ LINK_PREVIEW_IMAGE_MAX_BYTES: 'big' })).toThrow(ConfigError);
+    expect(() => loadConfig({ LINK_PREVIEW_CONCURRENCY: '0' })).toThrow(/LINK_PREVIEW_CONCURRENCY must be between 1 and 32/);
+  });
+});
 
 describe('which links a message previews', () => {
   it('http(s) runs of the text, trimmed of the sentence around them, normalised, deduplicated, at most 5', () => {
