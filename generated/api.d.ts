@@ -2427,9 +2427,10 @@ export interface paths {
          *     caller (else 400): mentions in its channels are then limited to that side system's members.
          *     At most 100 live spaces per account (400 beyond). `iconStagingId`, when set, must be a completed,
          *     unexpired space-icon upload of the caller not yet used (else 400); it becomes the icon, read back as
-         *     `iconUrl` (a short-lived download URL). 503 when `iconStagingId` is sent and object storage is not
-         *     configured. `iconStorageRef` is not accepted (400: references to existing objects are not part of
-         *     this API). Answers 201 with the space.
+         *     `iconUrl` (a short-lived download URL). `iconStorageRef`, when set, must be the `iconStorageRef` of a
+         *     live space of the caller (else 400): the new space gets its own copy of that icon, so replacing or
+         *     removing either icon later never touches the other. Sending both `iconStagingId` and `iconStorageRef`
+         *     is a 400. 503 when either is sent and object storage is not configured. Answers 201 with the space.
          */
         post: operations["createMessagingSpace"];
         delete?: never;
@@ -2531,7 +2532,9 @@ export interface paths {
          * Update a space
          * @description Partial update of name, description and side system (null detaches it). An archived space is 404.
          *     `iconStagingId` replaces the icon with a completed, unused space-icon upload of the caller (else 400;
-         *     503 without object storage); null removes it. The previous icon's object is deleted after the update.
+         *     503 without object storage); null removes it. `iconStorageRef` replaces it with a copy of the icon of a
+         *     live space of the caller (else 400; naming the space's own icon changes nothing; 503 without object
+         *     storage); not together with `iconStagingId` (400). The previous icon's object is deleted after the update.
          */
         patch: operations["updateMessagingSpace"];
         trace?: never;
@@ -2767,8 +2770,8 @@ export interface paths {
          *
          *     `stagedAttachmentIds` (1–10, distinct): completed, unexpired attachment uploads of the caller made
          *     for this channel and not yet sent (else 400); they become `attachments` in that order and cannot be
-         *     used again. `gifMetadata` is a GIF as the GIF routes answer it (validated by its schema: the configured
-         *     provider, https URLs); it is stored with the message and read back as `gif`. With attachments or a GIF,
+         *     used again. `gifMetadata` is a GIF as the GIF routes answer it (validated by its schema: `tenor` or `giphy`,
+         *     the provider, https URLs); it is stored with the message and read back as `gif`. With attachments or a GIF,
          *     `content` may be omitted or null; otherwise it is required (400).
          *     503 when attachments are sent and object storage is not configured.
          *
@@ -2776,7 +2779,9 @@ export interface paths {
          *     first message with 200 instead of 201 and creates nothing. The same id on another channel, or
          *     whose message was deleted, is a 409.
          *
-         *     Link previews are not fetched yet: `linkPreviews` is always empty.
+         *     Link previews are never fetched while the request waits: the http(s) links of the text (at most 5,
+         *     deduplicated) are queued for a background fetch, so `linkPreviews` is empty in this answer and the
+         *     previews appear in later reads once fetched (see `MessageLinkPreview`).
          */
         post: operations["sendMessage"];
         delete?: never;
@@ -2859,7 +2864,9 @@ export interface paths {
         head?: never;
         /**
          * Edit a message
-         * @description Replaces the text (1–4000), sets `editedAt` and re-reads the mentions. Author rule: the account
+         * @description Replaces the text (1–4000), sets `editedAt` and re-reads the mentions and the links: previews of
+         *     links no longer in the text are removed, new links are queued for a background fetch, previews of
+         *     links still there stay as they are (dismissed ones stay dismissed). Author rule: the account
          *     is the author, so any key of the account that posted the message may edit it (with
          *     `messaging:read_write`); another account's message is a 404, never a 403. A deleted message is 404.
          */
@@ -3020,6 +3027,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/messaging/link-previews/{previewId}/dismiss": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Link preview id (from a message's `linkPreviews`). */
+                previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hide a link preview
+         * @description Hides the preview for the account: it no longer appears in the message's `linkPreviews` (the link
+         *     stays in the text). Dismissing twice changes nothing; an edit that keeps the link keeps it hidden.
+         *     A preview of another account, of a deleted message or of an archived channel or space is 404.
+         */
+        post: operations["dismissMessagingLinkPreview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/messaging/link-previews/{previewId}/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Link preview id (from a message's `linkPreviews`). */
+                previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fetch a link preview again
+         * @description Queues a new background fetch of the linked page (the page may have changed). Until it has run,
+         *     reads show the preview as it was; afterwards they show the new one, or nothing when the page can
+         *     no longer be previewed. A fetch already queued or running for it is not queued twice. Refreshing does
+         *     not undo a dismissal. A preview of another account, of a deleted message or of an archived channel
+         *     or space is 404.
+         */
+        post: operations["refreshMessagingLinkPreview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/messaging/gifs/search": {
         parameters: {
             query?: never;
@@ -3029,9 +3088,10 @@ export interface paths {
         };
         /**
          * Search GIFs
-         * @description A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         * @description A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2 or GIPHY, at GIF_API_BASE_URL),
          *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
-         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     cursor is passed through as `nextCursor` (with GIPHY it is the next result offset, a decimal number; another
+         *     value is a 400). Answers are cached in memory for GIF_CACHE_TTL_MS (at most
          *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
          *     fails, times out or answers something unreadable (its text is never echoed).
          */
@@ -3053,11 +3113,12 @@ export interface paths {
         };
         /**
          * Browse GIFs: featured, or a category
-         * @description Without `query` or `categoryId`: the provider's featured GIFs. With `categoryId` (an `id` from
+         * @description Without `query` or `categoryId`: the provider's featured (Tenor) or trending (GIPHY) GIFs. With `categoryId` (an `id` from
          *     `/messaging/gifs/categories`) or `query`: that search (`categoryId` wins when both are given).
-         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2 or GIPHY, at GIF_API_BASE_URL),
          *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
-         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     cursor is passed through as `nextCursor` (with GIPHY it is the next result offset, a decimal number; another
+         *     value is a 400). Answers are cached in memory for GIF_CACHE_TTL_MS (at most
          *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
          *     fails, times out or answers something unreadable (its text is never echoed).
          */
@@ -3081,9 +3142,10 @@ export interface paths {
          * GIF categories
          * @description The provider's categories, in its order; browse one with `categoryId`. `locale` and `contentFilter`
          *     come from the caller's GIF preferences.
-         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2, at GIF_API_BASE_URL),
+         *     A read-only proxy to the configured GIF provider (GIF_PROVIDER: Tenor API v2 or GIPHY, at GIF_API_BASE_URL),
          *     normalised to `Gif`. `contentFilter` and `locale` default to the caller's GIF preferences. The provider's
-         *     cursor is passed through as `nextCursor`. Answers are cached in memory for GIF_CACHE_TTL_MS (at most
+         *     cursor is passed through as `nextCursor` (with GIPHY it is the next result offset, a decimal number; another
+         *     value is a 400). Answers are cached in memory for GIF_CACHE_TTL_MS (at most
          *     GIF_CACHE_MAX_ENTRIES). 503 `PRECONDITION_FAILED` when no GIF_API_KEY is configured, and when the provider
          *     fails, times out or answers something unreadable (its text is never echoed).
          */
@@ -6107,6 +6169,12 @@ export interface components {
             iconUrl: string | null;
             /**
              * Format: uuid
+             * @description A stable, opaque reference to the space's icon object (it changes only when the icon does); null without an icon. Pass it as `iconStorageRef` when creating or updating another space of the account to give that space its own copy of this icon.
+             * @example a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d
+             */
+            iconStorageRef: string | null;
+            /**
+             * Format: uuid
              * @description The side system the space belongs to, or null.
              * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
              */
@@ -6132,6 +6200,8 @@ export interface components {
             sideSystemId?: string | null;
             /** @description A completed space-icon upload of the caller (`/messaging/spaces/icon/…`), not yet used. */
             iconStagingId?: components["schemas"]["Uuid"];
+            /** @description The `iconStorageRef` of a live space of the caller; the new space gets its own copy of that icon. Not together with `iconStagingId`. */
+            iconStorageRef?: components["schemas"]["Uuid"];
         };
         UpdateMessagingSpaceRequest: {
             /** @example Home */
@@ -6150,6 +6220,8 @@ export interface components {
              * @example a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d
              */
             iconStagingId?: string | null;
+            /** @description The `iconStorageRef` of a live space of the caller; the icon is replaced by a copy of that one. Not together with `iconStagingId`. */
+            iconStorageRef?: components["schemas"]["Uuid"];
         };
         ReorderMessagingSpacesRequest: {
             /** @description Every live space of the account exactly once, in the new order. */
@@ -6299,12 +6371,35 @@ export interface components {
             editedAt: components["schemas"]["NullableEpochMs"];
             /** @description The files sent with the message, in the order `stagedAttachmentIds` listed them. */
             attachments: components["schemas"]["MessageAttachment"][];
-            /** @description Always empty in this version (link previews are not fetched yet). */
-            linkPreviews: Record<string, never>[];
+            /** @description Previews of the http(s) links in the text, in order of first appearance (at most 5). Fetched in the background after a send or edit, so empty until then; only fetched previews that were not dismissed appear. */
+            linkPreviews: components["schemas"]["MessageLinkPreview"][];
             /** @description The GIF sent with the message (`gifMetadata`), or null. */
             gif: components["schemas"]["Gif"] | null;
             mentions: components["schemas"]["MessageMention"][];
             replyTo: components["schemas"]["MessageReplyRef"] | null;
+        };
+        /** @description What a linked page says about itself (Open Graph, Twitter card, else its `<title>` and description meta tag), fetched by the server in the background. Hide it with `POST /messaging/link-previews/{previewId}/dismiss`, fetch it again with `…/refresh`. */
+        MessageLinkPreview: {
+            id: components["schemas"]["Uuid"];
+            /**
+             * @description The link as found in the text, normalised (WHATWG URL parser), without its fragment.
+             * @example https://example.org/recipes/pancakes
+             */
+            url: string;
+            /** @example Fluffy pancakes */
+            title: string | null;
+            /** @example A weekend breakfast in twenty minutes. */
+            description: string | null;
+            /**
+             * @description The page's `og:site_name`, or null.
+             * @example Example Recipes
+             */
+            siteName: string | null;
+            /**
+             * @description A short-lived download URL (STORAGE_DOWNLOAD_URL_TTL_SECONDS, fresh on every read) of the page's image, re-hosted by this server; null when the page names none, it could not be fetched as an image, or object storage is not configured.
+             * @example /storage/v1/objects/u~5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e~messaging~link-previews~c4d5e6f7-a8b9-4c0d-9e1f-2a3b4c5d6e7f?expires=1763800300000&signature=9x-Qe2
+             */
+            imageUrl: string | null;
         };
         /** @description A file sent with a message. Its bytes are read through `GET /messaging/attachments/{attachmentId}/access-url`. */
         MessageAttachment: {
@@ -6559,10 +6654,11 @@ export interface components {
             /** @example 16989471141791455574 */
             id: string;
             /**
+             * @description The provider it came from (GIF_PROVIDER); `gifMetadata` accepts either.
              * @example tenor
              * @enum {string}
              */
-            provider: "tenor";
+            provider: "tenor" | "giphy";
             /** @example Cat typing */
             title: string;
             /**
@@ -8509,6 +8605,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Link preview does not exist, its message is deleted, its channel or space archived, or it is not the caller’s. */
+        NotFoundMessagingLinkPreview: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Attachment does not exist, its message is deleted, its channel or space archived, or it is not the caller’s. */
         NotFoundMessagingAttachment: {
             headers: {
@@ -8753,6 +8858,8 @@ export interface components {
         MessagingMessageIdPath: components["schemas"]["Uuid"];
         /** @description Attachment id (from a message's `attachments`). */
         MessagingAttachmentIdPath: components["schemas"]["Uuid"];
+        /** @description Link preview id (from a message's `linkPreviews`). */
+        MessagingLinkPreviewIdPath: components["schemas"]["Uuid"];
         /** @description Page size, 1–150 (default 50). */
         MessagesLimit: number;
         /** @description Side system id. */
@@ -14798,6 +14905,78 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingRead"];
             404: components["responses"]["NotFoundMessagingAttachment"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    dismissMessagingLinkPreview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Link preview id (from a message's `linkPreviews`). */
+                previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingLinkPreview"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    refreshMessagingLinkPreview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Link preview id (from a message's `linkPreviews`). */
+                previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMessagingReadWrite"];
+            404: components["responses"]["NotFoundMessagingLinkPreview"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

@@ -1,5 +1,6 @@
 /** Environment → typed configuration, validated once at start-up with messages an operator can act on. */
 import { resolve } from 'node:path';
+import { addressAllowList } from './net/addresses.ts';
 import { VERIFIABLE_CONTENT_TYPES } from './storage/sniff.ts';
 
 export interface Config {
@@ -56,6 +57,8 @@ export interface Config {
   socialGalleryMaxImages: number;
   /** Outbound fetches may reach loopback/private addresses (tests, trusted intranets only). */
   fetchAllowPrivate: boolean;
+  /** Addresses or CIDR ranges outbound fetches may reach although private (FETCH_ALLOW_ADDRESSES), e.g. one internal proxy. */
+  fetchAllowAddresses: string[];
   /** Overall deadline of one outbound fetch, redirects included. */
   fetchTimeoutMs: number;
   /** Largest response body an outbound fetch reads. */
@@ -94,17 +97,31 @@ export interface Config {
   messageAttachmentTypes: string[];
   /** Largest space icon accepted by an upload intent (SPACE_ICON_MAX_BYTES); icons are PNG, JPEG, WebP or GIF. */
   spaceIconMaxBytes: number;
-  /** The GIF provider the messaging GIF proxy calls (GIF_PROVIDER; Tenor API v2). */
-  gifProvider: 'tenor';
+  /** The GIF provider the messaging GIF proxy calls (GIF_PROVIDER: Tenor API v2 or GIPHY). */
+  gifProvider: GifProviderName;
   /** Its API key (GIF_API_KEY); undefined: the GIF routes answer 503. */
   gifApiKey: string | undefined;
-  /** Its API base URL (GIF_API_BASE_URL), e.g. https://tenor.googleapis.com/v2; tests point it at a loopback fake. */
+  /** Its API base URL (GIF_API_BASE_URL; default per provider, see GIF_DEFAULT_BASE_URLS); tests point it at a loopback fake. */
   gifApiBaseUrl: string;
   /** How long a provider answer is reused (GIF_CACHE_TTL_MS; 0 turns the cache off). */
   gifCacheTtlMs: number;
   /** Most provider answers kept in memory at once (GIF_CACHE_MAX_ENTRIES); the oldest go first. */
   gifCacheMaxEntries: number;
+  /** Most bytes of a linked page a link-preview fetch reads (LINK_PREVIEW_HTML_MAX_BYTES); the rest is never downloaded. */
+  linkPreviewHtmlMaxBytes: number;
+  /** Largest preview image re-hosted (LINK_PREVIEW_IMAGE_MAX_BYTES); a bigger one leaves the preview without an image. */
+  linkPreviewImageMaxBytes: number;
+  /** Link-preview fetches one process runs at the same time (LINK_PREVIEW_CONCURRENCY). */
+  linkPreviewConcurrency: number;
 }
+
+export type GifProviderName = 'tenor' | 'giphy';
+
+/** The API each GIF provider answers at unless GIF_API_BASE_URL says otherwise. */
+export const GIF_DEFAULT_BASE_URLS: Record<GifProviderName, string> = {
+  tenor: 'https://tenor.googleapis.com/v2',
+  giphy: 'https://api.giphy.com/v1/gifs',
+};
 
 /** One key of the message keyring. */
 export interface MessageKey {
@@ -247,10 +264,21 @@ function contentTypeList(env: Env, name: string, fallback: readonly string[]): s
   return types;
 }
 
-function gifProvider(env: Env): Config['gifProvider'] {
+function gifProvider(env: Env): GifProviderName {
   const raw = env.GIF_PROVIDER || 'tenor';
-  if (raw !== 'tenor') throw new ConfigError(`GIF_PROVIDER must be tenor (Tenor API v2), got "${raw}"`);
+  if (raw !== 'tenor' && raw !== 'giphy') throw new ConfigError(`GIF_PROVIDER must be tenor (Tenor API v2) or giphy (GIPHY API v1), got "${raw}"`);
   return raw;
+}
+
+/** Comma-separated IP addresses or CIDR ranges, each checked as the fetcher will read it. */
+function addressList(env: Env, name: string): string[] {
+  const entries = (env[name] ?? '').split(',').map((e) => e.trim()).filter(Boolean);
+  try {
+    addressAllowList(entries);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message} (expected addresses or CIDR ranges such as 10.1.2.3,fd00::/8)`);
+  }
+  return entries;
 }
 
 const MESSAGE_KEY_ID = /^[A-Za-z0-9_.-]{1,32}$/;
@@ -295,6 +323,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (storageSigningKey !== undefined && storageSigningKey.length < 32) throw new ConfigError('STORAGE_SIGNING_KEY must be at least 32 characters');
   const storageUploadUrlTtlSeconds = int(env, 'STORAGE_UPLOAD_URL_TTL_SECONDS', 900, 10, 7 * 86_400);
   const storageStagingTtlMs = int(env, 'STORAGE_STAGING_TTL_MS', 86_400_000, 60_000, 30 * 86_400_000);
+  const gif = gifProvider(env);
   if (storageStagingTtlMs < storageUploadUrlTtlSeconds * 1000) {
     throw new ConfigError('STORAGE_STAGING_TTL_MS must be at least STORAGE_UPLOAD_URL_TTL_SECONDS (in ms): a staged upload must outlive its upload URL');
   }
@@ -329,6 +358,7 @@ export function loadConfig(env: Env = process.env): Config {
     mediaMaxBytes: int(env, 'MEDIA_MAX_BYTES', 5 * MiB, 1024, 1024 * MiB),
     socialGalleryMaxImages: int(env, 'SOCIAL_GALLERY_MAX_IMAGES', 200, 1, 100_000),
     fetchAllowPrivate: bool(env, 'FETCH_ALLOW_PRIVATE', FETCH_DEFAULTS.allowPrivate),
+    fetchAllowAddresses: addressList(env, 'FETCH_ALLOW_ADDRESSES'),
     fetchTimeoutMs: int(env, 'FETCH_TIMEOUT_MS', FETCH_DEFAULTS.timeoutMs, 100, 300_000),
     fetchMaxBytes: int(env, 'FETCH_MAX_BYTES', FETCH_DEFAULTS.maxBytes, 1024, 1024 * MiB),
     fetchMaxRedirects: int(env, 'FETCH_MAX_REDIRECTS', FETCH_DEFAULTS.maxRedirects, 0, 20),
@@ -350,10 +380,13 @@ export function loadConfig(env: Env = process.env): Config {
     messageAttachmentMaxBytes: int(env, 'MESSAGE_ATTACHMENT_MAX_BYTES', 25 * MiB, 1, 5 * 1024 * MiB),
     messageAttachmentTypes: contentTypeList(env, 'MESSAGE_ATTACHMENT_TYPES', DEFAULT_ATTACHMENT_TYPES),
     spaceIconMaxBytes: int(env, 'SPACE_ICON_MAX_BYTES', 2 * MiB, 1, 100 * MiB),
-    gifProvider: gifProvider(env),
+    gifProvider: gif,
     gifApiKey: env.GIF_API_KEY || undefined,
-    gifApiBaseUrl: publicUrl(env, 'GIF_API_BASE_URL') ?? 'https://tenor.googleapis.com/v2',
+    gifApiBaseUrl: publicUrl(env, 'GIF_API_BASE_URL') ?? GIF_DEFAULT_BASE_URLS[gif],
     gifCacheTtlMs: int(env, 'GIF_CACHE_TTL_MS', 60_000, 0, 86_400_000),
     gifCacheMaxEntries: int(env, 'GIF_CACHE_MAX_ENTRIES', 500, 1, 100_000),
+    linkPreviewHtmlMaxBytes: int(env, 'LINK_PREVIEW_HTML_MAX_BYTES', MiB, 1024, 10 * MiB),
+    linkPreviewImageMaxBytes: int(env, 'LINK_PREVIEW_IMAGE_MAX_BYTES', 2 * MiB, 1024, 20 * MiB),
+    linkPreviewConcurrency: int(env, 'LINK_PREVIEW_CONCURRENCY', 4, 1, 32),
   };
 }

@@ -13,7 +13,7 @@ import type { AppDeps, ResponseViolation } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
-import { defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
+import { defineLinkPreviews, defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
 import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
@@ -220,6 +220,8 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
   jobs.define('trash_retention', async () => void (await trashRetention.runOnce()), { maxAttempts: 3 });
   if (maintenance) jobs.define('embedded_maintenance', () => maintenance.runOnce(), { maxAttempts: 1 });
   defineMessageReencryption(jobs, { db: db.knex, config: () => deps.config, logger: options.logger });
+  // Link previews of messages: fetched, parsed and their images re-hosted off the request path.
+  defineLinkPreviews(jobs, { db: db.knex, config: () => deps.config, storage: deps.storage, clock, logger: options.logger });
   defineStorageGc(jobs, { db: db.knex, storage: deps.storage, clock, logger: options.logger, graceMs: config.storageGcGraceMs });
   return {
     deps,

@@ -245,6 +245,18 @@ async function populate(api: ApiClient, apiKey: string, userId: string, peerId: 
   ok((await fetch(server.baseUrl + intent0.upload.url, { method: 'PUT', headers: intent0.upload.headers, body: new Uint8Array(PNG) })).status, 'attachment upload');
   ok((await api.POST('/api/v1/messaging/attachments/complete', { body: { stagingId: intent0.stagingId } })).response.status, 'attachment complete');
   ok((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, stagedAttachmentIds: [intent0.stagingId] } })).response.status, 'attachment message');
+  // A link preview, fetched by its job from a loopback page, its image re-hosted, then dismissed.
+  const page = await startLoopbackServer({ '/p': { type: 'text/html', body: `<head><meta property="og:title" content="Page"><meta property="og:image" content="${images.url('/a.png')}"></head>` } });
+  try {
+    const linked = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, content: `see ${page.url('/p')}` } });
+    ok(linked.response.status, 'link message');
+    await server.runtime.jobs.runDue();
+    const previews = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } } })).data!.items.find((m) => m.id === linked.data!.id)!.linkPreviews;
+    expect(previews.map((p) => [p.title, p.imageUrl === null]), 'link preview').toEqual([['Page', false]]);
+    ok((await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', { params: { path: { previewId: previews[0]!.id } } })).response.status, 'link preview dismiss');
+  } finally {
+    await page.close();
+  }
   // A staged upload left unused, directly (its object stays under staging/ until garbage collection).
   const intent = await createUploadIntent(server.deps.db.knex, server.deps.storage!, {
     userId,

@@ -132,7 +132,7 @@ describe('private addresses', () => {
 
   it('fetches loopback when allowPrivate is set', async () => {
     const result = await guardedFetch(`${main.base}/ok`, allow);
-    expect(result).toEqual({ status: 200, contentType: 'text/plain; charset=utf-8', body: Buffer.from('hello'), finalUrl: `${main.base}/ok` });
+    expect(result).toEqual({ status: 200, contentType: 'text/plain; charset=utf-8', body: Buffer.from('hello'), truncated: false, finalUrl: `${main.base}/ok` });
   });
 
   it('fetches localhost when allowPrivate is set', async () => {
@@ -266,6 +266,16 @@ describe('limits', () => {
     expect((await guardedFetch(`${main.base}/stream`, { ...allow, maxBytes: 60_000 })).body.length).toBe(60_000);
   });
 
+  it('with truncate, keeps the first maxBytes and hangs up instead of refusing (declared or streamed)', async () => {
+    const declared = await guardedFetch(`${main.base}/bytes?n=5000`, { ...allow, maxBytes: 1000, truncate: true });
+    expect([declared.body.length, declared.truncated]).toEqual([1000, true]);
+    const streamed = await guardedFetch(`${main.base}/stream`, { ...allow, maxBytes: 1000, truncate: true });
+    expect([streamed.body.length, streamed.truncated, streamed.body.every((b) => b === 0x62)]).toEqual([1000, true, true]);
+    const whole = await guardedFetch(`${main.base}/bytes?n=1000`, { ...allow, maxBytes: 1000, truncate: true });
+    expect([whole.body.length, whole.truncated]).toEqual([1000, false]);
+    expect((await guardedFetch(`${main.base}/bytes?n=10`, allow)).truncated).toBe(false);
+  });
+
   it('accepts a body of exactly maxBytes and refuses one byte more', async () => {
     expect((await guardedFetch(`${main.base}/bytes?n=1000`, { ...allow, maxBytes: 1000 })).body.length).toBe(1000);
     await expectRefused(guardedFetch(`${main.base}/bytes?n=1001`, { ...allow, maxBytes: 1000 }), 'too_large');
@@ -343,12 +353,12 @@ describe('address classification', () => {
 describe('fetcher configuration', () => {
   it('defaults to no private addresses, 10 s, 10 MiB, 3 redirects', () => {
     const config = loadConfig({});
-    expect(fetchOptionsFromConfig(config)).toEqual({ allowPrivate: false, timeoutMs: 10_000, maxBytes: 10 * 1_048_576, maxRedirects: 3 });
+    expect(fetchOptionsFromConfig(config)).toEqual({ allowPrivate: false, allowAddresses: [], timeoutMs: 10_000, maxBytes: 10 * 1_048_576, maxRedirects: 3 });
   });
 
   it('reads the FETCH_* variables', () => {
-    const config = loadConfig({ FETCH_ALLOW_PRIVATE: 'true', FETCH_TIMEOUT_MS: '2500', FETCH_MAX_BYTES: '4096', FETCH_MAX_REDIRECTS: '0' });
-    expect(fetchOptionsFromConfig(config)).toEqual({ allowPrivate: true, timeoutMs: 2500, maxBytes: 4096, maxRedirects: 0 });
+    const config = loadConfig({ FETCH_ALLOW_PRIVATE: 'true', FETCH_ALLOW_ADDRESSES: ' 10.1.2.3, fd00::/8 ', FETCH_TIMEOUT_MS: '2500', FETCH_MAX_BYTES: '4096', FETCH_MAX_REDIRECTS: '0' });
+    expect(fetchOptionsFromConfig(config)).toEqual({ allowPrivate: true, allowAddresses: ['10.1.2.3', 'fd00::/8'], timeoutMs: 2500, maxBytes: 4096, maxRedirects: 0 });
   });
 
   it('names the variable that is wrong', () => {
@@ -356,5 +366,13 @@ describe('fetcher configuration', () => {
     expect(() => loadConfig({ FETCH_TIMEOUT_MS: '10s' })).toThrow(/FETCH_TIMEOUT_MS must be an integer/);
     expect(() => loadConfig({ FETCH_MAX_BYTES: '0' })).toThrow(/FETCH_MAX_BYTES must be between/);
     expect(() => loadConfig({ FETCH_MAX_REDIRECTS: '50' })).toThrow(ConfigError);
+    expect(() => loadConfig({ FETCH_ALLOW_ADDRESSES: '10.0.0.1,intranet.example' })).toThrow(/FETCH_ALLOW_ADDRESSES: Not an IP address or CIDR range: intranet.example/);
+  });
+
+  it('FETCH_ALLOW_ADDRESSES opens those addresses only: the loopback origin, not a redirect to another private host', async () => {
+    const options = fetchOptionsFromConfig(loadConfig({ FETCH_ALLOW_ADDRESSES: '127.0.0.1' }));
+    expect((await guardedFetch(`${main.base}/ok`, options)).body.toString()).toBe('hello');
+    await expectRefused(guardedFetch(`${main.base}/redirect?to=${encodeURIComponent(`${other.base}/`)}`, options), 'private_address');
+    expect(other.connections).toBe(0);
   });
 });

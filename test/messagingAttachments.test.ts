@@ -130,6 +130,53 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
     expect(await storage.head(`u/${userId}/messaging/space-icons/${second}`)).toBeNull();
     expect((await api.POST('/api/v1/messaging/spaces', { body: { name: 'Plain' } })).data!.iconUrl).toBeNull();
   });
+
+  it('iconStorageRef: another space gets its own copy of an icon, so replacing or removing one never touches the other', async () => {
+    const { api, userId } = await server().user();
+    const storage = server().deps.storage!;
+    const download = async (url: string | null) => Buffer.from(await (await fetch(absolute(url!))).arrayBuffer());
+    const key = (ref: string | null) => `u/${userId}/messaging/space-icons/${ref}`;
+    async function icon(bytes: Buffer, contentType: 'image/png' | 'image/gif'): Promise<string> {
+      const intent = (await api.POST('/api/v1/messaging/spaces/icon/upload-intent', { body: { contentType, byteSize: bytes.length } })).data!;
+      expect((await fetch(absolute(intent.upload.url), { method: 'PUT', headers: intent.upload.headers, body: new Uint8Array(bytes) })).status).toBe(200);
+      expect((await api.POST('/api/v1/messaging/spaces/icon/complete', { body: { stagingId: intent.stagingId } })).response.status).toBe(204);
+      return intent.stagingId;
+    }
+    const spaceOf = async (id: string) => (await api.GET('/api/v1/messaging/spaces')).data!.find((x) => x.id === id)!;
+
+    const a = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'A', iconStagingId: await icon(PNG, 'image/png') } })).data!;
+    expect(a.iconStorageRef).toEqual(expect.stringMatching(/^[0-9a-f-]{36}$/));
+    expect((await spaceOf(a.id)).iconStorageRef).toBe(a.iconStorageRef);
+    expect((await api.GET('/api/v1/messaging/bootstrap')).data!.spaces.find((x) => x.id === a.id)!.iconStorageRef).toBe(a.iconStorageRef);
+    expect((await api.POST('/api/v1/messaging/spaces', { body: { name: 'None' } })).data!.iconStorageRef).toBeNull();
+
+    const created = await api.POST('/api/v1/messaging/spaces', { body: { name: 'B', iconStorageRef: a.iconStorageRef! } });
+    expect(created.response.status).toBe(201);
+    const b = created.data!;
+    expect(b.iconStorageRef).not.toBeNull();
+    expect(b.iconStorageRef).not.toBe(a.iconStorageRef);
+    expect((await download(b.iconUrl)).equals(PNG)).toBe(true);
+    expect(await storage.head(key(b.iconStorageRef))).toMatchObject({ contentType: 'image/png', size: PNG.length });
+
+    // Replacing A's icon deletes A's object only; B keeps its copy.
+    const replacedA = (await api.PATCH('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: a.id } }, body: { iconStagingId: await icon(GIF, 'image/gif') } })).data!;
+    expect(await storage.head(key(a.iconStorageRef))).toBeNull();
+    expect((await download((await spaceOf(b.id)).iconUrl)).equals(PNG)).toBe(true);
+
+    // PATCH with a reference: B takes a copy of A's new icon, its previous copy goes; naming its own icon changes nothing.
+    const patched = (await api.PATCH('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: b.id } }, body: { iconStorageRef: replacedA.iconStorageRef! } })).data!;
+    expect(patched.iconStorageRef).not.toBe(replacedA.iconStorageRef);
+    expect((await download(patched.iconUrl)).equals(GIF)).toBe(true);
+    expect(await storage.head(key(b.iconStorageRef))).toBeNull();
+    const same = (await api.PATCH('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: b.id } }, body: { iconStorageRef: patched.iconStorageRef!.toUpperCase() } })).data!;
+    expect(same.iconStorageRef).toBe(patched.iconStorageRef);
+    expect(await storage.head(key(patched.iconStorageRef))).not.toBeNull();
+
+    // Removing B's icon leaves A's.
+    await api.PATCH('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: b.id } }, body: { iconStagingId: null } });
+    expect(await storage.head(key(patched.iconStorageRef))).toBeNull();
+    expect((await download((await spaceOf(a.id)).iconUrl)).equals(GIF)).toBe(true);
+  });
 });
 
 describe('rules (filesystem backend)', () => {
@@ -346,6 +393,45 @@ describe('rules (filesystem backend)', () => {
     expect(foreign.response.status).toBe(404);
     expect(JSON.stringify(foreign.error)).not.toContain(theirsSpace.id);
   });
+
+  it('iconStorageRef: only the icon of a live space of the caller, and not together with iconStagingId', async () => {
+    const { api, userId } = await server().user();
+    const other = await server().user();
+    const withIcon = async (client: ApiClient, name: string) => {
+      const intent = (await client.POST('/api/v1/messaging/spaces/icon/upload-intent', { body: { contentType: 'image/png', byteSize: PNG.length } })).data!;
+      await fetch(absolute(intent.upload.url), { method: 'PUT', headers: intent.upload.headers, body: new Uint8Array(PNG) });
+      await client.POST('/api/v1/messaging/spaces/icon/complete', { body: { stagingId: intent.stagingId } });
+      return (await client.POST('/api/v1/messaging/spaces', { body: { name, iconStagingId: intent.stagingId } })).data!;
+    };
+    const mine = await withIcon(api, 'Mine');
+    const theirs = await withIcon(other.api, 'Theirs');
+    const archived = await withIcon(api, 'Archived');
+    await api.DELETE('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: archived.id } } });
+    const target = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'Target' } })).data!;
+    const objects = async () => (await server().deps.storage!.list(`u/${userId}/messaging/space-icons/`)).sort();
+    const stored = await objects();
+    const count = (await api.GET('/api/v1/messaging/spaces')).data!.length;
+
+    const refused = { code: 'BAD_REQUEST', message: 'iconStorageRef is not the icon of a live space of this account' };
+    // A staging id, another account's icon, an archived space's icon, an unknown id.
+    for (const ref of [theirs.iconStorageRef!, archived.iconStorageRef!, UNKNOWN_ID, target.id]) {
+      const created = await api.POST('/api/v1/messaging/spaces', { body: { name: 'X', iconStorageRef: ref } });
+      expect([created.response.status, created.error], ref).toEqual([400, refused]);
+      const patched = await api.PATCH('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: target.id } }, body: { iconStorageRef: ref } });
+      expect([patched.response.status, patched.error], ref).toEqual([400, refused]);
+      expect(JSON.stringify(created.error)).not.toContain(theirs.id);
+    }
+    const both = { code: 'BAD_REQUEST', message: 'Send iconStagingId or iconStorageRef, not both' };
+    expect((await api.POST('/api/v1/messaging/spaces', { body: { name: 'X', iconStorageRef: mine.iconStorageRef!, iconStagingId: UNKNOWN_ID } })).error).toEqual(both);
+    expect((await api.PATCH('/api/v1/messaging/spaces/{spaceId}', { params: { path: { spaceId: target.id } }, body: { iconStorageRef: mine.iconStorageRef!, iconStagingId: null } })).error).toEqual(both);
+    for (const bad of ['not-a-uuid', null, 7]) {
+      expect((await api.POST('/api/v1/messaging/spaces', { body: { name: 'X', iconStorageRef: bad as never } })).response.status, String(bad)).toBe(400);
+    }
+    // Nothing was created, changed or copied.
+    expect((await api.GET('/api/v1/messaging/spaces')).data!.length).toBe(count);
+    expect((await api.GET('/api/v1/messaging/spaces')).data!.find((x) => x.id === target.id)!.iconStorageRef).toBeNull();
+    expect(await objects()).toEqual(stored);
+  });
 });
 
 describe('without object storage', () => {
@@ -367,6 +453,8 @@ describe('without object storage', () => {
     expect([iconComplete.response.status, iconComplete.error]).toEqual([503, unavailable]);
     const withIcon = await api.POST('/api/v1/messaging/spaces', { body: { name: 'I', iconStagingId: UNKNOWN_ID } });
     expect([withIcon.response.status, withIcon.error]).toEqual([503, unavailable]);
+    const withRef = await api.POST('/api/v1/messaging/spaces', { body: { name: 'I', iconStorageRef: UNKNOWN_ID } });
+    expect([withRef.response.status, withRef.error]).toEqual([503, unavailable]);
     // Text still works, and spaces read without icons.
     expect((await api.GET('/api/v1/messaging/spaces')).data!.map((x) => x.iconUrl)).toEqual([null]);
     expect((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: { memberId, content: 'hi' } })).response.status).toBe(201);

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../server/config.ts';
 import { createMember } from './helpers/fixtures.ts';
 import { TestServer } from './helpers/server.ts';
 
@@ -57,19 +58,68 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
 });
 
-const servers = { keyed: new TestServer(), keyless: new TestServer() };
+/** A loopback stand-in for GIPHY's API v1 (`/v1/gifs/...`): 7 results per query, served by offset. */
+const giphySeen: URL[] = [];
+let giphy: Server;
+const GIPHY_TOTAL = 7;
+
+function giphyResult(id: string, extra: Record<string, unknown> = {}) {
+  return {
+    type: 'gif',
+    id,
+    title: `GIPHY ${id}`,
+    alt_text: 'alt',
+    images: {
+      original: { url: `https://media.giphy.example/${id}/giphy.gif?cid=x`, width: '480', height: '270', mp4: `https://media.giphy.example/${id}/giphy.mp4` },
+      fixed_width_small: { url: `https://media.giphy.example/${id}/100w.gif` },
+    },
+    ...extra,
+  };
+}
+
+beforeAll(async () => {
+  giphy = createServer((req, res) => {
+    const url = new URL(req.url!, 'http://giphy');
+    giphySeen.push(url);
+    const json = (body: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if (url.pathname === '/v1/gifs/categories') {
+      json({ data: [{ name: 'Actions', name_encoded: 'actions', gif: { images: { fixed_width_small: { url: 'https://media.giphy.example/actions.gif' } } } }, { name: 'No id' }], meta: { status: 200 } });
+      return;
+    }
+    const offset = Number(url.searchParams.get('offset') ?? 0);
+    const limit = Number(url.searchParams.get('limit'));
+    const q = url.searchParams.get('q') ?? 'trending';
+    const all = Array.from({ length: GIPHY_TOTAL }, (_, i) =>
+      i === 1
+        ? giphyResult(`${q}${i}`, { title: '', images: { original: { url: `https://media.giphy.example/${q}${i}.gif`, width: 'wide', height: '10' } } })
+        : i === 2
+          ? giphyResult(`${q}${i}`, { images: { original: { url: 'http://insecure.example/x.gif' } } }) // not https: left out
+          : giphyResult(`${q}${i}`),
+    );
+    const data = all.slice(offset, offset + limit);
+    json({ data, pagination: { total_count: GIPHY_TOTAL, count: data.length, offset }, meta: { status: 200, msg: 'OK' } });
+  });
+  await new Promise<void>((resolve) => giphy.listen(0, '127.0.0.1', resolve));
+});
+
+const servers = { keyed: new TestServer(), keyless: new TestServer(), giphy: new TestServer() };
 beforeAll(async () => {
   const port = (provider.address() as AddressInfo).port;
   await servers.keyed.start({
     env: { GIF_API_KEY: 'test-gif-key', GIF_API_BASE_URL: `http://127.0.0.1:${port}/v2`, GIF_CACHE_MAX_ENTRIES: '3', GIF_CACHE_TTL_MS: '600000' },
   });
   await servers.keyless.start({ env: { GIF_API_BASE_URL: `http://127.0.0.1:${port}/v2` } });
+  await servers.giphy.start({
+    env: { GIF_PROVIDER: 'giphy', GIF_API_KEY: 'giphy-key', GIF_API_BASE_URL: `http://127.0.0.1:${(giphy.address() as AddressInfo).port}/v1/gifs`, GIF_CACHE_TTL_MS: '0' },
+  });
 });
 
 afterAll(async () => {
   await servers.keyed.close();
   await servers.keyless.close();
+  await servers.giphy.close();
   await new Promise((resolve) => provider.close(resolve));
+  await new Promise((resolve) => giphy.close(resolve));
 });
 
 describe('GIF proxy', () => {
@@ -183,8 +233,72 @@ describe('GIF proxy', () => {
       [null, gif],
     ]);
     expect((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch, body: { memberId, content: 'plain' } })).data!.gif).toBeNull();
-    for (const bad of [{ ...gif, url: 'http://media.example/x.gif' }, { ...gif, provider: 'giphy' }, { ...gif, extra: 1 }, { ...gif, id: '' }, { id: gif.id }]) {
+    // A GIF of the other provider is accepted as well (it is metadata, not fetched again).
+    const fromGiphy = { ...gif, provider: 'giphy' as const };
+    expect((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch, body: { memberId, gifMetadata: fromGiphy } })).data!.gif).toEqual(fromGiphy);
+    for (const bad of [{ ...gif, url: 'http://media.example/x.gif' }, { ...gif, provider: 'imgur' }, { ...gif, extra: 1 }, { ...gif, id: '' }, { id: gif.id }]) {
       expect((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch, body: { memberId, gifMetadata: bad as never } })).response.status, JSON.stringify(bad)).toBe(400);
     }
+  });
+});
+
+describe('GIPHY (GIF_PROVIDER=giphy)', () => {
+  it('is configured by GIF_PROVIDER, with GIPHY’s API as the default base URL', () => {
+    expect(loadConfig({ GIF_PROVIDER: 'giphy' }).gifApiBaseUrl).toBe('https://api.giphy.com/v1/gifs');
+    expect(loadConfig({}).gifApiBaseUrl).toBe('https://tenor.googleapis.com/v2');
+    expect(loadConfig({ GIF_PROVIDER: 'giphy', GIF_API_BASE_URL: 'http://proxy.internal/giphy/' }).gifApiBaseUrl).toBe('http://proxy.internal/giphy');
+    expect(() => loadConfig({ GIF_PROVIDER: 'imgur' })).toThrow(ConfigError);
+    expect(() => loadConfig({ GIF_PROVIDER: 'imgur' })).toThrow(/GIF_PROVIDER must be tenor .* or giphy/);
+  });
+
+  it('search: normalised to the same Gif shape; rating from contentFilter, lang from locale, offsets as cursors', async () => {
+    const { api } = await servers.giphy.user();
+    giphySeen.length = 0;
+    const first = await api.GET('/api/v1/messaging/gifs/search', { params: { query: { query: 'cat', limit: 3 } } });
+    expect(first.response.status).toBe(200);
+    expect(first.data).toEqual({
+      items: [
+        { id: 'cat0', provider: 'giphy', title: 'GIPHY cat0', url: 'https://media.giphy.example/cat0/giphy.gif?cid=x', previewUrl: 'https://media.giphy.example/cat0/100w.gif', mp4Url: 'https://media.giphy.example/cat0/giphy.mp4', width: 480, height: 270 },
+        { id: 'cat1', provider: 'giphy', title: 'alt', url: 'https://media.giphy.example/cat1.gif', previewUrl: 'https://media.giphy.example/cat1.gif', mp4Url: null, width: 0, height: 10 },
+      ],
+      nextCursor: '3',
+    });
+    expect(giphySeen[0]!.pathname).toBe('/v1/gifs/search');
+    expect(Object.fromEntries(giphySeen[0]!.searchParams)).toEqual({ api_key: 'giphy-key', q: 'cat', limit: '3', rating: 'pg' });
+
+    // The cursor is the next offset; the last page has none.
+    const second = await api.GET('/api/v1/messaging/gifs/search', { params: { query: { query: 'cat', limit: 3, cursor: first.data!.nextCursor! } } });
+    expect([second.data!.items.map((g) => g.id), second.data!.nextCursor]).toEqual([['cat3', 'cat4', 'cat5'], '6']);
+    const last = await api.GET('/api/v1/messaging/gifs/search', { params: { query: { query: 'cat', limit: 3, cursor: '6' } } });
+    expect([last.data!.items.map((g) => g.id), last.data!.nextCursor]).toEqual([['cat6'], null]);
+    expect(giphySeen[1]!.searchParams.get('offset')).toBe('3');
+
+    // Filters: each level maps to a GIPHY rating; the locale's language is GIPHY's lang.
+    const ratings: Record<string, string> = { off: 'r', low: 'pg-13', medium: 'pg', high: 'g' };
+    for (const [contentFilter, rating] of Object.entries(ratings)) {
+      await api.GET('/api/v1/messaging/gifs/search', { params: { query: { query: 'dog', contentFilter: contentFilter as 'off', locale: 'pt_BR' } } });
+      expect([giphySeen.at(-1)!.searchParams.get('rating'), giphySeen.at(-1)!.searchParams.get('lang')]).toEqual([rating, 'pt']);
+    }
+    // Cursors GIPHY never gave out are refused before any call.
+    const before = giphySeen.length;
+    for (const cursor of ['CURSOR-2', '-1', '5000', '1.5']) {
+      const res = await api.GET('/api/v1/messaging/gifs/search', { params: { query: { query: 'cat', cursor } } });
+      expect([res.response.status, res.error], cursor).toEqual([400, { code: 'BAD_REQUEST', message: 'cursor is not a cursor of the configured GIF provider' }]);
+    }
+    expect(giphySeen.length).toBe(before);
+  });
+
+  it('browse: trending without a term, else a search; categories normalised', async () => {
+    const { api } = await servers.giphy.user();
+    giphySeen.length = 0;
+    const trending = await api.GET('/api/v1/messaging/gifs/browse', { params: { query: { limit: 2, contentFilter: 'high', locale: 'de' } } });
+    expect(trending.data!.items.map((g) => g.id)).toEqual(['trending0', 'trending1']);
+    expect(giphySeen[0]!.pathname).toBe('/v1/gifs/trending');
+    expect(Object.fromEntries(giphySeen[0]!.searchParams)).toEqual({ api_key: 'giphy-key', limit: '2', rating: 'g' });
+    await api.GET('/api/v1/messaging/gifs/browse', { params: { query: { categoryId: 'actions', limit: 2 } } });
+    expect([giphySeen[1]!.pathname, giphySeen[1]!.searchParams.get('q')]).toEqual(['/v1/gifs/search', 'actions']);
+    const cats = await api.GET('/api/v1/messaging/gifs/categories');
+    expect(cats.data).toEqual([{ id: 'actions', name: 'Actions', previewUrl: 'https://media.giphy.example/actions.gif' }]);
+    expect(Object.fromEntries(giphySeen[2]!.searchParams)).toEqual({ api_key: 'giphy-key' });
   });
 });

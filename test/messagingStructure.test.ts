@@ -31,7 +31,7 @@ describe('spaces', () => {
     const { api } = await server.user();
     const side = await createSide(api, 'Other side');
     const a = await space(api, 'Home', { description: 'Flat' });
-    expect(a).toEqual({ id: a.id, name: 'Home', description: 'Flat', iconUrl: null, sideSystemId: null, position: 0, createdAt: now, updatedAt: now });
+    expect(a).toEqual({ id: a.id, name: 'Home', description: 'Flat', iconUrl: null, iconStorageRef: null, sideSystemId: null, position: 0, createdAt: now, updatedAt: now });
     const b = await space(api, 'Work', { sideSystemId: side });
     expect(b.sideSystemId).toBe(side);
     expect(b.position).toBe(1);

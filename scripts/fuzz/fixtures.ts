@@ -154,7 +154,32 @@ const RECIPES: Record<string, Recipe> = {
       return intent.stagingId;
     },
   },
+  // A fetched link preview: a message linking the server's loopback page, its job run to completion.
+  previewId: {
+    create: async (f) => {
+      const { previewPageUrl, runJobs } = f.services;
+      if (!previewPageUrl || !runJobs) throw new Error('link-preview fixtures need the fuzz server’s preview page and job runner');
+      const channelId = f.shared('channelId') ?? (await RECIPES.channelId!.create(f));
+      const message = (await f.api('POST', `/api/v1/messaging/channels/${channelId}/messages`, {
+        memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)),
+        content: `${label('Preview')} ${previewPageUrl}`,
+      })) as Json;
+      await runJobs();
+      const page = (await f.api('GET', `/api/v1/messaging/channels/${channelId}/messages`)) as { items: Array<{ id: string; linkPreviews: Array<{ id: string }> }> };
+      const preview = page.items.find((m) => m.id === message.id)?.linkPreviews[0];
+      if (!preview) throw new Error('the fixture link preview was not fetched');
+      return preview.id;
+    },
+  },
 };
+
+/** What some recipes need from the fuzz server beyond HTTP. */
+export interface FixtureServices {
+  /** A loopback HTML page the server may fetch (link previews). */
+  previewPageUrl?: string;
+  /** Runs the server's due background jobs to completion. */
+  runJobs?: () => Promise<void>;
+}
 
 export class Fixtures {
   readonly sharedIds = new Map<string, string>();
@@ -169,6 +194,7 @@ export class Fixtures {
   constructor(
     readonly baseUrl: string,
     readonly adminToken: string,
+    readonly services: FixtureServices = {},
   ) {}
 
   static canonical(name: string): string {

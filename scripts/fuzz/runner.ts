@@ -58,7 +58,7 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
   process.on('uncaughtException', onCrash);
   process.on('unhandledRejection', onCrash);
   try {
-    const fixtures = new Fixtures(server.baseUrl, server.adminToken);
+    const fixtures = new Fixtures(server.baseUrl, server.adminToken, { previewPageUrl: server.previewPageUrl, runJobs: server.runJobs });
     const scopes = Object.keys(contract.deref<{ properties: Record<string, unknown> }>({ $ref: '#/components/schemas/ScopeMap' }).properties);
     await fixtures.setUp(scopes);
     const creds: Credentials = { adminToken: server.adminToken, metricsToken: server.metricsToken, fixtures };

@@ -29,6 +29,10 @@ export interface FuzzServer {
   database: 'embedded' | 'postgres';
   /** Error-level log lines since the last call. */
   takeErrors(): LoggedError[];
+  /** A loopback HTML page with Open Graph tags, for link-preview fixtures. */
+  previewPageUrl: string;
+  /** Runs every due background job (link previews) to completion: the fuzz server starts no job worker. */
+  runJobs(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -54,9 +58,14 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     databaseUrl = url.toString();
     dropDatabase = () => adminQuery(base, `drop database if exists ${name} with (force)`);
   }
-  // A loopback stand-in for the GIF provider (Tenor v2), so the GIF routes answer rather than 503.
+  // A loopback stand-in for the GIF provider (Tenor v2), so the GIF routes answer rather than 503,
+  // and for a page to preview (`/page.html`), so link-preview routes have a real preview to act on.
   const gifProvider = await new Promise<Server>((resolve) => {
     const s = createServer((req, res) => {
+      if (req.url === '/page.html') {
+        res.writeHead(200, { 'content-type': 'text/html' }).end('<head><title>Fuzz page</title><meta property="og:description" content="A page to preview"></head>');
+        return;
+      }
       const body = req.url?.startsWith('/v2/categories') ? { tags: [{ searchterm: 'fuzz', name: '#fuzz', image: 'https://media.example/fuzz.gif' }] } : { results: [], next: '' };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     });
@@ -93,6 +102,8 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     MEDIA_MAX_BYTES: '524288',
     // Notes may name external images; this machine has no network, so fail those fetches fast.
     FETCH_TIMEOUT_MS: '500',
+    // The loopback stand-ins above (the preview page) and nothing else private.
+    FETCH_ALLOW_ADDRESSES: '127.0.0.1',
     NOTE_IMAGES_TIMEOUT_MS: '1000',
     GIF_API_KEY: 'fuzz-gif-key',
     GIF_API_BASE_URL: `http://127.0.0.1:${(gifProvider.address() as AddressInfo).port}/v2`,
@@ -123,6 +134,8 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     metricsToken,
     database: databaseUrl ? 'postgres' : 'embedded',
     takeErrors: () => errors.splice(0),
+    previewPageUrl: `http://127.0.0.1:${(gifProvider.address() as AddressInfo).port}/page.html`,
+    runJobs: async () => void (await runtime.jobs.runDue()),
     close: async () => {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

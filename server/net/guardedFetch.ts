@@ -1,6 +1,6 @@
 /**
- * The one way the server fetches a URL it was handed (today the external images of notes, re-hosted
- * by entries/rehost.ts; link previews and GIF providers are to use it too). Such URLs are attacker-chosen, so every hop is checked before connecting:
+ * The one way the server fetches a URL it was handed (the external images of notes, re-hosted by
+ * entries/rehost.ts; link previews and their images; the GIF provider). Such URLs are attacker-chosen, so every hop is checked before connecting:
  * http(s) only, DNS resolved here and every answer vetted (no loopback, private, link-local,
  * metadata or multicast addresses unless allowed), the connection pinned to the vetted addresses
  * (a second DNS answer cannot swap in 127.0.0.1: no rebinding gap), redirects followed by hand
@@ -52,8 +52,13 @@ export interface GuardedFetchOptions {
   allowAddresses?: readonly string[];
   /** Overall deadline, DNS and every redirect included. */
   timeoutMs?: number;
-  /** Largest body read; a bigger Content-Length is refused before reading. */
+  /** Largest body read; a bigger Content-Length is refused before reading (unless `truncate`). */
   maxBytes?: number;
+  /**
+   * Past `maxBytes`, keep the first `maxBytes` bytes and hang up instead of refusing (`truncated` in the
+   * result): for callers that only need the start of a document, such as a page's metadata.
+   */
+  truncate?: boolean;
   maxRedirects?: number;
   /** Extra request headers (e.g. Accept: image/*). */
   headers?: Record<string, string>;
@@ -67,14 +72,17 @@ export interface GuardedFetchResult {
   status: number;
   contentType: string | null;
   body: Buffer;
+  /** The body stopped at `maxBytes` (only with `truncate`); the rest was never read. */
+  truncated: boolean;
   finalUrl: string;
 }
 
 export function fetchOptionsFromConfig(
-  config: Pick<Config, 'fetchAllowPrivate' | 'fetchTimeoutMs' | 'fetchMaxBytes' | 'fetchMaxRedirects'>,
+  config: Pick<Config, 'fetchAllowPrivate' | 'fetchAllowAddresses' | 'fetchTimeoutMs' | 'fetchMaxBytes' | 'fetchMaxRedirects'>,
 ): GuardedFetchOptions {
   return {
     allowPrivate: config.fetchAllowPrivate,
+    allowAddresses: config.fetchAllowAddresses,
     timeoutMs: config.fetchTimeoutMs,
     maxBytes: config.fetchMaxBytes,
     maxRedirects: config.fetchMaxRedirects,
@@ -167,7 +175,7 @@ function sendRequest(url: URL, addresses: ResolvedAddress[], headers: Record<str
   });
 }
 
-function readBody(res: IncomingMessage, url: URL, maxBytes: number): Promise<Buffer> {
+function readBody(res: IncomingMessage, url: URL, maxBytes: number, truncate: boolean): Promise<{ body: Buffer; truncated: boolean }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
@@ -179,14 +187,24 @@ function readBody(res: IncomingMessage, url: URL, maxBytes: number): Promise<Buf
       reject(error);
     };
     res.on('data', (chunk: Buffer) => {
-      total += chunk.length;
-      if (total > maxBytes) fail(new FetchRefusedError('too_large', `Response body exceeds ${maxBytes} bytes`, url.href));
-      else chunks.push(chunk);
+      if (settled) return;
+      if (total + chunk.length <= maxBytes) {
+        total += chunk.length;
+        chunks.push(chunk);
+      } else if (truncate) {
+        chunks.push(chunk.subarray(0, maxBytes - total));
+        settled = true;
+        // Nothing more is read: the connection goes, however much the server still had to send.
+        res.destroy();
+        resolve({ body: Buffer.concat(chunks, maxBytes), truncated: true });
+      } else {
+        fail(new FetchRefusedError('too_large', `Response body exceeds ${maxBytes} bytes`, url.href));
+      }
     });
     res.on('end', () => {
       if (settled) return;
       settled = true;
-      resolve(Buffer.concat(chunks, total));
+      resolve({ body: Buffer.concat(chunks, total), truncated: false });
     });
     res.on('error', fail);
     res.on('close', () => fail(new Error('Connection closed before the response body was complete')));
@@ -238,12 +256,12 @@ export async function guardedFetch(input: string | URL, options: GuardedFetchOpt
         throw new FetchRefusedError('bad_status', `Remote answered ${status}`, url.href, status);
       }
       const declared = Number(res.headers['content-length']);
-      if (Number.isFinite(declared) && declared > maxBytes) {
+      if (!options.truncate && Number.isFinite(declared) && declared > maxBytes) {
         res.destroy();
         throw new FetchRefusedError('too_large', `Content-Length ${declared} exceeds ${maxBytes} bytes`, url.href, status);
       }
-      const body = await readBody(res, url, maxBytes);
-      return { status, contentType: res.headers['content-type'] ?? null, body, finalUrl: url.href };
+      const { body, truncated } = await readBody(res, url, maxBytes, options.truncate ?? false);
+      return { status, contentType: res.headers['content-type'] ?? null, body, truncated, finalUrl: url.href };
     }
   } catch (error) {
     if (error instanceof FetchRefusedError) throw error;

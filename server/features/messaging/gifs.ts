@@ -1,12 +1,14 @@
 /**
  * The GIF proxy (docs/messaging.md, "GIFs"): search, browse and categories of one configured
- * provider (Tenor API v2), fetched through the guarded fetcher, normalised to one shape and cached
- * briefly in a bounded in-memory map. The provider's text never reaches a client.
+ * provider (GIF_PROVIDER: Tenor API v2 or GIPHY), fetched through the guarded fetcher, normalised to
+ * one shape and cached briefly in a bounded in-memory map. The provider's text never reaches a
+ * client. Each provider is an adapter below: which endpoint and parameters a request becomes, and
+ * how its answers map to Gif, GifPage and GifCategory.
  */
 import type { components } from '../../../generated/api.d.ts';
-import type { Config } from '../../config.ts';
+import type { Config, GifProviderName } from '../../config.ts';
 import type { ServiceContext } from '../../core/context.ts';
-import { unavailable } from '../../core/errors.ts';
+import { badRequest, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig, guardedFetch } from '../../net/guardedFetch.ts';
 import { getGif as gifPreferences } from './preferences.ts';
 
@@ -42,16 +44,36 @@ function remember(config: Config, key: string, value: unknown, now: number): voi
   while (cache.size > config.gifCacheMaxEntries) cache.delete(cache.keys().next().value!);
 }
 
-/** Tenor's content filter names for ours. */
-const TENOR_FILTER: Record<Schemas['GifPreferences']['contentFilter'], string> = { off: 'off', low: 'low', medium: 'medium', high: 'high' };
+type ContentFilter = Schemas['GifPreferences']['contentFilter'];
+
+/** What the proxy asks a provider, whichever it is. */
+interface GifRequest {
+  kind: 'search' | 'featured' | 'categories';
+  query?: string;
+  limit: number;
+  cursor?: string;
+  contentFilter: ContentFilter;
+  /** `xx` or `xx_YY`. */
+  locale?: string;
+}
+
+interface ProviderAdapter {
+  /** The query parameter that carries GIF_API_KEY. */
+  keyParam: string;
+  /** The endpoint (relative to GIF_API_BASE_URL) and query parameters of a request; 400 for a cursor this provider never gave out. */
+  call(request: GifRequest): { endpoint: string; params: Record<string, string | undefined> };
+  page(body: Record<string, unknown>, request: GifRequest): Schemas['GifPage'];
+  categories(body: Record<string, unknown>): Schemas['GifCategory'][];
+}
 
 const providerDown = () => unavailable('The GIF provider is not available');
 
-async function callProvider(ctx: ServiceContext, endpoint: string, params: Record<string, string | undefined>): Promise<Record<string, unknown>> {
+async function callProvider(ctx: ServiceContext, adapter: ProviderAdapter, request: GifRequest): Promise<Record<string, unknown>> {
   const key = ctx.config.gifApiKey;
   if (!key) throw unavailable('GIFs are not configured on this server');
+  const { endpoint, params } = adapter.call(request);
   const url = new URL(`${ctx.config.gifApiBaseUrl}/${endpoint}`);
-  for (const [name, value] of Object.entries({ ...params, key, client_key: 'account-data-api', media_filter: endpoint === 'categories' ? undefined : 'gif,tinygif,mp4' })) {
+  for (const [name, value] of Object.entries({ ...params, [adapter.keyParam]: key })) {
     if (value !== undefined) url.searchParams.set(name, value);
   }
   const cacheKey = url.href;
@@ -85,21 +107,36 @@ const httpsUrl = (v: unknown): string | null => {
   const s = str(v);
   return s && s.startsWith('https://') && s.length <= MAX_URL ? s : null;
 };
-const dim = (v: unknown): number => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 100_000 ? v : 0);
+/** A width or height: a number, or (GIPHY) a string of digits. */
+const dim = (v: unknown): number => {
+  const n = typeof v === 'string' && /^\d{1,6}$/.test(v) ? Number(v) : v;
+  return typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 100_000 ? n : 0;
+};
+const GIF_ID = /^[A-Za-z0-9_-]{1,100}$/;
+const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+/** Results that lack what a Gif needs are left out (a page may hold fewer than `limit`). */
+function gifPage(results: unknown, toGif: (raw: unknown) => Gif | null, limit: number, nextCursor: string | null): Schemas['GifPage'] {
+  const items = (Array.isArray(results) ? results : [])
+    .map(toGif)
+    .filter((g): g is Gif => g !== null)
+    .slice(0, limit);
+  return { items, nextCursor };
+}
+
+// ---- Tenor API v2 ----
 
 interface TenorFormat {
   url?: unknown;
   dims?: unknown;
 }
 
-/** One Tenor result as a Gif; null when it lacks what the shape needs (it is then left out). */
-function toGif(raw: unknown): Gif | null {
-  if (typeof raw !== 'object' || raw === null) return null;
-  const r = raw as { id?: unknown; title?: unknown; content_description?: unknown; media_formats?: Record<string, TenorFormat | undefined> };
+function tenorGif(raw: unknown): Gif | null {
+  const r = record(raw) as { id?: unknown; title?: unknown; content_description?: unknown; media_formats?: Record<string, TenorFormat | undefined> };
   const id = str(r.id);
   const formats = r.media_formats ?? {};
   const url = httpsUrl(formats.gif?.url);
-  if (!id || !/^[A-Za-z0-9_-]{1,100}$/.test(id) || !url) return null;
+  if (!id || !GIF_ID.test(id) || !url) return null;
   const dims = Array.isArray(formats.gif?.dims) ? (formats.gif!.dims as unknown[]) : [];
   return {
     id,
@@ -113,60 +150,127 @@ function toGif(raw: unknown): Gif | null {
   };
 }
 
-function toPage(body: Record<string, unknown>, limit: number): Schemas['GifPage'] {
-  const results = Array.isArray(body.results) ? body.results : [];
-  const items = results
-    .map(toGif)
-    .filter((g): g is Gif => g !== null)
-    .slice(0, limit);
-  const next = str(body.next);
-  // Tenor answers "" (or "0") when there is nothing more.
-  return { items, nextCursor: next && next !== '0' && next.length <= 200 ? next : null };
+const tenor: ProviderAdapter = {
+  keyParam: 'key',
+  call: (r) => {
+    // Tenor's content filter has our four levels under the same names.
+    const common = { contentfilter: r.contentFilter, locale: r.locale, client_key: 'account-data-api' };
+    if (r.kind === 'categories') return { endpoint: 'categories', params: common };
+    const params = { ...common, limit: String(r.limit), pos: r.cursor, media_filter: 'gif,tinygif,mp4' };
+    return r.kind === 'search' ? { endpoint: 'search', params: { ...params, q: r.query } } : { endpoint: 'featured', params };
+  },
+  page: (body, r) => {
+    const next = str(body.next);
+    // Tenor answers "" (or "0") when there is nothing more.
+    return gifPage(body.results, tenorGif, r.limit, next && next !== '0' && next.length <= 200 ? next : null);
+  },
+  categories: (body) =>
+    (Array.isArray(body.tags) ? body.tags : []).flatMap((raw) => {
+      const t = record(raw);
+      const id = str(t.searchterm);
+      return id && id.length <= 100 ? [{ id, name: (str(t.name) ?? id).slice(0, 100), previewUrl: httpsUrl(t.image) }] : [];
+    }),
+};
+
+// ---- GIPHY API v1 ----
+
+/** GIPHY's ratings: each of our levels admits what its rating and those below it admit. */
+const GIPHY_RATING: Record<ContentFilter, string> = { off: 'r', low: 'pg-13', medium: 'pg', high: 'g' };
+/** GIPHY refuses offsets above this. */
+const GIPHY_MAX_OFFSET = 4999;
+
+function giphyOffset(cursor: string | undefined): string | undefined {
+  if (cursor === undefined) return undefined;
+  if (!/^\d{1,4}$/.test(cursor) || Number(cursor) > GIPHY_MAX_OFFSET) throw badRequest('cursor is not a cursor of the configured GIF provider');
+  return String(Number(cursor));
 }
+
+function giphyGif(raw: unknown): Gif | null {
+  const r = record(raw);
+  const images = record(r.images);
+  const original = record(images.original);
+  const id = str(r.id);
+  const url = httpsUrl(original.url);
+  if (!id || !GIF_ID.test(id) || !url) return null;
+  return {
+    id,
+    provider: 'giphy',
+    title: (str(r.title) || str(r.alt_text) || '').slice(0, 500),
+    url,
+    previewUrl: httpsUrl(record(images.fixed_width_small).url) ?? httpsUrl(record(images.preview_gif).url) ?? url,
+    mp4Url: httpsUrl(original.mp4),
+    width: dim(original.width),
+    height: dim(original.height),
+  };
+}
+
+const giphy: ProviderAdapter = {
+  keyParam: 'api_key',
+  call: (r) => {
+    if (r.kind === 'categories') return { endpoint: 'categories', params: {} };
+    const params = { limit: String(r.limit), offset: giphyOffset(r.cursor), rating: GIPHY_RATING[r.contentFilter] };
+    // GIPHY's `lang` is the language alone (our `xx_YY` without the region); trending takes none.
+    return r.kind === 'search' ? { endpoint: 'search', params: { ...params, q: r.query, lang: r.locale?.slice(0, 2) } } : { endpoint: 'trending', params };
+  },
+  page: (body, r) => {
+    const pagination = record(body.pagination);
+    const offset = Number(r.cursor ?? 0);
+    const count = typeof pagination.count === 'number' ? pagination.count : 0;
+    const total = typeof pagination.total_count === 'number' ? pagination.total_count : 0;
+    // The cursor is the offset of the next page, while there is one GIPHY will serve.
+    const next = offset + count;
+    return gifPage(body.data, giphyGif, r.limit, count > 0 && next < total && next <= GIPHY_MAX_OFFSET ? String(next) : null);
+  },
+  categories: (body) =>
+    (Array.isArray(body.data) ? body.data : []).flatMap((raw) => {
+      const c = record(raw);
+      // The encoded name is a search term: browse searches it.
+      const id = str(c.name_encoded);
+      const images = record(record(c.gif).images);
+      const previewUrl = httpsUrl(record(images.fixed_width_small).url) ?? httpsUrl(record(images.original).url);
+      return id && id.length <= 100 ? [{ id, name: (str(c.name) ?? id).slice(0, 100), previewUrl }] : [];
+    }),
+};
+
+const ADAPTERS: Record<GifProviderName, ProviderAdapter> = { tenor, giphy };
 
 interface GifQuery {
   limit?: number;
   cursor?: string;
-  contentFilter?: Schemas['GifPreferences']['contentFilter'];
+  contentFilter?: ContentFilter;
   locale?: string;
 }
 
-async function providerParams(ctx: ServiceContext, q: GifQuery): Promise<Record<string, string | undefined>> {
+async function gifRequest(ctx: ServiceContext, kind: GifRequest['kind'], q: GifQuery & { query?: string }): Promise<GifRequest> {
   // The key is checked before the preferences are read: without one nothing else matters.
   if (!ctx.config.gifApiKey) throw unavailable('GIFs are not configured on this server');
   const prefs = q.contentFilter && q.locale ? null : await gifPreferences(ctx);
   return {
-    limit: String(q.limit ?? 20),
-    pos: q.cursor,
-    contentfilter: TENOR_FILTER[q.contentFilter ?? prefs!.contentFilter],
+    kind,
+    query: q.query,
+    limit: q.limit ?? 20,
+    cursor: q.cursor,
+    contentFilter: q.contentFilter ?? prefs!.contentFilter,
     locale: q.locale ?? prefs?.locale ?? undefined,
   };
 }
 
+async function gifs(ctx: ServiceContext, request: GifRequest): Promise<Schemas['GifPage']> {
+  const adapter = ADAPTERS[ctx.config.gifProvider];
+  return adapter.page(await callProvider(ctx, adapter, request), request);
+}
+
 export async function search(ctx: ServiceContext, q: GifQuery & { query: string }): Promise<Schemas['GifPage']> {
-  const params = await providerParams(ctx, q);
-  return toPage(await callProvider(ctx, 'search', { ...params, q: q.query }), q.limit ?? 20);
+  return gifs(ctx, await gifRequest(ctx, 'search', q));
 }
 
 export async function browse(ctx: ServiceContext, q: GifQuery & { query?: string; categoryId?: string }): Promise<Schemas['GifPage']> {
-  const params = await providerParams(ctx, q);
   const term = q.categoryId ?? q.query;
-  const body = term === undefined ? await callProvider(ctx, 'featured', params) : await callProvider(ctx, 'search', { ...params, q: term });
-  return toPage(body, q.limit ?? 20);
+  return gifs(ctx, await gifRequest(ctx, term === undefined ? 'featured' : 'search', { ...q, query: term }));
 }
 
 export async function categories(ctx: ServiceContext): Promise<Schemas['GifCategory'][]> {
-  const params = await providerParams(ctx, {});
-  const body = await callProvider(ctx, 'categories', { contentfilter: params.contentfilter, locale: params.locale });
-  const tags = Array.isArray(body.tags) ? body.tags : [];
-  const out: Schemas['GifCategory'][] = [];
-  for (const raw of tags) {
-    if (typeof raw !== 'object' || raw === null) continue;
-    const t = raw as { searchterm?: unknown; name?: unknown; image?: unknown };
-    const id = str(t.searchterm);
-    if (!id || id.length > 100) continue;
-    out.push({ id, name: (str(t.name) ?? id).slice(0, 100), previewUrl: httpsUrl(t.image) });
-    if (out.length >= 200) break;
-  }
-  return out;
+  const adapter = ADAPTERS[ctx.config.gifProvider];
+  const request = await gifRequest(ctx, 'categories', {});
+  return adapter.categories(await callProvider(ctx, adapter, request)).slice(0, 200);
 }

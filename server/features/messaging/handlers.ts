@@ -2,6 +2,7 @@ import type { HandlerMap } from '../../http/handlers.ts';
 import * as attachments from './attachments.ts';
 import * as gifs from './gifs.ts';
 import * as icons from './icons.ts';
+import * as previews from './linkPreviews.ts';
 import * as messages from './messages.ts';
 import * as prefs from './preferences.ts';
 import * as structure from './structure.ts';
@@ -53,6 +54,8 @@ export const messagingHandlers = {
   createMessagingAttachmentUploadIntent: async ({ body }, ctx) => ({ status: 201, body: await attachments.createIntent(ctx.service(), body) }),
   completeMessagingAttachmentUpload: async ({ body }, ctx) => (await attachments.complete(ctx.service(), body.stagingId), done),
   getMessagingAttachmentAccessUrl: async ({ path }, ctx) => ({ status: 200, body: await attachments.accessUrl(ctx.service(), path.attachmentId) }),
+  dismissMessagingLinkPreview: async ({ path }, ctx) => (await previews.dismissPreview(ctx.service(), path.previewId), done),
+  refreshMessagingLinkPreview: async ({ path }, ctx) => (await previews.refreshPreview(ctx.service(), path.previewId), done),
   searchMessagingGifs: async ({ query }, ctx) => ({ status: 200, body: await gifs.search(ctx.service(), query) }),
   browseMessagingGifs: async ({ query }, ctx) => ({ status: 200, body: await gifs.browse(ctx.service(), query ?? {}) }),
   listMessagingGifCategories: async (_i, ctx) => ({ status: 200, body: await gifs.categories(ctx.service()) }),

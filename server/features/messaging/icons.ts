@@ -1,4 +1,8 @@
-/** Space icons (docs/messaging.md, "Space icons"): the upload flow of attachments, for one image per space. */
+/**
+ * Space icons (docs/messaging.md, "Space icons"): the upload flow of attachments, for one image per
+ * space, and copies of another space's icon named by its `iconStorageRef`.
+ */
+import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
@@ -11,8 +15,14 @@ type Schemas = components['schemas'];
 const ICON_PURPOSE = 'space-icon';
 const ICON_TYPES = ['image/png', 'image/jpeg', 'image/webp', 'image/gif'] as const;
 
-/** The icon's object; named by its staging id, so a retried move after a rollback finds it in place. */
-const iconKey = (userId: string, stagingId: string) => `u/${userId}/messaging/space-icons/${stagingId}`;
+/**
+ * The icon's object: named by its staging id (so a retried move after a rollback finds it in place),
+ * or by a new id for a copy. That id is the icon's `iconStorageRef`.
+ */
+const iconKey = (userId: string, iconId: string) => `u/${userId}/messaging/space-icons/${iconId}`;
+
+/** The `iconStorageRef` of an icon object: the id its key ends with; null without an icon. */
+export const iconRefOf = (key: string | null): string | null => (key === null ? null : key.slice(key.lastIndexOf('/') + 1));
 
 export async function createIconIntent(ctx: ServiceContext, input: Schemas['SpaceIconUploadIntentRequest']): Promise<Schemas['MessagingUploadIntent']> {
   const storage = requireStorage(ctx);
@@ -52,13 +62,33 @@ export async function takeIcon(tx: ServiceContext & { db: Knex.Transaction }, st
   }
 }
 
+/**
+ * Inside the space write's transaction: a copy of the icon `ref` names (the icon of a live space of
+ * the account) under a key of its own, so replacing or removing either never touches the other;
+ * 400 when `ref` names no such icon. The copy exists before the write commits: a caller whose
+ * transaction fails deletes it (dropIcon).
+ */
+export async function copyIcon(tx: ServiceContext & { db: Knex.Transaction }, ref: string): Promise<string> {
+  const storage = requireStorage(tx);
+  const userId = ownerOf(tx);
+  const source = iconKey(userId, ref.toLowerCase());
+  const owner = await tx.db('messaging_spaces').where({ user_id: userId, icon_key: source }).whereNull('archived_at').first('id');
+  if (!owner) throw badRequest('iconStorageRef is not the icon of a live space of this account');
+  const object = await storage.get(source);
+  // The row names an icon whose bytes are gone: the storage lost them, not the caller's doing.
+  if (!object) throw new Error(`space icon object ${source} is missing`);
+  const copy = iconKey(userId, randomUUID());
+  await storage.put(copy, object.body, object.contentType);
+  return copy;
+}
+
 /** The icon's short-lived download URL; null without an icon or without storage. */
 export async function iconUrl(ctx: ServiceContext, key: string | null): Promise<string | null> {
   if (!key || !ctx.storage) return null;
   return (await ctx.storage.presignGet(key, ctx.config.storageDownloadUrlTtlSeconds)).url;
 }
 
-/** Deletes a replaced icon's object after the write committed; a failure leaves bytes behind, logged. */
+/** Deletes a replaced icon's object after the write committed (or a copy whose write failed); a failure leaves bytes behind, logged. */
 export async function dropIcon(ctx: ServiceContext, key: string | null): Promise<void> {
   if (!key || !ctx.storage) return;
   try {

@@ -1,2 +1,3 @@
-/** The messaging area's public entry point: its handlers live in handlers.ts; the runtime wires the re-encryption job. */
+/** The messaging area's public entry point: its handlers live in handlers.ts; the runtime wires the re-encryption and link-preview jobs. */
 export { defineMessageReencryption, queueMessageReencryption } from './reencrypt.ts';
+export { defineLinkPreviews } from './linkPreviews.ts';

@@ -1,4 +1,4 @@
-/** Messages: send (idempotent), edit, delete, pages, pins, read markers, mentions (docs/messaging.md). */
+/** Messages: send (idempotent), edit, delete, pages, pins, read markers, mentions, link previews queued (docs/messaging.md). */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -7,6 +7,7 @@ import { badRequest, conflict, notFound, unavailable } from '../../core/errors.t
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { toMemberSummary, type MediaRef } from '../members/index.ts';
 import { attachStaged } from './attachments.ts';
+import { dropPreviewImages, queueLinkPreviews, syncLinkPreviews, toLinkPreviews, type StoredLinkPreview } from './linkPreviews.ts';
 import { jsonValue, oneMessage, pageAfter, pageBefore, pageFirst, pageUpTo, pinnedMessages, type MessageReadRow } from './repo.ts';
 import { liveChannel } from './structure.ts';
 
@@ -24,7 +25,7 @@ const MENTION = /<@([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
 const cipherOf = (ctx: ServiceContext) => new MessageCipher(ctx.config.messageEncryptionKeys);
 const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength));
 
-function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
+async function toMessage(ctx: ServiceContext, cipher: MessageCipher, row: MessageReadRow): Promise<Message> {
   const id = row.id!;
   // A message sent without text (attachments or a GIF only) stores the empty string, which no text can be.
   const text = cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
@@ -48,11 +49,17 @@ function toMessage(cipher: MessageCipher, row: MessageReadRow): Message {
     createdAt: Number(row.created_at),
     editedAt: row.edited_at === null ? null : Number(row.edited_at),
     attachments: jsonValue<Message['attachments']>(row.attachments) ?? [],
-    linkPreviews: [],
+    linkPreviews: await toLinkPreviews(ctx, cipher, row.user_id, jsonValue<StoredLinkPreview[]>(row.link_previews) ?? []),
     gif: jsonValue<Message['gif']>(row.gif) ?? null,
     mentions: jsonValue<Message['mentions']>(row.mentions) ?? [],
     replyTo,
   };
+}
+
+/** Rows to messages, in order (image URLs of link previews are signed in-process, no statement). */
+function toMessages(ctx: ServiceContext, rows: readonly MessageReadRow[]): Promise<Message[]> {
+  const cipher = cipherOf(ctx);
+  return Promise.all(rows.map((r) => toMessage(ctx, cipher, r)));
 }
 
 /** The rows of a channel read: 404 when the channel is not found, else its messages and pins. */
@@ -72,8 +79,7 @@ export async function listMessages(ctx: ServiceContext, channelId: string, q: { 
       ? await pageFirst(ctx.db, [limit + 1, channelId, userId])
       : await pageBefore(ctx.db, [q.beforeCreatedAt, q.beforeId, limit + 1, channelId, userId]);
   const { messages, pinned } = readRows(rows);
-  const cipher = cipherOf(ctx);
-  const items = messages.slice(0, limit).map((r) => toMessage(cipher, r));
+  const items = await toMessages(ctx, messages.slice(0, limit));
   const last = items[items.length - 1];
   return { items, nextCursor: messages.length > limit && last ? { beforeCreatedAt: last.createdAt, beforeId: last.id } : null, pinnedMessageIds: pinned };
 }
@@ -82,8 +88,7 @@ export async function listNewer(ctx: ServiceContext, channelId: string, q: { lim
   const userId = ownerOf(ctx);
   const limit = q.limit ?? 50;
   const { messages, pinned } = readRows(await pageAfter(ctx.db, [q.afterCreatedAt, q.afterId, limit + 1, channelId, userId]));
-  const cipher = cipherOf(ctx);
-  const ascending = messages.slice(0, limit).map((r) => toMessage(cipher, r));
+  const ascending = await toMessages(ctx, messages.slice(0, limit));
   const newest = ascending[ascending.length - 1];
   return {
     items: ascending.reverse(),
@@ -103,9 +108,8 @@ export async function listAround(ctx: ServiceContext, channelId: string, q: { an
   // The anchor and older (the anchor comes first), then newer.
   const older = readRows(await pageUpTo(ctx.db, [...key, beforeLimit + 2, channelId, userId]));
   const newer = readRows(await pageAfter(ctx.db, [...key, afterLimit + 1, channelId, userId]));
-  const cipher = cipherOf(ctx);
-  const olderItems = older.messages.slice(0, beforeLimit + 1).map((r) => toMessage(cipher, r));
-  const newerItems = newer.messages.slice(0, afterLimit).map((r) => toMessage(cipher, r));
+  const olderItems = await toMessages(ctx, older.messages.slice(0, beforeLimit + 1));
+  const newerItems = await toMessages(ctx, newer.messages.slice(0, afterLimit));
   const oldest = olderItems[olderItems.length - 1]!;
   const newest = newerItems[newerItems.length - 1];
   return {
@@ -119,7 +123,7 @@ export async function listAround(ctx: ServiceContext, channelId: string, q: { an
 async function readOne(ctx: ServiceContext, messageId: string, channelId: string): Promise<Message> {
   const { messages } = readRows(await oneMessage(ctx.db, [messageId, channelId, ownerOf(ctx)]));
   if (!messages[0]) throw notFound('Message not found');
-  return toMessage(cipherOf(ctx), messages[0]);
+  return toMessage(ctx, cipherOf(ctx), messages[0]);
 }
 
 // ---- writes ----
@@ -204,6 +208,8 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
       if (inserted.length === 0) throw new AlreadySent();
       // After the message row: a concurrent retry waits on the unique index above and never reaches its uploads.
       await attachStaged(tx, id, channelId, attachmentIds);
+      // Fetched later by the link_preview job, never while the sender waits.
+      await queueLinkPreviews(tx, id, content);
       await tx.db('messaging_channels').where({ id: channelId }).update({ last_seq: seq, unread_count: tx.db.raw('unread_count + 1') });
       return readOne(tx, id, channelId);
     });
@@ -239,13 +245,17 @@ async function lockMessage(tx: ServiceContext, messageId: string) {
  */
 export async function editMessage(ctx: ServiceContext, messageId: string, content: string): Promise<Message> {
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async (tx) => {
+  const { message, removedImages } = await inTransaction(ctx, async (tx) => {
     const { channel, id } = await lockMessage(tx, messageId);
     const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
     const sealed = cipherOf(tx).seal(userId, id, content);
     await tx.db('messaging_messages').where({ id }).update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
-    return readOne(tx, id, channel.id);
+    const removedImages = await syncLinkPreviews(tx, id, content);
+    return { message: await readOne(tx, id, channel.id), removedImages };
   });
+  // The images of previews whose links the edit removed go once it has committed.
+  await dropPreviewImages(ctx, removedImages);
+  return message;
 }
 
 export async function deleteMessage(ctx: ServiceContext, messageId: string): Promise<void> {
@@ -263,8 +273,7 @@ export async function deleteMessage(ctx: ServiceContext, messageId: string): Pro
 
 export async function listPins(ctx: ServiceContext, channelId: string): Promise<Message[]> {
   const { messages } = readRows(await pinnedMessages(ctx.db, [channelId, ownerOf(ctx)]));
-  const cipher = cipherOf(ctx);
-  return messages.map((r) => toMessage(cipher, r));
+  return toMessages(ctx, messages);
 }
 
 export async function pin(ctx: ServiceContext, channelId: string, messageId: string): Promise<void> {

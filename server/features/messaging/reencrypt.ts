@@ -1,8 +1,9 @@
 /**
  * Key rotation: rows written under a key other than the primary are rewritten under the primary in
- * batches by the `message_reencrypt` job on the durable queue. Reads work throughout (each row names
- * its key); a batch is one transaction that skips rows another worker holds, and rewriting a row
- * already on the primary never happens (the batch selects by old key id), so a retried job is safe.
+ * batches by the `message_reencrypt` job on the durable queue — message text and link previews (whose
+ * links are message text too). Reads work throughout (each row names its key); a batch is one
+ * transaction that skips rows another worker holds, and rewriting a row already on the primary never
+ * happens (the batch selects by old key id), so a retried job is safe.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -12,28 +13,36 @@ import type { JobQueue } from '../../jobs/queue.ts';
 
 const QUEUE = 'message_reencrypt';
 
+/** The tables sealed with the message keyring: each row's id is the id bound into its ciphertext. */
+const SEALED_TABLES = [
+  { table: 'messaging_messages', column: 'content_enc' },
+  { table: 'messaging_link_previews', column: 'data_enc' },
+] as const;
+
 /** Rewrites every row under an older key of the ring; returns how many it rewrote. */
 export async function reencryptMessages(db: Knex, config: Config, logger: Logger): Promise<number> {
   const cipher = new MessageCipher(config.messageEncryptionKeys);
   let total = 0;
-  for (const oldKey of cipher.olderKeyIds) {
-    for (;;) {
-      const done = await db.transaction(async (trx) => {
-        const rows = (await trx('messaging_messages')
-          .where({ key_id: oldKey })
-          .limit(config.messageReencryptBatchSize)
-          .forUpdate()
-          .skipLocked()
-          .select('id', 'user_id', 'key_id', 'content_enc')) as Array<{ id: string; user_id: string; key_id: string; content_enc: Uint8Array }>;
-        for (const row of rows) {
-          const text = cipher.open(row.user_id, row.id, { keyId: row.key_id, data: Buffer.from(row.content_enc) });
-          const sealed = cipher.seal(row.user_id, row.id, text);
-          await trx('messaging_messages').where({ id: row.id, key_id: oldKey }).update({ key_id: sealed.keyId, content_enc: sealed.data });
-        }
-        return rows.length;
-      });
-      total += done;
-      if (done < config.messageReencryptBatchSize) break;
+  for (const { table, column } of SEALED_TABLES) {
+    for (const oldKey of cipher.olderKeyIds) {
+      for (;;) {
+        const done = await db.transaction(async (trx) => {
+          const rows = (await trx(table)
+            .where({ key_id: oldKey })
+            .limit(config.messageReencryptBatchSize)
+            .forUpdate()
+            .skipLocked()
+            .select('id', 'user_id', 'key_id', `${column} as data`)) as Array<{ id: string; user_id: string; key_id: string; data: Uint8Array }>;
+          for (const row of rows) {
+            const text = cipher.open(row.user_id, row.id, { keyId: row.key_id, data: Buffer.from(row.data) });
+            const sealed = cipher.seal(row.user_id, row.id, text);
+            await trx(table).where({ id: row.id, key_id: oldKey }).update({ key_id: sealed.keyId, [column]: sealed.data });
+          }
+          return rows.length;
+        });
+        total += done;
+        if (done < config.messageReencryptBatchSize) break;
+      }
     }
   }
   if (total > 0) logger.info({ rows: total, primaryKey: cipher.primaryKeyId }, 'messages re-encrypted under the primary key');
@@ -45,13 +54,15 @@ export function defineMessageReencryption(jobs: JobQueue, deps: { db: Knex; conf
   jobs.define(QUEUE, async () => void (await reencryptMessages(deps.db, deps.config(), deps.logger)), { maxAttempts: 5 });
 }
 
-/** Queues the job when some row is under an older key of the ring (one indexed probe per older key). */
+/** Queues the job when some row is under an older key of the ring (one indexed probe per older key and table). */
 export async function queueMessageReencryption(jobs: JobQueue, db: Knex, config: Config): Promise<boolean> {
   const cipher = new MessageCipher(config.messageEncryptionKeys);
-  for (const keyId of cipher.olderKeyIds) {
-    if (await db('messaging_messages').where({ key_id: keyId }).first('id')) {
-      await jobs.enqueue(db, QUEUE, {}, { key: QUEUE });
-      return true;
+  for (const { table } of SEALED_TABLES) {
+    for (const keyId of cipher.olderKeyIds) {
+      if (await db(table).where({ key_id: keyId }).first('id')) {
+        await jobs.enqueue(db, QUEUE, {}, { key: QUEUE });
+        return true;
+      }
     }
   }
   return false;

@@ -70,6 +70,7 @@ export interface MessageReadRow {
   reply_deleted_at: number | null;
   mentions: unknown;
   attachments: unknown;
+  link_previews: unknown;
   gif: unknown;
 }
 
@@ -78,7 +79,8 @@ const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.ke
 /**
  * The channel (live, in a live space, the account's), its pins, then `inner` (a lateral subquery
  * over `messaging_messages x` that yields the messages) with what each message shows (author avatar,
- * reply parent, mentions, attachments by `messaging_attachments_message`), probed per row.
+ * reply parent, mentions, attachments by `messaging_attachments_message`, ready and undismissed link
+ * previews by `messaging_link_previews_message`), probed per row.
  * A channel with no matching message still yields one row (id null), so "empty" and "404" differ.
  */
 function channelMessages(inner: string, order: string): string {
@@ -86,7 +88,7 @@ function channelMessages(inner: string, order: string): string {
      m.id, m.user_id, m.channel_id, m.author_member_id, m.key_id, m.content_enc, m.created_at, m.edited_at, m.gif,
      a.avatar as author_avatar,
      r.id as reply_id, r.author_member_id as reply_author_id, r.key_id as reply_key_id, r.content_enc as reply_content_enc, r.deleted_at as reply_deleted_at,
-     mm.mentions, att.attachments
+     mm.mentions, att.attachments, lp.link_previews
    from messaging_channels c
    join messaging_spaces s on s.id = c.space_id and s.archived_at is null
    cross join lateral (
@@ -109,6 +111,11 @@ function channelMessages(inner: string, order: string): string {
        'width', f.width, 'height', f.height, 'durationMs', f.duration_ms) order by f.position), '[]'::json) as attachments
      from messaging_attachments f where f.message_id = m.id
    ) att on true
+   left join lateral (
+     select coalesce(json_agg(json_build_object('id', pv.id, 'keyId', pv.key_id, 'data', encode(pv.data_enc, 'base64'),
+       'imageKey', pv.image_key) order by pv.position), '[]'::json) as link_previews
+     from messaging_link_previews pv where pv.message_id = m.id and pv.status = 'ready' and pv.dismissed_at is null
+   ) lp on true
    where c.id = ? and c.user_id = ? and c.archived_at is null
    order by ${order}`;
 }

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unavailable } from '../../core/errors.ts';
-import { dropIcon, iconUrl, takeIcon } from './icons.ts';
+import { copyIcon, dropIcon, iconRefOf, iconUrl, takeIcon } from './icons.ts';
 import { bootstrapStatement, jsonValue } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -61,6 +61,7 @@ const toSpace = (r: SpaceRow, icon: string | null): Space => ({
   name: r.name,
   description: r.description,
   iconUrl: icon,
+  iconStorageRef: iconRefOf(r.icon_key),
   sideSystemId: r.side_system_id,
   position: r.position,
   createdAt: r.created_at,
@@ -156,10 +157,27 @@ export async function listSpaces(ctx: ServiceContext): Promise<Space[]> {
   return Promise.all(rows.map(async (r) => toSpace(r, await iconUrl(ctx, r.icon_key))));
 }
 
+/** An icon given by staging id or by reference, not both; either needs object storage (503). */
+function assertIconInput(ctx: ServiceContext, input: { iconStagingId?: string | null; iconStorageRef?: string }): void {
+  if (input.iconStagingId !== undefined && input.iconStorageRef !== undefined) throw badRequest('Send iconStagingId or iconStorageRef, not both');
+  if ((typeof input.iconStagingId === 'string' || input.iconStorageRef !== undefined) && !ctx.storage) throw unavailable('Object storage is not configured on this server');
+}
+
+/** Runs a space write that may copy an icon; when the write fails, the copy it made is deleted again. */
+async function withIconCopy<T>(ctx: ServiceContext, write: (copy: (ref: string, tx: ServiceContext & { db: Knex.Transaction }) => Promise<string>) => Promise<T>): Promise<T> {
+  let copied: string | null = null;
+  try {
+    return await write(async (ref, tx) => (copied = await copyIcon(tx, ref)));
+  } catch (err) {
+    await dropIcon(ctx, copied);
+    throw err;
+  }
+}
+
 export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMessagingSpaceRequest']): Promise<Space> {
   const userId = ownerOf(ctx);
-  if (input.iconStagingId !== undefined && !ctx.storage) throw unavailable('Object storage is not configured on this server');
-  return inTransaction(ctx, async (tx) => {
+  assertIconInput(ctx, input);
+  return withIconCopy(ctx, (copy) => inTransaction(ctx, async (tx) => {
     // One space creation at a time per account: the limit and the next position hold.
     await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
     await assertSideSystem(tx.db, userId, input.sideSystemId);
@@ -171,7 +189,7 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
       name: input.name.trim() || input.name,
       description: input.description ?? null,
       side_system_id: input.sideSystemId ?? null,
-      icon_key: input.iconStagingId === undefined ? null : await takeIcon(tx, input.iconStagingId),
+      icon_key: input.iconStagingId !== undefined ? await takeIcon(tx, input.iconStagingId) : input.iconStorageRef !== undefined ? await copy(input.iconStorageRef, tx) : null,
       position: next,
       created_at: tx.now,
       updated_at: tx.now,
@@ -179,13 +197,13 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
     };
     await spaces(tx.db).insert(row);
     return toSpace(row, await iconUrl(tx, row.icon_key));
-  });
+  }));
 }
 
 export async function updateSpace(ctx: ServiceContext, id: string, input: Schemas['UpdateMessagingSpaceRequest']): Promise<Space> {
   const userId = ownerOf(ctx);
-  if (typeof input.iconStagingId === 'string' && !ctx.storage) throw unavailable('Object storage is not configured on this server');
-  const { space, replaced } = await inTransaction(ctx, async (tx) => {
+  assertIconInput(ctx, input);
+  const { space, replaced } = await withIconCopy(ctx, (copy) => inTransaction(ctx, async (tx) => {
     const before = await liveSpace(tx.db, userId, id, true);
     await assertSideSystem(tx.db, userId, input.sideSystemId);
     const changes: Partial<SpaceRow> = { updated_at: tx.now };
@@ -193,10 +211,12 @@ export async function updateSpace(ctx: ServiceContext, id: string, input: Schema
     if (input.description !== undefined) changes.description = input.description;
     if (input.sideSystemId !== undefined) changes.side_system_id = input.sideSystemId;
     if (input.iconStagingId !== undefined) changes.icon_key = input.iconStagingId === null ? null : await takeIcon(tx, input.iconStagingId);
+    // Naming the space's own icon changes nothing; another icon of the account is copied.
+    if (input.iconStorageRef !== undefined && input.iconStorageRef.toLowerCase() !== iconRefOf(before.icon_key)) changes.icon_key = await copy(input.iconStorageRef, tx);
     const [row] = await spaces(tx.db).where({ id, user_id: userId }).update(changes).returning('*');
     const replaced = changes.icon_key !== undefined && before.icon_key !== changes.icon_key ? before.icon_key : null;
     return { space: toSpace(row as SpaceRow, await iconUrl(tx, (row as SpaceRow).icon_key)), replaced };
-  });
+  }));
   // The old icon's object goes once the new reference has committed.
   await dropIcon(ctx, replaced);
   return space;
@@ -355,7 +375,7 @@ export async function bootstrap(ctx: ServiceContext): Promise<Schemas['Messaging
   for (const c of chans) unreadByChannelId[c.id] = c.unread;
   const spaceRows = jsonValue<Array<Space & { iconKey: string | null }>>(row?.spaces) ?? [];
   return {
-    spaces: await Promise.all(spaceRows.map(async ({ iconKey, ...s }) => ({ ...s, iconUrl: await iconUrl(ctx, iconKey) }))),
+    spaces: await Promise.all(spaceRows.map(async ({ iconKey, ...s }) => ({ ...s, iconUrl: await iconUrl(ctx, iconKey), iconStorageRef: iconRefOf(iconKey) }))),
     categories: jsonValue<Category[]>(row?.categories) ?? [],
     channels: chans.map(({ unread: _unread, ...c }) => c),
     unreadByChannelId,
