@@ -138,14 +138,20 @@ function resolveAdminToken(config: Config, embeddedDir: string | 'memory' | unde
 
 export async function createRuntime(configured: Config, options: RuntimeOptions): Promise<Runtime> {
   const embeddedDir = options.embeddedDir ?? configured.dataDir;
-  // Message text is never stored in clear: no key, no start (server/crypto/messageCipher.ts).
-  let config: Config;
-  try {
-    config = { ...configured, messageEncryptionKeys: resolveMessageKeys(configured.messageEncryptionKeys, { databaseUrl: configured.databaseUrl, dataDir: embeddedDir }) };
-  } catch (err) {
-    if (err instanceof MessageKeysMissingError) throw new StartupError(err.message, { cause: err });
-    throw err;
-  }
+  // Message text is never stored in clear: no key, no start (server/crypto/messageCipher.ts). With
+  // DATABASE_URL (or keys given) that is settled before anything is opened; the key an embedded
+  // DATA_DIR generates for itself is read or created only once the database holds the directory's
+  // lock, so two simultaneous first starts cannot race on its file.
+  const withKeys = (from: Config): Config => {
+    try {
+      return { ...from, messageEncryptionKeys: resolveMessageKeys(from.messageEncryptionKeys, { databaseUrl: from.databaseUrl, dataDir: embeddedDir }) };
+    } catch (err) {
+      if (err instanceof MessageKeysMissingError) throw new StartupError(err.message, { cause: err });
+      throw err;
+    }
+  };
+  const keysFromDataDir = !configured.databaseUrl && embeddedDir !== 'memory' && configured.messageEncryptionKeys.length === 0;
+  let config: Config = keysFromDataDir ? configured : withKeys(configured);
   const databaseError = (err: unknown) => {
     if (err instanceof DataDirLockedError || err instanceof StartupError) return err;
     const what = config.databaseUrl
@@ -176,6 +182,15 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
   } catch (err) {
     await redisStore?.close().catch(() => undefined);
     throw databaseError(err);
+  }
+  if (keysFromDataDir) {
+    try {
+      config = withKeys(configured);
+    } catch (err) {
+      await db.close().catch(() => undefined);
+      await redisStore?.close().catch(() => undefined);
+      throw err;
+    }
   }
   try {
     await migrateLatest(db.knex);
