@@ -49,6 +49,20 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
     }
   });
 
+  it('on PostgreSQL: JIT is off on both pools (compiling costs more than these statements run)', async () => {
+    const knex = server.deps.db.knex;
+    const jit = prepared<{ jit: string }>('test_prepared_jit', "select current_setting('jit') as jit");
+    const [prepared_] = await jit(knex, []);
+    const main = (await knex.raw("select current_setting('jit') as jit")).rows[0] as { jit: string };
+    if (server.deps.db.kind === 'postgres') {
+      expect(prepared_).toEqual({ jit: 'off' });
+      expect(main).toEqual({ jit: 'off' });
+    } else {
+      // PGlite carries no JIT provider: nothing is ever compiled, whatever the setting says.
+      expect((await knex.raw('select pg_jit_available() as available')).rows[0]).toEqual({ available: false });
+    }
+  });
+
   it('refuse a name defined twice with other SQL, and names PostgreSQL would not take', () => {
     expect(() => prepared('test_prepared_settings', 'select 1')).toThrow(/defined twice/);
     expect(prepared('test_prepared_settings', settings.text).text).toBe(settings.text);

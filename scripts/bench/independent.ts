@@ -54,8 +54,9 @@ const types = {
  * Left to choose, PostgreSQL kept re-planning the notes and history statements on every execution
  * (custom plans, ~0.5-0.6 ms of planning each on the full-size data, more than running them),
  * because their generic plans' estimates looked dearer; the generic plans ran in half the time.
+ * JIT is off, as on the server's connections (server/db/knex.ts).
  */
-const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: POOL_MAX, idleTimeoutMillis: 30_000, types, options: '-c plan_cache_mode=force_generic_plan' });
+const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: POOL_MAX, idleTimeoutMillis: 30_000, types, options: '-c jit=off -c plan_cache_mode=force_generic_plan' });
 
 type Row = unknown[];
 

@@ -165,14 +165,19 @@ function captureSql(knex: Knex): void {
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
     // A black-holed host would otherwise hang each connect for the OS TCP timeout (minutes).
-    const connection = { connectionString: options.databaseUrl, connectionTimeoutMillis: 10_000 };
+    // JIT off on every connection: compiling a statement's expressions takes tens of milliseconds
+    // on each execution (nothing is cached), and this server's statements run in a few. PostgreSQL
+    // compiles when a plan's estimated cost passes jit_above_cost, which a generic plan's guesses
+    // (a LIMIT it cannot see, a whole channel of a million messages) easily do: the bench measured
+    // the first page of a large channel at 150 ms with JIT and 5 ms without.
+    const connection = { connectionString: options.databaseUrl, connectionTimeoutMillis: 10_000, options: '-c jit=off' };
     const knex = knexFactory({ client: 'pg', connection, pool: { min: 0, max: options.poolMax ?? 10 }, log: knexLog(options.logger) });
     // The named prepared statements run on connections of their own that always use the generic
     // plan (server/db/prepared.ts): no planning per request, and the plan their tests EXPLAIN.
     // Unnamed statements keep PostgreSQL's choice on the main pool. Its events are the main one's.
     const reads = knexFactory({
       client: 'pg',
-      connection: { ...connection, options: '-c plan_cache_mode=force_generic_plan' },
+      connection: { ...connection, options: '-c jit=off -c plan_cache_mode=force_generic_plan' },
       pool: { min: 0, max: options.readPoolMax ?? 10 },
       log: knexLog(options.logger),
     });
