@@ -286,15 +286,20 @@ export const SECTION_GROUP: Record<ProfileSection, PermissionGroup> = {
 
 /**
  * For a friend's read of many members (table alias `alias`, already filtered by visibleMembers):
- * a lateral subquery `<as>` with one boolean per profile section, `show_avatar`, `show_displayName`
- * …, true when the friend sees that section: the member's own buckets grant the section's group
- * (SECTION_GROUP) and the section's buckets, if it has any, include one granting it too: the rule
- * of visibleContent() and narrowedBy() for each section. The member's assignments are read once
- * (two ranges of the assignments' primary key) and every section is answered from them, instead of
- * a probe per section and question. Columns of `alias` and `as` are constants, never input.
+ * a join of a derived table `<as>` with one boolean per profile section, `show_avatar`,
+ * `show_displayName` …, true when the friend sees that section: the member's own buckets grant the
+ * section's group (SECTION_GROUP) and the section's buckets, if it has any, include one granting it
+ * too: the rule of visibleContent() and narrowedBy() for each section. `source` is the SQL text
+ * selecting the ids of the members read (a materialized CTE of the visible members, `select id
+ * from vis`): their assignments are read in one pass and grouped per member, and every section is
+ * answered from them, instead of a probe per member, section and question. A member without a row
+ * there (none can be visible) gets nulls, which callers read as hidden. `alias`, `source` and `as`
+ * are constants, never input.
  */
-export function memberSectionsSql(access: Access, alias: string, as = 'sections'): SqlPredicate {
-  if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as)) throw new Error('memberSectionsSql: aliases are constants');
+export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections'): SqlPredicate {
+  if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as) || !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)) {
+    throw new Error('memberSectionsSql: aliases and source are constants');
+  }
   if (access.level === 'owner') {
     return { sql: `cross join lateral (select ${PROFILE_SECTIONS.map((s) => `true as "show_${s}"`).join(', ')}) ${as}`, bindings: [] };
   }
@@ -310,7 +315,7 @@ export function memberSectionsSql(access: Access, alias: string, as = 'sections'
     bindings.push(granting, granting);
   }
   return {
-    sql: `cross join lateral (select ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id = ${alias}.id) ${as}`,
+    sql: `left join (select pa.content_id as member_id, ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id in (${source}) group by pa.content_id) ${as} on ${as}.member_id = ${alias}.id`,
     bindings,
   };
 }

@@ -276,37 +276,37 @@ order by d.n, c.member_id`,
    * must itself be readable. One statement.
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<NoteView[]> {
-    const recent = db('entries as e')
-      .where('e.user_id', access.ownerId)
-      .whereNull('e.deleted_at')
-      .select('e.id', 'e.user_id', 'e.title', 'e.content', 'e.created_at', 'e.updated_at')
-      .orderBy([
-        { column: 'e.updated_at', order: 'desc' },
-        { column: 'e.id', order: 'asc' },
-      ])
-      .limit(NOTES_WINDOW);
-    const p = notePredicates(db, access, 'r');
-    const members = p
-      .readable()
-      .clearSelect()
-      .select(db.raw(`coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)`));
-    const q = db
-      .from(recent.as('r'))
-      .select('r.id', 'r.title', 'r.content', 'r.created_at', 'r.updated_at', db.raw('(?) as members', [members]), p.canWrite)
-      // Per note of the window, a probe that cannot be flattened (offset 0): flattened, the planner
-      // may join every visible member's notes against the window instead (a cost per visible note).
-      .whereRaw('exists (? offset 0)', [p.readable()]);
-    if (memberId !== undefined) q.whereRaw('exists (? offset 0)', [p.readable().where('em.member_id', memberId)]);
-    const rows = await runBuilt<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }>(
-      db,
-      'friend_notes',
-      q
-        .orderBy([
-          { column: 'r.updated_at', order: 'desc' },
-          { column: 'r.id', order: 'asc' },
-        ])
-        .limit(limit),
+    const member = visibleMembersSql(access, 'm', 'member_notes', 'read');
+    const { canWrite } = notePredicates(db, access, 'e');
+    // A link counts when its member is in `vis`: a hashed lookup (coalesce keeps it a hashed
+    // subplan rather than a join the planner could turn round), after one index probe per note of
+    // the window. The probe itself cannot be flattened (offset 0): flattened, the planner may join
+    // every visible member's notes against the window instead (a cost per visible note).
+    const readable = (alias: string) => `coalesce(${alias}.member_id in (select id from vis), false)`;
+    const only = memberId === undefined ? '' : `and exists (select 1 from entry_members ef where ef.entry_id = r.id and ef.member_id = ?::uuid and ${readable('ef')})`;
+    const query = db.raw(
+      `with vis as materialized (
+         select m.id from members m where m.user_id = ? and m.deleted_at is null and ${member.sql}
+       ), page as (
+         select r.id, r.updated_at
+         from (
+           select e.id, e.updated_at from entries e where e.user_id = ? and e.deleted_at is null
+           order by e.updated_at desc, e.id asc limit ?
+         ) r
+         where exists (select 1 from entry_members em where em.entry_id = r.id and ${readable('em')} offset 0) ${only}
+         order by r.updated_at desc, r.id asc limit ?
+       )
+       select e.id, e.title, e.content, e.created_at, e.updated_at,
+         (select coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)
+            from entry_members em join members m on m.id = em.member_id
+           where em.entry_id = e.id and ${readable('em')}) as members,
+         ?
+       from page p
+       cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
+       order by p.updated_at desc, p.id asc`,
+      [access.ownerId, ...(member.bindings as Knex.Value[]), access.ownerId, NOTES_WINDOW, ...(memberId === undefined ? [] : [memberId]), limit, canWrite],
     );
+    const rows = await runBuilt<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }>(db, 'friend_notes', query);
     return rows.map((r) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members }));
   },
 

@@ -48,21 +48,25 @@ const SECTION_COLUMNS: Array<[column: string, section: ProfileSection]> = [
 ];
 
 /**
- * The owner's live, non-archived members the friend may see (members_view, or `group` too), with
- * per-section visibility from the engine (memberSectionsSql): a hidden section's columns are null
- * in SQL, so a hidden value never leaves the database, not even into the server's memory.
+ * The owner's live, non-archived members the friend may see (members_view, or `group` too; `only`
+ * narrows them further), with per-section visibility from the engine (memberSectionsSql): a hidden
+ * section's columns are null in SQL, so a hidden value never leaves the database, not even into
+ * the server's memory. The visible members' ids come first (a materialized CTE, `vis`), so their
+ * assignments are read once for every section and their rows by primary key.
  */
-function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view'): Knex.QueryBuilder {
-  const sections = memberSectionsSql(access, 'm', 'sec');
-  return db('members as m')
+function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view', only?: (qb: Knex.QueryBuilder) => void): Knex.QueryBuilder {
+  const visible = db('members as m').select('m.id').where('m.user_id', access.ownerId).whereNull('m.deleted_at').whereNull('m.archived_at').where(visibleMembers(access, 'm', group, 'read'));
+  if (only) visible.where(only);
+  const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
+  return db
+    .queryBuilder()
+    .withMaterialized('vis', visible)
+    .from('vis')
+    .join('members as m', 'm.id', 'vis.id')
     .joinRaw(sections.sql, sections.bindings as Knex.Value[])
     .select('m.id', 'm.name', 'm.created_at', 'm.updated_at')
     .select(SECTION_COLUMNS.map(([column, section]) => db.raw(`case when sec."show_${section}" then m.${column} end as ${column}`)))
     .select(PROFILE_SECTIONS.map((section) => `sec.show_${section}`))
-    .where('m.user_id', access.ownerId)
-    .whereNull('m.deleted_at')
-    .whereNull('m.archived_at')
-    .where(visibleMembers(access, 'm', group, 'read'))
     .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }]);
 }
 
@@ -93,7 +97,7 @@ export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]>
 /** GET /friends/{id}/members/{memberId}: also needs member_profile at read (members.profile.read). */
 export async function getMember(fctx: ServiceContext, memberId: string): Promise<FriendMember> {
   const access = friendAccess(fctx);
-  const row: MemberSelectRow | undefined = await membersQuery(fctx.db, access, 'member_profile').where('m.id', memberId).first();
+  const row: MemberSelectRow | undefined = await membersQuery(fctx.db, access, 'member_profile', (qb) => qb.where('m.id', memberId)).first();
   if (!row) throw notFound('Member not found');
   return toFriendMember(row, access.ownerId);
 }
@@ -182,7 +186,7 @@ export async function folderContents(fctx: ServiceContext, folderId: string | nu
     .orderBy([{ column: 'name' }, { column: 'id' }]);
   const folder = folderId === null ? null : rows.find((r) => r.id === folderId);
   if (folder === undefined) throw notFound('Folder not found');
-  const members: MemberSelectRow[] = await membersQuery(db, access).where((qb) => {
+  const members: MemberSelectRow[] = await membersQuery(db, access, 'members_view', (qb) => {
     if (folderId === null) qb.whereNull('m.directory_id');
     else qb.where('m.directory_id', folderId);
   });
