@@ -275,6 +275,34 @@ export function visibleMembersSql(access: Access, alias: string, group: Permissi
   return { sql: `(${parts.map((p) => p.sql).join(' and ')})`, bindings: parts.flatMap((p) => p.bindings) };
 }
 
+/**
+ * The owner's live members a friend access may see (visibleMembers' rule, with `group` at
+ * `level`), as the SQL text of a subquery selecting `columns` of `members m` (default `m.id`), for
+ * a materialized CTE that a friend read then joins or looks its rows up in. It starts from the
+ * viewer's buckets (the assignments' bucket index) and reads each of their members by primary key
+ * (lateral, offset 0, so no plan trades those lookups for a scan of the owner's members): its cost
+ * follows the members in the viewer's buckets, never the size of the owner's account. `active`
+ * leaves archived members out. Owner access: every live member. `columns` is a constant list of
+ * `m.` columns, never input.
+ */
+export function visibleMemberRowsSql(
+  access: Access,
+  group: PermissionGroup = 'members_view',
+  level: GrantedLevel = 'read',
+  options: { active?: boolean; columns?: string } = {},
+): SqlPredicate {
+  const columns = options.columns ?? 'm.id';
+  if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
+  const archived = options.active ? ' and m.archived_at is null' : '';
+  if (access.level === 'owner') return { sql: `select ${columns} from members m where m.user_id = ? and m.deleted_at is null${archived}`, bindings: [access.ownerId] };
+  const member = visibleMembersSql(access, 'm', group, level);
+  return {
+    sql: `select ${columns.replace(/m\./g, 'vm.')} from (select distinct va.content_id from privacy_bucket_assignments va where va.kind = 'member' and va.section_key = '' and va.bucket_id = any (?::uuid[])) vb
+      cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,
+    bindings: [[...bucketsGranting(access, 'members_view', 'read')], access.ownerId, ...member.bindings],
+  };
+}
+
 /** The group whose level decides whether a friend sees a member's profile section. */
 export const SECTION_GROUP: Record<ProfileSection, PermissionGroup> = {
   avatar: 'member_avatar',

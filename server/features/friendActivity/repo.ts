@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { narrowedBy, visibleContent, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { narrowedBy, visibleContent, visibleMemberRowsSql, visibleMembers } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -87,35 +87,39 @@ function notePredicates(db: Knex, access: Access, alias: string) {
 }
 
 export const friendActivityRepo = {
-  /** The open sessions of visible fronters (members_view and front at read), in front order. */
-  frontSessions(db: Knex, access: Access): Promise<FrontSessionView[]> {
-    const q = joinMember(db, db('front_sessions as s'), 's')
+  /**
+   * The friend's view of the live front in one statement: the open sessions of visible fronters
+   * (members_view and front at read) in front order, and the tier presence of visible members in
+   * the order it was set, with a custom tier's name; each as a JSON array.
+   */
+  async front(db: Knex, access: Access): Promise<{ sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
+    const sessions = joinMember(db, db('front_sessions as s'), 's')
       .where('s.user_id', access.ownerId)
       .whereNull('s.ended_at')
       .whereNull('s.deleted_at')
       .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm', 'front', 'read'));
-    return runBuilt(
-      db,
-      'friend_front_sessions',
-      q.select('s.id', 's.member_id', 's.note', 's.started_at', 'm.name', avatarColumn(db, access, 'm')).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc'),
-    );
-  },
-
-  /** The tier presence of visible members, in the order it was set, with a custom tier's name. */
-  frontPresence(db: Knex, access: Access): Promise<FrontPresenceView[]> {
-    const q = joinMember(db, db('front_tier_presence as p'), 'p')
+      .where(visibleMembers(access, 'm', 'front', 'read'))
+      .select('s.id', 's.member_id', 's.note', 's.started_at', 'm.name', avatarColumn(db, access, 'm'), db.raw('row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord'));
+    const presence = joinMember(db, db('front_tier_presence as p'), 'p')
       .leftJoin('front_custom_tiers as t', function () {
         this.on('t.user_id', '=', 'p.user_id').andOn(db.raw('t.id::text = p.tier_key'));
       })
       .where('p.user_id', access.ownerId)
       .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm', 'front', 'read'));
-    return runBuilt(
+      .where(visibleMembers(access, 'm', 'front', 'read'))
+      .select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name', 'm.name', avatarColumn(db, access, 'm'), db.raw('row_number() over (order by p.created_at, p.member_id) as ord'));
+    const [row] = await runBuilt<{ sessions: FrontSessionView[]; presence: FrontPresenceView[] }>(
       db,
-      'friend_front_presence',
-      q.select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name', 'm.name', avatarColumn(db, access, 'm')).orderBy([{ column: 'p.created_at' }, { column: 'p.member_id' }]),
+      'friend_front',
+      db.raw(
+        `select (select coalesce(json_agg(x order by x.ord), '[]'::json) from (?) x) as sessions,
+                (select coalesce(json_agg(y order by y.ord), '[]'::json) from (?) y) as presence`,
+        [sessions, presence],
+      ),
     );
+    if (!row) throw new Error('friend front: the statement returned no row');
+    const parse = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
+    return { sessions: parse(row.sessions), presence: parse(row.presence) };
   },
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
@@ -160,22 +164,24 @@ export const friendActivityRepo = {
    *   cost is the number of visible members times the page, whatever share of the owner's history
    *   they front and however deep the cursor.
    * - **Many**: a walk of the owner's history index (user_id, started_at desc, id desc) in order,
-   *   each session's member checked by a per-row probe that cannot be flattened (offset 0,
-   *   docs/data-access.md), stopping at the page. With many visible members the walk skips few rows.
+   *   each session's member looked up in the visible set (a hashed subplan: coalesce keeps it from
+   *   becoming a join the planner could turn round), stopping at the page. With many visible
+   *   members the walk skips few rows.
    *
-   * The count decides at run time (a one-time filter on each branch), so the statement is one
-   * prepared statement either way. Both branches use the one member predicate, visibleMembersSql.
-   * Only the page's ids are chosen so; its rows are then read by primary key (lateral, offset 0, so
-   * a plan never trades the page's lookups for a scan).
+   * The visible members are one materialized CTE from the engine (visibleMemberRowsSql, driven by
+   * the viewer's buckets). The count decides at run time (a one-time filter on each branch), so the
+   * statement is one prepared statement either way. Only the page's ids are chosen so; its rows are
+   * then read by primary key (lateral, offset 0, so a plan never trades the page's lookups for a
+   * scan). `total` is the spec's count when there is no time filter (else null: the caller counts).
    */
-  historyPage(
+  async historyPage(
     db: Knex,
     access: Access,
     filter: { startTime?: number; endTime?: number },
     size: number,
     after?: { startedAt: number; id: string },
-  ): Promise<HistoryView[]> {
-    const member = visibleMembersSql(access, 'm', 'front', 'read');
+  ): Promise<{ rows: HistoryView[]; total: number | null }> {
+    const visible = visibleMemberRowsSql(access, 'front', 'read');
     // The filters on a session; the walk adds the account, the merge has it from the members.
     const conditions: string[] = ['s.deleted_at is null'];
     const values: unknown[] = [];
@@ -195,12 +201,13 @@ export const friendActivityRepo = {
       values.push(after.startedAt, after.startedAt, after.id);
     }
     const sessions = db.raw(conditions.join(' and '), values as Knex.Value[]);
-    // Merged per member: only index columns unless a time filter needs ended_at, so the scans can be index-only.
-    const visibleMember = db.raw(member.sql, member.bindings as Knex.Value[]);
+    // Without a time filter the spec's count is the owner's live history, which a trigger keeps
+    // in front_session_counts (migration 0005): read in the same statement. With one, the caller
+    // counts (null here).
+    const counted = filter.startTime === undefined && filter.endTime === undefined;
+    const total = counted ? db.raw('coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)', [access.ownerId]) : db.raw('null::bigint');
     const page = db.raw(
-      `with vis as materialized (
-         select m.id from members m where m.user_id = ? and m.deleted_at is null and ?
-       ), few as (
+      `with vis as materialized (${visible.sql}), few as (
          select count(*) <= ${FEW_VISIBLE_MEMBERS} as yes from (select 1 from vis limit ${FEW_VISIBLE_MEMBERS + 1}) x
        ), page as (
          (select s.id, s.started_at from vis
@@ -212,20 +219,20 @@ export const friendActivityRepo = {
           where (select yes from few))
          union all
          (select s.id, s.started_at from front_sessions s
-            cross join lateral (
-              select 1 from members m where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null and ? offset 0
-            ) m
-          where s.user_id = ? and ? and not (select yes from few)
+          where s.user_id = ? and ? and not (select yes from few) and coalesce(s.member_id in (select id from vis), false)
           order by s.started_at desc, s.id desc limit ?)
+       ), found as (
+         select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, ?
+         from (select id from page order by started_at desc, id desc limit ?) p
+         cross join lateral (select s.* from front_sessions s where s.id = p.id offset 0) s
+         cross join lateral (select m.id, m.name, m.avatar from members m where m.id = s.member_id and m.user_id = s.user_id offset 0) m
        )
-       select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, ?
-       from (select id from page order by started_at desc, id desc limit ?) p
-       cross join lateral (select s.* from front_sessions s where s.id = p.id offset 0) s
-       cross join lateral (select m.id, m.name, m.avatar from members m where m.id = s.member_id and m.user_id = s.user_id offset 0) m
-       order by s.started_at desc, s.id desc`,
-      [access.ownerId, visibleMember, sessions, size + 1, visibleMember, access.ownerId, sessions, size + 1, avatarColumn(db, access, 'm'), size + 1],
+       select c.total, f.* from (select ? as total) c left join found f on true
+       order by f.started_at desc, f.id desc`,
+      [...(visible.bindings as Knex.Value[]), sessions, size + 1, access.ownerId, sessions, size + 1, avatarColumn(db, access, 'm'), size + 1, total],
     );
-    return runBuilt(db, 'friend_history_page', page);
+    const rows = await runBuilt<HistoryView & { total: number | string | null; id: string | null }>(db, 'friend_history_page', page);
+    return { rows: rows.filter((r) => r.id !== null), total: rows[0]?.total === null || rows[0]?.total === undefined ? null : Number(rows[0].total) };
   },
 
   /**
@@ -276,7 +283,7 @@ order by d.n, c.member_id`,
    * must itself be readable. One statement.
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<NoteView[]> {
-    const member = visibleMembersSql(access, 'm', 'member_notes', 'read');
+    const visible = visibleMemberRowsSql(access, 'member_notes', 'read');
     const { canWrite } = notePredicates(db, access, 'e');
     // A link counts when its member is in `vis`: a hashed lookup (coalesce keeps it a hashed
     // subplan rather than a join the planner could turn round), after one index probe per note of
@@ -285,9 +292,7 @@ order by d.n, c.member_id`,
     const readable = (alias: string) => `coalesce(${alias}.member_id in (select id from vis), false)`;
     const only = memberId === undefined ? '' : `and exists (select 1 from entry_members ef where ef.entry_id = r.id and ef.member_id = ?::uuid and ${readable('ef')})`;
     const query = db.raw(
-      `with vis as materialized (
-         select m.id from members m where m.user_id = ? and m.deleted_at is null and ${member.sql}
-       ), page as (
+      `with vis as materialized (${visible.sql}), page as (
          select r.id, r.updated_at
          from (
            select e.id, e.updated_at from entries e where e.user_id = ? and e.deleted_at is null
@@ -304,7 +309,7 @@ order by d.n, c.member_id`,
        from page p
        cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
        order by p.updated_at desc, p.id asc`,
-      [access.ownerId, ...(member.bindings as Knex.Value[]), access.ownerId, NOTES_WINDOW, ...(memberId === undefined ? [] : [memberId]), limit, canWrite],
+      [...(visible.bindings as Knex.Value[]), access.ownerId, NOTES_WINDOW, ...(memberId === undefined ? [] : [memberId]), limit, canWrite],
     );
     const rows = await runBuilt<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }>(db, 'friend_notes', query);
     return rows.map((r) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members }));

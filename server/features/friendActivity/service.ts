@@ -55,7 +55,7 @@ async function audit(tx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): Pro
 
 async function readFront(ctx: ServiceContext): Promise<FrontView> {
   const ownerId = ctx.access.ownerId;
-  const [sessions, presence] = await Promise.all([friendActivityRepo.frontSessions(ctx.db, ctx.access), friendActivityRepo.frontPresence(ctx.db, ctx.access)]);
+  const { sessions, presence } = await friendActivityRepo.front(ctx.db, ctx.access);
   const fronters = sessions.map((s) => ({ member: friendMember(ownerId, s.member_id, s), activeSession: { note: s.note, startedAt: s.started_at } }));
   const [primary, ...alsoFronting] = fronters;
   return {
@@ -169,11 +169,14 @@ export async function history(ctx: ServiceContext, query: FriendHistoryQuery): P
   const ownerId = ctx.access.ownerId;
   const filter = { startTime: query.startTime, endTime: query.endTime };
   const after = query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
-  const [rows, count] = await Promise.all([
+  // Spec: `count` is the number of matching sessions before the per-member privacy filter. Without
+  // a time filter the page statement reads it too; with one, it is counted alongside.
+  const timed = filter.startTime !== undefined || filter.endTime !== undefined;
+  const [{ rows, total }, timedCount] = await Promise.all([
     friendActivityRepo.historyPage(ctx.db, ctx.access, filter, limit, after),
-    // Spec: the count of matching sessions before the per-member privacy filter.
-    frontRepo.historyCount(ctx.db, ownerId, filter),
+    timed ? frontRepo.historyCount(ctx.db, ownerId, filter) : Promise.resolve(null),
   ]);
+  const count = timedCount ?? total ?? 0;
   const page = rows.slice(0, limit);
   const last = rows.length > limit ? page[page.length - 1] : undefined;
   return {

@@ -7,7 +7,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { delegatedWrite, memberSectionsSql, PROFILE_SECTIONS, visibleContent, visibleMembers, type ProfileSection } from '../../access/index.ts';
+import { delegatedWrite, memberSectionsSql, PROFILE_SECTIONS, visibleContent, visibleMemberRowsSql, visibleMembers, type ProfileSection } from '../../access/index.ts';
 import { inTransaction, type Access, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
 import { forbidden, notFound } from '../../core/errors.ts';
 import { runBuilt } from '../../db/prepared.ts';
@@ -55,14 +55,20 @@ const SECTION_COLUMNS: Array<[column: string, section: ProfileSection]> = [
  * assignments are read once for every section and their rows by primary key.
  */
 function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view', only?: (qb: Knex.QueryBuilder) => void): Knex.QueryBuilder {
-  const visible = db('members as m').select('m.id').where('m.user_id', access.ownerId).whereNull('m.deleted_at').whereNull('m.archived_at').where(visibleMembers(access, 'm', group, 'read'));
-  if (only) visible.where(only);
+  const columns = ['m.id', 'm.name', 'm.created_at', 'm.updated_at', ...SECTION_COLUMNS.map(([column]) => `m.${column}`)];
+  let visible: Knex.QueryBuilder | Knex.Raw;
+  if (only) {
+    // One member or one folder: narrowed first, then checked (a primary-key or folder read).
+    visible = db('members as m').select(columns).where('m.user_id', access.ownerId).whereNull('m.deleted_at').whereNull('m.archived_at').where(visibleMembers(access, 'm', group, 'read')).where(only);
+  } else {
+    const rows = visibleMemberRowsSql(access, group, 'read', { active: true, columns: columns.join(', ') });
+    visible = db.raw(rows.sql, rows.bindings as Knex.Value[]);
+  }
   const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
   return db
     .queryBuilder()
     .withMaterialized('vis', visible)
-    .from('vis')
-    .join('members as m', 'm.id', 'vis.id')
+    .from('vis as m')
     .joinRaw(sections.sql, sections.bindings as Knex.Value[])
     .select('m.id', 'm.name', 'm.created_at', 'm.updated_at')
     .select(SECTION_COLUMNS.map(([column, section]) => db.raw(`case when sec."show_${section}" then m.${column} end as ${column}`)))
