@@ -26,7 +26,7 @@ import {
   type PermissionMap,
 } from '../core/context.ts';
 import { forbidden, notFound } from '../core/errors.ts';
-import { runBuilt } from '../db/prepared.ts';
+import { prepared } from '../db/prepared.ts';
 
 /** Content kinds that carry privacy buckets (privacy_bucket_assignments.kind, less `friend`). */
 export type ContentKind = 'member' | 'group' | 'directory' | 'custom_field' | 'profile_section' | 'side_system' | 'sub_system' | 'member_status';
@@ -87,6 +87,17 @@ interface FriendRow {
   friend_permissions: unknown;
 }
 
+/** Both sides' friendship rows (accepted) and the buckets the owner assigned to the viewer: a constant prepared statement. */
+const accessForFriend = prepared<FriendRow>(
+  'access_for_friend',
+  `select b.id as bucket_id, b.friend_permissions
+     from friendships o
+     join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
+     left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
+     left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
+    where o.user_id = ?::uuid and o.friend_user_id = ?::uuid and o.status = 'accepted'`,
+);
+
 /**
  * The viewer's access to the owner's content, or null when the viewer may see nothing of it: no
  * friendship, a pending or revoked one, a block in either direction, or the viewer is the owner
@@ -95,23 +106,7 @@ interface FriendRow {
  */
 export async function forFriend(db: Knex, viewerId: string, ownerId: string): Promise<Access | null> {
   if (viewerId === ownerId) return null;
-  const rows = await runBuilt<FriendRow>(
-    db,
-    'access_for_friend',
-    db
-    .select('b.id as bucket_id', 'b.friend_permissions')
-    .from('friendships as o')
-    .join('friendships as v', function () {
-      this.on('v.user_id', '=', 'o.friend_user_id').andOn('v.friend_user_id', '=', 'o.user_id');
-    })
-    .leftJoin('privacy_bucket_assignments as a', function () {
-      this.on('a.kind', '=', db.raw('?', ['friend'])).andOn('a.content_id', '=', 'o.friend_user_id').andOn('a.user_id', '=', 'o.user_id');
-    })
-    .leftJoin('privacy_buckets as b', function () {
-      this.on('b.id', '=', 'a.bucket_id').andOn('b.user_id', '=', 'o.user_id');
-    })
-    .where({ 'o.user_id': ownerId, 'o.friend_user_id': viewerId, 'o.status': 'accepted', 'v.status': 'accepted' }),
-  );
+  const rows = await accessForFriend(db, [ownerId, viewerId]);
   if (rows.length === 0) return null;
   const buckets = rows.filter((r) => r.bucket_id !== null).map((r) => ({ id: r.bucket_id as string, permissions: permissionMap(r.friend_permissions) }));
   const grants = {} as Record<PermissionGroup, { read: string[]; write: string[] }>;
