@@ -355,6 +355,57 @@ describe('history and month', { timeout: 120_000 }, () => {
     }
   });
 
+  it('history (few visible members): every page is exact when one member fronts most of it (the merge reads on for that member), with and without a time filter', async () => {
+    const { owner, viewer } = await friendsSharing(server, { members_view: 'read', front: 'read' });
+    const shared = (await owner.api.GET('/api/v1/privacy-buckets')).data!.find((b) => b.slug.startsWith('u_'))!._id;
+    const [a, b, c, hidden] = [await createMember(owner.api, 'A'), await createMember(owner.api, 'B'), await createMember(owner.api, 'C'), await createMember(owner.api, 'Hidden')];
+    for (const m of [a, b, c]) await shareMember(owner, m, [shared]);
+    const knex = server.deps.db.knex;
+    // A fronts the newest 60 sessions; B's 15 fall among A's older ones; C's 5 are the oldest; the
+    // hidden member's 40 are spread over all of them. Two sessions share a start time (the id decides).
+    const seed = (member: string, first: number, step: number, count: number) =>
+      knex.raw(
+        `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
+         select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * ?::bigint, ?::bigint - g * ?::bigint + 30000, ?::bigint, ?::bigint
+         from members m, generate_series(1, ?::int) g where m.id = ?`,
+        [now - first, step, now - first, step, now, now, count, member],
+      );
+    await seed(a, 0, 60_000, 60);
+    await seed(b, 30 * 60_000 + 1_000, 120_000, 15);
+    await seed(b, 60_000, 60_000, 1); // the same start as A's newest
+    await seed(c, 200 * 60_000, 60_000, 5);
+    await seed(hidden, 0, 45_000, 40);
+    const path = fp(owner.userId);
+    const filters: Array<{ startTime?: number; endTime?: number }> = [{}, { startTime: now - 100 * 60_000, endTime: now - 20 * 60_000 }];
+    for (const filter of filters) {
+      const expected = (
+        await knex('front_sessions')
+          .whereIn('member_id', [a, b, c])
+          .whereNull('deleted_at')
+          .where((q) => {
+            if (filter.endTime !== undefined) q.where('started_at', '<=', filter.endTime).where((o) => o.whereNull('ended_at').orWhere('ended_at', '>=', filter.startTime!));
+          })
+          .orderBy([
+            { column: 'started_at', order: 'desc' },
+            { column: 'id', order: 'desc' },
+          ])
+          .select('id')
+      ).map((r: { id: string }) => r.id);
+      for (const limit of [1, 7, 50]) {
+        const seen: string[] = [];
+        let cursor: { startedAt: number; id: string } | null = null;
+        do {
+          const query: { limit: number; startTime?: number; endTime?: number; cursorStartedAt?: number; cursorId?: string } = { limit, ...filter, ...(cursor ? { cursorStartedAt: cursor.startedAt, cursorId: cursor.id } : {}) };
+          const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
+          expect(res.response.status).toBe(200);
+          seen.push(...res.data!.items.map((i) => i.session._id));
+          cursor = res.data!.nextCursor;
+        } while (cursor);
+        expect(seen, `limit ${limit}, ${JSON.stringify(filter)}`).toEqual(expected);
+      }
+    }
+  });
+
   // Few visible members: each one's newest sessions are merged (front_sessions_member_recent). Many:
   // the owner's history index is walked in order. The same statement, either way, in both plans.
   for (const shape of ['few', 'many'] as const) {

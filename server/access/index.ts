@@ -261,9 +261,18 @@ export function visibleMembers(access: Access, alias: string, group: PermissionG
  * reads, the friend search). `alias` must be a constant table alias, never input.
  */
 export function visibleMembersSql(access: Access, alias: string, group: PermissionGroup = 'members_view', level: GrantedLevel = 'read'): SqlPredicate {
+  return memberPredicate(access, alias, group, level, false);
+}
+
+/**
+ * visibleMembersSql(), less its members_view probe when the caller's rows already come from the
+ * members of the viewer's buckets granting members_view (visibleMemberRowsSql): the same rule.
+ */
+function memberPredicate(access: Access, alias: string, group: PermissionGroup, level: GrantedLevel, fromMembersViewBuckets: boolean): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
   const member: ContentRef = { kind: 'member', column: `${alias}.id` };
-  const parts = [visibleContentSql(access, member, 'members_view', 'read')];
+  const parts: SqlPredicate[] = [];
+  if (!fromMembersViewBuckets) parts.push(visibleContentSql(access, member, 'members_view', 'read'));
   if (group !== 'members_view' || level !== 'read') parts.push(visibleContentSql(access, member, group, level));
   parts.push(narrowedSql(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read'));
   parts.push(narrowedSql(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read'));
@@ -290,7 +299,8 @@ export function visibleMemberRowsSql(
   if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
   const archived = options.active ? ' and m.archived_at is null' : '';
   if (access.level === 'owner') return { sql: `select ${columns} from members m where m.user_id = ? and m.deleted_at is null${archived}`, bindings: [access.ownerId] };
-  const member = visibleMembersSql(access, 'm', group, level);
+  // The rows come from the members of buckets granting members_view: the rest of visibleMembersSql's rule.
+  const member = memberPredicate(access, 'm', group, level, true);
   return {
     sql: `select ${columns.replace(/m\./g, 'vm.')} from (select distinct va.content_id from privacy_bucket_assignments va where va.kind = 'member' and va.section_key = '' and va.bucket_id = any (?::uuid[])) vb
       cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,

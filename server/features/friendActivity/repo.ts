@@ -159,10 +159,18 @@ export const friendActivityRepo = {
    * A page (`size` + 1 rows) of the sessions of visible members, newest first, strictly after the
    * cursor, in one statement that picks its plan from how many members the friend sees:
    *
-   * - **Few** (at most FEW_VISIBLE_MEMBERS): each visible member's newest `size` + 1 sessions after
-   *   the cursor, read in order from front_sessions_member_recent, merged and cut to the page. The
-   *   cost is the number of visible members times the page, whatever share of the owner's history
-   *   they front and however deep the cursor.
+   * - **Few** (at most FEW_VISIBLE_MEMBERS, `n` of them): a top-k merge of the visible members'
+   *   newest sessions after the cursor, read in order from front_sessions_member_recent. First
+   *   each member's newest k = min(size + 1, 2·⌈(size + 1) / n⌉ + 1) (`top`; a member never needs
+   *   more than a page); the (size + 1)-th newest of those is
+   *   the `bound` of the page. A member whose k-th row is still newer than the bound may have more
+   *   sessions above it (`cut`): only those members read on, from their k-th row down to the bound.
+   *   Every other member's sessions at or above the bound are all in `top` already, so the page is
+   *   exact. When sessions are spread over the members, few are cut, and the statement reads about
+   *   n·k rows (3 per member for 100 members and a page of 50) rather than n·(size + 1); at worst
+   *   (one member fronts everything) it reads the cut members' pages, as the plain merge did. The
+   *   cost follows the number of visible members, whatever share of the owner's history they front
+   *   and however deep the cursor.
    * - **Many**: a walk of the owner's history index (user_id, started_at desc, id desc) in order,
    *   each session's member looked up in the visible set (a hashed subplan: coalesce keeps it from
    *   becoming a join the planner could turn round), stopping at the page. With many visible
@@ -208,15 +216,33 @@ export const friendActivityRepo = {
     const total = counted ? db.raw('coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)', [access.ownerId]) : db.raw('null::bigint');
     const page = db.raw(
       `with vis as materialized (${visible.sql}), few as (
-         select count(*) <= ${FEW_VISIBLE_MEMBERS} as yes from (select 1 from vis limit ${FEW_VISIBLE_MEMBERS + 1}) x
+         select count(*) <= ${FEW_VISIBLE_MEMBERS} as yes, least(?::int, 2 * ((?::int + greatest(count(*), 1) - 1) / greatest(count(*), 1)) + 1) as k
+         from (select 1 from vis limit ${FEW_VISIBLE_MEMBERS + 1}) x
+       ), top as materialized (
+         select s.id, s.started_at, s.member_id, s.rn from vis
+         cross join lateral (
+           select s.*, row_number() over (order by s.started_at desc, s.id desc) as rn from (
+             select s.id, s.started_at, s.member_id from front_sessions s
+             where s.member_id = vis.id and ?
+             order by s.started_at desc, s.id desc limit (select k from few)
+           ) s
+         ) s
+         where (select yes from few)
+       ), bound as (
+         select t.started_at, t.id from top t order by t.started_at desc, t.id desc offset ? limit 1
+       ), cut as (
+         select t.member_id, t.started_at, t.id from top t
+         where t.rn = (select k from few) and not exists (select 1 from bound b where (t.started_at, t.id) <= (b.started_at, b.id))
        ), page as (
-         (select s.id, s.started_at from vis
-            cross join lateral (
-              select s.id, s.started_at from front_sessions s
-              where s.member_id = vis.id and ?
-              order by s.started_at desc, s.id desc limit ?
-            ) s
-          where (select yes from few))
+         select id, started_at from top
+         union all
+         select s.id, s.started_at from cut c
+         cross join lateral (
+           select s.id, s.started_at from front_sessions s
+           where s.member_id = c.member_id and ? and s.started_at <= c.started_at and (s.started_at, s.id) < (c.started_at, c.id)
+             and s.started_at >= coalesce((select b.started_at from bound b), -9223372036854775808)
+           order by s.started_at desc, s.id desc limit ?
+         ) s
          union all
          (select s.id, s.started_at from front_sessions s
           where s.user_id = ? and ? and not (select yes from few) and coalesce(s.member_id in (select id from vis), false)
@@ -229,7 +255,21 @@ export const friendActivityRepo = {
        )
        select c.total, f.* from (select ? as total) c left join found f on true
        order by f.started_at desc, f.id desc`,
-      [...(visible.bindings as Knex.Value[]), sessions, size + 1, access.ownerId, sessions, size + 1, avatarColumn(db, access, 'm'), size + 1, total],
+      [
+        ...(visible.bindings as Knex.Value[]),
+        size + 1,
+        size + 1,
+        sessions,
+        size,
+        sessions,
+        size + 1,
+        access.ownerId,
+        sessions,
+        size + 1,
+        avatarColumn(db, access, 'm'),
+        size + 1,
+        total,
+      ],
     );
     const rows = await runBuilt<HistoryView & { total: number | string | null; id: string | null }>(db, 'friend_history_page', page);
     return { rows: rows.filter((r) => r.id !== null), total: rows[0]?.total === null || rows[0]?.total === undefined ? null : Number(rows[0].total) };
