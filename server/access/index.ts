@@ -318,6 +318,21 @@ export const SECTION_GROUP: Record<ProfileSection, PermissionGroup> = {
 };
 
 /**
+ * "The friend sees this member's profile `section`" as SQL text over the member id `column` (a
+ * constant qualified column): the member's own buckets grant the section's group (SECTION_GROUP)
+ * and the section's buckets, if it has any, include one granting it too (visibleContent() and
+ * narrowedBy()). For a few rows (the fronters); memberSectionsSql answers every section of many
+ * members at once. Owner: true.
+ */
+export function sectionVisibleSql(access: Access, column: string, section: ProfileSection): SqlPredicate {
+  if (access.level === 'owner') return { sql: 'true', bindings: [] };
+  const group = SECTION_GROUP[section];
+  const member = visibleContentSql(access, { kind: 'member', column }, group, 'read');
+  const narrowed = narrowedSql(access, { kind: 'profile_section', column, section }, group, 'read');
+  return { sql: `(${member.sql} and ${narrowed.sql})`, bindings: [...member.bindings, ...narrowed.bindings] };
+}
+
+/**
  * For a friend's read of many members (table alias `alias`, already filtered by visibleMembers):
  * a join of a derived table `<as>` with one boolean per profile section, `show_avatar`,
  * `show_displayName` …, true when the friend sees that section: the member's own buckets grant the

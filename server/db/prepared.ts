@@ -90,13 +90,19 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   return Object.assign(run, { statementName: name, text });
 }
 
+/** SQL text with `?` placeholders and their values in order: a statement composed from the access engine's text predicates without a query builder. */
+export interface SqlText {
+  sql: string;
+  bindings: readonly unknown[];
+}
+
 /** The variants runBuilt() has named, per base name: text → statement. */
 const builtVariants = new Map<string, Map<string, PreparedStatement<unknown>>>();
 /** More texts than this for one base name means a value was written into the text, not bound. */
 const MAX_BUILT_VARIANTS = 16;
 
 /**
- * Runs a statement assembled by knex's query builder as a named prepared statement: for reads
+ * Runs a statement assembled by knex's query builder (or given as SqlText) as a named prepared statement: for reads
  * whose SQL is built from constant pieces that another module owns (the friend routes compose the
  * access engine's predicates, server/access), where writing the text out by hand would copy them.
  * Every value must be a binding, so the text is constant; optional clauses make a handful of
@@ -104,8 +110,8 @@ const MAX_BUILT_VARIANTS = 16;
  * than MAX_BUILT_VARIANTS texts is a bug (a value in the text) and throws rather than filling every
  * connection with statements. Building the query is still per request; planning it is not.
  */
-export function runBuilt<Row>(db: Knex, name: string, query: Knex.QueryBuilder | Knex.Raw): Promise<Row[]> {
-  const { sql, bindings } = query.toSQL();
+export function runBuilt<Row>(db: Knex, name: string, query: Knex.QueryBuilder | Knex.Raw | SqlText): Promise<Row[]> {
+  const { sql, bindings } = 'toSQL' in query ? query.toSQL() : query;
   let variants = builtVariants.get(name);
   if (!variants) builtVariants.set(name, (variants = new Map()));
   let statement = variants.get(sql) as PreparedStatement<Row> | undefined;

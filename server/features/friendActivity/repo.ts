@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { narrowedBy, visibleContent, visibleMemberRowsSql, visibleMembers } from '../../access/index.ts';
+import { sectionVisibleSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -21,12 +21,8 @@ export const NOTES_WINDOW = 500;
  * the `avatar` profile section narrowing it), else null; the member itself is already visible.
  */
 function avatarColumn(db: Knex, access: Access, alias: string): Knex.Raw {
-  const probe = db('members as av')
-    .select(db.raw('1'))
-    .whereRaw(`av.id = ${alias}.id`)
-    .where(visibleContent(access, { kind: 'member', column: 'av.id' }, 'member_avatar'))
-    .where(narrowedBy(access, { kind: 'profile_section', column: 'av.id', section: 'avatar' }, 'member_avatar'));
-  return db.raw(`case when exists (?) then ${alias}.avatar else null end as avatar`, [probe]);
+  const visible = sectionVisibleSql(access, `${alias}.id`, 'avatar');
+  return db.raw(`case when ${visible.sql} then ${alias}.avatar else null end as avatar`, visible.bindings as Knex.Value[]);
 }
 
 /** `exists (member <alias>.id is visible with `group` at `level`)`, as a boolean column expression. */
@@ -93,30 +89,23 @@ export const friendActivityRepo = {
    * the order it was set, with a custom tier's name; each as a JSON array.
    */
   async front(db: Knex, access: Access): Promise<{ sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
-    const sessions = joinMember(db, db('front_sessions as s'), 's')
-      .where('s.user_id', access.ownerId)
-      .whereNull('s.ended_at')
-      .whereNull('s.deleted_at')
-      .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm', 'front', 'read'))
-      .select('s.id', 's.member_id', 's.note', 's.started_at', 'm.name', avatarColumn(db, access, 'm'), db.raw('row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord'));
-    const presence = joinMember(db, db('front_tier_presence as p'), 'p')
-      .leftJoin('front_custom_tiers as t', function () {
-        this.on('t.user_id', '=', 'p.user_id').andOn(db.raw('t.id::text = p.tier_key'));
-      })
-      .where('p.user_id', access.ownerId)
-      .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm', 'front', 'read'))
-      .select('p.member_id', 'p.tier_key', 'p.note', 't.display_name as custom_display_name', 'm.name', avatarColumn(db, access, 'm'), db.raw('row_number() over (order by p.created_at, p.member_id) as ord'));
-    const [row] = await runBuilt<{ sessions: FrontSessionView[]; presence: FrontPresenceView[] }>(
-      db,
-      'friend_front',
-      db.raw(
-        `select (select coalesce(json_agg(x order by x.ord), '[]'::json) from (?) x) as sessions,
-                (select coalesce(json_agg(y order by y.ord), '[]'::json) from (?) y) as presence`,
-        [sessions, presence],
-      ),
-    );
+    const member = visibleMembersSql(access, 'm', 'front', 'read');
+    const avatar = sectionVisibleSql(access, 'm.id', 'avatar');
+    const [row] = await runBuilt<{ sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
+      sql: `select
+        (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
+           select s.id, s.member_id, s.note, s.started_at, m.name, case when ${avatar.sql} then m.avatar end as avatar,
+                  row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord
+             from front_sessions s join members m on m.id = s.member_id and m.user_id = s.user_id
+            where s.user_id = ? and s.ended_at is null and s.deleted_at is null and m.deleted_at is null and ${member.sql}) x) as sessions,
+        (select coalesce(json_agg(y order by y.ord), '[]'::json) from (
+           select p.member_id, p.tier_key, p.note, t.display_name as custom_display_name, m.name, case when ${avatar.sql} then m.avatar end as avatar,
+                  row_number() over (order by p.created_at, p.member_id) as ord
+             from front_tier_presence p join members m on m.id = p.member_id and m.user_id = p.user_id
+             left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
+            where p.user_id = ? and m.deleted_at is null and ${member.sql}) y) as presence`,
+      bindings: [...avatar.bindings, access.ownerId, ...member.bindings, ...avatar.bindings, access.ownerId, ...member.bindings],
+    });
     if (!row) throw new Error('friend front: the statement returned no row');
     const parse = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
     return { sessions: parse(row.sessions), presence: parse(row.presence) };
