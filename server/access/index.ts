@@ -265,15 +265,18 @@ export function visibleMembersSql(access: Access, alias: string, group: Permissi
 }
 
 /**
- * visibleMembersSql(), less its members_view probe when the caller's rows already come from the
- * members of the viewer's buckets granting members_view (visibleMemberRowsSql): the same rule.
+ * visibleMembersSql(), less the probes of the member's own buckets when the caller's rows already
+ * come from the members of the viewer's buckets granting members_view and `group`
+ * (visibleMemberRowsSql): then only the narrowing is left of the same rule.
  */
-function memberPredicate(access: Access, alias: string, group: PermissionGroup, level: GrantedLevel, fromMembersViewBuckets: boolean): SqlPredicate {
+function memberPredicate(access: Access, alias: string, group: PermissionGroup, level: GrantedLevel, fromGrantingBuckets: boolean): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
   const member: ContentRef = { kind: 'member', column: `${alias}.id` };
   const parts: SqlPredicate[] = [];
-  if (!fromMembersViewBuckets) parts.push(visibleContentSql(access, member, 'members_view', 'read'));
-  if (group !== 'members_view' || level !== 'read') parts.push(visibleContentSql(access, member, group, level));
+  if (!fromGrantingBuckets) {
+    parts.push(visibleContentSql(access, member, 'members_view', 'read'));
+    if (group !== 'members_view' || level !== 'read') parts.push(visibleContentSql(access, member, group, level));
+  }
   parts.push(narrowedSql(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read'));
   parts.push(narrowedSql(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read'));
   return { sql: `(${parts.map((p) => p.sql).join(' and ')})`, bindings: parts.flatMap((p) => p.bindings) };
@@ -299,12 +302,18 @@ export function visibleMemberRowsSql(
   if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
   const archived = options.active ? ' and m.archived_at is null' : '';
   if (access.level === 'owner') return { sql: `select ${columns} from members m where m.user_id = ? and m.deleted_at is null${archived}`, bindings: [access.ownerId] };
-  // The rows come from the members of buckets granting members_view: the rest of visibleMembersSql's rule.
+  // The members of buckets granting members_view (and, as a set intersection, of buckets granting
+  // `group` at `level`): then only the narrowing of visibleMembersSql's rule is left to check.
+  const granting = (g: PermissionGroup, l: GrantedLevel) => ({
+    sql: `select va.content_id from privacy_bucket_assignments va where va.kind = 'member' and va.section_key = '' and va.bucket_id = any (?::uuid[])`,
+    bindings: [[...bucketsGranting(access, g, l)]],
+  });
+  const sources = [granting('members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [granting(group, level)] : [])];
   const member = memberPredicate(access, 'm', group, level, true);
   return {
-    sql: `select ${columns.replace(/m\./g, 'vm.')} from (select distinct va.content_id from privacy_bucket_assignments va where va.kind = 'member' and va.section_key = '' and va.bucket_id = any (?::uuid[])) vb
+    sql: `select ${columns.replace(/m\./g, 'vm.')} from (${sources.map((g) => g.sql).join(' intersect ')}${sources.length === 1 ? ' group by va.content_id' : ''}) vb
       cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,
-    bindings: [[...bucketsGranting(access, 'members_view', 'read')], access.ownerId, ...member.bindings],
+    bindings: [...sources.flatMap((g) => g.bindings), access.ownerId, ...member.bindings],
   };
 }
 

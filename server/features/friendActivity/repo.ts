@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { sectionVisibleSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { sectionVisibleSql, visibleContentSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -178,7 +178,7 @@ export const friendActivityRepo = {
     size: number,
     after?: { startedAt: number; id: string },
   ): Promise<{ rows: HistoryView[]; total: number | null }> {
-    const visible = visibleMemberRowsSql(access, 'front', 'read');
+    const visible = visibleMemberRowsSql(access, 'front', 'read', { columns: 'm.id, m.name, m.avatar' });
     // The filters on a session; the walk adds the account, the merge has it from the members.
     const conditions: string[] = ['s.deleted_at is null'];
     const values: unknown[] = [];
@@ -240,7 +240,7 @@ export const friendActivityRepo = {
          select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, ?
          from (select id from page order by started_at desc, id desc limit ?) p
          cross join lateral (select s.* from front_sessions s where s.id = p.id offset 0) s
-         cross join lateral (select m.id, m.name, m.avatar from members m where m.id = s.member_id and m.user_id = s.user_id offset 0) m
+         join vis m on m.id = s.member_id
        )
        select c.total, f.* from (select ? as total) c left join found f on true
        order by f.started_at desc, f.id desc`,
@@ -313,7 +313,9 @@ order by d.n, c.member_id`,
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<NoteView[]> {
     const visible = visibleMemberRowsSql(access, 'member_notes', 'read');
-    const { canWrite } = notePredicates(db, access, 'e');
+    // Writable: every linked member is visible (in `vis`: live, members_view, member_notes) and its
+    // own buckets grant member_notes read_write: visibleMembers(…, 'member_notes', 'read_write').
+    const writable = visibleContentSql(access, { kind: 'member', column: 'ew.member_id' }, 'member_notes', 'read_write');
     // A link counts when its member is in `vis`: a hashed lookup (coalesce keeps it a hashed
     // subplan rather than a join the planner could turn round), after one index probe per note of
     // the window. The probe itself cannot be flattened (offset 0): flattened, the planner may join
@@ -334,11 +336,11 @@ order by d.n, c.member_id`,
          (select coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)
             from entry_members em join members m on m.id = em.member_id
            where em.entry_id = e.id and ${readable('em')}) as members,
-         ?
+         not exists (select 1 from entry_members ew where ew.entry_id = e.id and not (${readable('ew')} and ${writable.sql})) as can_write
        from page p
        cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
        order by p.updated_at desc, p.id asc`,
-      [...(visible.bindings as Knex.Value[]), access.ownerId, NOTES_WINDOW, ...(memberId === undefined ? [] : [memberId]), limit, canWrite],
+      [...(visible.bindings as Knex.Value[]), access.ownerId, NOTES_WINDOW, ...(memberId === undefined ? [] : [memberId]), limit, ...(writable.bindings as Knex.Value[])],
     );
     const rows = await runBuilt<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }>(db, 'friend_notes', query);
     return rows.map((r) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members }));
