@@ -24,6 +24,8 @@ import type { SeededAccount } from './seed.ts';
 
 /** How many of an owner's members the friend sees. */
 export const FRIEND_VISIBLE_MEMBERS = 100;
+/** Buckets the viewer does not hold, which take every member of the owner in turn. */
+const OTHER_BUCKETS = 4;
 const CHANNELS = 200;
 
 export interface FriendSide {
@@ -78,6 +80,18 @@ async function shareWithFriend(url: string, knex: Knex, owner: SeededAccount, vi
   for (let i = 0; i < ids.length; i += 250) {
     await call(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets/bulk/members', { bucketId: bucket._id, mode: 'add', memberIds: ids.slice(i, i + 250) });
   }
+  // An owner who shares through buckets has every member in one (a member in none is seen by no
+  // friend): OTHER_BUCKETS buckets the viewer does not hold take all the members in turn, so the
+  // assignments table is not the friend's 100 rows alone.
+  const others: string[] = [];
+  for (let i = 1; i <= OTHER_BUCKETS; i++) others.push((await call<{ _id: string }>(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets', { name: `Bench private ${i}` }))._id);
+  await knex.raw(
+    `insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, created_at)
+     select m.user_id, (?::uuid[])[1 + (row_number() over (order by m.created_at, m.id)) % ?], 'member', m.id, m.created_at
+     from members m where m.user_id = ? and m.deleted_at is null`,
+    [others, OTHER_BUCKETS, owner.userId],
+  );
+  await knex.raw('analyze privacy_bucket_assignments');
 }
 
 /** The big channel's messages, sealed like send seals them, in batches of one statement each. */

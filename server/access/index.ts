@@ -305,7 +305,10 @@ export function visibleMemberRowsSql(
   // The members of buckets granting members_view (and, as a set intersection, of buckets granting
   // `group` at `level`): then only the narrowing of visibleMembersSql's rule is left to check.
   const granting = (g: PermissionGroup, l: GrantedLevel) => ({
-    sql: `select va.content_id from privacy_bucket_assignments va where va.kind = 'member' and va.section_key = '' and va.bucket_id = any (?::uuid[])`,
+    // One index read per held bucket (lateral, offset 0): `bucket_id = any (…)` is estimated from
+    // the number of distinct buckets on the server, and on a server with few of them a generic plan
+    // would read the whole assignments table instead.
+    sql: `select va.content_id from unnest(?::uuid[]) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va`,
     bindings: [[...bucketsGranting(access, g, l)]],
   });
   const sources = [granting('members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [granting(group, level)] : [])];
@@ -335,10 +338,15 @@ export const SECTION_GROUP: Record<ProfileSection, PermissionGroup> = {
  */
 export function sectionVisibleSql(access: Access, column: string, section: ProfileSection): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
-  const group = SECTION_GROUP[section];
-  const member = visibleContentSql(access, { kind: 'member', column }, group, 'read');
-  const narrowed = narrowedSql(access, { kind: 'profile_section', column, section }, group, 'read');
-  return { sql: `(${member.sql} and ${narrowed.sql})`, bindings: [...member.bindings, ...narrowed.bindings] };
+  const granting = [...bucketsGranting(access, SECTION_GROUP[section], 'read')];
+  const member = assignmentsOf({ kind: 'member', column });
+  const own = assignmentsOf({ kind: 'profile_section', column, section });
+  // Probes per row (offset 0): as plain EXISTS the planner may hash the answer for every member
+  // instead, which reads every assignment granted by those buckets for a page of a few rows.
+  return {
+    sql: `(exists (${member} and pa.bucket_id = any (?::uuid[]) offset 0) and (not exists (${own} offset 0) or exists (${own} and pa.bucket_id = any (?::uuid[]) offset 0)))`,
+    bindings: [granting, granting],
+  };
 }
 
 /**
@@ -348,8 +356,10 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
  * section's group (SECTION_GROUP) and the section's buckets, if it has any, include one granting it
  * too: the rule of visibleContent() and narrowedBy() for each section. `source` is the SQL text
  * selecting the ids of the members read (a materialized CTE of the visible members, `select id
- * from vis`): their assignments are read in one pass and grouped per member, and every section is
- * answered from them, instead of a probe per member, section and question. A member without a row
+ * from vis`): their assignments are read in one pass on the assignments' primary key (the ids as
+ * one array, so the plan reads them by index whatever the table's statistics, rather than joining
+ * the whole table) and grouped per member, and every section is answered from them, instead of a
+ * probe per member, section and question. A member without a row
  * there (none can be visible) gets nulls, which callers read as hidden. `alias`, `source` and `as`
  * are constants, never input.
  */
@@ -372,7 +382,7 @@ export function memberSectionsSql(access: Access, alias: string, source: string,
     bindings.push(granting, granting);
   }
   return {
-    sql: `left join (select pa.content_id as member_id, ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id in (${source}) group by pa.content_id) ${as} on ${as}.member_id = ${alias}.id`,
+    sql: `left join (select pa.content_id as member_id, ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id = any (array(${source})) group by pa.content_id) ${as} on ${as}.member_id = ${alias}.id`,
     bindings,
   };
 }
