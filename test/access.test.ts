@@ -116,9 +116,15 @@ async function assign(owner: string, bucketId: string, kind: string, contentId: 
 }
 
 /** Counts the statements `work` sends to the database. */
-async function statements<T>(work: () => Promise<T>): Promise<{ result: T; count: number }> {
+/**
+ * The statements `work` sends that read `table` (the server's background jobs share the instance,
+ * so their statements are left out by what they read).
+ */
+async function statements<T>(work: () => Promise<T>, table: RegExp): Promise<{ result: T; count: number }> {
   let count = 0;
-  const onQuery = () => count++;
+  const onQuery = (q: { sql: string }) => {
+    if (table.test(q.sql)) count++;
+  };
   knex().on('query', onQuery);
   try {
     return { result: await work(), count };
@@ -238,7 +244,7 @@ describe('privacy engine: levels', () => {
     expect(viewerCeiling(access)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
 
     // The owner sees everything of its own, without a query.
-    const own = await statements(() => contentLevels(knex(), ownAccount({ kind: 'key', accountId: ada.userId, keyId: 'k', scopes: {} }), 'member', [kit]));
+    const own = await statements(() => contentLevels(knex(), ownAccount({ kind: 'key', accountId: ada.userId, keyId: 'k', scopes: {} }), 'member', [kit]), /privacy_bucket_assignments/);
     expect(own.result.get(kit)).toEqual(fullAccess());
     expect(own.count).toBe(0);
 
@@ -346,7 +352,7 @@ describe('privacy engine: levels', () => {
       rows.filter((_, i) => i % 2 === 0).map((r) => ({ user_id: owner.userId, bucket_id: shared, kind: 'member', content_id: r.id, created_at: now })),
     );
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
-    const levels = await statements(() => contentLevels(knex(), access, 'member', rows.map((r) => r.id)));
+    const levels = await statements(() => contentLevels(knex(), access, 'member', rows.map((r) => r.id)), /privacy_bucket_assignments/);
     expect(levels.count).toBe(1);
     expect([...levels.result.values()].filter((l) => l.members_view === 'read')).toHaveLength(50);
     const page = await statements(() =>
@@ -357,6 +363,7 @@ describe('privacy engine: levels', () => {
         .orderBy(['m.created_at', 'm.id'])
         .limit(20)
         .pluck('m.name'),
+      /"members"/,
     );
     expect(page.count).toBe(1);
     expect(page.result).toEqual(rows.filter((_, i) => i % 2 === 0).slice(0, 20).map((r) => r.name));
