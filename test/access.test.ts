@@ -6,6 +6,8 @@ import {
   contentLevels,
   contentVisibleSql,
   forFriend,
+  friendAccessCte,
+  friendInStatement,
   fullAccess,
   levelsOn,
   mergeMax,
@@ -17,10 +19,11 @@ import {
   requireVisible,
   viewerCeiling,
   visibleContent,
+  visibleMemberRowsSql,
   visibleMembers,
   visibleRows,
 } from '../server/access/index.ts';
-import { PERMISSION_GROUPS, type Access, type PermissionMap } from '../server/core/context.ts';
+import { PERMISSION_GROUPS, type Access, type PermissionGroup, type PermissionMap } from '../server/core/context.ts';
 import { DomainError, type DomainErrorKind } from '../server/core/errors.ts';
 import { fromDomainError } from '../server/http/errors.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
@@ -153,12 +156,19 @@ describe('privacy engine: who is a friend', () => {
       const viewer = await server.user();
       await friendship(owner.userId, viewer.userId, ownerSide, viewerSide);
       expect(await forFriend(knex(), viewer.userId, owner.userId), `${ownerSide}/${viewerSide}`).toBeNull();
+      expect(await okInStatement(viewer.userId, owner.userId), `${ownerSide}/${viewerSide}, resolved in the statement`).toBe(false);
     }
     const owner = await server.user();
     expect(await forFriend(knex(), owner.userId, owner.userId), 'the owner is not its own friend').toBeNull();
+    expect(() => friendInStatement(owner.userId, owner.userId)).toThrow(expect.objectContaining({ kind: 'not_found', message: 'Friend not found' }));
     const viewer = await server.user();
     await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
     expect(await forFriend(knex(), viewer.userId, owner.userId)).toMatchObject({ ownerId: owner.userId, level: 'friend', viewerId: viewer.userId, bucketIds: [] });
+    expect(await okInStatement(viewer.userId, owner.userId)).toBe(true);
+    // An access resolved in the statement has no grants in JS: the questions that need them refuse it.
+    const deferred = friendInStatement(viewer.userId, owner.userId);
+    expect(() => levelsOn(deferred, [])).toThrow(/inside its statement/);
+    expect(() => viewerCeiling(deferred)).toThrow(/inside its statement/);
   });
 
   it('an accepted friend with no bucket gets nothing: every group none, every content predicate false', async () => {
@@ -323,8 +333,14 @@ describe('privacy engine: levels', () => {
     await knex()('sub_systems').insert({ id: subId, user_id: owner.userId, side_system_id: side, linked_member_id: sub, name: 'Sub', created_at: Date.now(), updated_at: Date.now() });
     await knex()('members').where('id', inSub).update({ sub_system_id: subId });
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
-    const names = (group?: 'member_notes', level?: 'read' | 'read_write') =>
-      knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(access, 'm', group, level)).orderBy('m.name').pluck('m.name');
+    const deferred = friendInStatement(viewer.userId, owner.userId);
+    // The rule three ways, which must agree: the predicate over the owner's members, and the
+    // visible set (visibleMemberRowsSql) with the grants bound and resolved in the statement.
+    const names = async (group?: 'member_notes', level?: 'read' | 'read_write') => {
+      const byPredicate = await knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(access, 'm', group, level)).orderBy('m.name').pluck('m.name');
+      for (const a of [access, deferred]) expect(await visibleSetNames(a, group, level), a.inStatement ? 'in the statement' : 'bound').toEqual(byPredicate);
+      return byPredicate;
+    };
     expect(await names()).toEqual(['InMain', 'InSub', 'SubLink', 'WithNotes']);
     expect(await names('member_notes', 'read_write')).toEqual(['WithNotes']);
     // The sub system gets a bucket the friend does not hold: its members disappear, the others stay.
@@ -436,3 +452,18 @@ describe('domain errors at the HTTP edge', () => {
     expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
   });
 });
+
+/** The `ok` of friend_access for an access resolved in the statement. */
+async function okInStatement(viewerId: string, ownerId: string): Promise<boolean> {
+  const cte = friendAccessCte(friendInStatement(viewerId, ownerId));
+  const result = await knex().raw(`with ${cte.sql} select ok from friend_access`, cte.bindings as never);
+  return (result.rows as Array<{ ok: boolean }>)[0]!.ok;
+}
+
+/** The names in the engine's visible set of members (visibleMemberRowsSql) for `access`. */
+async function visibleSetNames(access: Access, group: PermissionGroup = 'members_view', level: 'read' | 'read_write' = 'read'): Promise<string[]> {
+  const cte = friendAccessCte(access);
+  const rows = visibleMemberRowsSql(access, group, level, { columns: 'm.id, m.name' });
+  const result = await knex().raw(`with ${cte.sql}, vis as (${rows.sql}) select name from vis order by name`, [...cte.bindings, ...rows.bindings] as never);
+  return (result.rows as Array<{ name: string }>).map((r) => r.name);
+}

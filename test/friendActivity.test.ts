@@ -324,6 +324,12 @@ describe('front', { timeout: 120_000 }, () => {
       expect(res.response.status).toBe(200);
       expect(res.data).toEqual({ primary: null, alsoFronting: [], tieredMembers: [], note: '' });
       expect(lines.some((l) => l.includes('friend front read failed'))).toBe(true);
+      // The failed statement also resolved the friendship: checked on its own, it still keeps a
+      // stranger out (404 as for an unknown account, never the empty front).
+      const stranger = await own.user();
+      const refused = await stranger.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } });
+      expect(refused.response.status).toBe(404);
+      expect(refused.error).toMatchObject({ message: 'Friend not found' });
     } finally {
       await own.close();
     }
@@ -476,6 +482,55 @@ describe('history and month', { timeout: 120_000 }, () => {
       }
     }, 120_000); // 15,000 seeded sessions and four analysed plans
   }
+
+  it('friend reads keep the privacy assignments on their indexes: with 12,000 assignments to buckets the viewer does not hold, no generic plan reads the whole table', async () => {
+    const { owner, viewer, bucketId: shared } = await friendsSharing(server, { members_view: 'read', member_profile: 'read', member_avatar: 'read', member_notes: 'read', front: 'read' });
+    const knex = server.deps.db.knex;
+    const others: string[] = [];
+    for (let i = 0; i < 4; i++) others.push(await createBucket(owner, { members_view: 'read', front: 'read' }, `Other ${i}`));
+    const fronting = [await createMember(owner.api, 'Fronting A'), await createMember(owner.api, 'Fronting B')];
+    for (const m of fronting) {
+      await shareMember(owner, m, [shared]);
+      await startFronting(owner.api, m);
+    }
+    await createEntry(owner.api, 'a visible note', { memberIds: [fronting[0]!] });
+    // 3,000 more members straight into the tables, each in the four buckets the viewer does not hold,
+    // 40 of them also in the shared one and each with a profile section of its own.
+    await knex.raw(
+      `with made as (
+         insert into members (id, user_id, side_system_id, name, created_at, updated_at)
+         select gen_random_uuid(), m.user_id, m.side_system_id, 'Extra ' || g, ?::bigint, ?::bigint from members m, generate_series(1, 3000) g where m.id = ?
+         returning id, user_id, name)
+       insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
+       select made.user_id, b.id, 'member', made.id, '', ?::bigint from made cross join unnest(?::uuid[]) b(id)
+       union all
+       select made.user_id, ?::uuid, k.kind, made.id, k.section, ?::bigint from made cross join (values ('member', ''), ('profile_section', 'avatar')) k(kind, section)
+       where made.name in (select 'Extra ' || g from generate_series(1, 40) g)`,
+      [now, now, fronting[0]!, now, others, shared, now],
+    );
+    if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+    else await knex.raw('vacuum analyze members, privacy_bucket_assignments, front_sessions, entries, entry_members');
+    const path = fp(owner.userId);
+    const routes = {
+      members: () => viewer.api.GET('/api/v1/friends/{friendUserId}/members', { params: { path } }),
+      front: () => viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } }),
+      history: () => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }),
+      notes: () => viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: {} } }),
+    };
+    for (const [name, call] of Object.entries(routes)) {
+      const statements = await captureStatements(knex, /privacy_bucket_assignments/, async () => {
+        const res = await call();
+        expect(res.response.status, name).toBe(200);
+      });
+      expect(statements.length, name).toBeGreaterThan(0);
+      for (const statement of statements) {
+        const plan = await explain(knex, statement, { analyze: true, generic: true });
+        const scans = planNodes(plan).filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'privacy_bucket_assignments');
+        expect(scans, `${name}: ${JSON.stringify(plan)}`).toEqual([]);
+      }
+    }
+    expect((await routes.members()).data).toHaveLength(42);
+  }, 120_000);
 
   it('history: the page statements stay constant whatever the number of visible sessions', async () => {
     const { s, viewer } = await writer();

@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded]
+ * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios]
  *
  * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
  * drops its own database. Seeds through SQL, starts the real server (request validation,
@@ -9,7 +9,8 @@
  * same JSON — a difference fails the run — then loads them from this process with autocannon
  * (32 connections, warm-up, fixed duration): each read scenario as an A B B A pair, full /
  * independent, with CPU per request (server process plus its PostgreSQL backends).
- * `--check-only` stops after the body check; `--with-bare` adds full / bare pairs (the old baseline:
+ * `--check-only` stops after the body check; `--friend-ratios` measures only the four friend /
+ * owner req/s pairs after it and prints them; `--with-bare` adds full / bare pairs (the old baseline:
  * the server's own services without the HTTP pipeline, so the pipeline's share of the gap).
  * A full run then measures the read scenarios and paired targets on the embedded database too
  * (PGlite, a medium account, no thresholds); `--smoke --embedded` adds that part to a smoke run.
@@ -42,6 +43,8 @@ const { values } = parseArgs({
     'with-bare': { type: 'boolean' },
     /** With --smoke: run the embedded database part too (a full run always does). */
     embedded: { type: 'boolean' },
+    /** Only the four friend / owner req/s pairs (issue 13), printed; no results file. */
+    'friend-ratios': { type: 'boolean' },
   },
 });
 const smoke = values.smoke ?? false;
@@ -605,22 +608,27 @@ async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedR
  * own read of the same data (req/s, ≥ 0.6×), a deep page against the first (p50, ≤ 1.2×), the large
  * account against the small one (p50, ≤ 1.3×).
  */
-async function areaPairs(proc: Proc, areaList: Scenario[], owner: (id: string) => PairSide): Promise<PairResult[]> {
+async function areaPairs(proc: Proc, areaList: Scenario[], owner: (id: string) => PairSide, friendRatiosOnly = false): Promise<PairResult[]> {
   const area = (id: string): PairSide => {
     const scenario = areaList.find((x) => x.id === id)!;
     return { label: `${id} full`, proc, key: scenario.key!, scenario };
   };
-  return [
-    await paired('friend members (100 of 10,000) req/s ≥ 0.6× the owner’s members page', 'rps', 0.6, owner('3'), area('F1')),
-    await paired('friend front req/s ≥ 0.6× the owner’s front', 'rps', 0.6, owner('1'), area('F2')),
-    await paired('friend history first page req/s ≥ 0.6× the owner’s', 'rps', 0.6, owner('4a'), area('F3a')),
-    await paired('friend notes req/s ≥ 0.6× the owner’s notes list', 'rps', 0.6, owner('2'), area('F4')),
-    await paired('friend deep history page p50 ≤ 1.2× first page', 'p50', 1.2, area('F3a'), area('F3b')),
-    await paired('friend members: large p50 ≤ 1.3× small', 'p50', 1.3, area('F1s'), area('F1')),
-    await paired('friend history: large p50 ≤ 1.3× small', 'p50', 1.3, area('F3as'), area('F3a')),
-    await paired('friend notes: large p50 ≤ 1.3× small', 'p50', 1.3, area('F4s'), area('F4')),
-    await paired('deep message page p50 ≤ 1.2× first page', 'p50', 1.2, area('M2a'), area('M2b')),
+  const ratios = [
+    () => paired('friend members (100 of 10,000) req/s ≥ 0.6× the owner’s members page', 'rps', 0.6, owner('3'), area('F1')),
+    () => paired('friend front req/s ≥ 0.6× the owner’s front', 'rps', 0.6, owner('1'), area('F2')),
+    () => paired('friend history first page req/s ≥ 0.6× the owner’s', 'rps', 0.6, owner('4a'), area('F3a')),
+    () => paired('friend notes req/s ≥ 0.6× the owner’s notes list', 'rps', 0.6, owner('2'), area('F4')),
   ];
+  const rest = [
+    () => paired('friend deep history page p50 ≤ 1.2× first page', 'p50', 1.2, area('F3a'), area('F3b')),
+    () => paired('friend members: large p50 ≤ 1.3× small', 'p50', 1.3, area('F1s'), area('F1')),
+    () => paired('friend history: large p50 ≤ 1.3× small', 'p50', 1.3, area('F3as'), area('F3a')),
+    () => paired('friend notes: large p50 ≤ 1.3× small', 'p50', 1.3, area('F4s'), area('F4')),
+    () => paired('deep message page p50 ≤ 1.2× first page', 'p50', 1.2, area('M2a'), area('M2b')),
+  ];
+  const results: PairResult[] = [];
+  for (const run of friendRatiosOnly ? ratios : [...ratios, ...rest]) results.push(await run());
+  return results;
 }
 
 class BodyCheckFailed extends Error {}
@@ -690,6 +698,12 @@ async function main() {
     const byId = (id: string) => list.find((s) => s.id === id)!;
     const large = (id: string): PairSide => ({ label: `${id} full/large`, proc: full.proc, key: seeded.large.apiKey, scenario: byId(id) });
     const small = (id: string): PairSide => ({ label: `${id} full/small`, proc: full.proc, key: seeded.small.apiKey, scenario: growth.get(id)! });
+    if (values['friend-ratios']) {
+      // A developer's loop (issue 13): the four friend/owner req/s pairs only, printed, no report.
+      for (const p of await areaPairs(full.proc, areaList, large, true)) log(`${p.ratio >= p.limit ? 'met' : 'NOT met'}: ${p.target}: ${p.ratio.toFixed(2)}×`);
+      await db.close();
+      return;
+    }
     const readIds = list.filter(isRead).map((s) => s.id);
     const pairs: PairResult[] = [];
     const baseline: BaselinePair[] = [];

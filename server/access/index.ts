@@ -82,41 +82,73 @@ export function onBehalfOf(accountId: string): Access {
   return { ownerId: accountId, level: 'owner' };
 }
 
-interface FriendRow {
-  bucket_id: string | null;
-  friend_permissions: unknown;
-}
+/**
+ * The friendship and the viewer's grants as one row: the one definition of "who is a friend, with
+ * which buckets", for forFriend() and for the statements that resolve the access themselves
+ * (friendInStatement, as the CTE `friend_access`). Two bindings: the owner, the viewer.
+ * `ok` is true when both sides' friendship rows are accepted (a block or a pending or revoked
+ * request on either side is not); `bucket_ids` are the owner's buckets assigned to the viewer; and
+ * per permission group, `<group>_read` and `<group>_read_write` are those of them granting at least
+ * that level (a missing or unknown level in a bucket's map is none: fail closed, as permissionMap).
+ */
+const FRIEND_ACCESS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id order by b.id) filter (where b.id is not null), '{}') as bucket_ids,
+  ${PERMISSION_GROUPS.flatMap((g) => [
+    `coalesce(array_agg(b.id order by b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}') as ${g}_read`,
+    `coalesce(array_agg(b.id order by b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}') as ${g}_read_write`,
+  ]).join(',\n  ')}
+  from friendships o
+  join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
+  left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
+  left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
+  where o.user_id = ?::uuid and o.friend_user_id = ?::uuid and o.status = 'accepted'`;
 
-/** Both sides' friendship rows (accepted) and the buckets the owner assigned to the viewer: a constant prepared statement. */
-const accessForFriend = prepared<FriendRow>(
-  'access_for_friend',
-  `select b.id as bucket_id, b.friend_permissions
-     from friendships o
-     join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
-     left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
-     left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
-    where o.user_id = ?::uuid and o.friend_user_id = ?::uuid and o.status = 'accepted'`,
-);
+type FriendAccessRow = { ok: boolean; bucket_ids: string[] } & Record<`${PermissionGroup}_${GrantedLevel}`, string[]>;
+
+const accessForFriend = prepared<FriendAccessRow>('access_for_friend', FRIEND_ACCESS_SQL);
 
 /**
  * The viewer's access to the owner's content, or null when the viewer may see nothing of it: no
  * friendship, a pending or revoked one, a block in either direction, or the viewer is the owner
- * (owner routes use ownAccount). One statement: both sides' friendship rows and the buckets the
- * owner assigned to the viewer, with their permission maps.
+ * (owner routes use ownAccount). One statement (FRIEND_ACCESS_SQL).
  */
 export async function forFriend(db: Knex, viewerId: string, ownerId: string): Promise<Access | null> {
   if (viewerId === ownerId) return null;
-  const rows = await accessForFriend(db, [ownerId, viewerId]);
-  if (rows.length === 0) return null;
-  const buckets = rows.filter((r) => r.bucket_id !== null).map((r) => ({ id: r.bucket_id as string, permissions: permissionMap(r.friend_permissions) }));
+  const [row] = await accessForFriend(db, [ownerId, viewerId]);
+  if (!row?.ok) return null;
   const grants = {} as Record<PermissionGroup, { read: string[]; write: string[] }>;
-  for (const g of PERMISSION_GROUPS) {
-    grants[g] = {
-      read: buckets.filter((b) => atLeast(b.permissions[g], 'read')).map((b) => b.id),
-      write: buckets.filter((b) => atLeast(b.permissions[g], 'read_write')).map((b) => b.id),
-    };
-  }
-  return { ownerId, level: 'friend', viewerId, bucketIds: buckets.map((b) => b.id), grants };
+  for (const g of PERMISSION_GROUPS) grants[g] = { read: row[`${g}_read`], write: row[`${g}_read_write`] };
+  return { ownerId, level: 'friend', viewerId, bucketIds: row.bucket_ids, grants };
+}
+
+/**
+ * A friend access resolved inside the statement that uses it, for the hot friend reads: no
+ * statement of its own. The engine's SQL text then reads the viewer's buckets from the CTE
+ * `friend_access` (friendAccessCte, the same FRIEND_ACCESS_SQL as forFriend), and the statement
+ * answers `ok` with its rows; the caller passes that to requireFriendship() before using them, so
+ * no friendship answers 404 with the same body as forFriend's null. The viewer as its own owner is
+ * refused here already. JS-side questions (levelsOn, viewerCeiling, bucketsGranting,
+ * contentLevels) need the grants and throw for this access: routes that ask them use forFriend.
+ */
+export function friendInStatement(viewerId: string, ownerId: string): Access {
+  if (viewerId === ownerId) throw notFound('Friend not found');
+  return { ownerId, level: 'friend', viewerId, inStatement: true };
+}
+
+/**
+ * The CTE `friend_access` a statement built on the engine's SQL text starts its WITH list with
+ * (`with ${cte.sql}, …`), and selects `(select ok from friend_access)` from: for an access resolved
+ * in the statement, the friendship and the grants (materialized: read once); for one resolved
+ * already, the constant `ok`, since its grants are bound values.
+ */
+export function friendAccessCte(access: Access): SqlPredicate {
+  if (access.level !== 'friend') throw new Error('friendAccessCte: a friend access only');
+  if (access.inStatement) return { sql: `friend_access as materialized (${FRIEND_ACCESS_SQL})`, bindings: [access.ownerId, access.viewerId] };
+  return { sql: 'friend_access as (select true as ok)', bindings: [] };
+}
+
+/** The `ok` a statement read from friend_access: anything but true is no friendship, 404 as for an unknown account. */
+export function requireFriendship(ok: unknown): void {
+  if (ok !== true) requireVisible(null, 'Friend');
 }
 
 /** The friend access, or 404 with the same body as an unknown account (a friend route's first step). */
@@ -125,8 +157,20 @@ export async function requireFriend(db: Knex, viewerId: string, ownerId: string)
 }
 
 function grantsOf(access: Access): NonNullable<Access['grants']> {
-  if (access.level !== 'friend' || !access.grants) throw new Error('a friend access without grants');
+  if (access.level !== 'friend' || !access.grants) {
+    throw new Error(access.inStatement ? "this friend access's grants are read inside its statement (friend_access): only the engine's SQL text takes it" : 'a friend access without grants');
+  }
   return access.grants;
+}
+
+/**
+ * The viewer's buckets granting `group` at `level`, as an SQL uuid[] expression: one binding for a
+ * resolved access, the friend_access column for one resolved in the statement.
+ */
+function grantArraySql(access: Access, group: PermissionGroup, level: GrantedLevel): SqlPredicate {
+  // The cast makes it an array expression: `= any ((select …))` alone is read as ANY (subquery).
+  if (access.inStatement) return { sql: `(select ${group}_${level} from friend_access)::uuid[]`, bindings: [] };
+  return { sql: '?::uuid[]', bindings: [[...bucketsGranting(access, group, level)]] };
 }
 
 /**
@@ -177,8 +221,8 @@ export interface ContentRef {
  * uuid array): for one-statement reads (docs/data-access.md) that put the bucket predicate
  * inside their prepared text. `ref.column` must be a constant column name, never input.
  */
-export function contentVisibleSql(ref: ContentRef): string {
-  return `exists (${assignmentsOf(ref)} and pa.bucket_id = any (?::uuid[]))`;
+export function contentVisibleSql(ref: ContentRef, buckets = '?::uuid[]'): string {
+  return `exists (${assignmentsOf(ref)} and pa.bucket_id = any (${buckets}))`;
 }
 
 /** The assignments of the row's content (`select 1 … where …`), validated: columns are constants, never input. */
@@ -205,7 +249,8 @@ type GrantedLevel = Exclude<PermissionLevel, 'none'>;
  */
 export function visibleContentSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
-  return { sql: contentVisibleSql(ref), bindings: [[...bucketsGranting(access, group, level)]] };
+  const granting = grantArraySql(access, group, level);
+  return { sql: contentVisibleSql(ref, granting.sql), bindings: granting.bindings };
 }
 
 /** narrowedBy() as text: the row's content has no bucket of its own, or one the friend holds granting `group` at `level`. */
@@ -289,8 +334,8 @@ function memberPredicate(access: Access, alias: string, group: PermissionGroup, 
  * viewer's buckets (the assignments' bucket index) and reads each of their members by primary key
  * (lateral, offset 0, so no plan trades those lookups for a scan of the owner's members): its cost
  * follows the members in the viewer's buckets, never the size of the owner's account. `active`
- * leaves archived members out. Owner access: every live member. `columns` is a constant list of
- * `m.` columns, never input.
+ * leaves archived members out. A friend access only (an owner access throws: the owner's reads
+ * need no visible set). `columns` is a constant list of `m.` columns, never input.
  */
 export function visibleMemberRowsSql(
   access: Access,
@@ -301,16 +346,19 @@ export function visibleMemberRowsSql(
   const columns = options.columns ?? 'm.id';
   if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
   const archived = options.active ? ' and m.archived_at is null' : '';
-  if (access.level === 'owner') return { sql: `select ${columns} from members m where m.user_id = ? and m.deleted_at is null${archived}`, bindings: [access.ownerId] };
+  if (access.level === 'owner') throw new Error('visibleMemberRowsSql: a friend access only (the owner reads its members directly)');
   // The members of buckets granting members_view (and, as a set intersection, of buckets granting
   // `group` at `level`): then only the narrowing of visibleMembersSql's rule is left to check.
-  const granting = (g: PermissionGroup, l: GrantedLevel) => ({
+  const granting = (g: PermissionGroup, l: GrantedLevel) => {
+    const buckets = grantArraySql(access, g, l);
     // One index read per held bucket (lateral, offset 0): `bucket_id = any (…)` is estimated from
     // the number of distinct buckets on the server, and on a server with few of them a generic plan
     // would read the whole assignments table instead.
-    sql: `select va.content_id from unnest(?::uuid[]) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va`,
-    bindings: [[...bucketsGranting(access, g, l)]],
-  });
+    return {
+      sql: `select va.content_id from unnest(${buckets.sql}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va`,
+      bindings: buckets.bindings,
+    };
+  };
   const sources = [granting('members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [granting(group, level)] : [])];
   const member = memberPredicate(access, 'm', group, level, true);
   return {
@@ -338,14 +386,14 @@ export const SECTION_GROUP: Record<ProfileSection, PermissionGroup> = {
  */
 export function sectionVisibleSql(access: Access, column: string, section: ProfileSection): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
-  const granting = [...bucketsGranting(access, SECTION_GROUP[section], 'read')];
+  const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
   const member = assignmentsOf({ kind: 'member', column });
   const own = assignmentsOf({ kind: 'profile_section', column, section });
   // Probes per row (offset 0): as plain EXISTS the planner may hash the answer for every member
   // instead, which reads every assignment granted by those buckets for a page of a few rows.
   return {
-    sql: `(exists (${member} and pa.bucket_id = any (?::uuid[]) offset 0) and (not exists (${own} offset 0) or exists (${own} and pa.bucket_id = any (?::uuid[]) offset 0)))`,
-    bindings: [granting, granting],
+    sql: `(exists (${member} and pa.bucket_id = any (${granting.sql}) offset 0) and (not exists (${own} offset 0) or exists (${own} and pa.bucket_id = any (${granting.sql}) offset 0)))`,
+    bindings: [...granting.bindings, ...granting.bindings],
   };
 }
 
@@ -360,26 +408,24 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
  * one array, so the plan reads them by index whatever the table's statistics, rather than joining
  * the whole table) and grouped per member, and every section is answered from them, instead of a
  * probe per member, section and question. A member without a row
- * there (none can be visible) gets nulls, which callers read as hidden. `alias`, `source` and `as`
- * are constants, never input.
+ * there (none can be visible) gets nulls, which callers read as hidden. A friend access only (an
+ * owner access throws). `alias`, `source` and `as` are constants, never input.
  */
 export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections'): SqlPredicate {
   if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as) || !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)) {
     throw new Error('memberSectionsSql: aliases and source are constants');
   }
-  if (access.level === 'owner') {
-    return { sql: `cross join lateral (select ${PROFILE_SECTIONS.map((s) => `true as "show_${s}"`).join(', ')}) ${as}`, bindings: [] };
-  }
+  if (access.level === 'owner') throw new Error('memberSectionsSql: a friend access only (the owner sees every section)');
   const any = (condition: string) => `coalesce(bool_or(${condition}), false)`;
   const columns: string[] = [];
   const bindings: unknown[] = [];
   for (const section of PROFILE_SECTIONS) {
-    const granting = [...bucketsGranting(access, SECTION_GROUP[section], 'read')];
+    const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
     const inSection = `pa.kind = 'profile_section' and pa.section_key = '${section}'`;
     columns.push(
-      `${any(`pa.kind = 'member' and pa.bucket_id = any (?::uuid[])`)} and (not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (?::uuid[])`)}) as "show_${section}"`,
+      `${any(`pa.kind = 'member' and pa.bucket_id = any (${granting.sql})`)} and (not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)}) as "show_${section}"`,
     );
-    bindings.push(granting, granting);
+    bindings.push(...granting.bindings, ...granting.bindings);
   }
   return {
     sql: `left join (select pa.content_id as member_id, ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id = any (array(${source})) group by pa.content_id) ${as} on ${as}.member_id = ${alias}.id`,

@@ -48,6 +48,13 @@ export interface Access {
    * is in the list; an empty list grants nothing.
    */
   readonly grants?: Readonly<Record<PermissionGroup, { readonly read: readonly string[]; readonly write: readonly string[] }>>;
+  /**
+   * For `friend`: true when the friendship and the grants are not resolved yet but read inside the
+   * one statement that uses them (server/access/ friendInStatement, `friend_access`): such an
+   * access has no `bucketIds` or `grants`, only the engine's SQL text accepts it, and the statement
+   * answers whether the friendship is there (`ok`) with its rows.
+   */
+  readonly inStatement?: true;
 }
 
 /** The friend permission groups of a privacy bucket (spec: Privacy bucket). */

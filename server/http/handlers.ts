@@ -63,6 +63,12 @@ export interface RequestContext {
    * (the same body as an unknown account) when there is no such friendship or a block.
    */
   friend(ownerId: string): Promise<ServiceContext>;
+  /**
+   * The service context of a friend read that resolves the friendship inside its own statement
+   * (server/access/ friendInStatement): no statement here. The service must pass the statement's
+   * `ok` to requireFriendship() before it answers, which throws the same 404 as friend().
+   */
+  friendInStatement(ownerId: string): ServiceContext;
   /** The operator (admin API) acting on one account, with the owner's rights. */
   operatorFor(accountId: string): ServiceContext;
   /** The operator acting on the server as a whole (no account yet, or all of them). */

@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
-import { onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
+import { friendInStatement, onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
 import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
@@ -226,6 +226,11 @@ class Context implements RequestContext {
     if (!this.auth) throw new Error('friend() called on an operation without API-key authentication');
     const access = await requireFriend(this.deps.db.knex, this.auth.accountId, ownerId);
     return { ...this.base(this.auth), access };
+  }
+
+  friendInStatement(ownerId: string): ServiceContext {
+    if (!this.auth) throw new Error('friendInStatement() called on an operation without API-key authentication');
+    return { ...this.base(this.auth), access: friendInStatement(this.auth.accountId, ownerId) };
   }
 
   operatorFor(accountId: string): ServiceContext {

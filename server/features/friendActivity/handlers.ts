@@ -1,10 +1,13 @@
 import type { HandlerMap } from '../../http/handlers.ts';
 import * as friendActivity from './service.ts';
 
-/** Friend-scoped activity routes: each first resolves the friendship (404 when it is not visible). */
+/**
+ * Friend-scoped activity routes: each resolves the friendship (404 when it is not visible), the
+ * hot reads (front, history, notes) inside their one statement (friendInStatement), the rest first.
+ */
 export const friendActivityHandlers = {
   getFriendFront: async ({ path }, ctx) => {
-    const fctx = await ctx.friend(path.friendUserId);
+    const fctx = ctx.friendInStatement(path.friendUserId);
     return { status: 200, body: await friendActivity.getFront(fctx) };
   },
   setFriendFront: async ({ path, body }, ctx) => {
@@ -37,7 +40,7 @@ export const friendActivityHandlers = {
     return { status: 200, body: await friendActivity.writableMemberIds(fctx) };
   },
   getFriendFrontHistory: async ({ path, query }, ctx) => {
-    const fctx = await ctx.friend(path.friendUserId);
+    const fctx = ctx.friendInStatement(path.friendUserId);
     return { status: 200, body: await friendActivity.history(fctx, query) };
   },
   getFriendFrontHistoryMonth: async ({ path, query }, ctx) => {
@@ -45,7 +48,7 @@ export const friendActivityHandlers = {
     return { status: 200, body: await friendActivity.month(fctx, query) };
   },
   listFriendEntries: async ({ path, query }, ctx) => {
-    const fctx = await ctx.friend(path.friendUserId);
+    const fctx = ctx.friendInStatement(path.friendUserId);
     return { status: 200, body: await friendActivity.listNotes(fctx, query) };
   },
   createFriendEntry: async ({ path, body }, ctx) => {

@@ -5,9 +5,9 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { sectionVisibleSql, visibleContentSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { friendAccessCte, sectionVisibleSql, visibleContentSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
-import { runBuilt } from '../../db/prepared.ts';
+import { runBuilt, type SqlText } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
 
 const DAY_MS = 86_400_000;
@@ -59,27 +59,32 @@ export interface NoteForWrite {
   can_write: boolean;
 }
 
-/** Correlated predicates over a note `alias` (an `entries` row) for one friend. */
-function notePredicates(db: Knex, access: Access, alias: string) {
-  const links = () =>
-    db('entry_members as em')
-      .join('members as m', function () {
-        this.on('m.id', '=', 'em.member_id').andOn('m.user_id', '=', 'em.user_id');
-      })
-      .whereRaw(`em.entry_id = ${alias}.id and em.user_id = ${alias}.user_id`)
-      .whereNull('m.deleted_at');
-  /** A linked live member visible with members_view and member_notes at read. */
-  const readable = () => links().select(db.raw('1')).where(visibleMembers(access, 'm', 'member_notes', 'read'));
-  /** Every linked member is live and has member_notes read_write (no link may fail it). */
-  const unwritable = db('entry_members as ew')
-    .leftJoin('members as mw', function () {
-      this.on('mw.id', '=', 'ew.member_id').andOn('mw.user_id', '=', 'ew.user_id');
-    })
-    .select(db.raw('1'))
-    .whereRaw(`ew.entry_id = ${alias}.id and ew.user_id = ${alias}.user_id`)
-    .where((w) => w.whereNull('mw.id').orWhereNotNull('mw.deleted_at').orWhereNotExists(memberPasses(db, access, 'mw.id', 'member_notes', 'read_write')));
-  const canWrite = db.raw('not exists (?) as can_write', [unwritable]);
-  return { links, readable, canWrite };
+/**
+ * A note's two rules for one friend, over its links (`entry_members`), given the SQL of "this
+ * link's member is a live member the friend reads notes of" (members_view and member_notes at
+ * read) over a link alias: the note is **visible** when one of its links is readable; the friend
+ * **can write** it when every link is readable and its member's own buckets grant member_notes
+ * read_write (visibleMembers(…, 'member_notes', 'read_write'), the narrowing being in the read
+ * already). The list answers "readable" from its visible set, one note's write check with the
+ * engine's predicate; the rules are these, once. `entry` is a constant column.
+ */
+function noteRules(access: Access, readable: (link: string) => SqlText): { visible(entry: string): SqlText; canWrite(entry: string): SqlText } {
+  const writable = visibleContentSql(access, { kind: 'member', column: 'ew.member_id' }, 'member_notes', 'read_write');
+  return {
+    visible: (entry) => {
+      const link = readable('em');
+      // One index probe of the note's links (offset 0: flattened, the planner may join every
+      // visible member's notes against the list's window instead).
+      return { sql: `exists (select 1 from entry_members em where em.entry_id = ${entry} and ${link.sql} offset 0)`, bindings: link.bindings };
+    },
+    canWrite: (entry) => {
+      const link = readable('ew');
+      return {
+        sql: `not exists (select 1 from entry_members ew where ew.entry_id = ${entry} and not (${link.sql} and ${writable.sql}))`,
+        bindings: [...link.bindings, ...writable.bindings],
+      };
+    },
+  };
 }
 
 export const friendActivityRepo = {
@@ -88,11 +93,12 @@ export const friendActivityRepo = {
    * (members_view and front at read) in front order, and the tier presence of visible members in
    * the order it was set, with a custom tier's name; each as a JSON array.
    */
-  async front(db: Knex, access: Access): Promise<{ sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
+  async front(db: Knex, access: Access): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
+    const friendship = friendAccessCte(access);
     const member = visibleMembersSql(access, 'm', 'front', 'read');
     const avatar = sectionVisibleSql(access, 'm.id', 'avatar');
-    const [row] = await runBuilt<{ sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
-      sql: `select
+    const [row] = await runBuilt<{ ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
+      sql: `with ${friendship.sql} select (select ok from friend_access) as ok,
         (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
            select s.id, s.member_id, s.note, s.started_at, m.name, case when ${avatar.sql} then m.avatar end as avatar,
                   row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord
@@ -104,11 +110,11 @@ export const friendActivityRepo = {
              from front_tier_presence p join members m on m.id = p.member_id and m.user_id = p.user_id
              left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
             where p.user_id = ? and m.deleted_at is null and ${member.sql}) y) as presence`,
-      bindings: [...avatar.bindings, access.ownerId, ...member.bindings, ...avatar.bindings, access.ownerId, ...member.bindings],
+      bindings: [...friendship.bindings, ...avatar.bindings, access.ownerId, ...member.bindings, ...avatar.bindings, access.ownerId, ...member.bindings],
     });
     if (!row) throw new Error('friend front: the statement returned no row');
     const parse = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
-    return { sessions: parse(row.sessions), presence: parse(row.presence) };
+    return { ok: row.ok, sessions: parse(row.sessions), presence: parse(row.presence) };
   },
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
@@ -177,7 +183,8 @@ export const friendActivityRepo = {
     filter: { startTime?: number; endTime?: number },
     size: number,
     after?: { startedAt: number; id: string },
-  ): Promise<{ rows: HistoryView[]; total: number | null }> {
+  ): Promise<{ ok: boolean; rows: HistoryView[]; total: number | null }> {
+    const friendship = friendAccessCte(access);
     const visible = visibleMemberRowsSql(access, 'front', 'read', { columns: 'm.id, m.name, m.avatar' });
     // The filters on a session; the walk adds the account, the merge has it from the members.
     const conditions: string[] = ['s.deleted_at is null'];
@@ -204,7 +211,7 @@ export const friendActivityRepo = {
     const counted = filter.startTime === undefined && filter.endTime === undefined;
     const total = counted ? db.raw('coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)', [access.ownerId]) : db.raw('null::bigint');
     const page = db.raw(
-      `with vis as materialized (${visible.sql}), few as (
+      `with ${friendship.sql}, vis as materialized (${visible.sql}), few as (
          select count(*) <= ${FEW_VISIBLE_MEMBERS} as yes, least(?::int, 2 * ((?::int + greatest(count(*), 1) - 1) / greatest(count(*), 1)) + 1) as k
          from (select 1 from vis limit ${FEW_VISIBLE_MEMBERS + 1}) x
        ), top as materialized (
@@ -242,9 +249,10 @@ export const friendActivityRepo = {
          cross join lateral (select s.* from front_sessions s where s.id = p.id offset 0) s
          join vis m on m.id = s.member_id
        )
-       select c.total, f.* from (select ? as total) c left join found f on true
+       select c.ok, c.total, f.* from (select (select ok from friend_access) as ok, ? as total) c left join found f on true
        order by f.started_at desc, f.id desc`,
       [
+        ...(friendship.bindings as Knex.Value[]),
         ...(visible.bindings as Knex.Value[]),
         size + 1,
         size + 1,
@@ -260,8 +268,9 @@ export const friendActivityRepo = {
         total,
       ],
     );
-    const rows = await runBuilt<HistoryView & { total: number | string | null; id: string | null }>(db, 'friend_history_page', page);
-    return { rows: rows.filter((r) => r.id !== null), total: rows[0]?.total === null || rows[0]?.total === undefined ? null : Number(rows[0].total) };
+    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', page);
+    const first = rows[0];
+    return { ok: first?.ok === true, rows: rows.filter((r) => r.id !== null), total: first?.total === null || first?.total === undefined ? null : Number(first.total) };
   },
 
   /**
@@ -311,49 +320,71 @@ order by d.n, c.member_id`,
    * linked member is live and writable. With `memberId`, only notes linking that member, which
    * must itself be readable. One statement.
    */
-  async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<NoteView[]> {
+  async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<{ ok: boolean; rows: NoteView[] }> {
+    const friendship = friendAccessCte(access);
     const visible = visibleMemberRowsSql(access, 'member_notes', 'read');
-    // Writable: every linked member is visible (in `vis`: live, members_view, member_notes) and its
-    // own buckets grant member_notes read_write: visibleMembers(…, 'member_notes', 'read_write').
-    const writable = visibleContentSql(access, { kind: 'member', column: 'ew.member_id' }, 'member_notes', 'read_write');
-    // A link counts when its member is in `vis`: a hashed lookup (coalesce keeps it a hashed
-    // subplan rather than a join the planner could turn round), after one index probe per note of
-    // the window. The probe itself cannot be flattened (offset 0): flattened, the planner may join
-    // every visible member's notes against the window instead (a cost per visible note).
+    // A link is readable when its member is in `vis` (live, members_view, member_notes): a hashed
+    // lookup (coalesce keeps it a hashed subplan rather than a join the planner could turn round),
+    // after one index probe per note of the window.
     const readable = (alias: string) => `coalesce(${alias}.member_id in (select id from vis), false)`;
+    const rules = noteRules(access, (link) => ({ sql: readable(link), bindings: [] }));
+    const noteVisible = rules.visible('r.id');
+    const canWrite = rules.canWrite('e.id');
     const only = memberId === undefined ? '' : `and exists (select 1 from entry_members ef where ef.entry_id = r.id and ef.member_id = ?::uuid and ${readable('ef')})`;
     const query = db.raw(
-      `with vis as materialized (${visible.sql}), page as (
+      `with ${friendship.sql}, vis as materialized (${visible.sql}), page as (
          select r.id, r.updated_at
          from (
            select e.id, e.updated_at from entries e where e.user_id = ? and e.deleted_at is null
            order by e.updated_at desc, e.id asc limit ?
          ) r
-         where exists (select 1 from entry_members em where em.entry_id = r.id and ${readable('em')} offset 0) ${only}
+         where ${noteVisible.sql} ${only}
          order by r.updated_at desc, r.id asc limit ?
        )
-       select e.id, e.title, e.content, e.created_at, e.updated_at,
-         (select coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)
-            from entry_members em join members m on m.id = em.member_id
-           where em.entry_id = e.id and ${readable('em')}) as members,
-         not exists (select 1 from entry_members ew where ew.entry_id = e.id and not (${readable('ew')} and ${writable.sql})) as can_write
-       from page p
-       cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
-       order by p.updated_at desc, p.id asc`,
-      [...(visible.bindings as Knex.Value[]), access.ownerId, NOTES_WINDOW, ...(memberId === undefined ? [] : [memberId]), limit, ...(writable.bindings as Knex.Value[])],
+       select fa.ok, n.* from friend_access fa left join (
+         select e.id, e.title, e.content, e.created_at, e.updated_at,
+           (select coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)
+              from entry_members em join members m on m.id = em.member_id
+             where em.entry_id = e.id and ${readable('em')}) as members,
+           ${canWrite.sql} as can_write
+         from page p
+         cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
+       ) n on true
+       order by n.updated_at desc, n.id asc`,
+      [
+        ...(friendship.bindings as Knex.Value[]),
+        ...(visible.bindings as Knex.Value[]),
+        access.ownerId,
+        NOTES_WINDOW,
+        ...(noteVisible.bindings as Knex.Value[]),
+        ...(memberId === undefined ? [] : [memberId]),
+        limit,
+        ...(canWrite.bindings as Knex.Value[]),
+      ],
     );
-    const rows = await runBuilt<Omit<NoteView, 'members'> & { members: NoteView['members'] | string }>(db, 'friend_notes', query);
-    return rows.map((r) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members }));
+    const rows = await runBuilt<Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: NoteView['members'] | string }>(db, 'friend_notes', query);
+    return {
+      ok: rows[0]?.ok === true,
+      rows: rows
+        .filter((r): r is typeof r & { id: string } => r.id !== null)
+        .map(({ ok: _ok, ...r }) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members })),
+    };
   },
 
-  /** A live note of the owner with whether the friend sees it and may write it; undefined when unknown or in the trash. */
+  /** A live note of the owner with whether the friend sees it and may write it (noteRules); undefined when unknown or in the trash. */
   async noteForWrite(db: Knex, access: Access, entryId: string): Promise<NoteForWrite | undefined> {
-    const p = notePredicates(db, access, 'e');
-    const row: NoteForWrite | undefined = await db('entries as e')
-      .where({ 'e.id': entryId, 'e.user_id': access.ownerId })
-      .whereNull('e.deleted_at')
-      .select('e.id', 'e.member_id', 'e.member_ids', db.raw('exists (?) as visible', [p.readable()]), p.canWrite)
-      .first();
+    // One note: each link's member checked by the engine's predicate (a few probes per link).
+    const rules = noteRules(access, (link) => {
+      const member = visibleMembersSql(access, 'lm', 'member_notes', 'read');
+      return { sql: `exists (select 1 from members lm where lm.id = ${link}.member_id and lm.user_id = ${link}.user_id and lm.deleted_at is null and ${member.sql})`, bindings: member.bindings };
+    });
+    const visible = rules.visible('e.id');
+    const canWrite = rules.canWrite('e.id');
+    const [row] = await runBuilt<NoteForWrite>(db, 'friend_note_for_write', {
+      sql: `select e.id, e.member_id, e.member_ids, ${visible.sql} as visible, ${canWrite.sql} as can_write
+        from entries e where e.id = ? and e.user_id = ? and e.deleted_at is null`,
+      bindings: [...visible.bindings, ...canWrite.bindings, entryId, access.ownerId],
+    });
     return row;
   },
 };

@@ -6,13 +6,13 @@
  * delegatedWrite(), in one transaction with a `friend_write.*` audit entry on the owner's account.
  */
 import type { components } from '../../../generated/api.d.ts';
-import { delegatedWrite, viewerCeiling } from '../../access/index.ts';
+import { delegatedWrite, requireFriend, requireFriendship, viewerCeiling } from '../../access/index.ts';
 import { inTransaction, type AuditEntry, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { createEntry, deleteEntry, updateEntry } from '../entries/index.ts';
 import { clearFront, clearTierPresence, frontRepo, lockFront, PRESET_TIERS, reorderFront, startFronting, stopFronting } from '../front/index.ts';
 import { toMemberSummary } from '../members/index.ts';
-import { friendActivityRepo, type FriendMemberCols } from './repo.ts';
+import { friendActivityRepo, type FriendMemberCols, type FrontPresenceView, type FrontSessionView } from './repo.ts';
 
 type Schemas = components['schemas'];
 type FrontView = Schemas['FriendFrontView'];
@@ -53,9 +53,7 @@ async function audit(tx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): Pro
 
 // ---- Front ----
 
-async function readFront(ctx: ServiceContext): Promise<FrontView> {
-  const ownerId = ctx.access.ownerId;
-  const { sessions, presence } = await friendActivityRepo.front(ctx.db, ctx.access);
+function frontView(ownerId: string, sessions: FrontSessionView[], presence: FrontPresenceView[]): FrontView {
   const fronters = sessions.map((s) => ({ member: friendMember(ownerId, s.member_id, s), activeSession: { note: s.note, startedAt: s.started_at } }));
   const [primary, ...alsoFronting] = fronters;
   return {
@@ -71,14 +69,22 @@ async function readFront(ctx: ServiceContext): Promise<FrontView> {
   };
 }
 
-/** The visible front; an unexpected failure answers the empty front (spec) and is logged. */
+/**
+ * The visible front, in one statement that also resolves the friendship (404 without one). An
+ * unexpected failure answers the empty front (spec) and is logged; the friendship is then checked
+ * on its own, so that a failure never answers someone who is not a friend with a front.
+ */
 export async function getFront(ctx: ServiceContext): Promise<FrontView> {
+  let read: Awaited<ReturnType<typeof friendActivityRepo.front>>;
   try {
-    return await readFront(ctx);
+    read = await friendActivityRepo.front(ctx.db, ctx.access);
   } catch (err) {
     ctx.log.error({ err, ownerId: ctx.access.ownerId }, 'friend front read failed; answering the empty front');
+    if (ctx.access.inStatement) await requireFriend(ctx.db, viewerOf(ctx), ctx.access.ownerId);
     return { ...EMPTY_FRONT, alsoFronting: [], tieredMembers: [] };
   }
+  requireFriendship(read.ok);
+  return frontView(ctx.access.ownerId, read.sessions, read.presence);
 }
 
 /**
@@ -172,10 +178,11 @@ export async function history(ctx: ServiceContext, query: FriendHistoryQuery): P
   // Spec: `count` is the number of matching sessions before the per-member privacy filter. Without
   // a time filter the page statement reads it too; with one, it is counted alongside.
   const timed = filter.startTime !== undefined || filter.endTime !== undefined;
-  const [{ rows, total }, timedCount] = await Promise.all([
+  const [{ ok, rows, total }, timedCount] = await Promise.all([
     friendActivityRepo.historyPage(ctx.db, ctx.access, filter, limit, after),
     timed ? frontRepo.historyCount(ctx.db, ownerId, filter) : Promise.resolve(null),
   ]);
+  requireFriendship(ok);
   const count = timedCount ?? total ?? 0;
   const page = rows.slice(0, limit);
   const last = rows.length > limit ? page[page.length - 1] : undefined;
@@ -210,7 +217,8 @@ export async function month(ctx: ServiceContext, query: { startTime: number; end
 // ---- Notes ----
 
 export async function listNotes(ctx: ServiceContext, query: { limit?: number; memberId?: string }): Promise<Schemas['FriendNoteRow'][]> {
-  const rows = await friendActivityRepo.notes(ctx.db, ctx.access, query.limit ?? DEFAULT_FRIEND_NOTES_LIMIT, query.memberId);
+  const { ok, rows } = await friendActivityRepo.notes(ctx.db, ctx.access, query.limit ?? DEFAULT_FRIEND_NOTES_LIMIT, query.memberId);
+  requireFriendship(ok);
   return rows.map((r) => ({
     _id: r.id,
     title: r.title,

@@ -3,7 +3,8 @@ import * as friendMembers from './service.ts';
 
 export const friendMembersHandlers = {
   listFriendMembers: async ({ path }, ctx) => {
-    const fctx = await ctx.friend(path.friendUserId);
+    // The friendship is resolved inside the list's one statement (404 without one).
+    const fctx = ctx.friendInStatement(path.friendUserId);
     return { status: 200, body: await friendMembers.listMembers(fctx) };
   },
   getFriendMember: async ({ path }, ctx) => {

@@ -7,7 +7,17 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { delegatedWrite, memberSectionsSql, PROFILE_SECTIONS, visibleContent, visibleMemberRowsSql, visibleMembers, type ProfileSection } from '../../access/index.ts';
+import {
+  delegatedWrite,
+  friendAccessCte,
+  memberSectionsSql,
+  PROFILE_SECTIONS,
+  requireFriendship,
+  visibleContent,
+  visibleMemberRowsSql,
+  visibleMembers,
+  type ProfileSection,
+} from '../../access/index.ts';
 import { inTransaction, type Access, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
 import { forbidden, notFound } from '../../core/errors.ts';
 import { runBuilt } from '../../db/prepared.ts';
@@ -93,11 +103,17 @@ function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
   };
 }
 
-/** GET /friends/{id}/members: one statement. */
+/** GET /friends/{id}/members: one statement, which resolves the friendship too (friendInStatement: 404 without one). */
 export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
   const access = friendAccess(fctx);
-  const rows = await runBuilt<MemberSelectRow>(fctx.db, 'friend_members', membersQuery(fctx.db, access));
-  return rows.map((r) => toFriendMember(r, access.ownerId));
+  const friendship = friendAccessCte(access);
+  const members = membersQuery(fctx.db, access).toSQL();
+  const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
+    sql: `with ${friendship.sql} select fa.ok, x.* from friend_access fa left join (${members.sql}) x on true order by x.created_at, x.id`,
+    bindings: [...friendship.bindings, ...members.bindings],
+  });
+  requireFriendship(rows[0]?.ok);
+  return rows.filter((r): r is { ok: boolean } & MemberSelectRow => r.id !== null).map((r) => toFriendMember(r, access.ownerId));
 }
 
 /** GET /friends/{id}/members/{memberId}: also needs member_profile at read (members.profile.read). */
