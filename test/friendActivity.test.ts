@@ -361,11 +361,15 @@ describe('history and month', { timeout: 120_000 }, () => {
     }
   });
 
-  it('history (few visible members): every page is exact when one member fronts most of it (the merge reads on for that member), with and without a time filter', async () => {
-    const { owner, viewer } = await friendsSharing(server, { members_view: 'read', front: 'read' });
-    const shared = (await owner.api.GET('/api/v1/privacy-buckets')).data!.find((b) => b.slug.startsWith('u_'))!._id;
+  it('history: every page is exact when one member fronts most of it, a member is in two held buckets, and a held front bucket lists a member the friend may not see; with and without a time filter', async () => {
+    const { owner, viewer, bucketId: shared } = await friendsSharing(server, { members_view: 'read', front: 'read' });
+    // A second bucket the friend holds, granting front but not members_view: its members stay hidden.
+    const frontOnly = await createBucket(owner, { front: 'read' }, 'Front only');
+    await giveFriend(owner, viewer, [shared, frontOnly]);
     const [a, b, c, hidden] = [await createMember(owner.api, 'A'), await createMember(owner.api, 'B'), await createMember(owner.api, 'C'), await createMember(owner.api, 'Hidden')];
-    for (const m of [a, b, c]) await shareMember(owner, m, [shared]);
+    await shareMember(owner, a, [shared, frontOnly]);
+    for (const m of [b, c]) await shareMember(owner, m, [shared]);
+    await shareMember(owner, hidden, [frontOnly]);
     const knex = server.deps.db.knex;
     // A fronts the newest 60 sessions; B's 15 fall among A's older ones; C's 5 are the oldest; the
     // hidden member's 40 are spread over all of them. Two sessions share a start time (the id decides).
@@ -412,8 +416,8 @@ describe('history and month', { timeout: 120_000 }, () => {
     }
   });
 
-  // Few visible members: each one's newest sessions are merged (front_sessions_member_recent). Many:
-  // the owner's history index is walked in order. The same statement, either way, in both plans.
+  // The page walks front_session_buckets (the owner's sessions per bucket, in history order) for
+  // each bucket the friend holds, however many members it sees: the same plan for few and many.
   for (const shape of ['few', 'many'] as const) {
     it(`history (${shape} visible members): the first page and a page 4,000 sessions deep read a page's worth of rows, in both plans`, async () => {
       const { owner, viewer } = await friendsSharing(server, { members_view: 'read', front: 'read' });
@@ -423,7 +427,7 @@ describe('history and month', { timeout: 120_000 }, () => {
       await shareMember(owner, visible, [shared]);
       const knex = server.deps.db.knex;
       if (shape === 'many') {
-        // More visible members than FEW_VISIBLE_MEMBERS (250), straight into the tables; they have no sessions.
+      // 260 more visible members, straight into the tables; they have no sessions.
         await knex.raw(
           `with made as (
              insert into members (id, user_id, side_system_id, name, created_at, updated_at)
@@ -447,7 +451,7 @@ describe('history and month', { timeout: 120_000 }, () => {
       await seed(await createMember(stranger.api, 'Other'), 0);
       // The tables as autovacuum leaves them (statistics and the visibility map), as the embedded database's maintenance job does.
       if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
-      else await knex.raw('vacuum analyze front_sessions, members, privacy_bucket_assignments');
+      else await knex.raw('vacuum analyze front_sessions, front_session_buckets, members, privacy_bucket_assignments');
       const path = fp(owner.userId);
       const limit = 50;
       const deep = await knex('front_sessions').where({ member_id: visible }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(4000).first('started_at', 'id');
@@ -464,20 +468,16 @@ describe('history and month', { timeout: 120_000 }, () => {
           const nodes = planNodes(plan);
           const rows = (n: PlanNode) => (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0);
           const scans = (index: string) => nodes.filter((n) => n['Index Name'] === index);
-          expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'front_sessions'), JSON.stringify(plan)).toEqual([]);
-          if (shape === 'few') {
-            // Two visible members at most: each gives at most a page, and the walk never runs.
-            expect(scans('front_sessions_member_recent').length, JSON.stringify(plan)).toBeGreaterThan(0);
-            for (const scan of scans('front_sessions_member_recent')) expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1));
-            for (const scan of scans('front_sessions_history')) expect(rows(scan), JSON.stringify(plan)).toBe(0);
-            for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1));
-          } else {
-            // Half the owner's sessions are hidden: the walk reads about two rows per row of the page, however deep.
-            expect(scans('front_sessions_history').length, JSON.stringify(plan)).toBeGreaterThan(0);
-            for (const scan of scans('front_sessions_history')) expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * (limit + 1) + 2);
-            for (const scan of scans('front_sessions_member_recent')) expect(rows(scan), JSON.stringify(plan)).toBe(0);
-            for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
+          for (const table of ['front_sessions', 'front_session_buckets']) {
+            expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === table), JSON.stringify(plan)).toEqual([]);
           }
+          // One bucket held: its walk reads the page (limit + 1 rows) and nothing else of the history.
+          expect(scans('front_session_buckets_recent').length, JSON.stringify(plan)).toBeGreaterThan(0);
+          for (const scan of scans('front_session_buckets_recent')) expect(rows(scan), JSON.stringify(plan)).toBe(limit + 1);
+          for (const index of ['front_sessions_history', 'front_sessions_member_recent']) {
+            for (const scan of scans(index)) expect(rows(scan), JSON.stringify(plan)).toBe(0);
+          }
+          for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
         }
       }
     }, 120_000); // 15,000 seeded sessions and four analysed plans
@@ -531,6 +531,63 @@ describe('history and month', { timeout: 120_000 }, () => {
     }
     expect((await routes.members()).data).toHaveLength(42);
   }, 120_000);
+
+  it('front_session_buckets stays exact through every write (sessions, their corrections, assignments, buckets, purges), and the friend pages follow it', async () => {
+    const { owner, viewer, bucketId: held } = await friendsSharing(server, { members_view: 'read', front: 'read' });
+    const other = await createBucket(owner, { members_view: 'read', front: 'read' }, 'Not held');
+    const knex = server.deps.db.knex;
+    // The table against its definition (every session of a member, once per member bucket), both ways, over the whole database.
+    const drift = async () => {
+      const definition = `select s.id as session_id, a.bucket_id, s.member_id, s.started_at from privacy_bucket_assignments a
+        join front_sessions s on s.member_id = a.content_id where a.kind = 'member' and a.section_key = ''`;
+      const listed = 'select session_id, bucket_id, member_id, started_at from front_session_buckets';
+      const result = await knex.raw(`select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`);
+      return (result.rows as Array<{ n: number }>)[0]!.n;
+    };
+    const path = fp(owner.userId);
+    const seen = async () => ((await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } })).data!.items).map((i) => [i.session._id, i.session.startedAt]);
+    const robin = await createMember(owner.api, 'Robin');
+    const sam = await createMember(owner.api, 'Sam');
+    // Robin fronts twice before it has any bucket.
+    await startFronting(owner.api, robin);
+    now += 60_000;
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: robin } } });
+    now += 60_000;
+    await startFronting(owner.api, robin);
+    const sessions = (await knex('front_sessions').where('member_id', robin).orderBy('started_at').select('id', 'started_at')) as Array<{ id: string; started_at: number }>;
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([]);
+    // Shared afterwards (and put in a bucket the friend does not hold): its earlier sessions are listed.
+    await shareMember(owner, robin, [held, other]);
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([
+      [sessions[1]!.id, Number(sessions[1]!.started_at)],
+      [sessions[0]!.id, Number(sessions[0]!.started_at)],
+    ]);
+    // A corrected start moves the session in the friend's pages.
+    const earlier = Number(sessions[0]!.started_at) - 3_600_000;
+    expect((await owner.api.PATCH('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: sessions[0]!.id } }, body: { startedAt: earlier } })).response.status).toBe(200);
+    expect(await drift()).toBe(0);
+    expect((await seen())[1]).toEqual([sessions[0]!.id, earlier]);
+    // Out of the held bucket: gone for the friend, still listed under the other.
+    await shareMember(owner, robin, [other]);
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([]);
+    // Sam fronts while shared; then the held bucket is deleted.
+    await shareMember(owner, robin, [held]);
+    await shareMember(owner, sam, [held]);
+    await startFronting(owner.api, sam);
+    expect(await drift()).toBe(0);
+    expect(await seen()).toHaveLength(3);
+    expect((await owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: held } } })).response.status).toBe(204);
+    expect(await drift()).toBe(0);
+    expect(Number((await knex('front_session_buckets').where('bucket_id', held).count({ n: '*' }))[0]!.n)).toBe(0);
+    expect(await seen()).toEqual([]);
+    // A purged member's sessions leave with it.
+    await knex('members').where('id', robin).delete();
+    expect(await drift()).toBe(0);
+    expect(Number((await knex('front_session_buckets').where('member_id', robin).count({ n: '*' }))[0]!.n)).toBe(0);
+  });
 
   it('history: the page statements stay constant whatever the number of visible sessions', async () => {
     const { s, viewer } = await writer();

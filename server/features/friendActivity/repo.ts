@@ -11,19 +11,8 @@ import { runBuilt, type SqlText } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
 
 const DAY_MS = 86_400_000;
-/** Above this many visible members, a friend's history page walks the owner's history instead of merging per member. */
-export const FEW_VISIBLE_MEMBERS = 250;
 /** Spec: the friend notes list considers at most the owner's 500 most recent live notes. */
 export const NOTES_WINDOW = 500;
-
-/**
- * `<alias>.avatar` when the friend may see that member's avatar (member_avatar on the member, and
- * the `avatar` profile section narrowing it), else null; the member itself is already visible.
- */
-function avatarColumn(db: Knex, access: Access, alias: string): Knex.Raw {
-  const visible = sectionVisibleSql(access, `${alias}.id`, 'avatar');
-  return db.raw(`case when ${visible.sql} then ${alias}.avatar else null end as avatar`, visible.bindings as Knex.Value[]);
-}
 
 /** `exists (member <alias>.id is visible with `group` at `level`)`, as a boolean column expression. */
 function memberPasses(db: Knex, access: Access, column: string, group: PermissionGroup, level: 'read' | 'read_write'): Knex.QueryBuilder {
@@ -152,30 +141,18 @@ export const friendActivityRepo = {
 
   /**
    * A page (`size` + 1 rows) of the sessions of visible members, newest first, strictly after the
-   * cursor, in one statement that picks its plan from how many members the friend sees:
-   *
-   * - **Few** (at most FEW_VISIBLE_MEMBERS, `n` of them): a top-k merge of the visible members'
-   *   newest sessions after the cursor, read in order from front_sessions_member_recent. First
-   *   each member's newest k = min(size + 1, 2·⌈(size + 1) / n⌉ + 1) (`top`; a member never needs
-   *   more than a page); the (size + 1)-th newest of those is
-   *   the `bound` of the page. A member whose k-th row is still newer than the bound may have more
-   *   sessions above it (`cut`): only those members read on, from their k-th row down to the bound.
-   *   Every other member's sessions at or above the bound are all in `top` already, so the page is
-   *   exact. When sessions are spread over the members, few are cut, and the statement reads about
-   *   n·k rows (3 per member for 100 members and a page of 50) rather than n·(size + 1); at worst
-   *   (one member fronts everything) it reads the cut members' pages, as the plain merge did. The
-   *   cost follows the number of visible members, whatever share of the owner's history they front
-   *   and however deep the cursor.
-   * - **Many**: a walk of the owner's history index (user_id, started_at desc, id desc) in order,
-   *   each session's member looked up in the visible set (a hashed subplan: coalesce keeps it from
-   *   becoming a join the planner could turn round), stopping at the page. With many visible
-   *   members the walk skips few rows.
-   *
-   * The visible members are one materialized CTE from the engine (visibleMemberRowsSql, driven by
-   * the viewer's buckets). The count decides at run time (a one-time filter on each branch), so the
-   * statement is one prepared statement either way. Only the page's ids are chosen so; its rows are
-   * then read by primary key (lateral, offset 0, so a plan never trades the page's lookups for a
-   * scan). `total` is the spec's count when there is no time filter (else null: the caller counts).
+   * cursor, in one statement that also resolves the friendship (`ok`). It walks
+   * front_session_buckets (migration 0020: the owner's sessions per bucket of their member, in
+   * history order) for each bucket the friend holds that grants front at read: a few index walks
+   * in order, like the owner's walk of its own history, whatever share of the owner's members or
+   * sessions the friend sees and however deep the cursor. Each walked row's session and member are
+   * read by primary key and checked with the engine's rule (visibleMembersSql: members_view and
+   * front, the side and sub system narrowing), so the walk only orders candidates; each bucket's
+   * walk stops at `size` + 1 visible sessions, and the page is the newest `size` + 1 of those, a
+   * session listed under two held buckets counted once. Rows of members the rule hides (a held
+   * front bucket whose members lack members_view, or a narrowing side system) are walked past.
+   * The avatar is decided for the page's rows only. `total` is the spec's count when there is no
+   * time filter (the trigger counter, front_session_counts; else null: the caller counts).
    */
   async historyPage(
     db: Knex,
@@ -185,90 +162,67 @@ export const friendActivityRepo = {
     after?: { startedAt: number; id: string },
   ): Promise<{ ok: boolean; rows: HistoryView[]; total: number | null }> {
     const friendship = friendAccessCte(access);
-    const visible = visibleMemberRowsSql(access, 'front', 'read', { columns: 'm.id, m.name, m.avatar' });
-    // The filters on a session; the walk adds the account, the merge has it from the members.
-    const conditions: string[] = ['s.deleted_at is null'];
-    const values: unknown[] = [];
+    const member = visibleMembersSql(access, 'm', 'front', 'read');
+    const avatar = sectionVisibleSql(access, 's.member_id', 'avatar');
+    // The walk's bounds on the bucket's index, then the session's own filters. Each walked row is
+    // checked by one EXISTS that cannot be flattened (offset 0): as a join, a plan may turn the
+    // walk round (the visible members first, then each one's whole list) or read the bucket's
+    // whole list and sort it; as a filter under `order by … limit`, the walk stays on the index
+    // in order and stops at the page. The page's rows are then read by primary key.
+    const walk: string[] = [];
+    const walkValues: unknown[] = [];
     if (filter.endTime !== undefined) {
-      conditions.push('s.started_at <= ?');
-      values.push(filter.endTime);
-    }
-    if (filter.startTime !== undefined) {
-      conditions.push('(s.ended_at is null or s.ended_at >= ?)');
-      values.push(filter.startTime);
+      walk.push('f.started_at <= ?');
+      walkValues.push(filter.endTime);
     }
     if (after) {
       // The plain bound on started_at is implied by the row comparison; it is there for the
-      // planner, whose estimate of a row comparison alone is far too small (it would then read a
-      // member's whole remaining history and sort it rather than walk the index to the page).
-      conditions.push('s.started_at <= ?::bigint and (s.started_at, s.id) < (?::bigint, ?::uuid)');
-      values.push(after.startedAt, after.startedAt, after.id);
+      // planner, whose estimate of a row comparison alone is far too small.
+      walk.push('f.started_at <= ?::bigint and (f.started_at, f.session_id) < (?::bigint, ?::uuid)');
+      walkValues.push(after.startedAt, after.startedAt, after.id);
     }
-    const sessions = db.raw(conditions.join(' and '), values as Knex.Value[]);
+    const session: string[] = ['s.deleted_at is null'];
+    const sessionValues: unknown[] = [];
+    if (filter.startTime !== undefined) {
+      session.push('(s.ended_at is null or s.ended_at >= ?)');
+      sessionValues.push(filter.startTime);
+    }
     // Without a time filter the spec's count is the owner's live history, which a trigger keeps
     // in front_session_counts (migration 0005): read in the same statement. With one, the caller
     // counts (null here).
     const counted = filter.startTime === undefined && filter.endTime === undefined;
-    const total = counted ? db.raw('coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)', [access.ownerId]) : db.raw('null::bigint');
-    const page = db.raw(
-      `with ${friendship.sql}, vis as materialized (${visible.sql}), few as (
-         select count(*) <= ${FEW_VISIBLE_MEMBERS} as yes, least(?::int, 2 * ((?::int + greatest(count(*), 1) - 1) / greatest(count(*), 1)) + 1) as k
-         from (select 1 from vis limit ${FEW_VISIBLE_MEMBERS + 1}) x
-       ), top as materialized (
-         select s.id, s.started_at, s.member_id, s.rn from vis
+    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', {
+      sql: `with ${friendship.sql}, walked as (
+         select f.session_id, f.started_at from unnest((select front_read from friend_access)::uuid[]) b(id)
          cross join lateral (
-           select s.*, row_number() over (order by s.started_at desc, s.id desc) as rn from (
-             select s.id, s.started_at, s.member_id from front_sessions s
-             where s.member_id = vis.id and ?
-             order by s.started_at desc, s.id desc limit (select k from few)
-           ) s
-         ) s
-         where (select yes from few)
-       ), bound as (
-         select t.started_at, t.id from top t order by t.started_at desc, t.id desc offset ? limit 1
-       ), cut as (
-         select t.member_id, t.started_at, t.id from top t
-         where t.rn = (select k from few) and not exists (select 1 from bound b where (t.started_at, t.id) <= (b.started_at, b.id))
+           select f.session_id, f.started_at from front_session_buckets f
+           where f.bucket_id = b.id${walk.map((w) => ` and ${w}`).join('')}
+             and exists (
+               select 1 from front_sessions s join members m on m.id = s.member_id
+               where s.id = f.session_id and ${session.join(' and ')} and m.user_id = ? and m.deleted_at is null and ${member.sql} offset 0)
+           order by f.started_at desc, f.session_id desc limit ?
+         ) f
        ), page as (
-         select id, started_at from top
-         union all
-         select s.id, s.started_at from cut c
-         cross join lateral (
-           select s.id, s.started_at from front_sessions s
-           where s.member_id = c.member_id and ? and s.started_at <= c.started_at and (s.started_at, s.id) < (c.started_at, c.id)
-             and s.started_at >= coalesce((select b.started_at from bound b), -9223372036854775808)
-           order by s.started_at desc, s.id desc limit ?
-         ) s
-         union all
-         (select s.id, s.started_at from front_sessions s
-          where s.user_id = ? and ? and not (select yes from few) and coalesce(s.member_id in (select id from vis), false)
-          order by s.started_at desc, s.id desc limit ?)
-       ), found as (
-         select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, ?
-         from (select id from page order by started_at desc, id desc limit ?) p
-         cross join lateral (select s.* from front_sessions s where s.id = p.id offset 0) s
-         join vis m on m.id = s.member_id
+         select distinct w.session_id, w.started_at from walked w order by w.started_at desc, w.session_id desc limit ?
        )
-       select c.ok, c.total, f.* from (select (select ok from friend_access) as ok, ? as total) c left join found f on true
-       order by f.started_at desc, f.id desc`,
-      [
-        ...(friendship.bindings as Knex.Value[]),
-        ...(visible.bindings as Knex.Value[]),
-        size + 1,
-        size + 1,
-        sessions,
-        size,
-        sessions,
-        size + 1,
+       select c.ok, c.total, s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, case when ${avatar.sql} then m.avatar end as avatar
+       from (select (select ok from friend_access) as ok, ${counted ? 'coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)' : 'null::bigint'} as total) c
+       left join (page p
+         cross join lateral (select s.* from front_sessions s where s.id = p.session_id offset 0) s
+         cross join lateral (select m.name, m.avatar from members m where m.id = s.member_id offset 0) m) on true
+       order by s.started_at desc, s.id desc`,
+      bindings: [
+        ...friendship.bindings,
+        ...walkValues,
+        ...sessionValues,
         access.ownerId,
-        sessions,
+        ...member.bindings,
         size + 1,
-        avatarColumn(db, access, 'm'),
         size + 1,
-        total,
+        ...avatar.bindings,
+        ...(counted ? [access.ownerId] : []),
       ],
-    );
-    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', page);
+    });
     const first = rows[0];
     return { ok: first?.ok === true, rows: rows.filter((r) => r.id !== null), total: first?.total === null || first?.total === undefined ? null : Number(first.total) };
   },
