@@ -285,8 +285,8 @@ order by d.n, c.member_id`,
     const noteVisible = rules.visible('r.id');
     const canWrite = rules.canWrite('e.id');
     const only = memberId === undefined ? '' : `and exists (select 1 from entry_members ef where ef.entry_id = r.id and ef.member_id = ?::uuid and ${readable('ef')})`;
-    const query = db.raw(
-      `with ${friendship.sql}, vis as materialized (${visible.sql}), page as (
+    const query: SqlText = {
+      sql: `with ${friendship.sql}, vis as materialized (${visible.sql}), page as (
          select r.id, r.updated_at
          from (
            select e.id, e.updated_at from entries e where e.user_id = ? and e.deleted_at is null
@@ -305,17 +305,17 @@ order by d.n, c.member_id`,
          cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
        ) n on true
        order by n.updated_at desc, n.id asc`,
-      [
-        ...(friendship.bindings as Knex.Value[]),
-        ...(visible.bindings as Knex.Value[]),
+      bindings: [
+        ...friendship.bindings,
+        ...visible.bindings,
         access.ownerId,
         NOTES_WINDOW,
-        ...(noteVisible.bindings as Knex.Value[]),
+        ...noteVisible.bindings,
         ...(memberId === undefined ? [] : [memberId]),
         limit,
-        ...(canWrite.bindings as Knex.Value[]),
+        ...canWrite.bindings,
       ],
-    );
+    };
     const rows = await runBuilt<Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: NoteView['members'] | string }>(db, 'friend_notes', query);
     return {
       ok: rows[0]?.ok === true,

@@ -57,23 +57,20 @@ const SECTION_COLUMNS: Array<[column: string, section: ProfileSection]> = [
   ['banner', 'avatar'],
 ];
 
+/** The member columns a friend's member rows select (the sections' columns are then nulled when hidden). */
+const LIST_COLUMNS = ['m.id', 'm.name', 'm.created_at', 'm.updated_at', ...SECTION_COLUMNS.map(([column]) => `m.${column}`)];
+
 /**
- * The owner's live, non-archived members the friend may see (members_view, or `group` too; `only`
- * narrows them further), with per-section visibility from the engine (memberSectionsSql): a hidden
- * section's columns are null in SQL, so a hidden value never leaves the database, not even into
- * the server's memory. The visible members' ids come first (a materialized CTE, `vis`), so their
- * assignments are read once for every section and their rows by primary key.
+ * One member or one folder's members (`only`) among the owner's live, non-archived members the
+ * friend may see (members_view, and `group` too), with per-section visibility from the engine
+ * (memberSectionsSql): a hidden section's columns are null in SQL, so a hidden value never leaves
+ * the database, not even into the server's memory. The visible members come first (a materialized
+ * CTE, `vis`), so their assignments are read once for every section. The list (listMembers) is the
+ * same shape written as text, over the engine's visible set.
  */
-function membersQuery(db: Knex, access: Access, group: PermissionGroup = 'members_view', only?: (qb: Knex.QueryBuilder) => void): Knex.QueryBuilder {
-  const columns = ['m.id', 'm.name', 'm.created_at', 'm.updated_at', ...SECTION_COLUMNS.map(([column]) => `m.${column}`)];
-  let visible: Knex.QueryBuilder | Knex.Raw;
-  if (only) {
-    // One member or one folder: narrowed first, then checked (a primary-key or folder read).
-    visible = db('members as m').select(columns).where('m.user_id', access.ownerId).whereNull('m.deleted_at').whereNull('m.archived_at').where(visibleMembers(access, 'm', group, 'read')).where(only);
-  } else {
-    const rows = visibleMemberRowsSql(access, group, 'read', { active: true, columns: columns.join(', ') });
-    visible = db.raw(rows.sql, rows.bindings as Knex.Value[]);
-  }
+function membersQuery(db: Knex, access: Access, group: PermissionGroup, only: (qb: Knex.QueryBuilder) => void): Knex.QueryBuilder {
+  // One member or one folder: narrowed first, then checked (a primary-key or folder read).
+  const visible = db('members as m').select(LIST_COLUMNS).where('m.user_id', access.ownerId).whereNull('m.deleted_at').whereNull('m.archived_at').where(visibleMembers(access, 'm', group, 'read')).where(only);
   const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
   return db
     .queryBuilder()
@@ -103,14 +100,26 @@ function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
   };
 }
 
-/** GET /friends/{id}/members: one statement, which resolves the friendship too (friendInStatement: 404 without one). */
+/**
+ * GET /friends/{id}/members: one statement, which resolves the friendship too (friendInStatement:
+ * 404 without one). The rule is membersQuery's (the visible set with the list's columns, then the
+ * sections), written as text: no query builder per request.
+ */
 export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
   const access = friendAccess(fctx);
   const friendship = friendAccessCte(access);
-  const members = membersQuery(fctx.db, access).toSQL();
+  const visible = visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS.join(', ') });
+  const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
   const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
-    sql: `with ${friendship.sql} select fa.ok, x.* from friend_access fa left join (${members.sql}) x on true order by x.created_at, x.id`,
-    bindings: [...friendship.bindings, ...members.bindings],
+    sql: `with ${friendship.sql}, vis as materialized (${visible.sql})
+      select fa.ok, x.* from friend_access fa left join (
+        select m.id, m.name, m.created_at, m.updated_at,
+          ${SECTION_COLUMNS.map(([column, section]) => `case when sec."show_${section}" then m.${column} end as ${column}`).join(', ')},
+          ${PROFILE_SECTIONS.map((section) => `sec."show_${section}"`).join(', ')}
+        from vis m ${sections.sql}
+      ) x on true
+      order by x.created_at, x.id`,
+    bindings: [...friendship.bindings, ...visible.bindings, ...sections.bindings],
   });
   requireFriendship(rows[0]?.ok);
   return rows.filter((r): r is { ok: boolean } & MemberSelectRow => r.id !== null).map((r) => toFriendMember(r, access.ownerId));
