@@ -90,11 +90,12 @@ export function onBehalfOf(accountId: string): Access {
  * request on either side is not); `bucket_ids` are the owner's buckets assigned to the viewer; and
  * per permission group, `<group>_read` and `<group>_read_write` are those of them granting at least
  * that level (a missing or unknown level in a bucket's map is none: fail closed, as permissionMap).
+ * The arrays are in no particular order (an ordered aggregate per column would cost a sort each).
  */
-const FRIEND_ACCESS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id order by b.id) filter (where b.id is not null), '{}') as bucket_ids,
+const FRIEND_ACCESS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id) filter (where b.id is not null), '{}') as bucket_ids,
   ${PERMISSION_GROUPS.flatMap((g) => [
-    `coalesce(array_agg(b.id order by b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}') as ${g}_read`,
-    `coalesce(array_agg(b.id order by b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}') as ${g}_read_write`,
+    `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}') as ${g}_read`,
+    `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}') as ${g}_read_write`,
   ]).join(',\n  ')}
   from friendships o
   join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'

@@ -163,12 +163,12 @@ export const friendActivityRepo = {
   ): Promise<{ ok: boolean; rows: HistoryView[]; total: number | null }> {
     const friendship = friendAccessCte(access);
     const member = visibleMembersSql(access, 'm', 'front', 'read');
-    const avatar = sectionVisibleSql(access, 's.member_id', 'avatar');
-    // The walk's bounds on the bucket's index, then the session's own filters. Each walked row is
-    // checked by one EXISTS that cannot be flattened (offset 0): as a join, a plan may turn the
-    // walk round (the visible members first, then each one's whole list) or read the bucket's
-    // whole list and sort it; as a filter under `order by … limit`, the walk stays on the index
-    // in order and stops at the page. The page's rows are then read by primary key.
+    const avatar = sectionVisibleSql(access, 'p.member_id', 'avatar');
+    // The walk's bounds on the bucket's index, then the session's own filters. Each walked row's
+    // session and member are read and checked by one lateral subquery that cannot be flattened
+    // (offset 0), which also carries the page's columns: as a plain join, a plan may turn the walk
+    // round (the visible members first, then each one's whole list); as a per-row filter under
+    // `order by … limit`, the walk stays on the index in order and stops at the page.
     const walk: string[] = [];
     const walkValues: unknown[] = [];
     if (filter.endTime !== undefined) {
@@ -193,30 +193,28 @@ export const friendActivityRepo = {
     const counted = filter.startTime === undefined && filter.endTime === undefined;
     const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', {
       sql: `with ${friendship.sql}, walked as (
-         select f.session_id, f.started_at from unnest((select front_read from friend_access)::uuid[]) b(id)
+         select w.* from unnest((select front_read from friend_access)::uuid[]) b(id)
          cross join lateral (
-           select f.session_id, f.started_at from front_session_buckets f
+           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
+           cross join lateral (
+             select s.member_id, s.ended_at, s.note, m.name, m.avatar from front_sessions s join members m on m.id = s.member_id
+             where s.id = f.session_id and ${session.join(' and ')} and m.user_id = ? and m.deleted_at is null and ${member.sql} offset 0) x
            where f.bucket_id = b.id${walk.map((w) => ` and ${w}`).join('')}
-             and exists (
-               select 1 from front_sessions s join members m on m.id = s.member_id
-               where s.id = f.session_id and ${session.join(' and ')} and m.user_id = ? and m.deleted_at is null and ${member.sql} offset 0)
            order by f.started_at desc, f.session_id desc limit ?
-         ) f
+         ) w
        ), page as (
-         select distinct w.session_id, w.started_at from walked w order by w.started_at desc, w.session_id desc limit ?
+         select distinct on (w.started_at, w.id) w.* from walked w order by w.started_at desc, w.id desc limit ?
        )
-       select c.ok, c.total, s.id, s.member_id, s.started_at, s.ended_at, s.note, m.name, case when ${avatar.sql} then m.avatar end as avatar
+       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when ${avatar.sql} then p.avatar end as avatar
        from (select (select ok from friend_access) as ok, ${counted ? 'coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)' : 'null::bigint'} as total) c
-       left join (page p
-         cross join lateral (select s.* from front_sessions s where s.id = p.session_id offset 0) s
-         cross join lateral (select m.name, m.avatar from members m where m.id = s.member_id offset 0) m) on true
-       order by s.started_at desc, s.id desc`,
+       left join page p on true
+       order by p.started_at desc, p.id desc`,
       bindings: [
         ...friendship.bindings,
-        ...walkValues,
         ...sessionValues,
         access.ownerId,
         ...member.bindings,
+        ...walkValues,
         size + 1,
         size + 1,
         ...avatar.bindings,
