@@ -63,6 +63,9 @@ const statements = [
      select s.id, a.bucket_id, s.member_id, s.started_at
      from privacy_bucket_assignments a join front_sessions s on s.member_id = a.content_id
      where a.kind = 'member' and a.section_key = ''`,
+  // Statistics now rather than at autovacuum's next pass: without them the friend history walk may
+  // be planned as a read of a whole bucket's list and a sort (see historyPage).
+  `analyze front_session_buckets`,
 ];
 
 export async function up(knex: Knex): Promise<void> {
