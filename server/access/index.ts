@@ -166,9 +166,11 @@ function grantsOf(access: Access): NonNullable<Access['grants']> {
 
 /**
  * The viewer's buckets granting `group` at `level`, as an SQL uuid[] expression: one binding for a
- * resolved access, the friend_access column for one resolved in the statement.
+ * resolved access, the friend_access column for one resolved in the statement. Friend reads that
+ * walk the viewer's buckets themselves (the history's walk of front_session_buckets) take them
+ * from here.
  */
-function grantArraySql(access: Access, group: PermissionGroup, level: GrantedLevel): SqlPredicate {
+export function grantArraySql(access: Access, group: PermissionGroup, level: GrantedLevel): SqlPredicate {
   // The cast makes it an array expression: `= any ((select …))` alone is read as ANY (subquery).
   if (access.inStatement) return { sql: `(select ${group}_${level} from friend_access)::uuid[]`, bindings: [] };
   return { sql: '?::uuid[]', bindings: [[...bucketsGranting(access, group, level)]] };

@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { friendAccessCte, sectionVisibleSql, visibleContentSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { friendAccessCte, grantArraySql, sectionVisibleSql, visibleContentSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt, type SqlText } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -162,6 +162,7 @@ export const friendActivityRepo = {
     after?: { startedAt: number; id: string },
   ): Promise<{ ok: boolean; rows: HistoryView[]; total: number | null }> {
     const friendship = friendAccessCte(access);
+    const buckets = grantArraySql(access, 'front', 'read');
     const member = visibleMembersSql(access, 'm', 'front', 'read');
     const avatar = sectionVisibleSql(access, 'p.member_id', 'avatar');
     // The walk's bounds on the bucket's index, then the session's own filters. Each walked row's
@@ -193,7 +194,7 @@ export const friendActivityRepo = {
     const counted = filter.startTime === undefined && filter.endTime === undefined;
     const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', {
       sql: `with ${friendship.sql}, walked as (
-         select w.* from unnest((select front_read from friend_access)::uuid[]) b(id)
+         select w.* from unnest(${buckets.sql}) b(id)
          cross join lateral (
            select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
            cross join lateral (
@@ -211,6 +212,7 @@ export const friendActivityRepo = {
        order by p.started_at desc, p.id desc`,
       bindings: [
         ...friendship.bindings,
+        ...buckets.bindings,
         ...sessionValues,
         access.ownerId,
         ...member.bindings,
