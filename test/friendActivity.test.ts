@@ -674,6 +674,134 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(statements).toHaveLength(1);
   });
 
+  it('entry_link_buckets stays exact through every write (links, edits, assignments, trash, buckets, purges), and the friend\'s list follows it', async () => {
+    const { owner, viewer, bucketId: held } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+    const other = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Not held');
+    const knex = server.deps.db.knex;
+    // The table against its definition (every link of a note, once per bucket of its member, with the note's updated_at), both ways, over the whole database.
+    const drift = async () => {
+      const definition = `select em.entry_id, em.member_id, a.bucket_id, e.updated_at from privacy_bucket_assignments a
+        join entry_members em on em.member_id = a.content_id join entries e on e.id = em.entry_id where a.kind = 'member' and a.section_key = ''`;
+      const listed = 'select entry_id, member_id, bucket_id, updated_at from entry_link_buckets';
+      const result = await knex.raw(`select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`);
+      return (result.rows as Array<{ n: number }>)[0]!.n;
+    };
+    const path = fp(owner.userId);
+    const seen = async (limit = 100) => ((await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } })).data!).map((n) => n._id);
+    const edit = async (entryId: string, body: { content?: string; memberIds?: string[] }) => {
+      now += 1000;
+      expect((await owner.api.PATCH('/api/v1/entries/{entryId}', { params: { path: { entryId } }, body })).response.status).toBe(200);
+    };
+    const robin = await createMember(owner.api, 'Robin');
+    const sam = await createMember(owner.api, 'Sam');
+    // Notes written before their members have any bucket.
+    const n1 = await createEntry(owner.api, 'one', { memberIds: [robin] });
+    now += 1000;
+    const n2 = await createEntry(owner.api, 'two', { memberIds: [robin, sam] });
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([]);
+    // Robin shared afterwards (and put in a bucket the friend does not hold): its notes are listed.
+    await shareMember(owner, robin, [held, other]);
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([n2, n1]);
+    // An edit moves the note up.
+    await edit(n1, { content: 'one, edited' });
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([n1, n2]);
+    // Relinked to a member the friend does not see: gone for the friend.
+    await edit(n2, { memberIds: [sam] });
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([n1]);
+    // Sam shared too; a note on both shared members is listed once, and the limit counts notes.
+    await shareMember(owner, sam, [held]);
+    now += 1000;
+    const n3 = await createEntry(owner.api, 'three', { memberIds: [robin, sam] });
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([n3, n2, n1]);
+    expect(await seen(2)).toEqual([n3, n2]);
+    // A trashed note is skipped (its links stay listed); restored (which dates it now), it is back, first.
+    now += 1000;
+    expect((await owner.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: n2 } } })).response.status).toBe(204);
+    expect(await drift()).toBe(0);
+    expect(await seen(2)).toEqual([n3, n1]);
+    now += 1000;
+    expect((await owner.api.POST('/api/v1/entries/{entryId}/restore', { params: { path: { entryId: n2 } } })).response.status).toBeLessThan(300);
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([n2, n3, n1]);
+    // Robin out of the held bucket: its notes go, the note also on Sam stays.
+    await shareMember(owner, robin, [other]);
+    expect(await drift()).toBe(0);
+    expect(await seen()).toEqual([n2, n3]);
+    // The held bucket deleted: nothing is listed under it.
+    expect((await owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: held } } })).response.status).toBe(204);
+    expect(await drift()).toBe(0);
+    expect(Number((await knex('entry_link_buckets').where('bucket_id', held).count({ n: '*' }))[0]!.n)).toBe(0);
+    expect(await seen()).toEqual([]);
+    // A purged member's links and a purged note leave with them.
+    await knex('members').where('id', robin).delete();
+    expect(await drift()).toBe(0);
+    expect(Number((await knex('entry_link_buckets').where('member_id', robin).count({ n: '*' }))[0]!.n)).toBe(0);
+    await knex('entries').where('id', n3).delete();
+    expect(await drift()).toBe(0);
+    expect(Number((await knex('entry_link_buckets').where('entry_id', n3).count({ n: '*' }))[0]!.n)).toBe(0);
+  });
+
+  // The list walks entry_link_buckets for each bucket the friend holds, down to the window's last
+  // note: the same plan whether the friend sees a few of the window's notes or all of them.
+  for (const shape of ['few', 'many'] as const) {
+    it(`notes (${shape} visible in the window): the list reads the held bucket's links in the window (at most a page), never each of the window's notes`, async () => {
+      const { owner, viewer, bucketId: shared } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+      const other = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Not held');
+      const visible = await createMember(owner.api, 'Visible');
+      const hidden = await createMember(owner.api, 'Hidden');
+      await shareMember(owner, visible, [shared]);
+      await shareMember(owner, hidden, [other]);
+      const knex = server.deps.db.knex;
+      // 3,000 notes straight into the tables, a second apart: every 300th on the visible member
+      // (few) or every other one (many), the rest on the hidden member; and as many of another account.
+      const seed = async (userId: string, member: (g: number) => string) => {
+        const side = (await knex('members').where('id', member(0)).first('side_system_id')).side_system_id as string;
+        const rows = Array.from({ length: 3000 }, (_, g) => ({ id: randomUUID(), user_id: userId, side_system_id: side, content: `bulk-${g}`, created_at: now - g * 1000, updated_at: now - g * 1000 }));
+        await knex.batchInsert('entries', rows, 500);
+        await knex.batchInsert('entry_members', rows.map((r, g) => ({ entry_id: r.id, member_id: member(g), user_id: userId, position: 0 })), 500);
+        return rows.map((r) => r.id);
+      };
+      const every = shape === 'few' ? 300 : 2;
+      const ids = await seed(owner.userId, (g) => (g % every === 0 ? visible : hidden));
+      const stranger = await server.user();
+      const strangerMember = await createMember(stranger.api, 'Other');
+      await seed(stranger.userId, () => strangerMember);
+      if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
+      else await knex.raw('vacuum analyze entries, entry_members, entry_link_buckets, members, privacy_bucket_assignments');
+      const path = fp(owner.userId);
+      const limit = 50;
+      const expected = ids.slice(0, 500) // the spec's window of the owner's most recent notes
+        .filter((_, g) => g % every === 0).slice(0, limit);
+      const list = () => viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } });
+      await list();
+      const statements = await captureStatements(knex, /entry_link_buckets/, async () => {
+        const res = await list();
+        expect(res.data!.map((n) => n._id)).toEqual(expected);
+      });
+      expect(statements).toHaveLength(1);
+      for (const plan of [await explain(knex, statements[0]!, { analyze: true }), await explain(knex, statements[0]!, { analyze: true, generic: true })]) {
+        const nodes = planNodes(plan);
+        const rows = (n: PlanNode) => (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0);
+        // (members is left out: this database has a few dozen, which a plan may rightly read whole.)
+        for (const table of ['entries', 'entry_members', 'entry_link_buckets']) {
+          expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === table), JSON.stringify(plan)).toEqual([]);
+        }
+        // One bucket held: its walk reads the visible links of the window, at most a page of them.
+        const walks = nodes.filter((n) => n['Index Name'] === 'entry_link_buckets_recent');
+        expect(walks.length, JSON.stringify(plan)).toBeGreaterThan(0);
+        for (const walk of walks) expect(rows(walk), JSON.stringify(plan)).toBe(expected.length);
+        // The links read are the page's (its members and its write check), not the window's.
+        for (const scan of nodes.filter((n) => n['Relation Name'] === 'entry_members')) expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * expected.length);
+        for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit);
+      }
+    }, 120_000);
+  }
+
   it('writes: at least one member, the note cap, links before and after, trash', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);

@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { friendAccessCte, grantArraySql, sectionVisibleSql, visibleContentSql, visibleMemberRowsSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { friendAccessCte, grantArraySql, sectionVisibleSql, visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt, type SqlText } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -49,25 +49,36 @@ export interface NoteForWrite {
 }
 
 /**
- * A note's two rules for one friend, over its links (`entry_members`), given the SQL of "this
- * link's member is a live member the friend reads notes of" (members_view and member_notes at
- * read) over a link alias: the note is **visible** when one of its links is readable; the friend
- * **can write** it when every link is readable and its member's own buckets grant member_notes
- * read_write (visibleMembers(…, 'member_notes', 'read_write'), the narrowing being in the read
- * already). The list answers "readable" from its visible set, one note's write check with the
- * engine's predicate; the rules are these, once. `entry` is a constant column.
+ * "The friend reads the notes of the member linked by `link`" (a link row alias with `member_id`):
+ * a live member of the owner's that visibleMembers passes with member_notes at read. One member
+ * row read and the engine's probes (offset 0: evaluated per link, never hashed over every member).
  */
-function noteRules(access: Access, readable: (link: string) => SqlText): { visible(entry: string): SqlText; canWrite(entry: string): SqlText } {
+function readableLinkSql(access: Access, link: string): SqlText {
+  const member = visibleMembersSql(access, 'lm', 'member_notes', 'read');
+  return {
+    sql: `exists (select 1 from members lm where lm.id = ${link}.member_id and lm.user_id = ? and lm.deleted_at is null and ${member.sql} offset 0)`,
+    bindings: [access.ownerId, ...member.bindings],
+  };
+}
+
+/**
+ * A note's two rules for one friend, over its links (`entry_members`): the note is **visible**
+ * when one of its links is readable (readableLinkSql); the friend **can write** it when every link
+ * is readable and its member's own buckets grant member_notes read_write. The single-note checks
+ * use them as written; the list walks entry_link_buckets instead, which yields the same notes
+ * (a readable member is in a held bucket granting member_notes, and every link is listed under
+ * each of its member's buckets) and checks each walked link with readableLinkSql. `entry` is a
+ * constant column.
+ */
+function noteRules(access: Access): { visible(entry: string): SqlText; canWrite(entry: string): SqlText } {
   const writable = visibleContentSql(access, { kind: 'member', column: 'ew.member_id' }, 'member_notes', 'read_write');
   return {
     visible: (entry) => {
-      const link = readable('em');
-      // One index probe of the note's links (offset 0: flattened, the planner may join every
-      // visible member's notes against the list's window instead).
-      return { sql: `exists (select 1 from entry_members em where em.entry_id = ${entry} and ${link.sql} offset 0)`, bindings: link.bindings };
+      const link = readableLinkSql(access, 'em');
+      return { sql: `exists (select 1 from entry_members em where em.entry_id = ${entry} and ${link.sql})`, bindings: link.bindings };
     },
     canWrite: (entry) => {
-      const link = readable('ew');
+      const link = readableLinkSql(access, 'ew');
       return {
         sql: `not exists (select 1 from entry_members ew where ew.entry_id = ${entry} and not (${link.sql} and ${writable.sql}))`,
         bindings: [...link.bindings, ...writable.bindings],
@@ -272,34 +283,49 @@ order by d.n, c.member_id`,
    * Up to `limit` notes the friend may read among the owner's NOTES_WINDOW most recent live notes
    * (newest first), each with its readable linked members (in link order) and whether every
    * linked member is live and writable. With `memberId`, only notes linking that member, which
-   * must itself be readable. One statement.
+   * must itself be readable. One statement: the window's last note (one index read of the
+   * window's keys), then, per held bucket granting member_notes, a walk of entry_link_buckets in
+   * the list's order down to that note, each link checked (a live note; a readable member) by a
+   * lateral subquery that cannot be flattened (offset 0, as in historyPage: as a filter, a plan may
+   * read the bucket's whole window and sort it) and the walk stopped at `limit` notes; the walks
+   * merged; only the page's notes read.
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<{ ok: boolean; rows: NoteView[] }> {
     const friendship = friendAccessCte(access);
-    const visible = visibleMemberRowsSql(access, 'member_notes', 'read');
-    // A link is readable when its member is in `vis` (live, members_view, member_notes): a hashed
-    // lookup (coalesce keeps it a hashed subplan rather than a join the planner could turn round),
-    // after one index probe per note of the window.
-    const readable = (alias: string) => `coalesce(${alias}.member_id in (select id from vis), false)`;
-    const rules = noteRules(access, (link) => ({ sql: readable(link), bindings: [] }));
-    const noteVisible = rules.visible('r.id');
-    const canWrite = rules.canWrite('e.id');
-    const only = memberId === undefined ? '' : `and exists (select 1 from entry_members ef where ef.entry_id = r.id and ef.member_id = ?::uuid and ${readable('ef')})`;
+    const buckets = grantArraySql(access, 'member_notes', 'read');
+    const walked = readableLinkSql(access, 'l');
+    const listed = readableLinkSql(access, 'em');
+    const canWrite = noteRules(access).canWrite('e.id');
+    const only = memberId === undefined ? '' : 'and l.member_id = ?::uuid';
+    // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
+    // its note is newer than the last one, or as new with an id not after it. No last note: fewer
+    // notes than the window, every link is inside.
     const query: SqlText = {
-      sql: `with ${friendship.sql}, vis as materialized (${visible.sql}), page as (
-         select r.id, r.updated_at
-         from (
-           select e.id, e.updated_at from entries e where e.user_id = ? and e.deleted_at is null
-           order by e.updated_at desc, e.id asc limit ?
-         ) r
-         where ${noteVisible.sql} ${only}
-         order by r.updated_at desc, r.id asc limit ?
+      sql: `with ${friendship.sql}, last as materialized (
+         select e.updated_at, e.id from entries e where e.user_id = ? and e.deleted_at is null
+         order by e.updated_at desc, e.id asc offset ? limit 1
+       ), page as (
+         select distinct on (w.updated_at, w.entry_id) w.entry_id as id, w.updated_at
+         from unnest(${buckets.sql}) ub(id)
+         cross join lateral (
+           select distinct on (l.updated_at, l.entry_id) l.entry_id, l.updated_at
+           from entry_link_buckets l
+           cross join lateral (select 1 from entries le where le.id = l.entry_id and le.user_id = ? and le.deleted_at is null and ${walked.sql} offset 0) x
+           where l.bucket_id = ub.id
+             and l.updated_at >= coalesce((select updated_at from last), '-9223372036854775808'::bigint)
+             and (l.updated_at > coalesce((select updated_at from last), '-9223372036854775808'::bigint) or l.entry_id <= (select id from last))
+             ${only}
+           order by l.updated_at desc, l.entry_id asc
+           limit ?
+         ) w
+         order by w.updated_at desc, w.entry_id asc
+         limit ?
        )
        select fa.ok, n.* from friend_access fa left join (
          select e.id, e.title, e.content, e.created_at, e.updated_at,
-           (select coalesce(json_agg(json_build_object('id', m.id, 'name', m.name) order by em.position), '[]'::json)
-              from entry_members em join members m on m.id = em.member_id
-             where em.entry_id = e.id and ${readable('em')}) as members,
+           (select coalesce(json_agg(json_build_object('id', jm.id, 'name', jm.name) order by em.position), '[]'::json)
+              from entry_members em join members jm on jm.id = em.member_id
+             where em.entry_id = e.id and ${listed.sql}) as members,
            ${canWrite.sql} as can_write
          from page p
          cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
@@ -307,12 +333,15 @@ order by d.n, c.member_id`,
        order by n.updated_at desc, n.id asc`,
       bindings: [
         ...friendship.bindings,
-        ...visible.bindings,
         access.ownerId,
-        NOTES_WINDOW,
-        ...noteVisible.bindings,
+        NOTES_WINDOW - 1,
+        ...buckets.bindings,
+        access.ownerId,
+        ...walked.bindings,
         ...(memberId === undefined ? [] : [memberId]),
         limit,
+        limit,
+        ...listed.bindings,
         ...canWrite.bindings,
       ],
     };
@@ -327,11 +356,7 @@ order by d.n, c.member_id`,
 
   /** A live note of the owner with whether the friend sees it and may write it (noteRules); undefined when unknown or in the trash. */
   async noteForWrite(db: Knex, access: Access, entryId: string): Promise<NoteForWrite | undefined> {
-    // One note: each link's member checked by the engine's predicate (a few probes per link).
-    const rules = noteRules(access, (link) => {
-      const member = visibleMembersSql(access, 'lm', 'member_notes', 'read');
-      return { sql: `exists (select 1 from members lm where lm.id = ${link}.member_id and lm.user_id = ${link}.user_id and lm.deleted_at is null and ${member.sql})`, bindings: member.bindings };
-    });
+    const rules = noteRules(access);
     const visible = rules.visible('e.id');
     const canWrite = rules.canWrite('e.id');
     const [row] = await runBuilt<NoteForWrite>(db, 'friend_note_for_write', {
