@@ -91,26 +91,36 @@ export const friendActivityRepo = {
   /**
    * The friend's view of the live front in one statement: the open sessions of visible fronters
    * (members_view and front at read) in front order, and the tier presence of visible members in
-   * the order it was set, with a custom tier's name; each as a JSON array.
+   * the order it was set, with a custom tier's name; each as a JSON array. The members of both are
+   * checked once (the engine's predicate and the avatar's), whatever list they appear in.
    */
   async front(db: Knex, access: Access): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
     const friendship = friendAccessCte(access);
     const member = visibleMembersSql(access, 'm', 'front', 'read');
     const avatar = sectionVisibleSql(access, 'm.id', 'avatar');
     const [row] = await runBuilt<{ ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
-      sql: `with ${friendship.sql} select (select ok from friend_access) as ok,
+      sql: `with ${friendship.sql}, open as materialized (
+           select s.id, s.member_id, s.note, s.started_at, s.position from front_sessions s
+            where s.user_id = ? and s.ended_at is null and s.deleted_at is null
+         ), present as materialized (
+           select p.member_id, p.tier_key, p.note, p.created_at, t.display_name as custom_display_name
+             from front_tier_presence p left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
+            where p.user_id = ?
+         ), fm as materialized (
+           select m.id, m.name, case when ${avatar.sql} then m.avatar end as avatar from members m
+            where m.id in (select member_id from open union select member_id from present)
+              and m.user_id = ? and m.deleted_at is null and ${member.sql}
+         )
+       select (select ok from friend_access) as ok,
         (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
-           select s.id, s.member_id, s.note, s.started_at, m.name, case when ${avatar.sql} then m.avatar end as avatar,
+           select s.id, s.member_id, s.note, s.started_at, m.name, m.avatar,
                   row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord
-             from front_sessions s join members m on m.id = s.member_id and m.user_id = s.user_id
-            where s.user_id = ? and s.ended_at is null and s.deleted_at is null and m.deleted_at is null and ${member.sql}) x) as sessions,
+             from open s join fm m on m.id = s.member_id) x) as sessions,
         (select coalesce(json_agg(y order by y.ord), '[]'::json) from (
-           select p.member_id, p.tier_key, p.note, t.display_name as custom_display_name, m.name, case when ${avatar.sql} then m.avatar end as avatar,
+           select p.member_id, p.tier_key, p.note, p.custom_display_name, m.name, m.avatar,
                   row_number() over (order by p.created_at, p.member_id) as ord
-             from front_tier_presence p join members m on m.id = p.member_id and m.user_id = p.user_id
-             left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
-            where p.user_id = ? and m.deleted_at is null and ${member.sql}) y) as presence`,
-      bindings: [...friendship.bindings, ...avatar.bindings, access.ownerId, ...member.bindings, ...avatar.bindings, access.ownerId, ...member.bindings],
+             from present p join fm m on m.id = p.member_id) y) as presence`,
+      bindings: [...friendship.bindings, access.ownerId, access.ownerId, ...avatar.bindings, access.ownerId, ...member.bindings],
     });
     if (!row) throw new Error('friend front: the statement returned no row');
     const parse = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
