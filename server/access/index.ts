@@ -131,7 +131,7 @@ export async function forFriend(db: Knex, viewerId: string, ownerId: string): Pr
  * contentLevels) need the grants and throw for this access: routes that ask them use forFriend.
  */
 export function friendInStatement(viewerId: string, ownerId: string): Access {
-  if (viewerId === ownerId) throw notFound('Friend not found');
+  if (viewerId === ownerId) requireFriendship(false);
   return { ownerId, level: 'friend', viewerId, inStatement: true };
 }
 
@@ -148,7 +148,7 @@ export function friendAccessCte(access: Access): SqlPredicate {
 }
 
 /** The `ok` a statement read from friend_access: anything but true is no friendship, 404 as for an unknown account. */
-export function requireFriendship(ok: unknown): void {
+export function requireFriendship(ok: unknown): asserts ok is true {
   if (ok !== true) requireVisible(null, 'Friend');
 }
 
