@@ -322,6 +322,9 @@ describe('privacy engine: levels', () => {
     const other = await bucket(owner.userId, fullAccess());
     await assign(owner.userId, view, 'friend', viewer.userId);
     await assign(owner.userId, notes, 'friend', viewer.userId);
+    // A held bucket that grants no members_view: its members alone are not visible.
+    const profileOnly = await bucket(owner.userId, { member_profile: 'read' });
+    await assign(owner.userId, profileOnly, 'friend', viewer.userId);
     const side = (await knex()('active_system_context').where('user_id', owner.userId).first()).side_system_id as string;
     const inMain = await createMember(owner.api, 'InMain');
     const withNotes = await createMember(owner.api, 'WithNotes');
@@ -329,6 +332,8 @@ describe('privacy engine: levels', () => {
     const inSub = await createMember(owner.api, 'InSub');
     for (const m of [inMain, sub, inSub]) await assign(owner.userId, view, 'member', m);
     await assign(owner.userId, notes, 'member', withNotes);
+    await assign(owner.userId, profileOnly, 'member', inMain);
+    await assign(owner.userId, profileOnly, 'member', await createMember(owner.api, 'ProfileOnly'));
     const subId = randomUUID();
     await knex()('sub_systems').insert({ id: subId, user_id: owner.userId, side_system_id: side, linked_member_id: sub, name: 'Sub', created_at: Date.now(), updated_at: Date.now() });
     await knex()('members').where('id', inSub).update({ sub_system_id: subId });
@@ -338,7 +343,11 @@ describe('privacy engine: levels', () => {
     // visible set (visibleMemberRowsSql) with the grants bound and resolved in the statement.
     const names = async (group?: 'member_notes', level?: 'read' | 'read_write') => {
       const byPredicate = await knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(access, 'm', group, level)).orderBy('m.name').pluck('m.name');
-      for (const a of [access, deferred]) expect(await visibleSetNames(a, group, level), a.inStatement ? 'in the statement' : 'bound').toEqual(byPredicate);
+      for (const a of [access, deferred]) {
+        expect(await visibleSetNames(a, group, level), a.inStatement ? 'in the statement' : 'bound').toEqual(byPredicate);
+        // The member list's form: every held bucket's members, kept when one grants members_view.
+        if (group === undefined) expect(await visibleSetNames(a, group, level, true), 'with held buckets').toEqual(byPredicate);
+      }
       return byPredicate;
     };
     expect(await names()).toEqual(['InMain', 'InSub', 'SubLink', 'WithNotes']);
@@ -461,9 +470,9 @@ async function okInStatement(viewerId: string, ownerId: string): Promise<boolean
 }
 
 /** The names in the engine's visible set of members (visibleMemberRowsSql) for `access`. */
-async function visibleSetNames(access: Access, group: PermissionGroup = 'members_view', level: 'read' | 'read_write' = 'read'): Promise<string[]> {
+async function visibleSetNames(access: Access, group: PermissionGroup = 'members_view', level: 'read' | 'read_write' = 'read', heldBuckets = false): Promise<string[]> {
   const cte = friendAccessCte(access);
-  const rows = visibleMemberRowsSql(access, group, level, { columns: 'm.id, m.name' });
+  const rows = visibleMemberRowsSql(access, group, level, { columns: 'm.id, m.name', heldBuckets });
   const result = await knex().raw(`with ${cte.sql}, vis as (${rows.sql}) select name from vis order by name`, [...cte.bindings, ...rows.bindings] as never);
   return (result.rows as Array<{ name: string }>).map((r) => r.name);
 }

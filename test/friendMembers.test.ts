@@ -374,6 +374,44 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
     }
   });
 
+  it('the list answers every section as the one-member read does, with section grants from held buckets that do not grant members_view', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await relate(owner, viewer, 'accepted');
+    const view = await createBucket(owner, { members_view: 'read' }, 'View only');
+    const profile = await createBucket(owner, { member_profile: 'read', member_avatar: 'read' }, 'Profile only');
+    const notHeld = await createBucket(owner, ALL_READ, 'Not held');
+    await giveFriend(owner, viewer, [view, profile]);
+    const make = async (label: string, buckets: string[]) => {
+      const id = await createMember(owner.api, label, { displayName: `${label} D`, pronouns: `${label} P`, description: `${label} A` });
+      await shareMember(owner, id, buckets);
+      return id;
+    };
+    const both = await make('Both', [view, profile]);
+    const viewOnly = await make('ViewOnly', [view]);
+    const narrowedAway = await make('NarrowedAway', [view, profile]);
+    await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${narrowedAway}/pronouns`, [notHeld]);
+    const narrowedIn = await make('NarrowedIn', [view, profile]);
+    await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${narrowedIn}/displayName`, [profile, notHeld]);
+    const unheld = await make('Unheld', [view, notHeld]);
+    const profileOnly = await make('ProfileOnly', [profile]);
+    const list = (await call(viewer, `/api/v1/friends/${owner.userId}/members`)).json as Array<{ _id: string; displayName: string | null; pronouns: string | null }>;
+    expect(list.map((m) => m._id).sort()).toEqual([both, viewOnly, narrowedAway, narrowedIn, unheld].sort());
+    expect(list.map((m) => m._id)).not.toContain(profileOnly);
+    const byId = new Map(list.map((m) => [m._id, m]));
+    expect(byId.get(both)).toMatchObject({ displayName: 'Both D', pronouns: 'Both P' });
+    expect(byId.get(viewOnly)).toMatchObject({ displayName: null, pronouns: null });
+    expect(byId.get(narrowedAway)).toMatchObject({ displayName: 'NarrowedAway D', pronouns: null });
+    expect(byId.get(narrowedIn)).toMatchObject({ displayName: 'NarrowedIn D', pronouns: 'NarrowedIn P' });
+    expect(byId.get(unheld)).toMatchObject({ displayName: null, pronouns: null });
+    // The one-member read (its own statement) needs member_profile on the member: the same object where it answers.
+    for (const item of list) {
+      const one = await call(viewer, `/api/v1/friends/${owner.userId}/members/${item._id}`);
+      if (item._id === viewOnly || item._id === unheld) expect(one.status, item._id).toBe(404);
+      else expect(item, item._id).toEqual(one.json);
+    }
+  });
+
   it('a side system with buckets of its own hides its members', async () => {
     const { owner, viewer, bucketId } = await friendsSharing(server, ALL_READ);
     const other = await createBucket(owner, ALL_READ, 'Other');

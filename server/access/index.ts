@@ -176,6 +176,12 @@ export function grantArraySql(access: Access, group: PermissionGroup, level: Gra
   return { sql: '?::uuid[]', bindings: [[...bucketsGranting(access, group, level)]] };
 }
 
+/** Every bucket of the owner's the viewer holds, as an array expression (grantArraySql's forms). */
+function heldBucketsSql(access: Access): SqlPredicate {
+  if (access.inStatement) return { sql: '(select bucket_ids from friend_access)::uuid[]', bindings: [] };
+  return { sql: '?::uuid[]', bindings: [[...(access.bucketIds ?? [])]] };
+}
+
 /**
  * The viewer's level per group on content carrying `contentBucketIds`: the owner gets everything,
  * a friend the maximum over the buckets both hold (none when they share none).
@@ -322,8 +328,16 @@ function memberPredicate(access: Access, alias: string, group: PermissionGroup, 
   const member: ContentRef = { kind: 'member', column: `${alias}.id` };
   const parts: SqlPredicate[] = [];
   if (!fromGrantingBuckets) {
-    parts.push(visibleContentSql(access, member, 'members_view', 'read'));
-    if (group !== 'members_view' || level !== 'read') parts.push(visibleContentSql(access, member, group, level));
+    if (group === 'members_view' && level === 'read') parts.push(visibleContentSql(access, member, 'members_view', 'read'));
+    else {
+      // Both grants from one read of the member's own assignments (one index range, not two probes).
+      const view = grantArraySql(access, 'members_view', 'read');
+      const own = grantArraySql(access, group, level);
+      parts.push({
+        sql: `exists (${assignmentsOf(member)} having bool_or(pa.bucket_id = any (${view.sql})) and bool_or(pa.bucket_id = any (${own.sql})))`,
+        bindings: [...view.bindings, ...own.bindings],
+      });
+    }
   }
   parts.push(narrowedSql(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read'));
   parts.push(narrowedSql(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read'));
@@ -344,7 +358,7 @@ export function visibleMemberRowsSql(
   access: Access,
   group: PermissionGroup = 'members_view',
   level: GrantedLevel = 'read',
-  options: { active?: boolean; columns?: string } = {},
+  options: { active?: boolean; columns?: string; heldBuckets?: boolean } = {},
 ): SqlPredicate {
   const columns = options.columns ?? 'm.id';
   if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
@@ -362,8 +376,23 @@ export function visibleMemberRowsSql(
       bindings: buckets.bindings,
     };
   };
-  const sources = [granting('members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [granting(group, level)] : [])];
   const member = memberPredicate(access, 'm', group, level, true);
+  if (options.heldBuckets) {
+    // Every held bucket's members, each with the held buckets it is in (`held_buckets`), kept when
+    // one of them grants members_view: memberSectionsSql's member part then needs no second read.
+    if (group !== 'members_view' || level !== 'read') throw new Error('visibleMemberRowsSql: heldBuckets with members_view at read only');
+    const held = heldBucketsSql(access);
+    const view = grantArraySql(access, 'members_view', 'read');
+    return {
+      sql: `select ${columns.replace(/m\./g, 'vm.')}, vb.held_buckets from (
+          select va.content_id, array_agg(ub.id) as held_buckets
+          from unnest(${held.sql}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
+          group by va.content_id having bool_or(ub.id = any (${view.sql}))) vb
+        cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,
+      bindings: [...held.bindings, ...view.bindings, access.ownerId, ...member.bindings],
+    };
+  }
+  const sources = [granting('members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [granting(group, level)] : [])];
   return {
     sql: `select ${columns.replace(/m\./g, 'vm.')} from (${sources.map((g) => g.sql).join(' intersect ')}${sources.length === 1 ? ' group by va.content_id' : ''}) vb
       cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,
@@ -414,7 +443,7 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
  * there (none can be visible) gets nulls, which callers read as hidden. A friend access only (an
  * owner access throws). `alias`, `source` and `as` are constants, never input.
  */
-export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections'): SqlPredicate {
+export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections', options: { heldBuckets?: boolean } = {}): SqlPredicate {
   if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as) || !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)) {
     throw new Error('memberSectionsSql: aliases and source are constants');
   }
@@ -422,6 +451,27 @@ export function memberSectionsSql(access: Access, alias: string, source: string,
   const any = (condition: string) => `coalesce(bool_or(${condition}), false)`;
   const columns: string[] = [];
   const bindings: unknown[] = [];
+  if (options.heldBuckets) {
+    // The member part from the rows' `held_buckets` (visibleMemberRowsSql's option); only the
+    // sections' own assignments are read, and a member without any is narrowed by none.
+    const narrowing: string[] = [];
+    const outer: string[] = [];
+    const narrowingBindings: unknown[] = [];
+    const outerBindings: unknown[] = [];
+    for (const section of PROFILE_SECTIONS) {
+      const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
+      const inSection = `pa.section_key = '${section}'`;
+      narrowing.push(`not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)} as "open_${section}"`);
+      narrowingBindings.push(...granting.bindings);
+      outer.push(`coalesce(${alias}.held_buckets && ${granting.sql}, false) and coalesce(${as}n."open_${section}", true) as "show_${section}"`);
+      outerBindings.push(...granting.bindings);
+    }
+    return {
+      sql: `left join (select pa.content_id as member_id, ${narrowing.join(', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${as}n on ${as}n.member_id = ${alias}.id
+        cross join lateral (select ${outer.join(', ')}) ${as}`,
+      bindings: [...narrowingBindings, ...outerBindings],
+    };
+  }
   for (const section of PROFILE_SECTIONS) {
     const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
     const inSection = `pa.kind = 'profile_section' and pa.section_key = '${section}'`;
