@@ -352,51 +352,35 @@ function memberPredicate(access: Access, alias: string, group: PermissionGroup, 
  * (lateral, offset 0, so no plan trades those lookups for a scan of the owner's members): its cost
  * follows the members in the viewer's buckets, never the size of the owner's account. `active`
  * leaves archived members out. A friend access only (an owner access throws: the owner's reads
- * need no visible set). `columns` is a constant list of `m.` columns, never input.
+ * need no visible set). `columns` is a constant list of `m.` columns, never input; the rows also
+ * carry `held_buckets`, each member's held buckets, for memberSectionsSql's `heldBuckets`.
  */
 export function visibleMemberRowsSql(
   access: Access,
   group: PermissionGroup = 'members_view',
   level: GrantedLevel = 'read',
-  options: { active?: boolean; columns?: string; heldBuckets?: boolean } = {},
+  options: { active?: boolean; columns?: string } = {},
 ): SqlPredicate {
   const columns = options.columns ?? 'm.id';
   if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
   const archived = options.active ? ' and m.archived_at is null' : '';
   if (access.level === 'owner') throw new Error('visibleMemberRowsSql: a friend access only (the owner reads its members directly)');
-  // The members of buckets granting members_view (and, as a set intersection, of buckets granting
-  // `group` at `level`): then only the narrowing of visibleMembersSql's rule is left to check.
-  const granting = (g: PermissionGroup, l: GrantedLevel) => {
-    const buckets = grantArraySql(access, g, l);
-    // One index read per held bucket (lateral, offset 0): `bucket_id = any (…)` is estimated from
-    // the number of distinct buckets on the server, and on a server with few of them a generic plan
-    // would read the whole assignments table instead.
-    return {
-      sql: `select va.content_id from unnest(${buckets.sql}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va`,
-      bindings: buckets.bindings,
-    };
-  };
+  // The members of every held bucket, each with the held buckets it is in (`held_buckets`, which
+  // memberSectionsSql's option reads instead of the member's assignments again), kept when one of
+  // those grants members_view (and one grants `group` at `level`): then only the narrowing of
+  // visibleMembersSql's rule is left to check. One index read per held bucket (lateral, offset 0):
+  // `bucket_id = any (…)` is estimated from the number of distinct buckets on the server, and on a
+  // server with few of them a generic plan would read the whole assignments table instead.
+  const held = heldBucketsSql(access);
+  const grants = [grantArraySql(access, 'members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [grantArraySql(access, group, level)] : [])];
   const member = memberPredicate(access, 'm', group, level, true);
-  if (options.heldBuckets) {
-    // Every held bucket's members, each with the held buckets it is in (`held_buckets`), kept when
-    // one of them grants members_view: memberSectionsSql's member part then needs no second read.
-    if (group !== 'members_view' || level !== 'read') throw new Error('visibleMemberRowsSql: heldBuckets with members_view at read only');
-    const held = heldBucketsSql(access);
-    const view = grantArraySql(access, 'members_view', 'read');
-    return {
-      sql: `select ${columns.replace(/m\./g, 'vm.')}, vb.held_buckets from (
-          select va.content_id, array_agg(ub.id) as held_buckets
-          from unnest(${held.sql}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
-          group by va.content_id having bool_or(ub.id = any (${view.sql}))) vb
-        cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,
-      bindings: [...held.bindings, ...view.bindings, access.ownerId, ...member.bindings],
-    };
-  }
-  const sources = [granting('members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [granting(group, level)] : [])];
   return {
-    sql: `select ${columns.replace(/m\./g, 'vm.')} from (${sources.map((g) => g.sql).join(' intersect ')}${sources.length === 1 ? ' group by va.content_id' : ''}) vb
+    sql: `select ${columns.replace(/m\./g, 'vm.')}, vb.held_buckets from (
+        select va.content_id, array_agg(ub.id) as held_buckets
+        from unnest(${held.sql}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
+        group by va.content_id having ${grants.map((g) => `bool_or(ub.id = any (${g.sql}))`).join(' and ')}) vb
       cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ? and m.deleted_at is null${archived} and ${member.sql} offset 0) vm`,
-    bindings: [...sources.flatMap((g) => g.bindings), access.ownerId, ...member.bindings],
+    bindings: [...held.bindings, ...grants.flatMap((g) => g.bindings), access.ownerId, ...member.bindings],
   };
 }
 
@@ -441,7 +425,9 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
  * the whole table) and grouped per member, and every section is answered from them, instead of a
  * probe per member, section and question. A member without a row
  * there (none can be visible) gets nulls, which callers read as hidden. A friend access only (an
- * owner access throws). `alias`, `source` and `as` are constants, never input.
+ * owner access throws). `alias`, `source` and `as` are constants, never input. With
+ * `heldBuckets`, `alias` rows carry `held_buckets` (rows of visibleMemberRowsSql): the member
+ * part is `held_buckets && granting` and only the profile-section assignments are read.
  */
 export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections', options: { heldBuckets?: boolean } = {}): SqlPredicate {
   if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as) || !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)) {

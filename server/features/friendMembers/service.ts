@@ -108,7 +108,7 @@ function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
 export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
   const access = friendAccess(fctx);
   const friendship = friendAccessCte(access);
-  const visible = visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS.join(', '), heldBuckets: true });
+  const visible = visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS.join(', ') });
   const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec', { heldBuckets: true });
   const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
     sql: `with ${friendship.sql}, vis as materialized (${visible.sql})
