@@ -10,6 +10,7 @@ import {
   friendInStatement,
   fullAccess,
   levelsOn,
+  memberLevelSql,
   mergeMax,
   narrowedBy,
   noAccess,
@@ -332,31 +333,48 @@ describe('privacy engine: levels', () => {
     const inSub = await createMember(owner.api, 'InSub');
     for (const m of [inMain, sub, inSub]) await assign(owner.userId, view, 'member', m);
     await assign(owner.userId, notes, 'member', withNotes);
+    // member_notes at read only: level 1 of memberLevelSql.
+    const notesRead = await bucket(owner.userId, { members_view: 'read', member_notes: 'read' });
+    await assign(owner.userId, notesRead, 'friend', viewer.userId);
+    await assign(owner.userId, notesRead, 'member', await createMember(owner.api, 'ReadNotes'));
     await assign(owner.userId, profileOnly, 'member', inMain);
     await assign(owner.userId, profileOnly, 'member', await createMember(owner.api, 'ProfileOnly'));
     const subId = randomUUID();
     await knex()('sub_systems').insert({ id: subId, user_id: owner.userId, side_system_id: side, linked_member_id: sub, name: 'Sub', created_at: Date.now(), updated_at: Date.now() });
     await knex()('members').where('id', inSub).update({ sub_system_id: subId });
-    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
     const deferred = friendInStatement(viewer.userId, owner.userId);
-    // The rule three ways, which must agree: the predicate over the owner's members, and the
-    // visible set (visibleMemberRowsSql) with the grants bound and resolved in the statement.
+    // The rule four ways, which must agree: the predicate over the owner's members, the visible
+    // set (visibleMemberRowsSql) and the member's level (memberLevelSql), each with the grants
+    // bound (an access resolved now: it holds the grants and hidden systems of this moment) and
+    // resolved in the statement.
     const names = async (group?: 'member_notes', level?: 'read' | 'read_write') => {
+      const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
       const byPredicate = await knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(access, 'm', group, level)).orderBy('m.name').pluck('m.name');
-      for (const a of [access, deferred]) expect(await visibleSetNames(a, group, level), a.inStatement ? 'in the statement' : 'bound').toEqual(byPredicate);
+      for (const a of [access, deferred]) {
+        const how = a.inStatement ? 'in the statement' : 'bound';
+        expect(await visibleSetNames(a, group, level), how).toEqual(byPredicate);
+        expect(await levelNames(a, owner.userId, group ?? 'members_view', level === 'read_write' ? 2 : 1), how).toEqual(byPredicate);
+      }
       return byPredicate;
     };
-    expect(await names()).toEqual(['InMain', 'InSub', 'SubLink', 'WithNotes']);
+    expect(await names()).toEqual(['InMain', 'InSub', 'ReadNotes', 'SubLink', 'WithNotes']);
+    expect(await names('member_notes', 'read')).toEqual(['ReadNotes', 'WithNotes']);
     expect(await names('member_notes', 'read_write')).toEqual(['WithNotes']);
     // The sub system gets a bucket the friend does not hold: its members disappear, the others stay.
     await assign(owner.userId, other, 'sub_system', subId);
-    expect(await names()).toEqual(['InMain', 'SubLink', 'WithNotes']);
+    expect(await names()).toEqual(['InMain', 'ReadNotes', 'SubLink', 'WithNotes']);
     // The side system gets one too: everything in it disappears.
     await assign(owner.userId, other, 'side_system', side);
     expect(await names()).toEqual([]);
+    expect(await names('member_notes', 'read')).toEqual([]);
+    // A held bucket that grants no members_view does not bring them back.
+    await assign(owner.userId, profileOnly, 'side_system', side);
+    expect(await names()).toEqual([]);
     // Sharing the side system's bucket with the friend brings back those not narrowed by the sub system.
     await assign(owner.userId, view, 'side_system', side);
-    expect(await names()).toEqual(['InMain', 'SubLink', 'WithNotes']);
+    expect(await names()).toEqual(['InMain', 'ReadNotes', 'SubLink', 'WithNotes']);
+    expect(await names('member_notes', 'read')).toEqual(['ReadNotes', 'WithNotes']);
+    expect(await names('member_notes', 'read_write')).toEqual(['WithNotes']);
   });
 
   it('deciding the levels of a page of 100 members costs one statement, and the list predicate keeps it one statement', async () => {
@@ -463,6 +481,14 @@ async function okInStatement(viewerId: string, ownerId: string): Promise<boolean
   const cte = friendAccessCte(friendInStatement(viewerId, ownerId));
   const result = await knex().raw(`with ${cte.sql} select ok from friend_access`, cte.bindings as never);
   return (result.rows as Array<{ ok: boolean }>)[0]!.ok;
+}
+
+/** The names of the owner's members whose level (memberLevelSql) in `group` is at least `rank`. */
+async function levelNames(access: Access, ownerId: string, group: PermissionGroup, rank: 1 | 2): Promise<string[]> {
+  const cte = friendAccessCte(access);
+  const level = memberLevelSql(access, 'm', group);
+  const result = await knex().raw(`with ${cte.sql} select m.name from members m where m.user_id = ? and ${level.sql} >= ? order by m.name`, [...cte.bindings, ownerId, ...level.bindings, rank] as never);
+  return (result.rows as Array<{ name: string }>).map((r) => r.name);
 }
 
 /** The names in the engine's visible set of members (visibleMemberRowsSql) for `access`. */

@@ -85,14 +85,19 @@ export function onBehalfOf(accountId: string): Access {
 /**
  * The friendship and the viewer's grants as one row: the one definition of "who is a friend, with
  * which buckets", for forFriend() and for the statements that resolve the access themselves
- * (friendInStatement, as the CTE `friend_access`). Two bindings: the owner, the viewer.
- * `ok` is true when both sides' friendship rows are accepted (a block or a pending or revoked
- * request on either side is not); `bucket_ids` are the owner's buckets assigned to the viewer; and
- * per permission group, `<group>_read` and `<group>_read_write` are those of them granting at least
- * that level (a missing or unknown level in a bucket's map is none: fail closed, as permissionMap).
- * The arrays are in no particular order (an ordered aggregate per column would cost a sort each).
+ * (friendInStatement, as the CTE `friend_access`). Three bindings: the owner, the viewer, the
+ * owner. `ok` is true when both sides' friendship rows are accepted (a block or a pending or
+ * revoked request on either side is not); `bucket_ids` are the owner's buckets assigned to the
+ * viewer; per permission group, `<group>_read` and `<group>_read_write` are those of them granting
+ * at least that level (a missing or unknown level in a bucket's map is none: fail closed, as
+ * permissionMap); and `hidden_system_ids` are the owner's side and sub systems that narrow their
+ * members away from this friend: those with buckets of their own, none of them a held bucket
+ * granting members_view (docs/privacy.md, "Kinds that narrow"). One short range of the owner's
+ * system assignments (the partial index privacy_bucket_assignments_systems), not a probe per member
+ * nor a scan of every account's system assignments. The arrays are in no particular order (an ordered
+ * aggregate per column would cost a sort each).
  */
-const FRIEND_ACCESS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id) filter (where b.id is not null), '{}') as bucket_ids,
+const FRIEND_GRANTS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id) filter (where b.id is not null), '{}') as bucket_ids,
   ${PERMISSION_GROUPS.flatMap((g) => [
     `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}') as ${g}_read`,
     `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}') as ${g}_read_write`,
@@ -103,7 +108,13 @@ const FRIEND_ACCESS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id) f
   left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
   where o.user_id = ?::uuid and o.friend_user_id = ?::uuid and o.status = 'accepted'`;
 
-type FriendAccessRow = { ok: boolean; bucket_ids: string[] } & Record<`${PermissionGroup}_${GrantedLevel}`, string[]>;
+const FRIEND_ACCESS_SQL = `select g.*, h.ids as hidden_system_ids from (${FRIEND_GRANTS_SQL}) g
+  cross join lateral (select array(
+    select sa.content_id from privacy_bucket_assignments sa
+    where sa.user_id = ?::uuid and sa.kind in ('side_system', 'sub_system')
+    group by sa.content_id having not bool_or(sa.bucket_id = any (g.members_view_read))) as ids) h`;
+
+type FriendAccessRow = { ok: boolean; bucket_ids: string[]; hidden_system_ids: string[] } & Record<`${PermissionGroup}_${GrantedLevel}`, string[]>;
 
 const accessForFriend = prepared<FriendAccessRow>('access_for_friend', FRIEND_ACCESS_SQL);
 
@@ -114,11 +125,11 @@ const accessForFriend = prepared<FriendAccessRow>('access_for_friend', FRIEND_AC
  */
 export async function forFriend(db: Knex, viewerId: string, ownerId: string): Promise<Access | null> {
   if (viewerId === ownerId) return null;
-  const [row] = await accessForFriend(db, [ownerId, viewerId]);
+  const [row] = await accessForFriend(db, [ownerId, viewerId, ownerId]);
   if (!row?.ok) return null;
   const grants = {} as Record<PermissionGroup, { read: string[]; write: string[] }>;
   for (const g of PERMISSION_GROUPS) grants[g] = { read: row[`${g}_read`], write: row[`${g}_read_write`] };
-  return { ownerId, level: 'friend', viewerId, bucketIds: row.bucket_ids, grants };
+  return { ownerId, level: 'friend', viewerId, bucketIds: row.bucket_ids, grants, hiddenSystemIds: row.hidden_system_ids };
 }
 
 /**
@@ -143,7 +154,7 @@ export function friendInStatement(viewerId: string, ownerId: string): Access {
  */
 export function friendAccessCte(access: Access): SqlPredicate {
   if (access.level !== 'friend') throw new Error('friendAccessCte: a friend access only');
-  if (access.inStatement) return { sql: `friend_access as materialized (${FRIEND_ACCESS_SQL})`, bindings: [access.ownerId, access.viewerId] };
+  if (access.inStatement) return { sql: `friend_access as materialized (${FRIEND_ACCESS_SQL})`, bindings: [access.ownerId, access.viewerId, access.ownerId] };
   return { sql: 'friend_access as (select true as ok)', bindings: [] };
 }
 
@@ -319,6 +330,50 @@ export function visibleMembersSql(access: Access, alias: string, group: Permissi
 }
 
 /**
+ * The side and sub system narrowing of visibleMembers' rule for the member row `alias`: neither
+ * the member's side system nor its sub system is one of the access's hidden systems
+ * (`hidden_system_ids` of FRIEND_ACCESS_SQL: a system with buckets of its own, none of them a held
+ * bucket granting members_view). Two array comparisons per row, no index probe.
+ */
+function systemsAllowSql(access: Access, alias: string): SqlPredicate {
+  const hidden = (): SqlPredicate => {
+    if (access.inStatement) return { sql: '(select hidden_system_ids from friend_access)::uuid[]', bindings: [] };
+    if (access.level !== 'friend' || !access.hiddenSystemIds) throw new Error('a friend access without its hidden systems');
+    return { sql: '?::uuid[]', bindings: [[...access.hiddenSystemIds]] };
+  };
+  const side = hidden();
+  const sub = hidden();
+  return {
+    sql: `((${alias}.side_system_id is null or ${alias}.side_system_id <> all (${side.sql})) and (${alias}.sub_system_id is null or ${alias}.sub_system_id <> all (${sub.sql})))`,
+    bindings: [...side.bindings, ...sub.bindings],
+  };
+}
+
+/**
+ * The level at which the access sees the member `alias` in `group` by visibleMembers' rule, as an
+ * integer SQL expression: 0 none, 1 read, 2 read_write. `level >= 1` is visibleMembersSql(access,
+ * alias, group, 'read') and `level = 2` is the same at read_write (the access tests hold the three
+ * to each other); one read of the member's own assignments gives both, for a statement that needs
+ * both of the same member. The owner: 2. `alias` must be a constant table alias, never input.
+ */
+export function memberLevelSql(access: Access, alias: string, group: PermissionGroup): SqlPredicate {
+  if (access.level === 'owner') return { sql: '2', bindings: [] };
+  const member: ContentRef = { kind: 'member', column: `${alias}.id` };
+  const view = grantArraySql(access, 'members_view', 'read');
+  const read = grantArraySql(access, group, 'read');
+  const write = grantArraySql(access, group, 'read_write');
+  const systems = systemsAllowSql(access, alias);
+  const own = assignmentsOf(member).replace(/^select 1 /, '');
+  return {
+    sql: `(select case when not coalesce(bool_or(pa.bucket_id = any (${view.sql})), false) then 0
+        when not ${systems.sql} then 0
+        when bool_or(pa.bucket_id = any (${write.sql})) then 2
+        when bool_or(pa.bucket_id = any (${read.sql})) then 1 else 0 end ${own})`,
+    bindings: [...view.bindings, ...systems.bindings, ...write.bindings, ...read.bindings],
+  };
+}
+
+/**
  * visibleMembersSql(), less the probes of the member's own buckets when the caller's rows already
  * come from the members of the viewer's buckets granting members_view and `group`
  * (visibleMemberRowsSql): then only the narrowing is left of the same rule.
@@ -339,8 +394,7 @@ function memberPredicate(access: Access, alias: string, group: PermissionGroup, 
       });
     }
   }
-  parts.push(narrowedSql(access, { kind: 'side_system', column: `${alias}.side_system_id` }, 'members_view', 'read'));
-  parts.push(narrowedSql(access, { kind: 'sub_system', column: `${alias}.sub_system_id` }, 'members_view', 'read'));
+  parts.push(systemsAllowSql(access, alias));
   return { sql: `(${parts.map((p) => p.sql).join(' and ')})`, bindings: parts.flatMap((p) => p.bindings) };
 }
 

@@ -49,6 +49,11 @@ export interface Access {
    */
   readonly grants?: Readonly<Record<PermissionGroup, { readonly read: readonly string[]; readonly write: readonly string[] }>>;
   /**
+   * For `friend`: the owner's side and sub systems that hide their members from the viewer (a
+   * system with buckets of its own, none of them a held bucket granting members_view).
+   */
+  readonly hiddenSystemIds?: readonly string[];
+  /**
    * For `friend`: true when the friendship and the grants are not resolved yet but read inside the
    * one statement that uses them (server/access/ friendInStatement, `friend_access`): such an
    * access has no `bucketIds` or `grants`, only the engine's SQL text accepts it, and the statement

@@ -5,7 +5,7 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { friendAccessCte, grantArraySql, sectionVisibleSql, visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import { friendAccessCte, grantArraySql, memberLevelSql, sectionVisibleSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt, type SqlText } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -49,41 +49,29 @@ export interface NoteForWrite {
 }
 
 /**
- * "The friend reads the notes of the member linked by `link`" (a link row alias with `member_id`):
- * a live member of the owner's that visibleMembers passes with member_notes at read. One member
- * row read and the engine's probes (offset 0: evaluated per link, never hashed over every member).
+ * A note's links as one friend sees them, as a subquery of one row over the links
+ * (`entry_members`) of the note `entry` (a constant column): `members`, its readable linked
+ * members (id, name) in link order, as JSON; `readable_ids`, their ids; `can_write`, every link is
+ * readable and its member's own buckets grant member_notes read_write. A link is **readable** when
+ * its member is a live member of the owner's that visibleMembers passes with member_notes at read
+ * (memberLevelSql ≥ 1; writable: = 2); the note is **visible** when one of its links is readable.
+ * The single definition of both rules: the list and the single-note checks of PATCH and DELETE
+ * read them here. Each link's member is read once and its assignments once (offset 0: per link,
+ * never hashed over every member).
  */
-function readableLinkSql(access: Access, link: string): SqlText {
-  const member = visibleMembersSql(access, 'lm', 'member_notes', 'read');
+function noteLinksSql(access: Access, entry: string): SqlText {
+  const level = memberLevelSql(access, 'lm', 'member_notes');
   return {
-    sql: `exists (select 1 from members lm where lm.id = ${link}.member_id and lm.user_id = ? and lm.deleted_at is null and ${member.sql} offset 0)`,
-    bindings: [access.ownerId, ...member.bindings],
-  };
-}
-
-/**
- * A note's two rules for one friend, over its links (`entry_members`): the note is **visible**
- * when one of its links is readable (readableLinkSql); the friend **can write** it when every link
- * is readable and its member's own buckets grant member_notes read_write. The single-note checks
- * use them as written; the list walks entry_link_buckets instead, which yields the same notes
- * (a readable member is in a held bucket granting member_notes, and every link is listed under
- * each of its member's buckets) and checks each walked link with readableLinkSql. `entry` is a
- * constant column.
- */
-function noteRules(access: Access): { visible(entry: string): SqlText; canWrite(entry: string): SqlText } {
-  const writable = visibleContentSql(access, { kind: 'member', column: 'ew.member_id' }, 'member_notes', 'read_write');
-  return {
-    visible: (entry) => {
-      const link = readableLinkSql(access, 'em');
-      return { sql: `exists (select 1 from entry_members em where em.entry_id = ${entry} and ${link.sql})`, bindings: link.bindings };
-    },
-    canWrite: (entry) => {
-      const link = readableLinkSql(access, 'ew');
-      return {
-        sql: `not exists (select 1 from entry_members ew where ew.entry_id = ${entry} and not (${link.sql} and ${writable.sql}))`,
-        bindings: [...link.bindings, ...writable.bindings],
-      };
-    },
+    sql: `select coalesce(json_agg(json_build_object('id', k.id, 'name', k.name) order by k.position) filter (where k.level >= 1), '[]'::json) as members,
+        coalesce(array_agg(k.id) filter (where k.level >= 1), '{}'::uuid[]) as readable_ids,
+        coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
+      from entry_members em
+      left join lateral (
+        select lm.id, lm.name, em.position, ${level.sql} as level from members lm
+        where lm.id = em.member_id and lm.user_id = ? and lm.deleted_at is null offset 0
+      ) k on true
+      where em.entry_id = ${entry}`,
+    bindings: [...level.bindings, access.ownerId],
   };
 }
 
@@ -292,20 +280,19 @@ order by d.n, c.member_id`,
   /**
    * Up to `limit` notes the friend may read among the owner's NOTES_WINDOW most recent live notes
    * (newest first), each with its readable linked members (in link order) and whether every
-   * linked member is live and writable. With `memberId`, only notes linking that member, which
-   * must itself be readable. One statement: the window's last note (one index read of the
-   * window's keys), then, per held bucket granting member_notes, a walk of entry_link_buckets in
-   * the list's order down to that note, each link checked (a live note; a readable member) by a
-   * lateral subquery that cannot be flattened (offset 0, as in historyPage: as a filter, a plan may
-   * read the bucket's whole window and sort it) and the walk stopped at `limit` notes; the walks
-   * merged; only the page's notes read.
+   * linked member is live and writable (noteLinksSql). With `memberId`, only notes linking that
+   * member, which must itself be readable. One statement: the window's last note (one index read
+   * of the window's keys), then, per held bucket granting member_notes, a walk of
+   * entry_link_buckets in the list's order down to that note. Each walked link's note is read and
+   * its links decided once, by a lateral subquery that cannot be flattened (offset 0, as in
+   * historyPage: as a filter, a plan may read the bucket's whole window and sort it); the walked
+   * link must be readable, and the walk stops at `limit` notes. The walks are merged; the page's
+   * rows are the walked ones, so no note is read or decided twice.
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<{ ok: boolean; rows: NoteView[] }> {
     const friendship = friendAccessCte(access);
     const buckets = grantArraySql(access, 'member_notes', 'read');
-    const walked = readableLinkSql(access, 'l');
-    const listed = readableLinkSql(access, 'em');
-    const canWrite = noteRules(access).canWrite('e.id');
+    const links = noteLinksSql(access, 'le.id');
     const only = memberId === undefined ? '' : 'and l.member_id = ?::uuid';
     // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
     // its note is newer than the last one, or as new with an id not after it. No last note: fewer
@@ -315,12 +302,17 @@ order by d.n, c.member_id`,
          select e.updated_at, e.id from entries e where e.user_id = ? and e.deleted_at is null
          order by e.updated_at desc, e.id asc offset ? limit 1
        ), page as (
-         select distinct on (w.updated_at, w.entry_id) w.entry_id as id, w.updated_at
+         select distinct on (w.updated_at, w.id) w.*
          from unnest(${buckets.sql}) ub(id)
          cross join lateral (
-           select distinct on (l.updated_at, l.entry_id) l.entry_id, l.updated_at
+           select distinct on (l.updated_at, l.entry_id) x.*
            from entry_link_buckets l
-           cross join lateral (select 1 from entries le where le.id = l.entry_id and le.user_id = ? and le.deleted_at is null and ${walked.sql} offset 0) x
+           cross join lateral (
+             select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.can_write
+             from entries le cross join lateral (${links.sql}) n
+             where le.id = l.entry_id and le.user_id = ? and le.deleted_at is null and l.member_id = any (n.readable_ids)
+             offset 0
+           ) x
            where l.bucket_id = ub.id
              and l.updated_at >= coalesce((select updated_at from last), '-9223372036854775808'::bigint)
              and (l.updated_at > coalesce((select updated_at from last), '-9223372036854775808'::bigint) or l.entry_id <= (select id from last))
@@ -328,31 +320,21 @@ order by d.n, c.member_id`,
            order by l.updated_at desc, l.entry_id asc
            limit ?
          ) w
-         order by w.updated_at desc, w.entry_id asc
+         order by w.updated_at desc, w.id asc
          limit ?
        )
-       select fa.ok, n.* from friend_access fa left join (
-         select e.id, e.title, e.content, e.created_at, e.updated_at,
-           (select coalesce(json_agg(json_build_object('id', jm.id, 'name', jm.name) order by em.position), '[]'::json)
-              from entry_members em join members jm on jm.id = em.member_id
-             where em.entry_id = e.id and ${listed.sql}) as members,
-           ${canWrite.sql} as can_write
-         from page p
-         cross join lateral (select e.* from entries e where e.id = p.id offset 0) e
-       ) n on true
-       order by n.updated_at desc, n.id asc`,
+       select fa.ok, p.* from friend_access fa left join page p on true
+       order by p.updated_at desc, p.id asc`,
       bindings: [
         ...friendship.bindings,
         access.ownerId,
         NOTES_WINDOW - 1,
         ...buckets.bindings,
+        ...links.bindings,
         access.ownerId,
-        ...walked.bindings,
         ...(memberId === undefined ? [] : [memberId]),
         limit,
         limit,
-        ...listed.bindings,
-        ...canWrite.bindings,
       ],
     };
     const rows = await runBuilt<Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: NoteView['members'] | string }>(db, 'friend_notes', query);
@@ -364,15 +346,13 @@ order by d.n, c.member_id`,
     };
   },
 
-  /** A live note of the owner with whether the friend sees it and may write it (noteRules); undefined when unknown or in the trash. */
+  /** A live note of the owner with whether the friend sees it and may write it (noteLinksSql); undefined when unknown or in the trash. */
   async noteForWrite(db: Knex, access: Access, entryId: string): Promise<NoteForWrite | undefined> {
-    const rules = noteRules(access);
-    const visible = rules.visible('e.id');
-    const canWrite = rules.canWrite('e.id');
+    const links = noteLinksSql(access, 'e.id');
     const [row] = await runBuilt<NoteForWrite>(db, 'friend_note_for_write', {
-      sql: `select e.id, e.member_id, e.member_ids, ${visible.sql} as visible, ${canWrite.sql} as can_write
-        from entries e where e.id = ? and e.user_id = ? and e.deleted_at is null`,
-      bindings: [...visible.bindings, ...canWrite.bindings, entryId, access.ownerId],
+      sql: `select e.id, e.member_id, e.member_ids, cardinality(n.readable_ids) > 0 as visible, n.can_write
+        from entries e cross join lateral (${links.sql}) n where e.id = ? and e.user_id = ? and e.deleted_at is null`,
+      bindings: [...links.bindings, entryId, access.ownerId],
     });
     return row;
   },
