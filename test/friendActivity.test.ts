@@ -746,6 +746,44 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(Number((await knex('entry_link_buckets').where('entry_id', n3).count({ n: '*' }))[0]!.n)).toBe(0);
   });
 
+  it('memberId: only the notes linking that member, and only when that link is readable; members lists the readable links in link order', async () => {
+    const { owner, viewer, bucketId: held } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+    // A held bucket granting member_notes without members_view: its members' links are listed
+    // under a bucket the friend holds, yet those members are not readable.
+    const notesOnly = await createBucket(owner, { member_notes: 'read' }, 'Notes only');
+    await giveFriend(owner, viewer, [held, notesOnly]);
+    const robin = await createMember(owner.api, 'Robin');
+    const sam = await createMember(owner.api, 'Sam');
+    const quiet = await createMember(owner.api, 'Quiet');
+    await shareMember(owner, robin, [held]);
+    await shareMember(owner, sam, [held]);
+    await shareMember(owner, quiet, [notesOnly]);
+    const note = async (text: string, memberIds: string[]) => {
+      now += 1000;
+      return createEntry(owner.api, text, { memberIds });
+    };
+    const a = await note('a', [robin]);
+    const b = await note('b', [robin, sam]);
+    const c = await note('c', [quiet, sam]);
+    await note('d', [quiet]);
+    const path = fp(owner.userId);
+    const list = async (query: { memberId?: string; limit?: number }) => (await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query } })).data!;
+    const all = await list({});
+    expect(all.map((n) => n._id)).toEqual([c, b, a]);
+    expect(all.map((n) => n.members.map((m) => m.id))).toEqual([[sam], [robin, sam], [robin]]);
+    expect(all.map((n) => n.member?.id)).toEqual([sam, robin, robin]);
+    expectNoneOf(all, [quiet, 'Quiet']);
+    expect((await list({ memberId: robin })).map((n) => n._id)).toEqual([b, a]);
+    expect((await list({ memberId: sam })).map((n) => n._id)).toEqual([c, b]);
+    expect((await list({ memberId: sam, limit: 1 })).map((n) => n._id)).toEqual([c]);
+    // c is visible (through Sam) and listed under a held bucket through Quiet: not Quiet's notes.
+    expect(await list({ memberId: quiet })).toEqual([]);
+    expect(await list({ memberId: UNKNOWN_ID })).toEqual([]);
+    // Link order is the note's, whatever order the members were read in.
+    const e = await note('e', [sam, robin]);
+    expect((await list({ limit: 1 }))[0]).toMatchObject({ _id: e, members: [{ id: sam, name: 'Sam' }, { id: robin, name: 'Robin' }] });
+  });
+
   // The list walks entry_link_buckets for each bucket the friend holds, down to the window's last
   // note: the same plan whether the friend sees a few of the window's notes or all of them.
   for (const shape of ['few', 'many'] as const) {

@@ -51,19 +51,20 @@ export interface NoteForWrite {
 /**
  * A note's links as one friend sees them, as a subquery of one row over the links
  * (`entry_members`) of the note `entry` (a constant column): `members`, its readable linked
- * members (id, name) in link order, as JSON; `readable_ids`, their ids; `can_write`, every link is
- * readable and its member's own buckets grant member_notes read_write. A link is **readable** when
- * its member is a live member of the owner's that visibleMembers passes with member_notes at read
- * (memberLevelSql ≥ 1; writable: = 2); the note is **visible** when one of its links is readable.
- * The single definition of both rules: the list and the single-note checks of PATCH and DELETE
- * read them here. Each link's member is read once and its assignments once (offset 0: per link,
- * never hashed over every member).
+ * members as JSON `{ id, name, position }` in no particular order (sortByPosition puts them in
+ * link order: an ordered aggregate would cost a sort per note); `visible`, the note is visible:
+ * one of its links is readable, or, with `memberId`, the link to that member is;
+ * `can_write`, every link is readable and its member's own buckets grant member_notes read_write.
+ * A link is **readable** when its member is a live member of the owner's that visibleMembers
+ * passes with member_notes at read (memberLevelSql ≥ 1; writable: = 2). The single definition of
+ * both rules: the list and the single-note checks of PATCH and DELETE read them here. Each link's
+ * member is read once and its assignments once.
  */
-function noteLinksSql(access: Access, entry: string): SqlText {
+function noteLinksSql(access: Access, entry: string, memberId?: string): SqlText {
   const level = memberLevelSql(access, 'lm', 'member_notes');
   return {
-    sql: `select coalesce(json_agg(json_build_object('id', k.id, 'name', k.name) order by k.position) filter (where k.level >= 1), '[]'::json) as members,
-        coalesce(array_agg(k.id) filter (where k.level >= 1), '{}'::uuid[]) as readable_ids,
+    sql: `select coalesce(json_agg(json_build_object('id', k.id, 'name', k.name, 'position', k.position)) filter (where k.level >= 1), '[]'::json) as members,
+        coalesce(bool_or(k.level >= 1${memberId === undefined ? '' : ' and k.id = ?::uuid'}), false) as visible,
         coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
       from entry_members em
       left join lateral (
@@ -71,8 +72,16 @@ function noteLinksSql(access: Access, entry: string): SqlText {
         where lm.id = em.member_id and lm.user_id = ? and lm.deleted_at is null offset 0
       ) k on true
       where em.entry_id = ${entry}`,
-    bindings: [...level.bindings, access.ownerId],
+    bindings: [...(memberId === undefined ? [] : [memberId]), ...level.bindings, access.ownerId],
   };
+}
+
+type LinkedMember = NoteView['members'][number] & { position: number };
+
+/** noteLinksSql's `members` in link order, without their position. */
+function sortByPosition(members: LinkedMember[] | string): NoteView['members'] {
+  const list = typeof members === 'string' ? (JSON.parse(members) as LinkedMember[]) : members;
+  return list.sort((x, y) => x.position - y.position).map(({ id, name }) => ({ id, name }));
 }
 
 export const friendActivityRepo = {
@@ -285,14 +294,16 @@ order by d.n, c.member_id`,
    * of the window's keys), then, per held bucket granting member_notes, a walk of
    * entry_link_buckets in the list's order down to that note. Each walked link's note is read and
    * its links decided once, by a lateral subquery that cannot be flattened (offset 0, as in
-   * historyPage: as a filter, a plan may read the bucket's whole window and sort it); the walked
-   * link must be readable, and the walk stops at `limit` notes. The walks are merged; the page's
+   * historyPage: as a filter, a plan may read the bucket's whole window and sort it); the note
+   * must be visible, and the walk stops at `limit` notes. A note listed under a held bucket and
+   * visible through another is still visible, so the walk needs only the list index's own columns
+   * (an index-only read; with `memberId`, the link's member too). The walks are merged; the page's
    * rows are the walked ones, so no note is read or decided twice.
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<{ ok: boolean; rows: NoteView[] }> {
     const friendship = friendAccessCte(access);
     const buckets = grantArraySql(access, 'member_notes', 'read');
-    const links = noteLinksSql(access, 'le.id');
+    const links = noteLinksSql(access, 'le.id', memberId);
     const only = memberId === undefined ? '' : 'and l.member_id = ?::uuid';
     // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
     // its note is newer than the last one, or as new with an id not after it. No last note: fewer
@@ -310,7 +321,7 @@ order by d.n, c.member_id`,
            cross join lateral (
              select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.can_write
              from entries le cross join lateral (${links.sql}) n
-             where le.id = l.entry_id and le.user_id = ? and le.deleted_at is null and l.member_id = any (n.readable_ids)
+             where le.id = l.entry_id and le.user_id = ? and le.deleted_at is null and n.visible
              offset 0
            ) x
            where l.bucket_id = ub.id
@@ -337,12 +348,10 @@ order by d.n, c.member_id`,
         limit,
       ],
     };
-    const rows = await runBuilt<Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: NoteView['members'] | string }>(db, 'friend_notes', query);
+    const rows = await runBuilt<Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: LinkedMember[] | string }>(db, 'friend_notes', query);
     return {
       ok: rows[0]?.ok === true,
-      rows: rows
-        .filter((r): r is typeof r & { id: string } => r.id !== null)
-        .map(({ ok: _ok, ...r }) => ({ ...r, members: typeof r.members === 'string' ? (JSON.parse(r.members) as NoteView['members']) : r.members })),
+      rows: rows.filter((r): r is typeof r & { id: string } => r.id !== null).map(({ ok: _ok, ...r }) => ({ ...r, members: sortByPosition(r.members) })),
     };
   },
 
@@ -350,7 +359,7 @@ order by d.n, c.member_id`,
   async noteForWrite(db: Knex, access: Access, entryId: string): Promise<NoteForWrite | undefined> {
     const links = noteLinksSql(access, 'e.id');
     const [row] = await runBuilt<NoteForWrite>(db, 'friend_note_for_write', {
-      sql: `select e.id, e.member_id, e.member_ids, cardinality(n.readable_ids) > 0 as visible, n.can_write
+      sql: `select e.id, e.member_id, e.member_ids, n.visible, n.can_write
         from entries e cross join lateral (${links.sql}) n where e.id = ? and e.user_id = ? and e.deleted_at is null`,
       bindings: [...links.bindings, entryId, access.ownerId],
     });
