@@ -123,6 +123,15 @@ async function hiddenWrites(viewer: TestUser, s: Seed): Promise<Call[]> {
   return out;
 }
 
+/**
+ * The rows by which a trigger-kept list differs from its definition, both ways (`except all`),
+ * over the whole database: 0 when the list is exact.
+ */
+async function listDrift(knex: TestServer['deps']['db']['knex'], definition: string, listed: string): Promise<number> {
+  const result = await knex.raw(`select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`);
+  return (result.rows as Array<{ n: number }>)[0]!.n;
+}
+
 const notFoundMember = { code: 'NOT_FOUND', message: 'Member not found' };
 const notFoundEntry = { code: 'NOT_FOUND', message: 'Entry not found' };
 
@@ -550,13 +559,13 @@ describe('history and month', { timeout: 120_000 }, () => {
     const other = await createBucket(owner, { members_view: 'read', front: 'read' }, 'Not held');
     const knex = server.deps.db.knex;
     // The table against its definition (every session of a member, once per member bucket), both ways, over the whole database.
-    const drift = async () => {
-      const definition = `select s.id as session_id, a.bucket_id, s.member_id, s.started_at from privacy_bucket_assignments a
-        join front_sessions s on s.member_id = a.content_id where a.kind = 'member' and a.section_key = ''`;
-      const listed = 'select session_id, bucket_id, member_id, started_at from front_session_buckets';
-      const result = await knex.raw(`select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`);
-      return (result.rows as Array<{ n: number }>)[0]!.n;
-    };
+    const drift = () =>
+      listDrift(
+        knex,
+        `select s.id as session_id, a.bucket_id, s.member_id, s.started_at from privacy_bucket_assignments a
+         join front_sessions s on s.member_id = a.content_id where a.kind = 'member' and a.section_key = ''`,
+        'select session_id, bucket_id, member_id, started_at from front_session_buckets',
+      );
     const path = fp(owner.userId);
     const seen = async () => ((await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } })).data!.items).map((i) => [i.session._id, i.session.startedAt]);
     const robin = await createMember(owner.api, 'Robin');
@@ -692,13 +701,13 @@ describe('notes', { timeout: 120_000 }, () => {
     const other = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Not held');
     const knex = server.deps.db.knex;
     // The table against its definition (every link of a note, once per bucket of its member, with the note's updated_at), both ways, over the whole database.
-    const drift = async () => {
-      const definition = `select em.entry_id, em.member_id, a.bucket_id, e.updated_at from privacy_bucket_assignments a
-        join entry_members em on em.member_id = a.content_id join entries e on e.id = em.entry_id where a.kind = 'member' and a.section_key = ''`;
-      const listed = 'select entry_id, member_id, bucket_id, updated_at from entry_link_buckets';
-      const result = await knex.raw(`select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`);
-      return (result.rows as Array<{ n: number }>)[0]!.n;
-    };
+    const drift = () =>
+      listDrift(
+        knex,
+        `select em.entry_id, em.member_id, a.bucket_id, e.updated_at from privacy_bucket_assignments a
+         join entry_members em on em.member_id = a.content_id join entries e on e.id = em.entry_id where a.kind = 'member' and a.section_key = ''`,
+        'select entry_id, member_id, bucket_id, updated_at from entry_link_buckets',
+      );
     const path = fp(owner.userId);
     const seen = async (limit = 100) => ((await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } })).data!).map((n) => n._id);
     const edit = async (entryId: string, body: { content?: string; memberIds?: string[] }) => {
