@@ -407,7 +407,7 @@ function memberPredicate(access: Access, alias: string, group: PermissionGroup, 
  * follows the members in the viewer's buckets, never the size of the owner's account. `active`
  * leaves archived members out. A friend access only (an owner access throws: the owner's reads
  * need no visible set). `columns` is a constant list of `m.` columns, never input; the rows also
- * carry `held_buckets`, each member's held buckets, for memberSectionsSql's `heldBuckets`.
+ * carry `held_buckets`, each member's held buckets, for memberSectionsSql.
  */
 export function visibleMemberRowsSql(
   access: Access,
@@ -420,7 +420,7 @@ export function visibleMemberRowsSql(
   const archived = options.active ? ' and m.archived_at is null' : '';
   if (access.level === 'owner') throw new Error('visibleMemberRowsSql: a friend access only (the owner reads its members directly)');
   // The members of every held bucket, each with the held buckets it is in (`held_buckets`, which
-  // memberSectionsSql's option reads instead of the member's assignments again), kept when one of
+  // memberSectionsSql reads instead of the member's assignments again), kept when one of
   // those grants members_view (and one grants `group` at `level`): then only the narrowing of
   // visibleMembersSql's rule is left to check. One index read per held bucket (lateral, offset 0):
   // `bucket_id = any (…)` is estimated from the number of distinct buckets on the server, and on a
@@ -468,62 +468,54 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
 }
 
 /**
- * For a friend's read of many members (table alias `alias`, already filtered by visibleMembers):
- * a join of a derived table `<as>` with one boolean per profile section, `show_avatar`,
- * `show_displayName` …, true when the friend sees that section: the member's own buckets grant the
- * section's group (SECTION_GROUP) and the section's buckets, if it has any, include one granting it
- * too: the rule of visibleContent() and narrowedBy() for each section. `source` is the SQL text
- * selecting the ids of the members read (a materialized CTE of the visible members, `select id
- * from vis`): their assignments are read in one pass on the assignments' primary key (the ids as
- * one array, so the plan reads them by index whatever the table's statistics, rather than joining
- * the whole table) and grouped per member, and every section is answered from them, instead of a
- * probe per member, section and question. A member without a row
- * there (none can be visible) gets nulls, which callers read as hidden. A friend access only (an
- * owner access throws). `alias`, `source` and `as` are constants, never input. With
- * `heldBuckets`, `alias` rows carry `held_buckets` (rows of visibleMemberRowsSql): the member
- * part is `held_buckets && granting` and only the profile-section assignments are read.
+ * For a friend's read of many members (table alias `alias`, already filtered by visibleMembers,
+ * whose rows carry `held_buckets`: the held buckets each member is in, as visibleMemberRowsSql and
+ * heldBucketsOfMemberSql give them): a join of a derived table `<as>` with one boolean per profile
+ * section, `show_avatar`, `show_displayName` …, true when the friend sees that section: the
+ * member's own buckets grant the section's group (SECTION_GROUP: `held_buckets && granting`) and
+ * the section's buckets, if it has any, include one granting it too: the rule of visibleContent()
+ * and narrowedBy() for each section. `source` is the SQL text selecting the ids of the members
+ * read (a materialized CTE of the visible members, `select id from vis`): their profile-section
+ * assignments are read in one pass on the assignments' primary key (the ids as one array, so the
+ * plan reads them by index whatever the table's statistics) and grouped per member, and every
+ * section is answered from them; a member without any is narrowed by none. A friend access only
+ * (an owner access throws). `alias`, `source` and `as` are constants, never input.
  */
-export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections', options: { heldBuckets?: boolean } = {}): SqlPredicate {
+export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections'): SqlPredicate {
   if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as) || !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)) {
     throw new Error('memberSectionsSql: aliases and source are constants');
   }
   if (access.level === 'owner') throw new Error('memberSectionsSql: a friend access only (the owner sees every section)');
   const any = (condition: string) => `coalesce(bool_or(${condition}), false)`;
-  const columns: string[] = [];
-  const bindings: unknown[] = [];
-  if (options.heldBuckets) {
-    // The member part from the rows' `held_buckets` (visibleMemberRowsSql's option); only the
-    // sections' own assignments are read, and a member without any is narrowed by none.
-    const narrowing: string[] = [];
-    const outer: string[] = [];
-    const narrowingBindings: unknown[] = [];
-    const outerBindings: unknown[] = [];
-    for (const section of PROFILE_SECTIONS) {
-      const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
-      const inSection = `pa.section_key = '${section}'`;
-      narrowing.push(`not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)} as "open_${section}"`);
-      narrowingBindings.push(...granting.bindings);
-      outer.push(`coalesce(${alias}.held_buckets && ${granting.sql}, false) and coalesce(${as}n."open_${section}", true) as "show_${section}"`);
-      outerBindings.push(...granting.bindings);
-    }
-    return {
-      sql: `left join (select pa.content_id as member_id, ${narrowing.join(', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${as}n on ${as}n.member_id = ${alias}.id
-        cross join lateral (select ${outer.join(', ')}) ${as}`,
-      bindings: [...narrowingBindings, ...outerBindings],
-    };
-  }
+  const narrowing: string[] = [];
+  const outer: string[] = [];
+  const narrowingBindings: unknown[] = [];
+  const outerBindings: unknown[] = [];
   for (const section of PROFILE_SECTIONS) {
     const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
-    const inSection = `pa.kind = 'profile_section' and pa.section_key = '${section}'`;
-    columns.push(
-      `${any(`pa.kind = 'member' and pa.bucket_id = any (${granting.sql})`)} and (not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)}) as "show_${section}"`,
-    );
-    bindings.push(...granting.bindings, ...granting.bindings);
+    const inSection = `pa.section_key = '${section}'`;
+    narrowing.push(`not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)} as "open_${section}"`);
+    narrowingBindings.push(...granting.bindings);
+    outer.push(`coalesce(${alias}.held_buckets && ${granting.sql}, false) and coalesce(${as}n."open_${section}", true) as "show_${section}"`);
+    outerBindings.push(...granting.bindings);
   }
   return {
-    sql: `left join (select pa.content_id as member_id, ${columns.join(', ')} from privacy_bucket_assignments pa where pa.kind in ('member', 'profile_section') and pa.content_id = any (array(${source})) group by pa.content_id) ${as} on ${as}.member_id = ${alias}.id`,
-    bindings,
+    sql: `left join (select pa.content_id as member_id, ${narrowing.join(', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${as}n on ${as}n.member_id = ${alias}.id
+        cross join lateral (select ${outer.join(', ')}) ${as}`,
+    bindings: [...narrowingBindings, ...outerBindings],
   };
+}
+
+/**
+ * The held buckets the member `alias` is in (its own assignments, kind `member`, among the
+ * buckets the viewer holds), as a uuid[] expression: the `held_buckets` of visibleMemberRowsSql,
+ * for reads that start from a few members (one member, a folder's) and then need
+ * memberSectionsSql. `alias` must be a constant table alias, never input.
+ */
+export function heldBucketsOfMemberSql(access: Access, alias: string): SqlPredicate {
+  if (access.level === 'owner') throw new Error('heldBucketsOfMemberSql: a friend access only');
+  const held = heldBucketsSql(access);
+  return { sql: `array(${assignmentsOf({ kind: 'member', column: `${alias}.id` }).replace(/^select 1 /, 'select pa.bucket_id ')} and pa.bucket_id = any (${held.sql}))`, bindings: held.bindings };
 }
 
 /**

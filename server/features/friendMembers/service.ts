@@ -10,6 +10,7 @@ import type { components } from '../../../generated/api.d.ts';
 import {
   delegatedWrite,
   friendAccessCte,
+  heldBucketsOfMemberSql,
   memberSectionsSql,
   PROFILE_SECTIONS,
   requireFriendship,
@@ -69,8 +70,17 @@ const LIST_COLUMNS = ['m.id', 'm.name', 'm.created_at', 'm.updated_at', ...SECTI
  * same shape written as text, over the engine's visible set.
  */
 function membersQuery(db: Knex, access: Access, group: PermissionGroup, only: (qb: Knex.QueryBuilder) => void): Knex.QueryBuilder {
-  // One member or one folder: narrowed first, then checked (a primary-key or folder read).
-  const visible = db('members as m').select(LIST_COLUMNS).where('m.user_id', access.ownerId).whereNull('m.deleted_at').whereNull('m.archived_at').where(visibleMembers(access, 'm', group, 'read')).where(only);
+  // One member or one folder: narrowed first, then checked (a primary-key or folder read), with
+  // the held buckets each is in, as the list's visible set carries them.
+  const held = heldBucketsOfMemberSql(access, 'm');
+  const visible = db('members as m')
+    .select(LIST_COLUMNS)
+    .select(db.raw(`${held.sql} as held_buckets`, held.bindings as Knex.Value[]))
+    .where('m.user_id', access.ownerId)
+    .whereNull('m.deleted_at')
+    .whereNull('m.archived_at')
+    .where(visibleMembers(access, 'm', group, 'read'))
+    .where(only);
   const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
   return db
     .queryBuilder()
@@ -109,7 +119,7 @@ export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]>
   const access = friendAccess(fctx);
   const friendship = friendAccessCte(access);
   const visible = visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS.join(', ') });
-  const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec', { heldBuckets: true });
+  const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
   const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
     sql: `with ${friendship.sql}, vis as materialized (${visible.sql})
       select fa.ok, x.* from friend_access fa left join (
