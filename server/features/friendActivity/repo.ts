@@ -51,8 +51,9 @@ export interface NoteForWrite {
 /**
  * A note's links as one friend sees them, as a subquery of one row over the links
  * (`entry_members`) of the note `entry` (a constant column): `members`, its readable linked
- * members as JSON `{ id, name, position }` in no particular order (sortByPosition puts them in
- * link order: an ordered aggregate would cost a sort per note); `visible`, the note is visible:
+ * members as a JSON array of `[id, name, position]` in no particular order (sortByPosition puts
+ * them in link order: an ordered aggregate would cost a sort per note; arrays rather than objects
+ * save building and parsing a key per field, about 5% of the list's statement); `visible`, the note is visible:
  * one of its links is readable, or, with `memberId`, the link to that member is;
  * `can_write`, every link is readable and its member's own buckets grant member_notes read_write.
  * A link is **readable** when its member is a live member of the owner's that visibleMembers
@@ -63,7 +64,7 @@ export interface NoteForWrite {
 function noteLinksSql(access: Access, entry: string, memberId?: string): SqlText {
   const level = memberLevelSql(access, 'lm', 'member_notes');
   return {
-    sql: `select coalesce(json_agg(json_build_object('id', k.id, 'name', k.name, 'position', k.position)) filter (where k.level >= 1), '[]'::json) as members,
+    sql: `select coalesce(json_agg(json_build_array(k.id, k.name, k.position)) filter (where k.level >= 1), '[]'::json) as members,
         coalesce(bool_or(k.level >= 1${memberId === undefined ? '' : ' and k.id = ?::uuid'}), false) as visible,
         coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
       from entry_members em
@@ -76,12 +77,13 @@ function noteLinksSql(access: Access, entry: string, memberId?: string): SqlText
   };
 }
 
-type LinkedMember = NoteView['members'][number] & { position: number };
+/** One readable link of noteLinksSql's `members`: member id, name, and the link's position. */
+type LinkedMember = [id: string, name: string, position: number];
 
 /** noteLinksSql's `members` in link order, without their position. */
 function sortByPosition(members: LinkedMember[] | string): NoteView['members'] {
   const list = typeof members === 'string' ? (JSON.parse(members) as LinkedMember[]) : members;
-  return list.sort((x, y) => x.position - y.position).map(({ id, name }) => ({ id, name }));
+  return list.sort((x, y) => x[2] - y[2]).map(([id, name]) => ({ id, name }));
 }
 
 export const friendActivityRepo = {
