@@ -172,6 +172,32 @@ describe('privacy engine: who is a friend', () => {
     expect(() => viewerCeiling(deferred)).toThrow(/inside its statement/);
   });
 
+  it('friend_access in a statement computes only the columns its text reads, each as the full row has it', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const front = await bucket(owner.userId, { members_view: 'read', front: 'read_write' });
+    const notes = await bucket(owner.userId, { member_notes: 'read' });
+    const notHeld = await bucket(owner.userId, fullAccess());
+    for (const b of [front, notes]) await assign(owner.userId, b, 'friend', viewer.userId);
+    const side = (await knex()('side_systems').where({ user_id: owner.userId }).first('id')) as { id: string };
+    await assign(owner.userId, notHeld, 'side_system', side.id);
+    const full = await friendAccessRow(viewer.userId, owner.userId);
+    expect(full.bindings).toBe(3);
+    expect(full.row).toMatchObject({ ok: true, front_read: [front], front_read_write: [front], member_notes_read: [notes], member_notes_read_write: [], hidden_system_ids: [side.id] });
+    expect(Object.keys(full.row)).toHaveLength(3 + 2 * PERMISSION_GROUPS.length);
+    // The grants alone: two bindings, no read of the system assignments.
+    const grants = await friendAccessRow(viewer.userId, owner.userId, 'x = any ((select front_read_write from friend_access)::uuid[]) and (select member_notes_read from friend_access)');
+    expect(grants.bindings).toBe(2);
+    expect(Object.keys(grants.row).sort()).toEqual(['front_read_write', 'member_notes_read', 'ok']);
+    // The hidden systems bring members_view_read, which decides them, and the third binding.
+    const hidden = await friendAccessRow(viewer.userId, owner.userId, '(select hidden_system_ids from friend_access) (select bucket_ids from friend_access)');
+    expect(hidden.bindings).toBe(3);
+    expect(Object.keys(hidden.row).sort()).toEqual(['bucket_ids', 'hidden_system_ids', 'members_view_read', 'ok']);
+    const asSet = (v: unknown) => (Array.isArray(v) ? new Set(v) : v);
+    for (const row of [grants.row, hidden.row]) for (const [column, value] of Object.entries(row)) expect(asSet(value), column).toEqual(asSet(full.row[column]));
+  });
+
   it('an accepted friend with no bucket gets nothing: every group none, every content predicate false', async () => {
     const owner = await server.user();
     const viewer = await server.user();
@@ -476,25 +502,34 @@ describe('domain errors at the HTTP edge', () => {
   });
 });
 
-/** The `ok` of friend_access for an access resolved in the statement. */
+/** Every column of friend_access for an access resolved in the statement, as the CTE computes it for a statement whose text is `uses`. */
+async function friendAccessRow(viewerId: string, ownerId: string, uses?: string): Promise<{ row: Record<string, unknown>; bindings: number }> {
+  const cte = friendAccessCte(friendInStatement(viewerId, ownerId), uses);
+  const result = await knex().raw(`with ${cte.sql} select * from friend_access`, cte.bindings as never);
+  return { row: (result.rows as Array<Record<string, unknown>>)[0]!, bindings: cte.bindings.length };
+}
+
+/** The `ok` of friend_access for an access resolved in the statement: the same with every column and with `ok` alone. */
 async function okInStatement(viewerId: string, ownerId: string): Promise<boolean> {
-  const cte = friendAccessCte(friendInStatement(viewerId, ownerId));
-  const result = await knex().raw(`with ${cte.sql} select ok from friend_access`, cte.bindings as never);
-  return (result.rows as Array<{ ok: boolean }>)[0]!.ok;
+  const full = (await friendAccessRow(viewerId, ownerId)).row;
+  const lean = await friendAccessRow(viewerId, ownerId, 'select ok from friend_access');
+  expect(Object.keys(lean.row)).toEqual(['ok']);
+  expect(lean.row.ok).toBe(full.ok);
+  return full.ok as boolean;
 }
 
 /** The names of the owner's members whose level (memberLevelSql) in `group` is at least `rank`. */
 async function levelNames(access: Access, ownerId: string, group: PermissionGroup, rank: 1 | 2): Promise<string[]> {
-  const cte = friendAccessCte(access);
   const level = memberLevelSql(access, 'm', group);
+  const cte = friendAccessCte(access, level.sql);
   const result = await knex().raw(`with ${cte.sql} select m.name from members m where m.user_id = ? and ${level.sql} >= ? order by m.name`, [...cte.bindings, ownerId, ...level.bindings, rank] as never);
   return (result.rows as Array<{ name: string }>).map((r) => r.name);
 }
 
 /** The names in the engine's visible set of members (visibleMemberRowsSql) for `access`. */
 async function visibleSetNames(access: Access, group: PermissionGroup = 'members_view', level: 'read' | 'read_write' = 'read'): Promise<string[]> {
-  const cte = friendAccessCte(access);
   const rows = visibleMemberRowsSql(access, group, level, { columns: 'm.id, m.name' });
+  const cte = friendAccessCte(access, rows.sql);
   const result = await knex().raw(`with ${cte.sql}, vis as (${rows.sql}) select name from vis order by name`, [...cte.bindings, ...rows.bindings] as never);
   return (result.rows as Array<{ name: string }>).map((r) => r.name);
 }

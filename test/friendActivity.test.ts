@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { PERMISSION_GROUPS } from '../server/core/context.ts';
 import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
 import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
@@ -543,6 +544,12 @@ describe('history and month', { timeout: 120_000 }, () => {
       });
       expect(statements.length, name).toBeGreaterThan(0);
       for (const statement of statements) {
+        // The statement's friend_access computes only what the statement reads (friendAccessCte's `uses`).
+        for (const column of ['bucket_ids', ...PERMISSION_GROUPS.flatMap((g) => [`${g}_read`, `${g}_read_write`])]) {
+          if (!statement.sql.includes('friend_access as materialized') || !new RegExp(`as ${column}\\b`).test(statement.sql)) continue;
+          const read = statement.sql.includes(`(select ${column} from friend_access)`) || (column === 'members_view_read' && statement.sql.includes('(select hidden_system_ids from friend_access)'));
+          expect(read, `${name}: friend_access computes ${column}, which the statement never reads`).toBe(true);
+        }
         const plan = await explain(knex, statement, { analyze: true, generic: true });
         const nodes = planNodes(plan).filter((n) => n['Relation Name'] === 'privacy_bucket_assignments');
         expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan'), `${name}: ${JSON.stringify(plan)}`).toEqual([]);

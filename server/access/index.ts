@@ -82,12 +82,22 @@ export function onBehalfOf(accountId: string): Access {
   return { ownerId: accountId, level: 'owner' };
 }
 
+/** Every column of the row but `ok`, with its aggregate over the held buckets `b`. */
+const GRANT_COLUMNS: ReadonlyArray<readonly [name: string, sql: string]> = [
+  ['bucket_ids', `coalesce(array_agg(b.id) filter (where b.id is not null), '{}')`],
+  ...PERMISSION_GROUPS.flatMap((g) => [
+    [`${g}_read`, `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}')`] as const,
+    [`${g}_read_write`, `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}')`] as const,
+  ]),
+];
+
 /**
  * The friendship and the viewer's grants as one row: the one definition of "who is a friend, with
  * which buckets", for forFriend() and for the statements that resolve the access themselves
- * (friendInStatement, as the CTE `friend_access`). Three bindings: the owner, the viewer, the
- * owner. `ok` is true when both sides' friendship rows are accepted (a block or a pending or
- * revoked request on either side is not); `bucket_ids` are the owner's buckets assigned to the
+ * (friendInStatement, as the CTE `friend_access`, with only the columns its statement reads:
+ * friendAccessCte). Three bindings: the owner, the viewer, the owner. `ok` is true when both
+ * sides' friendship rows are accepted (a block or a pending or revoked request on either side is
+ * not); `bucket_ids` are the owner's buckets assigned to the
  * viewer; per permission group, `<group>_read` and `<group>_read_write` are those of them granting
  * at least that level (a missing or unknown level in a bucket's map is none: fail closed, as
  * permissionMap); and `hidden_system_ids` are the owner's side and sub systems that narrow their
@@ -96,23 +106,32 @@ export function onBehalfOf(accountId: string): Access {
  * system assignments (the partial index privacy_bucket_assignments_systems), not a probe per member
  * nor a scan of every account's system assignments. The arrays are in no particular order (an ordered
  * aggregate per column would cost a sort each).
+ *
+ * This is the text for the columns `wanted` (all when undefined), with its bindings' count: the
+ * grants take the owner and the viewer, `hidden_system_ids` the owner again (and needs
+ * `members_view_read`). `ok` is always there.
  */
-const FRIEND_GRANTS_SQL = `select count(*) > 0 as ok, coalesce(array_agg(b.id) filter (where b.id is not null), '{}') as bucket_ids,
-  ${PERMISSION_GROUPS.flatMap((g) => [
-    `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}') as ${g}_read`,
-    `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}') as ${g}_read_write`,
-  ]).join(',\n  ')}
+function friendAccessSql(wanted?: ReadonlySet<string>): { sql: string; bindings: 2 | 3 } {
+  const hidden = wanted === undefined || wanted.has('hidden_system_ids');
+  const columns = GRANT_COLUMNS.filter(([name]) => wanted === undefined || wanted.has(name) || (hidden && name === 'members_view_read'));
+  const grants = `select ${['count(*) > 0 as ok', ...columns.map(([name, sql]) => `${sql} as ${name}`)].join(',\n  ')}
   from friendships o
   join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
   left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
   left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
   where o.user_id = ?::uuid and o.friend_user_id = ?::uuid and o.status = 'accepted'`;
-
-const FRIEND_ACCESS_SQL = `select g.*, h.ids as hidden_system_ids from (${FRIEND_GRANTS_SQL}) g
+  if (!hidden) return { sql: grants, bindings: 2 };
+  return {
+    sql: `select g.*, h.ids as hidden_system_ids from (${grants}) g
   cross join lateral (select array(
     select sa.content_id from privacy_bucket_assignments sa
     where sa.user_id = ?::uuid and sa.kind in ('side_system', 'sub_system')
-    group by sa.content_id having not bool_or(sa.bucket_id = any (g.members_view_read))) as ids) h`;
+    group by sa.content_id having not bool_or(sa.bucket_id = any (g.members_view_read))) as ids) h`,
+    bindings: 3,
+  };
+}
+
+const FRIEND_ACCESS_SQL = friendAccessSql().sql;
 
 type FriendAccessRow = { ok: boolean; bucket_ids: string[]; hidden_system_ids: string[] } & Record<`${PermissionGroup}_${GrantedLevel}`, string[]>;
 
@@ -150,12 +169,19 @@ export function friendInStatement(viewerId: string, ownerId: string): Access {
  * The CTE `friend_access` a statement built on the engine's SQL text starts its WITH list with
  * (`with ${cte.sql}, …`), and selects `(select ok from friend_access)` from: for an access resolved
  * in the statement, the friendship and the grants (materialized: read once); for one resolved
- * already, the constant `ok`, since its grants are bound values.
+ * already, the constant `ok`, since its grants are bound values. `uses` is the rest of the
+ * statement's text: the CTE then computes only the columns it reads (the engine's text reads each
+ * as `(select <column> from friend_access)`), and the hidden systems only when it reads them.
+ * Every aggregate of the row is built anew at each execution, so the full row (22 arrays) cost a
+ * tenth of the friend front's statement. A column the text reads in another form is missing: an
+ * SQL error in every test of that read, never a different answer. Without `uses`, every column.
  */
-export function friendAccessCte(access: Access): SqlPredicate {
+export function friendAccessCte(access: Access, uses?: string): SqlPredicate {
   if (access.level !== 'friend') throw new Error('friendAccessCte: a friend access only');
-  if (access.inStatement) return { sql: `friend_access as materialized (${FRIEND_ACCESS_SQL})`, bindings: [access.ownerId, access.viewerId, access.ownerId] };
-  return { sql: 'friend_access as (select true as ok)', bindings: [] };
+  if (!access.inStatement) return { sql: 'friend_access as (select true as ok)', bindings: [] };
+  const wanted = uses === undefined ? undefined : new Set([...uses.matchAll(/\(select ([a-z_]+) from friend_access\)/g)].map((m) => m[1]!));
+  const row = friendAccessSql(wanted);
+  return { sql: `friend_access as materialized (${row.sql})`, bindings: [access.ownerId, access.viewerId, ...(row.bindings === 3 ? [access.ownerId] : [])] };
 }
 
 /** The `ok` a statement read from friend_access: anything but true is no friendship, 404 as for an unknown account. */

@@ -94,11 +94,9 @@ export const friendActivityRepo = {
    * checked once (the engine's predicate and the avatar's), whatever list they appear in.
    */
   async front(db: Knex, access: Access): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
-    const friendship = friendAccessCte(access);
     const member = visibleMembersSql(access, 'm', 'front', 'read');
     const avatar = sectionVisibleSql(access, 'm.id', 'avatar');
-    const [row] = await runBuilt<{ ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
-      sql: `with ${friendship.sql}, open as materialized (
+    const rest = `open as materialized (
            select s.id, s.member_id, s.note, s.started_at, s.position from front_sessions s
             where s.user_id = ? and s.ended_at is null and s.deleted_at is null
          ), present as materialized (
@@ -118,7 +116,10 @@ export const friendActivityRepo = {
         (select coalesce(json_agg(y order by y.ord), '[]'::json) from (
            select p.member_id, p.tier_key, p.note, p.custom_display_name, m.name, m.avatar,
                   row_number() over (order by p.created_at, p.member_id) as ord
-             from present p join fm m on m.id = p.member_id) y) as presence`,
+             from present p join fm m on m.id = p.member_id) y) as presence`;
+    const friendship = friendAccessCte(access, rest);
+    const [row] = await runBuilt<{ ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
+      sql: `with ${friendship.sql}, ${rest}`,
       bindings: [...friendship.bindings, access.ownerId, access.ownerId, ...avatar.bindings, access.ownerId, ...member.bindings],
     });
     if (!row) throw new Error('friend front: the statement returned no row');
@@ -181,7 +182,6 @@ export const friendActivityRepo = {
     size: number,
     after?: { startedAt: number; id: string },
   ): Promise<{ ok: boolean; rows: HistoryView[]; total: number | null }> {
-    const friendship = friendAccessCte(access);
     const buckets = grantArraySql(access, 'front', 'read');
     const member = visibleMembersSql(access, 'm', 'front', 'read');
     const avatar = sectionVisibleSql(access, 'p.member_id', 'avatar');
@@ -212,8 +212,7 @@ export const friendActivityRepo = {
     // in front_session_counts (migration 0005): read in the same statement. With one, the caller
     // counts (null here).
     const counted = filter.startTime === undefined && filter.endTime === undefined;
-    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', {
-      sql: `with ${friendship.sql}, walked as (
+    const rest = `walked as (
          select w.* from unnest(${buckets.sql}) b(id)
          cross join lateral (
            select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
@@ -229,7 +228,10 @@ export const friendActivityRepo = {
        select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when ${avatar.sql} then p.avatar end as avatar
        from (select (select ok from friend_access) as ok, ${counted ? 'coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)' : 'null::bigint'} as total) c
        left join page p on true
-       order by p.started_at desc, p.id desc`,
+       order by p.started_at desc, p.id desc`;
+    const friendship = friendAccessCte(access, rest);
+    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', {
+      sql: `with ${friendship.sql}, ${rest}`,
       bindings: [
         ...friendship.bindings,
         ...buckets.bindings,
@@ -303,15 +305,13 @@ order by d.n, c.member_id`,
    * rows are the walked ones, so no note is read or decided twice.
    */
   async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<{ ok: boolean; rows: NoteView[] }> {
-    const friendship = friendAccessCte(access);
     const buckets = grantArraySql(access, 'member_notes', 'read');
     const links = noteLinksSql(access, 'le.id', memberId);
     const only = memberId === undefined ? '' : 'and l.member_id = ?::uuid';
     // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
     // its note is newer than the last one, or as new with an id not after it. No last note: fewer
     // notes than the window, every link is inside.
-    const query: SqlText = {
-      sql: `with ${friendship.sql}, last as materialized (
+    const rest = `last as materialized (
          select e.updated_at, e.id from entries e where e.user_id = ? and e.deleted_at is null
          order by e.updated_at desc, e.id asc offset ? limit 1
        ), page as (
@@ -337,7 +337,10 @@ order by d.n, c.member_id`,
          limit ?
        )
        select fa.ok, p.* from friend_access fa left join page p on true
-       order by p.updated_at desc, p.id asc`,
+       order by p.updated_at desc, p.id asc`;
+    const friendship = friendAccessCte(access, rest);
+    const query: SqlText = {
+      sql: `with ${friendship.sql}, ${rest}`,
       bindings: [
         ...friendship.bindings,
         access.ownerId,

@@ -117,18 +117,19 @@ function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
  */
 export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
   const access = friendAccess(fctx);
-  const friendship = friendAccessCte(access);
   const visible = visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS.join(', ') });
   const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
-  const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
-    sql: `with ${friendship.sql}, vis as materialized (${visible.sql})
+  const rest = `vis as materialized (${visible.sql})
       select fa.ok, x.* from friend_access fa left join (
         select m.id, m.name, m.created_at, m.updated_at,
           ${SECTION_COLUMNS.map(([column, section]) => `case when sec."show_${section}" then m.${column} end as ${column}`).join(', ')},
           ${PROFILE_SECTIONS.map((section) => `sec."show_${section}"`).join(', ')}
         from vis m ${sections.sql}
       ) x on true
-      order by x.created_at, x.id`,
+      order by x.created_at, x.id`;
+  const friendship = friendAccessCte(access, rest);
+  const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
+    sql: `with ${friendship.sql}, ${rest}`,
     bindings: [...friendship.bindings, ...visible.bindings, ...sections.bindings],
   });
   requireFriendship(rows[0]?.ok);
