@@ -97,10 +97,9 @@ const GRANT_COLUMNS: ReadonlyArray<readonly [name: string, sql: string]> = [
  * (friendInStatement, as the CTE `friend_access`, with only the columns its statement reads:
  * friendAccessCte). Three bindings: the owner, the viewer, the owner. `ok` is true when both
  * sides' friendship rows are accepted (a block or a pending or revoked request on either side is
- * not); `bucket_ids` are the owner's buckets assigned to the
- * viewer; per permission group, `<group>_read` and `<group>_read_write` are those of them granting
- * at least that level (a missing or unknown level in a bucket's map is none: fail closed, as
- * permissionMap); and `hidden_system_ids` are the owner's side and sub systems that narrow their
+ * not); `bucket_ids` are the owner's buckets assigned to the viewer; per permission group,
+ * `<group>_read` and `<group>_read_write` are those of them granting at least that level (a
+ * missing or unknown level in a bucket's map is none: fail closed, as permissionMap); and `hidden_system_ids` are the owner's side and sub systems that narrow their
  * members away from this friend: those with buckets of their own, none of them a held bucket
  * granting members_view (docs/privacy.md, "Kinds that narrow"). One short range of the owner's
  * system assignments (the partial index privacy_bucket_assignments_systems), not a probe per member

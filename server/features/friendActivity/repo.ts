@@ -53,8 +53,8 @@ export interface NoteForWrite {
  * (`entry_members`) of the note `entry` (a constant column): `members`, its readable linked
  * members as a JSON array of `[id, name, position]` in no particular order (sortByPosition puts
  * them in link order: an ordered aggregate would cost a sort per note; arrays rather than objects
- * save building and parsing a key per field, about 5% of the list's statement); `visible`, the note is visible:
- * one of its links is readable, or, with `memberId`, the link to that member is;
+ * save building and parsing a key per field, about 5% of the list's statement); `visible`, the
+ * note is visible: one of its links is readable, or, with `memberId`, the link to that member is;
  * `can_write`, every link is readable and its member's own buckets grant member_notes read_write.
  * A link is **readable** when its member is a live member of the owner's that visibleMembers
  * passes with member_notes at read (memberLevelSql ≥ 1; writable: = 2). The single definition of
