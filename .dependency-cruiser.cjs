@@ -29,7 +29,8 @@ module.exports = {
     {
       name: 'features-not-http',
       severity: 'error',
-      comment: 'Services and repositories use server/core (errors, scopes, context), never the HTTP edge; only handlers.ts may.',
+      comment:
+        'Services and repositories use server/core (errors, scopes, context), never the HTTP edge; only handlers.ts may.',
       from: { path: '^server/features/', pathNot: '^server/features/[^/]+/handlers\\.ts$' },
       to: { path: '^server/http/' },
     },
@@ -43,7 +44,8 @@ module.exports = {
     {
       name: 'core-is-a-leaf',
       severity: 'error',
-      comment: 'server/core is what every layer shares; it depends on none of them (only on the settings type and the storage interface).',
+      comment:
+        'server/core is what every layer shares; it depends on none of them (only on the settings type and the storage interface).',
       from: { path: '^server/core/' },
       to: { path: '^server/', pathNot: ['^server/core/', '^server/config\\.ts$', '^server/storage/types\\.ts$'] },
     },
@@ -52,7 +54,10 @@ module.exports = {
       severity: 'error',
       comment: "One area uses another only through that area's public entry point (features/<area>/index.ts).",
       from: { path: '^server/features/([^/]+)/' },
-      to: { path: '^server/features/([^/]+)/', pathNot: ['^server/features/$1/', '^server/features/[^/]+/index\\.ts$'] },
+      to: {
+        path: '^server/features/([^/]+)/',
+        pathNot: ['^server/features/$1/', '^server/features/[^/]+/index\\.ts$'],
+      },
     },
   ],
   options: {

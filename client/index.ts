@@ -9,7 +9,14 @@ import type { Client, Middleware } from 'openapi-fetch';
 import type { components, operations, paths } from '../generated/api.d.ts';
 
 export type { components, operations, paths };
-export { retryingFetch, parseRetryAfter, IDEMPOTENT_METHODS, RETRY_STATUSES, type RetryOptions, type RetryEvent } from './retry.ts';
+export {
+  retryingFetch,
+  parseRetryAfter,
+  IDEMPOTENT_METHODS,
+  RETRY_STATUSES,
+  type RetryOptions,
+  type RetryEvent,
+} from './retry.ts';
 export type ApiClient = Client<paths>;
 export type ApiError = components['schemas']['Error'];
 
@@ -32,7 +39,10 @@ function bearer(token: string): Middleware {
 }
 
 export function createApiClient(options: ApiClientOptions): ApiClient {
-  const client = createClient<paths>({ baseUrl: options.baseUrl.replace(/\/+$/, ''), ...(options.fetch ? { fetch: options.fetch } : {}) });
+  const client = createClient<paths>({
+    baseUrl: options.baseUrl.replace(/\/+$/, ''),
+    ...(options.fetch ? { fetch: options.fetch } : {}),
+  });
   client.use(bearer(options.apiKey));
   return client;
 }

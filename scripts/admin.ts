@@ -83,7 +83,10 @@ function parseScopes(): ScopeMap {
   if (values['all-scopes']) return Object.fromEntries(SCOPES.map((s) => [s, 'read_write']));
   if (!values.scopes) return fail('create-key needs --scopes scope:level,... or --all-scopes');
   const scopes: Record<string, string> = {};
-  for (const part of values.scopes.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of values.scopes
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const [scope, level = 'read'] = part.split(':');
     scopes[scope!] = level;
   }
@@ -92,7 +95,8 @@ function parseScopes(): ScopeMap {
 
 function parseTime(raw: string): number {
   const ms = /^\d+$/.test(raw) ? Number(raw) : Date.parse(raw);
-  if (!Number.isSafeInteger(ms)) return fail(`--expires-at must be an ISO time (2027-01-31T00:00:00Z) or epoch milliseconds, got "${raw}"`);
+  if (!Number.isSafeInteger(ms))
+    return fail(`--expires-at must be an ISO time (2027-01-31T00:00:00Z) or epoch milliseconds, got "${raw}"`);
   return ms;
 }
 
@@ -170,6 +174,8 @@ try {
     process.exit(1);
   }
 } catch (err) {
-  console.error(JSON.stringify({ code: 'UNREACHABLE', message: `Could not reach ${baseUrl}: ${(err as Error).message}` }));
+  console.error(
+    JSON.stringify({ code: 'UNREACHABLE', message: `Could not reach ${baseUrl}: ${(err as Error).message}` }),
+  );
   process.exit(1);
 }

@@ -18,10 +18,24 @@ import { join, relative } from 'node:path';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
-export type Bundle = JsonObject & { paths: Record<string, Record<string, Json>>; components: Record<string, JsonObject> };
+export type Bundle = JsonObject & {
+  paths: Record<string, Record<string, Json>>;
+  components: Record<string, JsonObject>;
+};
 
 /** Order of the component groups in the bundle (the single-file contract's order: schemas last). */
-const KIND_ORDER = ['securitySchemes', 'parameters', 'headers', 'responses', 'examples', 'requestBodies', 'links', 'callbacks', 'pathItems', 'schemas'];
+const KIND_ORDER = [
+  'securitySchemes',
+  'parameters',
+  'headers',
+  'responses',
+  'examples',
+  'requestBodies',
+  'links',
+  'callbacks',
+  'pathItems',
+  'schemas',
+];
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 /**
@@ -43,7 +57,12 @@ function componentFiles(openapiDir: string, kind: string): string[] {
   const dir = join(openapiDir, 'components', kind);
   const files = existsSync(single) ? [single] : [];
   if (existsSync(dir)) {
-    files.push(...readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort().map((f) => join(dir, f)));
+    files.push(
+      ...readdirSync(dir)
+        .filter((f) => f.endsWith('.yaml'))
+        .sort()
+        .map((f) => join(dir, f)),
+    );
   }
   return files;
 }
@@ -74,12 +93,18 @@ export function checkLayout(bundle: Bundle, openapiDir: string): string[] {
     for (const file of files) {
       for (const name of topLevelKeys(file)) {
         const first = definedIn.get(name);
-        if (first) problems.push(`components.${kind}.${name} is defined in both ${rel(first)} and ${rel(file)}; a name must be unique across its kind`);
+        if (first)
+          problems.push(
+            `components.${kind}.${name} is defined in both ${rel(first)} and ${rel(file)}; a name must be unique across its kind`,
+          );
         else definedIn.set(name, file);
       }
     }
     for (const [name, file] of definedIn) {
-      if (!group || !(name in group)) problems.push(`components.${kind}.${name} (${rel(file)}) is not referenced from any operation; remove it or use it`);
+      if (!group || !(name in group))
+        problems.push(
+          `components.${kind}.${name} (${rel(file)}) is not referenced from any operation; remove it or use it`,
+        );
     }
     if (!group) continue;
     for (const name of Object.keys(group)) {
@@ -91,14 +116,18 @@ export function checkLayout(bundle: Bundle, openapiDir: string): string[] {
       }
     }
     const names = [...definedIn.keys()].filter((n) => n in group);
-    ordered[kind] = Object.fromEntries([...names, ...Object.keys(group).filter((n) => !definedIn.has(n))].map((n) => [n, group[n]!]));
+    ordered[kind] = Object.fromEntries(
+      [...names, ...Object.keys(group).filter((n) => !definedIn.has(n))].map((n) => [n, group[n]!]),
+    );
   }
   bundle.components = ordered;
 
   // Path items: each defined once, in the paths file of its operations' tag, and listed in the root.
   const pathsDir = join(openapiDir, 'paths');
   const pathFileOf = new Map<string, string>();
-  for (const f of readdirSync(pathsDir).filter((f) => f.endsWith('.yaml')).sort()) {
+  for (const f of readdirSync(pathsDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()) {
     for (const path of topLevelKeys(join(pathsDir, f)).filter((k) => k.startsWith('/'))) {
       const first = pathFileOf.get(path);
       if (first) problems.push(`path ${path} is defined in both ${first} and paths/${f}`);
@@ -106,12 +135,15 @@ export function checkLayout(bundle: Bundle, openapiDir: string): string[] {
     }
   }
   for (const [path, file] of pathFileOf) {
-    if (!(path in bundle.paths)) problems.push(`path ${path} (openapi/${file}) is not listed under paths in openapi/openapi.yaml`);
+    if (!(path in bundle.paths))
+      problems.push(`path ${path} (openapi/${file}) is not listed under paths in openapi/openapi.yaml`);
   }
   for (const [path, item] of Object.entries(bundle.paths)) {
     const file = pathFileOf.get(path);
     if (!file) {
-      problems.push(`path ${path} is not defined in a file under openapi/paths/ (write it in the paths file of its tag)`);
+      problems.push(
+        `path ${path} is not defined in a file under openapi/paths/ (write it in the paths file of its tag)`,
+      );
       continue;
     }
     const tags = new Set(
@@ -121,7 +153,10 @@ export function checkLayout(bundle: Bundle, openapiDir: string): string[] {
       }),
     );
     for (const tag of tags) {
-      if (pathsFileOf(tag) !== file) problems.push(`path ${path} has an operation tagged ${tag}, so it belongs in openapi/${pathsFileOf(tag)}, not openapi/${file}`);
+      if (pathsFileOf(tag) !== file)
+        problems.push(
+          `path ${path} has an operation tagged ${tag}, so it belongs in openapi/${pathsFileOf(tag)}, not openapi/${file}`,
+        );
     }
   }
   return problems;

@@ -83,7 +83,10 @@ function docs(outDir: string): void {
   let html = readFileSync(out, 'utf8');
   for (const [cdnUrl, inline] of ATTRIBUTION_LOGOS) {
     const found = html.split(cdnUrl).length - 1;
-    if (found !== 1) throw new Error(`docs: expected the Redoc attribution logo ${cdnUrl} once in the bundle, found it ${found} times; re-check scripts/gen.ts after a Redoc upgrade`);
+    if (found !== 1)
+      throw new Error(
+        `docs: expected the Redoc attribution logo ${cdnUrl} once in the bundle, found it ${found} times; re-check scripts/gen.ts after a Redoc upgrade`,
+      );
     html = html.replace(cdnUrl, () => inline);
   }
   // Telemetry would post to Redocly from every reader's browser; build-docs turns it off from
@@ -120,7 +123,8 @@ async function upToDate(): Promise<boolean> {
     console.error(`generated/ is stale (${stale.join(', ')}); run \`npm run gen\` and commit the result.`);
     if (stale.includes('openapi.json') && existsSync(join(target, 'openapi.json'))) {
       // Say what changed in the contract, not only that something did.
-      const read = (dir: string): Parameters<typeof diffJson>[0] => JSON.parse(readFileSync(join(dir, 'openapi.json'), 'utf8'));
+      const read = (dir: string): Parameters<typeof diffJson>[0] =>
+        JSON.parse(readFileSync(join(dir, 'openapi.json'), 'utf8'));
       const differences = diffJson(read(target), read(tmp));
       const shown = differences.slice(0, 20).map((d) => `  ${d}`);
       if (differences.length > shown.length) shown.push(`  … and ${differences.length - shown.length} more`);
@@ -142,7 +146,9 @@ try {
     else process.exitCode = 1;
   } else {
     await generate(target, docsOnly);
-    console.log(docsOnly ? 'wrote generated/docs.html' : 'wrote generated/openapi.json, generated/api.d.ts, generated/docs.html');
+    console.log(
+      docsOnly ? 'wrote generated/docs.html' : 'wrote generated/openapi.json, generated/api.d.ts, generated/docs.html',
+    );
   }
 } catch (error) {
   if (!(error instanceof LayoutError)) throw error;

@@ -14,7 +14,9 @@ import pg from 'pg';
 pg.types.setTypeParser(20, (v: string) => Number(v));
 
 async function workload(knex: Knex): Promise<Record<string, string>> {
-  await knex.raw('create table t (id uuid primary key default gen_random_uuid(), user_id uuid not null, n bigint not null, body text)');
+  await knex.raw(
+    'create table t (id uuid primary key default gen_random_uuid(), user_id uuid not null, n bigint not null, body text)',
+  );
   await knex.raw('create index t_user_n on t (user_id, n)');
   const user = crypto.randomUUID();
   const time = async (count: number, fn: (i: number) => Promise<unknown>) => {
@@ -44,7 +46,11 @@ const results: Record<string, Record<string, string>> = {};
   const db = await PGlite.create();
   const server = new PGLiteSocketServer({ db, port: 0, host: '127.0.0.1' });
   await server.start();
-  const knex = knexFactory({ client: 'pg', connection: `postgres://postgres@${server.getServerConn()}/postgres`, pool: { min: 1, max: 1 } });
+  const knex = knexFactory({
+    client: 'pg',
+    connection: `postgres://postgres@${server.getServerConn()}/postgres`,
+    pool: { min: 1, max: 1 },
+  });
   results['pglite-socket + pg'] = await workload(knex);
   await knex.destroy();
   await server.stop();

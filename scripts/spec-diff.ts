@@ -71,7 +71,7 @@ export function derefLocal(doc: Json): Json {
       const { $ref: _, ...siblings } = node;
       const resolved = walk(target(ref), [...seen, ref]);
       // OpenAPI 3.1 allows siblings next to $ref (description, summary); they win.
-      return isObject(resolved) ? { ...resolved, ...walk(siblings, seen) as object } : resolved;
+      return isObject(resolved) ? { ...resolved, ...(walk(siblings, seen) as object) } : resolved;
     }
     return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, walk(v, seen)]));
   };

@@ -4,7 +4,15 @@ import type { AppDeps } from './deps.ts';
 import { handlers } from './handlers.ts';
 import { chain } from './http/chain.ts';
 import { cors } from './http/cors.ts';
-import { authenticate, checkHandlerCoverage, dispatch, errorHandler, parseBody, requireBody, resolveOperation } from './http/pipeline.ts';
+import {
+  authenticate,
+  checkHandlerCoverage,
+  dispatch,
+  errorHandler,
+  parseBody,
+  requireBody,
+  resolveOperation,
+} from './http/pipeline.ts';
 import { inputHygiene } from './http/inputHygiene.ts';
 import { requestLogging } from './http/requestLog.ts';
 import { requestMetrics } from './http/requestMetrics.ts';

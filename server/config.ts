@@ -218,7 +218,8 @@ function memorySize(env: Env, name: string, fallback: string): string {
   const raw = env[name] || fallback;
   const m = /^(\d+)(kB|MB|GB)$/.exec(raw);
   const kb = m ? Number(m[1]) * { kB: 1, MB: 1024, GB: 1024 * 1024 }[m[2] as 'kB' | 'MB' | 'GB'] : NaN;
-  if (!(kb >= 128 && kb <= 1024 * 1024)) throw new ConfigError(`${name} must be a size between 128kB and 1GB such as 16MB, got "${raw}"`);
+  if (!(kb >= 128 && kb <= 1024 * 1024))
+    throw new ConfigError(`${name} must be a size between 128kB and 1GB such as 16MB, got "${raw}"`);
   return raw;
 }
 
@@ -232,8 +233,16 @@ function publicUrl(env: Env, name: string): string | undefined {
   } catch {
     throw new ConfigError(`${name} must be an http:// or https:// URL, got "${raw}"`);
   }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash || url.username || url.password) {
-    throw new ConfigError(`${name} must be an http:// or https:// URL without credentials, query or fragment, got "${raw}"`);
+  if (
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    url.search ||
+    url.hash ||
+    url.username ||
+    url.password
+  ) {
+    throw new ConfigError(
+      `${name} must be an http:// or https:// URL without credentials, query or fragment, got "${raw}"`,
+    );
   }
   return raw.replace(/\/+$/, '');
 }
@@ -258,25 +267,41 @@ const DEFAULT_ATTACHMENT_TYPES = [
 function contentTypeList(env: Env, name: string, fallback: readonly string[]): string[] {
   const raw = env[name];
   if (raw === undefined || raw.trim() === '') return [...fallback];
-  const types = [...new Set(raw.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean))];
+  const types = [
+    ...new Set(
+      raw
+        .split(',')
+        .map((t) => t.trim().toLowerCase())
+        .filter(Boolean),
+    ),
+  ];
   const unknown = types.filter((t) => !VERIFIABLE_CONTENT_TYPES.includes(t));
-  if (unknown.length > 0) throw new ConfigError(`${name}: ${unknown.join(', ')} cannot be checked byte by byte; accepted types are ${VERIFIABLE_CONTENT_TYPES.join(', ')}`);
+  if (unknown.length > 0)
+    throw new ConfigError(
+      `${name}: ${unknown.join(', ')} cannot be checked byte by byte; accepted types are ${VERIFIABLE_CONTENT_TYPES.join(', ')}`,
+    );
   return types;
 }
 
 function gifProvider(env: Env): GifProviderName {
   const raw = env.GIF_PROVIDER || 'tenor';
-  if (raw !== 'tenor' && raw !== 'giphy') throw new ConfigError(`GIF_PROVIDER must be tenor (Tenor API v2) or giphy (GIPHY API v1), got "${raw}"`);
+  if (raw !== 'tenor' && raw !== 'giphy')
+    throw new ConfigError(`GIF_PROVIDER must be tenor (Tenor API v2) or giphy (GIPHY API v1), got "${raw}"`);
   return raw;
 }
 
 /** Comma-separated IP addresses or CIDR ranges, each checked as the fetcher will read it. */
 function addressList(env: Env, name: string): string[] {
-  const entries = (env[name] ?? '').split(',').map((e) => e.trim()).filter(Boolean);
+  const entries = (env[name] ?? '')
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean);
   try {
     addressAllowList(entries);
   } catch (err) {
-    throw new ConfigError(`${name}: ${(err as Error).message} (expected addresses or CIDR ranges such as 10.1.2.3,fd00::/8)`);
+    throw new ConfigError(
+      `${name}: ${(err as Error).message} (expected addresses or CIDR ranges such as 10.1.2.3,fd00::/8)`,
+    );
   }
   return entries;
 }
@@ -287,14 +312,23 @@ const MESSAGE_KEY_ID = /^[A-Za-z0-9_.-]{1,32}$/;
 export function parseMessageKeys(raw: string | undefined, name = 'MESSAGE_ENCRYPTION_KEYS'): MessageKey[] {
   if (raw === undefined || raw.trim() === '') return [];
   const keys: MessageKey[] = [];
-  for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const colon = part.indexOf(':');
     const id = colon > 0 ? part.slice(0, colon) : '';
     const encoded = part.slice(colon + 1);
-    if (!MESSAGE_KEY_ID.test(id)) throw new ConfigError(`${name}: each entry must be <id>:<base64 key> with an id of 1-32 characters A-Z a-z 0-9 _ . -`);
+    if (!MESSAGE_KEY_ID.test(id))
+      throw new ConfigError(
+        `${name}: each entry must be <id>:<base64 key> with an id of 1-32 characters A-Z a-z 0-9 _ . -`,
+      );
     if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(encoded)) throw new ConfigError(`${name}: the key of "${id}" is not base64`);
     const key = Buffer.from(encoded.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
-    if (key.length !== 32) throw new ConfigError(`${name}: the key of "${id}" must be 32 bytes (base64 of 32 random bytes), got ${key.length}`);
+    if (key.length !== 32)
+      throw new ConfigError(
+        `${name}: the key of "${id}" must be 32 bytes (base64 of 32 random bytes), got ${key.length}`,
+      );
     if (keys.some((k) => k.id === id)) throw new ConfigError(`${name}: key id "${id}" appears twice`);
     keys.push({ id, key });
   }
@@ -309,23 +343,29 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('DATABASE_URL must start with postgres:// or postgresql://');
   }
   const redisUrl = env.REDIS_URL || undefined;
-  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
+  if (redisUrl && !/^rediss?:\/\//.test(redisUrl))
+    throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
   const adminToken = env.ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+  if (adminToken !== undefined && adminToken.length < 16)
+    throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
   const metricsToken = env.METRICS_TOKEN || undefined;
-  if (metricsToken !== undefined && metricsToken.length < 16) throw new ConfigError('METRICS_TOKEN must be at least 16 characters');
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    throw new ConfigError('METRICS_TOKEN must be at least 16 characters');
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   const nodeEnv = env.NODE_ENV || 'development';
   const dataDir = resolve(env.DATA_DIR || './data');
   const objectStorage = objectStorageKind(env);
   const storageSigningKey = env.STORAGE_SIGNING_KEY || undefined;
-  if (storageSigningKey !== undefined && storageSigningKey.length < 32) throw new ConfigError('STORAGE_SIGNING_KEY must be at least 32 characters');
+  if (storageSigningKey !== undefined && storageSigningKey.length < 32)
+    throw new ConfigError('STORAGE_SIGNING_KEY must be at least 32 characters');
   const storageUploadUrlTtlSeconds = int(env, 'STORAGE_UPLOAD_URL_TTL_SECONDS', 900, 10, 7 * 86_400);
   const storageStagingTtlMs = int(env, 'STORAGE_STAGING_TTL_MS', 86_400_000, 60_000, 30 * 86_400_000);
   const gif = gifProvider(env);
   if (storageStagingTtlMs < storageUploadUrlTtlSeconds * 1000) {
-    throw new ConfigError('STORAGE_STAGING_TTL_MS must be at least STORAGE_UPLOAD_URL_TTL_SECONDS (in ms): a staged upload must outlive its upload URL');
+    throw new ConfigError(
+      'STORAGE_STAGING_TTL_MS must be at least STORAGE_UPLOAD_URL_TTL_SECONDS (in ms): a staged upload must outlive its upload URL',
+    );
   }
   return {
     port: int(env, 'PORT', 3000, 0, 65535),
@@ -343,7 +383,10 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolMax: int(env, 'DB_POOL_MAX', 10, 1, 200),
     dbReadPoolMax: int(env, 'DB_READ_POOL_MAX', 10, 1, 200),
     apiKeyCacheTtlMs: int(env, 'API_KEY_CACHE_TTL_MS', 5000, 0, 300_000),
-    corsOrigins: (env.CORS_ORIGINS || '').split(',').map((s) => s.trim()).filter(Boolean),
+    corsOrigins: (env.CORS_ORIGINS || '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     seedDemo: bool(env, 'SEED_DEMO', true),
     objectStorage,
     objectStorageDir: env.OBJECT_STORAGE_DIR ? resolve(env.OBJECT_STORAGE_DIR) : resolve(dataDir, 'objects'),

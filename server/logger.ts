@@ -5,7 +5,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   const options = {
     level,
     base: { service: 'account-data-api' },
-    redact: { paths: ['req.headers.authorization', 'headers.authorization', 'apiKey', '*.apiKey'], censor: '[redacted]' },
+    redact: {
+      paths: ['req.headers.authorization', 'headers.authorization', 'apiKey', '*.apiKey'],
+      censor: '[redacted]',
+    },
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -20,7 +20,12 @@ const FATAL_GRACE_MS = 2_000;
 /** Whatever happens while closing, the process is gone this long after the grace period. */
 const CLOSE_DEADLINE_MS = 5_000;
 
-function banner(config: Config, baseUrl: string, runtime: Runtime, demo: { username: string; apiKey: string } | undefined): string {
+function banner(
+  config: Config,
+  baseUrl: string,
+  runtime: Runtime,
+  demo: { username: string; apiKey: string } | undefined,
+): string {
   const lines = [
     '',
     `Account Data API listening on ${baseUrl}`,
@@ -61,7 +66,14 @@ const state: {
   exitCode: number;
   /** A signal that arrived before the server was listening; honoured as soon as start-up returns. */
   pendingSignal: NodeJS.Signals | undefined;
-} = { logger: undefined, runtime: undefined, server: undefined, stopping: false, exitCode: 0, pendingSignal: undefined };
+} = {
+  logger: undefined,
+  runtime: undefined,
+  server: undefined,
+  stopping: false,
+  exitCode: 0,
+  pendingSignal: undefined,
+};
 
 function log(level: 'info' | 'warn' | 'error' | 'fatal', obj: object, msg: string): void {
   if (state.logger) state.logger[level](obj, msg);
@@ -155,7 +167,12 @@ async function main(): Promise<void> {
   }
   state.runtime = runtime;
   if (state.pendingSignal) return stop(state.pendingSignal, 0, 0);
-  const demo = !config.databaseUrl && config.seedDemo ? await seedDemoAccount(backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job: 'demo_seed' })) : undefined;
+  const demo =
+    !config.databaseUrl && config.seedDemo
+      ? await seedDemoAccount(
+          backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job: 'demo_seed' }),
+        )
+      : undefined;
   const app = createApp(runtime.deps);
 
   let server: Server;
@@ -167,8 +184,10 @@ async function main(): Promise<void> {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const message =
-      code === 'EADDRINUSE' ? `port ${config.port} on ${config.host} is already in use (PORT, HOST)`
-        : code === 'EADDRNOTAVAIL' || code === 'EACCES' ? `cannot listen on ${config.host}:${config.port} (${code}; PORT, HOST)`
+      code === 'EADDRINUSE'
+        ? `port ${config.port} on ${config.host} is already in use (PORT, HOST)`
+        : code === 'EADDRNOTAVAIL' || code === 'EACCES'
+          ? `cannot listen on ${config.host}:${config.port} (${code}; PORT, HOST)`
           : undefined;
     await runtime.close().catch(() => undefined);
     failedToStart(message ? new StartupError(message) : err);

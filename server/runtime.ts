@@ -19,7 +19,13 @@ import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
 import { createObjectStorage } from './storage/index.ts';
 import { defineStorageGc, scheduleStorageGc } from './storage/gcJob.ts';
-import { MemoryRateLimitStore, PostgresRateLimitStore, RateLimiter, RedisRateLimitStore, type RateLimitStore } from './http/rateLimit.ts';
+import {
+  MemoryRateLimitStore,
+  PostgresRateLimitStore,
+  RateLimiter,
+  RedisRateLimitStore,
+  type RateLimitStore,
+} from './http/rateLimit.ts';
 
 export interface Runtime {
   deps: AppDeps;
@@ -85,7 +91,11 @@ const REDIS_CONNECT_TIMEOUT_MS = 5_000;
 async function connectRedis(url: string, logger: Logger): Promise<RedisRateLimitStore> {
   const { Redis } = await import('ioredis');
   const where = describeUrl(url, 6379);
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 2, connectTimeout: REDIS_CONNECT_TIMEOUT_MS });
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 2,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+  });
   // Without a listener ioredis prints every connection error with a stack ("Unhandled error event").
   // One warning per outage; the store's requests fail (and /readyz reports it) until Redis is back.
   let down = false;
@@ -119,13 +129,21 @@ function rateLimitStoreKind(config: Config, choice: RuntimeOptions['rateLimitSto
   return choice ?? (config.redisUrl ? 'redis' : config.databaseUrl ? 'postgres' : 'memory');
 }
 
-function createLocalRateLimitStore(kind: 'memory' | 'postgres', config: Config, db: Database, clock: () => number): RateLimitStore {
+function createLocalRateLimitStore(
+  kind: 'memory' | 'postgres',
+  config: Config,
+  db: Database,
+  clock: () => number,
+): RateLimitStore {
   if (kind === 'postgres') return new PostgresRateLimitStore(db.knex, { clock, limit: config.rateLimitPerMinute });
   return new MemoryRateLimitStore();
 }
 
 /** ADMIN_TOKEN, or for the embedded default a token generated once and kept in DATA_DIR. */
-function resolveAdminToken(config: Config, embeddedDir: string | 'memory' | undefined): { token: string | undefined; source: Runtime['adminTokenSource'] } {
+function resolveAdminToken(
+  config: Config,
+  embeddedDir: string | 'memory' | undefined,
+): { token: string | undefined; source: Runtime['adminTokenSource'] } {
   if (config.adminToken) return { token: config.adminToken, source: 'env' };
   if (config.databaseUrl || !embeddedDir || embeddedDir === 'memory') return { token: undefined, source: 'none' };
   const file = join(embeddedDir, 'admin-token');
@@ -144,13 +162,20 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
   // lock, so two simultaneous first starts cannot race on its file.
   const withKeys = (from: Config): Config => {
     try {
-      return { ...from, messageEncryptionKeys: resolveMessageKeys(from.messageEncryptionKeys, { databaseUrl: from.databaseUrl, dataDir: embeddedDir }) };
+      return {
+        ...from,
+        messageEncryptionKeys: resolveMessageKeys(from.messageEncryptionKeys, {
+          databaseUrl: from.databaseUrl,
+          dataDir: embeddedDir,
+        }),
+      };
     } catch (err) {
       if (err instanceof MessageKeysMissingError) throw new StartupError(err.message, { cause: err });
       throw err;
     }
   };
-  const keysFromDataDir = !configured.databaseUrl && embeddedDir !== 'memory' && configured.messageEncryptionKeys.length === 0;
+  const keysFromDataDir =
+    !configured.databaseUrl && embeddedDir !== 'memory' && configured.messageEncryptionKeys.length === 0;
   let config: Config = keysFromDataDir ? configured : withKeys(configured);
   const databaseError = (err: unknown) => {
     if (err instanceof DataDirLockedError || err instanceof StartupError) return err;
@@ -164,7 +189,8 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
   // Redis first: it fails in seconds, while opening (and on a first start, creating) the embedded
   // database takes longer and would be wasted.
   const storeKind = rateLimitStoreKind(config, options.rateLimitStore);
-  const redisStore = storeKind === 'redis' ? await connectRedis(config.redisUrl ?? 'redis://127.0.0.1:6379', options.logger) : undefined;
+  const redisStore =
+    storeKind === 'redis' ? await connectRedis(config.redisUrl ?? 'redis://127.0.0.1:6379', options.logger) : undefined;
   let db: Database;
   try {
     db = await openDatabase({
@@ -200,10 +226,13 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     throw databaseError(err);
   }
   const clock = options.clock ?? Date.now;
-  const store = redisStore ?? createLocalRateLimitStore(storeKind === 'postgres' ? 'postgres' : 'memory', config, db, clock);
+  const store =
+    redisStore ?? createLocalRateLimitStore(storeKind === 'postgres' ? 'postgres' : 'memory', config, db, clock);
   const apiKeys = new ApiKeyAuthenticator(db.knex, { ttlMs: config.apiKeyCacheTtlMs, clock, logger: options.logger });
   // Other instances' revocations (PostgreSQL only: the embedded database serves one process).
-  const revocations = config.databaseUrl ? new RevocationListener(config.databaseUrl, apiKeys, options.logger) : undefined;
+  const revocations = config.databaseUrl
+    ? new RevocationListener(config.databaseUrl, apiKeys, options.logger)
+    : undefined;
   await revocations?.start();
   const admin = resolveAdminToken(config, embeddedDir);
   const metrics = new Metrics({ db: db.knex });
@@ -236,8 +265,20 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
   if (maintenance) jobs.define('embedded_maintenance', () => maintenance.runOnce(), { maxAttempts: 1 });
   defineMessageReencryption(jobs, { db: db.knex, config: () => deps.config, logger: options.logger });
   // Link previews of messages: fetched, parsed and their images re-hosted off the request path.
-  defineLinkPreviews(jobs, { db: db.knex, config: () => deps.config, storage: deps.storage, clock, logger: options.logger });
-  defineStorageGc(jobs, { db: db.knex, storage: deps.storage, clock, logger: options.logger, graceMs: config.storageGcGraceMs });
+  defineLinkPreviews(jobs, {
+    db: db.knex,
+    config: () => deps.config,
+    storage: deps.storage,
+    clock,
+    logger: options.logger,
+  });
+  defineStorageGc(jobs, {
+    db: db.knex,
+    storage: deps.storage,
+    clock,
+    logger: options.logger,
+    graceMs: config.storageGcGraceMs,
+  });
   return {
     deps,
     adminTokenSource: admin.source,
@@ -248,16 +289,26 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     startJobs: async () => {
       const now = clock();
       // An interval of 0 turns a recurring job off, also for the schedule an earlier start stored.
-      if (config.trashPurgeIntervalMs > 0) await jobs.schedule('trash_retention', 'trash_retention', config.trashPurgeIntervalMs, now);
+      if (config.trashPurgeIntervalMs > 0)
+        await jobs.schedule('trash_retention', 'trash_retention', config.trashPurgeIntervalMs, now);
       else await jobs.unschedule('trash_retention');
       if (maintenance) {
         // The first pass a second after start-up: a fresh database has no statistics yet.
         if (config.embeddedMaintenanceIntervalMs > 0) {
-          await jobs.schedule('embedded_maintenance', 'embedded_maintenance', config.embeddedMaintenanceIntervalMs, now + 1_000);
+          await jobs.schedule(
+            'embedded_maintenance',
+            'embedded_maintenance',
+            config.embeddedMaintenanceIntervalMs,
+            now + 1_000,
+          );
         } else await jobs.unschedule('embedded_maintenance');
       }
       // Expired staged uploads and unreferenced re-hosted note images (server/storage/gc.ts).
-      await scheduleStorageGc(jobs, { enabled: deps.storage !== null, intervalMs: config.storageGcIntervalMs, firstRunAfter: now + config.storageGcIntervalMs });
+      await scheduleStorageGc(jobs, {
+        enabled: deps.storage !== null,
+        intervalMs: config.storageGcIntervalMs,
+        firstRunAfter: now + config.storageGcIntervalMs,
+      });
       // Rows still under an older message key after a rotation (MESSAGE_ENCRYPTION_KEYS).
       await queueMessageReencryption(jobs, db.knex, deps.config);
       jobs.start();

@@ -37,12 +37,19 @@ const friend: Access = { ownerId: UNKNOWN_ID, level: 'friend', bucketIds: [] };
 
 describe('access', () => {
   it('an owner route works on the key’s own account at level owner; the operator acts with the owner’s rights', () => {
-    expect(ownAccount({ kind: 'key', accountId: 'a', keyId: 'k', scopes: {} })).toEqual({ ownerId: 'a', level: 'owner' });
+    expect(ownAccount({ kind: 'key', accountId: 'a', keyId: 'k', scopes: {} })).toEqual({
+      ownerId: 'a',
+      level: 'owner',
+    });
     expect(onBehalfOf('b')).toEqual({ ownerId: 'b', level: 'owner' });
   });
 
   it('visibleRows filters in SQL: the owner’s rows only, on the column of the named table', () => {
-    const q = knex()('members as m').where(visibleRows(onBehalfOf('owner-1'), { table: 'm' })).select('m.id').toSQL().toNative();
+    const q = knex()('members as m')
+      .where(visibleRows(onBehalfOf('owner-1'), { table: 'm' }))
+      .select('m.id')
+      .toSQL()
+      .toNative();
     expect(q.sql).toBe('select "m"."id" from "members" as "m" where ("m"."user_id" = $1)');
     expect(q.bindings).toEqual(['owner-1']);
   });
@@ -52,7 +59,9 @@ describe('access', () => {
     const b = await server.user();
     const mine = [await createMember(a.api, 'A1'), await createMember(a.api, 'A2')];
     await createMember(b.api, 'B1');
-    const ids = await knex()('members').where(visibleRows(onBehalfOf(a.userId))).pluck('id');
+    const ids = await knex()('members')
+      .where(visibleRows(onBehalfOf(a.userId)))
+      .pluck('id');
     expect(ids.sort()).toEqual(mine.sort());
   });
 
@@ -73,7 +82,11 @@ describe('access', () => {
         expect.unreachable();
       } catch (err) {
         expect(err).toBeInstanceOf(DomainError);
-        expect(fromDomainError(err as DomainError)).toMatchObject({ status: 404, code: 'NOT_FOUND', message: 'Member not found' });
+        expect(fromDomainError(err as DomainError)).toMatchObject({
+          status: 404,
+          code: 'NOT_FOUND',
+          message: 'Member not found',
+        });
       }
     }
   });
@@ -115,8 +128,21 @@ async function bucket(owner: string, permissions: Partial<PermissionMap>): Promi
   return id;
 }
 
-async function assign(owner: string, bucketId: string, kind: string, contentId: string, sectionKey = ''): Promise<void> {
-  await knex()('privacy_bucket_assignments').insert({ user_id: owner, bucket_id: bucketId, kind, content_id: contentId, section_key: sectionKey, created_at: Date.now() });
+async function assign(
+  owner: string,
+  bucketId: string,
+  kind: string,
+  contentId: string,
+  sectionKey = '',
+): Promise<void> {
+  await knex()('privacy_bucket_assignments').insert({
+    user_id: owner,
+    bucket_id: bucketId,
+    kind,
+    content_id: contentId,
+    section_key: sectionKey,
+    created_at: Date.now(),
+  });
 }
 
 /** Counts the statements `work` sends to the database. */
@@ -157,14 +183,24 @@ describe('privacy engine: who is a friend', () => {
       const viewer = await server.user();
       await friendship(owner.userId, viewer.userId, ownerSide, viewerSide);
       expect(await forFriend(knex(), viewer.userId, owner.userId), `${ownerSide}/${viewerSide}`).toBeNull();
-      expect(await okInStatement(viewer.userId, owner.userId), `${ownerSide}/${viewerSide}, resolved in the statement`).toBe(false);
+      expect(
+        await okInStatement(viewer.userId, owner.userId),
+        `${ownerSide}/${viewerSide}, resolved in the statement`,
+      ).toBe(false);
     }
     const owner = await server.user();
     expect(await forFriend(knex(), owner.userId, owner.userId), 'the owner is not its own friend').toBeNull();
-    expect(() => friendInStatement(owner.userId, owner.userId)).toThrow(expect.objectContaining({ kind: 'not_found', message: 'Friend not found' }));
+    expect(() => friendInStatement(owner.userId, owner.userId)).toThrow(
+      expect.objectContaining({ kind: 'not_found', message: 'Friend not found' }),
+    );
     const viewer = await server.user();
     await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
-    expect(await forFriend(knex(), viewer.userId, owner.userId)).toMatchObject({ ownerId: owner.userId, level: 'friend', viewerId: viewer.userId, bucketIds: [] });
+    expect(await forFriend(knex(), viewer.userId, owner.userId)).toMatchObject({
+      ownerId: owner.userId,
+      level: 'friend',
+      viewerId: viewer.userId,
+      bucketIds: [],
+    });
     expect(await okInStatement(viewer.userId, owner.userId)).toBe(true);
     // An access resolved in the statement has no grants in JS: the questions that need them refuse it.
     const deferred = friendInStatement(viewer.userId, owner.userId);
@@ -184,18 +220,34 @@ describe('privacy engine: who is a friend', () => {
     await assign(owner.userId, notHeld, 'side_system', side.id);
     const full = await friendAccessRow(viewer.userId, owner.userId);
     expect(full.bindings).toBe(3);
-    expect(full.row).toMatchObject({ ok: true, front_read: [front], front_read_write: [front], member_notes_read: [notes], member_notes_read_write: [], hidden_system_ids: [side.id] });
+    expect(full.row).toMatchObject({
+      ok: true,
+      front_read: [front],
+      front_read_write: [front],
+      member_notes_read: [notes],
+      member_notes_read_write: [],
+      hidden_system_ids: [side.id],
+    });
     expect(Object.keys(full.row)).toHaveLength(3 + 2 * PERMISSION_GROUPS.length);
     // The grants alone: two bindings, no read of the system assignments.
-    const grants = await friendAccessRow(viewer.userId, owner.userId, 'x = any ((select front_read_write from friend_access)::uuid[]) and (select member_notes_read from friend_access)');
+    const grants = await friendAccessRow(
+      viewer.userId,
+      owner.userId,
+      'x = any ((select front_read_write from friend_access)::uuid[]) and (select member_notes_read from friend_access)',
+    );
     expect(grants.bindings).toBe(2);
     expect(Object.keys(grants.row).sort()).toEqual(['front_read_write', 'member_notes_read', 'ok']);
     // The hidden systems bring members_view_read, which decides them, and the third binding.
-    const hidden = await friendAccessRow(viewer.userId, owner.userId, '(select hidden_system_ids from friend_access) (select bucket_ids from friend_access)');
+    const hidden = await friendAccessRow(
+      viewer.userId,
+      owner.userId,
+      '(select hidden_system_ids from friend_access) (select bucket_ids from friend_access)',
+    );
     expect(hidden.bindings).toBe(3);
     expect(Object.keys(hidden.row).sort()).toEqual(['bucket_ids', 'hidden_system_ids', 'members_view_read', 'ok']);
     const asSet = (v: unknown) => (Array.isArray(v) ? new Set(v) : v);
-    for (const row of [grants.row, hidden.row]) for (const [column, value] of Object.entries(row)) expect(asSet(value), column).toEqual(asSet(full.row[column]));
+    for (const row of [grants.row, hidden.row])
+      for (const [column, value] of Object.entries(row)) expect(asSet(value), column).toEqual(asSet(full.row[column]));
   });
 
   it('an accepted friend with no bucket gets nothing: every group none, every content predicate false', async () => {
@@ -208,7 +260,10 @@ describe('privacy engine: who is a friend', () => {
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
     expect(viewerCeiling(access)).toEqual(noAccess());
     expect(levelsOn(access, [b])).toEqual(noAccess());
-    const ids = await knex()('members as m').where('m.user_id', owner.userId).where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view')).pluck('m.id');
+    const ids = await knex()('members as m')
+      .where('m.user_id', owner.userId)
+      .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+      .pluck('m.id');
     expect(ids).toEqual([]);
   });
 
@@ -233,7 +288,10 @@ describe('privacy engine: who is a friend', () => {
 
 describe('privacy engine: levels', () => {
   it('stored maps are read fail-closed and merged by the maximum per group', () => {
-    expect(permissionMap({ members_view: 'read', front: 'everything', bogus: 'read_write' })).toEqual({ ...noAccess(), members_view: 'read' });
+    expect(permissionMap({ members_view: 'read', front: 'everything', bogus: 'read_write' })).toEqual({
+      ...noAccess(),
+      members_view: 'read',
+    });
     expect(permissionMap(null)).toEqual(noAccess());
     const merged = mergeMax([
       { ...noAccess(), members_view: 'read', front: 'read_write' },
@@ -249,15 +307,28 @@ describe('privacy engine: levels', () => {
     const bea = await server.user();
     await friendship(ada.userId, bea.userId, 'accepted', 'accepted');
     const friends = await bucket(ada.userId, { members_view: 'read', member_profile: 'read', front: 'read' });
-    const close = await bucket(ada.userId, { members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
+    const close = await bucket(ada.userId, {
+      members_view: 'read',
+      member_profile: 'read',
+      member_notes: 'read_write',
+      front: 'read_write',
+    });
     const sam = await createMember(ada.api, 'Sam');
     const robin = await createMember(ada.api, 'Robin');
     const kit = await createMember(ada.api, 'Kit');
     await assign(ada.userId, friends, 'member', sam);
     await assign(ada.userId, friends, 'member', robin);
     await assign(ada.userId, close, 'member', robin);
-    const visible = async (access: Access, group: 'members_view' | 'member_notes', level: 'read' | 'read_write' = 'read') =>
-      (await knex()('members as m').where('m.user_id', ada.userId).where(visibleContent(access, { kind: 'member', column: 'm.id' }, group, level)).orderBy('m.name').pluck('m.name')) as string[];
+    const visible = async (
+      access: Access,
+      group: 'members_view' | 'member_notes',
+      level: 'read' | 'read_write' = 'read',
+    ) =>
+      (await knex()('members as m')
+        .where('m.user_id', ada.userId)
+        .where(visibleContent(access, { kind: 'member', column: 'm.id' }, group, level))
+        .orderBy('m.name')
+        .pluck('m.name')) as string[];
 
     // Bea holds Friends only.
     await assign(ada.userId, friends, 'friend', bea.userId);
@@ -275,18 +346,38 @@ describe('privacy engine: levels', () => {
     expect(await visible(access, 'members_view')).toEqual(['Robin', 'Sam']);
     expect(await visible(access, 'member_notes', 'read_write')).toEqual(['Robin']);
     levels = await contentLevels(knex(), access, 'member', [sam, robin, kit]);
-    expect(levels.get(robin)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
+    expect(levels.get(robin)).toEqual({
+      ...noAccess(),
+      members_view: 'read',
+      member_profile: 'read',
+      member_notes: 'read_write',
+      front: 'read_write',
+    });
     expect(levels.get(sam)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', front: 'read' });
     expect(levels.get(kit)).toEqual(noAccess());
-    expect(viewerCeiling(access)).toEqual({ ...noAccess(), members_view: 'read', member_profile: 'read', member_notes: 'read_write', front: 'read_write' });
+    expect(viewerCeiling(access)).toEqual({
+      ...noAccess(),
+      members_view: 'read',
+      member_profile: 'read',
+      member_notes: 'read_write',
+      front: 'read_write',
+    });
 
     // The owner sees everything of its own, without a query.
-    const own = await statements(() => contentLevels(knex(), ownAccount({ kind: 'key', accountId: ada.userId, keyId: 'k', scopes: {} }), 'member', [kit]), /privacy_bucket_assignments/);
+    const own = await statements(
+      () =>
+        contentLevels(knex(), ownAccount({ kind: 'key', accountId: ada.userId, keyId: 'k', scopes: {} }), 'member', [
+          kit,
+        ]),
+      /privacy_bucket_assignments/,
+    );
     expect(own.result.get(kit)).toEqual(fullAccess());
     expect(own.count).toBe(0);
 
     // Ada revokes: nothing is left.
-    await knex()('friendships').where({ user_id: ada.userId, friend_user_id: bea.userId }).update({ status: 'revoked' });
+    await knex()('friendships')
+      .where({ user_id: ada.userId, friend_user_id: bea.userId })
+      .update({ status: 'revoked' });
     expect(await forFriend(knex(), bea.userId, ada.userId)).toBeNull();
   });
 
@@ -299,11 +390,20 @@ describe('privacy engine: levels', () => {
     const member = await createMember(owner.api, 'Sectioned');
     await assign(owner.userId, b, 'profile_section', member, 'pronouns');
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
-    const asMember = await knex()('members as m').where('m.id', member).where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view')).pluck('m.id');
+    const asMember = await knex()('members as m')
+      .where('m.id', member)
+      .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+      .pluck('m.id');
     expect(asMember).toEqual([]);
-    const pronouns = await knex()('members as m').where('m.id', member).where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'pronouns' }, 'member_profile')).pluck('m.id');
+    const pronouns = await knex()('members as m')
+      .where('m.id', member)
+      .where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'pronouns' }, 'member_profile'))
+      .pluck('m.id');
     expect(pronouns).toEqual([member]);
-    const about = await knex()('members as m').where('m.id', member).where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile')).pluck('m.id');
+    const about = await knex()('members as m')
+      .where('m.id', member)
+      .where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile'))
+      .pluck('m.id');
     expect(about).toEqual([]);
     expect(() => contentVisibleSql({ kind: 'profile_section', column: 'm.id' })).toThrow(/section/);
     expect(() => contentVisibleSql({ kind: 'member', column: 'm.id; drop table members' })).toThrow(/not a column/);
@@ -352,7 +452,8 @@ describe('privacy engine: levels', () => {
     // A held bucket that grants no members_view: its members alone are not visible.
     const profileOnly = await bucket(owner.userId, { member_profile: 'read' });
     await assign(owner.userId, profileOnly, 'friend', viewer.userId);
-    const side = (await knex()('active_system_context').where('user_id', owner.userId).first()).side_system_id as string;
+    const side = (await knex()('active_system_context').where('user_id', owner.userId).first())
+      .side_system_id as string;
     const inMain = await createMember(owner.api, 'InMain');
     const withNotes = await createMember(owner.api, 'WithNotes');
     const sub = await createMember(owner.api, 'SubLink');
@@ -366,7 +467,15 @@ describe('privacy engine: levels', () => {
     await assign(owner.userId, profileOnly, 'member', inMain);
     await assign(owner.userId, profileOnly, 'member', await createMember(owner.api, 'ProfileOnly'));
     const subId = randomUUID();
-    await knex()('sub_systems').insert({ id: subId, user_id: owner.userId, side_system_id: side, linked_member_id: sub, name: 'Sub', created_at: Date.now(), updated_at: Date.now() });
+    await knex()('sub_systems').insert({
+      id: subId,
+      user_id: owner.userId,
+      side_system_id: side,
+      linked_member_id: sub,
+      name: 'Sub',
+      created_at: Date.now(),
+      updated_at: Date.now(),
+    });
     await knex()('members').where('id', inSub).update({ sub_system_id: subId });
     const deferred = friendInStatement(viewer.userId, owner.userId);
     // The rule four ways, which must agree: the predicate over the owner's members, the visible
@@ -375,11 +484,17 @@ describe('privacy engine: levels', () => {
     // resolved in the statement.
     const names = async (group?: 'member_notes', level?: 'read' | 'read_write') => {
       const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
-      const byPredicate = await knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(access, 'm', group, level)).orderBy('m.name').pluck('m.name');
+      const byPredicate = await knex()('members as m')
+        .where('m.user_id', owner.userId)
+        .where(visibleMembers(access, 'm', group, level))
+        .orderBy('m.name')
+        .pluck('m.name');
       for (const a of [access, deferred]) {
         const how = a.inStatement ? 'in the statement' : 'bound';
         expect(await visibleSetNames(a, group, level), how).toEqual(byPredicate);
-        expect(await levelNames(a, owner.userId, group ?? 'members_view', level === 'read_write' ? 2 : 1), how).toEqual(byPredicate);
+        expect(await levelNames(a, owner.userId, group ?? 'members_view', level === 'read_write' ? 2 : 1), how).toEqual(
+          byPredicate,
+        );
       }
       return byPredicate;
     };
@@ -410,28 +525,53 @@ describe('privacy engine: levels', () => {
     const shared = await bucket(owner.userId, { members_view: 'read' });
     await assign(owner.userId, shared, 'friend', viewer.userId);
     const now = Date.now();
-    const side = (await knex()('active_system_context').where('user_id', owner.userId).first()).side_system_id as string;
-    const rows = Array.from({ length: 100 }, (_, i) => ({ id: randomUUID(), user_id: owner.userId, side_system_id: side, name: `M${String(i).padStart(3, '0')}`, created_at: now + i, updated_at: now + i }));
+    const side = (await knex()('active_system_context').where('user_id', owner.userId).first())
+      .side_system_id as string;
+    const rows = Array.from({ length: 100 }, (_, i) => ({
+      id: randomUUID(),
+      user_id: owner.userId,
+      side_system_id: side,
+      name: `M${String(i).padStart(3, '0')}`,
+      created_at: now + i,
+      updated_at: now + i,
+    }));
     await knex()('members').insert(rows);
     await knex()('privacy_bucket_assignments').insert(
-      rows.filter((_, i) => i % 2 === 0).map((r) => ({ user_id: owner.userId, bucket_id: shared, kind: 'member', content_id: r.id, created_at: now })),
+      rows
+        .filter((_, i) => i % 2 === 0)
+        .map((r) => ({ user_id: owner.userId, bucket_id: shared, kind: 'member', content_id: r.id, created_at: now })),
     );
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
-    const levels = await statements(() => contentLevels(knex(), access, 'member', rows.map((r) => r.id)), /privacy_bucket_assignments/);
+    const levels = await statements(
+      () =>
+        contentLevels(
+          knex(),
+          access,
+          'member',
+          rows.map((r) => r.id),
+        ),
+      /privacy_bucket_assignments/,
+    );
     expect(levels.count).toBe(1);
     expect([...levels.result.values()].filter((l) => l.members_view === 'read')).toHaveLength(50);
-    const page = await statements(() =>
-      knex()('members as m')
-        .where('m.user_id', owner.userId)
-        .whereNull('m.deleted_at')
-        .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
-        .orderBy(['m.created_at', 'm.id'])
-        .limit(20)
-        .pluck('m.name'),
+    const page = await statements(
+      () =>
+        knex()('members as m')
+          .where('m.user_id', owner.userId)
+          .whereNull('m.deleted_at')
+          .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+          .orderBy(['m.created_at', 'm.id'])
+          .limit(20)
+          .pluck('m.name'),
       /"members"/,
     );
     expect(page.count).toBe(1);
-    expect(page.result).toEqual(rows.filter((_, i) => i % 2 === 0).slice(0, 20).map((r) => r.name));
+    expect(page.result).toEqual(
+      rows
+        .filter((_, i) => i % 2 === 0)
+        .slice(0, 20)
+        .map((r) => r.name),
+    );
   });
 
   it('assignments go with their content: purging a member or deleting a bucket removes its rows', async () => {
@@ -441,12 +581,18 @@ describe('privacy engine: levels', () => {
     await assign(owner.userId, b, 'member', member);
     await assign(owner.userId, b, 'profile_section', member, 'about');
     await knex()('members').where('id', member).delete();
-    expect(await knex()('privacy_bucket_assignments').where('content_id', member).count({ n: '*' })).toEqual([{ n: expect.anything() }]);
-    expect(Number((await knex()('privacy_bucket_assignments').where('content_id', member).count({ n: '*' }))[0]!.n)).toBe(0);
+    expect(await knex()('privacy_bucket_assignments').where('content_id', member).count({ n: '*' })).toEqual([
+      { n: expect.anything() },
+    ]);
+    expect(
+      Number((await knex()('privacy_bucket_assignments').where('content_id', member).count({ n: '*' }))[0]!.n),
+    ).toBe(0);
     const other = await createMember(owner.api, 'Stays');
     await assign(owner.userId, b, 'member', other);
     await knex()('privacy_buckets').where('id', b).delete();
-    expect(Number((await knex()('privacy_bucket_assignments').where('content_id', other).count({ n: '*' }))[0]!.n)).toBe(0);
+    expect(
+      Number((await knex()('privacy_bucket_assignments').where('content_id', other).count({ n: '*' }))[0]!.n),
+    ).toBe(0);
   });
 });
 
@@ -464,12 +610,17 @@ describe('privacy engine: the relationship matrix through the routes', () => {
       if (relationship === 'accepted') {
         await giveFriend(owner, viewer, [shared]);
         const granted = (await forFriend(knex(), viewer.userId, owner.userId))!;
-        const seen = await knex()('members as m').where('m.user_id', owner.userId).where(visibleMembers(granted, 'm')).pluck('m.name');
+        const seen = await knex()('members as m')
+          .where('m.user_id', owner.userId)
+          .where(visibleMembers(granted, 'm'))
+          .pluck('m.name');
         expect(seen, relationship).toEqual([canary]);
         continue;
       }
       expect(access, relationship).toBeNull();
-      const card = await server.fetch(`/api/v1/friends/${owner.userId}`, { headers: { authorization: `Bearer ${viewer.apiKey}` } });
+      const card = await server.fetch(`/api/v1/friends/${owner.userId}`, {
+        headers: { authorization: `Bearer ${viewer.apiKey}` },
+      });
       expect(card.status, relationship).toBe(404);
       const body = await card.text();
       expectNoneOf(body, [canary, member, owner.username]);
@@ -489,9 +640,16 @@ describe('domain errors at the HTTP edge', () => {
       unavailable: [503, 'PRECONDITION_FAILED'],
     };
     for (const [kind, [status, code]] of Object.entries(expected)) {
-      expect(fromDomainError(new DomainError(kind as DomainErrorKind, 'm'))).toMatchObject({ status, code, message: 'm' });
+      expect(fromDomainError(new DomainError(kind as DomainErrorKind, 'm'))).toMatchObject({
+        status,
+        code,
+        message: 'm',
+      });
     }
-    expect(fromDomainError(new DomainError('forbidden', 'cap', 'NOTE_LIMIT_REACHED'))).toMatchObject({ status: 403, code: 'NOTE_LIMIT_REACHED' });
+    expect(fromDomainError(new DomainError('forbidden', 'cap', 'NOTE_LIMIT_REACHED'))).toMatchObject({
+      status: 403,
+      code: 'NOTE_LIMIT_REACHED',
+    });
   });
 
   it('a service’s domain error reaches the client as the envelope', async () => {
@@ -503,7 +661,11 @@ describe('domain errors at the HTTP edge', () => {
 });
 
 /** Every column of friend_access for an access resolved in the statement, as the CTE computes it for a statement whose text is `uses`. */
-async function friendAccessRow(viewerId: string, ownerId: string, uses?: string): Promise<{ row: Record<string, unknown>; bindings: number }> {
+async function friendAccessRow(
+  viewerId: string,
+  ownerId: string,
+  uses?: string,
+): Promise<{ row: Record<string, unknown>; bindings: number }> {
   const cte = friendAccessCte(friendInStatement(viewerId, ownerId), uses);
   const result = await knex().raw(`with ${cte.sql} select * from friend_access`, cte.bindings as never);
   return { row: (result.rows as Array<Record<string, unknown>>)[0]!, bindings: cte.bindings.length };
@@ -522,14 +684,24 @@ async function okInStatement(viewerId: string, ownerId: string): Promise<boolean
 async function levelNames(access: Access, ownerId: string, group: PermissionGroup, rank: 1 | 2): Promise<string[]> {
   const level = memberLevelSql(access, 'm', group);
   const cte = friendAccessCte(access, level.sql);
-  const result = await knex().raw(`with ${cte.sql} select m.name from members m where m.user_id = ? and ${level.sql} >= ? order by m.name`, [...cte.bindings, ownerId, ...level.bindings, rank] as never);
+  const result = await knex().raw(
+    `with ${cte.sql} select m.name from members m where m.user_id = ? and ${level.sql} >= ? order by m.name`,
+    [...cte.bindings, ownerId, ...level.bindings, rank] as never,
+  );
   return (result.rows as Array<{ name: string }>).map((r) => r.name);
 }
 
 /** The names in the engine's visible set of members (visibleMemberRowsSql) for `access`. */
-async function visibleSetNames(access: Access, group: PermissionGroup = 'members_view', level: 'read' | 'read_write' = 'read'): Promise<string[]> {
+async function visibleSetNames(
+  access: Access,
+  group: PermissionGroup = 'members_view',
+  level: 'read' | 'read_write' = 'read',
+): Promise<string[]> {
   const rows = visibleMemberRowsSql(access, group, level, { columns: 'm.id, m.name' });
   const cte = friendAccessCte(access, rows.sql);
-  const result = await knex().raw(`with ${cte.sql}, vis as (${rows.sql}) select name from vis order by name`, [...cte.bindings, ...rows.bindings] as never);
+  const result = await knex().raw(`with ${cte.sql}, vis as (${rows.sql}) select name from vis order by name`, [
+    ...cte.bindings,
+    ...rows.bindings,
+  ] as never);
   return (result.rows as Array<{ name: string }>).map((r) => r.name);
 }

@@ -12,7 +12,10 @@ import { collectGarbage } from '../server/storage/gc.ts';
 import { createUploadIntent } from '../server/storage/staging.ts';
 import { PostgresRateLimitStore } from '../server/http/rateLimit.ts';
 
-const UNAUTHORIZED = { code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' };
+const UNAUTHORIZED = {
+  code: 'UNAUTHORIZED',
+  message: 'Missing or invalid API key. Use Authorization: Bearer <token>.',
+};
 let now = 1_800_000_000_000;
 // The PostgreSQL rate-limit store keeps windows in a table, so deleting an account must clean it too.
 const server = useServer({ clock: () => now, rateLimitStore: 'postgres', env: { FETCH_ALLOW_PRIVATE: 'true' } });
@@ -31,7 +34,9 @@ describe('GET /admin/v1/accounts', () => {
     const all: string[] = [];
     let cursor: string | undefined;
     for (let pages = 0; pages < 100; pages++) {
-      const { data, response } = await server.admin.GET('/admin/v1/accounts', { params: { query: { limit: 2, ...(cursor ? { cursor } : {}) } } });
+      const { data, response } = await server.admin.GET('/admin/v1/accounts', {
+        params: { query: { limit: 2, ...(cursor ? { cursor } : {}) } },
+      });
       expect(response.status).toBe(200);
       expect(data!.items.length).toBeLessThanOrEqual(2);
       all.push(...data!.items.map((a) => a.username));
@@ -45,12 +50,18 @@ describe('GET /admin/v1/accounts', () => {
     const al = await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'AL' } } });
     expect(al.data!.items.map((a) => a.username)).toEqual(['alpha_pg', 'Alpine_pg', 'alps_pg']);
     expect(al.data!.nextCursor).toBeNull();
-    const first = await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'al', limit: 2 } } });
+    const first = await server.admin.GET('/admin/v1/accounts', {
+      params: { query: { usernamePrefix: 'al', limit: 2 } },
+    });
     expect(first.data!.items.map((a) => a.username)).toEqual(['alpha_pg', 'Alpine_pg']);
-    const rest = await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'al', cursor: first.data!.nextCursor! } } });
+    const rest = await server.admin.GET('/admin/v1/accounts', {
+      params: { query: { usernamePrefix: 'al', cursor: first.data!.nextCursor! } },
+    });
     expect(rest.data!.items.map((a) => a.username)).toEqual(['alps_pg']);
     // '_' is a literal character in the prefix, not a wildcard.
-    expect((await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'alp_' } } })).data!.items).toEqual([]);
+    expect(
+      (await server.admin.GET('/admin/v1/accounts', { params: { query: { usernamePrefix: 'alp_' } } })).data!.items,
+    ).toEqual([]);
   });
 
   it('refuses a bad cursor, prefix or limit with 400, and needs the admin token', async () => {
@@ -65,7 +76,12 @@ describe('GET /admin/v1/accounts', () => {
 
 describe('GET /admin/v1/accounts/{userId} and its keys', () => {
   it('shows the account with its count of usable keys', async () => {
-    const { userId } = await server.createAccount({ username: 'shown_acct', plan: 'pro', displayName: 'Shown', pronouns: 'they/them' });
+    const { userId } = await server.createAccount({
+      username: 'shown_acct',
+      plan: 'pro',
+      displayName: 'Shown',
+      pronouns: 'they/them',
+    });
     const a = await server.createKey(userId, { members: 'read' });
     await server.createKey(userId, { front: 'read' });
     await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: a.keyId } } });
@@ -85,7 +101,10 @@ describe('GET /admin/v1/accounts/{userId} and its keys', () => {
       createdAt: now,
       updatedAt: now,
     });
-    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: UNKNOWN_ID } } })).response.status).toBe(404);
+    expect(
+      (await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: UNKNOWN_ID } } })).response
+        .status,
+    ).toBe(404);
   });
 
   it('lists every key newest first with its times, never the secret or its hash', async () => {
@@ -100,23 +119,38 @@ describe('GET /admin/v1/accounts/{userId} and its keys', () => {
       ids.push(data!.id);
     }
     await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: ids[0]! } } });
-    const first = await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId }, query: { limit: 2 } } });
-    const second = await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId }, query: { cursor: first.data!.nextCursor! } } });
+    const first = await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId }, query: { limit: 2 } },
+    });
+    const second = await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId }, query: { cursor: first.data!.nextCursor! } },
+    });
     const items = [...first.data!.items, ...second.data!.items];
     expect(items.map((k) => k.id)).toEqual([ids[2], ids[1], ids[0]]);
     expect(second.data!.nextCursor).toBeNull();
-    expect(items[0]).toEqual({ id: ids[2], name: 'k2', scopes: { members: 'read' }, createdAt: now, lastUsedAt: null, expiresAt: now + 60_000, revokedAt: null });
+    expect(items[0]).toEqual({
+      id: ids[2],
+      name: 'k2',
+      scopes: { members: 'read' },
+      createdAt: now,
+      lastUsedAt: null,
+      expiresAt: now + 60_000,
+      revokedAt: null,
+    });
     expect(items[2]!.revokedAt).toEqual(now);
     const text = JSON.stringify(items);
     const hashes = await server.deps.db.knex('api_keys').where({ user_id: userId }).pluck('key_hash');
     for (const hash of hashes) expect(text).not.toContain(hash);
     expect(text).not.toContain('adk_');
-    expect((await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: UNKNOWN_ID } } })).response.status).toBe(404);
+    expect(
+      (await server.admin.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: UNKNOWN_ID } } }))
+        .response.status,
+    ).toBe(404);
   });
 });
 
 describe('API key expiry', () => {
-  it('a key works until expiresAt and is refused with the spec\'s 401 from then on, cache or not', async () => {
+  it("a key works until expiresAt and is refused with the spec's 401 from then on, cache or not", async () => {
     const { userId } = await server.createAccount({ username: 'expiring', plan: 'pro' });
     const { data } = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
       params: { path: { userId } },
@@ -135,9 +169,13 @@ describe('API key expiry', () => {
     expect(keys.data!.activeApiKeys).toBe(0);
   });
 
-  it('expired keys do not count against the plan\'s key limit; an expiry in the past is a 400', async () => {
+  it("expired keys do not count against the plan's key limit; an expiry in the past is a 400", async () => {
     const { userId } = await server.createAccount({ username: 'free_expiry', plan: 'free' });
-    const issue = (body: Record<string, unknown>) => server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {}, ...body } as never });
+    const issue = (body: Record<string, unknown>) =>
+      server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+        params: { path: { userId } },
+        body: { scopes: {}, ...body } as never,
+      });
     expect((await issue({ expiresAt: now + 1000 })).response.status).toBe(201);
     expect((await issue({})).response.status).toBe(403);
     now += 1000;
@@ -187,73 +225,297 @@ describe('GET /api/v1/me', () => {
 async function populate(api: ApiClient, apiKey: string, userId: string, peerId: string): Promise<void> {
   const ok = (status: number, what: string) => expect([200, 201, 204], what).toContain(status);
   ok((await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } })).response.status, 'appearance');
-  ok((await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Dusk', colors: { primary: '#112233' } } })).response.status, 'scheme');
-  ok((await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' } })).response.status, 'font');
+  ok(
+    (
+      await api.POST('/api/v1/appearance/custom-color-schemes', {
+        body: { name: 'Dusk', colors: { primary: '#112233' } },
+      })
+    ).response.status,
+    'scheme',
+  );
+  ok(
+    (
+      await api.POST('/api/v1/appearance/custom-fonts', {
+        body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' },
+      })
+    ).response.status,
+    'font',
+  );
   const side = (await api.GET('/api/v1/systems')).data!.active.sideSystemId;
   const a = await createMember(api, 'A');
   const b = await createMember(api, 'B');
   await createSub(api, side, a);
-  const upload = await server.fetch(`/api/v1/members/${a}/media?kind=avatar`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+  const upload = await server.fetch(`/api/v1/members/${a}/media?kind=avatar`, {
+    method: 'PUT',
+    headers: { ...bearer(apiKey), 'Content-Type': 'image/png' },
+    body: new Uint8Array(PNG),
+  });
   ok(upload.status, 'avatar');
   const folder = await createFolder(api, 'F');
   await createGroup(api, 'G', { memberIds: [a, b] });
-  ok((await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'L', itemIds: [] } })).response.status, 'layout');
+  ok(
+    (await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'L', itemIds: [] } })).response
+      .status,
+    'layout',
+  );
   const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
-  ok((await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { params: { path: { memberId: a, fieldId: field } }, body: { value: 'v' } })).response.status, 'field value');
+  ok(
+    (
+      await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+        params: { path: { memberId: a, fieldId: field } },
+        body: { value: 'v' },
+      })
+    ).response.status,
+    'field value',
+  );
   const status = (await api.POST('/api/v1/member-statuses', { body: { name: 'S', color: '#000000' } })).data!.id;
-  ok((await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', { params: { path: { memberId: a, statusId: status } } })).response.status, 'status');
-  ok((await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } })).response.status, 'terminology');
-  ok((await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } } })).response.status, 'override');
-  ok((await api.POST('/api/v1/entries', { body: { content: `note ![x](${images.url('/a.png')})`, memberIds: [a, b] } })).response.status, 'entry');
+  ok(
+    (
+      await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', {
+        params: { path: { memberId: a, statusId: status } },
+      })
+    ).response.status,
+    'status',
+  );
+  ok(
+    (await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } })).response.status,
+    'terminology',
+  );
+  ok(
+    (
+      await api.PATCH('/api/v1/terminology/scoped', {
+        body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } },
+      })
+    ).response.status,
+    'override',
+  );
+  ok(
+    (await api.POST('/api/v1/entries', { body: { content: `note ![x](${images.url('/a.png')})`, memberIds: [a, b] } }))
+      .response.status,
+    'entry',
+  );
   const trashed = (await api.POST('/api/v1/entries', { body: { content: 'to the trash' } })).data!.id;
-  ok((await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed } } })).response.status, 'trash');
+  ok(
+    (await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed } } })).response.status,
+    'trash',
+  );
   await startFronting(api, a);
   const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Near' } })).data!.id;
-  ok((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b, tierKey: tier } })).response.status, 'presence');
+  ok(
+    (await api.POST('/api/v1/front/tier-presence', { body: { memberId: b, tierKey: tier } })).response.status,
+    'presence',
+  );
   ok((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status, 'trash settings');
   // Privacy: a custom bucket on a member and as a default; a friend request to the peer (only the
   // requester acts, so the peer's own tables gain no row but the request's incoming side).
   const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
-  ok((await api.PUT('/api/v1/privacy-buckets/assignments/members/{memberId}', { params: { path: { memberId: a } }, body: { bucketIds: [bucket] } })).response.status, 'member buckets');
-  ok((await api.PUT('/api/v1/privacy-buckets/defaults/{kind}', { params: { path: { kind: 'new_member' } }, body: { bucketIds: [bucket] } })).response.status, 'defaults');
-  ok((await api.POST('/api/v1/friends/{friendUserId}/request', { params: { path: { friendUserId: peerId } } })).response.status, 'friend request');
+  ok(
+    (
+      await api.PUT('/api/v1/privacy-buckets/assignments/members/{memberId}', {
+        params: { path: { memberId: a } },
+        body: { bucketIds: [bucket] },
+      })
+    ).response.status,
+    'member buckets',
+  );
+  ok(
+    (
+      await api.PUT('/api/v1/privacy-buckets/defaults/{kind}', {
+        params: { path: { kind: 'new_member' } },
+        body: { bucketIds: [bucket] },
+      })
+    ).response.status,
+    'defaults',
+  );
+  ok(
+    (await api.POST('/api/v1/friends/{friendUserId}/request', { params: { path: { friendUserId: peerId } } })).response
+      .status,
+    'friend request',
+  );
   // Messaging: a space, category and channel, a pinned and read message, and preferences.
   const space = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'Home' } })).data!.id;
-  const category = (await api.POST('/api/v1/messaging/spaces/{spaceId}/categories', { params: { path: { spaceId: space } }, body: { name: 'Talk' } })).data!.id;
-  const channel = (await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: space } }, body: { name: 'general', categoryId: category } })).data!.id;
-  const sent = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, content: 'hello' } });
+  const category = (
+    await api.POST('/api/v1/messaging/spaces/{spaceId}/categories', {
+      params: { path: { spaceId: space } },
+      body: { name: 'Talk' },
+    })
+  ).data!.id;
+  const channel = (
+    await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
+      params: { path: { spaceId: space } },
+      body: { name: 'general', categoryId: category },
+    })
+  ).data!.id;
+  const sent = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+    params: { path: { channelId: channel } },
+    body: { memberId: a, content: 'hello' },
+  });
   ok(sent.response.status, 'message');
-  ok((await api.POST('/api/v1/messaging/channels/{channelId}/pins', { params: { path: { channelId: channel } }, body: { messageId: sent.data!.id } })).response.status, 'pin');
-  ok((await api.POST('/api/v1/messaging/channels/{channelId}/read', { params: { path: { channelId: channel } }, body: { lastReadMessageId: sent.data!.id } })).response.status, 'read');
-  ok((await api.PUT('/api/v1/messaging/preferences/chat-as', { body: { spaceId: space, memberId: b } })).response.status, 'chat as');
-  ok((await api.PUT('/api/v1/messaging/preferences/last-viewed-route', { body: { lastSpaceId: space, lastChannelId: channel } })).response.status, 'last viewed');
+  ok(
+    (
+      await api.POST('/api/v1/messaging/channels/{channelId}/pins', {
+        params: { path: { channelId: channel } },
+        body: { messageId: sent.data!.id },
+      })
+    ).response.status,
+    'pin',
+  );
+  ok(
+    (
+      await api.POST('/api/v1/messaging/channels/{channelId}/read', {
+        params: { path: { channelId: channel } },
+        body: { lastReadMessageId: sent.data!.id },
+      })
+    ).response.status,
+    'read',
+  );
+  ok(
+    (await api.PUT('/api/v1/messaging/preferences/chat-as', { body: { spaceId: space, memberId: b } })).response.status,
+    'chat as',
+  );
+  ok(
+    (
+      await api.PUT('/api/v1/messaging/preferences/last-viewed-route', {
+        body: { lastSpaceId: space, lastChannelId: channel },
+      })
+    ).response.status,
+    'last viewed',
+  );
   // Social: theme, a link, guestbook and poll widgets with a message and a ballot, a verified identity.
-  ok((await api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA' } } })).response.status, 'social theme');
-  ok((await api.POST('/api/v1/social/links', { body: { platform: 'github', displayName: 'Code', visibility: 'public' } as never })).response.status, 'social link');
-  const guestbook = (await api.POST('/api/v1/social/widgets', { body: { type: 'guestbook', config: { kind: 'guestbook' }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
-  ok((await api.POST('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: guestbook } }, body: { body: 'hello' } as never })).response.status, 'guestbook message');
-  const poll = (await api.POST('/api/v1/social/widgets', { body: { type: 'poll', config: { kind: 'poll', question: 'Q', options: ['a', 'b'] }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
-  ok((await api.POST('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: poll } }, body: { optionIndices: [1] } })).response.status, 'poll ballot');
-  ok((await server.admin.POST('/admin/v1/accounts/{userId}/identities', { params: { path: { userId } }, body: { provider: 'github', externalUserId: '1' } })).response.status, 'identity');
+  ok(
+    (await api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA' } } })).response.status,
+    'social theme',
+  );
+  ok(
+    (
+      await api.POST('/api/v1/social/links', {
+        body: { platform: 'github', displayName: 'Code', visibility: 'public' } as never,
+      })
+    ).response.status,
+    'social link',
+  );
+  const guestbook = (
+    await api.POST('/api/v1/social/widgets', {
+      body: { type: 'guestbook', config: { kind: 'guestbook' }, visibility: 'public', size: 'small' } as never,
+    })
+  ).data!.widgetId;
+  ok(
+    (
+      await api.POST('/api/v1/social/widgets/{widgetId}/guestbook', {
+        params: { path: { widgetId: guestbook } },
+        body: { body: 'hello' } as never,
+      })
+    ).response.status,
+    'guestbook message',
+  );
+  const poll = (
+    await api.POST('/api/v1/social/widgets', {
+      body: {
+        type: 'poll',
+        config: { kind: 'poll', question: 'Q', options: ['a', 'b'] },
+        visibility: 'public',
+        size: 'small',
+      } as never,
+    })
+  ).data!.widgetId;
+  ok(
+    (
+      await api.POST('/api/v1/social/widgets/{widgetId}/poll', {
+        params: { path: { widgetId: poll } },
+        body: { optionIndices: [1] },
+      })
+    ).response.status,
+    'poll ballot',
+  );
+  ok(
+    (
+      await server.admin.POST('/admin/v1/accounts/{userId}/identities', {
+        params: { path: { userId } },
+        body: { provider: 'github', externalUserId: '1' },
+      })
+    ).response.status,
+    'identity',
+  );
   // Social gallery: an image (row and object under u/<id>/social-gallery/) that a custom_badge widget shows.
-  const galleryImage = await server.fetch('/api/v1/social/gallery', { method: 'POST', headers: { ...bearer(apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+  const galleryImage = await server.fetch('/api/v1/social/gallery', {
+    method: 'POST',
+    headers: { ...bearer(apiKey), 'Content-Type': 'image/png' },
+    body: new Uint8Array(PNG),
+  });
   ok(galleryImage.status, 'gallery image');
   const badgeUrl = ((await galleryImage.json()) as { url: string }).url;
-  ok((await api.POST('/api/v1/social/widgets', { body: { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls: [badgeUrl] }, visibility: 'public', size: 'small' } as never })).response.status, 'badge widget');
+  ok(
+    (
+      await api.POST('/api/v1/social/widgets', {
+        body: {
+          type: 'custom_badge',
+          config: { kind: 'custom_badge', imageUrls: [badgeUrl] },
+          visibility: 'public',
+          size: 'small',
+        } as never,
+      })
+    ).response.status,
+    'badge widget',
+  );
   // A message attachment through the upload flow (intent, PUT to the presigned URL, complete, send).
-  const intent0 = (await api.POST('/api/v1/messaging/attachments/upload-intent', { body: { channelId: channel, fileName: 'a.png', contentType: 'image/png', byteSize: PNG.length } })).data!;
-  ok((await fetch(server.baseUrl + intent0.upload.url, { method: 'PUT', headers: intent0.upload.headers, body: new Uint8Array(PNG) })).status, 'attachment upload');
-  ok((await api.POST('/api/v1/messaging/attachments/complete', { body: { stagingId: intent0.stagingId } })).response.status, 'attachment complete');
-  ok((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, stagedAttachmentIds: [intent0.stagingId] } })).response.status, 'attachment message');
+  const intent0 = (
+    await api.POST('/api/v1/messaging/attachments/upload-intent', {
+      body: { channelId: channel, fileName: 'a.png', contentType: 'image/png', byteSize: PNG.length },
+    })
+  ).data!;
+  ok(
+    (
+      await fetch(server.baseUrl + intent0.upload.url, {
+        method: 'PUT',
+        headers: intent0.upload.headers,
+        body: new Uint8Array(PNG),
+      })
+    ).status,
+    'attachment upload',
+  );
+  ok(
+    (await api.POST('/api/v1/messaging/attachments/complete', { body: { stagingId: intent0.stagingId } })).response
+      .status,
+    'attachment complete',
+  );
+  ok(
+    (
+      await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+        params: { path: { channelId: channel } },
+        body: { memberId: a, stagedAttachmentIds: [intent0.stagingId] },
+      })
+    ).response.status,
+    'attachment message',
+  );
   // A link preview, fetched by its job from a loopback page, its image re-hosted, then dismissed.
-  const page = await startLoopbackServer({ '/p': { type: 'text/html', body: `<head><meta property="og:title" content="Page"><meta property="og:image" content="${images.url('/a.png')}"></head>` } });
+  const page = await startLoopbackServer({
+    '/p': {
+      type: 'text/html',
+      body: `<head><meta property="og:title" content="Page"><meta property="og:image" content="${images.url('/a.png')}"></head>`,
+    },
+  });
   try {
-    const linked = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } }, body: { memberId: a, content: `see ${page.url('/p')}` } });
+    const linked = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      params: { path: { channelId: channel } },
+      body: { memberId: a, content: `see ${page.url('/p')}` },
+    });
     ok(linked.response.status, 'link message');
     await server.runtime.jobs.runDue();
-    const previews = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } } })).data!.items.find((m) => m.id === linked.data!.id)!.linkPreviews;
-    expect(previews.map((p) => [p.title, p.imageUrl === null]), 'link preview').toEqual([['Page', false]]);
-    ok((await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', { params: { path: { previewId: previews[0]!.id } } })).response.status, 'link preview dismiss');
+    const previews = (
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: channel } } })
+    ).data!.items.find((m) => m.id === linked.data!.id)!.linkPreviews;
+    expect(
+      previews.map((p) => [p.title, p.imageUrl === null]),
+      'link preview',
+    ).toEqual([['Page', false]]);
+    ok(
+      (
+        await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', {
+          params: { path: { previewId: previews[0]!.id } },
+        })
+      ).response.status,
+      'link preview dismiss',
+    );
   } finally {
     await page.close();
   }
@@ -275,7 +537,11 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
   const knex = () => server.deps.db.knex;
 
   async function tables(): Promise<string[]> {
-    return (await knex()('information_schema.tables').where({ table_schema: 'public', table_type: 'BASE TABLE' }).pluck('table_name')).sort();
+    return (
+      await knex()('information_schema.tables')
+        .where({ table_schema: 'public', table_type: 'BASE TABLE' })
+        .pluck('table_name')
+    ).sort();
   }
 
   /**
@@ -314,11 +580,15 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
       if (n === 0) uncovered.push(table);
     }
     expect(uncovered).toEqual([]);
-    expect(Number((await knex()('rate_limit_windows').where({ key_id: victim.keyId }).count({ n: '*' }).first())!.n)).toBe(1);
+    expect(
+      Number((await knex()('rate_limit_windows').where({ key_id: victim.keyId }).count({ n: '*' }).first())!.n),
+    ).toBe(1);
     expect((await server.deps.storage!.list(`u/${victim.userId}/`)).length).toBeGreaterThanOrEqual(2);
     expect((await victim.api.GET('/api/v1/members')).response.status).toBe(200);
 
-    const { response } = await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } });
+    const { response } = await server.admin.DELETE('/admin/v1/accounts/{userId}', {
+      params: { path: { userId: victim.userId } },
+    });
     expect(response.status).toBe(204);
 
     expect(await snapshot()).toEqual(before);
@@ -326,13 +596,25 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
     expect((await server.deps.storage!.list(`u/${survivor.userId}/`)).sort()).toEqual(survivorObjects);
     // Staged uploads live outside u/<id>/; their rows went with the account, so garbage collection takes the objects.
     expect(await server.deps.storage!.list(`staging/${victim.userId}/`)).toHaveLength(1);
-    await collectGarbage({ db: knex(), storage: server.deps.storage!, now, log: createLogger('silent'), graceMs: 3_600_000 });
+    await collectGarbage({
+      db: knex(),
+      storage: server.deps.storage!,
+      now,
+      log: createLogger('silent'),
+      graceMs: 3_600_000,
+    });
     expect(await server.deps.storage!.list(`staging/${victim.userId}/`)).toEqual([]);
     expect(await server.deps.storage!.list(`staging/${survivor.userId}/`)).toHaveLength(1);
     const refused = await victim.api.GET('/api/v1/members');
     expect(refused.response.status).toBe(401);
-    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response.status).toBe(404);
-    expect((await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response.status).toBe(404);
+    expect(
+      (await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } })).response
+        .status,
+    ).toBe(404);
+    expect(
+      (await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: victim.userId } } }))
+        .response.status,
+    ).toBe(404);
     // The survivor's data reads as before.
     expect((await survivor.api.GET('/api/v1/members')).data!.map((m) => m.name).sort()).toEqual(['A', 'B']);
   }, 120_000); // two full accounts through the API and two snapshots of every table
@@ -340,11 +622,24 @@ describe('DELETE /admin/v1/accounts/{userId}', () => {
 
 describe('npm run admin (accounts and keys)', () => {
   const cli = (args: string[]) =>
-    run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken } });
+    run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], {
+      env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken },
+    });
 
   it('lists and shows accounts, lists keys, issues an expiring key and deletes an account (with --yes only)', async () => {
     const account = JSON.parse((await cli(['create-account', '--username', 'cli_lifecycle', '--plan', 'pro'])).stdout);
-    const key = JSON.parse((await cli(['create-key', '--user', account.userId, '--all-scopes', '--expires-at', new Date(now + 3_600_000).toISOString()])).stdout);
+    const key = JSON.parse(
+      (
+        await cli([
+          'create-key',
+          '--user',
+          account.userId,
+          '--all-scopes',
+          '--expires-at',
+          new Date(now + 3_600_000).toISOString(),
+        ])
+      ).stdout,
+    );
     expect(key.expiresAt).toBe(now + 3_600_000);
     expect(key.scopes).toEqual(ALL_SCOPES);
     const listed = JSON.parse((await cli(['list-accounts', '--prefix', 'cli_life'])).stdout);
@@ -353,9 +648,20 @@ describe('npm run admin (accounts and keys)', () => {
     expect(shown).toMatchObject({ userId: account.userId, activeApiKeys: 1 });
     const keys = JSON.parse((await cli(['list-keys', '--user', account.userId])).stdout);
     expect(keys.items.map((k: { id: string }) => k.id)).toEqual([key.id]);
-    await expect(cli(['delete-account', '--user', account.userId])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('--yes') });
-    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response.status).toBe(200);
-    expect(JSON.parse((await cli(['delete-account', '--user', account.userId, '--yes'])).stdout)).toEqual({ deleted: account.userId });
-    expect((await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response.status).toBe(404);
+    await expect(cli(['delete-account', '--user', account.userId])).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--yes'),
+    });
+    expect(
+      (await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response
+        .status,
+    ).toBe(200);
+    expect(JSON.parse((await cli(['delete-account', '--user', account.userId, '--yes'])).stdout)).toEqual({
+      deleted: account.userId,
+    });
+    expect(
+      (await server.admin.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } })).response
+        .status,
+    ).toBe(404);
   }, 120_000); // seven CLI processes, each starting tsx
 });

@@ -9,7 +9,13 @@ const run = promisify(execFile);
 describe('POST /admin/v1/accounts', () => {
   it('creates an account and answers 201 { userId, username }', async () => {
     const { data, response } = await server.admin.POST('/admin/v1/accounts', {
-      body: { username: 'Aurora_1', displayName: 'Aurora', plan: 'pro', pronouns: 'they/them', timezone: 'Europe/Berlin' },
+      body: {
+        username: 'Aurora_1',
+        displayName: 'Aurora',
+        plan: 'pro',
+        pronouns: 'they/them',
+        timezone: 'Europe/Berlin',
+      },
     });
     expect(response.status).toBe(201);
     expect(data).toEqual({ userId: expect.any(String), username: 'Aurora_1' });
@@ -43,7 +49,10 @@ describe('POST /admin/v1/accounts', () => {
     });
     // The stored plan is the one that counts: Pro+ allows 5 keys.
     for (let i = 0; i < 5; i++) await server.createKey(data!.userId, {});
-    const sixth = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: data!.userId } }, body: { scopes: {} } });
+    const sixth = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId: data!.userId } },
+      body: { scopes: {} },
+    });
     expect(sixth.response.status).toBe(403);
     expect(sixth.error?.message).toContain('Pro+ plan allows 5 active API keys');
   });
@@ -52,12 +61,30 @@ describe('POST /admin/v1/accounts', () => {
     const { data, response } = await server.admin.POST('/admin/v1/accounts', { body: { username: 'bare_minimum' } });
     expect(response.status).toBe(201);
     const row = await server.deps.db.knex('accounts').where({ id: data!.userId }).first();
-    expect(row).toMatchObject({ plan: 'free', is_admin: false, display_name: 'bare_minimum', pronouns: null, status: null, timezone: null, country: null, about_markdown: null });
-    const first = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: data!.userId } }, body: { scopes: { appearance: 'read_write' } } });
+    expect(row).toMatchObject({
+      plan: 'free',
+      is_admin: false,
+      display_name: 'bare_minimum',
+      pronouns: null,
+      status: null,
+      timezone: null,
+      country: null,
+      about_markdown: null,
+    });
+    const first = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId: data!.userId } },
+      body: { scopes: { appearance: 'read_write' } },
+    });
     expect(first.response.status).toBe(201);
-    const second = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: data!.userId } }, body: { scopes: {} } });
+    const second = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId: data!.userId } },
+      body: { scopes: {} },
+    });
     expect(second.response.status).toBe(403);
-    expect(second.error).toEqual({ code: 'FORBIDDEN', message: 'The Free plan allows 1 active API key; revoke one first' });
+    expect(second.error).toEqual({
+      code: 'FORBIDDEN',
+      message: 'The Free plan allows 1 active API key; revoke one first',
+    });
     // Free also means no custom fonts.
     const font = await server.fetch('/api/v1/appearance/custom-fonts', {
       method: 'POST',
@@ -74,12 +101,15 @@ describe('POST /admin/v1/accounts', () => {
     expect(error).toEqual({ code: 'CONFLICT', message: 'Username is already taken' });
   });
 
-  it.each(['ab', 'a'.repeat(33), 'has space', 'dash-name', 'émile', ''])('refuses the invalid username %j with 400', async (username) => {
-    const { error, response } = await server.admin.POST('/admin/v1/accounts', { body: { username } });
-    expect(response.status).toBe(400);
-    expect(error?.code).toBe('BAD_REQUEST');
-    expect(error?.message).toMatch(/^username /);
-  });
+  it.each(['ab', 'a'.repeat(33), 'has space', 'dash-name', 'émile', ''])(
+    'refuses the invalid username %j with 400',
+    async (username) => {
+      const { error, response } = await server.admin.POST('/admin/v1/accounts', { body: { username } });
+      expect(response.status).toBe(400);
+      expect(error?.code).toBe('BAD_REQUEST');
+      expect(error?.message).toMatch(/^username /);
+    },
+  );
 
   it('accepts 3 and 32 character usernames', async () => {
     for (const username of ['abc', 'z'.repeat(32)]) {
@@ -89,7 +119,9 @@ describe('POST /admin/v1/accounts', () => {
   });
 
   it('rejects unknown fields and unknown plans', async () => {
-    const unknown = await server.admin.POST('/admin/v1/accounts', { body: { username: 'x_unknown', role: 'x' } as never });
+    const unknown = await server.admin.POST('/admin/v1/accounts', {
+      body: { username: 'x_unknown', role: 'x' } as never,
+    });
     expect(unknown.response.status).toBe(400);
     expect(unknown.error?.message).toBe("Unknown field 'role'");
     const plan = await server.admin.POST('/admin/v1/accounts', { body: { username: 'x_plan', plan: 'gold' } as never });
@@ -144,23 +176,37 @@ describe('POST /admin/v1/accounts/{userId}/api-keys', () => {
     ['free', 1],
     ['pro', 5],
     ['pro_plus', 5],
-  ] as const)('enforces the %s plan limit of %i active keys with 403, and revoking frees a slot', async (plan, limit) => {
-    const { userId } = await server.createAccount({ plan });
-    const keyIds: string[] = [];
-    for (let i = 0; i < limit; i++) keyIds.push((await server.createKey(userId, {})).keyId);
-    const over = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {} } });
-    expect(over.response.status).toBe(403);
-    expect(over.error?.code).toBe('FORBIDDEN');
-    expect(over.error?.message).toContain(`allows ${limit} active API key`);
-    await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: keyIds[0]! } } });
-    const again = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {} } });
-    expect(again.response.status).toBe(201);
-  });
+  ] as const)(
+    'enforces the %s plan limit of %i active keys with 403, and revoking frees a slot',
+    async (plan, limit) => {
+      const { userId } = await server.createAccount({ plan });
+      const keyIds: string[] = [];
+      for (let i = 0; i < limit; i++) keyIds.push((await server.createKey(userId, {})).keyId);
+      const over = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+        params: { path: { userId } },
+        body: { scopes: {} },
+      });
+      expect(over.response.status).toBe(403);
+      expect(over.error?.code).toBe('FORBIDDEN');
+      expect(over.error?.message).toContain(`allows ${limit} active API key`);
+      await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: keyIds[0]! } } });
+      const again = await server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+        params: { path: { userId } },
+        body: { scopes: {} },
+      });
+      expect(again.response.status).toBe(201);
+    },
+  );
 
   it('holds the plan limit under concurrent issuing', async () => {
     const { userId } = await server.createAccount({ plan: 'free' });
     const results = await Promise.all(
-      Array.from({ length: 5 }, () => server.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes: {} } })),
+      Array.from({ length: 5 }, () =>
+        server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+          params: { path: { userId } },
+          body: { scopes: {} },
+        }),
+      ),
     );
     expect(results.filter((r) => r.response.status === 201)).toHaveLength(1);
     expect(results.filter((r) => r.response.status === 403)).toHaveLength(4);
@@ -171,11 +217,16 @@ describe('DELETE /admin/v1/api-keys/{keyId}', () => {
   it('revokes: 204, then the key is refused with 401 from the next request on', async () => {
     const user = await server.user();
     expect((await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
-    const { response } = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
+    const { response } = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', {
+      params: { path: { keyId: user.keyId } },
+    });
     expect(response.status).toBe(204);
     const after = await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) });
     expect(after.status).toBe(401);
-    expect(await after.json()).toEqual({ code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' });
+    expect(await after.json()).toEqual({
+      code: 'UNAUTHORIZED',
+      message: 'Missing or invalid API key. Use Authorization: Bearer <token>.',
+    });
     const row = await server.deps.db.knex('api_keys').where({ id: user.keyId }).first();
     expect(row.revoked_at).toEqual(expect.any(Number));
   });
@@ -185,27 +236,50 @@ describe('DELETE /admin/v1/api-keys/{keyId}', () => {
     await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
     const twice = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
     expect(twice.response.status).toBe(204);
-    const unknown = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: '00000000-0000-4000-8000-000000000002' } } });
+    const unknown = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', {
+      params: { path: { keyId: '00000000-0000-4000-8000-000000000002' } },
+    });
     expect(unknown.response.status).toBe(404);
   });
 });
 
 describe('npm run admin', () => {
   const cli = (args: string[]) =>
-    run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken } });
+    run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], {
+      env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken },
+    });
 
   it('creates an account, issues a key and revokes it, printing JSON', async () => {
-    const account = JSON.parse((await cli(['create-account', '--username', 'cli_user', '--plan', 'pro', '--display-name', 'CLI'])).stdout);
+    const account = JSON.parse(
+      (await cli(['create-account', '--username', 'cli_user', '--plan', 'pro', '--display-name', 'CLI'])).stdout,
+    );
     expect(account).toEqual({ userId: expect.any(String), username: 'cli_user' });
-    const key = JSON.parse((await cli(['create-key', '--user', account.userId, '--scopes', 'appearance:read_write,members:read', '--name', 'cli'])).stdout);
+    const key = JSON.parse(
+      (
+        await cli([
+          'create-key',
+          '--user',
+          account.userId,
+          '--scopes',
+          'appearance:read_write,members:read',
+          '--name',
+          'cli',
+        ])
+      ).stdout,
+    );
     expect(key.scopes).toEqual({ appearance: 'read_write', members: 'read' });
-    expect((await server.fetch('/api/v1/appearance/reset', { method: 'POST', headers: bearer(key.apiKey) })).status).toBe(200);
+    expect(
+      (await server.fetch('/api/v1/appearance/reset', { method: 'POST', headers: bearer(key.apiKey) })).status,
+    ).toBe(200);
     const revoked = JSON.parse((await cli(['revoke-key', '--key', key.id])).stdout);
     expect(revoked).toEqual({ revoked: key.id });
     expect((await server.fetch('/api/v1/appearance', { headers: bearer(key.apiKey) })).status).toBe(401);
   });
 
   it('exits non-zero and prints the error envelope on failure', async () => {
-    await expect(cli(['create-account', '--username', 'x'])).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('BAD_REQUEST') });
+    await expect(cli(['create-account', '--username', 'x'])).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('BAD_REQUEST'),
+    });
   });
 });

@@ -48,7 +48,18 @@ describe('POST /appearance/reset', () => {
   it('overwrites every customised field and keeps the id', async () => {
     const { api, userId } = await server.user();
     const first = await api.PATCH('/api/v1/appearance', {
-      body: { themeMode: 'dark', darkVariant: 'moon', colorScheme: 'forest', fontFamily: 'inter', fontSize: 'large', fontScale: 1.5, fontSizePx: 20, amoledBase: true, reduceMotion: true, memberBannerGradientsEnabled: false },
+      body: {
+        themeMode: 'dark',
+        darkVariant: 'moon',
+        colorScheme: 'forest',
+        fontFamily: 'inter',
+        fontSize: 'large',
+        fontScale: 1.5,
+        fontSizePx: 20,
+        amoledBase: true,
+        reduceMotion: true,
+        memberBannerGradientsEnabled: false,
+      },
     });
     now += 1000;
     const { data } = await api.POST('/api/v1/appearance/reset');
@@ -60,12 +71,26 @@ describe('PATCH /appearance', () => {
   it('creates the document from the defaults on first save and updates only the given fields', async () => {
     const { api } = await server.user();
     now += 1000;
-    const { data, response } = await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark', reduceMotion: true } });
+    const { data, response } = await api.PATCH('/api/v1/appearance', {
+      body: { themeMode: 'dark', reduceMotion: true },
+    });
     expect(response.status).toBe(200);
-    expect(data).toMatchObject({ ...DEFAULTS, themeMode: 'dark', reduceMotion: true, updatedAt: now, _creationTime: now });
+    expect(data).toMatchObject({
+      ...DEFAULTS,
+      themeMode: 'dark',
+      reduceMotion: true,
+      updatedAt: now,
+      _creationTime: now,
+    });
     now += 5000;
     const second = await api.PATCH('/api/v1/appearance', { body: { fontSize: 'small' } });
-    expect(second.data).toMatchObject({ themeMode: 'dark', reduceMotion: true, fontSize: 'small', updatedAt: now, _creationTime: now });
+    expect(second.data).toMatchObject({
+      themeMode: 'dark',
+      reduceMotion: true,
+      fontSize: 'small',
+      updatedAt: now,
+      _creationTime: now,
+    });
     expect(second.data!._id).toBe(data!._id);
   });
 
@@ -81,9 +106,25 @@ describe('PATCH /appearance', () => {
       expect((await api.PATCH('/api/v1/appearance', { body: { fontSize } })).data?.fontSize).toBe(fontSize);
     }
     const { data } = await api.PATCH('/api/v1/appearance', {
-      body: { colorScheme: 'ocean-blue', fontFamily: 'Atkinson Hyperlegible', fontScale: 0.75, fontSizePx: 18.5, amoledBase: true, reduceMotion: true, memberBannerGradientsEnabled: false },
+      body: {
+        colorScheme: 'ocean-blue',
+        fontFamily: 'Atkinson Hyperlegible',
+        fontScale: 0.75,
+        fontSizePx: 18.5,
+        amoledBase: true,
+        reduceMotion: true,
+        memberBannerGradientsEnabled: false,
+      },
     });
-    expect(data).toMatchObject({ colorScheme: 'ocean-blue', fontFamily: 'Atkinson Hyperlegible', fontScale: 0.75, fontSizePx: 18.5, amoledBase: true, reduceMotion: true, memberBannerGradientsEnabled: false });
+    expect(data).toMatchObject({
+      colorScheme: 'ocean-blue',
+      fontFamily: 'Atkinson Hyperlegible',
+      fontScale: 0.75,
+      fontSizePx: 18.5,
+      amoledBase: true,
+      reduceMotion: true,
+      memberBannerGradientsEnabled: false,
+    });
   });
 
   it.each([
@@ -99,7 +140,11 @@ describe('PATCH /appearance', () => {
     [{ amoledBase: null }, 'amoledBase must be boolean'],
   ])('rejects %j with 400', async (body, message) => {
     const { apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify(body) });
+    const res = await server.fetch('/api/v1/appearance', {
+      method: 'PATCH',
+      headers: jsonHeaders(apiKey),
+      body: JSON.stringify(body),
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
   });
@@ -121,9 +166,13 @@ describe('PATCH /appearance', () => {
     it('points at an own scheme, clears with null, and 404s for unknown or foreign ids', async () => {
       const { api } = await server.user({ account: { plan: 'free' } });
       const other = await server.user();
-      const mine = await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Dusk', colors: { primary: '#112233' } } });
+      const mine = await api.POST('/api/v1/appearance/custom-color-schemes', {
+        body: { name: 'Dusk', colors: { primary: '#112233' } },
+      });
       expect(mine.response.status).toBe(201);
-      const theirs = await other.api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Theirs', colors: { primary: '#445566' } } });
+      const theirs = await other.api.POST('/api/v1/appearance/custom-color-schemes', {
+        body: { name: 'Theirs', colors: { primary: '#445566' } },
+      });
 
       const set = await api.PATCH('/api/v1/appearance', { body: { customColorSchemeId: mine.data!.id } });
       expect(set.data?.customColorSchemeId).toBe(mine.data!.id);
@@ -131,7 +180,9 @@ describe('PATCH /appearance', () => {
       const foreign = await api.PATCH('/api/v1/appearance', { body: { customColorSchemeId: theirs.data!.id } });
       expect(foreign.response.status).toBe(404);
       expect(foreign.error).toEqual({ code: 'NOT_FOUND', message: 'Custom colour scheme not found' });
-      const unknown = await api.PATCH('/api/v1/appearance', { body: { customColorSchemeId: '00000000-0000-4000-8000-00000000abcd' } });
+      const unknown = await api.PATCH('/api/v1/appearance', {
+        body: { customColorSchemeId: '00000000-0000-4000-8000-00000000abcd' },
+      });
       expect(unknown.response.status).toBe(404);
       expect((await api.GET('/api/v1/appearance')).data?.customColorSchemeId).toBe(mine.data!.id);
 
@@ -143,15 +194,33 @@ describe('PATCH /appearance', () => {
     it('lists own schemes only, and deleting one in use falls back to the preset', async () => {
       const { api } = await server.user();
       const other = await server.user();
-      await other.api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Theirs', colors: { primary: '#000000' } } });
-      const created = await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Mine', colors: { primary: '#ABCDEF', background: '#000000' } } });
+      await other.api.POST('/api/v1/appearance/custom-color-schemes', {
+        body: { name: 'Theirs', colors: { primary: '#000000' } },
+      });
+      const created = await api.POST('/api/v1/appearance/custom-color-schemes', {
+        body: { name: 'Mine', colors: { primary: '#ABCDEF', background: '#000000' } },
+      });
       const list = await api.GET('/api/v1/appearance/custom-color-schemes');
-      expect(list.data).toEqual([{ _id: created.data!.id, name: 'Mine', colors: { primary: '#ABCDEF', background: '#000000' }, createdAt: now, updatedAt: now }]);
+      expect(list.data).toEqual([
+        {
+          _id: created.data!.id,
+          name: 'Mine',
+          colors: { primary: '#ABCDEF', background: '#000000' },
+          createdAt: now,
+          updatedAt: now,
+        },
+      ]);
       await api.PATCH('/api/v1/appearance', { body: { colorScheme: 'forest', customColorSchemeId: created.data!.id } });
       expect(
-        (await other.api.DELETE('/api/v1/appearance/custom-color-schemes/{schemeId}', { params: { path: { schemeId: created.data!.id } } })).response.status,
+        (
+          await other.api.DELETE('/api/v1/appearance/custom-color-schemes/{schemeId}', {
+            params: { path: { schemeId: created.data!.id } },
+          })
+        ).response.status,
       ).toBe(404);
-      const del = await api.DELETE('/api/v1/appearance/custom-color-schemes/{schemeId}', { params: { path: { schemeId: created.data!.id } } });
+      const del = await api.DELETE('/api/v1/appearance/custom-color-schemes/{schemeId}', {
+        params: { path: { schemeId: created.data!.id } },
+      });
       expect(del.response.status).toBe(204);
       const doc = await api.GET('/api/v1/appearance');
       expect(doc.data).toMatchObject({ customColorSchemeId: null, colorScheme: 'forest' });
@@ -159,7 +228,9 @@ describe('PATCH /appearance', () => {
 
     it('validates scheme colours', async () => {
       const { api } = await server.user();
-      const bad = await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Bad', colors: { primary: 'red' } } });
+      const bad = await api.POST('/api/v1/appearance/custom-color-schemes', {
+        body: { name: 'Bad', colors: { primary: 'red' } },
+      });
       expect(bad.response.status).toBe(400);
       const empty = await api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Empty', colors: {} } });
       expect(empty.response.status).toBe(400);
@@ -169,56 +240,93 @@ describe('PATCH /appearance', () => {
   describe('custom fonts', () => {
     it('are refused with 403 on the Free plan, for registering and for selecting', async () => {
       const free = await server.user({ account: { plan: 'free' } });
-      const create = await free.api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' } });
+      const create = await free.api.POST('/api/v1/appearance/custom-fonts', {
+        body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' },
+      });
       expect(create.response.status).toBe(403);
       expect(create.error).toEqual({ code: 'FORBIDDEN', message: 'Custom fonts need the Pro plan or higher' });
-      const select = await free.api.PATCH('/api/v1/appearance', { body: { customFontId: '00000000-0000-4000-8000-00000000f0f0' } });
+      const select = await free.api.PATCH('/api/v1/appearance', {
+        body: { customFontId: '00000000-0000-4000-8000-00000000f0f0' },
+      });
       expect(select.response.status).toBe(403);
       expect(select.error?.code).toBe('FORBIDDEN');
       // Clearing is always allowed.
       expect((await free.api.PATCH('/api/v1/appearance', { body: { customFontId: null } })).response.status).toBe(200);
     });
 
-    it.each(['pro', 'pro_plus'] as const)('work on the %s plan; foreign and unknown ids are 404; null clears', async (plan) => {
-      const { api } = await server.user({ account: { plan } });
-      const other = await server.user({ account: { plan: 'pro' } });
-      const font = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' } });
-      expect(font.response.status).toBe(201);
-      const theirs = await other.api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Theirs', sourceUrl: 'https://fonts.example.org/b.woff2' } });
-      const set = await api.PATCH('/api/v1/appearance', { body: { customFontId: font.data!.id } });
-      expect(set.data?.customFontId).toBe(font.data!.id);
-      const foreign = await api.PATCH('/api/v1/appearance', { body: { customFontId: theirs.data!.id } });
-      expect(foreign.response.status).toBe(404);
-      expect(foreign.error).toEqual({ code: 'NOT_FOUND', message: 'Custom font not found' });
-      expect((await api.PATCH('/api/v1/appearance', { body: { customFontId: '00000000-0000-4000-8000-00000000f0f1' } })).response.status).toBe(404);
-      expect((await api.GET('/api/v1/appearance/custom-fonts')).data).toEqual([
-        { _id: font.data!.id, name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2', createdAt: now, updatedAt: now },
-      ]);
-      const cleared = await api.PATCH('/api/v1/appearance', { body: { customFontId: null } });
-      expect(cleared.data?.customFontId).toBeNull();
-      await api.PATCH('/api/v1/appearance', { body: { customFontId: font.data!.id } });
-      expect((await api.DELETE('/api/v1/appearance/custom-fonts/{fontId}', { params: { path: { fontId: font.data!.id } } })).response.status).toBe(204);
-      expect((await api.GET('/api/v1/appearance')).data?.customFontId).toBeNull();
-    });
+    it.each(['pro', 'pro_plus'] as const)(
+      'work on the %s plan; foreign and unknown ids are 404; null clears',
+      async (plan) => {
+        const { api } = await server.user({ account: { plan } });
+        const other = await server.user({ account: { plan: 'pro' } });
+        const font = await api.POST('/api/v1/appearance/custom-fonts', {
+          body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' },
+        });
+        expect(font.response.status).toBe(201);
+        const theirs = await other.api.POST('/api/v1/appearance/custom-fonts', {
+          body: { name: 'Theirs', sourceUrl: 'https://fonts.example.org/b.woff2' },
+        });
+        const set = await api.PATCH('/api/v1/appearance', { body: { customFontId: font.data!.id } });
+        expect(set.data?.customFontId).toBe(font.data!.id);
+        const foreign = await api.PATCH('/api/v1/appearance', { body: { customFontId: theirs.data!.id } });
+        expect(foreign.response.status).toBe(404);
+        expect(foreign.error).toEqual({ code: 'NOT_FOUND', message: 'Custom font not found' });
+        expect(
+          (await api.PATCH('/api/v1/appearance', { body: { customFontId: '00000000-0000-4000-8000-00000000f0f1' } }))
+            .response.status,
+        ).toBe(404);
+        expect((await api.GET('/api/v1/appearance/custom-fonts')).data).toEqual([
+          {
+            _id: font.data!.id,
+            name: 'Atkinson',
+            sourceUrl: 'https://fonts.example.org/a.woff2',
+            createdAt: now,
+            updatedAt: now,
+          },
+        ]);
+        const cleared = await api.PATCH('/api/v1/appearance', { body: { customFontId: null } });
+        expect(cleared.data?.customFontId).toBeNull();
+        await api.PATCH('/api/v1/appearance', { body: { customFontId: font.data!.id } });
+        expect(
+          (
+            await api.DELETE('/api/v1/appearance/custom-fonts/{fontId}', {
+              params: { path: { fontId: font.data!.id } },
+            })
+          ).response.status,
+        ).toBe(204);
+        expect((await api.GET('/api/v1/appearance')).data?.customFontId).toBeNull();
+      },
+    );
 
     it('need an https source URL', async () => {
       const { api } = await server.user();
-      const res = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Plain', sourceUrl: 'http://fonts.example.org/a.woff2' } });
+      const res = await api.POST('/api/v1/appearance/custom-fonts', {
+        body: { name: 'Plain', sourceUrl: 'http://fonts.example.org/a.woff2' },
+      });
       expect(res.response.status).toBe(400);
     });
 
     it('need a source URL that is a URI (RFC 3986): no spaces or raw non-ASCII (found by npm run fuzz)', async () => {
       // Accepted before, then listed back in a body that broke its own schema (format: uri).
       const { api } = await server.user();
-      for (const sourceUrl of ['https://fonts.example.org/a.woff2😀', 'https://fonts.example.org/a b.woff2', 'https://fonts.example.org/ä.woff2', 'https://fonts.example.org/a.woff2#x#y']) {
+      for (const sourceUrl of [
+        'https://fonts.example.org/a.woff2😀',
+        'https://fonts.example.org/a b.woff2',
+        'https://fonts.example.org/ä.woff2',
+        'https://fonts.example.org/a.woff2#x#y',
+      ]) {
         const res = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Odd', sourceUrl } });
         expect(res.response.status, sourceUrl).toBe(400);
         expect(res.error?.message, sourceUrl).toBe('sourceUrl must match format "uri"');
       }
       // Percent-encoded, the same names are fine.
-      const ok = await api.POST('/api/v1/appearance/custom-fonts', { body: { name: 'Encoded', sourceUrl: 'https://fonts.example.org/%C3%A4%20b.woff2' } });
+      const ok = await api.POST('/api/v1/appearance/custom-fonts', {
+        body: { name: 'Encoded', sourceUrl: 'https://fonts.example.org/%C3%A4%20b.woff2' },
+      });
       expect(ok.response.status).toBe(201);
-      expect((await api.GET('/api/v1/appearance/custom-fonts')).data?.map((f) => f.sourceUrl)).toEqual(['https://fonts.example.org/%C3%A4%20b.woff2']);
+      expect((await api.GET('/api/v1/appearance/custom-fonts')).data?.map((f) => f.sourceUrl)).toEqual([
+        'https://fonts.example.org/%C3%A4%20b.woff2',
+      ]);
     });
   });
 });
@@ -226,7 +334,11 @@ describe('PATCH /appearance', () => {
 describe('persistence failure', () => {
   it('PATCH and reset answer 500 INTERNAL with a generic message when the write fails, and nothing changes', async () => {
     const lines: string[] = [];
-    const s = await new TestServer().start({ clock: () => now, env: { LOG_LEVEL: 'error' }, logStream: { write: (line) => void lines.push(line) } });
+    const s = await new TestServer().start({
+      clock: () => now,
+      env: { LOG_LEVEL: 'error' },
+      logStream: { write: (line) => void lines.push(line) },
+    });
     try {
       const { api, apiKey } = await s.user();
       const saved = await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } });
@@ -238,9 +350,15 @@ describe('persistence failure', () => {
           raise exception 'appearance_settings write refused by refuse_appearance_write';
         end
         $$`);
-      await s.deps.db.knex.raw('create trigger refuse_appearance_write before insert or update on appearance_settings for each row execute function refuse_appearance_write()');
+      await s.deps.db.knex.raw(
+        'create trigger refuse_appearance_write before insert or update on appearance_settings for each row execute function refuse_appearance_write()',
+      );
 
-      const raw = await s.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify({ themeMode: 'light' }) });
+      const raw = await s.fetch('/api/v1/appearance', {
+        method: 'PATCH',
+        headers: jsonHeaders(apiKey),
+        body: JSON.stringify({ themeMode: 'light' }),
+      });
       expect(raw.status).toBe(500);
       const text = await raw.text();
       expect(JSON.parse(text)).toEqual({ code: 'INTERNAL', message: 'Internal server error' });

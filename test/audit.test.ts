@@ -18,7 +18,11 @@ describe('audited actions', () => {
     const rows = await auditRows(userId);
     expect(rows.map((r) => r.action)).toEqual(['account.create', 'api_key.create']);
     for (const row of rows) expect(row).toMatchObject({ actor_kind: 'operator', actor_key_id: null, user_id: userId });
-    expect(rows[1]).toMatchObject({ target_type: 'api_key', target_id: keyId, detail: { name: null, scopes: { members: 'read' }, expiresAt: null } });
+    expect(rows[1]).toMatchObject({
+      target_type: 'api_key',
+      target_id: keyId,
+      detail: { name: null, scopes: { members: 'read' }, expiresAt: null },
+    });
     expect(JSON.stringify(rows)).not.toContain(apiKey);
   });
 
@@ -28,28 +32,52 @@ describe('audited actions', () => {
     const res = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId } } });
     expect(res.response.status).toBe(204);
     const rows = await auditRows(userId);
-    expect(rows.at(-1)).toMatchObject({ action: 'api_key.revoke', target_type: 'api_key', target_id: keyId, actor_kind: 'operator' });
+    expect(rows.at(-1)).toMatchObject({
+      action: 'api_key.revoke',
+      target_type: 'api_key',
+      target_id: keyId,
+      actor_kind: 'operator',
+    });
   });
 
   it('purging the trash and changing retention record trash.purge and trash.settings.update with the acting key', async () => {
     const user = await server.user();
     const id = await createEntry(user.api, 'to purge');
     await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
-    expect((await user.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status).toBe(204);
+    expect(
+      (await user.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status,
+    ).toBe(204);
     expect((await user.api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status).toBe(200);
     const rows = (await auditRows(user.userId)).filter((r) => r.actor_kind === 'key');
     expect(rows).toEqual([
-      expect.objectContaining({ action: 'trash.purge', actor_key_id: user.keyId, target_type: 'trash', detail: { items: [{ type: 'entry', id }], count: 1 } }),
-      expect.objectContaining({ action: 'trash.settings.update', actor_key_id: user.keyId, target_id: user.userId, detail: { retentionDays: { from: null, to: 7 } } }),
+      expect.objectContaining({
+        action: 'trash.purge',
+        actor_key_id: user.keyId,
+        target_type: 'trash',
+        detail: { items: [{ type: 'entry', id }], count: 1 },
+      }),
+      expect.objectContaining({
+        action: 'trash.settings.update',
+        actor_key_id: user.keyId,
+        target_id: user.userId,
+        detail: { retentionDays: { from: null, to: 7 } },
+      }),
     ]);
   });
 
   it('a permanent note delete records entry.purge', async () => {
     const user = await server.user();
     const id = await createEntry(user.api, 'gone for good');
-    const res = await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id }, query: { permanent: 'true' } } });
+    const res = await user.api.DELETE('/api/v1/entries/{entryId}', {
+      params: { path: { entryId: id }, query: { permanent: 'true' } },
+    });
     expect(res.response.status).toBe(204);
-    expect((await auditRows(user.userId)).at(-1)).toMatchObject({ action: 'entry.purge', target_type: 'entry', target_id: id, actor_key_id: user.keyId });
+    expect((await auditRows(user.userId)).at(-1)).toMatchObject({
+      action: 'entry.purge',
+      target_type: 'entry',
+      target_id: id,
+      actor_key_id: user.keyId,
+    });
   });
 
   it('rows go with their account', async () => {
@@ -83,7 +111,11 @@ describe('atomicity', () => {
   it('a record made in a transaction that rolls back is gone with it; outside a transaction it is refused', async () => {
     const { userId } = await server.createAccount();
     const before = (await auditRows(userId)).length;
-    const ctx = backgroundContextFor({ db: knex(), config: server.deps.config, logger: server.deps.logger }, { kind: 'system', job: 'test' }, userId);
+    const ctx = backgroundContextFor(
+      { db: knex(), config: server.deps.config, logger: server.deps.logger },
+      { kind: 'system', job: 'test' },
+      userId,
+    );
     await expect(
       inTransaction(ctx, async (tx) => {
         await tx.audit.record(tx, { action: 'test.rolled_back', targetType: 'account', targetId: userId });
@@ -91,13 +123,26 @@ describe('atomicity', () => {
       }),
     ).rejects.toThrow('the audited write failed');
     expect(await auditRows(userId)).toHaveLength(before);
-    await inTransaction(ctx, (tx) => tx.audit.record(tx, { action: 'test.committed', targetType: 'account', targetId: userId, detail: { n: 1 } }));
-    expect((await auditRows(userId)).at(-1)).toMatchObject({ action: 'test.committed', actor_kind: 'system', actor_job: 'test', detail: { n: 1 } });
+    await inTransaction(ctx, (tx) =>
+      tx.audit.record(tx, { action: 'test.committed', targetType: 'account', targetId: userId, detail: { n: 1 } }),
+    );
+    expect((await auditRows(userId)).at(-1)).toMatchObject({
+      action: 'test.committed',
+      actor_kind: 'system',
+      actor_job: 'test',
+      detail: { n: 1 },
+    });
     const sink = new DatabaseAuditSink();
-    await expect(sink.record(ctx, { action: 'test.outside', targetType: 'account', targetId: null })).rejects.toThrow(/inside the transaction/);
-    await expect(inTransaction(ctx, (tx) => sink.record(tx, { action: 'Not A Verb', targetType: 'x', targetId: null }))).rejects.toThrow(/dotted/);
+    await expect(sink.record(ctx, { action: 'test.outside', targetType: 'account', targetId: null })).rejects.toThrow(
+      /inside the transaction/,
+    );
     await expect(
-      inTransaction({ ...ctx, access: onBehalfOf(userId) }, (tx) => sink.record(tx, { action: 'test.big', targetType: 'x', targetId: null, detail: { blob: 'x'.repeat(3000) } })),
+      inTransaction(ctx, (tx) => sink.record(tx, { action: 'Not A Verb', targetType: 'x', targetId: null })),
+    ).rejects.toThrow(/dotted/);
+    await expect(
+      inTransaction({ ...ctx, access: onBehalfOf(userId) }, (tx) =>
+        sink.record(tx, { action: 'test.big', targetType: 'x', targetId: null, detail: { blob: 'x'.repeat(3000) } }),
+      ),
     ).rejects.toThrow(/over 2048 bytes/);
   });
 });
@@ -108,31 +153,75 @@ describe('GET /api/v1/audit (the owner reads its own log)', () => {
     const other = await server.user();
     const id = await createEntry(user.api, 'to purge');
     await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
-    expect((await user.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status).toBe(204);
+    expect(
+      (await user.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status,
+    ).toBe(204);
     expect((await user.api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status).toBe(200);
-    expect((await user.api.POST('/api/v1/friends/{friendUserId}/request', { params: { path: { friendUserId: other.userId } } })).response.status).toBe(204);
-    const ctx = backgroundContextFor({ db: knex(), config: server.deps.config, logger: server.deps.logger }, { kind: 'system', job: 'test' }, user.userId);
-    await inTransaction(ctx, (tx) => tx.audit.record(tx, { action: 'friend_write.entry.create', targetType: 'entry', targetId: id, detail: { by: other.userId } }));
+    expect(
+      (
+        await user.api.POST('/api/v1/friends/{friendUserId}/request', {
+          params: { path: { friendUserId: other.userId } },
+        })
+      ).response.status,
+    ).toBe(204);
+    const ctx = backgroundContextFor(
+      { db: knex(), config: server.deps.config, logger: server.deps.logger },
+      { kind: 'system', job: 'test' },
+      user.userId,
+    );
+    await inTransaction(ctx, (tx) =>
+      tx.audit.record(tx, {
+        action: 'friend_write.entry.create',
+        targetType: 'entry',
+        targetId: id,
+        detail: { by: other.userId },
+      }),
+    );
 
-    const expected = await knex()('audit_events').where({ user_id: user.userId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).select();
-    expect(expected.map((r) => r.action).sort()).toEqual(['account.create', 'api_key.create', 'friend_write.entry.create', 'friendship.request', 'trash.purge', 'trash.settings.update']);
+    const expected = await knex()('audit_events')
+      .where({ user_id: user.userId })
+      .orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ])
+      .select();
+    expect(expected.map((r) => r.action).sort()).toEqual([
+      'account.create',
+      'api_key.create',
+      'friend_write.entry.create',
+      'friendship.request',
+      'trash.purge',
+      'trash.settings.update',
+    ]);
     const all = await user.api.GET('/api/v1/audit');
     expect(all.response.status).toBe(200);
     expect(all.data!.nextCursor).toBeNull();
     expect(all.data!.items.map((e) => e.id)).toEqual(expected.map((r) => r.id));
     const purge = all.data!.items.find((e) => e.action === 'trash.purge');
     expect(purge).toEqual({
-      id: expect.any(String), action: 'trash.purge', targetType: 'trash', targetId: null, actorKind: 'key', actorKeyId: user.keyId,
-      detail: { items: [{ type: 'entry', id }], count: 1 }, createdAt: expect.any(Number),
+      id: expect.any(String),
+      action: 'trash.purge',
+      targetType: 'trash',
+      targetId: null,
+      actorKind: 'key',
+      actorKeyId: user.keyId,
+      detail: { items: [{ type: 'entry', id }], count: 1 },
+      createdAt: expect.any(Number),
     });
-    expect(all.data!.items.find((e) => e.action === 'friend_write.entry.create')).toMatchObject({ actorKind: 'system', actorKeyId: null, detail: { by: other.userId } });
+    expect(all.data!.items.find((e) => e.action === 'friend_write.entry.create')).toMatchObject({
+      actorKind: 'system',
+      actorKeyId: null,
+      detail: { by: other.userId },
+    });
     // Another account's log never shows here (its friendship row is about the caller, but its log is its own).
     expect(JSON.stringify(all.data)).not.toContain(other.keyId);
 
     const seen: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await user.api.GET('/api/v1/audit', { params: { query: { limit: 3, ...(cursor ? { cursor } : {}) } } });
+      const page = await user.api.GET('/api/v1/audit', {
+        params: { query: { limit: 3, ...(cursor ? { cursor } : {}) } },
+      });
       expect(page.response.status).toBe(200);
       expect(page.data!.items.length).toBeLessThanOrEqual(3);
       seen.push(...page.data!.items.map((e) => e.id));
@@ -140,7 +229,8 @@ describe('GET /api/v1/audit (the owner reads its own log)', () => {
     } while (cursor);
     expect(seen).toEqual(expected.map((r) => r.id));
 
-    const prefixed = async (actionPrefix: string) => (await user.api.GET('/api/v1/audit', { params: { query: { actionPrefix } } })).data!.items.map((e) => e.action);
+    const prefixed = async (actionPrefix: string) =>
+      (await user.api.GET('/api/v1/audit', { params: { query: { actionPrefix } } })).data!.items.map((e) => e.action);
     expect(await prefixed('friend_write')).toEqual(['friend_write.entry.create']);
     expect((await prefixed('trash.')).sort()).toEqual(['trash.purge', 'trash.settings.update']);
     expect(await prefixed('friendship')).toEqual(['friendship.request']);
@@ -152,7 +242,14 @@ describe('GET /api/v1/audit (the owner reads its own log)', () => {
 
   it('validates limit, cursor and prefix; needs friends:read', async () => {
     const user = await server.user();
-    for (const query of [{ limit: 0 }, { limit: 101 }, { cursor: 'bm9wZQ' }, { actionPrefix: 'Trash' }, { actionPrefix: 'a%' }, { actionPrefix: '' }]) {
+    for (const query of [
+      { limit: 0 },
+      { limit: 101 },
+      { cursor: 'bm9wZQ' },
+      { actionPrefix: 'Trash' },
+      { actionPrefix: 'a%' },
+      { actionPrefix: '' },
+    ]) {
       const res = await user.api.GET('/api/v1/audit', { params: { query: query as never } });
       expect(res.response.status, JSON.stringify(query)).toBe(400);
     }

@@ -5,7 +5,16 @@
  * compiled program on plain Node against a live server.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -17,7 +26,10 @@ const run = promisify(execFile);
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const clientDir = join(root, 'client');
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-const rootPackage = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+const rootPackage = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
 
 const server = useServer();
 
@@ -48,14 +60,21 @@ function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 async function npm(args: string[], cwd: string): Promise<string> {
-  const { stdout } = await run('npm', args, { cwd, env: cleanEnv({ npm_config_update_notifier: 'false' }), maxBuffer: 16 << 20 });
+  const { stdout } = await run('npm', args, {
+    cwd,
+    env: cleanEnv({ npm_config_update_notifier: 'false' }),
+    maxBuffer: 16 << 20,
+  });
   return stdout;
 }
 
 /** Runs the root's tsc (5.9) on a consumer tsconfig; resolves with its exit code and diagnostics. */
 async function typecheck(project: string): Promise<{ code: number; output: string }> {
   try {
-    const { stdout } = await run(process.execPath, [tsc, '-p', project, '--pretty', 'false'], { cwd: consumer, env: cleanEnv() });
+    const { stdout } = await run(process.execPath, [tsc, '-p', project, '--pretty', 'false'], {
+      cwd: consumer,
+      env: cleanEnv(),
+    });
     return { code: 0, output: stdout };
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string };
@@ -160,14 +179,44 @@ await api.POST('/api/v1/members', { body: { nickname: 'Robin' } });
 await api.GET('/api/v1/members/page', { params: { query: {} } });
 `;
 
-const strict = { strict: true, skipLibCheck: false, noUncheckedIndexedAccess: true, target: 'ES2022', verbatimModuleSyntax: true };
+const strict = {
+  strict: true,
+  skipLibCheck: false,
+  noUncheckedIndexedAccess: true,
+  target: 'ES2022',
+  verbatimModuleSyntax: true,
+};
 
 // A Node project: NodeNext resolution, Node's types (no DOM), emits JavaScript for plain node.
-const NODENEXT = { compilerOptions: { ...strict, module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022'], types: ['node'], outDir: 'out', rootDir: 'src' }, files: ['src/main.ts', 'src/usage.ts'] };
+const NODENEXT = {
+  compilerOptions: {
+    ...strict,
+    module: 'NodeNext',
+    moduleResolution: 'NodeNext',
+    lib: ['ES2022'],
+    types: ['node'],
+    outDir: 'out',
+    rootDir: 'src',
+  },
+  files: ['src/main.ts', 'src/usage.ts'],
+};
 // A bundler project (Vite and the like): bundler resolution, DOM types, no Node types.
-const BUNDLER = { compilerOptions: { ...strict, module: 'ESNext', moduleResolution: 'bundler', lib: ['ES2022', 'DOM'], types: [], noEmit: true }, files: ['src/usage.ts'] };
+const BUNDLER = {
+  compilerOptions: {
+    ...strict,
+    module: 'ESNext',
+    moduleResolution: 'bundler',
+    lib: ['ES2022', 'DOM'],
+    types: [],
+    noEmit: true,
+  },
+  files: ['src/usage.ts'],
+};
 // Only has to find the errors in wrong.ts; the declarations were checked by the two above.
-const WRONG = { compilerOptions: { ...NODENEXT.compilerOptions, noEmit: true, skipLibCheck: true }, files: ['src/wrong.ts'] };
+const WRONG = {
+  compilerOptions: { ...NODENEXT.compilerOptions, noEmit: true, skipLibCheck: true },
+  files: ['src/wrong.ts'],
+};
 
 // ---------------------------------------------------------------------------------------------
 
@@ -193,7 +242,10 @@ beforeAll(async () => {
 
   // Node's type declarations, as any Node TypeScript project has them (the version the repository uses, so it is cached).
   const typesNode = JSON.parse(readFileSync(join(root, 'node_modules/@types/node/package.json'), 'utf8')).version;
-  await npm(['install', `@types/node@${typesNode}`, '--no-save', '--no-audit', '--no-fund', '--prefer-offline'], consumer);
+  await npm(
+    ['install', `@types/node@${typesNode}`, '--no-save', '--no-audit', '--no-fund', '--prefer-offline'],
+    consumer,
+  );
   write('src/usage.ts', USAGE_TS);
   write('src/main.ts', MAIN_TS);
   write('src/wrong.ts', WRONG_TS);
@@ -221,14 +273,23 @@ describe('the client package', () => {
   });
 
   it('installs with openapi-fetch as its only dependency and none of the server packages', () => {
-    const installed = JSON.parse(readFileSync(join(consumer, 'node_modules/@account-data/client/package.json'), 'utf8'));
+    const installed = JSON.parse(
+      readFileSync(join(consumer, 'node_modules/@account-data/client/package.json'), 'utf8'),
+    );
     expect(installed.dependencies).toEqual({ 'openapi-fetch': rootPackage.dependencies['openapi-fetch'] });
 
     const openapiFetch = JSON.parse(readFileSync(join(consumer, 'node_modules/openapi-fetch/package.json'), 'utf8'));
-    expect(installedTopLevel).toEqual(['@account-data/client', 'openapi-fetch', ...Object.keys(openapiFetch.dependencies ?? {})].sort());
+    expect(installedTopLevel).toEqual(
+      ['@account-data/client', 'openapi-fetch', ...Object.keys(openapiFetch.dependencies ?? {})].sort(),
+    );
 
-    const serverPackages = [...Object.keys(rootPackage.dependencies), ...Object.keys(rootPackage.devDependencies)].filter((n) => n !== 'openapi-fetch');
-    expect(serverPackages).toEqual(expect.arrayContaining(['express', 'knex', 'pg', 'pino', '@electric-sql/pglite', 'typescript']));
+    const serverPackages = [
+      ...Object.keys(rootPackage.dependencies),
+      ...Object.keys(rootPackage.devDependencies),
+    ].filter((n) => n !== 'openapi-fetch');
+    expect(serverPackages).toEqual(
+      expect.arrayContaining(['express', 'knex', 'pg', 'pino', '@electric-sql/pglite', 'typescript']),
+    );
     expect(installedTopLevel.filter((name) => serverPackages.includes(name))).toEqual([]);
   });
 
@@ -283,12 +344,16 @@ describe('the client package', () => {
         try { found[name] = import.meta.resolve(name); } catch (e) { found[name] = e.code; }
       }
       process.stdout.write(JSON.stringify(found));`;
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: consumer, env: cleanEnv() });
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: consumer,
+      env: cleanEnv(),
+    });
     const found = JSON.parse(stdout) as Record<string, string>;
     const openapiFetchDir = pathToFileURL(join(consumer, 'node_modules/openapi-fetch/')).href;
     expect(found['openapi-fetch']!.startsWith(openapiFetchDir), found['openapi-fetch']).toBe(true);
     expect({ ...found, 'openapi-fetch': undefined }).toEqual({
-      '@account-data/client': pathToFileURL(join(consumer, 'node_modules/@account-data/client/dist/client/index.js')).href,
+      '@account-data/client': pathToFileURL(join(consumer, 'node_modules/@account-data/client/dist/client/index.js'))
+        .href,
       'openapi-fetch': undefined,
       express: 'ERR_MODULE_NOT_FOUND',
       knex: 'ERR_MODULE_NOT_FOUND',

@@ -38,7 +38,13 @@ function readBody(req: IncomingMessage): Promise<string> {
 beforeAll(async () => {
   server = createServer(async (req, res) => {
     const body = await readBody(req);
-    seen.push({ method: req.method!, path: req.url!, body, authorization: req.headers.authorization, at: performance.now() });
+    seen.push({
+      method: req.method!,
+      path: req.url!,
+      body,
+      authorization: req.headers.authorization,
+      at: performance.now(),
+    });
     const next = script.shift() ?? { status: 200, body: { ok: true } };
     res.writeHead(next.status, { 'Content-Type': 'application/json', ...next.headers });
     res.end(JSON.stringify(next.body ?? { ok: true }));
@@ -56,8 +62,15 @@ beforeEach(() => {
   seen = [];
 });
 
-const limited = (retryAfter: string): Scripted => ({ status: 429, headers: { 'Retry-After': retryAfter }, body: { code: 'RATE_LIMITED', message: 'slow down' } });
-const unavailable: Scripted = { status: 503, body: { code: 'PRECONDITION_FAILED', message: 'Database is not reachable' } };
+const limited = (retryAfter: string): Scripted => ({
+  status: 429,
+  headers: { 'Retry-After': retryAfter },
+  body: { code: 'RATE_LIMITED', message: 'slow down' },
+});
+const unavailable: Scripted = {
+  status: 503,
+  body: { code: 'PRECONDITION_FAILED', message: 'Database is not reachable' },
+};
 
 describe('retryingFetch', () => {
   it('waits the Retry-After of a 429, then retries and returns the success', async () => {
@@ -77,7 +90,11 @@ describe('retryingFetch', () => {
     script = [unavailable, unavailable];
     const events: RetryEvent[] = [];
     const fetch = retryingFetch({ baseDelayMs: 100, onRetry: (e) => events.push(e) });
-    const res = await fetch(`${baseUrl}/things/1`, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: '{"name":"Robin"}' });
+    const res = await fetch(`${baseUrl}/things/1`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/json' },
+      body: '{"name":"Robin"}',
+    });
     expect(res.status).toBe(200);
     expect(seen.map((s) => [s.method, s.body])).toEqual([
       ['PUT', '{"name":"Robin"}'],

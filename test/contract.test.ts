@@ -41,7 +41,12 @@ describe('contract conventions', () => {
     for (const [path, item] of Object.entries(spec.paths)) {
       for (const [method, raw] of Object.entries(item)) {
         if (!['get', 'put', 'post', 'patch', 'delete'].includes(method)) continue;
-        const op = raw as { operationId: string; tags?: string[]; summary?: string; responses: Record<string, { content?: Record<string, { examples?: unknown; example?: unknown }> }> };
+        const op = raw as {
+          operationId: string;
+          tags?: string[];
+          summary?: string;
+          responses: Record<string, { content?: Record<string, { examples?: unknown; example?: unknown }> }>;
+        };
         expect(op.operationId, `${method} ${path}`).toMatch(/^[a-z][a-zA-Z0-9]+$/);
         expect(op.tags, `${op.operationId} tags`).toHaveLength(1);
         expect(op.summary, `${op.operationId} summary`).toBeTruthy();
@@ -64,11 +69,17 @@ describe('contract conventions', () => {
 
   it('declares 400, 401, 403, 429, 500 and 503 on every API-key operation, 401 and 503 on admin ones, and 400/413/415 wherever a body is taken', () => {
     for (const op of apiKeyOps) {
-      for (const status of [400, 401, 403, 429, 500, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
-      if (op.hasRequestBody) for (const status of [400, 413, 415]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+      for (const status of [400, 401, 403, 429, 500, 503])
+        expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+      if (op.hasRequestBody)
+        for (const status of [400, 413, 415])
+          expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     }
-    for (const op of adminOps) for (const status of [401, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
-    for (const op of anyKeyOps) for (const status of [400, 401, 429, 500, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+    for (const op of adminOps)
+      for (const status of [401, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
+    for (const op of anyKeyOps)
+      for (const status of [400, 401, 429, 500, 503])
+        expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
   });
 
   it('lets only GET /api/v1/me be called without a scope', () => {
@@ -79,20 +90,29 @@ describe('contract conventions', () => {
 describe('every operation enforces authentication and scope', () => {
   const server = useServer();
 
-  it.each([...apiKeyOps, ...anyKeyOps].map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no key → 401', async (_name, op) => {
-    const res = await server.fetch(concretePath(op), request(op, {}));
-    expect(res.status).toBe(401);
-    expect(await res.json()).toEqual({ code: 'UNAUTHORIZED', message: UNAUTHORIZED });
-  });
+  it.each([...apiKeyOps, ...anyKeyOps].map((o) => [`${o.method} ${o.path}`, o] as const))(
+    '%s: no key → 401',
+    async (_name, op) => {
+      const res = await server.fetch(concretePath(op), request(op, {}));
+      expect(res.status).toBe(401);
+      expect(await res.json()).toEqual({ code: 'UNAUTHORIZED', message: UNAUTHORIZED });
+    },
+  );
 
-  it.each(apiKeyOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: key without the scope → 403', async (_name, op) => {
-    const { apiKey } = await server.user({ scopes: {} });
-    const res = await server.fetch(concretePath(op), request(op, { Authorization: `Bearer ${apiKey}` }));
-    expect(res.status).toBe(403);
-    const body = await res.json();
-    if (op.security.kind !== 'apiKey') throw new Error('unreachable');
-    expect(body).toEqual({ code: 'FORBIDDEN', message: `Missing API key scope: ${op.security.scope} requires ${op.security.level}` });
-  });
+  it.each(apiKeyOps.map((o) => [`${o.method} ${o.path}`, o] as const))(
+    '%s: key without the scope → 403',
+    async (_name, op) => {
+      const { apiKey } = await server.user({ scopes: {} });
+      const res = await server.fetch(concretePath(op), request(op, { Authorization: `Bearer ${apiKey}` }));
+      expect(res.status).toBe(403);
+      const body = await res.json();
+      if (op.security.kind !== 'apiKey') throw new Error('unreachable');
+      expect(body).toEqual({
+        code: 'FORBIDDEN',
+        message: `Missing API key scope: ${op.security.scope} requires ${op.security.level}`,
+      });
+    },
+  );
 
   it.each(writeOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: read-only key → 403', async (_name, op) => {
     const readOnly = Object.fromEntries(SCOPES.map((s) => [s, 'read']));
@@ -100,23 +120,34 @@ describe('every operation enforces authentication and scope', () => {
     const res = await server.fetch(concretePath(op), request(op, { Authorization: `Bearer ${apiKey}` }));
     expect(res.status).toBe(403);
     if (op.security.kind !== 'apiKey') throw new Error('unreachable');
-    expect(await res.json()).toEqual({ code: 'FORBIDDEN', message: `Missing API key scope: ${op.security.scope} requires read_write` });
+    expect(await res.json()).toEqual({
+      code: 'FORBIDDEN',
+      message: `Missing API key scope: ${op.security.scope} requires read_write`,
+    });
   });
 
-  it.each(adminOps.map((o) => [`${o.method} ${o.path}`, o] as const))('%s: no or wrong operator token → 401', async (_name, op) => {
-    for (const headers of [{}, { Authorization: 'Bearer not-the-admin-token' }] as Array<Record<string, string>>) {
-      const res = await server.fetch(concretePath(op), request(op, headers));
-      expect(res.status).toBe(401);
-      expect((await res.json()).code).toBe('UNAUTHORIZED');
-    }
-  });
+  it.each(adminOps.map((o) => [`${o.method} ${o.path}`, o] as const))(
+    '%s: no or wrong operator token → 401',
+    async (_name, op) => {
+      for (const headers of [{}, { Authorization: 'Bearer not-the-admin-token' }] as Array<Record<string, string>>) {
+        const res = await server.fetch(concretePath(op), request(op, headers));
+        expect(res.status).toBe(401);
+        expect((await res.json()).code).toBe('UNAUTHORIZED');
+      }
+    },
+  );
 
   it('does not accept an API key on admin routes or the admin token on API routes', async () => {
     const { apiKey, userId } = await server.user();
     const createKey = adminOps.find((o) => o.operationId === 'createApiKey')!;
-    const asKey = await server.fetch(`/admin/v1/accounts/${userId}/api-keys`, request(createKey, { Authorization: `Bearer ${apiKey}` }));
+    const asKey = await server.fetch(
+      `/admin/v1/accounts/${userId}/api-keys`,
+      request(createKey, { Authorization: `Bearer ${apiKey}` }),
+    );
     expect(asKey.status).toBe(401);
-    const asAdmin = await server.fetch('/api/v1/appearance', { headers: { Authorization: `Bearer ${server.adminToken}` } });
+    const asAdmin = await server.fetch('/api/v1/appearance', {
+      headers: { Authorization: `Bearer ${server.adminToken}` },
+    });
     expect(asAdmin.status).toBe(401);
   });
 });

@@ -4,7 +4,10 @@ import { jsonHeaders, useServer } from './helpers/server.ts';
 
 const server = useServer();
 
-async function field(api: Awaited<ReturnType<typeof server.user>>['api'], body: Record<string, unknown>): Promise<string> {
+async function field(
+  api: Awaited<ReturnType<typeof server.user>>['api'],
+  body: Record<string, unknown>,
+): Promise<string> {
   const res = await api.POST('/api/v1/custom-fields', { body: body as never });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!.id;
@@ -16,13 +19,23 @@ describe('definitions', () => {
   it('are created for every type, listed in order, and not listed once trashed', async () => {
     const { api } = await server.user();
     const ids = [];
-    for (const [type, options] of [['text'], ['markdown'], ['date'], ['select', ['a', 'b']], ['multiselect', ['x', 'y', 'z']]] as const) {
+    for (const [type, options] of [
+      ['text'],
+      ['markdown'],
+      ['date'],
+      ['select', ['a', 'b']],
+      ['multiselect', ['x', 'y', 'z']],
+    ] as const) {
       ids.push(await field(api, { name: `F ${type}`, type, ...(options ? { options } : {}) }));
     }
     const list = await api.GET('/api/v1/custom-fields');
-    expect(list.data!.map((f) => [f._id, f.type, f.sortOrder])).toEqual(ids.map((id, i) => [id, ['text', 'markdown', 'date', 'select', 'multiselect'][i], i]));
+    expect(list.data!.map((f) => [f._id, f.type, f.sortOrder])).toEqual(
+      ids.map((id, i) => [id, ['text', 'markdown', 'date', 'select', 'multiselect'][i], i]),
+    );
     expect(list.data![3]).toMatchObject({ options: ['a', 'b'], description: null });
-    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: ids[0]! } } })).response.status).toBe(204);
+    expect(
+      (await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: ids[0]! } } })).response.status,
+    ).toBe(204);
     expect((await api.GET('/api/v1/custom-fields')).data!.map((f) => f._id)).toEqual(ids.slice(1));
   });
 
@@ -30,7 +43,10 @@ describe('definitions', () => {
     [{ name: 'x', type: 'select' }, 'options is required for a select field'],
     [{ name: 'x', type: 'multiselect', options: [] }, 'options must NOT have fewer than 1 items'],
     [{ name: 'x', type: 'text', options: ['a'] }, 'options only apply to select and multiselect fields'],
-    [{ name: 'x', type: 'select', options: ['a', 'a'] }, 'options must NOT have duplicate items (items ## 1 and 0 are identical)'],
+    [
+      { name: 'x', type: 'select', options: ['a', 'a'] },
+      'options must NOT have duplicate items (items ## 1 and 0 are identical)',
+    ],
     [{ name: 'x', type: 'number' }, 'type must be one of: text, markdown, date, select, multiselect'],
     [{ name: 'x'.repeat(81), type: 'text' }, 'name must NOT have more than 80 characters'],
   ])('refuse %j with 400', async (body, message) => {
@@ -44,15 +60,36 @@ describe('definitions', () => {
     const { api } = await server.user();
     const m = await createMember(api);
     const id = await field(api, { name: 'Role', type: 'multiselect', options: ['Host', 'Protector', 'Little'] });
-    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, id), body: { value: ['Protector'] } });
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+      ...valuePath(m, id),
+      body: { value: ['Protector'] },
+    });
     const path = { params: { path: { fieldId: id } } };
-    const ok = await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { name: 'Roles', sortOrder: 7, description: 'what they do', options: ['Host', 'Protector', 'Caretaker'] } });
-    expect(ok.data).toMatchObject({ name: 'Roles', sortOrder: 7, description: 'what they do', options: ['Host', 'Protector', 'Caretaker'] });
+    const ok = await api.PATCH('/api/v1/custom-fields/{fieldId}', {
+      ...path,
+      body: { name: 'Roles', sortOrder: 7, description: 'what they do', options: ['Host', 'Protector', 'Caretaker'] },
+    });
+    expect(ok.data).toMatchObject({
+      name: 'Roles',
+      sortOrder: 7,
+      description: 'what they do',
+      options: ['Host', 'Protector', 'Caretaker'],
+    });
     const inUse = await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { options: ['Host'] } });
     expect(inUse.response.status).toBe(400);
     expect(inUse.error?.message).toBe('Options in use by members cannot be removed: Protector');
-    expect((await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { type: 'text' } as never })).response.status).toBe(400);
-    expect((await api.PATCH('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: UNKNOWN_ID } }, body: { name: 'x' } })).response.status).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...path, body: { type: 'text' } as never })).response
+        .status,
+    ).toBe(400);
+    expect(
+      (
+        await api.PATCH('/api/v1/custom-fields/{fieldId}', {
+          params: { path: { fieldId: UNKNOWN_ID } },
+          body: { name: 'x' },
+        })
+      ).response.status,
+    ).toBe(404);
   });
 });
 
@@ -65,7 +102,11 @@ describe('strict bodies', () => {
 
   it.each(CASES)('POST /custom-fields refuses %j with 400 and creates nothing', async (extra, message) => {
     const { api, apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/custom-fields', { method: 'POST', headers: jsonHeaders(apiKey), body: JSON.stringify({ name: 'ok', type: 'text', ...extra }) });
+    const res = await server.fetch('/api/v1/custom-fields', {
+      method: 'POST',
+      headers: jsonHeaders(apiKey),
+      body: JSON.stringify({ name: 'ok', type: 'text', ...extra }),
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/custom-fields')).data).toEqual([]);
@@ -74,7 +115,11 @@ describe('strict bodies', () => {
   it.each(CASES)('PATCH /custom-fields/{fieldId} refuses %j with 400 and changes nothing', async (extra, message) => {
     const { api, apiKey } = await server.user();
     const id = await field(api, { name: 'Before', type: 'text' });
-    const res = await server.fetch(`/api/v1/custom-fields/${id}`, { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify(extra) });
+    const res = await server.fetch(`/api/v1/custom-fields/${id}`, {
+      method: 'PATCH',
+      headers: jsonHeaders(apiKey),
+      body: JSON.stringify(extra),
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/custom-fields')).data!.map((f) => f.name)).toEqual(['Before']);
@@ -90,9 +135,19 @@ describe('member values', () => {
     const date = await field(api, { name: 'Date', type: 'date' });
     const sel = await field(api, { name: 'Sel', type: 'select', options: ['a', 'b'] });
     const multi = await field(api, { name: 'Multi', type: 'multiselect', options: ['x', 'y'] });
-    const put = (fieldId: string, value: unknown) => api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, fieldId), body: { value } as never });
+    const put = (fieldId: string, value: unknown) =>
+      api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+        ...valuePath(m, fieldId),
+        body: { value } as never,
+      });
 
-    for (const [id, value] of [[text, 'hello'], [md, '**bold**'], [date, '2024-02-29'], [sel, 'b'], [multi, ['y', 'x']]] as const) {
+    for (const [id, value] of [
+      [text, 'hello'],
+      [md, '**bold**'],
+      [date, '2024-02-29'],
+      [sel, 'b'],
+      [multi, ['y', 'x']],
+    ] as const) {
       const res = await put(id, value);
       expect(res.response.status, JSON.stringify(res.error)).toBe(200);
       expect(res.data).toMatchObject({ fieldId: id, value });
@@ -130,10 +185,25 @@ describe('member values', () => {
     const f = await field(api, { name: 'T', type: 'text' });
     const theirs = await field(other.api, { name: 'T', type: 'text' });
     const theirMember = await createMember(other.api);
-    for (const [memberId, fieldId] of [[m, theirs], [theirMember, f], [UNKNOWN_ID, f], [m, UNKNOWN_ID]] as const) {
-      expect((await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(memberId, fieldId), body: { value: 'x' } })).response.status).toBe(404);
+    for (const [memberId, fieldId] of [
+      [m, theirs],
+      [theirMember, f],
+      [UNKNOWN_ID, f],
+      [m, UNKNOWN_ID],
+    ] as const) {
+      expect(
+        (
+          await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+            ...valuePath(memberId, fieldId),
+            body: { value: 'x' },
+          })
+        ).response.status,
+      ).toBe(404);
     }
-    expect((await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: theirMember } } })).response.status).toBe(404);
+    expect(
+      (await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: theirMember } } }))
+        .response.status,
+    ).toBe(404);
   });
 });
 
@@ -143,18 +213,42 @@ describe('trash and restore of a definition', () => {
     const other = await server.user();
     const m = await createMember(api);
     const f = await field(api, { name: 'T', type: 'text' });
-    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, f), body: { value: 'kept' } });
-    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: f } } })).response.status).toBe(204);
-    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: f } } })).response.status).toBe(404);
-    expect((await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } })).data).toEqual([]);
-    expect((await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { ...valuePath(m, f), body: { value: 'x' } })).response.status).toBe(404);
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+      ...valuePath(m, f),
+      body: { value: 'kept' },
+    });
+    expect(
+      (await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: f } } })).response.status,
+    ).toBe(204);
+    expect(
+      (await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: f } } })).response.status,
+    ).toBe(404);
+    expect(
+      (await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } })).data,
+    ).toEqual([]);
+    expect(
+      (
+        await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+          ...valuePath(m, f),
+          body: { value: 'x' },
+        })
+      ).response.status,
+    ).toBe(404);
     const row = await server.deps.db.knex('custom_field_definitions').where({ id: f }).first();
     expect(row.deleted_at).toEqual(expect.any(Number));
 
     const foreignMember = await createMember(other.api);
-    expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(foreignMember, f))).response.status).toBe(404);
-    expect((await other.api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(foreignMember, f))).response.status).toBe(404);
-    expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(m, f))).response.status).toBe(204);
+    expect(
+      (await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(foreignMember, f)))
+        .response.status,
+    ).toBe(404);
+    expect(
+      (await other.api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(foreignMember, f)))
+        .response.status,
+    ).toBe(404);
+    expect(
+      (await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(m, f))).response.status,
+    ).toBe(204);
     const values = await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } });
     expect(values.data!.map((v) => v.value)).toEqual(['kept']);
     const again = await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', valuePath(m, f));

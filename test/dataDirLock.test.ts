@@ -7,7 +7,13 @@ import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, utimesSync
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { acquireDataDirLock, DataDirLockedError, LOCK_FILE_NAME, processStartTicks, type LockRecord } from '../server/db/dataDirLock.ts';
+import {
+  acquireDataDirLock,
+  DataDirLockedError,
+  LOCK_FILE_NAME,
+  processStartTicks,
+  type LockRecord,
+} from '../server/db/dataDirLock.ts';
 
 let dir: string;
 const children: ChildProcess[] = [];
@@ -86,7 +92,9 @@ describe('DATA_DIR lock', () => {
       error = e;
     }
     expect(error).toBeInstanceOf(DataDirLockedError);
-    expect((error as Error).message).toContain(`DATA_DIR ${dir} is in use by another process (pid ${pid}, server, since `);
+    expect((error as Error).message).toContain(
+      `DATA_DIR ${dir} is in use by another process (pid ${pid}, server, since `,
+    );
     expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pid).toBe(pid); // left alone
   });
 
@@ -106,7 +114,9 @@ describe('DATA_DIR lock', () => {
     writeFileSync(lockFile(), JSON.stringify(recordOf(pid, { startTicks: ticks - 1 })));
     const notices: string[] = [];
     acquireDataDirLock(dir, { onStale: (m) => notices.push(m) }).release();
-    expect(notices).toEqual([`removed the stale lock ${lockFile()} (pid ${pid}: pid ${pid} now belongs to a different process)`]);
+    expect(notices).toEqual([
+      `removed the stale lock ${lockFile()} (pid ${pid}: pid ${pid} now belongs to a different process)`,
+    ]);
   });
 
   it('takes over a record with its own pid that it does not hold (a container restarted as pid 1 again)', () => {
@@ -122,8 +132,13 @@ describe('DATA_DIR lock', () => {
   });
 
   it('judges a holder on another host by its heartbeat: fresh refuses, a minute old is stale', () => {
-    writeFileSync(lockFile(), JSON.stringify(recordOf(999_999, { hostname: 'other-container', pidNamespace: 'pid:[1]' })));
-    expect(() => acquireDataDirLock(dir)).toThrow(/pid 999999 on host other-container.*refreshed \d+ s ago, considered abandoned after 60 s/);
+    writeFileSync(
+      lockFile(),
+      JSON.stringify(recordOf(999_999, { hostname: 'other-container', pidNamespace: 'pid:[1]' })),
+    );
+    expect(() => acquireDataDirLock(dir)).toThrow(
+      /pid 999999 on host other-container.*refreshed \d+ s ago, considered abandoned after 60 s/,
+    );
     const old = new Date(Date.now() - 61_000);
     utimesSync(lockFile(), old, old);
     acquireDataDirLock(dir).release();

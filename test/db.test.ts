@@ -10,7 +10,10 @@ describe('knex results', () => {
   it('delete and update resolve to the affected row count; int8 reads back as number', async () => {
     const knex = server.deps.db.knex;
     const { userId } = await server.user();
-    await knex('app_meta').insert([{ key: 'a', value: '1' }, { key: 'b', value: '2' }]);
+    await knex('app_meta').insert([
+      { key: 'a', value: '1' },
+      { key: 'b', value: '2' },
+    ]);
     expect(await knex('app_meta').whereIn('key', ['a', 'b']).update({ value: '3' })).toBe(2);
     expect(await knex('app_meta').whereIn('key', ['a', 'b', 'c']).delete()).toBe(2);
     expect(await knex('app_meta').where({ key: 'missing' }).delete()).toBe(0);
@@ -35,7 +38,7 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
     expect(statements).toEqual([{ sql: settings.text.replace('?', '$1'), bindings: ['test_prepared_%'] }]);
   });
 
-  it('on PostgreSQL: prepared by name, with generic plans outside a transaction and PostgreSQL\'s choice inside one', async () => {
+  it("on PostgreSQL: prepared by name, with generic plans outside a transaction and PostgreSQL's choice inside one", async () => {
     const knex = server.deps.db.knex;
     const [outside] = await settings(knex, ['test_prepared_%']);
     const [inside] = await knex.transaction((trx) => settings(trx, ['test_prepared_%']));

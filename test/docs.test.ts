@@ -12,7 +12,9 @@ import { useServer } from './helpers/server.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
-const SKIP_REASON = HAVE_CHROMIUM ? '' : ` [skipped: ${CHROMIUM} not found; install Debian's chromium (apt-get install chromium) to run it]`;
+const SKIP_REASON = HAVE_CHROMIUM
+  ? ''
+  : ` [skipped: ${CHROMIUM} not found; install Debian's chromium (apt-get install chromium) to run it]`;
 // The default reporter lists no skipped names, so say it where a run shows it too.
 if (!HAVE_CHROMIUM) console.warn(`test/docs.test.ts: browser tests${SKIP_REASON}`);
 
@@ -57,7 +59,12 @@ describe('GET /docs and GET /openapi.json', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
     const csp = res.headers.get('content-security-policy') ?? '';
-    const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name!, values]));
+    const directives = new Map(
+      csp
+        .split(';')
+        .map((d) => d.trim().split(/\s+/))
+        .map(([name, ...values]) => [name!, values]),
+    );
     expect(directives.get('default-src')).toEqual(["'self'"]);
     expect(directives.get('script-src')!.length).toBeGreaterThan(0);
     for (const source of directives.get('script-src')!) expect(source).toMatch(/^'sha256-[A-Za-z0-9+/]+=*'$/);
@@ -137,7 +144,9 @@ describe.skipIf(!HAVE_CHROMIUM)(`GET /docs in headless Chromium${SKIP_REASON}`, 
     });
     await context.addInitScript(() => {
       document.addEventListener('securitypolicyviolation', (e) => {
-        console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI} at ${e.sourceFile}:${e.lineNumber}:${e.columnNumber}`);
+        console.error(
+          `CSP violation: ${e.violatedDirective} blocked ${e.blockedURI} at ${e.sourceFile}:${e.lineNumber}:${e.columnNumber}`,
+        );
       });
     });
     page.on('request', (req) => {
@@ -150,7 +159,10 @@ describe.skipIf(!HAVE_CHROMIUM)(`GET /docs in headless Chromium${SKIP_REASON}`, 
     const response = await page.goto(`${server.baseUrl}/docs`, { waitUntil: 'load' });
     expect(response?.status()).toBe(200);
     // Hydrated and indexed once the search trigger stops saying "Loading..." (the server-rendered state).
-    await page.getByTestId('search-trigger').filter({ hasText: /^Search/ }).waitFor({ state: 'visible', timeout: 60_000 });
+    await page
+      .getByTestId('search-trigger')
+      .filter({ hasText: /^Search/ })
+      .waitFor({ state: 'visible', timeout: 60_000 });
     return s;
   }
 
@@ -162,8 +174,14 @@ describe.skipIf(!HAVE_CHROMIUM)(`GET /docs in headless Chromium${SKIP_REASON}`, 
     await s.context.close();
     const origin = new URL(server.baseUrl).origin;
     expect(s.requests[0], 'the page itself was requested').toBe(`${server.baseUrl}/docs`);
-    expect(s.requests.filter((url) => !staysOnOrigin(url, origin)), `requests outside ${origin}`).toEqual([]);
-    expect(s.problems.filter((p) => !EXPECTED_VIOLATION.test(p)), 'CSP violations and page errors').toEqual([]);
+    expect(
+      s.requests.filter((url) => !staysOnOrigin(url, origin)),
+      `requests outside ${origin}`,
+    ).toEqual([]);
+    expect(
+      s.problems.filter((p) => !EXPECTED_VIOLATION.test(p)),
+      'CSP violations and page errors',
+    ).toEqual([]);
   });
 
   it('renders every tag of the contract in the side menu', async () => {
@@ -174,7 +192,10 @@ describe.skipIf(!HAVE_CHROMIUM)(`GET /docs in headless Chromium${SKIP_REASON}`, 
     for (const tag of spec.tags) {
       const label = tag['x-displayName'] ?? tag.name;
       expect(labels, `tag ${label} in the side menu`).toContain(label);
-      await menu.filter({ hasText: tagLabel(tag) }).first().waitFor({ state: 'visible' });
+      await menu
+        .filter({ hasText: tagLabel(tag) })
+        .first()
+        .waitFor({ state: 'visible' });
     }
   });
 
@@ -186,7 +207,10 @@ describe.skipIf(!HAVE_CHROMIUM)(`GET /docs in headless Chromium${SKIP_REASON}`, 
       .find(([, , o]) => o.tags?.includes(tag.name))!;
     const { page } = await openDocs();
     const sideMenu = page.locator('[data-component-name="Menu/MenuItem"]');
-    await sideMenu.filter({ hasText: tagLabel(tag) }).first().click();
+    await sideMenu
+      .filter({ hasText: tagLabel(tag) })
+      .first()
+      .click();
     await sideMenu.getByText(op.summary, { exact: true }).first().click();
 
     // Redoc routes by hash: #/<tag>/<operationId in lower case>.
@@ -198,7 +222,10 @@ describe.skipIf(!HAVE_CHROMIUM)(`GET /docs in headless Chromium${SKIP_REASON}`, 
     await endpoint.waitFor({ state: 'visible' });
     expect((await endpoint.innerText()).toUpperCase()).toContain(method.toUpperCase());
     await endpoint.click();
-    const servers = page.locator('[data-component-name="Dropdown/Dropdown"]').filter({ has: endpoint }).getByRole('menuitem');
+    const servers = page
+      .locator('[data-component-name="Dropdown/Dropdown"]')
+      .filter({ has: endpoint })
+      .getByRole('menuitem');
     const here = servers.filter({ hasText: new RegExp(`${escapeRegExp(server.baseUrl + path)}(?![\\w/])`) });
     await here.first().waitFor({ state: 'visible' });
     expect(await servers.count(), 'one server: the origin the page came from').toBe(1);

@@ -15,11 +15,16 @@ afterAll(() => {
 describe('EMBEDDED_SHARED_BUFFERS and EMBEDDED_V8_LOW_MEMORY', { timeout: 120_000 }, () => {
   it('default to 16MB and true, and refuse what PostgreSQL or PGlite cannot take', () => {
     expect(loadConfig({})).toMatchObject({ embeddedSharedBuffers: '16MB', embeddedV8LowMemory: true });
-    expect(loadConfig({ EMBEDDED_SHARED_BUFFERS: '512kB', EMBEDDED_V8_LOW_MEMORY: 'false' })).toMatchObject({ embeddedSharedBuffers: '512kB', embeddedV8LowMemory: false });
+    expect(loadConfig({ EMBEDDED_SHARED_BUFFERS: '512kB', EMBEDDED_V8_LOW_MEMORY: 'false' })).toMatchObject({
+      embeddedSharedBuffers: '512kB',
+      embeddedV8LowMemory: false,
+    });
     for (const bad of ['16', '16 MB', '64kB', '2GB', 'lots']) {
       expect(() => loadConfig({ EMBEDDED_SHARED_BUFFERS: bad })).toThrow(ConfigError);
     }
-    expect(() => loadConfig({ EMBEDDED_SHARED_BUFFERS: '2GB' })).toThrow('EMBEDDED_SHARED_BUFFERS must be a size between 128kB and 1GB such as 16MB, got "2GB"');
+    expect(() => loadConfig({ EMBEDDED_SHARED_BUFFERS: '2GB' })).toThrow(
+      'EMBEDDED_SHARED_BUFFERS must be a size between 128kB and 1GB such as 16MB, got "2GB"',
+    );
   });
 
   it('a new data directory is created and opened with the configured buffer pool', async () => {

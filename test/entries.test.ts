@@ -7,7 +7,10 @@ import { bothPlans, captureStatements, largeSeqScans, planNodes } from './helper
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
-const server = useServer({ clock: () => now, env: { FETCH_ALLOW_PRIVATE: 'true', NOTE_CAP_PRO: '3', NOTE_CAP_FREE: '1', NOTE_CAP_PRO_PLUS: '2' } });
+const server = useServer({
+  clock: () => now,
+  env: { FETCH_ALLOW_PRIVATE: 'true', NOTE_CAP_PRO: '3', NOTE_CAP_FREE: '1', NOTE_CAP_PRO_PLUS: '2' },
+});
 const entryPath = (entryId: string) => ({ params: { path: { entryId } } });
 type Api = Awaited<ReturnType<typeof server.user>>['api'];
 
@@ -34,7 +37,9 @@ describe('create and read', () => {
     const a = await createMember(api, 'A');
     const b = await createMember(api, 'B', { displayName: 'Bee' });
     now += 1;
-    const res = await api.POST('/api/v1/entries', { body: { title: 'T', content: 'Hello', memberId: b, memberIds: [a, b] } });
+    const res = await api.POST('/api/v1/entries', {
+      body: { title: 'T', content: 'Hello', memberId: b, memberIds: [a, b] },
+    });
     expect(res.response.status).toBe(201);
     expect(Object.keys(res.data!)).toEqual(['id']);
     const { data } = await api.GET('/api/v1/entries/{entryId}', entryPath(res.data!.id));
@@ -65,20 +70,24 @@ describe('create and read', () => {
     expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
   });
 
-  it('refuses links to members that are not the caller\'s live members', async () => {
+  it("refuses links to members that are not the caller's live members", async () => {
     const { api } = await server.user();
     const other = await server.user();
     const theirs = await createMember(other.api);
     const trashed = await createMember(api);
     await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
-    for (const body of [{ content: 'x', memberId: theirs }, { content: 'x', memberIds: [trashed] }, { content: 'x', memberIds: [UNKNOWN_ID] }]) {
+    for (const body of [
+      { content: 'x', memberId: theirs },
+      { content: 'x', memberIds: [trashed] },
+      { content: 'x', memberIds: [UNKNOWN_ID] },
+    ]) {
       const res = await api.POST('/api/v1/entries', { body });
       expect(res.response.status).toBe(400);
       expect(res.error?.message).toMatch(/^Linked members must be your live members/);
     }
   });
 
-  it('GET is 400 for a malformed id and 404 for unknown or another account\'s notes', async () => {
+  it("GET is 400 for a malformed id and 404 for unknown or another account's notes", async () => {
     const { api } = await server.user();
     const other = await server.user();
     const id = await createEntry(other.api, { content: 'theirs' });
@@ -93,7 +102,9 @@ describe('create and read', () => {
     const bad = [
       await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath('not-a-uuid'), body: { title: 'x' } }),
       await api.DELETE('/api/v1/entries/{entryId}', entryPath('not-a-uuid')),
-      await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: 'not-a-uuid' }, query: { permanent: 'true' } } }),
+      await api.DELETE('/api/v1/entries/{entryId}', {
+        params: { path: { entryId: 'not-a-uuid' }, query: { permanent: 'true' } },
+      }),
       await api.POST('/api/v1/entries/{entryId}/restore', entryPath('not-a-uuid')),
     ];
     for (const res of bad) {
@@ -101,7 +112,9 @@ describe('create and read', () => {
       expect(res.error).toEqual({ code: 'BAD_REQUEST', message: 'entryId must be a valid UUID' });
     }
     for (const permanent of [undefined, 'true'] as const) {
-      const res = await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: UNKNOWN_ID }, query: permanent ? { permanent } : {} } });
+      const res = await api.DELETE('/api/v1/entries/{entryId}', {
+        params: { path: { entryId: UNKNOWN_ID }, query: permanent ? { permanent } : {} },
+      });
       expect(res.response.status).toBe(404);
       expect(res.error?.code).toBe('NOT_FOUND');
     }
@@ -121,9 +134,14 @@ describe('create and read', () => {
     for (const id of [active, trashed]) {
       const attempts = [
         await api.GET('/api/v1/entries/{entryId}', entryPath(id)),
-        await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'hijacked', content: 'overwritten' } }),
+        await api.PATCH('/api/v1/entries/{entryId}', {
+          ...entryPath(id),
+          body: { title: 'hijacked', content: 'overwritten' },
+        }),
         await api.DELETE('/api/v1/entries/{entryId}', entryPath(id)),
-        await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id }, query: { permanent: 'true' } } }),
+        await api.DELETE('/api/v1/entries/{entryId}', {
+          params: { path: { entryId: id }, query: { permanent: 'true' } },
+        }),
         await api.POST('/api/v1/entries/{entryId}/restore', entryPath(id)),
       ];
       for (const res of attempts) {
@@ -170,7 +188,11 @@ describe('GET /entries', () => {
     const max = await api.GET('/api/v1/entries', { params: { query: { limit: 100 } } });
     expect(max.response.status).toBe(200);
     expect(max.data).toHaveLength(100);
-    for (const [q, message] of [['limit=0', 'limit must be >= 1'], ['limit=101', 'limit must be <= 100'], ['memberId=x', 'memberId must be a valid UUID']]) {
+    for (const [q, message] of [
+      ['limit=0', 'limit must be >= 1'],
+      ['limit=101', 'limit must be <= 100'],
+      ['memberId=x', 'memberId must be a valid UUID'],
+    ]) {
       const res = await server.fetch(`/api/v1/entries?${q}`, { headers: bearer(apiKey) });
       expect(res.status).toBe(400);
       expect((await res.json()).message).toBe(message);
@@ -206,7 +228,8 @@ describe('GET /entries', () => {
       );
     await seed(userId, main, 3000, 0);
     await seed(userId, side, 5, 10_000);
-    const theirs = (await knex('active_system_context').where({ user_id: other.userId }).first()).side_system_id as string;
+    const theirs = (await knex('active_system_context').where({ user_id: other.userId }).first())
+      .side_system_id as string;
     await seed(other.userId, theirs, 3000, 0);
     await knex.raw(
       `insert into entry_members (entry_id, member_id, user_id, position)
@@ -233,19 +256,29 @@ describe('GET /entries', () => {
     else await knex.raw('analyze entries, entry_members, members, active_system_context');
 
     const limit = 20;
-    const check = async (label: string, query: { memberId?: string }, expected: (notes: Array<{ _id: string; members: Array<{ id: string }> }>) => void) => {
+    const check = async (
+      label: string,
+      query: { memberId?: string },
+      expected: (notes: Array<{ _id: string; members: Array<{ id: string }> }>) => void,
+    ) => {
       await api.GET('/api/v1/entries', { params: { query: { limit, ...query } } }); // warm the key cache
       let notes: Array<{ _id: string; members: Array<{ id: string }> }> = [];
-      const statements = await captureStatements(knex, /\b(entries|entry_members|members|active_system_context)\b/, async () => {
-        notes = (await api.GET('/api/v1/entries', { params: { query: { limit, ...query } } })).data!;
-      });
+      const statements = await captureStatements(
+        knex,
+        /\b(entries|entry_members|members|active_system_context)\b/,
+        async () => {
+          notes = (await api.GET('/api/v1/entries', { params: { query: { limit, ...query } } })).data!;
+        },
+      );
       expect(statements, label).toHaveLength(1);
       expected(notes);
       for (const { kind, plan } of await bothPlans(knex, statements[0]!)) {
         const at = `${label}, ${kind} plan: ${JSON.stringify(plan)}`;
         expect(largeSeqScans(plan), at).toEqual([]);
         // At most a page of notes is read and sorted, or (memberId) the member's links.
-        const notesRead = planNodes(plan).filter((n) => n['Relation Name'] === 'entries').reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
+        const notesRead = planNodes(plan)
+          .filter((n) => n['Relation Name'] === 'entries')
+          .reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
         expect(notesRead, at).toBeLessThanOrEqual(query.memberId ? 1001 : limit * 2);
       }
     };
@@ -253,7 +286,9 @@ describe('GET /entries', () => {
       expect(notes).toHaveLength(limit);
       expect(notes.filter((n) => n.members.length > 0)).toHaveLength(Math.floor(limit / 3));
     });
-    await check('one member', { memberId: b }, (notes) => expect(notes.every((n) => n.members.some((m) => m.id === b))).toBe(true));
+    await check('one member', { memberId: b }, (notes) =>
+      expect(notes.every((n) => n.members.some((m) => m.id === b))).toBe(true),
+    );
     await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side } });
     await check('second side system', {}, (notes) => expect(notes).toHaveLength(5));
     await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
@@ -267,12 +302,19 @@ describe('POST /entries cost', () => {
     const members = [await createMember(api, 'A'), await createMember(api, 'B')];
     await createEntry(api, { content: 'warm-up', memberIds: members }); // warms the key cache
     const knex = server.deps.db.knex;
-    const statements = await captureStatements(knex, /^(?![\s\S]*\b(api_keys|rate_limit_windows|jobs|job_schedules)\b)/, async () => {
-      await createEntry(api, { content: 'No images here', memberIds: members });
-    });
+    const statements = await captureStatements(
+      knex,
+      /^(?![\s\S]*\b(api_keys|rate_limit_windows|jobs|job_schedules)\b)/,
+      async () => {
+        await createEntry(api, { content: 'No images here', memberIds: members });
+      },
+    );
     // begin, the scope (context and side system, share-locked), the members locked and checked,
     // the plan and the cap counts, the note, its links, commit.
-    expect(statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')), JSON.stringify(statements.map((st) => st.sql))).toHaveLength(8);
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toHaveLength(8);
   });
 });
 
@@ -283,9 +325,20 @@ describe('PATCH /entries/{entryId}', () => {
     const b = await createMember(api, 'B');
     const id = await createEntry(api, { content: 'c', memberId: a, memberIds: [b] });
     now += 100;
-    const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { memberId: null, title: 'New', content: 'd' } });
+    const res = await api.PATCH('/api/v1/entries/{entryId}', {
+      ...entryPath(id),
+      body: { memberId: null, title: 'New', content: 'd' },
+    });
     expect(res.response.status).toBe(200);
-    expect(res.data).toMatchObject({ title: 'New', content: 'd', memberId: null, memberIds: [b], members: [{ id: b }], member: { id: b }, updatedAt: now });
+    expect(res.data).toMatchObject({
+      title: 'New',
+      content: 'd',
+      memberId: null,
+      memberIds: [b],
+      members: [{ id: b }],
+      member: { id: b },
+      updatedAt: now,
+    });
     const relinked = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { memberIds: [a, b] } });
     expect(relinked.data).toMatchObject({ memberId: null, memberIds: [a, b], members: [{ id: a }, { id: b }] });
     const untitled = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: null } });
@@ -299,13 +352,18 @@ describe('PATCH /entries/{entryId}', () => {
       const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: body as never });
       expect(res.response.status, JSON.stringify(body)).toBe(400);
     }
-    expect((await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(UNKNOWN_ID), body: { title: 'x' } })).response.status).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(UNKNOWN_ID), body: { title: 'x' } })).response
+        .status,
+    ).toBe(404);
   });
 });
 
 describe('entry lifecycle table', () => {
   const del = (api: Api, id: string, permanent?: string) =>
-    api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id }, query: permanent === undefined ? {} : { permanent: permanent as 'true' } } });
+    api.DELETE('/api/v1/entries/{entryId}', {
+      params: { path: { entryId: id }, query: permanent === undefined ? {} : { permanent: permanent as 'true' } },
+    });
   const exists = async (id: string) => (await server.deps.db.knex('entries').where({ id }).first()) !== undefined;
 
   it('active → DELETE → trashed; GET answers 404', async () => {
@@ -394,23 +452,32 @@ describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1, NOTE_CAP_PRO_PLUS=2 in this
     const { api } = await server.user({ account: { plan: 'free' } });
     const m = await createMember(api);
     await createEntry(api, { content: 'a', memberId: m });
-    expect((await api.POST('/api/v1/entries', { body: { content: 'b', memberId: m } })).error?.code).toBe('NOTE_LIMIT_REACHED');
+    expect((await api.POST('/api/v1/entries', { body: { content: 'b', memberId: m } })).error?.code).toBe(
+      'NOTE_LIMIT_REACHED',
+    );
   });
 
-  it('follows the plan: Pro+ allows 2 here (its own setting, not Pro\'s or Free\'s)', async () => {
+  it("follows the plan: Pro+ allows 2 here (its own setting, not Pro's or Free's)", async () => {
     const { api } = await server.user({ account: { plan: 'pro_plus' } });
     const m = await createMember(api);
     await createEntry(api, { content: 'a', memberId: m });
     await createEntry(api, { content: 'b', memberIds: [m] });
     const res = await api.POST('/api/v1/entries', { body: { content: 'c', memberId: m } });
     expect(res.response.status).toBe(403);
-    expect(res.error).toEqual({ code: 'NOTE_LIMIT_REACHED', message: `Note limit of 2 per member on the Pro+ plan reached for member ${m}` });
+    expect(res.error).toEqual({
+      code: 'NOTE_LIMIT_REACHED',
+      message: `Note limit of 2 per member on the Pro+ plan reached for member ${m}`,
+    });
     expect((await api.GET('/api/v1/entries', { params: { query: { memberId: m } } })).data).toHaveLength(2);
   });
 
   it('defaults to 100 (Free), 1000 (Pro) and 10000 (Pro+) when NOTE_CAP_* are unset', async () => {
     expect(loadConfig({}).noteCaps).toEqual({ free: 100, pro: 1000, pro_plus: 10_000 });
-    expect(loadConfig({ NOTE_CAP_FREE: '', NOTE_CAP_PRO: '', NOTE_CAP_PRO_PLUS: '' }).noteCaps).toEqual({ free: 100, pro: 1000, pro_plus: 10_000 });
+    expect(loadConfig({ NOTE_CAP_FREE: '', NOTE_CAP_PRO: '', NOTE_CAP_PRO_PLUS: '' }).noteCaps).toEqual({
+      free: 100,
+      pro: 1000,
+      pro_plus: 10_000,
+    });
     // And over HTTP: a server started without NOTE_CAP_* stops a Free member at 100 notes.
     const defaults = await new TestServer().start({ clock: () => now });
     try {
@@ -453,7 +520,9 @@ describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1, NOTE_CAP_PRO_PLUS=2 in this
   it('holds under concurrent creates', async () => {
     const { api } = await server.user();
     const m = await createMember(api);
-    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => api.POST('/api/v1/entries', { body: { content: `c${i}`, memberId: m } })));
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => api.POST('/api/v1/entries', { body: { content: `c${i}`, memberId: m } })),
+    );
     expect(results.filter((r) => r.response.status === 201)).toHaveLength(3);
     expect(results.filter((r) => r.error?.code === 'NOTE_LIMIT_REACHED')).toHaveLength(3);
   });
@@ -474,7 +543,9 @@ describe('external markdown images', () => {
     expect(img.status).toBe(200);
     expect(img.headers.get('content-type')).toBe('image/png');
     expect(Buffer.from(await img.arrayBuffer()).equals(PNG)).toBe(true);
-    const cached = await server.fetch(stored[0]!, { headers: { ...bearer(apiKey), 'If-None-Match': img.headers.get('etag')! } });
+    const cached = await server.fetch(stored[0]!, {
+      headers: { ...bearer(apiKey), 'If-None-Match': img.headers.get('etag')! },
+    });
     expect(cached.status).toBe(304);
     const other = await server.user();
     expect((await server.fetch(stored[0]!, { headers: bearer(other.apiKey) })).status).toBe(404);
@@ -483,10 +554,16 @@ describe('external markdown images', () => {
   it('are re-hosted on PATCH too; images already stored are left alone', async () => {
     const { api } = await server.user();
     const id = await createEntry(api, { content: 'plain' });
-    const res = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { content: `![x](${images.url('/b.gif')})` } });
+    const res = await api.PATCH('/api/v1/entries/{entryId}', {
+      ...entryPath(id),
+      body: { content: `![x](${images.url('/b.gif')})` },
+    });
     expect(res.data?.content).toMatch(/^!\[x\]\(\/api\/v1\/entry-images\/[0-9a-f]{64}\)$/);
     const hits = images.hits.length;
-    const again = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { content: res.data!.content + ' more' } });
+    const again = await api.PATCH('/api/v1/entries/{entryId}', {
+      ...entryPath(id),
+      body: { content: res.data!.content + ' more' },
+    });
     expect(again.response.status).toBe(200);
     expect(images.hits.length).toBe(hits);
   });
@@ -503,9 +580,12 @@ describe('external markdown images', () => {
 
   it('at most 20 distinct external images per note: 20 pass, 21 → 400 with nothing fetched or saved', async () => {
     const { api } = await server.user();
-    const md = (n: number) => Array.from({ length: n }, (_, i) => `![i${i}](${images.url(`/many/${i}.png`)})`).join('\n');
+    const md = (n: number) =>
+      Array.from({ length: n }, (_, i) => `![i${i}](${images.url(`/many/${i}.png`)})`).join('\n');
     // Repeats of one URL count once: 20 distinct images in 21 references are accepted.
-    const twenty = await api.POST('/api/v1/entries', { body: { content: `${md(20)}\n![again](${images.url('/many/0.png')})` } });
+    const twenty = await api.POST('/api/v1/entries', {
+      body: { content: `${md(20)}\n![again](${images.url('/many/0.png')})` },
+    });
     expect(twenty.response.status).toBe(201);
     const saved = (await api.GET('/api/v1/entries/{entryId}', entryPath(twenty.data!.id))).data!.content;
     expect(saved.match(/\/api\/v1\/entry-images\/[0-9a-f]{64}/g)).toHaveLength(21);
@@ -518,7 +598,10 @@ describe('external markdown images', () => {
     expect(images.hits.length).toBe(hits);
     expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id)).toEqual([twenty.data!.id]);
 
-    const patched = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(twenty.data!.id), body: { content: md(21) } });
+    const patched = await api.PATCH('/api/v1/entries/{entryId}', {
+      ...entryPath(twenty.data!.id),
+      body: { content: md(21) },
+    });
     expect(patched.response.status).toBe(400);
     expect(patched.error?.message).toBe('A note may embed at most 20 external images');
     expect((await api.GET('/api/v1/entries/{entryId}', entryPath(twenty.data!.id))).data!.content).toBe(saved);
@@ -530,19 +613,26 @@ describe('external markdown images', () => {
     const m = await createMember(api);
     for (let i = 0; i < 3; i++) await createEntry(api, { content: `n${i}`, memberIds: [m] });
     const hits = images.hits.length;
-    const created = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})`, memberIds: [m] } });
+    const created = await api.POST('/api/v1/entries', {
+      body: { content: `![x](${images.url('/a.png')})`, memberIds: [m] },
+    });
     expect(created.response.status).toBe(403);
     expect(created.error?.code).toBe('NOTE_LIMIT_REACHED');
     const free = await createEntry(api, { content: 'free' });
-    const patched = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(free), body: { content: `![x](${images.url('/b.gif')})`, memberIds: [m] } });
+    const patched = await api.PATCH('/api/v1/entries/{entryId}', {
+      ...entryPath(free),
+      body: { content: `![x](${images.url('/b.gif')})`, memberIds: [m] },
+    });
     expect(patched.response.status).toBe(400);
     expect(patched.error?.message).toMatch(/^Note limit of 3 per member/);
-    const foreign = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})`, memberIds: [UNKNOWN_ID] } });
+    const foreign = await api.POST('/api/v1/entries', {
+      body: { content: `![x](${images.url('/a.png')})`, memberIds: [UNKNOWN_ID] },
+    });
     expect(foreign.response.status).toBe(400);
     expect(images.hits.length).toBe(hits);
   });
 
-  it('fetches a note\'s images several at a time (NOTE_IMAGE_FETCH_CONCURRENCY, default 4)', async () => {
+  it("fetches a note's images several at a time (NOTE_IMAGE_FETCH_CONCURRENCY, default 4)", async () => {
     const slow = await startLoopbackServer({}, { '/slow/': { type: 'image/png', body: PNG, delayMs: 150 } });
     try {
       const { api } = await server.user();
@@ -558,7 +648,9 @@ describe('external markdown images', () => {
 
   it('bounds the whole note with NOTE_IMAGES_TIMEOUT_MS: images that never answer → 400, nothing saved', async () => {
     const stuck = await startLoopbackServer({}, { '/stuck/': { type: 'image/png', body: PNG, hang: true } });
-    const s = await new TestServer().start({ env: { FETCH_ALLOW_PRIVATE: 'true', FETCH_TIMEOUT_MS: '60000', NOTE_IMAGES_TIMEOUT_MS: '300' } });
+    const s = await new TestServer().start({
+      env: { FETCH_ALLOW_PRIVATE: 'true', FETCH_TIMEOUT_MS: '60000', NOTE_IMAGES_TIMEOUT_MS: '300' },
+    });
     try {
       const { api } = await s.user();
       const content = Array.from({ length: 6 }, (_, i) => `![s${i}](${stuck.url(`/stuck/${i}.png`)})`).join('\n');
@@ -593,20 +685,30 @@ describe('external markdown images', () => {
       const res = await api.POST('/api/v1/entries', { body: { content: `![x](${images.url('/a.png')})` } });
       expect(res.response.status).toBe(503);
       expect(res.error?.code).toBe('PRECONDITION_FAILED');
-      const created = await api.POST('/api/v1/entries', { body: { title: 'T', content: 'no images, no storage needed' } });
+      const created = await api.POST('/api/v1/entries', {
+        body: { title: 'T', content: 'no images, no storage needed' },
+      });
       expect(created.response.status).toBe(201);
       expect((await api.GET('/api/v1/entries')).data!.map((e) => e._id)).toEqual([created.data!.id]);
 
       const id = created.data!.id;
       const before = (await api.GET('/api/v1/entries/{entryId}', entryPath(id))).data;
       const hits = images.hits.length;
-      const patched = await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'New', content: `now with ![x](${images.url('/a.png')})` } });
+      const patched = await api.PATCH('/api/v1/entries/{entryId}', {
+        ...entryPath(id),
+        body: { title: 'New', content: `now with ![x](${images.url('/a.png')})` },
+      });
       expect(patched.response.status).toBe(503);
-      expect(patched.error).toEqual({ code: 'PRECONDITION_FAILED', message: 'Object storage is not configured; notes with external images cannot be saved' });
+      expect(patched.error).toEqual({
+        code: 'PRECONDITION_FAILED',
+        message: 'Object storage is not configured; notes with external images cannot be saved',
+      });
       expect((await api.GET('/api/v1/entries/{entryId}', entryPath(id))).data).toEqual(before);
       expect(images.hits.length).toBe(hits);
       // Edits that leave the content alone, or carry no external image, still work.
-      expect((await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'Renamed' } })).data?.title).toBe('Renamed');
+      expect(
+        (await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(id), body: { title: 'Renamed' } })).data?.title,
+      ).toBe('Renamed');
       expect(bare.violations).toEqual([]);
     } finally {
       await bare.close();

@@ -7,14 +7,26 @@ import { describe, expect, it } from 'vitest';
 import { loadBundledSpec, OperationIndex, type OperationInfo } from '../server/http/spec.ts';
 import { bearer, useServer } from './helpers/server.ts';
 
-const spec = loadBundledSpec() as unknown as { paths: Record<string, Record<string, RawOperation>>; components: Record<string, Record<string, unknown>> };
+const spec = loadBundledSpec() as unknown as {
+  paths: Record<string, Record<string, RawOperation>>;
+  components: Record<string, Record<string, unknown>>;
+};
 const index = new OperationIndex(spec as never);
 const UNKNOWN = '00000000-0000-4000-8000-00000000dead';
 
-interface RawResponse { $ref?: string; content?: Record<string, { examples?: Record<string, { value?: { code: string; message: string } }> }> }
+interface RawResponse {
+  $ref?: string;
+  content?: Record<string, { examples?: Record<string, { value?: { code: string; message: string } }> }>;
+}
 interface RawOperation {
   operationId: string;
-  parameters?: Array<{ $ref?: string; name?: string; in?: string; required?: boolean; schema?: { enum?: string[]; type?: string } }>;
+  parameters?: Array<{
+    $ref?: string;
+    name?: string;
+    in?: string;
+    required?: boolean;
+    schema?: { enum?: string[]; type?: string };
+  }>;
   requestBody?: { content?: Record<string, { examples?: Record<string, { value: unknown }> }> };
   responses: Record<string, RawResponse>;
 }
@@ -34,7 +46,9 @@ function examples(op: OperationInfo, status: number): Array<{ code: string; mess
   const response = raw(op).responses[String(status)];
   if (!response) return [];
   const media = resolve(response).content?.['application/json'];
-  return Object.values(media?.examples ?? {}).map((e) => resolve(e as { $ref?: string; value?: { code: string; message: string } }).value!).filter(Boolean);
+  return Object.values(media?.examples ?? {})
+    .map((e) => resolve(e as { $ref?: string; value?: { code: string; message: string } }).value!)
+    .filter(Boolean);
 }
 
 const apiKeyOps = index.operations.filter((o) => o.security.kind === 'apiKey');
@@ -44,12 +58,26 @@ describe('error examples in the contract', { timeout: 120_000 }, () => {
   it('every API-key operation lists among its 403 examples the exact message for its own scope', () => {
     for (const op of apiKeyOps) {
       if (op.security.kind !== 'apiKey') continue;
-      expect(examples(op, 403), op.operationId).toContainEqual({ code: 'FORBIDDEN', message: `Missing API key scope: ${op.security.scope} requires ${op.security.level}` });
+      expect(examples(op, 403), op.operationId).toContainEqual({
+        code: 'FORBIDDEN',
+        message: `Missing API key scope: ${op.security.scope} requires ${op.security.level}`,
+      });
     }
   });
 
   it('every declared error status has at least one example whose code fits the status', () => {
-    const codes: Record<string, string[]> = { 400: ['BAD_REQUEST'], 401: ['UNAUTHORIZED'], 403: ['FORBIDDEN', 'NOTE_LIMIT_REACHED'], 404: ['NOT_FOUND'], 409: ['CONFLICT'], 413: ['PAYLOAD_TOO_LARGE'], 415: ['UNSUPPORTED_MEDIA_TYPE'], 429: ['RATE_LIMITED'], 500: ['INTERNAL'], 503: ['PRECONDITION_FAILED'] };
+    const codes: Record<string, string[]> = {
+      400: ['BAD_REQUEST'],
+      401: ['UNAUTHORIZED'],
+      403: ['FORBIDDEN', 'NOTE_LIMIT_REACHED'],
+      404: ['NOT_FOUND'],
+      409: ['CONFLICT'],
+      413: ['PAYLOAD_TOO_LARGE'],
+      415: ['UNSUPPORTED_MEDIA_TYPE'],
+      429: ['RATE_LIMITED'],
+      500: ['INTERNAL'],
+      503: ['PRECONDITION_FAILED'],
+    };
     for (const op of index.operations) {
       for (const status of op.declaredStatuses.filter((s) => s >= 400)) {
         const content = resolve(raw(op).responses[String(status)]!).content;
@@ -67,15 +95,36 @@ describe('error examples in the contract', { timeout: 120_000 }, () => {
     it('a request naming unknown ids gets a 404 message the operation lists among its 404 examples', async () => {
       const user = await server.user();
       const checked: string[] = [];
-      for (const op of index.operations.filter((o) => o.declaredStatuses.includes(404) && o.security.kind !== 'public')) {
+      for (const op of index.operations.filter(
+        (o) => o.declaredStatuses.includes(404) && o.security.kind !== 'public',
+      )) {
         const token = op.security.kind === 'admin' ? server.adminToken : user.apiKey;
         const r = raw(op);
         const bodyExample = r.requestBody?.content?.['application/json']?.examples;
-        const body = bodyExample ? JSON.stringify(Object.values(bodyExample)[0]!.value) : op.hasRequestBody ? '{}' : undefined;
-        const params = [...(r.parameters ?? []), ...((spec.paths[op.path] as { parameters?: RawOperation['parameters'] }).parameters ?? [])].map((p) => resolve(p));
-        const query = params.filter((p) => p.in === 'query' && p.required).map((p) => `${p.name}=${p.schema?.enum?.[0] ?? UNKNOWN}`).join('&');
+        const body = bodyExample
+          ? JSON.stringify(Object.values(bodyExample)[0]!.value)
+          : op.hasRequestBody
+            ? '{}'
+            : undefined;
+        const params = [
+          ...(r.parameters ?? []),
+          ...((spec.paths[op.path] as { parameters?: RawOperation['parameters'] }).parameters ?? []),
+        ].map((p) => resolve(p));
+        const query = params
+          .filter((p) => p.in === 'query' && p.required)
+          .map((p) => `${p.name}=${p.schema?.enum?.[0] ?? UNKNOWN}`)
+          .join('&');
         const url = op.path.replace(/\{[^}]+\}/g, UNKNOWN) + (query ? `?${query}` : '');
-        const headers = { ...bearer(token), ...(body !== undefined ? { 'Content-Type': op.requestContentTypes.includes('application/json') ? 'application/json' : op.requestContentTypes[0]! } : {}) };
+        const headers = {
+          ...bearer(token),
+          ...(body !== undefined
+            ? {
+                'Content-Type': op.requestContentTypes.includes('application/json')
+                  ? 'application/json'
+                  : op.requestContentTypes[0]!,
+              }
+            : {}),
+        };
         const res = await server.fetch(url, { method: op.method, headers, ...(body !== undefined ? { body } : {}) });
         if (res.status !== 404) {
           await res.arrayBuffer();
@@ -84,7 +133,10 @@ describe('error examples in the contract', { timeout: 120_000 }, () => {
         const text = await res.text();
         if (!text) continue; // bodiless 404 (media)
         const envelope = JSON.parse(text) as { code: string; message: string };
-        expect(examples(op, 404).map((e) => e.message), `${op.operationId}`).toContain(envelope.message);
+        expect(
+          examples(op, 404).map((e) => e.message),
+          `${op.operationId}`,
+        ).toContain(envelope.message);
         checked.push(op.operationId);
       }
       expect(checked.length).toBeGreaterThan(40);

@@ -30,14 +30,22 @@ describe('error envelope', () => {
 
   it('malformed JSON → 400 BAD_REQUEST', async () => {
     const { apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"themeMode": "dark",' });
+    const res = await server.fetch('/api/v1/appearance', {
+      method: 'PATCH',
+      headers: jsonHeaders(apiKey),
+      body: '{"themeMode": "dark",',
+    });
     expect(res.status).toBe(400);
     expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message: 'Request body is not valid JSON' });
   });
 
   it('a JSON body that is not an object → 400', async () => {
     const { apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '"dark"' });
+    const res = await server.fetch('/api/v1/appearance', {
+      method: 'PATCH',
+      headers: jsonHeaders(apiKey),
+      body: '"dark"',
+    });
     expect(res.status).toBe(400);
     expect((await envelope(res)).code).toBe('BAD_REQUEST');
   });
@@ -46,7 +54,10 @@ describe('error envelope', () => {
     const { apiKey } = await server.user();
     const res = await server.fetch('/api/v1/appearance', { method: 'PATCH', headers: bearer(apiKey) });
     expect(res.status).toBe(400);
-    expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message: 'Request body is required (application/json)' });
+    expect(await envelope(res)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body is required (application/json)',
+    });
   });
 
   it('wrong content type → 415 UNSUPPORTED_MEDIA_TYPE', async () => {
@@ -57,7 +68,10 @@ describe('error envelope', () => {
       body: 'themeMode=dark',
     });
     expect(res.status).toBe(415);
-    expect(await envelope(res)).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Content-Type must be application/json' });
+    expect(await envelope(res)).toEqual({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: 'Content-Type must be application/json',
+    });
   });
 
   it('a body that does not decode under its Content-Encoding → 400, not 500 (found by npm run fuzz)', async () => {
@@ -68,14 +82,20 @@ describe('error envelope', () => {
       body: JSON.stringify({ name: 'Robin' }),
     });
     expect(plain.status).toBe(400);
-    expect(await envelope(plain)).toEqual({ code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding (gzip)' });
+    expect(await envelope(plain)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body does not match its Content-Encoding (gzip)',
+    });
     const brotli = await server.fetch('/api/v1/members', {
       method: 'POST',
       headers: { ...jsonHeaders(apiKey), 'Content-Encoding': 'br' },
       body: JSON.stringify({ name: 'Robin' }),
     });
     expect(brotli.status).toBe(400);
-    expect(await envelope(brotli)).toEqual({ code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding (br)' });
+    expect(await envelope(brotli)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body does not match its Content-Encoding (br)',
+    });
     const member = await createMember(server.client(apiKey), 'Robin');
     const image = await server.fetch(`/api/v1/members/${member}/media?kind=avatar`, {
       method: 'PUT',
@@ -83,7 +103,10 @@ describe('error envelope', () => {
       body: new Uint8Array(PNG),
     });
     expect(image.status).toBe(400);
-    expect(await envelope(image)).toEqual({ code: 'BAD_REQUEST', message: 'Request body does not match its Content-Encoding (deflate)' });
+    expect(await envelope(image)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body does not match its Content-Encoding (deflate)',
+    });
     // A body that is what its Content-Encoding says is read as before.
     const gzipped = await server.fetch('/api/v1/members', {
       method: 'POST',
@@ -107,12 +130,32 @@ describe('error envelope', () => {
   it('validator errors name the field and the rule', async () => {
     const { apiKey } = await server.user();
     const cases: Array<[string, RequestInit, string]> = [
-      ['/api/v1/appearance/custom-fonts/not-a-uuid', { method: 'DELETE', headers: bearer(apiKey) }, 'fontId must be a valid UUID'],
+      [
+        '/api/v1/appearance/custom-fonts/not-a-uuid',
+        { method: 'DELETE', headers: bearer(apiKey) },
+        'fontId must be a valid UUID',
+      ],
       ['/api/v1/appearance?verbose=1', { headers: bearer(apiKey) }, "Unknown query parameter 'verbose'"],
-      ['/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontSize":"huge"}' }, 'fontSize must be one of: small, medium, large'],
-      ['/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontScale":9}' }, 'fontScale must be <= 2'],
-      ['/api/v1/appearance', { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"reduceMotion":"yes"}' }, 'reduceMotion must be boolean'],
-      ['/api/v1/appearance/custom-color-schemes', { method: 'POST', headers: jsonHeaders(apiKey), body: '{"colors":{"a":"#000000"}}' }, 'name is required'],
+      [
+        '/api/v1/appearance',
+        { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontSize":"huge"}' },
+        'fontSize must be one of: small, medium, large',
+      ],
+      [
+        '/api/v1/appearance',
+        { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontScale":9}' },
+        'fontScale must be <= 2',
+      ],
+      [
+        '/api/v1/appearance',
+        { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"reduceMotion":"yes"}' },
+        'reduceMotion must be boolean',
+      ],
+      [
+        '/api/v1/appearance/custom-color-schemes',
+        { method: 'POST', headers: jsonHeaders(apiKey), body: '{"colors":{"a":"#000000"}}' },
+        'name is required',
+      ],
     ];
     for (const [path, init, message] of cases) {
       const res = await server.fetch(path, init);
@@ -170,12 +213,17 @@ describe('authentication header handling', () => {
   ])('%s → 401 with the exact message', async (_name, headers) => {
     const res = await server.fetch('/api/v1/appearance', { headers });
     expect(res.status).toBe(401);
-    expect(await envelope(res)).toEqual({ code: 'UNAUTHORIZED', message: 'Missing or invalid API key. Use Authorization: Bearer <token>.' });
+    expect(await envelope(res)).toEqual({
+      code: 'UNAUTHORIZED',
+      message: 'Missing or invalid API key. Use Authorization: Bearer <token>.',
+    });
   });
 
   it('accepts the scheme name in any case', async () => {
     const { apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/appearance/custom-fonts', { headers: { Authorization: `bearer ${apiKey}` } });
+    const res = await server.fetch('/api/v1/appearance/custom-fonts', {
+      headers: { Authorization: `bearer ${apiKey}` },
+    });
     expect(res.status).toBe(200);
   });
 
@@ -189,7 +237,10 @@ describe('authentication header handling', () => {
     expect((await api.GET('/api/v1/appearance/custom-fonts')).response.status).toBe(200);
     const write = await api.POST('/api/v1/appearance/reset');
     expect(write.response.status).toBe(403);
-    expect(write.error).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: appearance requires read_write' });
+    expect(write.error).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: appearance requires read_write',
+    });
   });
 });
 
@@ -202,8 +253,16 @@ describe('database outage', () => {
       await lost.deps.db.knex.destroy();
       for (const res of [
         await lost.fetch('/api/v1/members/page?limit=5', { headers: bearer(apiKey) }),
-        await lost.fetch('/api/v1/entries', { method: 'POST', headers: jsonHeaders(apiKey), body: JSON.stringify({ content: 'hello' }) }),
-        await lost.fetch('/admin/v1/accounts', { method: 'POST', headers: jsonHeaders(lost.adminToken), body: JSON.stringify({ username: 'nobody_here' }) }),
+        await lost.fetch('/api/v1/entries', {
+          method: 'POST',
+          headers: jsonHeaders(apiKey),
+          body: JSON.stringify({ content: 'hello' }),
+        }),
+        await lost.fetch('/admin/v1/accounts', {
+          method: 'POST',
+          headers: jsonHeaders(lost.adminToken),
+          body: JSON.stringify({ username: 'nobody_here' }),
+        }),
       ]) {
         expect(res.status).toBe(503);
         expect(await envelope(res)).toEqual({ code: 'PRECONDITION_FAILED', message: 'Database is not reachable' });

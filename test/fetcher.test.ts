@@ -8,7 +8,13 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../server/config.ts';
 import { isPublicAddress } from '../server/net/addresses.ts';
-import { FetchRefusedError, fetchOptionsFromConfig, guardedFetch, type FetchRefusedReason, type GuardedFetchOptions } from '../server/net/guardedFetch.ts';
+import {
+  FetchRefusedError,
+  fetchOptionsFromConfig,
+  guardedFetch,
+  type FetchRefusedReason,
+  type GuardedFetchOptions,
+} from '../server/net/guardedFetch.ts';
 
 interface TestServer {
   server: Server;
@@ -18,7 +24,10 @@ interface TestServer {
   hosts: string[];
 }
 
-async function startServer(address: string, handler: (req: IncomingMessage, res: ServerResponse, self: TestServer) => void): Promise<TestServer> {
+async function startServer(
+  address: string,
+  handler: (req: IncomingMessage, res: ServerResponse, self: TestServer) => void,
+): Promise<TestServer> {
   const self = { connections: 0, hosts: [] } as unknown as TestServer;
   self.server = createServer((req, res) => {
     self.hosts.push(req.headers.host ?? '');
@@ -54,7 +63,9 @@ beforeAll(async () => {
       if (n === 0) res.end('end of chain');
       else res.writeHead(302, { location: `/chain/${n - 1}` }).end();
     } else if (path === '/redirect') {
-      res.writeHead(Number(url.searchParams.get('status') ?? 302), { location: url.searchParams.get('to') ?? '' }).end();
+      res
+        .writeHead(Number(url.searchParams.get('status') ?? 302), { location: url.searchParams.get('to') ?? '' })
+        .end();
     } else if (path === '/redirect-without-location') {
       res.writeHead(302).end();
     } else if (path === '/declared-too-big') {
@@ -132,7 +143,13 @@ describe('private addresses', () => {
 
   it('fetches loopback when allowPrivate is set', async () => {
     const result = await guardedFetch(`${main.base}/ok`, allow);
-    expect(result).toEqual({ status: 200, contentType: 'text/plain; charset=utf-8', body: Buffer.from('hello'), truncated: false, finalUrl: `${main.base}/ok` });
+    expect(result).toEqual({
+      status: 200,
+      contentType: 'text/plain; charset=utf-8',
+      body: Buffer.from('hello'),
+      truncated: false,
+      finalUrl: `${main.base}/ok`,
+    });
   });
 
   it('fetches localhost when allowPrivate is set', async () => {
@@ -168,7 +185,10 @@ describe('private addresses', () => {
       { address: '127.0.0.1', family: 4 as const },
       { address: '10.0.0.5', family: 4 as const },
     ];
-    await expectRefused(guardedFetch(`http://mixed.test:${main.port}/ok`, { lookup, allowAddresses: ['127.0.0.1'] }), 'private_address');
+    await expectRefused(
+      guardedFetch(`http://mixed.test:${main.port}/ok`, { lookup, allowAddresses: ['127.0.0.1'] }),
+      'private_address',
+    );
     expect(main.connections).toBe(0);
   });
 
@@ -195,12 +215,16 @@ describe('private addresses', () => {
 });
 
 describe('schemes', () => {
-  it.each(['file:///etc/passwd', 'ftp://example.com/file', 'data:text/plain,hello', 'javascript:alert(1)', 'gopher://example.com/', 'ws://example.com/'])(
-    'refuses %s',
-    async (url) => {
-      await expectRefused(guardedFetch(url), 'scheme');
-    },
-  );
+  it.each([
+    'file:///etc/passwd',
+    'ftp://example.com/file',
+    'data:text/plain,hello',
+    'javascript:alert(1)',
+    'gopher://example.com/',
+    'ws://example.com/',
+  ])('refuses %s', async (url) => {
+    await expectRefused(guardedFetch(url), 'scheme');
+  });
 
   it('refuses what is not a URL at all', async () => {
     await expectRefused(guardedFetch('not a url'), 'invalid_url');
@@ -227,13 +251,18 @@ describe('redirects', () => {
 
   it.each([301, 303, 307, 308])('follows a %i redirect', async (status) => {
     const to = encodeURIComponent(`${main.base}/ok`);
-    expect((await guardedFetch(`${main.base}/redirect?status=${status}&to=${to}`, allow)).body.toString()).toBe('hello');
+    expect((await guardedFetch(`${main.base}/redirect?status=${status}&to=${to}`, allow)).body.toString()).toBe(
+      'hello',
+    );
   });
 
   it('re-checks every hop: an allowed first hop cannot redirect to another private address', async () => {
     const to = encodeURIComponent(`${other.base}/secret`);
     // 127.0.0.1 is allowed explicitly; 127.0.0.2 is not, and allowPrivate is off.
-    const error = await expectRefused(guardedFetch(`${main.base}/redirect?to=${to}`, { allowAddresses: ['127.0.0.1'] }), 'private_address');
+    const error = await expectRefused(
+      guardedFetch(`${main.base}/redirect?to=${to}`, { allowAddresses: ['127.0.0.1'] }),
+      'private_address',
+    );
     expect(error.url).toBe(`${other.base}/secret`);
     expect(main.connections).toBe(1);
     expect(other.connections).toBe(0);
@@ -244,8 +273,14 @@ describe('redirects', () => {
 
   it('refuses a redirect to a private IPv6 literal or to another scheme', async () => {
     const first = { allowAddresses: ['127.0.0.1'] };
-    await expectRefused(guardedFetch(`${main.base}/redirect?to=${encodeURIComponent(`http://[::1]:${main.port}/ok`)}`, first), 'private_address');
-    await expectRefused(guardedFetch(`${main.base}/redirect?to=${encodeURIComponent('file:///etc/passwd')}`, first), 'scheme');
+    await expectRefused(
+      guardedFetch(`${main.base}/redirect?to=${encodeURIComponent(`http://[::1]:${main.port}/ok`)}`, first),
+      'private_address',
+    );
+    await expectRefused(
+      guardedFetch(`${main.base}/redirect?to=${encodeURIComponent('file:///etc/passwd')}`, first),
+      'scheme',
+    );
   });
 
   it('treats a redirect without Location as a bad status', async () => {
@@ -270,7 +305,11 @@ describe('limits', () => {
     const declared = await guardedFetch(`${main.base}/bytes?n=5000`, { ...allow, maxBytes: 1000, truncate: true });
     expect([declared.body.length, declared.truncated]).toEqual([1000, true]);
     const streamed = await guardedFetch(`${main.base}/stream`, { ...allow, maxBytes: 1000, truncate: true });
-    expect([streamed.body.length, streamed.truncated, streamed.body.every((b) => b === 0x62)]).toEqual([1000, true, true]);
+    expect([streamed.body.length, streamed.truncated, streamed.body.every((b) => b === 0x62)]).toEqual([
+      1000,
+      true,
+      true,
+    ]);
     const whole = await guardedFetch(`${main.base}/bytes?n=1000`, { ...allow, maxBytes: 1000, truncate: true });
     expect([whole.body.length, whole.truncated]).toEqual([1000, false]);
     expect((await guardedFetch(`${main.base}/bytes?n=10`, allow)).truncated).toBe(false);
@@ -311,10 +350,18 @@ describe('status', () => {
 });
 
 describe('address classification', () => {
-  it.each(['93.184.216.34', '8.8.8.8', '172.32.0.1', '172.15.255.255', '100.63.255.255', '100.128.0.0', '192.169.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8'])(
-    '%s is public',
-    (address) => expect(isPublicAddress(address)).toBe(true),
-  );
+  it.each([
+    '93.184.216.34',
+    '8.8.8.8',
+    '172.32.0.1',
+    '172.15.255.255',
+    '100.63.255.255',
+    '100.128.0.0',
+    '192.169.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+    '64:ff9b::8.8.8.8',
+  ])('%s is public', (address) => expect(isPublicAddress(address)).toBe(true));
 
   it.each([
     '127.0.0.1',
@@ -353,12 +400,30 @@ describe('address classification', () => {
 describe('fetcher configuration', () => {
   it('defaults to no private addresses, 10 s, 10 MiB, 3 redirects', () => {
     const config = loadConfig({});
-    expect(fetchOptionsFromConfig(config)).toEqual({ allowPrivate: false, allowAddresses: [], timeoutMs: 10_000, maxBytes: 10 * 1_048_576, maxRedirects: 3 });
+    expect(fetchOptionsFromConfig(config)).toEqual({
+      allowPrivate: false,
+      allowAddresses: [],
+      timeoutMs: 10_000,
+      maxBytes: 10 * 1_048_576,
+      maxRedirects: 3,
+    });
   });
 
   it('reads the FETCH_* variables', () => {
-    const config = loadConfig({ FETCH_ALLOW_PRIVATE: 'true', FETCH_ALLOW_ADDRESSES: ' 10.1.2.3, fd00::/8 ', FETCH_TIMEOUT_MS: '2500', FETCH_MAX_BYTES: '4096', FETCH_MAX_REDIRECTS: '0' });
-    expect(fetchOptionsFromConfig(config)).toEqual({ allowPrivate: true, allowAddresses: ['10.1.2.3', 'fd00::/8'], timeoutMs: 2500, maxBytes: 4096, maxRedirects: 0 });
+    const config = loadConfig({
+      FETCH_ALLOW_PRIVATE: 'true',
+      FETCH_ALLOW_ADDRESSES: ' 10.1.2.3, fd00::/8 ',
+      FETCH_TIMEOUT_MS: '2500',
+      FETCH_MAX_BYTES: '4096',
+      FETCH_MAX_REDIRECTS: '0',
+    });
+    expect(fetchOptionsFromConfig(config)).toEqual({
+      allowPrivate: true,
+      allowAddresses: ['10.1.2.3', 'fd00::/8'],
+      timeoutMs: 2500,
+      maxBytes: 4096,
+      maxRedirects: 0,
+    });
   });
 
   it('names the variable that is wrong', () => {
@@ -366,13 +431,18 @@ describe('fetcher configuration', () => {
     expect(() => loadConfig({ FETCH_TIMEOUT_MS: '10s' })).toThrow(/FETCH_TIMEOUT_MS must be an integer/);
     expect(() => loadConfig({ FETCH_MAX_BYTES: '0' })).toThrow(/FETCH_MAX_BYTES must be between/);
     expect(() => loadConfig({ FETCH_MAX_REDIRECTS: '50' })).toThrow(ConfigError);
-    expect(() => loadConfig({ FETCH_ALLOW_ADDRESSES: '10.0.0.1,intranet.example' })).toThrow(/FETCH_ALLOW_ADDRESSES: Not an IP address or CIDR range: intranet.example/);
+    expect(() => loadConfig({ FETCH_ALLOW_ADDRESSES: '10.0.0.1,intranet.example' })).toThrow(
+      /FETCH_ALLOW_ADDRESSES: Not an IP address or CIDR range: intranet.example/,
+    );
   });
 
   it('FETCH_ALLOW_ADDRESSES opens those addresses only: the loopback origin, not a redirect to another private host', async () => {
     const options = fetchOptionsFromConfig(loadConfig({ FETCH_ALLOW_ADDRESSES: '127.0.0.1' }));
     expect((await guardedFetch(`${main.base}/ok`, options)).body.toString()).toBe('hello');
-    await expectRefused(guardedFetch(`${main.base}/redirect?to=${encodeURIComponent(`${other.base}/`)}`, options), 'private_address');
+    await expectRefused(
+      guardedFetch(`${main.base}/redirect?to=${encodeURIComponent(`${other.base}/`)}`, options),
+      'private_address',
+    );
     expect(other.connections).toBe(0);
   });
 });

@@ -9,7 +9,16 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { PERMISSION_GROUPS } from '../server/core/context.ts';
 import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
+import {
+  createBucket,
+  expectNoneOf,
+  friendsSharing,
+  giveFriend,
+  relate,
+  RELATIONSHIPS,
+  shareMember,
+  type Perms,
+} from './helpers/friends.ts';
 import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
 import { TestServer, useServer, type TestUser } from './helpers/server.ts';
 
@@ -50,14 +59,35 @@ async function seed(owner: TestUser, bucketId: string | null): Promise<Seed> {
   await startFronting(owner.api, hidden);
   await startFronting(owner.api, vis1);
   await startFronting(owner.api, vis2);
-  const hiddenSession = (await owner.api.GET('/api/v1/front')).data!.activeSessions.find((s) => s.memberId === hidden)!._id;
+  const hiddenSession = (await owner.api.GET('/api/v1/front')).data!.activeSessions.find(
+    (s) => s.memberId === hidden,
+  )!._id;
   const tierNote = `tier-${randomUUID()}`;
-  expect((await owner.api.POST('/api/v1/front/tier-presence', { body: { memberId: hidden2, tierKey: 'coConscious', note: tierNote } })).response.status).toBe(204);
-  expect((await owner.api.POST('/api/v1/front/tier-presence', { body: { memberId: vis2, tierKey: 'coFront' } })).response.status).toBe(204);
+  expect(
+    (
+      await owner.api.POST('/api/v1/front/tier-presence', {
+        body: { memberId: hidden2, tierKey: 'coConscious', note: tierNote },
+      })
+    ).response.status,
+  ).toBe(204);
+  expect(
+    (await owner.api.POST('/api/v1/front/tier-presence', { body: { memberId: vis2, tierKey: 'coFront' } })).response
+      .status,
+  ).toBe(204);
   const visNote = await createEntry(owner.api, 'visible note', { memberIds: [vis1] });
   const mixedNote = await createEntry(owner.api, mixedText, { memberIds: [vis1, hidden] });
   const hiddenNote = await createEntry(owner.api, hiddenText, { memberIds: [hidden] });
-  return { owner, vis1, vis2, hidden, hidden2, visNote, mixedNote, hiddenNote, canaries: [hidden, hidden2, hiddenName, hidden2Name, hiddenText, hiddenNote, hiddenSession, tierNote] };
+  return {
+    owner,
+    vis1,
+    vis2,
+    hidden,
+    hidden2,
+    visNote,
+    mixedNote,
+    hiddenNote,
+    canaries: [hidden, hidden2, hiddenName, hidden2Name, hiddenText, hiddenNote, hiddenSession, tierNote],
+  };
 }
 
 /** What the owner's data looks like (front, notes, trash): compared before and after refused writes. */
@@ -67,7 +97,9 @@ async function snapshot(owner: TestUser): Promise<string> {
   return JSON.stringify([front.data, entries.data]);
 }
 
-async function auditActions(owner: TestUser): Promise<Array<{ action: string; detail: unknown; targetId: string | null }>> {
+async function auditActions(
+  owner: TestUser,
+): Promise<Array<{ action: string; detail: unknown; targetId: string | null }>> {
   const res = await owner.api.GET('/api/v1/audit', { params: { query: { actionPrefix: 'friend_write' } } });
   expect(res.response.status).toBe(200);
   return res.data!.items.map((e) => ({ action: e.action, detail: e.detail, targetId: e.targetId }));
@@ -83,13 +115,25 @@ function fp(friendUserId: string) {
 async function reads(viewer: TestUser, s: Seed): Promise<Call[]> {
   const path = fp(s.owner.userId);
   const out: Call[] = [];
-  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) => out.push({ route, status: r.response.status, body: r.data ?? r.error });
+  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) =>
+    out.push({ route, status: r.response.status, body: r.data ?? r.error });
   push('GET front', await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } }));
-  push('GET writable', await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } }));
+  push(
+    'GET writable',
+    await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } }),
+  );
   push('GET history', await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }));
-  push('GET month', await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', { params: { path, query: { startTime: now - 10 * DAY, endTime: now + DAY } } }));
+  push(
+    'GET month',
+    await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', {
+      params: { path, query: { startTime: now - 10 * DAY, endTime: now + DAY } },
+    }),
+  );
   push('GET entries', await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path } }));
-  push('GET entries?memberId=hidden', await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { memberId: s.hidden } } }));
+  push(
+    'GET entries?memberId=hidden',
+    await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { memberId: s.hidden } } }),
+  );
   return out;
 }
 
@@ -97,15 +141,58 @@ async function reads(viewer: TestUser, s: Seed): Promise<Call[]> {
 async function writes(viewer: TestUser, s: Seed): Promise<Call[]> {
   const path = fp(s.owner.userId);
   const out: Call[] = [];
-  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) => out.push({ route, status: r.response.status, body: r.data ?? r.error });
-  push('PATCH order', await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds: [s.vis2, s.vis1] } }));
-  push('DELETE tier-presence', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}', { params: { path: { ...path, memberId: s.vis2 } } }));
-  push('DELETE front member', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/members/{memberId}', { params: { path: { ...path, memberId: s.vis2 } } }));
-  push('POST front member', await viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId: s.vis2 } }));
-  push('POST entry', await viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body: { content: 'from a friend', memberIds: [s.vis1] } }));
-  push('PATCH entry', await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } }, body: { content: 'edited by a friend' } }));
-  push('DELETE entry', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } }));
-  push('PUT front', await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: s.vis1 } }));
+  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) =>
+    out.push({ route, status: r.response.status, body: r.data ?? r.error });
+  push(
+    'PATCH order',
+    await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', {
+      params: { path },
+      body: { memberIds: [s.vis2, s.vis1] },
+    }),
+  );
+  push(
+    'DELETE tier-presence',
+    await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}', {
+      params: { path: { ...path, memberId: s.vis2 } },
+    }),
+  );
+  push(
+    'DELETE front member',
+    await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/members/{memberId}', {
+      params: { path: { ...path, memberId: s.vis2 } },
+    }),
+  );
+  push(
+    'POST front member',
+    await viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', {
+      params: { path },
+      body: { memberId: s.vis2 },
+    }),
+  );
+  push(
+    'POST entry',
+    await viewer.api.POST('/api/v1/friends/{friendUserId}/entries', {
+      params: { path },
+      body: { content: 'from a friend', memberIds: [s.vis1] },
+    }),
+  );
+  push(
+    'PATCH entry',
+    await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+      params: { path: { ...path, entryId: s.visNote } },
+      body: { content: 'edited by a friend' },
+    }),
+  );
+  push(
+    'DELETE entry',
+    await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+      params: { path: { ...path, entryId: s.visNote } },
+    }),
+  );
+  push(
+    'PUT front',
+    await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: s.vis1 } }),
+  );
   return out;
 }
 
@@ -113,14 +200,51 @@ async function writes(viewer: TestUser, s: Seed): Promise<Call[]> {
 async function hiddenWrites(viewer: TestUser, s: Seed): Promise<Call[]> {
   const path = fp(s.owner.userId);
   const out: Call[] = [];
-  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) => out.push({ route, status: r.response.status, body: r.data ?? r.error });
-  push('PUT front hidden', await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: s.hidden2 } }));
-  push('POST front hidden', await viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId: s.hidden2 } }));
-  push('DELETE front hidden', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/members/{memberId}', { params: { path: { ...path, memberId: s.hidden } } }));
-  push('DELETE tier hidden', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}', { params: { path: { ...path, memberId: s.hidden2 } } }));
-  push('POST entry hidden', await viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body: { content: 'x', memberIds: [s.hidden] } }));
-  push('PATCH hidden entry', await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.hiddenNote } }, body: { content: 'x' } }));
-  push('DELETE hidden entry', await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.hiddenNote } } }));
+  const push = (route: string, r: { response: Response; data?: unknown; error?: unknown }) =>
+    out.push({ route, status: r.response.status, body: r.data ?? r.error });
+  push(
+    'PUT front hidden',
+    await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: s.hidden2 } }),
+  );
+  push(
+    'POST front hidden',
+    await viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', {
+      params: { path },
+      body: { memberId: s.hidden2 },
+    }),
+  );
+  push(
+    'DELETE front hidden',
+    await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/members/{memberId}', {
+      params: { path: { ...path, memberId: s.hidden } },
+    }),
+  );
+  push(
+    'DELETE tier hidden',
+    await viewer.api.DELETE('/api/v1/friends/{friendUserId}/front/tier-presence/{memberId}', {
+      params: { path: { ...path, memberId: s.hidden2 } },
+    }),
+  );
+  push(
+    'POST entry hidden',
+    await viewer.api.POST('/api/v1/friends/{friendUserId}/entries', {
+      params: { path },
+      body: { content: 'x', memberIds: [s.hidden] },
+    }),
+  );
+  push(
+    'PATCH hidden entry',
+    await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+      params: { path: { ...path, entryId: s.hiddenNote } },
+      body: { content: 'x' },
+    }),
+  );
+  push(
+    'DELETE hidden entry',
+    await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+      params: { path: { ...path, entryId: s.hiddenNote } },
+    }),
+  );
   return out;
 }
 
@@ -129,28 +253,37 @@ async function hiddenWrites(viewer: TestUser, s: Seed): Promise<Call[]> {
  * over the whole database: 0 when the list is exact.
  */
 async function listDrift(knex: TestServer['deps']['db']['knex'], definition: string, listed: string): Promise<number> {
-  const result = await knex.raw(`select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`);
+  const result = await knex.raw(
+    `select count(*)::int as n from ((${listed} except all ${definition}) union all (${definition} except all ${listed})) d`,
+  );
   return (result.rows as Array<{ n: number }>)[0]!.n;
 }
 
 const notFoundMember = { code: 'NOT_FOUND', message: 'Member not found' };
 const notFoundEntry = { code: 'NOT_FOUND', message: 'Entry not found' };
 
-describe('relationship matrix: no visible friendship answers 404 "Friend not found" everywhere', { timeout: 120_000 }, () => {
+describe('relationship matrix: no visible friendship answers 404 "Friend not found" everywhere', {
+  timeout: 120_000,
+}, () => {
   for (const relationship of RELATIONSHIPS.filter((r) => r !== 'accepted')) {
     it(relationship, async () => {
       const owner = await server.user();
       const viewer = await server.user();
-      const bucketId = await createBucket(owner, { members_view: 'read_write', front: 'read_write', member_notes: 'read_write' });
+      const bucketId = await createBucket(owner, {
+        members_view: 'read_write',
+        front: 'read_write',
+        member_notes: 'read_write',
+      });
       const s = await seed(owner, bucketId);
       if (relationship === 'blocked_by_owner' || relationship === 'blocked_by_viewer' || relationship === 'revoked') {
         // Befriended and sharing first, so only the block or revoke stands between them.
         await relate(owner, viewer, 'accepted');
         await giveFriend(owner, viewer, [bucketId]);
         const [by, other] = relationship === 'blocked_by_viewer' ? [viewer, owner] : [owner, viewer];
-        const res = relationship === 'revoked'
-          ? await by.api.POST('/api/v1/friends/{friendUserId}/revoke', { params: { path: fp(other.userId) } })
-          : await by.api.POST('/api/v1/friends/{friendUserId}/block', { params: { path: fp(other.userId) } });
+        const res =
+          relationship === 'revoked'
+            ? await by.api.POST('/api/v1/friends/{friendUserId}/revoke', { params: { path: fp(other.userId) } })
+            : await by.api.POST('/api/v1/friends/{friendUserId}/block', { params: { path: fp(other.userId) } });
         expect(res.response.status).toBe(204);
       } else {
         await relate(owner, viewer, relationship);
@@ -167,10 +300,11 @@ describe('relationship matrix: no visible friendship answers 404 "Friend not fou
     });
   }
 
-  it('the caller\'s own id and an unknown account are 404 too', async () => {
+  it("the caller's own id and an unknown account are 404 too", async () => {
     const owner = await server.user();
     const s = await seed(owner, null);
-    for (const c of [...(await reads(owner, s)), ...(await writes(owner, s))]) expect([c.route, c.status, c.body]).toEqual([c.route, 404, { code: 'NOT_FOUND', message: 'Friend not found' }]);
+    for (const c of [...(await reads(owner, s)), ...(await writes(owner, s))])
+      expect([c.route, c.status, c.body]).toEqual([c.route, 404, { code: 'NOT_FOUND', message: 'Friend not found' }]);
     const viewer = await server.user();
     const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path: fp(UNKNOWN_ID) } });
     expect(res.response.status).toBe(404);
@@ -186,9 +320,18 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       const viewer = await server.user();
       await relate(owner, viewer, 'accepted');
       const g = level === 'no_bucket' ? 'none' : level;
-      const bucketId = await createBucket(owner, { members_view: 'read', member_avatar: 'read', front: g, member_notes: g } satisfies Perms);
+      const bucketId = await createBucket(owner, {
+        members_view: 'read',
+        member_avatar: 'read',
+        front: g,
+        member_notes: g,
+      } satisfies Perms);
       // no_bucket: the friend holds a bucket granting everything, but no content carries it.
-      const unshared = await createBucket(owner, { members_view: 'read_write', member_avatar: 'read_write', front: 'read_write', member_notes: 'read_write' }, 'Unshared');
+      const unshared = await createBucket(
+        owner,
+        { members_view: 'read_write', member_avatar: 'read_write', front: 'read_write', member_notes: 'read_write' },
+        'Unshared',
+      );
       await giveFriend(owner, viewer, level === 'no_bucket' ? [unshared] : [bucketId]);
       const s = await seed(owner, bucketId);
       const sees = level === 'read' || level === 'read_write';
@@ -196,7 +339,12 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       const r = Object.fromEntries((await reads(viewer, s)).map((c) => [c.route, c]));
       for (const c of Object.values(r)) expectNoneOf(c.body, s.canaries);
       expect(r['GET front']!.status).toBe(200);
-      const front = r['GET front']!.body as { primary: { member: { _id: string } } | null; alsoFronting: Array<{ member: { _id: string } }>; tieredMembers: Array<{ member: { _id: string }; tierKey: string }>; note: string };
+      const front = r['GET front']!.body as {
+        primary: { member: { _id: string } } | null;
+        alsoFronting: Array<{ member: { _id: string } }>;
+        tieredMembers: Array<{ member: { _id: string }; tierKey: string }>;
+        note: string;
+      };
       if (sees) {
         // The owner's primary is hidden: the first visible fronter takes its place.
         expect(front.primary!.member._id).toBe(s.vis1);
@@ -220,7 +368,11 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
         expect(new Set(days.flatMap((d) => d.members.map((m) => m.memberId)))).toEqual(new Set([s.vis1, s.vis2]));
       }
       expect(r['GET entries']!.status).toBe(200);
-      const notes = r['GET entries']!.body as Array<{ _id: string; members: Array<{ id: string }>; viewerCanWrite: boolean }>;
+      const notes = r['GET entries']!.body as Array<{
+        _id: string;
+        members: Array<{ id: string }>;
+        viewerCanWrite: boolean;
+      }>;
       expect(notes.map((n) => n._id).sort()).toEqual(sees ? [s.visNote, s.mixedNote].sort() : []);
       for (const n of notes) {
         expect(n.members.map((m) => m.id)).toEqual([s.vis1]);
@@ -231,12 +383,17 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       const before = await snapshot(owner);
       for (const c of await hiddenWrites(viewer, s)) {
         expect(c.status, c.route).toBe(404);
-        expect(c.body, c.route).toEqual(c.route.includes('entry') ? (c.route.startsWith('POST') ? notFoundMember : notFoundEntry) : notFoundMember);
+        expect(c.body, c.route).toEqual(
+          c.route.includes('entry') ? (c.route.startsWith('POST') ? notFoundMember : notFoundEntry) : notFoundMember,
+        );
         expectNoneOf(c.body, s.canaries);
       }
       if (level !== 'read_write') {
         for (const c of await writes(viewer, s)) {
-          const expected = level === 'no_bucket' || (level === 'none' && c.route.includes('entry') && !c.route.startsWith('POST')) ? 404 : 403;
+          const expected =
+            level === 'no_bucket' || (level === 'none' && c.route.includes('entry') && !c.route.startsWith('POST'))
+              ? 404
+              : 403;
           // Reorder: the tab first (403 without front read_write anywhere), then the visible set (none here: 400).
           expect(c.status, c.route).toBe(c.route === 'PATCH order' ? (level === 'no_bucket' ? 400 : 403) : expected);
           expectNoneOf(c.body, s.canaries);
@@ -248,7 +405,10 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       expect(await snapshot(owner)).toBe(before);
       // read_write: every write succeeds, and is audited with the friend's id.
       const mixedBefore = await snapshot(owner);
-      const mixed = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { friendUserId: owner.userId, entryId: s.mixedNote } }, body: { content: 'x' } });
+      const mixed = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+        params: { path: { friendUserId: owner.userId, entryId: s.mixedNote } },
+        body: { content: 'x' },
+      });
       expect(mixed.response.status).toBe(403); // it links a hidden member
       expect(await snapshot(owner)).toBe(mixedBefore);
       const calls = await writes(viewer, s);
@@ -264,7 +424,16 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
       expect(JSON.stringify(trash.data)).toContain(s.visNote);
       const actions = await auditActions(owner);
       expect(actions.map((a) => a.action).sort()).toEqual(
-        ['friend_write.front.reorder', 'friend_write.front.tier_presence_clear', 'friend_write.front.stop', 'friend_write.front.start', 'friend_write.entry.create', 'friend_write.entry.update', 'friend_write.entry.delete', 'friend_write.front.set'].sort(),
+        [
+          'friend_write.front.reorder',
+          'friend_write.front.tier_presence_clear',
+          'friend_write.front.stop',
+          'friend_write.front.start',
+          'friend_write.entry.create',
+          'friend_write.entry.update',
+          'friend_write.entry.delete',
+          'friend_write.front.set',
+        ].sort(),
       );
       for (const a of actions) expect(a.detail).toEqual({ friendUserId: viewer.userId });
     });
@@ -273,7 +442,11 @@ describe('accepted friend: the matrix over the levels of front and member_notes'
 
 /** An accepted friend with front and notes at read_write through one bucket, and the seeded owner. */
 async function writer(): Promise<{ s: Seed; viewer: TestUser; bucketId: string }> {
-  const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', front: 'read_write', member_notes: 'read_write' });
+  const { owner, viewer, bucketId } = await friendsSharing(server, {
+    members_view: 'read',
+    front: 'read_write',
+    member_notes: 'read_write',
+  });
   return { s: await seed(owner, bucketId), viewer, bucketId };
 }
 
@@ -283,13 +456,26 @@ describe('front', { timeout: 120_000 }, () => {
     const path = fp(s.owner.userId);
     const before = await snapshot(s.owner);
     for (const memberIds of [[s.vis1], [s.vis1, s.vis2, s.hidden], [s.vis1, s.vis1], [s.vis1, UNKNOWN_ID]]) {
-      const res = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds } });
+      const res = await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', {
+        params: { path },
+        body: { memberIds },
+      });
       expect(res.response.status).toBe(400);
-      expectNoneOf(res.error, s.canaries.filter((c) => c !== s.hidden)); // only ids the caller sent may be echoed; none are
+      expectNoneOf(
+        res.error,
+        s.canaries.filter((c) => c !== s.hidden),
+      ); // only ids the caller sent may be echoed; none are
       expect(JSON.stringify(res.error)).not.toContain(s.hidden);
     }
     expect(await snapshot(s.owner)).toBe(before);
-    expect((await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', { params: { path }, body: { memberIds: [s.vis2, s.vis1] } })).response.status).toBe(204);
+    expect(
+      (
+        await viewer.api.PATCH('/api/v1/friends/{friendUserId}/front/order', {
+          params: { path },
+          body: { memberIds: [s.vis2, s.vis1] },
+        })
+      ).response.status,
+    ).toBe(204);
     expect((await s.owner.api.GET('/api/v1/front')).data!.memberIds).toEqual([s.hidden, s.vis2, s.vis1]);
   });
 
@@ -302,21 +488,37 @@ describe('front', { timeout: 120_000 }, () => {
     await shareMember(s.owner, readOnly, [readBucket]);
     const archived = await createMember(s.owner.api, 'Archived');
     await shareMember(s.owner, archived, [bucketId]);
-    expect((await s.owner.api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } as never })).response.status).toBe(200);
+    expect(
+      (
+        await s.owner.api.PATCH('/api/v1/members/{memberId}', {
+          params: { path: { memberId: archived } },
+          body: { archived: true } as never,
+        })
+      ).response.status,
+    ).toBe(200);
     const before = await snapshot(s.owner);
-    const start = (memberId: string) => viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId } });
+    const start = (memberId: string) =>
+      viewer.api.POST('/api/v1/friends/{friendUserId}/front/members', { params: { path }, body: { memberId } });
     expect((await start(readOnly)).response.status).toBe(403);
     expect((await start(archived)).error).toEqual(notFoundMember);
     expect((await start(UNKNOWN_ID)).error).toEqual(notFoundMember);
-    expect((await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: readOnly } })).response.status).toBe(403);
+    expect(
+      (await viewer.api.PUT('/api/v1/friends/{friendUserId}/front', { params: { path }, body: { memberId: readOnly } }))
+        .response.status,
+    ).toBe(403);
     expect(await snapshot(s.owner)).toBe(before);
-    expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } })).data).toEqual({ memberIds: [s.vis1, s.vis2] });
+    expect(
+      (await viewer.api.GET('/api/v1/friends/{friendUserId}/front/writable-member-ids', { params: { path } })).data,
+    ).toEqual({ memberIds: [s.vis1, s.vis2] });
     expect(await auditActions(s.owner)).toEqual([]);
   });
 
   it('an internal failure answers the empty front with 200 and logs it', async () => {
     const lines: string[] = [];
-    const own = await new TestServer().start({ env: { LOG_LEVEL: 'error' }, logStream: { write: (l: string) => void lines.push(l) } });
+    const own = await new TestServer().start({
+      env: { LOG_LEVEL: 'error' },
+      logStream: { write: (l: string) => void lines.push(l) },
+    });
     try {
       const owner = await own.user();
       const viewer = await own.user();
@@ -327,7 +529,9 @@ describe('front', { timeout: 120_000 }, () => {
       await shareMember(owner, m, [bucketId]);
       await startFronting(owner.api, m);
       const path = fp(owner.userId);
-      expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } })).data!.primary!.member._id).toBe(m);
+      expect(
+        (await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } })).data!.primary!.member._id,
+      ).toBe(m);
       // The read fails for real: the tier presence table is gone on this throwaway server.
       await own.deps.db.knex.raw('alter table front_tier_presence rename to front_tier_presence_gone');
       const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } });
@@ -356,16 +560,28 @@ describe('history and month', { timeout: 120_000 }, () => {
   it('history: keyset pages of visible sessions, cursor both-or-neither, count before the filter', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
-    const page1 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query: { limit: 1 } } });
+    const page1 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', {
+      params: { path, query: { limit: 1 } },
+    });
     expect(page1.data!.items).toHaveLength(1);
     expect(page1.data!.count).toBe(3);
     const cursor = page1.data!.nextCursor!;
-    const page2 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query: { limit: 1, cursorStartedAt: cursor.startedAt, cursorId: cursor.id } } });
+    const page2 = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', {
+      params: { path, query: { limit: 1, cursorStartedAt: cursor.startedAt, cursorId: cursor.id } },
+    });
     expect(page2.data!.items).toHaveLength(1);
     expect(page2.data!.nextCursor).toBeNull(); // the hidden session is not a page of its own
-    expect([page1.data!.items[0]!.member._id, page2.data!.items[0]!.member._id].sort()).toEqual([s.vis1, s.vis2].sort());
+    expect([page1.data!.items[0]!.member._id, page2.data!.items[0]!.member._id].sort()).toEqual(
+      [s.vis1, s.vis2].sort(),
+    );
     expectNoneOf([page1.data, page2.data], s.canaries);
-    for (const query of [{ cursorId: cursor.id }, { cursorStartedAt: cursor.startedAt }, { limit: 0 }, { limit: 51 }, { startTime: 10, endTime: 5 }]) {
+    for (const query of [
+      { cursorId: cursor.id },
+      { cursorStartedAt: cursor.startedAt },
+      { limit: 0 },
+      { limit: 51 },
+      { startTime: 10, endTime: 5 },
+    ]) {
       const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
       expect(res.response.status, JSON.stringify(query)).toBe(400);
     }
@@ -376,7 +592,12 @@ describe('history and month', { timeout: 120_000 }, () => {
     // A second bucket the friend holds, granting front but not members_view: its members stay hidden.
     const frontOnly = await createBucket(owner, { front: 'read' }, 'Front only');
     await giveFriend(owner, viewer, [shared, frontOnly]);
-    const [a, b, c, hidden] = [await createMember(owner.api, 'A'), await createMember(owner.api, 'B'), await createMember(owner.api, 'C'), await createMember(owner.api, 'Hidden')];
+    const [a, b, c, hidden] = [
+      await createMember(owner.api, 'A'),
+      await createMember(owner.api, 'B'),
+      await createMember(owner.api, 'C'),
+      await createMember(owner.api, 'Hidden'),
+    ];
     await shareMember(owner, a, [shared, frontOnly]);
     for (const m of [b, c]) await shareMember(owner, m, [shared]);
     await shareMember(owner, hidden, [frontOnly]);
@@ -396,14 +617,20 @@ describe('history and month', { timeout: 120_000 }, () => {
     await seed(c, 200 * 60_000, 60_000, 5);
     await seed(hidden, 0, 45_000, 40);
     const path = fp(owner.userId);
-    const filters: Array<{ startTime?: number; endTime?: number }> = [{}, { startTime: now - 100 * 60_000, endTime: now - 20 * 60_000 }];
+    const filters: Array<{ startTime?: number; endTime?: number }> = [
+      {},
+      { startTime: now - 100 * 60_000, endTime: now - 20 * 60_000 },
+    ];
     for (const filter of filters) {
       const expected = (
         await knex('front_sessions')
           .whereIn('member_id', [a, b, c])
           .whereNull('deleted_at')
           .where((q) => {
-            if (filter.endTime !== undefined) q.where('started_at', '<=', filter.endTime).where((o) => o.whereNull('ended_at').orWhere('ended_at', '>=', filter.startTime!));
+            if (filter.endTime !== undefined)
+              q.where('started_at', '<=', filter.endTime).where((o) =>
+                o.whereNull('ended_at').orWhere('ended_at', '>=', filter.startTime!),
+              );
           })
           .orderBy([
             { column: 'started_at', order: 'desc' },
@@ -415,7 +642,13 @@ describe('history and month', { timeout: 120_000 }, () => {
         const seen: string[] = [];
         let cursor: { startedAt: number; id: string } | null = null;
         do {
-          const query: { limit: number; startTime?: number; endTime?: number; cursorStartedAt?: number; cursorId?: string } = { limit, ...filter, ...(cursor ? { cursorStartedAt: cursor.startedAt, cursorId: cursor.id } : {}) };
+          const query: {
+            limit: number;
+            startTime?: number;
+            endTime?: number;
+            cursorStartedAt?: number;
+            cursorId?: string;
+          } = { limit, ...filter, ...(cursor ? { cursorStartedAt: cursor.startedAt, cursorId: cursor.id } : {}) };
           const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
           expect(res.response.status).toBe(200);
           seen.push(...res.data!.items.map((i) => i.session._id));
@@ -437,7 +670,7 @@ describe('history and month', { timeout: 120_000 }, () => {
       await shareMember(owner, visible, [shared]);
       const knex = server.deps.db.knex;
       if (shape === 'many') {
-      // 260 more visible members, straight into the tables; they have no sessions.
+        // 260 more visible members, straight into the tables; they have no sessions.
         await knex.raw(
           `with made as (
              insert into members (id, user_id, side_system_id, name, created_at, updated_at)
@@ -464,8 +697,18 @@ describe('history and month', { timeout: 120_000 }, () => {
       else await knex.raw('vacuum analyze front_sessions, front_session_buckets, members, privacy_bucket_assignments');
       const path = fp(owner.userId);
       const limit = 50;
-      const deep = await knex('front_sessions').where({ member_id: visible }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(4000).first('started_at', 'id');
-      for (const query of [{ limit }, { limit, cursorStartedAt: Number(deep.started_at), cursorId: deep.id as string }]) {
+      const deep = await knex('front_sessions')
+        .where({ member_id: visible })
+        .orderBy([
+          { column: 'started_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .offset(4000)
+        .first('started_at', 'id');
+      for (const query of [
+        { limit },
+        { limit, cursorStartedAt: Number(deep.started_at), cursorId: deep.id as string },
+      ]) {
         await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
         const statements = await captureStatements(knex, /front_sessions/, async () => {
           const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path, query } });
@@ -474,30 +717,49 @@ describe('history and month', { timeout: 120_000 }, () => {
         });
         const page = statements.find((st) => /order by/i.test(st.sql))!;
         expect(page, statements.map((st) => st.sql).join('\n')).toBeDefined();
-        for (const plan of [await explain(knex, page, { analyze: true }), await explain(knex, page, { analyze: true, generic: true })]) {
+        for (const plan of [
+          await explain(knex, page, { analyze: true }),
+          await explain(knex, page, { analyze: true, generic: true }),
+        ]) {
           const nodes = planNodes(plan);
           const rows = (n: PlanNode) => (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0);
           const scans = (index: string) => nodes.filter((n) => n['Index Name'] === index);
           for (const table of ['front_sessions', 'front_session_buckets']) {
-            expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === table), JSON.stringify(plan)).toEqual([]);
+            expect(
+              nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === table),
+              JSON.stringify(plan),
+            ).toEqual([]);
           }
           // One bucket held: its walk reads the page (limit + 1 rows) and nothing else of the history.
           expect(scans('front_session_buckets_recent').length, JSON.stringify(plan)).toBeGreaterThan(0);
-          for (const scan of scans('front_session_buckets_recent')) expect(rows(scan), JSON.stringify(plan)).toBe(limit + 1);
+          for (const scan of scans('front_session_buckets_recent'))
+            expect(rows(scan), JSON.stringify(plan)).toBe(limit + 1);
           for (const index of ['front_sessions_history', 'front_sessions_member_recent']) {
             for (const scan of scans(index)) expect(rows(scan), JSON.stringify(plan)).toBe(0);
           }
-          for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
+          for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort'))
+            expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
         }
       }
     }, 120_000); // 15,000 seeded sessions and four analysed plans
   }
 
-  it('friend reads keep the privacy assignments on their indexes: with 12,000 assignments to buckets the viewer does not hold and 3,000 side systems of another account with buckets, no generic plan reads the whole table or every account\'s system assignments', async () => {
-    const { owner, viewer, bucketId: shared } = await friendsSharing(server, { members_view: 'read', member_profile: 'read', member_avatar: 'read', member_notes: 'read', front: 'read' });
+  it("friend reads keep the privacy assignments on their indexes: with 12,000 assignments to buckets the viewer does not hold and 3,000 side systems of another account with buckets, no generic plan reads the whole table or every account's system assignments", async () => {
+    const {
+      owner,
+      viewer,
+      bucketId: shared,
+    } = await friendsSharing(server, {
+      members_view: 'read',
+      member_profile: 'read',
+      member_avatar: 'read',
+      member_notes: 'read',
+      front: 'read',
+    });
     const knex = server.deps.db.knex;
     const others: string[] = [];
-    for (let i = 0; i < 4; i++) others.push(await createBucket(owner, { members_view: 'read', front: 'read' }, `Other ${i}`));
+    for (let i = 0; i < 4; i++)
+      others.push(await createBucket(owner, { members_view: 'read', front: 'read' }, `Other ${i}`));
     const fronting = [await createMember(owner.api, 'Fronting A'), await createMember(owner.api, 'Fronting B')];
     for (const m of fronting) {
       await shareMember(owner, m, [shared]);
@@ -546,16 +808,29 @@ describe('history and month', { timeout: 120_000 }, () => {
       for (const statement of statements) {
         // The statement's friend_access computes only what the statement reads (friendAccessCte's `uses`).
         for (const column of ['bucket_ids', ...PERMISSION_GROUPS.flatMap((g) => [`${g}_read`, `${g}_read_write`])]) {
-          if (!statement.sql.includes('friend_access as materialized') || !new RegExp(`as ${column}\\b`).test(statement.sql)) continue;
-          const read = statement.sql.includes(`(select ${column} from friend_access)`) || (column === 'members_view_read' && statement.sql.includes('(select hidden_system_ids from friend_access)'));
+          if (
+            !statement.sql.includes('friend_access as materialized') ||
+            !new RegExp(`as ${column}\\b`).test(statement.sql)
+          )
+            continue;
+          const read =
+            statement.sql.includes(`(select ${column} from friend_access)`) ||
+            (column === 'members_view_read' && statement.sql.includes('(select hidden_system_ids from friend_access)'));
           expect(read, `${name}: friend_access computes ${column}, which the statement never reads`).toBe(true);
         }
         const plan = await explain(knex, statement, { analyze: true, generic: true });
         const nodes = planNodes(plan).filter((n) => n['Relation Name'] === 'privacy_bucket_assignments');
-        expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan'), `${name}: ${JSON.stringify(plan)}`).toEqual([]);
+        expect(
+          nodes.filter((n) => n['Node Type'] === 'Seq Scan'),
+          `${name}: ${JSON.stringify(plan)}`,
+        ).toEqual([]);
         // What the friend sees is 42 members: no read of the assignments comes near the 12,000 of
         // the owner's other buckets or the stranger's 3,000.
-        for (const n of nodes) expect((n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0), `${name}: ${JSON.stringify(n)}`).toBeLessThanOrEqual(500);
+        for (const n of nodes)
+          expect(
+            (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0),
+            `${name}: ${JSON.stringify(n)}`,
+          ).toBeLessThanOrEqual(500);
       }
     }
     expect((await routes.members()).data).toHaveLength(42);
@@ -574,7 +849,10 @@ describe('history and month', { timeout: 120_000 }, () => {
         'select session_id, bucket_id, member_id, started_at from front_session_buckets',
       );
     const path = fp(owner.userId);
-    const seen = async () => ((await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } })).data!.items).map((i) => [i.session._id, i.session.startedAt]);
+    const seen = async () =>
+      (await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } })).data!.items.map(
+        (i) => [i.session._id, i.session.startedAt],
+      );
     const robin = await createMember(owner.api, 'Robin');
     const sam = await createMember(owner.api, 'Sam');
     // Robin fronts twice before it has any bucket.
@@ -583,7 +861,10 @@ describe('history and month', { timeout: 120_000 }, () => {
     await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: robin } } });
     now += 60_000;
     await startFronting(owner.api, robin);
-    const sessions = (await knex('front_sessions').where('member_id', robin).orderBy('started_at').select('id', 'started_at')) as Array<{ id: string; started_at: number }>;
+    const sessions = (await knex('front_sessions')
+      .where('member_id', robin)
+      .orderBy('started_at')
+      .select('id', 'started_at')) as Array<{ id: string; started_at: number }>;
     expect(await drift()).toBe(0);
     expect(await seen()).toEqual([]);
     // Shared afterwards (and put in a bucket the friend does not hold): its earlier sessions are listed.
@@ -595,7 +876,14 @@ describe('history and month', { timeout: 120_000 }, () => {
     ]);
     // A corrected start moves the session in the friend's pages.
     const earlier = Number(sessions[0]!.started_at) - 3_600_000;
-    expect((await owner.api.PATCH('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: sessions[0]!.id } }, body: { startedAt: earlier } })).response.status).toBe(200);
+    expect(
+      (
+        await owner.api.PATCH('/api/v1/front/sessions/{sessionId}', {
+          params: { path: { sessionId: sessions[0]!.id } },
+          body: { startedAt: earlier },
+        })
+      ).response.status,
+    ).toBe(200);
     expect(await drift()).toBe(0);
     expect((await seen())[1]).toEqual([sessions[0]!.id, earlier]);
     // Out of the held bucket: gone for the friend, still listed under the other.
@@ -608,7 +896,10 @@ describe('history and month', { timeout: 120_000 }, () => {
     await startFronting(owner.api, sam);
     expect(await drift()).toBe(0);
     expect(await seen()).toHaveLength(3);
-    expect((await owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: held } } })).response.status).toBe(204);
+    expect(
+      (await owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: held } } })).response
+        .status,
+    ).toBe(204);
     expect(await drift()).toBe(0);
     expect(Number((await knex('front_session_buckets').where('bucket_id', held).count({ n: '*' }))[0]!.n)).toBe(0);
     expect(await seen()).toEqual([]);
@@ -621,7 +912,12 @@ describe('history and month', { timeout: 120_000 }, () => {
   it('history: the page statements stay constant whatever the number of visible sessions', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
-    const count = async () => (await captureStatements(server.deps.db.knex, /front_sessions/, () => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }))).length;
+    const count = async () =>
+      (
+        await captureStatements(server.deps.db.knex, /front_sessions/, () =>
+          viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }),
+        )
+      ).length;
     const few = await count();
     for (let i = 0; i < 5; i++) {
       now += 60_000;
@@ -653,7 +949,8 @@ describe('history and month', { timeout: 120_000 }, () => {
     now += 10 * 60_000;
     await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: m } } });
     const path = fp(owner.userId);
-    const month = (query: { startTime: number; endTime: number; maxSessions?: number }) => viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', { params: { path, query } });
+    const month = (query: { startTime: number; endTime: number; maxSessions?: number }) =>
+      viewer.api.GET('/api/v1/friends/{friendUserId}/front/history/month', { params: { path, query } });
     const res = await month({ startTime: day0, endTime: day0 + 3 * DAY });
     expect(res.response.status).toBe(200);
     const date = (t: number) => new Date(t).toISOString().slice(0, 10);
@@ -669,7 +966,12 @@ describe('history and month', { timeout: 120_000 }, () => {
       days: [{ date: date(day0 + DAY), members: [{ memberId: m, minutes: 10, sessions: 1 }] }],
       truncated: true,
     });
-    for (const query of [{ startTime: day0, endTime: day0 }, { startTime: day0, endTime: day0 + 62 * DAY + 1 }, { startTime: day0, endTime: day0 + DAY, maxSessions: 0 }, { startTime: day0, endTime: day0 + DAY, maxSessions: 50001 }]) {
+    for (const query of [
+      { startTime: day0, endTime: day0 },
+      { startTime: day0, endTime: day0 + 62 * DAY + 1 },
+      { startTime: day0, endTime: day0 + DAY, maxSessions: 0 },
+      { startTime: day0, endTime: day0 + DAY, maxSessions: 50001 },
+    ]) {
       expect((await month(query)).response.status, JSON.stringify(query)).toBe(400);
     }
     expect((await month({ startTime: day0, endTime: day0 + 62 * DAY })).response.status).toBe(200);
@@ -680,21 +982,48 @@ describe('history and month', { timeout: 120_000 }, () => {
 });
 
 describe('notes', { timeout: 120_000 }, () => {
-  it('the list considers only the owner\'s 500 most recent live notes, filtered in SQL', async () => {
+  it("the list considers only the owner's 500 most recent live notes, filtered in SQL", async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
-    const list = () => viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit: 100 } } });
+    const list = () =>
+      viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit: 100 } } });
     expect((await list()).data!.map((n) => n._id).sort()).toEqual([s.visNote, s.mixedNote].sort());
-    expect((await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { memberId: s.vis1, limit: 1 } } })).data).toHaveLength(1);
+    expect(
+      (
+        await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', {
+          params: { path, query: { memberId: s.vis1, limit: 1 } },
+        })
+      ).data,
+    ).toHaveLength(1);
     // The visible notes are the oldest (vis before mixed), then 497 newer notes on the hidden member
     // plus the hidden note: exactly 500 live notes, both visible ones still in the window...
     const knex = server.deps.db.knex;
-    await knex('entries').where({ id: s.visNote }).update({ updated_at: now - 2 });
-    await knex('entries').where({ id: s.mixedNote }).update({ updated_at: now - 1 });
+    await knex('entries')
+      .where({ id: s.visNote })
+      .update({ updated_at: now - 2 });
+    await knex('entries')
+      .where({ id: s.mixedNote })
+      .update({ updated_at: now - 1 });
     const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
-    const rows = Array.from({ length: 497 }, (_, i) => ({ id: randomUUID(), user_id: s.owner.userId, side_system_id: side, sub_system_id: null, title: null, content: `bulk-${i}`, member_id: null, member_ids: null, created_at: now + 1000 + i, updated_at: now + 1000 + i, deleted_at: null }));
+    const rows = Array.from({ length: 497 }, (_, i) => ({
+      id: randomUUID(),
+      user_id: s.owner.userId,
+      side_system_id: side,
+      sub_system_id: null,
+      title: null,
+      content: `bulk-${i}`,
+      member_id: null,
+      member_ids: null,
+      created_at: now + 1000 + i,
+      updated_at: now + 1000 + i,
+      deleted_at: null,
+    }));
     await knex.batchInsert('entries', rows, 200);
-    await knex.batchInsert('entry_members', rows.map((r) => ({ entry_id: r.id, member_id: s.hidden, user_id: s.owner.userId, position: 0 })), 200);
+    await knex.batchInsert(
+      'entry_members',
+      rows.map((r) => ({ entry_id: r.id, member_id: s.hidden, user_id: s.owner.userId, position: 0 })),
+      200,
+    );
     expect((await list()).data!.map((n) => n._id).sort()).toEqual([s.visNote, s.mixedNote].sort());
     // ...one more pushes the older of them out of the window.
     await createEntry(s.owner.api, 'newest hidden', { memberIds: [s.hidden] });
@@ -703,8 +1032,12 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(statements).toHaveLength(1);
   });
 
-  it('entry_link_buckets stays exact through every write (links, edits, assignments, trash, buckets, purges), and the friend\'s list follows it', async () => {
-    const { owner, viewer, bucketId: held } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+  it("entry_link_buckets stays exact through every write (links, edits, assignments, trash, buckets, purges), and the friend's list follows it", async () => {
+    const {
+      owner,
+      viewer,
+      bucketId: held,
+    } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
     const other = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Not held');
     const knex = server.deps.db.knex;
     // The table against its definition (every link of a note, once per bucket of its member, with the note's updated_at), both ways, over the whole database.
@@ -716,10 +1049,15 @@ describe('notes', { timeout: 120_000 }, () => {
         'select entry_id, member_id, bucket_id, updated_at from entry_link_buckets',
       );
     const path = fp(owner.userId);
-    const seen = async (limit = 100) => ((await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } })).data!).map((n) => n._id);
+    const seen = async (limit = 100) =>
+      (
+        await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } })
+      ).data!.map((n) => n._id);
     const edit = async (entryId: string, body: { content?: string; memberIds?: string[] }) => {
       now += 1000;
-      expect((await owner.api.PATCH('/api/v1/entries/{entryId}', { params: { path: { entryId } }, body })).response.status).toBe(200);
+      expect(
+        (await owner.api.PATCH('/api/v1/entries/{entryId}', { params: { path: { entryId } }, body })).response.status,
+      ).toBe(200);
     };
     const robin = await createMember(owner.api, 'Robin');
     const sam = await createMember(owner.api, 'Sam');
@@ -750,11 +1088,16 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(await seen(2)).toEqual([n3, n2]);
     // A trashed note is skipped (its links stay listed); restored (which dates it now), it is back, first.
     now += 1000;
-    expect((await owner.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: n2 } } })).response.status).toBe(204);
+    expect(
+      (await owner.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: n2 } } })).response.status,
+    ).toBe(204);
     expect(await drift()).toBe(0);
     expect(await seen(2)).toEqual([n3, n1]);
     now += 1000;
-    expect((await owner.api.POST('/api/v1/entries/{entryId}/restore', { params: { path: { entryId: n2 } } })).response.status).toBeLessThan(300);
+    expect(
+      (await owner.api.POST('/api/v1/entries/{entryId}/restore', { params: { path: { entryId: n2 } } })).response
+        .status,
+    ).toBeLessThan(300);
     expect(await drift()).toBe(0);
     expect(await seen()).toEqual([n2, n3, n1]);
     // Robin out of the held bucket: its notes go, the note also on Sam stays.
@@ -762,7 +1105,10 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(await drift()).toBe(0);
     expect(await seen()).toEqual([n2, n3]);
     // The held bucket deleted: nothing is listed under it.
-    expect((await owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: held } } })).response.status).toBe(204);
+    expect(
+      (await owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: held } } })).response
+        .status,
+    ).toBe(204);
     expect(await drift()).toBe(0);
     expect(Number((await knex('entry_link_buckets').where('bucket_id', held).count({ n: '*' }))[0]!.n)).toBe(0);
     expect(await seen()).toEqual([]);
@@ -776,7 +1122,11 @@ describe('notes', { timeout: 120_000 }, () => {
   });
 
   it('memberId: only the notes linking that member, and only when that link is readable; members lists the readable links in link order', async () => {
-    const { owner, viewer, bucketId: held } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+    const {
+      owner,
+      viewer,
+      bucketId: held,
+    } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
     // A held bucket granting member_notes without members_view: its members' links are listed
     // under a bucket the friend holds, yet those members are not readable.
     const notesOnly = await createBucket(owner, { member_notes: 'read' }, 'Notes only');
@@ -796,7 +1146,8 @@ describe('notes', { timeout: 120_000 }, () => {
     const c = await note('c', [quiet, sam]);
     await note('d', [quiet]);
     const path = fp(owner.userId);
-    const list = async (query: { memberId?: string; limit?: number }) => (await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query } })).data!;
+    const list = async (query: { memberId?: string; limit?: number }) =>
+      (await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query } })).data!;
     const all = await list({});
     expect(all.map((n) => n._id)).toEqual([c, b, a]);
     expect(all.map((n) => n.members.map((m) => m.id))).toEqual([[sam], [robin, sam], [robin]]);
@@ -810,14 +1161,24 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(await list({ memberId: UNKNOWN_ID })).toEqual([]);
     // Link order is the note's, whatever order the members were read in.
     const e = await note('e', [sam, robin]);
-    expect((await list({ limit: 1 }))[0]).toMatchObject({ _id: e, members: [{ id: sam, name: 'Sam' }, { id: robin, name: 'Robin' }] });
+    expect((await list({ limit: 1 }))[0]).toMatchObject({
+      _id: e,
+      members: [
+        { id: sam, name: 'Sam' },
+        { id: robin, name: 'Robin' },
+      ],
+    });
   });
 
   // The list walks entry_link_buckets for each bucket the friend holds, down to the window's last
   // note: the same plan whether the friend sees a few of the window's notes or all of them.
   for (const shape of ['few', 'many'] as const) {
     it(`notes (${shape} visible in the window): the list reads the held bucket's links in the window (at most a page), never each of the window's notes`, async () => {
-      const { owner, viewer, bucketId: shared } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+      const {
+        owner,
+        viewer,
+        bucketId: shared,
+      } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
       const other = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Not held');
       const visible = await createMember(owner.api, 'Visible');
       const hidden = await createMember(owner.api, 'Hidden');
@@ -828,9 +1189,20 @@ describe('notes', { timeout: 120_000 }, () => {
       // (few) or every other one (many), the rest on the hidden member; and as many of another account.
       const seed = async (userId: string, member: (g: number) => string) => {
         const side = (await knex('members').where('id', member(0)).first('side_system_id')).side_system_id as string;
-        const rows = Array.from({ length: 3000 }, (_, g) => ({ id: randomUUID(), user_id: userId, side_system_id: side, content: `bulk-${g}`, created_at: now - g * 1000, updated_at: now - g * 1000 }));
+        const rows = Array.from({ length: 3000 }, (_, g) => ({
+          id: randomUUID(),
+          user_id: userId,
+          side_system_id: side,
+          content: `bulk-${g}`,
+          created_at: now - g * 1000,
+          updated_at: now - g * 1000,
+        }));
         await knex.batchInsert('entries', rows, 500);
-        await knex.batchInsert('entry_members', rows.map((r, g) => ({ entry_id: r.id, member_id: member(g), user_id: userId, position: 0 })), 500);
+        await knex.batchInsert(
+          'entry_members',
+          rows.map((r, g) => ({ entry_id: r.id, member_id: member(g), user_id: userId, position: 0 })),
+          500,
+        );
         return rows.map((r) => r.id);
       };
       const every = shape === 'few' ? 300 : 2;
@@ -839,32 +1211,46 @@ describe('notes', { timeout: 120_000 }, () => {
       const strangerMember = await createMember(stranger.api, 'Other');
       await seed(stranger.userId, () => strangerMember);
       if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
-      else await knex.raw('vacuum analyze entries, entry_members, entry_link_buckets, members, privacy_bucket_assignments');
+      else
+        await knex.raw(
+          'vacuum analyze entries, entry_members, entry_link_buckets, members, privacy_bucket_assignments',
+        );
       const path = fp(owner.userId);
       const limit = 50;
-      const expected = ids.slice(0, 500) // the spec's window of the owner's most recent notes
-        .filter((_, g) => g % every === 0).slice(0, limit);
-      const list = () => viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } });
+      const expected = ids
+        .slice(0, 500) // the spec's window of the owner's most recent notes
+        .filter((_, g) => g % every === 0)
+        .slice(0, limit);
+      const list = () =>
+        viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query: { limit } } });
       await list();
       const statements = await captureStatements(knex, /entry_link_buckets/, async () => {
         const res = await list();
         expect(res.data!.map((n) => n._id)).toEqual(expected);
       });
       expect(statements).toHaveLength(1);
-      for (const plan of [await explain(knex, statements[0]!, { analyze: true }), await explain(knex, statements[0]!, { analyze: true, generic: true })]) {
+      for (const plan of [
+        await explain(knex, statements[0]!, { analyze: true }),
+        await explain(knex, statements[0]!, { analyze: true, generic: true }),
+      ]) {
         const nodes = planNodes(plan);
         const rows = (n: PlanNode) => (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 0);
         // (members is left out: this database has a few dozen, which a plan may rightly read whole.)
         for (const table of ['entries', 'entry_members', 'entry_link_buckets']) {
-          expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === table), JSON.stringify(plan)).toEqual([]);
+          expect(
+            nodes.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === table),
+            JSON.stringify(plan),
+          ).toEqual([]);
         }
         // One bucket held: its walk reads the visible links of the window, at most a page of them.
         const walks = nodes.filter((n) => n['Index Name'] === 'entry_link_buckets_recent');
         expect(walks.length, JSON.stringify(plan)).toBeGreaterThan(0);
         for (const walk of walks) expect(rows(walk), JSON.stringify(plan)).toBe(expected.length);
         // The links read are the page's (its members and its write check), not the window's.
-        for (const scan of nodes.filter((n) => n['Relation Name'] === 'entry_members')) expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * expected.length);
-        for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit);
+        for (const scan of nodes.filter((n) => n['Relation Name'] === 'entry_members'))
+          expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * expected.length);
+        for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort'))
+          expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit);
       }
     }, 120_000);
   }
@@ -873,10 +1259,15 @@ describe('notes', { timeout: 120_000 }, () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
     const before = await snapshot(s.owner);
-    const create = (body: { content: string; memberIds?: string[]; memberId?: string }) => viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body });
+    const create = (body: { content: string; memberIds?: string[]; memberId?: string }) =>
+      viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path }, body });
     expect((await create({ content: 'no member' })).response.status).toBe(400);
     expect((await create({ content: 'x', memberIds: [s.vis1, s.hidden] })).error).toEqual(notFoundMember);
-    const patch = (entryId: string, body: Record<string, unknown>) => viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId } }, body });
+    const patch = (entryId: string, body: Record<string, unknown>) =>
+      viewer.api.PATCH('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+        params: { path: { ...path, entryId } },
+        body,
+      });
     expect((await patch(s.visNote, { memberIds: [s.hidden] })).error).toEqual(notFoundMember);
     expect((await patch(s.visNote, { memberIds: [] })).response.status).toBe(400);
     expect((await patch(UNKNOWN_ID, { content: 'x' })).error).toEqual(notFoundEntry);
@@ -885,18 +1276,53 @@ describe('notes', { timeout: 120_000 }, () => {
     const detail = await s.owner.api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: s.visNote } } });
     expect(detail.data!.memberIds).toEqual([s.vis1, s.vis2]);
     // A trashed note is gone for the friend.
-    expect((await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } })).response.status).toBe(204);
-    expect((await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', { params: { path: { ...path, entryId: s.visNote } } })).error).toEqual(notFoundEntry);
+    expect(
+      (
+        await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+          params: { path: { ...path, entryId: s.visNote } },
+        })
+      ).response.status,
+    ).toBe(204);
+    expect(
+      (
+        await viewer.api.DELETE('/api/v1/friends/{friendUserId}/entries/{entryId}', {
+          params: { path: { ...path, entryId: s.visNote } },
+        })
+      ).error,
+    ).toEqual(notFoundEntry);
     // The owner's note cap (free plan) applies: 403 NOTE_LIMIT_REACHED.
     const cap = server.deps.config.noteCaps.pro;
     const bulk = Array.from({ length: cap }, () => ({ id: randomUUID() }));
     const knex = server.deps.db.knex;
     const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
-    await knex.batchInsert('entries', bulk.map((b) => ({ id: b.id, user_id: s.owner.userId, side_system_id: side, sub_system_id: null, title: null, content: 'cap', member_id: null, member_ids: null, created_at: 1, updated_at: 1, deleted_at: null })), 200);
-    await knex.batchInsert('entry_members', bulk.map((b) => ({ entry_id: b.id, member_id: s.vis2, user_id: s.owner.userId, position: 0 })), 200);
+    await knex.batchInsert(
+      'entries',
+      bulk.map((b) => ({
+        id: b.id,
+        user_id: s.owner.userId,
+        side_system_id: side,
+        sub_system_id: null,
+        title: null,
+        content: 'cap',
+        member_id: null,
+        member_ids: null,
+        created_at: 1,
+        updated_at: 1,
+        deleted_at: null,
+      })),
+      200,
+    );
+    await knex.batchInsert(
+      'entry_members',
+      bulk.map((b) => ({ entry_id: b.id, member_id: s.vis2, user_id: s.owner.userId, position: 0 })),
+      200,
+    );
     const capped = await create({ content: 'over the cap', memberId: s.vis2 });
     expect(capped.response.status).toBe(403);
     expect((capped.error as { code: string }).code).toBe('NOTE_LIMIT_REACHED');
-    expect((await auditActions(s.owner)).map((a) => a.action).sort()).toEqual(['friend_write.entry.delete', 'friend_write.entry.update']);
+    expect((await auditActions(s.owner)).map((a) => a.action).sort()).toEqual([
+      'friend_write.entry.delete',
+      'friend_write.entry.update',
+    ]);
   });
 });

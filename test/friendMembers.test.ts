@@ -8,7 +8,16 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { PermissionGroup } from '../server/core/context.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { createBucket, expectNoneOf, friendsSharing, giveFriend, relate, RELATIONSHIPS, shareMember, type Perms } from './helpers/friends.ts';
+import {
+  createBucket,
+  expectNoneOf,
+  friendsSharing,
+  giveFriend,
+  relate,
+  RELATIONSHIPS,
+  shareMember,
+  type Perms,
+} from './helpers/friends.ts';
 import { PNG } from './helpers/images.ts';
 import { captureStatements } from './helpers/plans.ts';
 import { bearer, jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
@@ -17,8 +26,15 @@ const server = useServer();
 
 const canary = (label: string) => `${label}-${randomUUID()}`;
 
-async function call(u: TestUser, path: string, init: RequestInit = {}): Promise<{ status: number; text: string; json: unknown }> {
-  const res = await server.fetch(path, { ...init, headers: { ...(init.body !== undefined ? jsonHeaders(u.apiKey) : bearer(u.apiKey)), ...(init.headers ?? {}) } });
+async function call(
+  u: TestUser,
+  path: string,
+  init: RequestInit = {},
+): Promise<{ status: number; text: string; json: unknown }> {
+  const res = await server.fetch(path, {
+    ...init,
+    headers: { ...(init.body !== undefined ? jsonHeaders(u.apiKey) : bearer(u.apiKey)), ...(init.headers ?? {}) },
+  });
   const text = await res.text();
   let json: unknown = null;
   try {
@@ -35,7 +51,11 @@ async function put(u: TestUser, path: string, bucketIds: string[]): Promise<void
 }
 
 async function uploadAvatar(owner: TestUser, memberId: string): Promise<string> {
-  const res = await server.fetch(`/api/v1/members/${memberId}/media?kind=avatar`, { method: 'PUT', headers: { ...bearer(owner.apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+  const res = await server.fetch(`/api/v1/members/${memberId}/media?kind=avatar`, {
+    method: 'PUT',
+    headers: { ...bearer(owner.apiKey), 'Content-Type': 'image/png' },
+    body: new Uint8Array(PNG),
+  });
   expect(res.status).toBe(200);
   return ((await res.json()) as { avatarUrl: string }).avatarUrl;
 }
@@ -63,25 +83,47 @@ async function plant(owner: TestUser, shareWith: string, hiddenBucket: string) {
   };
   const folder = (await owner.api.POST('/api/v1/folders', { body: { name: 'Shared folder' } })).data!.id;
   const hiddenFolder = (await owner.api.POST('/api/v1/folders', { body: { name: c.hiddenFolder } })).data!.id;
-  const hiddenSub = (await owner.api.POST('/api/v1/folders', { body: { name: c.hiddenSub, parentId: hiddenFolder } })).data!.id;
-  const member = await createMember(owner.api, c.name, { displayName: c.displayName, pronouns: c.pronouns, description: c.description, directoryId: folder });
+  const hiddenSub = (await owner.api.POST('/api/v1/folders', { body: { name: c.hiddenSub, parentId: hiddenFolder } }))
+    .data!.id;
+  const member = await createMember(owner.api, c.name, {
+    displayName: c.displayName,
+    pronouns: c.pronouns,
+    description: c.description,
+    directoryId: folder,
+  });
   const hidden = await createMember(owner.api, c.hiddenName, { displayName: c.hiddenDisplay, directoryId: folder });
   const group = (await owner.api.POST('/api/v1/groups', { body: { name: 'Shared group', parentId: folder } })).data!.id;
   const hiddenGroup = (await owner.api.POST('/api/v1/groups', { body: { name: c.hiddenGroup } })).data!.id;
-  const groupUnderHidden = (await owner.api.POST('/api/v1/groups', { body: { name: canary('group-under-hidden'), parentId: hiddenSub } })).data!.id;
+  const groupUnderHidden = (
+    await owner.api.POST('/api/v1/groups', { body: { name: canary('group-under-hidden'), parentId: hiddenSub } })
+  ).data!.id;
   for (const g of [group, hiddenGroup]) {
-    const res = await call(owner, `/api/v1/groups/${g}/members`, { method: 'PUT', body: JSON.stringify({ memberIds: [member, hidden] }) });
+    const res = await call(owner, `/api/v1/groups/${g}/members`, {
+      method: 'PUT',
+      body: JSON.stringify({ memberIds: [member, hidden] }),
+    });
     expect([200, 204], res.text).toContain(res.status);
   }
-  const status = (await owner.api.POST('/api/v1/member-statuses', { body: { name: 'Resting', color: '#000001' } })).data!.id;
-  const hiddenStatus = (await owner.api.POST('/api/v1/member-statuses', { body: { name: c.hiddenStatus, color: '#000002' } })).data!.id;
-  for (const [m, s] of [[member, status], [member, hiddenStatus], [hidden, status]] as const) {
+  const status = (await owner.api.POST('/api/v1/member-statuses', { body: { name: 'Resting', color: '#000001' } }))
+    .data!.id;
+  const hiddenStatus = (
+    await owner.api.POST('/api/v1/member-statuses', { body: { name: c.hiddenStatus, color: '#000002' } })
+  ).data!.id;
+  for (const [m, s] of [
+    [member, status],
+    [member, hiddenStatus],
+    [hidden, status],
+  ] as const) {
     expect((await call(owner, `/api/v1/members/${m}/statuses/${s}`, { method: 'PUT' })).status).toBe(204);
   }
   const field = (await owner.api.POST('/api/v1/custom-fields', { body: { name: 'Role', type: 'text' } })).data!.id;
-  const hiddenField = (await owner.api.POST('/api/v1/custom-fields', { body: { name: c.hiddenField, type: 'text' } })).data!.id;
+  const hiddenField = (await owner.api.POST('/api/v1/custom-fields', { body: { name: c.hiddenField, type: 'text' } }))
+    .data!.id;
   const setValue = async (m: string, f: string, value: string) =>
-    expect((await call(owner, `/api/v1/members/${m}/custom-fields/${f}`, { method: 'PUT', body: JSON.stringify({ value }) })).status).toBe(200);
+    expect(
+      (await call(owner, `/api/v1/members/${m}/custom-fields/${f}`, { method: 'PUT', body: JSON.stringify({ value }) }))
+        .status,
+    ).toBe(200);
   await setValue(member, field, c.value);
   await setValue(member, hiddenField, c.hiddenValue);
   await setValue(hidden, field, c.hiddenValue);
@@ -100,11 +142,47 @@ async function plant(owner: TestUser, shareWith: string, hiddenBucket: string) {
   await put(owner, `/api/v1/member-statuses/${hiddenStatus}/privacy-buckets`, [hiddenBucket]);
   await put(owner, `/api/v1/privacy-buckets/assignments/custom-fields/${field}`, [shareWith]);
   await put(owner, `/api/v1/privacy-buckets/assignments/custom-fields/${hiddenField}`, [hiddenBucket]);
-  const hiddenTexts = [hidden, c.hiddenName, c.hiddenDisplay, hiddenFolder, c.hiddenFolder, hiddenSub, c.hiddenSub, hiddenGroup, c.hiddenGroup, groupUnderHidden, hiddenStatus, c.hiddenStatus, hiddenField, c.hiddenField, c.hiddenValue];
-  return { c, member, hidden, folder, hiddenFolder, hiddenSub, group, status, field, hiddenField, avatarUrl, hiddenTexts };
+  const hiddenTexts = [
+    hidden,
+    c.hiddenName,
+    c.hiddenDisplay,
+    hiddenFolder,
+    c.hiddenFolder,
+    hiddenSub,
+    c.hiddenSub,
+    hiddenGroup,
+    c.hiddenGroup,
+    groupUnderHidden,
+    hiddenStatus,
+    c.hiddenStatus,
+    hiddenField,
+    c.hiddenField,
+    c.hiddenValue,
+  ];
+  return {
+    c,
+    member,
+    hidden,
+    folder,
+    hiddenFolder,
+    hiddenSub,
+    group,
+    status,
+    field,
+    hiddenField,
+    avatarUrl,
+    hiddenTexts,
+  };
 }
 
-const ALL_READ: Perms = { members_view: 'read', member_profile: 'read', member_avatar: 'read', member_custom_fields: 'read_write', member_statuses: 'read', groups: 'read' };
+const ALL_READ: Perms = {
+  members_view: 'read',
+  member_profile: 'read',
+  member_avatar: 'read',
+  member_custom_fields: 'read_write',
+  member_statuses: 'read',
+  groups: 'read',
+};
 
 /** Every read route of this half for one owner, as the viewer calls them. */
 function readRoutes(ownerId: string, w: { member: string; folder: string }): string[] {
@@ -142,7 +220,10 @@ describe('relationship matrix', { timeout: 120_000 }, () => {
       }
       expectNoneOf(res.text, w.hiddenTexts);
     }
-    const write = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.field}/value`, { method: 'PUT', body: JSON.stringify({ memberId: w.member, value: 'changed' }) });
+    const write = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.field}/value`, {
+      method: 'PUT',
+      body: JSON.stringify({ memberId: w.member, value: 'changed' }),
+    });
     const media = await call(viewer, `${w.avatarUrl}&ownerUserId=${owner.userId}`);
     if (relationship === 'accepted') {
       expect(write.status, write.text).toBe(204);
@@ -151,7 +232,9 @@ describe('relationship matrix', { timeout: 120_000 }, () => {
       expect(write.status).toBe(404);
       expect(write.json).toEqual({ code: 'NOT_FOUND', message: 'Friend not found' });
       expect(media).toEqual({ status: 404, text: '', json: null });
-      const values = await owner.api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: w.member } } });
+      const values = await owner.api.GET('/api/v1/members/{memberId}/custom-fields', {
+        params: { path: { memberId: w.member } },
+      });
       expect(values.data!.find((v) => v.fieldId === w.field)!.value).toBe(w.c.value);
     }
   });
@@ -169,7 +252,10 @@ describe('relationship matrix', { timeout: 120_000 }, () => {
     const one = await call(owner, `/api/v1/friends/${owner.userId}/member-statuses/members/${w.hidden}`);
     expect(one.status).toBe(200);
     expect(one.json).toEqual([expect.objectContaining({ memberId: w.hidden, statusId: w.status })]);
-    expect((await call(owner, `/api/v1/friends/${owner.userId}/member-statuses/members/${UNKNOWN_ID}`)).json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+    expect((await call(owner, `/api/v1/friends/${owner.userId}/member-statuses/members/${UNKNOWN_ID}`)).json).toEqual({
+      code: 'NOT_FOUND',
+      message: 'Member not found',
+    });
     // Own media through ownerUserId = own id is the owner route.
     expect((await call(owner, `${w.avatarUrl}&ownerUserId=${owner.userId}`)).status).toBe(200);
   });
@@ -183,7 +269,14 @@ const MODES: Mode[] = ['no_overlap', 'none', 'read', 'read_write'];
  * everything at read_write, but the owner's content holds another bucket only).
  */
 async function worldFor(group: PermissionGroup, mode: Mode) {
-  const base: Perms = { members_view: 'read', member_profile: 'read', member_avatar: 'read', member_statuses: 'read', member_custom_fields: 'read', groups: 'read' };
+  const base: Perms = {
+    members_view: 'read',
+    member_profile: 'read',
+    member_avatar: 'read',
+    member_statuses: 'read',
+    member_custom_fields: 'read',
+    groups: 'read',
+  };
   const perms: Perms = mode === 'no_overlap' ? { ...ALL_READ, [group]: 'read_write' } : { ...base, [group]: mode };
   const { owner, viewer, bucketId } = await friendsSharing(server, perms);
   const other = await createBucket(owner, ALL_READ, 'Other');
@@ -206,33 +299,58 @@ describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
       expectNoneOf(list.text + one.text, [w.c.name, w.c.displayName, w.c.value]);
     }
     expectNoneOf(list.text + one.text, w.hiddenTexts);
-    expect((await call(viewer, `/api/v1/friends/${owner.userId}/members/${w.hidden}`)).json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
-    expect((await call(viewer, `/api/v1/friends/${owner.userId}/members/${UNKNOWN_ID}`)).json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+    expect((await call(viewer, `/api/v1/friends/${owner.userId}/members/${w.hidden}`)).json).toEqual({
+      code: 'NOT_FOUND',
+      message: 'Member not found',
+    });
+    expect((await call(viewer, `/api/v1/friends/${owner.userId}/members/${UNKNOWN_ID}`)).json).toEqual({
+      code: 'NOT_FOUND',
+      message: 'Member not found',
+    });
   });
 
-  it.each(MODES)('GET /members/{id} needs member_profile (members.profile.read); the list redacts it — %s', async (mode) => {
-    const { owner, viewer, w } = await worldFor('member_profile', mode);
-    const one = await call(viewer, `/api/v1/friends/${owner.userId}/members/${w.member}`);
-    const list = await call(viewer, `/api/v1/friends/${owner.userId}/members`);
-    if (mode === 'read' || mode === 'read_write') {
-      expect(one.status).toBe(200);
-      expect(one.json).toMatchObject({ _id: w.member, ownerUserId: owner.userId, name: w.c.name, displayName: w.c.displayName, pronouns: w.c.pronouns, description: w.c.description, aboutTags: [] });
-      expect((list.json as unknown[])[0]).toEqual(one.json);
-    } else {
-      expect(one.json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
-      expectNoneOf(one.text, [w.c.name, w.c.displayName]);
-      if (mode === 'none') {
-        // Visible in the list (members_view) with every member_profile section redacted to null.
-        expect(list.json).toEqual([
-          expect.objectContaining({ _id: w.member, name: w.c.name, displayName: null, pronouns: null, description: null, aboutTags: null, profileStyle: null }),
-        ]);
-        expectNoneOf(list.text, [w.c.displayName, w.c.pronouns, w.c.description]);
+  it.each(MODES)(
+    'GET /members/{id} needs member_profile (members.profile.read); the list redacts it — %s',
+    async (mode) => {
+      const { owner, viewer, w } = await worldFor('member_profile', mode);
+      const one = await call(viewer, `/api/v1/friends/${owner.userId}/members/${w.member}`);
+      const list = await call(viewer, `/api/v1/friends/${owner.userId}/members`);
+      if (mode === 'read' || mode === 'read_write') {
+        expect(one.status).toBe(200);
+        expect(one.json).toMatchObject({
+          _id: w.member,
+          ownerUserId: owner.userId,
+          name: w.c.name,
+          displayName: w.c.displayName,
+          pronouns: w.c.pronouns,
+          description: w.c.description,
+          aboutTags: [],
+        });
+        expect((list.json as unknown[])[0]).toEqual(one.json);
       } else {
-        expect(list.json).toEqual([]);
+        expect(one.json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+        expectNoneOf(one.text, [w.c.name, w.c.displayName]);
+        if (mode === 'none') {
+          // Visible in the list (members_view) with every member_profile section redacted to null.
+          expect(list.json).toEqual([
+            expect.objectContaining({
+              _id: w.member,
+              name: w.c.name,
+              displayName: null,
+              pronouns: null,
+              description: null,
+              aboutTags: null,
+              profileStyle: null,
+            }),
+          ]);
+          expectNoneOf(list.text, [w.c.displayName, w.c.pronouns, w.c.description]);
+        } else {
+          expect(list.json).toEqual([]);
+        }
       }
-    }
-    expectNoneOf(one.text + list.text, w.hiddenTexts);
-  });
+      expectNoneOf(one.text + list.text, w.hiddenTexts);
+    },
+  );
 
   it.each(MODES)('avatar section and the media route (member_avatar) — %s', async (mode) => {
     const { owner, viewer, w } = await worldFor('member_avatar', mode);
@@ -248,7 +366,11 @@ describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
       expect(media.status).toBe(200);
       expect(Buffer.from(await media.arrayBuffer()).equals(PNG)).toBe(true);
     } else {
-      if (mode === 'none') expect((list.json as Array<{ avatarUrl: string | null; backgroundUrl: null }>)[0]).toMatchObject({ avatarUrl: null, backgroundUrl: null });
+      if (mode === 'none')
+        expect((list.json as Array<{ avatarUrl: string | null; backgroundUrl: null }>)[0]).toMatchObject({
+          avatarUrl: null,
+          backgroundUrl: null,
+        });
       expect(media.status).toBe(404);
       expect(await media.text()).toBe('');
     }
@@ -266,14 +388,34 @@ describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
     if (mode === 'read' || mode === 'read_write') {
       expect(tree.json).toEqual({
         folders: [{ id: w.folder, parentId: null, name: 'Shared folder', description: null, color: null }],
-        groups: [{ id: w.group, parentId: w.folder, name: 'Shared group', description: null, color: null, memberIds: [w.member] }],
+        groups: [
+          {
+            id: w.group,
+            parentId: w.folder,
+            name: 'Shared group',
+            description: null,
+            color: null,
+            memberIds: [w.member],
+          },
+        ],
       });
       expect(folder.json).toEqual({
         folder: { id: w.folder, parentId: null, name: 'Shared folder', description: null, color: null },
         subfolders: [],
-        members: [{ id: w.member, name: w.c.name, displayName: w.c.displayName, avatarUrl: `${w.avatarUrl}&ownerUserId=${owner.userId}` }],
+        members: [
+          {
+            id: w.member,
+            name: w.c.name,
+            displayName: w.c.displayName,
+            avatarUrl: `${w.avatarUrl}&ownerUserId=${owner.userId}`,
+          },
+        ],
       });
-      expect(root.json).toEqual({ folder: null, subfolders: [{ id: w.folder, parentId: null, name: 'Shared folder', description: null, color: null }], members: [] });
+      expect(root.json).toEqual({
+        folder: null,
+        subfolders: [{ id: w.folder, parentId: null, name: 'Shared folder', description: null, color: null }],
+        members: [],
+      });
     } else {
       expect(tree.json).toEqual({ folders: [], groups: [] });
       expect(folder.json).toEqual({ code: 'NOT_FOUND', message: 'Folder not found' });
@@ -293,22 +435,37 @@ describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
     const one = await call(viewer, `/api/v1/friends/${owner.userId}/member-statuses/members/${w.member}`);
     expect(all.status).toBe(200);
     if (mode === 'read' || mode === 'read_write') {
-      const row = { memberId: w.member, statusId: w.status, name: 'Resting', color: '#000001', icon: null, assignedAt: expect.any(Number) };
+      const row = {
+        memberId: w.member,
+        statusId: w.status,
+        name: 'Resting',
+        color: '#000001',
+        icon: null,
+        assignedAt: expect.any(Number),
+      };
       expect(all.json).toEqual([row]);
       expect(one.json).toEqual([row]);
     } else {
       expect(all.json).toEqual([]);
       expect(one.json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
     }
-    expect((await call(viewer, `/api/v1/friends/${owner.userId}/member-statuses/members/${w.hidden}`)).json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+    expect((await call(viewer, `/api/v1/friends/${owner.userId}/member-statuses/members/${w.hidden}`)).json).toEqual({
+      code: 'NOT_FOUND',
+      message: 'Member not found',
+    });
     expectNoneOf(all.text + one.text, w.hiddenTexts);
   });
 
   it.each(MODES)('GET /custom-fields and PUT /custom-fields/{id}/value (member_custom_fields) — %s', async (mode) => {
     const { owner, viewer, w } = await worldFor('member_custom_fields', mode);
     const read = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${w.member}`);
-    const write = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.field}/value`, { method: 'PUT', body: JSON.stringify({ memberId: w.member, value: 'friend wrote' }) });
-    const values = await owner.api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: w.member } } });
+    const write = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.field}/value`, {
+      method: 'PUT',
+      body: JSON.stringify({ memberId: w.member, value: 'friend wrote' }),
+    });
+    const values = await owner.api.GET('/api/v1/members/{memberId}/custom-fields', {
+      params: { path: { memberId: w.member } },
+    });
     const stored = values.data!.find((v) => v.fieldId === w.field)!.value;
     const audit = await owner.api.GET('/api/v1/audit', { params: { query: { actionPrefix: 'friend_write' } } });
     if (mode === 'no_overlap') {
@@ -318,16 +475,30 @@ describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
       expect(read.json).toEqual({ fields: [], emptyHint: 'none_visible' });
       expect(write.json).toEqual({ code: 'NOT_FOUND', message: 'Custom field not found' });
     } else if (mode === 'read') {
-      expect(read.json).toEqual({ fields: [{ id: w.field, name: 'Role', type: 'text', value: w.c.value, viewerCanWrite: false }], emptyHint: null });
-      expect(write.json).toEqual({ code: 'FORBIDDEN', message: 'Your buckets do not allow changing this custom field value' });
+      expect(read.json).toEqual({
+        fields: [{ id: w.field, name: 'Role', type: 'text', value: w.c.value, viewerCanWrite: false }],
+        emptyHint: null,
+      });
+      expect(write.json).toEqual({
+        code: 'FORBIDDEN',
+        message: 'Your buckets do not allow changing this custom field value',
+      });
     } else {
-      expect(read.json).toEqual({ fields: [{ id: w.field, name: 'Role', type: 'text', value: w.c.value, viewerCanWrite: true }], emptyHint: null });
+      expect(read.json).toEqual({
+        fields: [{ id: w.field, name: 'Role', type: 'text', value: w.c.value, viewerCanWrite: true }],
+        emptyHint: null,
+      });
       expect(write.status).toBe(204);
     }
     if (mode === 'read_write') {
       expect(stored).toBe('friend wrote');
       expect(audit.data!.items).toEqual([
-        expect.objectContaining({ action: 'friend_write.custom_field.set_value', targetType: 'member', targetId: w.member, detail: { friendUserId: viewer.userId, fieldId: w.field } }),
+        expect.objectContaining({
+          action: 'friend_write.custom_field.set_value',
+          targetType: 'member',
+          targetId: w.member,
+          detail: { friendUserId: viewer.userId, fieldId: w.field },
+        }),
       ]);
     } else {
       expect(stored).toBe(w.c.value);
@@ -335,13 +506,25 @@ describe('permission matrix (accepted friend)', { timeout: 120_000 }, () => {
       if (mode !== 'read') expectNoneOf(read.text + write.text, mode === 'none' ? [w.c.value] : [w.c.value, w.c.name]);
     }
     // Hidden field and hidden member: 404 and nothing changes.
-    const hiddenField = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.hiddenField}/value`, { method: 'PUT', body: JSON.stringify({ memberId: w.member, value: 'x' }) });
-    expect(hiddenField.json).toEqual(mode === 'no_overlap' ? { code: 'NOT_FOUND', message: 'Member not found' } : { code: 'NOT_FOUND', message: 'Custom field not found' });
-    const hiddenMember = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.field}/value`, { method: 'PUT', body: JSON.stringify({ memberId: w.hidden, value: 'x' }) });
+    const hiddenField = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.hiddenField}/value`, {
+      method: 'PUT',
+      body: JSON.stringify({ memberId: w.member, value: 'x' }),
+    });
+    expect(hiddenField.json).toEqual(
+      mode === 'no_overlap'
+        ? { code: 'NOT_FOUND', message: 'Member not found' }
+        : { code: 'NOT_FOUND', message: 'Custom field not found' },
+    );
+    const hiddenMember = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields/${w.field}/value`, {
+      method: 'PUT',
+      body: JSON.stringify({ memberId: w.hidden, value: 'x' }),
+    });
     expect(hiddenMember.json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
     const hiddenRead = await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${w.hidden}`);
     expect(hiddenRead.json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
-    const after = await owner.api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: w.member } } });
+    const after = await owner.api.GET('/api/v1/members/{memberId}/custom-fields', {
+      params: { path: { memberId: w.member } },
+    });
     expect(after.data!.find((v) => v.fieldId === w.hiddenField)!.value).toBe(w.c.hiddenValue);
     expectNoneOf(read.text + write.text + hiddenField.text + hiddenMember.text + hiddenRead.text, w.hiddenTexts);
   });
@@ -362,15 +545,31 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
 
     const archived = await createMember(owner.api, canary('archived'));
     await shareMember(owner, archived, [bucketId]);
-    expect((await owner.api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } })).response.status).toBe(200);
+    expect(
+      (
+        await owner.api.PATCH('/api/v1/members/{memberId}', {
+          params: { path: { memberId: archived } },
+          body: { archived: true },
+        })
+      ).response.status,
+    ).toBe(200);
     const trashed = await createMember(owner.api, canary('trashed'));
     await shareMember(owner, trashed, [bucketId]);
-    expect((await owner.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } })).response.status).toBe(204);
+    expect(
+      (await owner.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } })).response
+        .status,
+    ).toBe(204);
     const list = await call(viewer, `/api/v1/friends/${owner.userId}/members`);
     expect((list.json as Array<{ _id: string }>).map((x) => x._id)).toEqual([m]);
     for (const id of [archived, trashed]) {
-      expect((await call(viewer, `/api/v1/friends/${owner.userId}/members/${id}`)).json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
-      expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${id}`)).json).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
+      expect((await call(viewer, `/api/v1/friends/${owner.userId}/members/${id}`)).json).toEqual({
+        code: 'NOT_FOUND',
+        message: 'Member not found',
+      });
+      expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${id}`)).json).toEqual({
+        code: 'NOT_FOUND',
+        message: 'Member not found',
+      });
     }
   });
 
@@ -383,7 +582,11 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
     const notHeld = await createBucket(owner, ALL_READ, 'Not held');
     await giveFriend(owner, viewer, [view, profile]);
     const make = async (label: string, buckets: string[]) => {
-      const id = await createMember(owner.api, label, { displayName: `${label} D`, pronouns: `${label} P`, description: `${label} A` });
+      const id = await createMember(owner.api, label, {
+        displayName: `${label} D`,
+        pronouns: `${label} P`,
+        description: `${label} A`,
+      });
       await shareMember(owner, id, buckets);
       return id;
     };
@@ -392,10 +595,17 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
     const narrowedAway = await make('NarrowedAway', [view, profile]);
     await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${narrowedAway}/pronouns`, [notHeld]);
     const narrowedIn = await make('NarrowedIn', [view, profile]);
-    await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${narrowedIn}/displayName`, [profile, notHeld]);
+    await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${narrowedIn}/displayName`, [
+      profile,
+      notHeld,
+    ]);
     const unheld = await make('Unheld', [view, notHeld]);
     const profileOnly = await make('ProfileOnly', [profile]);
-    const list = (await call(viewer, `/api/v1/friends/${owner.userId}/members`)).json as Array<{ _id: string; displayName: string | null; pronouns: string | null }>;
+    const list = (await call(viewer, `/api/v1/friends/${owner.userId}/members`)).json as Array<{
+      _id: string;
+      displayName: string | null;
+      pronouns: string | null;
+    }>;
     expect(list.map((m) => m._id).sort()).toEqual([both, viewOnly, narrowedAway, narrowedIn, unheld].sort());
     expect(list.map((m) => m._id)).not.toContain(profileOnly);
     const byId = new Map(list.map((m) => [m._id, m]));
@@ -427,19 +637,44 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
     const { owner, viewer, bucketId } = await friendsSharing(server, { ...ALL_READ });
     const m = await createMember(owner.api, 'Sam');
     await shareMember(owner, m, [bucketId]);
-    expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${m}`)).json).toEqual({ fields: [], emptyHint: 'no_definitions' });
-    const f = (await owner.api.POST('/api/v1/custom-fields', { body: { name: 'Roles', type: 'multiselect', options: ['Host', 'Caretaker'] } })).data!.id;
+    expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${m}`)).json).toEqual({
+      fields: [],
+      emptyHint: 'no_definitions',
+    });
+    const f = (
+      await owner.api.POST('/api/v1/custom-fields', {
+        body: { name: 'Roles', type: 'multiselect', options: ['Host', 'Caretaker'] },
+      })
+    ).data!.id;
     await put(owner, `/api/v1/privacy-buckets/assignments/custom-fields/${f}`, [bucketId]);
-    expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${m}`)).json).toEqual({ fields: [{ id: f, name: 'Roles', type: 'multiselect', value: [], viewerCanWrite: true }], emptyHint: null });
+    expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${m}`)).json).toEqual({
+      fields: [{ id: f, name: 'Roles', type: 'multiselect', value: [], viewerCanWrite: true }],
+      emptyHint: null,
+    });
     const url = `/api/v1/friends/${owner.userId}/custom-fields/${f}/value`;
     const bad = await call(viewer, url, { method: 'PUT', body: JSON.stringify({ memberId: m, value: ['Nope'] }) });
     expect(bad.json).toEqual({ code: 'BAD_REQUEST', message: 'value contains unknown options: Nope' });
-    expect((await owner.api.GET('/api/v1/audit', { params: { query: { actionPrefix: 'friend_write' } } })).data!.items).toEqual([]);
-    for (const body of [{ memberId: m }, { value: 'x' }, { memberId: m, value: null }, { memberId: m, value: 'x', extra: 1 }, { memberId: 'nope', value: 'x' }]) {
-      expect((await call(viewer, url, { method: 'PUT', body: JSON.stringify(body) })).status, JSON.stringify(body)).toBe(400);
+    expect(
+      (await owner.api.GET('/api/v1/audit', { params: { query: { actionPrefix: 'friend_write' } } })).data!.items,
+    ).toEqual([]);
+    for (const body of [
+      { memberId: m },
+      { value: 'x' },
+      { memberId: m, value: null },
+      { memberId: m, value: 'x', extra: 1 },
+      { memberId: 'nope', value: 'x' },
+    ]) {
+      expect(
+        (await call(viewer, url, { method: 'PUT', body: JSON.stringify(body) })).status,
+        JSON.stringify(body),
+      ).toBe(400);
     }
-    expect((await call(viewer, url, { method: 'PUT', body: JSON.stringify({ memberId: m, value: ['Host'] }) })).status).toBe(204);
-    expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${m}`)).json).toMatchObject({ fields: [{ value: ['Host'] }] });
+    expect(
+      (await call(viewer, url, { method: 'PUT', body: JSON.stringify({ memberId: m, value: ['Host'] }) })).status,
+    ).toBe(204);
+    expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields?memberId=${m}`)).json).toMatchObject({
+      fields: [{ value: ['Host'] }],
+    });
     expect((await call(viewer, `/api/v1/friends/${owner.userId}/custom-fields`)).status).toBe(400);
     expect((await call(viewer, `/api/v1/friends/${owner.userId}/groups/folder?folderId=nope`)).status).toBe(400);
   });
@@ -454,19 +689,38 @@ describe('scopes', () => {
     const friendsOnly = await server.createKey(viewer.userId, { friends: 'read' });
     const membersOnly = await server.createKey(viewer.userId, { members: 'read' });
     const asKey = (apiKey: string) => ({ ...viewer, apiKey });
-    expect((await call(asKey(membersOnly.apiKey), `/api/v1/friends/${owner.userId}/members`)).json).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: friends requires read' });
-    expect((await call(asKey(friendsOnly.apiKey), `/api/v1/friends/${owner.userId}/custom-fields/${UNKNOWN_ID}/value`, { method: 'PUT', body: JSON.stringify({ memberId: m, value: 'x' }) })).json).toEqual({
+    expect((await call(asKey(membersOnly.apiKey), `/api/v1/friends/${owner.userId}/members`)).json).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: friends requires read',
+    });
+    expect(
+      (
+        await call(asKey(friendsOnly.apiKey), `/api/v1/friends/${owner.userId}/custom-fields/${UNKNOWN_ID}/value`, {
+          method: 'PUT',
+          body: JSON.stringify({ memberId: m, value: 'x' }),
+        })
+      ).json,
+    ).toEqual({
       code: 'FORBIDDEN',
       message: 'Missing API key scope: friends requires read_write',
     });
     const friendUrl = `${avatarUrl}&ownerUserId=${owner.userId}`;
     expect((await call(asKey(friendsOnly.apiKey), friendUrl)).status).toBe(200);
-    expect((await call(asKey(membersOnly.apiKey), friendUrl)).json).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: friends requires read' });
+    expect((await call(asKey(membersOnly.apiKey), friendUrl)).json).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: friends requires read',
+    });
     // The owner's own media with only friends:read: refused (members:read is its scope).
     const ownerFriendsOnly = await server.createKey(owner.userId, { friends: 'read' });
-    expect((await call({ ...owner, apiKey: ownerFriendsOnly.apiKey }, avatarUrl)).json).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: members requires read' });
+    expect((await call({ ...owner, apiKey: ownerFriendsOnly.apiKey }, avatarUrl)).json).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: members requires read',
+    });
     const none = await server.createKey(viewer.userId, { entries: 'read' });
-    expect((await call(asKey(none.apiKey), friendUrl)).json).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: members requires read' });
+    expect((await call(asKey(none.apiKey), friendUrl)).json).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: members requires read',
+    });
   });
 });
 
@@ -478,17 +732,23 @@ describe('hidden sections never leave the database', { timeout: 120_000 }, () =>
     const member = await createMember(owner.api, 'Sectioned', { pronouns, description: about });
     await shareMember(owner, member, [bucketId]);
     const notHeld = await createBucket(owner, { member_profile: 'read' });
-    for (const section of ['pronouns', 'about']) await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${member}/${section}`, [notHeld]);
+    for (const section of ['pronouns', 'about'])
+      await put(owner, `/api/v1/privacy-buckets/assignments/profile-sections/${member}/${section}`, [notHeld]);
     const statements = await captureStatements(server.deps.db.knex, /\bmembers\b/, async () => {
       const res = await call(viewer, `/api/v1/friends/${owner.userId}/members`);
       expect(res.status).toBe(200);
-      expect(res.json).toEqual([expect.objectContaining({ _id: member, pronouns: null, description: null, aboutTags: null })]);
+      expect(res.json).toEqual([
+        expect.objectContaining({ _id: member, pronouns: null, description: null, aboutTags: null }),
+      ]);
       expectNoneOf(res.text, [pronouns, about]);
     });
     expect(statements.length).toBeGreaterThan(0);
     for (const statement of statements) {
       const ordered: unknown[] = [];
-      const sql = statement.sql.replace(/\$(\d+)/g, (_m, n: string) => (ordered.push(statement.bindings[Number(n) - 1]), '?'));
+      const sql = statement.sql.replace(
+        /\$(\d+)/g,
+        (_m, n: string) => (ordered.push(statement.bindings[Number(n) - 1]), '?'),
+      );
       const { rows } = await server.deps.db.knex.raw(sql, ordered as never);
       expectNoneOf(rows, [pronouns, about]);
     }
@@ -500,18 +760,24 @@ describe('statements per request', () => {
     const { owner, viewer, bucketId } = await friendsSharing(server, ALL_READ);
     const counts: number[] = [];
     for (const n of [1, 6]) {
-      while ((await owner.api.GET('/api/v1/members/page', { params: { query: { limit: 100 } } })).data!.items.length < n) {
+      while (
+        (await owner.api.GET('/api/v1/members/page', { params: { query: { limit: 100 } } })).data!.items.length < n
+      ) {
         const m = await createMember(owner.api, 'M');
         await shareMember(owner, m, [bucketId]);
         const g = (await owner.api.POST('/api/v1/groups', { body: { name: 'G' } })).data!.id;
         await put(owner, `/api/v1/privacy-buckets/assignments/groups/${g}`, [bucketId]);
         await call(owner, `/api/v1/groups/${g}/members`, { method: 'PUT', body: JSON.stringify({ memberIds: [m] }) });
       }
-      const seen = await captureStatements(server.deps.db.knex, /members|directories|member_status|custom_field/, async () => {
-        expect((await call(viewer, `/api/v1/friends/${owner.userId}/members`)).status).toBe(200);
-        expect((await call(viewer, `/api/v1/friends/${owner.userId}/groups`)).status).toBe(200);
-        expect((await call(viewer, `/api/v1/friends/${owner.userId}/member-statuses`)).status).toBe(200);
-      });
+      const seen = await captureStatements(
+        server.deps.db.knex,
+        /members|directories|member_status|custom_field/,
+        async () => {
+          expect((await call(viewer, `/api/v1/friends/${owner.userId}/members`)).status).toBe(200);
+          expect((await call(viewer, `/api/v1/friends/${owner.userId}/groups`)).status).toBe(200);
+          expect((await call(viewer, `/api/v1/friends/${owner.userId}/member-statuses`)).status).toBe(200);
+        },
+      );
       // The friendship itself: its own statement for the tree and the statuses (forFriend), inside
       // the list's one statement (friend_access).
       const access = seen.filter((st) => /^select g\.\*, h\.ids as hidden_system_ids /.test(st.sql));

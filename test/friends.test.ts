@@ -24,13 +24,20 @@ async function request(from: TestUser, to: TestUser | string): Promise<number> {
 }
 async function accept(by: TestUser, requester: TestUser | string): Promise<number> {
   const requesterUserId = typeof requester === 'string' ? requester : requester.userId;
-  return (await by.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId } } })).response.status;
+  return (
+    await by.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId } } })
+  ).response.status;
 }
 async function revoke(by: TestUser, other: TestUser | string): Promise<number> {
-  return (await by.api.POST('/api/v1/friends/{friendUserId}/revoke', id(typeof other === 'string' ? other : other.userId))).response.status;
+  return (
+    await by.api.POST('/api/v1/friends/{friendUserId}/revoke', id(typeof other === 'string' ? other : other.userId))
+  ).response.status;
 }
 async function block(by: TestUser, other: TestUser | string, reason?: string): Promise<number> {
-  const res = await by.api.POST('/api/v1/friends/{friendUserId}/block', { ...id(typeof other === 'string' ? other : other.userId), ...(reason !== undefined ? { body: { reason } } : {}) });
+  const res = await by.api.POST('/api/v1/friends/{friendUserId}/block', {
+    ...id(typeof other === 'string' ? other : other.userId),
+    ...(reason !== undefined ? { body: { reason } } : {}),
+  });
   return res.response.status;
 }
 async function befriend(a: TestUser, b: TestUser): Promise<void> {
@@ -54,8 +61,15 @@ type Perms = Partial<Record<PermissionGroup, PermissionLevel>>;
 async function bucket(ownerId: string, perms: Perms): Promise<string> {
   const bucketId = randomUUID();
   await knex()('privacy_buckets').insert({
-    id: bucketId, user_id: ownerId, slug: `u_${bucketId.slice(0, 8)}`, builtin: false, name: 'Test', description: '',
-    friend_permissions: JSON.stringify(perms), created_at: now, updated_at: now,
+    id: bucketId,
+    user_id: ownerId,
+    slug: `u_${bucketId.slice(0, 8)}`,
+    builtin: false,
+    name: 'Test',
+    description: '',
+    friend_permissions: JSON.stringify(perms),
+    created_at: now,
+    updated_at: now,
   });
   return bucketId;
 }
@@ -63,16 +77,38 @@ async function bucket(ownerId: string, perms: Perms): Promise<string> {
 async function assign(ownerId: string, kind: string, contentId: string, bucketIds: string[]): Promise<void> {
   await knex()('privacy_bucket_assignments').where({ user_id: ownerId, kind, content_id: contentId }).delete();
   if (bucketIds.length > 0) {
-    await knex()('privacy_bucket_assignments').insert(bucketIds.map((bucketId) => ({ user_id: ownerId, bucket_id: bucketId, kind, content_id: contentId, section_key: '', created_at: now })));
+    await knex()('privacy_bucket_assignments').insert(
+      bucketIds.map((bucketId) => ({
+        user_id: ownerId,
+        bucket_id: bucketId,
+        kind,
+        content_id: contentId,
+        section_key: '',
+        created_at: now,
+      })),
+    );
   }
 }
 const friendBuckets = async (ownerId: string, friendId: string): Promise<string[]> =>
-  (await knex()('privacy_bucket_assignments').where({ user_id: ownerId, kind: 'friend', content_id: friendId }).select('bucket_id')).map((r) => r.bucket_id as string);
-const presetId = async (ownerId: string, slug: string): Promise<string> => (await knex()('privacy_buckets').where({ user_id: ownerId, slug }).first('id')).id as string;
+  (
+    await knex()('privacy_bucket_assignments')
+      .where({ user_id: ownerId, kind: 'friend', content_id: friendId })
+      .select('bucket_id')
+  ).map((r) => r.bucket_id as string);
+const presetId = async (ownerId: string, slug: string): Promise<string> =>
+  (await knex()('privacy_buckets').where({ user_id: ownerId, slug }).first('id')).id as string;
 
 async function withProfile(u: TestUser): Promise<void> {
   const res = await u.api.PATCH('/api/v1/friends/profile', {
-    body: { pronouns: 'they/them', status: 'Secret status', timezone: 'Europe/Berlin', country: 'DE', aboutMarkdown: 'Hidden about', bannerUrl: '/media/banners/x.png', imageUrl: 'https://images.example.invalid/x.png' },
+    body: {
+      pronouns: 'they/them',
+      status: 'Secret status',
+      timezone: 'Europe/Berlin',
+      country: 'DE',
+      aboutMarkdown: 'Hidden about',
+      bannerUrl: '/media/banners/x.png',
+      imageUrl: 'https://images.example.invalid/x.png',
+    },
   });
   expect(res.response.status).toBe(200);
 }
@@ -83,8 +119,20 @@ describe('requests and accepts', () => {
     const b = await server.user();
     const requestedAt = ++now;
     expect(await request(a, b)).toBe(204);
-    expect(await rowOf(a, b)).toMatchObject({ status: 'pending', direction: 'outgoing', createdAt: requestedAt, acceptedAt: null, privacyBucketIds: [], username: b.username });
-    expect(await rowOf(b, a)).toMatchObject({ status: 'pending', direction: 'incoming', createdAt: requestedAt, acceptedAt: null });
+    expect(await rowOf(a, b)).toMatchObject({
+      status: 'pending',
+      direction: 'outgoing',
+      createdAt: requestedAt,
+      acceptedAt: null,
+      privacyBucketIds: [],
+      username: b.username,
+    });
+    expect(await rowOf(b, a)).toMatchObject({
+      status: 'pending',
+      direction: 'incoming',
+      createdAt: requestedAt,
+      acceptedAt: null,
+    });
     const incoming = await b.api.GET('/api/v1/friends/requests');
     expect(incoming.data!.map((r) => r.friendUserId)).toEqual([a.userId]);
     expect((await a.api.GET('/api/v1/friends/requests')).data).toEqual([]);
@@ -105,18 +153,25 @@ describe('requests and accepts', () => {
   it('by username: 201 with the canonical username, regardless of case; unknown 404; yourself 400; invalid 400', async () => {
     const a = await server.user();
     const b = await server.user();
-    const res = await a.api.POST('/api/v1/friends/request-by-username', { body: { username: b.username.toUpperCase() } });
+    const res = await a.api.POST('/api/v1/friends/request-by-username', {
+      body: { username: b.username.toUpperCase() },
+    });
     expect(res.response.status).toBe(201);
     expect(res.data).toEqual({ friendUserId: b.userId, username: b.username });
     expect((await rowOf(b, a))?.status).toBe('pending');
-    const unknown = await a.api.POST('/api/v1/friends/request-by-username', { body: { username: 'nobody_here_at_all' } });
+    const unknown = await a.api.POST('/api/v1/friends/request-by-username', {
+      body: { username: 'nobody_here_at_all' },
+    });
     expect(unknown.response.status).toBe(404);
     expect(unknown.error).toEqual({ code: 'NOT_FOUND', message: 'Friend not found' });
     const self = await a.api.POST('/api/v1/friends/request-by-username', { body: { username: a.username } });
     expect(self.response.status).toBe(400);
     expect(self.error?.message).toBe('You cannot send a friend request to yourself');
     for (const body of [{}, { username: 'x' }, { username: 'has space' }, { username: b.username, extra: 1 }]) {
-      expect((await a.api.POST('/api/v1/friends/request-by-username', { body: body as never })).response.status, JSON.stringify(body)).toBe(400);
+      expect(
+        (await a.api.POST('/api/v1/friends/request-by-username', { body: body as never })).response.status,
+        JSON.stringify(body),
+      ).toBe(400);
     }
   });
 
@@ -139,7 +194,10 @@ describe('requests and accepts', () => {
     expect(await block(a, c)).toBe(204);
     const blocked = await a.api.POST('/api/v1/friends/{friendUserId}/request', id(c.userId));
     expect(blocked.response.status).toBe(409);
-    expect(blocked.error).toEqual({ code: 'CONFLICT', message: 'You have blocked this account; revoke the block before sending a request' });
+    expect(blocked.error).toEqual({
+      code: 'CONFLICT',
+      message: 'You have blocked this account; revoke the block before sending a request',
+    });
     expect((await rowOf(a, c))?.status).toBe('blocked');
   });
 
@@ -150,7 +208,7 @@ describe('requests and accepts', () => {
     expect(await request(a, b)).toBe(204);
     expect(await request(b, a)).toBe(204);
     expect((await rowOf(a, b))?.status).toBe('accepted');
-    expect((await rowOf(b, a))).toMatchObject({ status: 'accepted', acceptedAt: now });
+    expect(await rowOf(b, a)).toMatchObject({ status: 'accepted', acceptedAt: now });
     expect(await friendBuckets(a.userId, b.userId)).toHaveLength(1);
     expect(await friendBuckets(b.userId, a.userId)).toHaveLength(1);
     expect(await request(c, a)).toBe(204);
@@ -163,23 +221,40 @@ describe('requests and accepts', () => {
   it('accept: no row → 404; accepted, own outgoing, blocked and revoked rows → 409; unknown → 404', async () => {
     const a = await server.user();
     const b = await server.user();
-    const none = await a.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId: b.userId } } });
+    const none = await a.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', {
+      params: { path: { requesterUserId: b.userId } },
+    });
     expect(none.response.status).toBe(404);
     expect(none.error).toEqual({ code: 'NOT_FOUND', message: 'Friend not found' });
     expect(await accept(a, UNKNOWN_ID)).toBe(404);
     expect(await accept(a, a)).toBe(404);
     expect(await request(a, b)).toBe(204);
-    const own = await a.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId: b.userId } } });
+    const own = await a.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', {
+      params: { path: { requesterUserId: b.userId } },
+    });
     expect(own.response.status).toBe(409);
-    expect(own.error).toEqual({ code: 'CONFLICT', message: 'There is no incoming request to accept: the friendship is your own outgoing request' });
+    expect(own.error).toEqual({
+      code: 'CONFLICT',
+      message: 'There is no incoming request to accept: the friendship is your own outgoing request',
+    });
     expect(await accept(b, a)).toBe(204);
-    const accepted = await b.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId: a.userId } } });
-    expect(accepted.error).toEqual({ code: 'CONFLICT', message: 'There is no incoming request to accept: the friendship is accepted' });
+    const accepted = await b.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', {
+      params: { path: { requesterUserId: a.userId } },
+    });
+    expect(accepted.error).toEqual({
+      code: 'CONFLICT',
+      message: 'There is no incoming request to accept: the friendship is accepted',
+    });
     expect(await revoke(a, b)).toBe(204);
     expect(await accept(b, a)).toBe(409);
     expect(await block(b, a)).toBe(204);
-    const blocked = await b.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId: a.userId } } });
-    expect(blocked.error).toEqual({ code: 'CONFLICT', message: 'There is no incoming request to accept: the friendship is blocked by you' });
+    const blocked = await b.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', {
+      params: { path: { requesterUserId: a.userId } },
+    });
+    expect(blocked.error).toEqual({
+      code: 'CONFLICT',
+      message: 'There is no incoming request to accept: the friendship is blocked by you',
+    });
   });
 
   it('requesting someone who blocked you answers like a fresh request and reveals nothing; the blocker gets no request', async () => {
@@ -226,14 +301,24 @@ describe('revoke and block', () => {
     await befriend(a, b);
     const firstId = (await rowOf(a, b))!.id;
     expect(await revoke(a, b)).toBe(204);
-    expect(await rowOf(a, b)).toMatchObject({ status: 'revoked', direction: null, acceptedAt: null, privacyBucketIds: [] });
+    expect(await rowOf(a, b)).toMatchObject({
+      status: 'revoked',
+      direction: null,
+      acceptedAt: null,
+      privacyBucketIds: [],
+    });
     expect(await rowOf(b, a)).toMatchObject({ status: 'revoked', acceptedAt: null, privacyBucketIds: [] });
     expect(await friendBuckets(a.userId, b.userId)).toEqual([]);
     expect(await friendBuckets(b.userId, a.userId)).toEqual([]);
     expect(await revoke(a, b)).toBe(204); // revoked again: nothing changes
     const restartedAt = ++now;
     expect(await request(b, a)).toBe(204);
-    expect(await rowOf(a, b)).toMatchObject({ id: firstId, status: 'pending', direction: 'incoming', createdAt: restartedAt });
+    expect(await rowOf(a, b)).toMatchObject({
+      id: firstId,
+      status: 'pending',
+      direction: 'incoming',
+      createdAt: restartedAt,
+    });
     expect(await accept(a, b)).toBe(204);
     expect((await rowOf(a, b))?.privacyBucketIds).toEqual([await presetId(a.userId, 'public_friends')]);
   });
@@ -261,16 +346,29 @@ describe('revoke and block', () => {
     const b = await server.user();
     await befriend(a, b);
     expect(await block(a, b, 'Too loud')).toBe(204);
-    expect(await rowOf(a, b)).toMatchObject({ status: 'blocked', direction: null, acceptedAt: null, privacyBucketIds: [] });
+    expect(await rowOf(a, b)).toMatchObject({
+      status: 'blocked',
+      direction: null,
+      acceptedAt: null,
+      privacyBucketIds: [],
+    });
     expect(await rowOf(b, a)).toMatchObject({ status: 'revoked', privacyBucketIds: [] });
-    expect(await knex()('friendships').where({ user_id: a.userId, friend_user_id: b.userId }).first('block_reason')).toEqual({ block_reason: 'Too loud' });
+    expect(
+      await knex()('friendships').where({ user_id: a.userId, friend_user_id: b.userId }).first('block_reason'),
+    ).toEqual({ block_reason: 'Too loud' });
     expect(await friendBuckets(a.userId, b.userId)).toEqual([]);
     expect(await friendBuckets(b.userId, a.userId)).toEqual([]);
-    expect((await a.api.GET('/api/v1/friends', { params: { query: { status: 'blocked' } } })).data!.map((r) => r.friendUserId)).toEqual([b.userId]);
+    expect(
+      (await a.api.GET('/api/v1/friends', { params: { query: { status: 'blocked' } } })).data!.map(
+        (r) => r.friendUserId,
+      ),
+    ).toEqual([b.userId]);
     // The reason is the blocker's own note: never in what the blocked account reads.
     expect(JSON.stringify(await list(b))).not.toContain('Too loud');
     expect(await block(a, b)).toBe(204);
-    expect(await knex()('friendships').where({ user_id: a.userId, friend_user_id: b.userId }).first('block_reason')).toEqual({ block_reason: null });
+    expect(
+      await knex()('friendships').where({ user_id: a.userId, friend_user_id: b.userId }).first('block_reason'),
+    ).toEqual({ block_reason: null });
   });
 
   it('block removes pending requests either way; mutual blocks stay until each side lifts its own', async () => {
@@ -296,20 +394,35 @@ describe('revoke and block', () => {
   it('block and block-by-username need no friendship; yourself 400, unknown 404, reason over 280 → 400', async () => {
     const a = await server.user();
     const b = await server.user();
-    const res = await a.api.POST('/api/v1/friends/block-by-username', { body: { username: b.username.toUpperCase(), reason: 'x'.repeat(280) } });
+    const res = await a.api.POST('/api/v1/friends/block-by-username', {
+      body: { username: b.username.toUpperCase(), reason: 'x'.repeat(280) },
+    });
     expect(res.response.status).toBe(200);
     expect(res.data).toEqual({ username: b.username });
     expect(await rowOf(a, b)).toMatchObject({ status: 'blocked', createdAt: now });
     expect(await rowOf(b, a)).toBeUndefined();
-    expect((await a.api.POST('/api/v1/friends/block-by-username', { body: { username: 'nobody_known_here' } })).response.status).toBe(404);
+    expect(
+      (await a.api.POST('/api/v1/friends/block-by-username', { body: { username: 'nobody_known_here' } })).response
+        .status,
+    ).toBe(404);
     const self = await a.api.POST('/api/v1/friends/block-by-username', { body: { username: a.username } });
     expect(self.response.status).toBe(400);
     expect(self.error?.message).toBe('You cannot block yourself');
     expect(await block(a, a)).toBe(400);
     expect(await block(a, UNKNOWN_ID)).toBe(404);
     expect(await block(a, b, 'x'.repeat(281))).toBe(400);
-    expect((await a.api.POST('/api/v1/friends/block-by-username', { body: { username: b.username, reason: 'x'.repeat(281) } })).response.status).toBe(400);
-    const extra = await server.fetch(`/api/v1/friends/${b.userId}/block`, { method: 'POST', headers: jsonHeaders(a.apiKey), body: JSON.stringify({ why: 'x' }) });
+    expect(
+      (
+        await a.api.POST('/api/v1/friends/block-by-username', {
+          body: { username: b.username, reason: 'x'.repeat(281) },
+        })
+      ).response.status,
+    ).toBe(400);
+    const extra = await server.fetch(`/api/v1/friends/${b.userId}/block`, {
+      method: 'POST',
+      headers: jsonHeaders(a.apiKey),
+      body: JSON.stringify({ why: 'x' }),
+    });
     expect(extra.status).toBe(400);
   });
 
@@ -319,7 +432,11 @@ describe('revoke and block', () => {
     await befriend(a, b);
     now += 1;
     await block(a, b);
-    const actions = async (u: TestUser) => (await knex()('audit_events').where({ user_id: u.userId, actor_kind: 'key' }).orderBy('created_at').select('action', 'target_id', 'actor_key_id'));
+    const actions = async (u: TestUser) =>
+      await knex()('audit_events')
+        .where({ user_id: u.userId, actor_kind: 'key' })
+        .orderBy('created_at')
+        .select('action', 'target_id', 'actor_key_id');
     expect(await actions(a)).toEqual([
       { action: 'friendship.request', target_id: b.userId, actor_key_id: a.keyId },
       { action: 'friendship.block', target_id: b.userId, actor_key_id: a.keyId },
@@ -335,11 +452,20 @@ describe('lists', () => {
     await withProfile(f);
     expect(await request(viewer, f)).toBe(204);
     const pending = await rowOf(viewer, f);
-    expect(pending).toMatchObject({ friendPronouns: null, friendStatus: null, friendBannerUrl: null, imageUrl: 'https://images.example.invalid/x.png' });
+    expect(pending).toMatchObject({
+      friendPronouns: null,
+      friendStatus: null,
+      friendBannerUrl: null,
+      imageUrl: 'https://images.example.invalid/x.png',
+    });
     expect(JSON.stringify(await list(viewer))).not.toContain('Secret status');
     expect(await accept(f, viewer)).toBe(204);
     // public_friends grants friend_data read.
-    expect(await rowOf(viewer, f)).toMatchObject({ friendPronouns: 'they/them', friendStatus: 'Secret status', friendBannerUrl: '/media/banners/x.png' });
+    expect(await rowOf(viewer, f)).toMatchObject({
+      friendPronouns: 'they/them',
+      friendStatus: 'Secret status',
+      friendBannerUrl: '/media/banners/x.png',
+    });
     // The friend's bucket for the viewer grants friend_data none → hidden again.
     const noData = await bucket(f.userId, { members_view: 'read', friend_data: 'none' });
     await assign(f.userId, 'friend', viewer.userId, [noData]);
@@ -368,7 +494,9 @@ describe('lists', () => {
     expect((await list(me)).map((r) => r.friendUserId)).toEqual(others.map((o) => o.userId));
     const accepted = await me.api.GET('/api/v1/friends', { params: { query: { status: 'accepted' } } });
     expect(accepted.data!.map((r) => r.friendUserId)).toEqual([others[1]!.userId]);
-    expect((await me.api.GET('/api/v1/friends', { params: { query: { status: 'nope' as never } } })).response.status).toBe(400);
+    expect(
+      (await me.api.GET('/api/v1/friends', { params: { query: { status: 'nope' as never } } })).response.status,
+    ).toBe(400);
     const statements = await captureStatements(knex(), /friendships/, () => me.api.GET('/api/v1/friends'));
     expect(statements).toHaveLength(1);
   });
@@ -383,7 +511,8 @@ describe('lists', () => {
       now += 1;
       expect(await request(me, u)).toBe(204);
     }
-    const page = (query: Record<string, unknown>) => me.api.GET('/api/v1/friends/page', { params: { query: query as never } });
+    const page = (query: Record<string, unknown>) =>
+      me.api.GET('/api/v1/friends/page', { params: { query: query as never } });
     const seen: string[] = [];
     let cursor: string | undefined;
     let pages = 0;
@@ -402,13 +531,23 @@ describe('lists', () => {
     const byUsername = await page({ limit: 10, query: friends[3]!.username.toUpperCase() });
     expect(byUsername.data!.items.map((r) => r.friendUserId)).toEqual([friends[3]!.userId]);
     expect(await accept(friends[4]!, me)).toBe(204);
-    expect((await page({ limit: 10, status: 'accepted' })).data!.items.map((r) => r.friendUserId)).toEqual([friends[4]!.userId]);
+    expect((await page({ limit: 10, status: 'accepted' })).data!.items.map((r) => r.friendUserId)).toEqual([
+      friends[4]!.userId,
+    ]);
     expect((await page({ limit: 10, status: 'pending', query: 'lantern' })).data!.items).toHaveLength(2);
-    for (const bad of [{}, { limit: 0 }, { limit: 201 }, { limit: 5, cursor: 'not-a-cursor' }, { limit: 5, cursor: Buffer.from('["x"]').toString('base64url') }]) {
+    for (const bad of [
+      {},
+      { limit: 0 },
+      { limit: 201 },
+      { limit: 5, cursor: 'not-a-cursor' },
+      { limit: 5, cursor: Buffer.from('["x"]').toString('base64url') },
+    ]) {
       const res = await page(bad);
       expect(res.response.status, JSON.stringify(bad)).toBe(400);
     }
-    expect((await page({ limit: 5, cursor: 'bm9wZQ' })).error?.message).toBe('cursor is invalid; pass the nextCursor of the previous page');
+    expect((await page({ limit: 5, cursor: 'bm9wZQ' })).error?.message).toBe(
+      'cursor is invalid; pass the nextCursor of the previous page',
+    );
     expect((await page({ limit: 200 })).data!.items).toHaveLength(5);
   });
 
@@ -419,7 +558,14 @@ describe('lists', () => {
     expect(await request(asker, me)).toBe(204);
     expect(await request(me, asked)).toBe(204);
     const res = await me.api.GET('/api/v1/friends/requests');
-    expect(res.data).toEqual([expect.objectContaining({ friendUserId: asker.userId, status: 'pending', direction: 'incoming', username: asker.username })]);
+    expect(res.data).toEqual([
+      expect.objectContaining({
+        friendUserId: asker.userId,
+        status: 'pending',
+        direction: 'incoming',
+        username: asker.username,
+      }),
+    ]);
   });
 });
 
@@ -450,7 +596,9 @@ describe('suggestions', () => {
     await befriend(f1, blockedByMe);
     await befriend(f1, pendingWithMe);
     expect(await request(f1, onlyPendingHop)).toBe(204);
-    expect((await optedOut.api.PATCH('/api/v1/friends/profile', { body: { appearInSuggestions: false } })).response.status).toBe(200);
+    expect(
+      (await optedOut.api.PATCH('/api/v1/friends/profile', { body: { appearInSuggestions: false } })).response.status,
+    ).toBe(200);
     expect(await block(blocker, me)).toBe(204);
     expect(await block(me, blockedByMe)).toBe(204);
     expect(await request(pendingWithMe, me)).toBe(204);
@@ -461,11 +609,26 @@ describe('suggestions', () => {
       [c1.userId, 1],
       [c1b.userId, 1],
     ]);
-    expect(res.data![0]).toMatchObject({ username: c2.username, friendPronouns: null, friendStatus: null, friendBannerUrl: null, planKey: 'pro', isAdmin: false });
+    expect(res.data![0]).toMatchObject({
+      username: c2.username,
+      friendPronouns: null,
+      friendStatus: null,
+      friendBannerUrl: null,
+      planKey: 'pro',
+      isAdmin: false,
+    });
     expect(JSON.stringify(res.data)).not.toContain('Secret status');
-    for (const hidden of [optedOut, blocker, blockedByMe, pendingWithMe, onlyPendingHop, f1, f2, me]) expect(JSON.stringify(res.data)).not.toContain(hidden.userId);
-    expect((await me.api.GET('/api/v1/friends/suggestions', { params: { query: { limit: 1 } } })).data!.map((s) => s.friendUserId)).toEqual([c2.userId]);
-    for (const limit of [0, 51]) expect((await me.api.GET('/api/v1/friends/suggestions', { params: { query: { limit } } })).response.status).toBe(400);
+    for (const hidden of [optedOut, blocker, blockedByMe, pendingWithMe, onlyPendingHop, f1, f2, me])
+      expect(JSON.stringify(res.data)).not.toContain(hidden.userId);
+    expect(
+      (await me.api.GET('/api/v1/friends/suggestions', { params: { query: { limit: 1 } } })).data!.map(
+        (s) => s.friendUserId,
+      ),
+    ).toEqual([c2.userId]);
+    for (const limit of [0, 51])
+      expect((await me.api.GET('/api/v1/friends/suggestions', { params: { query: { limit } } })).response.status).toBe(
+        400,
+      );
     const statements = await captureStatements(knex(), /friendships/, () => me.api.GET('/api/v1/friends/suggestions'));
     expect(statements).toHaveLength(1);
   });
@@ -537,16 +700,44 @@ describe('profile card', { timeout: 120_000 }, () => {
     };
     // Accepted but no bucket: the card, with nothing private and no tabs.
     const bare = await tabsWith([]);
-    expect(bare).toMatchObject({ displayName: owner.username, friendPronouns: null, friendStatus: null, friendTimezone: null, friendCountry: null, friendAboutMarkdown: null, friendBannerUrl: null });
-    expect(bare.friendProfileTabs).toEqual({ members: false, membersDirectory: false, frontHistory: false, notes: false });
+    expect(bare).toMatchObject({
+      displayName: owner.username,
+      friendPronouns: null,
+      friendStatus: null,
+      friendTimezone: null,
+      friendCountry: null,
+      friendAboutMarkdown: null,
+      friendBannerUrl: null,
+    });
+    expect(bare.friendProfileTabs).toEqual({
+      members: false,
+      membersDirectory: false,
+      frontHistory: false,
+      notes: false,
+    });
     expect(JSON.stringify(bare)).not.toContain('Hidden about');
     // Overlap at none, read and read_write; several buckets merge by the maximum.
-    expect((await tabsWith([{ members_view: 'none', friend_data: 'none' }])).friendProfileTabs).toEqual({ members: false, membersDirectory: false, frontHistory: false, notes: false });
+    expect((await tabsWith([{ members_view: 'none', friend_data: 'none' }])).friendProfileTabs).toEqual({
+      members: false,
+      membersDirectory: false,
+      frontHistory: false,
+      notes: false,
+    });
     const read = await tabsWith([{ members_view: 'read', member_notes: 'read', friend_data: 'read' }]);
-    expect(read.friendProfileTabs).toEqual({ members: true, membersDirectory: false, frontHistory: false, notes: true });
+    expect(read.friendProfileTabs).toEqual({
+      members: true,
+      membersDirectory: false,
+      frontHistory: false,
+      notes: true,
+    });
     expect(read.friendAboutMarkdown).toBe('Hidden about');
     const merged = await tabsWith([{ groups: 'read_write' }, { front: 'read_write', friend_data: 'read_write' }]);
-    expect(merged.friendProfileTabs).toEqual({ members: false, membersDirectory: true, frontHistory: true, notes: false });
+    expect(merged.friendProfileTabs).toEqual({
+      members: false,
+      membersDirectory: true,
+      frontHistory: true,
+      notes: false,
+    });
     expect(merged.friendTimezone).toBe('Europe/Berlin');
   });
 });
@@ -570,8 +761,14 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     await assign(owner.userId, 'member', rowan, [membersOnly]);
     await assign(owner.userId, 'member', trashed, [b]);
     await owner.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
-    const noteBoth = await createEntry(owner.api, 'robin went to the market', { title: 'Market day', memberIds: [robin, robert] });
-    const noteHidden = await createEntry(owner.api, 'robert private market plans', { title: 'Secret market', memberIds: [robert] });
+    const noteBoth = await createEntry(owner.api, 'robin went to the market', {
+      title: 'Market day',
+      memberIds: [robin, robert],
+    });
+    const noteHidden = await createEntry(owner.api, 'robert private market plans', {
+      title: 'Secret market',
+      memberIds: [robert],
+    });
     const noteRowan = await createEntry(owner.api, 'rowan market notes', { title: 'Rowan market', memberIds: [rowan] });
     const noteNoMember = await createEntry(owner.api, 'market without anyone', { title: 'Loose market' });
     const group = await createGroup(owner.api, 'Robins Group');
@@ -580,13 +777,29 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     await assign(owner.userId, 'group', group, [b]);
     await assign(owner.userId, 'group', hiddenGroup, [other]);
     await assign(owner.userId, 'directory', folder, [b]);
-    return { owner, viewer, robin, robert, rowan, trashed, noteBoth, noteHidden, noteRowan, noteNoMember, group, hiddenGroup, folder };
+    return {
+      owner,
+      viewer,
+      robin,
+      robert,
+      rowan,
+      trashed,
+      noteBoth,
+      noteHidden,
+      noteRowan,
+      noteNoMember,
+      group,
+      hiddenGroup,
+      folder,
+    };
   }
 
   it('search: prefix words, visible items only, note members filtered; hidden ids never appear', async () => {
     const s = await setup();
     const search = (q: string, extra: Record<string, unknown> = {}) =>
-      s.viewer.api.GET('/api/v1/friends/search', { params: { query: { ownerUserId: s.owner.userId, q, ...extra } as never } });
+      s.viewer.api.GET('/api/v1/friends/search', {
+        params: { query: { ownerUserId: s.owner.userId, q, ...extra } as never },
+      });
     const rob = await search('ROB');
     expect(rob.response.status).toBe(200);
     expect(rob.data).toEqual({
@@ -601,7 +814,8 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     const market = await search('mark');
     expect(market.data!.notes).toEqual([{ type: 'note', id: s.noteBoth, title: 'Market day', memberIds: [s.robin] }]);
     const text = JSON.stringify(market.data);
-    for (const hidden of [s.robert, s.noteHidden, s.noteRowan, s.noteNoMember, s.hiddenGroup, s.trashed]) expect(text).not.toContain(hidden);
+    for (const hidden of [s.robert, s.noteHidden, s.noteRowan, s.noteNoMember, s.hiddenGroup, s.trashed])
+      expect(text).not.toContain(hidden);
     expect(text).not.toContain('Secret market');
     // Every word must match as a prefix.
     expect((await search('robin hoo')).data!.members.map((m) => m.id)).toEqual([s.robin]);
@@ -612,11 +826,20 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     expect(noWord.response.status, JSON.stringify(noWord.error)).toBe(200);
     expect(noWord.data).toEqual({ members: [], notes: [], groups: [] });
     expect((await search('rob', { limitPerType: 1 })).data!.groups).toHaveLength(1);
-    for (const bad of [{ q: '' }, { q: 'x'.repeat(101) }, { q: 'rob', limitPerType: 0 }, { q: 'rob', limitPerType: 51 }]) {
-      const res = await s.viewer.api.GET('/api/v1/friends/search', { params: { query: { ownerUserId: s.owner.userId, ...bad } as never } });
+    for (const bad of [
+      { q: '' },
+      { q: 'x'.repeat(101) },
+      { q: 'rob', limitPerType: 0 },
+      { q: 'rob', limitPerType: 51 },
+    ]) {
+      const res = await s.viewer.api.GET('/api/v1/friends/search', {
+        params: { query: { ownerUserId: s.owner.userId, ...bad } as never },
+      });
       expect(res.response.status, JSON.stringify(bad)).toBe(400);
     }
-    expect((await s.viewer.api.GET('/api/v1/friends/search', { params: { query: { q: 'rob' } as never } })).response.status).toBe(400);
+    expect(
+      (await s.viewer.api.GET('/api/v1/friends/search', { params: { query: { q: 'rob' } as never } })).response.status,
+    ).toBe(400);
   });
 
   it('a side system the friend shares no bucket with hides its members and their notes from search, catalog and members search', async () => {
@@ -624,26 +847,41 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     const side = (await knex()('members').where('id', s.robin).first('side_system_id')).side_system_id as string;
     const other = await bucket(s.owner.userId, { members_view: 'read', member_notes: 'read' }); // not the viewer's
     await assign(s.owner.userId, 'side_system', side, [other]);
-    const search = await s.viewer.api.GET('/api/v1/friends/search', { params: { query: { ownerUserId: s.owner.userId, q: 'rob' } } });
+    const search = await s.viewer.api.GET('/api/v1/friends/search', {
+      params: { query: { ownerUserId: s.owner.userId, q: 'rob' } },
+    });
     expect(search.response.status).toBe(200);
     expect(search.data!.members).toEqual([]);
     expect(search.data!.notes).toEqual([]);
-    const catalog = await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } });
-    const members = await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'robin' } } });
+    const catalog = await s.viewer.api.GET('/api/v1/friends/search/catalog', {
+      params: { query: { ownerUserId: s.owner.userId } },
+    });
+    const members = await s.viewer.api.GET('/api/v1/friends/search/members', {
+      params: { query: { ownerUserId: s.owner.userId, q: 'robin' } },
+    });
     expect(members.data).toEqual([]);
     for (const body of [search.data, catalog.data, members.data]) {
       const text = JSON.stringify(body);
-      for (const hidden of [s.robin, s.rowan, s.noteBoth, s.noteRowan, 'Robin Hood', 'Market day']) expect(text).not.toContain(hidden);
+      for (const hidden of [s.robin, s.rowan, s.noteBoth, s.noteRowan, 'Robin Hood', 'Market day'])
+        expect(text).not.toContain(hidden);
     }
     // Sharing the side system's bucket with the friend brings them back.
-    await assign(s.owner.userId, 'side_system', side, [other, (await knex()('privacy_bucket_assignments').where({ kind: 'member', content_id: s.robin }).first('bucket_id')).bucket_id as string]);
-    const back = await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'robin' } } });
+    await assign(s.owner.userId, 'side_system', side, [
+      other,
+      (await knex()('privacy_bucket_assignments').where({ kind: 'member', content_id: s.robin }).first('bucket_id'))
+        .bucket_id as string,
+    ]);
+    const back = await s.viewer.api.GET('/api/v1/friends/search/members', {
+      params: { query: { ownerUserId: s.owner.userId, q: 'robin' } },
+    });
     expect(back.data!.map((m) => m.id)).toEqual([s.robin]);
   });
 
   it('catalog and members search follow the same rules; statements stay constant', async () => {
     const s = await setup();
-    const catalog = await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } });
+    const catalog = await s.viewer.api.GET('/api/v1/friends/search/catalog', {
+      params: { query: { ownerUserId: s.owner.userId } },
+    });
     expect(catalog.data).toEqual({
       members: [
         { type: 'member', id: s.robin, name: 'Robin Hood' },
@@ -655,20 +893,50 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
         { type: 'group', id: s.group, name: 'Robins Group' },
       ],
     });
-    for (const hidden of [s.robert, s.noteHidden, s.noteRowan, s.hiddenGroup, s.trashed]) expect(JSON.stringify(catalog.data)).not.toContain(hidden);
-    const members = await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'ro' } } });
+    for (const hidden of [s.robert, s.noteHidden, s.noteRowan, s.hiddenGroup, s.trashed])
+      expect(JSON.stringify(catalog.data)).not.toContain(hidden);
+    const members = await s.viewer.api.GET('/api/v1/friends/search/members', {
+      params: { query: { ownerUserId: s.owner.userId, q: 'ro' } },
+    });
     expect(members.data).toEqual([
       { type: 'member', id: s.robin, name: 'Robin Hood' },
       { type: 'member', id: s.rowan, name: 'Rowan Notesless' },
     ]);
-    expect((await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'ro', limit: 1 } } })).data).toHaveLength(1);
+    expect(
+      (
+        await s.viewer.api.GET('/api/v1/friends/search/members', {
+          params: { query: { ownerUserId: s.owner.userId, q: 'ro', limit: 1 } },
+        })
+      ).data,
+    ).toHaveLength(1);
     for (const limit of [0, 51]) {
-      expect((await s.viewer.api.GET('/api/v1/friends/search/members', { params: { query: { ownerUserId: s.owner.userId, q: 'ro', limit } } })).response.status).toBe(400);
+      expect(
+        (
+          await s.viewer.api.GET('/api/v1/friends/search/members', {
+            params: { query: { ownerUserId: s.owner.userId, q: 'ro', limit } },
+          })
+        ).response.status,
+      ).toBe(400);
     }
-    const count = async () => (await captureStatements(knex(), /members|entries|directories|friendships/, () => s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } }))).length;
+    const count = async () =>
+      (
+        await captureStatements(knex(), /members|entries|directories|friendships/, () =>
+          s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } }),
+        )
+      ).length;
     const before = await count();
-    for (let i = 0; i < 5; i++) await assign(s.owner.userId, 'member', await createMember(s.owner.api, `Extra ${i}`), [(await knex()('privacy_bucket_assignments').where({ user_id: s.owner.userId, kind: 'member', content_id: s.robin }).first('bucket_id')).bucket_id]);
-    expect((await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } })).data!.members).toHaveLength(7);
+    for (let i = 0; i < 5; i++)
+      await assign(s.owner.userId, 'member', await createMember(s.owner.api, `Extra ${i}`), [
+        (
+          await knex()('privacy_bucket_assignments')
+            .where({ user_id: s.owner.userId, kind: 'member', content_id: s.robin })
+            .first('bucket_id')
+        ).bucket_id,
+      ]);
+    expect(
+      (await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } }))
+        .data!.members,
+    ).toHaveLength(7);
     expect(await count()).toBe(before);
     expect(before).toBe(2); // the friendship check and the one search statement
   });
@@ -678,13 +946,26 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     const access = (await forFriend(knex(), s.viewer.userId, s.owner.userId))!;
     const ids = [s.robin, s.robert, s.rowan];
     const levels = await contentLevels(knex(), access, 'member', ids);
-    const catalog = (await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } })).data!;
-    expect(catalog.members.map((m) => m.id).sort()).toEqual(ids.filter((m) => levels.get(m)!.members_view !== 'none').sort());
+    const catalog = (
+      await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } })
+    ).data!;
+    expect(catalog.members.map((m) => m.id).sort()).toEqual(
+      ids.filter((m) => levels.get(m)!.members_view !== 'none').sort(),
+    );
     expect(ids.map((m) => levels.get(m)!.member_notes)).toEqual(['read', 'none', 'none']);
-    const maps = (await knex()('privacy_buckets').whereIn('id', [...access.bucketIds!]).select('friend_permissions')).map((r) => permissionMap(r.friend_permissions));
+    const maps = (
+      await knex()('privacy_buckets')
+        .whereIn('id', [...access.bucketIds!])
+        .select('friend_permissions')
+    ).map((r) => permissionMap(r.friend_permissions));
     const max = mergeMax(maps);
     const tabs = (await s.viewer.api.GET('/api/v1/friends/{friendUserId}', id(s.owner.userId))).data!.friendProfileTabs;
-    expect(tabs).toEqual({ members: max.members_view !== 'none', membersDirectory: max.groups !== 'none', frontHistory: max.front !== 'none', notes: max.member_notes !== 'none' });
+    expect(tabs).toEqual({
+      members: max.members_view !== 'none',
+      membersDirectory: max.groups !== 'none',
+      frontHistory: max.front !== 'none',
+      notes: max.member_notes !== 'none',
+    });
     expect(tabs).toEqual({ members: true, membersDirectory: true, frontHistory: false, notes: true });
   });
 
@@ -692,7 +973,11 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     const s = await setup();
     // A large account whose content the viewer may all see (through the bucket robin carries), none
     // of it matching: reading it all would cost more than the index.
-    const shared = (await knex()('privacy_bucket_assignments').where({ user_id: s.owner.userId, kind: 'member', content_id: s.robin }).first('bucket_id')).bucket_id as string;
+    const shared = (
+      await knex()('privacy_bucket_assignments')
+        .where({ user_id: s.owner.userId, kind: 'member', content_id: s.robin })
+        .first('bucket_id')
+    ).bucket_id as string;
     const side = (await knex()('members').where({ id: s.robin }).first('side_system_id')).side_system_id as string;
     const n = 3000;
     await knex().raw(
@@ -724,7 +1009,9 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
   it('a viewer without overlap sees nothing; non-friends, blocked, pending, self and unknown get the same 404', async () => {
     const s = await setup();
     await assign(s.owner.userId, 'friend', s.viewer.userId, []);
-    const empty = await s.viewer.api.GET('/api/v1/friends/search/catalog', { params: { query: { ownerUserId: s.owner.userId } } });
+    const empty = await s.viewer.api.GET('/api/v1/friends/search/catalog', {
+      params: { query: { ownerUserId: s.owner.userId } },
+    });
     expect(empty.data).toEqual({ members: [], notes: [], groups: [] });
     const base = await raw(s.viewer, `/api/v1/friends/search?ownerUserId=${UNKNOWN_ID}&q=rob`);
     expect(base.status).toBe(404);
@@ -734,8 +1021,17 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
     const blocked = await server.user();
     await befriend(s.owner, blocked);
     expect(await block(s.owner, blocked)).toBe(204);
-    for (const [viewer, label] of [[stranger, 'stranger'], [pending, 'pending'], [blocked, 'blocked'], [s.owner, 'self']] as const) {
-      for (const path of [`/api/v1/friends/search?ownerUserId=${s.owner.userId}&q=rob`, `/api/v1/friends/search/catalog?ownerUserId=${s.owner.userId}`, `/api/v1/friends/search/members?ownerUserId=${s.owner.userId}&q=rob`]) {
+    for (const [viewer, label] of [
+      [stranger, 'stranger'],
+      [pending, 'pending'],
+      [blocked, 'blocked'],
+      [s.owner, 'self'],
+    ] as const) {
+      for (const path of [
+        `/api/v1/friends/search?ownerUserId=${s.owner.userId}&q=rob`,
+        `/api/v1/friends/search/catalog?ownerUserId=${s.owner.userId}`,
+        `/api/v1/friends/search/members?ownerUserId=${s.owner.userId}&q=rob`,
+      ]) {
         const res = await raw(viewer, path);
         expect(res.status, `${label} ${path}`).toBe(404);
         expect(res.text).toBe(base.text);
@@ -749,15 +1045,41 @@ describe('the account’s friend-facing profile', () => {
   it('GET and PATCH: partial, null clears, validated', async () => {
     const u = await server.user();
     const initial = await u.api.GET('/api/v1/friends/profile');
-    expect(initial.data).toMatchObject({ userId: u.userId, username: u.username, pronouns: null, appearInSuggestions: true });
+    expect(initial.data).toMatchObject({
+      userId: u.userId,
+      username: u.username,
+      pronouns: null,
+      appearInSuggestions: true,
+    });
     now += 5;
-    const res = await u.api.PATCH('/api/v1/friends/profile', { body: { pronouns: 'she/her', timezone: 'America/New_York', country: 'US', appearInSuggestions: false, aboutMarkdown: 'a'.repeat(10000) } });
+    const res = await u.api.PATCH('/api/v1/friends/profile', {
+      body: {
+        pronouns: 'she/her',
+        timezone: 'America/New_York',
+        country: 'US',
+        appearInSuggestions: false,
+        aboutMarkdown: 'a'.repeat(10000),
+      },
+    });
     expect(res.response.status).toBe(200);
-    expect(res.data).toMatchObject({ pronouns: 'she/her', timezone: 'America/New_York', country: 'US', appearInSuggestions: false, updatedAt: now, status: null });
-    const cleared = await u.api.PATCH('/api/v1/friends/profile', { body: { pronouns: null, bannerUrl: '/media/b.png', timezone: 'europe/berlin' } });
+    expect(res.data).toMatchObject({
+      pronouns: 'she/her',
+      timezone: 'America/New_York',
+      country: 'US',
+      appearInSuggestions: false,
+      updatedAt: now,
+      status: null,
+    });
+    const cleared = await u.api.PATCH('/api/v1/friends/profile', {
+      body: { pronouns: null, bannerUrl: '/media/b.png', timezone: 'europe/berlin' },
+    });
     expect(cleared.data).toMatchObject({ pronouns: null, timezone: 'Europe/Berlin', bannerUrl: '/media/b.png' });
-    expect((await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: null } })).data).toMatchObject({ timezone: null });
-    expect((await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: 'Europe/Berlin' } })).data).toMatchObject({ timezone: 'Europe/Berlin' });
+    expect((await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: null } })).data).toMatchObject({
+      timezone: null,
+    });
+    expect((await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: 'Europe/Berlin' } })).data).toMatchObject({
+      timezone: 'Europe/Berlin',
+    });
     expect((await u.api.GET('/api/v1/friends/profile')).data).toEqual(cleared.data);
     const bad = [
       {},
@@ -773,9 +1095,16 @@ describe('the account’s friend-facing profile', () => {
       { displayName: 'nope' },
       { appearInSuggestions: 'yes' },
     ];
-    for (const body of bad) expect((await u.api.PATCH('/api/v1/friends/profile', { body: body as never })).response.status, JSON.stringify(body)).toBe(400);
+    for (const body of bad)
+      expect(
+        (await u.api.PATCH('/api/v1/friends/profile', { body: body as never })).response.status,
+        JSON.stringify(body),
+      ).toBe(400);
     const tz = await u.api.PATCH('/api/v1/friends/profile', { body: { timezone: 'Mars/Olympus' } });
-    expect(tz.error).toEqual({ code: 'BAD_REQUEST', message: 'timezone must be an IANA time zone name such as Europe/Berlin' });
+    expect(tz.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'timezone must be an IANA time zone name such as Europe/Berlin',
+    });
     expect((await u.api.GET('/api/v1/friends/profile')).data).toEqual(cleared.data);
   });
 

@@ -22,7 +22,11 @@ async function getFront(api: ApiClient) {
   return res.data!;
 }
 
-async function start(api: ApiClient, memberId: string, extra: { note?: string; createdBy?: string } = {}): Promise<void> {
+async function start(
+  api: ApiClient,
+  memberId: string,
+  extra: { note?: string; createdBy?: string } = {},
+): Promise<void> {
   const res = await api.POST('/api/v1/front/members', { body: { memberId, ...extra } });
   expect(res.response.status, JSON.stringify(res.error)).toBe(204);
 }
@@ -54,12 +58,17 @@ async function pastSession(api: ApiClient, memberId: string, startedAt: number, 
   await stop(api, memberId);
   now = saved;
   const items = (await history(api, { startTime: startedAt, endTime: startedAt, limit: 100 })).items;
-  const item = items.find((i) => i.session.memberId === memberId && i.session.startedAt === startedAt && i.session.endedAt === endedAt);
+  const item = items.find(
+    (i) => i.session.memberId === memberId && i.session.startedAt === startedAt && i.session.endedAt === endedAt,
+  );
   expect(item).toBeDefined();
   return item!.session._id;
 }
 
-async function expectBadRequest(promise: Promise<{ response: Response; error?: { code: string; message: string } }>, message?: string | RegExp): Promise<void> {
+async function expectBadRequest(
+  promise: Promise<{ response: Response; error?: { code: string; message: string } }>,
+  message?: string | RegExp,
+): Promise<void> {
   const res = await promise;
   expect(res.response.status, JSON.stringify(res.error)).toBe(400);
   expect(res.error?.code).toBe('BAD_REQUEST');
@@ -67,7 +76,12 @@ async function expectBadRequest(promise: Promise<{ response: Response; error?: {
   else if (message) expect(res.error?.message).toMatch(message);
 }
 
-async function rawRequest(user: TestUser, method: string, path: string, body: unknown): Promise<{ status: number; body: { code: string; message: string } }> {
+async function rawRequest(
+  user: TestUser,
+  method: string,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; body: { code: string; message: string } }> {
   const res = await server.fetch(path, { method, headers: jsonHeaders(user.apiKey), body: JSON.stringify(body) });
   return { status: res.status, body: await res.json() };
 }
@@ -82,7 +96,14 @@ describe('POST /front/members', () => {
   it('starts a session at the current time, last in the order; the first member is primary', async () => {
     const { api, userId } = await server.user();
     const [a, b, c] = await members(api, 3);
-    expect(await getFront(api)).toEqual({ memberIds: [], members: [], activeSessions: [], primaryMemberId: null, primaryNote: null, tieredPresence: [] });
+    expect(await getFront(api)).toEqual({
+      memberIds: [],
+      members: [],
+      activeSessions: [],
+      primaryMemberId: null,
+      primaryNote: null,
+      tieredPresence: [],
+    });
 
     now += 1000;
     const tA = now;
@@ -97,7 +118,9 @@ describe('POST /front/members', () => {
     expect(state.memberIds).toEqual([a, b, c]);
     expect(state.primaryMemberId).toBe(a);
     expect(state.primaryNote).toBe('morning');
-    const fullMembers = await Promise.all([a!, b!, c!].map(async (id) => (await api.GET('/api/v1/members/{memberId}', memberPath(id))).data));
+    const fullMembers = await Promise.all(
+      [a!, b!, c!].map(async (id) => (await api.GET('/api/v1/members/{memberId}', memberPath(id))).data),
+    );
     expect(state.members).toEqual(fullMembers);
     expect(state.activeSessions).toEqual([
       { _id: expect.any(String), userId, memberId: a, startedAt: tA, note: 'morning' },
@@ -129,7 +152,10 @@ describe('POST /front/members', () => {
     await start(api, a);
     expect((await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: other } })).response.status).toBe(200);
     await start(api, b);
-    const rows = await server.deps.db.knex('front_sessions').whereIn('member_id', [a, b]).select('member_id', 'side_system_id', 'sub_system_id');
+    const rows = await server.deps.db
+      .knex('front_sessions')
+      .whereIn('member_id', [a, b])
+      .select('member_id', 'side_system_id', 'sub_system_id');
     expect(rows.find((r) => r.member_id === a)).toMatchObject({ side_system_id: home, sub_system_id: null });
     expect(rows.find((r) => r.member_id === b)).toMatchObject({ side_system_id: other, sub_system_id: null });
     // Not narrowed by the active scope, whichever side is active.
@@ -139,7 +165,7 @@ describe('POST /front/members', () => {
     expect((await history(api)).count).toBe(2);
   });
 
-  it('records createdBy when it is one of the caller\'s members', async () => {
+  it("records createdBy when it is one of the caller's members", async () => {
     const { api } = await server.user();
     const [a, logger] = await members(api, 2);
     await start(api, a!, { createdBy: logger! });
@@ -155,12 +181,24 @@ describe('POST /front/members', () => {
     await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(archived!), body: { archived: true } });
     await api.DELETE('/api/v1/members/{memberId}', memberPath(trashed!));
 
-    await expectBadRequest(api.POST('/api/v1/front/members', { body: { memberId: UNKNOWN_ID } }), 'memberId is not one of your members');
-    await expectBadRequest(api.POST('/api/v1/front/members', { body: { memberId: foreign } }), 'memberId is not one of your members');
-    await expectBadRequest(api.POST('/api/v1/front/members', { body: { memberId: trashed! } }), 'memberId is not one of your members');
+    await expectBadRequest(
+      api.POST('/api/v1/front/members', { body: { memberId: UNKNOWN_ID } }),
+      'memberId is not one of your members',
+    );
+    await expectBadRequest(
+      api.POST('/api/v1/front/members', { body: { memberId: foreign } }),
+      'memberId is not one of your members',
+    );
+    await expectBadRequest(
+      api.POST('/api/v1/front/members', { body: { memberId: trashed! } }),
+      'memberId is not one of your members',
+    );
     await expectBadRequest(api.POST('/api/v1/front/members', { body: { memberId: archived! } }), /archived/);
     for (const createdBy of [UNKNOWN_ID, foreign, trashed!]) {
-      await expectBadRequest(api.POST('/api/v1/front/members', { body: { memberId: ok!, createdBy } }), 'createdBy is not one of your members');
+      await expectBadRequest(
+        api.POST('/api/v1/front/members', { body: { memberId: ok!, createdBy } }),
+        'createdBy is not one of your members',
+      );
     }
     expect((await getFront(api)).memberIds).toEqual([]);
     expect((await history(api)).count).toBe(0);
@@ -190,7 +228,9 @@ describe('POST /front/members', () => {
   it('opens exactly one session when the same member is started concurrently; every call is a 204', async () => {
     const { api } = await server.user();
     const a = await createMember(api);
-    const results = await Promise.all(Array.from({ length: 6 }, () => api.POST('/api/v1/front/members', { body: { memberId: a } })));
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => api.POST('/api/v1/front/members', { body: { memberId: a } })),
+    );
     expect(results.map((r) => r.response.status)).toEqual([204, 204, 204, 204, 204, 204]);
     expect((await getFront(api)).memberIds).toEqual([a]);
     expect((await history(api)).count).toBe(1);
@@ -204,7 +244,9 @@ describe('POST /front/members', () => {
     await Promise.all(ids.map((memberId) => api.POST('/api/v1/front/members', { body: { memberId } })));
     const state = await getFront(api);
     expect([...state.memberIds].sort()).toEqual([...ids].sort());
-    const positions = (await server.deps.db.knex('front_sessions').where({ user_id: userId }).select('position')).map((r) => r.position);
+    const positions = (await server.deps.db.knex('front_sessions').where({ user_id: userId }).select('position')).map(
+      (r) => r.position,
+    );
     expect(new Set(positions).size).toBe(5);
   });
 });
@@ -240,10 +282,13 @@ describe('trashing and restoring members while their front changes', () => {
     // Restores racing the restore of a trashed session of the same member.
     for (const id of ids) {
       const session = await knex('front_sessions').where({ user_id: userId, member_id: id }).first('id');
-      if (session) await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: session.id } } });
+      if (session)
+        await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: session.id } } });
       const [restored, sessionBack] = await Promise.all([
         api.POST('/api/v1/members/{memberId}/restore', { params: { path: { memberId: id } } }),
-        session ? api.POST('/api/v1/front/sessions/{sessionId}/restore', { params: { path: { sessionId: session.id } } }) : Promise.resolve(undefined),
+        session
+          ? api.POST('/api/v1/front/sessions/{sessionId}/restore', { params: { path: { sessionId: session.id } } })
+          : Promise.resolve(undefined),
       ]);
       expect(restored.response.status).toBe(204);
       if (sessionBack) expect(sessionBack.response.status).toBe(204);
@@ -291,9 +336,18 @@ describe('DELETE /front/members/{memberId}', () => {
     const other = await server.user();
     const foreign = await createMember(other.api);
     await start(other.api, foreign);
-    await expectBadRequest(api.DELETE('/api/v1/front/members/{memberId}', memberPath(UNKNOWN_ID)), 'memberId is not one of your members');
-    await expectBadRequest(api.DELETE('/api/v1/front/members/{memberId}', memberPath(foreign)), 'memberId is not one of your members');
-    await expectBadRequest(api.DELETE('/api/v1/front/members/{memberId}', memberPath('nope')), 'memberId must be a valid UUID');
+    await expectBadRequest(
+      api.DELETE('/api/v1/front/members/{memberId}', memberPath(UNKNOWN_ID)),
+      'memberId is not one of your members',
+    );
+    await expectBadRequest(
+      api.DELETE('/api/v1/front/members/{memberId}', memberPath(foreign)),
+      'memberId is not one of your members',
+    );
+    await expectBadRequest(
+      api.DELETE('/api/v1/front/members/{memberId}', memberPath('nope')),
+      'memberId must be a valid UUID',
+    );
     expect((await getFront(other.api)).memberIds).toEqual([foreign]);
   });
 
@@ -302,9 +356,13 @@ describe('DELETE /front/members/{memberId}', () => {
     const [a, b] = await members(api, 2);
     await start(api, a!);
     await start(api, b!);
-    expect((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coFront' } })).response.status).toBe(204);
+    expect(
+      (await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coFront' } })).response.status,
+    ).toBe(204);
     await stop(api, b!);
-    expect((await getFront(api)).tieredPresence).toEqual([{ memberId: b, tierKey: 'coFront', tierDisplayName: 'Co-front', note: null }]);
+    expect((await getFront(api)).tieredPresence).toEqual([
+      { memberId: b, tierKey: 'coFront', tierDisplayName: 'Co-front', note: null },
+    ]);
   });
 });
 
@@ -318,7 +376,14 @@ describe('DELETE /front', () => {
     await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coFront' } });
     now += 1000;
     expect((await api.DELETE('/api/v1/front')).response.status).toBe(204);
-    expect(await getFront(api)).toEqual({ memberIds: [], members: [], activeSessions: [], primaryMemberId: null, primaryNote: null, tieredPresence: [] });
+    expect(await getFront(api)).toEqual({
+      memberIds: [],
+      members: [],
+      activeSessions: [],
+      primaryMemberId: null,
+      primaryNote: null,
+      tieredPresence: [],
+    });
     const items = (await history(api)).items;
     expect(items.map((i) => i.session.endedAt)).toEqual([now, now]);
     // The order starts afresh.
@@ -372,9 +437,15 @@ describe('PATCH /front/order', () => {
       [],
     ];
     for (const memberIds of attempts) {
-      await expectBadRequest(api.PATCH('/api/v1/front/order', { body: { memberIds } }), /memberIds must list each member fronting now exactly once/);
+      await expectBadRequest(
+        api.PATCH('/api/v1/front/order', { body: { memberIds } }),
+        /memberIds must list each member fronting now exactly once/,
+      );
     }
-    await expectBadRequest(api.PATCH('/api/v1/front/order', { body: { memberIds: [b!, a!, a!] } }), /memberIds must NOT have duplicate items/);
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/order', { body: { memberIds: [b!, a!, a!] } }),
+      /memberIds must NOT have duplicate items/,
+    );
     await expectBadRequest(api.PATCH('/api/v1/front/order', { body: { memberIds: [b!, b!] } }), /duplicate/);
     expect((await getFront(api)).memberIds).toEqual([a, b]);
   });
@@ -401,9 +472,15 @@ describe('tier presence', () => {
 
     await start(api, a!);
     now += 1;
-    expect((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coConscious' } })).response.status).toBe(204);
+    expect(
+      (await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coConscious' } })).response
+        .status,
+    ).toBe(204);
     now += 1;
-    expect((await api.POST('/api/v1/front/tier-presence', { body: { memberId: c!, tierKey: tierId, note: 'listening in' } })).response.status).toBe(204);
+    expect(
+      (await api.POST('/api/v1/front/tier-presence', { body: { memberId: c!, tierKey: tierId, note: 'listening in' } }))
+        .response.status,
+    ).toBe(204);
     expect((await getFront(api)).tieredPresence).toEqual([
       { memberId: b, tierKey: 'coConscious', tierDisplayName: 'Co-conscious', note: null },
       { memberId: c, tierKey: tierId, tierDisplayName: 'Nearby', note: 'listening in' },
@@ -427,11 +504,18 @@ describe('tier presence', () => {
       api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: 'coFront' } }),
       'The primary fronter cannot also be in a presence tier',
     );
-    expect((await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coFront' } })).response.status).toBe(204);
+    expect(
+      (await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coFront' } })).response.status,
+    ).toBe(204);
     // After a reorder the primary changes, and so does who may be tiered.
     await api.PATCH('/api/v1/front/order', { body: { memberIds: [b!, a!] } });
-    expect((await api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: 'coFront' } })).response.status).toBe(204);
-    await expectBadRequest(api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coConscious' } }), /primary/);
+    expect(
+      (await api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: 'coFront' } })).response.status,
+    ).toBe(204);
+    await expectBadRequest(
+      api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: 'coConscious' } }),
+      /primary/,
+    );
     // Both rows were written at the same clock time, so compare without relying on their order.
     expect((await getFront(api)).tieredPresence.map((p) => [p.memberId, p.tierKey]).sort()).toEqual(
       [
@@ -441,7 +525,7 @@ describe('tier presence', () => {
     );
   });
 
-  it('refuses unknown tier keys, another account\'s custom tier, and unknown, foreign, archived or trashed members', async () => {
+  it("refuses unknown tier keys, another account's custom tier, and unknown, foreign, archived or trashed members", async () => {
     const { api } = await server.user();
     const other = await server.user();
     const [ok, archived, trashed] = await members(api, 3);
@@ -451,12 +535,21 @@ describe('tier presence', () => {
     await api.DELETE('/api/v1/members/{memberId}', memberPath(trashed!));
 
     for (const tierKey of ['coHost', 'cofront', theirTier, UNKNOWN_ID]) {
-      await expectBadRequest(api.POST('/api/v1/front/tier-presence', { body: { memberId: ok!, tierKey } }), /^Unknown tierKey/);
+      await expectBadRequest(
+        api.POST('/api/v1/front/tier-presence', { body: { memberId: ok!, tierKey } }),
+        /^Unknown tierKey/,
+      );
     }
     for (const memberId of [UNKNOWN_ID, foreign, trashed!]) {
-      await expectBadRequest(api.POST('/api/v1/front/tier-presence', { body: { memberId, tierKey: 'coFront' } }), 'memberId is not one of your members');
+      await expectBadRequest(
+        api.POST('/api/v1/front/tier-presence', { body: { memberId, tierKey: 'coFront' } }),
+        'memberId is not one of your members',
+      );
     }
-    await expectBadRequest(api.POST('/api/v1/front/tier-presence', { body: { memberId: archived!, tierKey: 'coFront' } }), /archived/);
+    await expectBadRequest(
+      api.POST('/api/v1/front/tier-presence', { body: { memberId: archived!, tierKey: 'coFront' } }),
+      /archived/,
+    );
     expect((await getFront(api)).tieredPresence).toEqual([]);
   });
 
@@ -464,11 +557,17 @@ describe('tier presence', () => {
     [{ memberId: UNKNOWN_ID }, 'tierKey is required'],
     [{ tierKey: 'coFront' }, 'memberId is required'],
     [{ memberId: UNKNOWN_ID, tierKey: '' }, 'tierKey must NOT have fewer than 1 characters'],
-    [{ memberId: UNKNOWN_ID, tierKey: 'coFront', note: 'x'.repeat(1001) }, 'note must NOT have more than 1000 characters'],
+    [
+      { memberId: UNKNOWN_ID, tierKey: 'coFront', note: 'x'.repeat(1001) },
+      'note must NOT have more than 1000 characters',
+    ],
     [{ memberId: UNKNOWN_ID, tierKey: 'coFront', tier: 'x' }, "Unknown field 'tier'"],
   ])('validates the strict body %j', async (body, message) => {
     const user = await server.user();
-    expect(await rawRequest(user, 'POST', '/api/v1/front/tier-presence', body)).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message } });
+    expect(await rawRequest(user, 'POST', '/api/v1/front/tier-presence', body)).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message },
+    });
   });
 
   it('DELETE /front/tier-presence/{memberId} removes it, is a no-op without one, and 400 for a malformed id', async () => {
@@ -479,8 +578,13 @@ describe('tier presence', () => {
     expect((await api.DELETE('/api/v1/front/tier-presence/{memberId}', memberPath(a!))).response.status).toBe(204);
     expect((await getFront(api)).tieredPresence.map((p) => p.memberId)).toEqual([b]);
     expect((await api.DELETE('/api/v1/front/tier-presence/{memberId}', memberPath(a!))).response.status).toBe(204);
-    expect((await api.DELETE('/api/v1/front/tier-presence/{memberId}', memberPath(UNKNOWN_ID))).response.status).toBe(204);
-    await expectBadRequest(api.DELETE('/api/v1/front/tier-presence/{memberId}', memberPath('nope')), 'memberId must be a valid UUID');
+    expect((await api.DELETE('/api/v1/front/tier-presence/{memberId}', memberPath(UNKNOWN_ID))).response.status).toBe(
+      204,
+    );
+    await expectBadRequest(
+      api.DELETE('/api/v1/front/tier-presence/{memberId}', memberPath('nope')),
+      'memberId must be a valid UUID',
+    );
     expect((await getFront(api)).tieredPresence.map((p) => p.memberId)).toEqual([b]);
   });
 });
@@ -502,10 +606,15 @@ describe('custom tiers', () => {
     ]);
     await api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: first } });
     await api.POST('/api/v1/front/tier-presence', { body: { memberId: b!, tierKey: second } });
-    expect((await api.DELETE('/api/v1/front/tiers/{tierId}', { params: { path: { tierId: first } } })).response.status).toBe(204);
+    expect(
+      (await api.DELETE('/api/v1/front/tiers/{tierId}', { params: { path: { tierId: first } } })).response.status,
+    ).toBe(204);
     expect((await getFront(api)).tieredPresence.map((p) => p.tierKey)).toEqual([second]);
     expect((await api.GET('/api/v1/front/tiers')).data!.map((t) => t.key)).toEqual(['coFront', 'coConscious', second]);
-    await expectBadRequest(api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: first } }), /^Unknown tierKey/);
+    await expectBadRequest(
+      api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: first } }),
+      /^Unknown tierKey/,
+    );
   });
 
   it('answers 404 for an unknown or foreign tier, and another account never sees mine', async () => {
@@ -515,7 +624,9 @@ describe('custom tiers', () => {
     const del = await other.api.DELETE('/api/v1/front/tiers/{tierId}', { params: { path: { tierId: mine } } });
     expect(del.response.status).toBe(404);
     expect(del.error?.code).toBe('NOT_FOUND');
-    expect((await api.DELETE('/api/v1/front/tiers/{tierId}', { params: { path: { tierId: UNKNOWN_ID } } })).response.status).toBe(404);
+    expect(
+      (await api.DELETE('/api/v1/front/tiers/{tierId}', { params: { path: { tierId: UNKNOWN_ID } } })).response.status,
+    ).toBe(404);
     expect((await other.api.GET('/api/v1/front/tiers')).data!.map((t) => t.kind)).toEqual(['preset', 'preset']);
     expect((await api.GET('/api/v1/front/tiers')).data!.map((t) => t.key)).toContain(mine);
   });
@@ -528,14 +639,23 @@ describe('custom tiers', () => {
     [{ displayName: 'ok', key: 'x' }, "Unknown field 'key'"],
   ])('validates the create body %j', async (body, message) => {
     const user = await server.user();
-    expect(await rawRequest(user, 'POST', '/api/v1/front/tiers', body)).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message } });
+    expect(await rawRequest(user, 'POST', '/api/v1/front/tiers', body)).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message },
+    });
   });
 
   it('accepts a 40-character name and caps an account at 50 custom tiers', async () => {
     const { api } = await server.user();
-    expect((await api.POST('/api/v1/front/tiers', { body: { displayName: 'x'.repeat(40) } })).response.status).toBe(201);
-    for (let i = 1; i < 50; i++) expect((await api.POST('/api/v1/front/tiers', { body: { displayName: `T${i}` } })).response.status).toBe(201);
-    await expectBadRequest(api.POST('/api/v1/front/tiers', { body: { displayName: 'one too many' } }), 'An account can have at most 50 custom tiers');
+    expect((await api.POST('/api/v1/front/tiers', { body: { displayName: 'x'.repeat(40) } })).response.status).toBe(
+      201,
+    );
+    for (let i = 1; i < 50; i++)
+      expect((await api.POST('/api/v1/front/tiers', { body: { displayName: `T${i}` } })).response.status).toBe(201);
+    await expectBadRequest(
+      api.POST('/api/v1/front/tiers', { body: { displayName: 'one too many' } }),
+      'An account can have at most 50 custom tiers',
+    );
   });
 });
 
@@ -595,8 +715,13 @@ describe('GET /front/history', () => {
     expect((await history(api, { limit: 1 })).items).toHaveLength(1);
     expect((await history(api, { limit: 100 })).items).toHaveLength(25);
     await expectBadRequest(api.GET('/api/v1/front/history', { params: { query: { limit: 0 } } }), 'limit must be >= 1');
-    await expectBadRequest(api.GET('/api/v1/front/history', { params: { query: { limit: 101 } } }), 'limit must be <= 100');
-    const res = await server.fetch('/api/v1/front/history?limit=abc', { headers: jsonHeaders((await server.user()).apiKey) });
+    await expectBadRequest(
+      api.GET('/api/v1/front/history', { params: { query: { limit: 101 } } }),
+      'limit must be <= 100',
+    );
+    const res = await server.fetch('/api/v1/front/history?limit=abc', {
+      headers: jsonHeaders((await server.user()).apiKey),
+    });
     expect(res.status).toBe(400);
   });
 
@@ -624,7 +749,10 @@ describe('GET /front/history', () => {
     expect(await ids({ startTime: base + 410, endTime: base + 490 })).toEqual({ ids: [], count: 0 });
     expect(await ids({ startTime: base + 900, endTime: base + 950 })).toEqual({ ids: [open], count: 1 }); // open sessions run on
     expect(await ids({ endTime: base + 99 })).toEqual({ ids: [], count: 0 });
-    await expectBadRequest(api.GET('/api/v1/front/history', { params: { query: { startTime: base + 2, endTime: base + 1 } } }), 'startTime must be <= endTime');
+    await expectBadRequest(
+      api.GET('/api/v1/front/history', { params: { query: { startTime: base + 2, endTime: base + 1 } } }),
+      'startTime must be <= endTime',
+    );
   });
 
   it('needs cursorStartedAt and cursorId together', async () => {
@@ -632,7 +760,10 @@ describe('GET /front/history', () => {
     const message = 'cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all';
     await expectBadRequest(api.GET('/api/v1/front/history', { params: { query: { cursorStartedAt: now } } }), message);
     await expectBadRequest(api.GET('/api/v1/front/history', { params: { query: { cursorId: UNKNOWN_ID } } }), message);
-    await expectBadRequest(api.GET('/api/v1/front/history', { params: { query: { cursorStartedAt: now, cursorId: 'nope' } } }), 'cursorId must be a valid UUID');
+    await expectBadRequest(
+      api.GET('/api/v1/front/history', { params: { query: { cursorStartedAt: now, cursorId: 'nope' } } }),
+      'cursorId must be a valid UUID',
+    );
     expect((await history(api, { cursorStartedAt: now, cursorId: UNKNOWN_ID })).items).toEqual([]);
   });
 
@@ -654,7 +785,9 @@ describe('GET /front/history', () => {
     const all = await history(api, { limit: 100 });
     expect(all.count).toBe(45);
     expect(all.items).toHaveLength(45);
-    const expected = [...all.items].sort((x, y) => y.session.startedAt - x.session.startedAt || (y.session._id > x.session._id ? 1 : -1));
+    const expected = [...all.items].sort(
+      (x, y) => y.session.startedAt - x.session.startedAt || (y.session._id > x.session._id ? 1 : -1),
+    );
     expect(all.items.map((i) => i.session._id)).toEqual(expected.map((i) => i.session._id));
 
     for (const limit of [1, 7, 12, 45]) {
@@ -670,10 +803,17 @@ describe('GET /front/history', () => {
         expect(page.items.length).toBeLessThanOrEqual(limit);
         walked.push(...page.items);
         cursor = page.nextCursor;
-        if (cursor) expect(cursor).toEqual({ startedAt: page.items.at(-1)!.session.startedAt, id: page.items.at(-1)!.session._id });
+        if (cursor)
+          expect(cursor).toEqual({
+            startedAt: page.items.at(-1)!.session.startedAt,
+            id: page.items.at(-1)!.session._id,
+          });
         pages++;
       } while (cursor && pages < 100);
-      expect(walked.map((i) => i.session._id), `limit ${limit}`).toEqual(all.items.map((i) => i.session._id));
+      expect(
+        walked.map((i) => i.session._id),
+        `limit ${limit}`,
+      ).toEqual(all.items.map((i) => i.session._id));
       expect(pages).toBe(Math.ceil(45 / limit));
     }
   });
@@ -688,7 +828,12 @@ describe('GET /front/history', () => {
     const first = await history(api, { ...query, limit: 4 });
     expect(first.count).toBe(6);
     expect(first.items.map((i) => i.session.startedAt)).toEqual([700, 600, 500, 400].map((d) => base + d));
-    const second = await history(api, { ...query, limit: 4, cursorStartedAt: first.nextCursor!.startedAt, cursorId: first.nextCursor!.id });
+    const second = await history(api, {
+      ...query,
+      limit: 4,
+      cursorStartedAt: first.nextCursor!.startedAt,
+      cursorId: first.nextCursor!.id,
+    });
     expect(second.count).toBe(6);
     expect(second.items.map((i) => i.session.startedAt)).toEqual([300, 200].map((d) => base + d));
     expect(second.nextCursor).toBeNull();
@@ -787,24 +932,41 @@ describe('GET /front/history', () => {
       });
       expect(statements, 'one statement for the page').toHaveLength(1);
       // The plan for these values, and the generic plan a prepared statement settles on.
-      return [await explain(knex, statements[0]!, { analyze: true }), await explain(knex, statements[0]!, { analyze: true, generic: true })];
+      return [
+        await explain(knex, statements[0]!, { analyze: true }),
+        await explain(knex, statements[0]!, { analyze: true, generic: true }),
+      ];
     };
     const historyScan = (root: PlanNode) => {
       const all = planNodes(root);
       // Sorting the page itself is fine; sorting more than a page means the index was not walked in order.
-      for (const sort of all.filter((n) => n['Node Type'] === 'Sort')) expect(sort['Actual Rows'], JSON.stringify(root)).toBeLessThanOrEqual(limit + 1);
+      for (const sort of all.filter((n) => n['Node Type'] === 'Sort'))
+        expect(sort['Actual Rows'], JSON.stringify(root)).toBeLessThanOrEqual(limit + 1);
       // No table is read whole (the planner may rightly scan the dozen members here for the anti-join).
-      const seq = all.filter((n) => n['Node Type'] === 'Seq Scan' && !(n['Relation Name'] === 'members' && (n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) <= 100));
+      const seq = all.filter(
+        (n) =>
+          n['Node Type'] === 'Seq Scan' &&
+          !(n['Relation Name'] === 'members' && (n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) <= 100),
+      );
       expect(seq, JSON.stringify(root)).toEqual([]);
       const scan = all.find((n) => n['Index Name'] === 'front_sessions_history');
       expect(scan, JSON.stringify(root)).toBeDefined();
       // Members are probed per session of the page (its own and whether it is trashed), never read wholesale.
-      const membersRead = all.filter((n) => n['Relation Name'] === 'members').reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
+      const membersRead = all
+        .filter((n) => n['Relation Name'] === 'members')
+        .reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1), 0);
       expect(membersRead, JSON.stringify(root)).toBeLessThanOrEqual(2 * (limit + 1));
       return scan!;
     };
 
-    const cursorRow = await knex('front_sessions').where({ user_id: userId }).orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(3999).first('started_at', 'id');
+    const cursorRow = await knex('front_sessions')
+      .where({ user_id: userId })
+      .orderBy([
+        { column: 'started_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ])
+      .offset(3999)
+      .first('started_at', 'id');
     for (const query of [{ limit }, { limit, cursorStartedAt: Number(cursorRow.started_at), cursorId: cursorRow.id }]) {
       for (const plan of await plansOf(query)) {
         // The page reads limit + 1 rows (one more tells whether there is a next page), however deep it is.
@@ -813,7 +975,7 @@ describe('GET /front/history', () => {
     }
   });
 
-  it('shows only the caller\'s sessions', async () => {
+  it("shows only the caller's sessions", async () => {
     const { api } = await server.user();
     const other = await server.user();
     const theirs = await createMember(other.api);
@@ -828,9 +990,19 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     const a = await createMember(api);
     const base = now;
     const id = await pastSession(api, a, base - 1000, base - 500);
-    const res = await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { startedAt: base - 2000, endedAt: base - 100, note: 'fixed' } });
+    const res = await api.PATCH('/api/v1/front/sessions/{sessionId}', {
+      ...sessionPath(id),
+      body: { startedAt: base - 2000, endedAt: base - 100, note: 'fixed' },
+    });
     expect(res.response.status).toBe(200);
-    expect(res.data).toEqual({ _id: id, userId, memberId: a, startedAt: base - 2000, endedAt: base - 100, note: 'fixed' });
+    expect(res.data).toEqual({
+      _id: id,
+      userId,
+      memberId: a,
+      startedAt: base - 2000,
+      endedAt: base - 100,
+      note: 'fixed',
+    });
     const item = (await history(api)).items[0]!;
     expect(item.session).toEqual(res.data);
     expect(item.durationMs).toBe(1900);
@@ -844,18 +1016,46 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     const a = await createMember(api);
     const base = now;
     const id = await pastSession(api, a, base - 1000, base - 500);
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { startedAt: base - 400 } }), 'startedAt must be <= endedAt');
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { endedAt: base - 1001 } }), 'startedAt must be <= endedAt');
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { endedAt: now + 1 } }), 'endedAt cannot be in the future');
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { startedAt: now + 1, endedAt: now + 2 } }), 'startedAt cannot be in the future');
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { startedAt: base - 400 } }),
+      'startedAt must be <= endedAt',
+    );
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { endedAt: base - 1001 } }),
+      'startedAt must be <= endedAt',
+    );
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { endedAt: now + 1 } }),
+      'endedAt cannot be in the future',
+    );
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', {
+        ...sessionPath(id),
+        body: { startedAt: now + 1, endedAt: now + 2 },
+      }),
+      'startedAt cannot be in the future',
+    );
     const path = `/api/v1/front/sessions/${id}`;
     expect((await rawRequest(user, 'PATCH', path, { endedAt: null })).status).toBe(400);
-    expect(await rawRequest(user, 'PATCH', path, {})).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message: 'Request body must contain at least one field' } });
-    expect(await rawRequest(user, 'PATCH', path, { memberId: a })).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message: "Unknown field 'memberId'" } });
+    expect(await rawRequest(user, 'PATCH', path, {})).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message: 'Request body must contain at least one field' },
+    });
+    expect(await rawRequest(user, 'PATCH', path, { memberId: a })).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message: "Unknown field 'memberId'" },
+    });
     expect((await rawRequest(user, 'PATCH', path, { note: 'x'.repeat(1001) })).status).toBe(400);
     // Nothing changed, and an instant session (start = end = now) is fine.
     expect((await history(api)).items[0]!.session).toMatchObject({ startedAt: base - 1000, endedAt: base - 500 });
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { startedAt: now, endedAt: now } })).response.status).toBe(200);
+    expect(
+      (
+        await api.PATCH('/api/v1/front/sessions/{sessionId}', {
+          ...sessionPath(id),
+          body: { startedAt: now, endedAt: now },
+        })
+      ).response.status,
+    ).toBe(200);
   });
 
   it('refuses an overlap with another session of the same member; touching ends and other members are fine', async () => {
@@ -866,21 +1066,62 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     const second = await pastSession(api, a!, base - 1000, base - 500);
     await pastSession(api, b!, base - 3000, base - 100);
     const overlap = 'The session would overlap another front session of the same member';
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(second), body: { startedAt: base - 2001 } }), overlap);
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(first), body: { endedAt: base - 999 } }), overlap);
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(first), body: { startedAt: base - 800, endedAt: base - 700 } }), overlap); // inside
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(first), body: { startedAt: base - 3000, endedAt: base - 100 } }), overlap); // around
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(second), body: { startedAt: base - 2000 } })).response.status).toBe(200);
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(first), body: { endedAt: base - 2000 } })).response.status).toBe(200);
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(second), body: { startedAt: base - 2001 } }),
+      overlap,
+    );
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(first), body: { endedAt: base - 999 } }),
+      overlap,
+    );
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', {
+        ...sessionPath(first),
+        body: { startedAt: base - 800, endedAt: base - 700 },
+      }),
+      overlap,
+    ); // inside
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', {
+        ...sessionPath(first),
+        body: { startedAt: base - 3000, endedAt: base - 100 },
+      }),
+      overlap,
+    ); // around
+    expect(
+      (
+        await api.PATCH('/api/v1/front/sessions/{sessionId}', {
+          ...sessionPath(second),
+          body: { startedAt: base - 2000 },
+        })
+      ).response.status,
+    ).toBe(200);
+    expect(
+      (await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(first), body: { endedAt: base - 2000 } }))
+        .response.status,
+    ).toBe(200);
     // An open session of the member runs on forever: nothing may end after it started.
     now = base;
     await start(api, a!);
     const open = await openSessionId(api, a!);
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(open), body: { startedAt: base - 501 } }), overlap);
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(open), body: { startedAt: base - 500 } })).response.status).toBe(200);
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(open), body: { startedAt: base - 501 } }),
+      overlap,
+    );
+    expect(
+      (await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(open), body: { startedAt: base - 500 } }))
+        .response.status,
+    ).toBe(200);
     // Trashed sessions do not count.
     await api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath(second));
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(open), body: { startedAt: base - 1500 } })).response.status).toBe(200);
+    expect(
+      (
+        await api.PATCH('/api/v1/front/sessions/{sessionId}', {
+          ...sessionPath(open),
+          body: { startedAt: base - 1500 },
+        })
+      ).response.status,
+    ).toBe(200);
   });
 
   it('ends an open session given an endedAt, and the member leaves the front', async () => {
@@ -890,7 +1131,10 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     const startedAt = now;
     const id = await openSessionId(api, a!);
     now += 1000;
-    const res = await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { endedAt: now - 400 } });
+    const res = await api.PATCH('/api/v1/front/sessions/{sessionId}', {
+      ...sessionPath(id),
+      body: { endedAt: now - 400 },
+    });
     expect(res.data).toMatchObject({ startedAt, endedAt: now - 400 });
     const state = await getFront(api);
     expect(state.memberIds).toEqual([b, c]);
@@ -906,7 +1150,10 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     await start(api, a!);
     await start(api, b!);
     const id = await openSessionId(api, a!);
-    const res = await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { startedAt: now - 60_000, note: 'earlier' } });
+    const res = await api.PATCH('/api/v1/front/sessions/{sessionId}', {
+      ...sessionPath(id),
+      body: { startedAt: now - 60_000, note: 'earlier' },
+    });
     expect(res.data).toMatchObject({ startedAt: now - 60_000, endedAt: null, note: 'earlier' });
     const state = await getFront(api);
     expect(state.memberIds).toEqual([a, b]);
@@ -919,13 +1166,25 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     const theirs = await createMember(other.api);
     await start(other.api, theirs);
     const theirSession = await openSessionId(other.api, theirs);
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(theirSession), body: { note: 'x' } })).response.status).toBe(404);
-    expect((await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(UNKNOWN_ID), body: { note: 'x' } })).response.status).toBe(404);
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath('nope'), body: { note: 'x' } }), 'sessionId must be a valid UUID');
+    expect(
+      (await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(theirSession), body: { note: 'x' } }))
+        .response.status,
+    ).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(UNKNOWN_ID), body: { note: 'x' } }))
+        .response.status,
+    ).toBe(404);
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath('nope'), body: { note: 'x' } }),
+      'sessionId must be a valid UUID',
+    );
     const a = await createMember(api);
     const id = await pastSession(api, a, now - 100, now - 50);
     await api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath(id));
-    await expectBadRequest(api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { note: 'x' } }), 'Front session is in the trash; restore it first');
+    await expectBadRequest(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(id), body: { note: 'x' } }),
+      'Front session is in the trash; restore it first',
+    );
     expect((await history(other.api)).items[0]!.session).not.toHaveProperty('note');
   });
 });
@@ -939,10 +1198,16 @@ describe('front session trash', () => {
     const row = await server.deps.db.knex('front_sessions').where({ id }).first();
     expect(row.deleted_at).toBe(now);
     expect((await history(api)).count).toBe(0);
-    await expectBadRequest(api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath(id)), 'Front session is already in the trash');
+    await expectBadRequest(
+      api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath(id)),
+      'Front session is already in the trash',
+    );
     expect((await api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath(id))).response.status).toBe(204);
     expect((await history(api)).items.map((i) => i.session._id)).toEqual([id]);
-    await expectBadRequest(api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath(id)), 'Front session is not in the trash');
+    await expectBadRequest(
+      api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath(id)),
+      'Front session is not in the trash',
+    );
   });
 
   it('takes an open session out of the front; restoring puts the member back, last', async () => {
@@ -985,7 +1250,10 @@ describe('front session trash', () => {
     const other = await pastSession(api, a, base - 500, base - 400);
     await api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath(trashed));
     await api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath(other), body: { startedAt: base - 900 } });
-    await expectBadRequest(api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath(trashed)), 'The session would overlap another front session of the same member');
+    await expectBadRequest(
+      api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath(trashed)),
+      'The session would overlap another front session of the same member',
+    );
   });
 
   it('answers 404 for unknown and foreign sessions', async () => {
@@ -1003,7 +1271,7 @@ describe('front session trash', () => {
 });
 
 describe('endMemberFront', () => {
-  it('ends the member\'s open session and removes its tier presence, in the caller\'s transaction', async () => {
+  it("ends the member's open session and removes its tier presence, in the caller's transaction", async () => {
     const { api, userId } = await server.user();
     const [a, b, c] = await members(api, 3);
     await start(api, a!);
@@ -1162,7 +1430,8 @@ describe('history count (kept by triggers)', () => {
     now += 1000;
     await start(api, a!);
     await check(3);
-    const sessionA = (await history(api)).items.find((i) => i.session.memberId === a && i.session.endedAt !== null)!.session._id;
+    const sessionA = (await history(api)).items.find((i) => i.session.memberId === a && i.session.endedAt !== null)!
+      .session._id;
     await api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath(sessionA));
     await check(2);
     await api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath(sessionA));

@@ -21,7 +21,22 @@ function credentials(): Credentials {
   fixtures.readOnlyKey = 'adk_read';
   fixtures.noScopeKey = 'adk_none';
   const rng = new Prng('fixtures');
-  for (const name of ['userId', 'sideSystemId', 'memberId', 'subSystemId', 'groupId', 'folderId', 'layoutId', 'fieldId', 'statusId', 'entryId', 'tierId', 'sessionId', 'schemeId', 'fontId']) {
+  for (const name of [
+    'userId',
+    'sideSystemId',
+    'memberId',
+    'subSystemId',
+    'groupId',
+    'folderId',
+    'layoutId',
+    'fieldId',
+    'statusId',
+    'entryId',
+    'tierId',
+    'sessionId',
+    'schemeId',
+    'fontId',
+  ]) {
     fixtures.sharedIds.set(name, rng.uuid());
   }
   return { adminToken: 'adm_fuzz_test', metricsToken: 'met_fuzz_test', fixtures };
@@ -65,7 +80,14 @@ describe('valid requests are valid and mutations are judged by the contract', ()
 
   it('a mutation that breaks a rule every operation shares is judged invalid', async () => {
     const rng = new Prng('mutations');
-    const always = ['query.duplicate', 'auth.missing', 'body.missing', 'body.missing-required', 'body.oversize', 'query.unknown'];
+    const always = [
+      'query.duplicate',
+      'auth.missing',
+      'body.missing',
+      'body.missing-required',
+      'body.oversize',
+      'query.unknown',
+    ];
     for (const o of contract.operations) {
       const draft = await buildValid(contract, o, rng, creds, {});
       for (const m of MUTATORS.filter((x) => always.includes(x.name) && x.applies(o))) {
@@ -81,26 +103,66 @@ describe('valid requests are valid and mutations are judged by the contract', ()
     const base: Draft = { path: {}, query: [['limit', '10']], headers: { authorization: 'Bearer adk_all' } };
     expect(judge(contract, list, base, creds)).toEqual({ valid: true });
     expect(judge(contract, list, { ...base, query: [] }, creds).valid).toBe(false); // limit is required here
-    for (const query of [[['limit', '1e1']], [['limit', '0']], [['limit', '10'], ['limit', '10']], [['limit', '10'], ['cursor', 'a\u0000']], [['limit', '10'], ['sort', 'x']]] as Array<Array<[string, string]>>) {
+    for (const query of [
+      [['limit', '1e1']],
+      [['limit', '0']],
+      [
+        ['limit', '10'],
+        ['limit', '10'],
+      ],
+      [
+        ['limit', '10'],
+        ['cursor', 'a\u0000'],
+      ],
+      [
+        ['limit', '10'],
+        ['sort', 'x'],
+      ],
+    ] as Array<Array<[string, string]>>) {
       expect(judge(contract, list, { ...base, query }, creds).valid, JSON.stringify(query)).toBe(false);
     }
     expect(judge(contract, list, { ...base, headers: { authorization: 'Bearer adk_none' } }, creds).valid).toBe(false);
     expect(judge(contract, list, { ...base, headers: { authorization: 'Bearer adk_read' } }, creds).valid).toBe(true);
     const create = op('createMember');
-    const body = { path: {}, query: [], headers: { authorization: 'Bearer adk_all', 'content-type': 'application/json' } };
+    const body = {
+      path: {},
+      query: [],
+      headers: { authorization: 'Bearer adk_all', 'content-type': 'application/json' },
+    };
     expect(judge(contract, create, { ...body, json: { name: 'Robin' } }, creds).valid).toBe(true);
-    expect(judge(contract, create, { ...body, headers: { ...body.headers, authorization: 'Bearer adk_read' }, json: { name: 'Robin' } }, creds).valid).toBe(false);
-    for (const bodyText of ['{"name":"a\\u0000"}', '{"name":"\\ud800"}', '{"name":"x","__proto__":{"a":1}}', '{"name":', '"Robin"']) {
+    expect(
+      judge(
+        contract,
+        create,
+        { ...body, headers: { ...body.headers, authorization: 'Bearer adk_read' }, json: { name: 'Robin' } },
+        creds,
+      ).valid,
+    ).toBe(false);
+    for (const bodyText of [
+      '{"name":"a\\u0000"}',
+      '{"name":"\\ud800"}',
+      '{"name":"x","__proto__":{"a":1}}',
+      '{"name":',
+      '"Robin"',
+    ]) {
       expect(judge(contract, create, { ...body, bodyText }, creds).valid, bodyText).toBe(false);
     }
-    expect(judge(contract, create, { ...body, headers: { ...body.headers, 'content-type': 'text/plain' }, json: { name: 'Robin' } }, creds).valid).toBe(false);
+    expect(
+      judge(
+        contract,
+        create,
+        { ...body, headers: { ...body.headers, 'content-type': 'text/plain' }, json: { name: 'Robin' } },
+        creds,
+      ).valid,
+    ).toBe(false);
   });
 });
 
 describe('every kind of bad answer is caught', () => {
   const get = op('getMember');
   const member = op('createMember');
-  const failing = (o: Operation, invalid: boolean, res: FuzzResponse, sent = '') => checkResponse(contract, o, invalid, sent, res).map((f) => f.check);
+  const failing = (o: Operation, invalid: boolean, res: FuzzResponse, sent = '') =>
+    checkResponse(contract, o, invalid, sent, res).map((f) => f.check);
 
   it('passes answers within the contract', () => {
     expect(failing(get, false, response(404, { code: 'NOT_FOUND', message: 'Member not found' }))).toEqual([]);
@@ -111,11 +173,17 @@ describe('every kind of bad answer is caught', () => {
   });
 
   it('flags 5xx, undeclared statuses, 2xx for invalid input and bodies off the schema', () => {
-    expect(failing(get, false, response(500, { code: 'INTERNAL', message: 'Internal server error' }))).toContain('server-error');
+    expect(failing(get, false, response(500, { code: 'INTERNAL', message: 'Internal server error' }))).toContain(
+      'server-error',
+    );
     expect(failing(get, false, response(418, { code: 'BAD_REQUEST', message: 'x' }))).toContain('undeclared-status');
-    expect(failing(member, true, response(201, { id: '9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b' }))).toEqual(['invalid-accepted']);
+    expect(failing(member, true, response(201, { id: '9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b' }))).toEqual([
+      'invalid-accepted',
+    ]);
     expect(failing(member, false, response(201, { id: 'nope' }))).toEqual(['schema-mismatch']);
-    expect(failing(member, false, response(201, { id: '9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b', extra: 1 }))).toEqual(['schema-mismatch']);
+    expect(failing(member, false, response(201, { id: '9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b', extra: 1 }))).toEqual([
+      'schema-mismatch',
+    ]);
     expect(failing(member, false, response(201, 'not json'))).toEqual(['not-json']);
     expect(failing(member, false, response(201, '<p>hi</p>', 'text/html'))).toEqual(['media-type']);
     expect(failing(op('deleteMember'), false, response(204, 'x'))).toEqual(['body-on-empty-status']);
@@ -128,7 +196,7 @@ describe('every kind of bad answer is caught', () => {
       'Error: boom\n    at Object.handler (/work/app/server/features/members/service.ts:12:5)',
       'insert into "members" ("id") values ($1) - duplicate key value violates unique constraint "members_pkey"',
       'select * from members where id = $1',
-      'ENOENT: no such file or directory, open \'/var/lib/app/objects/u/x\'',
+      "ENOENT: no such file or directory, open '/var/lib/app/objects/u/x'",
       "TypeError: Cannot read properties of undefined (reading 'id')",
       'relation "members" does not exist',
     ];
@@ -136,6 +204,13 @@ describe('every kind of bad answer is caught', () => {
       expect(failing(get, false, response(404, { code: 'NOT_FOUND', message })), message).toContain('leak');
     }
     // Text the request itself carried is not a leak when an error quotes it back.
-    expect(failing(member, true, response(400, { code: 'BAD_REQUEST', message: "Unknown field 'select 1 from x'" }), "select 1 from x")).toEqual([]);
+    expect(
+      failing(
+        member,
+        true,
+        response(400, { code: 'BAD_REQUEST', message: "Unknown field 'select 1 from x'" }),
+        'select 1 from x',
+      ),
+    ).toEqual([]);
   });
 });

@@ -26,7 +26,9 @@ describe('GET /groups tree', () => {
     const topNode = data!.folders[0]!;
     expect(topNode).toMatchObject({ _id: top, name: 'Top', parentId: null });
     expect(topNode.members.map((m) => m.id)).toEqual([a]);
-    expect(topNode.groups).toEqual([expect.objectContaining({ _id: g, color: '#ABCDEF', parentId: top, memberIds: [a, c] })]);
+    expect(topNode.groups).toEqual([
+      expect.objectContaining({ _id: g, color: '#ABCDEF', parentId: top, memberIds: [a, c] }),
+    ]);
     expect(topNode.folders.map((f) => f._id)).toEqual([inner]);
     expect(topNode.folders[0]!.members.map((m) => m.id)).toEqual([b]);
   });
@@ -51,7 +53,10 @@ describe('folders', () => {
     const { api } = await server.user();
     const a = await createFolder(api, 'A', { description: 'first' });
     const b = await createFolder(api, 'B');
-    const res = await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(b), body: { name: 'B2', parentId: a, description: null } });
+    const res = await api.PATCH('/api/v1/folders/{folderId}', {
+      ...folderPath(b),
+      body: { name: 'B2', parentId: a, description: null },
+    });
     expect(res.response.status).toBe(200);
     expect(res.data).toMatchObject({ _id: b, name: 'B2', parentId: a, description: null });
     const back = await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(b), body: { parentId: null } });
@@ -76,14 +81,26 @@ describe('folders', () => {
     const { api } = await server.user();
     const other = await server.user();
     const folder = await createFolder(api);
-    expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: UNKNOWN_ID } })).response.status).toBe(404);
-    expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: await createFolder(other.api) } })).response.status).toBe(404);
+    expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: UNKNOWN_ID } })).response.status).toBe(
+      404,
+    );
+    expect(
+      (await api.POST('/api/v1/folders', { body: { name: 'x', parentId: await createFolder(other.api) } })).response
+        .status,
+    ).toBe(404);
     const elsewhere = await createFolder(api, 'E', { sideSystemId: await createSide(api) });
-    expect((await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(folder), body: { parentId: elsewhere } })).response.status).toBe(400);
+    expect(
+      (await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(folder), body: { parentId: elsewhere } })).response
+        .status,
+    ).toBe(400);
     const group = await createGroup(api);
     expect((await api.POST('/api/v1/folders', { body: { name: 'x', parentId: group } })).response.status).toBe(404);
-    expect((await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(group), body: { name: 'x' } })).response.status).toBe(404);
-    expect((await api.PATCH('/api/v1/groups/{groupId}', { ...groupPath(folder), body: { name: 'x' } })).response.status).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(group), body: { name: 'x' } })).response.status,
+    ).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/groups/{groupId}', { ...groupPath(folder), body: { name: 'x' } })).response.status,
+    ).toBe(404);
   });
 
   it('DELETE moves the folder and its subtree to the trash; its members show at the root; restore brings it all back', async () => {
@@ -97,7 +114,9 @@ describe('folders', () => {
     expect(hidden.data!.folders).toEqual([]);
     expect(hidden.data!.groups).toEqual([]);
     expect(hidden.data!.members.map((x) => x.id)).toEqual([m]);
-    expect((await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(top), body: { name: 'x' } })).response.status).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/folders/{folderId}', { ...folderPath(top), body: { name: 'x' } })).response.status,
+    ).toBe(404);
     expect((await api.DELETE('/api/v1/folders/{folderId}', folderPath(top))).response.status).toBe(404);
 
     expect((await api.POST('/api/v1/folders/{folderId}/restore', folderPath(top))).response.status).toBe(204);
@@ -129,7 +148,10 @@ describe('groups', () => {
     const a = await createMember(api, 'A');
     const b = await createMember(api, 'B');
     const g = await createGroup(api, 'G', { memberIds: [a] });
-    expect((await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [b, a] } })).response.status).toBe(204);
+    expect(
+      (await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [b, a] } })).response
+        .status,
+    ).toBe(204);
     let tree = await api.GET('/api/v1/groups');
     expect(tree.data!.groups[0]!.memberIds).toEqual([b, a]);
 
@@ -155,7 +177,11 @@ describe('groups', () => {
     const b = await createMember(api, 'B');
     const g = await createGroup(api, 'G');
     for (const memberIds of [[a], [a, b], [b, a]]) {
-      const answers = await Promise.all(Array.from({ length: 6 }, () => api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds } })));
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds } }),
+        ),
+      );
       expect(answers.map((x) => x.response.status)).toEqual(Array(6).fill(204));
       const tree = await api.GET('/api/v1/groups');
       expect(tree.data!.groups[0]!.memberIds).toEqual(memberIds);
@@ -176,11 +202,16 @@ describe('groups', () => {
     const { api } = await server.user();
     const folder = await createFolder(api);
     const g = await createGroup(api, 'G', { color: '#000000' });
-    const moved = await api.PATCH('/api/v1/groups/{groupId}', { ...groupPath(g), body: { parentId: folder, color: null, description: 'd' } });
+    const moved = await api.PATCH('/api/v1/groups/{groupId}', {
+      ...groupPath(g),
+      body: { parentId: folder, color: null, description: 'd' },
+    });
     expect(moved.data).toMatchObject({ parentId: folder, color: null, description: 'd' });
     expect((await api.DELETE('/api/v1/groups/{groupId}', groupPath(g))).response.status).toBe(204);
     expect((await api.GET('/api/v1/groups')).data!.folders[0]!.groups).toEqual([]);
-    expect((await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [] } })).response.status).toBe(404);
+    expect(
+      (await api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath(g), body: { memberIds: [] } })).response.status,
+    ).toBe(404);
     expect((await api.POST('/api/v1/groups/{groupId}/restore', groupPath(g))).response.status).toBe(204);
     expect((await api.GET('/api/v1/groups')).data!.folders[0]!.groups.map((x) => x._id)).toEqual([g]);
     expect((await api.POST('/api/v1/groups/{groupId}/restore', groupPath(g))).response.status).toBe(400);
@@ -192,13 +223,19 @@ describe('directory layouts', () => {
     const { api } = await server.user();
     const folder = await createFolder(api);
     const m = await createMember(api, 'M', { directoryId: folder });
-    const created = await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'By role', itemIds: [m] } });
+    const created = await api.POST('/api/v1/directory-layouts', {
+      body: { directoryId: folder, name: 'By role', itemIds: [m] },
+    });
     expect(created.response.status).toBe(201);
-    const root = await api.POST('/api/v1/directory-layouts', { body: { directoryId: null, name: 'Root', itemIds: [folder] } });
+    const root = await api.POST('/api/v1/directory-layouts', {
+      body: { directoryId: null, name: 'Root', itemIds: [folder] },
+    });
     const all = await api.GET('/api/v1/directory-layouts');
     expect(all.data!.map((l) => l._id)).toEqual([created.data!.id, root.data!.id]);
     const one = await api.GET('/api/v1/directory-layouts', { params: { query: { directoryId: folder } } });
-    expect(one.data).toEqual([expect.objectContaining({ _id: created.data!.id, directoryId: folder, name: 'By role', itemIds: [m] })]);
+    expect(one.data).toEqual([
+      expect.objectContaining({ _id: created.data!.id, directoryId: folder, name: 'By role', itemIds: [m] }),
+    ]);
 
     const path = { params: { path: { layoutId: created.data!.id } } };
     expect((await api.DELETE('/api/v1/directory-layouts/{layoutId}', path)).response.status).toBe(204);
@@ -213,8 +250,13 @@ describe('directory layouts', () => {
     const { api } = await server.user();
     const other = await server.user();
     const theirs = await createFolder(other.api);
-    expect((await api.POST('/api/v1/directory-layouts', { body: { directoryId: theirs, name: 'x', itemIds: [] } })).response.status).toBe(404);
-    const dup = await api.POST('/api/v1/directory-layouts', { body: { directoryId: null, name: 'x', itemIds: [UNKNOWN_ID, UNKNOWN_ID] } });
+    expect(
+      (await api.POST('/api/v1/directory-layouts', { body: { directoryId: theirs, name: 'x', itemIds: [] } })).response
+        .status,
+    ).toBe(404);
+    const dup = await api.POST('/api/v1/directory-layouts', {
+      body: { directoryId: null, name: 'x', itemIds: [UNKNOWN_ID, UNKNOWN_ID] },
+    });
     expect(dup.response.status).toBe(400);
   });
 });
@@ -235,16 +277,35 @@ describe('strict bodies', () => {
   }
   const ROUTES: Route[] = [
     { route: 'POST /folders', method: 'POST', path: async () => '/api/v1/folders', base: { name: 'ok' } },
-    { route: 'PATCH /folders/{folderId}', method: 'PATCH', path: async (api) => `/api/v1/folders/${await createFolder(api, 'Before')}`, base: {} },
+    {
+      route: 'PATCH /folders/{folderId}',
+      method: 'PATCH',
+      path: async (api) => `/api/v1/folders/${await createFolder(api, 'Before')}`,
+      base: {},
+    },
     { route: 'POST /groups', method: 'POST', path: async () => '/api/v1/groups', base: { name: 'ok' } },
-    { route: 'PATCH /groups/{groupId}', method: 'PATCH', path: async (api) => `/api/v1/groups/${await createGroup(api, 'Before')}`, base: {} },
-    { route: 'POST /directory-layouts', method: 'POST', path: async () => '/api/v1/directory-layouts', base: { directoryId: null, name: 'ok', itemIds: [] } },
+    {
+      route: 'PATCH /groups/{groupId}',
+      method: 'PATCH',
+      path: async (api) => `/api/v1/groups/${await createGroup(api, 'Before')}`,
+      base: {},
+    },
+    {
+      route: 'POST /directory-layouts',
+      method: 'POST',
+      path: async () => '/api/v1/directory-layouts',
+      base: { directoryId: null, name: 'ok', itemIds: [] },
+    },
   ];
 
   describe.each(ROUTES)('$route', ({ method, path, base }) => {
     it.each(CASES)('refuses %j with 400 and writes nothing', async (extra, message) => {
       const { api, apiKey } = await server.user();
-      const res = await server.fetch(await path(api), { method, headers: jsonHeaders(apiKey), body: JSON.stringify({ ...base, ...extra }) });
+      const res = await server.fetch(await path(api), {
+        method,
+        headers: jsonHeaders(apiKey),
+        body: JSON.stringify({ ...base, ...extra }),
+      });
       expect(res.status).toBe(400);
       expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
       const tree = (await api.GET('/api/v1/groups')).data!;

@@ -16,13 +16,29 @@ const index = new OperationIndex(spec);
 const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
 const URN = 'urn:uuid:6ef4ec47-b8d5-45dc-84c7-10e522808788';
 
-type Schema = { type?: string | string[]; format?: string; $ref?: string; minimum?: number; maximum?: number; pattern?: string; enum?: unknown[]; [k: string]: unknown };
-interface Param { name: string; in: string; schema?: Schema; $ref?: string }
+type Schema = {
+  type?: string | string[];
+  format?: string;
+  $ref?: string;
+  minimum?: number;
+  maximum?: number;
+  pattern?: string;
+  enum?: unknown[];
+  [k: string]: unknown;
+};
+interface Param {
+  name: string;
+  in: string;
+  schema?: Schema;
+  $ref?: string;
+}
 
 function deref<T>(value: T & { $ref?: string }): T {
   let current: unknown = value;
   while (current && typeof current === 'object' && '$ref' in current) {
-    const path = String((current as { $ref: string }).$ref).slice(2).split('/');
+    const path = String((current as { $ref: string }).$ref)
+      .slice(2)
+      .split('/');
     current = path.reduce<unknown>((node, key) => (node as Record<string, unknown>)[key], spec);
   }
   return current as T;
@@ -41,7 +57,12 @@ const isInteger = (s: Schema) => (Array.isArray(s.type) ? s.type : [s.type]).inc
 function headersFor(op: OperationInfo, apiKey: string): Record<string, string> {
   const token = op.security.kind === 'admin' ? server.adminToken : apiKey;
   if (!op.hasRequestBody) return bearer(token);
-  return { ...bearer(token), 'Content-Type': op.requestContentTypes.includes('application/json') ? 'application/json' : op.requestContentTypes[0]! };
+  return {
+    ...bearer(token),
+    'Content-Type': op.requestContentTypes.includes('application/json')
+      ? 'application/json'
+      : op.requestContentTypes[0]!,
+  };
 }
 
 /** A body the operation's content type accepts, for requests whose point is elsewhere. */
@@ -55,19 +76,28 @@ function sampleValue(schema: Schema): string {
   if (Array.isArray(schema.enum)) return String(schema.enum[0]);
   if (isInteger(schema)) return String(schema.minimum ?? 1);
   // Strings of another shape than an id (a signed URL's signature and content type) take their example.
-  if (schema.format !== 'uuid' && Array.isArray(schema.examples) && schema.examples.length > 0) return String(schema.examples[0]);
+  if (schema.format !== 'uuid' && Array.isArray(schema.examples) && schema.examples.length > 0)
+    return String(schema.examples[0]);
   return SAMPLE_ID;
 }
 
 /** `path` with every parameter a sample UUID except `override`, plus every required query parameter. */
 function pathWith(op: OperationInfo, override: Record<string, string> = {}, omitQuery: string[] = []): string {
   const path = op.path.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(override[name] ?? SAMPLE_ID));
-  const required = paramsOf(op).filter((p) => p.in === 'query' && (p as { required?: boolean }).required && !omitQuery.includes(p.name));
+  const required = paramsOf(op).filter(
+    (p) => p.in === 'query' && (p as { required?: boolean }).required && !omitQuery.includes(p.name),
+  );
   const query = required.map((p) => `${p.name}=${encodeURIComponent(sampleValue(p.schema))}`).join('&');
   return query ? `${path}?${query}&` : `${path}?`;
 }
 
-async function expectRefusedWithoutSql(apiKey: string, op: OperationInfo, url: string, body: string | undefined, expected: RegExp): Promise<void> {
+async function expectRefusedWithoutSql(
+  apiKey: string,
+  op: OperationInfo,
+  url: string,
+  body: string | undefined,
+  expected: RegExp,
+): Promise<void> {
   const statements: string[] = [];
   // The authenticator records key usage in the background every 15 s; that write is no request's.
   const capture = (q: { sql: string }) => {
@@ -76,7 +106,11 @@ async function expectRefusedWithoutSql(apiKey: string, op: OperationInfo, url: s
   server.deps.db.knex.on('query', capture);
   let res: Response;
   try {
-    res = await server.fetch(url, { method: op.method, headers: headersFor(op, apiKey), ...(body !== undefined ? { body } : {}) });
+    res = await server.fetch(url, {
+      method: op.method,
+      headers: headersFor(op, apiKey),
+      ...(body !== undefined ? { body } : {}),
+    });
   } finally {
     server.deps.db.knex.off('query', capture);
   }
@@ -101,7 +135,9 @@ async function warmUser(): Promise<string> {
 // Process starts and walks over every operation: generous under a loaded CI machine.
 describe('UUIDs are only the canonical 8-4-4-4-12 form', { timeout: 120_000 }, () => {
   const withUuidPath = checked.filter((op) => paramsOf(op).some((p) => p.in === 'path' && p.schema.format === 'uuid'));
-  const withUuidQuery = checked.filter((op) => paramsOf(op).some((p) => p.in === 'query' && p.schema.format === 'uuid'));
+  const withUuidQuery = checked.filter((op) =>
+    paramsOf(op).some((p) => p.in === 'query' && p.schema.format === 'uuid'),
+  );
 
   it('every uuid schema of the contract carries the canonical pattern', () => {
     const found: string[] = [];
@@ -123,7 +159,13 @@ describe('UUIDs are only the canonical 8-4-4-4-12 form', { timeout: 120_000 }, (
     const apiKey = await warmUser();
     for (const op of withUuidPath) {
       const name = paramsOf(op).find((p) => p.in === 'path' && p.schema.format === 'uuid')!.name;
-      await expectRefusedWithoutSql(apiKey, op, pathWith(op, { [name]: URN }), anyBody(op), new RegExp(`${name} must be a valid UUID`));
+      await expectRefusedWithoutSql(
+        apiKey,
+        op,
+        pathWith(op, { [name]: URN }),
+        anyBody(op),
+        new RegExp(`${name} must be a valid UUID`),
+      );
     }
   });
 
@@ -132,7 +174,13 @@ describe('UUIDs are only the canonical 8-4-4-4-12 form', { timeout: 120_000 }, (
     const apiKey = await warmUser();
     for (const op of withUuidQuery) {
       for (const p of paramsOf(op).filter((q) => q.in === 'query' && q.schema.format === 'uuid')) {
-        await expectRefusedWithoutSql(apiKey, op, `${pathWith(op, {}, [p.name])}${p.name}=${encodeURIComponent(URN)}`, anyBody(op), new RegExp(`${p.name} must be a valid UUID`));
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          `${pathWith(op, {}, [p.name])}${p.name}=${encodeURIComponent(URN)}`,
+          anyBody(op),
+          new RegExp(`${p.name} must be a valid UUID`),
+        );
       }
     }
   });
@@ -156,7 +204,8 @@ describe('integers', { timeout: 120_000 }, () => {
       const s = node as Schema;
       if (isInteger(s) && !where.includes('/examples')) {
         count++;
-        if (typeof s.minimum !== 'number' || typeof s.maximum !== 'number' || s.maximum > Number.MAX_SAFE_INTEGER) unbounded.push(where);
+        if (typeof s.minimum !== 'number' || typeof s.maximum !== 'number' || s.maximum > Number.MAX_SAFE_INTEGER)
+          unbounded.push(where);
       }
       for (const [k, v] of Object.entries(node)) walk(v, `${where}/${k}`);
     };
@@ -174,20 +223,54 @@ describe('integers', { timeout: 120_000 }, () => {
       for (const p of paramsOf(op).filter((q) => q.in === 'query' && isInteger(q.schema))) {
         const url = (value: string) => `${pathWith(op, {}, [p.name])}${p.name}=${encodeURIComponent(value)}`;
         for (const value of notDecimal) {
-          await expectRefusedWithoutSql(apiKey, op, url(value), undefined, new RegExp(`^${p.name} must be an integer written in decimal digits$`));
+          await expectRefusedWithoutSql(
+            apiKey,
+            op,
+            url(value),
+            undefined,
+            new RegExp(`^${p.name} must be an integer written in decimal digits$`),
+          );
         }
-        await expectRefusedWithoutSql(apiKey, op, url('9223372036854775807'), undefined, new RegExp(`^${p.name} must be <= ${p.schema.maximum}$`));
-        await expectRefusedWithoutSql(apiKey, op, url(String(p.schema.maximum! + 1)), undefined, new RegExp(`^${p.name} must be <= ${p.schema.maximum}$`));
-        await expectRefusedWithoutSql(apiKey, op, url(String(p.schema.minimum! - 1)), undefined, new RegExp(`^${p.name} must be >= ${p.schema.minimum}$`));
-        await expectRefusedWithoutSql(apiKey, op, `${url('1')}&${p.name}=2`, undefined, new RegExp(`^${p.name} must be given at most once$`));
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          url('9223372036854775807'),
+          undefined,
+          new RegExp(`^${p.name} must be <= ${p.schema.maximum}$`),
+        );
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          url(String(p.schema.maximum! + 1)),
+          undefined,
+          new RegExp(`^${p.name} must be <= ${p.schema.maximum}$`),
+        );
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          url(String(p.schema.minimum! - 1)),
+          undefined,
+          new RegExp(`^${p.name} must be >= ${p.schema.minimum}$`),
+        );
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          `${url('1')}&${p.name}=2`,
+          undefined,
+          new RegExp(`^${p.name} must be given at most once$`),
+        );
       }
     }
   });
 
-  it('a JSON number past an integer field\'s bounds (1e400 parses to Infinity) is a 400', async () => {
+  it("a JSON number past an integer field's bounds (1e400 parses to Infinity) is a 400", async () => {
     const { api, apiKey } = await server.user();
     for (const raw of ['1e400', '-1e400', '9223372036854775807', '3651']) {
-      const res = await server.fetch('/api/v1/trash/settings', { method: 'PATCH', headers: jsonHeaders(apiKey), body: `{"retentionDays":${raw}}` });
+      const res = await server.fetch('/api/v1/trash/settings', {
+        method: 'PATCH',
+        headers: jsonHeaders(apiKey),
+        body: `{"retentionDays":${raw}}`,
+      });
       expect(res.status, raw).toBe(400);
       expect(((await res.json()) as { message: string }).message).toMatch(/^retentionDays must be /);
     }
@@ -200,8 +283,20 @@ describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_00
     expect(jsonBodyOps.length).toBeGreaterThan(30);
     const apiKey = await warmUser();
     for (const op of jsonBodyOps) {
-      await expectRefusedWithoutSql(apiKey, op, pathWith(op), JSON.stringify({ name: 'a\u0000b' }), /^name must not contain the NUL character \(U\+0000\)$/);
-      await expectRefusedWithoutSql(apiKey, op, pathWith(op), JSON.stringify({ terms: { member: { singular: ['ok', 'x\u0000'] } } }), /^terms\.member\.singular\[1\] must not contain the NUL character/);
+      await expectRefusedWithoutSql(
+        apiKey,
+        op,
+        pathWith(op),
+        JSON.stringify({ name: 'a\u0000b' }),
+        /^name must not contain the NUL character \(U\+0000\)$/,
+      );
+      await expectRefusedWithoutSql(
+        apiKey,
+        op,
+        pathWith(op),
+        JSON.stringify({ terms: { member: { singular: ['ok', 'x\u0000'] } } }),
+        /^terms\.member\.singular\[1\] must not contain the NUL character/,
+      );
     }
   });
 
@@ -209,8 +304,20 @@ describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_00
     const apiKey = await warmUser();
     for (const op of jsonBodyOps) {
       // The JSON text carries the escape itself: JSON.stringify would write a lone surrogate as an escape too.
-      await expectRefusedWithoutSql(apiKey, op, pathWith(op), '{"member":{"singular":"x\\ud800y"}}', /^member\.singular must not contain an unpaired UTF-16 surrogate/);
-      await expectRefusedWithoutSql(apiKey, op, pathWith(op), '{"\\udc00":1}', /^A field name in the request body must not contain an unpaired UTF-16 surrogate/);
+      await expectRefusedWithoutSql(
+        apiKey,
+        op,
+        pathWith(op),
+        '{"member":{"singular":"x\\ud800y"}}',
+        /^member\.singular must not contain an unpaired UTF-16 surrogate/,
+      );
+      await expectRefusedWithoutSql(
+        apiKey,
+        op,
+        pathWith(op),
+        '{"\\udc00":1}',
+        /^A field name in the request body must not contain an unpaired UTF-16 surrogate/,
+      );
     }
     // A well-formed pair (an emoji written as escapes) is fine.
     const { api } = await server.user();
@@ -223,22 +330,45 @@ describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_00
       const params = paramsOf(op);
       const pathParam = params.find((p) => p.in === 'path');
       if (pathParam) {
-        await expectRefusedWithoutSql(apiKey, op, pathWith(op, { [pathParam.name]: 'a\u0000b' }), anyBody(op), new RegExp(`^${pathParam.name} must not contain the NUL character`));
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          pathWith(op, { [pathParam.name]: 'a\u0000b' }),
+          anyBody(op),
+          new RegExp(`^${pathParam.name} must not contain the NUL character`),
+        );
       }
       const queryParam = params.find((p) => p.in === 'query');
       if (queryParam) {
-        await expectRefusedWithoutSql(apiKey, op, `${pathWith(op, {}, [queryParam.name])}${queryParam.name}=a%00b`, anyBody(op), new RegExp(`^${queryParam.name} must not contain the NUL character`));
+        await expectRefusedWithoutSql(
+          apiKey,
+          op,
+          `${pathWith(op, {}, [queryParam.name])}${queryParam.name}=a%00b`,
+          anyBody(op),
+          new RegExp(`^${queryParam.name} must not contain the NUL character`),
+        );
       }
     }
   });
 
   it('the examples from the issue: member description with NUL, terminology labels with a lone surrogate', async () => {
     const { api, apiKey } = await server.user();
-    const member = await server.fetch('/api/v1/members', { method: 'POST', headers: jsonHeaders(apiKey), body: '{"name":"x","description":"a\\u0000b"}' });
+    const member = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: jsonHeaders(apiKey),
+      body: '{"name":"x","description":"a\\u0000b"}',
+    });
     expect(member.status).toBe(400);
-    expect(await member.json()).toEqual({ code: 'BAD_REQUEST', message: 'description must not contain the NUL character (U+0000)' });
+    expect(await member.json()).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'description must not contain the NUL character (U+0000)',
+    });
     for (const path of ['/api/v1/terminology']) {
-      const res = await server.fetch(path, { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"member":{"singular":"x\\ud800y"}}' });
+      const res = await server.fetch(path, {
+        method: 'PATCH',
+        headers: jsonHeaders(apiKey),
+        body: '{"member":{"singular":"x\\ud800y"}}',
+      });
       expect(res.status).toBe(400);
     }
     expect((await api.GET('/api/v1/terminology')).data).toBeNull();
@@ -254,7 +384,13 @@ describe('JSON bodies nest at most 32 levels', () => {
   it(`a body nested deeper than 32 levels is a 400, however deep, on every operation with a JSON body`, async () => {
     const apiKey = await warmUser();
     for (const op of jsonBodyOps) {
-      for (const body of [deepArray(33), deepObject(33), deepArray(20_000), deepObject(20_000), `{"name":"x","terms":${deepArray(100_000)}}`]) {
+      for (const body of [
+        deepArray(33),
+        deepObject(33),
+        deepArray(20_000),
+        deepObject(20_000),
+        `{"name":"x","terms":${deepArray(100_000)}}`,
+      ]) {
         await expectRefusedWithoutSql(apiKey, op, pathWith(op), body, /^Request body is nested deeper than 32 levels$/);
       }
     }
@@ -262,7 +398,11 @@ describe('JSON bodies nest at most 32 levels', () => {
 
   it('32 levels are still read (and then judged by the contract)', async () => {
     const { apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/members', { method: 'POST', headers: jsonHeaders(apiKey), body: `{"name":"x","aboutTags":${deepArray(31)}}` });
+    const res = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: jsonHeaders(apiKey),
+      body: `{"name":"x","aboutTags":${deepArray(31)}}`,
+    });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { message: string }).message).toMatch(/^aboutTags\[0\] must be string/);
   });

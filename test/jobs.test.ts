@@ -13,11 +13,16 @@ const server = useServer();
 const logger = createLogger('silent');
 const knex = () => server.deps.db.knex;
 
-function queueAt(clock: { now: number }, extra: Partial<ConstructorParameters<typeof JobQueue>[1]> = {}, db = knex()): JobQueue {
+function queueAt(
+  clock: { now: number },
+  extra: Partial<ConstructorParameters<typeof JobQueue>[1]> = {},
+  db = knex(),
+): JobQueue {
   return new JobQueue(db, { clock: () => clock.now, logger, backoffBaseMs: 1000, backoffCapMs: 60_000, ...extra });
 }
 
-const state = async (id: string) => knex()('jobs').where({ id }).first('state', 'attempts', 'run_after', 'last_error', 'locked_by');
+const state = async (id: string) =>
+  knex()('jobs').where({ id }).first('state', 'attempts', 'run_after', 'last_error', 'locked_by');
 let queueCounter = 0;
 const uniqueQueue = (name: string) => `${name}_${++queueCounter}_${Date.now()}`;
 
@@ -67,7 +72,9 @@ describe('failures', () => {
     const attempts: number[] = [];
     const dead: string[] = [];
     const runs: string[] = [];
-    const q = queueAt(clock, { metrics: { jobRun: (job, outcome) => void runs.push(outcome), jobDead: (job) => void dead.push(job) } }).define(
+    const q = queueAt(clock, {
+      metrics: { jobRun: (job, outcome) => void runs.push(outcome), jobDead: (job) => void dead.push(job) },
+    }).define(
       queue,
       async (job: Job) => {
         attempts.push(job.attempt);
@@ -78,8 +85,18 @@ describe('failures', () => {
     const id = (await q.enqueue(knex(), queue, {}))!;
     const start = clock.now;
     await q.runDue();
-    expect(await state(id)).toMatchObject({ state: 'pending', attempts: 1, run_after: start + 1000, last_error: 'boom 1', locked_by: null });
-    for (const [wait, attempt] of [[1000, 2], [2000, 3], [4000, 4]] as const) {
+    expect(await state(id)).toMatchObject({
+      state: 'pending',
+      attempts: 1,
+      run_after: start + 1000,
+      last_error: 'boom 1',
+      locked_by: null,
+    });
+    for (const [wait, attempt] of [
+      [1000, 2],
+      [2000, 3],
+      [4000, 4],
+    ] as const) {
       clock.now += wait - 1;
       expect(await q.runDue(), `attempt ${attempt} not before its time`).toBe(0);
       clock.now += 1;
@@ -97,12 +114,19 @@ describe('failures', () => {
   it('a job whose worker died is taken again once its lease runs out; its last attempt is dead-lettered', async () => {
     const clock = { now: 4_000_000 };
     const queue = uniqueQueue('lease');
-    const hung = queueAt(clock, { workerId: 'dies' }).define(queue, () => new Promise<void>(() => {}), { leaseMs: 1000, maxAttempts: 2 });
+    const hung = queueAt(clock, { workerId: 'dies' }).define(queue, () => new Promise<void>(() => {}), {
+      leaseMs: 1000,
+      maxAttempts: 2,
+    });
     const id = (await hung.enqueue(knex(), queue, {}))!;
     await claimOnly(hung); // its job never settles: do not wait for it
     expect(await state(id)).toMatchObject({ state: 'running', attempts: 1, locked_by: 'dies' });
     const ran: number[] = [];
-    const other = queueAt(clock, { workerId: 'takes-over' }).define(queue, () => new Promise<void>(() => void ran.push(1)), { leaseMs: 1000 });
+    const other = queueAt(clock, { workerId: 'takes-over' }).define(
+      queue,
+      () => new Promise<void>(() => void ran.push(1)),
+      { leaseMs: 1000 },
+    );
     clock.now += 1000;
     expect(await claimOnly(other)).toBe(0); // the lease runs until locked_until
     clock.now += 1;
@@ -167,14 +191,17 @@ describe('several workers', () => {
     const queue = uniqueQueue('daily');
     const runs: number[] = [];
     const q = queueAt(clock).define(queue, async () => void runs.push(clock.now));
-    const nextSlot = async () => Number((await knex()('job_schedules').where({ name: queue }).first('next_run_after')).next_run_after);
+    const nextSlot = async () =>
+      Number((await knex()('job_schedules').where({ name: queue }).first('next_run_after')).next_run_after);
     await q.schedule(queue, queue, 86_400_000, clock.now);
     await q.runDue();
     expect(runs).toHaveLength(1);
     expect(await nextSlot()).toBe(7_000_000 + 86_400_000);
     // A restart declares the schedule again (firstRunAfter = now): the stored slot stands.
     clock.now += 1000;
-    await queueAt(clock).define(queue, async () => undefined).schedule(queue, queue, 86_400_000, clock.now);
+    await queueAt(clock)
+      .define(queue, async () => undefined)
+      .schedule(queue, queue, 86_400_000, clock.now);
     expect(await nextSlot()).toBe(7_000_000 + 86_400_000);
     // The operator shortens the interval to a minute: the next run is at most a minute away.
     await q.schedule(queue, queue, 60_000, clock.now);
@@ -204,7 +231,10 @@ describe('durability', () => {
       const second = await openDatabase({ dataDir: dir });
       try {
         const ran: unknown[] = [];
-        const after = queueAt(clock, {}, second.knex).define('restart', async (job) => void ran.push([job.id, job.payload]));
+        const after = queueAt(clock, {}, second.knex).define(
+          'restart',
+          async (job) => void ran.push([job.id, job.payload]),
+        );
         expect(await after.runDue()).toBe(1);
         expect(ran).toEqual([[id, { kept: true }]]);
       } finally {
@@ -224,7 +254,8 @@ describe('durability', () => {
     });
     await q.enqueue(knex(), queue, {});
     q.start();
-    for (let i = 0; i < 200 && !(await knex()('jobs').where({ queue, state: 'running' }).first()); i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 200 && !(await knex()('jobs').where({ queue, state: 'running' }).first()); i++)
+      await new Promise((r) => setTimeout(r, 10));
     await q.stop();
     expect(finished).toBe(true);
     expect(await knex()('jobs').where({ queue }).first()).toBeUndefined();

@@ -31,7 +31,13 @@ afterAll(() => {
 });
 
 function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', LOG_LEVEL: 'warn', TRASH_PURGE_INTERVAL_MS: '0', ...extra };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: '0',
+    LOG_LEVEL: 'warn',
+    TRASH_PURGE_INTERVAL_MS: '0',
+    ...extra,
+  };
   for (const name of ['DATABASE_URL', 'ADMIN_TOKEN', 'REDIS_URL']) if (!(name in extra)) delete env[name];
   return env;
 }
@@ -43,7 +49,12 @@ interface Proc {
 }
 
 function launch(command: string, args: string[], env: NodeJS.ProcessEnv, options: { detached?: boolean } = {}): Proc {
-  const child = spawn(command, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });
+  const child = spawn(command, args, {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached ?? false,
+  });
   started.push(child);
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -53,7 +64,9 @@ function launch(command: string, args: string[], env: NodeJS.ProcessEnv, options
 }
 
 function startServer(env: NodeJS.ProcessEnv, preload?: string): Proc {
-  const args = preload ? ['--import', `data:text/javascript,${encodeURIComponent(preload)}`, 'dist/main.js'] : ['dist/main.js'];
+  const args = preload
+    ? ['--import', `data:text/javascript,${encodeURIComponent(preload)}`, 'dist/main.js']
+    : ['dist/main.js'];
   return launch(process.execPath, args, env);
 }
 
@@ -127,7 +140,11 @@ describe('one process per embedded DATA_DIR', { timeout: 120_000 }, () => {
     const first = startServer(env);
     const baseUrl = await listening(first);
     const key = demoKey(first.output());
-    const written = await createMembers(baseUrl, key, Array.from({ length: 15 }, (_, i) => `before-${i}`));
+    const written = await createMembers(
+      baseUrl,
+      key,
+      Array.from({ length: 15 }, (_, i) => `before-${i}`),
+    );
 
     const second = startServer(env);
     expect(await second.exited).toBe(1);
@@ -136,22 +153,32 @@ describe('one process per embedded DATA_DIR', { timeout: 120_000 }, () => {
     expect(nonEmptyLines(second.output())).toHaveLength(1);
 
     const migrate = await new Promise<{ code: number | null; stderr: string }>((res) =>
-      execFile(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { cwd: root, env }, (error, _stdout, stderr) =>
-        res({ code: error ? (error.code as number) : 0, stderr }),
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'scripts/migrate.ts'],
+        { cwd: root, env },
+        (error, _stdout, stderr) => res({ code: error ? (error.code as number) : 0, stderr }),
       ),
     );
     expect(migrate.code).toBe(1);
     expect(migrate.stderr).toContain(`db:migrate: ${refused}`);
 
     // The refused processes changed nothing: the first still serves, and keeps its writes.
-    for (const [id, name] of await createMembers(baseUrl, key, Array.from({ length: 15 }, (_, i) => `after-${i}`))) written.set(id, name);
+    for (const [id, name] of await createMembers(
+      baseUrl,
+      key,
+      Array.from({ length: 15 }, (_, i) => `after-${i}`),
+    ))
+      written.set(id, name);
     first.child.kill('SIGKILL');
     await first.exited;
     expect(JSON.parse(readFileSync(join(dataDir, 'lock'), 'utf8')).pid).toBe(first.child.pid); // left behind
 
     const third = startServer(env);
     const thirdUrl = await listening(third);
-    expect(third.output()).toContain(`removed the stale lock ${join(dataDir, 'lock')} (pid ${first.child.pid}: pid ${first.child.pid} is not running)`);
+    expect(third.output()).toContain(
+      `removed the stale lock ${join(dataDir, 'lock')} (pid ${first.child.pid}: pid ${first.child.pid} is not running)`,
+    );
     for (const [id, name] of written) {
       const res = await fetch(`${thirdUrl}/api/v1/members/${id}`, { headers: { Authorization: `Bearer ${key}` } });
       expect(res.status, `member ${name}`).toBe(200);
@@ -167,11 +194,15 @@ describe('one process per embedded DATA_DIR', { timeout: 120_000 }, () => {
     const dataDir = tempDir('ada-race-');
     const env = serverEnv({ DATA_DIR: dataDir, SEED_DEMO: 'false' });
     const procs = [startServer(env), startServer(env)];
-    const outcomes = await Promise.all(procs.map((p) => Promise.race([listening(p).then(() => 'serving'), p.exited.then((code) => `exited ${code}`)])));
+    const outcomes = await Promise.all(
+      procs.map((p) => Promise.race([listening(p).then(() => 'serving'), p.exited.then((code) => `exited ${code}`)])),
+    );
     expect([...outcomes].sort()).toEqual(['exited 1', 'serving']);
     const winner = procs[outcomes.indexOf('serving')]!;
     const loser = procs[outcomes.indexOf('exited 1')]!;
-    expect(loser.output()).toContain(`DATA_DIR ${dataDir} is in use by another process (pid ${winner.child.pid}, server`);
+    expect(loser.output()).toContain(
+      `DATA_DIR ${dataDir} is in use by another process (pid ${winner.child.pid}, server`,
+    );
     winner.child.kill('SIGTERM');
     expect(await winner.exited).toBe(0);
   });
@@ -197,7 +228,11 @@ describe('npm start and signals', { timeout: 120_000 }, () => {
           port: url.port,
           path: url.pathname,
           method: 'PATCH',
-          headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
+          headers: {
+            Authorization: `Bearer ${key}`,
+            'Content-Type': 'application/json',
+            'Content-Length': Buffer.byteLength(body),
+          },
         },
         (r) => {
           let text = '';
@@ -247,7 +282,10 @@ describe('fatal errors', { timeout: 120_000 }, () => {
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message: string; stack: string } })
         .find((l) => l.level === 60);
-      expect(fatal).toMatchObject({ msg: `${kind}: exiting`, err: { message: `test-${kind}`, stack: expect.stringContaining('Error: test-') } });
+      expect(fatal).toMatchObject({
+        msg: `${kind}: exiting`,
+        err: { message: `test-${kind}`, stack: expect.stringContaining('Error: test-') },
+      });
       expect(existsSync(join(dataDir, 'lock'))).toBe(false); // closed on the way out
     });
   }
@@ -263,7 +301,9 @@ describe('start-up errors are one line without a stack', { timeout: 120_000 }, (
     expect(lines).toHaveLength(1);
     const line = JSON.parse(lines[0]!) as { level: number; msg: string };
     expect(line.level).toBe(60);
-    expect(line.msg).toBe(`Cannot start: Redis at redis://127.0.0.1:${port} (REDIS_URL) is not reachable: connect ECONNREFUSED 127.0.0.1:${port}`);
+    expect(line.msg).toBe(
+      `Cannot start: Redis at redis://127.0.0.1:${port} (REDIS_URL) is not reachable: connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
     expect(proc.output()).not.toContain('s3cret');
     expect(existsSync(join(dataDir, 'lock'))).toBe(false);
   });
@@ -272,7 +312,9 @@ describe('start-up errors are one line without a stack', { timeout: 120_000 }, (
     const port = await freePort();
     // With a message key, so that the database is what fails (without one, that is the first error).
     const key = `k1:${Buffer.alloc(32, 7).toString('base64')}`;
-    const proc = startServer(serverEnv({ DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/accounts`, MESSAGE_ENCRYPTION_KEYS: key }));
+    const proc = startServer(
+      serverEnv({ DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/accounts`, MESSAGE_ENCRYPTION_KEYS: key }),
+    );
     expect(await proc.exited).toBe(1);
     const lines = nonEmptyLines(proc.output());
     expect(lines).toHaveLength(1);

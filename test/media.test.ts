@@ -6,8 +6,19 @@ import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 const server = useServer({ env: { MEDIA_MAX_BYTES: '4096' } });
 
-function upload(s: TestServer, apiKey: string, memberId: string, kind: string, body: Buffer | string, type = 'image/png') {
-  return s.fetch(`/api/v1/members/${memberId}/media?kind=${kind}`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': type }, body: typeof body === 'string' ? body : new Uint8Array(body) });
+function upload(
+  s: TestServer,
+  apiKey: string,
+  memberId: string,
+  kind: string,
+  body: Buffer | string,
+  type = 'image/png',
+) {
+  return s.fetch(`/api/v1/members/${memberId}/media?kind=${kind}`, {
+    method: 'PUT',
+    headers: { ...bearer(apiKey), 'Content-Type': type },
+    body: typeof body === 'string' ? body : new Uint8Array(body),
+  });
 }
 
 async function expectEmpty(res: Response, status: number): Promise<void> {
@@ -42,9 +53,19 @@ describe('upload', () => {
     expect((await upload(server, apiKey, id, 'banner', GIF, 'image/png')).status).toBe(200);
     const got = await server.fetch(`/api/v1/members/${id}/media?kind=banner`, { headers: bearer(apiKey) });
     expect(got.headers.get('content-type')).toBe('image/gif');
-    const fake = await upload(server, apiKey, id, 'avatar', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"></svg>'), 'image/png');
+    const fake = await upload(
+      server,
+      apiKey,
+      id,
+      'avatar',
+      Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"></svg>'),
+      'image/png',
+    );
     expect(fake.status).toBe(415);
-    expect(await fake.json()).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: 'Body is not a PNG, JPEG, WebP or GIF image' });
+    expect(await fake.json()).toEqual({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: 'Body is not a PNG, JPEG, WebP or GIF image',
+    });
   });
 
   it('refuses non-image content types (415), oversize bodies (413), an empty body (400), bad kinds (400) and unknown members (404)', async () => {
@@ -54,7 +75,10 @@ describe('upload', () => {
     const big = await upload(server, apiKey, id, 'avatar', Buffer.concat([PNG, Buffer.alloc(5000)]));
     expect(big.status).toBe(413);
     expect((await big.json()).code).toBe('PAYLOAD_TOO_LARGE');
-    const empty = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { method: 'PUT', headers: bearer(apiKey) });
+    const empty = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, {
+      method: 'PUT',
+      headers: bearer(apiKey),
+    });
     expect(empty.status).toBe(400);
     expect((await upload(server, apiKey, id, 'cover', PNG)).status).toBe(400);
     expect((await upload(server, apiKey, UNKNOWN_ID, 'avatar', PNG)).status).toBe(404);
@@ -66,11 +90,19 @@ describe('upload', () => {
     const first = (await (await upload(server, apiKey, id, 'avatar', PNG)).json()).avatarUrl;
     const second = (await (await upload(server, apiKey, id, 'avatar', GIF, 'image/gif')).json()).avatarUrl;
     expect(second).not.toBe(first);
-    const del = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { method: 'DELETE', headers: bearer(apiKey) });
+    const del = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, {
+      method: 'DELETE',
+      headers: bearer(apiKey),
+    });
     expect(del.status).toBe(204);
-    expect((await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data?.avatarUrl).toBeNull();
+    expect(
+      (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data?.avatarUrl,
+    ).toBeNull();
     await expectEmpty(await server.fetch(second, { headers: bearer(apiKey) }), 404);
-    expect((await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { method: 'DELETE', headers: bearer(apiKey) })).status).toBe(204);
+    expect(
+      (await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { method: 'DELETE', headers: bearer(apiKey) }))
+        .status,
+    ).toBe(204);
   });
 });
 
@@ -107,12 +139,14 @@ describe('avatarUrl in member summaries', () => {
 
     expect(await everywhere()).toEqual(expectAll(null));
     expect((await upload(server, apiKey, id, 'avatar', PNG)).status).toBe(200);
-    const first = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data!.avatarUrl!;
+    const first = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data!
+      .avatarUrl!;
     expect(first).toMatch(/^\/api\/v1\/members\/.+\/media\?kind=avatar&v=/);
     expect(await everywhere()).toEqual(expectAll(first));
 
     await upload(server, apiKey, id, 'avatar', GIF, 'image/gif');
-    const second = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data!.avatarUrl!;
+    const second = (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: id } } })).data!
+      .avatarUrl!;
     expect(second).not.toBe(first);
     expect(await everywhere()).toEqual(expectAll(second));
   });
@@ -125,31 +159,54 @@ describe('GET /members/{memberId}/media', () => {
     await upload(server, apiKey, id, 'avatar', PNG);
     const first = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey) });
     const etag = first.headers.get('etag')!;
-    const cached = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: { ...bearer(apiKey), 'If-None-Match': etag } });
+    const cached = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, {
+      headers: { ...bearer(apiKey), 'If-None-Match': etag },
+    });
     expect(cached.status).toBe(304);
     expect(cached.headers.get('etag')).toBe(etag);
-    const stale = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: { ...bearer(apiKey), 'If-None-Match': '"other"' } });
+    const stale = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, {
+      headers: { ...bearer(apiKey), 'If-None-Match': '"other"' },
+    });
     expect(stale.status).toBe(200);
   });
 
   it('302 to an embeddable https URL; 404 (empty) for a non-embeddable one', async () => {
     const { api, apiKey } = await server.user();
     const id = await createMember(api);
-    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: id } }, body: { avatarUrl: 'https://images.example.org/robin.png', backgroundUrl: 'http://images.example.org/banner.png' } });
-    const redirect = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey), redirect: 'manual' });
+    await api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: id } },
+      body: {
+        avatarUrl: 'https://images.example.org/robin.png',
+        backgroundUrl: 'http://images.example.org/banner.png',
+      },
+    });
+    const redirect = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, {
+      headers: bearer(apiKey),
+      redirect: 'manual',
+    });
     expect(redirect.status).toBe(302);
     expect(redirect.headers.get('location')).toBe('https://images.example.org/robin.png');
-    await expectEmpty(await server.fetch(`/api/v1/members/${id}/media?kind=banner`, { headers: bearer(apiKey), redirect: 'manual' }), 404);
+    await expectEmpty(
+      await server.fetch(`/api/v1/members/${id}/media?kind=banner`, { headers: bearer(apiKey), redirect: 'manual' }),
+      404,
+    );
     for (const url of ['https://127.0.0.1/a.png', 'https://localhost/a.png', 'https://[::1]/a.png']) {
       await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: id } }, body: { avatarUrl: url } });
-      await expectEmpty(await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey), redirect: 'manual' }), 404);
+      await expectEmpty(
+        await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey), redirect: 'manual' }),
+        404,
+      );
     }
   });
 
   it('400 JSON for a bad kind or member id', async () => {
     const { api, apiKey } = await server.user();
     const id = await createMember(api);
-    for (const path of [`/api/v1/members/${id}/media?kind=cover`, `/api/v1/members/${id}/media`, '/api/v1/members/not-a-uuid/media?kind=avatar']) {
+    for (const path of [
+      `/api/v1/members/${id}/media?kind=cover`,
+      `/api/v1/members/${id}/media`,
+      '/api/v1/members/not-a-uuid/media?kind=avatar',
+    ]) {
       const res = await server.fetch(path, { headers: bearer(apiKey) });
       expect(res.status, path).toBe(400);
       expect((await res.json()).code).toBe('BAD_REQUEST');
@@ -162,8 +219,14 @@ describe('GET /members/{memberId}/media', () => {
     const id = await createMember(api);
     await expectEmpty(await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey) }), 404);
     await upload(server, apiKey, id, 'avatar', PNG);
-    await expectEmpty(await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(other.apiKey) }), 404);
-    await expectEmpty(await server.fetch(`/api/v1/members/${UNKNOWN_ID}/media?kind=avatar`, { headers: bearer(apiKey) }), 404);
+    await expectEmpty(
+      await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(other.apiKey) }),
+      404,
+    );
+    await expectEmpty(
+      await server.fetch(`/api/v1/members/${UNKNOWN_ID}/media?kind=avatar`, { headers: bearer(apiKey) }),
+      404,
+    );
     await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: id } } });
     await expectEmpty(await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey) }), 404);
   });
@@ -184,7 +247,9 @@ describe('GET /members/{memberId}/media', () => {
     expect(anon.status).toBe(401);
     expect((await anon.json()).code).toBe('UNAUTHORIZED');
     const noScope = await server.user({ scopes: { entries: 'read' } });
-    const forbidden = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(noScope.apiKey) });
+    const forbidden = await server.fetch(`/api/v1/members/${id}/media?kind=avatar`, {
+      headers: bearer(noScope.apiKey),
+    });
     expect(forbidden.status).toBe(403);
     expect((await forbidden.json()).message).toBe('Missing API key scope: members requires read');
   });
@@ -198,9 +263,22 @@ describe('without object storage (OBJECT_STORAGE=none)', () => {
       const id = await createMember(api);
       const up = await upload(s, apiKey, id, 'avatar', PNG);
       expect(up.status).toBe(503);
-      expect(await up.json()).toEqual({ code: 'PRECONDITION_FAILED', message: 'Object storage is not configured on this server' });
+      expect(await up.json()).toEqual({
+        code: 'PRECONDITION_FAILED',
+        message: 'Object storage is not configured on this server',
+      });
       // An image stored while storage was configured.
-      await s.deps.db.knex('members').where({ id }).update({ avatar: JSON.stringify({ source: 'object', key: `u/x/members/${id}/avatar/abc`, contentType: 'image/png', etag: '"abc"' }) });
+      await s.deps.db
+        .knex('members')
+        .where({ id })
+        .update({
+          avatar: JSON.stringify({
+            source: 'object',
+            key: `u/x/members/${id}/avatar/abc`,
+            contentType: 'image/png',
+            etag: '"abc"',
+          }),
+        });
       await expectEmpty(await s.fetch(`/api/v1/members/${id}/media?kind=avatar`, { headers: bearer(apiKey) }), 503);
       expect(s.violations).toEqual([]);
     } finally {

@@ -8,22 +8,48 @@ const server = useServer({ clock: () => now });
 describe('member status definitions', () => {
   it('create, list, update (null removes the icon) and delete', async () => {
     const { api } = await server.user();
-    const created = await api.POST('/api/v1/member-statuses', { body: { name: 'Resting', color: '#90a4ae', icon: 'bed' } });
+    const created = await api.POST('/api/v1/member-statuses', {
+      body: { name: 'Resting', color: '#90a4ae', icon: 'bed' },
+    });
     expect(created.response.status).toBe(201);
     const id = created.data!.id;
-    expect((await api.GET('/api/v1/member-statuses')).data).toEqual([{ _id: id, name: 'Resting', color: '#90A4AE', icon: 'bed', createdAt: now, updatedAt: now }]);
+    expect((await api.GET('/api/v1/member-statuses')).data).toEqual([
+      { _id: id, name: 'Resting', color: '#90A4AE', icon: 'bed', createdAt: now, updatedAt: now },
+    ]);
     now += 10;
-    const updated = await api.PATCH('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: id } }, body: { name: 'Asleep', icon: null } });
-    expect(updated.data).toEqual({ _id: id, name: 'Asleep', color: '#90A4AE', icon: null, createdAt: now - 10, updatedAt: now });
-    expect((await api.DELETE('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: id } } })).response.status).toBe(204);
+    const updated = await api.PATCH('/api/v1/member-statuses/{statusId}', {
+      params: { path: { statusId: id } },
+      body: { name: 'Asleep', icon: null },
+    });
+    expect(updated.data).toEqual({
+      _id: id,
+      name: 'Asleep',
+      color: '#90A4AE',
+      icon: null,
+      createdAt: now - 10,
+      updatedAt: now,
+    });
+    expect(
+      (await api.DELETE('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: id } } })).response.status,
+    ).toBe(204);
     expect((await api.GET('/api/v1/member-statuses')).data).toEqual([]);
-    expect((await api.DELETE('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: id } } })).response.status).toBe(404);
+    expect(
+      (await api.DELETE('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: id } } })).response.status,
+    ).toBe(404);
   });
 
   it('validates the body', async () => {
     const { api } = await server.user();
-    for (const body of [{ name: 'x' }, { name: 'x', color: 'grey' }, { name: '', color: '#000000' }, { name: 'x', color: '#000000', emoji: '💤' }]) {
-      expect((await api.POST('/api/v1/member-statuses', { body: body as never })).response.status, JSON.stringify(body)).toBe(400);
+    for (const body of [
+      { name: 'x' },
+      { name: 'x', color: 'grey' },
+      { name: '', color: '#000000' },
+      { name: 'x', color: '#000000', emoji: '💤' },
+    ]) {
+      expect(
+        (await api.POST('/api/v1/member-statuses', { body: body as never })).response.status,
+        JSON.stringify(body),
+      ).toBe(400);
     }
   });
 });
@@ -48,19 +74,37 @@ describe('assignments', () => {
     expect((await api.DELETE('/api/v1/members/{memberId}/statuses/{statusId}', path(s1))).response.status).toBe(204);
     expect((await api.DELETE('/api/v1/members/{memberId}/statuses/{statusId}', path(s1))).response.status).toBe(204);
     await api.DELETE('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: s2 } } });
-    expect((await api.GET('/api/v1/members/{memberId}/statuses', { params: { path: { memberId: m } } })).data).toEqual([]);
+    expect((await api.GET('/api/v1/members/{memberId}/statuses', { params: { path: { memberId: m } } })).data).toEqual(
+      [],
+    );
   });
 
   it('404 for foreign or unknown members and statuses', async () => {
     const { api } = await server.user();
     const other = await server.user();
     const m = await createMember(api);
-    const theirStatus = (await other.api.POST('/api/v1/member-statuses', { body: { name: 'T', color: '#000000' } })).data!.id;
+    const theirStatus = (await other.api.POST('/api/v1/member-statuses', { body: { name: 'T', color: '#000000' } }))
+      .data!.id;
     const mine = (await api.POST('/api/v1/member-statuses', { body: { name: 'M', color: '#000000' } })).data!.id;
     const theirMember = await createMember(other.api);
-    for (const [memberId, statusId] of [[m, theirStatus], [theirMember, mine], [UNKNOWN_ID, mine], [m, UNKNOWN_ID]] as const) {
-      expect((await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', { params: { path: { memberId, statusId } } })).response.status).toBe(404);
+    for (const [memberId, statusId] of [
+      [m, theirStatus],
+      [theirMember, mine],
+      [UNKNOWN_ID, mine],
+      [m, UNKNOWN_ID],
+    ] as const) {
+      expect(
+        (await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', { params: { path: { memberId, statusId } } }))
+          .response.status,
+      ).toBe(404);
     }
-    expect((await other.api.PATCH('/api/v1/member-statuses/{statusId}', { params: { path: { statusId: mine } }, body: { name: 'x' } })).response.status).toBe(404);
+    expect(
+      (
+        await other.api.PATCH('/api/v1/member-statuses/{statusId}', {
+          params: { path: { statusId: mine } },
+          body: { name: 'x' },
+        })
+      ).response.status,
+    ).toBe(404);
   });
 });

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { activeSide, createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
+import {
+  activeSide,
+  createFolder,
+  createGroup,
+  createMember,
+  createSide,
+  createSub,
+  UNKNOWN_ID,
+} from './helpers/fixtures.ts';
 import { useServer, bearer, jsonHeaders } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -13,7 +21,14 @@ describe('POST /members', () => {
     const folder = await createFolder(api);
     now += 10;
     const res = await api.POST('/api/v1/members', {
-      body: { name: ' Robin ', displayName: 'Robin 🌿', pronouns: 'she/they', description: 'Gatekeeper', aboutTags: ['gatekeeper'], directoryId: folder },
+      body: {
+        name: ' Robin ',
+        displayName: 'Robin 🌿',
+        pronouns: 'she/they',
+        description: 'Gatekeeper',
+        aboutTags: ['gatekeeper'],
+        directoryId: folder,
+      },
     });
     expect(res.response.status).toBe(201);
     expect(Object.keys(res.data!)).toEqual(['id']);
@@ -48,7 +63,11 @@ describe('POST /members', () => {
     [{ name: 'ok', directoryId: 'nope' }, 'directoryId must be a valid UUID'],
   ])('refuses %j with 400', async (body, message) => {
     const { apiKey } = await server.user();
-    const res = await server.fetch('/api/v1/members', { method: 'POST', headers: jsonHeaders(apiKey), body: JSON.stringify(body) });
+    const res = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: jsonHeaders(apiKey),
+      body: JSON.stringify(body),
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
   });
@@ -57,12 +76,17 @@ describe('POST /members', () => {
     const { api } = await server.user();
     const other = await server.user();
     const theirFolder = await createFolder(other.api);
-    expect((await api.POST('/api/v1/members', { body: { name: 'x', directoryId: theirFolder } })).response.status).toBe(404);
+    expect((await api.POST('/api/v1/members', { body: { name: 'x', directoryId: theirFolder } })).response.status).toBe(
+      404,
+    );
     const side = await createSide(api);
     const folderInOtherSide = await createFolder(api, 'F', { sideSystemId: side });
     const mismatch = await api.POST('/api/v1/members', { body: { name: 'x', directoryId: folderInOtherSide } });
     expect(mismatch.response.status).toBe(400);
-    expect((await api.POST('/api/v1/members', { body: { name: 'x', sideSystemId: await activeSide(other.api) } })).response.status).toBe(404);
+    expect(
+      (await api.POST('/api/v1/members', { body: { name: 'x', sideSystemId: await activeSide(other.api) } })).response
+        .status,
+    ).toBe(404);
   });
 });
 
@@ -86,10 +110,25 @@ describe('PATCH /members/{memberId}', () => {
     now += 1000;
     const res = await api.PATCH('/api/v1/members/{memberId}', {
       ...memberPath(id),
-      body: { displayName: null, pronouns: '', aboutTags: ['a', 'b'], profileStyle: { accent: '#FF0000' }, description: 'new' },
+      body: {
+        displayName: null,
+        pronouns: '',
+        aboutTags: ['a', 'b'],
+        profileStyle: { accent: '#FF0000' },
+        description: 'new',
+      },
     });
     expect(res.response.status).toBe(200);
-    expect(res.data).toMatchObject({ name: 'Robin', displayName: '', pronouns: '', aboutTags: ['a', 'b'], profileStyle: { accent: '#FF0000' }, description: 'new', version: 2, updatedAt: now });
+    expect(res.data).toMatchObject({
+      name: 'Robin',
+      displayName: '',
+      pronouns: '',
+      aboutTags: ['a', 'b'],
+      profileStyle: { accent: '#FF0000' },
+      description: 'new',
+      version: 2,
+      updatedAt: now,
+    });
   });
 
   it('refuses an empty change set, including one with only expectedVersion', async () => {
@@ -105,19 +144,30 @@ describe('PATCH /members/{memberId}', () => {
   it('answers 409 CONFLICT for a stale expectedVersion and changes nothing', async () => {
     const { api } = await server.user();
     const id = await createMember(api, 'Robin');
-    const first = await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { name: 'Robyn', expectedVersion: 1 } });
+    const first = await api.PATCH('/api/v1/members/{memberId}', {
+      ...memberPath(id),
+      body: { name: 'Robyn', expectedVersion: 1 },
+    });
     expect(first.data?.version).toBe(2);
-    const stale = await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { name: 'Robert', expectedVersion: 1 } });
+    const stale = await api.PATCH('/api/v1/members/{memberId}', {
+      ...memberPath(id),
+      body: { name: 'Robert', expectedVersion: 1 },
+    });
     expect(stale.response.status).toBe(409);
     expect(stale.error?.code).toBe('CONFLICT');
-    expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).data).toMatchObject({ name: 'Robyn', version: 2 });
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).data).toMatchObject({
+      name: 'Robyn',
+      version: 2,
+    });
   });
 
   it('lets exactly one of two concurrent writers with the same expectedVersion win', async () => {
     const { api } = await server.user();
     const id = await createMember(api);
     const results = await Promise.all(
-      ['One', 'Two'].map((name) => api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { name, expectedVersion: 1 } })),
+      ['One', 'Two'].map((name) =>
+        api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { name, expectedVersion: 1 } }),
+      ),
     );
     expect(results.map((r) => r.response.status).sort()).toEqual([200, 409]);
   });
@@ -141,9 +191,15 @@ describe('PATCH /members/{memberId}', () => {
     const id = await createMember(api, 'Mover', { directoryId: folder });
     const group = await createGroup(api, 'Old group', { memberIds: [id] });
     const side = await createSide(api);
-    const foreign = await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { moveToSystemScope: { sideSystemId: await activeSide(other.api) } } });
+    const foreign = await api.PATCH('/api/v1/members/{memberId}', {
+      ...memberPath(id),
+      body: { moveToSystemScope: { sideSystemId: await activeSide(other.api) } },
+    });
     expect(foreign.response.status).toBe(404);
-    const moved = await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { moveToSystemScope: { sideSystemId: side, subSystemId: null } } });
+    const moved = await api.PATCH('/api/v1/members/{memberId}', {
+      ...memberPath(id),
+      body: { moveToSystemScope: { sideSystemId: side, subSystemId: null } },
+    });
     expect(moved.response.status).toBe(200);
     expect(moved.data).toMatchObject({ sideSystemId: side, subSystemId: null, directoryId: null });
     const tree = await api.GET('/api/v1/groups');
@@ -155,10 +211,19 @@ describe('PATCH /members/{memberId}', () => {
     const { api } = await server.user();
     const id = await createMember(api);
     const folder = await createFolder(api);
-    expect((await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: folder } })).data?.directoryId).toBe(folder);
-    expect((await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: null } })).data?.directoryId).toBeNull();
+    expect(
+      (await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: folder } })).data
+        ?.directoryId,
+    ).toBe(folder);
+    expect(
+      (await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: null } })).data
+        ?.directoryId,
+    ).toBeNull();
     const otherSideFolder = await createFolder(api, 'x', { sideSystemId: await createSide(api) });
-    expect((await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: otherSideFolder } })).response.status).toBe(400);
+    expect(
+      (await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { directoryId: otherSideFolder } }))
+        .response.status,
+    ).toBe(400);
   });
 });
 
@@ -171,16 +236,26 @@ describe('PATCH /members/{memberId}: strict body', () => {
   ])('refuses %j with 400 and changes nothing', async (body, message) => {
     const { api, apiKey } = await server.user();
     const id = await createMember(api, 'Robin');
-    const res = await server.fetch(`/api/v1/members/${id}`, { method: 'PATCH', headers: jsonHeaders(apiKey), body: JSON.stringify(body) });
+    const res = await server.fetch(`/api/v1/members/${id}`, {
+      method: 'PATCH',
+      headers: jsonHeaders(apiKey),
+      body: JSON.stringify(body),
+    });
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
-    expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).data).toMatchObject({ name: 'Robin', version: 1 });
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).data).toMatchObject({
+      name: 'Robin',
+      version: 1,
+    });
   });
 });
 
 describe('PATCH /members/{memberId} moveToSystemScope', () => {
-  const move = (api: Awaited<ReturnType<typeof server.user>>['api'], memberId: string, target: { sideSystemId: string; subSystemId?: string | null }) =>
-    api.PATCH('/api/v1/members/{memberId}', { ...memberPath(memberId), body: { moveToSystemScope: target } });
+  const move = (
+    api: Awaited<ReturnType<typeof server.user>>['api'],
+    memberId: string,
+    target: { sideSystemId: string; subSystemId?: string | null },
+  ) => api.PATCH('/api/v1/members/{memberId}', { ...memberPath(memberId), body: { moveToSystemScope: target } });
 
   it('refuses to take the linked member of a live sub system out of its side system; relinking first lets it go', async () => {
     const { api } = await server.user();
@@ -192,15 +267,33 @@ describe('PATCH /members/{memberId} moveToSystemScope', () => {
 
     const refused = await move(api, linked, { sideSystemId: s2 });
     expect(refused.response.status).toBe(400);
-    expect(refused.error).toEqual({ code: 'BAD_REQUEST', message: "Member is the linked member of sub system 'Littles'; link another member first" });
-    expect((await api.GET('/api/v1/members/{memberId}', memberPath(linked))).data).toMatchObject({ sideSystemId: main, subSystemId: null, version: 1 });
-    expect((await api.GET('/api/v1/systems')).data!.subSystems).toEqual([expect.objectContaining({ _id: sub, linkedMemberId: linked })]);
+    expect(refused.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: "Member is the linked member of sub system 'Littles'; link another member first",
+    });
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(linked))).data).toMatchObject({
+      sideSystemId: main,
+      subSystemId: null,
+      version: 1,
+    });
+    expect((await api.GET('/api/v1/systems')).data!.subSystems).toEqual([
+      expect.objectContaining({ _id: sub, linkedMemberId: linked }),
+    ]);
 
     // Staying in the side system is fine, into the sub system or back out of it.
-    expect((await move(api, linked, { sideSystemId: main, subSystemId: sub })).data).toMatchObject({ sideSystemId: main, subSystemId: sub });
-    expect((await move(api, linked, { sideSystemId: main, subSystemId: null })).data).toMatchObject({ sideSystemId: main, subSystemId: null });
+    expect((await move(api, linked, { sideSystemId: main, subSystemId: sub })).data).toMatchObject({
+      sideSystemId: main,
+      subSystemId: sub,
+    });
+    expect((await move(api, linked, { sideSystemId: main, subSystemId: null })).data).toMatchObject({
+      sideSystemId: main,
+      subSystemId: null,
+    });
 
-    const relinked = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: sub } }, body: { linkedMemberId: other } });
+    const relinked = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', {
+      params: { path: { subSystemId: sub } },
+      body: { linkedMemberId: other },
+    });
     expect(relinked.response.status).toBe(200);
     const moved = await move(api, linked, { sideSystemId: s2 });
     expect(moved.response.status).toBe(200);
@@ -218,7 +311,10 @@ describe('PATCH /members/{memberId} moveToSystemScope', () => {
     expect(both.error?.message).toBe("Member is the linked member of sub systems 'A', 'B'; link other members first");
     const gone = await createMember(api, 'Gone host');
     const deletedSub = await createSub(api, main, gone, { name: 'Deleted' });
-    expect((await api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: deletedSub } } })).response.status).toBe(200);
+    expect(
+      (await api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: deletedSub } } }))
+        .response.status,
+    ).toBe(200);
     expect((await move(api, gone, { sideSystemId: s2 })).response.status).toBe(200);
     expect((await api.GET('/api/v1/systems')).data!.subSystems.map((s) => s._id)).toContain(a);
   });
@@ -231,7 +327,9 @@ describe('PATCH /members/{memberId} moveToSystemScope', () => {
       const member = await createMember(api, `Racer ${round}`);
       const [moved, linked] = await Promise.all([
         move(api, member, { sideSystemId: s2 }),
-        api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: main, linkedMemberId: member, name: `Race ${round}` } }),
+        api.POST('/api/v1/systems/sub-systems', {
+          body: { sideSystemId: main, linkedMemberId: member, name: `Race ${round}` },
+        }),
       ]);
       const statuses = `round ${round}: move ${moved.response.status}, link ${linked.response.status}`;
       // Exactly one wins; the loser is refused with 400 (the link by the side-system rule, the move by the link).
@@ -254,7 +352,9 @@ describe('PATCH /members/{memberId} moveToSystemScope', () => {
     const sub2 = await createSub(api, side, host, { name: 'Two' });
     const mover = await createMember(api, 'Mover');
     const page = async (query: { sideSystemId?: string; subSystemId?: string } = {}) =>
-      (await api.GET('/api/v1/members/page', { params: { query: { limit: 50, ...query } } })).data!.items.map((m) => m._id).sort();
+      (await api.GET('/api/v1/members/page', { params: { query: { limit: 50, ...query } } }))
+        .data!.items.map((m) => m._id)
+        .sort();
 
     expect(await page({ subSystemId: sub })).toEqual([]);
     const intoSub = await move(api, mover, { sideSystemId: side, subSystemId: sub });
@@ -265,15 +365,24 @@ describe('PATCH /members/{memberId} moveToSystemScope', () => {
     expect(await page({ sideSystemId: side })).toEqual([host, mover].sort());
     expect(await page()).not.toContain(mover); // the active (main) side system no longer lists it
 
-    expect((await move(api, mover, { sideSystemId: side, subSystemId: sub2 })).data).toMatchObject({ sideSystemId: side, subSystemId: sub2 });
+    expect((await move(api, mover, { sideSystemId: side, subSystemId: sub2 })).data).toMatchObject({
+      sideSystemId: side,
+      subSystemId: sub2,
+    });
     expect(await page({ subSystemId: sub })).toEqual([]);
     expect(await page({ subSystemId: sub2 })).toEqual([mover]);
 
-    expect((await move(api, mover, { sideSystemId: side, subSystemId: null })).data).toMatchObject({ sideSystemId: side, subSystemId: null });
+    expect((await move(api, mover, { sideSystemId: side, subSystemId: null })).data).toMatchObject({
+      sideSystemId: side,
+      subSystemId: null,
+    });
     expect(await page({ subSystemId: sub2 })).toEqual([]);
     expect(await page({ sideSystemId: side })).toEqual([host, mover].sort());
 
-    expect((await move(api, mover, { sideSystemId: main })).data).toMatchObject({ sideSystemId: main, subSystemId: null });
+    expect((await move(api, mover, { sideSystemId: main })).data).toMatchObject({
+      sideSystemId: main,
+      subSystemId: null,
+    });
     expect(await page()).toContain(mover);
   });
 
@@ -297,7 +406,11 @@ describe('PATCH /members/{memberId} moveToSystemScope', () => {
       expect(res.response.status, JSON.stringify(target)).toBe(404);
       expect(res.error?.code).toBe('NOT_FOUND');
     }
-    expect((await api.GET('/api/v1/members/{memberId}', memberPath(mover))).data).toMatchObject({ sideSystemId: main, subSystemId: null, version: 1 });
+    expect((await api.GET('/api/v1/members/{memberId}', memberPath(mover))).data).toMatchObject({
+      sideSystemId: main,
+      subSystemId: null,
+      version: 1,
+    });
   });
 });
 
@@ -307,7 +420,9 @@ describe('trash', () => {
     const id = await createMember(api, 'Robin');
     expect((await api.DELETE('/api/v1/members/{memberId}', memberPath(id))).response.status).toBe(204);
     expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).response.status).toBe(404);
-    expect((await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { name: 'x' } })).response.status).toBe(404);
+    expect(
+      (await api.PATCH('/api/v1/members/{memberId}', { ...memberPath(id), body: { name: 'x' } })).response.status,
+    ).toBe(404);
     expect((await api.GET('/api/v1/members/page', { params: { query: { limit: 10 } } })).data!.items).toEqual([]);
     expect((await api.DELETE('/api/v1/members/{memberId}', memberPath(id))).response.status).toBe(404);
     const row = await server.deps.db.knex('members').where({ id }).first();
@@ -372,7 +487,9 @@ describe('GET /members/page', () => {
     let cursor: string | undefined;
     let pages = 0;
     do {
-      const { data } = await api.GET('/api/v1/members/page', { params: { query: { limit: 2, ...(cursor ? { cursor } : {}) } } });
+      const { data } = await api.GET('/api/v1/members/page', {
+        params: { query: { limit: 2, ...(cursor ? { cursor } : {}) } },
+      });
       expect(data!.items.length).toBeLessThanOrEqual(2);
       seen.push(...data!.items.map((m) => m._id));
       cursor = data!.nextCursor ?? undefined;

@@ -22,15 +22,24 @@ const knex = () => server.deps.db.knex;
 async function setup(api: ApiClient) {
   const m = await createMember(api);
   const s = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'S' } })).data!;
-  const c = (await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: s.id } }, body: { name: 'c' } })).data!;
+  const c = (
+    await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
+      params: { path: { spaceId: s.id } },
+      body: { name: 'c' },
+    })
+  ).data!;
   return { memberId: m, channelId: c.id };
 }
 const send = async (api: ApiClient, channelId: string, memberId: string, content: string) => {
-  const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId } }, body: { memberId, content } });
+  const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+    params: { path: { channelId } },
+    body: { memberId, content },
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!;
 };
-const page = (api: ApiClient, channelId: string, limit = 150) => api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: { limit } } });
+const page = (api: ApiClient, channelId: string, limit = 150) =>
+  api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: { limit } } });
 
 describe('encryption at rest', () => {
   it('the table never holds the text; it decrypts back', async () => {
@@ -58,7 +67,9 @@ describe('encryption at rest', () => {
     const one = await send(api, channelId, memberId, 'first');
     const two = await send(api, channelId, memberId, 'second');
     const rows = await knex()('messaging_messages').whereIn('id', [one.id, two.id]).select('id', 'content_enc');
-    const enc = Object.fromEntries(rows.map((r: { id: string; content_enc: Uint8Array }) => [r.id, Buffer.from(r.content_enc)]));
+    const enc = Object.fromEntries(
+      rows.map((r: { id: string; content_enc: Uint8Array }) => [r.id, Buffer.from(r.content_enc)]),
+    );
     await knex()('messaging_messages').where({ id: one.id }).update({ content_enc: enc[two.id] });
     await knex()('messaging_messages').where({ id: two.id }).update({ content_enc: enc[one.id] });
     const res = await page(api, channelId);
@@ -78,7 +89,10 @@ describe('encryption at rest', () => {
     const original = config.messageEncryptionKeys;
     try {
       // What a restart with MESSAGE_ENCRYPTION_KEYS=b:…,a:… gives.
-      config.messageEncryptionKeys = [{ id: 'b', key: keyB }, { id: 'a', key: keyA }];
+      config.messageEncryptionKeys = [
+        { id: 'b', key: keyB },
+        { id: 'a', key: keyA },
+      ];
       config.messageReencryptBatchSize = 7;
       expect(await queueMessageReencryption(server.runtime.jobs, knex(), config)).toBe(true);
       const traffic = (async () => {
@@ -89,8 +103,15 @@ describe('encryption at rest', () => {
         }
       })();
       await Promise.all([traffic, server.runtime.jobs.runDue()]);
-      const byKey = await knex()('messaging_messages').join('messaging_channels as c', 'c.id', 'messaging_messages.channel_id').where('c.id', channelId).select('key_id').count('* as n').groupBy('key_id');
-      expect((byKey as Array<{ key_id: string; n: number | string }>).map((r) => [r.key_id, Number(r.n)])).toEqual([['b', 40]]);
+      const byKey = await knex()('messaging_messages')
+        .join('messaging_channels as c', 'c.id', 'messaging_messages.channel_id')
+        .where('c.id', channelId)
+        .select('key_id')
+        .count('* as n')
+        .groupBy('key_id');
+      expect((byKey as Array<{ key_id: string; n: number | string }>).map((r) => [r.key_id, Number(r.n)])).toEqual([
+        ['b', 40],
+      ]);
       // The old key can go: everything reads under b alone.
       config.messageEncryptionKeys = [{ id: 'b', key: keyB }];
       const items = (await page(api, channelId)).data!.items.map((i) => i.content);
@@ -108,7 +129,9 @@ describe('encryption at rest', () => {
 describe('keys at start-up', () => {
   it('MESSAGE_ENCRYPTION_KEYS is parsed strictly', () => {
     const k = randomBytes(32).toString('base64');
-    expect(loadConfig({ MESSAGE_ENCRYPTION_KEYS: `new:${k}, old:${k}` }).messageEncryptionKeys.map((x) => x.id)).toEqual(['new', 'old']);
+    expect(
+      loadConfig({ MESSAGE_ENCRYPTION_KEYS: `new:${k}, old:${k}` }).messageEncryptionKeys.map((x) => x.id),
+    ).toEqual(['new', 'old']);
     for (const bad of [`${k}`, `a:${randomBytes(16).toString('base64')}`, `a:${k},a:${k}`, `a b:${k}`, 'a:!!!']) {
       expect(() => loadConfig({ MESSAGE_ENCRYPTION_KEYS: bad }), bad).toThrow(ConfigError);
     }
@@ -145,7 +168,9 @@ describe('keys at start-up', () => {
 });
 
 describe('message pages cost one statement on the index, however deep', () => {
-  it('first page and a deep page: one statement each, limit + 1 rows read from messaging_messages_page, in both plans', { timeout: 120_000 }, async () => {
+  it('first page and a deep page: one statement each, limit + 1 rows read from messaging_messages_page, in both plans', {
+    timeout: 120_000,
+  }, async () => {
     const { api, userId } = await server.user();
     const other = await server.user();
     const mine = await setup(api);
@@ -159,7 +184,16 @@ describe('message pages cost one statement on the index, however deep', () => {
           const g = chunk * 1000 + i;
           const id = randomUUID();
           const sealed = cipher.seal(user, id, `seeded ${g}`);
-          return { id, user_id: user, channel_id: channelId, seq: g + 1, author_member_id: memberId, key_id: sealed.keyId, content_enc: sealed.data, created_at: base - (20000 - g) * 1000 };
+          return {
+            id,
+            user_id: user,
+            channel_id: channelId,
+            seq: g + 1,
+            author_member_id: memberId,
+            key_id: sealed.keyId,
+            content_enc: sealed.data,
+            created_at: base - (20000 - g) * 1000,
+          };
         });
         await knex()('messaging_messages').insert(rows);
       }
@@ -168,21 +202,38 @@ describe('message pages cost one statement on the index, however deep', () => {
     await seed(other.userId, theirs.channelId, theirs.memberId);
     if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
     else await knex().raw('analyze messaging_messages, messaging_channels, messaging_spaces, messaging_pins, members');
-    const deep = await knex()('messaging_messages').where({ channel_id: mine.channelId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(15000).first('created_at', 'id');
+    const deep = await knex()('messaging_messages')
+      .where({ channel_id: mine.channelId })
+      .orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ])
+      .offset(15000)
+      .first('created_at', 'id');
     const limit = 50;
     for (const query of [{ limit }, { limit, beforeCreatedAt: Number(deep.created_at), beforeId: deep.id as string }]) {
-      await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: mine.channelId }, query } }); // warms the key cache
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+        params: { path: { channelId: mine.channelId }, query },
+      }); // warms the key cache
       const statements = await captureStatements(knex(), /messaging_/, async () => {
-        const res = await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId: mine.channelId }, query } });
+        const res = await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+          params: { path: { channelId: mine.channelId }, query },
+        });
         expect(res.data!.items).toHaveLength(limit);
         expect(res.data!.nextCursor).not.toBeNull();
       });
       expect(statements).toHaveLength(1);
-      for (const plan of [await explain(knex(), statements[0]!, { analyze: true }), await explain(knex(), statements[0]!, { analyze: true, generic: true })]) {
+      for (const plan of [
+        await explain(knex(), statements[0]!, { analyze: true }),
+        await explain(knex(), statements[0]!, { analyze: true, generic: true }),
+      ]) {
         const nodes = planNodes(plan);
-        const seq = nodes.filter((n: PlanNode) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'messaging_messages');
+        const seq = nodes.filter(
+          (n: PlanNode) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'messaging_messages',
+        );
         expect(seq, JSON.stringify(plan)).toEqual([]);
-        for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort')) expect(sort['Actual Rows'], JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
+        for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort'))
+          expect(sort['Actual Rows'], JSON.stringify(plan)).toBeLessThanOrEqual(limit + 1);
         const scan = nodes.find((n) => n['Index Name'] === 'messaging_messages_page');
         expect(scan, JSON.stringify(plan)).toBeDefined();
         expect(scan!['Actual Rows']).toBe(limit + 1);

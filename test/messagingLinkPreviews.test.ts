@@ -71,11 +71,19 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       // The origin is allowed (127.0.0.1); the redirect target is a private address that is not.
       return void res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/' }).end();
     case '/private-image':
-      return html(res, '<head><meta property="og:title" content="Private image"><meta property="og:image" content="http://10.0.0.1/secret.png"></head>');
+      return html(
+        res,
+        '<head><meta property="og:title" content="Private image"><meta property="og:image" content="http://10.0.0.1/secret.png"></head>',
+      );
     case '/fake-image':
-      return html(res, '<head><meta property="og:title" content="Fake image"><meta property="og:image" content="/fake.png"></head>');
+      return html(
+        res,
+        '<head><meta property="og:title" content="Fake image"><meta property="og:image" content="/fake.png"></head>',
+      );
     case '/fake.png':
-      return void res.writeHead(200, { 'content-type': 'image/png' }).end('<svg xmlns="http://www.w3.org/2000/svg"></svg>');
+      return void res
+        .writeHead(200, { 'content-type': 'image/png' })
+        .end('<svg xmlns="http://www.w3.org/2000/svg"></svg>');
     case '/slow':
       return void setTimeout(() => html(res, '<title>Slow page</title>'), 1500);
     case '/changing':
@@ -134,13 +142,22 @@ const link = (path: string) => `${origin}${path}`;
 async function setup(api: ApiClient) {
   const memberId = await createMember(api, 'Robin');
   const spaceId = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'S' } })).data!.id;
-  const channelId = (await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId } }, body: { name: 'c' } })).data!.id;
+  const channelId = (
+    await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
+      params: { path: { spaceId } },
+      body: { name: 'c' },
+    })
+  ).data!.id;
   const send = async (content: string) => {
-    const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId } }, body: { memberId, content } });
+    const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      params: { path: { channelId } },
+      body: { memberId, content },
+    });
     expect(res.response.status, JSON.stringify(res.error)).toBe(201);
     return res.data!;
   };
-  const page = async () => (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId } } })).data!.items;
+  const page = async () =>
+    (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId } } })).data!.items;
   const read = async (messageId: string): Promise<Message> => (await page()).find((m) => m.id === messageId)!;
   return { memberId, spaceId, channelId, send, page, read };
 }
@@ -150,11 +167,19 @@ const drain = (server: TestServer) => server.runtime.jobs.runDue();
 
 /** The stored previews of a message, their sealed link opened with the server's keyring. */
 async function rows(server: TestServer, messageId: string) {
-  const stored = (await server.deps.db.knex('messaging_link_previews').where({ message_id: messageId }).orderBy('position').select('*')) as Array<Record<string, unknown> & { id: string; user_id: string; key_id: string; data_enc: Uint8Array }>;
+  const stored = (await server.deps.db
+    .knex('messaging_link_previews')
+    .where({ message_id: messageId })
+    .orderBy('position')
+    .select('*')) as Array<
+    Record<string, unknown> & { id: string; user_id: string; key_id: string; data_enc: Uint8Array }
+  >;
   const cipher = new MessageCipher(server.deps.config.messageEncryptionKeys);
   return stored.map((r) => ({
     id: r.id,
-    url: (JSON.parse(cipher.open(r.user_id, r.id, { keyId: r.key_id, data: Buffer.from(r.data_enc) })) as { url: string }).url,
+    url: (
+      JSON.parse(cipher.open(r.user_id, r.id, { keyId: r.key_id, data: Buffer.from(r.data_enc) })) as { url: string }
+    ).url,
     status: r.status as string,
     failure: r.failure as string | null,
     image_key: r.image_key as string | null,
@@ -165,20 +190,44 @@ async function rows(server: TestServer, messageId: string) {
 describe('settings', () => {
   it('LINK_PREVIEW_* default to 1 MiB of page, 2 MiB of image, 4 fetches at a time, and are bounded', () => {
     const defaults = loadConfig({});
-    expect([defaults.linkPreviewHtmlMaxBytes, defaults.linkPreviewImageMaxBytes, defaults.linkPreviewConcurrency]).toEqual([MiB, 2 * MiB, 4]);
-    const set = loadConfig({ LINK_PREVIEW_HTML_MAX_BYTES: '65536', LINK_PREVIEW_IMAGE_MAX_BYTES: '4096', LINK_PREVIEW_CONCURRENCY: '2' });
-    expect([set.linkPreviewHtmlMaxBytes, set.linkPreviewImageMaxBytes, set.linkPreviewConcurrency]).toEqual([65536, 4096, 2]);
-    expect(() => loadConfig({ LINK_PREVIEW_HTML_MAX_BYTES: '100' })).toThrow(/LINK_PREVIEW_HTML_MAX_BYTES must be between/);
+    expect([
+      defaults.linkPreviewHtmlMaxBytes,
+      defaults.linkPreviewImageMaxBytes,
+      defaults.linkPreviewConcurrency,
+    ]).toEqual([MiB, 2 * MiB, 4]);
+    const set = loadConfig({
+      LINK_PREVIEW_HTML_MAX_BYTES: '65536',
+      LINK_PREVIEW_IMAGE_MAX_BYTES: '4096',
+      LINK_PREVIEW_CONCURRENCY: '2',
+    });
+    expect([set.linkPreviewHtmlMaxBytes, set.linkPreviewImageMaxBytes, set.linkPreviewConcurrency]).toEqual([
+      65536, 4096, 2,
+    ]);
+    expect(() => loadConfig({ LINK_PREVIEW_HTML_MAX_BYTES: '100' })).toThrow(
+      /LINK_PREVIEW_HTML_MAX_BYTES must be between/,
+    );
     expect(() => loadConfig({ LINK_PREVIEW_IMAGE_MAX_BYTES: 'big' })).toThrow(ConfigError);
-    expect(() => loadConfig({ LINK_PREVIEW_CONCURRENCY: '0' })).toThrow(/LINK_PREVIEW_CONCURRENCY must be between 1 and 32/);
+    expect(() => loadConfig({ LINK_PREVIEW_CONCURRENCY: '0' })).toThrow(
+      /LINK_PREVIEW_CONCURRENCY must be between 1 and 32/,
+    );
   });
 });
 
 describe('which links a message previews', () => {
   it('http(s) runs of the text, trimmed of the sentence around them, normalised, deduplicated, at most 5', () => {
-    expect(linksIn('See https://example.org/a, and (http://Example.org/b) or https://example.org/a#top.')).toEqual(['https://example.org/a', 'http://example.org/b']);
-    expect(linksIn('wiki: https://en.wikipedia.org/wiki/Foo_(bar)! "https://q.example/?x=1&y=2"')).toEqual(['https://en.wikipedia.org/wiki/Foo_(bar)', 'https://q.example/?x=1&y=2']);
-    expect(linksIn('ftp://x.example/ mailto:a@b.example https://user:pw@x.example/ https:// javascript:alert(1) HTTPS://UPPER.example/Path')).toEqual(['https://upper.example/Path']);
+    expect(linksIn('See https://example.org/a, and (http://Example.org/b) or https://example.org/a#top.')).toEqual([
+      'https://example.org/a',
+      'http://example.org/b',
+    ]);
+    expect(linksIn('wiki: https://en.wikipedia.org/wiki/Foo_(bar)! "https://q.example/?x=1&y=2"')).toEqual([
+      'https://en.wikipedia.org/wiki/Foo_(bar)',
+      'https://q.example/?x=1&y=2',
+    ]);
+    expect(
+      linksIn(
+        'ftp://x.example/ mailto:a@b.example https://user:pw@x.example/ https:// javascript:alert(1) HTTPS://UPPER.example/Path',
+      ),
+    ).toEqual(['https://upper.example/Path']);
     const many = Array.from({ length: 8 }, (_, i) => `https://example.org/${i}`).join(' ');
     expect(linksIn(many)).toEqual([0, 1, 2, 3, 4].map((i) => `https://example.org/${i}`));
     expect(linksIn(`https://example.org/${'x'.repeat(2100)}`)).toEqual([]);
@@ -196,10 +245,21 @@ describe('what a page says about itself (htmlparser2)', () => {
     const page = `<HTML><HEAD><svg><title>icon</title></svg><TITLE>Plain &lt;title&gt;</TITLE>
       <META NAME="twitter:description" CONTENT="from the card"><meta name="description" content="from meta">
       <meta name="twitter:image" content="javascript:alert(1)"></HEAD><body><meta property="og:title" content="in the body"></body></HTML>`;
-    expect(extractMetadata(page, 'https://example.org/')).toEqual({ title: 'Plain <title>', description: 'from the card', siteName: null, image: null });
-    expect(extractMetadata('<title>cut off at the read ca', 'https://example.org/').title).toBe('cut off at the read ca');
-    expect(extractMetadata(`<meta property="og:title" content="${'é'.repeat(400)}">`, 'https://example.org/').title).toBe('é'.repeat(300));
-    expect(decodeHtml(Buffer.from('<title>Caf\xe9</title>', 'latin1'), 'text/html; charset=ISO-8859-1')).toBe('<title>Café</title>');
+    expect(extractMetadata(page, 'https://example.org/')).toEqual({
+      title: 'Plain <title>',
+      description: 'from the card',
+      siteName: null,
+      image: null,
+    });
+    expect(extractMetadata('<title>cut off at the read ca', 'https://example.org/').title).toBe(
+      'cut off at the read ca',
+    );
+    expect(
+      extractMetadata(`<meta property="og:title" content="${'é'.repeat(400)}">`, 'https://example.org/').title,
+    ).toBe('é'.repeat(300));
+    expect(decodeHtml(Buffer.from('<title>Caf\xe9</title>', 'latin1'), 'text/html; charset=ISO-8859-1')).toBe(
+      '<title>Café</title>',
+    );
     expect(decodeHtml(Buffer.from('<title>Café</title>'), 'text/html; charset=made-up')).toBe('<title>Café</title>');
   });
 });
@@ -219,7 +279,12 @@ describe('link previews', () => {
       [link('/og'), 'pending'],
       [link('/slow'), 'pending'],
     ]);
-    expect(await server().deps.db.knex('jobs').where({ queue: 'link_preview', state: 'pending' }).whereRaw("payload->>'previewId' = any(?)", [(await rows(server(), sent.id)).map((r) => r.id)])).toHaveLength(2);
+    expect(
+      await server()
+        .deps.db.knex('jobs')
+        .where({ queue: 'link_preview', state: 'pending' })
+        .whereRaw("payload->>'previewId' = any(?)", [(await rows(server(), sent.id)).map((r) => r.id)]),
+    ).toHaveLength(2);
     expect((await read(sent.id)).linkPreviews).toEqual([]);
 
     await drain(server());
@@ -232,16 +297,27 @@ describe('link previews', () => {
       siteName: 'Example Recipes',
       imageUrl: expect.stringContaining('/storage/v1/objects/'),
     });
-    expect(slow).toMatchObject({ url: link('/slow'), title: 'Slow page', description: null, siteName: null, imageUrl: null });
+    expect(slow).toMatchObject({
+      url: link('/slow'),
+      title: 'Slow page',
+      description: null,
+      siteName: null,
+      imageUrl: null,
+    });
     // The image was re-hosted: it downloads from this server's storage, not from the site.
     const image = await fetch(server().baseUrl + og!.imageUrl);
     expect(image.headers.get('content-type')).toBe('image/png');
     expect(Buffer.from(await image.arrayBuffer()).equals(PNG)).toBe(true);
-    expect(await server().deps.storage!.head(`u/${userId}/messaging/link-previews/${og!.id}`)).toMatchObject({ contentType: 'image/png', size: PNG.length });
+    expect(await server().deps.storage!.head(`u/${userId}/messaging/link-previews/${og!.id}`)).toMatchObject({
+      contentType: 'image/png',
+      size: PNG.length,
+    });
     // The pages and the newer/around reads show them too, each URL freshly signed.
     const again = (await page())[0]!;
     expect(again.linkPreviews.map((p) => p.id)).toEqual([og!.id, slow!.id]);
-    const around = await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', { params: { path: { channelId: sent.channelId }, query: { anchorMessageId: sent.id } } });
+    const around = await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', {
+      params: { path: { channelId: sent.channelId }, query: { anchorMessageId: sent.id } },
+    });
     expect(around.data!.items[0]!.linkPreviews.map((p) => p.title)).toEqual(['Fluffy & tall pancakes', 'Slow page']);
   });
 
@@ -250,7 +326,9 @@ describe('link previews', () => {
     const { send, read } = await setup(api);
     const sent = await send(`${link('/title')} ${link('/latin1')} ${link('/empty')}`);
     await drain(server());
-    expect((await read(sent.id)).linkPreviews.map((p) => [p.url, p.title, p.description, p.siteName, p.imageUrl])).toEqual([
+    expect(
+      (await read(sent.id)).linkPreviews.map((p) => [p.url, p.title, p.description, p.siteName, p.imageUrl]),
+    ).toEqual([
       [link('/title'), 'Just a title', null, null, null],
       [link('/latin1'), 'Café crème', null, null, null],
     ]);
@@ -265,7 +343,9 @@ describe('link previews', () => {
     const { api } = await server().user();
     const { send, read } = await setup(api);
     hits.length = 0;
-    const sent = await send(`${link('/redirect-private')} http://10.0.0.1/internal http://127.0.0.2:${new URL(origin).port}/og`);
+    const sent = await send(
+      `${link('/redirect-private')} http://10.0.0.1/internal http://127.0.0.2:${new URL(origin).port}/og`,
+    );
     await drain(server());
     expect(hits).toEqual(['/redirect-private']);
     expect((await read(sent.id)).linkPreviews).toEqual([]);
@@ -313,8 +393,10 @@ describe('link previews', () => {
     const [changing, og2] = (await read(sent.id)).linkPreviews;
     expect(changing!.title).toBe(`Version ${version}`);
     const first = version;
-    const dismiss = (previewId: string, client = api) => client.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', { params: { path: { previewId } } });
-    const refresh = (previewId: string, client = api) => client.POST('/api/v1/messaging/link-previews/{previewId}/refresh', { params: { path: { previewId } } });
+    const dismiss = (previewId: string, client = api) =>
+      client.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', { params: { path: { previewId } } });
+    const refresh = (previewId: string, client = api) =>
+      client.POST('/api/v1/messaging/link-previews/{previewId}/refresh', { params: { path: { previewId } } });
 
     // Refresh: the old preview shows until the job has run, then the new one.
     expect((await refresh(changing!.id)).response.status).toBe(204);
@@ -334,12 +416,23 @@ describe('link previews', () => {
 
     // Another account's preview, an unknown id: 404 without detail; a malformed id: 400.
     const notFound = { code: 'NOT_FOUND', message: 'Link preview not found' };
-    for (const call of [dismiss(changing!.id, other.api), refresh(changing!.id, other.api), dismiss(UNKNOWN_ID), refresh(UNKNOWN_ID)]) {
+    for (const call of [
+      dismiss(changing!.id, other.api),
+      refresh(changing!.id, other.api),
+      dismiss(UNKNOWN_ID),
+      refresh(UNKNOWN_ID),
+    ]) {
       const res = await call;
       expect([res.response.status, res.error]).toEqual([404, notFound]);
     }
     expect((await read(sent.id)).linkPreviews.map((p) => p.id)).toEqual([changing!.id]);
-    expect((await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', { params: { path: { previewId: 'nope' } } })).response.status).toBe(400);
+    expect(
+      (
+        await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', {
+          params: { path: { previewId: 'nope' } },
+        })
+      ).response.status,
+    ).toBe(400);
     const readOnly = await server().user({ scopes: { messaging: 'read' } });
     expect((await refresh(UNKNOWN_ID, readOnly.api)).response.status).toBe(403);
 
@@ -359,7 +452,13 @@ describe('link previews', () => {
     expect([row!.status, row!.failure]).toEqual(['failed', 'bad_status']);
     expect((await read(sent.id)).linkPreviews).toEqual([]);
     flaky = false;
-    expect((await api.POST('/api/v1/messaging/link-previews/{previewId}/refresh', { params: { path: { previewId: row!.id } } })).response.status).toBe(204);
+    expect(
+      (
+        await api.POST('/api/v1/messaging/link-previews/{previewId}/refresh', {
+          params: { path: { previewId: row!.id } },
+        })
+      ).response.status,
+    ).toBe(204);
     expect((await rows(server(), sent.id))[0]!.status).toBe('pending');
     await drain(server());
     expect((await read(sent.id)).linkPreviews.map((p) => [p.id, p.title])).toEqual([[row!.id, 'Back again']]);
@@ -373,10 +472,15 @@ describe('link previews', () => {
     const [og, title] = (await read(sent.id)).linkPreviews;
     const ogImage = `u/${userId}/messaging/link-previews/${og!.id}`;
     expect(await server().deps.storage!.head(ogImage)).not.toBeNull();
-    await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', { params: { path: { previewId: title!.id } } });
+    await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', {
+      params: { path: { previewId: title!.id } },
+    });
 
     hits.length = 0;
-    const edited = await api.PATCH('/api/v1/messaging/messages/{messageId}', { params: { path: { messageId: sent.id } }, body: { content: `now ${link('/og2')} and ${link('/title')}` } });
+    const edited = await api.PATCH('/api/v1/messaging/messages/{messageId}', {
+      params: { path: { messageId: sent.id } },
+      body: { content: `now ${link('/og2')} and ${link('/title')}` },
+    });
     expect(edited.response.status).toBe(200);
     expect(edited.data!.linkPreviews).toEqual([]); // /title stays dismissed, /og2 is not fetched yet
     expect(hits).toEqual([]);
@@ -387,10 +491,15 @@ describe('link previews', () => {
     expect(await server().deps.storage!.head(ogImage)).toBeNull();
     await drain(server());
     expect(hits).toEqual(['/og2', '/img.png']); // the kept preview was not fetched again
-    expect((await read(sent.id)).linkPreviews.map((p) => [p.url, p.title])).toEqual([[link('/og2'), 'Fluffy & tall pancakes']]);
+    expect((await read(sent.id)).linkPreviews.map((p) => [p.url, p.title])).toEqual([
+      [link('/og2'), 'Fluffy & tall pancakes'],
+    ]);
 
     // An edit without links removes them all.
-    await api.PATCH('/api/v1/messaging/messages/{messageId}', { params: { path: { messageId: sent.id } }, body: { content: 'no links' } });
+    await api.PATCH('/api/v1/messaging/messages/{messageId}', {
+      params: { path: { messageId: sent.id } },
+      body: { content: 'no links' },
+    });
     expect(await rows(server(), sent.id)).toEqual([]);
     expect(await server().deps.storage!.list(`u/${userId}/messaging/link-previews/`)).toEqual([]);
   });
@@ -401,10 +510,17 @@ describe('link previews', () => {
     const canary = `canary-${randomBytes(4).toString('hex')}`;
     const sent = await send(`${link(`/og?${canary}`)}`);
     await drain(server());
-    expect((await read(sent.id)).linkPreviews.map((p) => [p.url, p.title])).toEqual([[link(`/og?${canary}`), 'Fluffy & tall pancakes']]);
-    const dump = (await server().deps.db.knex.raw(`select p::text as row from messaging_link_previews p where message_id = ?`, [sent.id])).rows as Array<{ row: string }>;
+    expect((await read(sent.id)).linkPreviews.map((p) => [p.url, p.title])).toEqual([
+      [link(`/og?${canary}`), 'Fluffy & tall pancakes'],
+    ]);
+    const dump = (
+      await server().deps.db.knex.raw(`select p::text as row from messaging_link_previews p where message_id = ?`, [
+        sent.id,
+      ])
+    ).rows as Array<{ row: string }>;
     expect(dump).toHaveLength(1);
-    for (const text of [canary, '127.0.0.1', 'pancakes', 'Example Recipes', 'weekend']) expect(dump[0]!.row).not.toContain(text);
+    for (const text of [canary, '127.0.0.1', 'pancakes', 'Example Recipes', 'weekend'])
+      expect(dump[0]!.row).not.toContain(text);
 
     // A rotation rewrites preview rows too; afterwards they read under the new key alone.
     const config = server().deps.config;
@@ -414,7 +530,9 @@ describe('link previews', () => {
       config.messageEncryptionKeys = [rotated, ...original];
       expect(await queueMessageReencryption(server().runtime.jobs, server().deps.db.knex, config)).toBe(true);
       await drain(server());
-      expect(await server().deps.db.knex('messaging_link_previews').where({ message_id: sent.id }).pluck('key_id')).toEqual(['rotated']);
+      expect(
+        await server().deps.db.knex('messaging_link_previews').where({ message_id: sent.id }).pluck('key_id'),
+      ).toEqual(['rotated']);
       config.messageEncryptionKeys = [rotated];
       expect((await read(sent.id)).linkPreviews.map((p) => p.title)).toEqual(['Fluffy & tall pancakes']);
     } finally {
@@ -459,7 +577,9 @@ describe('link previews', () => {
     hits.length = 0;
     const sent = await send(link('/og-nostore'));
     await drain(servers.nostore);
-    expect((await read(sent.id)).linkPreviews.map((p) => [p.title, p.imageUrl])).toEqual([['Fluffy & tall pancakes', null]]);
+    expect((await read(sent.id)).linkPreviews.map((p) => [p.title, p.imageUrl])).toEqual([
+      ['Fluffy & tall pancakes', null],
+    ]);
     expect(hits).toEqual(['/og-nostore']);
   });
 });

@@ -13,15 +13,31 @@ const msgPath = (messageId: string) => ({ params: { path: { messageId } } });
 
 async function setup(api: ApiClient, spaceExtra: Record<string, unknown> = {}) {
   const s = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'S', ...spaceExtra } })).data!;
-  const c = (await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: s.id } }, body: { name: 'general' } })).data!;
+  const c = (
+    await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
+      params: { path: { spaceId: s.id } },
+      body: { name: 'general' },
+    })
+  ).data!;
   return { spaceId: s.id, channelId: c.id };
 }
 async function newChannel(api: ApiClient, spaceId: string, name = 'c') {
-  return (await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId } }, body: { name } })).data!.id;
+  return (
+    await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId } }, body: { name } })
+  ).data!.id;
 }
-async function send(api: ApiClient, channelId: string, memberId: string, content: string, extra: Record<string, unknown> = {}): Promise<Message> {
+async function send(
+  api: ApiClient,
+  channelId: string,
+  memberId: string,
+  content: string,
+  extra: Record<string, unknown> = {},
+): Promise<Message> {
   now += 1;
-  const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: { memberId, content, ...extra } });
+  const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+    ...ch(channelId),
+    body: { memberId, content, ...extra },
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!;
 }
@@ -51,9 +67,16 @@ describe('send', () => {
       replyTo: null,
     });
     const reply = await send(api, channelId, sam, 'yes', { replyToMessageId: first.id });
-    expect(reply.replyTo).toEqual({ messageId: first.id, authorMemberId: robin, excerpt: first.content, deleted: false });
+    expect(reply.replyTo).toEqual({
+      messageId: first.id,
+      authorMemberId: robin,
+      excerpt: first.content,
+      deleted: false,
+    });
     const long = await send(api, channelId, sam, 'é'.repeat(4000));
-    expect((await send(api, channelId, sam, 'r', { replyToMessageId: long.id })).replyTo!.excerpt).toBe('é'.repeat(200));
+    expect((await send(api, channelId, sam, 'r', { replyToMessageId: long.id })).replyTo!.excerpt).toBe(
+      'é'.repeat(200),
+    );
   });
 
   it('validates the member, the reply parent, the content and the body', async () => {
@@ -61,7 +84,10 @@ describe('send', () => {
     const other = await server.user();
     const m = await createMember(api);
     const archived = await createMember(api, 'Old');
-    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } });
+    await api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: archived } },
+      body: { archived: true },
+    });
     const trashed = await createMember(api, 'Gone');
     await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
     const theirMember = await createMember(other.api);
@@ -74,9 +100,18 @@ describe('send', () => {
       [{ memberId: archived, content: 'x' }, 'memberId is not a live, non-archived member of this account'],
       [{ memberId: trashed, content: 'x' }, 'memberId is not a live, non-archived member of this account'],
       [{ memberId: theirMember, content: 'x' }, 'memberId is not a live, non-archived member of this account'],
-      [{ memberId: m, content: 'x', replyToMessageId: elsewhere.id }, 'replyToMessageId is not a message of this channel'],
-      [{ memberId: m, content: 'x', replyToMessageId: deleted.id }, 'replyToMessageId is not a message of this channel'],
-      [{ memberId: m, content: 'x', replyToMessageId: UNKNOWN_ID }, 'replyToMessageId is not a message of this channel'],
+      [
+        { memberId: m, content: 'x', replyToMessageId: elsewhere.id },
+        'replyToMessageId is not a message of this channel',
+      ],
+      [
+        { memberId: m, content: 'x', replyToMessageId: deleted.id },
+        'replyToMessageId is not a message of this channel',
+      ],
+      [
+        { memberId: m, content: 'x', replyToMessageId: UNKNOWN_ID },
+        'replyToMessageId is not a message of this channel',
+      ],
       [{ memberId: m, content: 'x'.repeat(4001) }, null],
       [{ memberId: m, content: '' }, null],
       [{ memberId: m }, null],
@@ -86,13 +121,23 @@ describe('send', () => {
       [{ memberId: m, content: 'x', gifMetadata: { id: 'g' } }, null],
     ];
     for (const [body, message] of cases) {
-      const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: body as never });
+      const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+        ...ch(channelId),
+        body: body as never,
+      });
       expect(res.response.status, JSON.stringify(body)).toBe(400);
       if (message) expect(res.error!.message).toBe(message);
       expect(JSON.stringify(res.error)).not.toContain(theirMember);
     }
     expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items).toEqual([]);
-    expect((await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(UNKNOWN_ID), body: { memberId: m, content: 'x' } })).error).toEqual({ code: 'NOT_FOUND', message: 'Channel not found' });
+    expect(
+      (
+        await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+          ...ch(UNKNOWN_ID),
+          body: { memberId: m, content: 'x' },
+        })
+      ).error,
+    ).toEqual({ code: 'NOT_FOUND', message: 'Channel not found' });
   });
 
   it('mentions keep only members mentionable in the channel (the space side system when it has one)', async () => {
@@ -102,10 +147,18 @@ describe('send', () => {
     const inSide = await createMember(api, 'Worker', { sideSystemId: side });
     const outside = await createMember(api, 'Home');
     const archived = await createMember(api, 'Old');
-    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } });
+    await api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: archived } },
+      body: { archived: true },
+    });
     const theirs = await createMember(other.api, 'Theirs');
     const { channelId } = await setup(api, { sideSystemId: side });
-    const msg = await send(api, channelId, outside, `<@${outside}> <@${inSide}> <@${archived}> <@${theirs}> <@${inSide.toUpperCase()}>`);
+    const msg = await send(
+      api,
+      channelId,
+      outside,
+      `<@${outside}> <@${inSide}> <@${archived}> <@${theirs}> <@${inSide.toUpperCase()}>`,
+    );
     expect(msg.mentions).toEqual([{ memberId: inSide, name: 'Worker', displayName: '' }]);
     const list = await api.GET('/api/v1/messaging/mentions', { params: { query: { channelId } } });
     expect(list.data).toEqual([{ memberId: inSide, name: 'Worker', displayName: '', avatarUrl: null }]);
@@ -116,12 +169,20 @@ describe('send', () => {
     const m = await createMember(api);
     const { spaceId, channelId } = await setup(api);
     const first = await send(api, channelId, m, 'once', { clientMutationId: 'k1' });
-    const again = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: { memberId: m, content: 'once', clientMutationId: 'k1' } });
+    const again = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      ...ch(channelId),
+      body: { memberId: m, content: 'once', clientMutationId: 'k1' },
+    });
     expect(again.response.status).toBe(200);
     expect(again.data).toEqual(first);
     now += 1;
     const results = await Promise.all(
-      Array.from({ length: 8 }, () => api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body: { memberId: m, content: 'burst', clientMutationId: 'k2' } })),
+      Array.from({ length: 8 }, () =>
+        api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+          ...ch(channelId),
+          body: { memberId: m, content: 'burst', clientMutationId: 'k2' },
+        }),
+      ),
     );
     expect(results.map((r) => r.response.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
     expect(new Set(results.map((r) => r.data!.id)).size).toBe(1);
@@ -129,17 +190,30 @@ describe('send', () => {
     expect(page.items.map((i) => i.content)).toEqual(['burst', 'once']);
     expect(await unread(api)).toEqual({ [channelId]: 2 });
     const other = await newChannel(api, spaceId);
-    const retryUpper = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId.toUpperCase()), body: { memberId: m, content: 'once', clientMutationId: 'k1' } });
+    const retryUpper = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      ...ch(channelId.toUpperCase()),
+      body: { memberId: m, content: 'once', clientMutationId: 'k1' },
+    });
     expect(retryUpper.response.status).toBe(200);
     expect(retryUpper.data!.id).toBe(first.id);
-    const clash = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(other), body: { memberId: m, content: 'once', clientMutationId: 'k1' } });
+    const clash = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      ...ch(other),
+      body: { memberId: m, content: 'once', clientMutationId: 'k1' },
+    });
     expect(clash.response.status).toBe(409);
     expect(clash.error).toEqual({ code: 'CONFLICT', message: 'clientMutationId was already used for another message' });
     // Another account may use the same id.
     const b = await server.user();
     const bm = await createMember(b.api);
     const bc = await setup(b.api);
-    expect((await b.api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(bc.channelId), body: { memberId: bm, content: 'x', clientMutationId: 'k1' } })).response.status).toBe(201);
+    expect(
+      (
+        await b.api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+          ...ch(bc.channelId),
+          body: { memberId: bm, content: 'x', clientMutationId: 'k1' },
+        })
+      ).response.status,
+    ).toBe(201);
   });
 });
 
@@ -151,18 +225,41 @@ describe('edit and delete', () => {
     const { channelId } = await setup(api);
     const msg = await send(api, channelId, m, `hey <@${n}>`);
     now += 100;
-    const edited = await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: 'hey all' } });
+    const edited = await api.PATCH('/api/v1/messaging/messages/{messageId}', {
+      ...msgPath(msg.id),
+      body: { content: 'hey all' },
+    });
     expect(edited.data).toEqual({ ...msg, content: 'hey all', mentions: [], editedAt: now });
     // A second key of the account may edit too: the account is the author.
     const key2 = await server.createKey(userId);
     const api2 = server.client(key2.apiKey);
-    expect((await api2.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: `again <@${n}>` } })).data!.mentions).toEqual([{ memberId: n, name: 'N', displayName: '' }]);
-    expect((await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: 'x'.repeat(4001) } })).response.status).toBe(400);
+    expect(
+      (
+        await api2.PATCH('/api/v1/messaging/messages/{messageId}', {
+          ...msgPath(msg.id),
+          body: { content: `again <@${n}>` },
+        })
+      ).data!.mentions,
+    ).toEqual([{ memberId: n, name: 'N', displayName: '' }]);
+    expect(
+      (
+        await api.PATCH('/api/v1/messaging/messages/{messageId}', {
+          ...msgPath(msg.id),
+          body: { content: 'x'.repeat(4001) },
+        })
+      ).response.status,
+    ).toBe(400);
     const reply = await send(api, channelId, n, 'reply', { replyToMessageId: msg.id });
     await api.POST('/api/v1/messaging/channels/{channelId}/pins', { ...ch(channelId), body: { messageId: msg.id } });
     expect((await api.DELETE('/api/v1/messaging/messages/{messageId}', msgPath(msg.id))).response.status).toBe(204);
-    expect((await api.DELETE('/api/v1/messaging/messages/{messageId}', msgPath(msg.id))).error).toEqual({ code: 'NOT_FOUND', message: 'Message not found' });
-    expect((await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: 'x' } })).response.status).toBe(404);
+    expect((await api.DELETE('/api/v1/messaging/messages/{messageId}', msgPath(msg.id))).error).toEqual({
+      code: 'NOT_FOUND',
+      message: 'Message not found',
+    });
+    expect(
+      (await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: 'x' } }))
+        .response.status,
+    ).toBe(404);
     const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!;
     expect(page.items.map((i) => i.id)).toEqual([reply.id]);
     expect(page.items[0]!.replyTo).toEqual({ messageId: msg.id, authorMemberId: m, excerpt: null, deleted: true });
@@ -176,10 +273,17 @@ describe('edit and delete', () => {
     const m = await createMember(api);
     const { channelId } = await setup(api);
     const msg = await send(api, channelId, m, 'before');
-    const res = await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id.toUpperCase()), body: { content: 'after' } });
+    const res = await api.PATCH('/api/v1/messaging/messages/{messageId}', {
+      ...msgPath(msg.id.toUpperCase()),
+      body: { content: 'after' },
+    });
     expect(res.response.status, JSON.stringify(res.error)).toBe(200);
     expect(res.data!.id).toBe(msg.id);
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items.map((i) => i.content)).toEqual(['after']);
+    expect(
+      (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items.map(
+        (i) => i.content,
+      ),
+    ).toEqual(['after']);
   });
 
   it("another account's message is 404 and unchanged", async () => {
@@ -188,19 +292,27 @@ describe('edit and delete', () => {
     const m = await createMember(other.api);
     const { channelId } = await setup(other.api);
     const msg = await send(other.api, channelId, m, 'private words');
-    for (const res of [await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: 'x' } }), await api.DELETE('/api/v1/messaging/messages/{messageId}', msgPath(msg.id))]) {
+    for (const res of [
+      await api.PATCH('/api/v1/messaging/messages/{messageId}', { ...msgPath(msg.id), body: { content: 'x' } }),
+      await api.DELETE('/api/v1/messaging/messages/{messageId}', msgPath(msg.id)),
+    ]) {
       expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Message not found' });
     }
     for (const res of [
       await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId)),
-      await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', { ...ch(channelId), params: { ...ch(channelId).params, query: { anchorMessageId: msg.id } } }),
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', {
+        ...ch(channelId),
+        params: { ...ch(channelId).params, query: { anchorMessageId: msg.id } },
+      }),
       await api.GET('/api/v1/messaging/channels/{channelId}/pins', ch(channelId)),
       await api.GET('/api/v1/messaging/mentions', { params: { query: { channelId } } }),
     ]) {
       expect(res.response.status).toBe(404);
       expect(JSON.stringify(res.error)).not.toContain('private words');
     }
-    expect((await other.api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items[0]!.content).toBe('private words');
+    expect(
+      (await other.api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.items[0]!.content,
+    ).toBe('private words');
   });
 });
 
@@ -217,29 +329,77 @@ describe('pages', () => {
     let k = 0;
     do {
       const q: { limit: number; beforeCreatedAt?: number; beforeId?: string } = { limit: 5, ...(cursor ?? {}) };
-      const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: q } })).data!;
+      const page = (
+        await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: q } })
+      ).data!;
       seen.push(...page.items.map((i) => i.content!));
       cursor = page.nextCursor;
       await send(api, channelId, m, `late${k++}`); // arrives meanwhile: newer than every cursor
     } while (cursor);
     expect(seen).toEqual(sent.map((s) => s.content).reverse());
 
-    const newer = (await api.GET('/api/v1/messaging/channels/{channelId}/messages/newer', { params: { path: { channelId }, query: { afterCreatedAt: sent[20]!.createdAt, afterId: sent[20]!.id, limit: 2 } } })).data!;
+    const newer = (
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages/newer', {
+        params: {
+          path: { channelId },
+          query: { afterCreatedAt: sent[20]!.createdAt, afterId: sent[20]!.id, limit: 2 },
+        },
+      })
+    ).data!;
     expect(newer.items.map((i) => i.content)).toEqual(['m22', 'm21']);
     expect(newer.nextCursor).toEqual({ afterCreatedAt: sent[22]!.createdAt, afterId: sent[22]!.id });
-    const around = (await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', { params: { path: { channelId }, query: { anchorMessageId: sent[10]!.id, beforeLimit: 2, afterLimit: 3 } } })).data!;
+    const around = (
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', {
+        params: { path: { channelId }, query: { anchorMessageId: sent[10]!.id, beforeLimit: 2, afterLimit: 3 } },
+      })
+    ).data!;
     expect(around.items.map((i) => i.content)).toEqual(['m13', 'm12', 'm11', 'm10', 'm9', 'm8']);
     expect(around.olderCursor).toEqual({ beforeCreatedAt: sent[8]!.createdAt, beforeId: sent[8]!.id });
     expect(around.newerCursor).toEqual({ afterCreatedAt: sent[13]!.createdAt, afterId: sent[13]!.id });
-    const edge = (await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', { params: { path: { channelId }, query: { anchorMessageId: sent[0]!.id, beforeLimit: 5 } } })).data!;
+    const edge = (
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', {
+        params: { path: { channelId }, query: { anchorMessageId: sent[0]!.id, beforeLimit: 5 } },
+      })
+    ).data!;
     expect(edge.items.at(-1)!.content).toBe('m0');
     expect(edge.olderCursor).toBeNull();
 
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: { beforeId: sent[0]!.id } } })).response.status).toBe(400);
-    for (const limit of [0, 151]) expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', { params: { path: { channelId }, query: { limit } } })).response.status).toBe(400);
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', { params: { path: { channelId }, query: { anchorMessageId: sent[0]!.id, afterLimit: 101 } } })).response.status).toBe(400);
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', { params: { path: { channelId }, query: { anchorMessageId: UNKNOWN_ID } } })).error).toEqual({ code: 'NOT_FOUND', message: 'Message not found' });
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages/newer', { params: { path: { channelId }, query: { afterId: sent[0]!.id } as never } })).response.status).toBe(400);
+    expect(
+      (
+        await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+          params: { path: { channelId }, query: { beforeId: sent[0]!.id } },
+        })
+      ).response.status,
+    ).toBe(400);
+    for (const limit of [0, 151])
+      expect(
+        (
+          await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+            params: { path: { channelId }, query: { limit } },
+          })
+        ).response.status,
+      ).toBe(400);
+    expect(
+      (
+        await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', {
+          params: { path: { channelId }, query: { anchorMessageId: sent[0]!.id, afterLimit: 101 } },
+        })
+      ).response.status,
+    ).toBe(400);
+    expect(
+      (
+        await api.GET('/api/v1/messaging/channels/{channelId}/messages/around', {
+          params: { path: { channelId }, query: { anchorMessageId: UNKNOWN_ID } },
+        })
+      ).error,
+    ).toEqual({ code: 'NOT_FOUND', message: 'Message not found' });
+    expect(
+      (
+        await api.GET('/api/v1/messaging/channels/{channelId}/messages/newer', {
+          params: { path: { channelId }, query: { afterId: sent[0]!.id } as never },
+        })
+      ).response.status,
+    ).toBe(400);
   });
 });
 
@@ -252,20 +412,33 @@ describe('pins', () => {
     const a = await send(api, channelId, m, 'a');
     const b = await send(api, channelId, m, 'b');
     const foreign = await send(api, otherChannel, m, 'f');
-    const pin = (messageId: string, channel = channelId) => api.POST('/api/v1/messaging/channels/{channelId}/pins', { ...ch(channel), body: { messageId } });
+    const pin = (messageId: string, channel = channelId) =>
+      api.POST('/api/v1/messaging/channels/{channelId}/pins', { ...ch(channel), body: { messageId } });
     expect((await pin(a.id)).response.status).toBe(204);
     now += 10;
     expect((await pin(b.id)).response.status).toBe(204);
     expect((await pin(a.id.toUpperCase())).response.status).toBe(204);
-    expect((await pin(foreign.id)).error).toEqual({ code: 'BAD_REQUEST', message: 'messageId is not a message of this channel' });
+    expect((await pin(foreign.id)).error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'messageId is not a message of this channel',
+    });
     expect((await pin(UNKNOWN_ID)).response.status).toBe(400);
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/pins', ch(channelId))).data!.map((x) => x.id)).toEqual([b.id, a.id]);
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.pinnedMessageIds).toEqual([b.id, a.id]);
-    const unpin = (messageId: string) => api.DELETE('/api/v1/messaging/channels/{channelId}/pins/{messageId}', { params: { path: { channelId, messageId } } });
+    expect(
+      (await api.GET('/api/v1/messaging/channels/{channelId}/pins', ch(channelId))).data!.map((x) => x.id),
+    ).toEqual([b.id, a.id]);
+    expect(
+      (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!.pinnedMessageIds,
+    ).toEqual([b.id, a.id]);
+    const unpin = (messageId: string) =>
+      api.DELETE('/api/v1/messaging/channels/{channelId}/pins/{messageId}', {
+        params: { path: { channelId, messageId } },
+      });
     expect((await unpin(b.id)).response.status).toBe(204);
     expect((await unpin(b.id)).response.status).toBe(204);
     expect((await unpin(foreign.id)).error).toEqual({ code: 'NOT_FOUND', message: 'Message not found' });
-    expect((await api.GET('/api/v1/messaging/channels/{channelId}/pins', ch(channelId))).data!.map((x) => x.id)).toEqual([a.id]);
+    expect(
+      (await api.GET('/api/v1/messaging/channels/{channelId}/pins', ch(channelId))).data!.map((x) => x.id),
+    ).toEqual([a.id]);
   });
 });
 
@@ -279,9 +452,14 @@ describe('unread counts', () => {
     const one = [await send(api, c1, m, '1'), await send(api, c1, m, '2'), await send(api, c1, m, '3')];
     await send(api, c2, m, 'x');
     expect(await unread(api)).toEqual({ [c1]: 3, [c2]: 1, [c3]: 0 });
-    expect((await api.POST('/api/v1/messaging/channels/{channelId}/read', { ...ch(c2), body: {} })).response.status).toBe(204);
+    expect(
+      (await api.POST('/api/v1/messaging/channels/{channelId}/read', { ...ch(c2), body: {} })).response.status,
+    ).toBe(204);
     expect(await unread(api)).toEqual({ [c1]: 3, [c2]: 0, [c3]: 0 });
-    await api.POST('/api/v1/messaging/channels/{channelId}/read', { ...ch(c1), body: { lastReadMessageId: one[0]!.id } });
+    await api.POST('/api/v1/messaging/channels/{channelId}/read', {
+      ...ch(c1),
+      body: { lastReadMessageId: one[0]!.id },
+    });
     expect((await unread(api))[c1]).toBe(2);
     await api.DELETE('/api/v1/messaging/messages/{messageId}', msgPath(one[2]!.id));
     expect((await unread(api))[c1]).toBe(1);
@@ -289,13 +467,23 @@ describe('unread counts', () => {
     expect((await unread(api))[c1]).toBe(1);
     await send(api, c1, m, '4');
     expect((await unread(api))[c1]).toBe(2);
-    const bad = await api.POST('/api/v1/messaging/channels/{channelId}/read', { ...ch(c1), body: { lastReadMessageId: UNKNOWN_ID } });
+    const bad = await api.POST('/api/v1/messaging/channels/{channelId}/read', {
+      ...ch(c1),
+      body: { lastReadMessageId: UNKNOWN_ID },
+    });
     expect(bad.error).toEqual({ code: 'BAD_REQUEST', message: 'lastReadMessageId is not a message of this channel' });
     // Without a body at all.
-    const raw = await server.fetch(`/api/v1/messaging/channels/${c1}/read`, { method: 'POST', headers: { Authorization: `Bearer ${(await server.createKey((await api.GET('/api/v1/me')).data!.userId)).apiKey}` } });
+    const raw = await server.fetch(`/api/v1/messaging/channels/${c1}/read`, {
+      method: 'POST',
+      headers: {
+        Authorization: `Bearer ${(await server.createKey((await api.GET('/api/v1/me')).data!.userId)).apiKey}`,
+      },
+    });
     expect(raw.status).toBe(204);
     expect((await unread(api))[c1]).toBe(0);
-    expect((await api.POST('/api/v1/messaging/channels/{channelId}/read', { ...ch(UNKNOWN_ID), body: {} })).response.status).toBe(404);
+    expect(
+      (await api.POST('/api/v1/messaging/channels/{channelId}/read', { ...ch(UNKNOWN_ID), body: {} })).response.status,
+    ).toBe(404);
   });
 });
 
@@ -306,12 +494,16 @@ describe('mentions route', () => {
     await createMember(api, 'Bob', { displayName: 'ALPHA' });
     await createMember(api, 'Carol');
     const { channelId } = await setup(api);
-    const q = (query: Record<string, unknown>) => api.GET('/api/v1/messaging/mentions', { params: { query: { channelId, ...query } as never } });
+    const q = (query: Record<string, unknown>) =>
+      api.GET('/api/v1/messaging/mentions', { params: { query: { channelId, ...query } as never } });
     expect((await q({ query: 'al' })).data!.map((x) => x.name)).toEqual(['Alice', 'Bob']);
     expect((await q({ query: 'AROL' })).data!.map((x) => x.name)).toEqual(['Carol']);
     expect((await q({ query: '%' })).data).toEqual([]);
     expect((await q({ limit: 2 })).data!.map((x) => x.name)).toEqual(['Alice', 'Bob']);
-    for (const bad of [{ limit: 0 }, { limit: 16 }, { query: 'x'.repeat(41) }]) expect((await q(bad)).response.status).toBe(400);
-    expect((await api.GET('/api/v1/messaging/mentions', { params: { query: { channelId: UNKNOWN_ID } } })).error).toEqual({ code: 'NOT_FOUND', message: 'Channel not found' });
+    for (const bad of [{ limit: 0 }, { limit: 16 }, { query: 'x'.repeat(41) }])
+      expect((await q(bad)).response.status).toBe(400);
+    expect(
+      (await api.GET('/api/v1/messaging/mentions', { params: { query: { channelId: UNKNOWN_ID } } })).error,
+    ).toEqual({ code: 'NOT_FOUND', message: 'Channel not found' });
   });
 });

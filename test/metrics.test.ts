@@ -33,12 +33,18 @@ describe('GET /metrics', () => {
     await server.fetch('/no/such/route');
     const text = await scrape();
     expect(text).toContain('# TYPE http_requests_total counter');
-    expect(sample(text, 'http_requests_total', { operation: 'createMember', method: 'POST', status_class: '2xx' })).toBe(1);
+    expect(
+      sample(text, 'http_requests_total', { operation: 'createMember', method: 'POST', status_class: '2xx' }),
+    ).toBe(1);
     expect(sample(text, 'http_requests_total', { operation: 'getMember', method: 'GET', status_class: '2xx' })).toBe(1);
     expect(sample(text, 'http_requests_total', { operation: 'getMember', method: 'GET', status_class: '4xx' })).toBe(1);
     expect(sample(text, 'http_requests_total', { operation: 'unmatched', method: 'GET', status_class: '4xx' })).toBe(1);
-    expect(sample(text, 'http_request_duration_seconds_count', { operation: 'getMember', status_class: '2xx' })).toBe(1);
-    expect(sample(text, 'http_request_duration_seconds_bucket', { operation: 'getMember', status_class: '2xx', le: '+Inf' })).toBe(1);
+    expect(sample(text, 'http_request_duration_seconds_count', { operation: 'getMember', status_class: '2xx' })).toBe(
+      1,
+    );
+    expect(
+      sample(text, 'http_request_duration_seconds_bucket', { operation: 'getMember', status_class: '2xx', le: '+Inf' }),
+    ).toBe(1);
     // No raw paths, ids or accounts in label values.
     expect(text).not.toContain(member);
     expect(text).not.toContain(user.userId);
@@ -53,7 +59,8 @@ describe('GET /metrics', () => {
     let text = '';
     for (let i = 0; i < 5; i++) text = await scrape(); // more scrapes than the per-key limit of 3
     expect(sample(text, 'rate_limit_refusals_total')).toBe(2);
-    for (const state of ['in_use', 'idle', 'waiting']) expect(sample(text, 'db_pool_connections', { pool: 'main', state })).toBeGreaterThanOrEqual(0);
+    for (const state of ['in_use', 'idle', 'waiting'])
+      expect(sample(text, 'db_pool_connections', { pool: 'main', state })).toBeGreaterThanOrEqual(0);
     // PostgreSQL has a second pool for the hot reads' prepared statements; the embedded database has one connection.
     for (const state of ['in_use', 'idle', 'waiting']) {
       const prepared = sample(text, 'db_pool_connections', { pool: 'prepared', state });
@@ -95,10 +102,17 @@ describe('GET /metrics', () => {
     const token = 'metrics-token-0123456789';
     const s = await new TestServer().start({ env: { METRICS_TOKEN: token } });
     try {
-      for (const headers of [{}, { Authorization: 'Bearer wrong-token-0123456789' }, { Authorization: `Bearer ${s.adminToken}` }] as Array<Record<string, string>>) {
+      for (const headers of [
+        {},
+        { Authorization: 'Bearer wrong-token-0123456789' },
+        { Authorization: `Bearer ${s.adminToken}` },
+      ] as Array<Record<string, string>>) {
         const res = await s.fetch('/metrics', { headers });
         expect(res.status).toBe(401);
-        expect(await res.json()).toEqual({ code: 'UNAUTHORIZED', message: 'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.' });
+        expect(await res.json()).toEqual({
+          code: 'UNAUTHORIZED',
+          message: 'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.',
+        });
       }
       expect(await scrape(s, { Authorization: `Bearer ${token}` })).toContain('http_requests_total');
     } finally {

@@ -20,7 +20,11 @@ async function freePort(): Promise<number> {
 beforeAll(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  child = spawn('npm', ['run', '-s', 'mock'], { env: { ...process.env, MOCK_PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  child = spawn('npm', ['run', '-s', 'mock'], {
+    env: { ...process.env, MOCK_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   let out = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`prism did not start:\n${out}`)), 90_000);
@@ -78,7 +82,9 @@ function firstExample(operationId: string, status: number): unknown {
   for (const item of Object.values(spec.paths)) {
     for (const op of Object.values(item)) {
       if (op.operationId !== operationId) continue;
-      const response = deref(op.responses?.[String(status)]) as { content?: Record<string, { examples?: Record<string, unknown> }> };
+      const response = deref(op.responses?.[String(status)]) as {
+        content?: Record<string, { examples?: Record<string, unknown> }>;
+      };
       // JSON where the operation has it, else its one other media type (a stored object's bytes).
       const media = response.content?.['application/json'] ?? Object.values(response.content ?? {})[0];
       const first = Object.values(media?.examples ?? {})[0];
@@ -89,75 +95,127 @@ function firstExample(operationId: string, status: number): unknown {
 }
 
 const ID = '00000000-0000-4000-8000-000000000001';
-type Call = (api: ApiClient, headers: Record<string, string>) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
+type Call = (
+  api: ApiClient,
+  headers: Record<string, string>,
+) => Promise<{ data?: unknown; error?: unknown; response: Response }>;
 
 /** One operation of every tag: its success example, and an error example picked with `Prefer: code=…`. */
 const perTag: Record<string, { operationId: string; errorStatus: number; call: Call }> = {
   Account: { operationId: 'getMe', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/me', { headers }) },
-  Appearance: { operationId: 'getAppearance', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/appearance', { headers }) },
-  Members: { operationId: 'getMember', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: ID } }, headers }) },
+  Appearance: {
+    operationId: 'getAppearance',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/appearance', { headers }),
+  },
+  Members: {
+    operationId: 'getMember',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: ID } }, headers }),
+  },
   Groups: {
     operationId: 'updateGroup',
     errorStatus: 404,
-    call: (api, headers) => api.PATCH('/api/v1/groups/{groupId}', { params: { path: { groupId: ID } }, body: { name: 'Renamed' }, headers }),
+    call: (api, headers) =>
+      api.PATCH('/api/v1/groups/{groupId}', { params: { path: { groupId: ID } }, body: { name: 'Renamed' }, headers }),
   },
   'Custom fields': {
     operationId: 'getMemberCustomFields',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: ID } }, headers }),
   },
   'Member statuses': {
     operationId: 'listMemberStatusAssignments',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/members/{memberId}/statuses', { params: { path: { memberId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/members/{memberId}/statuses', { params: { path: { memberId: ID } }, headers }),
   },
   Systems: {
     operationId: 'listAssignableMembers',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', {
+        params: { path: { sideSystemId: ID } },
+        headers,
+      }),
   },
-  Terminology: { operationId: 'getResolvedTerminology', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/terminology/resolved', { headers }) },
-  Entries: { operationId: 'getEntry', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: ID } }, headers }) },
+  Terminology: {
+    operationId: 'getResolvedTerminology',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/terminology/resolved', { headers }),
+  },
+  Entries: {
+    operationId: 'getEntry',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: ID } }, headers }),
+  },
   Front: {
     operationId: 'updateFrontSession',
     errorStatus: 404,
-    call: (api, headers) => api.PATCH('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: ID } }, body: { note: 'fixed' }, headers }),
+    call: (api, headers) =>
+      api.PATCH('/api/v1/front/sessions/{sessionId}', {
+        params: { path: { sessionId: ID } },
+        body: { note: 'fixed' },
+        headers,
+      }),
   },
   Friends: {
     operationId: 'getFriendProfile',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/friends/{friendUserId}', { params: { path: { friendUserId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/friends/{friendUserId}', { params: { path: { friendUserId: ID } }, headers }),
   },
   'Privacy buckets': {
     operationId: 'getPrivacyBucket',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: ID } }, headers }),
   },
   Messaging: {
     operationId: 'listMessagingChannels',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/messaging/spaces/{spaceId}/channels', { params: { path: { spaceId: ID } }, headers }),
   },
   Social: {
     operationId: 'updateSocialLink',
     errorStatus: 404,
-    call: (api, headers) => api.PATCH('/api/v1/social/links/{linkId}', { params: { path: { linkId: ID } }, body: { featured: true }, headers }),
+    call: (api, headers) =>
+      api.PATCH('/api/v1/social/links/{linkId}', {
+        params: { path: { linkId: ID } },
+        body: { featured: true },
+        headers,
+      }),
   },
   Guestbook: {
     operationId: 'listGuestbookMessages',
     errorStatus: 404,
-    call: (api, headers) => api.GET('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: ID } }, headers }),
+    call: (api, headers) =>
+      api.GET('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: ID } }, headers }),
   },
-  Poll: { operationId: 'getPoll', errorStatus: 404, call: (api, headers) => api.GET('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: ID } }, headers }) },
+  Poll: {
+    operationId: 'getPoll',
+    errorStatus: 404,
+    call: (api, headers) =>
+      api.GET('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: ID } }, headers }),
+  },
   Trash: { operationId: 'listTrash', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/trash', { headers }) },
-  Admin: { operationId: 'getAccount', errorStatus: 404, call: (api, headers) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: ID } }, headers }) },
+  Admin: {
+    operationId: 'getAccount',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: ID } }, headers }),
+  },
   Operations: { operationId: 'getHealth', errorStatus: 400, call: (api, headers) => api.GET('/healthz', { headers }) },
   Storage: {
     operationId: 'downloadStoredObject',
     errorStatus: 403,
     call: (api, headers) =>
       api.GET('/storage/v1/objects/{objectKey}', {
-        params: { path: { objectKey: 'staging~a~b' }, query: { expires: 1763800900000, signature: 'Xq3u0mC2rB7yWcJ9fVt1hP4kE8sA6dL0nZ5gQ2iR7oU' } },
+        params: {
+          path: { objectKey: 'staging~a~b' },
+          query: { expires: 1763800900000, signature: 'Xq3u0mC2rB7yWcJ9fVt1hP4kE8sA6dL0nZ5gQ2iR7oU' },
+        },
         headers,
         parseAs: 'text',
       }),
@@ -166,25 +224,36 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
 
 describe('Prism mock through the typed client, one operation of every tag', () => {
   it('covers every tag that has operations', () => {
-    const tags = new Set(Object.values(spec.paths).flatMap((item) => Object.values(item).flatMap((op) => op.tags ?? [])));
+    const tags = new Set(
+      Object.values(spec.paths).flatMap((item) => Object.values(item).flatMap((op) => op.tags ?? [])),
+    );
     expect([...tags].sort()).toEqual(Object.keys(perTag).sort());
   });
 
-  it.each(Object.entries(perTag))('%s: the success example, and the operation\'s own error example', async (_tag, { operationId, errorStatus, call }) => {
-    const api = createApiClient({ baseUrl: base, apiKey: 'anything' });
-    const ok = await call(api, {});
-    expect(ok.response.status, operationId).toBeLessThan(300);
-    expect(ok.data).toEqual(firstExample(operationId, ok.response.status));
-    const failed = await call(api, { Prefer: `code=${errorStatus}` });
-    expect(failed.response.status).toBe(errorStatus);
-    expect(failed.error).toEqual(firstExample(operationId, errorStatus));
-  });
+  it.each(Object.entries(perTag))(
+    "%s: the success example, and the operation's own error example",
+    async (_tag, { operationId, errorStatus, call }) => {
+      const api = createApiClient({ baseUrl: base, apiKey: 'anything' });
+      const ok = await call(api, {});
+      expect(ok.response.status, operationId).toBeLessThan(300);
+      expect(ok.data).toEqual(firstExample(operationId, ok.response.status));
+      const failed = await call(api, { Prefer: `code=${errorStatus}` });
+      expect(failed.response.status).toBe(errorStatus);
+      expect(failed.error).toEqual(firstExample(operationId, errorStatus));
+    },
+  );
 
   it('a 404 on a member says a member was not found, and a 404 on a note says a note was not found', async () => {
     const api = createApiClient({ baseUrl: base, apiKey: 'anything' });
-    const member = await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: ID } }, headers: { Prefer: 'code=404' } });
+    const member = await api.GET('/api/v1/members/{memberId}', {
+      params: { path: { memberId: ID } },
+      headers: { Prefer: 'code=404' },
+    });
     expect(member.error).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
-    const entry = await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: ID } }, headers: { Prefer: 'code=404' } });
+    const entry = await api.GET('/api/v1/entries/{entryId}', {
+      params: { path: { entryId: ID } },
+      headers: { Prefer: 'code=404' },
+    });
     expect(entry.error).toEqual({ code: 'NOT_FOUND', message: 'Entry not found' });
   });
 });

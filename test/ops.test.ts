@@ -15,7 +15,12 @@ describe('operational endpoints', () => {
   it('GET /readyz is ready when the database answers and migrations are applied, 503 otherwise', async () => {
     const ready = await server.fetch('/readyz');
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ status: 'ready', database: 'ok', migrations: 'ok', checks: { database: 'ok', migrations: 'ok', objectStorage: 'ok' } });
+    expect(await ready.json()).toEqual({
+      status: 'ready',
+      database: 'ok',
+      migrations: 'ok',
+      checks: { database: 'ok', migrations: 'ok', objectStorage: 'ok' },
+    });
 
     const knex = server.deps.db.knex;
     const last = await knex('schema_migrations').orderBy('id', 'desc').first();
@@ -61,12 +66,19 @@ describe('request logs', () => {
   it('are JSON lines with the request id and never contain the API key', async () => {
     const { apiKey } = await server.user();
     lines.length = 0;
-    const res = await server.fetch('/api/v1/appearance/custom-fonts?x=1', { headers: { ...bearer(apiKey), 'X-Request-Id': 'log-check-1' } });
+    const res = await server.fetch('/api/v1/appearance/custom-fonts?x=1', {
+      headers: { ...bearer(apiKey), 'X-Request-Id': 'log-check-1' },
+    });
     expect(res.status).toBe(400);
     await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(apiKey) });
     const entries = lines.map((l) => JSON.parse(l));
     const entry = entries.find((e) => e.reqId === 'log-check-1');
-    expect(entry).toMatchObject({ req: { method: 'GET', path: '/api/v1/appearance/custom-fonts' }, res: { statusCode: 400 }, userId: expect.any(String), responseTime: expect.any(Number) });
+    expect(entry).toMatchObject({
+      req: { method: 'GET', path: '/api/v1/appearance/custom-fonts' },
+      res: { statusCode: 400 },
+      userId: expect.any(String),
+      responseTime: expect.any(Number),
+    });
     expect(lines.join('\n')).not.toContain(apiKey);
     expect(lines.join('\n')).not.toContain(apiKey.slice(4));
   });

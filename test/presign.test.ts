@@ -15,7 +15,13 @@ import { collectGarbage } from '../server/storage/gc.ts';
 import { defineStorageGc, scheduleStorageGc, STORAGE_GC_QUEUE } from '../server/storage/gcJob.ts';
 import { FilesystemObjectStorage, type ObjectStorage, type PresignedRequest } from '../server/storage/index.ts';
 import { noteImageKey } from '../server/storage/noteImages.ts';
-import { completeUpload, consumeStagedUpload, createUploadIntent, stagingKey, StagingError } from '../server/storage/staging.ts';
+import {
+  completeUpload,
+  consumeStagedUpload,
+  createUploadIntent,
+  stagingKey,
+  StagingError,
+} from '../server/storage/staging.ts';
 import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
 import { GIF, PNG } from './helpers/images.ts';
 import { S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, startTestS3, type TestS3Server } from './helpers/s3server.ts';
@@ -36,7 +42,10 @@ const servers: Record<'filesystem' | 's3', TestServer> = { filesystem: new TestS
 
 beforeAll(async () => {
   s3 = await startTestS3([BUCKET]);
-  images = await startLoopbackServer({ '/a.png': { type: 'image/png', body: PNG }, '/b.gif': { type: 'image/gif', body: GIF } });
+  images = await startLoopbackServer({
+    '/a.png': { type: 'image/png', body: PNG },
+    '/b.gif': { type: 'image/gif', body: GIF },
+  });
   const common = { FETCH_ALLOW_PRIVATE: 'true', STORAGE_GC_GRACE_MS: '60000' };
   await servers.filesystem.start({ clock, env: common });
   await servers.s3.start({
@@ -93,13 +102,20 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       expect(put.expiresAt).toBeGreaterThan(Date.now() + 55_000);
       expect(put.expiresAt).toBeLessThanOrEqual(Date.now() + 60_000);
       if (kind === 'filesystem') expect(put.url).toMatch(/^\/storage\/v1\/objects\/t~[0-9a-f-]{36}~obj\?/);
-      else expect(put.url).toMatch(new RegExp(`^${s3.endpoint}/${BUCKET}/${k}\\?.*X-Amz-SignedHeaders=content-length%3Bcontent-type%3Bhost`));
+      else
+        expect(put.url).toMatch(
+          new RegExp(`^${s3.endpoint}/${BUCKET}/${k}\\?.*X-Amz-SignedHeaders=content-length%3Bcontent-type%3Bhost`),
+        );
       const res = await send(put, PNG);
       expect(res.status, await res.clone().text()).toBe(200);
       expect(res.headers.get('etag')).toMatch(/^"[0-9a-f]{32,64}"$/);
 
       const head = await storage.head(k);
-      expect(head).toEqual({ contentType: 'image/png', size: PNG.length, etag: expect.stringMatching(/^"[0-9a-f]+"$/) });
+      expect(head).toEqual({
+        contentType: 'image/png',
+        size: PNG.length,
+        etag: expect.stringMatching(/^"[0-9a-f]+"$/),
+      });
 
       const get = await storage.presignGet(k, 60);
       const got = await send(get);
@@ -149,13 +165,16 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       for (const target of tampered) {
         const res = await fetch(target, { method: 'PUT', headers: put.headers, body: new Uint8Array(PNG) });
         expect(res.status, target).toBe(403);
-        if (kind === 'filesystem') expect(await res.json()).toEqual({ code: 'FORBIDDEN', message: "This URL's signature is not valid" });
+        if (kind === 'filesystem')
+          expect(await res.json()).toEqual({ code: 'FORBIDDEN', message: "This URL's signature is not valid" });
         else expect(await res.text()).toMatch(/SignatureDoesNotMatch/);
       }
       expect(await storage.head(k)).toBeNull();
       // A download URL cannot be used to upload.
       const get = await storage.presignGet(k, 60);
-      expect((await fetch(absolute(get.url), { method: 'PUT', headers: put.headers, body: new Uint8Array(PNG) })).status).toBe(kind === 'filesystem' ? 400 : 403);
+      expect(
+        (await fetch(absolute(get.url), { method: 'PUT', headers: put.headers, body: new Uint8Array(PNG) })).status,
+      ).toBe(kind === 'filesystem' ? 400 : 403);
     });
 
     it('refuses a body larger than the signed size, and stores nothing', async () => {
@@ -164,7 +183,11 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       const res = await send(put, Buffer.concat([PNG, Buffer.alloc(100)]), { 'Content-Type': 'image/png' });
       // S3 signs Content-Length, so another length is another signature; this server says why.
       expect(res.status).toBe(kind === 'filesystem' ? 413 : 403);
-      if (kind === 'filesystem') expect(await res.json()).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: `Upload exceeds the signed size of ${PNG.length} bytes` });
+      if (kind === 'filesystem')
+        expect(await res.json()).toEqual({
+          code: 'PAYLOAD_TOO_LARGE',
+          message: `Upload exceeds the signed size of ${PNG.length} bytes`,
+        });
       expect(await storage.head(k)).toBeNull();
     });
 
@@ -210,18 +233,31 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       expect(expiresAt).toBeGreaterThan(clock() + 3_500_000);
       expect((await send(upload, PDF)).status).toBe(200);
       const done = await completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() });
-      expect(done).toMatchObject({ state: 'ready', contentType: 'application/pdf', byteSize: PDF.length, metadata: { fileName: 'x' } });
+      expect(done).toMatchObject({
+        state: 'ready',
+        contentType: 'application/pdf',
+        byteSize: PDF.length,
+        metadata: { fileName: 'x' },
+      });
       // Idempotent.
-      expect((await completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() })).state).toBe('ready');
+      expect((await completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() })).state).toBe(
+        'ready',
+      );
       const finalKey = `u/${userId}/attachments/${randomUUID()}`;
       await expect(
-        server.deps.db.knex.transaction((trx) => consumeStagedUpload(trx, storage, { userId, stagingId, purpose: 'space-icon', finalKey, now: clock() })),
+        server.deps.db.knex.transaction((trx) =>
+          consumeStagedUpload(trx, storage, { userId, stagingId, purpose: 'space-icon', finalKey, now: clock() }),
+        ),
       ).rejects.toMatchObject({ reason: 'not_found' });
-      const consumed = await server.deps.db.knex.transaction((trx) => consumeStagedUpload(trx, storage, { userId, stagingId, purpose: 'message-attachment', finalKey, now: clock() }));
+      const consumed = await server.deps.db.knex.transaction((trx) =>
+        consumeStagedUpload(trx, storage, { userId, stagingId, purpose: 'message-attachment', finalKey, now: clock() }),
+      );
       expect(consumed.key).toBe(finalKey);
       expect(await storage.head(stagingKey(userId, stagingId))).toBeNull();
       expect((await storage.get(finalKey))?.body.equals(PDF)).toBe(true);
-      await expect(completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() })).rejects.toMatchObject({ reason: 'not_found' });
+      await expect(
+        completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() }),
+      ).rejects.toMatchObject({ reason: 'not_found' });
     });
 
     it("refuses what cannot be verified, what is too big, and another account's intent", async () => {
@@ -231,10 +267,22 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       await expect(intent(userId, 'image/svg+xml', 10)).rejects.toMatchObject({ reason: 'unsupported_type' });
       await expect(intent(userId, 'image/png', 10_001)).rejects.toMatchObject({ reason: 'too_large' });
       const { stagingId } = await intent(userId, 'image/png', PNG.length);
-      await expect(completeUpload(server.deps.db.knex, storage, { userId: other.userId, stagingId, now: clock() })).rejects.toMatchObject({ reason: 'not_found' });
-      await expect(completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() })).rejects.toMatchObject({ reason: 'not_uploaded' });
       await expect(
-        server.deps.db.knex.transaction((trx) => consumeStagedUpload(trx, storage, { userId, stagingId, purpose: 'message-attachment', finalKey: `u/${userId}/a`, now: clock() })),
+        completeUpload(server.deps.db.knex, storage, { userId: other.userId, stagingId, now: clock() }),
+      ).rejects.toMatchObject({ reason: 'not_found' });
+      await expect(
+        completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() }),
+      ).rejects.toMatchObject({ reason: 'not_uploaded' });
+      await expect(
+        server.deps.db.knex.transaction((trx) =>
+          consumeStagedUpload(trx, storage, {
+            userId,
+            stagingId,
+            purpose: 'message-attachment',
+            finalKey: `u/${userId}/a`,
+            now: clock(),
+          }),
+        ),
       ).rejects.toMatchObject({ reason: 'not_completed' });
     });
 
@@ -244,12 +292,19 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       const res = await send(upload, HTML);
       if (kind === 'filesystem') {
         expect(res.status).toBe(415);
-        expect(await res.json()).toEqual({ code: 'UNSUPPORTED_MEDIA_TYPE', message: 'The uploaded bytes are not image/png' });
-        await expect(completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() })).rejects.toMatchObject({ reason: 'not_uploaded' });
+        expect(await res.json()).toEqual({
+          code: 'UNSUPPORTED_MEDIA_TYPE',
+          message: 'The uploaded bytes are not image/png',
+        });
+        await expect(
+          completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() }),
+        ).rejects.toMatchObject({ reason: 'not_uploaded' });
       } else {
         // The bucket cannot look at the bytes; complete does.
         expect(res.status).toBe(200);
-        const err = await completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() }).catch((e: unknown) => e);
+        const err = await completeUpload(server.deps.db.knex, storage, { userId, stagingId, now: clock() }).catch(
+          (e: unknown) => e,
+        );
         expect(err).toBeInstanceOf(StagingError);
         expect(err).toMatchObject({ reason: 'type_mismatch', message: 'The uploaded bytes are not image/png' });
       }
@@ -257,10 +312,14 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       // A text file declared as PDF, and a PDF declared as text, fail the same way at complete.
       const pdfAsText = await intent(userId, 'text/plain', PDF.length);
       await storage.put(stagingKey(userId, pdfAsText.stagingId), PDF, 'text/plain');
-      await expect(completeUpload(server.deps.db.knex, storage, { userId, stagingId: pdfAsText.stagingId, now: clock() })).rejects.toMatchObject({ reason: 'type_mismatch' });
+      await expect(
+        completeUpload(server.deps.db.knex, storage, { userId, stagingId: pdfAsText.stagingId, now: clock() }),
+      ).rejects.toMatchObject({ reason: 'type_mismatch' });
       const sizeLie = await intent(userId, 'image/png', PNG.length + 5);
       await storage.put(stagingKey(userId, sizeLie.stagingId), PNG, 'image/png');
-      await expect(completeUpload(server.deps.db.knex, storage, { userId, stagingId: sizeLie.stagingId, now: clock() })).rejects.toMatchObject({ reason: 'size_mismatch' });
+      await expect(
+        completeUpload(server.deps.db.knex, storage, { userId, stagingId: sizeLie.stagingId, now: clock() }),
+      ).rejects.toMatchObject({ reason: 'size_mismatch' });
     });
   });
 
@@ -308,7 +367,9 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       const imageHash = async (content: string) => {
         const created = await user.api.POST('/api/v1/entries', { body: { content } });
         expect(created.response.status, JSON.stringify(created.error)).toBe(201);
-        const entry = await user.api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: created.data!.id } } });
+        const entry = await user.api.GET('/api/v1/entries/{entryId}', {
+          params: { path: { entryId: created.data!.id } },
+        });
         return { id: created.data!.id, sha: /\/api\/v1\/entry-images\/([0-9a-f]{64})/.exec(entry.data!.content)![1]! };
       };
       const kept = await imageHash(`![a](${images.url('/a.png')})`);
@@ -318,12 +379,22 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       expect(registered.sort()).toEqual([kept.sha, trashed.sha].sort());
 
       // Trashed (restorable) notes still hold their image.
-      expect((await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed.id } } })).response.status).toBe(204);
+      expect(
+        (await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed.id } } })).response
+          .status,
+      ).toBe(204);
       await gc(clock() + 3_600_000);
-      for (const sha of [kept.sha, trashed.sha]) expect(await storage.head(noteImageKey(user.userId, sha))).not.toBeNull();
+      for (const sha of [kept.sha, trashed.sha])
+        expect(await storage.head(noteImageKey(user.userId, sha))).not.toBeNull();
 
       // Purged: unreferenced, but within the grace period of its last store it stays.
-      expect((await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed.id }, query: { permanent: 'true' } } })).response.status).toBe(204);
+      expect(
+        (
+          await user.api.DELETE('/api/v1/entries/{entryId}', {
+            params: { path: { entryId: trashed.id }, query: { permanent: 'true' } },
+          })
+        ).response.status,
+      ).toBe(204);
       await gc(clock() + 30_000);
       expect(await storage.head(noteImageKey(user.userId, trashed.sha))).not.toBeNull();
 
@@ -331,8 +402,12 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       expect(result.noteImages).toBeGreaterThanOrEqual(1);
       expect(await storage.head(noteImageKey(user.userId, trashed.sha))).toBeNull();
       expect(await storage.head(noteImageKey(user.userId, kept.sha))).not.toBeNull();
-      expect(await server.deps.db.knex('note_images').where({ user_id: user.userId }).pluck('sha256')).toEqual([kept.sha]);
-      const served = await server.fetch(`/api/v1/entry-images/${trashed.sha}`, { headers: { Authorization: `Bearer ${user.apiKey}` } });
+      expect(await server.deps.db.knex('note_images').where({ user_id: user.userId }).pluck('sha256')).toEqual([
+        kept.sha,
+      ]);
+      const served = await server.fetch(`/api/v1/entry-images/${trashed.sha}`, {
+        headers: { Authorization: `Bearer ${user.apiKey}` },
+      });
       expect(served.status).toBe(404);
       await served.arrayBuffer();
 
@@ -360,7 +435,9 @@ describe.each(['filesystem', 's3'] as const)('%s backend', (kind) => {
       // A queue of another process defines the same handler.
       const other = new JobQueue(server.deps.db.knex, { clock, logger: log });
       defineStorageGc(other, { db: server.deps.db.knex, storage, clock, logger: log, graceMs: 60_000 });
-      expect(() => defineStorageGc(other, { db: server.deps.db.knex, storage, clock, logger: log, graceMs: 60_000 })).toThrow(/already defined/);
+      expect(() =>
+        defineStorageGc(other, { db: server.deps.db.knex, storage, clock, logger: log, graceMs: 60_000 }),
+      ).toThrow(/already defined/);
     });
   });
 });
@@ -369,14 +446,28 @@ describe('filesystem upload route specifics', () => {
   const server = () => servers.filesystem;
 
   /** A chunked PUT (no Content-Length), so only the byte counter can notice the excess. */
-  function chunkedPut(path: string, contentType: string, chunks: Buffer[], stopOnAnswer = true): Promise<{ status: number; body: string }> {
+  function chunkedPut(
+    path: string,
+    contentType: string,
+    chunks: Buffer[],
+    stopOnAnswer = true,
+  ): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
       const url = new URL(server().baseUrl + path);
-      const req = httpRequest({ host: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method: 'PUT', headers: { 'Content-Type': contentType, 'Transfer-Encoding': 'chunked' } }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      });
+      const req = httpRequest(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: `${url.pathname}${url.search}`,
+          method: 'PUT',
+          headers: { 'Content-Type': contentType, 'Transfer-Encoding': 'chunked' },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
       // Once the server has answered it may close the connection while chunks are still being written.
       let answered = false;
       req.on('response', () => (answered = true));
@@ -401,13 +492,24 @@ describe('filesystem upload route specifics', () => {
     const k = `t/${randomUUID()}/chunked`;
     const put = await storage.presignPut(k, 'image/png', PNG.length + 10, 60);
     // 4 MiB more than signed, in 64 KiB chunks: the answer comes at the first chunk past the limit.
-    const res = await chunkedPut(put.url, 'image/png', [PNG, ...Array.from({ length: 64 }, () => Buffer.alloc(64 * 1024))]);
+    const res = await chunkedPut(put.url, 'image/png', [
+      PNG,
+      ...Array.from({ length: 64 }, () => Buffer.alloc(64 * 1024)),
+    ]);
     expect(res.status).toBe(413);
-    expect(JSON.parse(res.body)).toEqual({ code: 'PAYLOAD_TOO_LARGE', message: `Upload exceeds the signed size of ${PNG.length + 10} bytes` });
+    expect(JSON.parse(res.body)).toEqual({
+      code: 'PAYLOAD_TOO_LARGE',
+      message: `Upload exceeds the signed size of ${PNG.length + 10} bytes`,
+    });
     expect(await storage.head(k)).toBeNull();
     expect(tempFiles(storage.root)).toEqual([]);
     // A client that ignores the early answer and writes its whole body still gets to read it.
-    const stubborn = await chunkedPut(put.url, 'image/png', [PNG, ...Array.from({ length: 32 }, () => Buffer.alloc(64 * 1024))], false);
+    const stubborn = await chunkedPut(
+      put.url,
+      'image/png',
+      [PNG, ...Array.from({ length: 32 }, () => Buffer.alloc(64 * 1024))],
+      false,
+    );
     expect(stubborn.status).toBe(413);
     expect(await storage.head(k)).toBeNull();
   });
@@ -418,7 +520,9 @@ describe('filesystem upload route specifics', () => {
     const short = await storage.presignPut(k, 'image/png', PNG.length + 10, 60);
     const res = await chunkedPut(short.url, 'image/png', [PNG]);
     expect(res.status).toBe(400);
-    expect(JSON.parse(res.body).message).toBe(`Upload ended after ${PNG.length} of the ${PNG.length + 10} signed bytes`);
+    expect(JSON.parse(res.body).message).toBe(
+      `Upload ended after ${PNG.length} of the ${PNG.length + 10} signed bytes`,
+    );
     expect(await storage.head(k)).toBeNull();
     const exact = await storage.presignPut(k, 'image/png', PNG.length, 60);
     expect((await chunkedPut(exact.url, 'image/png', [PNG.subarray(0, 10), PNG.subarray(10)])).status).toBe(200);
@@ -447,7 +551,12 @@ describe('filesystem upload route specifics', () => {
   it('refuses malformed signed-URL parameters with 400 and unknown ones too', async () => {
     const storage = server().deps.storage as FilesystemObjectStorage;
     const get = await storage.presignGet(`t/${randomUUID()}/x`, 60);
-    for (const broken of [get.url.replace(/signature=[^&]+/, 'signature=short'), get.url.replace(/expires=\d+/, 'expires=soon'), `${get.url}&extra=1`, get.url.replace(/&?signature=[^&]+/, '')]) {
+    for (const broken of [
+      get.url.replace(/signature=[^&]+/, 'signature=short'),
+      get.url.replace(/expires=\d+/, 'expires=soon'),
+      `${get.url}&extra=1`,
+      get.url.replace(/&?signature=[^&]+/, ''),
+    ]) {
       const res = await server().fetch(broken);
       expect(res.status, broken).toBe(400);
       expect((await res.json()).code).toBe('BAD_REQUEST');
@@ -455,15 +564,31 @@ describe('filesystem upload route specifics', () => {
   });
 
   it('signs absolute URLs under STORAGE_PUBLIC_URL; servers sharing STORAGE_SIGNING_KEY accept the same URLs', async () => {
-    const s = await new TestServer().start({ env: { STORAGE_PUBLIC_URL: 'https://api.example.org/base/', STORAGE_SIGNING_KEY: 'k'.repeat(32) } });
+    const s = await new TestServer().start({
+      env: { STORAGE_PUBLIC_URL: 'https://api.example.org/base/', STORAGE_SIGNING_KEY: 'k'.repeat(32) },
+    });
     try {
       const put = await s.deps.storage!.presignPut('a/b', 'image/png', 1, 60);
-      expect(put.url).toMatch(/^https:\/\/api\.example\.org\/base\/storage\/v1\/objects\/a~b\?expires=\d+&contentType=image%2Fpng&byteSize=1&signature=[A-Za-z0-9_-]{43}$/);
+      expect(put.url).toMatch(
+        /^https:\/\/api\.example\.org\/base\/storage\/v1\/objects\/a~b\?expires=\d+&contentType=image%2Fpng&byteSize=1&signature=[A-Za-z0-9_-]{43}$/,
+      );
       // The same key signs the same URL: another server with it accepts this one's URLs.
-      const other = new FilesystemObjectStorage('/nonexistent', { signingKey: Buffer.from('k'.repeat(32)), publicBaseUrl: 'https://api.example.org/base' });
+      const other = new FilesystemObjectStorage('/nonexistent', {
+        signingKey: Buffer.from('k'.repeat(32)),
+        publicBaseUrl: 'https://api.example.org/base',
+      });
       const query = new URL(put.url).searchParams;
       expect(() =>
-        other.verifySignedUpload({ key: 'a/b', expires: Number(query.get('expires')), contentType: 'image/png', byteSize: 1, signature: query.get('signature')! }, Date.now()),
+        other.verifySignedUpload(
+          {
+            key: 'a/b',
+            expires: Number(query.get('expires')),
+            contentType: 'image/png',
+            byteSize: 1,
+            signature: query.get('signature')!,
+          },
+          Date.now(),
+        ),
       ).not.toThrow();
     } finally {
       await s.close();
@@ -478,7 +603,11 @@ describe('migration 0010', () => {
     const user = await server.user();
     const shaA = 'a'.repeat(64);
     const shaB = 'b'.repeat(64);
-    const created = await user.api.POST('/api/v1/entries', { body: { content: `![x](/api/v1/entry-images/${shaA}) and ![y](/api/v1/entry-images/${shaB}) twice ![z](/api/v1/entry-images/${shaA})` } });
+    const created = await user.api.POST('/api/v1/entries', {
+      body: {
+        content: `![x](/api/v1/entry-images/${shaA}) and ![y](/api/v1/entry-images/${shaB}) twice ![z](/api/v1/entry-images/${shaA})`,
+      },
+    });
     expect(created.response.status).toBe(201);
     await user.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: created.data!.id } } });
     // As before the migration: tables gone, then created and filled from the notes.

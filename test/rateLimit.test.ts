@@ -28,7 +28,10 @@ describe('default limit (1,000 per minute per key)', () => {
     }
     const refused = await server.fetch(path, { headers: bearer(user.apiKey) });
     expect(refused.status).toBe(429);
-    expect(await refused.json()).toEqual({ code: 'RATE_LIMITED', message: expect.stringMatching(/^Rate limit of 1000 requests per minute exceeded/) });
+    expect(await refused.json()).toEqual({
+      code: 'RATE_LIMITED',
+      message: expect.stringMatching(/^Rate limit of 1000 requests per minute exceeded/),
+    });
     const retryAfter = Number(refused.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
@@ -71,7 +74,8 @@ describe('shared stores', () => {
       expect(server.deps.rateLimiter.store.kind).toBe('postgres');
       const user = await server.user();
       const statuses: number[] = [];
-      for (let i = 0; i < 6; i++) statuses.push((await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status);
+      for (let i = 0; i < 6; i++)
+        statuses.push((await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status);
       expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
       // A second instance's store (same database) continues the same window once this one has synced.
       const store = server.deps.rateLimiter.store as PostgresRateLimitStore;
@@ -123,7 +127,7 @@ describe('shared stores', () => {
     }
   });
 
-  it('PostgreSQL store: counts still pending when the key\'s account is deleted leave no row behind', async () => {
+  it("PostgreSQL store: counts still pending when the key's account is deleted leave no row behind", async () => {
     const server = await new TestServer().start();
     const store = new PostgresRateLimitStore(server.deps.db.knex, { limit: 1000, syncMs: 3_600_000 });
     try {
@@ -131,7 +135,9 @@ describe('shared stores', () => {
       const now = Date.now();
       expect((await store.hit(keyId, now)).count).toBe(1); // a new window: written at once
       for (let i = 0; i < 5; i++) await store.hit(keyId, now); // pending, synced later
-      expect((await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId } } })).response.status).toBe(204);
+      expect(
+        (await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId } } })).response.status,
+      ).toBe(204);
       await store.flush();
       expect(await server.deps.db.knex('rate_limit_windows').where({ key_id: keyId }).first()).toBeUndefined();
       // A request of the deleted key that was already past authentication is counted locally only.
@@ -144,7 +150,7 @@ describe('shared stores', () => {
   });
 
   it.runIf(Boolean(process.env.DATABASE_URL))(
-    'PostgreSQL store: a sync racing the deletion of the key\'s account waits for it and leaves no row behind',
+    "PostgreSQL store: a sync racing the deletion of the key's account waits for it and leaves no row behind",
     async () => {
       const server = await new TestServer().start();
       const store = new PostgresRateLimitStore(server.deps.db.knex, { limit: 1000, syncMs: 3_600_000 });
@@ -186,7 +192,8 @@ describe('shared stores', () => {
     try {
       expect(a.deps.rateLimiter.store.kind).toBe('redis');
       const user = await a.user();
-      for (let i = 0; i < 2; i++) expect((await a.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
+      for (let i = 0; i < 2; i++)
+        expect((await a.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
       // Another instance on the same Redis sees the same window for this key.
       const redis = new Redis(REDIS_URL);
       const peer = new RedisRateLimitStore(redis);

@@ -97,34 +97,56 @@ describe.skipIf(!process.env.REDIS_URL)('readiness with Redis (REDIS_URL)', () =
     const ready = await readiness(server);
     expect(ready).toEqual({
       status: 200,
-      body: { status: 'ready', database: 'ok', migrations: 'ok', checks: { database: 'ok', migrations: 'ok', redis: 'ok', objectStorage: 'ok' } },
+      body: {
+        status: 'ready',
+        database: 'ok',
+        migrations: 'ok',
+        checks: { database: 'ok', migrations: 'ok', redis: 'ok', objectStorage: 'ok' },
+      },
     });
   });
 
   it('is 503 with the envelope and redis: down when Redis goes away, logged once; 200 again when it is back', async () => {
     logs.lines.length = 0;
     await relay.cut();
-    const down = await until(() => readiness(server), (r) => r.status === 503);
+    const down = await until(
+      () => readiness(server),
+      (r) => r.status === 503,
+    );
     expect(down).toEqual({
       status: 503,
-      body: { code: 'PRECONDITION_FAILED', message: 'Redis is not reachable', checks: { database: 'ok', migrations: 'ok', redis: 'down', objectStorage: 'ok' } },
+      body: {
+        code: 'PRECONDITION_FAILED',
+        message: 'Redis is not reachable',
+        checks: { database: 'ok', migrations: 'ok', redis: 'down', objectStorage: 'ok' },
+      },
     });
     // API requests cannot be rate limited meanwhile: 503, retry later (not a 500, not admitted unchecked).
     const user = await server.user();
     const refused = await server.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) });
     expect(refused.status).toBe(503);
-    expect(await refused.json()).toEqual({ code: 'PRECONDITION_FAILED', message: 'Rate-limit store (Redis) is not reachable' });
+    expect(await refused.json()).toEqual({
+      code: 'PRECONDITION_FAILED',
+      message: 'Rate-limit store (Redis) is not reachable',
+    });
     const started = Date.now();
     expect((await readiness(server)).status).toBe(503);
     expect(Date.now() - started).toBeLessThan(5_000); // each check has its own deadline
 
     const warnings = logs.lines.filter((l) => l.msg === 'not ready: Redis is not reachable');
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toMatchObject({ level: WARN, checks: { redis: 'down' }, errors: { redis: expect.any(String) } });
+    expect(warnings[0]).toMatchObject({
+      level: WARN,
+      checks: { redis: 'down' },
+      errors: { redis: expect.any(String) },
+    });
     expect(logs.lines.filter((l) => l.req?.path === '/readyz')).toEqual([]); // probe requests are debug
 
     await relay.open(); // same port
-    const up = await until(() => readiness(server), (r) => r.status === 200);
+    const up = await until(
+      () => readiness(server),
+      (r) => r.status === 200,
+    );
     expect(up.status).toBe(200);
     expect(logs.lines.filter((l) => l.msg === 'ready again' && l.level === INFO)).toHaveLength(1);
   });
@@ -143,7 +165,11 @@ describe('readiness of object storage', () => {
     try {
       expect(await readiness(server)).toEqual({
         status: 503,
-        body: { code: 'PRECONDITION_FAILED', message: 'Object storage is not reachable', checks: { database: 'ok', migrations: 'ok', objectStorage: 'down' } },
+        body: {
+          code: 'PRECONDITION_FAILED',
+          message: 'Object storage is not reachable',
+          checks: { database: 'ok', migrations: 'ok', objectStorage: 'down' },
+        },
       });
       expect(server.violations).toEqual([]);
     } finally {
@@ -154,7 +180,10 @@ describe('readiness of object storage', () => {
   it('OBJECT_STORAGE=none: not checked, not listed', async () => {
     const server = await new TestServer().start({ env: { OBJECT_STORAGE: 'none' } });
     try {
-      expect(await readiness(server)).toEqual({ status: 200, body: { status: 'ready', database: 'ok', migrations: 'ok', checks: { database: 'ok', migrations: 'ok' } } });
+      expect(await readiness(server)).toEqual({
+        status: 200,
+        body: { status: 'ready', database: 'ok', migrations: 'ok', checks: { database: 'ok', migrations: 'ok' } },
+      });
     } finally {
       await server.close();
     }
@@ -194,7 +223,11 @@ describe('readiness of object storage', () => {
         try {
           expect(await readiness(server)).toEqual({
             status: 503,
-            body: { code: 'PRECONDITION_FAILED', message: 'Object storage is not reachable', checks: { database: 'ok', migrations: 'ok', objectStorage: 'down' } },
+            body: {
+              code: 'PRECONDITION_FAILED',
+              message: 'Object storage is not reachable',
+              checks: { database: 'ok', migrations: 'ok', objectStorage: 'down' },
+            },
           });
           expect(server.violations).toEqual([]);
         } finally {

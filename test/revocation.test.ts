@@ -28,9 +28,14 @@ describe.runIf(Boolean(process.env.DATABASE_URL))('key revocation across instanc
       expect((await b.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
       expect((await b.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(other.apiKey) })).status).toBe(200);
 
-      const { response } = await a.admin.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: user.keyId } } });
+      const { response } = await a.admin.DELETE('/admin/v1/api-keys/{keyId}', {
+        params: { path: { keyId: user.keyId } },
+      });
       expect(response.status).toBe(204);
-      const refused = await until(async () => (await b.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status === 401, 2000);
+      const refused = await until(
+        async () => (await b.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status === 401,
+        2000,
+      );
       expect(refused).toBe(true);
       // Only the revoked key is affected.
       expect((await b.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(other.apiKey) })).status).toBe(200);
@@ -47,7 +52,9 @@ describe.runIf(Boolean(process.env.DATABASE_URL))('key revocation across instanc
       const user = await a.user();
       expect((await b.fetch('/api/v1/appearance/custom-fonts', { headers: bearer(user.apiKey) })).status).toBe(200);
       // Cut B's listener, then revoke while nobody listens: the notification is lost.
-      await a.deps.db.knex.raw("select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'api-key-revocations' and datname = current_database()");
+      await a.deps.db.knex.raw(
+        "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'api-key-revocations' and datname = current_database()",
+      );
       expect(await until(async () => b.runtime.revocations?.listening === false, 2000)).toBe(true);
       await a.deps.db.knex('api_keys').where({ id: user.keyId }).update({ revoked_at: Date.now() });
       // Reconnected, B drops its cache and reads the key afresh.

@@ -15,13 +15,21 @@ async function uploadBadgeImages(u: TestUser, count: number): Promise<void> {
 const s = (n: number, c = 'x') => c.repeat(n);
 
 async function addLink(u: TestUser, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await u.api.POST('/api/v1/social/links', { body: { platform: 'bluesky', displayName: 'Alex', visibility: 'public', ...extra } as never });
+  const res = await u.api.POST('/api/v1/social/links', {
+    body: { platform: 'bluesky', displayName: 'Alex', visibility: 'public', ...extra } as never,
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!.linkId;
 }
 
-async function addWidget(u: TestUser, config: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await u.api.POST('/api/v1/social/widgets', { body: { type: config.kind, config, visibility: 'public', size: 'medium', ...extra } as never });
+async function addWidget(
+  u: TestUser,
+  config: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
+  const res = await u.api.POST('/api/v1/social/widgets', {
+    body: { type: config.kind, config, visibility: 'public', size: 'medium', ...extra } as never,
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!.widgetId;
 }
@@ -31,9 +39,19 @@ const section = async (u: TestUser) => (await u.api.GET('/api/v1/social')).data!
 describe('social section and theme', () => {
   it('starts empty; theme fields merge, null clears, every write moves updatedAt', async () => {
     const u = await server.user();
-    expect(await section(u)).toEqual({ userId: u.userId, links: [], widgets: [], musicConnections: [], theme: null, updatedAt: null });
+    expect(await section(u)).toEqual({
+      userId: u.userId,
+      links: [],
+      widgets: [],
+      musicConnections: [],
+      theme: null,
+      updatedAt: null,
+    });
     now += 1000;
-    expect((await u.api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA', borderStyle: 'subtle' } } })).response.status).toBe(204);
+    expect(
+      (await u.api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA', borderStyle: 'subtle' } } }))
+        .response.status,
+    ).toBe(204);
     expect((await section(u)).updatedAt).toBe(now);
     now += 1000;
     await u.api.PATCH('/api/v1/social', { body: { theme: { cornerStyle: 'sharp', accentColor: '#000000' } } });
@@ -49,11 +67,27 @@ describe('social section and theme', () => {
 
   it('theme limits and enums', async () => {
     const u = await server.user();
-    const ok = { cardBackground: s(64), accentColor: s(32), borderStyle: 'strong', cornerStyle: 'rounded', iconStyle: 'filled' } as const;
+    const ok = {
+      cardBackground: s(64),
+      accentColor: s(32),
+      borderStyle: 'strong',
+      cornerStyle: 'rounded',
+      iconStyle: 'filled',
+    } as const;
     expect((await u.api.PATCH('/api/v1/social', { body: { theme: ok } })).response.status).toBe(204);
     expect((await section(u)).theme).toEqual(ok);
-    for (const theme of [{ cardBackground: s(65) }, { accentColor: s(33) }, { borderStyle: 'thick' }, { cornerStyle: 'round' }, { iconStyle: 'bold' }, { font: 'x' }]) {
-      expect((await u.api.PATCH('/api/v1/social', { body: { theme } as never })).response.status, JSON.stringify(theme)).toBe(400);
+    for (const theme of [
+      { cardBackground: s(65) },
+      { accentColor: s(33) },
+      { borderStyle: 'thick' },
+      { cornerStyle: 'round' },
+      { iconStyle: 'bold' },
+      { font: 'x' },
+    ]) {
+      expect(
+        (await u.api.PATCH('/api/v1/social', { body: { theme } as never })).response.status,
+        JSON.stringify(theme),
+      ).toBe(400);
     }
     expect((await u.api.PATCH('/api/v1/social', { body: {} as never })).response.status).toBe(400);
     expect((await section(u)).theme).toEqual(ok);
@@ -62,7 +96,9 @@ describe('social section and theme', () => {
   it('needs the social scope at the right level', async () => {
     const reader = await server.user({ scopes: { social: 'read' } });
     expect((await reader.api.GET('/api/v1/social')).response.status).toBe(200);
-    const denied = await reader.api.POST('/api/v1/social/links', { body: { platform: 'github', displayName: 'x', visibility: 'public' } as never });
+    const denied = await reader.api.POST('/api/v1/social/links', {
+      body: { platform: 'github', displayName: 'x', visibility: 'public' } as never,
+    });
     expect(denied.response.status).toBe(403);
     expect(denied.error).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: social requires read_write' });
     const none = await server.user({ scopes: { guestbook: 'read_write' } });
@@ -79,36 +115,112 @@ describe('links', () => {
     const c = await addLink(u, { platform: 'github', displayName: 'Code', sortOrder: 10 });
     const d = await addLink(u, { platform: 'steam', displayName: 'Games' });
     const links = (await section(u)).links;
-    expect(links.map((l) => [l.id, l.sortOrder])).toEqual([[a, 0], [b, 1], [c, 10], [d, 11]]);
+    expect(links.map((l) => [l.id, l.sortOrder])).toEqual([
+      [a, 0],
+      [b, 1],
+      [c, 10],
+      [d, 11],
+    ]);
     expect(links[0]).toEqual({
-      id: a, platform: 'bluesky', displayName: 'Alex', handle: '@alex', url: 'https://bsky.app/profile/alex', description: null, badge: null,
-      accentColor: null, avatarUrl: null, visibility: 'public', featured: true, sortOrder: 0, createdAt: now - 10, updatedAt: now - 10,
+      id: a,
+      platform: 'bluesky',
+      displayName: 'Alex',
+      handle: '@alex',
+      url: 'https://bsky.app/profile/alex',
+      description: null,
+      badge: null,
+      accentColor: null,
+      avatarUrl: null,
+      visibility: 'public',
+      featured: true,
+      sortOrder: 0,
+      createdAt: now - 10,
+      updatedAt: now - 10,
     });
     expect(links[1]!.featured).toBe(false);
     now += 10;
-    const patched = await u.api.PATCH('/api/v1/social/links/{linkId}', { params: { path: { linkId: a } }, body: { handle: null, badge: 'main', visibility: 'private' } });
+    const patched = await u.api.PATCH('/api/v1/social/links/{linkId}', {
+      params: { path: { linkId: a } },
+      body: { handle: null, badge: 'main', visibility: 'private' },
+    });
     expect(patched.response.status).toBe(200);
     expect(patched.data).toEqual({ linkId: a });
     const after = (await section(u)).links.find((l) => l.id === a)!;
-    expect(after).toMatchObject({ handle: null, badge: 'main', visibility: 'private', url: 'https://bsky.app/profile/alex', displayName: 'Alex', updatedAt: now });
-    expect((await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: a } } })).response.status).toBe(204);
+    expect(after).toMatchObject({
+      handle: null,
+      badge: 'main',
+      visibility: 'private',
+      url: 'https://bsky.app/profile/alex',
+      displayName: 'Alex',
+      updatedAt: now,
+    });
+    expect(
+      (await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: a } } })).response.status,
+    ).toBe(204);
     expect((await section(u)).links.map((l) => l.id)).toEqual([b, c, d]);
-    expect((await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: a } } })).response.status).toBe(404);
+    expect(
+      (await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: a } } })).response.status,
+    ).toBe(404);
   });
 
   it('limits at and past each bound; platform list; music platform rejected', async () => {
     const u = await server.user();
-    await addLink(u, { displayName: s(120), handle: s(120), description: s(280), badge: s(32), accentColor: s(32), avatarUrl: `https://e.org/${s(2048 - 14)}`, url: 'http://e.org' });
-    for (const platform of ['twitter', 'bluesky', 'mastodon', 'instagram', 'tiktok', 'youtube', 'twitch', 'discord', 'reddit', 'tumblr', 'facebook', 'threads', 'github', 'kofi', 'patreon', 'pinterest', 'snapchat', 'steam', 'xbox', 'playstation', 'custom']) {
+    await addLink(u, {
+      displayName: s(120),
+      handle: s(120),
+      description: s(280),
+      badge: s(32),
+      accentColor: s(32),
+      avatarUrl: `https://e.org/${s(2048 - 14)}`,
+      url: 'http://e.org',
+    });
+    for (const platform of [
+      'twitter',
+      'bluesky',
+      'mastodon',
+      'instagram',
+      'tiktok',
+      'youtube',
+      'twitch',
+      'discord',
+      'reddit',
+      'tumblr',
+      'facebook',
+      'threads',
+      'github',
+      'kofi',
+      'patreon',
+      'pinterest',
+      'snapchat',
+      'steam',
+      'xbox',
+      'playstation',
+      'custom',
+    ]) {
       await addLink(u, { platform });
     }
     const bad: Array<Record<string, unknown>> = [
-      { displayName: '' }, { displayName: s(121) }, { handle: s(121) }, { description: s(281) }, { badge: s(33) }, { accentColor: s(33) },
-      { avatarUrl: `https://e.org/${s(2048 - 13)}` }, { avatarUrl: 'not a url' }, { url: 'ftp://e.org/x' }, { url: 'javascript:alert(1)' },
-      { platform: 'spotify' }, { platform: 'Bluesky' }, { visibility: 'everyone' }, { sortOrder: -1 }, { sortOrder: 1.5 }, { extra: 1 },
+      { displayName: '' },
+      { displayName: s(121) },
+      { handle: s(121) },
+      { description: s(281) },
+      { badge: s(33) },
+      { accentColor: s(33) },
+      { avatarUrl: `https://e.org/${s(2048 - 13)}` },
+      { avatarUrl: 'not a url' },
+      { url: 'ftp://e.org/x' },
+      { url: 'javascript:alert(1)' },
+      { platform: 'spotify' },
+      { platform: 'Bluesky' },
+      { visibility: 'everyone' },
+      { sortOrder: -1 },
+      { sortOrder: 1.5 },
+      { extra: 1 },
     ];
     for (const extra of bad) {
-      const res = await u.api.POST('/api/v1/social/links', { body: { platform: 'bluesky', displayName: 'Alex', visibility: 'public', ...extra } as never });
+      const res = await u.api.POST('/api/v1/social/links', {
+        body: { platform: 'bluesky', displayName: 'Alex', visibility: 'public', ...extra } as never,
+      });
       expect(res.response.status, JSON.stringify(extra)).toBe(400);
     }
     for (const missing of ['platform', 'displayName', 'visibility']) {
@@ -119,7 +231,11 @@ describe('links', () => {
     expect((await section(u)).links).toHaveLength(22);
     const id = (await section(u)).links[0]!.id;
     for (const body of [{}, { displayName: s(121) }, { platform: 'spotify' }, { displayName: null }]) {
-      expect((await u.api.PATCH('/api/v1/social/links/{linkId}', { params: { path: { linkId: id } }, body: body as never })).response.status, JSON.stringify(body)).toBe(400);
+      expect(
+        (await u.api.PATCH('/api/v1/social/links/{linkId}', { params: { path: { linkId: id } }, body: body as never }))
+          .response.status,
+        JSON.stringify(body),
+      ).toBe(400);
     }
   });
 
@@ -128,21 +244,41 @@ describe('links', () => {
     const other = await server.user();
     const theirs = await addLink(other, { displayName: 'Theirs' });
     for (const linkId of [theirs, UNKNOWN_ID]) {
-      const res = await u.api.PATCH('/api/v1/social/links/{linkId}', { params: { path: { linkId } }, body: { displayName: 'Mine now' } });
+      const res = await u.api.PATCH('/api/v1/social/links/{linkId}', {
+        params: { path: { linkId } },
+        body: { displayName: 'Mine now' },
+      });
       expect(res.response.status).toBe(404);
       expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Link not found' });
-      expect((await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId } } })).response.status).toBe(404);
+      expect(
+        (await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId } } })).response.status,
+      ).toBe(404);
     }
     expect((await section(other)).links[0]!.displayName).toBe('Theirs');
-    expect((await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: 'nope' } } })).response.status).toBe(400);
+    expect(
+      (await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: 'nope' } } })).response.status,
+    ).toBe(400);
   });
 });
 
 const ALL_KINDS: Array<Record<string, unknown>> = [
   { kind: 'status', statusText: 'Resting' },
   { kind: 'community_server', serverName: 'Cosy', inviteUrl: 'https://chat.example.org/invite/abc' },
-  { kind: 'currently_playing', provider: 'spotify', trackTitle: 'Song', artistName: 'Band', artworkUrl: 'https://i.example.org/a.jpg' },
-  { kind: 'music', provider: 'spotify', resourceType: 'playlist', resourceId: 'abc123', widgetKind: 'embed', displayStyle: 'compact' },
+  {
+    kind: 'currently_playing',
+    provider: 'spotify',
+    trackTitle: 'Song',
+    artistName: 'Band',
+    artworkUrl: 'https://i.example.org/a.jpg',
+  },
+  {
+    kind: 'music',
+    provider: 'spotify',
+    resourceType: 'playlist',
+    resourceId: 'abc123',
+    widgetKind: 'embed',
+    displayStyle: 'compact',
+  },
   { kind: 'quote', quote: 'Be kind', author: 'Someone' },
   { kind: 'pronouns_identity', pronouns: 'they/them', identity: 'system' },
   { kind: 'mood', mood: 'calm', note: 'quiet' },
@@ -168,32 +304,83 @@ describe('widgets', () => {
     expect(widgets.map((w) => w.config)).toEqual(ALL_KINDS);
     expect(widgets.map((w) => w.sortOrder)).toEqual(ALL_KINDS.map((_, i) => i));
     expect(widgets[0]).toEqual({
-      id: ids[0], type: 'status', title: null, config: ALL_KINDS[0], visibility: 'public', size: 'medium', sortOrder: 0, pinned: false, collapsed: false, createdAt: now, updatedAt: now,
+      id: ids[0],
+      type: 'status',
+      title: null,
+      config: ALL_KINDS[0],
+      visibility: 'public',
+      size: 'medium',
+      sortOrder: 0,
+      pinned: false,
+      collapsed: false,
+      createdAt: now,
+      updatedAt: now,
     });
     // Defaults of optional booleans are written out.
     const gb = await addWidget(u, { kind: 'guestbook' });
     const poll = await addWidget(u, { kind: 'poll', question: 'Q', options: ['a', 'b'] });
     const after = (await section(u)).widgets;
     expect(after.find((w) => w.id === gb)!.config).toEqual({ kind: 'guestbook', allowAnonymous: false });
-    expect(after.find((w) => w.id === poll)!.config).toEqual({ kind: 'poll', question: 'Q', options: ['a', 'b'], allowMultipleSelections: false });
+    expect(after.find((w) => w.id === poll)!.config).toEqual({
+      kind: 'poll',
+      question: 'Q',
+      options: ['a', 'b'],
+      allowMultipleSelections: false,
+    });
   });
 
   it('type must equal config.kind, on create and on PATCH', async () => {
     const u = await server.user();
-    const res = await u.api.POST('/api/v1/social/widgets', { body: { type: 'mood', config: { kind: 'status', statusText: 'x' }, visibility: 'public', size: 'small' } as never });
+    const res = await u.api.POST('/api/v1/social/widgets', {
+      body: { type: 'mood', config: { kind: 'status', statusText: 'x' }, visibility: 'public', size: 'small' } as never,
+    });
     expect(res.response.status).toBe(400);
     expect(res.error!.message).toBe('type must equal config.kind');
     const id = await addWidget(u, { kind: 'status', statusText: 'x' });
     const path = { params: { path: { widgetId: id } } };
-    expect((await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { ...path, body: { type: 'mood' } })).response.status).toBe(400);
-    expect((await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { ...path, body: { config: { kind: 'mood', mood: 'ok' } } })).response.status).toBe(400);
-    expect((await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { ...path, body: { type: 'status', config: { kind: 'mood', mood: 'ok' } } })).response.status).toBe(400);
+    expect(
+      (await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { ...path, body: { type: 'mood' } })).response.status,
+    ).toBe(400);
+    expect(
+      (
+        await u.api.PATCH('/api/v1/social/widgets/{widgetId}', {
+          ...path,
+          body: { config: { kind: 'mood', mood: 'ok' } },
+        })
+      ).response.status,
+    ).toBe(400);
+    expect(
+      (
+        await u.api.PATCH('/api/v1/social/widgets/{widgetId}', {
+          ...path,
+          body: { type: 'status', config: { kind: 'mood', mood: 'ok' } },
+        })
+      ).response.status,
+    ).toBe(400);
     expect((await section(u)).widgets[0]!.config).toEqual({ kind: 'status', statusText: 'x' });
     now += 5;
-    const ok = await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { ...path, body: { type: 'mood', config: { kind: 'mood', mood: 'ok' }, title: 'T', pinned: true, collapsed: true, size: 'full' } });
+    const ok = await u.api.PATCH('/api/v1/social/widgets/{widgetId}', {
+      ...path,
+      body: {
+        type: 'mood',
+        config: { kind: 'mood', mood: 'ok' },
+        title: 'T',
+        pinned: true,
+        collapsed: true,
+        size: 'full',
+      },
+    });
     expect(ok.response.status).toBe(200);
     expect(ok.data).toEqual({ widgetId: id });
-    expect((await section(u)).widgets[0]).toMatchObject({ type: 'mood', config: { kind: 'mood', mood: 'ok' }, title: 'T', pinned: true, collapsed: true, size: 'full', updatedAt: now });
+    expect((await section(u)).widgets[0]).toMatchObject({
+      type: 'mood',
+      config: { kind: 'mood', mood: 'ok' },
+      title: 'T',
+      pinned: true,
+      collapsed: true,
+      size: 'full',
+      updatedAt: now,
+    });
     await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { ...path, body: { title: null } });
     expect((await section(u)).widgets[0]!.title).toBeNull();
   });
@@ -203,11 +390,14 @@ describe('widgets', () => {
     await uploadBadgeImages(u, 25);
     const link = await addLink(u);
     const good: Array<[Record<string, unknown>, Record<string, unknown>?]> = [
-      [{ kind: 'status', statusText: s(1) }], [{ kind: 'status', statusText: s(280) }],
-      [{ kind: 'mutuals', maxItems: 1 }], [{ kind: 'mutuals', maxItems: 40 }],
+      [{ kind: 'status', statusText: s(1) }],
+      [{ kind: 'status', statusText: s(280) }],
+      [{ kind: 'mutuals', maxItems: 1 }],
+      [{ kind: 'mutuals', maxItems: 40 }],
       [{ kind: 'custom_badge', imageUrls: Array.from({ length: 24 }, (_, i) => GALLERY(i)) }],
       [{ kind: 'link_collection', linkIds: [link] }],
-      [{ kind: 'poll', question: 'q', options: ['a', 'b'] }], [{ kind: 'poll', question: 'q', options: ['1', '2', '3', '4', '5', '6', '7', '8'] }],
+      [{ kind: 'poll', question: 'q', options: ['a', 'b'] }],
+      [{ kind: 'poll', question: 'q', options: ['1', '2', '3', '4', '5', '6', '7', '8'] }],
       [{ kind: 'sticker_board', stickerUrls: Array.from({ length: 100 }, (_, i) => `https://s.example.org/${i}.png`) }],
       [{ kind: 'status', statusText: 'x' }, { title: s(120) }],
       [{ kind: 'countdown', targetAt: 0, label: 'epoch' }],
@@ -216,26 +406,58 @@ describe('widgets', () => {
     const other = await server.user();
     const theirLink = await addLink(other);
     const bad: Array<[Record<string, unknown>, Record<string, unknown>?]> = [
-      [{ kind: 'status', statusText: '' }], [{ kind: 'status', statusText: s(281) }], [{ kind: 'status' }],
-      [{ kind: 'mutuals', maxItems: 0 }], [{ kind: 'mutuals', maxItems: 41 }],
+      [{ kind: 'status', statusText: '' }],
+      [{ kind: 'status', statusText: s(281) }],
+      [{ kind: 'status' }],
+      [{ kind: 'mutuals', maxItems: 0 }],
+      [{ kind: 'mutuals', maxItems: 41 }],
       [{ kind: 'custom_badge', imageUrls: Array.from({ length: 25 }, (_, i) => GALLERY(i)) }],
       [{ kind: 'custom_badge', imageUrls: ['https://elsewhere.example.org/badge.png'] }],
       [{ kind: 'custom_badge', imageUrls: ['/api/v1/entry-images/' + '0'.repeat(64)] }],
       [{ kind: 'custom_badge', imageUrls: [galleryUrlOf(uniqueImage(1000))] }],
-      [{ kind: 'link_collection', linkIds: [theirLink] }], [{ kind: 'link_collection', linkIds: [UNKNOWN_ID] }], [{ kind: 'link_collection', linkIds: [link, link] }],
-      [{ kind: 'poll', question: 'q', options: ['a'] }], [{ kind: 'poll', question: 'q', options: ['1', '2', '3', '4', '5', '6', '7', '8', '9'] }], [{ kind: 'poll', question: 'q', options: ['a', 'a'] }],
+      [{ kind: 'link_collection', linkIds: [theirLink] }],
+      [{ kind: 'link_collection', linkIds: [UNKNOWN_ID] }],
+      [{ kind: 'link_collection', linkIds: [link, link] }],
+      [{ kind: 'poll', question: 'q', options: ['a'] }],
+      [{ kind: 'poll', question: 'q', options: ['1', '2', '3', '4', '5', '6', '7', '8', '9'] }],
+      [{ kind: 'poll', question: 'q', options: ['a', 'a'] }],
       [{ kind: 'sticker_board', stickerUrls: Array.from({ length: 101 }, (_, i) => `https://s.example.org/${i}.png`) }],
-      [{ kind: 'status', statusText: 'x' }, { title: s(121) }], [{ kind: 'status', statusText: 'x' }, { size: 'huge' }], [{ kind: 'status', statusText: 'x' }, { visibility: 'all' }],
-      [{ kind: 'status', statusText: 'x', extra: 1 }], [{ kind: 'unknown' }], [{ kind: 'countdown', targetAt: -1, label: 'x' }], [{ kind: 'countdown', targetAt: 1.5, label: 'x' }],
-      [{ kind: 'music', provider: 'spotify', resourceType: 'track', resourceId: 'abc', widgetKind: 'embed', displayStyle: 'compact', memberId: UNKNOWN_ID }],
+      [{ kind: 'status', statusText: 'x' }, { title: s(121) }],
+      [{ kind: 'status', statusText: 'x' }, { size: 'huge' }],
+      [{ kind: 'status', statusText: 'x' }, { visibility: 'all' }],
+      [{ kind: 'status', statusText: 'x', extra: 1 }],
+      [{ kind: 'unknown' }],
+      [{ kind: 'countdown', targetAt: -1, label: 'x' }],
+      [{ kind: 'countdown', targetAt: 1.5, label: 'x' }],
+      [
+        {
+          kind: 'music',
+          provider: 'spotify',
+          resourceType: 'track',
+          resourceId: 'abc',
+          widgetKind: 'embed',
+          displayStyle: 'compact',
+          memberId: UNKNOWN_ID,
+        },
+      ],
     ];
     for (const [config, extra] of bad) {
-      const res = await u.api.POST('/api/v1/social/widgets', { body: { type: config.kind, config, visibility: 'public', size: 'medium', ...extra } as never });
+      const res = await u.api.POST('/api/v1/social/widgets', {
+        body: { type: config.kind, config, visibility: 'public', size: 'medium', ...extra } as never,
+      });
       expect(res.response.status, JSON.stringify([config, extra]).slice(0, 200)).toBe(400);
     }
     expect((await section(u)).widgets).toHaveLength(good.length);
     const member = await createMember(u.api);
-    await addWidget(u, { kind: 'music', provider: 'spotify', resourceType: 'track', resourceId: 'abc', widgetKind: 'card', displayStyle: 'standard', memberId: member });
+    await addWidget(u, {
+      kind: 'music',
+      provider: 'spotify',
+      resourceType: 'track',
+      resourceId: 'abc',
+      widgetKind: 'card',
+      displayStyle: 'standard',
+      memberId: member,
+    });
   });
 
   it('create-with-id; a duplicate id is 409; foreign or unknown widgets are 404; delete', async () => {
@@ -244,18 +466,45 @@ describe('widgets', () => {
     const id = '0f0e0d0c-0b0a-4909-8807-060504030201';
     expect(await addWidget(u, { kind: 'status', statusText: 'x' }, { id })).toBe(id);
     for (const who of [u, other]) {
-      const dup = await who.api.POST('/api/v1/social/widgets', { body: { id, type: 'status', config: { kind: 'status', statusText: 'y' }, visibility: 'public', size: 'small' } as never });
+      const dup = await who.api.POST('/api/v1/social/widgets', {
+        body: {
+          id,
+          type: 'status',
+          config: { kind: 'status', statusText: 'y' },
+          visibility: 'public',
+          size: 'small',
+        } as never,
+      });
       expect(dup.response.status).toBe(409);
       expect(JSON.stringify(dup.error)).not.toContain('"x"');
     }
     for (const widgetId of [id, UNKNOWN_ID]) {
-      expect((await other.api.PATCH('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId } }, body: { title: 'mine' } })).response.status).toBe(404);
-      expect((await other.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId } } })).response.status).toBe(404);
+      expect(
+        (
+          await other.api.PATCH('/api/v1/social/widgets/{widgetId}', {
+            params: { path: { widgetId } },
+            body: { title: 'mine' },
+          })
+        ).response.status,
+      ).toBe(404);
+      expect(
+        (await other.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId } } })).response
+          .status,
+      ).toBe(404);
     }
     expect((await section(u)).widgets[0]!.title).toBeNull();
-    expect((await u.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: id } } })).response.status).toBe(204);
+    expect(
+      (await u.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: id } } })).response.status,
+    ).toBe(204);
     expect((await section(u)).widgets).toEqual([]);
-    expect((await u.api.PATCH('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: id } }, body: { title: 'x' } })).response.status).toBe(404);
+    expect(
+      (
+        await u.api.PATCH('/api/v1/social/widgets/{widgetId}', {
+          params: { path: { widgetId: id } },
+          body: { title: 'x' },
+        })
+      ).response.status,
+    ).toBe(404);
   });
 });
 
@@ -264,28 +513,57 @@ describe('reorder', () => {
     const u = await server.user();
     const other = await server.user();
     const [a, b, c] = [await addLink(u), await addLink(u), await addLink(u)];
-    const [w1, w2] = [await addWidget(u, { kind: 'status', statusText: '1' }), await addWidget(u, { kind: 'status', statusText: '2' })];
+    const [w1, w2] = [
+      await addWidget(u, { kind: 'status', statusText: '1' }),
+      await addWidget(u, { kind: 'status', statusText: '2' }),
+    ];
     const foreign = await addLink(other);
-    expect((await u.api.POST('/api/v1/social/reorder', { body: { linkIds: [c, a, b], widgetIds: [w2, w1] } })).response.status).toBe(204);
+    expect(
+      (await u.api.POST('/api/v1/social/reorder', { body: { linkIds: [c, a, b], widgetIds: [w2, w1] } })).response
+        .status,
+    ).toBe(204);
     let sec = await section(u);
-    expect(sec.links.map((l) => [l.id, l.sortOrder])).toEqual([[c, 0], [a, 1], [b, 2]]);
-    expect(sec.widgets.map((w) => [w.id, w.sortOrder])).toEqual([[w2, 0], [w1, 1]]);
+    expect(sec.links.map((l) => [l.id, l.sortOrder])).toEqual([
+      [c, 0],
+      [a, 1],
+      [b, 2],
+    ]);
+    expect(sec.widgets.map((w) => [w.id, w.sortOrder])).toEqual([
+      [w2, 0],
+      [w1, 1],
+    ]);
     expect((await u.api.POST('/api/v1/social/reorder', { body: { widgetIds: [w1, w2] } })).response.status).toBe(204);
     sec = await section(u);
     expect(sec.links.map((l) => l.id)).toEqual([c, a, b]);
     expect(sec.widgets.map((w) => w.id)).toEqual([w1, w2]);
     for (const body of [
-      { linkIds: [a, b] }, { linkIds: [a, b, c, c] }, { linkIds: [a, b, foreign] }, { linkIds: [a, b, c, foreign] }, { linkIds: [a, a, b] },
-      { linkIds: [a, b, c], widgetIds: [w1] }, { widgetIds: [w1, w2, a] }, {}, { linkIds: ['x'] },
+      { linkIds: [a, b] },
+      { linkIds: [a, b, c, c] },
+      { linkIds: [a, b, foreign] },
+      { linkIds: [a, b, c, foreign] },
+      { linkIds: [a, a, b] },
+      { linkIds: [a, b, c], widgetIds: [w1] },
+      { widgetIds: [w1, w2, a] },
+      {},
+      { linkIds: ['x'] },
     ]) {
       const res = await u.api.POST('/api/v1/social/reorder', { body: body as never });
       expect(res.response.status, JSON.stringify(body)).toBe(400);
       expect(JSON.stringify(res.error)).not.toContain(foreign);
     }
     const unchanged = await section(u);
-    expect(unchanged.links.map((l) => [l.id, l.sortOrder])).toEqual([[c, 0], [a, 1], [b, 2]]);
-    expect(unchanged.widgets.map((w) => [w.id, w.sortOrder])).toEqual([[w1, 0], [w2, 1]]);
+    expect(unchanged.links.map((l) => [l.id, l.sortOrder])).toEqual([
+      [c, 0],
+      [a, 1],
+      [b, 2],
+    ]);
+    expect(unchanged.widgets.map((w) => [w.id, w.sortOrder])).toEqual([
+      [w1, 0],
+      [w2, 1],
+    ]);
     const empty = await server.user();
-    expect((await empty.api.POST('/api/v1/social/reorder', { body: { linkIds: [], widgetIds: [] } })).response.status).toBe(204);
+    expect(
+      (await empty.api.POST('/api/v1/social/reorder', { body: { linkIds: [], widgetIds: [] } })).response.status,
+    ).toBe(204);
   });
 });

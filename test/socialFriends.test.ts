@@ -10,15 +10,29 @@ const VISIBILITIES = ['public', 'logged_in', 'friends_only', 'mutuals_only', 'pr
 async function plant(owner: TestUser): Promise<Record<string, { link: string; widget: string }>> {
   const out: Record<string, { link: string; widget: string }> = {};
   for (const v of VISIBILITIES) {
-    const link = (await owner.api.POST('/api/v1/social/links', { body: { platform: 'custom', displayName: `link-${v}`, visibility: v } as never })).data!.linkId;
-    const widget = (await owner.api.POST('/api/v1/social/widgets', { body: { type: 'status', config: { kind: 'status', statusText: `widget-${v}` }, visibility: v, size: 'small' } as never })).data!.widgetId;
+    const link = (
+      await owner.api.POST('/api/v1/social/links', {
+        body: { platform: 'custom', displayName: `link-${v}`, visibility: v } as never,
+      })
+    ).data!.linkId;
+    const widget = (
+      await owner.api.POST('/api/v1/social/widgets', {
+        body: {
+          type: 'status',
+          config: { kind: 'status', statusText: `widget-${v}` },
+          visibility: v,
+          size: 'small',
+        } as never,
+      })
+    ).data!.widgetId;
     out[v] = { link, widget };
   }
   await owner.api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#123456' } } });
   return out;
 }
 
-const friendSocial = (viewer: TestUser, owner: TestUser) => viewer.api.GET('/api/v1/friends/{friendUserId}/social', { params: { path: { friendUserId: owner.userId } } });
+const friendSocial = (viewer: TestUser, owner: TestUser) =>
+  viewer.api.GET('/api/v1/friends/{friendUserId}/social', { params: { path: { friendUserId: owner.userId } } });
 
 describe('GET /friends/{friendUserId}/social', () => {
   it('relationship matrix: only an accepted friendship sees the section; every other case is the same 404 with nothing leaked', async () => {
@@ -34,12 +48,22 @@ describe('GET /friends/{friendUserId}/social', () => {
       }
       expect(res.response.status, relationship).toBe(404);
       expect(res.error, relationship).toEqual({ code: 'NOT_FOUND', message: 'Friend not found' });
-      expectNoneOf(res.error, Object.values(planted).flatMap((p) => [p.link, p.widget]).concat(['link-', 'widget-', '#123456']));
+      expectNoneOf(
+        res.error,
+        Object.values(planted)
+          .flatMap((p) => [p.link, p.widget])
+          .concat(['link-', 'widget-', '#123456']),
+      );
     }
     const u = await server.user();
-    const unknown = await u.api.GET('/api/v1/friends/{friendUserId}/social', { params: { path: { friendUserId: UNKNOWN_ID } } });
+    const unknown = await u.api.GET('/api/v1/friends/{friendUserId}/social', {
+      params: { path: { friendUserId: UNKNOWN_ID } },
+    });
     expect(unknown.error).toEqual({ code: 'NOT_FOUND', message: 'Friend not found' });
-    expect((await u.api.GET('/api/v1/friends/{friendUserId}/social', { params: { path: { friendUserId: u.userId } } })).response.status).toBe(404);
+    expect(
+      (await u.api.GET('/api/v1/friends/{friendUserId}/social', { params: { path: { friendUserId: u.userId } } }))
+        .response.status,
+    ).toBe(404);
   });
 
   it('an accepted friend sees public, logged_in and friends_only; mutuals_only only with a mutual friend; private never', async () => {
@@ -54,8 +78,20 @@ describe('GET /friends/{friendUserId}/social', () => {
     const plain = await friendSocial(viewer, owner);
     expect(plain.data).toMatchObject({ userId: owner.userId, musicConnections: [], theme: { accentColor: '#123456' } });
     const base = ['public', 'logged_in', 'friends_only'] as const;
-    expect(seen(plain.data)).toEqual({ links: base.map((v) => planted[v]!.link), widgets: base.map((v) => planted[v]!.widget) });
-    expectNoneOf(plain.data, [planted.mutuals_only!.link, planted.mutuals_only!.widget, planted.private!.link, planted.private!.widget, 'link-private', 'widget-private', 'link-mutuals_only', 'widget-mutuals_only']);
+    expect(seen(plain.data)).toEqual({
+      links: base.map((v) => planted[v]!.link),
+      widgets: base.map((v) => planted[v]!.widget),
+    });
+    expectNoneOf(plain.data, [
+      planted.mutuals_only!.link,
+      planted.mutuals_only!.widget,
+      planted.private!.link,
+      planted.private!.widget,
+      'link-private',
+      'widget-private',
+      'link-mutuals_only',
+      'widget-mutuals_only',
+    ]);
 
     // A third account friends with only one of them is not a mutual friend; pending is not enough either.
     const third = await server.user();
@@ -68,10 +104,19 @@ describe('GET /friends/{friendUserId}/social', () => {
     await befriend(viewer, fourth);
     const mutual = await friendSocial(viewer, owner);
     const withMutual = [...base, 'mutuals_only'] as const;
-    expect(seen(mutual.data)).toEqual({ links: withMutual.map((v) => planted[v]!.link), widgets: withMutual.map((v) => planted[v]!.widget) });
+    expect(seen(mutual.data)).toEqual({
+      links: withMutual.map((v) => planted[v]!.link),
+      widgets: withMutual.map((v) => planted[v]!.widget),
+    });
     expectNoneOf(mutual.data, [planted.private!.link, planted.private!.widget, 'link-private', 'widget-private']);
     // The mutual friend blocks the viewer: no longer mutual.
-    expect((await fourth.api.POST('/api/v1/friends/{friendUserId}/block', { params: { path: { friendUserId: viewer.userId } } })).response.status).toBe(204);
+    expect(
+      (
+        await fourth.api.POST('/api/v1/friends/{friendUserId}/block', {
+          params: { path: { friendUserId: viewer.userId } },
+        })
+      ).response.status,
+    ).toBe(204);
     expect(seen((await friendSocial(viewer, owner)).data).links).toHaveLength(3);
   });
 

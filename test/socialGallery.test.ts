@@ -7,21 +7,34 @@ import { createLogger } from '../server/logger.ts';
 import { collectGarbage } from '../server/storage/gc.ts';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { befriend, relate, RELATIONSHIPS } from './helpers/friends.ts';
-import { addGalleryImage, galleryUrlOf, IMAGE_BYTES, sha256Of, uniqueImage, uploadGallery, type GalleryType } from './helpers/gallery.ts';
+import {
+  addGalleryImage,
+  galleryUrlOf,
+  IMAGE_BYTES,
+  sha256Of,
+  uniqueImage,
+  uploadGallery,
+  type GalleryType,
+} from './helpers/gallery.ts';
 import { PNG } from './helpers/images.ts';
 import { bearer, TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const CAP = 5;
-const server = useServer({ clock: () => now, env: { MEDIA_MAX_BYTES: '4096', SOCIAL_GALLERY_MAX_IMAGES: String(CAP) } });
+const server = useServer({
+  clock: () => now,
+  env: { MEDIA_MAX_BYTES: '4096', SOCIAL_GALLERY_MAX_IMAGES: String(CAP) },
+});
 
 const NOT_FOUND = { code: 'NOT_FOUND', message: 'Gallery image not found' };
-const BADGE_MESSAGE = 'imageUrls must name images of your own gallery (/api/v1/social/gallery/<sha256>, uploaded with POST /api/v1/social/gallery)';
+const BADGE_MESSAGE =
+  'imageUrls must name images of your own gallery (/api/v1/social/gallery/<sha256>, uploaded with POST /api/v1/social/gallery)';
 let counter = 0;
 const fresh = (type: GalleryType = 'image/png') => uniqueImage(++counter, type);
 
 const objects = async (u: TestUser) => (await server.deps.storage!.list(`u/${u.userId}/social-gallery/`)).sort();
-const fetchImage = (u: TestUser, url: string, headers: Record<string, string> = {}) => server.fetch(url, { headers: { ...bearer(u.apiKey), ...headers } });
+const fetchImage = (u: TestUser, url: string, headers: Record<string, string> = {}) =>
+  server.fetch(url, { headers: { ...bearer(u.apiKey), ...headers } });
 const friendUrl = (url: string, owner: TestUser) => `${url}?ownerUserId=${owner.userId}`;
 
 async function listAll(u: TestUser, limit?: number): Promise<Array<{ sha256: string; createdAt: number }>> {
@@ -38,39 +51,59 @@ async function listAll(u: TestUser, limit?: number): Promise<Array<{ sha256: str
 }
 
 async function addBadge(u: TestUser, imageUrls: string[], visibility = 'friends_only'): Promise<string> {
-  const res = await u.api.POST('/api/v1/social/widgets', { body: { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls }, visibility, size: 'small' } as never });
+  const res = await u.api.POST('/api/v1/social/widgets', {
+    body: { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls }, visibility, size: 'small' } as never,
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!.widgetId;
 }
 
 const createBadge = (u: TestUser, imageUrls: string[]) =>
-  u.api.POST('/api/v1/social/widgets', { body: { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls }, visibility: 'public', size: 'small' } as never });
-const patchWidget = (u: TestUser, widgetId: string, body: Record<string, unknown>) => u.api.PATCH('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId } }, body: body as never });
-const deleteImage = (u: TestUser, sha256: string) => u.api.DELETE('/api/v1/social/gallery/{sha256}', { params: { path: { sha256 } } });
+  u.api.POST('/api/v1/social/widgets', {
+    body: {
+      type: 'custom_badge',
+      config: { kind: 'custom_badge', imageUrls },
+      visibility: 'public',
+      size: 'small',
+    } as never,
+  });
+const patchWidget = (u: TestUser, widgetId: string, body: Record<string, unknown>) =>
+  u.api.PATCH('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId } }, body: body as never });
+const deleteImage = (u: TestUser, sha256: string) =>
+  u.api.DELETE('/api/v1/social/gallery/{sha256}', { params: { path: { sha256 } } });
 
 describe('POST /social/gallery', () => {
-  it.each(Object.keys(IMAGE_BYTES) as GalleryType[])('stores %s under the account prefix and the owner reads it back with its type and ETag', async (type) => {
-    const u = await server.user();
-    const bytes = fresh(type);
-    const sha = sha256Of(bytes);
-    now += 1000;
-    const res = await uploadGallery(server, u.apiKey, bytes, type);
-    expect(res.status).toBe(201);
-    const image = await res.json();
-    expect(image).toEqual({ sha256: sha, url: `/api/v1/social/gallery/${sha}`, contentType: type, byteSize: bytes.length, createdAt: now });
-    expect(await objects(u)).toEqual([`u/${u.userId}/social-gallery/${sha}`]);
+  it.each(Object.keys(IMAGE_BYTES) as GalleryType[])(
+    'stores %s under the account prefix and the owner reads it back with its type and ETag',
+    async (type) => {
+      const u = await server.user();
+      const bytes = fresh(type);
+      const sha = sha256Of(bytes);
+      now += 1000;
+      const res = await uploadGallery(server, u.apiKey, bytes, type);
+      expect(res.status).toBe(201);
+      const image = await res.json();
+      expect(image).toEqual({
+        sha256: sha,
+        url: `/api/v1/social/gallery/${sha}`,
+        contentType: type,
+        byteSize: bytes.length,
+        createdAt: now,
+      });
+      expect(await objects(u)).toEqual([`u/${u.userId}/social-gallery/${sha}`]);
 
-    const got = await fetchImage(u, image.url);
-    expect(got.status).toBe(200);
-    expect(got.headers.get('content-type')).toBe(type);
-    expect(got.headers.get('etag')).toBe(`"${sha}"`);
-    expect(got.headers.get('cache-control')).toBe('private, no-cache');
-    expect(Buffer.from(await got.arrayBuffer()).equals(bytes)).toBe(true);
-    const cached = await fetchImage(u, image.url, { 'If-None-Match': `"${sha}"` });
-    expect(cached.status).toBe(304);
-    // The caller's own id as ownerUserId is the owner's branch.
-    expect((await fetchImage(u, friendUrl(image.url, u))).status).toBe(200);
-  });
+      const got = await fetchImage(u, image.url);
+      expect(got.status).toBe(200);
+      expect(got.headers.get('content-type')).toBe(type);
+      expect(got.headers.get('etag')).toBe(`"${sha}"`);
+      expect(got.headers.get('cache-control')).toBe('private, no-cache');
+      expect(Buffer.from(await got.arrayBuffer()).equals(bytes)).toBe(true);
+      const cached = await fetchImage(u, image.url, { 'If-None-Match': `"${sha}"` });
+      expect(cached.status).toBe(304);
+      // The caller's own id as ownerUserId is the owner's branch.
+      expect((await fetchImage(u, friendUrl(image.url, u))).status).toBe(200);
+    },
+  );
 
   it('the same bytes twice are one image: 200 with the first upload, nothing new stored', async () => {
     const u = await server.user();
@@ -84,7 +117,9 @@ describe('POST /social/gallery', () => {
     expect((await listAll(u)).map((i) => i.sha256)).toEqual([first.sha256]);
     // Concurrent uploads of new bytes: one 201, the rest 200, one image.
     const other = fresh();
-    const statuses = (await Promise.all(Array.from({ length: 4 }, () => uploadGallery(server, u.apiKey, other)))).map((r) => r.status).sort();
+    const statuses = (await Promise.all(Array.from({ length: 4 }, () => uploadGallery(server, u.apiKey, other))))
+      .map((r) => r.status)
+      .sort();
     expect(statuses).toEqual([200, 200, 200, 201]);
     expect(await listAll(u)).toHaveLength(2);
     expect(await objects(u)).toHaveLength(2);
@@ -95,7 +130,12 @@ describe('POST /social/gallery', () => {
     const cases: Array<[Buffer | string, string, number, string]> = [
       [PNG, 'image/jpeg', 400, 'The uploaded bytes are not image/jpeg'],
       [IMAGE_BYTES['image/gif'], 'image/png', 400, 'The uploaded bytes are not image/png'],
-      [Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'), 'image/png', 400, 'The uploaded bytes are not image/png'],
+      [
+        Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'),
+        'image/png',
+        400,
+        'The uploaded bytes are not image/png',
+      ],
       [PNG.subarray(0, 10), 'image/png', 400, 'The uploaded bytes are not image/png'],
       [Buffer.from('{"not":"an image"}'), 'image/webp', 400, 'The uploaded bytes are not image/webp'],
       ['<svg/>', 'image/svg+xml', 415, 'Content-Type must be one of: image/png, image/jpeg, image/webp, image/gif'],
@@ -105,9 +145,15 @@ describe('POST /social/gallery', () => {
     for (const [bytes, type, status, message] of cases) {
       const res = await uploadGallery(server, u.apiKey, bytes, type);
       expect(res.status, `${type} ${message}`).toBe(status);
-      expect(await res.json()).toEqual({ code: { 400: 'BAD_REQUEST', 413: 'PAYLOAD_TOO_LARGE', 415: 'UNSUPPORTED_MEDIA_TYPE' }[status], message });
+      expect(await res.json()).toEqual({
+        code: { 400: 'BAD_REQUEST', 413: 'PAYLOAD_TOO_LARGE', 415: 'UNSUPPORTED_MEDIA_TYPE' }[status],
+        message,
+      });
     }
-    const empty = await server.fetch('/api/v1/social/gallery', { method: 'POST', headers: { ...bearer(u.apiKey), 'Content-Type': 'image/png' } });
+    const empty = await server.fetch('/api/v1/social/gallery', {
+      method: 'POST',
+      headers: { ...bearer(u.apiKey), 'Content-Type': 'image/png' },
+    });
     expect(empty.status).toBe(400);
     expect((await empty.json()).code).toBe('BAD_REQUEST');
     // At the limit exactly is fine.
@@ -126,14 +172,19 @@ describe('POST /social/gallery', () => {
     }
     // Concurrent uploads for the last two places: exactly two get in.
     const racing = Array.from({ length: 6 }, () => fresh());
-    const statuses = (await Promise.all(racing.map((b) => uploadGallery(server, u.apiKey, b)))).map((r) => r.status).sort();
+    const statuses = (await Promise.all(racing.map((b) => uploadGallery(server, u.apiKey, b))))
+      .map((r) => r.status)
+      .sort();
     expect(statuses).toEqual([201, 201, 403, 403, 403, 403]);
     expect(await listAll(u)).toHaveLength(CAP);
     expect(await objects(u)).toHaveLength(CAP);
 
     const over = await uploadGallery(server, u.apiKey, fresh());
     expect(over.status).toBe(403);
-    expect(await over.json()).toEqual({ code: 'FORBIDDEN', message: `Your gallery is full (${CAP} images); delete an image first` });
+    expect(await over.json()).toEqual({
+      code: 'FORBIDDEN',
+      message: `Your gallery is full (${CAP} images); delete an image first`,
+    });
     expect((await uploadGallery(server, u.apiKey, stored[0]!)).status).toBe(200);
     expect(await objects(u)).toHaveLength(CAP);
     // Another account's gallery is counted apart.
@@ -162,14 +213,26 @@ describe('GET /social/gallery', () => {
     const first = await u.api.GET('/api/v1/social/gallery');
     expect(first.data!.nextCursor).toBeNull();
     expect(first.data!.items.map((i) => [i.sha256, i.createdAt])).toEqual(order.map((i) => [i.sha256, i.createdAt]));
-    expect(first.data!.items[0]).toEqual({ sha256: order[0]!.sha256, url: `/api/v1/social/gallery/${order[0]!.sha256}`, contentType: 'image/png', byteSize: PNG.length + `#gallery-${counter}`.length, createdAt: order[0]!.createdAt });
-    for (const limit of [1, 2, 3]) expect((await listAll(u, limit)).map((i) => i.sha256), `limit ${limit}`).toEqual(order.map((i) => i.sha256));
+    expect(first.data!.items[0]).toEqual({
+      sha256: order[0]!.sha256,
+      url: `/api/v1/social/gallery/${order[0]!.sha256}`,
+      contentType: 'image/png',
+      byteSize: PNG.length + `#gallery-${counter}`.length,
+      createdAt: order[0]!.createdAt,
+    });
+    for (const limit of [1, 2, 3])
+      expect(
+        (await listAll(u, limit)).map((i) => i.sha256),
+        `limit ${limit}`,
+      ).toEqual(order.map((i) => i.sha256));
 
     expect((await other.api.GET('/api/v1/social/gallery')).data!.items).toHaveLength(1);
     const bad = await u.api.GET('/api/v1/social/gallery', { params: { query: { cursor: 'not-a-cursor' } } });
     expect(bad.response.status).toBe(400);
     expect((await u.api.GET('/api/v1/social/gallery', { params: { query: { limit: 0 } } })).response.status).toBe(400);
-    expect((await u.api.GET('/api/v1/social/gallery', { params: { query: { limit: 201 } } })).response.status).toBe(400);
+    expect((await u.api.GET('/api/v1/social/gallery', { params: { query: { limit: 201 } } })).response.status).toBe(
+      400,
+    );
   });
 });
 
@@ -223,7 +286,10 @@ describe('GET /social/gallery/{sha256}', () => {
     expect((await fetchImage(viewer, friendUrl(shown, owner))).status).toBe(200);
     await expectHidden(await fetchImage(viewer, friendUrl(hidden, owner)), 'widget private');
     await expectHidden(await fetchImage(viewer, friendUrl(unused, owner)), 'no widget shows it');
-    await expectHidden(await fetchImage(viewer, friendUrl(`/api/v1/social/gallery/${'b'.repeat(64)}`, owner)), 'unknown image');
+    await expectHidden(
+      await fetchImage(viewer, friendUrl(`/api/v1/social/gallery/${'b'.repeat(64)}`, owner)),
+      'unknown image',
+    );
     await expectHidden(await fetchImage(viewer, friendUrl(shown, { userId: UNKNOWN_ID } as TestUser)), 'unknown owner');
     // Without ownerUserId the viewer asks its own gallery.
     await expectHidden(await fetchImage(viewer, shown), 'no ownerUserId');
@@ -260,11 +326,14 @@ describe('GET /social/gallery/{sha256}', () => {
     await befriend(owner, viewer);
     const images = [fresh('image/gif'), fresh('image/webp')];
     const urls = [];
-    for (const [i, bytes] of images.entries()) urls.push(await addGalleryImage(server, owner, bytes, i === 0 ? 'image/gif' : 'image/webp'));
+    for (const [i, bytes] of images.entries())
+      urls.push(await addGalleryImage(server, owner, bytes, i === 0 ? 'image/gif' : 'image/webp'));
     const widgetId = await addBadge(owner, urls, 'friends_only');
     const own = await owner.api.GET('/api/v1/social');
     expect(own.data!.widgets.find((w) => w.id === widgetId)!.config).toEqual({ kind: 'custom_badge', imageUrls: urls });
-    const seen = await viewer.api.GET('/api/v1/friends/{friendUserId}/social', { params: { path: { friendUserId: owner.userId } } });
+    const seen = await viewer.api.GET('/api/v1/friends/{friendUserId}/social', {
+      params: { path: { friendUserId: owner.userId } },
+    });
     expect(seen.response.status).toBe(200);
     const config = seen.data!.widgets.find((w) => w.id === widgetId)!.config as { imageUrls: string[] };
     expect(config.imageUrls).toEqual(urls.map((u) => `${u}?ownerUserId=${owner.userId}`));
@@ -307,18 +376,35 @@ describe('custom_badge imageUrls must name the caller’s gallery images', () =>
     const [a, b] = [await addGalleryImage(server, u, fresh()), await addGalleryImage(server, u, fresh())];
     const theirs = await addGalleryImage(server, other, fresh());
     const widgetId = await addBadge(u, [a]);
-    const status = (await u.api.POST('/api/v1/social/widgets', { body: { type: 'status', config: { kind: 'status', statusText: 'hi' }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
+    const status = (
+      await u.api.POST('/api/v1/social/widgets', {
+        body: {
+          type: 'status',
+          config: { kind: 'status', statusText: 'hi' },
+          visibility: 'public',
+          size: 'small',
+        } as never,
+      })
+    ).data!.widgetId;
     for (const imageUrls of [[a, theirs], [galleryUrlOf(fresh())]]) {
       const res = await patchWidget(u, widgetId, { config: { kind: 'custom_badge', imageUrls }, title: 'changed' });
       expect(res.response.status).toBe(400);
       expect(res.error!.message).toBe(BADGE_MESSAGE);
       // A widget changing kind into a badge is checked too.
-      expect((await patchWidget(u, status, { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls } })).response.status).toBe(400);
+      expect(
+        (await patchWidget(u, status, { type: 'custom_badge', config: { kind: 'custom_badge', imageUrls } })).response
+          .status,
+      ).toBe(400);
     }
     const widgets = (await u.api.GET('/api/v1/social')).data!.widgets;
-    expect(widgets.find((w) => w.id === widgetId)).toMatchObject({ title: null, config: { kind: 'custom_badge', imageUrls: [a] } });
+    expect(widgets.find((w) => w.id === widgetId)).toMatchObject({
+      title: null,
+      config: { kind: 'custom_badge', imageUrls: [a] },
+    });
     expect(widgets.find((w) => w.id === status)!.config).toEqual({ kind: 'status', statusText: 'hi' });
-    expect((await patchWidget(u, widgetId, { config: { kind: 'custom_badge', imageUrls: [b, a] } })).response.status).toBe(200);
+    expect(
+      (await patchWidget(u, widgetId, { config: { kind: 'custom_badge', imageUrls: [b, a] } })).response.status,
+    ).toBe(200);
     // A PATCH without config does not re-check the images.
     expect((await patchWidget(u, widgetId, { title: 'Badges' })).response.status).toBe(200);
   });
@@ -337,11 +423,19 @@ describe('DELETE /social/gallery/{sha256}', () => {
 
     const refused = await deleteImage(u, sha);
     expect(refused.response.status).toBe(409);
-    expect(refused.error).toEqual({ code: 'CONFLICT', message: 'A custom_badge widget shows this image; take it out of the widget first' });
+    expect(refused.error).toEqual({
+      code: 'CONFLICT',
+      message: 'A custom_badge widget shows this image; take it out of the widget first',
+    });
     expect((await fetchImage(u, url)).status).toBe(200);
-    expect((await patchWidget(u, first, { config: { kind: 'custom_badge', imageUrls: [keep] } })).response.status).toBe(200);
+    expect((await patchWidget(u, first, { config: { kind: 'custom_badge', imageUrls: [keep] } })).response.status).toBe(
+      200,
+    );
     expect((await deleteImage(u, sha)).response.status).toBe(409);
-    expect((await u.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: second } } })).response.status).toBe(204);
+    expect(
+      (await u.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: second } } })).response
+        .status,
+    ).toBe(204);
 
     const theirs = await addGalleryImage(server, other, bytes); // the same bytes in another gallery
     expect((await deleteImage(u, sha)).response.status).toBe(204);
@@ -371,7 +465,13 @@ describe('storage', () => {
     const url = await addGalleryImage(server, u, fresh());
     await addGalleryImage(server, u, fresh());
     const before = await objects(u);
-    const result = await collectGarbage({ db: server.deps.db.knex, storage: server.deps.storage!, now: now + 365 * 86_400_000, log: createLogger('silent'), graceMs: 0 });
+    const result = await collectGarbage({
+      db: server.deps.db.knex,
+      storage: server.deps.storage!,
+      now: now + 365 * 86_400_000,
+      log: createLogger('silent'),
+      graceMs: 0,
+    });
     expect(result.failures).toBe(0);
     expect(await objects(u)).toEqual(before);
     expect((await fetchImage(u, url)).status).toBe(200);
@@ -384,14 +484,21 @@ describe('storage', () => {
       const sha = sha256Of(PNG);
       const calls = [
         bare.fetch('/api/v1/social/gallery', { headers: bearer(u.apiKey) }),
-        bare.fetch('/api/v1/social/gallery', { method: 'POST', headers: { ...bearer(u.apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) }),
+        bare.fetch('/api/v1/social/gallery', {
+          method: 'POST',
+          headers: { ...bearer(u.apiKey), 'Content-Type': 'image/png' },
+          body: new Uint8Array(PNG),
+        }),
         bare.fetch(`/api/v1/social/gallery/${sha}`, { headers: bearer(u.apiKey) }),
         bare.fetch(`/api/v1/social/gallery/${sha}?ownerUserId=${UNKNOWN_ID}`, { headers: bearer(u.apiKey) }),
         bare.fetch(`/api/v1/social/gallery/${sha}`, { method: 'DELETE', headers: bearer(u.apiKey) }),
       ];
       for (const res of await Promise.all(calls)) {
         expect(res.status).toBe(503);
-        expect(await res.json()).toEqual({ code: 'PRECONDITION_FAILED', message: 'Object storage is not configured on this server' });
+        expect(await res.json()).toEqual({
+          code: 'PRECONDITION_FAILED',
+          message: 'Object storage is not configured on this server',
+        });
       }
     } finally {
       await bare.close();

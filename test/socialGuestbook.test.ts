@@ -6,8 +6,14 @@ import { useServer, type TestUser } from './helpers/server.ts';
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
 
-async function widget(u: TestUser, config: Record<string, unknown> = { kind: 'guestbook' }, visibility = 'public'): Promise<string> {
-  const res = await u.api.POST('/api/v1/social/widgets', { body: { type: config.kind, config, visibility, size: 'medium' } as never });
+async function widget(
+  u: TestUser,
+  config: Record<string, unknown> = { kind: 'guestbook' },
+  visibility = 'public',
+): Promise<string> {
+  const res = await u.api.POST('/api/v1/social/widgets', {
+    body: { type: config.kind, config, visibility, size: 'medium' } as never,
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!.widgetId;
 }
@@ -19,7 +25,10 @@ async function post(u: TestUser, widgetId: string, body: Record<string, unknown>
 }
 
 async function friendPost(u: TestUser, owner: TestUser, widgetId: string, body: Record<string, unknown>) {
-  return u.api.POST('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/guestbook', { params: { path: { friendUserId: owner.userId, widgetId } }, body: body as never });
+  return u.api.POST('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/guestbook', {
+    params: { path: { friendUserId: owner.userId, widgetId } },
+    body: body as never,
+  });
 }
 
 async function list(u: TestUser, widgetId: string, query: { limit?: number; cursor?: number } = {}) {
@@ -36,8 +45,17 @@ describe('guestbook posting and listing', () => {
     const first = await post(owner, gb, { body: '  Hello there  ' });
     expect(first.response.status).toBe(201);
     expect(first.data).toEqual({
-      id: first.data!.id, ownerUserId: owner.userId, parentMessageId: null, authorUserId: owner.userId, authorDisplayName: 'Owner', postedAnonymously: false,
-      body: 'Hello there', createdAt: now, hiddenByOwner: false, displayName: 'Owner', authorAvatarUrl: null,
+      id: first.data!.id,
+      ownerUserId: owner.userId,
+      parentMessageId: null,
+      authorUserId: owner.userId,
+      authorDisplayName: 'Owner',
+      postedAnonymously: false,
+      body: 'Hello there',
+      createdAt: now,
+      hiddenByOwner: false,
+      displayName: 'Owner',
+      authorAvatarUrl: null,
       authorStatus: { isAdmin: false, planKey: 'pro', donorSupporterUnlocked: false, closedBetaParticipantAt: null },
     });
     now += 1000;
@@ -45,11 +63,20 @@ describe('guestbook posting and listing', () => {
     now += 1000;
     const r2 = (await post(owner, gb, { body: 'reply later', parentMessageId: first.data!.id })).data!;
     now += 1000;
-    const anon = (await post(owner, gb, { body: 'anon reply', parentMessageId: first.data!.id, postAnonymously: true })).data!;
-    expect(anon).toMatchObject({ postedAnonymously: true, displayName: 'Anonymous', authorUserId: owner.userId, parentMessageId: first.data!.id });
+    const anon = (await post(owner, gb, { body: 'anon reply', parentMessageId: first.data!.id, postAnonymously: true }))
+      .data!;
+    expect(anon).toMatchObject({
+      postedAnonymously: true,
+      displayName: 'Anonymous',
+      authorUserId: owner.userId,
+      parentMessageId: first.data!.id,
+    });
     const page = await list(owner, gb);
     expect(page.nextCursor).toBeNull();
-    expect(page.threads.map((t) => [t.id, t.replies.map((r) => r.id)])).toEqual([[second.id, []], [first.data!.id, [r2.id, anon.id]]]);
+    expect(page.threads.map((t) => [t.id, t.replies.map((r) => r.id)])).toEqual([
+      [second.id, []],
+      [first.data!.id, [r2.id, anon.id]],
+    ]);
     expect(page.threads[1]!.replies[1]!.authorUserId).toBe(owner.userId);
   });
 
@@ -83,7 +110,11 @@ describe('guestbook posting and listing', () => {
     const gb = await widget(owner);
     const status = await widget(owner, { kind: 'status', statusText: 'x' });
     const secret = (await post(owner, gb, { body: 'secret words' })).data!.id;
-    for (const [u, w] of [[stranger, gb], [owner, status], [owner, UNKNOWN_ID]] as const) {
+    for (const [u, w] of [
+      [stranger, gb],
+      [owner, status],
+      [owner, UNKNOWN_ID],
+    ] as const) {
       const res = await u.api.GET('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: w } } });
       expect(res.response.status).toBe(404);
       expectNoneOf(res.error, [secret, 'secret words']);
@@ -98,7 +129,14 @@ describe('guestbook posting and listing', () => {
     const owner = await server.user();
     const gb = await widget(owner);
     for (const query of [{ limit: 0 }, { limit: 101 }, { cursor: 0 }, { cursor: -5 }]) {
-      expect((await owner.api.GET('/api/v1/social/widgets/{widgetId}/guestbook', { params: { path: { widgetId: gb }, query } })).response.status, JSON.stringify(query)).toBe(400);
+      expect(
+        (
+          await owner.api.GET('/api/v1/social/widgets/{widgetId}/guestbook', {
+            params: { path: { widgetId: gb }, query },
+          })
+        ).response.status,
+        JSON.stringify(query),
+      ).toBe(400);
     }
     expect((await list(owner, gb, { limit: 100 })).threads).toEqual([]);
     expect((await list(owner, gb, { limit: 1 })).threads).toEqual([]);
@@ -152,7 +190,13 @@ describe('friends post; delete, hide, block author', () => {
     await befriend(owner, friend);
     const posted = await friendPost(friend, owner, gbPublic, { body: 'hi', postAnonymously: true });
     expect(posted.response.status).toBe(201);
-    expect(posted.data).toMatchObject({ ownerUserId: owner.userId, authorUserId: friend.userId, authorDisplayName: 'Friendly', displayName: 'Anonymous', postedAnonymously: true });
+    expect(posted.data).toMatchObject({
+      ownerUserId: owner.userId,
+      authorUserId: friend.userId,
+      authorDisplayName: 'Friendly',
+      displayName: 'Anonymous',
+      postedAnonymously: true,
+    });
     for (const w of [gbPrivate, gbMutual, UNKNOWN_ID]) {
       const res = await friendPost(friend, owner, w, { body: 'hi' });
       expect(res.response.status).toBe(404);
@@ -179,10 +223,16 @@ describe('friends post; delete, hide, block author', () => {
     const top = (await friendPost(author, owner, gb, { body: 'top' })).data!.id;
     const reply = (await post(owner, gb, { body: 'reply', parentMessageId: top })).data!.id;
     const other = (await friendPost(author, owner, gb, { body: 'other' })).data!.id;
-    const del = (u: TestUser, widgetId: string, messageId: string) => u.api.DELETE('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', { params: { path: { widgetId, messageId } } });
+    const del = (u: TestUser, widgetId: string, messageId: string) =>
+      u.api.DELETE('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', {
+        params: { path: { widgetId, messageId } },
+      });
     const denied = await del(stranger, strangersBook, top);
     expect(denied.response.status).toBe(403);
-    expect(denied.error).toEqual({ code: 'FORBIDDEN', message: 'Only the guestbook owner or the author can delete this message' });
+    expect(denied.error).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Only the guestbook owner or the author can delete this message',
+    });
     expect((await del(stranger, gb, top)).response.status).toBe(404); // not the stranger's guestbook
     expect((await del(author, authorsBook, reply)).response.status).toBe(403); // the reply is the owner's
     expect((await del(author, authorsBook, other)).response.status).toBe(204);
@@ -199,7 +249,10 @@ describe('friends post; delete, hide, block author', () => {
     const otherBook = await widget(other);
     const m = (await post(owner, gb, { body: 'hide me' })).data!.id;
     const patch = (u: TestUser, widgetId: string, hiddenByOwner: boolean) =>
-      u.api.PATCH('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', { params: { path: { widgetId, messageId: m } }, body: { hiddenByOwner } });
+      u.api.PATCH('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', {
+        params: { path: { widgetId, messageId: m } },
+        body: { hiddenByOwner },
+      });
     expect((await patch(owner, gb, true)).response.status).toBe(204);
     expect((await list(owner, gb)).threads[0]!.hiddenByOwner).toBe(true);
     expect((await patch(other, otherBook, false)).response.status).toBe(404);
@@ -220,14 +273,20 @@ describe('friends post; delete, hide, block author', () => {
     const anon = (await friendPost(author, owner, gb, { body: 'anon', postAnonymously: true })).data!.id;
     const mine = (await post(owner, gb, { body: 'mine' })).data!.id;
     const blockAuthor = (u: TestUser, widgetId: string, body: Record<string, unknown>) =>
-      u.api.POST('/api/v1/social/widgets/{widgetId}/guestbook/block-author', { params: { path: { widgetId } }, body: body as never });
+      u.api.POST('/api/v1/social/widgets/{widgetId}/guestbook/block-author', {
+        params: { path: { widgetId } },
+        body: body as never,
+      });
     const self = await blockAuthor(owner, gb, { messageId: mine });
     expect(self.response.status).toBe(400);
     expect(self.error!.message).toBe('You cannot block yourself');
     expect((await blockAuthor(owner, gb, { messageId: named, reason: 'x'.repeat(281) })).response.status).toBe(400);
     const anonDenied = await blockAuthor(viewer, viewersBook, { messageId: anon });
     expect(anonDenied.response.status).toBe(403);
-    expect(anonDenied.error).toEqual({ code: 'FORBIDDEN', message: 'Only the guestbook owner can block an anonymous author' });
+    expect(anonDenied.error).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Only the guestbook owner can block an anonymous author',
+    });
     expectNoneOf(anonDenied.error, [author.userId]);
     const stranger = await server.user();
     const strangersBook = await widget(stranger);
@@ -253,8 +312,12 @@ describe('friends post; delete, hide, block author', () => {
     const m = (await post(owner, gb, { body: 'gone' })).data!.id;
     expect((await owner.api.DELETE('/api/v1/social/widgets/{widgetId}', wp(gb))).response.status).toBe(204);
     const other = await widget(owner);
-    const del = await owner.api.DELETE('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', { params: { path: { widgetId: other, messageId: m } } });
+    const del = await owner.api.DELETE('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', {
+      params: { path: { widgetId: other, messageId: m } },
+    });
     expect(del.response.status).toBe(404);
-    expect(Number((await server.deps.db.knex('guestbook_messages').where({ widget_id: gb }).count({ n: '*' }).first())!.n)).toBe(0);
+    expect(
+      Number((await server.deps.db.knex('guestbook_messages').where({ widget_id: gb }).count({ n: '*' }).first())!.n),
+    ).toBe(0);
   });
 });

@@ -7,15 +7,24 @@ const server = useServer();
 
 async function pollWidget(u: TestUser, options: string[], multi = false, visibility = 'public'): Promise<string> {
   const config = { kind: 'poll', question: 'Which?', options, allowMultipleSelections: multi };
-  const res = await u.api.POST('/api/v1/social/widgets', { body: { type: 'poll', config, visibility, size: 'small' } as never });
+  const res = await u.api.POST('/api/v1/social/widgets', {
+    body: { type: 'poll', config, visibility, size: 'small' } as never,
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!.widgetId;
 }
 
-const vote = (u: TestUser, widgetId: string, optionIndices: number[]) => u.api.POST('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId } }, body: { optionIndices } });
+const vote = (u: TestUser, widgetId: string, optionIndices: number[]) =>
+  u.api.POST('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId } }, body: { optionIndices } });
 const friendVote = (u: TestUser, owner: TestUser, widgetId: string, optionIndices: number[]) =>
-  u.api.POST('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', { params: { path: { friendUserId: owner.userId, widgetId } }, body: { optionIndices } });
-const friendState = (u: TestUser, owner: TestUser, widgetId: string) => u.api.GET('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', { params: { path: { friendUserId: owner.userId, widgetId } } });
+  u.api.POST('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', {
+    params: { path: { friendUserId: owner.userId, widgetId } },
+    body: { optionIndices },
+  });
+const friendState = (u: TestUser, owner: TestUser, widgetId: string) =>
+  u.api.GET('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', {
+    params: { path: { friendUserId: owner.userId, widgetId } },
+  });
 const state = async (u: TestUser, widgetId: string) => {
   const res = await u.api.GET('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId } } });
   expect(res.response.status).toBe(200);
@@ -26,11 +35,22 @@ describe('poll votes', () => {
   it('single choice: exactly one valid index; each vote replaces the ballot', async () => {
     const owner = await server.user();
     const p = await pollWidget(owner, ['Tea', 'Coffee', 'Water']);
-    expect(await state(owner, p)).toEqual({ question: 'Which?', options: ['Tea', 'Coffee', 'Water'], allowMultipleSelections: false, optionCounts: [0, 0, 0], distinctVoterCount: 0, myOptionIndices: [] });
+    expect(await state(owner, p)).toEqual({
+      question: 'Which?',
+      options: ['Tea', 'Coffee', 'Water'],
+      allowMultipleSelections: false,
+      optionCounts: [0, 0, 0],
+      distinctVoterCount: 0,
+      myOptionIndices: [],
+    });
     const res = await vote(owner, p, [1]);
     expect(res.response.status).toBe(200);
     expect(res.data).toMatchObject({ optionCounts: [0, 1, 0], distinctVoterCount: 1, myOptionIndices: [1] });
-    expect((await vote(owner, p, [2])).data).toMatchObject({ optionCounts: [0, 0, 1], distinctVoterCount: 1, myOptionIndices: [2] });
+    expect((await vote(owner, p, [2])).data).toMatchObject({
+      optionCounts: [0, 0, 1],
+      distinctVoterCount: 1,
+      myOptionIndices: [2],
+    });
     for (const optionIndices of [[], [0, 1], [3], [7], [8], [-1], [0, 0]]) {
       expect((await vote(owner, p, optionIndices)).response.status, JSON.stringify(optionIndices)).toBe(400);
     }
@@ -40,12 +60,20 @@ describe('poll votes', () => {
   it('multi-select: 0..n indices, [] clears; bounds 0-7 and at most 8 entries', async () => {
     const owner = await server.user();
     const p = await pollWidget(owner, ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'], true);
-    expect((await vote(owner, p, [7, 0, 3])).data).toMatchObject({ optionCounts: [1, 0, 0, 1, 0, 0, 0, 1], distinctVoterCount: 1, myOptionIndices: [0, 3, 7] });
+    expect((await vote(owner, p, [7, 0, 3])).data).toMatchObject({
+      optionCounts: [1, 0, 0, 1, 0, 0, 0, 1],
+      distinctVoterCount: 1,
+      myOptionIndices: [0, 3, 7],
+    });
     expect((await vote(owner, p, [0, 1, 2, 3, 4, 5, 6, 7])).data!.optionCounts).toEqual([1, 1, 1, 1, 1, 1, 1, 1]);
     for (const optionIndices of [[0, 1, 2, 3, 4, 5, 6, 7, 0], [8], [1, 1], [1.5]]) {
       expect((await vote(owner, p, optionIndices)).response.status, JSON.stringify(optionIndices)).toBe(400);
     }
-    expect((await vote(owner, p, [])).data).toMatchObject({ optionCounts: [0, 0, 0, 0, 0, 0, 0, 0], distinctVoterCount: 0, myOptionIndices: [] });
+    expect((await vote(owner, p, [])).data).toMatchObject({
+      optionCounts: [0, 0, 0, 0, 0, 0, 0, 0],
+      distinctVoterCount: 0,
+      myOptionIndices: [],
+    });
   });
 
   it('friends vote and read through the friend route, subject to visibility; counts equal the ballots', async () => {
@@ -58,7 +86,14 @@ describe('poll votes', () => {
     await friendVote(friends[0]!, owner, p, [0, 1]);
     await friendVote(friends[1]!, owner, p, [1]);
     const s = await friendState(friends[1]!, owner, p);
-    expect(s.data).toEqual({ question: 'Which?', options: ['x', 'y'], allowMultipleSelections: true, optionCounts: [2, 2], distinctVoterCount: 3, myOptionIndices: [1] });
+    expect(s.data).toEqual({
+      question: 'Which?',
+      options: ['x', 'y'],
+      allowMultipleSelections: true,
+      optionCounts: [2, 2],
+      distinctVoterCount: 3,
+      myOptionIndices: [1],
+    });
     expect((await state(owner, p)).myOptionIndices).toEqual([0]);
     for (const w of [hidden, UNKNOWN_ID]) {
       const res = await friendState(friends[2]!, owner, w);
@@ -71,7 +106,11 @@ describe('poll votes', () => {
     expect((await friendVote(stranger, owner, p, [0])).response.status).toBe(404);
     // Owner routes take only the key holder's polls; guestbook or other widgets are 404.
     expect((await vote(friends[0]!, p, [0])).response.status).toBe(404);
-    const gb = (await owner.api.POST('/api/v1/social/widgets', { body: { type: 'guestbook', config: { kind: 'guestbook' }, visibility: 'public', size: 'small' } as never })).data!.widgetId;
+    const gb = (
+      await owner.api.POST('/api/v1/social/widgets', {
+        body: { type: 'guestbook', config: { kind: 'guestbook' }, visibility: 'public', size: 'small' } as never,
+      })
+    ).data!.widgetId;
     expect((await vote(owner, gb, [0])).response.status).toBe(404);
   });
 
@@ -95,29 +134,58 @@ describe('poll votes', () => {
     await friendVote(f1, owner, p, [0, 2]); // a, c
     await friendVote(f2, owner, p, [1]); // b
     await friendVote(f3, owner, p, [2]); // c
-    const patch = (body: Record<string, unknown>) => owner.api.PATCH('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: p } }, body: body as never });
-    expect((await patch({ config: { kind: 'poll', question: 'Which?', options: ['c', 'a', 'd'], allowMultipleSelections: true } })).response.status).toBe(200);
-    expect((await friendState(f1, owner, p)).data).toMatchObject({ optionCounts: [2, 1, 0], distinctVoterCount: 2, myOptionIndices: [0, 1] });
+    const patch = (body: Record<string, unknown>) =>
+      owner.api.PATCH('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: p } }, body: body as never });
+    expect(
+      (
+        await patch({
+          config: { kind: 'poll', question: 'Which?', options: ['c', 'a', 'd'], allowMultipleSelections: true },
+        })
+      ).response.status,
+    ).toBe(200);
+    expect((await friendState(f1, owner, p)).data).toMatchObject({
+      optionCounts: [2, 1, 0],
+      distinctVoterCount: 2,
+      myOptionIndices: [0, 1],
+    });
     expect((await friendState(f2, owner, p)).data!.myOptionIndices).toEqual([]);
     expect((await friendState(f3, owner, p)).data!.myOptionIndices).toEqual([0]);
-    await patch({ config: { kind: 'poll', question: 'Which?', options: ['c', 'a', 'd'], allowMultipleSelections: false } });
-    expect((await friendState(f1, owner, p)).data).toMatchObject({ optionCounts: [1, 0, 0], distinctVoterCount: 1, myOptionIndices: [] });
+    await patch({
+      config: { kind: 'poll', question: 'Which?', options: ['c', 'a', 'd'], allowMultipleSelections: false },
+    });
+    expect((await friendState(f1, owner, p)).data).toMatchObject({
+      optionCounts: [1, 0, 0],
+      distinctVoterCount: 1,
+      myOptionIndices: [],
+    });
     expect((await friendState(f3, owner, p)).data!.myOptionIndices).toEqual([0]);
     // Same options, only the question changes: ballots untouched.
     await patch({ config: { kind: 'poll', question: 'New?', options: ['c', 'a', 'd'] } });
-    expect((await friendState(f3, owner, p)).data).toMatchObject({ question: 'New?', myOptionIndices: [0], distinctVoterCount: 1 });
+    expect((await friendState(f3, owner, p)).data).toMatchObject({
+      question: 'New?',
+      myOptionIndices: [0],
+      distinctVoterCount: 1,
+    });
     await patch({ type: 'status', config: { kind: 'status', statusText: 'no poll' } });
     await patch({ type: 'poll', config: { kind: 'poll', question: 'Which?', options: ['c', 'a'] } });
-    expect((await friendState(f3, owner, p)).data).toMatchObject({ optionCounts: [0, 0], distinctVoterCount: 0, myOptionIndices: [] });
+    expect((await friendState(f3, owner, p)).data).toMatchObject({
+      optionCounts: [0, 0],
+      distinctVoterCount: 0,
+      myOptionIndices: [],
+    });
   });
 
   it('deleting the poll widget deletes its ballots', async () => {
     const owner = await server.user();
     const p = await pollWidget(owner, ['a', 'b']);
     await vote(owner, p, [1]);
-    const ballots = async () => Number((await server.deps.db.knex('poll_ballots').where({ widget_id: p }).count({ n: '*' }).first())!.n);
+    const ballots = async () =>
+      Number((await server.deps.db.knex('poll_ballots').where({ widget_id: p }).count({ n: '*' }).first())!.n);
     expect(await ballots()).toBe(1);
-    expect((await owner.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: p } } })).response.status).toBe(204);
+    expect(
+      (await owner.api.DELETE('/api/v1/social/widgets/{widgetId}', { params: { path: { widgetId: p } } })).response
+        .status,
+    ).toBe(204);
     expect(await ballots()).toBe(0);
     expect((await vote(owner, p, [0])).response.status).toBe(404);
   });

@@ -25,7 +25,10 @@ interface Started {
 }
 
 async function start(): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], { env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+    env: childEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -111,7 +114,17 @@ describe('npm start on the embedded default', { timeout: 120_000 }, () => {
     const body = JSON.stringify({ themeMode: 'dark' });
     const responded = new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = request(
-        { host: url.hostname, port: url.port, path: url.pathname, method: 'PATCH', headers: { Authorization: `Bearer ${firstKey}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'PATCH',
+          headers: {
+            Authorization: `Bearer ${firstKey}`,
+            'Content-Type': 'application/json',
+            'Content-Length': Buffer.byteLength(body),
+          },
+        },
         (res) => {
           let text = '';
           res.on('data', (d) => (text += d));
@@ -140,9 +153,13 @@ describe('npm run db:migrate', { timeout: 120_000 }, () => {
     const dir = mkdtempSync(join(tmpdir(), 'ada-migrate-'));
     try {
       const env = { ...childEnv(), DATA_DIR: dir };
-      const first = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env })).stdout);
+      const first = JSON.parse(
+        (await run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env })).stdout,
+      );
       expect(first.applied.length).toBeGreaterThan(0);
-      const second = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env })).stdout);
+      const second = JSON.parse(
+        (await run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env })).stdout,
+      );
       expect(second).toMatchObject({ applied: [], message: 'already up to date' });
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -29,11 +29,18 @@ import {
   type ObjectStorage,
 } from '../server/storage/index.ts';
 import { verifySigV4 } from './helpers/sigv4.ts';
-import { loopbackFetch, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, startTestS3, type TestS3Server } from './helpers/s3server.ts';
+import {
+  loopbackFetch,
+  S3_ACCESS_KEY_ID,
+  S3_SECRET_ACCESS_KEY,
+  startTestS3,
+  type TestS3Server,
+} from './helpers/s3server.ts';
 
 const BUCKET = 'media';
 const sha256Etag = (body: Buffer) => `"${createHash('sha256').update(body).digest('hex')}"`;
-const avatarKey = (body: Buffer) => `u/${randomUUID()}/members/${randomUUID()}/avatar/${createHash('sha256').update(body).digest('hex')}`;
+const avatarKey = (body: Buffer) =>
+  `u/${randomUUID()}/members/${randomUUID()}/avatar/${createHash('sha256').update(body).digest('hex')}`;
 const uniqueKey = (name = 'obj') => `t/${randomUUID()}/${name}`;
 const buffer = async (stream: AsyncIterable<unknown>) => {
   const chunks: Buffer[] = [];
@@ -69,7 +76,11 @@ const backends: Array<[string, () => ObjectStorage]> = [
   ['s3 (path-style)', () => new S3ObjectStorage(s3Config(), { retries: 0 })],
   [
     's3 (virtual-host)',
-    () => new S3ObjectStorage(s3Config({ endpoint: s3.vhostEndpoint, forcePathStyle: false }), { retries: 0, fetch: loopbackFetch(s3.port) }),
+    () =>
+      new S3ObjectStorage(s3Config({ endpoint: s3.vhostEndpoint, forcePathStyle: false }), {
+        retries: 0,
+        fetch: loopbackFetch(s3.port),
+      }),
   ],
 ];
 
@@ -202,7 +213,12 @@ describe.each(backends)('%s backend', (name, make) => {
 
   it('lists every key under a folder prefix (nested ones too, not those of a sibling prefix), and deletePrefix empties it', async () => {
     const root = uniqueKey('owner');
-    const keys = [`${root}/x`, `${root}/members/m1/avatar/d1`, `${root}/members/m1/banner/d2`, `${root}/entry-images/abc`];
+    const keys = [
+      `${root}/x`,
+      `${root}/members/m1/avatar/d1`,
+      `${root}/members/m1/banner/d2`,
+      `${root}/entry-images/abc`,
+    ];
     for (const key of keys) await storage.put(key, Buffer.from(key), 'image/png');
     await storage.put(`${root}x/other`, Buffer.from('sibling'), 'image/png');
     expect((await storage.list(`${root}/`)).sort()).toEqual([...keys].sort());
@@ -212,7 +228,8 @@ describe.each(backends)('%s backend', (name, make) => {
     expect(await storage.list(`${root}/`)).toEqual([]);
     for (const key of keys) expect(await storage.get(key)).toBeNull();
     expect((await storage.get(`${root}x/other`))?.body.toString()).toBe('sibling');
-    for (const bad of ['no-slash', '/abs/', '../up/', 'a//']) await expect(storage.list(bad)).rejects.toBeInstanceOf(InvalidObjectKeyError);
+    for (const bad of ['no-slash', '/abs/', '../up/', 'a//'])
+      await expect(storage.list(bad)).rejects.toBeInstanceOf(InvalidObjectKeyError);
   });
 
   it('heads an object: type, size and the ETag put returned; null when missing', async () => {
@@ -271,7 +288,9 @@ describe('filesystem backend specifics', () => {
     const root = mkdtempSync(join(tmpdir(), 'ada-objects-jail-'));
     try {
       const storage = new FilesystemObjectStorage(join(root, 'inner'));
-      await expect(storage.put('../escape', Buffer.from('x'), 'image/png')).rejects.toBeInstanceOf(InvalidObjectKeyError);
+      await expect(storage.put('../escape', Buffer.from('x'), 'image/png')).rejects.toBeInstanceOf(
+        InvalidObjectKeyError,
+      );
       expect(readdirSync(root)).toEqual([]);
     } finally {
       rmSync(root, { recursive: true, force: true });
@@ -312,7 +331,11 @@ describe('filesystem backend specifics', () => {
       const body = Buffer.from('written by the first version');
       writeFileSync(join(root, 'old~obj'), Buffer.concat([Buffer.from('ADOBJ1\n{"contentType":"image/png"}\n'), body]));
       const storage = new FilesystemObjectStorage(root);
-      expect(await storage.head('old')).toEqual({ contentType: 'image/png', size: body.length, etag: sha256Etag(body) });
+      expect(await storage.head('old')).toEqual({
+        contentType: 'image/png',
+        size: body.length,
+        etag: sha256Etag(body),
+      });
       expect((await buffer((await storage.getStream('old'))!.body)).equals(body)).toBe(true);
       expect((await storage.get('old'))?.body.equals(body)).toBe(true);
     } finally {
@@ -326,14 +349,30 @@ describe('filesystem backend specifics', () => {
       const storage = new FilesystemObjectStorage(root);
       const body = Buffer.alloc(200_000, 7);
       const chunks = (b: Buffer) => Readable.from([b.subarray(0, 1000), b.subarray(1000)]);
-      const stored = await storage.putStream('s/ok', chunks(body), 'application/octet-stream', { byteSize: body.length });
+      const stored = await storage.putStream('s/ok', chunks(body), 'application/octet-stream', {
+        byteSize: body.length,
+      });
       expect(stored).toEqual({ etag: sha256Etag(body), size: body.length });
-      expect(await storage.head('s/ok')).toEqual({ contentType: 'application/octet-stream', size: body.length, etag: sha256Etag(body) });
+      expect(await storage.head('s/ok')).toEqual({
+        contentType: 'application/octet-stream',
+        size: body.length,
+        etag: sha256Etag(body),
+      });
       expect((await storage.get('s/ok'))?.body.equals(body)).toBe(true);
-      await expect(storage.putStream('s/big', chunks(body), 'image/png', { byteSize: body.length - 1 })).rejects.toMatchObject({ reason: 'too_large' });
-      await expect(storage.putStream('s/short', chunks(body), 'image/png', { byteSize: body.length + 1 })).rejects.toMatchObject({ reason: 'too_short' });
-      await expect(storage.putStream('s/html', chunks(body), 'image/png', { byteSize: body.length, verifyHead: () => false })).rejects.toBeInstanceOf(UploadRejectedError);
-      expect(readdirSync(root, { recursive: true }).map(String).filter((f) => f.endsWith('~obj') || f.endsWith('.tmp'))).toEqual(['s/ok~obj']);
+      await expect(
+        storage.putStream('s/big', chunks(body), 'image/png', { byteSize: body.length - 1 }),
+      ).rejects.toMatchObject({ reason: 'too_large' });
+      await expect(
+        storage.putStream('s/short', chunks(body), 'image/png', { byteSize: body.length + 1 }),
+      ).rejects.toMatchObject({ reason: 'too_short' });
+      await expect(
+        storage.putStream('s/html', chunks(body), 'image/png', { byteSize: body.length, verifyHead: () => false }),
+      ).rejects.toBeInstanceOf(UploadRejectedError);
+      expect(
+        readdirSync(root, { recursive: true })
+          .map(String)
+          .filter((f) => f.endsWith('~obj') || f.endsWith('.tmp')),
+      ).toEqual(['s/ok~obj']);
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
@@ -416,10 +455,25 @@ describe('presigned S3 URLs against the verifier', () => {
     const headers = { host: 'examplebucket.s3.amazonaws.com' };
     const secrets = new Map([['AKIAIOSFODNN7EXAMPLE', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY']]);
     const signedAt = Date.UTC(2013, 4, 24);
-    expect(verifySigV4({ method: 'GET', url, headers }, Buffer.alloc(0), secrets, signedAt + 3_600_000)).toEqual({ ok: true, accessKeyId: 'AKIAIOSFODNN7EXAMPLE' });
-    expect(verifySigV4({ method: 'GET', url, headers }, Buffer.alloc(0), secrets, signedAt + 86_401_000)).toMatchObject({ ok: false, message: 'Request has expired' });
-    expect(verifySigV4({ method: 'PUT', url, headers }, Buffer.alloc(0), secrets, signedAt)).toMatchObject({ ok: false, code: 'SignatureDoesNotMatch' });
-    expect(verifySigV4({ method: 'GET', url: url.replace('test.txt', 'other.txt'), headers }, Buffer.alloc(0), secrets, signedAt)).toMatchObject({ ok: false, code: 'SignatureDoesNotMatch' });
+    expect(verifySigV4({ method: 'GET', url, headers }, Buffer.alloc(0), secrets, signedAt + 3_600_000)).toEqual({
+      ok: true,
+      accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+    });
+    expect(verifySigV4({ method: 'GET', url, headers }, Buffer.alloc(0), secrets, signedAt + 86_401_000)).toMatchObject(
+      { ok: false, message: 'Request has expired' },
+    );
+    expect(verifySigV4({ method: 'PUT', url, headers }, Buffer.alloc(0), secrets, signedAt)).toMatchObject({
+      ok: false,
+      code: 'SignatureDoesNotMatch',
+    });
+    expect(
+      verifySigV4(
+        { method: 'GET', url: url.replace('test.txt', 'other.txt'), headers },
+        Buffer.alloc(0),
+        secrets,
+        signedAt,
+      ),
+    ).toMatchObject({ ok: false, code: 'SignatureDoesNotMatch' });
   });
 
   it('a presigned PUT signs Content-Type and Content-Length, and expires X-Amz-Expires seconds after its X-Amz-Date', async () => {
@@ -466,13 +520,21 @@ describe('signing keys (filesystem signed URLs)', () => {
       const b = new FilesystemObjectStorage(root, { signingKey: Buffer.alloc(32, 2) });
       const put = await a.presignPut('k', 'image/png', 5, 60);
       const q = new URL(put.url, 'http://x').searchParams;
-      const params = { key: 'k', expires: Number(q.get('expires')), contentType: 'image/png', byteSize: 5, signature: q.get('signature')! };
+      const params = {
+        key: 'k',
+        expires: Number(q.get('expires')),
+        contentType: 'image/png',
+        byteSize: 5,
+        signature: q.get('signature')!,
+      };
       expect(() => a.verifySignedUpload(params, Date.now())).not.toThrow();
       expect(() => b.verifySignedUpload(params, Date.now())).toThrow(SignedUrlError);
       expect(() => a.verifySignedUpload({ ...params, byteSize: 6 }, Date.now())).toThrow(/signature is not valid/);
       expect(() => a.verifySignedUpload(params, params.expires)).toThrow(/expired/);
       // Download and upload signatures are not interchangeable.
-      expect(() => a.verifySignedDownload({ key: 'k', expires: params.expires, signature: params.signature }, Date.now())).toThrow(SignedUrlError);
+      expect(() =>
+        a.verifySignedDownload({ key: 'k', expires: params.expires, signature: params.signature }, Date.now()),
+      ).toThrow(SignedUrlError);
       expect(() => new FilesystemObjectStorage(root, { signingKey: Buffer.alloc(16) })).toThrow(/at least 32 bytes/);
       await expect(new FilesystemObjectStorage(root).presignGet('k', 60)).rejects.toBeInstanceOf(ObjectStorageError);
     } finally {
@@ -505,10 +567,18 @@ describe('createObjectStorage', () => {
   });
 
   it('refuses s3 without settings, without a bucket, or with a non-http endpoint', () => {
-    expect(() => createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: undefined })).toThrow(ConfigError);
-    expect(() => createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: s3Config({ bucket: '' }) })).toThrow(/s3\.bucket/);
-    expect(() => createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: s3Config({ secretAccessKey: '' }) })).toThrow(ConfigError);
-    expect(() => createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: s3Config({ endpoint: 'ftp://x' }) })).toThrow(ConfigError);
+    expect(() => createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: undefined })).toThrow(
+      ConfigError,
+    );
+    expect(() =>
+      createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: s3Config({ bucket: '' }) }),
+    ).toThrow(/s3\.bucket/);
+    expect(() =>
+      createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: s3Config({ secretAccessKey: '' }) }),
+    ).toThrow(ConfigError);
+    expect(() =>
+      createObjectStorage({ objectStorage: 's3', objectStorageDir: dir, s3: s3Config({ endpoint: 'ftp://x' }) }),
+    ).toThrow(ConfigError);
   });
 });
 
@@ -538,7 +608,12 @@ describe('storage configuration from the environment', () => {
       secretAccessKey: 'secret',
       forcePathStyle: true,
     });
-    const custom = loadConfig({ ...s3Env, S3_ENDPOINT: 'http://minio:9000/', S3_REGION: 'eu-west-1', S3_FORCE_PATH_STYLE: 'false' }).s3;
+    const custom = loadConfig({
+      ...s3Env,
+      S3_ENDPOINT: 'http://minio:9000/',
+      S3_REGION: 'eu-west-1',
+      S3_FORCE_PATH_STYLE: 'false',
+    }).s3;
     expect(custom).toMatchObject({ endpoint: 'http://minio:9000', region: 'eu-west-1', forcePathStyle: false });
   });
 
@@ -561,11 +636,25 @@ describe('storage configuration from the environment', () => {
       STORAGE_GC_GRACE_MS: '0',
       STORAGE_GC_INTERVAL_MS: '0',
     });
-    expect(custom).toMatchObject({ storageSigningKey: 's'.repeat(40), storagePublicUrl: 'https://api.example.org', storageUploadUrlTtlSeconds: 60, storageDownloadUrlTtlSeconds: 30, storageStagingTtlMs: 600_000, storageGcGraceMs: 0, storageGcIntervalMs: 0 });
-    expect(() => loadConfig({ STORAGE_SIGNING_KEY: 'short' })).toThrow(/STORAGE_SIGNING_KEY must be at least 32 characters/);
+    expect(custom).toMatchObject({
+      storageSigningKey: 's'.repeat(40),
+      storagePublicUrl: 'https://api.example.org',
+      storageUploadUrlTtlSeconds: 60,
+      storageDownloadUrlTtlSeconds: 30,
+      storageStagingTtlMs: 600_000,
+      storageGcGraceMs: 0,
+      storageGcIntervalMs: 0,
+    });
+    expect(() => loadConfig({ STORAGE_SIGNING_KEY: 'short' })).toThrow(
+      /STORAGE_SIGNING_KEY must be at least 32 characters/,
+    );
     expect(() => loadConfig({ STORAGE_PUBLIC_URL: 'api.example.org' })).toThrow(/STORAGE_PUBLIC_URL must be an http/);
-    expect(() => loadConfig({ STORAGE_PUBLIC_URL: 'https://api.example.org/?x=1' })).toThrow(/without credentials, query or fragment/);
-    expect(() => loadConfig({ STORAGE_UPLOAD_URL_TTL_SECONDS: '3600', STORAGE_STAGING_TTL_MS: '600000' })).toThrow(/must outlive its upload URL/);
+    expect(() => loadConfig({ STORAGE_PUBLIC_URL: 'https://api.example.org/?x=1' })).toThrow(
+      /without credentials, query or fragment/,
+    );
+    expect(() => loadConfig({ STORAGE_UPLOAD_URL_TTL_SECONDS: '3600', STORAGE_STAGING_TTL_MS: '600000' })).toThrow(
+      /must outlive its upload URL/,
+    );
     expect(() => loadConfig({ STORAGE_UPLOAD_URL_TTL_SECONDS: '999999999' })).toThrow(/between 10 and 604800/);
   });
 
@@ -575,22 +664,36 @@ describe('storage configuration from the environment', () => {
     expect(() => loadConfig({ OBJECT_STORAGE: 's3' })).toThrow(/S3_BUCKET, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY/);
     expect(() => loadConfig({ ...s3Env, S3_BUCKET: 'Bad_Bucket' })).toThrow(/S3_BUCKET must be/);
     expect(() => loadConfig({ ...s3Env, S3_ENDPOINT: 'minio:9000' })).toThrow(/S3_ENDPOINT must be an http/);
-    expect(() => loadConfig({ ...s3Env, S3_FORCE_PATH_STYLE: 'maybe' })).toThrow(/S3_FORCE_PATH_STYLE must be true or false/);
+    expect(() => loadConfig({ ...s3Env, S3_FORCE_PATH_STYLE: 'maybe' })).toThrow(
+      /S3_FORCE_PATH_STYLE must be true or false/,
+    );
     expect(() => loadConfig({ MEDIA_MAX_BYTES: '5MB' })).toThrow(/MEDIA_MAX_BYTES must be an integer/);
-    for (const env of [{ OBJECT_STORAGE: 'gcs' }, { OBJECT_STORAGE: 's3' }]) expect(() => loadConfig(env)).toThrow(ConfigError);
+    for (const env of [{ OBJECT_STORAGE: 'gcs' }, { OBJECT_STORAGE: 's3' }])
+      expect(() => loadConfig(env)).toThrow(ConfigError);
   });
 });
 
 describe('contentMatchesType (declared type against the first bytes)', () => {
-  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
+  const png = Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=',
+    'base64',
+  );
   const mp4 = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypisom'), Buffer.alloc(12)]);
   const mov = Buffer.concat([Buffer.from([0, 0, 0, 0x14]), Buffer.from('ftypqt  '), Buffer.alloc(8)]);
   const m4a = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypM4A '), Buffer.alloc(12)]);
-  const webm = Buffer.concat([Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81, 0x01]), Buffer.from('B\x82\x84webm')]);
+  const webm = Buffer.concat([
+    Buffer.from([0x1a, 0x45, 0xdf, 0xa3, 0x9f, 0x42, 0x86, 0x81, 0x01]),
+    Buffer.from('B\x82\x84webm'),
+  ]);
   const ogg = Buffer.from('OggS\0\x02\0\0', 'latin1');
   const mp3 = Buffer.from('ID3\x04\0\0\0\0\0\0', 'latin1');
   const mp3Frame = Buffer.from([0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0]);
-  const wav = Buffer.concat([Buffer.from('RIFF'), Buffer.from([36, 0, 0, 0]), Buffer.from('WAVEfmt '), Buffer.alloc(8)]);
+  const wav = Buffer.concat([
+    Buffer.from('RIFF'),
+    Buffer.from([36, 0, 0, 0]),
+    Buffer.from('WAVEfmt '),
+    Buffer.alloc(8),
+  ]);
   const pdf = Buffer.from('%PDF-1.7\n');
   const zip = Buffer.from('PK\x03\x04\x14\0', 'latin1');
   const text = Buffer.from('Hello — plain text, with UTF-8 ✓ and\ttabs\r\n');
@@ -645,7 +748,10 @@ describe('contentMatchesType (declared type against the first bytes)', () => {
 
 describe('sniffImageType', () => {
   // Real, complete 1x1 images (the JPEG is the well-known 134-byte minimal JFIF).
-  const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=', 'base64');
+  const png = Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=',
+    'base64',
+  );
   const gif = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
   const webpLossless = Buffer.from('UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==', 'base64');
   const webpLossy = Buffer.from('UklGRiQAAABXRUJQVlA4IBgAAAAwAQCdASoBAAEAAwA0JaQAA3AA/vuUAAA=', 'base64');
@@ -681,7 +787,10 @@ describe('sniffImageType', () => {
     ['GIF signature only', gif.subarray(0, 6)],
     ['text starting with GIF8', Buffer.from('GIF8 is a word here')],
     ['WebP cut before the chunk', webpLossless.subarray(0, 12)],
-    ['RIFF WAVE audio', Buffer.concat([Buffer.from('RIFF'), Buffer.from([36, 0, 0, 0]), Buffer.from('WAVEfmt '), Buffer.alloc(8)])],
+    [
+      'RIFF WAVE audio',
+      Buffer.concat([Buffer.from('RIFF'), Buffer.from([36, 0, 0, 0]), Buffer.from('WAVEfmt '), Buffer.alloc(8)]),
+    ],
     ['PDF', Buffer.from('%PDF-1.7\n%\xe2\xe3\xcf\xd3\n')],
     ['PNG bytes not at the start', Buffer.concat([Buffer.from(' '), png])],
   ])('refuses %s', (_name, bytes) => {

@@ -1,6 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import type { ApiClient } from '../client/index.ts';
-import { activeSide, createEntry, createFolder, createGroup, createMember, createSide, createSub, setActive, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
+import {
+  activeSide,
+  createEntry,
+  createFolder,
+  createGroup,
+  createMember,
+  createSide,
+  createSub,
+  setActive,
+  startFronting,
+  UNKNOWN_ID,
+} from './helpers/fixtures.ts';
 import { captureStatements, explain, planNodes } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 
@@ -19,8 +30,10 @@ const FIELD_RULES: Array<[Record<string, unknown>, string]> = [
   [{ name: 'ok', colour: '#123456' }, "Unknown field 'colour'"],
 ];
 
-const delSide = (api: ApiClient, sideSystemId: string) => api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId } } });
-const delSub = (api: ApiClient, subSystemId: string) => api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId } } });
+const delSide = (api: ApiClient, sideSystemId: string) =>
+  api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId } } });
+const delSub = (api: ApiClient, subSystemId: string) =>
+  api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId } } });
 
 async function purge(api: ApiClient, type: 'entry' | 'frontSession', id: string): Promise<void> {
   const res = await api.POST('/api/v1/trash/purge', { body: { items: [{ type, id }] } });
@@ -29,8 +42,12 @@ async function purge(api: ApiClient, type: 'entry' | 'frontSession', id: string)
 
 /** Ends the member's session and moves it to the trash: the session row still exists. */
 async function endAndTrashSession(api: ApiClient, memberId: string, sessionId: string): Promise<void> {
-  expect((await api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId } } })).response.status).toBe(204);
-  expect((await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId } } })).response.status).toBe(204);
+  expect(
+    (await api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId } } })).response.status,
+  ).toBe(204);
+  expect(
+    (await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId } } })).response.status,
+  ).toBe(204);
 }
 
 describe('every account', () => {
@@ -41,7 +58,11 @@ describe('every account', () => {
     expect(data!.sideSystems).toHaveLength(1);
     expect(data!.sideSystems[0]).toMatchObject({ userId, name: 'Main system' });
     expect(data!.subSystems).toEqual([]);
-    expect(data!.active).toMatchObject({ sideSystemId: data!.sideSystems[0]!._id, subSystemId: null, isUnifiedView: false });
+    expect(data!.active).toMatchObject({
+      sideSystemId: data!.sideSystems[0]!._id,
+      subSystemId: null,
+      isUnifiedView: false,
+    });
   });
 });
 
@@ -53,13 +74,26 @@ describe('side systems', () => {
       body: { name: 'Work', description: 'Work front', icon: 'briefcase', tagCode: 'WRK1', tagColor: '#26a69a' },
     });
     expect(created.response.status).toBe(201);
-    expect(created.data).toMatchObject({ userId, name: 'Work', description: 'Work front', icon: 'briefcase', tagCode: 'WRK1', tagColor: '#26A69A' });
+    expect(created.data).toMatchObject({
+      userId,
+      name: 'Work',
+      description: 'Work front',
+      icon: 'briefcase',
+      tagCode: 'WRK1',
+      tagColor: '#26A69A',
+    });
     expect(await activeSide(api)).toBe(main);
     const id = created.data!._id;
-    const updated = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { name: 'Office', tagCode: null } });
+    const updated = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+      params: { path: { sideSystemId: id } },
+      body: { name: 'Office', tagCode: null },
+    });
     expect(updated.data).toMatchObject({ name: 'Office', description: 'Work front', tagColor: '#26A69A' });
     expect(updated.data).not.toHaveProperty('tagCode');
-    const cleared = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { tagColor: null } });
+    const cleared = await api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+      params: { path: { sideSystemId: id } },
+      body: { tagColor: null },
+    });
     expect(cleared.response.status).toBe(200);
     expect(cleared.data).not.toHaveProperty('tagColor');
     expect(cleared.data).toMatchObject({ name: 'Office' });
@@ -74,7 +108,9 @@ describe('side systems', () => {
 
   it('accepts the limits: 80-char name, 280-char description, 4-char tag', async () => {
     const { api } = await server.user();
-    const res = await api.POST('/api/v1/systems/side-systems', { body: { name: 'x'.repeat(80), description: 'd'.repeat(280), tagCode: 'AB12' } });
+    const res = await api.POST('/api/v1/systems/side-systems', {
+      body: { name: 'x'.repeat(80), description: 'd'.repeat(280), tagCode: 'AB12' },
+    });
     expect(res.response.status).toBe(201);
   });
 
@@ -82,13 +118,25 @@ describe('side systems', () => {
     const a = await server.user();
     const b = await server.user();
     const id = await createSide(a.api);
-    const bad = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { tagCode: 'toolong' } });
+    const bad = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+      params: { path: { sideSystemId: id } },
+      body: { tagCode: 'toolong' },
+    });
     expect(bad.response.status).toBe(400);
-    const empty = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: {} });
+    const empty = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+      params: { path: { sideSystemId: id } },
+      body: {},
+    });
     expect(empty.response.status).toBe(400);
-    const foreign = await b.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: id } }, body: { name: 'x' } });
+    const foreign = await b.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+      params: { path: { sideSystemId: id } },
+      body: { name: 'x' },
+    });
     expect(foreign.response.status).toBe(404);
-    const unknown = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: UNKNOWN_ID } }, body: { name: 'x' } });
+    const unknown = await a.api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+      params: { path: { sideSystemId: UNKNOWN_ID } },
+      body: { name: 'x' },
+    });
     expect(unknown.response.status).toBe(404);
   });
 
@@ -168,12 +216,30 @@ describe('sub systems', () => {
     const side = await activeSide(api);
     const member = await createMember(api, 'Host');
     const res = await api.POST('/api/v1/systems/sub-systems', {
-      body: { sideSystemId: side, linkedMemberId: member, name: 'Littles', description: 'small ones', icon: 'star', tagCode: 'LIL', tagColor: '#FFB74D' },
+      body: {
+        sideSystemId: side,
+        linkedMemberId: member,
+        name: 'Littles',
+        description: 'small ones',
+        icon: 'star',
+        tagCode: 'LIL',
+        tagColor: '#FFB74D',
+      },
     });
     expect(res.response.status).toBe(201);
-    expect(res.data).toMatchObject({ userId, sideSystemId: side, linkedMemberId: member, parentSubSystemId: null, name: 'Littles', tagCode: 'LIL' });
+    expect(res.data).toMatchObject({
+      userId,
+      sideSystemId: side,
+      linkedMemberId: member,
+      parentSubSystemId: null,
+      name: 'Littles',
+      tagCode: 'LIL',
+    });
     expect((await api.GET('/api/v1/systems')).data!.subSystems.map((s) => s._id)).toEqual([res.data!._id]);
-    const cleared = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: res.data!._id } }, body: { tagColor: null } });
+    const cleared = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', {
+      params: { path: { subSystemId: res.data!._id } },
+      body: { tagColor: null },
+    });
     expect(cleared.response.status).toBe(200);
     expect(cleared.data).not.toHaveProperty('tagColor');
     expect(cleared.data).toMatchObject({ name: 'Littles', tagCode: 'LIL' });
@@ -188,15 +254,21 @@ describe('sub systems', () => {
     const inSide = await createMember(api, 'Side member', { sideSystemId: side });
     const foreign = await createMember(other.api, 'Theirs');
     for (const linkedMemberId of [inMain, foreign]) {
-      const res = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, linkedMemberId, name: 'x' } });
+      const res = await api.POST('/api/v1/systems/sub-systems', {
+        body: { sideSystemId: side, linkedMemberId, name: 'x' },
+      });
       expect(res.response.status).toBe(400);
       expect(res.error?.message).toBe('linkedMemberId must be a member of the same side system');
     }
     const mainSub = await createSub(api, main, inMain);
-    const res = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, linkedMemberId: inSide, name: 'x', parentSubSystemId: mainSub } });
+    const res = await api.POST('/api/v1/systems/sub-systems', {
+      body: { sideSystemId: side, linkedMemberId: inSide, name: 'x', parentSubSystemId: mainSub },
+    });
     expect(res.response.status).toBe(400);
     expect(res.error?.message).toBe('parentSubSystemId must be a sub system of the same side system');
-    const unknownSide = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: UNKNOWN_ID, linkedMemberId: inSide, name: 'x' } });
+    const unknownSide = await api.POST('/api/v1/systems/sub-systems', {
+      body: { sideSystemId: UNKNOWN_ID, linkedMemberId: inSide, name: 'x' },
+    });
     expect(unknownSide.response.status).toBe(404);
     const missing = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, name: 'x' } as never });
     expect(missing.response.status).toBe(400);
@@ -210,7 +282,8 @@ describe('sub systems', () => {
     const a = await createSub(api, side, m1);
     const b = await createSub(api, side, m1, { parentSubSystemId: a });
     const c = await createSub(api, side, m1, { parentSubSystemId: b });
-    const patch = (id: string, body: Record<string, unknown>) => api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: id } }, body });
+    const patch = (id: string, body: Record<string, unknown>) =>
+      api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: id } }, body });
     expect((await patch(a, { parentSubSystemId: a })).error?.message).toBe('parentSubSystemId would create a cycle');
     const cycle = await patch(a, { parentSubSystemId: c });
     expect(cycle.response.status).toBe(400);
@@ -232,7 +305,8 @@ describe('sub systems', () => {
     const host = await createMember(api, 'Host');
     const sub = await createSub(api, side, host);
     const child = await createSub(api, side, host, { parentSubSystemId: sub });
-    const del = (id: string) => api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: id } } });
+    const del = (id: string) =>
+      api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: id } } });
     const withChild = await del(sub);
     expect(withChild.response.status).toBe(400);
     expect(withChild.error?.message).toContain('child sub system');
@@ -240,7 +314,10 @@ describe('sub systems', () => {
 
     const inSub = await createMember(api, 'Inside', { subSystemId: sub });
     expect((await del(sub)).error?.message).toContain('members');
-    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: inSub } }, body: { moveToSystemScope: { sideSystemId: side } } });
+    await api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: inSub } },
+      body: { moveToSystemScope: { sideSystemId: side } },
+    });
     const group = await createGroup(api, 'G', { subSystemId: sub });
     expect((await del(sub)).error?.message).toContain('groups or folders');
     await api.DELETE('/api/v1/groups/{groupId}', { params: { path: { groupId: group } } });
@@ -278,7 +355,12 @@ describe('active scope', () => {
     const side = await createSide(api);
     const host = await createMember(api, 'Host', { sideSystemId: side });
     const sub = await createSub(api, side, host);
-    for (const body of [{ sideSystemId: UNKNOWN_ID }, { sideSystemId: await activeSide(other.api) }, { sideSystemId: main, subSystemId: sub }, { sideSystemId: main, subSystemId: UNKNOWN_ID }]) {
+    for (const body of [
+      { sideSystemId: UNKNOWN_ID },
+      { sideSystemId: await activeSide(other.api) },
+      { sideSystemId: main, subSystemId: sub },
+      { sideSystemId: main, subSystemId: UNKNOWN_ID },
+    ]) {
       const res = await api.PATCH('/api/v1/systems/active', { body });
       expect(res.response.status, JSON.stringify(body)).toBe(404);
     }
@@ -292,14 +374,18 @@ describe('active scope', () => {
     const inMain = await createMember(api, 'Main one');
     const inSide = await createMember(api, 'Side one', { sideSystemId: side });
     const page = async (query: Record<string, string> = {}) =>
-      (await api.GET('/api/v1/members/page', { params: { query: { limit: 50, ...query } } })).data!.items.map((m) => m._id);
+      (await api.GET('/api/v1/members/page', { params: { query: { limit: 50, ...query } } })).data!.items.map(
+        (m) => m._id,
+      );
     expect(await page()).toEqual([inMain]);
 
     const on = await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
     expect(on.data).toMatchObject({ sideSystemId: main, subSystemId: null, isUnifiedView: true });
     expect((await page()).sort()).toEqual([inMain, inSide].sort());
     const written = await createMember(api, 'Written while unified');
-    expect((await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: written } } })).data!.sideSystemId).toBe(main);
+    expect(
+      (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: written } } })).data!.sideSystemId,
+    ).toBe(main);
     const tree = await api.GET('/api/v1/groups');
     expect(tree.data!.members.map((m) => m.id).sort()).toEqual([inMain, inSide, written].sort());
 
@@ -327,8 +413,15 @@ describe('active scope', () => {
     expect(tree.data!.folders.map((f) => f._id)).toEqual([folder]);
     expect(tree.data!.members.map((m) => m.id)).toEqual([inSub]);
 
-    for (const query of [{ sideSystemId: UNKNOWN_ID }, { subSystemId: UNKNOWN_ID }, { sideSystemId: await activeSide(other.api) }, { sideSystemId: await activeSide(api), subSystemId: sub }]) {
-      expect((await api.GET('/api/v1/members', { params: { query } })).response.status, JSON.stringify(query)).toBe(404);
+    for (const query of [
+      { sideSystemId: UNKNOWN_ID },
+      { subSystemId: UNKNOWN_ID },
+      { sideSystemId: await activeSide(other.api) },
+      { sideSystemId: await activeSide(api), subSystemId: sub },
+    ]) {
+      expect((await api.GET('/api/v1/members', { params: { query } })).response.status, JSON.stringify(query)).toBe(
+        404,
+      );
       expect((await api.GET('/api/v1/groups', { params: { query } })).response.status, JSON.stringify(query)).toBe(404);
     }
 
@@ -341,7 +434,10 @@ describe('active scope', () => {
     // The one-statement reads take the same scope from the context row: the active sub system, then
     // its side system, then the unified view.
     const subNote = (await api.POST('/api/v1/entries', { body: { content: 'in the sub system' } })).data!.id;
-    const page = async () => (await api.GET('/api/v1/members/page', { params: { query: { limit: 100 } } })).data!.items.map((m) => m._id).sort();
+    const page = async () =>
+      (await api.GET('/api/v1/members/page', { params: { query: { limit: 100 } } }))
+        .data!.items.map((m) => m._id)
+        .sort();
     const notes = async () => (await api.GET('/api/v1/entries')).data!.map((e) => e._id).sort();
     expect(await page()).toEqual([inSub, created].sort());
     expect(await notes()).toEqual([subNote]);
@@ -365,17 +461,24 @@ describe('assignable members', () => {
     const plain = await createMember(api, 'Zed', { sideSystemId: side });
     const named = await createMember(api, 'robin', { sideSystemId: side, displayName: 'Alba' });
     const archived = await createMember(api, 'Archived', { sideSystemId: side });
-    await api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId: archived } }, body: { archived: true } });
+    await api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: archived } },
+      body: { archived: true },
+    });
     const trashed = await createMember(api, 'Trashed', { sideSystemId: side });
     await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } });
     await createMember(api, 'Elsewhere');
-    const res = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: side } } });
+    const res = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', {
+      params: { path: { sideSystemId: side } },
+    });
     expect(res.response.status).toBe(200);
     expect(res.data).toEqual([
       { _id: named, name: 'Alba' },
       { _id: plain, name: 'Zed' },
     ]);
-    const unknown = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', { params: { path: { sideSystemId: UNKNOWN_ID } } });
+    const unknown = await api.GET('/api/v1/systems/side-systems/{sideSystemId}/assignable-members', {
+      params: { path: { sideSystemId: UNKNOWN_ID } },
+    });
     expect(unknown.response.status).toBe(404);
   });
 });
@@ -385,7 +488,9 @@ describe('sub systems: the side-system field rules apply', () => {
     const { api } = await server.user();
     const side = await activeSide(api);
     const host = await createMember(api, 'Host');
-    const res = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId: side, linkedMemberId: host, ...fields } as never });
+    const res = await api.POST('/api/v1/systems/sub-systems', {
+      body: { sideSystemId: side, linkedMemberId: host, ...fields } as never,
+    });
     expect(res.response.status).toBe(400);
     expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/systems')).data!.subSystems).toEqual([]);
@@ -399,7 +504,10 @@ describe('sub systems: the side-system field rules apply', () => {
     const { name, ...rest } = fields;
     // Keep a valid name out of the PATCH so the rule under test is the only one broken.
     const body = name === 'ok' ? rest : fields;
-    const res = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: sub } }, body: body as never });
+    const res = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', {
+      params: { path: { subSystemId: sub } },
+      body: body as never,
+    });
     expect(res.response.status).toBe(400);
     expect(res.error?.code).toBe('BAD_REQUEST');
     // tagColor is `oneOf: [HexColor, null]` on PATCH, so the validator appends the null branch's complaints.
@@ -413,7 +521,14 @@ describe('sub systems: the side-system field rules apply', () => {
     const side = await activeSide(api);
     const host = await createMember(api, 'Host');
     const created = await api.POST('/api/v1/systems/sub-systems', {
-      body: { sideSystemId: side, linkedMemberId: host, name: 'x'.repeat(80), description: 'd'.repeat(280), tagCode: 'AB12', tagColor: '#abcdef' },
+      body: {
+        sideSystemId: side,
+        linkedMemberId: host,
+        name: 'x'.repeat(80),
+        description: 'd'.repeat(280),
+        tagCode: 'AB12',
+        tagColor: '#abcdef',
+      },
     });
     expect(created.response.status).toBe(201);
     expect(created.data).toMatchObject({ tagCode: 'AB12', tagColor: '#ABCDEF' });
@@ -437,9 +552,14 @@ describe('DELETE is blocked by notes and front data, trashed ones included', () 
     await setActive(api, main);
     const blocked = await delSide(api, side);
     expect(blocked.response.status).toBe(400);
-    expect(blocked.error).toEqual({ code: 'BAD_REQUEST', message: 'Side system still holds notes (trashed items included); move or purge them first' });
+    expect(blocked.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Side system still holds notes (trashed items included); move or purge them first',
+    });
 
-    expect((await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } })).response.status).toBe(204);
+    expect(
+      (await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } })).response.status,
+    ).toBe(204);
     const trashed = await delSide(api, side);
     expect(trashed.response.status).toBe(400);
     expect(trashed.error?.message).toContain('notes');
@@ -458,7 +578,10 @@ describe('DELETE is blocked by notes and front data, trashed ones included', () 
     await setActive(api, main);
     const open = await delSide(api, side);
     expect(open.response.status).toBe(400);
-    expect(open.error).toEqual({ code: 'BAD_REQUEST', message: 'Side system still holds front data (trashed items included); move or purge them first' });
+    expect(open.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Side system still holds front data (trashed items included); move or purge them first',
+    });
 
     await endAndTrashSession(api, member, session);
     const trashed = await delSide(api, side);
@@ -479,7 +602,9 @@ describe('DELETE is blocked by notes and front data, trashed ones included', () 
     await startFronting(api, member);
     const res = await delSide(api, side);
     expect(res.response.status).toBe(400);
-    expect(res.error?.message).toBe('Side system still holds members, groups or folders, notes, front data (trashed items included); move or purge them first');
+    expect(res.error?.message).toBe(
+      'Side system still holds members, groups or folders, notes, front data (trashed items included); move or purge them first',
+    );
   });
 
   it('sub system: a note (also in the trash), then front data; deletable once both are purged', async () => {
@@ -491,7 +616,10 @@ describe('DELETE is blocked by notes and front data, trashed ones included', () 
     const note = await createEntry(api, 'Written in the sub system');
     const blocked = await delSub(api, sub);
     expect(blocked.response.status).toBe(400);
-    expect(blocked.error).toEqual({ code: 'BAD_REQUEST', message: 'Sub system is still referenced by notes (trashed items included)' });
+    expect(blocked.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Sub system is still referenced by notes (trashed items included)',
+    });
     await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } });
     const trashedNote = await delSub(api, sub);
     expect(trashedNote.response.status).toBe(400);
@@ -501,7 +629,10 @@ describe('DELETE is blocked by notes and front data, trashed ones included', () 
     const session = await startFronting(api, host);
     const front = await delSub(api, sub);
     expect(front.response.status).toBe(400);
-    expect(front.error).toEqual({ code: 'BAD_REQUEST', message: 'Sub system is still referenced by front data (trashed items included)' });
+    expect(front.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Sub system is still referenced by front data (trashed items included)',
+    });
     await endAndTrashSession(api, host, session);
     const trashedSession = await delSub(api, sub);
     expect(trashedSession.response.status).toBe(400);
@@ -530,18 +661,30 @@ describe('deletes racing writes', () => {
   ): Promise<void> {
     const [deleted, ...created] = await Promise.all([
       del(),
-      ...Array.from({ length: WRITERS }, (_, i) => api.POST('/api/v1/members', { body: { name: `Racer ${round}.${i}`, ...target } })),
+      ...Array.from({ length: WRITERS }, (_, i) =>
+        api.POST('/api/v1/members', { body: { name: `Racer ${round}.${i}`, ...target } }),
+      ),
     ]);
     const statuses = `round ${round}: delete ${deleted.response.status}, creates ${created.map((c) => c.response.status).join(' ')}`;
     const column = 'sideSystemId' in target ? 'side_system_id' : 'sub_system_id';
-    const live = await server.deps.db.knex('members').where({ [column]: Object.values(target)[0] }).whereNull('deleted_at').pluck('id');
+    const live = await server.deps.db
+      .knex('members')
+      .where({ [column]: Object.values(target)[0] })
+      .whereNull('deleted_at')
+      .pluck('id');
     if (deleted.response.status === 200) {
-      expect(created.map((c) => c.response.status), statuses).toEqual(Array(WRITERS).fill(404));
+      expect(
+        created.map((c) => c.response.status),
+        statuses,
+      ).toEqual(Array(WRITERS).fill(404));
       expect(live, statuses).toEqual([]);
     } else {
       expect(deleted.response.status, statuses).toBe(400);
       expect(deleted.error?.message, statuses).toContain('members');
-      expect(created.map((c) => c.response.status), statuses).toEqual(Array(WRITERS).fill(201));
+      expect(
+        created.map((c) => c.response.status),
+        statuses,
+      ).toEqual(Array(WRITERS).fill(201));
       expect(live.sort(), statuses).toEqual(created.map((c) => c.data!.id).sort());
     }
   }
@@ -570,7 +713,10 @@ describe('deletes racing writes', () => {
     for (let round = 0; round < ROUNDS; round++) {
       const side = await createSide(api, `Race ${round}`);
       await setActive(api, side);
-      const [created, deleted] = await Promise.all([api.POST('/api/v1/entries', { body: { content: `note ${round}` } }), delSide(api, side)]);
+      const [created, deleted] = await Promise.all([
+        api.POST('/api/v1/entries', { body: { content: `note ${round}` } }),
+        delSide(api, side),
+      ]);
       const statuses = `round ${round}: create ${created.response.status}, delete ${deleted.response.status}`;
       expect(created.response.status, statuses).toBe(201); // the note always has somewhere to go
       const row = await server.deps.db.knex('entries').where({ id: created.data!.id }).first();
@@ -595,11 +741,18 @@ describe('writers that lock the same rows in one order', () => {
     for (let round = 0; round < ROUNDS_LOCK_ORDER; round++) {
       const results = await Promise.all([
         api.POST('/api/v1/entries', { body: { content: `note ${round}.a`, memberIds: [host] } }),
-        api.POST('/api/v1/systems/sub-systems', { body: { name: `Sub ${round}.a`, sideSystemId: side, linkedMemberId: host } }),
+        api.POST('/api/v1/systems/sub-systems', {
+          body: { name: `Sub ${round}.a`, sideSystemId: side, linkedMemberId: host },
+        }),
         api.POST('/api/v1/entries', { body: { content: `note ${round}.b`, memberIds: [host] } }),
-        api.POST('/api/v1/systems/sub-systems', { body: { name: `Sub ${round}.b`, sideSystemId: side, linkedMemberId: host } }),
+        api.POST('/api/v1/systems/sub-systems', {
+          body: { name: `Sub ${round}.b`, sideSystemId: side, linkedMemberId: host },
+        }),
       ]);
-      expect(results.map((r) => r.response.status), `round ${round}`).toEqual([201, 201, 201, 201]);
+      expect(
+        results.map((r) => r.response.status),
+        `round ${round}`,
+      ).toEqual([201, 201, 201, 201]);
     }
   });
 });
@@ -634,7 +787,8 @@ describe('scoped reads and writes under an active sub system or unified view', (
     const side = await createSide(api);
     const inMain = await createMember(api, 'Main one');
     const inSide = await createMember(api, 'Side one', { sideSystemId: side });
-    const list = async (query: Record<string, string> = {}) => (await api.GET('/api/v1/members', { params: { query } })).data!.map((m) => m._id).sort();
+    const list = async (query: Record<string, string> = {}) =>
+      (await api.GET('/api/v1/members', { params: { query } })).data!.map((m) => m._id).sort();
     expect(await list()).toEqual([inMain]);
     await api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } });
     expect(await list()).toEqual([inMain, inSide].sort());
@@ -666,8 +820,14 @@ describe('scoped reads and writes under an active sub system or unified view', (
     const note = await createEntry(api, 'In the sub system');
     const session = await startFronting(api, host);
     const knex = server.deps.db.knex;
-    expect(await knex('entries').where({ id: note }).first()).toMatchObject({ side_system_id: side, sub_system_id: sub });
-    expect(await knex('front_sessions').where({ id: session }).first()).toMatchObject({ side_system_id: side, sub_system_id: sub });
+    expect(await knex('entries').where({ id: note }).first()).toMatchObject({
+      side_system_id: side,
+      sub_system_id: sub,
+    });
+    expect(await knex('front_sessions').where({ id: session }).first()).toMatchObject({
+      side_system_id: side,
+      sub_system_id: sub,
+    });
 
     const listed = async () => (await api.GET('/api/v1/entries')).data!.map((e) => e._id);
     expect(await listed()).toEqual([note]);
@@ -678,36 +838,45 @@ describe('scoped reads and writes under an active sub system or unified view', (
   });
 });
 
-describe.runIf(Boolean(process.env.DATABASE_URL))('PATCH racing the delete of the same side system (PostgreSQL)', () => {
-  it('a side system deleted while the PATCH waits for its row is a 404 and is not changed', async () => {
-    const { api, userId } = await server.user();
-    const side = await createSide(api, 'Before');
-    const knex = server.deps.db.knex;
-    const trx = await knex.transaction();
-    try {
-      await trx('side_systems').where({ id: side }).forUpdate().first();
-      const patched = api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: side } }, body: { name: 'After' } });
-      // Wait until the PATCH is blocked on the row lock this transaction holds.
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const waiting = await knex.raw(
-          `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
-        );
-        if ((waiting.rows[0] as { n: number }).n > 0) break;
-        if (Date.now() > deadline) throw new Error('the PATCH never waited for the row lock');
-        await new Promise((r) => setTimeout(r, 20));
+describe.runIf(Boolean(process.env.DATABASE_URL))(
+  'PATCH racing the delete of the same side system (PostgreSQL)',
+  () => {
+    it('a side system deleted while the PATCH waits for its row is a 404 and is not changed', async () => {
+      const { api, userId } = await server.user();
+      const side = await createSide(api, 'Before');
+      const knex = server.deps.db.knex;
+      const trx = await knex.transaction();
+      try {
+        await trx('side_systems').where({ id: side }).forUpdate().first();
+        const patched = api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+          params: { path: { sideSystemId: side } },
+          body: { name: 'After' },
+        });
+        // Wait until the PATCH is blocked on the row lock this transaction holds.
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const waiting = await knex.raw(
+            `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
+          );
+          if ((waiting.rows[0] as { n: number }).n > 0) break;
+          if (Date.now() > deadline) throw new Error('the PATCH never waited for the row lock');
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await trx('side_systems').where({ id: side }).update({ deleted_at: 1, updated_at: 1 });
+        await trx.commit();
+        const res = await patched;
+        expect(res.response.status).toBe(404);
+        expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Side system not found' });
+        expect(await knex('side_systems').where({ id: side, user_id: userId }).first('name', 'deleted_at')).toEqual({
+          name: 'Before',
+          deleted_at: 1,
+        });
+      } finally {
+        if (!trx.isCompleted()) await trx.rollback();
       }
-      await trx('side_systems').where({ id: side }).update({ deleted_at: 1, updated_at: 1 });
-      await trx.commit();
-      const res = await patched;
-      expect(res.response.status).toBe(404);
-      expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Side system not found' });
-      expect(await knex('side_systems').where({ id: side, user_id: userId }).first('name', 'deleted_at')).toEqual({ name: 'Before', deleted_at: 1 });
-    } finally {
-      if (!trx.isCompleted()) await trx.rollback();
-    }
-  });
-});
+    });
+  },
+);
 
 describe('system checks cost a fixed number of indexed statements', () => {
   it('deleting a side system asks every table at once, on indexes, with trashed rows counted', async () => {
@@ -750,13 +919,18 @@ describe('system checks cost a fixed number of indexed statements', () => {
     // Trashed rows still hold the main side system.
     await knex('front_sessions').where({ user_id: userId }).delete();
     await knex('directories').where({ user_id: userId, side_system_id: main }).delete();
-    await knex('members').where({ user_id: userId, side_system_id: main }).whereNull('deleted_at').update({ deleted_at: 1 });
+    await knex('members')
+      .where({ user_id: userId, side_system_id: main })
+      .whereNull('deleted_at')
+      .update({ deleted_at: 1 });
     await knex('entries').where({ user_id: userId, side_system_id: main }).delete();
     const other = await createSide(api, 'Other');
     await api.PATCH('/api/v1/systems/active', { body: { sideSystemId: other } });
     const blocked = await delSide(api, main);
     expect(blocked.response.status).toBe(400);
-    expect(blocked.error?.message).toBe('Side system still holds members (trashed items included); move or purge them first');
+    expect(blocked.error?.message).toBe(
+      'Side system still holds members (trashed items included); move or purge them first',
+    );
   });
 
   it('a cycle in a deep sub-system chain is found with one recursive query', async () => {
@@ -768,14 +942,20 @@ describe('system checks cost a fixed number of indexed statements', () => {
     const knex = server.deps.db.knex;
     let res: Awaited<ReturnType<ApiClient['PATCH']>> | undefined;
     const statements = await captureStatements(knex, /sub_systems/, async () => {
-      res = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: chain[0]! } }, body: { parentSubSystemId: chain[24]! } });
+      res = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', {
+        params: { path: { subSystemId: chain[0]! } },
+        body: { parentSubSystemId: chain[24]! },
+      });
     });
     expect(res!.response.status).toBe(400);
     expect(res!.error?.message).toBe('parentSubSystemId would create a cycle');
     expect(statements.filter((s) => /with recursive/.test(s.sql))).toHaveLength(1);
     expect(statements.length).toBeLessThanOrEqual(3);
     // A move that closes no cycle is accepted.
-    const ok = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: chain[24]! } }, body: { parentSubSystemId: chain[0]! } });
+    const ok = await api.PATCH('/api/v1/systems/sub-systems/{subSystemId}', {
+      params: { path: { subSystemId: chain[24]! } },
+      body: { parentSubSystemId: chain[0]! },
+    });
     expect(ok.response.status).toBe(200);
   });
 });

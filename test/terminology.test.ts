@@ -42,7 +42,11 @@ function labels(
   actions: Partial<typeof DEFAULT_ACTIONS> = {},
   icons: Partial<typeof DEFAULT_ICONS> = {},
 ) {
-  return { terms: { ...DEFAULT_TERMS, ...terms }, actions: { ...DEFAULT_ACTIONS, ...actions }, icons: { ...DEFAULT_ICONS, ...icons } };
+  return {
+    terms: { ...DEFAULT_TERMS, ...terms },
+    actions: { ...DEFAULT_ACTIONS, ...actions },
+    icons: { ...DEFAULT_ICONS, ...icons },
+  };
 }
 
 async function activeSide(user: TestUser): Promise<string> {
@@ -59,7 +63,9 @@ async function createSide(user: TestUser, name = 'Other side'): Promise<string> 
 async function createSub(user: TestUser, sideSystemId: string, name = 'Littles'): Promise<string> {
   const member = await user.api.POST('/api/v1/members', { body: { name: `${name} host`, sideSystemId } });
   if (!member.data) throw new Error(`createMember failed: ${JSON.stringify(member.error)}`);
-  const { data, error } = await user.api.POST('/api/v1/systems/sub-systems', { body: { name, sideSystemId, linkedMemberId: member.data.id } });
+  const { data, error } = await user.api.POST('/api/v1/systems/sub-systems', {
+    body: { name, sideSystemId, linkedMemberId: member.data.id },
+  });
   if (!data) throw new Error(`createSub failed: ${JSON.stringify(error)}`);
   return data._id;
 }
@@ -70,10 +76,19 @@ async function overrideRows(userId: string) {
     .knex('terminology_overrides')
     .where({ user_id: userId })
     .select('side_system_id', 'sub_system_id', 'terms', 'actions', 'icons');
-  return rows as Array<{ side_system_id: string; sub_system_id: string | null; terms: unknown; actions: unknown; icons: unknown }>;
+  return rows as Array<{
+    side_system_id: string;
+    sub_system_id: string | null;
+    terms: unknown;
+    actions: unknown;
+    icons: unknown;
+  }>;
 }
 
-async function resolved(user: TestUser, query: { sideSystemId?: string; subSystemId?: string } = {}): Promise<Resolved> {
+async function resolved(
+  user: TestUser,
+  query: { sideSystemId?: string; subSystemId?: string } = {},
+): Promise<Resolved> {
   const { data, error, response } = await user.api.GET('/api/v1/terminology/resolved', { params: { query } });
   if (response.status !== 200 || !data) throw new Error(`resolved failed: ${response.status} ${JSON.stringify(error)}`);
   return data;
@@ -83,7 +98,12 @@ function pick(doc: { terms: unknown; actions: unknown; icons: unknown }) {
   return { terms: doc.terms, actions: doc.actions, icons: doc.icons };
 }
 
-async function raw(apiKey: string, method: string, path: string, body: unknown): Promise<{ status: number; body: { code: string; message: string } }> {
+async function raw(
+  apiKey: string,
+  method: string,
+  path: string,
+  body: unknown,
+): Promise<{ status: number; body: { code: string; message: string } }> {
   const res = await server.fetch(path, { method, headers: jsonHeaders(apiKey), body: JSON.stringify(body) });
   return { status: res.status, body: await res.json() };
 }
@@ -113,7 +133,10 @@ describe('GET /terminology', () => {
     expect((await api.GET('/api/v1/terminology/resolved')).response.status).toBe(200);
     const write = await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Alter' } } });
     expect(write.response.status).toBe(403);
-    expect(write.error).toEqual({ code: 'FORBIDDEN', message: 'Missing API key scope: terminology requires read_write' });
+    expect(write.error).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: terminology requires read_write',
+    });
   });
 });
 
@@ -121,7 +144,9 @@ describe('PATCH /terminology', () => {
   it('creates the document from the defaults on first save, changing only the given labels', async () => {
     const { api, userId } = await server.user();
     now += 1000;
-    const { data, response } = await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate', plural: 'Headmates' } } });
+    const { data, response } = await api.PATCH('/api/v1/terminology', {
+      body: { member: { singular: 'Headmate', plural: 'Headmates' } },
+    });
     expect(response.status).toBe(200);
     expect(data).toEqual({
       _id: expect.stringMatching(/^[0-9a-f-]{36}$/),
@@ -138,10 +163,16 @@ describe('PATCH /terminology', () => {
     now += 1000;
     const created = now;
     const first = await api.PATCH('/api/v1/terminology', {
-      body: { member: { singular: 'Headmate', plural: 'Headmates' }, actions: { trash: 'Bin', mostFronted: 'Top Fronters' }, icons: { trash: 'fa-trash' } },
+      body: {
+        member: { singular: 'Headmate', plural: 'Headmates' },
+        actions: { trash: 'Bin', mostFronted: 'Top Fronters' },
+        icons: { trash: 'fa-trash' },
+      },
     });
     now += 5000;
-    const second = await api.PATCH('/api/v1/terminology', { body: { member: { plural: 'Folks' }, note: { singular: 'Journal' }, actions: { trash: 'Compost' } } });
+    const second = await api.PATCH('/api/v1/terminology', {
+      body: { member: { plural: 'Folks' }, note: { singular: 'Journal' }, actions: { trash: 'Compost' } },
+    });
     expect(second.response.status).toBe(200);
     expect(second.data).toEqual({
       _id: first.data!._id,
@@ -184,17 +215,33 @@ describe('PATCH /terminology', () => {
   it('accepts 40 characters after trimming and refuses 41 with a 400 naming the field', async () => {
     const { api, apiKey } = await server.user();
     const forty = 'a'.repeat(40);
-    const ok = await api.PATCH('/api/v1/terminology', { body: { member: { singular: forty }, actions: { trash: `   ${'b'.repeat(40)}   ` } } });
+    const ok = await api.PATCH('/api/v1/terminology', {
+      body: { member: { singular: forty }, actions: { trash: `   ${'b'.repeat(40)}   ` } },
+    });
     expect(ok.response.status).toBe(200);
     expect(ok.data?.terms.member.singular).toBe(`A${'a'.repeat(39)}`);
     expect(ok.data?.actions.trash).toBe(`B${'b'.repeat(39)}`);
 
     const nounTooLong = await raw(apiKey, 'PATCH', '/api/v1/terminology', { member: { plural: 'a'.repeat(41) } });
-    expect(nounTooLong).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message: 'member.plural must be at most 40 characters after trimming (got 41)' } });
-    const actionTooLong = await raw(apiKey, 'PATCH', '/api/v1/terminology', { actions: { mostFronted: ` ${'x'.repeat(41)} ` } });
-    expect(actionTooLong).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message: 'actions.mostFronted must be at most 40 characters after trimming (got 41)' } });
+    expect(nounTooLong).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message: 'member.plural must be at most 40 characters after trimming (got 41)' },
+    });
+    const actionTooLong = await raw(apiKey, 'PATCH', '/api/v1/terminology', {
+      actions: { mostFronted: ` ${'x'.repeat(41)} ` },
+    });
+    expect(actionTooLong).toEqual({
+      status: 400,
+      body: {
+        code: 'BAD_REQUEST',
+        message: 'actions.mostFronted must be at most 40 characters after trimming (got 41)',
+      },
+    });
     // Nothing of a refused patch is applied, not even its valid parts.
-    const mixed = await raw(apiKey, 'PATCH', '/api/v1/terminology', { note: { singular: 'Journal' }, group: { singular: 'g'.repeat(41) } });
+    const mixed = await raw(apiKey, 'PATCH', '/api/v1/terminology', {
+      note: { singular: 'Journal' },
+      group: { singular: 'g'.repeat(41) },
+    });
     expect(mixed.status).toBe(400);
     expect(mixed.body.message).toContain('group.singular');
     expect((await api.GET('/api/v1/terminology')).data).toEqual(ok.data);
@@ -203,26 +250,39 @@ describe('PATCH /terminology', () => {
   it('loses no update when saves race, including the first one', async () => {
     const { api } = await server.user();
     const nouns = ['member', 'group', 'folder', 'system', 'front', 'friend', 'note', 'customField'] as const;
-    const results = await Promise.all(nouns.map((noun) => api.PATCH('/api/v1/terminology', { body: { [noun]: { plural: `Many ${noun}` } } })));
+    const results = await Promise.all(
+      nouns.map((noun) => api.PATCH('/api/v1/terminology', { body: { [noun]: { plural: `Many ${noun}` } } })),
+    );
     expect(results.map((r) => r.response.status)).toEqual(nouns.map(() => 200));
     const { data } = await api.GET('/api/v1/terminology');
-    for (const noun of nouns) expect(data?.terms[noun].plural).toBe(`Many ${noun.replace(/^./, (c) => c.toUpperCase())}`);
+    for (const noun of nouns)
+      expect(data?.terms[noun].plural).toBe(`Many ${noun.replace(/^./, (c) => c.toUpperCase())}`);
     expect(new Set(results.map((r) => r.data!._id))).toEqual(new Set([data!._id]));
   });
 
   it('creates nothing when the first save is refused', async () => {
     const { api, apiKey } = await server.user();
-    expect((await raw(apiKey, 'PATCH', '/api/v1/terminology', { member: { singular: 'm'.repeat(41) } })).status).toBe(400);
+    expect((await raw(apiKey, 'PATCH', '/api/v1/terminology', { member: { singular: 'm'.repeat(41) } })).status).toBe(
+      400,
+    );
     expect((await api.GET('/api/v1/terminology')).data).toBeNull();
   });
 
   it('falls back to the default for an empty or blank label', async () => {
     const { api } = await server.user();
     await api.PATCH('/api/v1/terminology', {
-      body: { member: { singular: 'Headmate', plural: 'Headmates' }, folder: { singular: 'Folder', plural: 'Folders' }, actions: { trash: 'Bin' } },
+      body: {
+        member: { singular: 'Headmate', plural: 'Headmates' },
+        folder: { singular: 'Folder', plural: 'Folders' },
+        actions: { trash: 'Bin' },
+      },
     });
-    const { data } = await api.PATCH('/api/v1/terminology', { body: { member: { singular: '' }, folder: { plural: '   ' }, actions: { trash: '' } } });
-    expect(pick(data!)).toEqual(labels({ member: { singular: 'Member', plural: 'Headmates' }, folder: { singular: 'Folder', plural: 'Groups' } }));
+    const { data } = await api.PATCH('/api/v1/terminology', {
+      body: { member: { singular: '' }, folder: { plural: '   ' }, actions: { trash: '' } },
+    });
+    expect(pick(data!)).toEqual(
+      labels({ member: { singular: 'Member', plural: 'Headmates' }, folder: { singular: 'Folder', plural: 'Groups' } }),
+    );
     // On first save too.
     const fresh = await server.user();
     const first = await fresh.api.PATCH('/api/v1/terminology', { body: { front: { singular: '', plural: ' ' } } });
@@ -239,18 +299,25 @@ describe('PATCH /terminology', () => {
     }
   });
 
-  it.each(['', 'trash', 'fa-', 'fa-Trash', 'fa-trash--can', 'fa_trash', 'fa-trash ', 'FA-TRASH', `fa-${'a'.repeat(62)}`])(
-    'refuses the icon id %j with 400',
-    async (icon) => {
-      const { api, apiKey } = await server.user();
-      await api.PATCH('/api/v1/terminology', { body: { icons: { trash: 'fa-trash' } } });
-      const res = await raw(apiKey, 'PATCH', '/api/v1/terminology', { icons: { trash: icon } });
-      expect(res.status).toBe(400);
-      expect(res.body.code).toBe('BAD_REQUEST');
-      expect(res.body.message).toContain('icons.trash');
-      expect((await api.GET('/api/v1/terminology')).data?.icons.trash).toBe('fa-trash');
-    },
-  );
+  it.each([
+    '',
+    'trash',
+    'fa-',
+    'fa-Trash',
+    'fa-trash--can',
+    'fa_trash',
+    'fa-trash ',
+    'FA-TRASH',
+    `fa-${'a'.repeat(62)}`,
+  ])('refuses the icon id %j with 400', async (icon) => {
+    const { api, apiKey } = await server.user();
+    await api.PATCH('/api/v1/terminology', { body: { icons: { trash: 'fa-trash' } } });
+    const res = await raw(apiKey, 'PATCH', '/api/v1/terminology', { icons: { trash: icon } });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('BAD_REQUEST');
+    expect(res.body.message).toContain('icons.trash');
+    expect((await api.GET('/api/v1/terminology')).data?.icons.trash).toBe('fa-trash');
+  });
 
   it.each([
     [{}, 'Request body must contain at least one field'],
@@ -265,7 +332,10 @@ describe('PATCH /terminology', () => {
     [{ member: { singular: null } }, 'member.singular must be string'],
   ])('rejects %j with 400', async (body, message) => {
     const { api, apiKey } = await server.user();
-    expect(await raw(apiKey, 'PATCH', '/api/v1/terminology', body)).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message } });
+    expect(await raw(apiKey, 'PATCH', '/api/v1/terminology', body)).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message },
+    });
     expect((await api.GET('/api/v1/terminology')).data).toBeNull();
   });
 });
@@ -286,14 +356,23 @@ describe('POST /terminology/reset', () => {
     now += 1000;
     const created = now;
     const first = await api.PATCH('/api/v1/terminology', {
-      body: { member: { singular: 'Headmate', plural: 'Headmates' }, friend: { singular: 'Pal', plural: 'Pals' }, actions: { trash: 'Bin' }, icons: { trash: 'fa-trash' } },
+      body: {
+        member: { singular: 'Headmate', plural: 'Headmates' },
+        friend: { singular: 'Pal', plural: 'Pals' },
+        actions: { trash: 'Bin' },
+        icons: { trash: 'fa-trash' },
+      },
     });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { note: { singular: 'Journal' } } } });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { note: { singular: 'Journal' } } },
+    });
     now += 1000;
     const { data } = await api.POST('/api/v1/terminology/reset');
     expect(data).toEqual({ _id: first.data!._id, _creationTime: created, userId, ...DEFAULTS, updatedAt: now });
     expect(await overrideRows(userId)).toHaveLength(1);
-    expect(pick(await resolved({ api } as TestUser, { sideSystemId: side }))).toEqual(labels({ note: { singular: 'Journal', plural: 'Notes' } }));
+    expect(pick(await resolved({ api } as TestUser, { sideSystemId: side }))).toEqual(
+      labels({ note: { singular: 'Journal', plural: 'Notes' } }),
+    );
   });
 });
 
@@ -301,9 +380,20 @@ describe('GET /terminology/resolved', () => {
   it('fills in every default when nothing is stored', async () => {
     const user = await server.user();
     const side = await activeSide(user);
-    const empty = { _id: 'resolved', _creationTime: null, userId: user.userId, ...DEFAULTS, updatedAt: null, hasSideOverride: false, hasSubOverride: false };
+    const empty = {
+      _id: 'resolved',
+      _creationTime: null,
+      userId: user.userId,
+      ...DEFAULTS,
+      updatedAt: null,
+      hasSideOverride: false,
+      hasSubOverride: false,
+    };
     expect(await resolved(user)).toEqual({ ...empty, scope: { kind: 'global' } });
-    expect(await resolved(user, { sideSystemId: side })).toEqual({ ...empty, scope: { kind: 'side', sideSystemId: side } });
+    expect(await resolved(user, { sideSystemId: side })).toEqual({
+      ...empty,
+      scope: { kind: 'side', sideSystemId: side },
+    });
   });
 
   it('resolves global, then side, then sub', async () => {
@@ -314,16 +404,31 @@ describe('GET /terminology/resolved', () => {
     now += 1000;
     const globalTime = now;
     await api.PATCH('/api/v1/terminology', {
-      body: { member: { singular: 'Headmate', plural: 'Headmates' }, note: { singular: 'Journal', plural: 'Journals' }, actions: { trash: 'Bin' } },
+      body: {
+        member: { singular: 'Headmate', plural: 'Headmates' },
+        note: { singular: 'Journal', plural: 'Journals' },
+        actions: { trash: 'Bin' },
+      },
     });
     now += 1000;
     await api.PATCH('/api/v1/terminology/scoped', {
-      body: { sideSystemId: side, terms: { member: { singular: 'Alter', plural: 'Alters' }, front: { singular: 'Switch' }, actions: { trash: 'Skip' } } },
+      body: {
+        sideSystemId: side,
+        terms: {
+          member: { singular: 'Alter', plural: 'Alters' },
+          front: { singular: 'Switch' },
+          actions: { trash: 'Skip' },
+        },
+      },
     });
     now += 1000;
     const subTime = now;
     await api.PATCH('/api/v1/terminology/scoped', {
-      body: { sideSystemId: side, subSystemId: sub, terms: { member: { singular: 'Little' }, icons: { trash: 'fa-trash' } } },
+      body: {
+        sideSystemId: side,
+        subSystemId: sub,
+        terms: { member: { singular: 'Little' }, icons: { trash: 'fa-trash' } },
+      },
     });
 
     const subDoc = await resolved(user, { sideSystemId: side, subSystemId: sub });
@@ -347,10 +452,19 @@ describe('GET /terminology/resolved', () => {
     });
 
     const sideDoc = await resolved(user, { sideSystemId: side });
-    expect(sideDoc).toMatchObject({ scope: { kind: 'side', sideSystemId: side }, hasSideOverride: true, hasSubOverride: false, updatedAt: subTime - 1000 });
+    expect(sideDoc).toMatchObject({
+      scope: { kind: 'side', sideSystemId: side },
+      hasSideOverride: true,
+      hasSubOverride: false,
+      updatedAt: subTime - 1000,
+    });
     expect(pick(sideDoc)).toEqual(
       labels(
-        { member: { singular: 'Alter', plural: 'Alters' }, front: { singular: 'Switch', plural: 'Fronts' }, note: { singular: 'Journal', plural: 'Journals' } },
+        {
+          member: { singular: 'Alter', plural: 'Alters' },
+          front: { singular: 'Switch', plural: 'Fronts' },
+          note: { singular: 'Journal', plural: 'Journals' },
+        },
         { trash: 'Skip' },
       ),
     );
@@ -360,8 +474,19 @@ describe('GET /terminology/resolved', () => {
     // A second side system without overrides sees the global labels.
     const other = await createSide(user);
     const otherDoc = await resolved(user, { sideSystemId: other });
-    expect(pick(otherDoc)).toEqual(labels({ member: { singular: 'Headmate', plural: 'Headmates' }, note: { singular: 'Journal', plural: 'Journals' } }, { trash: 'Bin' }));
-    expect(otherDoc).toMatchObject({ scope: { kind: 'side', sideSystemId: other }, hasSideOverride: false, hasSubOverride: false, _creationTime: globalTime, updatedAt: globalTime });
+    expect(pick(otherDoc)).toEqual(
+      labels(
+        { member: { singular: 'Headmate', plural: 'Headmates' }, note: { singular: 'Journal', plural: 'Journals' } },
+        { trash: 'Bin' },
+      ),
+    );
+    expect(otherDoc).toMatchObject({
+      scope: { kind: 'side', sideSystemId: other },
+      hasSideOverride: false,
+      hasSubOverride: false,
+      _creationTime: globalTime,
+      updatedAt: globalTime,
+    });
   });
 
   it('resolves the global labels when no query is given, whatever side or sub system is active', async () => {
@@ -371,9 +496,15 @@ describe('GET /terminology/resolved', () => {
     const other = await createSide(user, 'Second');
     const sub = await createSub(user, other);
     await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: main, terms: { member: { singular: 'Main One' } } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: other, terms: { member: { singular: 'Second One' } } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: other, subSystemId: sub, terms: { member: { plural: 'Sub Ones' } } } });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: main, terms: { member: { singular: 'Main One' } } },
+    });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: other, terms: { member: { singular: 'Second One' } } },
+    });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: other, subSystemId: sub, terms: { member: { plural: 'Sub Ones' } } },
+    });
     const global = (await api.GET('/api/v1/terminology')).data!;
     const expected = {
       _id: 'resolved',
@@ -398,7 +529,11 @@ describe('GET /terminology/resolved', () => {
     // An explicit scope resolves its layers.
     expect((await resolved(user, { sideSystemId: main })).terms.member.singular).toBe('Main One');
     const onSub = await resolved(user, { sideSystemId: other, subSystemId: sub });
-    expect(onSub).toMatchObject({ scope: { kind: 'sub', sideSystemId: other, subSystemId: sub }, hasSideOverride: true, hasSubOverride: true });
+    expect(onSub).toMatchObject({
+      scope: { kind: 'sub', sideSystemId: other, subSystemId: sub },
+      hasSideOverride: true,
+      hasSubOverride: true,
+    });
     expect(onSub.terms.member).toEqual({ singular: 'Second One', plural: 'Sub Ones' });
   });
 
@@ -411,7 +546,13 @@ describe('GET /terminology/resolved', () => {
     const foreignSide = await activeSide(stranger);
     const foreignSub = await createSub(stranger, foreignSide);
     const deleted = await createSide(user, 'Gone');
-    expect((await user.api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: deleted } } })).response.status).toBe(200);
+    expect(
+      (
+        await user.api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', {
+          params: { path: { sideSystemId: deleted } },
+        })
+      ).response.status,
+    ).toBe(200);
 
     const cases: Array<[{ sideSystemId: string; subSystemId?: string }, string]> = [
       [{ sideSystemId: UNKNOWN_ID }, 'Side system not found'],
@@ -427,7 +568,11 @@ describe('GET /terminology/resolved', () => {
       expect(response.status, JSON.stringify(query)).toBe(404);
       expect(error).toEqual({ code: 'NOT_FOUND', message });
     }
-    expect((await resolved(user, { sideSystemId: other, subSystemId: subOfOther })).scope).toEqual({ kind: 'sub', sideSystemId: other, subSystemId: subOfOther });
+    expect((await resolved(user, { sideSystemId: other, subSystemId: subOfOther })).scope).toEqual({
+      kind: 'sub',
+      sideSystemId: other,
+      subSystemId: subOfOther,
+    });
   });
 
   it('is 400 for subSystemId without sideSystemId and for malformed ids or unknown parameters', async () => {
@@ -435,11 +580,17 @@ describe('GET /terminology/resolved', () => {
     const side = await activeSide(user);
     const sub = await createSub(user, side);
     for (const subSystemId of [sub, 'null']) {
-      const { response, error } = await user.api.GET('/api/v1/terminology/resolved', { params: { query: { subSystemId } } });
+      const { response, error } = await user.api.GET('/api/v1/terminology/resolved', {
+        params: { query: { subSystemId } },
+      });
       expect(response.status).toBe(400);
       expect(error).toEqual({ code: 'BAD_REQUEST', message: 'subSystemId needs sideSystemId' });
     }
-    for (const query of ['sideSystemId=not-a-uuid', `sideSystemId=${side}&subSystemId=nil`, `sideSystemId=${side}&scope=side`]) {
+    for (const query of [
+      'sideSystemId=not-a-uuid',
+      `sideSystemId=${side}&subSystemId=nil`,
+      `sideSystemId=${side}&scope=side`,
+    ]) {
       const res = await server.fetch(`/api/v1/terminology/resolved?${query}`, { headers: jsonHeaders(user.apiKey) });
       expect(res.status, query).toBe(400);
       expect((await res.json()).code).toBe('BAD_REQUEST');
@@ -452,7 +603,9 @@ describe('PATCH /terminology/scoped', () => {
     const user = await server.user();
     const { api, userId } = user;
     const side = await activeSide(user);
-    await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate', plural: 'Headmates' }, actions: { trash: 'Bin' } } });
+    await api.PATCH('/api/v1/terminology', {
+      body: { member: { singular: 'Headmate', plural: 'Headmates' }, actions: { trash: 'Bin' } },
+    });
     now += 1000;
     const { data, response } = await api.PATCH('/api/v1/terminology/scoped', {
       body: {
@@ -475,7 +628,13 @@ describe('PATCH /terminology/scoped', () => {
       ...labels({ member: { singular: 'Headmate', plural: 'Alters' } }, { trash: 'Bin', mostFronted: 'Top Fronters' }),
     });
     expect(await overrideRows(userId)).toEqual([
-      { side_system_id: side, sub_system_id: null, terms: { member: { plural: 'Alters' } }, actions: { mostFronted: 'Top Fronters' }, icons: {} },
+      {
+        side_system_id: side,
+        sub_system_id: null,
+        terms: { member: { plural: 'Alters' } },
+        actions: { mostFronted: 'Top Fronters' },
+        icons: {},
+      },
     ]);
     expect(await resolved(user, { sideSystemId: side })).toEqual(data);
   });
@@ -486,18 +645,28 @@ describe('PATCH /terminology/scoped', () => {
     const side = await activeSide(user);
     await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate', plural: 'Headmates' } } });
 
-    const same = await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Headmate' }, icons: { trash: 'fa-tombstone-blank' } } } });
+    const same = await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { singular: 'Headmate' }, icons: { trash: 'fa-tombstone-blank' } } },
+    });
     expect(same.response.status).toBe(200);
     expect(same.data).toMatchObject({ hasSideOverride: false, hasSubOverride: false });
     expect(await overrideRows(userId)).toEqual([]);
 
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { plural: 'Alters' }, icons: { trash: 'fa-trash' } } } });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { plural: 'Alters' }, icons: { trash: 'fa-trash' } } },
+    });
     expect(await overrideRows(userId)).toHaveLength(1);
-    const partly = await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { icons: { trash: 'fa-tombstone-blank' } } } });
+    const partly = await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { icons: { trash: 'fa-tombstone-blank' } } },
+    });
     expect(partly.data).toMatchObject({ hasSideOverride: true, icons: { trash: 'fa-tombstone-blank' } });
-    expect(await overrideRows(userId)).toEqual([{ side_system_id: side, sub_system_id: null, terms: { member: { plural: 'Alters' } }, actions: {}, icons: {} }]);
+    expect(await overrideRows(userId)).toEqual([
+      { side_system_id: side, sub_system_id: null, terms: { member: { plural: 'Alters' } }, actions: {}, icons: {} },
+    ]);
 
-    const back = await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { plural: 'Headmates' } } } });
+    const back = await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { plural: 'Headmates' } } },
+    });
     expect(back.data).toMatchObject({ hasSideOverride: false, hasSubOverride: false });
     expect(pick(back.data!)).toEqual(labels({ member: { singular: 'Headmate', plural: 'Headmates' } }));
     expect(await overrideRows(userId)).toEqual([]);
@@ -509,12 +678,20 @@ describe('PATCH /terminology/scoped', () => {
     const { api, userId } = user;
     const side = await activeSide(user);
     await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } } } });
-    const { data } = await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: '  ' } } } });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } } },
+    });
+    const { data } = await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { singular: '  ' } } },
+    });
     expect(data?.terms.member.singular).toBe('Headmate');
     expect(data?.terms.note.singular).toBe('Journal');
-    expect(await overrideRows(userId)).toEqual([{ side_system_id: side, sub_system_id: null, terms: { note: { singular: 'Journal' } }, actions: {}, icons: {} }]);
-    const cleared = await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { note: { singular: '' } } } });
+    expect(await overrideRows(userId)).toEqual([
+      { side_system_id: side, sub_system_id: null, terms: { note: { singular: 'Journal' } }, actions: {}, icons: {} },
+    ]);
+    const cleared = await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { note: { singular: '' } } },
+    });
     expect(cleared.data?.hasSideOverride).toBe(false);
     expect(await overrideRows(userId)).toEqual([]);
   });
@@ -525,24 +702,46 @@ describe('PATCH /terminology/scoped', () => {
     const side = await activeSide(user);
     const sub = await createSub(user, side);
     await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate', plural: 'Headmates' } } });
-    await api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } } });
+    await api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } },
+    });
 
     const inherited = await api.PATCH('/api/v1/terminology/scoped', {
       body: { sideSystemId: side, subSystemId: sub, terms: { member: { singular: 'Alter', plural: 'Headmates' } } },
     });
-    expect(inherited.data).toMatchObject({ scope: { kind: 'sub', sideSystemId: side, subSystemId: sub }, hasSideOverride: true, hasSubOverride: false });
+    expect(inherited.data).toMatchObject({
+      scope: { kind: 'sub', sideSystemId: side, subSystemId: sub },
+      hasSideOverride: true,
+      hasSubOverride: false,
+    });
     expect(await overrideRows(userId)).toHaveLength(1);
 
     // 'Member' differs from the inherited 'Alter' even though it is the product default.
     const own = await api.PATCH('/api/v1/terminology/scoped', {
-      body: { sideSystemId: side, subSystemId: sub, terms: { member: { singular: 'Member', plural: 'Headmates' }, actions: { trash: 'Bin' } } },
+      body: {
+        sideSystemId: side,
+        subSystemId: sub,
+        terms: { member: { singular: 'Member', plural: 'Headmates' }, actions: { trash: 'Bin' } },
+      },
     });
     expect(own.data).toMatchObject({ hasSideOverride: true, hasSubOverride: true });
     expect(own.data?.terms.member).toEqual({ singular: 'Member', plural: 'Headmates' });
     const rows = await overrideRows(userId);
     expect(rows).toHaveLength(2);
-    expect(rows).toContainEqual({ side_system_id: side, sub_system_id: null, terms: { member: { singular: 'Alter' } }, actions: {}, icons: {} });
-    expect(rows).toContainEqual({ side_system_id: side, sub_system_id: sub, terms: { member: { singular: 'Member' } }, actions: { trash: 'Bin' }, icons: {} });
+    expect(rows).toContainEqual({
+      side_system_id: side,
+      sub_system_id: null,
+      terms: { member: { singular: 'Alter' } },
+      actions: {},
+      icons: {},
+    });
+    expect(rows).toContainEqual({
+      side_system_id: side,
+      sub_system_id: sub,
+      terms: { member: { singular: 'Member' } },
+      actions: { trash: 'Bin' },
+      icons: {},
+    });
 
     // The side layer does not see the sub layer's labels.
     expect((await resolved(user, { sideSystemId: side })).terms.member.singular).toBe('Alter');
@@ -553,7 +752,9 @@ describe('PATCH /terminology/scoped', () => {
       body: { sideSystemId: side, subSystemId: sub, terms: { member: { singular: 'alter' }, actions: { trash: '' } } },
     });
     expect(gone.data).toMatchObject({ hasSideOverride: true, hasSubOverride: false });
-    expect(await overrideRows(userId)).toEqual([{ side_system_id: side, sub_system_id: null, terms: { member: { singular: 'Alter' } }, actions: {}, icons: {} }]);
+    expect(await overrideRows(userId)).toEqual([
+      { side_system_id: side, sub_system_id: null, terms: { member: { singular: 'Alter' } }, actions: {}, icons: {} },
+    ]);
   });
 
   it('loses no update when scoped saves of one side system race', async () => {
@@ -562,13 +763,20 @@ describe('PATCH /terminology/scoped', () => {
     const sub = await createSub(user, side);
     const nouns = ['member', 'group', 'note', 'friend'] as const;
     const writes = nouns.flatMap((noun) => [
-      user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { [noun]: { singular: `Side ${noun}` } } } }),
-      user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: sub, terms: { [noun]: { plural: `Sub ${noun}` } } } }),
+      user.api.PATCH('/api/v1/terminology/scoped', {
+        body: { sideSystemId: side, terms: { [noun]: { singular: `Side ${noun}` } } },
+      }),
+      user.api.PATCH('/api/v1/terminology/scoped', {
+        body: { sideSystemId: side, subSystemId: sub, terms: { [noun]: { plural: `Sub ${noun}` } } },
+      }),
     ]);
     expect((await Promise.all(writes)).map((r) => r.response.status)).toEqual(writes.map(() => 200));
     const doc = await resolved(user, { sideSystemId: side, subSystemId: sub });
     for (const noun of nouns) {
-      expect(doc.terms[noun]).toEqual({ singular: `Side ${noun.replace(/^./, (c) => c.toUpperCase())}`, plural: `Sub ${noun.replace(/^./, (c) => c.toUpperCase())}` });
+      expect(doc.terms[noun]).toEqual({
+        singular: `Side ${noun.replace(/^./, (c) => c.toUpperCase())}`,
+        plural: `Sub ${noun.replace(/^./, (c) => c.toUpperCase())}`,
+      });
     }
     expect(await overrideRows(user.userId)).toHaveLength(2);
   });
@@ -576,15 +784,25 @@ describe('PATCH /terminology/scoped', () => {
   it('treats subSystemId null like an omitted one (the side layer)', async () => {
     const user = await server.user();
     const side = await activeSide(user);
-    const { data } = await user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: null, terms: { friend: { plural: 'Buddies' } } } });
-    expect(data).toMatchObject({ scope: { kind: 'side', sideSystemId: side }, hasSideOverride: true, terms: { friend: { singular: 'Friend', plural: 'Buddies' } } });
-    expect(await overrideRows(user.userId)).toEqual([{ side_system_id: side, sub_system_id: null, terms: { friend: { plural: 'Buddies' } }, actions: {}, icons: {} }]);
+    const { data } = await user.api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, subSystemId: null, terms: { friend: { plural: 'Buddies' } } },
+    });
+    expect(data).toMatchObject({
+      scope: { kind: 'side', sideSystemId: side },
+      hasSideOverride: true,
+      terms: { friend: { singular: 'Friend', plural: 'Buddies' } },
+    });
+    expect(await overrideRows(user.userId)).toEqual([
+      { side_system_id: side, sub_system_id: null, terms: { friend: { plural: 'Buddies' } }, actions: {}, icons: {} },
+    ]);
   });
 
   it('keeps overrides that a later global change happens to match', async () => {
     const user = await server.user();
     const side = await activeSide(user);
-    await user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } } });
+    await user.api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { singular: 'Alter' } } },
+    });
     await user.api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Alter' } } });
     await user.api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
     const doc = await resolved(user, { sideSystemId: side });
@@ -596,32 +814,71 @@ describe('PATCH /terminology/scoped', () => {
     const user = await server.user();
     const side = await activeSide(user);
     const ok = await user.api.PATCH('/api/v1/terminology/scoped', {
-      body: { sideSystemId: side, terms: { customField: { singular: '  trait  ', plural: 'c'.repeat(40) }, icons: { trash: 'fa-dumpster' } } },
+      body: {
+        sideSystemId: side,
+        terms: { customField: { singular: '  trait  ', plural: 'c'.repeat(40) }, icons: { trash: 'fa-dumpster' } },
+      },
     });
     expect(ok.data?.terms.customField).toEqual({ singular: 'Trait', plural: `C${'c'.repeat(39)}` });
     expect(ok.data?.icons.trash).toBe('fa-dumpster');
-    const long = await raw(user.apiKey, 'PATCH', '/api/v1/terminology/scoped', { sideSystemId: side, terms: { member: { singular: 'm'.repeat(41) } } });
-    expect(long).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message: 'terms.member.singular must be at most 40 characters after trimming (got 41)' } });
-    const action = await raw(user.apiKey, 'PATCH', '/api/v1/terminology/scoped', { sideSystemId: side, terms: { actions: { trash: 't'.repeat(41) } } });
+    const long = await raw(user.apiKey, 'PATCH', '/api/v1/terminology/scoped', {
+      sideSystemId: side,
+      terms: { member: { singular: 'm'.repeat(41) } },
+    });
+    expect(long).toEqual({
+      status: 400,
+      body: {
+        code: 'BAD_REQUEST',
+        message: 'terms.member.singular must be at most 40 characters after trimming (got 41)',
+      },
+    });
+    const action = await raw(user.apiKey, 'PATCH', '/api/v1/terminology/scoped', {
+      sideSystemId: side,
+      terms: { actions: { trash: 't'.repeat(41) } },
+    });
     expect(action.body.message).toBe('terms.actions.trash must be at most 40 characters after trimming (got 41)');
-    const icon = await raw(user.apiKey, 'PATCH', '/api/v1/terminology/scoped', { sideSystemId: side, terms: { icons: { trash: 'dumpster' } } });
+    const icon = await raw(user.apiKey, 'PATCH', '/api/v1/terminology/scoped', {
+      sideSystemId: side,
+      terms: { icons: { trash: 'dumpster' } },
+    });
     expect(icon.status).toBe(400);
     expect(icon.body.message).toContain('terms.icons.trash');
     expect(await overrideRows(user.userId)).toEqual([
-      { side_system_id: side, sub_system_id: null, terms: { customField: { singular: 'Trait', plural: `C${'c'.repeat(39)}` } }, actions: {}, icons: { trash: 'fa-dumpster' } },
+      {
+        side_system_id: side,
+        sub_system_id: null,
+        terms: { customField: { singular: 'Trait', plural: `C${'c'.repeat(39)}` } },
+        actions: {},
+        icons: { trash: 'fa-dumpster' },
+      },
     ]);
   });
 
   it.each([
-    [(side: string) => ({ sideSystemId: side, terms: { member: { singular: 'A' } }, extra: true }), "Unknown field 'extra'"],
-    [(side: string) => ({ sideSystemId: side, terms: { members: { singular: 'A' } } }), "Unknown field 'terms.members'"],
-    [(side: string) => ({ sideSystemId: side, terms: { member: { singular: 'A', one: 'B' } } }), "Unknown field 'terms.member.one'"],
-    [(side: string) => ({ sideSystemId: side, terms: { actions: { fly: 'Fly' } } }), "Unknown field 'terms.actions.fly'"],
+    [
+      (side: string) => ({ sideSystemId: side, terms: { member: { singular: 'A' } }, extra: true }),
+      "Unknown field 'extra'",
+    ],
+    [
+      (side: string) => ({ sideSystemId: side, terms: { members: { singular: 'A' } } }),
+      "Unknown field 'terms.members'",
+    ],
+    [
+      (side: string) => ({ sideSystemId: side, terms: { member: { singular: 'A', one: 'B' } } }),
+      "Unknown field 'terms.member.one'",
+    ],
+    [
+      (side: string) => ({ sideSystemId: side, terms: { actions: { fly: 'Fly' } } }),
+      "Unknown field 'terms.actions.fly'",
+    ],
     [(side: string) => ({ sideSystemId: side, terms: {} }), 'terms must NOT have fewer than 1 properties'],
     [(side: string) => ({ sideSystemId: side }), 'terms is required'],
     [() => ({ terms: { member: { singular: 'A' } } }), 'sideSystemId is required'],
     [() => ({ sideSystemId: 'side-one', terms: { member: { singular: 'A' } } }), 'sideSystemId must be a valid UUID'],
-    [(side: string) => ({ sideSystemId: side, subSystemId: 'sub', terms: { member: { singular: 'A' } } }), 'subSystemId must be a valid UUID'],
+    [
+      (side: string) => ({ sideSystemId: side, subSystemId: 'sub', terms: { member: { singular: 'A' } } }),
+      'subSystemId must be a valid UUID',
+    ],
     [(side: string) => ({ sideSystemId: side, member: { singular: 'A' } }), 'terms is required'], // nouns go under terms
   ])('rejects body %# with 400', async (build, message) => {
     const user = await server.user();
@@ -666,8 +923,12 @@ describe('POST /terminology/scoped', () => {
     const side = await activeSide(user);
     const sub = await createSub(user, side);
     await user.api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
-    await user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } } } });
-    await user.api.PATCH('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: sub, terms: { front: { singular: 'Switch' } } } });
+    await user.api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } } },
+    });
+    await user.api.PATCH('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, subSystemId: sub, terms: { front: { singular: 'Switch' } } },
+    });
     expect(await overrideRows(user.userId)).toHaveLength(2);
     return { user, side, sub };
   }
@@ -675,11 +936,20 @@ describe('POST /terminology/scoped', () => {
   it('clears only the side layer when subSystemId is omitted or null', async () => {
     for (const subSystemId of [undefined, null]) {
       const { user, side, sub } = await layered();
-      const { data, response } = await user.api.POST('/api/v1/terminology/scoped', { body: { sideSystemId: side, ...(subSystemId === null ? { subSystemId } : {}) } });
+      const { data, response } = await user.api.POST('/api/v1/terminology/scoped', {
+        body: { sideSystemId: side, ...(subSystemId === null ? { subSystemId } : {}) },
+      });
       expect(response.status).toBe(200);
-      expect(data).toMatchObject({ _id: 'resolved', scope: { kind: 'side', sideSystemId: side }, hasSideOverride: false, hasSubOverride: false });
+      expect(data).toMatchObject({
+        _id: 'resolved',
+        scope: { kind: 'side', sideSystemId: side },
+        hasSideOverride: false,
+        hasSubOverride: false,
+      });
       expect(pick(data!)).toEqual(labels({ member: { singular: 'Headmate', plural: 'Members' } }));
-      expect(await overrideRows(user.userId)).toEqual([{ side_system_id: side, sub_system_id: sub, terms: { front: { singular: 'Switch' } }, actions: {}, icons: {} }]);
+      expect(await overrideRows(user.userId)).toEqual([
+        { side_system_id: side, sub_system_id: sub, terms: { front: { singular: 'Switch' } }, actions: {}, icons: {} },
+      ]);
       const subDoc = await resolved(user, { sideSystemId: side, subSystemId: sub });
       expect(subDoc).toMatchObject({ hasSideOverride: false, hasSubOverride: true });
       expect(subDoc.terms.member.singular).toBe('Headmate');
@@ -689,11 +959,25 @@ describe('POST /terminology/scoped', () => {
 
   it('clears only the sub layer when subSystemId is given', async () => {
     const { user, side, sub } = await layered();
-    const { data } = await user.api.POST('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: sub } });
-    expect(data).toMatchObject({ scope: { kind: 'sub', sideSystemId: side, subSystemId: sub }, hasSideOverride: true, hasSubOverride: false });
-    expect(pick(data!)).toEqual(labels({ member: { singular: 'Alter', plural: 'Members' }, note: { singular: 'Journal', plural: 'Notes' } }));
+    const { data } = await user.api.POST('/api/v1/terminology/scoped', {
+      body: { sideSystemId: side, subSystemId: sub },
+    });
+    expect(data).toMatchObject({
+      scope: { kind: 'sub', sideSystemId: side, subSystemId: sub },
+      hasSideOverride: true,
+      hasSubOverride: false,
+    });
+    expect(pick(data!)).toEqual(
+      labels({ member: { singular: 'Alter', plural: 'Members' }, note: { singular: 'Journal', plural: 'Notes' } }),
+    );
     expect(await overrideRows(user.userId)).toEqual([
-      { side_system_id: side, sub_system_id: null, terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } }, actions: {}, icons: {} },
+      {
+        side_system_id: side,
+        sub_system_id: null,
+        terms: { member: { singular: 'Alter' }, note: { singular: 'Journal' } },
+        actions: {},
+        icons: {},
+      },
     ]);
     // Nothing left to clear is still a success.
     const again = await user.api.POST('/api/v1/terminology/scoped', { body: { sideSystemId: side, subSystemId: sub } });
@@ -723,7 +1007,10 @@ describe('POST /terminology/scoped', () => {
       status: 400,
       body: { code: 'BAD_REQUEST', message: "Unknown field 'terms'" },
     });
-    expect(await raw(user.apiKey, 'POST', '/api/v1/terminology/scoped', {})).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message: 'sideSystemId is required' } });
+    expect(await raw(user.apiKey, 'POST', '/api/v1/terminology/scoped', {})).toEqual({
+      status: 400,
+      body: { code: 'BAD_REQUEST', message: 'sideSystemId is required' },
+    });
     expect(await overrideRows(user.userId)).toHaveLength(2);
   });
 });

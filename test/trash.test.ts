@@ -12,7 +12,8 @@ type Api = Awaited<ReturnType<typeof server.user>>['api'];
 async function entry(api: Api, body: Record<string, unknown>): Promise<string> {
   return (await api.POST('/api/v1/entries', { body: body as never })).data!.id;
 }
-const purge = (api: Api, items: Array<{ type: string; id: string }>) => api.POST('/api/v1/trash/purge', { body: { items } as never });
+const purge = (api: Api, items: Array<{ type: string; id: string }>) =>
+  api.POST('/api/v1/trash/purge', { body: { items } as never });
 const count = async (table: string, where: Record<string, unknown>) =>
   Number((await server.deps.db.knex(table).where(where).count<{ c: number }[]>('* as c').first())!.c);
 
@@ -25,15 +26,23 @@ describe('GET /trash', () => {
     const note = await entry(api, { title: 'Diary', content: 'text' });
     const untitled = await entry(api, { content: 'x'.repeat(100) });
     const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'Role', type: 'text' } })).data!.id;
-    const layout = (await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'Order', itemIds: [] } })).data!.id;
+    const layout = (
+      await api.POST('/api/v1/directory-layouts', { body: { directoryId: folder, name: 'Order', itemIds: [] } })
+    ).data!.id;
     const group = await createGroup(api, 'Night shift');
 
     const steps: Array<[string, () => Promise<unknown>]> = [
       ['entry', () => api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: note } } })],
       ['entry', () => api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: untitled } } })],
       ['member', () => api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } })],
-      ['customFieldDefinition', () => api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: field } } })],
-      ['directoryLayout', () => api.DELETE('/api/v1/directory-layouts/{layoutId}', { params: { path: { layoutId: layout } } })],
+      [
+        'customFieldDefinition',
+        () => api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: field } } }),
+      ],
+      [
+        'directoryLayout',
+        () => api.DELETE('/api/v1/directory-layouts/{layoutId}', { params: { path: { layoutId: layout } } }),
+      ],
       ['directory', () => api.DELETE('/api/v1/groups/{groupId}', { params: { path: { groupId: group } } })],
       ['directory', () => api.DELETE('/api/v1/folders/{folderId}', { params: { path: { folderId: inner } } })],
     ];
@@ -49,11 +58,23 @@ describe('GET /trash', () => {
     expect(data!.map((r) => r.deletedAt)).toEqual([...deletedAt].reverse());
     for (const row of data!) expect(row.purgeAt).toBe(row.deletedAt + 30 * DAY);
     const byId = new Map(data!.map((r) => [r.id, r]));
-    expect(byId.get(member)).toMatchObject({ type: 'member', name: 'Rob', originalLocation: 'Main system / Protectors / Night' });
+    expect(byId.get(member)).toMatchObject({
+      type: 'member',
+      name: 'Rob',
+      originalLocation: 'Main system / Protectors / Night',
+    });
     expect(byId.get(note)).toMatchObject({ name: 'Diary', originalLocation: 'Main system' });
     expect(byId.get(untitled)!.name).toBe('x'.repeat(80));
-    expect(byId.get(inner)).toMatchObject({ type: 'directory', name: 'Night', originalLocation: 'Main system / Protectors' });
-    expect(byId.get(layout)).toMatchObject({ type: 'directoryLayout', name: 'Order', originalLocation: 'Main system / Protectors' });
+    expect(byId.get(inner)).toMatchObject({
+      type: 'directory',
+      name: 'Night',
+      originalLocation: 'Main system / Protectors',
+    });
+    expect(byId.get(layout)).toMatchObject({
+      type: 'directoryLayout',
+      name: 'Order',
+      originalLocation: 'Main system / Protectors',
+    });
     expect(byId.get(field)).toMatchObject({ type: 'customFieldDefinition', name: 'Role' });
     expect(byId.get(field)).not.toHaveProperty('originalLocation');
 
@@ -63,13 +84,15 @@ describe('GET /trash', () => {
     expect(two.data!.map((r) => r.id)).toEqual([inner, group]);
   });
 
-  it('is empty for a new account and never shows another account\'s items', async () => {
+  it("is empty for a new account and never shows another account's items", async () => {
     const a = await server.user();
     const b = await server.user();
     const id = await entry(a.api, { content: 'x' });
     await a.api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
     expect((await b.api.GET('/api/v1/trash')).data).toEqual([]);
-    expect((await b.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status).toBe(400);
+    expect(
+      (await b.api.POST('/api/v1/trash/purge', { body: { items: [{ type: 'entry', id }] } })).response.status,
+    ).toBe(400);
   });
 
   it('validates the query: limit 1–500 (default 200), known types only', async () => {
@@ -83,7 +106,10 @@ describe('GET /trash', () => {
     for (const [q, message] of [
       ['limit=0', 'limit must be >= 1'],
       ['limit=501', 'limit must be <= 500'],
-      ['type=group', 'type must be one of: entry, directory, member, directoryLayout, customFieldDefinition, frontSession'],
+      [
+        'type=group',
+        'type must be one of: entry, directory, member, directoryLayout, customFieldDefinition, frontSession',
+      ],
     ]) {
       const res = await server.fetch(`/api/v1/trash?${q}`, { headers: bearer(apiKey) });
       expect(res.status).toBe(400);
@@ -107,7 +133,7 @@ describe('GET /trash', () => {
 });
 
 describe('GET /trash reads only what its page mentions', () => {
-  it('builds originalLocation from the page\'s own folder chains and systems, not the account\'s whole tree', async () => {
+  it("builds originalLocation from the page's own folder chains and systems, not the account's whole tree", async () => {
     const { api, userId } = await server.user();
     const side = (await api.GET('/api/v1/systems')).data!.active.sideSystemId;
     const knex = server.deps.db.knex;
@@ -129,7 +155,7 @@ describe('GET /trash reads only what its page mentions', () => {
 
     let rowsRead = 0;
     const count = (response: unknown) => {
-      const rows = (response as { rows?: unknown[] } | unknown[] | undefined);
+      const rows = response as { rows?: unknown[] } | unknown[] | undefined;
       rowsRead += Array.isArray(rows) ? rows.length : (rows?.rows?.length ?? 0);
     };
     knex.on('query-response', count);
@@ -139,7 +165,9 @@ describe('GET /trash reads only what its page mentions', () => {
     } finally {
       knex.off('query-response', count);
     }
-    expect(data).toEqual([expect.objectContaining({ type: 'member', id: member, originalLocation: 'Main system / Top / Mid / Leaf' })]);
+    expect(data).toEqual([
+      expect.objectContaining({ type: 'member', id: member, originalLocation: 'Main system / Top / Mid / Leaf' }),
+    ]);
     // The page row, the retention setting, three folders of the chain and one side system.
     expect(rowsRead).toBeLessThanOrEqual(10);
   });
@@ -157,7 +185,15 @@ describe('POST /trash/purge', () => {
     const m = await createMember(api);
     await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: e } } });
     await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m } } });
-    expect((await purge(api, [{ type: 'entry', id: e }, { type: 'member', id: m }, { type: 'entry', id: e }])).response.status).toBe(204);
+    expect(
+      (
+        await purge(api, [
+          { type: 'entry', id: e },
+          { type: 'member', id: m },
+          { type: 'entry', id: e },
+        ])
+      ).response.status,
+    ).toBe(204);
     expect(await count('entries', { id: e })).toBe(0);
     expect(await count('members', { id: m })).toBe(0);
     expect((await api.GET('/api/v1/trash')).data).toEqual([]);
@@ -168,10 +204,16 @@ describe('POST /trash/purge', () => {
     const trashed = await entry(api, { content: 'x' });
     await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: trashed } } });
     const active = await entry(api, { content: 'y' });
-    const notIn = await purge(api, [{ type: 'entry', id: trashed }, { type: 'entry', id: active }]);
+    const notIn = await purge(api, [
+      { type: 'entry', id: trashed },
+      { type: 'entry', id: active },
+    ]);
     expect(notIn.response.status).toBe(400);
     expect(notIn.error?.message).toBe(`entry ${active} is not in the trash`);
-    const missing = await purge(api, [{ type: 'entry', id: trashed }, { type: 'member', id: UNKNOWN_ID }]);
+    const missing = await purge(api, [
+      { type: 'entry', id: trashed },
+      { type: 'member', id: UNKNOWN_ID },
+    ]);
     expect(missing.response.status).toBe(400);
     expect(missing.error?.message).toBe(`member ${UNKNOWN_ID} not found`);
     const wrongType = await purge(api, [{ type: 'member', id: trashed }]);
@@ -185,7 +227,9 @@ describe('POST /trash/purge', () => {
     const ids: string[] = [];
     for (let i = 0; i < 201; i++) {
       const id = await entry(api, { content: `n${i}` });
-      expect((await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } })).response.status).toBe(204);
+      expect(
+        (await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } })).response.status,
+      ).toBe(204);
       ids.push(id);
     }
     const items = ids.map((id) => ({ type: 'entry', id }));
@@ -197,7 +241,9 @@ describe('POST /trash/purge', () => {
     const atLimit = await purge(api, items.slice(0, 200));
     expect(atLimit.response.status).toBe(204);
     expect(await count('entries', { user_id: userId })).toBe(1);
-    expect((await api.GET('/api/v1/trash', { params: { query: { limit: 500 } } })).data!.map((r) => r.id)).toEqual([ids[200]]);
+    expect((await api.GET('/api/v1/trash', { params: { query: { limit: 500 } } })).data!.map((r) => r.id)).toEqual([
+      ids[200],
+    ]);
   });
 
   it('refuses more than 200 items, unknown types and unknown keys', async () => {
@@ -207,7 +253,9 @@ describe('POST /trash/purge', () => {
     expect(over.response.status).toBe(400);
     expect(over.error?.message).toBe('items must NOT have more than 200 items');
     expect((await purge(api, [{ type: 'note', id: UNKNOWN_ID }])).response.status).toBe(400);
-    expect((await api.POST('/api/v1/trash/purge', { body: { items: [], force: true } as never })).response.status).toBe(400);
+    expect((await api.POST('/api/v1/trash/purge', { body: { items: [], force: true } as never })).response.status).toBe(
+      400,
+    );
   });
 
   it('purging a member removes what depends on it and unlinks what only mentions it', async () => {
@@ -218,10 +266,19 @@ describe('POST /trash/purge', () => {
     const sub = await createSub(api, side, m);
     const group = await createGroup(api, 'G', { memberIds: [m, keep] });
     const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
-    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { params: { path: { memberId: m, fieldId: field } }, body: { value: 'v' } });
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+      params: { path: { memberId: m, fieldId: field } },
+      body: { value: 'v' },
+    });
     const status = (await api.POST('/api/v1/member-statuses', { body: { name: 'S', color: '#000000' } })).data!.id;
-    await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', { params: { path: { memberId: m, statusId: status } } });
-    await server.fetch(`/api/v1/members/${m}/media?kind=avatar`, { method: 'PUT', headers: { ...bearer(apiKey), 'Content-Type': 'image/png' }, body: new Uint8Array(PNG) });
+    await api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', {
+      params: { path: { memberId: m, statusId: status } },
+    });
+    await server.fetch(`/api/v1/members/${m}/media?kind=avatar`, {
+      method: 'PUT',
+      headers: { ...bearer(apiKey), 'Content-Type': 'image/png' },
+      body: new Uint8Array(PNG),
+    });
     const avatarKey = (await server.deps.db.knex('members').where({ id: m }).first()).avatar.key;
     const note = await entry(api, { content: 'about them', memberId: m, memberIds: [m, keep] });
 
@@ -245,29 +302,47 @@ describe('POST /trash/purge', () => {
     const top = await createFolder(api, 'Top');
     const inner = await createFolder(api, 'Inner', { parentId: top });
     const group = await createGroup(api, 'G', { parentId: inner });
-    const layout = (await api.POST('/api/v1/directory-layouts', { body: { directoryId: inner, name: 'L', itemIds: [] } })).data!.id;
+    const layout = (
+      await api.POST('/api/v1/directory-layouts', { body: { directoryId: inner, name: 'L', itemIds: [] } })
+    ).data!.id;
     const m = await createMember(api, 'M', { directoryId: inner });
     await api.DELETE('/api/v1/folders/{folderId}', { params: { path: { folderId: top } } });
     expect((await purge(api, [{ type: 'directory', id: top }])).response.status).toBe(204);
     for (const id of [top, inner, group]) expect(await count('directories', { id })).toBe(0);
     expect(await count('directory_layouts', { id: layout })).toBe(0);
-    expect((await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: m } } })).data?.directoryId).toBeNull();
+    expect(
+      (await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: m } } })).data?.directoryId,
+    ).toBeNull();
   });
 
   it('purging a custom field definition removes its values', async () => {
     const { api } = await server.user();
     const m = await createMember(api);
     const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
-    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', { params: { path: { memberId: m, fieldId: field } }, body: { value: 'v' } });
+    await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+      params: { path: { memberId: m, fieldId: field } },
+      body: { value: 'v' },
+    });
     await api.DELETE('/api/v1/custom-fields/{fieldId}', { params: { path: { fieldId: field } } });
     await purge(api, [{ type: 'customFieldDefinition', id: field }]);
     expect(await count('custom_field_values', { field_id: field })).toBe(0);
-    expect((await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', { params: { path: { memberId: m, fieldId: field } } })).response.status).toBe(404);
+    expect(
+      (
+        await api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', {
+          params: { path: { memberId: m, fieldId: field } },
+        })
+      ).response.status,
+    ).toBe(404);
   });
 
-  it('purging members finds their notes through the link table index, never by scanning the account\'s notes', async () => {
+  it("purging members finds their notes through the link table index, never by scanning the account's notes", async () => {
     const { api, userId } = await server.user();
-    const [a, b, keep, filler] = [await createMember(api, 'A'), await createMember(api, 'B'), await createMember(api, 'Keep'), await createMember(api, 'Filler')];
+    const [a, b, keep, filler] = [
+      await createMember(api, 'A'),
+      await createMember(api, 'B'),
+      await createMember(api, 'Keep'),
+      await createMember(api, 'Filler'),
+    ];
     const knex = server.deps.db.knex;
     // 3,000 notes about another member straight into the tables, and a few that list the members.
     await knex.raw(
@@ -279,32 +354,50 @@ describe('POST /trash/purge', () => {
       `insert into entry_members (entry_id, member_id, user_id, position) select e.id, ?, e.user_id, 0 from entries e where e.user_id = ? and e.content = 'filler'`,
       [filler, userId],
     );
-    const notes = [await entry(api, { content: 'x', memberIds: [a, keep] }), await entry(api, { content: 'y', memberIds: [b, a] }), await entry(api, { content: 'z', memberIds: [keep] })];
+    const notes = [
+      await entry(api, { content: 'x', memberIds: [a, keep] }),
+      await entry(api, { content: 'y', memberIds: [b, a] }),
+      await entry(api, { content: 'z', memberIds: [keep] }),
+    ];
     if (server.runtime.maintenance) await server.runtime.maintenance.runOnce();
     else await knex.raw('analyze entries, entry_members');
     for (const id of [a, b]) await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: id } } });
 
     let status = 0;
     const [update] = await captureStatements(knex, /^update entries/, async () => {
-      status = (await purge(api, [{ type: 'member', id: a }, { type: 'member', id: b }])).response.status;
+      status = (
+        await purge(api, [
+          { type: 'member', id: a },
+          { type: 'member', id: b },
+        ])
+      ).response.status;
     });
     expect(status).toBe(204);
     expect(update, 'one statement updates the notes of every purged member').toBeDefined();
     const nodes = planNodes(await explain(knex, update!));
     expect(nodes.filter((n) => n['Node Type'] === 'Seq Scan').map((n) => n['Relation Name'])).toEqual([]);
-    expect(nodes.some((n) => n['Index Name'] === 'entry_members_member'), JSON.stringify(nodes.map((n) => [n['Node Type'], n['Index Name'] ?? n['Relation Name']]))).toBe(true);
+    expect(
+      nodes.some((n) => n['Index Name'] === 'entry_members_member'),
+      JSON.stringify(nodes.map((n) => [n['Node Type'], n['Index Name'] ?? n['Relation Name']])),
+    ).toBe(true);
 
-    const memberIds = async (id: string) => (await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } })).data!.memberIds;
-    expect([await memberIds(notes[0]!), await memberIds(notes[1]!), await memberIds(notes[2]!)]).toEqual([[keep], [], [keep]]);
+    const memberIds = async (id: string) =>
+      (await api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } })).data!.memberIds;
+    expect([await memberIds(notes[0]!), await memberIds(notes[1]!), await memberIds(notes[2]!)]).toEqual([
+      [keep],
+      [],
+      [keep],
+    ]);
     expect(await count('entries', { user_id: userId })).toBe(3003);
   });
 
-  it('a purged side system\'s data no longer blocks its deletion', async () => {
+  it("a purged side system's data no longer blocks its deletion", async () => {
     const { api } = await server.user();
     const side = await createSide(api);
     const m = await createMember(api, 'M', { sideSystemId: side });
     await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m } } });
-    const del = () => api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: side } } });
+    const del = () =>
+      api.DELETE('/api/v1/systems/side-systems/{sideSystemId}', { params: { path: { sideSystemId: side } } });
     expect((await del()).response.status).toBe(400);
     await purge(api, [{ type: 'member', id: m }]);
     expect((await del()).response.status).toBe(200);
@@ -345,21 +438,29 @@ describe('retention job', () => {
     }
     now += 31 * DAY;
     const { TrashRetentionJob } = await import('../server/features/trash/retentionJob.ts');
-    const other = new TrashRetentionJob(server.deps.db.knex, server.deps.storage, { defaultRetentionDays: 30, clock: () => now, logger: server.deps.logger });
+    const other = new TrashRetentionJob(server.deps.db.knex, server.deps.storage, {
+      defaultRetentionDays: 30,
+      clock: () => now,
+      logger: server.deps.logger,
+    });
     const [x, y] = await Promise.all([server.runtime.trashRetention.runOnce(), other.runOnce()]);
     expect(x + y).toBeGreaterThanOrEqual(30);
     expect(await count('entries', { user_id: userId })).toBe(0);
   });
 
   it('runs on its interval when started', async () => {
-    const s = await new TestServer().start({ env: { TRASH_PURGE_INTERVAL_MS: '50', TRASH_RETENTION_DAYS: '1' }, clock: () => now });
+    const s = await new TestServer().start({
+      env: { TRASH_PURGE_INTERVAL_MS: '50', TRASH_RETENTION_DAYS: '1' },
+      clock: () => now,
+    });
     try {
       const { api } = await s.user();
       const id = (await api.POST('/api/v1/entries', { body: { content: 'x' } })).data!.id;
       await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
       now += 2 * DAY;
       await s.runtime.startJobs();
-      for (let i = 0; i < 100 && (await s.deps.db.knex('entries').where({ id }).first()); i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 100 && (await s.deps.db.knex('entries').where({ id }).first()); i++)
+        await new Promise((r) => setTimeout(r, 20));
       expect(await s.deps.db.knex('entries').where({ id }).first()).toBeUndefined();
     } finally {
       await s.close();
@@ -378,7 +479,15 @@ describe('front sessions in the trash', () => {
     now += 1000;
     await api.DELETE('/api/v1/front/sessions/{sessionId}', { params: { path: { sessionId: session } } });
     const rows = (await api.GET('/api/v1/trash', { params: { query: { type: 'frontSession' } } })).data!;
-    expect(rows).toEqual([{ type: 'frontSession', id: session, name: expect.stringMatching(/^Robin — front session from \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/), deletedAt: now, purgeAt: now + 30 * DAY }]);
+    expect(rows).toEqual([
+      {
+        type: 'frontSession',
+        id: session,
+        name: expect.stringMatching(/^Robin — front session from \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/),
+        deletedAt: now,
+        purgeAt: now + 30 * DAY,
+      },
+    ]);
     expect((await purge(api, [{ type: 'frontSession', id: session }])).response.status).toBe(204);
     expect(await count('front_sessions', { id: session })).toBe(0);
   });

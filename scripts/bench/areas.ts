@@ -63,10 +63,21 @@ async function call<T>(url: string, key: string, method: string, path: string, b
 async function shareWithFriend(url: string, knex: Knex, owner: SeededAccount, viewer: SeededAccount): Promise<void> {
   await call(url, viewer.apiKey, 'POST', `/api/v1/friends/${owner.userId}/request`);
   await call(url, owner.apiKey, 'POST', `/api/v1/friends/requests/${viewer.userId}/accept`);
-  const bucket = await call<{ _id: string }>(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets', { name: 'Bench friends' });
-  await call(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets/bulk/friends', { bucketId: bucket._id, mode: 'add', friendUserIds: [viewer.userId] });
-  const total = Number((await knex('members').where({ user_id: owner.userId }).whereNull('deleted_at').count({ n: '*' }).first())!.n);
-  const ordered = knex('members').where({ user_id: owner.userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  const bucket = await call<{ _id: string }>(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets', {
+    name: 'Bench friends',
+  });
+  await call(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets/bulk/friends', {
+    bucketId: bucket._id,
+    mode: 'add',
+    friendUserIds: [viewer.userId],
+  });
+  const total = Number(
+    (await knex('members').where({ user_id: owner.userId }).whereNull('deleted_at').count({ n: '*' }).first())!.n,
+  );
+  const ordered = knex('members')
+    .where({ user_id: owner.userId })
+    .whereNull('deleted_at')
+    .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   // Members 1–5 hold the open front and the tier presence; the rest are spread evenly.
   const front: string[] = await ordered.clone().limit(5).pluck('id');
   const step = Math.max(1, Math.floor(total / FRIEND_VISIBLE_MEMBERS));
@@ -78,13 +89,24 @@ async function shareWithFriend(url: string, knex: Knex, owner: SeededAccount, vi
     .pluck('id');
   const ids = [...front, ...spread];
   for (let i = 0; i < ids.length; i += 250) {
-    await call(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets/bulk/members', { bucketId: bucket._id, mode: 'add', memberIds: ids.slice(i, i + 250) });
+    await call(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets/bulk/members', {
+      bucketId: bucket._id,
+      mode: 'add',
+      memberIds: ids.slice(i, i + 250),
+    });
   }
   // An owner who shares through buckets has every member in one (a member in none is seen by no
   // friend): OTHER_BUCKETS buckets the viewer does not hold take all the members in turn, so the
   // assignments table is not the friend's 100 rows alone.
   const others: string[] = [];
-  for (let i = 1; i <= OTHER_BUCKETS; i++) others.push((await call<{ _id: string }>(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets', { name: `Bench private ${i}` }))._id);
+  for (let i = 1; i <= OTHER_BUCKETS; i++)
+    others.push(
+      (
+        await call<{ _id: string }>(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets', {
+          name: `Bench private ${i}`,
+        })
+      )._id,
+    );
   await knex.raw(
     `insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, created_at)
      select m.user_id, (?::uuid[])[1 + (row_number() over (order by m.created_at, m.id)) % ?], 'member', m.id, m.created_at
@@ -95,7 +117,14 @@ async function shareWithFriend(url: string, knex: Knex, owner: SeededAccount, vi
 }
 
 /** The big channel's messages, sealed like send seals them, in batches of one statement each. */
-async function fillChannel(knex: Knex, userId: string, channelId: string, memberId: string, count: number, now: number): Promise<void> {
+async function fillChannel(
+  knex: Knex,
+  userId: string,
+  channelId: string,
+  memberId: string,
+  count: number,
+  now: number,
+): Promise<void> {
   const cipher = new MessageCipher(parseMessageKeys(benchMessageKeys));
   const BATCH = 10_000;
   const t0 = now - count * 1_000;
@@ -115,14 +144,30 @@ async function fillChannel(knex: Knex, userId: string, channelId: string, member
       [userId, channelId, from, memberId, cipher.primaryKeyId, t0, from, ids, data],
     );
   }
-  await knex('messaging_channels').where({ id: channelId }).update({ last_seq: count, read_seq: count, unread_count: 0 });
+  await knex('messaging_channels')
+    .where({ id: channelId })
+    .update({ last_seq: count, read_seq: count, unread_count: 0 });
 }
 
-async function seedMessaging(url: string, knex: Knex, owner: SeededAccount, messages: number, depth: number): Promise<AreaSeed['messaging']> {
-  const space = await call<{ id: string }>(url, owner.apiKey, 'POST', '/api/v1/messaging/spaces', { name: 'Bench space' });
+async function seedMessaging(
+  url: string,
+  knex: Knex,
+  owner: SeededAccount,
+  messages: number,
+  depth: number,
+): Promise<AreaSeed['messaging']> {
+  const space = await call<{ id: string }>(url, owner.apiKey, 'POST', '/api/v1/messaging/spaces', {
+    name: 'Bench space',
+  });
   const channelIds: string[] = [];
   for (let i = 0; i < CHANNELS; i++) {
-    channelIds.push((await call<{ id: string }>(url, owner.apiKey, 'POST', `/api/v1/messaging/spaces/${space.id}/channels`, { name: `channel-${i}` })).id);
+    channelIds.push(
+      (
+        await call<{ id: string }>(url, owner.apiKey, 'POST', `/api/v1/messaging/spaces/${space.id}/channels`, {
+          name: `channel-${i}`,
+        })
+      ).id,
+    );
   }
   const memberId = owner.frontPool[0]!;
   const channelId = channelIds[0]!;
@@ -142,7 +187,14 @@ async function seedMessaging(url: string, knex: Knex, owner: SeededAccount, mess
     ])
     .offset(depth - 1)
     .first('created_at', 'id');
-  return { key: owner.apiKey, memberId, channelId, channelIds, deep: { createdAt: Number(row.created_at), id: row.id }, messages };
+  return {
+    key: owner.apiKey,
+    memberId,
+    channelId,
+    channelIds,
+    deep: { createdAt: Number(row.created_at), id: row.id },
+    messages,
+  };
 }
 
 /** Friend and messaging data on a running full server (`url`), after the main seed. */
@@ -158,7 +210,9 @@ export async function seedAreas(
   await shareWithFriend(url, knex, seeded.small, seeded.viewer);
   log(`friends: the viewer sees ${FRIEND_VISIBLE_MEMBERS} members of the large and of the small account`);
   const messaging = await seedMessaging(url, knex, seeded.large, plan.messages, plan.depth);
-  log(`messaging: ${CHANNELS} channels, ${plan.messages.toLocaleString('en')} messages in one, in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(
+    `messaging: ${CHANNELS} channels, ${plan.messages.toLocaleString('en')} messages in one, in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
   return {
     friendKey: seeded.viewer.apiKey,
     large: { ownerId: seeded.large.userId, ownerKey: seeded.large.apiKey },
@@ -187,21 +241,61 @@ export function areaScenarios(a: AreaSeed, deepHistory: { startedAt: number; id:
   const m = a.messaging;
   let turn = 0;
   return [
-    { id: 'F1', title: 'friend GET /friends/{id}/members (100 visible of 10,000)', path: `${friend(a.large)}/members`, key: a.friendKey },
-    { id: 'F1s', title: 'friend GET /friends/{id}/members (100 visible of 1,000)', path: `${friend(a.small)}/members`, key: a.friendKey },
+    {
+      id: 'F1',
+      title: 'friend GET /friends/{id}/members (100 visible of 10,000)',
+      path: `${friend(a.large)}/members`,
+      key: a.friendKey,
+    },
+    {
+      id: 'F1s',
+      title: 'friend GET /friends/{id}/members (100 visible of 1,000)',
+      path: `${friend(a.small)}/members`,
+      key: a.friendKey,
+    },
     { id: 'F2', title: 'friend GET /friends/{id}/front', path: `${friend(a.large)}/front`, key: a.friendKey },
-    { id: 'F3a', title: 'friend GET /friends/{id}/front/history?limit=50 (first page)', path: `${friend(a.large)}/front/history?limit=50`, key: a.friendKey },
-    { id: 'F3as', title: 'friend GET /friends/{id}/front/history?limit=50 (small account)', path: `${friend(a.small)}/front/history?limit=50`, key: a.friendKey },
+    {
+      id: 'F3a',
+      title: 'friend GET /friends/{id}/front/history?limit=50 (first page)',
+      path: `${friend(a.large)}/front/history?limit=50`,
+      key: a.friendKey,
+    },
+    {
+      id: 'F3as',
+      title: 'friend GET /friends/{id}/front/history?limit=50 (small account)',
+      path: `${friend(a.small)}/front/history?limit=50`,
+      key: a.friendKey,
+    },
     {
       id: 'F3b',
       title: 'friend GET /friends/{id}/front/history?limit=50 (after the owner’s ≈10,000th session)',
       path: `${friend(a.large)}/front/history?limit=50&cursorStartedAt=${deepHistory.startedAt}&cursorId=${deepHistory.id}`,
       key: a.friendKey,
     },
-    { id: 'F4', title: 'friend GET /friends/{id}/entries?limit=50', path: `${friend(a.large)}/entries?limit=50`, key: a.friendKey },
-    { id: 'F4s', title: 'friend GET /friends/{id}/entries?limit=50 (small account)', path: `${friend(a.small)}/entries?limit=50`, key: a.friendKey },
-    { id: 'M1', title: 'GET /api/v1/messaging/bootstrap (200 channels)', path: '/api/v1/messaging/bootstrap', key: m.key },
-    { id: 'M2a', title: `GET /messaging/channels/{id}/messages?limit=50 (first page of ${m.messages.toLocaleString('en')})`, path: `/api/v1/messaging/channels/${m.channelId}/messages?limit=50`, key: m.key },
+    {
+      id: 'F4',
+      title: 'friend GET /friends/{id}/entries?limit=50',
+      path: `${friend(a.large)}/entries?limit=50`,
+      key: a.friendKey,
+    },
+    {
+      id: 'F4s',
+      title: 'friend GET /friends/{id}/entries?limit=50 (small account)',
+      path: `${friend(a.small)}/entries?limit=50`,
+      key: a.friendKey,
+    },
+    {
+      id: 'M1',
+      title: 'GET /api/v1/messaging/bootstrap (200 channels)',
+      path: '/api/v1/messaging/bootstrap',
+      key: m.key,
+    },
+    {
+      id: 'M2a',
+      title: `GET /messaging/channels/{id}/messages?limit=50 (first page of ${m.messages.toLocaleString('en')})`,
+      path: `/api/v1/messaging/channels/${m.channelId}/messages?limit=50`,
+      key: m.key,
+    },
     {
       id: 'M2b',
       title: 'GET /messaging/channels/{id}/messages?limit=50 (deep page)',

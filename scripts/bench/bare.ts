@@ -17,10 +17,19 @@ import { JobQueue } from '../../server/jobs/queue.ts';
 import { createLogger } from '../../server/logger.ts';
 
 const userId = process.env.BENCH_USER_ID!;
-const db = await openDatabase({ databaseUrl: process.env.DATABASE_URL, poolMax: Number(process.env.DB_POOL_MAX ?? 10) });
+const db = await openDatabase({
+  databaseUrl: process.env.DATABASE_URL,
+  poolMax: Number(process.env.DB_POOL_MAX ?? 10),
+});
 const knex = db.knex;
 const logger = createLogger('silent');
-const parts = { db: knex, config: loadConfig({}), logger, audit: new DatabaseAuditSink(), jobs: new JobQueue(knex, { clock: Date.now, logger }) };
+const parts = {
+  db: knex,
+  config: loadConfig({}),
+  logger,
+  audit: new DatabaseAuditSink(),
+  jobs: new JobQueue(knex, { clock: Date.now, logger }),
+};
 /** The same service context a request builds (a fresh `now` per request). */
 const ctx = () => backgroundContextFor(parts, { kind: 'system', job: 'bench_bare' }, userId);
 const num = (v: unknown) => (v === undefined ? undefined : Number(v));
@@ -34,7 +43,9 @@ app.get('/api/v1/entries', async (req, res) => {
   res.json(await listEntries(ctx(), { limit: num(req.query.limit) }));
 });
 app.get('/api/v1/members/page', async (req, res) => {
-  res.json(await listMembersPage(ctx(), { limit: Number(req.query.limit), cursor: req.query.cursor as string | undefined }));
+  res.json(
+    await listMembersPage(ctx(), { limit: Number(req.query.limit), cursor: req.query.cursor as string | undefined }),
+  );
 });
 app.get('/api/v1/front/history', async (req, res) => {
   const q = req.query as Record<string, string | undefined>;
@@ -48,5 +59,7 @@ app.get('/api/v1/front/history', async (req, res) => {
     }),
   );
 });
-const server = app.listen(Number(process.env.PORT), '127.0.0.1', () => process.stdout.write(`bare listening on ${process.env.PORT}\n`));
+const server = app.listen(Number(process.env.PORT), '127.0.0.1', () =>
+  process.stdout.write(`bare listening on ${process.env.PORT}\n`),
+);
 process.on('SIGTERM', () => server.close(() => void db.close().then(() => process.exit(0))));

@@ -60,7 +60,8 @@ export function jsonDifferences(a: unknown, b: unknown, path = '$', out: string[
     const bo = b as Record<string, unknown>;
     const ak = Object.keys(ao);
     const bk = Object.keys(bo);
-    if (ak.join('\u0000') !== bk.join('\u0000')) out.push(`${path}: keys full [${ak.join(', ')}], independent [${bk.join(', ')}]`);
+    if (ak.join('\u0000') !== bk.join('\u0000'))
+      out.push(`${path}: keys full [${ak.join(', ')}], independent [${bk.join(', ')}]`);
     for (const k of ak) if (k in bo) jsonDifferences(ao[k], bo[k], `${path}.${k}`, out, max);
   } else if (a !== b) {
     out.push(`${path}: full ${show(a)}, independent ${show(b)}`);
@@ -79,7 +80,8 @@ function compare(full: Answer, independent: Answer): string[] {
   for (const name of SAME_PRESENCE) {
     const a = full.headers.has(name);
     const b = independent.headers.has(name);
-    if (a !== b) out.push(`header ${name}: ${a ? 'only the full server sends it' : 'only the independent baseline sends it'}`);
+    if (a !== b)
+      out.push(`header ${name}: ${a ? 'only the full server sends it' : 'only the independent baseline sends it'}`);
   }
   let parsed: [unknown, unknown] | undefined;
   try {
@@ -111,7 +113,11 @@ function nextPagePath(path: string, body: unknown): string | undefined {
 }
 
 /** Sends every request (and the pages it leads to) to both servers and compares the answers. */
-export async function compareServers(fullUrl: string, independentUrl: string, requests: CheckRequest[]): Promise<CheckOutcome> {
+export async function compareServers(
+  fullUrl: string,
+  independentUrl: string,
+  requests: CheckRequest[],
+): Promise<CheckOutcome> {
   const outcome: CheckOutcome = { compared: 0, differences: [] };
   for (const request of requests) {
     let path: string | undefined = request.path;
@@ -121,7 +127,10 @@ export async function compareServers(fullUrl: string, independentUrl: string, re
       const independent = await ask(independentUrl, path, request.key, requestId);
       outcome.compared++;
       const found = compare(full, independent);
-      if (found.length > 0) outcome.differences.push(`${request.label}${page > 0 ? ` (page ${page + 1})` : ''}: GET ${path}\n  ${found.join('\n  ')}`);
+      if (found.length > 0)
+        outcome.differences.push(
+          `${request.label}${page > 0 ? ` (page ${page + 1})` : ''}: GET ${path}\n  ${found.join('\n  ')}`,
+        );
       let body: unknown;
       try {
         body = JSON.parse(full.text);

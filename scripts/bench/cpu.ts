@@ -42,12 +42,19 @@ export class CpuMeter {
   constructor(private readonly admin: pg.Client) {}
 
   private async backendPids(applicationName: string): Promise<number[]> {
-    const { rows } = await this.admin.query<{ pid: number }>('select pid from pg_stat_activity where application_name = $1', [applicationName]);
+    const { rows } = await this.admin.query<{ pid: number }>(
+      'select pid from pg_stat_activity where application_name = $1',
+      [applicationName],
+    );
     return rows.map((r) => r.pid);
   }
 
   /** Measures `work` (the load) for the server process `pid` whose connections carry `applicationName`. */
-  async measure<T>(pid: number, applicationName: string, work: () => Promise<T>): Promise<{ result: T; cpu: CpuUsage }> {
+  async measure<T>(
+    pid: number,
+    applicationName: string,
+    work: () => Promise<T>,
+  ): Promise<{ result: T; cpu: CpuUsage }> {
     const first = new Map<number, number>();
     const last = new Map<number, number>();
     const read = async (initial: boolean) => {

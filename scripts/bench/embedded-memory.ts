@@ -29,7 +29,14 @@ import { seed, type SeedPlan } from './seed.ts';
 import { adminQuery, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
-const { values } = parseArgs({ options: { quick: { type: 'boolean' }, duration: { type: 'string' }, out: { type: 'string' }, render: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean' },
+    duration: { type: 'string' },
+    out: { type: 'string' },
+    render: { type: 'string' },
+  },
+});
 const quick = values.quick ?? false;
 const duration = Number(values.duration ?? (quick ? 2 : 3));
 const CONNECTIONS = 32;
@@ -82,7 +89,6 @@ function group(pgid: number): number[] {
 
 const treeRss = (pgid: number) => group(pgid).reduce((sum, pid) => sum + (status(pid)?.rss ?? 0), 0);
 
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Started {
@@ -97,7 +103,17 @@ async function startServer(command: string[], env: Record<string, string>): Prom
   const port = await freePort();
   const child = spawn(command[0]!, command.slice(1), {
     cwd: root,
-    env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', RATE_LIMIT_PER_MINUTE: '10000000', TRASH_PURGE_INTERVAL_MS: '0', EMBEDDED_MAINTENANCE_INTERVAL_MS: '0', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_PER_MINUTE: '10000000',
+      TRASH_PURGE_INTERVAL_MS: '0',
+      EMBEDDED_MAINTENANCE_INTERVAL_MS: '0',
+      ...env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
     detached: true,
   });
@@ -113,7 +129,8 @@ async function startServer(command: string[], env: Record<string, string>): Prom
     await sleep(100);
   }
   // The process of the group holding the most memory is the one running the app.
-  const serverPid = () => group(child.pid!).sort((a, b) => (status(b)?.rss ?? 0) - (status(a)?.rss ?? 0))[0] ?? child.pid!;
+  const serverPid = () =>
+    group(child.pid!).sort((a, b) => (status(b)?.rss ?? 0) - (status(a)?.rss ?? 0))[0] ?? child.pid!;
   return {
     child,
     url,
@@ -132,7 +149,11 @@ const READ_SCENARIOS = (deep: { startedAt: number; id: string }) => [
   { id: '2', title: 'GET /api/v1/entries?limit=50', path: '/api/v1/entries?limit=50' },
   { id: '3', title: 'GET /api/v1/members/page?limit=100', path: '/api/v1/members/page?limit=100' },
   { id: '4a', title: 'GET /api/v1/front/history?limit=50', path: '/api/v1/front/history?limit=50' },
-  { id: '4b', title: 'GET /api/v1/front/history?limit=50 (10,000 deep)', path: `/api/v1/front/history?limit=50&cursorStartedAt=${deep.startedAt}&cursorId=${deep.id}` },
+  {
+    id: '4b',
+    title: 'GET /api/v1/front/history?limit=50 (10,000 deep)',
+    path: `/api/v1/front/history?limit=50&cursorStartedAt=${deep.startedAt}&cursorId=${deep.id}`,
+  },
 ];
 
 interface Variant {
@@ -161,7 +182,13 @@ interface VariantResult {
   errors: number;
 }
 
-async function measureVariant(v: Variant, dataTemplate: string, key: string, deep: { startedAt: number; id: string }, postgresUrl: string | undefined): Promise<VariantResult> {
+async function measureVariant(
+  v: Variant,
+  dataTemplate: string,
+  key: string,
+  deep: { startedAt: number; id: string },
+  postgresUrl: string | undefined,
+): Promise<VariantResult> {
   const dir = join(work, `run-${v.id}`);
   rmSync(dir, { recursive: true, force: true });
   if (!v.fresh && !v.postgres) cpSync(dataTemplate, dir, { recursive: true });
@@ -174,12 +201,27 @@ async function measureVariant(v: Variant, dataTemplate: string, key: string, dee
     const pid = server.serverPid();
     const idle = status(pid)!;
     const idleTree = treeRss(server.child.pid!);
-    const result: VariantResult = { id: v.id, title: v.title, idleRss: idle.rss, idleTreeRss: idleTree, peakRssUnderLoad: null, rssAfterLoad: null, hwm: idle.hwm, rps: {}, errors: 0 };
+    const result: VariantResult = {
+      id: v.id,
+      title: v.title,
+      idleRss: idle.rss,
+      idleTreeRss: idleTree,
+      peakRssUnderLoad: null,
+      rssAfterLoad: null,
+      hwm: idle.hwm,
+      rps: {},
+      errors: 0,
+    };
     if (v.load) {
       let peak = 0;
       const sampler = setInterval(() => (peak = Math.max(peak, status(pid)?.rss ?? 0)), 100);
       for (const s of READ_SCENARIOS(deep)) {
-        const r = await autocannon({ url: server.url + s.path, connections: CONNECTIONS, duration, headers: { authorization: `Bearer ${key}` } });
+        const r = await autocannon({
+          url: server.url + s.path,
+          connections: CONNECTIONS,
+          duration,
+          headers: { authorization: `Bearer ${key}` },
+        });
         result.rps[s.id] = Math.round(r.requests.average);
         result.errors += r.errors + r.timeouts + r.non2xx;
       }
@@ -190,7 +232,9 @@ async function measureVariant(v: Variant, dataTemplate: string, key: string, dee
     }
     result.hwm = status(pid)!.hwm;
     const fmt = (n: number | null) => (n === null ? '-' : `${Math.round(n)} MB`);
-    log(`${v.id}: idle ${fmt(result.idleRss)} (group ${fmt(idleTree)}), under load ${fmt(result.peakRssUnderLoad)}, after ${fmt(result.rssAfterLoad)}, hwm ${fmt(result.hwm)}${v.load ? `, req/s ${Object.values(result.rps).join(' / ')}` : ''}`);
+    log(
+      `${v.id}: idle ${fmt(result.idleRss)} (group ${fmt(idleTree)}), under load ${fmt(result.peakRssUnderLoad)}, after ${fmt(result.rssAfterLoad)}, hwm ${fmt(result.hwm)}${v.load ? `, req/s ${Object.values(result.rps).join(' / ')}` : ''}`,
+    );
     return result;
   } finally {
     await server.stop();
@@ -209,7 +253,13 @@ interface PairResult {
  * Throughput of two variants compared fairly on a busy 2-core machine: both servers run at once
  * (the idle one costs no CPU) and each scenario is loaded in the order A B B A, which cancels drift.
  */
-async function pairedThroughput(a: Variant, b: Variant, dataTemplate: string, key: string, deep: { startedAt: number; id: string }): Promise<PairResult> {
+async function pairedThroughput(
+  a: Variant,
+  b: Variant,
+  dataTemplate: string,
+  key: string,
+  deep: { startedAt: number; id: string },
+): Promise<PairResult> {
   const dirs = [join(work, `pair-${a.id}`), join(work, `pair-${b.id}`)];
   const servers: Started[] = [];
   try {
@@ -220,12 +270,26 @@ async function pairedThroughput(a: Variant, b: Variant, dataTemplate: string, ke
     }
     const [sa, sb] = servers as [Started, Started];
     const rps = async (s: Started, path: string, seconds: number) =>
-      Math.round((await autocannon({ url: s.url + path, connections: CONNECTIONS, duration: seconds, headers: { authorization: `Bearer ${key}` } })).requests.average);
+      Math.round(
+        (
+          await autocannon({
+            url: s.url + path,
+            connections: CONNECTIONS,
+            duration: seconds,
+            headers: { authorization: `Bearer ${key}` },
+          })
+        ).requests.average,
+      );
     const result: PairResult = { a: a.id, b: b.id, scenarios: [] };
     for (const s of READ_SCENARIOS(deep)) {
       await rps(sa, s.path, 1);
       await rps(sb, s.path, 1);
-      const runs = [await rps(sa, s.path, duration), await rps(sb, s.path, duration), await rps(sb, s.path, duration), await rps(sa, s.path, duration)];
+      const runs = [
+        await rps(sa, s.path, duration),
+        await rps(sb, s.path, duration),
+        await rps(sb, s.path, duration),
+        await rps(sa, s.path, duration),
+      ];
       const ratio = (runs[1]! + runs[2]!) / Math.max(1, runs[0]! + runs[3]!);
       result.scenarios.push({ id: s.id, runs, ratio });
     }
@@ -241,8 +305,15 @@ async function pairedThroughput(a: Variant, b: Variant, dataTemplate: string, ke
  * A one-off node process: RSS once `code` has run and settled, and again after a full garbage
  * collection (the snippet collects on SIGUSR2; run with --expose-gc).
  */
-async function measureSnippet(code: string, args: string[] = [], nodeArgs: string[] = []): Promise<{ rss: number; afterGc: number }> {
-  const child = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '--input-type=module', '-e', code, ...args], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+async function measureSnippet(
+  code: string,
+  args: string[] = [],
+  nodeArgs: string[] = [],
+): Promise<{ rss: number; afterGc: number }> {
+  const child = spawn(process.execPath, ['--expose-gc', ...nodeArgs, '--input-type=module', '-e', code, ...args], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   while (!out.includes('ready')) {
@@ -289,7 +360,11 @@ async function scanMs(dataTemplate: string, nodeArgs: string[]): Promise<number>
   cpSync(dataTemplate, copy, { recursive: true });
   try {
     const out = await new Promise<string>((res, rej) => {
-      const child = spawn(process.execPath, [...nodeArgs, '--input-type=module', '-e', scanSnippet, join(copy, 'pglite'), EMBEDDED_SHARED_BUFFERS_DEFAULT], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(
+        process.execPath,
+        [...nodeArgs, '--input-type=module', '-e', scanSnippet, join(copy, 'pglite'), EMBEDDED_SHARED_BUFFERS_DEFAULT],
+        { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
+      );
       let text = '';
       child.stdout!.on('data', (d) => (text += d));
       child.on('exit', (code) => (code === 0 ? res(text) : rej(new Error(`scan exited with ${code}`))));
@@ -300,7 +375,9 @@ async function scanMs(dataTemplate: string, nodeArgs: string[]): Promise<number>
   }
 }
 
-async function seedTemplate(plan: SeedPlan): Promise<{ dir: string; key: string; deep: { startedAt: number; id: string } }> {
+async function seedTemplate(
+  plan: SeedPlan,
+): Promise<{ dir: string; key: string; deep: { startedAt: number; id: string } }> {
   const dir = join(work, 'template');
   rmSync(dir, { recursive: true, force: true });
   const db = await openDatabase({ dataDir: dir, lockPurpose: 'bench' });
@@ -312,7 +389,10 @@ async function seedTemplate(plan: SeedPlan): Promise<{ dir: string; key: string;
       .knex('front_sessions')
       .where({ user_id: seeded.large.userId })
       .whereNull('deleted_at')
-      .orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+      .orderBy([
+        { column: 'started_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ])
       .offset(Math.min(10_000, plan.large.sessions / 2) - 1)
       .first('started_at', 'id');
     return { dir, key: seeded.large.apiKey, deep: { startedAt: Number(row.started_at), id: row.id } };
@@ -321,7 +401,9 @@ async function seedTemplate(plan: SeedPlan): Promise<{ dir: string; key: string;
   }
 }
 
-async function postgresDatabase(plan: SeedPlan): Promise<{ url: string; key: string; drop(): Promise<void> } | undefined> {
+async function postgresDatabase(
+  plan: SeedPlan,
+): Promise<{ url: string; key: string; drop(): Promise<void> } | undefined> {
   const base = process.env.DATABASE_URL;
   if (!base) return undefined;
   const name = `bench_mem_${Date.now()}`;
@@ -334,7 +416,11 @@ async function postgresDatabase(plan: SeedPlan): Promise<{ url: string; key: str
     await migrateLatest(db.knex);
     const seeded = await seed(db.knex, plan, log);
     await db.knex.raw('vacuum analyze');
-    return { url: url.toString(), key: seeded.large.apiKey, drop: () => admin(`drop database if exists ${name} with (force)`) };
+    return {
+      url: url.toString(),
+      key: seeded.large.apiKey,
+      drop: () => admin(`drop database if exists ${name} with (force)`),
+    };
   } finally {
     await db.close();
   }
@@ -353,42 +439,117 @@ async function main(): Promise<void> {
 
   const lean = { EMBEDDED_V8_LOW_MEMORY: 'false' };
   const variants: Variant[] = [
-    { id: 'shipped', title: `shipped: node dist/main.js (shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, low-memory V8 settings)`, command: node, load: true },
-    { id: 'sb-128MB', title: 'shared_buffers=128MB (PGlite default)', command: node, env: { EMBEDDED_SHARED_BUFFERS: '128MB' }, load: true },
+    {
+      id: 'shipped',
+      title: `shipped: node dist/main.js (shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, low-memory V8 settings)`,
+      command: node,
+      load: true,
+    },
+    {
+      id: 'sb-128MB',
+      title: 'shared_buffers=128MB (PGlite default)',
+      command: node,
+      env: { EMBEDDED_SHARED_BUFFERS: '128MB' },
+      load: true,
+    },
     { id: 'sb-8MB', title: 'shared_buffers=8MB', command: node, env: { EMBEDDED_SHARED_BUFFERS: '8MB' }, load: true },
     { id: 'v8-defaults', title: 'V8 defaults (EMBEDDED_V8_LOW_MEMORY=false)', command: node, env: lean, load: true },
-    { id: 'v8-liftoff-only', title: 'V8 defaults + --liftoff-only only', command: [process.execPath, '--liftoff-only', 'dist/main.js'], env: lean, load: true },
-    { id: 'v8-heap-growing', title: 'V8 defaults + --heap-growing-percent=50 only', command: [process.execPath, '--heap-growing-percent=50', 'dist/main.js'], env: lean, load: true },
-    { id: 'before', title: 'before: shared_buffers=128MB and V8 defaults (plain node)', command: node, env: { ...lean, EMBEDDED_SHARED_BUFFERS: '128MB' }, load: true },
-    { id: 'first-start', title: 'shipped, first start on an empty DATA_DIR (database created in a child process, demo account)', command: node, fresh: true },
-    { id: 'tsx', title: 'before, as `npm start` ran it: tsx server/main.ts (tsx wrapper + server + esbuild), shared_buffers=128MB, V8 defaults', command: [join(root, 'node_modules/.bin/tsx'), 'server/main.ts'], env: { ...lean, EMBEDDED_SHARED_BUFFERS: '128MB' }, tree: true },
+    {
+      id: 'v8-liftoff-only',
+      title: 'V8 defaults + --liftoff-only only',
+      command: [process.execPath, '--liftoff-only', 'dist/main.js'],
+      env: lean,
+      load: true,
+    },
+    {
+      id: 'v8-heap-growing',
+      title: 'V8 defaults + --heap-growing-percent=50 only',
+      command: [process.execPath, '--heap-growing-percent=50', 'dist/main.js'],
+      env: lean,
+      load: true,
+    },
+    {
+      id: 'before',
+      title: 'before: shared_buffers=128MB and V8 defaults (plain node)',
+      command: node,
+      env: { ...lean, EMBEDDED_SHARED_BUFFERS: '128MB' },
+      load: true,
+    },
+    {
+      id: 'first-start',
+      title: 'shipped, first start on an empty DATA_DIR (database created in a child process, demo account)',
+      command: node,
+      fresh: true,
+    },
+    {
+      id: 'tsx',
+      title:
+        'before, as `npm start` ran it: tsx server/main.ts (tsx wrapper + server + esbuild), shared_buffers=128MB, V8 defaults',
+      command: [join(root, 'node_modules/.bin/tsx'), 'server/main.ts'],
+      env: { ...lean, EMBEDDED_SHARED_BUFFERS: '128MB' },
+      tree: true,
+    },
   ];
   const results: VariantResult[] = [];
   for (const v of variants) results.push(await measureVariant(v, template.dir, template.key, template.deep, undefined));
 
   const pairs: PairResult[] = [];
-  for (const [a, b] of [['before', 'shipped'], ['sb-128MB', 'shipped'], ['v8-defaults', 'shipped']] as const) {
-    pairs.push(await pairedThroughput(variants.find((v) => v.id === a)!, variants.find((v) => v.id === b)!, template.dir, template.key, template.deep));
+  for (const [a, b] of [
+    ['before', 'shipped'],
+    ['sb-128MB', 'shipped'],
+    ['v8-defaults', 'shipped'],
+  ] as const) {
+    pairs.push(
+      await pairedThroughput(
+        variants.find((v) => v.id === a)!,
+        variants.find((v) => v.id === b)!,
+        template.dir,
+        template.key,
+        template.deep,
+      ),
+    );
   }
 
   log('timing a full scan with and without the optimising WebAssembly tier (A B B A)');
   const scan = { optimising: [] as number[], baseline: [] as number[] };
-  for (const tier of ['optimising', 'baseline', 'baseline', 'optimising'] as const) scan[tier].push(await scanMs(template.dir, tier === 'baseline' ? ['--liftoff-only'] : []));
-  log(`full scan: optimising tier ${scan.optimising.map((n) => n.toFixed(0)).join('/')} ms, baseline only ${scan.baseline.map((n) => n.toFixed(0)).join('/')} ms`);
+  for (const tier of ['optimising', 'baseline', 'baseline', 'optimising'] as const)
+    scan[tier].push(await scanMs(template.dir, tier === 'baseline' ? ['--liftoff-only'] : []));
+  log(
+    `full scan: optimising tier ${scan.optimising.map((n) => n.toFixed(0)).join('/')} ms, baseline only ${scan.baseline.map((n) => n.toFixed(0)).join('/')} ms`,
+  );
 
   log('measuring components alone');
   const components: Component[] = [];
-  components.push({ part: 'node, empty script', ...(await measureSnippet(`${GC_ON_SIGNAL} console.log('ready'); setInterval(() => {}, 1000);`)) });
+  components.push({
+    part: 'node, empty script',
+    ...(await measureSnippet(`${GC_ON_SIGNAL} console.log('ready'); setInterval(() => {}, 1000);`)),
+  });
   const copy = join(work, 'component-copy');
-  for (const [sb, label] of [['default', 'PGlite alone, default start parameters (shared_buffers=128MB)'], [EMBEDDED_SHARED_BUFFERS_DEFAULT, `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}`]] as const) {
+  for (const [sb, label] of [
+    ['default', 'PGlite alone, default start parameters (shared_buffers=128MB)'],
+    [EMBEDDED_SHARED_BUFFERS_DEFAULT, `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}`],
+  ] as const) {
     rmSync(copy, { recursive: true, force: true });
     cpSync(template.dir, copy, { recursive: true });
-    components.push({ part: `${label}, existing database`, ...(await measureSnippet(pgliteSnippet, [join(copy, 'pglite'), sb])) });
+    components.push({
+      part: `${label}, existing database`,
+      ...(await measureSnippet(pgliteSnippet, [join(copy, 'pglite'), sb])),
+    });
   }
   rmSync(copy, { recursive: true, force: true });
-  components.push({ part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process (initdb)`, ...(await measureSnippet(pgliteSnippet, [join(work, 'component-fresh'), EMBEDDED_SHARED_BUFFERS_DEFAULT])) });
+  components.push({
+    part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process (initdb)`,
+    ...(await measureSnippet(pgliteSnippet, [join(work, 'component-fresh'), EMBEDDED_SHARED_BUFFERS_DEFAULT])),
+  });
   rmSync(join(work, 'component-fresh'), { recursive: true, force: true });
-  components.push({ part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`, ...(await measureSnippet(pgliteSnippet, [join(template.dir, 'pglite'), EMBEDDED_SHARED_BUFFERS_DEFAULT], ['--liftoff-only'])) });
+  components.push({
+    part: `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`,
+    ...(await measureSnippet(
+      pgliteSnippet,
+      [join(template.dir, 'pglite'), EMBEDDED_SHARED_BUFFERS_DEFAULT],
+      ['--liftoff-only'],
+    )),
+  });
   for (const c of components) log(`${c.part}: ${Math.round(c.rss)} MB, ${Math.round(c.afterGc)} MB after a full GC`);
 
   let postgres: VariantResult | undefined;
@@ -398,7 +559,19 @@ async function main(): Promise<void> {
     delete process.env.DATABASE_URL;
     if (db) {
       try {
-        postgres = await measureVariant({ id: 'postgres', title: 'the same server on PostgreSQL (app without PGlite)', command: node, load: true, postgres: true }, '', db.key, template.deep, db.url);
+        postgres = await measureVariant(
+          {
+            id: 'postgres',
+            title: 'the same server on PostgreSQL (app without PGlite)',
+            command: node,
+            load: true,
+            postgres: true,
+          },
+          '',
+          db.key,
+          template.deep,
+          db.url,
+        );
       } finally {
         await db.drop();
       }
@@ -448,13 +621,26 @@ function summary(m: Measured): string {
     const xs = m.pairs.find((p) => p.a === a && p.b === b)?.scenarios.map((s) => s.ratio) ?? [];
     return xs.length ? `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×` : 'not measured';
   };
-  const component = (prefix: string, field: 'rss' | 'afterGc' = 'rss') => m.components.find((c) => c.part.startsWith(prefix))?.[field] ?? NaN;
+  const component = (prefix: string, field: 'rss' | 'afterGc' = 'rss') =>
+    m.components.find((c) => c.part.startsWith(prefix))?.[field] ?? NaN;
   const nodeOnly = component('node, empty script');
-  const pgliteLean = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`);
-  const pgliteExisting = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database`);
-  const pgliteCreated = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process`);
-  const pgliteCreatedGc = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process`, 'afterGc');
-  const pgliteExistingGc = component(`PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database`, 'afterGc');
+  const pgliteLean = component(
+    `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database, --liftoff-only`,
+  );
+  const pgliteExisting = component(
+    `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database`,
+  );
+  const pgliteCreated = component(
+    `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process`,
+  );
+  const pgliteCreatedGc = component(
+    `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, database created in-process`,
+    'afterGc',
+  );
+  const pgliteExistingGc = component(
+    `PGlite alone, shared_buffers=${EMBEDDED_SHARED_BUFFERS_DEFAULT}, existing database`,
+    'afterGc',
+  );
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const lines = [
     `- **Buffer pool.** shared_buffers 128MB → ${EMBEDDED_SHARED_BUFFERS_DEFAULT}: ${r(idle('sb-128MB') - idle('shipped'))} MB less idle, ${r(peak('sb-128MB') - peak('shipped'))} MB less under load (the pool is allocated in PGlite's WebAssembly memory at start, which grows past its initial 128 MB for a 128MB pool, and stays resident). 8MB would save ${r(idle('shipped') - idle('sb-8MB'))} MB more. Paired read throughput, shipped / 128MB: ${ratios('shipped', 'sb-128MB')}.`,
@@ -531,7 +717,8 @@ ${components.map((c) => `| ${c.part} | ${mb(c.rss)} | ${mb(c.afterGc)} |`).join(
 }
 
 if (values.render) report(JSON.parse(readFileSync(resolve(values.render), 'utf8')) as Measured);
-else main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+else
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });

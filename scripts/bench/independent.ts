@@ -46,7 +46,8 @@ const WINDOW_MS = 60_000;
 
 const INT8 = 20;
 const types = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === INT8 ? Number : pg.types.getTypeParser(oid, format))) as typeof pg.types.getTypeParser,
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8 ? Number : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 /**
  * Generic plans from the first execution: each statement is planned once per connection, and
@@ -56,7 +57,13 @@ const types = {
  * because their generic plans' estimates looked dearer; the generic plans ran in half the time.
  * JIT is off, as on the server's connections (server/db/knex.ts).
  */
-const pool = new pg.Pool({ connectionString: env.DATABASE_URL, max: POOL_MAX, idleTimeoutMillis: 30_000, types, options: '-c jit=off -c plan_cache_mode=force_generic_plan' });
+const pool = new pg.Pool({
+  connectionString: env.DATABASE_URL,
+  max: POOL_MAX,
+  idleTimeoutMillis: 30_000,
+  types,
+  options: '-c jit=off -c plan_cache_mode=force_generic_plan',
+});
 
 type Row = unknown[];
 
@@ -217,19 +224,36 @@ const PRESET_NAMES = new Map([
 
 async function getFront(userId: string): Promise<Schemas['FrontState']> {
   const rows = await run('ind_front', SQL.front, [userId]);
-  const state: Schemas['FrontState'] = { memberIds: [], members: [], activeSessions: [], primaryMemberId: null, primaryNote: null, tieredPresence: [] };
+  const state: Schemas['FrontState'] = {
+    memberIds: [],
+    members: [],
+    activeSessions: [],
+    primaryMemberId: null,
+    primaryNote: null,
+    tieredPresence: [],
+  };
   for (const r of rows) {
     const memberId = r[2] as string;
     const note = r[4] as string | null;
     if (r[0] === 0) {
       state.memberIds.push(memberId);
       state.members.push(member(r, 6, userId));
-      const session: Schemas['FrontActiveSession'] = { _id: r[1] as string, userId, memberId, startedAt: r[3] as number };
+      const session: Schemas['FrontActiveSession'] = {
+        _id: r[1] as string,
+        userId,
+        memberId,
+        startedAt: r[3] as number,
+      };
       if (note !== null) session.note = note;
       state.activeSessions.push(session);
     } else {
       const tierKey = r[22] as string;
-      state.tieredPresence.push({ memberId, tierKey, tierDisplayName: PRESET_NAMES.get(tierKey) ?? (r[23] as string | null) ?? tierKey, note });
+      state.tieredPresence.push({
+        memberId,
+        tierKey,
+        tierDisplayName: PRESET_NAMES.get(tierKey) ?? (r[23] as string | null) ?? tierKey,
+        note,
+      });
     }
   }
   if (state.memberIds.length > 0) {
@@ -245,7 +269,15 @@ async function listEntries(userId: string, limit: number): Promise<Schemas['Entr
   let last: Schemas['EntryListRow'] | undefined;
   for (const r of rows) {
     if (last === undefined || last._id !== r[0]) {
-      last = { _id: r[0] as string, title: r[1] as string | null, content: r[2] as string, createdAt: r[3] as number, updatedAt: r[4] as number, member: null, members: [] };
+      last = {
+        _id: r[0] as string,
+        title: r[1] as string | null,
+        content: r[2] as string,
+        createdAt: r[3] as number,
+        updatedAt: r[4] as number,
+        member: null,
+        members: [],
+      };
       out.push(last);
     }
     const linked = summary(r, 5);
@@ -266,23 +298,40 @@ function decodeMembersCursor(cursor: string): [number, string] {
   } catch {
     values = undefined;
   }
-  if (Array.isArray(values) && values.length === 2 && Number.isSafeInteger(values[0]) && typeof values[1] === 'string' && UUID.test(values[1])) {
+  if (
+    Array.isArray(values) &&
+    values.length === 2 &&
+    Number.isSafeInteger(values[0]) &&
+    typeof values[1] === 'string' &&
+    UUID.test(values[1])
+  ) {
     return values as [number, string];
   }
   throw new HttpError(400, 'BAD_REQUEST', 'cursor is invalid; pass the nextCursor of the previous page');
 }
 
-async function listMembersPage(userId: string, limit: number, cursor: string | undefined): Promise<{ items: Member[]; nextCursor: string | null }> {
+async function listMembersPage(
+  userId: string,
+  limit: number,
+  cursor: string | undefined,
+): Promise<{ items: Member[]; nextCursor: string | null }> {
   const after = cursor === undefined ? undefined : decodeMembersCursor(cursor);
   const rows = after
     ? await run('ind_members_after', SQL.membersAfter, [userId, limit + 1, after[0], after[1]])
     : await run('ind_members_first', SQL.membersFirst, [userId, limit + 1]);
   const items = rows.slice(0, limit).map((r) => member(r, 0, userId));
   const last = rows.length > limit ? items[items.length - 1]! : undefined;
-  return { items, nextCursor: last ? Buffer.from(JSON.stringify([last.createdAt, last._id]), 'utf8').toString('base64url') : null };
+  return {
+    items,
+    nextCursor: last ? Buffer.from(JSON.stringify([last.createdAt, last._id]), 'utf8').toString('base64url') : null,
+  };
 }
 
-async function getHistory(userId: string, limit: number, after: { startedAt: number; id: string } | undefined): Promise<Schemas['FrontHistoryPage']> {
+async function getHistory(
+  userId: string,
+  limit: number,
+  after: { startedAt: number; id: string } | undefined,
+): Promise<Schemas['FrontHistoryPage']> {
   const rows = after
     ? await run('ind_history_after', SQL.historyAfter, [userId, limit + 1, after.startedAt, after.id])
     : await run('ind_history_first', SQL.historyFirst, [userId, limit + 1]);
@@ -295,7 +344,13 @@ async function getHistory(userId: string, limit: number, after: { startedAt: num
     if (!linked) continue; // the member is gone: the server drops the item too, the cursor stays
     const startedAt = r[3] as number;
     const endedAt = r[4] as number | null;
-    const session: Schemas['FrontHistorySession'] = { _id: r[1] as string, userId, memberId: r[2] as string, startedAt, endedAt };
+    const session: Schemas['FrontHistorySession'] = {
+      _id: r[1] as string,
+      userId,
+      memberId: r[2] as string,
+      startedAt,
+      endedAt,
+    };
     if (r[5] !== null) session.note = r[5] as string;
     items.push({ session, member: linked, durationMs: endedAt === null ? null : endedAt - startedAt });
   }
@@ -328,7 +383,8 @@ const usedKeys = new Set<string>();
 
 async function authenticate(header: string | undefined, now: number): Promise<Auth | null> {
   const secret = header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined;
-  if (!secret || !secret.startsWith('adk_') || secret.length !== 47 || !/^[A-Za-z0-9_-]+$/.test(secret.slice(4))) return null;
+  if (!secret || !secret.startsWith('adk_') || secret.length !== 47 || !/^[A-Za-z0-9_-]+$/.test(secret.slice(4)))
+    return null;
   const hash = createHash('sha256').update(secret).digest('hex');
   const cached = keyCache.get(hash);
   let auth: Auth | null;
@@ -341,7 +397,10 @@ async function authenticate(header: string | undefined, now: number): Promise<Au
     auth = usable ? { accountId: row[1] as string, keyId: row[0] as string, scopes: row[2] as Auth['scopes'] } : null;
     if (KEY_TTL_MS > 0) {
       if (keyCache.size >= 10_000) keyCache.clear();
-      keyCache.set(hash, { auth, expiresAt: usable && expiresAt !== null ? Math.min(now + KEY_TTL_MS, expiresAt) : now + KEY_TTL_MS });
+      keyCache.set(hash, {
+        auth,
+        expiresAt: usable && expiresAt !== null ? Math.min(now + KEY_TTL_MS, expiresAt) : now + KEY_TTL_MS,
+      });
     }
   }
   if (auth) usedKeys.add(auth.keyId);
@@ -423,7 +482,14 @@ setInterval(() => {
 const LOG_BINDINGS = { pid: process.pid, hostname: hostname(), service: 'account-data-api' };
 
 /** One line as the server's request log writes it (pino's layout and fields), synchronously to stdout. */
-function logRequest(reqId: string, method: string, path: string, status: number, started: bigint, auth: Auth | undefined): void {
+function logRequest(
+  reqId: string,
+  method: string,
+  path: string,
+  status: number,
+  started: bigint,
+  auth: Auth | undefined,
+): void {
   if (!LOGGING) return;
   const line = {
     level: status >= 500 ? 50 : 30,
@@ -448,12 +514,14 @@ function limitParam(q: URLSearchParams, name: string, min: number, max: number, 
     return fallback;
   }
   const n = Number(raw);
-  if (!/^-?\d+$/.test(raw) || n < min || n > max) throw new HttpError(400, 'BAD_REQUEST', `query parameter '${name}' must be an integer from ${min} to ${max}`);
+  if (!/^-?\d+$/.test(raw) || n < min || n > max)
+    throw new HttpError(400, 'BAD_REQUEST', `query parameter '${name}' must be an integer from ${min} to ${max}`);
   return n;
 }
 
 function only(q: URLSearchParams, allowed: string[]): void {
-  for (const name of q.keys()) if (!allowed.includes(name)) throw new HttpError(400, 'BAD_REQUEST', `Unknown query parameter '${name}'`);
+  for (const name of q.keys())
+    if (!allowed.includes(name)) throw new HttpError(400, 'BAD_REQUEST', `Unknown query parameter '${name}'`);
 }
 
 const ROUTES = new Map<string, { scope: Scope; handle: (userId: string, q: URLSearchParams) => Promise<unknown> }>([
@@ -488,10 +556,15 @@ const ROUTES = new Map<string, { scope: Scope; handle: (userId: string, q: URLSe
         const startedAt = q.get('cursorStartedAt');
         const id = q.get('cursorId');
         if ((startedAt === null) !== (id === null)) {
-          throw new HttpError(400, 'BAD_REQUEST', 'cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all');
+          throw new HttpError(
+            400,
+            'BAD_REQUEST',
+            'cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all',
+          );
         }
         if (startedAt === null || id === null) return getHistory(userId, limit, undefined);
-        if (!/^\d+$/.test(startedAt) || !UUID.test(id)) throw new HttpError(400, 'BAD_REQUEST', 'cursorStartedAt must be epoch ms and cursorId a UUID');
+        if (!/^\d+$/.test(startedAt) || !UUID.test(id))
+          throw new HttpError(400, 'BAD_REQUEST', 'cursorStartedAt must be epoch ms and cursorId a UUID');
         return getHistory(userId, limit, { startedAt: Number(startedAt), id });
       },
     },
@@ -501,7 +574,10 @@ const ROUTES = new Map<string, { scope: Scope; handle: (userId: string, q: URLSe
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 function sendJson(res: ServerResponse, status: number, body: string): void {
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  res.writeHead(status, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+  });
   res.end(body);
 }
 
@@ -521,7 +597,8 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     if (!route || method !== 'GET') throw new HttpError(404, 'NOT_FOUND', `No route for ${method} ${path}`);
     const now = Date.now();
     auth = (await authenticate(req.headers.authorization, now)) ?? undefined;
-    if (!auth) throw new HttpError(401, 'UNAUTHORIZED', 'Missing or invalid API key. Use Authorization: Bearer <token>.');
+    if (!auth)
+      throw new HttpError(401, 'UNAUTHORIZED', 'Missing or invalid API key. Use Authorization: Bearer <token>.');
     const state = await hit(auth.keyId, now);
     const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
     res.setHeader('RateLimit-Limit', String(RATE_LIMIT));
@@ -530,10 +607,16 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     res.setHeader('RateLimit-Policy', `${RATE_LIMIT};w=${WINDOW_MS / 1000}`);
     if (state.count > RATE_LIMIT) {
       const retry = Math.max(1, resetSeconds);
-      throw new HttpError(429, 'RATE_LIMITED', `Rate limit of ${RATE_LIMIT} requests per minute exceeded; retry in ${retry} s`, { 'Retry-After': String(retry) });
+      throw new HttpError(
+        429,
+        'RATE_LIMITED',
+        `Rate limit of ${RATE_LIMIT} requests per minute exceeded; retry in ${retry} s`,
+        { 'Retry-After': String(retry) },
+      );
     }
     const granted = auth.scopes[route.scope];
-    if (granted !== 'read' && granted !== 'read_write') throw new HttpError(403, 'FORBIDDEN', `Missing API key scope: ${route.scope} requires read`);
+    if (granted !== 'read' && granted !== 'read_write')
+      throw new HttpError(403, 'FORBIDDEN', `Missing API key scope: ${route.scope} requires read`);
     const body = await route.handle(auth.accountId, new URLSearchParams(mark < 0 ? '' : url.slice(mark + 1)));
     sendJson(res, 200, JSON.stringify(body));
   } catch (err) {
@@ -547,9 +630,16 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
 
 const server = createServer((req, res) => void handle(req, res));
 server.keepAliveTimeout = 5_000;
-server.listen(Number(env.PORT ?? 8081), env.HOST ?? '127.0.0.1', () => process.stdout.write(`independent baseline listening on ${env.PORT}\n`));
+server.listen(Number(env.PORT ?? 8081), env.HOST ?? '127.0.0.1', () =>
+  process.stdout.write(`independent baseline listening on ${env.PORT}\n`),
+);
 
 process.on('SIGTERM', () => {
-  server.close(() => void flushKeyUse().then(() => pool.end()).then(() => process.exit(0)));
+  server.close(
+    () =>
+      void flushKeyUse()
+        .then(() => pool.end())
+        .then(() => process.exit(0)),
+  );
   server.closeAllConnections();
 });

@@ -20,7 +20,12 @@ import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
-  options: { only: { type: 'string' }, seconds: { type: 'string' }, full: { type: 'boolean' }, top: { type: 'string' } },
+  options: {
+    only: { type: 'string' },
+    seconds: { type: 'string' },
+    full: { type: 'boolean' },
+    top: { type: 'string' },
+  },
 });
 const seconds = Number(values.seconds ?? 8);
 const top = Number(values.top ?? 25);
@@ -30,13 +35,13 @@ const log = (m: string) => process.stdout.write(`[profile] ${m}\n`);
 
 const baseUrl = process.env.DATABASE_URL ?? '';
 if (!baseUrl) {
-  console.error('npm run bench:profile needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).');
+  console.error(
+    'npm run bench:profile needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).',
+  );
   process.exit(2);
 }
 const dbName = `profile_${Date.now()}_${randomBytes(3).toString('hex')}`;
 const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
-
-
 
 interface ProfileNode {
   id: number;
@@ -59,7 +64,14 @@ function packageOf(url: string, name: string): string {
   }
   if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0] === 'internal' ? 'internal' : url.slice(5)}`;
   const at = url.indexOf('/server/');
-  if (at >= 0) return `server/${url.slice(at + '/server/'.length).split('/').slice(0, -1).join('/') || '.'}`;
+  if (at >= 0)
+    return `server/${
+      url
+        .slice(at + '/server/'.length)
+        .split('/')
+        .slice(0, -1)
+        .join('/') || '.'
+    }`;
   return url.replace(/^file:\/\//, '').replace(root, '.');
 }
 
@@ -68,7 +80,11 @@ function packageOf(url: string, name: string): string {
  * (module loading, schema compilation) end with the idle pause the profiler saw last before the
  * load (see profileScenario), and the samples up to it are left out.
  */
-function summarise(profile: CpuProfile): { total: number; byPackage: Array<[string, number]>; byFunction: Array<[string, number]> } {
+function summarise(profile: CpuProfile): {
+  total: number;
+  byPackage: Array<[string, number]>;
+  byFunction: Array<[string, number]>;
+} {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === '(idle)').map((n) => n.id));
   let from = 0;
@@ -111,10 +127,17 @@ async function profileScenario(id: string, path: string, key: string, env: Recor
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 300; i++) {
     if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
-    if (await fetch(`${url}/healthz`).then(() => true, () => false)) break;
+    if (
+      await fetch(`${url}/healthz`).then(
+        () => true,
+        () => false,
+      )
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  const load = (duration: number) => autocannon({ url: url + path, connections: 32, duration, headers: { authorization: `Bearer ${key}` } });
+  const load = (duration: number) =>
+    autocannon({ url: url + path, connections: 32, duration, headers: { authorization: `Bearer ${key}` } });
   await load(2);
   await new Promise((r) => setTimeout(r, PAUSE_MS));
   const r = await load(seconds);
@@ -126,7 +149,9 @@ async function profileScenario(id: string, path: string, key: string, env: Recor
   if (!file) throw new Error(`no profile was written to ${dir}`);
   const { total, byPackage, byFunction } = summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile);
   const share = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`;
-  log(`scenario ${id} GET ${path}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request`);
+  log(
+    `scenario ${id} GET ${path}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request`,
+  );
   for (const [p, us] of byPackage.slice(0, 16)) log(`  ${share(us)}  ${p}`);
   log('  heaviest functions (self time):');
   for (const [f, us] of byFunction.slice(0, top)) log(`  ${share(us)}  ${f}`);
@@ -140,10 +165,12 @@ async function main(): Promise<void> {
     const seeded = await seed(db.knex, values.full ? FULL_PLAN : SMOKE_PLAN, log);
     await db.knex.raw('vacuum analyze');
     const depth = values.full ? 10_000 : 5_000;
-    const deep = (await db.knex.raw(
-      'select started_at, id from front_sessions where user_id = ? and deleted_at is null order by started_at desc, id desc offset ? limit 1',
-      [seeded.large.userId, depth - 1],
-    )).rows[0] as { started_at: number; id: string };
+    const deep = (
+      await db.knex.raw(
+        'select started_at, id from front_sessions where user_id = ? and deleted_at is null order by started_at desc, id desc offset ? limit 1',
+        [seeded.large.userId, depth - 1],
+      )
+    ).rows[0] as { started_at: number; id: string };
     await db.close();
     const reads: Record<string, string> = {
       '1': '/api/v1/front',
@@ -154,7 +181,14 @@ async function main(): Promise<void> {
     };
     const only = values.only?.split(',');
     // The job queue's polling would break up the idle pause that marks the start of the load.
-    const env = { NODE_ENV: 'production', LOG_LEVEL: 'info', RATE_LIMIT_PER_MINUTE: '10000000', ADMIN_TOKEN: randomBytes(24).toString('hex'), DATABASE_URL: dbUrl, JOB_POLL_INTERVAL_MS: '60000' };
+    const env = {
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_PER_MINUTE: '10000000',
+      ADMIN_TOKEN: randomBytes(24).toString('hex'),
+      DATABASE_URL: dbUrl,
+      JOB_POLL_INTERVAL_MS: '60000',
+    };
     for (const [id, path] of Object.entries(reads)) {
       if (!only || only.includes(id)) await profileScenario(id, path, seeded.large.apiKey, env);
     }

@@ -31,7 +31,15 @@ import { compareServers, type CheckOutcome, type CheckRequest } from './bodyChec
 import { CpuMeter, type CpuUsage } from './cpu.ts';
 import { areaScenarios, seedAreas } from './areas.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
-import { FULL_PLAN, SMOKE_PLAN, seed, type AccountSize, type AwkwardAccount, type SeedPlan, type SeededAccount } from './seed.ts';
+import {
+  FULL_PLAN,
+  SMOKE_PLAN,
+  seed,
+  type AccountSize,
+  type AwkwardAccount,
+  type SeedPlan,
+  type SeededAccount,
+} from './seed.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -56,7 +64,9 @@ const log = (m: string) => process.stdout.write(`[bench] ${m}\n`);
 
 const baseUrl = process.env.DATABASE_URL ?? '';
 if (!baseUrl) {
-  console.error('npm run bench needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).');
+  console.error(
+    'npm run bench needs DATABASE_URL pointing at a PostgreSQL server (it creates and drops its own database).',
+  );
   process.exit(2);
 }
 const dbName = `bench_${Date.now()}_${randomBytes(3).toString('hex')}`;
@@ -74,8 +84,6 @@ function urlFor(target: TargetName): string {
   u.searchParams.set('application_name', APP[target]);
   return u.toString();
 }
-
-
 
 interface Proc {
   child: ChildProcess;
@@ -175,12 +183,18 @@ async function load(target: Proc, key: string, s: Scenario, seconds: number): Pr
     method: s.method ?? 'GET',
   };
   if (s.requests) opts.requests = s.requests;
-  else if (s.body) opts.requests = [{ method: s.method ?? 'GET', path: s.path, setupRequest: (req) => ({ ...req, body: s.body!() }) }];
+  else if (s.body)
+    opts.requests = [{ method: s.method ?? 'GET', path: s.path, setupRequest: (req) => ({ ...req, body: s.body!() }) }];
   return autocannon(opts);
 }
 
 /** One load with the CPU its server (process and backends) spent on it. */
-async function measuredLoad(target: Target, key: string, s: Scenario, seconds: number): Promise<{ result: autocannon.Result; cpu: CpuUsage }> {
+async function measuredLoad(
+  target: Target,
+  key: string,
+  s: Scenario,
+  seconds: number,
+): Promise<{ result: autocannon.Result; cpu: CpuUsage }> {
   return meter.measure(target.proc.child.pid!, APP[target.name], () => load(target.proc, key, s, seconds));
 }
 
@@ -241,7 +255,13 @@ interface PairResult {
  * A B B A (half the duration each), which cancels a drift that is linear in time; each side's
  * value (p50 or req/s, per metric) is the mean of its two runs.
  */
-async function paired(name: string, metric: 'p50' | 'rps', limit: number, a: PairSide, b: PairSide): Promise<PairResult> {
+async function paired(
+  name: string,
+  metric: 'p50' | 'rps',
+  limit: number,
+  a: PairSide,
+  b: PairSide,
+): Promise<PairResult> {
   await load(a.proc, a.key, a.scenario, warmup);
   await load(b.proc, b.key, b.scenario, warmup);
   const half = Math.max(1, Math.round(duration / 2));
@@ -252,14 +272,28 @@ async function paired(name: string, metric: 'p50' | 'rps', limit: number, a: Pai
   }
   const aValue = (runs[0]! + runs[3]!) / 2;
   const bValue = (runs[1]! + runs[2]!) / 2;
-  const result: PairResult = { target: name, limit, a: a.label, b: b.label, metric, runs, aValue, bValue, ratio: bValue / aValue };
+  const result: PairResult = {
+    target: name,
+    limit,
+    a: a.label,
+    b: b.label,
+    metric,
+    runs,
+    aValue,
+    bValue,
+    ratio: bValue / aValue,
+  };
   const unit = metric === 'p50' ? 'ms' : 'req/s';
-  log(`${name}: ${b.label} ${bValue.toFixed(1)} / ${a.label} ${aValue.toFixed(1)} ${unit} = ${result.ratio.toFixed(2)}× (runs ${runs.join(', ')} ${unit})`);
+  log(
+    `${name}: ${b.label} ${bValue.toFixed(1)} / ${a.label} ${aValue.toFixed(1)} ${unit} = ${result.ratio.toFixed(2)}× (runs ${runs.join(', ')} ${unit})`,
+  );
   return result;
 }
 
 /** One load run of a baseline pair: the measurement's load figures plus the CPU it cost. */
-type BaselineRun = Pick<Measurement, 'target' | 'rps' | 'p50' | 'p99' | 'requests' | 'errors' | 'non2xx'> & { cpuMs: CpuUsage };
+type BaselineRun = Pick<Measurement, 'target' | 'rps' | 'p50' | 'p99' | 'requests' | 'errors' | 'non2xx'> & {
+  cpuMs: CpuUsage;
+};
 
 interface BaselineSide {
   /** Means of the side's two runs. */
@@ -292,18 +326,39 @@ async function baselinePair(full: Target, reference: Target, key: string, s: Sce
   const runs: BaselineRun[] = [];
   for (const target of [full, reference, reference, full]) {
     const { result: r, cpu } = await measuredLoad(target, key, s, half);
-    runs.push({ target: target.name, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, requests: r.requests.total, errors: r.errors + r.timeouts, non2xx: r.non2xx, cpuMs: cpu });
+    runs.push({
+      target: target.name,
+      rps: r.requests.average,
+      p50: r.latency.p50,
+      p99: r.latency.p99,
+      requests: r.requests.total,
+      errors: r.errors + r.timeouts,
+      non2xx: r.non2xx,
+      cpuMs: cpu,
+    });
   }
   const side = (name: TargetName): BaselineSide => {
     const mine = runs.filter((r) => r.target === name);
     const mean = (f: (r: BaselineRun) => number) => mine.reduce((n, r) => n + f(r), 0) / mine.length;
     const requests = mine.reduce((n, r) => n + r.requests, 0);
-    const cpu = mine.reduce((c, r) => ({ serverMs: c.serverMs + r.cpuMs.serverMs, databaseMs: c.databaseMs + r.cpuMs.databaseMs, backends: Math.max(c.backends, r.cpuMs.backends) }), {
-      serverMs: 0,
-      databaseMs: 0,
-      backends: 0,
-    });
-    return { rps: mean((r) => r.rps), p50: mean((r) => r.p50), p99: mean((r) => r.p99), cpuMsPerRequest: perRequest(cpu, requests) };
+    const cpu = mine.reduce(
+      (c, r) => ({
+        serverMs: c.serverMs + r.cpuMs.serverMs,
+        databaseMs: c.databaseMs + r.cpuMs.databaseMs,
+        backends: Math.max(c.backends, r.cpuMs.backends),
+      }),
+      {
+        serverMs: 0,
+        databaseMs: 0,
+        backends: 0,
+      },
+    );
+    return {
+      rps: mean((r) => r.rps),
+      p50: mean((r) => r.p50),
+      p99: mean((r) => r.p99),
+      cpuMsPerRequest: perRequest(cpu, requests),
+    };
   };
   const f = side(full.name);
   const b = side(reference.name);
@@ -359,7 +414,13 @@ function scenarios(account: SeededAccount, deep: { startedAt: number; id: string
             return { ...req, body: JSON.stringify({ memberId: ctx.memberId }) };
           },
         },
-        { method: 'DELETE', setupRequest: (req, context) => ({ ...req, path: `/api/v1/front/members/${(context as { memberId?: string }).memberId}` }) },
+        {
+          method: 'DELETE',
+          setupRequest: (req, context) => ({
+            ...req,
+            path: `/api/v1/front/members/${(context as { memberId?: string }).memberId}`,
+          }),
+        },
       ],
     },
   ];
@@ -368,7 +429,15 @@ function scenarios(account: SeededAccount, deep: { startedAt: number; id: string
 const isRead = (s: Scenario) => !s.method && !s.requests;
 
 async function deepCursor(knex: Knex, userId: string, depth: number): Promise<{ startedAt: number; id: string }> {
-  const row = await knex('front_sessions').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'started_at', order: 'desc' }, { column: 'id', order: 'desc' }]).offset(depth - 1).first('started_at', 'id');
+  const row = await knex('front_sessions')
+    .where({ user_id: userId })
+    .whereNull('deleted_at')
+    .orderBy([
+      { column: 'started_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .offset(depth - 1)
+    .first('started_at', 'id');
   return { startedAt: Number(row.started_at), id: row.id };
 }
 
@@ -379,10 +448,20 @@ async function deepCursor(knex: Knex, userId: string, depth: number): Promise<{ 
  * errors of the per-request duties (no key, a malformed one, an unknown one, a missing scope, a
  * bad cursor).
  */
-async function bodyCheck(fullUrl: string, independentUrl: string, knex: Knex, seeded: { large: SeededAccount; small: SeededAccount; awkward: AwkwardAccount }, deep: { startedAt: number; id: string }): Promise<CheckOutcome> {
+async function bodyCheck(
+  fullUrl: string,
+  independentUrl: string,
+  knex: Knex,
+  seeded: { large: SeededAccount; small: SeededAccount; awkward: AwkwardAccount },
+  deep: { startedAt: number; id: string },
+): Promise<CheckOutcome> {
   const requests: CheckRequest[] = [];
-  for (const [name, account] of [['large', seeded.large], ['small', seeded.small]] as const) {
-    for (const s of scenarios(account, deep).filter(isRead)) requests.push({ label: `scenario ${s.id} (${name} account)`, path: s.path, key: account.apiKey, followPages: 1 });
+  for (const [name, account] of [
+    ['large', seeded.large],
+    ['small', seeded.small],
+  ] as const) {
+    for (const s of scenarios(account, deep).filter(isRead))
+      requests.push({ label: `scenario ${s.id} (${name} account)`, path: s.path, key: account.apiKey, followPages: 1 });
   }
   const { awkward } = seeded;
   const key = awkward.apiKey;
@@ -396,13 +475,24 @@ async function bodyCheck(fullUrl: string, independentUrl: string, knex: Knex, se
     { label: 'awkward: key without the front scope', path: '/api/v1/front', key: awkward.membersOnlyKey },
     { label: 'awkward: key without the entries scope', path: '/api/v1/entries?limit=50', key: awkward.membersOnlyKey },
     { label: 'awkward: members-only key', path: '/api/v1/members/page?limit=100', key: awkward.membersOnlyKey },
-    { label: 'awkward: invalid members cursor', path: `/api/v1/members/page?limit=10&cursor=${Buffer.from('[1,"x"]').toString('base64url')}`, key },
-    { label: 'awkward: history cursor without its time', path: `/api/v1/front/history?cursorId=${awkward.userId}`, key },
+    {
+      label: 'awkward: invalid members cursor',
+      path: `/api/v1/members/page?limit=10&cursor=${Buffer.from('[1,"x"]').toString('base64url')}`,
+      key,
+    },
+    {
+      label: 'awkward: history cursor without its time',
+      path: `/api/v1/front/history?cursorId=${awkward.userId}`,
+      key,
+    },
   );
   const outcome: CheckOutcome = await compareServers(fullUrl, independentUrl, requests);
   const contexts: Array<[string, Record<string, unknown>]> = [
     ['active side system', { side_system_id: awkward.sideSystemId, sub_system_id: null, is_unified_view: false }],
-    ['sub system', { side_system_id: awkward.sideSystemId, sub_system_id: awkward.subSystemId, is_unified_view: false }],
+    [
+      'sub system',
+      { side_system_id: awkward.sideSystemId, sub_system_id: awkward.subSystemId, is_unified_view: false },
+    ],
     ['unified view', { side_system_id: awkward.sideSystemId, sub_system_id: null, is_unified_view: true }],
     ['second side system', { side_system_id: awkward.otherSideSystemId, sub_system_id: null, is_unified_view: false }],
   ];
@@ -415,7 +505,12 @@ async function bodyCheck(fullUrl: string, independentUrl: string, knex: Knex, se
         { label: `awkward (${scope}): notes, default limit`, path: '/api/v1/entries', key },
         { label: `awkward (${scope}): one note`, path: '/api/v1/entries?limit=1', key },
         { label: `awkward (${scope}): members page`, path: '/api/v1/members/page?limit=100', key, followPages: 10 },
-        { label: `awkward (${scope}): members in pages of 7`, path: '/api/v1/members/page?limit=7', key, followPages: 50 },
+        {
+          label: `awkward (${scope}): members in pages of 7`,
+          path: '/api/v1/members/page?limit=7',
+          key,
+          followPages: 50,
+        },
       ]);
       outcome.compared += found.compared;
       outcome.differences.push(...found.differences);
@@ -438,7 +533,12 @@ const BACKGROUND = /\b(jobs|job_schedules)\b/;
  * Runs each scenario's request 20 times through a server that captures its SQL (SQL_CAPTURE_FILE):
  * the statements per request (the job queue's polling left out) and every distinct statement.
  */
-async function captureStatements(args: string[], env: Record<string, string>, key: string, list: Scenario[]): Promise<Capture> {
+async function captureStatements(
+  args: string[],
+  env: Record<string, string>,
+  key: string,
+  list: Scenario[],
+): Promise<Capture> {
   const file = join(tmpdir(), `bench-sql-${Date.now()}-${randomBytes(3).toString('hex')}.jsonl`);
   const port = await freePort();
   const server = await startProcess(args, { ...env, SQL_CAPTURE_FILE: file }, port);
@@ -453,7 +553,11 @@ async function captureStatements(args: string[], env: Record<string, string>, ke
         const ctx: Record<string, string> = {};
         for (const r of requests) {
           const setup = typeof r.setupRequest === 'function' ? r.setupRequest : undefined;
-          const req = (setup ? setup({ ...r, headers: {} } as never, ctx) : r) as { method?: string; path?: string; body?: string };
+          const req = (setup ? setup({ ...r, headers: {} } as never, ctx) : r) as {
+            method?: string;
+            path?: string;
+            body?: string;
+          };
           await fetch(server.url + (req.path ?? s.path), {
             method: req.method ?? 'GET',
             headers: { authorization: `Bearer ${s.key ?? key}`, 'content-type': 'application/json' },
@@ -499,16 +603,25 @@ interface Plan {
  * `generic`, also the generic plan of the statement prepared (what a named prepared statement may
  * run with), whose sequential scans count too.
  */
-async function explainStatements(statements: Capture['statements'], generic: (statement: Capture['statements'][number]) => boolean): Promise<Plan[]> {
+async function explainStatements(
+  statements: Capture['statements'],
+  generic: (statement: Capture['statements'][number]) => boolean,
+): Promise<Plan[]> {
   const client = new pg.Client({ connectionString: dbUrl });
   await client.connect();
   // Tiny tables (api_keys, accounts) are rightly read whole by the planner; whether a statement
   // has an index path at all shows with sequential scans priced out, so both plans are kept.
   const plans: Plan[] = [];
   const explainText = async (sql: string, bindings: unknown[]) =>
-    ((await client.query(`explain ${sql}`, bindings)).rows as Array<Record<string, string>>).map((r) => r['QUERY PLAN']).join('\n');
+    ((await client.query(`explain ${sql}`, bindings)).rows as Array<Record<string, string>>)
+      .map((r) => r['QUERY PLAN'])
+      .join('\n');
   const literal = (v: unknown): string =>
-    v === null || v === undefined ? 'null' : Array.isArray(v) ? client.escapeLiteral(`{${v.map(String).join(',')}}`) : client.escapeLiteral(String(v));
+    v === null || v === undefined
+      ? 'null'
+      : Array.isArray(v)
+        ? client.escapeLiteral(`{${v.map(String).join(',')}}`)
+        : client.escapeLiteral(String(v));
   try {
     for (const q of statements) {
       try {
@@ -519,7 +632,8 @@ async function explainStatements(statements: Capture['statements'], generic: (st
         if (generic(q)) {
           await client.query(`prepare bench_generic as ${q.sql}`);
           await client.query('set plan_cache_mode = force_generic_plan');
-          const rows = (await client.query(`explain execute bench_generic(${q.bindings.map(literal).join(', ')})`)).rows as Array<Record<string, string>>;
+          const rows = (await client.query(`explain execute bench_generic(${q.bindings.map(literal).join(', ')})`))
+            .rows as Array<Record<string, string>>;
           genericPlan = rows.map((r) => r['QUERY PLAN']).join('\n');
           await client.query('deallocate bench_generic');
           await client.query('reset plan_cache_mode');
@@ -531,7 +645,13 @@ async function explainStatements(statements: Capture['statements'], generic: (st
         await client.query('reset enable_seqscan').catch(() => undefined);
         await client.query('reset plan_cache_mode').catch(() => undefined);
         await client.query('deallocate all').catch(() => undefined);
-        plans.push({ sql: q.sql, plan: `(EXPLAIN failed: ${(err as Error).message})`, forcedPlan: '', seqScans: [], explained: false });
+        plans.push({
+          sql: q.sql,
+          plan: `(EXPLAIN failed: ${(err as Error).message})`,
+          forcedPlan: '',
+          seqScans: [],
+          explained: false,
+        });
       }
     }
   } finally {
@@ -587,16 +707,37 @@ async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedR
       const smallList = scenarios(seeded.small, deep);
       const byId = (id: string) => list.find((x) => x.id === id)!;
       const side = (label: string, key: string, scenario: Scenario): PairSide => ({ label, proc, key, scenario });
-      pairs.push(await paired('embedded: deep history page p50 vs first page', 'p50', Infinity, side('4a full/large', seeded.large.apiKey, byId('4a')), side('4b full/large', seeded.large.apiKey, byId('4b'))));
+      pairs.push(
+        await paired(
+          'embedded: deep history page p50 vs first page',
+          'p50',
+          Infinity,
+          side('4a full/large', seeded.large.apiKey, byId('4a')),
+          side('4b full/large', seeded.large.apiKey, byId('4b')),
+        ),
+      );
       for (const id of ['2', '4a']) {
         const small = smallList.find((x) => x.id === id)!;
-        pairs.push(await paired(`embedded: scenario ${id} large p50 vs small`, 'p50', Infinity, side(`${id} full/small`, seeded.small.apiKey, small), side(`${id} full/large`, seeded.large.apiKey, byId(id))));
+        pairs.push(
+          await paired(
+            `embedded: scenario ${id} large p50 vs small`,
+            'p50',
+            Infinity,
+            side(`${id} full/small`, seeded.small.apiKey, small),
+            side(`${id} full/large`, seeded.large.apiKey, byId(id)),
+          ),
+        );
       }
       for (const scenario of list) results.push(await measure(target, 'large', seeded.large.apiKey, scenario));
     } finally {
       await proc.stop();
     }
-    const capture = await captureStatements(['server/main.ts'], env, seeded.large.apiKey, scenarios(seeded.large, deep).filter(isRead));
+    const capture = await captureStatements(
+      ['server/main.ts'],
+      env,
+      seeded.large.apiKey,
+      scenarios(seeded.large, deep).filter(isRead),
+    );
     return { plan: EMBEDDED_PLAN, results, pairs, perRequest: capture.perRequest };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -608,18 +749,38 @@ async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedR
  * own read of the same data (req/s, ≥ 0.6×), a deep page against the first (p50, ≤ 1.2×), the large
  * account against the small one (p50, ≤ 1.3×).
  */
-async function areaPairs(proc: Proc, areaList: Scenario[], owner: (id: string) => PairSide, ownerSmall: (id: string) => PairSide, friendRatiosOnly = false): Promise<PairResult[]> {
+async function areaPairs(
+  proc: Proc,
+  areaList: Scenario[],
+  owner: (id: string) => PairSide,
+  ownerSmall: (id: string) => PairSide,
+  friendRatiosOnly = false,
+): Promise<PairResult[]> {
   const area = (id: string): PairSide => {
     const scenario = areaList.find((x) => x.id === id)!;
     return { label: `${id} full`, proc, key: scenario.key!, scenario };
   };
   const ratios = [
-    () => paired('friend members (100 of 10,000) req/s ≥ 0.6× the owner’s members page', 'rps', 0.6, owner('3'), area('F1')),
+    () =>
+      paired(
+        'friend members (100 of 10,000) req/s ≥ 0.6× the owner’s members page',
+        'rps',
+        0.6,
+        owner('3'),
+        area('F1'),
+      ),
     () => paired('friend front req/s ≥ 0.6× the owner’s front', 'rps', 0.6, owner('1'), area('F2')),
     () => paired('friend history first page req/s ≥ 0.6× the owner’s', 'rps', 0.6, owner('4a'), area('F3a')),
     () => paired('friend notes req/s ≥ 0.6× the owner’s notes list', 'rps', 0.6, owner('2'), area('F4')),
     // The small account's friend sees a tenth of its notes: a full page of 50, each note decided.
-    () => paired('friend notes, full page (small account) req/s ≥ 0.6× the owner’s notes list', 'rps', 0.6, ownerSmall('2'), area('F4s')),
+    () =>
+      paired(
+        'friend notes, full page (small account) req/s ≥ 0.6× the owner’s notes list',
+        'rps',
+        0.6,
+        ownerSmall('2'),
+        area('F4s'),
+      ),
   ];
   const rest = [
     () => paired('friend deep history page p50 ≤ 1.2× first page', 'p50', 1.2, area('F3a'), area('F3b')),
@@ -658,19 +819,30 @@ async function main() {
       ADMIN_TOKEN: randomBytes(24).toString('hex'),
       TRASH_PURGE_INTERVAL_MS: '0',
     };
-    const full: Target = { name: 'full', proc: await startProcess(['server/main.ts'], { ...serverEnv, DATABASE_URL: urlFor('full') }, await freePort()) };
+    const full: Target = {
+      name: 'full',
+      proc: await startProcess(['server/main.ts'], { ...serverEnv, DATABASE_URL: urlFor('full') }, await freePort()),
+    };
     procs.push(full.proc);
     const independent: Target = {
       name: 'independent',
-      proc: await startProcess(['scripts/bench/independent.ts'], { ...serverEnv, DATABASE_URL: urlFor('independent') }, await freePort()),
+      proc: await startProcess(
+        ['scripts/bench/independent.ts'],
+        { ...serverEnv, DATABASE_URL: urlFor('independent') },
+        await freePort(),
+      ),
     };
     procs.push(independent.proc);
 
     const started = Date.now();
     const check = await bodyCheck(full.proc.url, independent.proc.url, db.knex, seeded, deepLarge);
-    log(`body check: ${check.compared} requests compared in ${((Date.now() - started) / 1000).toFixed(1)} s, ${check.differences.length} with differences`);
+    log(
+      `body check: ${check.compared} requests compared in ${((Date.now() - started) / 1000).toFixed(1)} s, ${check.differences.length} with differences`,
+    );
     if (check.differences.length > 0) {
-      process.stderr.write(`\nThe full server and the independent baseline answered differently:\n\n${check.differences.join('\n\n')}\n\n`);
+      process.stderr.write(
+        `\nThe full server and the independent baseline answered differently:\n\n${check.differences.join('\n\n')}\n\n`,
+      );
       throw new BodyCheckFailed(`body check failed: ${check.differences.length} of ${check.compared} requests differ`);
     }
     if (values['check-only']) {
@@ -678,12 +850,25 @@ async function main() {
       return;
     }
     // Friend and messaging data, written through the full server's API (and the big channel through SQL).
-    const areas = await seedAreas(full.proc.url, db.knex, seeded, smoke ? { messages: 20_000, depth: 5_000 } : { messages: 1_000_000, depth: 100_000 }, log);
+    const areas = await seedAreas(
+      full.proc.url,
+      db.knex,
+      seeded,
+      smoke ? { messages: 20_000, depth: 5_000 } : { messages: 1_000_000, depth: 100_000 },
+      log,
+    );
     await db.knex.raw('vacuum analyze');
     const areaList = areaScenarios(areas, deepLarge);
 
     const bare: Target | undefined = withBare
-      ? { name: 'bare', proc: await startProcess(['scripts/bench/bare.ts'], { DATABASE_URL: urlFor('bare'), BENCH_USER_ID: seeded.large.userId }, await freePort()) }
+      ? {
+          name: 'bare',
+          proc: await startProcess(
+            ['scripts/bench/bare.ts'],
+            { DATABASE_URL: urlFor('bare'), BENCH_USER_ID: seeded.large.userId },
+            await freePort(),
+          ),
+        }
       : undefined;
     if (bare) procs.push(bare.proc);
     admin = new pg.Client({ connectionString: dbUrl });
@@ -693,16 +878,31 @@ async function main() {
     const list = scenarios(seeded.large, deepLarge);
     // Growth: scenarios 2 and 4a (notes list, first history page) again for the small account,
     // measured right after the large account's, so both see the same machine state.
-    const growth = new Map(scenarios(seeded.small, deepLarge).filter((s) => s.id === '2' || s.id === '4a').map((s) => [s.id, s]));
+    const growth = new Map(
+      scenarios(seeded.small, deepLarge)
+        .filter((s) => s.id === '2' || s.id === '4a')
+        .map((s) => [s.id, s]),
+    );
     const results: Measurement[] = [];
     // The ratio targets, each measured as a side-by-side pair (see paired()), on the data as seeded:
     // before the write scenarios, which add the newest sessions and notes that first pages show.
     const byId = (id: string) => list.find((s) => s.id === id)!;
-    const large = (id: string): PairSide => ({ label: `${id} full/large`, proc: full.proc, key: seeded.large.apiKey, scenario: byId(id) });
-    const small = (id: string): PairSide => ({ label: `${id} full/small`, proc: full.proc, key: seeded.small.apiKey, scenario: growth.get(id)! });
+    const large = (id: string): PairSide => ({
+      label: `${id} full/large`,
+      proc: full.proc,
+      key: seeded.large.apiKey,
+      scenario: byId(id),
+    });
+    const small = (id: string): PairSide => ({
+      label: `${id} full/small`,
+      proc: full.proc,
+      key: seeded.small.apiKey,
+      scenario: growth.get(id)!,
+    });
     if (values['friend-ratios']) {
       // A developer’s loop (issue 13): the five friend/owner req/s pairs only, printed, no report.
-      for (const p of await areaPairs(full.proc, areaList, large, small, true)) log(`${p.ratio >= p.limit ? 'met' : 'NOT met'}: ${p.target}: ${p.ratio.toFixed(2)}×`);
+      for (const p of await areaPairs(full.proc, areaList, large, small, true))
+        log(`${p.ratio >= p.limit ? 'met' : 'NOT met'}: ${p.target}: ${p.ratio.toFixed(2)}×`);
       await db.close();
       return;
     }
@@ -712,7 +912,8 @@ async function main() {
     for (const s of list) {
       if (!isRead(s) && pairs.length === 0) {
         for (const id of readIds) baseline.push(await baselinePair(full, independent, seeded.large.apiKey, byId(id)));
-        if (bare) for (const id of readIds) baseline.push(await baselinePair(full, bare, seeded.large.apiKey, byId(id)));
+        if (bare)
+          for (const id of readIds) baseline.push(await baselinePair(full, bare, seeded.large.apiKey, byId(id)));
         pairs.push(await paired('deep history page p50 ≤ 1.2× first page', 'p50', 1.2, large('4a'), large('4b')));
         pairs.push(await paired('scenario 2: large p50 ≤ 1.3× small', 'p50', 1.3, small('2'), large('2')));
         pairs.push(await paired('scenario 4a: large p50 ≤ 1.3× small', 'p50', 1.3, small('4a'), large('4a')));
@@ -733,11 +934,27 @@ async function main() {
     await full.proc.stop();
 
     const readScenarios = list.filter(isRead);
-    const fullCapture = await captureStatements(['server/main.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, [...list, ...areaList]);
-    const independentCapture = await captureStatements(['scripts/bench/independent.ts'], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, readScenarios);
+    const fullCapture = await captureStatements(
+      ['server/main.ts'],
+      { ...serverEnv, DATABASE_URL: dbUrl },
+      seeded.large.apiKey,
+      [...list, ...areaList],
+    );
+    const independentCapture = await captureStatements(
+      ['scripts/bench/independent.ts'],
+      { ...serverEnv, DATABASE_URL: dbUrl },
+      seeded.large.apiKey,
+      readScenarios,
+    );
     const explain = {
-      full: { perRequest: fullCapture.perRequest, plans: await explainStatements(fullCapture.statements, (q) => q.name !== undefined) },
-      independent: { perRequest: independentCapture.perRequest, plans: await explainStatements(independentCapture.statements, () => true) },
+      full: {
+        perRequest: fullCapture.perRequest,
+        plans: await explainStatements(fullCapture.statements, (q) => q.name !== undefined),
+      },
+      independent: {
+        perRequest: independentCapture.perRequest,
+        plans: await explainStatements(independentCapture.statements, () => true),
+      },
     };
     const pgVersion = (await db.knex.raw('show server_version')).rows[0].server_version as string;
     await db.close();
@@ -762,28 +979,52 @@ const median = (xs: number[]) => {
 function planSection(plans: Plan[]): string {
   return plans
     .map((p) => {
-      const forced = p.forcedPlan && p.forcedPlan !== p.plan ? `\nWith sequential scans priced out (the index path exists):\n\`\`\`\n${p.forcedPlan}\n\`\`\`` : '';
-      const generic = p.genericPlan ? `\nGeneric plan (prepared, plan_cache_mode = force_generic_plan):\n\`\`\`\n${p.genericPlan}\n\`\`\`` : '';
+      const forced =
+        p.forcedPlan && p.forcedPlan !== p.plan
+          ? `\nWith sequential scans priced out (the index path exists):\n\`\`\`\n${p.forcedPlan}\n\`\`\``
+          : '';
+      const generic = p.genericPlan
+        ? `\nGeneric plan (prepared, plan_cache_mode = force_generic_plan):\n\`\`\`\n${p.genericPlan}\n\`\`\``
+        : '';
       return `\`\`\`sql\n${p.sql}\n\`\`\`\n\`\`\`\n${p.plan}\n\`\`\`${forced}${generic}`;
     })
     .join('\n\n');
 }
 
-function report(results: Measurement[], pairs: PairResult[], baseline: BaselinePair[], check: CheckOutcome, explain: Explained, readIds: string[], pgVersion: string, embedded?: EmbeddedRun) {
+function report(
+  results: Measurement[],
+  pairs: PairResult[],
+  baseline: BaselinePair[],
+  check: CheckOutcome,
+  explain: Explained,
+  readIds: string[],
+  pgVersion: string,
+  embedded?: EmbeddedRun,
+) {
   const independentPairs = baseline.filter((p) => p.reference === 'independent');
   const checks: Array<{ target: string; value: string; pass: boolean }> = [];
-  checks.push({ target: 'full and independent answer every checked request alike (body check)', value: `${check.compared} requests, ${check.differences.length} differ`, pass: check.differences.length === 0 });
+  checks.push({
+    target: 'full and independent answer every checked request alike (body check)',
+    value: `${check.compared} requests, ${check.differences.length} differ`,
+    pass: check.differences.length === 0,
+  });
   for (const id of readIds) {
     const p = independentPairs.find((x) => x.scenario === id);
     checks.push({
       target: `scenario ${id}: full ≥ 0.5× independent req/s`,
-      value: p ? `${p.rpsRatio.toFixed(2)}× (paired: ${p.full.rps.toFixed(0)} / ${p.baseline.rps.toFixed(0)} req/s)` : 'n/a',
+      value: p
+        ? `${p.rpsRatio.toFixed(2)}× (paired: ${p.full.rps.toFixed(0)} / ${p.baseline.rps.toFixed(0)} req/s)`
+        : 'n/a',
       pass: p !== undefined && p.rpsRatio >= 0.5,
     });
   }
   const ratios = independentPairs.map((p) => p.rpsRatio);
   const medianRatio = ratios.length ? median(ratios) : 0;
-  checks.push({ target: 'median over the read scenarios: full ≥ 0.65× independent req/s', value: `${medianRatio.toFixed(2)}×`, pass: medianRatio >= 0.65 });
+  checks.push({
+    target: 'median over the read scenarios: full ≥ 0.65× independent req/s',
+    value: `${medianRatio.toFixed(2)}×`,
+    pass: medianRatio >= 0.65,
+  });
   for (const id of readIds) {
     const p = explain.full.perRequest[id];
     checks.push({
@@ -803,22 +1044,35 @@ function report(results: Measurement[], pairs: PairResult[], baseline: BaselineP
   const peak = Math.max(...results.filter((r) => r.target === 'full').map((r) => r.peakRssMb));
   checks.push({ target: 'peak server RSS ≤ 300 MB', value: `${peak} MB`, pass: peak <= 300 });
   const authTrips = Math.max(...Object.values(explain.full.perRequest).map((p) => p.authAndRateLimit));
-  checks.push({ target: 'auth + rate limit ≤ 1 DB round trip per request', value: authTrips.toFixed(2), pass: authTrips <= 1 });
+  checks.push({
+    target: 'auth + rate limit ≤ 1 DB round trip per request',
+    value: authTrips.toFixed(2),
+    pass: authTrips <= 1,
+  });
   for (const side of ['full', 'independent'] as const) {
     const plans = explain[side].plans;
     const unindexed = plans.filter((p) => p.seqScans.length > 0);
     const unexplained = plans.filter((p) => !p.explained);
     checks.push({
       target: `every query uses an index (${side === 'full' ? 'full server, generic plans of its prepared statements too' : 'independent baseline, generic plans too'})`,
-      value: unindexed.length || unexplained.length ? `${unindexed.length} with a Seq Scan, ${unexplained.length} not explained` : `yes (${plans.length} statements)`,
+      value:
+        unindexed.length || unexplained.length
+          ? `${unindexed.length} with a Seq Scan, ${unexplained.length} not explained`
+          : `yes (${plans.length} statements)`,
       pass: unindexed.length === 0 && unexplained.length === 0 && plans.length > 0,
     });
   }
   const failures = [
     ...results.filter((r) => r.errors > 0 || r.non2xx > 0).map((f) => `${f.scenario}/${f.target}/${f.account}`),
-    ...baseline.flatMap((p) => p.runs.filter((r) => r.errors > 0 || r.non2xx > 0).map((r) => `${p.scenario}/${r.target} (pair)`)),
+    ...baseline.flatMap((p) =>
+      p.runs.filter((r) => r.errors > 0 || r.non2xx > 0).map((r) => `${p.scenario}/${r.target} (pair)`),
+    ),
   ];
-  checks.push({ target: 'no errors or non-2xx responses under load', value: failures.length ? [...new Set(failures)].join(', ') : 'none', pass: failures.length === 0 });
+  checks.push({
+    target: 'no errors or non-2xx responses under load',
+    value: failures.length ? [...new Set(failures)].join(', ') : 'none',
+    pass: failures.length === 0,
+  });
 
   const date = new Date().toISOString().slice(0, 10);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB RAM, Node ${process.version}, PostgreSQL ${pgVersion}`;
@@ -846,15 +1100,32 @@ function report(results: Measurement[], pairs: PairResult[], baseline: BaselineP
             `| ${p.scenario} ${p.title} | ${p.full.rps.toFixed(0)} / ${p.baseline.rps.toFixed(0)} | **${p.rpsRatio.toFixed(2)}×** | ${p.full.p50.toFixed(1)} / ${p.baseline.p50.toFixed(1)} | ${p.full.p99.toFixed(1)} / ${p.baseline.p99.toFixed(1)} | ` +
             `${ms(p.full.cpuMsPerRequest.total)} (${ms(p.full.cpuMsPerRequest.server)} + ${ms(p.full.cpuMsPerRequest.database)}) | ` +
             `${ms(p.baseline.cpuMsPerRequest.total)} (${ms(p.baseline.cpuMsPerRequest.server)} + ${ms(p.baseline.cpuMsPerRequest.database)}) | ${p.cpuRatio.toFixed(2)}× | ${p.runs.map((r) => r.rps.toFixed(0)).join(', ')} |` +
-            (reference === 'independent' ? ` ${statements('full', p.scenario)} | ${statements('independent', p.scenario)} |` : ''),
+            (reference === 'independent'
+              ? ` ${statements('full', p.scenario)} | ${statements('independent', p.scenario)} |`
+              : ''),
         ),
     ].join('\n');
-  const pairTable = ['| comparison | B / A | runs A, B, B, A | ratio |', '|---|---|---|---|',
-    ...pairs.map((p) => `| ${p.target} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ${p.metric === 'p50' ? 'ms (p50)' : 'req/s'} | ${p.ratio.toFixed(2)}× |`)].join('\n');
-  const targets = ['| target | measured | met |', '|---|---|---|', ...checks.map((c) => `| ${c.target} | ${c.value} | ${c.pass ? 'yes' : '**no**'} |`)].join('\n');
+  const pairTable = [
+    '| comparison | B / A | runs A, B, B, A | ratio |',
+    '|---|---|---|---|',
+    ...pairs.map(
+      (p) =>
+        `| ${p.target} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ${p.metric === 'p50' ? 'ms (p50)' : 'req/s'} | ${p.ratio.toFixed(2)}× |`,
+    ),
+  ].join('\n');
+  const targets = [
+    '| target | measured | met |',
+    '|---|---|---|',
+    ...checks.map((c) => `| ${c.target} | ${c.value} | ${c.pass ? 'yes' : '**no**'} |`),
+  ].join('\n');
   const perRequestTable = (side: 'full' | 'independent') =>
-    ['| scenario | SQL statements per request | auth + rate-limit statements per request |', '|---|---|---|',
-      ...Object.entries(explain[side].perRequest).map(([id, p]) => `| ${id} | ${p.statements.toFixed(2)} | ${p.authAndRateLimit.toFixed(2)} |`)].join('\n');
+    [
+      '| scenario | SQL statements per request | auth + rate-limit statements per request |',
+      '|---|---|---|',
+      ...Object.entries(explain[side].perRequest).map(
+        ([id, p]) => `| ${id} | ${p.statements.toFixed(2)} | ${p.authAndRateLimit.toFixed(2)} |`,
+      ),
+    ].join('\n');
   const half = Math.max(1, Math.round(duration / 2));
   const md = `# Bench results ${date}${smoke ? ' (smoke: ratios and CPU figures from runs this short mean nothing)' : ''}
 
@@ -930,7 +1201,24 @@ ${planSection(explain.independent.plans)}
   writeFileSync(join(dir, `${date}.md`), md);
   writeFileSync(
     join(dir, `${date}.json`),
-    JSON.stringify({ date, smoke, machine, duration, connections: CONNECTIONS, bodyCheck: check, baseline, results, pairs, checks, perRequest: { full: explain.full.perRequest, independent: explain.independent.perRequest }, embedded }, null, 2) + '\n',
+    JSON.stringify(
+      {
+        date,
+        smoke,
+        machine,
+        duration,
+        connections: CONNECTIONS,
+        bodyCheck: check,
+        baseline,
+        results,
+        pairs,
+        checks,
+        perRequest: { full: explain.full.perRequest, independent: explain.independent.perRequest },
+        embedded,
+      },
+      null,
+      2,
+    ) + '\n',
   );
   process.stdout.write('\n' + baselineTable('independent') + '\n\n' + table + '\n\n' + targets + '\n\n');
   log(`wrote ${join(dir, date)}.md and .json`);
@@ -938,12 +1226,16 @@ ${planSection(explain.independent.plans)}
 
 /** The embedded run's section of the results (no targets: the embedded database has none). */
 function embeddedSection(e: EmbeddedRun, half: number): string {
-  const size = (a: AccountSize) => `${a.members.toLocaleString('en')} members / ${a.entries.toLocaleString('en')} entries / ${a.sessions.toLocaleString('en')} front sessions`;
+  const size = (a: AccountSize) =>
+    `${a.members.toLocaleString('en')} members / ${a.entries.toLocaleString('en')} entries / ${a.sessions.toLocaleString('en')} front sessions`;
   const rows = e.results.map(
     (r) =>
       `| ${r.scenario} ${r.title} | ${r.rps.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.cpuMsPerRequest.server.toFixed(2)} | ${r.peakRssMb} | ${e.perRequest[r.scenario]?.statements.toFixed(2) ?? 'n/a'} |`,
   );
-  const pairRows = e.pairs.map((p) => `| ${p.target.replace('embedded: ', '')} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ms (p50) | ${p.ratio.toFixed(2)}× |`);
+  const pairRows = e.pairs.map(
+    (p) =>
+      `| ${p.target.replace('embedded: ', '')} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ms (p50) | ${p.ratio.toFixed(2)}× |`,
+  );
   return `## Embedded database (PGlite), no thresholds
 
 The full server on the embedded database (no DATABASE_URL; DATA_DIR seeded by the same seeder with a

@@ -50,9 +50,21 @@ const YEAR = 365 * 86_400_000;
 async function seedAccount(knex: Knex, username: string, size: AccountSize, withKey: boolean): Promise<SeededAccount> {
   const parts = { db: knex, config: loadConfig({}), logger: createLogger('silent') };
   const actor = { kind: 'system', job: 'bench_seed' } as const;
-  const { userId } = await createAccount(backgroundContext({ ...parts, clock: () => NOW - 5 * YEAR }, actor), { username, plan: 'pro_plus' });
-  const apiKey = withKey ? (await createApiKey(backgroundContextFor({ ...parts, clock: () => NOW }, actor, userId), { name: 'bench', scopes: ALL_SCOPES })).apiKey : '';
-  const { side_system_id: side } = await knex('active_system_context').where({ user_id: userId }).first('side_system_id');
+  const { userId } = await createAccount(backgroundContext({ ...parts, clock: () => NOW - 5 * YEAR }, actor), {
+    username,
+    plan: 'pro_plus',
+  });
+  const apiKey = withKey
+    ? (
+        await createApiKey(backgroundContextFor({ ...parts, clock: () => NOW }, actor, userId), {
+          name: 'bench',
+          scopes: ALL_SCOPES,
+        })
+      ).apiKey
+    : '';
+  const { side_system_id: side } = await knex('active_system_context')
+    .where({ user_id: userId })
+    .first('side_system_id');
   const t0 = NOW - 5 * YEAR;
 
   await knex.raw(
@@ -63,7 +75,10 @@ async function seedAccount(knex: Knex, username: string, size: AccountSize, with
     [userId, side, t0, t0, size.members],
   );
   // Numbered members to spread the rows over them deterministically.
-  await knex.raw(`create temporary table bench_m as select id, (row_number() over (order by created_at, id))::int as rn from members where user_id = ?`, [userId]);
+  await knex.raw(
+    `create temporary table bench_m as select id, (row_number() over (order by created_at, id))::int as rn from members where user_id = ?`,
+    [userId],
+  );
   await knex.raw(`create index on bench_m (rn)`);
 
   await knex.raw(
@@ -74,7 +89,10 @@ async function seedAccount(knex: Knex, username: string, size: AccountSize, with
      from generate_series(1, ?) g join bench_m m on m.rn = 1 + (g % ?)`,
     [userId, side, t0, t0, size.entries, size.members],
   );
-  await knex.raw(`insert into entry_members (entry_id, member_id, user_id, position) select id, member_id, user_id, 0 from entries where user_id = ?`, [userId]);
+  await knex.raw(
+    `insert into entry_members (entry_id, member_id, user_id, position) select id, member_id, user_id, 0 from entries where user_id = ?`,
+    [userId],
+  );
 
   // Closed sessions spread back over the years, one every 2.5 minutes, the newest ending an hour ago.
   // The per-row counting trigger is off for the bulk insert; the count is set in one statement after.
@@ -95,13 +113,33 @@ async function seedAccount(knex: Knex, username: string, size: AccountSize, with
   // An open front of three, and tier presence for two more.
   const open = (await knex('bench_m').whereIn('rn', [1, 2, 3]).orderBy('rn').select('id')).map((r) => r.id as string);
   for (const [i, memberId] of open.entries()) {
-    await knex('front_sessions').insert({ id: knex.raw('gen_random_uuid()'), user_id: userId, member_id: memberId, side_system_id: side, started_at: NOW - 600_000 + i, ended_at: null, position: i, note: i === 0 ? 'morning' : null, created_at: NOW, updated_at: NOW });
+    await knex('front_sessions').insert({
+      id: knex.raw('gen_random_uuid()'),
+      user_id: userId,
+      member_id: memberId,
+      side_system_id: side,
+      started_at: NOW - 600_000 + i,
+      ended_at: null,
+      position: i,
+      note: i === 0 ? 'morning' : null,
+      created_at: NOW,
+      updated_at: NOW,
+    });
   }
   const tiered = (await knex('bench_m').whereIn('rn', [4, 5]).orderBy('rn').select('id')).map((r) => r.id as string);
   for (const memberId of tiered) {
-    await knex('front_tier_presence').insert({ user_id: userId, member_id: memberId, tier_key: 'coConscious', note: 'around', created_at: NOW, updated_at: NOW });
+    await knex('front_tier_presence').insert({
+      user_id: userId,
+      member_id: memberId,
+      tier_key: 'coConscious',
+      note: 'around',
+      created_at: NOW,
+      updated_at: NOW,
+    });
   }
-  const frontPool = (await knex('bench_m').where('rn', '>', 10).orderBy('rn').limit(200).select('id')).map((r) => r.id as string);
+  const frontPool = (await knex('bench_m').where('rn', '>', 10).orderBy('rn').limit(200).select('id')).map(
+    (r) => r.id as string,
+  );
   await knex.raw('drop table bench_m');
   return { userId, apiKey, sideSystemId: side, frontPool };
 }
@@ -147,30 +185,70 @@ interface AwkwardMember {
 async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
   const parts = { db: knex, config: loadConfig({}), logger: createLogger('silent') };
   const actor = { kind: 'system', job: 'bench_seed' } as const;
-  const { userId } = await createAccount(backgroundContext({ ...parts, clock: () => NOW - 2 * YEAR }, actor), { username: 'bench_awkward', plan: 'pro_plus' });
+  const { userId } = await createAccount(backgroundContext({ ...parts, clock: () => NOW - 2 * YEAR }, actor), {
+    username: 'bench_awkward',
+    plan: 'pro_plus',
+  });
   const keyCtx = backgroundContextFor({ ...parts, clock: () => NOW }, actor, userId);
   const { apiKey } = await createApiKey(keyCtx, { name: 'bench awkward', scopes: ALL_SCOPES });
-  const { apiKey: membersOnlyKey } = await createApiKey(keyCtx, { name: 'members only ✓', scopes: { members: 'read' } });
-  const { side_system_id: side } = await knex('active_system_context').where({ user_id: userId }).first('side_system_id');
+  const { apiKey: membersOnlyKey } = await createApiKey(keyCtx, {
+    name: 'members only ✓',
+    scopes: { members: 'read' },
+  });
+  const { side_system_id: side } = await knex('active_system_context')
+    .where({ user_id: userId })
+    .first('side_system_id');
   const t0 = NOW - YEAR;
   const other = randomUUID();
   const sub = randomUUID();
-  await knex('side_systems').insert({ id: other, user_id: userId, name: 'Zweites System 🌙', created_at: t0, updated_at: t0 });
-  await knex('sub_systems').insert({ id: sub, user_id: userId, side_system_id: side, name: 'Sub ✨', created_at: t0, updated_at: t0 });
+  await knex('side_systems').insert({
+    id: other,
+    user_id: userId,
+    name: 'Zweites System 🌙',
+    created_at: t0,
+    updated_at: t0,
+  });
+  await knex('sub_systems').insert({
+    id: sub,
+    user_id: userId,
+    side_system_id: side,
+    name: 'Sub ✨',
+    created_at: t0,
+    updated_at: t0,
+  });
 
-  const m = (name: string, extra: Partial<AwkwardMember> & { created_at: number }): AwkwardMember => ({ id: randomUUID(), name, ...extra });
+  const m = (name: string, extra: Partial<AwkwardMember> & { created_at: number }): AwkwardMember => ({
+    id: randomUUID(),
+    name,
+    ...extra,
+  });
   const robin = m('Robin', {
     display_name: 'Róbín 🌿',
     pronouns: 'she/they',
-    description: 'Gatekeeper. Likes "tea" \\ biscuits,\nnew lines,\u2028separators, \u05e9\u05dc\u05d5\u05dd and \u{1F600}.',
+    description:
+      'Gatekeeper. Likes "tea" \\ biscuits,\nnew lines,\u2028separators, \u05e9\u05dc\u05d5\u05dd and \u{1F600}.',
     about_tags: ['gatekeeper', 'ünï 😀', 'tab\there'],
-    profile_style: { color: '#ff0000', nested: { a: [1, 2.5, { b: null }], 'ключ': 'значение' }, emoji: '🎨', z: true },
-    avatar: { source: 'object', key: `u/${userId}/members/robin/avatar/abc`, contentType: 'image/png', etag: '"0f3a-ü"' },
+    profile_style: { color: '#ff0000', nested: { a: [1, 2.5, { b: null }], ключ: 'значение' }, emoji: '🎨', z: true },
+    avatar: {
+      source: 'object',
+      key: `u/${userId}/members/robin/avatar/abc`,
+      contentType: 'image/png',
+      etag: '"0f3a-ü"',
+    },
     banner: { source: 'url', url: 'https://example.com/banner.png?size=large&v=2' },
     created_at: t0 + 1_000,
   });
-  const sage = m('Sage', { display_name: '', avatar: { source: 'url', url: 'https://bilder.example/äva tar.png?x=1&y=2' }, created_at: t0 + 2_000 });
-  const archived = m('Ärchived', { archived: true, avatar: { source: 'object', key: 'k', contentType: 'image/webp', etag: 'W/"weak"' }, description: '', created_at: t0 + 3_000 });
+  const sage = m('Sage', {
+    display_name: '',
+    avatar: { source: 'url', url: 'https://bilder.example/äva tar.png?x=1&y=2' },
+    created_at: t0 + 2_000,
+  });
+  const archived = m('Ärchived', {
+    archived: true,
+    avatar: { source: 'object', key: 'k', contentType: 'image/webp', etag: 'W/"weak"' },
+    description: '',
+    created_at: t0 + 3_000,
+  });
   const trashed = m('Trashed 🗑', { trashed: true, display_name: 'In the trash', created_at: t0 + 4_000 });
   const subMember = m('Sub-member', { sub: true, display_name: 'שלום', created_at: t0 + 5_000 });
   const otherSide = m('Other side 🌙', { side: 'other', created_at: t0 + 6_000 });
@@ -237,7 +315,8 @@ async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
   // History: closed sessions of nearly everyone (two with the same start), some trashed.
   const historyMembers = [robin, sage, archived, trashed, subMember, otherSide, zwj, ...fillers.slice(0, 20)];
   const closed = Array.from({ length: 160 }, (_, i) => {
-    const started = NOW - 2_000_000 - Math.floor(i / 2) * 2 * 60_000 - (i % 2 === 0 ? 0 : 60_000) + (i === 7 ? 60_000 : 0);
+    const started =
+      NOW - 2_000_000 - Math.floor(i / 2) * 2 * 60_000 - (i % 2 === 0 ? 0 : 60_000) + (i === 7 ? 60_000 : 0);
     return session(historyMembers[(i * 7) % historyMembers.length]!.id, started, {
       ended_at: started + 30_000 + i,
       note: i % 4 === 0 ? `switch ${i} — ünï “curly” 😀` : i % 4 === 1 ? '' : null,
@@ -253,7 +332,14 @@ async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
     { id: tier, user_id: userId, display_name: 'Nähe 💫', created_at: t0, updated_at: t0 },
     { id: randomUUID(), user_id: userId, display_name: 'Unused', created_at: t0 + 1, updated_at: t0 + 1 },
   ]);
-  const presence = (memberId: string, tierKey: string, note: string | null, at: number) => ({ user_id: userId, member_id: memberId, tier_key: tierKey, note, created_at: at, updated_at: at });
+  const presence = (memberId: string, tierKey: string, note: string | null, at: number) => ({
+    user_id: userId,
+    member_id: memberId,
+    tier_key: tierKey,
+    note,
+    created_at: at,
+    updated_at: at,
+  });
   await knex('front_tier_presence').insert([
     presence(zwj.id, 'coConscious', null, NOW - 500_000),
     presence(fillers[1]!.id, tier, 'close by', NOW - 400_000),
@@ -269,7 +355,14 @@ async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
   const links: Array<Record<string, unknown>> = [];
   for (let i = 0; i < 70; i++) {
     const id = randomUUID();
-    const linked = i % 5 === 0 ? [] : i % 5 === 1 ? [trashed.id, robin.id, archived.id] : i % 5 === 2 ? [fillers[i]!.id] : [zwj.id, sage.id];
+    const linked =
+      i % 5 === 0
+        ? []
+        : i % 5 === 1
+          ? [trashed.id, robin.id, archived.id]
+          : i % 5 === 2
+            ? [fillers[i]!.id]
+            : [zwj.id, sage.id];
     const at = t0 + 100_000 + Math.floor(i / 3) * 1_000;
     entries.push({
       id,
@@ -284,13 +377,20 @@ async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
       updated_at: at,
       deleted_at: i === 69 ? NOW : null,
     });
-    linked.forEach((memberId, position) => links.push({ entry_id: id, member_id: memberId, user_id: userId, position }));
+    linked.forEach((memberId, position) =>
+      links.push({ entry_id: id, member_id: memberId, user_id: userId, position }),
+    );
   }
   await knex('entries').insert(entries);
   await knex('entry_members').insert(links);
 
   // Into the trash last: the counting triggers take the member's sessions out of the history count.
-  await knex('members').whereIn('id', all.filter((x) => x.trashed).map((x) => x.id)).update({ deleted_at: NOW - 50_000 });
+  await knex('members')
+    .whereIn(
+      'id',
+      all.filter((x) => x.trashed).map((x) => x.id),
+    )
+    .update({ deleted_at: NOW - 50_000 });
   return { userId, apiKey, membersOnlyKey, sideSystemId: side, otherSideSystemId: other, subSystemId: sub };
 }
 

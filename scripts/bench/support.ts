@@ -29,4 +29,5 @@ export async function adminQuery(connectionString: string, sql: string): Promise
  * MESSAGE_ENCRYPTION_KEYS when set, else one generated for this run (a server on DATABASE_URL does
  * not start without one; the bench never reads messages back after the run).
  */
-export const benchMessageKeys: string = process.env.MESSAGE_ENCRYPTION_KEYS || `bench:${randomBytes(32).toString('base64')}`;
+export const benchMessageKeys: string =
+  process.env.MESSAGE_ENCRYPTION_KEYS || `bench:${randomBytes(32).toString('base64')}`;

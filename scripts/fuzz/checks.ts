@@ -27,10 +27,22 @@ export interface CheckFailure {
 /** Internals an error message must never show. */
 const LEAKS: Array<[RegExp, string]> = [
   [/\n\s+at\s|\bat\s+[\w.<>$]+\s+\([^)]*:\d+:\d+\)|\bat\s+(file:|node:|\/)[^\s]*:\d+/, 'a stack trace'],
-  [/\b(file:\/\/|node_modules\/|\/(?:work|home|usr|var|opt|srv|app|root)\/[\w.-]+\/)|\b[\w-]+\.(?:ts|js|mjs|cjs):\d+/, 'a file path'],
-  [/syntax error at or near|violates (?:foreign key|unique|check|not-null) constraint|duplicate key value|invalid input syntax for type|relation "[^"]+" does not exist|column "[^"]+" (?:of relation|does not exist)|current transaction is aborted|\bSQLSTATE\b|\bpg_\w+|\bknex\b/i, 'database error text'],
-  [/\b(?:select\s+[\s\S]{1,200}?\s+from\s+"?\w|insert\s+into\s+"?\w|update\s+"?\w+"?\s+set\s|delete\s+from\s+"?\w)/i, 'SQL'],
-  [/\b(?:TypeError|ReferenceError|RangeError|SyntaxError|AggregateError):|Cannot read propert|is not a function|Maximum call stack/, 'a JavaScript error'],
+  [
+    /\b(file:\/\/|node_modules\/|\/(?:work|home|usr|var|opt|srv|app|root)\/[\w.-]+\/)|\b[\w-]+\.(?:ts|js|mjs|cjs):\d+/,
+    'a file path',
+  ],
+  [
+    /syntax error at or near|violates (?:foreign key|unique|check|not-null) constraint|duplicate key value|invalid input syntax for type|relation "[^"]+" does not exist|column "[^"]+" (?:of relation|does not exist)|current transaction is aborted|\bSQLSTATE\b|\bpg_\w+|\bknex\b/i,
+    'database error text',
+  ],
+  [
+    /\b(?:select\s+[\s\S]{1,200}?\s+from\s+"?\w|insert\s+into\s+"?\w|update\s+"?\w+"?\s+set\s|delete\s+from\s+"?\w)/i,
+    'SQL',
+  ],
+  [
+    /\b(?:TypeError|ReferenceError|RangeError|SyntaxError|AggregateError):|Cannot read propert|is not a function|Maximum call stack/,
+    'a JavaScript error',
+  ],
 ];
 
 function mediaMatches(declared: string, actual: string): boolean {
@@ -41,20 +53,35 @@ function mediaMatches(declared: string, actual: string): boolean {
 }
 
 /** Text that was in the request, so an error quoting it (`Unknown field 'select from x'`) is not a leak. */
-export function checkResponse(contract: Contract, op: Operation, invalid: boolean, sentText: string, res: FuzzResponse): CheckFailure[] {
+export function checkResponse(
+  contract: Contract,
+  op: Operation,
+  invalid: boolean,
+  sentText: string,
+  res: FuzzResponse,
+): CheckFailure[] {
   const failures: CheckFailure[] = [];
   const text = res.body.toString('utf8');
   if (res.status >= 500) failures.push({ check: 'server-error', detail: `${res.status} ${text.slice(0, 300)}` });
   const declared = responseFor(op, res.status);
-  if (!declared) failures.push({ check: 'undeclared-status', detail: `${res.status} is not declared (declared: ${[...op.responses.keys()].join(', ')})` });
-  if (invalid && res.status >= 200 && res.status < 300) failures.push({ check: 'invalid-accepted', detail: `${res.status} for invalid input` });
+  if (!declared)
+    failures.push({
+      check: 'undeclared-status',
+      detail: `${res.status} is not declared (declared: ${[...op.responses.keys()].join(', ')})`,
+    });
+  if (invalid && res.status >= 200 && res.status < 300)
+    failures.push({ check: 'invalid-accepted', detail: `${res.status} for invalid input` });
 
   if (res.status === 204 || res.status === 304) {
-    if (res.body.length > 0) failures.push({ check: 'body-on-empty-status', detail: `${res.status} with a ${res.body.length}-byte body` });
+    if (res.body.length > 0)
+      failures.push({ check: 'body-on-empty-status', detail: `${res.status} with a ${res.body.length}-byte body` });
   } else if (declared && declared.media.length > 0) {
     const media = declared.media.find((m) => mediaMatches(m.contentType, res.contentType));
     if (!media) {
-      failures.push({ check: 'media-type', detail: `Content-Type ${res.contentType || '(none)'} is not one of ${declared.media.map((m) => m.contentType).join(', ')}` });
+      failures.push({
+        check: 'media-type',
+        detail: `Content-Type ${res.contentType || '(none)'} is not one of ${declared.media.map((m) => m.contentType).join(', ')}`,
+      });
     } else if (isJsonType(res.contentType)) {
       let value: unknown;
       try {
@@ -64,11 +91,18 @@ export function checkResponse(contract: Contract, op: Operation, invalid: boolea
       }
       if (value !== undefined && media.schema) {
         const c = contract.check(media.schema, value);
-        if (!c.ok) failures.push({ check: 'schema-mismatch', detail: `${declared.key}: ${c.error}; body ${text.slice(0, 300)}` });
+        if (!c.ok)
+          failures.push({
+            check: 'schema-mismatch',
+            detail: `${declared.key}: ${c.error}; body ${text.slice(0, 300)}`,
+          });
       }
     }
   } else if (declared && res.body.length > 0 && !(res.status >= 300 && res.status < 400)) {
-    failures.push({ check: 'media-type', detail: `a ${res.body.length}-byte ${res.contentType || 'untyped'} body where the contract declares none` });
+    failures.push({
+      check: 'media-type',
+      detail: `a ${res.body.length}-byte ${res.contentType || 'untyped'} body where the contract declares none`,
+    });
   }
 
   // An error the contract declares without content (getMemberMedia's empty 404, for <img> tags)
@@ -81,15 +115,25 @@ export function checkResponse(contract: Contract, op: Operation, invalid: boolea
     } catch {
       envelope = undefined;
     }
-    const c = envelope === undefined ? { ok: false as const, error: 'body is not JSON' } : contract.check(contract.errorSchema, envelope);
+    const c =
+      envelope === undefined
+        ? { ok: false as const, error: 'body is not JSON' }
+        : contract.check(contract.errorSchema, envelope);
     if (!c.ok || !isJsonType(res.contentType)) {
-      failures.push({ check: 'error-envelope', detail: `${c.ok ? `Content-Type ${res.contentType}` : c.error}: ${text.slice(0, 300)}` });
+      failures.push({
+        check: 'error-envelope',
+        detail: `${c.ok ? `Content-Type ${res.contentType}` : c.error}: ${text.slice(0, 300)}`,
+      });
     }
     // The raw text and the decoded message (JSON escapes the quotes of `relation "members"`).
-    const message = typeof (envelope as { message?: unknown } | undefined)?.message === 'string' ? (envelope as { message: string }).message : '';
+    const message =
+      typeof (envelope as { message?: unknown } | undefined)?.message === 'string'
+        ? (envelope as { message: string }).message
+        : '';
     for (const [pattern, what] of LEAKS) {
       const m = pattern.exec(message) ?? pattern.exec(text);
-      if (m && !sentText.includes(m[0])) failures.push({ check: 'leak', detail: `shows ${what} (${JSON.stringify(m[0])}): ${text.slice(0, 300)}` });
+      if (m && !sentText.includes(m[0]))
+        failures.push({ check: 'leak', detail: `shows ${what} (${JSON.stringify(m[0])}): ${text.slice(0, 300)}` });
     }
   }
   return failures;

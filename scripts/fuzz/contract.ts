@@ -73,7 +73,10 @@ export class Contract {
       const target = ref
         .replace(/^#\//, '')
         .split('/')
-        .reduce<unknown>((node, key) => (node as Json | undefined)?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
+        .reduce<unknown>(
+          (node, key) => (node as Json | undefined)?.[key.replace(/~1/g, '/').replace(/~0/g, '~')],
+          this.doc,
+        );
       current = Object.keys(siblings).length > 0 && isObject(target) ? { ...target, ...siblings } : target;
     }
     return current as T;

@@ -56,11 +56,13 @@ const RECIPES: Record<string, Recipe> = {
     create: async (f) => f.throwawayKey(),
   },
   sideSystemId: {
-    shared: async (f) => ((await f.api('GET', '/api/v1/systems')) as { active: { sideSystemId: string } }).active.sideSystemId,
+    shared: async (f) =>
+      ((await f.api('GET', '/api/v1/systems')) as { active: { sideSystemId: string } }).active.sideSystemId,
     create: async (f) => idOf(await f.api('POST', '/api/v1/systems/side-systems', { name: label('Side') })),
   },
   memberId: {
-    create: async (f) => idOf(await f.api('POST', '/api/v1/members', { name: label('Member'), sideSystemId: f.shared('sideSystemId') })),
+    create: async (f) =>
+      idOf(await f.api('POST', '/api/v1/members', { name: label('Member'), sideSystemId: f.shared('sideSystemId') })),
   },
   subSystemId: {
     create: async (f) =>
@@ -75,17 +77,25 @@ const RECIPES: Record<string, Recipe> = {
   groupId: { create: async (f) => idOf(await f.api('POST', '/api/v1/groups', { name: label('Group') })) },
   folderId: { create: async (f) => idOf(await f.api('POST', '/api/v1/folders', { name: label('Folder') })) },
   layoutId: {
-    create: async (f) => idOf(await f.api('POST', '/api/v1/directory-layouts', { directoryId: null, name: label('Layout'), itemIds: [] })),
+    create: async (f) =>
+      idOf(await f.api('POST', '/api/v1/directory-layouts', { directoryId: null, name: label('Layout'), itemIds: [] })),
   },
-  fieldId: { create: async (f) => idOf(await f.api('POST', '/api/v1/custom-fields', { name: label('Field'), type: 'text' })) },
-  statusId: { create: async (f) => idOf(await f.api('POST', '/api/v1/member-statuses', { name: label('Status'), color: '#336699' })) },
+  fieldId: {
+    create: async (f) => idOf(await f.api('POST', '/api/v1/custom-fields', { name: label('Field'), type: 'text' })),
+  },
+  statusId: {
+    create: async (f) =>
+      idOf(await f.api('POST', '/api/v1/member-statuses', { name: label('Status'), color: '#336699' })),
+  },
   entryId: { create: async (f) => idOf(await f.api('POST', '/api/v1/entries', { content: label('Note') })) },
   tierId: { create: async (f) => idOf(await f.api('POST', '/api/v1/front/tiers', { displayName: label('Tier') })) },
   sessionId: {
     create: async (f) => {
       const memberId = await RECIPES.memberId!.create(f);
       await f.api('POST', '/api/v1/front/members', { memberId });
-      const front = (await f.api('GET', '/api/v1/front')) as { activeSessions: Array<{ _id: string; memberId: string }> };
+      const front = (await f.api('GET', '/api/v1/front')) as {
+        activeSessions: Array<{ _id: string; memberId: string }>;
+      };
       const session = front.activeSessions.find((s) => s.memberId === memberId);
       if (!session) throw new Error('started fronting but no open session');
       return session._id;
@@ -97,23 +107,55 @@ const RECIPES: Record<string, Recipe> = {
   /** An account whose friend request to the fuzz account is pending. */
   requesterUserId: { create: async (f) => f.otherAccount('pending') },
   schemeId: {
-    create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-color-schemes', { name: label('Scheme'), colors: { primary: '#112233', background: '#FFFFFF' } })),
+    create: async (f) =>
+      idOf(
+        await f.api('POST', '/api/v1/appearance/custom-color-schemes', {
+          name: label('Scheme'),
+          colors: { primary: '#112233', background: '#FFFFFF' },
+        }),
+      ),
   },
   fontId: {
-    create: async (f) => idOf(await f.api('POST', '/api/v1/appearance/custom-fonts', { name: label('Font'), sourceUrl: 'https://fonts.example.org/fuzz.woff2' })),
+    create: async (f) =>
+      idOf(
+        await f.api('POST', '/api/v1/appearance/custom-fonts', {
+          name: label('Font'),
+          sourceUrl: 'https://fonts.example.org/fuzz.woff2',
+        }),
+      ),
   },
   // Social: a link, and a guestbook widget (poll routes answer it with their declared 404).
-  linkId: { create: async (f) => ((await f.api('POST', '/api/v1/social/links', { platform: 'custom', displayName: label('Link'), visibility: 'public' })) as Json).linkId as string },
+  linkId: {
+    create: async (f) =>
+      (
+        (await f.api('POST', '/api/v1/social/links', {
+          platform: 'custom',
+          displayName: label('Link'),
+          visibility: 'public',
+        })) as Json
+      ).linkId as string,
+  },
   widgetId: {
     create: async (f) =>
-      ((await f.api('POST', '/api/v1/social/widgets', { type: 'guestbook', config: { kind: 'guestbook', allowAnonymous: true }, visibility: 'public', size: 'medium' })) as Json).widgetId as string,
+      (
+        (await f.api('POST', '/api/v1/social/widgets', {
+          type: 'guestbook',
+          config: { kind: 'guestbook', allowAnonymous: true },
+          visibility: 'public',
+          size: 'medium',
+        })) as Json
+      ).widgetId as string,
   },
   // A social gallery image: a PNG with bytes of its own (after its end), so the fresh image a
   // DELETE gets is never the shared one (the gallery names images by the hash of their bytes).
   sha256: {
     create: async (f) => {
       const png = Buffer.concat([Buffer.from(FUZZ_PNG_HEX, 'hex'), Buffer.from(`fuzz-gallery-${++counter}`)]);
-      const res = await fetch(`${f.baseUrl}/api/v1/social/gallery`, { method: 'POST', headers: { authorization: `Bearer ${f.apiKey}`, 'content-type': 'image/png' }, body: new Uint8Array(png) });
+      const res = await fetch(`${f.baseUrl}/api/v1/social/gallery`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${f.apiKey}`, 'content-type': 'image/png' },
+        body: new Uint8Array(png),
+      });
       const json = (await res.json()) as Json;
       if (res.status !== 201) throw new Error(`fixture gallery image answered ${res.status}: ${JSON.stringify(json)}`);
       return json.sha256 as string;
@@ -123,18 +165,36 @@ const RECIPES: Record<string, Recipe> = {
   // that must belong together (a channel and its message, a space and its channel) do.
   spaceId: { create: async (f) => idOf(await f.api('POST', '/api/v1/messaging/spaces', { name: label('Space') })) },
   categoryId: {
-    create: async (f) => idOf(await f.api('POST', `/api/v1/messaging/spaces/${f.shared('spaceId') ?? (await RECIPES.spaceId!.create(f))}/categories`, { name: label('Category') })),
+    create: async (f) =>
+      idOf(
+        await f.api(
+          'POST',
+          `/api/v1/messaging/spaces/${f.shared('spaceId') ?? (await RECIPES.spaceId!.create(f))}/categories`,
+          { name: label('Category') },
+        ),
+      ),
   },
   channelId: {
-    create: async (f) => idOf(await f.api('POST', `/api/v1/messaging/spaces/${f.shared('spaceId') ?? (await RECIPES.spaceId!.create(f))}/channels`, { name: label('channel') })),
+    create: async (f) =>
+      idOf(
+        await f.api(
+          'POST',
+          `/api/v1/messaging/spaces/${f.shared('spaceId') ?? (await RECIPES.spaceId!.create(f))}/channels`,
+          { name: label('channel') },
+        ),
+      ),
   },
   messageId: {
     create: async (f) =>
       idOf(
-        await f.api('POST', `/api/v1/messaging/channels/${f.shared('channelId') ?? (await RECIPES.channelId!.create(f))}/messages`, {
-          memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)),
-          content: label('Message'),
-        }),
+        await f.api(
+          'POST',
+          `/api/v1/messaging/channels/${f.shared('channelId') ?? (await RECIPES.channelId!.create(f))}/messages`,
+          {
+            memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)),
+            content: label('Message'),
+          },
+        ),
       ),
   },
   // An attachment of a message in the shared channel, through the whole upload flow.
@@ -142,7 +202,12 @@ const RECIPES: Record<string, Recipe> = {
     create: async (f) => {
       const channelId = f.shared('channelId') ?? (await RECIPES.channelId!.create(f));
       const png = Buffer.from(FUZZ_PNG_HEX, 'hex');
-      const intent = (await f.api('POST', '/api/v1/messaging/attachments/upload-intent', { channelId, fileName: 'fuzz.png', contentType: 'image/png', byteSize: png.length })) as {
+      const intent = (await f.api('POST', '/api/v1/messaging/attachments/upload-intent', {
+        channelId,
+        fileName: 'fuzz.png',
+        contentType: 'image/png',
+        byteSize: png.length,
+      })) as {
         stagingId: string;
         upload: { url: string; headers: Record<string, string> };
       };
@@ -150,7 +215,10 @@ const RECIPES: Record<string, Recipe> = {
       const put = await fetch(url, { method: 'PUT', headers: intent.upload.headers, body: new Uint8Array(png) });
       if (!put.ok) throw new Error(`fixture attachment upload answered ${put.status}`);
       await f.api('POST', '/api/v1/messaging/attachments/complete', { stagingId: intent.stagingId });
-      await f.api('POST', `/api/v1/messaging/channels/${channelId}/messages`, { memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)), stagedAttachmentIds: [intent.stagingId] });
+      await f.api('POST', `/api/v1/messaging/channels/${channelId}/messages`, {
+        memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)),
+        stagedAttachmentIds: [intent.stagingId],
+      });
       return intent.stagingId;
     },
   },
@@ -158,14 +226,17 @@ const RECIPES: Record<string, Recipe> = {
   previewId: {
     create: async (f) => {
       const { previewPageUrl, runJobs } = f.services;
-      if (!previewPageUrl || !runJobs) throw new Error('link-preview fixtures need the fuzz server’s preview page and job runner');
+      if (!previewPageUrl || !runJobs)
+        throw new Error('link-preview fixtures need the fuzz server’s preview page and job runner');
       const channelId = f.shared('channelId') ?? (await RECIPES.channelId!.create(f));
       const message = (await f.api('POST', `/api/v1/messaging/channels/${channelId}/messages`, {
         memberId: f.shared('memberId') ?? (await RECIPES.memberId!.create(f)),
         content: `${label('Preview')} ${previewPageUrl}`,
       })) as Json;
       await runJobs();
-      const page = (await f.api('GET', `/api/v1/messaging/channels/${channelId}/messages`)) as { items: Array<{ id: string; linkPreviews: Array<{ id: string }> }> };
+      const page = (await f.api('GET', `/api/v1/messaging/channels/${channelId}/messages`)) as {
+        items: Array<{ id: string; linkPreviews: Array<{ id: string }> }>;
+      };
       const preview = page.items.find((m) => m.id === message.id)?.linkPreviews[0];
       if (!preview) throw new Error('the fixture link preview was not fetched');
       return preview.id;
@@ -255,7 +326,8 @@ export class Fixtures {
   /** A call with the fuzz account's all-scopes key that must succeed. */
   async api(method: string, path: string, body?: unknown): Promise<unknown> {
     const res = await callJson(this.baseUrl, method, path, this.apiKey, body);
-    if (res.status >= 300) throw new Error(`fixture ${method} ${path} answered ${res.status}: ${JSON.stringify(res.json)}`);
+    if (res.status >= 300)
+      throw new Error(`fixture ${method} ${path} answered ${res.status}: ${JSON.stringify(res.json)}`);
     return res.json;
   }
 
@@ -264,7 +336,10 @@ export class Fixtures {
   }
 
   async createAccount(prefix: string, plan = 'pro'): Promise<{ userId: string }> {
-    const res = await this.admin('POST', '/admin/v1/accounts', { username: `${prefix}_${Date.now().toString(36)}_${++counter}`, plan });
+    const res = await this.admin('POST', '/admin/v1/accounts', {
+      username: `${prefix}_${Date.now().toString(36)}_${++counter}`,
+      plan,
+    });
     if (res.status !== 201) throw new Error(`fixture account: ${res.status} ${JSON.stringify(res.json)}`);
     return res.json as { userId: string };
   }

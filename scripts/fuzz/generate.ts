@@ -20,9 +20,54 @@ export interface GenContext {
 
 /** Valid, awkward text: every piece is well-formed Unicode that PostgreSQL can store. */
 const PIECES = [
-  'a', 'Z', '0', '9', ' ', '_', '-', '.', 'é', 'ß', 'Ω', 'ж', '中', '文', 'ا', 'ل', 'ع', '\u200b', '\u200d', '\u202e', '\u0301',
-  '\ufeff', '😀', '👩‍👩‍👧', '🏳️‍⚧️', '\ud83d\udc4d', '\t', '\n', '"', "'", '\\', '<', '>', '&', '%', '$', '{', '}', '[', ']', '#',
-  '\u00a0', '\u2028', '\uffff', '\ud800\udc00', 'x', 'y', 'q',
+  'a',
+  'Z',
+  '0',
+  '9',
+  ' ',
+  '_',
+  '-',
+  '.',
+  'é',
+  'ß',
+  'Ω',
+  'ж',
+  '中',
+  '文',
+  'ا',
+  'ل',
+  'ع',
+  '\u200b',
+  '\u200d',
+  '\u202e',
+  '\u0301',
+  '\ufeff',
+  '😀',
+  '👩‍👩‍👧',
+  '🏳️‍⚧️',
+  '\ud83d\udc4d',
+  '\t',
+  '\n',
+  '"',
+  "'",
+  '\\',
+  '<',
+  '>',
+  '&',
+  '%',
+  '$',
+  '{',
+  '}',
+  '[',
+  ']',
+  '#',
+  '\u00a0',
+  '\u2028',
+  '\uffff',
+  '\ud800\udc00',
+  'x',
+  'y',
+  'q',
 ];
 
 function codePoints(text: string): number {
@@ -35,7 +80,8 @@ function codePoints(text: string): number {
 export function randomText(rng: Prng, length: number, plain = false): string {
   let out = '';
   for (let i = 0; i < length; i++) {
-    if (plain || rng.chance(0.7)) out += 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'[rng.int(0, 61)];
+    if (plain || rng.chance(0.7))
+      out += 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'[rng.int(0, 61)];
     else out += [...rng.pick(PIECES)][0];
   }
   return out;
@@ -59,7 +105,10 @@ export function resolveSchema(contract: Contract, raw: unknown): Schema {
     for (const part of schema.allOf as unknown[]) {
       const p = resolveSchema(contract, part);
       merged.properties = { ...(merged.properties as Schema | undefined), ...(p.properties as Schema | undefined) };
-      merged.required = [...((merged.required as string[] | undefined) ?? []), ...((p.required as string[] | undefined) ?? [])];
+      merged.required = [
+        ...((merged.required as string[] | undefined) ?? []),
+        ...((p.required as string[] | undefined) ?? []),
+      ];
       for (const [k, v] of Object.entries(p)) if (!(k in merged)) merged[k] = v;
     }
     schema = merged;
@@ -88,7 +137,10 @@ export function generate(ctx: GenContext, raw: unknown, name?: string, depth = 0
   const types = schemaTypes(schema);
   // Nullable fields are null now and then; otherwise the first non-null type.
   const nonNull = types.filter((t) => t !== 'null');
-  const type = types.includes('null') && (nonNull.length === 0 || rng.chance(0.2)) ? 'null' : (rng.pick(nonNull.length ? nonNull : ['string']));
+  const type =
+    types.includes('null') && (nonNull.length === 0 || rng.chance(0.2))
+      ? 'null'
+      : rng.pick(nonNull.length ? nonNull : ['string']);
   switch (type) {
     case 'null':
       return null;
@@ -115,8 +167,18 @@ function examplesOf(schema: Schema): unknown[] {
 
 function generateNumber(ctx: GenContext, schema: Schema, integer: boolean): number {
   const { rng } = ctx;
-  let min = typeof schema.minimum === 'number' ? schema.minimum : typeof schema.exclusiveMinimum === 'number' ? schema.exclusiveMinimum + (integer ? 1 : 1e-6) : undefined;
-  let max = typeof schema.maximum === 'number' ? schema.maximum : typeof schema.exclusiveMaximum === 'number' ? schema.exclusiveMaximum - (integer ? 1 : 1e-6) : undefined;
+  let min =
+    typeof schema.minimum === 'number'
+      ? schema.minimum
+      : typeof schema.exclusiveMinimum === 'number'
+        ? schema.exclusiveMinimum + (integer ? 1 : 1e-6)
+        : undefined;
+  let max =
+    typeof schema.maximum === 'number'
+      ? schema.maximum
+      : typeof schema.exclusiveMaximum === 'number'
+        ? schema.exclusiveMaximum - (integer ? 1 : 1e-6)
+        : undefined;
   const examples = examplesOf(schema).filter((e): e is number => typeof e === 'number');
   if (examples.length && rng.chance(0.3)) return rng.pick(examples);
   min ??= max !== undefined ? max - 1000 : rng.chance(0.8) ? 0 : -1000;
@@ -127,7 +189,8 @@ function generateNumber(ctx: GenContext, schema: Schema, integer: boolean): numb
   }
   const r = rng.next();
   let value = r < 0.15 ? min : r < 0.3 ? max : integer ? rng.int(min, max) : min + rng.next() * (max - min);
-  if (!integer && typeof schema.multipleOf === 'number') value = Math.round(value / schema.multipleOf) * schema.multipleOf;
+  if (!integer && typeof schema.multipleOf === 'number')
+    value = Math.round(value / schema.multipleOf) * schema.multipleOf;
   return value;
 }
 
@@ -136,7 +199,8 @@ function generateArray(ctx: GenContext, schema: Schema, name: string | undefined
   const minItems = typeof schema.minItems === 'number' ? schema.minItems : 0;
   const maxItems = typeof schema.maxItems === 'number' ? schema.maxItems : minItems + 4;
   // Mostly short; now and then as long as allowed.
-  const length = depth > 4 ? minItems : rng.chance(0.05) ? maxItems : rng.int(minItems, Math.min(maxItems, minItems + 3));
+  const length =
+    depth > 4 ? minItems : rng.chance(0.05) ? maxItems : rng.int(minItems, Math.min(maxItems, minItems + 3));
   const out: unknown[] = [];
   const seen = new Set<string>();
   // The item name is the singular of the array's (memberIds → memberId) for fixture lookup.
@@ -163,7 +227,9 @@ function generateObject(ctx: GenContext, schema: Schema, depth: number): Record<
   const minProperties = typeof schema.minProperties === 'number' ? schema.minProperties : 0;
   const maxProperties = typeof schema.maxProperties === 'number' ? schema.maxProperties : Infinity;
   if (isObject(additional) && Object.keys(properties).length === 0) {
-    const names = isObject(schema.propertyNames) ? resolveSchema(ctx.contract, schema.propertyNames) : { pattern: '^[a-z][a-zA-Z0-9]{0,11}$' };
+    const names = isObject(schema.propertyNames)
+      ? resolveSchema(ctx.contract, schema.propertyNames)
+      : { pattern: '^[a-z][a-zA-Z0-9]{0,11}$' };
     const most = Number.isFinite(maxProperties) && rng.chance(0.05) ? maxProperties : Math.min(maxProperties, 3);
     const count = rng.int(Math.max(minProperties, 1), Math.max(minProperties, most));
     for (let attempts = 0; Object.keys(out).length < count && attempts < count * 5; attempts++) {
@@ -199,7 +265,9 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
   if (format === 'email') return `${randomText(rng, rng.int(1, 10), true)}@example.org`;
   if (format === 'uri' && rng.chance(0.3)) {
     // Awkward but valid URIs (loopback only: nothing of ours is elsewhere).
-    const fits = URIS.filter((u) => (!pattern || new RegExp(pattern, 'u').test(u)) && fitsLength(u, minLength, maxLength));
+    const fits = URIS.filter(
+      (u) => (!pattern || new RegExp(pattern, 'u').test(u)) && fitsLength(u, minLength, maxLength),
+    );
     if (fits.length) return rng.pick(fits);
   }
   if (pattern) {
@@ -208,7 +276,10 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
     if (!anchoredEnd) {
       for (let attempt = 0; attempt < 20; attempt++) {
         const length = pickLength(rng, minLength, maxLength);
-        const tail = format === 'uri' ? `example.org/${randomText(rng, rng.int(1, 12), true)}` : randomText(rng, Math.max(0, length - 8));
+        const tail =
+          format === 'uri'
+            ? `example.org/${randomText(rng, rng.int(1, 12), true)}`
+            : randomText(rng, Math.max(0, length - 8));
         const candidate = pattern.startsWith('^') ? sampleRegex(rng, pattern) + tail : randomText(rng, length);
         if (new RegExp(pattern, 'u').test(candidate) && fitsLength(candidate, minLength, maxLength)) return candidate;
       }
@@ -222,7 +293,8 @@ function generateString(ctx: GenContext, schema: Schema, name: string | undefine
     return sampleRegex(rng, pattern);
   }
   // Now and then the longest string allowed, in 4-byte characters: the most bytes a field can take.
-  if (maxLength !== undefined && rng.chance(0.05)) return Array.from({ length: maxLength }, () => String.fromCodePoint(0x1f600 + rng.int(0, 79))).join('');
+  if (maxLength !== undefined && rng.chance(0.05))
+    return Array.from({ length: maxLength }, () => String.fromCodePoint(0x1f600 + rng.int(0, 79))).join('');
   // Now and then markup: note text is Markdown whose images the server fetches. Only loopback
   // addresses with nothing listening (port 9), which the outbound-fetch guard refuses anyway.
   const snippet = rng.pick(MARKUP);
@@ -264,7 +336,10 @@ function fitsLength(text: string, minLength: number, maxLength: number | undefin
 }
 
 // randexp is CommonJS (`module.exports = RandExp`) with ES-module typings.
-const RandExp = ((randexpModule as unknown as { default?: typeof randexpModule }).default ?? randexpModule) as unknown as new (pattern: string) => { max: number; randInt: (a: number, b: number) => number; gen(): string };
+const RandExp = ((randexpModule as unknown as { default?: typeof randexpModule }).default ??
+  randexpModule) as unknown as new (
+  pattern: string,
+) => { max: number; randInt: (a: number, b: number) => number; gen(): string };
 
 /** A string matching `pattern`, drawn from the seeded stream. */
 export function sampleRegex(rng: Prng, pattern: string): string {

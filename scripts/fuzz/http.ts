@@ -51,11 +51,13 @@ export async function send(baseUrl: string, req: FuzzRequest, timeoutMs = 15_000
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (err) {
-    if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) throw new TimedOut(`no response within ${timeoutMs} ms`);
+    if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'))
+      throw new TimedOut(`no response within ${timeoutMs} ms`);
     // undici refuses some header values, headers (Expect) and URLs before anything is sent.
     if (err instanceof TypeError && !/fetch failed/.test(err.message)) throw new NotSendable(err.message);
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    if (cause?.code === 'UND_ERR_NOT_SUPPORTED' || cause?.code === 'UND_ERR_INVALID_ARG') throw new NotSendable(cause.message ?? cause.code);
+    if (cause?.code === 'UND_ERR_NOT_SUPPORTED' || cause?.code === 'UND_ERR_INVALID_ARG')
+      throw new NotSendable(cause.message ?? cause.code);
     throw err;
   }
   const body = Buffer.from(await response.arrayBuffer());
@@ -83,7 +85,13 @@ export async function callJson(
   const headers: Record<string, string> = {};
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await send(baseUrl, { method, path, query: [], headers, body: body === undefined ? undefined : Buffer.from(JSON.stringify(body)) });
+  const res = await send(baseUrl, {
+    method,
+    path,
+    query: [],
+    headers,
+    body: body === undefined ? undefined : Buffer.from(JSON.stringify(body)),
+  });
   let json: unknown;
   try {
     json = res.body.length ? JSON.parse(res.body.toString('utf8')) : undefined;

@@ -45,12 +45,18 @@ const { values } = parseArgs({
 });
 
 if (values.help) {
-  console.log('npm run fuzz -- [--long] [--budget N] [--seed S] [--only REGEX] [--report FILE] [--server-validation] [--quiet]');
+  console.log(
+    'npm run fuzz -- [--long] [--budget N] [--seed S] [--only REGEX] [--report FILE] [--server-validation] [--quiet]',
+  );
   process.exit(0);
 }
 
 const long = values.long || /^(1|true|yes)$/i.test(process.env.FUZZ_LONG ?? '');
-const budget = positive('--budget / FUZZ_BUDGET', values.budget ?? process.env.FUZZ_BUDGET ?? (long ? process.env.FUZZ_LONG_BUDGET : undefined), long ? DEFAULT_LONG_BUDGET : DEFAULT_BUDGET);
+const budget = positive(
+  '--budget / FUZZ_BUDGET',
+  values.budget ?? process.env.FUZZ_BUDGET ?? (long ? process.env.FUZZ_LONG_BUDGET : undefined),
+  long ? DEFAULT_LONG_BUDGET : DEFAULT_BUDGET,
+);
 const seed = values.seed ?? (process.env.FUZZ_SEED || (long ? randomSeed() : DEFAULT_SEED));
 const reportPath = values.report ?? process.env.FUZZ_REPORT ?? (long ? 'fuzz-report.json' : undefined);
 const only = values.only ? new RegExp(values.only) : undefined;
@@ -66,7 +72,9 @@ const onSignal = () => {
 process.on('SIGINT', onSignal);
 process.on('SIGTERM', onSignal);
 
-console.log(`fuzz: seed ${seed} (replay with FUZZ_SEED=${seed}), ${budget} requests per operation${long ? ', long run' : ''}`);
+console.log(
+  `fuzz: seed ${seed} (replay with FUZZ_SEED=${seed}), ${budget} requests per operation${long ? ', long run' : ''}`,
+);
 const report = await runFuzz({
   seed,
   budget,

@@ -37,9 +37,16 @@ function clone(draft: Draft): Draft {
 }
 
 /** Every node of a JSON value with the schema that governs it (resolved), root first. */
-function nodes(contract: Contract, value: unknown, schema: unknown, path: Path = []): Array<{ path: Path; value: unknown; schema: Schema | undefined; key?: string }> {
+function nodes(
+  contract: Contract,
+  value: unknown,
+  schema: unknown,
+  path: Path = [],
+): Array<{ path: Path; value: unknown; schema: Schema | undefined; key?: string }> {
   const s = schema === undefined ? undefined : resolveSchema(contract, schema);
-  const out: Array<{ path: Path; value: unknown; schema: Schema | undefined; key?: string }> = [{ path, value, schema: s, key: typeof path.at(-1) === 'string' ? (path.at(-1) as string) : undefined }];
+  const out: Array<{ path: Path; value: unknown; schema: Schema | undefined; key?: string }> = [
+    { path, value, schema: s, key: typeof path.at(-1) === 'string' ? (path.at(-1) as string) : undefined },
+  ];
   if (Array.isArray(value)) {
     value.forEach((item, i) => out.push(...nodes(contract, item, s?.items, [...path, i])));
   } else if (isObject(value)) {
@@ -134,23 +141,62 @@ function outOfRange(rng: Prng, schema: Schema, value: unknown): unknown {
   if (num('maximum') !== undefined) options.push(() => num('maximum')! + (types.includes('integer') ? 1 : 0.5));
   if (num('exclusiveMinimum') !== undefined) options.push(() => num('exclusiveMinimum'));
   if (num('exclusiveMaximum') !== undefined) options.push(() => num('exclusiveMaximum'));
-  if (types.includes('integer')) options.push(() => 1.5, () => 2 ** 63, () => -(2 ** 63), () => 1e21);
-  if (num('maxLength') !== undefined) options.push(() => 'x'.repeat(num('maxLength')! + 1), () => '😀'.repeat(num('maxLength')! + 1));
+  if (types.includes('integer'))
+    options.push(
+      () => 1.5,
+      () => 2 ** 63,
+      () => -(2 ** 63),
+      () => 1e21,
+    );
+  if (num('maxLength') !== undefined)
+    options.push(
+      () => 'x'.repeat(num('maxLength')! + 1),
+      () => '😀'.repeat(num('maxLength')! + 1),
+    );
   if ((num('minLength') ?? 0) > 0) options.push(() => 'y'.repeat(num('minLength')! - 1));
-  if (num('maxItems') !== undefined && Array.isArray(value)) options.push(() => Array.from({ length: num('maxItems')! + 1 }, (_, i) => value[i % Math.max(value.length, 1)] ?? i));
+  if (num('maxItems') !== undefined && Array.isArray(value))
+    options.push(() =>
+      Array.from({ length: num('maxItems')! + 1 }, (_, i) => value[i % Math.max(value.length, 1)] ?? i),
+    );
   if ((num('minItems') ?? 0) > 0) options.push(() => []);
   if (schema.uniqueItems && Array.isArray(value) && value.length > 0) options.push(() => [...value, value[0]]);
-  if (num('maxProperties') !== undefined && isObject(value)) options.push(() => ({ ...value, ...Object.fromEntries(Array.from({ length: num('maxProperties')! + 1 }, (_, i) => [`k${i}`, Object.values(value)[0] ?? 1])) }));
+  if (num('maxProperties') !== undefined && isObject(value))
+    options.push(() => ({
+      ...value,
+      ...Object.fromEntries(
+        Array.from({ length: num('maxProperties')! + 1 }, (_, i) => [`k${i}`, Object.values(value)[0] ?? 1]),
+      ),
+    }));
   if ((num('minProperties') ?? 0) > 0) options.push(() => ({}));
   const enumValues = Array.isArray(schema.enum) ? (schema.enum as unknown[]) : undefined;
   if (enumValues) {
     const first = enumValues[0];
-    options.push(() => (typeof first === 'string' ? `${first}_not_in_enum` : 12345), () => (typeof first === 'string' ? `${first.toUpperCase()}!` : 'nope'));
+    options.push(
+      () => (typeof first === 'string' ? `${first}_not_in_enum` : 12345),
+      () => (typeof first === 'string' ? `${first.toUpperCase()}!` : 'nope'),
+    );
   }
-  if (schema.const !== undefined) options.push(() => (typeof schema.const === 'string' ? `${schema.const}x` : 'not-const'));
-  if (typeof schema.pattern === 'string') options.push(() => '!!not matching!!', () => `${String(value)} `, () => `\n${String(value)}`);
-  if (schema.format === 'uuid') options.push(() => 'not-a-uuid', () => String(value).slice(0, -1), () => `${String(value)}0`, () => String(value).replace(/-/g, ''));
-  if (schema.format === 'uri') options.push(() => 'not a uri', () => 'javascript:alert(1)', () => 'http://');
+  if (schema.const !== undefined)
+    options.push(() => (typeof schema.const === 'string' ? `${schema.const}x` : 'not-const'));
+  if (typeof schema.pattern === 'string')
+    options.push(
+      () => '!!not matching!!',
+      () => `${String(value)} `,
+      () => `\n${String(value)}`,
+    );
+  if (schema.format === 'uuid')
+    options.push(
+      () => 'not-a-uuid',
+      () => String(value).slice(0, -1),
+      () => `${String(value)}0`,
+      () => String(value).replace(/-/g, ''),
+    );
+  if (schema.format === 'uri')
+    options.push(
+      () => 'not a uri',
+      () => 'javascript:alert(1)',
+      () => 'http://',
+    );
   if (options.length === 0) return undefined;
   return rng.pick(options)();
 }
@@ -176,7 +222,7 @@ const JSON_MALFORMED = (valid: string, rng: Prng): string[] => [
   '{"a":"\\x41"}',
   '{"a":"unterminated}',
   '\u0000' + valid,
-  '[' .repeat(20_000) + ']'.repeat(20_000),
+  '['.repeat(20_000) + ']'.repeat(20_000),
   '{"a":'.repeat(20_000) + '1' + '}'.repeat(20_000),
 ];
 
@@ -220,9 +266,41 @@ const BAD_IDS = [
   'constructor',
 ];
 
-const BAD_QUERY_VALUES = ['', 'abc', '1.5', '1e2', '0x10', ' 10', '+5', 'Infinity', 'NaN', '١٢', '-0', '99999999999999999999999', '-99999999999999999999', 'true', '[]', '{}', 'null', '\u0000', 'x'.repeat(3000)];
+const BAD_QUERY_VALUES = [
+  '',
+  'abc',
+  '1.5',
+  '1e2',
+  '0x10',
+  ' 10',
+  '+5',
+  'Infinity',
+  'NaN',
+  '١٢',
+  '-0',
+  '99999999999999999999999',
+  '-99999999999999999999',
+  'true',
+  '[]',
+  '{}',
+  'null',
+  '\u0000',
+  'x'.repeat(3000),
+];
 
-const UNKNOWN_KEYS = ['fuzzUnknown', 'constructor', 'prototype', '', ' ', 'a.b', '$where', '__proto__x', '😀', 'ID', 'Name'];
+const UNKNOWN_KEYS = [
+  'fuzzUnknown',
+  'constructor',
+  'prototype',
+  '',
+  ' ',
+  'a.b',
+  '$where',
+  '__proto__x',
+  '😀',
+  'ID',
+  'Name',
+];
 
 function pickNode(ctx: MutationContext, draft: Draft, filter: (n: ReturnType<typeof nodes>[number]) => boolean) {
   const all = nodes(ctx.contract, draft.json, bodySchema(ctx.op, draft)).filter(filter);
@@ -247,7 +325,9 @@ export const MUTATORS: Mutator[] = [
     apply(ctx, draft) {
       if (!jsonBody(ctx.op, draft)) return undefined;
       const candidates = nodes(ctx.contract, draft.json, bodySchema(ctx.op, draft)).flatMap((n) =>
-        isObject(n.value) && Array.isArray(n.schema?.required) ? (n.schema.required as string[]).filter((k) => k in (n.value as object)).map((k) => [...n.path, k]) : [],
+        isObject(n.value) && Array.isArray(n.schema?.required)
+          ? (n.schema.required as string[]).filter((k) => k in (n.value as object)).map((k) => [...n.path, k])
+          : [],
       );
       if (candidates.length === 0) return undefined;
       const out = clone(draft);
@@ -359,7 +439,11 @@ export const MUTATORS: Mutator[] = [
     apply(ctx, draft) {
       const out = clone(draft);
       if (out.json === undefined && !out.bodyBytes) out.json = {};
-      const type = ctx.rng.pick([...WRONG_CONTENT_TYPES, ...(hasBinaryBody(ctx.op) ? ['application/json', 'image/bmp'] : []), undefined]);
+      const type = ctx.rng.pick([
+        ...WRONG_CONTENT_TYPES,
+        ...(hasBinaryBody(ctx.op) ? ['application/json', 'image/bmp'] : []),
+        undefined,
+      ]);
       if (type === undefined) delete out.headers['content-type'];
       else out.headers['content-type'] = type;
       return out;
@@ -393,7 +477,8 @@ export const MUTATORS: Mutator[] = [
         ['SVG text', Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'), true],
         ['JSON', Buffer.from('{"not":"an image"}'), true],
       ];
-      for (const [other, bytes] of Object.entries(SAMPLE_IMAGES)) if (other !== type) variants.push([`${other} bytes`, bytes, false]);
+      for (const [other, bytes] of Object.entries(SAMPLE_IMAGES))
+        if (other !== type) variants.push([`${other} bytes`, bytes, false]);
       const [what, bytes, invalid] = ctx.rng.pick(variants);
       out.bodyBytes = bytes;
       if (invalid) out.forceInvalid = `${what} labelled ${type}`;
@@ -461,7 +546,9 @@ export const MUTATORS: Mutator[] = [
       const name = ctx.rng.pick(names);
       const bad = ctx.rng.pick(['%', '%zz', '%E0%A4%A', '%ED%A0%80', '%FF%FE', '%00', '%2F..%2F', '%5C']);
       const out = clone(draft);
-      out.rawPath = ctx.op.path.replace(/\{([^}]+)\}/g, (_m, n: string) => (n === name ? bad : encodeURIComponent(draft.path[n] ?? '')));
+      out.rawPath = ctx.op.path.replace(/\{([^}]+)\}/g, (_m, n: string) =>
+        n === name ? bad : encodeURIComponent(draft.path[n] ?? ''),
+      );
       return out;
     },
   },
@@ -470,7 +557,10 @@ export const MUTATORS: Mutator[] = [
     applies: () => true,
     apply(ctx, draft) {
       const out = clone(draft);
-      out.query.push([ctx.rng.pick(['fuzz', '__proto__', 'constructor', 'limit[]', 'a[b]', 'LIMIT', 'sort', 'q', '😀']), ctx.rng.pick(['1', 'x', ''])]);
+      out.query.push([
+        ctx.rng.pick(['fuzz', '__proto__', 'constructor', 'limit[]', 'a[b]', 'LIMIT', 'sort', 'q', '😀']),
+        ctx.rng.pick(['1', 'x', '']),
+      ]);
       return out;
     },
   },
@@ -504,7 +594,10 @@ export const MUTATORS: Mutator[] = [
       out.query = out.query.filter(([k]) => k !== p.name);
       const schema = resolveSchema(ctx.contract, p.schema);
       const beyond = outOfRange(ctx.rng, schema, undefined);
-      const value = beyond !== undefined && typeof beyond !== 'object' && ctx.rng.chance(0.5) ? String(beyond) : ctx.rng.pick([...BAD_QUERY_VALUES, ...ODD_STRINGS.filter((s) => !/[\ud800-\udfff]/.test(s))]);
+      const value =
+        beyond !== undefined && typeof beyond !== 'object' && ctx.rng.chance(0.5)
+          ? String(beyond)
+          : ctx.rng.pick([...BAD_QUERY_VALUES, ...ODD_STRINGS.filter((s) => !/[\ud800-\udfff]/.test(s))]);
       out.query.push([p.name, value]);
       return out;
     },
@@ -527,7 +620,21 @@ export const MUTATORS: Mutator[] = [
       const out = clone(draft);
       const declared = ctx.op.parameters.filter((p) => p.in === 'query').map((p) => p.name);
       const name = declared.length ? ctx.rng.pick(declared) : 'fuzz';
-      out.rawQuery = ctx.rng.pick([`${name}=%zz`, `${name}=%`, `${name}=%E0%A4%A`, `${name}=%ED%A0%80`, `${name}=1%00`, `${name}`, `&&&`, `=`, `${name}=1;${name}=2`, `${name}=1&${name}=1`, `${name}[]=1`, `${name}[0]=1&${name}[1]=2`, `${name}=${'%F0%9F%98%80'.repeat(50)}`]);
+      out.rawQuery = ctx.rng.pick([
+        `${name}=%zz`,
+        `${name}=%`,
+        `${name}=%E0%A4%A`,
+        `${name}=%ED%A0%80`,
+        `${name}=1%00`,
+        `${name}`,
+        `&&&`,
+        `=`,
+        `${name}=1;${name}=2`,
+        `${name}=1&${name}=1`,
+        `${name}[]=1`,
+        `${name}[0]=1&${name}[1]=2`,
+        `${name}=${'%F0%9F%98%80'.repeat(50)}`,
+      ]);
       return out;
     },
   },
@@ -537,7 +644,15 @@ export const MUTATORS: Mutator[] = [
     apply(ctx, draft) {
       const p = ctx.rng.pick(ctx.op.parameters.filter((x) => x.in === 'header'));
       const out = clone(draft);
-      out.headers[p.name.toLowerCase()] = ctx.rng.pick(['"x"'.repeat(100), 'W/"abc"', '*', '', '"unterminated', 'x'.repeat(201), '"a", "b", "c"']);
+      out.headers[p.name.toLowerCase()] = ctx.rng.pick([
+        '"x"'.repeat(100),
+        'W/"abc"',
+        '*',
+        '',
+        '"unterminated',
+        'x'.repeat(201),
+        '"a", "b", "c"',
+      ]);
       return out;
     },
   },
@@ -567,7 +682,13 @@ export const MUTATORS: Mutator[] = [
       ] as const);
       out.headers[name] = value;
       // A body that is not what its Content-Encoding says is invalid; the others leave the request as it was.
-      if (name === 'content-encoding' && ctx.op.requestBody && out.headers['content-type'] && (out.json !== undefined || out.bodyBytes)) out.forceInvalid = `Content-Encoding ${value} on a plain body`;
+      if (
+        name === 'content-encoding' &&
+        ctx.op.requestBody &&
+        out.headers['content-type'] &&
+        (out.json !== undefined || out.bodyBytes)
+      )
+        out.forceInvalid = `Content-Encoding ${value} on a plain body`;
       return out;
     },
   },

@@ -30,7 +30,9 @@ export class Prng {
 
   /** A fresh, independent stream for `label` (same seed and label, same stream). */
   fork(label: string): Prng {
-    return new Prng(`${this.a.toString(16)}:${this.b.toString(16)}:${this.c.toString(16)}:${this.d.toString(16)}:${label}`);
+    return new Prng(
+      `${this.a.toString(16)}:${this.b.toString(16)}:${this.c.toString(16)}:${this.d.toString(16)}:${label}`,
+    );
   }
 
   nextUint32(): number {
@@ -87,5 +89,7 @@ export class Prng {
 
 /** A seed for runs that were given none: printed, so the run can be replayed. */
 export function randomSeed(): string {
-  return Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0');
+  return Math.floor(Math.random() * 2 ** 32)
+    .toString(16)
+    .padStart(8, '0');
 }

@@ -3,7 +3,14 @@ import type { CheckName } from './checks.ts';
 import type { FuzzRequest, FuzzResponse } from './http.ts';
 import { urlOf } from './http.ts';
 
-export type FailureKind = CheckName | 'no-response' | 'server-log' | 'prototype-pollution' | 'server-down' | 'fixture' | 'fuzzer';
+export type FailureKind =
+  | CheckName
+  | 'no-response'
+  | 'server-log'
+  | 'prototype-pollution'
+  | 'server-down'
+  | 'fixture'
+  | 'fuzzer';
 
 export interface RecordedRequest {
   method: string;
@@ -68,7 +75,9 @@ export interface FuzzReport {
 const REDACT = /\b(adk_|adm_fuzz_|met_fuzz_)[\w-]+/g;
 
 export function recordRequest(req: FuzzRequest): RecordedRequest {
-  const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, k === 'authorization' ? v.replace(REDACT, '$1…') : v]));
+  const headers = Object.fromEntries(
+    Object.entries(req.headers).map(([k, v]) => [k, k === 'authorization' ? v.replace(REDACT, '$1…') : v]),
+  );
   const out: RecordedRequest = { method: req.method, url: urlOf(req), headers };
   if (req.body) {
     out.bodyBytes = req.body.length;
@@ -80,12 +89,19 @@ export function recordRequest(req: FuzzRequest): RecordedRequest {
 
 export function recordResponse(res: FuzzResponse): FailureRecord['response'] {
   const text = res.body.toString('utf8');
-  return { status: res.status, contentType: res.contentType, body: text.length > 2000 ? `${text.slice(0, 2000)}…` : text };
+  return {
+    status: res.status,
+    contentType: res.contentType,
+    body: text.length > 2000 ? `${text.slice(0, 2000)}…` : text,
+  };
 }
 
 /** Adds a failure, folding repeats of the same check, mutation and status into a count. */
 export function addFailure(list: FailureRecord[], failure: Omit<FailureRecord, 'repeats'>): void {
-  const same = list.find((f) => f.check === failure.check && f.mutation === failure.mutation && f.response?.status === failure.response?.status);
+  const same = list.find(
+    (f) =>
+      f.check === failure.check && f.mutation === failure.mutation && f.response?.status === failure.response?.status,
+  );
   if (same) same.repeats++;
   else list.push({ ...failure, repeats: 0 });
 }
@@ -100,18 +116,30 @@ export function summarize(report: FuzzReport, options: { onlyFailing?: boolean }
       .map(([s, n]) => `${s}×${n}`)
       .join(' ');
     const mark = op.failures.length ? 'FAIL' : 'ok  ';
-    lines.push(`${mark} ${op.operationId.padEnd(30)} ${String(op.requests).padStart(5)} req  valid→2xx ${op.validAccepted}/${op.validRequests}  ${statuses}`);
+    lines.push(
+      `${mark} ${op.operationId.padEnd(30)} ${String(op.requests).padStart(5)} req  valid→2xx ${op.validAccepted}/${op.validRequests}  ${statuses}`,
+    );
   }
-  const failures = [...report.global.map((f) => ({ op: '(global)', f })), ...report.operations.flatMap((o) => o.failures.map((f) => ({ op: `${o.operationId} (${o.method} ${o.path})`, f })))];
+  const failures = [
+    ...report.global.map((f) => ({ op: '(global)', f })),
+    ...report.operations.flatMap((o) => o.failures.map((f) => ({ op: `${o.operationId} (${o.method} ${o.path})`, f }))),
+  ];
   if (failures.length) {
     lines.push('', 'Failures:');
     for (const { op, f } of failures) {
-      lines.push(`- ${op}: ${f.check} [${f.mutation}${f.invalidBecause ? `; invalid: ${f.invalidBecause}` : ''}]${f.repeats ? ` (+${f.repeats} more)` : ''}`);
+      lines.push(
+        `- ${op}: ${f.check} [${f.mutation}${f.invalidBecause ? `; invalid: ${f.invalidBecause}` : ''}]${f.repeats ? ` (+${f.repeats} more)` : ''}`,
+      );
       lines.push(`    ${f.detail.slice(0, 400)}`);
-      if (f.request) lines.push(`    request: ${f.request.method} ${f.request.url.slice(0, 300)}${f.request.body !== undefined ? ` body: ${f.request.body.slice(0, 300)}` : ''}`);
+      if (f.request)
+        lines.push(
+          `    request: ${f.request.method} ${f.request.url.slice(0, 300)}${f.request.body !== undefined ? ` body: ${f.request.body.slice(0, 300)}` : ''}`,
+        );
     }
   }
-  const warnings = report.operations.flatMap((o) => Object.entries(o.warnings).map(([w, n]) => `- ${o.operationId}: ${w}${n > 1 ? ` (×${n})` : ''}`));
+  const warnings = report.operations.flatMap((o) =>
+    Object.entries(o.warnings).map(([w, n]) => `- ${o.operationId}: ${w}${n > 1 ? ` (×${n})` : ''}`),
+  );
   if (warnings.length) lines.push('', 'Warnings (not failures):', ...warnings);
   lines.push(
     '',

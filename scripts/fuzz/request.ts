@@ -44,9 +44,21 @@ export const SAMPLE_IMAGES: Record<string, Buffer> = {
     '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4f60000000049454e44ae426082',
     'hex',
   ),
-  'image/gif': Buffer.from('47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b', 'hex'),
-  'image/jpeg': Buffer.concat([Buffer.from('ffd8ffe000104a46494600010100000100010000', 'hex'), Buffer.alloc(32), Buffer.from('ffd9', 'hex')]),
-  'image/webp': Buffer.concat([Buffer.from('RIFF'), Buffer.from([0x1a, 0, 0, 0]), Buffer.from('WEBPVP8 '), Buffer.alloc(14)]),
+  'image/gif': Buffer.from(
+    '47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b',
+    'hex',
+  ),
+  'image/jpeg': Buffer.concat([
+    Buffer.from('ffd8ffe000104a46494600010100000100010000', 'hex'),
+    Buffer.alloc(32),
+    Buffer.from('ffd9', 'hex'),
+  ]),
+  'image/webp': Buffer.concat([
+    Buffer.from('RIFF'),
+    Buffer.from([0x1a, 0, 0, 0]),
+    Buffer.from('WEBPVP8 '),
+    Buffer.alloc(14),
+  ]),
 };
 
 export function isJsonType(contentType: string): boolean {
@@ -80,7 +92,13 @@ export function queryValue(value: unknown): string {
 }
 
 /** A request that satisfies the contract, with real fixture ids most of the time. */
-export async function buildValid(contract: Contract, op: Operation, rng: Prng, creds: Credentials, fresh: Record<string, string>): Promise<Draft> {
+export async function buildValid(
+  contract: Contract,
+  op: Operation,
+  rng: Prng,
+  creds: Credentials,
+  fresh: Record<string, string>,
+): Promise<Draft> {
   const fixtures = creds.fixtures;
   const ctx: GenContext = { contract, rng, fixture: (name) => fixtures.sharedAny(name, (ids) => rng.pick(ids)) };
   const draft: Draft = { path: {}, query: [], headers: {} };
@@ -102,10 +120,12 @@ export async function buildValid(contract: Contract, op: Operation, rng: Prng, c
     if (isJsonType(media.contentType)) {
       // The generator is right nearly always; a few tries cover the odd conflict of constraints.
       let value = generate(ctx, media.schema ?? {});
-      for (let i = 0; i < 5 && media.schema && !contract.check(media.schema, value).ok; i++) value = generate(ctx, media.schema);
+      for (let i = 0; i < 5 && media.schema && !contract.check(media.schema, value).ok; i++)
+        value = generate(ctx, media.schema);
       draft.json = value;
     } else {
-      draft.bodyBytes = SAMPLE_IMAGES[media.contentType] ?? Buffer.from(Array.from({ length: rng.int(1, 64) }, () => rng.int(0, 255)));
+      draft.bodyBytes =
+        SAMPLE_IMAGES[media.contentType] ?? Buffer.from(Array.from({ length: rng.int(1, 64) }, () => rng.int(0, 255)));
     }
   }
   return draft;
@@ -119,8 +139,16 @@ export function bodyBytes(draft: Draft): Buffer | undefined {
 }
 
 export function render(op: Operation, draft: Draft): FuzzRequest {
-  const path = draft.rawPath ?? op.path.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(draft.path[name] ?? ''));
-  return { method: op.method, path, query: draft.query, ...(draft.rawQuery !== undefined ? { rawQuery: draft.rawQuery } : {}), headers: draft.headers, body: bodyBytes(draft) };
+  const path =
+    draft.rawPath ?? op.path.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(draft.path[name] ?? ''));
+  return {
+    method: op.method,
+    path,
+    query: draft.query,
+    ...(draft.rawQuery !== undefined ? { rawQuery: draft.rawQuery } : {}),
+    headers: draft.headers,
+    body: bodyBytes(draft),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,7 +195,8 @@ function coerce(contract: Contract, p: Parameter, raw: string): { value: unknown
     const n = Number(raw);
     return raw.trim() === '' || !Number.isFinite(n) ? { error: `${p.name} is not a number` } : { value: n };
   }
-  if (types.includes('boolean')) return raw === 'true' || raw === 'false' ? { value: raw === 'true' } : { error: `${p.name} is not a boolean` };
+  if (types.includes('boolean'))
+    return raw === 'true' || raw === 'false' ? { value: raw === 'true' } : { error: `${p.name} is not a boolean` };
   return { value: raw };
 }
 

@@ -10,8 +10,24 @@ import { Fixtures } from './fixtures.ts';
 import { callJson, NotSendable, send, urlOf, type FuzzRequest, type FuzzResponse } from './http.ts';
 import { MUTATORS, type Mutator } from './mutate.ts';
 import { Prng } from './prng.ts';
-import { addFailure, recordRequest, recordResponse, type FailureRecord, type FuzzReport, type OperationReport } from './report.ts';
-import { buildValid, destroysTarget, judge, lastPathParam, render, type Credentials, type Draft, type Verdict } from './request.ts';
+import {
+  addFailure,
+  recordRequest,
+  recordResponse,
+  type FailureRecord,
+  type FuzzReport,
+  type OperationReport,
+} from './report.ts';
+import {
+  buildValid,
+  destroysTarget,
+  judge,
+  lastPathParam,
+  render,
+  type Credentials,
+  type Draft,
+  type Verdict,
+} from './request.ts';
 import { startFuzzServer, type FuzzServer } from './server.ts';
 
 export interface RunOptions {
@@ -58,35 +74,79 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
   process.on('uncaughtException', onCrash);
   process.on('unhandledRejection', onCrash);
   try {
-    const fixtures = new Fixtures(server.baseUrl, server.adminToken, { previewPageUrl: server.previewPageUrl, runJobs: server.runJobs });
-    const scopes = Object.keys(contract.deref<{ properties: Record<string, unknown> }>({ $ref: '#/components/schemas/ScopeMap' }).properties);
+    const fixtures = new Fixtures(server.baseUrl, server.adminToken, {
+      previewPageUrl: server.previewPageUrl,
+      runJobs: server.runJobs,
+    });
+    const scopes = Object.keys(
+      contract.deref<{ properties: Record<string, unknown> }>({ $ref: '#/components/schemas/ScopeMap' }).properties,
+    );
     await fixtures.setUp(scopes);
     const creds: Credentials = { adminToken: server.adminToken, metricsToken: server.metricsToken, fixtures };
     server.takeErrors();
     const root = new Prng(options.seed);
-    const ops = order(contract.operations).filter((o) => !options.only || options.only.test(o.operationId) || options.only.test(o.path));
-    log(`fuzzing ${ops.length} operations, ${options.budget} requests each (seed ${options.seed}, ${server.database} database)`);
+    const ops = order(contract.operations).filter(
+      (o) => !options.only || options.only.test(o.operationId) || options.only.test(o.path),
+    );
+    log(
+      `fuzzing ${ops.length} operations, ${options.budget} requests each (seed ${options.seed}, ${server.database} database)`,
+    );
     for (const op of ops) {
       if (options.signal?.aborted) break;
-      const report = await fuzzOperation(contract, op, root.fork(op.operationId), creds, server, options.budget, crashes, options.signal).catch((err: unknown) => {
+      const report = await fuzzOperation(
+        contract,
+        op,
+        root.fork(op.operationId),
+        creds,
+        server,
+        options.budget,
+        crashes,
+        options.signal,
+      ).catch((err: unknown) => {
         // A bug of the fuzzer itself: recorded as a failure of this operation, and on to the next.
         const r = emptyReport(op);
-        addFailure(r.failures, { check: 'fuzzer', detail: err instanceof Error ? (err.stack ?? err.message) : String(err), mutation: '-', iteration: -1 });
+        addFailure(r.failures, {
+          check: 'fuzzer',
+          detail: err instanceof Error ? (err.stack ?? err.message) : String(err),
+          mutation: '-',
+          iteration: -1,
+        });
         return r;
       });
       reports.push(report);
-      log(`${report.failures.length ? 'FAIL' : 'ok  '} ${op.operationId} (${report.requests} requests, ${(report.ms / 1000).toFixed(1)} s)`);
+      log(
+        `${report.failures.length ? 'FAIL' : 'ok  '} ${op.operationId} (${report.requests} requests, ${(report.ms / 1000).toFixed(1)} s)`,
+      );
       if (report.failures.some((f) => f.check === 'server-down')) {
-        addFailure(global, { check: 'server-down', detail: `the server stopped answering after ${op.operationId}; run aborted`, mutation: '-', iteration: -1 });
+        addFailure(global, {
+          check: 'server-down',
+          detail: `the server stopped answering after ${op.operationId}; run aborted`,
+          mutation: '-',
+          iteration: -1,
+        });
         break;
       }
     }
   } catch (err) {
-    addFailure(global, { check: 'fixture', detail: err instanceof Error ? err.message : String(err), mutation: '-', iteration: -1 });
+    addFailure(global, {
+      check: 'fixture',
+      detail: err instanceof Error ? err.message : String(err),
+      mutation: '-',
+      iteration: -1,
+    });
   } finally {
     process.off('uncaughtException', onCrash);
     process.off('unhandledRejection', onCrash);
-    await server.close().catch((err) => addFailure(global, { check: 'server-down', detail: `closing the server failed: ${String(err)}`, mutation: '-', iteration: -1 }));
+    await server
+      .close()
+      .catch((err) =>
+        addFailure(global, {
+          check: 'server-down',
+          detail: `closing the server failed: ${String(err)}`,
+          mutation: '-',
+          iteration: -1,
+        }),
+      );
   }
   const failures = global.length + reports.reduce((n, r) => n + r.failures.reduce((m, f) => m + 1 + f.repeats, 0), 0);
   return {
@@ -168,7 +228,8 @@ async function fuzzOperation(
     }
     // A burst: the same request several times at once, or (mixed) several different valid ones.
     const drafts = [draft];
-    for (let k = 1; k < (draft.burst ?? 1); k++) drafts.push(draft.mixed ? await buildValid(contract, op, rng, creds, fresh ?? {}) : draft);
+    for (let k = 1; k < (draft.burst ?? 1); k++)
+      drafts.push(draft.mixed ? await buildValid(contract, op, rng, creds, fresh ?? {}) : draft);
     let exchanges: Array<{ verdict: Verdict; req: FuzzRequest; res: FuzzResponse }>;
     try {
       const reqs = drafts.map((d) => render(op, d));
@@ -181,10 +242,24 @@ async function fuzzOperation(
       }
       report.requests++;
       const cause = (err as { cause?: unknown }).cause;
-      const detail = err instanceof Error ? `${err.name}: ${err.message}${cause ? ` (${String((cause as Error).message ?? cause)})` : ''}` : String(err);
-      addFailure(report.failures, { check: 'no-response', detail, mutation, iteration: i, request: recordRequest(render(op, draft)) });
+      const detail =
+        err instanceof Error
+          ? `${err.name}: ${err.message}${cause ? ` (${String((cause as Error).message ?? cause)})` : ''}`
+          : String(err);
+      addFailure(report.failures, {
+        check: 'no-response',
+        detail,
+        mutation,
+        iteration: i,
+        request: recordRequest(render(op, draft)),
+      });
       if (!(await healthy(server, creds))) {
-        addFailure(report.failures, { check: 'server-down', detail: 'health probe failed after a request got no response', mutation, iteration: i });
+        addFailure(report.failures, {
+          check: 'server-down',
+          detail: 'health probe failed after a request got no response',
+          mutation,
+          iteration: i,
+        });
         break;
       }
       continue;
@@ -198,23 +273,45 @@ async function fuzzOperation(
       if (verdict.valid) {
         report.validRequests++;
         if (res.status >= 200 && res.status < 300) report.validAccepted++;
-        else if (report.validRejections.length < 5) report.validRejections.push({ mutation, status: res.status, body: res.body.toString('utf8').slice(0, 300), request: recordRequest(req) });
+        else if (report.validRejections.length < 5)
+          report.validRejections.push({
+            mutation,
+            status: res.status,
+            body: res.body.toString('utf8').slice(0, 300),
+            request: recordRequest(req),
+          });
       } else {
         report.invalidRequests++;
       }
       const sentText = `${urlOf(req)}\n${JSON.stringify(req.headers)}\n${req.body?.toString('utf8') ?? ''}`;
-      const base = { mutation, iteration: i, request: recordRequest(req), response: recordResponse(res), ...(verdict.valid ? {} : { invalidBecause: verdict.reason }) };
-      for (const f of checkResponse(contract, op, !verdict.valid, sentText, res)) addFailure(report.failures, { ...base, ...f });
-      for (const e of server.takeErrors()) addFailure(report.failures, { ...base, check: 'server-log', detail: `${e.msg}: ${e.detail}` });
-      for (const crash of crashes.splice(0)) addFailure(report.failures, { ...base, check: 'server-log', detail: `uncaught in process: ${crash}` });
+      const base = {
+        mutation,
+        iteration: i,
+        request: recordRequest(req),
+        response: recordResponse(res),
+        ...(verdict.valid ? {} : { invalidBecause: verdict.reason }),
+      };
+      for (const f of checkResponse(contract, op, !verdict.valid, sentText, res))
+        addFailure(report.failures, { ...base, ...f });
+      for (const e of server.takeErrors())
+        addFailure(report.failures, { ...base, check: 'server-log', detail: `${e.msg}: ${e.detail}` });
+      for (const crash of crashes.splice(0))
+        addFailure(report.failures, { ...base, check: 'server-log', detail: `uncaught in process: ${crash}` });
       const polluted = prototypePolluted();
       if (polluted) {
         addFailure(report.failures, { ...base, check: 'prototype-pollution', detail: polluted });
-        for (const k of Object.getOwnPropertyNames(Object.prototype)) if (!PROTO_BASELINE.has(k)) delete (Object.prototype as Record<string, unknown>)[k];
+        for (const k of Object.getOwnPropertyNames(Object.prototype))
+          if (!PROTO_BASELINE.has(k)) delete (Object.prototype as Record<string, unknown>)[k];
       }
     }
   }
-  if (!(await healthy(server, creds))) addFailure(report.failures, { check: 'server-down', detail: 'health probe failed after the batch', mutation: '-', iteration: budget });
+  if (!(await healthy(server, creds)))
+    addFailure(report.failures, {
+      check: 'server-down',
+      detail: 'health probe failed after the batch',
+      mutation: '-',
+      iteration: budget,
+    });
   report.ms = performance.now() - started;
   return report;
 }
@@ -229,9 +326,14 @@ async function freshTarget(contract: Contract, op: Operation, creds: Credentials
     const target = op.path.slice(0, -'/restore'.length);
     const del = contract.operations.find((o) => o.method === 'DELETE' && o.path === target);
     if (del) {
-      const path = target.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(name === param.name ? id : (creds.fixtures.shared(name) ?? '')));
+      const path = target.replace(/\{([^}]+)\}/g, (_m, name: string) =>
+        encodeURIComponent(name === param.name ? id : (creds.fixtures.shared(name) ?? '')),
+      );
       const res = await callJson(creds.fixtures.baseUrl, 'DELETE', path, creds.fixtures.apiKey);
-      if (res.status >= 300) throw new Error(`trashing a fresh ${param.name} for ${op.operationId}: ${res.status} ${JSON.stringify(res.json)}`);
+      if (res.status >= 300)
+        throw new Error(
+          `trashing a fresh ${param.name} for ${op.operationId}: ${res.status} ${JSON.stringify(res.json)}`,
+        );
     }
   }
   return { [param.name]: id };

@@ -63,10 +63,14 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
   const gifProvider = await new Promise<Server>((resolve) => {
     const s = createServer((req, res) => {
       if (req.url === '/page.html') {
-        res.writeHead(200, { 'content-type': 'text/html' }).end('<head><title>Fuzz page</title><meta property="og:description" content="A page to preview"></head>');
+        res
+          .writeHead(200, { 'content-type': 'text/html' })
+          .end('<head><title>Fuzz page</title><meta property="og:description" content="A page to preview"></head>');
         return;
       }
-      const body = req.url?.startsWith('/v2/categories') ? { tags: [{ searchterm: 'fuzz', name: '#fuzz', image: 'https://media.example/fuzz.gif' }] } : { results: [], next: '' };
+      const body = req.url?.startsWith('/v2/categories')
+        ? { tags: [{ searchterm: 'fuzz', name: '#fuzz', image: 'https://media.example/fuzz.gif' }] }
+        : { results: [], next: '' };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     });
     s.listen(0, '127.0.0.1', () => resolve(s));
@@ -78,8 +82,14 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
   const logStream = {
     write(line: string) {
       try {
-        const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string; type?: string }; violation?: string };
-        if ((entry.level ?? 0) >= 50) errors.push({ msg: entry.msg ?? '', detail: entry.violation ?? entry.err?.message ?? '' });
+        const entry = JSON.parse(line) as {
+          level?: number;
+          msg?: string;
+          err?: { message?: string; type?: string };
+          violation?: string;
+        };
+        if ((entry.level ?? 0) >= 50)
+          errors.push({ msg: entry.msg ?? '', detail: entry.violation ?? entry.err?.message ?? '' });
       } catch {
         errors.push({ msg: 'unparsable log line', detail: line.slice(0, 500) });
       }

@@ -14,7 +14,8 @@ const COLUMN = /^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/;
  * none, fail closed). No bindings; the columns are constant qualified names, never input.
  */
 export function grantsReadSql(group: PermissionGroup, ownerColumn: string, viewerColumn: string): string {
-  if (!COLUMN.test(ownerColumn) || !COLUMN.test(viewerColumn)) throw new Error('grantsReadSql: columns must be qualified names');
+  if (!COLUMN.test(ownerColumn) || !COLUMN.test(viewerColumn))
+    throw new Error('grantsReadSql: columns must be qualified names');
   if (!(PERMISSION_GROUPS as readonly string[]).includes(group)) throw new Error(`not a permission group: ${group}`);
   return `exists (
     select 1

@@ -29,7 +29,15 @@ import { forbidden, notFound } from '../core/errors.ts';
 import { prepared } from '../db/prepared.ts';
 
 /** Content kinds that carry privacy buckets (privacy_bucket_assignments.kind, less `friend`). */
-export type ContentKind = 'member' | 'group' | 'directory' | 'custom_field' | 'profile_section' | 'side_system' | 'sub_system' | 'member_status';
+export type ContentKind =
+  | 'member'
+  | 'group'
+  | 'directory'
+  | 'custom_field'
+  | 'profile_section'
+  | 'side_system'
+  | 'sub_system'
+  | 'member_status';
 export const PROFILE_SECTIONS = ['avatar', 'displayName', 'pronouns', 'about', 'profileStyle'] as const;
 export type ProfileSection = (typeof PROFILE_SECTIONS)[number];
 
@@ -86,8 +94,14 @@ export function onBehalfOf(accountId: string): Access {
 const GRANT_COLUMNS: ReadonlyArray<readonly [name: string, sql: string]> = [
   ['bucket_ids', `coalesce(array_agg(b.id) filter (where b.id is not null), '{}')`],
   ...PERMISSION_GROUPS.flatMap((g) => [
-    [`${g}_read`, `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}')`] as const,
-    [`${g}_read_write`, `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}')`] as const,
+    [
+      `${g}_read`,
+      `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}')`,
+    ] as const,
+    [
+      `${g}_read_write`,
+      `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}')`,
+    ] as const,
   ]),
 ];
 
@@ -112,7 +126,9 @@ const GRANT_COLUMNS: ReadonlyArray<readonly [name: string, sql: string]> = [
  */
 function friendAccessSql(wanted?: ReadonlySet<string>): { sql: string; bindings: 2 | 3 } {
   const hidden = wanted === undefined || wanted.has('hidden_system_ids');
-  const columns = GRANT_COLUMNS.filter(([name]) => wanted === undefined || wanted.has(name) || (hidden && name === 'members_view_read'));
+  const columns = GRANT_COLUMNS.filter(
+    ([name]) => wanted === undefined || wanted.has(name) || (hidden && name === 'members_view_read'),
+  );
   const grants = `select ${['count(*) > 0 as ok', ...columns.map(([name, sql]) => `${sql} as ${name}`)].join(',\n  ')}
   from friendships o
   join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
@@ -132,7 +148,10 @@ function friendAccessSql(wanted?: ReadonlySet<string>): { sql: string; bindings:
 
 const FRIEND_ACCESS_SQL = friendAccessSql().sql;
 
-type FriendAccessRow = { ok: boolean; bucket_ids: string[]; hidden_system_ids: string[] } & Record<`${PermissionGroup}_${GrantedLevel}`, string[]>;
+type FriendAccessRow = { ok: boolean; bucket_ids: string[]; hidden_system_ids: string[] } & Record<
+  `${PermissionGroup}_${GrantedLevel}`,
+  string[]
+>;
 
 const accessForFriend = prepared<FriendAccessRow>('access_for_friend', FRIEND_ACCESS_SQL);
 
@@ -147,7 +166,14 @@ export async function forFriend(db: Knex, viewerId: string, ownerId: string): Pr
   if (!row?.ok) return null;
   const grants = {} as Record<PermissionGroup, { read: string[]; write: string[] }>;
   for (const g of PERMISSION_GROUPS) grants[g] = { read: row[`${g}_read`], write: row[`${g}_read_write`] };
-  return { ownerId, level: 'friend', viewerId, bucketIds: row.bucket_ids, grants, hiddenSystemIds: row.hidden_system_ids };
+  return {
+    ownerId,
+    level: 'friend',
+    viewerId,
+    bucketIds: row.bucket_ids,
+    grants,
+    hiddenSystemIds: row.hidden_system_ids,
+  };
 }
 
 /**
@@ -178,9 +204,15 @@ export function friendInStatement(viewerId: string, ownerId: string): Access {
 export function friendAccessCte(access: Access, uses?: string): SqlPredicate {
   if (access.level !== 'friend') throw new Error('friendAccessCte: a friend access only');
   if (!access.inStatement) return { sql: 'friend_access as (select true as ok)', bindings: [] };
-  const wanted = uses === undefined ? undefined : new Set([...uses.matchAll(/\(select ([a-z_]+) from friend_access\)/g)].map((m) => m[1]!));
+  const wanted =
+    uses === undefined
+      ? undefined
+      : new Set([...uses.matchAll(/\(select ([a-z_]+) from friend_access\)/g)].map((m) => m[1]!));
   const row = friendAccessSql(wanted);
-  return { sql: `friend_access as materialized (${row.sql})`, bindings: [access.ownerId, access.viewerId, ...(row.bindings === 3 ? [access.ownerId] : [])] };
+  return {
+    sql: `friend_access as materialized (${row.sql})`,
+    bindings: [access.ownerId, access.viewerId, ...(row.bindings === 3 ? [access.ownerId] : [])],
+  };
 }
 
 /** The `ok` a statement read from friend_access: anything but true is no friendship, 404 as for an unknown account. */
@@ -195,7 +227,11 @@ export async function requireFriend(db: Knex, viewerId: string, ownerId: string)
 
 function grantsOf(access: Access): NonNullable<Access['grants']> {
   if (access.level !== 'friend' || !access.grants) {
-    throw new Error(access.inStatement ? "this friend access's grants are read inside its statement (friend_access): only the engine's SQL text takes it" : 'a friend access without grants');
+    throw new Error(
+      access.inStatement
+        ? "this friend access's grants are read inside its statement (friend_access): only the engine's SQL text takes it"
+        : 'a friend access without grants',
+    );
   }
   return access.grants;
 }
@@ -243,12 +279,17 @@ export function viewerCeiling(access: Access): PermissionMap {
   if (access.level === 'owner') return fullAccess();
   const grants = grantsOf(access);
   const map = noAccess();
-  for (const group of PERMISSION_GROUPS) map[group] = grants[group].write.length > 0 ? 'read_write' : grants[group].read.length > 0 ? 'read' : 'none';
+  for (const group of PERMISSION_GROUPS)
+    map[group] = grants[group].write.length > 0 ? 'read_write' : grants[group].read.length > 0 ? 'read' : 'none';
   return map;
 }
 
 /** The viewer's buckets that grant `group` at `level` or more (empty for none). */
-export function bucketsGranting(access: Access, group: PermissionGroup, level: Exclude<PermissionLevel, 'none'> = 'read'): readonly string[] {
+export function bucketsGranting(
+  access: Access,
+  group: PermissionGroup,
+  level: Exclude<PermissionLevel, 'none'> = 'read',
+): readonly string[] {
   const grants = grantsOf(access);
   return level === 'read_write' ? grants[group].write : grants[group].read;
 }
@@ -274,7 +315,8 @@ export function contentVisibleSql(ref: ContentRef, buckets = '?::uuid[]'): strin
 function assignmentsOf(ref: ContentRef): string {
   if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(ref.column)) throw new Error(`not a column: ${ref.column}`);
   const section = ref.kind === 'profile_section' ? ref.section : '';
-  if (section === undefined || !(section === '' || (PROFILE_SECTIONS as readonly string[]).includes(section))) throw new Error('a profile section needs its key');
+  if (section === undefined || !(section === '' || (PROFILE_SECTIONS as readonly string[]).includes(section)))
+    throw new Error('a profile section needs its key');
   return `select 1 from privacy_bucket_assignments pa where pa.kind = '${ref.kind}' and pa.content_id = ${ref.column} and pa.section_key = '${section}'`;
 }
 
@@ -292,7 +334,12 @@ type GrantedLevel = Exclude<PermissionLevel, 'none'>;
  * whatever the viewer's buckets (they are the one binding; none matches nothing), so a statement
  * built on it is one prepared statement for every friend (server/db/prepared.ts, runBuilt).
  */
-export function visibleContentSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): SqlPredicate {
+export function visibleContentSql(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: GrantedLevel = 'read',
+): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
   const granting = grantArraySql(access, group, level);
   return { sql: contentVisibleSql(ref, granting.sql), bindings: granting.bindings };
@@ -317,7 +364,12 @@ function asPredicate(predicate: SqlPredicate): (qb: Knex.QueryBuilder) => void {
  * filters on the owner's account). Friend: an EXISTS probe of the row's buckets against the
  * viewer's buckets granting that level; none of those → no row at all.
  */
-export function visibleContent(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): (qb: Knex.QueryBuilder) => void {
+export function visibleContent(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: GrantedLevel = 'read',
+): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
   return asPredicate(visibleContentSql(access, ref, group, level));
 }
@@ -329,7 +381,12 @@ export function visibleContent(access: Access, ref: ContentRef, group: Permissio
  * also hold one of them that grants `group` at `level`. It never widens: callers combine it with
  * the member's own visibleContent(). Owner: always true.
  */
-export function narrowedBy(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel = 'read'): (qb: Knex.QueryBuilder) => void {
+export function narrowedBy(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: GrantedLevel = 'read',
+): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
   return asPredicate(narrowedSql(access, ref, group, level));
 }
@@ -341,7 +398,12 @@ export function narrowedBy(access: Access, ref: ContentRef, group: PermissionGro
  * (docs/privacy.md). It does not filter by account, trash or archive: callers add those. Every
  * friend route that shows or acts on a member goes through this one predicate.
  */
-export function visibleMembers(access: Access, alias: string, group: PermissionGroup = 'members_view', level: GrantedLevel = 'read'): (qb: Knex.QueryBuilder) => void {
+export function visibleMembers(
+  access: Access,
+  alias: string,
+  group: PermissionGroup = 'members_view',
+  level: GrantedLevel = 'read',
+): (qb: Knex.QueryBuilder) => void {
   if (access.level === 'owner') return () => {};
   return asPredicate(visibleMembersSql(access, alias, group, level));
 }
@@ -350,7 +412,12 @@ export function visibleMembers(access: Access, alias: string, group: PermissionG
  * visibleMembers() as SQL text and its bindings, for statements written as text (one-statement
  * reads, the friend search). `alias` must be a constant table alias, never input.
  */
-export function visibleMembersSql(access: Access, alias: string, group: PermissionGroup = 'members_view', level: GrantedLevel = 'read'): SqlPredicate {
+export function visibleMembersSql(
+  access: Access,
+  alias: string,
+  group: PermissionGroup = 'members_view',
+  level: GrantedLevel = 'read',
+): SqlPredicate {
   return memberPredicate(access, alias, group, level, false);
 }
 
@@ -363,7 +430,8 @@ export function visibleMembersSql(access: Access, alias: string, group: Permissi
 function systemsAllowSql(access: Access, alias: string): SqlPredicate {
   const hidden = (): SqlPredicate => {
     if (access.inStatement) return { sql: '(select hidden_system_ids from friend_access)::uuid[]', bindings: [] };
-    if (access.level !== 'friend' || !access.hiddenSystemIds) throw new Error('a friend access without its hidden systems');
+    if (access.level !== 'friend' || !access.hiddenSystemIds)
+      throw new Error('a friend access without its hidden systems');
     return { sql: '?::uuid[]', bindings: [[...access.hiddenSystemIds]] };
   };
   const side = hidden();
@@ -403,12 +471,19 @@ export function memberLevelSql(access: Access, alias: string, group: PermissionG
  * come from the members of the viewer's buckets granting members_view and `group`
  * (visibleMemberRowsSql): then only the narrowing is left of the same rule.
  */
-function memberPredicate(access: Access, alias: string, group: PermissionGroup, level: GrantedLevel, fromGrantingBuckets: boolean): SqlPredicate {
+function memberPredicate(
+  access: Access,
+  alias: string,
+  group: PermissionGroup,
+  level: GrantedLevel,
+  fromGrantingBuckets: boolean,
+): SqlPredicate {
   if (access.level === 'owner') return { sql: 'true', bindings: [] };
   const member: ContentRef = { kind: 'member', column: `${alias}.id` };
   const parts: SqlPredicate[] = [];
   if (!fromGrantingBuckets) {
-    if (group === 'members_view' && level === 'read') parts.push(visibleContentSql(access, member, 'members_view', 'read'));
+    if (group === 'members_view' && level === 'read')
+      parts.push(visibleContentSql(access, member, 'members_view', 'read'));
     else {
       // Both grants from one read of the member's own assignments (one index range, not two probes).
       const view = grantArraySql(access, 'members_view', 'read');
@@ -441,9 +516,11 @@ export function visibleMemberRowsSql(
   options: { active?: boolean; columns?: string } = {},
 ): SqlPredicate {
   const columns = options.columns ?? 'm.id';
-  if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns)) throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
+  if (!/^m\.(\*|[a-z_]+)(, m\.[a-z_]+)*$/.test(columns))
+    throw new Error(`visibleMemberRowsSql: not a column list: ${columns}`);
   const archived = options.active ? ' and m.archived_at is null' : '';
-  if (access.level === 'owner') throw new Error('visibleMemberRowsSql: a friend access only (the owner reads its members directly)');
+  if (access.level === 'owner')
+    throw new Error('visibleMemberRowsSql: a friend access only (the owner reads its members directly)');
   // The members of every held bucket, each with the held buckets it is in (`held_buckets`, which
   // memberSectionsSql reads instead of the member's assignments again), kept when one of
   // those grants members_view (and one grants `group` at `level`): then only the narrowing of
@@ -451,7 +528,10 @@ export function visibleMemberRowsSql(
   // `bucket_id = any (…)` is estimated from the number of distinct buckets on the server, and on a
   // server with few of them a generic plan would read the whole assignments table instead.
   const held = heldBucketsSql(access);
-  const grants = [grantArraySql(access, 'members_view', 'read'), ...(group !== 'members_view' || level !== 'read' ? [grantArraySql(access, group, level)] : [])];
+  const grants = [
+    grantArraySql(access, 'members_view', 'read'),
+    ...(group !== 'members_view' || level !== 'read' ? [grantArraySql(access, group, level)] : []),
+  ];
   const member = memberPredicate(access, 'm', group, level, true);
   return {
     sql: `select ${columns.replace(/m\./g, 'vm.')}, vb.held_buckets from (
@@ -507,10 +587,15 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
  * (an owner access throws). `alias`, `source` and `as` are constants, never input.
  */
 export function memberSectionsSql(access: Access, alias: string, source: string, as = 'sections'): SqlPredicate {
-  if (!/^[a-z_][a-z0-9_]*$/.test(alias) || !/^[a-z_][a-z0-9_]*$/.test(as) || !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)) {
+  if (
+    !/^[a-z_][a-z0-9_]*$/.test(alias) ||
+    !/^[a-z_][a-z0-9_]*$/.test(as) ||
+    !/^select [a-z_][a-z0-9_.]* from [a-z_][a-z0-9_]*$/.test(source)
+  ) {
     throw new Error('memberSectionsSql: aliases and source are constants');
   }
-  if (access.level === 'owner') throw new Error('memberSectionsSql: a friend access only (the owner sees every section)');
+  if (access.level === 'owner')
+    throw new Error('memberSectionsSql: a friend access only (the owner sees every section)');
   const any = (condition: string) => `coalesce(bool_or(${condition}), false)`;
   const narrowing: string[] = [];
   const outer: string[] = [];
@@ -519,9 +604,13 @@ export function memberSectionsSql(access: Access, alias: string, source: string,
   for (const section of PROFILE_SECTIONS) {
     const granting = grantArraySql(access, SECTION_GROUP[section], 'read');
     const inSection = `pa.section_key = '${section}'`;
-    narrowing.push(`not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)} as "open_${section}"`);
+    narrowing.push(
+      `not ${any(inSection)} or ${any(`${inSection} and pa.bucket_id = any (${granting.sql})`)} as "open_${section}"`,
+    );
     narrowingBindings.push(...granting.bindings);
-    outer.push(`coalesce(${alias}.held_buckets && ${granting.sql}, false) and coalesce(${as}n."open_${section}", true) as "show_${section}"`);
+    outer.push(
+      `coalesce(${alias}.held_buckets && ${granting.sql}, false) and coalesce(${as}n."open_${section}", true) as "show_${section}"`,
+    );
     outerBindings.push(...granting.bindings);
   }
   return {
@@ -540,7 +629,10 @@ export function memberSectionsSql(access: Access, alias: string, source: string,
 export function heldBucketsOfMemberSql(access: Access, alias: string): SqlPredicate {
   if (access.level === 'owner') throw new Error('heldBucketsOfMemberSql: a friend access only');
   const held = heldBucketsSql(access);
-  return { sql: `array(${assignmentsOf({ kind: 'member', column: `${alias}.id` }).replace(/^select 1 /, 'select pa.bucket_id ')} and pa.bucket_id = any (${held.sql}))`, bindings: held.bindings };
+  return {
+    sql: `array(${assignmentsOf({ kind: 'member', column: `${alias}.id` }).replace(/^select 1 /, 'select pa.bucket_id ')} and pa.bucket_id = any (${held.sql}))`,
+    bindings: held.bindings,
+  };
 }
 
 /**
@@ -548,7 +640,13 @@ export function heldBucketsOfMemberSql(access: Access, alias: string): SqlPredic
  * statement however many ids: a page of 100 members costs one query, not one per member. Ids the
  * viewer shares no bucket with map to noAccess(); the owner gets fullAccess() without a query.
  */
-export async function contentLevels(db: Knex, access: Access, kind: ContentKind, ids: readonly string[], section?: ProfileSection): Promise<Map<string, PermissionMap>> {
+export async function contentLevels(
+  db: Knex,
+  access: Access,
+  kind: ContentKind,
+  ids: readonly string[],
+  section?: ProfileSection,
+): Promise<Map<string, PermissionMap>> {
   const result = new Map<string, PermissionMap>();
   if (access.level === 'owner') {
     for (const id of ids) result.set(id, fullAccess());
@@ -604,7 +702,8 @@ export interface VisibleRowsOptions {
  * reads add contentVisibleSql() to their statement instead.
  */
 export function ownerRowsOf(access: Access): string {
-  if (access.level !== 'owner') throw new Error('ownerRowsOf: a friend read must filter by buckets (contentVisibleSql)');
+  if (access.level !== 'owner')
+    throw new Error('ownerRowsOf: a friend read must filter by buckets (contentVisibleSql)');
   return access.ownerId;
 }
 

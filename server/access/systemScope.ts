@@ -24,7 +24,8 @@ export function applyScope<T extends Knex.QueryBuilder>(qb: T, scope: ReadScope,
  * The condition "row `x` is in the active read scope of context row `c`", for a one-statement read
  * whose rows come from another index than the scope's (activeScopeRows walks the scope's own).
  */
-export const IN_ACTIVE_SCOPE = '(c.is_unified_view or (x.side_system_id = c.side_system_id and (c.sub_system_id is null or x.sub_system_id = c.sub_system_id)))';
+export const IN_ACTIVE_SCOPE =
+  '(c.is_unified_view or (x.side_system_id = c.side_system_id and (c.sub_system_id is null or x.sub_system_id = c.sub_system_id)))';
 
 /**
  * The rows of `table` (alias `x`) in the account's active read scope, for a one-statement read

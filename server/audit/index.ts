@@ -18,10 +18,13 @@ const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
 
 export class DatabaseAuditSink implements AuditSink {
   async record(ctx: ServiceContext, entry: AuditEntry): Promise<void> {
-    if (!ctx.db.isTransaction) throw new Error(`audit ${entry.action}: record it inside the transaction of the audited write`);
-    if (!ACTION.test(entry.action)) throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
+    if (!ctx.db.isTransaction)
+      throw new Error(`audit ${entry.action}: record it inside the transaction of the audited write`);
+    if (!ACTION.test(entry.action))
+      throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
     const detail = JSON.stringify(entry.detail ?? {});
-    if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES) throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
+    if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
+      throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
     const actor = ctx.actor;
     await ctx.db('audit_events').insert({
       id: randomUUID(),
@@ -68,7 +71,8 @@ export async function listAuditEvents(
   input: { limit: number; cursor?: string; actionPrefix?: string },
 ): Promise<components['schemas']['AuditEventPage']> {
   const after = input.cursor ? decodeCursor<[number, string]>(input.cursor, ['integer', 'uuid']) : undefined;
-  const query = ctx.db('audit_events')
+  const query = ctx
+    .db('audit_events')
     .where('user_id', ctx.access.ownerId)
     .select('id', 'action', 'target_type', 'target_id', 'actor_kind', 'actor_key_id', 'detail', 'created_at');
   if (input.actionPrefix !== undefined) query.whereRaw('starts_with(action, ?)', [input.actionPrefix]);

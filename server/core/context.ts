@@ -47,7 +47,9 @@ export interface Access {
    * that grant `read_write` (server/access/). Content is visible at a level when one of its buckets
    * is in the list; an empty list grants nothing.
    */
-  readonly grants?: Readonly<Record<PermissionGroup, { readonly read: readonly string[]; readonly write: readonly string[] }>>;
+  readonly grants?: Readonly<
+    Record<PermissionGroup, { readonly read: readonly string[]; readonly write: readonly string[] }>
+  >;
   /**
    * For `friend`: the owner's side and sub systems that hide their members from the viewer (a
    * system with buckets of its own, none of them a held bucket granting members_view).
@@ -97,7 +99,12 @@ export interface AuditSink {
 /** The enqueue side of the durable job queue (server/jobs/queue.ts). */
 export interface JobEnqueuer {
   /** Pass the caller's transaction as `db` so the job exists exactly when the write commits. */
-  enqueue(db: Knex, queue: string, payload: unknown, options?: { runAfter?: number; maxAttempts?: number; key?: string }): Promise<string | null>;
+  enqueue(
+    db: Knex,
+    queue: string,
+    payload: unknown,
+    options?: { runAfter?: number; maxAttempts?: number; key?: string },
+  ): Promise<string | null>;
 }
 
 /** What every context carries: who acts, the database, the time and the shared services. */
@@ -126,7 +133,10 @@ export interface ServiceContext extends ServerContext {
  * audit record and enqueued job of `work` commits together or not at all. Inside a transaction
  * already, it opens a savepoint.
  */
-export function inTransaction<C extends ServerContext, T>(ctx: C, work: (tx: C & { db: Knex.Transaction }) => Promise<T>): Promise<T> {
+export function inTransaction<C extends ServerContext, T>(
+  ctx: C,
+  work: (tx: C & { db: Knex.Transaction }) => Promise<T>,
+): Promise<T> {
   return ctx.db.transaction((trx) => work({ ...ctx, db: trx }));
 }
 

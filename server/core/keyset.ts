@@ -19,10 +19,16 @@ export interface Keyset {
 }
 
 /** Applies the cursor (`after`: the key of the previous page's last row), the key order and `size + 1` rows. */
-export function keysetPage<Q extends Knex.QueryBuilder>(q: Q, keyset: Keyset, size: number, after?: ReadonlyArray<string | number>): Q {
+export function keysetPage<Q extends Knex.QueryBuilder>(
+  q: Q,
+  keyset: Keyset,
+  size: number,
+  after?: ReadonlyArray<string | number>,
+): Q {
   const { columns, direction } = keyset;
   if (after) {
-    if (after.length !== columns.length) throw new Error(`keyset cursor has ${after.length} values for ${columns.length} columns`);
+    if (after.length !== columns.length)
+      throw new Error(`keyset cursor has ${after.length} values for ${columns.length} columns`);
     const lhs = columns.map((c) => c.sql).join(', ');
     const rhs = columns.map((c) => `?::${c.type}`).join(', ');
     q.whereRaw(`(${lhs}) ${direction === 'asc' ? '>' : '<'} (${rhs})`, [...after]);

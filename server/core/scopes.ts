@@ -1,7 +1,21 @@
 /** The API-key scopes of the contract (each operation's security requirement names one) and their levels. */
 export const SCOPES = [
-  'members', 'groups', 'entries', 'front', 'appearance', 'customFields', 'trash', 'memberStatuses',
-  'systems', 'messaging', 'privacyBuckets', 'terminology', 'friends', 'social', 'guestbook', 'poll',
+  'members',
+  'groups',
+  'entries',
+  'front',
+  'appearance',
+  'customFields',
+  'trash',
+  'memberStatuses',
+  'systems',
+  'messaging',
+  'privacyBuckets',
+  'terminology',
+  'friends',
+  'social',
+  'guestbook',
+  'poll',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 export type ScopeLevel = 'read' | 'read_write';

@@ -66,16 +66,25 @@ export class MessageCipher {
 
   open(accountId: string, messageId: string, sealed: Sealed): string {
     const key = this.byId.get(sealed.keyId);
-    if (!key) throw new MessageDecryptionError(`Message ${messageId} is encrypted under key "${sealed.keyId}", which is not in MESSAGE_ENCRYPTION_KEYS`);
+    if (!key)
+      throw new MessageDecryptionError(
+        `Message ${messageId} is encrypted under key "${sealed.keyId}", which is not in MESSAGE_ENCRYPTION_KEYS`,
+      );
     const data = sealed.data;
-    if (data.length < IV_BYTES + TAG_BYTES) throw new MessageDecryptionError(`Message ${messageId}: stored ciphertext is truncated`);
+    if (data.length < IV_BYTES + TAG_BYTES)
+      throw new MessageDecryptionError(`Message ${messageId}: stored ciphertext is truncated`);
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
       decipher.setAAD(associatedData(accountId, messageId));
       decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
-      return Buffer.concat([decipher.update(data.subarray(IV_BYTES, data.length - TAG_BYTES)), decipher.final()]).toString('utf8');
+      return Buffer.concat([
+        decipher.update(data.subarray(IV_BYTES, data.length - TAG_BYTES)),
+        decipher.final(),
+      ]).toString('utf8');
     } catch {
-      throw new MessageDecryptionError(`Message ${messageId} could not be decrypted (wrong key, altered data, or a ciphertext of another row)`);
+      throw new MessageDecryptionError(
+        `Message ${messageId} could not be decrypted (wrong key, altered data, or a ciphertext of another row)`,
+      );
     }
   }
 }
@@ -93,7 +102,10 @@ let ephemeral: MessageKey[] | undefined;
  * key generated once into `<dataDir>/message-encryption-keys` (0600); with the in-memory database a
  * random key per process. With DATABASE_URL and no keys: MessageKeysMissingError (never plaintext).
  */
-export function resolveMessageKeys(configured: MessageKey[], options: { databaseUrl: string | undefined; dataDir: string | 'memory' }): MessageKey[] {
+export function resolveMessageKeys(
+  configured: MessageKey[],
+  options: { databaseUrl: string | undefined; dataDir: string | 'memory' },
+): MessageKey[] {
   if (configured.length > 0) return configured;
   if (options.dataDir === 'memory') return (ephemeral ??= [{ id: 'ephemeral', key: randomBytes(32) }]);
   if (options.databaseUrl) {
@@ -104,7 +116,10 @@ export function resolveMessageKeys(configured: MessageKey[], options: { database
   const file = join(options.dataDir, KEY_FILE);
   if (existsSync(file)) {
     const keys = parseMessageKeys(readFileSync(file, 'utf8').trim(), file);
-    if (keys.length === 0) throw new MessageKeysMissingError(`${file} holds no key; delete it only if no message was ever stored, or set MESSAGE_ENCRYPTION_KEYS`);
+    if (keys.length === 0)
+      throw new MessageKeysMissingError(
+        `${file} holds no key; delete it only if no message was ever stored, or set MESSAGE_ENCRYPTION_KEYS`,
+      );
     return keys;
   }
   mkdirSync(options.dataDir, { recursive: true });

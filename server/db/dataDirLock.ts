@@ -19,7 +19,19 @@
  * - Released on clean shutdown, and on process exit as a fallback.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, linkSync, openSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  utimesSync,
+  writeSync,
+} from 'node:fs';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -98,7 +110,13 @@ function parseRecord(text: string | null): LockRecord | null {
   if (!text) return null;
   try {
     const value = JSON.parse(text) as Partial<LockRecord>;
-    if (typeof value.pid !== 'number' || !Number.isInteger(value.pid) || value.pid <= 0 || typeof value.nonce !== 'string') return null;
+    if (
+      typeof value.pid !== 'number' ||
+      !Number.isInteger(value.pid) ||
+      value.pid <= 0 ||
+      typeof value.nonce !== 'string'
+    )
+      return null;
     return {
       pid: value.pid,
       startTicks: typeof value.startTicks === 'number' ? value.startTicks : null,
@@ -130,10 +148,12 @@ const heldHere = new Map<string, LockRecord>();
 /** Is the process that wrote `record` still running? */
 function judge(record: LockRecord, lockPath: string): Verdict {
   const me = ownRecord('check');
-  const comparablePids = record.hostname === me.hostname && record.bootId === me.bootId && record.pidNamespace === me.pidNamespace;
+  const comparablePids =
+    record.hostname === me.hostname && record.bootId === me.bootId && record.pidNamespace === me.pidNamespace;
   if (comparablePids) {
     if (record.pid === process.pid) {
-      if (sameRecord(heldHere.get(lockPath) ?? null, record)) return { alive: true, detail: '; this process already holds it' };
+      if (sameRecord(heldHere.get(lockPath) ?? null, record))
+        return { alive: true, detail: '; this process already holds it' };
       return { alive: false, reason: 'written by an earlier process with this pid' };
     }
     try {
@@ -156,7 +176,10 @@ function judge(record: LockRecord, lockPath: string): Verdict {
     return { alive: false, reason: 'lock file vanished' };
   }
   if (ageMs > STALE_AFTER_MS) return { alive: false, reason: `not refreshed for ${Math.round(ageMs / 1000)} s` };
-  return { alive: true, detail: `; refreshed ${Math.max(0, Math.round(ageMs / 1000))} s ago, considered abandoned after ${STALE_AFTER_MS / 1000} s without refresh` };
+  return {
+    alive: true,
+    detail: `; refreshed ${Math.max(0, Math.round(ageMs / 1000))} s ago, considered abandoned after ${STALE_AFTER_MS / 1000} s without refresh`,
+  };
 }
 
 export interface DataDirLock {

@@ -105,13 +105,23 @@ async function initializeEmbeddedDatabase(pgliteDir: string, startParams: string
     'await db.close();',
   ].join('\n');
   try {
-    await run(process.execPath, ['--input-type=module', '-e', script, resolve(pgliteDir), JSON.stringify(startParams)], {
-      cwd: projectRoot,
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    await run(
+      process.execPath,
+      ['--input-type=module', '-e', script, resolve(pgliteDir), JSON.stringify(startParams)],
+      {
+        cwd: projectRoot,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
   } catch (err) {
-    const stderr = String((err as { stderr?: string }).stderr ?? '').trim().split('\n').filter(Boolean).pop();
-    throw new Error(`creating the embedded database in ${pgliteDir} failed${stderr ? `: ${stderr}` : ''}`, { cause: err });
+    const stderr = String((err as { stderr?: string }).stderr ?? '')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .pop();
+    throw new Error(`creating the embedded database in ${pgliteDir} failed${stderr ? `: ${stderr}` : ''}`, {
+      cause: err,
+    });
   }
 }
 
@@ -122,10 +132,12 @@ async function initializeEmbeddedDatabase(pgliteDir: string, startParams: string
  */
 function knexLog(logger: Logger | undefined): Knex.Config['log'] {
   const text = (message: unknown) => (typeof message === 'string' ? message : JSON.stringify(message));
-  const out = (level: 'warn' | 'error', message: unknown) => (logger ? logger[level]({ component: 'knex' }, text(message)) : console[level](text(message)));
+  const out = (level: 'warn' | 'error', message: unknown) =>
+    logger ? logger[level]({ component: 'knex' }, text(message)) : console[level](text(message));
   return {
     warn: (message: unknown) => {
-      if (/^Acquire connection error/.test(text(message))) logger?.debug({ component: 'knex' }, text(message).split('\n')[0]!);
+      if (/^Acquire connection error/.test(text(message)))
+        logger?.debug({ component: 'knex' }, text(message).split('\n')[0]!);
       else out('warn', message);
     },
     error: (message: unknown) => out('error', message),
@@ -140,7 +152,9 @@ function knexLog(logger: Logger | undefined): Knex.Config['log'] {
  * result instead of the row count it gives on PostgreSQL. Present deletes as "delete".
  */
 function embeddedClient(base: typeof import('knex-pglite')): typeof import('knex-pglite') {
-  const Base = base as unknown as new (config: unknown) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
+  const Base = base as unknown as new (
+    config: unknown,
+  ) => { processResponse(obj: { method?: string }, runner: unknown): unknown };
   class EmbeddedClient extends Base {
     override processResponse(obj: { method?: string }, runner: unknown): unknown {
       return super.processResponse(obj?.method === 'del' ? { ...obj, method: 'delete' } : obj, runner);
@@ -158,7 +172,11 @@ function captureSql(knex: Knex): void {
   const file = process.env.SQL_CAPTURE_FILE;
   if (!file) return;
   knex.on('query', (q: { sql: string; bindings?: unknown[]; options?: { name?: string } }) =>
-    appendFileSync(file, JSON.stringify({ sql: q.sql, bindings: q.bindings ?? [], ...(q.options?.name ? { name: q.options.name } : {}) }) + '\n'),
+    appendFileSync(
+      file,
+      JSON.stringify({ sql: q.sql, bindings: q.bindings ?? [], ...(q.options?.name ? { name: q.options.name } : {}) }) +
+        '\n',
+    ),
   );
 }
 
@@ -170,8 +188,17 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     // compiles when a plan's estimated cost passes jit_above_cost, which a generic plan's guesses
     // (a LIMIT it cannot see, a whole channel of a million messages) easily do: the bench measured
     // the first page of a large channel at 150 ms with JIT and 5 ms without.
-    const connection = { connectionString: options.databaseUrl, connectionTimeoutMillis: 10_000, options: '-c jit=off' };
-    const knex = knexFactory({ client: 'pg', connection, pool: { min: 0, max: options.poolMax ?? 10 }, log: knexLog(options.logger) });
+    const connection = {
+      connectionString: options.databaseUrl,
+      connectionTimeoutMillis: 10_000,
+      options: '-c jit=off',
+    };
+    const knex = knexFactory({
+      client: 'pg',
+      connection,
+      pool: { min: 0, max: options.poolMax ?? 10 },
+      log: knexLog(options.logger),
+    });
     // The named prepared statements run on connections of their own that always use the generic
     // plan (server/db/prepared.ts): no planning per request, and the plan their tests EXPLAIN.
     // Unnamed statements keep PostgreSQL's choice on the main pool. Its events are the main one's.
@@ -181,7 +208,8 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       pool: { min: 0, max: options.readPoolMax ?? 10 },
       log: knexLog(options.logger),
     });
-    for (const event of ['query', 'query-error', 'query-response']) reads.on(event, (...args: unknown[]) => knex.emit(event, ...args));
+    for (const event of ['query', 'query-error', 'query-response'])
+      reads.on(event, (...args: unknown[]) => knex.emit(event, ...args));
     usePreparedPool(knex, reads);
     captureSql(knex);
     return {
@@ -199,7 +227,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   if (options.dataDir && options.dataDir !== 'memory') {
     mkdirSync(options.dataDir, { recursive: true });
     // Before PGlite touches the files: a second process must not open them at all.
-    lock = acquireDataDirLock(options.dataDir, { purpose: options.lockPurpose ?? 'server', onStale: options.onStaleLock });
+    lock = acquireDataDirLock(options.dataDir, {
+      purpose: options.lockPurpose ?? 'server',
+      onStale: options.onStaleLock,
+    });
     dataDir = `${options.dataDir}/pglite`;
   }
   const startParams = embeddedStartParams(PGlite, options.embeddedSharedBuffers ?? EMBEDDED_SHARED_BUFFERS_DEFAULT);
@@ -216,7 +247,11 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     lock?.release();
     throw err;
   }
-  const knex = knexFactory({ client: embeddedClient(ClientPGLite), connection: { pglite } as never, log: knexLog(options.logger) });
+  const knex = knexFactory({
+    client: embeddedClient(ClientPGLite),
+    connection: { pglite } as never,
+    log: knexLog(options.logger),
+  });
   captureSql(knex);
   return {
     knex,

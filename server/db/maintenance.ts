@@ -18,7 +18,10 @@ export class EmbeddedMaintenanceJob {
   /** VACUUM (ANALYZE) of every table of the schema. */
   async runOnce(): Promise<void> {
     const started = Date.now();
-    const tables = await this.db('pg_tables').where({ schemaname: 'public' }).orderBy('tablename').pluck<string[]>('tablename');
+    const tables = await this.db('pg_tables')
+      .where({ schemaname: 'public' })
+      .orderBy('tablename')
+      .pluck<string[]>('tablename');
     for (const table of tables) await this.db.raw('vacuum (analyze) ??', [table]);
     this.logger.debug({ tables: tables.length, ms: Date.now() - started }, 'embedded database vacuumed and analyzed');
   }

@@ -24,7 +24,10 @@
 import type { Knex } from 'knex';
 
 /** Runs the statement with these values (one per `?`, in order) and returns its rows. */
-export type PreparedStatement<Row> = ((db: Knex, bindings: readonly unknown[]) => Promise<Row[]>) & { readonly statementName: string; readonly text: string };
+export type PreparedStatement<Row> = ((db: Knex, bindings: readonly unknown[]) => Promise<Row[]>) & {
+  readonly statementName: string;
+  readonly text: string;
+};
 
 const defined = new Map<string, string>();
 
@@ -60,8 +63,16 @@ export function preparedStatements(): ReadonlyMap<string, string> {
  * builder and runner are per-request work a constant statement does not need: the native text is
  * numbered once, at definition) and reports it as a knex `query` event of the main instance.
  */
-async function runOnPool(target: PreparedPool, name: string, text: string, bindings: readonly unknown[]): Promise<unknown[]> {
-  const client = target.pool.client as { acquireConnection(): Promise<PgConnection>; releaseConnection(c: PgConnection): Promise<unknown> };
+async function runOnPool(
+  target: PreparedPool,
+  name: string,
+  text: string,
+  bindings: readonly unknown[],
+): Promise<unknown[]> {
+  const client = target.pool.client as {
+    acquireConnection(): Promise<PgConnection>;
+    releaseConnection(c: PgConnection): Promise<unknown>;
+  };
   target.events.emit('query', { method: 'raw', sql: text, bindings, options: { name } });
   const connection = await client.acquireConnection();
   try {
@@ -72,16 +83,20 @@ async function runOnPool(target: PreparedPool, name: string, text: string, bindi
 }
 
 export function prepared<Row>(name: string, text: string): PreparedStatement<Row> {
-  if (!/^[a-z][a-z0-9_]{0,62}$/.test(name)) throw new Error(`prepared statement name '${name}' must be lower-case snake case, at most 63 characters`);
+  if (!/^[a-z][a-z0-9_]{0,62}$/.test(name))
+    throw new Error(`prepared statement name '${name}' must be lower-case snake case, at most 63 characters`);
   // `?` is always a placeholder here: knex's `??` (identifier) and `\?` (a literal question mark) are not supported.
-  if (/\?\?|\\\?/.test(text)) throw new Error(`prepared statement '${name}' uses ?? or \\?, which prepared() does not support`);
+  if (/\?\?|\\\?/.test(text))
+    throw new Error(`prepared statement '${name}' uses ?? or \\?, which prepared() does not support`);
   const earlier = defined.get(name);
-  if (earlier !== undefined && earlier !== text) throw new Error(`prepared statement '${name}' is defined twice with different SQL`);
+  if (earlier !== undefined && earlier !== text)
+    throw new Error(`prepared statement '${name}' is defined twice with different SQL`);
   defined.set(name, text);
   let n = 0;
   const native = text.replace(/\?/g, () => `$${++n}`);
   const run = async (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
-    if (bindings.length !== n) throw new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`);
+    if (bindings.length !== n)
+      throw new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`);
     const pool = (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
     if (pool) return (await runOnPool(pool, name, native, bindings)) as Row[];
     const result = (await db.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
@@ -116,7 +131,10 @@ export function runBuilt<Row>(db: Knex, name: string, query: Knex.QueryBuilder |
   if (!variants) builtVariants.set(name, (variants = new Map()));
   let statement = variants.get(sql) as PreparedStatement<Row> | undefined;
   if (!statement) {
-    if (variants.size >= MAX_BUILT_VARIANTS) throw new Error(`runBuilt '${name}': more than ${MAX_BUILT_VARIANTS} texts; a value is written into the SQL instead of bound`);
+    if (variants.size >= MAX_BUILT_VARIANTS)
+      throw new Error(
+        `runBuilt '${name}': more than ${MAX_BUILT_VARIANTS} texts; a value is written into the SQL instead of bound`,
+      );
     statement = prepared<Row>(`${name}_${variants.size + 1}`, sql);
     variants.set(sql, statement as PreparedStatement<unknown>);
   }

@@ -14,10 +14,24 @@ const SQLSTATES = new Set([
 ]);
 
 /** Socket errors of the `pg` driver when the server cannot be reached. */
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+]);
 
 /** Messages of the pool (knex/tarn) and driver when no connection can be had. */
-const MESSAGES = [/^Unable to acquire a connection/, /Timeout acquiring a connection/, /^Connection terminated/, /connection error/i];
+const MESSAGES = [
+  /^Unable to acquire a connection/,
+  /Timeout acquiring a connection/,
+  /^Connection terminated/,
+  /connection error/i,
+];
 
 export function isDatabaseUnavailable(err: unknown): boolean {
   if (!err || typeof err !== 'object') return false;

@@ -8,7 +8,8 @@ export function cors(origins: string[]): RequestHandler {
     if (!origin || (!allowed.has(origin) && !allowed.has('*'))) return next();
     res.set({
       'Access-Control-Allow-Origin': allowed.has('*') ? '*' : origin,
-      'Access-Control-Expose-Headers': 'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, ETag, Deprecation, Sunset, Link, Warning',
+      'Access-Control-Expose-Headers':
+        'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, ETag, Deprecation, Sunset, Link, Warning',
       Vary: 'Origin',
     });
     if (req.method === 'OPTIONS' && req.headers['access-control-request-method']) {

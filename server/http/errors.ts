@@ -23,7 +23,8 @@ export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED
 export const preconditionFailed = (message: string) => new ApiError(503, 'PRECONDITION_FAILED', message);
 
 export const ADMIN_UNAUTHORIZED_MESSAGE = 'Missing or invalid admin token. Use Authorization: Bearer <ADMIN_TOKEN>.';
-export const METRICS_UNAUTHORIZED_MESSAGE = 'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.';
+export const METRICS_UNAUTHORIZED_MESSAGE =
+  'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.';
 
 const BY_KIND: Record<DomainErrorKind, { status: number; code: ErrorCode }> = {
   invalid: { status: 400, code: 'BAD_REQUEST' },

@@ -40,7 +40,9 @@ type ResultFor<S, R> =
  * Any declared status with its declared body. Errors are normally thrown as ApiError (the
  * envelope); returning one directly is for responses whose body differs, such as an empty 404.
  */
-export type HandlerResult<O> = O extends { responses: infer R } ? { [S in keyof R & number]: ResultFor<S, R[S]> }[keyof R & number] : never;
+export type HandlerResult<O> = O extends { responses: infer R }
+  ? { [S in keyof R & number]: ResultFor<S, R[S]> }[keyof R & number]
+  : never;
 
 export interface HandlerInput<O> {
   path: PathOf<O>;

@@ -92,7 +92,8 @@ export function inputHygiene(): RequestHandler {
     }
     for (const param of operation.integerParams) {
       const raw = param.in === 'path' ? params[param.name] : query[param.name];
-      if (typeof raw === 'string' && !DECIMAL_INTEGER.test(raw)) throw bad(`${param.name} must be an integer written in decimal digits`);
+      if (typeof raw === 'string' && !DECIMAL_INTEGER.test(raw))
+        throw bad(`${param.name} must be an integer written in decimal digits`);
     }
     if (req.body !== undefined && !Buffer.isBuffer(req.body)) checkJson(req.body);
     next();

@@ -7,7 +7,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import express, {
+  type ErrorRequestHandler,
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+} from 'express';
 import type { Logger } from 'pino';
 import { friendInStatement, onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
 import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
@@ -46,9 +52,14 @@ export function resolveOperation(index: OperationIndex): RequestHandler {
     const result = index.match(req.method, req.path);
     if (result.kind === 'not-found') throw new ApiError(404, 'NOT_FOUND', `No route for ${req.method} ${req.path}`);
     if (result.kind === 'method-not-allowed') {
-      throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${result.allow.join(', ')}`, {
-        Allow: result.allow.join(', '),
-      });
+      throw new ApiError(
+        405,
+        'METHOD_NOT_ALLOWED',
+        `${req.method} is not allowed on ${req.path}; allowed: ${result.allow.join(', ')}`,
+        {
+          Allow: result.allow.join(', '),
+        },
+      );
     }
     locals(res).operation = result.match;
     // HEAD is served as GET; Node already knows to send no body for a HEAD request.
@@ -78,12 +89,14 @@ export function authenticate(deps: AppDeps): RequestHandler {
     if (security.kind === 'public' || security.kind === 'signedUrl') return next();
     const token = bearer(req);
     if (security.kind === 'metrics') {
-      if (metricsDigest && (!token || !timingSafeEqual(digest(token), metricsDigest))) throw unauthorized(METRICS_UNAUTHORIZED_MESSAGE);
+      if (metricsDigest && (!token || !timingSafeEqual(digest(token), metricsDigest)))
+        throw unauthorized(METRICS_UNAUTHORIZED_MESSAGE);
       return next();
     }
     if (security.kind === 'admin') {
       // Compare digests so the comparison takes the same time whatever the input length.
-      if (!adminDigest || !token || !timingSafeEqual(digest(token), adminDigest)) throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
+      if (!adminDigest || !token || !timingSafeEqual(digest(token), adminDigest))
+        throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
       return next();
     }
     const auth = token ? await deps.apiKeys.authenticate(token) : null;
@@ -113,7 +126,8 @@ export function authenticate(deps: AppDeps): RequestHandler {
     if (security.kind === 'anyKey') return next();
     // Any one of the operation's requirements lets the key in (the first is named in the refusal).
     const sufficient = [security, ...security.alternatives].some((r) => hasScope(auth.scopes, r.scope, r.level));
-    if (!sufficient) throw new ApiError(403, 'FORBIDDEN', `Missing API key scope: ${security.scope} requires ${security.level}`);
+    if (!sufficient)
+      throw new ApiError(403, 'FORBIDDEN', `Missing API key scope: ${security.scope} requires ${security.level}`);
     next();
   };
 }
@@ -143,11 +157,16 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number }): Requ
     }
     const acceptsJson = operation.requestContentTypes.includes('application/json');
     if (acceptsJson) {
-      if (!req.is(JSON_TYPES)) throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+      if (!req.is(JSON_TYPES))
+        throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
       return json(req, res, next);
     }
     if (!req.is(operation.requestContentTypes)) {
-      throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', `Content-Type must be one of: ${operation.requestContentTypes.join(', ')}`);
+      throw new ApiError(
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+        `Content-Type must be one of: ${operation.requestContentTypes.join(', ')}`,
+      );
     }
     raw(req, res, next);
   };
@@ -157,9 +176,15 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number }): Requ
 function bodyParserError(err: { type?: string; status?: number; limit?: number }, req: Request): ApiError | undefined {
   // A body that is not what its Content-Encoding says: body-parser passes zlib's error on (Z_DATA_ERROR,
   // or brotli's ERR__ERROR_FORMAT_…) with a 400 status but no type.
-  const encoding = String(req.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
+  const encoding = String(req.headers['content-encoding'] ?? 'identity')
+    .toLowerCase()
+    .trim();
   if (err.type === undefined && err.status === 400 && encoding !== 'identity') {
-    return new ApiError(400, 'BAD_REQUEST', `Request body does not match its Content-Encoding (${encoding.replace(/[^a-z0-9, -]/g, '').slice(0, 40)})`);
+    return new ApiError(
+      400,
+      'BAD_REQUEST',
+      `Request body does not match its Content-Encoding (${encoding.replace(/[^a-z0-9, -]/g, '').slice(0, 40)})`,
+    );
   }
   switch (err.type) {
     case 'entity.parse.failed':
@@ -269,7 +294,12 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
       if (result.contentType) res.type(result.contentType);
       res.send(result.body);
-    } else if (!deps.config.validateResponses && !res.getHeader('Content-Type') && !res.getHeader('ETag') && !res.getHeader('Last-Modified')) {
+    } else if (
+      !deps.config.validateResponses &&
+      !res.getHeader('Content-Type') &&
+      !res.getHeader('ETag') &&
+      !res.getHeader('Last-Modified')
+    ) {
       sendJson(res, result.body);
     } else {
       // The response validator checks what goes through res.json; express answers a conditional
@@ -305,7 +335,9 @@ export function checkHandlerCoverage(index: OperationIndex, handlers: Record<str
   const missing = [...declared].filter((id) => typeof handlers[id] !== 'function');
   const orphaned = Object.keys(handlers).filter((id) => !declared.has(id));
   if (missing.length || orphaned.length) {
-    throw new Error(`Handler map does not match the contract. Missing: ${missing.join(', ') || 'none'}; orphaned: ${orphaned.join(', ') || 'none'}`);
+    throw new Error(
+      `Handler map does not match the contract. Missing: ${missing.join(', ') || 'none'}; orphaned: ${orphaned.join(', ') || 'none'}`,
+    );
   }
 }
 
@@ -342,7 +374,10 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
       return;
     }
     res.set(apiError.headers);
-    res.status(apiError.status).type('application/json').send(JSON.stringify({ code: apiError.code, message: apiError.message }));
+    res
+      .status(apiError.status)
+      .type('application/json')
+      .send(JSON.stringify({ code: apiError.code, message: apiError.message }));
   };
 }
 
@@ -352,7 +387,13 @@ function internal(err: unknown, log: Logger): ApiError {
 }
 
 /** An error status the operation does not declare is a contract violation too. */
-function checkDeclaredStatus(deps: AppDeps, req: Request, operation: OperationInfo | undefined, status: number, log: Logger): void {
+function checkDeclaredStatus(
+  deps: AppDeps,
+  req: Request,
+  operation: OperationInfo | undefined,
+  status: number,
+  log: Logger,
+): void {
   if (!operation || !deps.config.validateResponses) return;
   if (operation.declaredStatuses.includes(status)) return;
   const message = `status ${status} is not declared for ${operation.operationId}`;

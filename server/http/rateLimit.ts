@@ -95,13 +95,13 @@ export class PostgresRateLimitStore implements RateLimitStore {
     let result: { rows: Array<{ count: number; window_start: number }> };
     try {
       result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
-      `insert into rate_limit_windows as w (key_id, window_start, count)
+        `insert into rate_limit_windows as w (key_id, window_start, count)
        select ?::uuid, ?::bigint, ?::integer where exists (select 1 from api_keys k where k.id = ?::uuid)
        on conflict (key_id) do update set
          count = case when w.window_start + ? <= excluded.window_start then excluded.count else w.count + excluded.count end,
          window_start = case when w.window_start + ? <= excluded.window_start then excluded.window_start else w.window_start end
        returning count, window_start`,
-      [keyId, now, delta, keyId, WINDOW_MS, WINDOW_MS],
+        [keyId, now, delta, keyId, WINDOW_MS, WINDOW_MS],
       );
     } catch (err) {
       // The foreign key refused the row: the key was deleted while this statement ran.
@@ -252,7 +252,14 @@ export class RateLimiter {
     };
     const allowed = state.count <= this.limitPerWindow;
     if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));
-    return { allowed, headers, retryAfterSeconds: Math.max(1, resetSeconds), limit: this.limitPerWindow, remaining, resetSeconds };
+    return {
+      allowed,
+      headers,
+      retryAfterSeconds: Math.max(1, resetSeconds),
+      limit: this.limitPerWindow,
+      remaining,
+      resetSeconds,
+    };
   }
 
   close(): Promise<void> {

@@ -8,7 +8,8 @@ export function requestMetrics(metrics: Metrics): RequestHandler {
     const started = process.hrtime.bigint();
     const method = req.method; // before HEAD is served as GET
     res.on('finish', () => {
-      const operation = (res.locals as { operation?: MatchedOperation }).operation?.operation.operationId ?? 'unmatched';
+      const operation =
+        (res.locals as { operation?: MatchedOperation }).operation?.operation.operationId ?? 'unmatched';
       metrics.observeRequest(operation, method, res.statusCode, Number(process.hrtime.bigint() - started) / 1e9);
     });
     next();

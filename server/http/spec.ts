@@ -97,7 +97,8 @@ function securityOf(op: OpenApiOperation, where: string): OperationSecurity {
   if (requirements.length > 1) {
     // Alternatives: each one API-key requirement naming one scope; the first is the primary.
     const all = requirements.map((r, i) => securityOf({ security: [r] }, `${where} (requirement ${i + 1})`));
-    if (!all.every((r) => r.kind === 'apiKey')) throw new Error(`${where}: alternative security requirements must each name one API-key scope`);
+    if (!all.every((r) => r.kind === 'apiKey'))
+      throw new Error(`${where}: alternative security requirements must each name one API-key scope`);
     const [first, ...rest] = all as Array<Extract<OperationSecurity, { kind: 'apiKey' }>>;
     return { ...first!, alternatives: rest.map(({ scope, level }) => ({ scope, level })) };
   }
@@ -140,8 +141,13 @@ function compile(template: string): Omit<CompiledPath, 'operations'> {
 function deref<T>(spec: OpenApiDocument, value: T & { $ref?: string }): T {
   let current: unknown = value;
   for (let hops = 0; hops < 10 && current && typeof current === 'object' && '$ref' in current; hops++) {
-    const path = String((current as { $ref: string }).$ref).replace(/^#\//, '').split('/');
-    current = path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], spec);
+    const path = String((current as { $ref: string }).$ref)
+      .replace(/^#\//, '')
+      .split('/');
+    current = path.reduce<unknown>(
+      (node, key) => (node as Record<string, unknown> | undefined)?.[key.replace(/~1/g, '/').replace(/~0/g, '~')],
+      spec,
+    );
   }
   return current as T;
 }
@@ -180,7 +186,9 @@ export class OperationIndex {
           requestBodyRequired: op.requestBody?.required === true,
           streamsBody: op['x-streamed-body'] === true,
           requestContentTypes: Object.keys(op.requestBody?.content ?? {}),
-          declaredStatuses: Object.keys(op.responses ?? {}).map(Number).filter(Number.isInteger),
+          declaredStatuses: Object.keys(op.responses ?? {})
+            .map(Number)
+            .filter(Number.isInteger),
           integerParams: integerParams(spec, [...shared, ...(op.parameters ?? [])]),
           hasParameters: shared.length + (op.parameters?.length ?? 0) > 0,
         };

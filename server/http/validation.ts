@@ -41,7 +41,14 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
     // Nothing to validate: an operation without parameters or body, called without a query string
     // or body (GET /front, GET /me …). The validator would find nothing; skipping it saves its
     // per-request work (about a twentieth of such a read). Responses are validated in res.json.
-    if (!validateResponses && !operation.hasParameters && !operation.hasRequestBody && !req.url.includes('?') && req.body === undefined) return next();
+    if (
+      !validateResponses &&
+      !operation.hasParameters &&
+      !operation.hasRequestBody &&
+      !req.url.includes('?') &&
+      req.body === undefined
+    )
+      return next();
     runChain(forPath(operation.path), req, res, next);
   };
 }
@@ -61,7 +68,12 @@ export interface ValidatorError {
 }
 
 export function isValidatorError(err: unknown): err is ValidatorError {
-  return typeof err === 'object' && err !== null && typeof (err as ValidatorError).status === 'number' && Array.isArray((err as ValidatorError).errors);
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    typeof (err as ValidatorError).status === 'number' &&
+    Array.isArray((err as ValidatorError).errors)
+  );
 }
 
 export function isResponseViolation(err: ValidatorError): boolean {
@@ -87,7 +99,8 @@ function describe(issue: ValidatorIssue): string {
       return field ? `Unknown field '${field}'` : 'Request body has an unknown field';
     case 'required': {
       const m = /required property '([^']+)'/.exec(raw);
-      const name = m && !(field === m[1] || field.endsWith(`.${m[1]}`)) ? (field ? `${field}.${m[1]}` : m[1]) : field || m?.[1];
+      const name =
+        m && !(field === m[1] || field.endsWith(`.${m[1]}`)) ? (field ? `${field}.${m[1]}` : m[1]) : field || m?.[1];
       return `${name} is required`;
     }
     case 'minProperties':

@@ -91,7 +91,14 @@ interface ClaimedRow {
   max_attempts: number;
 }
 
-const DEFAULTS = { concurrency: 1, maxAttempts: 5, leaseMs: 5 * 60_000, pollMs: 1000, backoffBaseMs: 1000, backoffCapMs: 3_600_000 };
+const DEFAULTS = {
+  concurrency: 1,
+  maxAttempts: 5,
+  leaseMs: 5 * 60_000,
+  pollMs: 1000,
+  backoffBaseMs: 1000,
+  backoffCapMs: 3_600_000,
+};
 const MAX_ERROR_LENGTH = 2000;
 
 function rowsOf<T>(result: unknown): T[] {
@@ -167,7 +174,8 @@ export class JobQueue {
    * interval was shortened so far that the slot lies more than one new interval away.
    */
   async schedule(name: string, queue: string, everyMs: number, firstRunAfter?: number): Promise<void> {
-    if (!Number.isSafeInteger(everyMs) || everyMs <= 0) throw new RangeError(`schedule ${name}: everyMs must be a positive integer`);
+    if (!Number.isSafeInteger(everyMs) || everyMs <= 0)
+      throw new RangeError(`schedule ${name}: everyMs must be a positive integer`);
     const next = firstRunAfter ?? this.options.clock();
     await this.db('job_schedules')
       .insert({ name, queue, every_ms: everyMs, next_run_after: next })
@@ -309,7 +317,13 @@ export class JobQueue {
   private run(registered: Registered, row: ClaimedRow): void {
     registered.running++;
     const started = process.hrtime.bigint();
-    const job: Job = { id: row.id, queue: row.queue, payload: row.payload, attempt: row.attempts, maxAttempts: row.max_attempts };
+    const job: Job = {
+      id: row.id,
+      queue: row.queue,
+      payload: row.payload,
+      attempt: row.attempts,
+      maxAttempts: row.max_attempts,
+    };
     const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
     const task = (async () => {
       try {
@@ -318,7 +332,9 @@ export class JobQueue {
         this.options.metrics?.jobRun(row.queue, 'success', seconds());
       } catch (err) {
         this.options.metrics?.jobRun(row.queue, 'failure', seconds());
-        await this.fail(row, err).catch((e) => this.options.logger.error({ err: e, jobId: row.id }, 'could not record a failed job'));
+        await this.fail(row, err).catch((e) =>
+          this.options.logger.error({ err: e, jobId: row.id }, 'could not record a failed job'),
+        );
       }
     })().finally(() => {
       registered.running--;
@@ -345,7 +361,10 @@ export class JobQueue {
         updated_at: now,
       });
     const level = dead ? 'error' : 'warn';
-    this.options.logger[level]({ err, jobId: row.id, queue: row.queue, attempt: row.attempts, maxAttempts: row.max_attempts }, dead ? 'job failed for good (dead-lettered)' : 'job failed; will retry');
+    this.options.logger[level](
+      { err, jobId: row.id, queue: row.queue, attempt: row.attempts, maxAttempts: row.max_attempts },
+      dead ? 'job failed for good (dead-lettered)' : 'job failed; will retry',
+    );
     if (dead && Number(updated) > 0) this.options.metrics?.jobDead?.(row.queue);
   }
 }

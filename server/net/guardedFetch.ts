@@ -78,7 +78,10 @@ export interface GuardedFetchResult {
 }
 
 export function fetchOptionsFromConfig(
-  config: Pick<Config, 'fetchAllowPrivate' | 'fetchAllowAddresses' | 'fetchTimeoutMs' | 'fetchMaxBytes' | 'fetchMaxRedirects'>,
+  config: Pick<
+    Config,
+    'fetchAllowPrivate' | 'fetchAllowAddresses' | 'fetchTimeoutMs' | 'fetchMaxBytes' | 'fetchMaxRedirects'
+  >,
 ): GuardedFetchOptions {
   return {
     allowPrivate: config.fetchAllowPrivate,
@@ -133,7 +136,11 @@ async function vetHost(url: URL, policy: Policy, signal: AbortSignal): Promise<R
   if (!policy.allowPrivate) {
     const bad = addresses.find((a) => !isPublicAddress(a.address) && !policy.allowed(a.address));
     if (bad) {
-      throw new FetchRefusedError('private_address', `${host} resolves to ${bad.address}, a private or reserved address`, url.href);
+      throw new FetchRefusedError(
+        'private_address',
+        `${host} resolves to ${bad.address}, a private or reserved address`,
+        url.href,
+      );
     }
   }
   return addresses;
@@ -142,7 +149,8 @@ async function vetHost(url: URL, policy: Policy, signal: AbortSignal): Promise<R
 /** Hands the socket exactly the vetted addresses, whatever DNS would say now. */
 function pinnedLookup(addresses: ResolvedAddress[]): LookupFunction {
   return (hostname, options, callback) => {
-    const usable = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
+    const usable =
+      options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
     const first = usable[0];
     if (!first) {
       callback(Object.assign(new Error(`No vetted address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
@@ -154,7 +162,12 @@ function pinnedLookup(addresses: ResolvedAddress[]): LookupFunction {
   };
 }
 
-function sendRequest(url: URL, addresses: ResolvedAddress[], headers: Record<string, string>, signal: AbortSignal): Promise<IncomingMessage> {
+function sendRequest(
+  url: URL,
+  addresses: ResolvedAddress[],
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Promise<IncomingMessage> {
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const req = request({
@@ -175,7 +188,12 @@ function sendRequest(url: URL, addresses: ResolvedAddress[], headers: Record<str
   });
 }
 
-function readBody(res: IncomingMessage, url: URL, maxBytes: number, truncate: boolean): Promise<{ body: Buffer; truncated: boolean }> {
+function readBody(
+  res: IncomingMessage,
+  url: URL,
+  maxBytes: number,
+  truncate: boolean,
+): Promise<{ body: Buffer; truncated: boolean }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
@@ -215,11 +233,20 @@ function parseUrl(input: string | URL, base?: URL): URL {
   try {
     return new URL(input, base);
   } catch (cause) {
-    throw new FetchRefusedError('invalid_url', `Not a valid URL: ${String(input).slice(0, 200)}`, String(input), undefined, { cause });
+    throw new FetchRefusedError(
+      'invalid_url',
+      `Not a valid URL: ${String(input).slice(0, 200)}`,
+      String(input),
+      undefined,
+      { cause },
+    );
   }
 }
 
-export async function guardedFetch(input: string | URL, options: GuardedFetchOptions = {}): Promise<GuardedFetchResult> {
+export async function guardedFetch(
+  input: string | URL,
+  options: GuardedFetchOptions = {},
+): Promise<GuardedFetchResult> {
   const timeoutMs = options.timeoutMs ?? FETCH_DEFAULTS.timeoutMs;
   const maxBytes = options.maxBytes ?? FETCH_DEFAULTS.maxBytes;
   const maxRedirects = options.maxRedirects ?? FETCH_DEFAULTS.maxRedirects;
@@ -244,7 +271,8 @@ export async function guardedFetch(input: string | URL, options: GuardedFetchOpt
       if (REDIRECTS.has(status)) {
         res.destroy();
         const location = res.headers.location;
-        if (!location) throw new FetchRefusedError('bad_status', `Redirect ${status} without a Location header`, url.href, status);
+        if (!location)
+          throw new FetchRefusedError('bad_status', `Redirect ${status} without a Location header`, url.href, status);
         if (redirects >= maxRedirects) {
           throw new FetchRefusedError('too_many_redirects', `More than ${maxRedirects} redirects`, url.href, status);
         }
@@ -258,7 +286,12 @@ export async function guardedFetch(input: string | URL, options: GuardedFetchOpt
       const declared = Number(res.headers['content-length']);
       if (!options.truncate && Number.isFinite(declared) && declared > maxBytes) {
         res.destroy();
-        throw new FetchRefusedError('too_large', `Content-Length ${declared} exceeds ${maxBytes} bytes`, url.href, status);
+        throw new FetchRefusedError(
+          'too_large',
+          `Content-Length ${declared} exceeds ${maxBytes} bytes`,
+          url.href,
+          status,
+        );
       }
       const { body, truncated } = await readBody(res, url, maxBytes, options.truncate ?? false);
       return { status, contentType: res.headers['content-type'] ?? null, body, truncated, finalUrl: url.href };
@@ -266,7 +299,10 @@ export async function guardedFetch(input: string | URL, options: GuardedFetchOpt
   } catch (error) {
     if (error instanceof FetchRefusedError) throw error;
     if (options.signal?.aborted) throw options.signal.reason;
-    if (deadline.aborted) throw new FetchRefusedError('timeout', `No complete response within ${timeoutMs} ms`, url.href, undefined, { cause: error });
+    if (deadline.aborted)
+      throw new FetchRefusedError('timeout', `No complete response within ${timeoutMs} ms`, url.href, undefined, {
+        cause: error,
+      });
     const message = error instanceof Error ? error.message : String(error);
     throw new FetchRefusedError('network', `Fetch failed: ${message}`, url.href, undefined, { cause: error });
   }

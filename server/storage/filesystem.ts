@@ -14,7 +14,18 @@
  * route streams the body into putStream with the signed size as its limit.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { access, constants, mkdir, open, readdir, readFile, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import {
+  access,
+  constants,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  stat,
+  unlink,
+  type FileHandle,
+} from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { UrlSigner, type SignedDownloadParams, type SignedUploadParams } from './signing.ts';
@@ -106,7 +117,9 @@ export class FilesystemObjectStorage implements ObjectStorage {
 
   constructor(root: string, options: FilesystemStorageOptions = {}) {
     this.root = resolve(root);
-    this.signer = options.signingKey ? new UrlSigner(options.signingKey, options.clock, options.publicBaseUrl?.replace(/\/+$/, '')) : undefined;
+    this.signer = options.signingKey
+      ? new UrlSigner(options.signingKey, options.clock, options.publicBaseUrl?.replace(/\/+$/, ''))
+      : undefined;
   }
 
   private pathOf(key: string): string {
@@ -114,7 +127,8 @@ export class FilesystemObjectStorage implements ObjectStorage {
     const path = join(this.root, `${key}${OBJECT_SUFFIX}`);
     // Belt and braces: key validation already rules out escaping the root.
     const rel = relative(this.root, path);
-    if (rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) throw new ObjectStorageError(`Key ${key} resolves outside the storage root`);
+    if (rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel))
+      throw new ObjectStorageError(`Key ${key} resolves outside the storage root`);
     return path;
   }
 
@@ -154,7 +168,12 @@ export class FilesystemObjectStorage implements ObjectStorage {
    * or content the verifier refuses); nothing is left behind for them. The source is not consumed
    * further after a refusal: the caller decides what happens to the rest of it.
    */
-  async putStream(key: string, source: Readable, contentType: string, limits: PutStreamLimits): Promise<{ etag: string; size: number }> {
+  async putStream(
+    key: string,
+    source: Readable,
+    contentType: string,
+    limits: PutStreamLimits,
+  ): Promise<{ etag: string; size: number }> {
     const path = this.pathOf(key);
     assertValidContentType(contentType);
     const headBytes = limits.headBytes ?? 512;
@@ -172,7 +191,8 @@ export class FilesystemObjectStorage implements ObjectStorage {
         for await (const raw of source.iterator({ destroyOnReturn: false })) {
           const chunk = Buffer.isBuffer(raw) ? raw : Buffer.from(raw as Uint8Array);
           size += chunk.length;
-          if (size > limits.byteSize) throw new UploadRejectedError('too_large', `Upload exceeds the signed size of ${limits.byteSize} bytes`);
+          if (size > limits.byteSize)
+            throw new UploadRejectedError('too_large', `Upload exceeds the signed size of ${limits.byteSize} bytes`);
           if (headLength < headBytes) {
             headChunks.push(chunk.subarray(0, headBytes - headLength));
             headLength += Math.min(chunk.length, headBytes - headLength);
@@ -180,7 +200,11 @@ export class FilesystemObjectStorage implements ObjectStorage {
           hash.update(chunk);
           await opened.handle.write(chunk, 0, chunk.length, STREAM_HEADER_BYTES + size - chunk.length);
         }
-        if (size < limits.byteSize) throw new UploadRejectedError('too_short', `Upload ended after ${size} of the ${limits.byteSize} signed bytes`);
+        if (size < limits.byteSize)
+          throw new UploadRejectedError(
+            'too_short',
+            `Upload ended after ${size} of the ${limits.byteSize} signed bytes`,
+          );
         if (limits.verifyHead && !limits.verifyHead(Buffer.concat(headChunks))) {
           throw new UploadRejectedError('content_mismatch', `The uploaded bytes are not ${contentType}`);
         }
@@ -219,7 +243,9 @@ export class FilesystemObjectStorage implements ObjectStorage {
   }
 
   /** Opens the object and reads its header; the caller owns (and must close) the handle. */
-  private async openObject(key: string): Promise<{ handle: FileHandle; header: Header; bodyOffset: number; size: number; path: string } | null> {
+  private async openObject(
+    key: string,
+  ): Promise<{ handle: FileHandle; header: Header; bodyOffset: number; size: number; path: string } | null> {
     const path = this.pathOf(key);
     let handle: FileHandle;
     try {
@@ -236,7 +262,9 @@ export class FilesystemObjectStorage implements ObjectStorage {
       return { handle, header, bodyOffset, size: fileSize - bodyOffset, path };
     } catch (error) {
       await handle.close().catch(() => undefined);
-      throw error instanceof ObjectStorageError ? error : new ObjectStorageError(`Could not read object ${key}`, { cause: error });
+      throw error instanceof ObjectStorageError
+        ? error
+        : new ObjectStorageError(`Could not read object ${key}`, { cause: error });
     }
   }
 
@@ -244,7 +272,8 @@ export class FilesystemObjectStorage implements ObjectStorage {
   private async etagFrom(opened: { handle: FileHandle; header: Header; bodyOffset: number }): Promise<string> {
     if (opened.header.sha256) return `"${opened.header.sha256}"`;
     const hash = createHash('sha256');
-    for await (const chunk of opened.handle.createReadStream({ start: opened.bodyOffset, autoClose: false })) hash.update(chunk as Buffer);
+    for await (const chunk of opened.handle.createReadStream({ start: opened.bodyOffset, autoClose: false }))
+      hash.update(chunk as Buffer);
     return `"${hash.digest('hex')}"`;
   }
 
@@ -276,7 +305,11 @@ export class FilesystemObjectStorage implements ObjectStorage {
       await opened.handle.close();
       return { body: Readable.from([]), contentType: opened.header.contentType, size: opened.size, etag };
     }
-    const body = opened.handle.createReadStream({ start: opened.bodyOffset + start, end: opened.bodyOffset + last, autoClose: true });
+    const body = opened.handle.createReadStream({
+      start: opened.bodyOffset + start,
+      end: opened.bodyOffset + last,
+      autoClose: true,
+    });
     return { body, contentType: opened.header.contentType, size: opened.size, etag };
   }
 
@@ -313,7 +346,9 @@ export class FilesystemObjectStorage implements ObjectStorage {
       await mkdir(this.root, { recursive: true });
       await access(this.root, constants.R_OK | constants.W_OK | constants.X_OK);
     } catch (error) {
-      throw new ObjectStorageError(`Object storage directory ${this.root} is not usable: ${(error as Error).message}`, { cause: error });
+      throw new ObjectStorageError(`Object storage directory ${this.root} is not usable: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
   }
 
@@ -334,11 +369,17 @@ export class FilesystemObjectStorage implements ObjectStorage {
   }
 
   private requireSigner(): UrlSigner {
-    if (!this.signer) throw new ObjectStorageError('Filesystem object storage has no signing key; presigned URLs are unavailable');
+    if (!this.signer)
+      throw new ObjectStorageError('Filesystem object storage has no signing key; presigned URLs are unavailable');
     return this.signer;
   }
 
-  async presignPut(key: string, contentType: string, byteSize: number, expiresInSeconds: number): Promise<PresignedRequest> {
+  async presignPut(
+    key: string,
+    contentType: string,
+    byteSize: number,
+    expiresInSeconds: number,
+  ): Promise<PresignedRequest> {
     return this.requireSigner().signPut(key, contentType, byteSize, expiresInSeconds);
   }
 

@@ -43,7 +43,12 @@ export interface GarbageCollectionResult {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export async function collectGarbage(options: GarbageCollectionOptions): Promise<GarbageCollectionResult> {
-  const result: GarbageCollectionResult = { expiredStagedUploads: 0, orphanedStagedObjects: 0, noteImages: 0, failures: 0 };
+  const result: GarbageCollectionResult = {
+    expiredStagedUploads: 0,
+    orphanedStagedObjects: 0,
+    noteImages: 0,
+    failures: 0,
+  };
   await sweepExpiredStaging(options, result);
   await sweepOrphanedStaging(options, result);
   await sweepNoteImages(options, result);
@@ -51,7 +56,11 @@ export async function collectGarbage(options: GarbageCollectionOptions): Promise
   return result;
 }
 
-async function tryDelete(options: GarbageCollectionOptions, result: GarbageCollectionResult, key: string): Promise<boolean> {
+async function tryDelete(
+  options: GarbageCollectionOptions,
+  result: GarbageCollectionResult,
+  key: string,
+): Promise<boolean> {
   try {
     await options.storage.delete(key);
     return true;
@@ -69,12 +78,18 @@ async function sweepExpiredStaging(options: GarbageCollectionOptions, result: Ga
   for (;;) {
     const query = db('staged_uploads').select('id', 'object_key', 'expires_at').where('expires_at', '<=', now);
     if (after) query.whereRaw('(expires_at, id) > (?, ?)', [after.expires_at, after.id]);
-    const rows: Array<{ id: string; object_key: string; expires_at: number | string }> = await query.orderBy([{ column: 'expires_at' }, { column: 'id' }]).limit(pageSize);
+    const rows: Array<{ id: string; object_key: string; expires_at: number | string }> = await query
+      .orderBy([{ column: 'expires_at' }, { column: 'id' }])
+      .limit(pageSize);
     if (rows.length === 0) return;
     const deleted: string[] = [];
     for (const row of rows) if (await tryDelete(options, result, row.object_key)) deleted.push(row.id);
     // Only rows still expired: an intent is never extended today, but the check costs nothing.
-    if (deleted.length) result.expiredStagedUploads += await db('staged_uploads').whereIn('id', deleted).where('expires_at', '<=', now).delete();
+    if (deleted.length)
+      result.expiredStagedUploads += await db('staged_uploads')
+        .whereIn('id', deleted)
+        .where('expires_at', '<=', now)
+        .delete();
     const last = rows[rows.length - 1]!;
     after = { expires_at: Number(last.expires_at), id: last.id };
     if (rows.length < pageSize) return;
@@ -91,7 +106,11 @@ async function sweepOrphanedStaging(options: GarbageCollectionOptions, result: G
   });
   for (let i = 0; i < keys.length; i += pageSize) {
     const page = keys.slice(i, i + pageSize);
-    const known = new Set((await db('staged_uploads').whereIn('object_key', page).select('object_key')).map((r: { object_key: string }) => r.object_key));
+    const known = new Set(
+      (await db('staged_uploads').whereIn('object_key', page).select('object_key')).map(
+        (r: { object_key: string }) => r.object_key,
+      ),
+    );
     for (const key of page) {
       if (!known.has(key) && (await tryDelete(options, result, key))) result.orphanedStagedObjects++;
     }
@@ -130,11 +149,18 @@ async function sweepNoteImages(options: GarbageCollectionOptions, result: Garbag
        select p.user_id, p.sha256, (r.sha256 is not null) as referenced
        from page p left join refs r on r.user_id = p.user_id and r.sha256 = p.sha256
        order by p.user_id, p.sha256`,
-      [cutoff, ...(after ? [after.user_id, after.sha256] : []), pageSize, NOTE_IMAGE_REFERENCE_SQL_PATTERN, NOTE_IMAGE_URL_PREFIX],
+      [
+        cutoff,
+        ...(after ? [after.user_id, after.sha256] : []),
+        pageSize,
+        NOTE_IMAGE_REFERENCE_SQL_PATTERN,
+        NOTE_IMAGE_URL_PREFIX,
+      ],
     );
     const rows = ((raw as { rows?: ImageCandidate[] }).rows ?? (raw as ImageCandidate[])) as ImageCandidate[];
     if (rows.length === 0) return;
-    for (const row of rows) if (!row.referenced) await collectNoteImage(options, result, row.user_id, row.sha256, cutoff);
+    for (const row of rows)
+      if (!row.referenced) await collectNoteImage(options, result, row.user_id, row.sha256, cutoff);
     const last = rows[rows.length - 1]!;
     after = { user_id: last.user_id, sha256: last.sha256 };
     if (rows.length < pageSize) return;
@@ -145,9 +171,20 @@ async function sweepNoteImages(options: GarbageCollectionOptions, result: Garbag
  * Deletes one image if, under its row's lock, it is still past the grace period and still
  * unreferenced. The object goes first: if its deletion fails the row stays for the next pass.
  */
-async function collectNoteImage(options: GarbageCollectionOptions, result: GarbageCollectionResult, userId: string, sha256: string, cutoff: number): Promise<void> {
+async function collectNoteImage(
+  options: GarbageCollectionOptions,
+  result: GarbageCollectionResult,
+  userId: string,
+  sha256: string,
+  cutoff: number,
+): Promise<void> {
   await options.db.transaction(async (trx) => {
-    const locked = await trx('note_images').where({ user_id: userId, sha256 }).where('stored_at', '<=', cutoff).forUpdate().skipLocked().first();
+    const locked = await trx('note_images')
+      .where({ user_id: userId, sha256 })
+      .where('stored_at', '<=', cutoff)
+      .forUpdate()
+      .skipLocked()
+      .first();
     if (!locked) return;
     const referenced = await trx('entries')
       .where('user_id', userId)

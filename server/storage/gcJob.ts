@@ -35,7 +35,11 @@ export function defineStorageGc(queue: JobQueue, deps: StorageGcJobDeps): void {
 }
 
 /** Every `intervalMs` from `firstRunAfter`; 0 (or no storage) removes the schedule an earlier start stored. */
-export async function scheduleStorageGc(queue: JobQueue, options: { enabled: boolean; intervalMs: number; firstRunAfter: number }): Promise<void> {
-  if (options.enabled && options.intervalMs > 0) await queue.schedule(STORAGE_GC_QUEUE, STORAGE_GC_QUEUE, options.intervalMs, options.firstRunAfter);
+export async function scheduleStorageGc(
+  queue: JobQueue,
+  options: { enabled: boolean; intervalMs: number; firstRunAfter: number },
+): Promise<void> {
+  if (options.enabled && options.intervalMs > 0)
+    await queue.schedule(STORAGE_GC_QUEUE, STORAGE_GC_QUEUE, options.intervalMs, options.firstRunAfter);
   else await queue.unschedule(STORAGE_GC_QUEUE);
 }

@@ -19,7 +19,9 @@ function isPng(buf: Buffer): boolean {
 
 function isJpeg(buf: Buffer): boolean {
   // SOI marker, then the start of the next marker segment (APPn, DQT, SOF, ...).
-  return buf.length >= 4 && buf[0] === 0xff && buf[1] === 0xd8 && buf[2] === 0xff && (buf[3] ?? 0) >= 0xc0 && buf[3] !== 0xff;
+  return (
+    buf.length >= 4 && buf[0] === 0xff && buf[1] === 0xd8 && buf[2] === 0xff && (buf[3] ?? 0) >= 0xc0 && buf[3] !== 0xff
+  );
 }
 
 function isGif(buf: Buffer): boolean {
@@ -30,7 +32,12 @@ function isGif(buf: Buffer): boolean {
 
 function isWebp(buf: Buffer): boolean {
   // RIFF container of form WEBP whose first chunk is one of the three WebP bitstream chunks.
-  return buf.length >= 16 && ascii(buf, 0, 4) === 'RIFF' && ascii(buf, 8, 12) === 'WEBP' && ['VP8 ', 'VP8L', 'VP8X'].includes(ascii(buf, 12, 16));
+  return (
+    buf.length >= 16 &&
+    ascii(buf, 0, 4) === 'RIFF' &&
+    ascii(buf, 8, 12) === 'WEBP' &&
+    ['VP8 ', 'VP8L', 'VP8X'].includes(ascii(buf, 12, 16))
+  );
 }
 
 export function sniffImageType(buf: Buffer): ImageType | null {

@@ -6,7 +6,8 @@ import { assertS3Config, S3ObjectStorage, type S3StorageOptions } from './s3.ts'
 import { resolveSigningKey } from './signing.ts';
 import type { ObjectStorage } from './types.ts';
 
-export type ObjectStorageConfig = Pick<Config, 'objectStorage' | 'objectStorageDir' | 's3'> & Partial<Pick<Config, 'storageSigningKey' | 'storagePublicUrl'>>;
+export type ObjectStorageConfig = Pick<Config, 'objectStorage' | 'objectStorageDir' | 's3'> &
+  Partial<Pick<Config, 'storageSigningKey' | 'storagePublicUrl'>>;
 
 export interface ObjectStorageOptions extends S3StorageOptions {
   /**
@@ -16,14 +17,22 @@ export interface ObjectStorageOptions extends S3StorageOptions {
   signingKeyDir?: string;
 }
 
-export function createObjectStorage(config: ObjectStorageConfig, options: ObjectStorageOptions = {}): ObjectStorage | null {
+export function createObjectStorage(
+  config: ObjectStorageConfig,
+  options: ObjectStorageOptions = {},
+): ObjectStorage | null {
   switch (config.objectStorage) {
     case 'none':
       return null;
     case 'filesystem': {
-      if (!config.objectStorageDir) throw new ConfigError('Filesystem object storage needs objectStorageDir (OBJECT_STORAGE_DIR)');
+      if (!config.objectStorageDir)
+        throw new ConfigError('Filesystem object storage needs objectStorageDir (OBJECT_STORAGE_DIR)');
       const { key } = resolveSigningKey(config.storageSigningKey, options.signingKeyDir);
-      return new FilesystemObjectStorage(config.objectStorageDir, { signingKey: key, publicBaseUrl: config.storagePublicUrl, clock: options.clock });
+      return new FilesystemObjectStorage(config.objectStorageDir, {
+        signingKey: key,
+        publicBaseUrl: config.storagePublicUrl,
+        clock: options.clock,
+      });
     }
     case 's3':
       assertS3Config(config.s3);

@@ -18,5 +18,8 @@ export function noteImageKey(userId: string, sha256: string): string {
 
 /** Records (or refreshes) an image about to be stored for `userId`; commit it before storing the object. */
 export async function registerNoteImage(db: Knex, userId: string, sha256: string, now: number): Promise<void> {
-  await db('note_images').insert({ user_id: userId, sha256, stored_at: now }).onConflict(['user_id', 'sha256']).merge({ stored_at: now });
+  await db('note_images')
+    .insert({ user_id: userId, sha256, stored_at: now })
+    .onConflict(['user_id', 'sha256'])
+    .merge({ stored_at: now });
 }

@@ -50,9 +50,11 @@ const RETRYABLE_STATUS = new Set([429, 500, 502, 503, 504]);
 
 /** Structural checks for configs built in code; loadConfig already reports env mistakes by variable name. */
 export function assertS3Config(config: S3Config | undefined): asserts config is S3Config {
-  if (!config) throw new ConfigError('S3 object storage needs s3 settings (S3_BUCKET, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY)');
+  if (!config)
+    throw new ConfigError('S3 object storage needs s3 settings (S3_BUCKET, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY)');
   for (const field of ['endpoint', 'region', 'bucket', 'accessKeyId', 'secretAccessKey'] as const) {
-    if (typeof config[field] !== 'string' || config[field] === '') throw new ConfigError(`S3 object storage needs s3.${field}`);
+    if (typeof config[field] !== 'string' || config[field] === '')
+      throw new ConfigError(`S3 object storage needs s3.${field}`);
   }
   let url: URL;
   try {
@@ -113,7 +115,11 @@ export class S3ObjectStorage implements ObjectStorage {
     return `${this.baseUrl}/${key}`;
   }
 
-  private send(method: Method, key: string, init: { headers?: Record<string, string>; body?: Buffer } = {}): Promise<Response> {
+  private send(
+    method: Method,
+    key: string,
+    init: { headers?: Record<string, string>; body?: Buffer } = {},
+  ): Promise<Response> {
     return this.sendUrl(method, this.objectUrl(key), key, init);
   }
 
@@ -138,14 +144,19 @@ export class S3ObjectStorage implements ObjectStorage {
         });
         const response = await this.fetchImpl(request);
         if (!RETRYABLE_STATUS.has(response.status) || attempt === this.retries) return response;
-        lastError = new ObjectStorageError(`S3 ${method} ${what} failed: ${describeError(response.status, await response.text()).text}`);
+        lastError = new ObjectStorageError(
+          `S3 ${method} ${what} failed: ${describeError(response.status, await response.text()).text}`,
+        );
       } catch (error) {
         lastError = error;
       }
     }
-    throw new ObjectStorageError(`S3 ${method} ${what} failed: ${lastError instanceof Error ? lastError.message : String(lastError)}`, {
-      cause: lastError,
-    });
+    throw new ObjectStorageError(
+      `S3 ${method} ${what} failed: ${lastError instanceof Error ? lastError.message : String(lastError)}`,
+      {
+        cause: lastError,
+      },
+    );
   }
 
   private async fail(method: string, key: string, response: Response): Promise<never> {
@@ -173,7 +184,8 @@ export class S3ObjectStorage implements ObjectStorage {
     if (response.status === 404) {
       const xml = await response.text();
       // A missing bucket is a misconfiguration, not a missing object: make it loud.
-      if (describeError(404, xml).code === 'NoSuchBucket') throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
+      if (describeError(404, xml).code === 'NoSuchBucket')
+        throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
       return null;
     }
     if (!response.ok) return this.fail('GET', key, response);
@@ -200,7 +212,8 @@ export class S3ObjectStorage implements ObjectStorage {
     await response.body?.cancel();
     // A HEAD answer has no body to tell a missing bucket from a missing key; GET and PUT report it.
     if (response.status === 404) return null;
-    if (!response.ok) throw new ObjectStorageError(`S3 HEAD ${key} in bucket ${this.config.bucket} failed: HTTP ${response.status}`);
+    if (!response.ok)
+      throw new ObjectStorageError(`S3 HEAD ${key} in bucket ${this.config.bucket} failed: HTTP ${response.status}`);
     return {
       contentType: response.headers.get('content-type') ?? 'application/octet-stream',
       size: Number(response.headers.get('content-length') ?? 0),
@@ -211,10 +224,15 @@ export class S3ObjectStorage implements ObjectStorage {
   async getStream(key: string, options: { range?: ByteRange } = {}): Promise<ObjectStream | null> {
     assertValidKey(key);
     const range = options.range;
-    const response = await this.send('GET', key, range ? { headers: { range: `bytes=${range.start}-${range.end}` } } : {});
+    const response = await this.send(
+      'GET',
+      key,
+      range ? { headers: { range: `bytes=${range.start}-${range.end}` } } : {},
+    );
     if (response.status === 404) {
       const xml = await response.text();
-      if (describeError(404, xml).code === 'NoSuchBucket') throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
+      if (describeError(404, xml).code === 'NoSuchBucket')
+        throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
       return null;
     }
     if (response.status === 416) {
@@ -225,7 +243,10 @@ export class S3ObjectStorage implements ObjectStorage {
     }
     if (!response.ok) return this.fail('GET', key, response);
     // 206 carries the whole size after the slash of Content-Range; 200 in Content-Length.
-    const total = /\/(\d+)$/.exec(response.headers.get('content-range') ?? '')?.[1] ?? response.headers.get('content-length') ?? '0';
+    const total =
+      /\/(\d+)$/.exec(response.headers.get('content-range') ?? '')?.[1] ??
+      response.headers.get('content-length') ??
+      '0';
     return {
       body: response.body ? Readable.fromWeb(response.body as WebReadableStream<Uint8Array>) : Readable.from([]),
       contentType: response.headers.get('content-type') ?? 'application/octet-stream',
@@ -243,20 +264,28 @@ export class S3ObjectStorage implements ObjectStorage {
     });
     const xml = await response.text();
     if (response.status === 404) {
-      if (describeError(404, xml).code === 'NoSuchBucket') throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
+      if (describeError(404, xml).code === 'NoSuchBucket')
+        throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
       // No source: moved already when the target is there.
       return (await this.head(toKey)) !== null;
     }
     // A copy can fail after S3 has answered 200: the error is then in the body.
     if (!response.ok || xml.includes('<Error>')) {
-      throw new ObjectStorageError(`S3 copy ${fromKey} to ${toKey} in bucket ${this.config.bucket} failed: ${describeError(response.status, xml).text}`);
+      throw new ObjectStorageError(
+        `S3 copy ${fromKey} to ${toKey} in bucket ${this.config.bucket} failed: ${describeError(response.status, xml).text}`,
+      );
     }
     await this.delete(fromKey);
     return true;
   }
 
   /** SigV4 query signing; `extraHeaders` become signed headers the client must send as given. */
-  private async presign(method: 'GET' | 'PUT', key: string, expiresInSeconds: number, extraHeaders: Record<string, string>): Promise<PresignedRequest> {
+  private async presign(
+    method: 'GET' | 'PUT',
+    key: string,
+    expiresInSeconds: number,
+    extraHeaders: Record<string, string>,
+  ): Promise<PresignedRequest> {
     const now = this.clock();
     const url = new URL(this.objectUrl(key));
     url.searchParams.set('X-Amz-Expires', String(expiresInSeconds));
@@ -275,14 +304,27 @@ export class S3ObjectStorage implements ObjectStorage {
     });
     const signed = await signer.sign();
     // X-Amz-Date has whole seconds: the URL expires at that second plus X-Amz-Expires.
-    return { method, url: signed.url.toString(), headers: extraHeaders, expiresAt: Math.floor(now / 1000) * 1000 + expiresInSeconds * 1000 };
+    return {
+      method,
+      url: signed.url.toString(),
+      headers: extraHeaders,
+      expiresAt: Math.floor(now / 1000) * 1000 + expiresInSeconds * 1000,
+    };
   }
 
-  async presignPut(key: string, contentType: string, byteSize: number, expiresInSeconds: number): Promise<PresignedRequest> {
+  async presignPut(
+    key: string,
+    contentType: string,
+    byteSize: number,
+    expiresInSeconds: number,
+  ): Promise<PresignedRequest> {
     assertValidKey(key);
     assertValidContentType(contentType);
     assertPresignArgs(byteSize, expiresInSeconds);
-    return this.presign('PUT', key, expiresInSeconds, { 'Content-Type': contentType, 'Content-Length': String(byteSize) });
+    return this.presign('PUT', key, expiresInSeconds, {
+      'Content-Type': contentType,
+      'Content-Length': String(byteSize),
+    });
   }
 
   async presignGet(key: string, expiresInSeconds: number): Promise<PresignedRequest> {
@@ -301,10 +343,14 @@ export class S3ObjectStorage implements ObjectStorage {
       });
       response = await this.fetchImpl(request);
     } catch (error) {
-      throw new ObjectStorageError(`S3 bucket ${this.config.bucket} is not reachable: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new ObjectStorageError(
+        `S3 bucket ${this.config.bucket} is not reachable: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
     }
     await response.body?.cancel();
-    if (!response.ok) throw new ObjectStorageError(`S3 HEAD bucket ${this.config.bucket} failed: HTTP ${response.status}`);
+    if (!response.ok)
+      throw new ObjectStorageError(`S3 HEAD bucket ${this.config.bucket} failed: HTTP ${response.status}`);
   }
 
   async delete(key: string): Promise<void> {
@@ -312,7 +358,8 @@ export class S3ObjectStorage implements ObjectStorage {
     const response = await this.send('DELETE', key);
     if (response.status === 404) {
       const xml = await response.text();
-      if (describeError(404, xml).code === 'NoSuchBucket') throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
+      if (describeError(404, xml).code === 'NoSuchBucket')
+        throw new ObjectStorageError(`S3 bucket ${this.config.bucket} does not exist`);
       return;
     }
     if (!response.ok) return this.fail('DELETE', key, response);
@@ -325,12 +372,18 @@ export class S3ObjectStorage implements ObjectStorage {
     const keys: string[] = [];
     let token: string | undefined;
     do {
-      const query = new URLSearchParams({ 'list-type': '2', prefix, ...(token ? { 'continuation-token': token } : {}) });
+      const query = new URLSearchParams({
+        'list-type': '2',
+        prefix,
+        ...(token ? { 'continuation-token': token } : {}),
+      });
       const response = await this.sendUrl('GET', `${this.baseUrl}/?${query}`, `list ${prefix}`);
       if (!response.ok) return this.fail('GET', `list ${prefix}`, response);
       const xml = await response.text();
       for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) keys.push(decodeXml(m[1]!));
-      token = /<IsTruncated>true<\/IsTruncated>/.test(xml) ? /<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(xml)?.[1] : undefined;
+      token = /<IsTruncated>true<\/IsTruncated>/.test(xml)
+        ? /<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(xml)?.[1]
+        : undefined;
       if (token) token = decodeXml(token);
     } while (token);
     return keys;
@@ -338,5 +391,8 @@ export class S3ObjectStorage implements ObjectStorage {
 }
 
 function decodeXml(text: string): string {
-  return text.replace(/&(lt|gt|quot|apos|amp);/g, (_m, e: string) => ({ lt: '<', gt: '>', quot: '"', apos: "'", amp: '&' })[e]!);
+  return text.replace(
+    /&(lt|gt|quot|apos|amp);/g,
+    (_m, e: string) => ({ lt: '<', gt: '>', quot: '"', apos: "'", amp: '&' })[e]!,
+  );
 }

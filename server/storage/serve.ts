@@ -14,7 +14,11 @@ function etagMatches(header: string | undefined, etag: string): boolean {
   });
 }
 
-export async function readStoredImage(storage: ObjectStorage, key: string, ifNoneMatch: string | undefined): Promise<StoredImageResponse> {
+export async function readStoredImage(
+  storage: ObjectStorage,
+  key: string,
+  ifNoneMatch: string | undefined,
+): Promise<StoredImageResponse> {
   const object = await storage.get(key);
   if (!object) return { status: 404 };
   const headers = { ETag: object.etag, 'Cache-Control': 'private, no-cache' };

@@ -65,7 +65,9 @@ export class UrlSigner {
   }
 
   private mac(fields: Array<string | number>): string {
-    return createHmac('sha256', this.secret).update([VERSION, ...fields].join('\n')).digest('base64url');
+    return createHmac('sha256', this.secret)
+      .update([VERSION, ...fields].join('\n'))
+      .digest('base64url');
   }
 
   private url(key: string, query: Record<string, string>): string {
@@ -90,11 +92,21 @@ export class UrlSigner {
     assertValidKey(key);
     assertPresignArgs(undefined, expiresInSeconds);
     const expires = this.clock() + expiresInSeconds * 1000;
-    return { method: 'GET', url: this.url(key, { expires: String(expires), signature: this.mac(['GET', key, expires]) }), headers: {}, expiresAt: expires };
+    return {
+      method: 'GET',
+      url: this.url(key, { expires: String(expires), signature: this.mac(['GET', key, expires]) }),
+      headers: {},
+      expiresAt: expires,
+    };
   }
 
   verifyPut(params: SignedUploadParams, now: number): void {
-    this.verify(params.signature, this.mac(['PUT', params.key, params.expires, params.contentType, params.byteSize]), params.expires, now);
+    this.verify(
+      params.signature,
+      this.mac(['PUT', params.key, params.expires, params.contentType, params.byteSize]),
+      params.expires,
+      now,
+    );
   }
 
   verifyGet(params: SignedDownloadParams, now: number): void {
@@ -105,7 +117,8 @@ export class UrlSigner {
   private verify(given: string, expected: string, expires: number, now: number): void {
     const a = Buffer.from(given, 'base64url');
     const b = Buffer.from(expected, 'base64url');
-    if (a.length !== b.length || !timingSafeEqual(a, b)) throw new SignedUrlError('bad_signature', "This URL's signature is not valid");
+    if (a.length !== b.length || !timingSafeEqual(a, b))
+      throw new SignedUrlError('bad_signature', "This URL's signature is not valid");
     if (now >= expires) throw new SignedUrlError('expired', 'This URL has expired');
   }
 }
@@ -115,13 +128,19 @@ export type SigningKeySource = 'env' | 'data-dir' | 'generated' | 'process';
 const SIGNING_KEY_FILE = 'storage-signing-key';
 
 /** STORAGE_SIGNING_KEY, else the key kept in `dataDir` (created on first use), else a key for this process only. */
-export function resolveSigningKey(configured: string | undefined, dataDir: string | undefined): { key: Buffer; source: SigningKeySource } {
+export function resolveSigningKey(
+  configured: string | undefined,
+  dataDir: string | undefined,
+): { key: Buffer; source: SigningKeySource } {
   if (configured) return { key: Buffer.from(configured, 'utf8'), source: 'env' };
   if (!dataDir) return { key: randomBytes(32), source: 'process' };
   const file = join(dataDir, SIGNING_KEY_FILE);
   if (existsSync(file)) {
     const key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64url');
-    if (key.length < 32) throw new RangeError(`${file} does not hold a storage signing key of at least 32 bytes; delete it to generate a new one`);
+    if (key.length < 32)
+      throw new RangeError(
+        `${file} does not hold a storage signing key of at least 32 bytes; delete it to generate a new one`,
+      );
     return { key, source: 'data-dir' };
   }
   mkdirSync(dataDir, { recursive: true });

@@ -83,7 +83,8 @@ const BINARY_SIGNATURES: Record<string, (head: Buffer) => boolean> = {
  */
 function isPlainText(head: Buffer): boolean {
   if (sniffContentType(head) !== null) return false;
-  for (const byte of head) if (byte < 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d && byte !== 0x0c) return false;
+  for (const byte of head)
+    if (byte < 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d && byte !== 0x0c) return false;
   try {
     new TextDecoder('utf-8', { fatal: true }).decode(head.subarray(0, trimPartialUtf8(head)));
     return true;
@@ -104,7 +105,14 @@ function trimPartialUtf8(buf: Buffer): number {
 }
 
 /** Content types whose bytes can be checked, hence the only ones an upload may declare. */
-export const VERIFIABLE_CONTENT_TYPES: readonly string[] = ['image/png', 'image/jpeg', 'image/webp', 'image/gif', ...Object.keys(BINARY_SIGNATURES), 'text/plain'];
+export const VERIFIABLE_CONTENT_TYPES: readonly string[] = [
+  'image/png',
+  'image/jpeg',
+  'image/webp',
+  'image/gif',
+  ...Object.keys(BINARY_SIGNATURES),
+  'text/plain',
+];
 
 export function isVerifiableContentType(type: string): boolean {
   return VERIFIABLE_CONTENT_TYPES.includes(type);

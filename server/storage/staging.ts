@@ -128,12 +128,17 @@ export interface UploadIntent {
  * one: the URL is only handed out after the row commits, which is what lets garbage collection
  * delete any staged object that has no row.
  */
-export async function createUploadIntent(db: Knex, storage: ObjectStorage, input: UploadIntentInput): Promise<UploadIntent> {
+export async function createUploadIntent(
+  db: Knex,
+  storage: ObjectStorage,
+  input: UploadIntentInput,
+): Promise<UploadIntent> {
   const contentType = input.contentType.toLowerCase();
   if (!isVerifiableContentType(contentType) || (input.allowedTypes && !input.allowedTypes.includes(contentType))) {
     throw new StagingError('unsupported_type', `Uploads of ${input.contentType} are not accepted here`);
   }
-  if (input.byteSize > input.maxBytes) throw new StagingError('too_large', `byteSize must be at most ${input.maxBytes}`);
+  if (input.byteSize > input.maxBytes)
+    throw new StagingError('too_large', `byteSize must be at most ${input.maxBytes}`);
   const id = randomUUID();
   const key = stagingKey(input.userId, id);
   const expiresAt = input.now + input.stagingTtlMs;
@@ -154,7 +159,10 @@ export async function createUploadIntent(db: Knex, storage: ObjectStorage, input
 }
 
 async function findLive(db: Knex, userId: string, stagingId: string, now: number, lock = false): Promise<StagedRow> {
-  const query = db('staged_uploads').where({ id: stagingId, user_id: userId }).where('expires_at', '>', now).first<StagedRow | undefined>();
+  const query = db('staged_uploads')
+    .where({ id: stagingId, user_id: userId })
+    .where('expires_at', '>', now)
+    .first<StagedRow | undefined>();
   const row = await (lock ? query.forUpdate() : query);
   if (!row) throw new StagingError('not_found', 'Staged upload not found');
   return row;
@@ -182,7 +190,11 @@ async function readHead(storage: ObjectStorage, key: string, size: number): Prom
  * Checks the uploaded bytes against the intent and marks it ready. Idempotent: completing a ready
  * upload returns it unchanged.
  */
-export async function completeUpload(db: Knex, storage: ObjectStorage, input: { userId: string; stagingId: string; now: number }): Promise<StagedUpload> {
+export async function completeUpload(
+  db: Knex,
+  storage: ObjectStorage,
+  input: { userId: string; stagingId: string; now: number },
+): Promise<StagedUpload> {
   const row = await findLive(db, input.userId, input.stagingId, input.now);
   if (row.state === 'ready') return toStaged(row);
   const head = await storage.head(row.object_key);
@@ -220,7 +232,8 @@ export async function consumeStagedUpload(
   const row = await findLive(trx, input.userId, input.stagingId, input.now, true);
   if (row.purpose !== input.purpose) throw new StagingError('not_found', 'Staged upload not found');
   if (row.state !== 'ready') throw new StagingError('not_completed', 'The staged upload has not been completed');
-  if (!(await storage.move(row.object_key, input.finalKey))) throw new StagingError('not_uploaded', 'The staged upload has no object');
+  if (!(await storage.move(row.object_key, input.finalKey)))
+    throw new StagingError('not_uploaded', 'The staged upload has no object');
   await trx('staged_uploads').where({ id: row.id }).delete();
   return { ...toStaged(row), key: input.finalKey };
 }

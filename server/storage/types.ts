@@ -83,7 +83,9 @@ const MAX_PRESIGN_SECONDS = 7 * 24 * 3600;
 
 export function assertPresignArgs(byteSize: number | undefined, expiresInSeconds: number): void {
   if (!Number.isInteger(expiresInSeconds) || expiresInSeconds < 1 || expiresInSeconds > MAX_PRESIGN_SECONDS) {
-    throw new RangeError(`expiresInSeconds must be an integer between 1 and ${MAX_PRESIGN_SECONDS}, got ${expiresInSeconds}`);
+    throw new RangeError(
+      `expiresInSeconds must be an integer between 1 and ${MAX_PRESIGN_SECONDS}, got ${expiresInSeconds}`,
+    );
   }
   if (byteSize !== undefined && (!Number.isSafeInteger(byteSize) || byteSize < 0)) {
     throw new RangeError(`byteSize must be a non-negative integer, got ${byteSize}`);
@@ -92,7 +94,8 @@ export function assertPresignArgs(byteSize: number | undefined, expiresInSeconds
 
 /** A folder prefix: one or more valid key segments followed by `/`. */
 export function assertValidPrefix(prefix: string): void {
-  if (typeof prefix !== 'string' || !prefix.endsWith('/')) throw new InvalidObjectKeyError(String(prefix), 'a prefix must end with /');
+  if (typeof prefix !== 'string' || !prefix.endsWith('/'))
+    throw new InvalidObjectKeyError(String(prefix), 'a prefix must end with /');
   assertValidKey(prefix.slice(0, -1));
 }
 
@@ -105,7 +108,10 @@ export async function deletePrefix(storage: ObjectStorage, prefix: string): Prom
 
 /** A key that could escape the storage root, or that one backend would store differently from the other. */
 export class InvalidObjectKeyError extends Error {
-  constructor(readonly key: string, reason: string) {
+  constructor(
+    readonly key: string,
+    reason: string,
+  ) {
     super(`Invalid object key ${JSON.stringify(key)}: ${reason}`);
     this.name = 'InvalidObjectKeyError';
   }
@@ -144,8 +150,10 @@ export function assertValidKey(key: string): void {
   if (key.startsWith('/')) throw new InvalidObjectKeyError(key, 'must not start with /');
   for (const segment of key.split('/')) {
     if (segment === '') throw new InvalidObjectKeyError(key, 'must not contain empty segments or end with /');
-    if (segment === '.' || segment.includes('..')) throw new InvalidObjectKeyError(key, 'must not contain "." segments or ".."');
-    if (!SEGMENT.test(segment)) throw new InvalidObjectKeyError(key, 'segments may only contain A-Z, a-z, 0-9, ".", "_" and "-"');
+    if (segment === '.' || segment.includes('..'))
+      throw new InvalidObjectKeyError(key, 'must not contain "." segments or ".."');
+    if (!SEGMENT.test(segment))
+      throw new InvalidObjectKeyError(key, 'segments may only contain A-Z, a-z, 0-9, ".", "_" and "-"');
   }
 }
 

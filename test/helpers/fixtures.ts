@@ -2,7 +2,11 @@
 import { expect } from 'vitest';
 import type { ApiClient } from '../../client/index.ts';
 
-export async function createMember(api: ApiClient, name = 'Member', extra: Record<string, unknown> = {}): Promise<string> {
+export async function createMember(
+  api: ApiClient,
+  name = 'Member',
+  extra: Record<string, unknown> = {},
+): Promise<string> {
   const { data, error, response } = await api.POST('/api/v1/members', { body: { name, ...extra } });
   expect(response.status, JSON.stringify(error)).toBe(201);
   return data!.id;
@@ -14,8 +18,15 @@ export async function createSide(api: ApiClient, name = 'Side'): Promise<string>
   return data!._id;
 }
 
-export async function createSub(api: ApiClient, sideSystemId: string, linkedMemberId: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const { data, error, response } = await api.POST('/api/v1/systems/sub-systems', { body: { sideSystemId, linkedMemberId, name: 'Sub', ...extra } });
+export async function createSub(
+  api: ApiClient,
+  sideSystemId: string,
+  linkedMemberId: string,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
+  const { data, error, response } = await api.POST('/api/v1/systems/sub-systems', {
+    body: { sideSystemId, linkedMemberId, name: 'Sub', ...extra },
+  });
   expect(response.status, JSON.stringify(error)).toBe(201);
   return data!._id;
 }
@@ -25,13 +36,21 @@ export async function activeSide(api: ApiClient): Promise<string> {
   return data!.active.sideSystemId;
 }
 
-export async function createFolder(api: ApiClient, name = 'Folder', extra: Record<string, unknown> = {}): Promise<string> {
+export async function createFolder(
+  api: ApiClient,
+  name = 'Folder',
+  extra: Record<string, unknown> = {},
+): Promise<string> {
   const { data, error, response } = await api.POST('/api/v1/folders', { body: { name, ...extra } });
   expect(response.status, JSON.stringify(error)).toBe(201);
   return data!.id;
 }
 
-export async function createGroup(api: ApiClient, name = 'Group', extra: Record<string, unknown> = {}): Promise<string> {
+export async function createGroup(
+  api: ApiClient,
+  name = 'Group',
+  extra: Record<string, unknown> = {},
+): Promise<string> {
   const { data, error, response } = await api.POST('/api/v1/groups', { body: { name, ...extra } });
   expect(response.status, JSON.stringify(error)).toBe(201);
   return data!.id;
@@ -39,12 +58,20 @@ export async function createGroup(api: ApiClient, name = 'Group', extra: Record<
 
 export const UNKNOWN_ID = '00000000-0000-4000-8000-00000000dead';
 
-export async function setActive(api: ApiClient, sideSystemId: string, subSystemId: string | null = null): Promise<void> {
+export async function setActive(
+  api: ApiClient,
+  sideSystemId: string,
+  subSystemId: string | null = null,
+): Promise<void> {
   const { error, response } = await api.PATCH('/api/v1/systems/active', { body: { sideSystemId, subSystemId } });
   expect(response.status, JSON.stringify(error)).toBe(200);
 }
 
-export async function createEntry(api: ApiClient, content = 'A note', extra: Record<string, unknown> = {}): Promise<string> {
+export async function createEntry(
+  api: ApiClient,
+  content = 'A note',
+  extra: Record<string, unknown> = {},
+): Promise<string> {
   const { data, error, response } = await api.POST('/api/v1/entries', { body: { content, ...extra } });
   expect(response.status, JSON.stringify(error)).toBe(201);
   return data!.id;

@@ -10,7 +10,15 @@ import type { TestServer, TestUser } from './server.ts';
 export type Perms = Partial<Record<PermissionGroup, PermissionLevel>>;
 
 /** Every relationship a viewer can have with an owner, as the privacy matrices name them. */
-export const RELATIONSHIPS = ['none', 'pending_outgoing', 'pending_incoming', 'accepted', 'blocked_by_owner', 'blocked_by_viewer', 'revoked'] as const;
+export const RELATIONSHIPS = [
+  'none',
+  'pending_outgoing',
+  'pending_incoming',
+  'accepted',
+  'blocked_by_owner',
+  'blocked_by_viewer',
+  'revoked',
+] as const;
 export type Relationship = (typeof RELATIONSHIPS)[number];
 
 const path = (friendUserId: string) => ({ params: { path: { friendUserId } } });
@@ -21,7 +29,9 @@ export async function requestFriend(from: TestUser, to: TestUser): Promise<void>
 }
 
 export async function acceptFriend(by: TestUser, requester: TestUser): Promise<void> {
-  const res = await by.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', { params: { path: { requesterUserId: requester.userId } } });
+  const res = await by.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', {
+    params: { path: { requesterUserId: requester.userId } },
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(204);
 }
 
@@ -61,22 +71,41 @@ export async function relate(owner: TestUser, viewer: TestUser, relationship: Re
 /** A custom bucket of `owner` whose groups are `none` except those given. */
 export async function createBucket(owner: TestUser, perms: Perms, name = 'Test bucket'): Promise<string> {
   const none = Object.fromEntries(
-    ['members_view', 'member_profile', 'member_avatar', 'member_notes', 'member_custom_fields', 'member_statuses', 'member_relationships', 'groups', 'front', 'friend_data'].map((g) => [g, 'none']),
+    [
+      'members_view',
+      'member_profile',
+      'member_avatar',
+      'member_notes',
+      'member_custom_fields',
+      'member_statuses',
+      'member_relationships',
+      'groups',
+      'front',
+      'friend_data',
+    ].map((g) => [g, 'none']),
   );
-  const res = await owner.api.POST('/api/v1/privacy-buckets', { body: { name, friendPermissions: { ...none, ...perms } } });
+  const res = await owner.api.POST('/api/v1/privacy-buckets', {
+    body: { name, friendPermissions: { ...none, ...perms } },
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(201);
   return res.data!._id;
 }
 
 /** Replaces the buckets `owner` gives the friend `viewer`. */
 export async function giveFriend(owner: TestUser, viewer: TestUser, bucketIds: string[]): Promise<void> {
-  const res = await owner.api.PUT('/api/v1/privacy-buckets/assignments/friends/{friendUserId}', { params: { path: { friendUserId: viewer.userId } }, body: { bucketIds } });
+  const res = await owner.api.PUT('/api/v1/privacy-buckets/assignments/friends/{friendUserId}', {
+    params: { path: { friendUserId: viewer.userId } },
+    body: { bucketIds },
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(204);
 }
 
 /** Replaces a member's buckets. */
 export async function shareMember(owner: TestUser, memberId: string, bucketIds: string[]): Promise<void> {
-  const res = await owner.api.PUT('/api/v1/privacy-buckets/assignments/members/{memberId}', { params: { path: { memberId } }, body: { bucketIds } });
+  const res = await owner.api.PUT('/api/v1/privacy-buckets/assignments/members/{memberId}', {
+    params: { path: { memberId } },
+    body: { bucketIds },
+  });
   expect(res.response.status, JSON.stringify(res.error)).toBe(204);
 }
 
@@ -84,7 +113,10 @@ export async function shareMember(owner: TestUser, memberId: string, bucketIds: 
  * An owner and a viewer who are accepted friends sharing one bucket with `perms` (the viewer holds
  * only that bucket): the usual starting point of a friend-route test.
  */
-export async function friendsSharing(server: TestServer, perms: Perms): Promise<{ owner: TestUser; viewer: TestUser; bucketId: string }> {
+export async function friendsSharing(
+  server: TestServer,
+  perms: Perms,
+): Promise<{ owner: TestUser; viewer: TestUser; bucketId: string }> {
   const owner = await server.user();
   const viewer = await server.user();
   await befriend(owner, viewer);

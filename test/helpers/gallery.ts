@@ -15,7 +15,12 @@ export function uniqueImage(n: number, type: GalleryType = 'image/png'): Buffer 
 export const sha256Of = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 export const galleryUrlOf = (bytes: Buffer): string => `/api/v1/social/gallery/${sha256Of(bytes)}`;
 
-export function uploadGallery(server: TestServer, apiKey: string, bytes: Buffer | string, type: string = 'image/png'): Promise<Response> {
+export function uploadGallery(
+  server: TestServer,
+  apiKey: string,
+  bytes: Buffer | string,
+  type: string = 'image/png',
+): Promise<Response> {
   return server.fetch('/api/v1/social/gallery', {
     method: 'POST',
     headers: { ...bearer(apiKey), 'Content-Type': type },
@@ -24,7 +29,12 @@ export function uploadGallery(server: TestServer, apiKey: string, bytes: Buffer 
 }
 
 /** Uploads `bytes` to `user`'s gallery (new or already there) and returns its gallery URL. */
-export async function addGalleryImage(server: TestServer, user: TestUser, bytes: Buffer, type: GalleryType = 'image/png'): Promise<string> {
+export async function addGalleryImage(
+  server: TestServer,
+  user: TestUser,
+  bytes: Buffer,
+  type: GalleryType = 'image/png',
+): Promise<string> {
   const res = await uploadGallery(server, user.apiKey, bytes, type);
   const body = await res.json();
   expect([200, 201], JSON.stringify(body)).toContain(res.status);

@@ -20,7 +20,10 @@ export interface LoopbackServer {
   close(): Promise<void>;
 }
 
-export async function startLoopbackServer(routes: Record<string, LoopbackRoute>, prefixRoutes: Record<string, LoopbackRoute> = {}): Promise<LoopbackServer> {
+export async function startLoopbackServer(
+  routes: Record<string, LoopbackRoute>,
+  prefixRoutes: Record<string, LoopbackRoute> = {},
+): Promise<LoopbackServer> {
   const hits: string[] = [];
   let inFlight = 0;
   let maxInFlight = 0;

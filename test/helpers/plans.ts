@@ -17,7 +17,11 @@ export interface PlanNode {
 }
 
 /** Runs `action` and returns every statement knex sent meanwhile whose SQL matches `match`. */
-export async function captureStatements(knex: Knex, match: RegExp, action: () => Promise<unknown>): Promise<Statement[]> {
+export async function captureStatements(
+  knex: Knex,
+  match: RegExp,
+  action: () => Promise<unknown>,
+): Promise<Statement[]> {
   const seen: Statement[] = [];
   const capture = (q: { sql: string; bindings?: unknown[] }) => {
     if (match.test(q.sql)) seen.push({ sql: q.sql, bindings: q.bindings ?? [] });
@@ -44,11 +48,19 @@ let probes = 0;
 function literal(value: unknown): string {
   if (value === null || value === undefined) return 'null';
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  const text = Array.isArray(value) ? `{${value.map((v) => `"${String(v).replace(/["\\]/g, '\\$&')}"`).join(',')}}` : typeof value === 'string' ? value : JSON.stringify(value);
+  const text = Array.isArray(value)
+    ? `{${value.map((v) => `"${String(v).replace(/["\\]/g, '\\$&')}"`).join(',')}}`
+    : typeof value === 'string'
+      ? value
+      : JSON.stringify(value);
   return `'${text.replace(/'/g, "''")}'`;
 }
 
-export async function explain(knex: Knex, statement: Statement, options: { analyze?: boolean; generic?: boolean } = {}): Promise<PlanNode> {
+export async function explain(
+  knex: Knex,
+  statement: Statement,
+  options: { analyze?: boolean; generic?: boolean } = {},
+): Promise<PlanNode> {
   const mode = `${options.analyze ? 'analyze, ' : ''}format json`;
   const planOf = (raw: unknown) => (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: PlanNode }>;
   if (options.generic) {
@@ -58,13 +70,18 @@ export async function explain(knex: Knex, statement: Statement, options: { analy
       await trx.raw('set local plan_cache_mode = force_generic_plan');
       await trx.raw(`prepare ${name} as ${statement.sql.replace(/\?/g, '\\?')}`);
       // EXECUTE takes its values as expressions (a utility statement has no bind parameters).
-      const explained = await trx.raw(`explain (${mode}) execute ${name}(${statement.bindings.map(literal).join(', ')})`.replace(/\?/g, '\\?'));
+      const explained = await trx.raw(
+        `explain (${mode}) execute ${name}(${statement.bindings.map(literal).join(', ')})`.replace(/\?/g, '\\?'),
+      );
       await trx.raw(`deallocate ${name}`);
       return planOf((explained.rows as Array<Record<string, unknown>>)[0]!['QUERY PLAN'])[0]!.Plan;
     });
   }
   const ordered: unknown[] = [];
-  const sql = statement.sql.replace(/\$(\d+)/g, (_m, n: string) => (ordered.push(statement.bindings[Number(n) - 1]), '?'));
+  const sql = statement.sql.replace(
+    /\$(\d+)/g,
+    (_m, n: string) => (ordered.push(statement.bindings[Number(n) - 1]), '?'),
+  );
   const explained = await knex.raw(`explain (${mode}) ${sql}`, ordered as never);
   return planOf((explained.rows as Array<Record<string, unknown>>)[0]!['QUERY PLAN'])[0]!.Plan;
 }
@@ -78,7 +95,10 @@ export function planNodes(node: PlanNode): PlanNode[] {
  * The two plans a one-statement read (server/db/prepared.ts) may run with: the plan for its values
  * and the generic plan PostgreSQL caches for it, both executed (EXPLAIN ANALYZE).
  */
-export async function bothPlans(knex: Knex, statement: Statement): Promise<Array<{ kind: 'custom' | 'generic'; plan: PlanNode }>> {
+export async function bothPlans(
+  knex: Knex,
+  statement: Statement,
+): Promise<Array<{ kind: 'custom' | 'generic'; plan: PlanNode }>> {
   return [
     { kind: 'custom', plan: await explain(knex, statement, { analyze: true }) },
     { kind: 'generic', plan: await explain(knex, statement, { analyze: true, generic: true }) },
@@ -87,5 +107,7 @@ export async function bothPlans(knex: Knex, statement: Statement): Promise<Array
 
 /** Sequential scans that read more than `small` rows (kept or filtered out): reads of a whole table that is not tiny. */
 export function largeSeqScans(root: PlanNode, small = 100): PlanNode[] {
-  return planNodes(root).filter((n) => n['Node Type'] === 'Seq Scan' && (n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) > small);
+  return planNodes(root).filter(
+    (n) => n['Node Type'] === 'Seq Scan' && (n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) > small,
+  );
 }

@@ -43,7 +43,9 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 }
 
 const listen = (server: Server) =>
-  new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+  new Promise<number>((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)),
+  );
 
 export async function startTestS3(buckets: string[]): Promise<TestS3Server> {
   const directory = mkdtempSync(join(tmpdir(), 'ada-s3rver-'));
@@ -65,7 +67,9 @@ export async function startTestS3(buckets: string[]): Promise<TestS3Server> {
     const verdict = verifySigV4({ method: req.method ?? '', url: req.url ?? '', headers: req.headers }, body, secrets);
     if (!verdict.ok) {
       res.writeHead(403, { 'content-type': 'application/xml' });
-      res.end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${verdict.code}</Code><Message>${verdict.message}</Message></Error>`);
+      res.end(
+        `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${verdict.code}</Code><Message>${verdict.message}</Message></Error>`,
+      );
       return;
     }
     const upstream = httpRequest(
@@ -108,20 +112,23 @@ export function loopbackFetch(port: number): (request: Request) => Promise<Respo
     const headers: Record<string, string> = { host: url.host };
     request.headers.forEach((value, name) => (headers[name] = value));
     return new Promise<Response>((resolve, reject) => {
-      const req = httpRequest({ host: '127.0.0.1', port, method: request.method, path: `${url.pathname}${url.search}`, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const status = res.statusCode ?? 502;
-          const responseHeaders = new Headers();
-          for (const [name, value] of Object.entries(res.headers)) {
-            if (value !== undefined) responseHeaders.set(name, Array.isArray(value) ? value.join(', ') : value);
-          }
-          const noBody = status === 204 || status === 304 || request.method === 'HEAD';
-          resolve(new Response(noBody ? null : Buffer.concat(chunks), { status, headers: responseHeaders }));
-        });
-        res.on('error', reject);
-      });
+      const req = httpRequest(
+        { host: '127.0.0.1', port, method: request.method, path: `${url.pathname}${url.search}`, headers },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const status = res.statusCode ?? 502;
+            const responseHeaders = new Headers();
+            for (const [name, value] of Object.entries(res.headers)) {
+              if (value !== undefined) responseHeaders.set(name, Array.isArray(value) ? value.join(', ') : value);
+            }
+            const noBody = status === 204 || status === 304 || request.method === 'HEAD';
+            resolve(new Response(noBody ? null : Buffer.concat(chunks), { status, headers: responseHeaders }));
+          });
+          res.on('error', reject);
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });

@@ -113,7 +113,9 @@ export class TestServer {
     return createApiClient({ baseUrl: this.baseUrl, apiKey });
   }
 
-  async createAccount(body: Partial<components['schemas']['CreateAccountRequest']> = {}): Promise<{ userId: string; username: string }> {
+  async createAccount(
+    body: Partial<components['schemas']['CreateAccountRequest']> = {},
+  ): Promise<{ userId: string; username: string }> {
     const username = body.username ?? `user_${process.pid}_${++userCounter}`;
     const { data, error } = await this.admin.POST('/admin/v1/accounts', { body: { plan: 'pro', ...body, username } });
     if (!data) throw new Error(`createAccount failed: ${JSON.stringify(error)}`);
@@ -121,13 +123,18 @@ export class TestServer {
   }
 
   async createKey(userId: string, scopes: ScopeMap = ALL_SCOPES): Promise<{ apiKey: string; keyId: string }> {
-    const { data, error } = await this.admin.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId } }, body: { scopes } });
+    const { data, error } = await this.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+      params: { path: { userId } },
+      body: { scopes },
+    });
     if (!data) throw new Error(`createKey failed: ${JSON.stringify(error)}`);
     return { apiKey: data.apiKey, keyId: data.id };
   }
 
   /** A new account (Pro by default, so several keys are allowed) with one key. */
-  async user(options: { scopes?: ScopeMap; account?: Partial<components['schemas']['CreateAccountRequest']> } = {}): Promise<TestUser> {
+  async user(
+    options: { scopes?: ScopeMap; account?: Partial<components['schemas']['CreateAccountRequest']> } = {},
+  ): Promise<TestUser> {
     const { userId, username } = await this.createAccount(options.account);
     const { apiKey, keyId } = await this.createKey(userId, options.scopes ?? ALL_SCOPES);
     return { userId, username, apiKey, keyId, api: this.client(apiKey) };

@@ -19,7 +19,8 @@ export interface SignedRequestLike {
 
 export type SigV4Result = { ok: true; accessKeyId: string } | { ok: false; code: string; message: string };
 
-const AUTH = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request,\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$/;
+const AUTH =
+  /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request,\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$/;
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const hmac = (key: string | Buffer, data: string) => createHmac('sha256', key).update(data).digest();
@@ -89,26 +90,50 @@ function fromHeader(request: SignedRequestLike, body: Buffer, search: string): S
   if (payloadHash !== 'UNSIGNED-PAYLOAD' && payloadHash !== sha256(body)) {
     return { ok: false, code: 'XAmzContentSHA256Mismatch', message: 'payload hash does not match the body' };
   }
-  return { accessKeyId, date, region, service, signedHeaders, signature, amzDate: header(request.headers, 'x-amz-date') ?? '', payloadHash, search };
+  return {
+    accessKeyId,
+    date,
+    region,
+    service,
+    signedHeaders,
+    signature,
+    amzDate: header(request.headers, 'x-amz-date') ?? '',
+    payloadHash,
+    search,
+  };
 }
 
 function fromQuery(request: SignedRequestLike, search: string, now: number): Signed | SigV4Result {
   const params = queryParams(search);
   const get = (name: string) => params.find(([k]) => k === name)?.[1];
-  if (get('X-Amz-Algorithm') !== 'AWS4-HMAC-SHA256') return { ok: false, code: 'AuthorizationQueryParametersError', message: 'X-Amz-Algorithm must be AWS4-HMAC-SHA256' };
+  if (get('X-Amz-Algorithm') !== 'AWS4-HMAC-SHA256')
+    return {
+      ok: false,
+      code: 'AuthorizationQueryParametersError',
+      message: 'X-Amz-Algorithm must be AWS4-HMAC-SHA256',
+    };
   const credential = /^([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request$/.exec(get('X-Amz-Credential') ?? '');
   const amzDate = get('X-Amz-Date') ?? '';
   const expires = Number(get('X-Amz-Expires'));
   const signedHeaders = get('X-Amz-SignedHeaders') ?? '';
   const signature = get('X-Amz-Signature') ?? '';
   if (!credential || !/^[a-z0-9;-]+$/.test(signedHeaders) || !/^[0-9a-f]{64}$/.test(signature)) {
-    return { ok: false, code: 'AuthorizationQueryParametersError', message: 'malformed query-string authentication parameters' };
+    return {
+      ok: false,
+      code: 'AuthorizationQueryParametersError',
+      message: 'malformed query-string authentication parameters',
+    };
   }
   if (!Number.isInteger(expires) || expires < 1 || expires > 604_800) {
-    return { ok: false, code: 'AuthorizationQueryParametersError', message: 'X-Amz-Expires must be between 1 and 604800 seconds' };
+    return {
+      ok: false,
+      code: 'AuthorizationQueryParametersError',
+      message: 'X-Amz-Expires must be between 1 and 604800 seconds',
+    };
   }
   const signedAt = amzDateMs(amzDate);
-  if (Number.isNaN(signedAt)) return { ok: false, code: 'AuthorizationQueryParametersError', message: 'malformed X-Amz-Date' };
+  if (Number.isNaN(signedAt))
+    return { ok: false, code: 'AuthorizationQueryParametersError', message: 'malformed X-Amz-Date' };
   if (now > signedAt + expires * 1000) return { ok: false, code: 'AccessDenied', message: 'Request has expired' };
   const [, accessKeyId = '', date = '', region = '', service = ''] = credential;
   // The canonical query string holds every parameter except the signature.
@@ -120,21 +145,39 @@ function fromQuery(request: SignedRequestLike, search: string, now: number): Sig
   return { accessKeyId, date, region, service, signedHeaders, signature, amzDate, payloadHash, search: unsigned };
 }
 
-export function verifySigV4(request: SignedRequestLike, body: Buffer, secrets: ReadonlyMap<string, string>, now: number = Date.now()): SigV4Result {
+export function verifySigV4(
+  request: SignedRequestLike,
+  body: Buffer,
+  secrets: ReadonlyMap<string, string>,
+  now: number = Date.now(),
+): SigV4Result {
   const queryAt = request.url.indexOf('?');
   const path = queryAt < 0 ? request.url : request.url.slice(0, queryAt);
   const search = queryAt < 0 ? '' : request.url.slice(queryAt + 1);
-  const signed = /(^|&)X-Amz-Signature=/.test(search) ? fromQuery(request, search, now) : fromHeader(request, body, search);
+  const signed = /(^|&)X-Amz-Signature=/.test(search)
+    ? fromQuery(request, search, now)
+    : fromHeader(request, body, search);
   if ('ok' in signed) return signed;
   const { accessKeyId, date, region, service, signedHeaders, signature, amzDate, payloadHash } = signed;
   const secret = secrets.get(accessKeyId);
-  if (secret === undefined) return { ok: false, code: 'InvalidAccessKeyId', message: `unknown access key ${accessKeyId}` };
-  if (!amzDate.startsWith(date)) return { ok: false, code: 'AccessDenied', message: 'x-amz-date does not match the credential scope' };
+  if (secret === undefined)
+    return { ok: false, code: 'InvalidAccessKeyId', message: `unknown access key ${accessKeyId}` };
+  if (!amzDate.startsWith(date))
+    return { ok: false, code: 'AccessDenied', message: 'x-amz-date does not match the credential scope' };
   const names = signedHeaders.split(';');
   if (!names.includes('host')) return { ok: false, code: 'AccessDenied', message: 'host must be signed' };
 
-  const canonicalHeaders = names.map((name) => `${name}:${(header(request.headers, name) ?? '').trim().replace(/\s+/g, ' ')}\n`).join('');
-  const canonicalRequest = [request.method, path, canonicalQuery(signed.search), canonicalHeaders, signedHeaders, payloadHash].join('\n');
+  const canonicalHeaders = names
+    .map((name) => `${name}:${(header(request.headers, name) ?? '').trim().replace(/\s+/g, ' ')}\n`)
+    .join('');
+  const canonicalRequest = [
+    request.method,
+    path,
+    canonicalQuery(signed.search),
+    canonicalHeaders,
+    signedHeaders,
+    payloadHash,
+  ].join('\n');
   const scope = `${date}/${region}/${service}/aws4_request`;
   const stringToSign = ['AWS4-HMAC-SHA256', amzDate, scope, sha256(canonicalRequest)].join('\n');
   const signingKey = hmac(hmac(hmac(hmac(`AWS4${secret}`, date), region), service), 'aws4_request');

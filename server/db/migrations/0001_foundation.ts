@@ -4,7 +4,9 @@ import { execScript } from '../sql.ts';
 export const name = '0001_foundation';
 
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table accounts (
       id uuid primary key,
       username text not null,
@@ -91,11 +93,14 @@ export async function up(knex: Knex): Promise<void> {
     );
     create index appearance_settings_scheme on appearance_settings (custom_color_scheme_id) where custom_color_scheme_id is not null;
     create index appearance_settings_font on appearance_settings (custom_font_id) where custom_font_id is not null;
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table appearance_settings;
     drop table custom_fonts;
     drop table custom_color_schemes;
@@ -103,5 +108,6 @@ export async function down(knex: Knex): Promise<void> {
     drop table app_meta;
     drop table api_keys;
     drop table accounts;
-  `);
+  `,
+  );
 }

@@ -4,7 +4,9 @@ import { execScript } from '../sql.ts';
 export const name = '0002_core_model';
 
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table side_systems (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -163,11 +165,14 @@ export async function up(knex: Knex): Promise<void> {
       select gen_random_uuid(), a.id, 'Main system', a.created_at, a.created_at from accounts a;
     insert into active_system_context (user_id, side_system_id, is_unified_view, updated_at)
       select s.user_id, s.id, false, s.created_at from side_systems s
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table member_status_assignments;
     drop table member_status_definitions;
     drop table custom_field_values;
@@ -181,5 +186,6 @@ export async function down(knex: Knex): Promise<void> {
     drop table members;
     drop table directories;
     drop table side_systems
-  `);
+  `,
+  );
 }

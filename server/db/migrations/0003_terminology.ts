@@ -4,7 +4,9 @@ import { execScript } from '../sql.ts';
 export const name = '0003_terminology';
 
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     -- The account-wide labels: one full document per account, created on first save or reset.
     create table terminology_settings (
       id uuid primary key,
@@ -31,12 +33,16 @@ export async function up(knex: Knex): Promise<void> {
     );
     create unique index terminology_overrides_scope
       on terminology_overrides (user_id, side_system_id, sub_system_id) nulls not distinct;
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table terminology_overrides;
     drop table terminology_settings
-  `);
+  `,
+  );
 }

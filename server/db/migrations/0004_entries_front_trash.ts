@@ -4,7 +4,9 @@ import { execScript } from '../sql.ts';
 export const name = '0004_entries_front_trash';
 
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     -- Notes. member_id is the legacy single link; member_ids is the list as the client set it
     -- (null when never set); entry_members holds the union of both for filtering and caps.
     create table entries (
@@ -80,16 +82,20 @@ export async function up(knex: Knex): Promise<void> {
 
     -- Trash retention per account; null means the server default (TRASH_RETENTION_DAYS).
     alter table accounts add column trash_retention_days integer check (trash_retention_days between 1 and 3650)
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     alter table accounts drop column trash_retention_days;
     drop table front_tier_presence;
     drop table front_custom_tiers;
     drop table front_sessions;
     drop table entry_members;
     drop table entries
-  `);
+  `,
+  );
 }

@@ -10,17 +10,23 @@ export const name = '0006_system_data_indexes';
  * one index probe.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create index members_user_side_all on members (user_id, side_system_id);
     create index entries_user_side_all on entries (user_id, side_system_id);
     create index directories_sub on directories (sub_system_id) where sub_system_id is not null
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop index directories_sub;
     drop index entries_user_side_all;
     drop index members_user_side_all
-  `);
+  `,
+  );
 }

@@ -9,7 +9,9 @@ export const name = '0008_audit';
  * so revoking or deleting a key does not rewrite history. Read newest first per account.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table audit_events (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -23,7 +25,8 @@ export async function up(knex: Knex): Promise<void> {
       created_at bigint not null
     );
     create index audit_events_by_account on audit_events (user_id, created_at desc, id desc)
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

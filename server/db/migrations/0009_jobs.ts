@@ -10,7 +10,9 @@ export const name = '0009_jobs';
  * Times are epoch ms from the application clock, not the database's now().
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table jobs (
       id uuid primary key,
       queue text not null,
@@ -38,12 +40,16 @@ export async function up(knex: Knex): Promise<void> {
       every_ms bigint not null check (every_ms > 0),
       next_run_after bigint not null
     )
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table job_schedules;
     drop table jobs
-  `);
+  `,
+  );
 }

@@ -15,7 +15,9 @@ export const name = '0010_storage';
  *   already orphaned before this migration are not known to it (see docs/storage.md).
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table staged_uploads (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -45,12 +47,16 @@ export async function up(knex: Knex): Promise<void> {
     from entries e
     cross join lateral regexp_matches(e.content, '/api/v1/entry-images/([0-9a-f]{64})', 'g') as m
     on conflict do nothing
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table note_images;
     drop table staged_uploads
-  `);
+  `,
+  );
 }

@@ -18,21 +18,27 @@ export const name = '0011_read_path_indexes';
  * other (the bench checks that each statement has one).
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create index entries_side_recent on entries (side_system_id, updated_at desc, id) where deleted_at is null;
     drop index entries_user_side_recent;
     create index members_side_page on members (side_system_id, created_at, id) where deleted_at is null;
     drop index members_user_side_page;
     create index job_schedules_due on job_schedules (next_run_after)
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop index job_schedules_due;
     create index members_user_side_page on members (user_id, side_system_id, created_at, id) where deleted_at is null;
     drop index members_side_page;
     create index entries_user_side_recent on entries (user_id, side_system_id, updated_at desc, id) where deleted_at is null;
     drop index entries_side_recent
-  `);
+  `,
+  );
 }

@@ -24,7 +24,9 @@ export const name = '0012_privacy';
  * - Text-search indexes for the friend search routes.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table privacy_buckets (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -109,11 +111,14 @@ export async function up(knex: Knex): Promise<void> {
       for each row execute function privacy_forget_content('member_status');
     create trigger accounts_privacy_forget after delete on accounts
       for each row execute function privacy_forget_content('friend')
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop trigger accounts_privacy_forget on accounts;
     drop trigger member_statuses_privacy_forget on member_status_definitions;
     drop trigger sub_systems_privacy_forget on sub_systems;
@@ -130,5 +135,6 @@ export async function down(knex: Knex): Promise<void> {
     drop table privacy_bucket_defaults;
     drop table privacy_bucket_assignments;
     drop table privacy_buckets
-  `);
+  `,
+  );
 }

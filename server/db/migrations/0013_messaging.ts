@@ -20,7 +20,9 @@ export const name = '0013_messaging';
  *   messaging_chat_as (the member an account posts as, per space or per channel).
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table messaging_spaces (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -120,11 +122,14 @@ export async function up(knex: Knex): Promise<void> {
       primary key (user_id, space_id, channel_key),
       foreign key (user_id, space_id) references messaging_spaces (user_id, id) on delete cascade
     )
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table messaging_chat_as;
     drop table messaging_preferences;
     drop table messaging_pins;
@@ -132,5 +137,6 @@ export async function down(knex: Knex): Promise<void> {
     drop table messaging_channels;
     drop table messaging_categories;
     drop table messaging_spaces
-  `);
+  `,
+  );
 }

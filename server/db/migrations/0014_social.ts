@@ -19,7 +19,9 @@ export const name = '0014_social';
  *   (admin API), read by POST /social/sync-oauth.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table social_profiles (
       user_id uuid primary key references accounts (id) on delete cascade,
       theme jsonb,
@@ -95,16 +97,20 @@ export async function up(knex: Knex): Promise<void> {
       verified_at bigint not null,
       unique (user_id, provider)
     );
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     drop table social_identities;
     drop table poll_ballots;
     drop table guestbook_messages;
     drop table social_widgets;
     drop table social_links;
     drop table social_profiles;
-  `);
+  `,
+  );
 }

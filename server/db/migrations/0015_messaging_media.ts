@@ -14,7 +14,9 @@ export const name = '0015_messaging_media';
  * - messaging_messages.gif: the GIF sent with a message (the normalised shape of the GIF routes), or null.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table messaging_attachments (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -33,13 +35,17 @@ export async function up(knex: Knex): Promise<void> {
     create index messaging_attachments_owner on messaging_attachments (user_id, id);
     alter table messaging_spaces add column icon_key text;
     alter table messaging_messages add column gif jsonb;
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     alter table messaging_messages drop column gif;
     alter table messaging_spaces drop column icon_key;
     drop table messaging_attachments;
-  `);
+  `,
+  );
 }

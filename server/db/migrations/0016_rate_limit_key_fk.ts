@@ -12,11 +12,14 @@ export const name = '0016_rate_limit_key_fk';
  * key takes its window with it.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     delete from rate_limit_windows w where not exists (select 1 from api_keys k where k.id = w.key_id);
     alter table rate_limit_windows add constraint rate_limit_windows_key_fk
       foreign key (key_id) references api_keys (id) on delete cascade
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

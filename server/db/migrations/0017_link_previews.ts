@@ -20,7 +20,9 @@ export const name = '0017_link_previews';
  * Account deletion removes the rows by cascade (and the images with `u/<account>/`).
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table messaging_link_previews (
       id uuid primary key,
       user_id uuid not null references accounts (id) on delete cascade,
@@ -39,7 +41,8 @@ export async function up(knex: Knex): Promise<void> {
     create index messaging_link_previews_message on messaging_link_previews (message_id, position);
     create index messaging_link_previews_owner on messaging_link_previews (user_id);
     create index messaging_link_previews_key on messaging_link_previews (key_id);
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -13,7 +13,9 @@ export const name = '0018_social_gallery';
  * The list pages newest first by (created_at, sha256) within the account.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create table social_gallery_images (
       user_id uuid not null references accounts (id) on delete cascade,
       sha256 text not null check (sha256 ~ '^[0-9a-f]{64}$'),
@@ -23,7 +25,8 @@ export async function up(knex: Knex): Promise<void> {
       primary key (user_id, sha256)
     );
     create index social_gallery_images_recent on social_gallery_images (user_id, created_at, sha256)
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

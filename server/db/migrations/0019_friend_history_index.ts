@@ -13,15 +13,21 @@ export const name = '0019_friend_history_index';
  * filter needs no heap visit and the per-member reads can be index-only.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create index front_sessions_member_recent on front_sessions (member_id, started_at desc, id desc) include (deleted_at);
     drop index front_sessions_member
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create index front_sessions_member on front_sessions (member_id);
     drop index front_sessions_member_recent
-  `);
+  `,
+  );
 }

@@ -11,10 +11,13 @@ export const name = '0022_system_assignment_index';
  * system (two index probes a row), or a generic plan hashed every account's system assignments.
  */
 export async function up(knex: Knex): Promise<void> {
-  await execScript(knex, `
+  await execScript(
+    knex,
+    `
     create index privacy_bucket_assignments_systems on privacy_bucket_assignments (user_id, content_id, bucket_id)
       where kind in ('side_system', 'sub_system')
-  `);
+  `,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -22,4 +22,27 @@ import * as m0020 from './0020_front_session_buckets.ts';
 import * as m0021 from './0021_entry_link_buckets.ts';
 import * as m0022 from './0022_system_assignment_index.ts';
 
-export const migrations = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012, m0013, m0014, m0015, m0016, m0017, m0018, m0019, m0020, m0021, m0022];
+export const migrations = [
+  m0001,
+  m0002,
+  m0003,
+  m0004,
+  m0005,
+  m0006,
+  m0007,
+  m0008,
+  m0009,
+  m0010,
+  m0011,
+  m0012,
+  m0013,
+  m0014,
+  m0015,
+  m0016,
+  m0017,
+  m0018,
+  m0019,
+  m0020,
+  m0021,
+  m0022,
+];

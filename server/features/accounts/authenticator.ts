@@ -49,7 +49,10 @@ export class ApiKeyAuthenticator {
       if (this.options.ttlMs > 0) {
         if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
         // A key that expires sooner than the cache entry would is cached only until it expires.
-        const until = usable && row.expires_at !== null ? Math.min(now + this.options.ttlMs, row.expires_at) : now + this.options.ttlMs;
+        const until =
+          usable && row.expires_at !== null
+            ? Math.min(now + this.options.ttlMs, row.expires_at)
+            : now + this.options.ttlMs;
         this.cache.set(hash, { auth, expiresAt: until });
       }
     }

@@ -16,7 +16,10 @@ export async function seedDemoAccount(ctx: ServerContext): Promise<{ username: s
   }
   const { userId, username } = await createAccount(ctx, { username: 'demo', displayName: 'Demo System' });
   const scopes = Object.fromEntries(SCOPES.map((s) => [s, 'read_write'])) as Record<Scope, ScopeLevel>;
-  const { apiKey } = await createApiKey({ ...ctx, access: onBehalfOf(userId) }, { name: 'Demo key (all scopes)', scopes });
+  const { apiKey } = await createApiKey(
+    { ...ctx, access: onBehalfOf(userId) },
+    { name: 'Demo key (all scopes)', scopes },
+  );
   await accountsRepo.setMeta(db, SEEDED, String(now));
   return { username, apiKey };
 }

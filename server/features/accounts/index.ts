@@ -1,4 +1,13 @@
 /** The accounts area's public entry point: what other areas (admin, me, plans and caps) may use. */
 export { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 export { accountsRepo } from './repo.ts';
-export { createAccount, createApiKey, deleteAccount, describeKey, getAccount, listAccounts, listApiKeys, revokeApiKey } from './service.ts';
+export {
+  createAccount,
+  createApiKey,
+  deleteAccount,
+  describeKey,
+  getAccount,
+  listAccounts,
+  listApiKeys,
+  revokeApiKey,
+} from './service.ts';

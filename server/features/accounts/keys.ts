@@ -17,5 +17,9 @@ export function hashApiKey(secret: string): string {
 
 /** Cheap shape check so garbage never reaches the database. */
 export function looksLikeApiKey(secret: string): boolean {
-  return secret.startsWith(API_KEY_PREFIX) && secret.length === API_KEY_PREFIX.length + 43 && /^[A-Za-z0-9_-]+$/.test(secret.slice(4));
+  return (
+    secret.startsWith(API_KEY_PREFIX) &&
+    secret.length === API_KEY_PREFIX.length + 43 &&
+    /^[A-Za-z0-9_-]+$/.test(secret.slice(4))
+  );
 }

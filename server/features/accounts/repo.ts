@@ -5,7 +5,13 @@ import type { PlanKey } from './plans.ts';
 
 /** Admin account lists: lower(username) in byte order (usernames are unique case-insensitively). */
 const ACCOUNT_ORDER: Keyset = { columns: [{ sql: 'lower(a.username) collate "C"', type: 'text' }], direction: 'asc' };
-const KEY_ORDER: Keyset = { columns: [{ sql: 'created_at', type: 'bigint' }, { sql: 'id', type: 'uuid' }], direction: 'desc' };
+const KEY_ORDER: Keyset = {
+  columns: [
+    { sql: 'created_at', type: 'bigint' },
+    { sql: 'id', type: 'uuid' },
+  ],
+  direction: 'desc',
+};
 
 export interface AccountRow {
   id: string;
@@ -48,7 +54,9 @@ export interface AdminAccountRow extends AccountRow {
 
 /** A key is usable while it is neither revoked nor past its expiry. */
 function usable(q: Knex.QueryBuilder, now: number, alias = 'api_keys'): Knex.QueryBuilder {
-  return q.whereNull(`${alias}.revoked_at`).where((w) => w.whereNull(`${alias}.expires_at`).orWhere(`${alias}.expires_at`, '>', now));
+  return q
+    .whereNull(`${alias}.revoked_at`)
+    .where((w) => w.whereNull(`${alias}.expires_at`).orWhere(`${alias}.expires_at`, '>', now));
 }
 
 /** Usable keys of the account row `a`, as a column (the partial index on usable keys serves it). */
@@ -83,12 +91,17 @@ export const accountsRepo = {
   },
 
   async countActiveKeys(db: Knex, userId: string, now: number): Promise<number> {
-    const row = await usable(db('api_keys').where({ user_id: userId }), now).count<{ count: number }[]>('* as count').first();
+    const row = await usable(db('api_keys').where({ user_id: userId }), now)
+      .count<{ count: number }[]>('* as count')
+      .first();
     return Number(row?.count ?? 0);
   },
 
   /** A page (`limit` + 1 rows) of accounts in lower(username) byte order after `after`, optionally only those starting with `prefix`. */
-  listAccounts(db: Knex, options: { limit: number; now: number; after?: string; prefix?: string }): Promise<AdminAccountRow[]> {
+  listAccounts(
+    db: Knex,
+    options: { limit: number; now: number; after?: string; prefix?: string },
+  ): Promise<AdminAccountRow[]> {
     const name = db.raw(ACCOUNT_ORDER.columns[0]!.sql);
     const q = db('accounts as a').select('a.*', adminKeyCount(db, options.now));
     if (options.prefix !== undefined) {
@@ -105,12 +118,16 @@ export const accountsRepo = {
 
   /** A page (`limit` + 1 rows) of an account's keys, newest first, after the (created_at, id) cursor. */
   listKeys(db: Knex, userId: string, limit: number, after?: { createdAt: number; id: string }): Promise<ApiKeyRow[]> {
-    const q = db('api_keys').where({ user_id: userId }).select('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at');
+    const q = db('api_keys')
+      .where({ user_id: userId })
+      .select('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at');
     return keysetPage(q, KEY_ORDER, limit, after && [after.createdAt, after.id]);
   },
 
   findKey(db: Knex, id: string): Promise<ApiKeyRow | undefined> {
-    return db('api_keys').where({ id }).first('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at');
+    return db('api_keys')
+      .where({ id })
+      .first('id', 'user_id', 'name', 'scopes', 'created_at', 'last_used_at', 'revoked_at', 'expires_at');
   },
 
   /** Ids of every key of the account, revoked ones included. */
@@ -133,13 +150,19 @@ export const accountsRepo = {
     await db('api_keys').insert({ ...row, scopes: JSON.stringify(row.scopes) });
   },
 
-  async findKeyByHash(db: Knex, hash: string): Promise<Pick<ApiKeyRow, 'id' | 'user_id' | 'scopes' | 'revoked_at' | 'expires_at'> | undefined> {
+  async findKeyByHash(
+    db: Knex,
+    hash: string,
+  ): Promise<Pick<ApiKeyRow, 'id' | 'user_id' | 'scopes' | 'revoked_at' | 'expires_at'> | undefined> {
     return db('api_keys').where({ key_hash: hash }).first('id', 'user_id', 'scopes', 'revoked_at', 'expires_at');
   },
 
   /** Marks the key revoked (keeping an earlier revocation time); its account's id, or null for an unknown key. */
   async revokeKey(db: Knex, id: string, now: number): Promise<string | null> {
-    const rows: Array<{ user_id: string }> = await db('api_keys').where({ id }).update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) }).returning('user_id');
+    const rows: Array<{ user_id: string }> = await db('api_keys')
+      .where({ id })
+      .update({ revoked_at: db.raw('coalesce(revoked_at, ?)', [now]) })
+      .returning('user_id');
     return rows[0]?.user_id ?? null;
   },
 

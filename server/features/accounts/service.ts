@@ -3,7 +3,14 @@ import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { pageOf } from '../../core/keyset.ts';
-import { API_KEY_UNAUTHORIZED_MESSAGE, badRequest, conflict, forbidden, notFound, unauthorized } from '../../core/errors.ts';
+import {
+  API_KEY_UNAUTHORIZED_MESSAGE,
+  badRequest,
+  conflict,
+  forbidden,
+  notFound,
+  unauthorized,
+} from '../../core/errors.ts';
 import { onBehalfOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServerContext, type ServiceContext } from '../../core/context.ts';
 import { deletePrefix } from '../../storage/types.ts';
@@ -33,7 +40,10 @@ function isUniqueViolation(err: unknown): boolean {
 }
 
 /** Creates an account with its first side system (audited on the new account: `account.create`). */
-export async function createAccount(ctx: ServerContext, input: NewAccount): Promise<{ userId: string; username: string }> {
+export async function createAccount(
+  ctx: ServerContext,
+  input: NewAccount,
+): Promise<{ userId: string; username: string }> {
   const { now } = ctx;
   const row: AccountRow = {
     id: randomUUID(),
@@ -58,7 +68,12 @@ export async function createAccount(ctx: ServerContext, input: NewAccount): Prom
       if (await accountsRepo.usernameTaken(tx.db, input.username)) throw conflict('Username is already taken');
       await accountsRepo.insertAccount(tx.db, row);
       await createInitialSideSystem(tx.db, row.id, now);
-      await tx.audit.record(tx, { action: 'account.create', targetType: 'account', targetId: row.id, detail: { username: row.username, plan: row.plan } });
+      await tx.audit.record(tx, {
+        action: 'account.create',
+        targetType: 'account',
+        targetId: row.id,
+        detail: { username: row.username, plan: row.plan },
+      });
     });
   } catch (err) {
     // Two concurrent creates can both pass the check; the unique index settles it.
@@ -85,7 +100,9 @@ export async function createApiKey(
     if (!account) throw notFound('Account not found');
     const limit = PLANS[account.plan].activeApiKeys;
     if ((await accountsRepo.countActiveKeys(trx, userId, now)) >= limit) {
-      throw forbidden(`The ${PLAN_NAMES[account.plan]} plan allows ${limit} active API key${limit === 1 ? '' : 's'}; revoke one first`);
+      throw forbidden(
+        `The ${PLAN_NAMES[account.plan]} plan allows ${limit} active API key${limit === 1 ? '' : 's'}; revoke one first`,
+      );
     }
     await accountsRepo.insertApiKey(trx, {
       id,
@@ -148,7 +165,10 @@ export async function listAccounts(
   const after = query.cursor ? decodeCursor<[string]>(query.cursor, ['string'])[0] : undefined;
   const rows = await accountsRepo.listAccounts(db, { limit, now, after, prefix: query.usernamePrefix });
   const { items, nextAfter } = pageOf(rows, limit);
-  return { items: items.map(toAdminAccount), nextCursor: nextAfter ? encodeCursor([nextAfter.username.toLowerCase()]) : null };
+  return {
+    items: items.map(toAdminAccount),
+    nextCursor: nextAfter ? encodeCursor([nextAfter.username.toLowerCase()]) : null,
+  };
 }
 
 export async function getAccount(ctx: ServiceContext): Promise<Schemas['AdminAccount']> {
@@ -157,15 +177,26 @@ export async function getAccount(ctx: ServiceContext): Promise<Schemas['AdminAcc
   return toAdminAccount(row);
 }
 
-export async function listApiKeys(ctx: ServiceContext, query: { limit?: number; cursor?: string }): Promise<Schemas['ApiKeyInfoPage']> {
+export async function listApiKeys(
+  ctx: ServiceContext,
+  query: { limit?: number; cursor?: string },
+): Promise<Schemas['ApiKeyInfoPage']> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const limit = query.limit ?? 50;
   const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
   if (!(await accountsRepo.findAccount(db, userId))) throw notFound('Account not found');
-  const rows = await accountsRepo.listKeys(db, userId, limit, after ? { createdAt: after[0], id: after[1] } : undefined);
+  const rows = await accountsRepo.listKeys(
+    db,
+    userId,
+    limit,
+    after ? { createdAt: after[0], id: after[1] } : undefined,
+  );
   const { items, nextAfter } = pageOf(rows, limit);
-  return { items: items.map(toApiKeyInfo), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
+  return {
+    items: items.map(toApiKeyInfo),
+    nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null,
+  };
 }
 
 /**
@@ -197,7 +228,10 @@ export async function deleteAccount(ctx: ServiceContext): Promise<{ keyIds: stri
 /** GET /me: the key's account and the key itself (the rate-limit part comes from the request). */
 export async function describeKey(ctx: ServiceContext): Promise<Omit<Schemas['Me'], 'rateLimit'>> {
   if (ctx.actor.kind !== 'key') throw new Error('describeKey needs an API-key actor');
-  const [account, key] = await Promise.all([accountsRepo.findAccount(ctx.db, ownerOf(ctx)), accountsRepo.findKey(ctx.db, ctx.actor.keyId)]);
+  const [account, key] = await Promise.all([
+    accountsRepo.findAccount(ctx.db, ownerOf(ctx)),
+    accountsRepo.findKey(ctx.db, ctx.actor.keyId),
+  ]);
   // The key authenticated this very request; only a concurrent account deletion can remove it.
   if (!account || !key) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
   return {
@@ -214,7 +248,10 @@ export async function revokeApiKey(ctx: ServerContext, keyId: string): Promise<v
   await inTransaction(ctx, async (tx) => {
     const owner = await accountsRepo.revokeKey(tx.db, keyId, tx.now);
     if (!owner) throw notFound('API key not found');
-    await tx.audit.record({ ...tx, access: onBehalfOf(owner) }, { action: 'api_key.revoke', targetType: 'api_key', targetId: keyId });
+    await tx.audit.record(
+      { ...tx, access: onBehalfOf(owner) },
+      { action: 'api_key.revoke', targetType: 'api_key', targetId: keyId },
+    );
     // Delivered to the other instances at commit, and only if the revocation commits.
     await announceRevocation(tx.db, keyId);
   });

@@ -1,6 +1,14 @@
 import type { HandlerMap } from '../../http/handlers.ts';
 import { registerIdentity } from '../social/index.ts';
-import { createAccount, createApiKey, deleteAccount, getAccount, listAccounts, listApiKeys, revokeApiKey } from '../accounts/index.ts';
+import {
+  createAccount,
+  createApiKey,
+  deleteAccount,
+  getAccount,
+  listAccounts,
+  listApiKeys,
+  revokeApiKey,
+} from '../accounts/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -15,9 +23,15 @@ export const adminHandlers = {
     return { status: 204 };
   },
 
-  listApiKeys: async ({ path, query }, ctx) => ({ status: 200, body: await listApiKeys(ctx.operatorFor(path.userId), query) }),
+  listApiKeys: async ({ path, query }, ctx) => ({
+    status: 200,
+    body: await listApiKeys(ctx.operatorFor(path.userId), query),
+  }),
 
-  createApiKey: async ({ path, body }, ctx) => ({ status: 201, body: await createApiKey(ctx.operatorFor(path.userId), body) }),
+  createApiKey: async ({ path, body }, ctx) => ({
+    status: 201,
+    body: await createApiKey(ctx.operatorFor(path.userId), body),
+  }),
 
   registerAccountIdentity: async ({ path, body }, ctx) => {
     await registerIdentity(ctx.operatorFor(path.userId), body);

@@ -45,7 +45,11 @@ export const appearanceRepo = {
   },
 
   /** Inserts the row, or on an existing one overwrites just the given columns. */
-  async upsert(db: Knex, insert: AppearanceRow, changes: Partial<AppearanceValues> & { updated_at: number }): Promise<AppearanceRow> {
+  async upsert(
+    db: Knex,
+    insert: AppearanceRow,
+    changes: Partial<AppearanceValues> & { updated_at: number },
+  ): Promise<AppearanceRow> {
     const [row] = await db('appearance_settings').insert(insert).onConflict('user_id').merge(changes).returning('*');
     return row as AppearanceRow;
   },
@@ -59,7 +63,9 @@ export const appearanceRepo = {
   },
 
   listSchemes(db: Knex, userId: string): Promise<CustomColorSchemeRow[]> {
-    return db('custom_color_schemes').where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return db('custom_color_schemes')
+      .where({ user_id: userId })
+      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   },
 
   async insertScheme(db: Knex, row: CustomColorSchemeRow): Promise<void> {
@@ -71,7 +77,9 @@ export const appearanceRepo = {
   },
 
   listFonts(db: Knex, userId: string): Promise<CustomFontRow[]> {
-    return db('custom_fonts').where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return db('custom_fonts')
+      .where({ user_id: userId })
+      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   },
 
   async insertFont(db: Knex, row: CustomFontRow): Promise<void> {

@@ -87,14 +87,22 @@ export async function updateAppearance(ctx: ServiceContext, patch: AppearancePat
   return db.transaction(async (trx) => {
     if (typeof changes.custom_font_id === 'string') {
       await assertCustomFontsAllowed(trx, userId);
-      if (!(await appearanceRepo.fontExists(trx, userId, changes.custom_font_id))) throw notFound('Custom font not found');
+      if (!(await appearanceRepo.fontExists(trx, userId, changes.custom_font_id)))
+        throw notFound('Custom font not found');
     }
     if (typeof changes.custom_color_scheme_id === 'string') {
       if (!(await appearanceRepo.schemeExists(trx, userId, changes.custom_color_scheme_id))) {
         throw notFound('Custom colour scheme not found');
       }
     }
-    const insert: AppearanceRow = { id: randomUUID(), user_id: userId, ...APPEARANCE_DEFAULTS, ...changes, created_at: now, updated_at: now };
+    const insert: AppearanceRow = {
+      id: randomUUID(),
+      user_id: userId,
+      ...APPEARANCE_DEFAULTS,
+      ...changes,
+      created_at: now,
+      updated_at: now,
+    };
     return toDocument(await appearanceRepo.upsert(trx, insert, { ...changes, updated_at: now }));
   });
 }
@@ -102,7 +110,13 @@ export async function updateAppearance(ctx: ServiceContext, patch: AppearancePat
 export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDocument> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  const insert: AppearanceRow = { id: randomUUID(), user_id: userId, ...APPEARANCE_DEFAULTS, created_at: now, updated_at: now };
+  const insert: AppearanceRow = {
+    id: randomUUID(),
+    user_id: userId,
+    ...APPEARANCE_DEFAULTS,
+    created_at: now,
+    updated_at: now,
+  };
   return toDocument(await appearanceRepo.upsert(db, insert, { ...APPEARANCE_DEFAULTS, updated_at: now }));
 }
 
@@ -115,14 +129,30 @@ export async function listCustomColorSchemes(ctx: ServiceContext): Promise<Custo
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const rows = await appearanceRepo.listSchemes(db, userId);
-  return rows.map((r) => ({ _id: r.id, name: r.name, colors: r.colors, createdAt: r.created_at, updatedAt: r.updated_at }));
+  return rows.map((r) => ({
+    _id: r.id,
+    name: r.name,
+    colors: r.colors,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  }));
 }
 
-export async function createCustomColorScheme(ctx: ServiceContext, input: { name: string; colors: Record<string, string> }): Promise<{ id: string }> {
+export async function createCustomColorScheme(
+  ctx: ServiceContext,
+  input: { name: string; colors: Record<string, string> },
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   const id = randomUUID();
-  await appearanceRepo.insertScheme(db, { id, user_id: userId, name: input.name, colors: input.colors, created_at: now, updated_at: now });
+  await appearanceRepo.insertScheme(db, {
+    id,
+    user_id: userId,
+    name: input.name,
+    colors: input.colors,
+    created_at: now,
+    updated_at: now,
+  });
   return { id };
 }
 
@@ -136,15 +166,31 @@ export async function listCustomFonts(ctx: ServiceContext): Promise<CustomFont[]
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const rows = await appearanceRepo.listFonts(db, userId);
-  return rows.map((r) => ({ _id: r.id, name: r.name, sourceUrl: r.source_url, createdAt: r.created_at, updatedAt: r.updated_at }));
+  return rows.map((r) => ({
+    _id: r.id,
+    name: r.name,
+    sourceUrl: r.source_url,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  }));
 }
 
-export async function createCustomFont(ctx: ServiceContext, input: { name: string; sourceUrl: string }): Promise<{ id: string }> {
+export async function createCustomFont(
+  ctx: ServiceContext,
+  input: { name: string; sourceUrl: string },
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   await assertCustomFontsAllowed(db, userId);
   const id = randomUUID();
-  await appearanceRepo.insertFont(db, { id, user_id: userId, name: input.name, source_url: input.sourceUrl, created_at: now, updated_at: now });
+  await appearanceRepo.insertFont(db, {
+    id,
+    user_id: userId,
+    name: input.name,
+    source_url: input.sourceUrl,
+    created_at: now,
+    updated_at: now,
+  });
   return { id };
 }
 

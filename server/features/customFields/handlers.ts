@@ -16,7 +16,10 @@ export const customFieldsHandlers = {
     await fields.restoreField(ctx.service(), path.memberId, path.fieldId);
     return { status: 204 };
   },
-  getMemberCustomFields: async ({ path }, ctx) => ({ status: 200, body: await fields.memberValues(ctx.service(), path.memberId) }),
+  getMemberCustomFields: async ({ path }, ctx) => ({
+    status: 200,
+    body: await fields.memberValues(ctx.service(), path.memberId),
+  }),
   setMemberCustomField: async ({ path, body }, ctx) => ({
     status: 200,
     body: await fields.setMemberValue(ctx.service(), path.memberId, path.fieldId, body.value),

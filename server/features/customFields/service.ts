@@ -40,13 +40,16 @@ export function validateValue(field: FieldRow, value: FieldValue): FieldValue {
     case 'text':
     case 'markdown':
       if (typeof value !== 'string') throw badRequest(`value must be a string for a ${field.type} field`);
-      if (value.length > MAX_LENGTH[field.type]!) throw badRequest(`value must be at most ${MAX_LENGTH[field.type]} characters for a ${field.type} field`);
+      if (value.length > MAX_LENGTH[field.type]!)
+        throw badRequest(`value must be at most ${MAX_LENGTH[field.type]} characters for a ${field.type} field`);
       return value;
     case 'date':
-      if (typeof value !== 'string' || !isCalendarDate(value)) throw badRequest('value must be a calendar date YYYY-MM-DD for a date field');
+      if (typeof value !== 'string' || !isCalendarDate(value))
+        throw badRequest('value must be a calendar date YYYY-MM-DD for a date field');
       return value;
     case 'select':
-      if (typeof value !== 'string' || !options.includes(value)) throw badRequest(`value must be one of: ${options.join(', ')}`);
+      if (typeof value !== 'string' || !options.includes(value))
+        throw badRequest(`value must be one of: ${options.join(', ')}`);
       return value;
     case 'multiselect': {
       if (!Array.isArray(value)) throw badRequest('value must be an array of options for a multiselect field');
@@ -73,7 +76,10 @@ export async function listFields(ctx: ServiceContext): Promise<Schemas['CustomFi
   return (await customFieldsRepo.listLive(db, userId)).map(toDefinition);
 }
 
-export async function createField(ctx: ServiceContext, input: Schemas['CreateCustomFieldRequest']): Promise<{ id: string }> {
+export async function createField(
+  ctx: ServiceContext,
+  input: Schemas['CreateCustomFieldRequest'],
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   const options = checkOptions(input.type, input.options);
@@ -102,7 +108,11 @@ async function liveField(db: Knex, userId: string, id: string): Promise<FieldRow
   return row;
 }
 
-export async function updateField(ctx: ServiceContext, id: string, input: Schemas['UpdateCustomFieldRequest']): Promise<Schemas['CustomFieldDefinition']> {
+export async function updateField(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateCustomFieldRequest'],
+): Promise<Schemas['CustomFieldDefinition']> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
@@ -116,7 +126,9 @@ export async function updateField(ctx: ServiceContext, id: string, input: Schema
       const removed = (row.options ?? []).filter((o) => !options.includes(o));
       if (removed.length) {
         const values = await customFieldsRepo.valuesOfField(trx, userId, id);
-        const inUse = removed.filter((o) => values.some((v) => (Array.isArray(v.value) ? v.value.includes(o) : v.value === o)));
+        const inUse = removed.filter((o) =>
+          values.some((v) => (Array.isArray(v.value) ? v.value.includes(o) : v.value === o)),
+        );
         if (inUse.length) throw badRequest(`Options in use by members cannot be removed: ${inUse.join(', ')}`);
       }
       changes.options = options;
@@ -146,7 +158,10 @@ export async function memberValues(ctx: ServiceContext, memberId: string): Promi
   const { db } = ctx;
   const userId = ownerOf(ctx);
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
-  const [fields, values] = await Promise.all([customFieldsRepo.listLive(db, userId), customFieldsRepo.valuesOfMember(db, userId, memberId)]);
+  const [fields, values] = await Promise.all([
+    customFieldsRepo.listLive(db, userId),
+    customFieldsRepo.valuesOfMember(db, userId, memberId),
+  ]);
   const byField = new Map(values.map((v) => [v.field_id, v]));
   return fields.map((f) => ({
     fieldId: f.id,
@@ -158,7 +173,12 @@ export async function memberValues(ctx: ServiceContext, memberId: string): Promi
   }));
 }
 
-export async function setMemberValue(ctx: ServiceContext, memberId: string, fieldId: string, value: FieldValue | null): Promise<Schemas['CustomFieldValue']> {
+export async function setMemberValue(
+  ctx: ServiceContext,
+  memberId: string,
+  fieldId: string,
+  value: FieldValue | null,
+): Promise<Schemas['CustomFieldValue']> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
@@ -168,5 +188,12 @@ export async function setMemberValue(ctx: ServiceContext, memberId: string, fiel
   } else {
     await customFieldsRepo.setValue(db, userId, memberId, fieldId, validateValue(field, value), now);
   }
-  return { fieldId, name: field.name, type: field.type, options: field.options, value, updatedAt: value === null ? null : now };
+  return {
+    fieldId,
+    name: field.name,
+    type: field.type,
+    options: field.options,
+    value,
+    updatedAt: value === null ? null : now,
+  };
 }

@@ -43,7 +43,8 @@ export async function rehostImages(
 ): Promise<string> {
   const urls = externalImageUrls(content);
   if (urls.length === 0) return content;
-  if (urls.length > MAX_IMAGES_PER_NOTE) throw badRequest(`A note may embed at most ${MAX_IMAGES_PER_NOTE} external images`);
+  if (urls.length > MAX_IMAGES_PER_NOTE)
+    throw badRequest(`A note may embed at most ${MAX_IMAGES_PER_NOTE} external images`);
   if (!storage) throw unavailable('Object storage is not configured; notes with external images cannot be saved');
   const failed = new AbortController();
   const deadline = AbortSignal.timeout(limits.totalTimeoutMs);
@@ -57,7 +58,8 @@ export async function rehostImages(
       body = (await guardedFetch(url, { ...fetchOptions, signal })).body;
     } catch (err) {
       if (deadline.aborted) throw badRequest(`Could not re-host the note's images within ${limits.totalTimeoutMs} ms`);
-      if (err instanceof FetchRefusedError) throw badRequest(`Could not re-host image ${url} (${err.reason.replace(/_/g, ' ')})`);
+      if (err instanceof FetchRefusedError)
+        throw badRequest(`Could not re-host image ${url} (${err.reason.replace(/_/g, ' ')})`);
       throw err;
     }
     const type = sniffImageType(body);
@@ -78,7 +80,9 @@ export async function rehostImages(
   );
   const results = await Promise.allSettled(workers);
   // The first failure is the cause; the others are the cancellations it triggered.
-  const firstFailure = failed.signal.aborted ? failed.signal.reason : results.find((r) => r.status === 'rejected')?.reason;
+  const firstFailure = failed.signal.aborted
+    ? failed.signal.reason
+    : results.find((r) => r.status === 'rejected')?.reason;
   if (firstFailure !== undefined) throw firstFailure;
   if (deadline.aborted) throw badRequest(`Could not re-host the note's images within ${limits.totalTimeoutMs} ms`);
   return content.replace(IMAGE, (whole, alt: string, url: string, title: string) => {

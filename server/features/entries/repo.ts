@@ -99,7 +99,9 @@ export const entriesRepo = {
   /** The link rows of an entry that has none yet (just created), in link order. */
   async insertLinks(db: Knex, userId: string, entryId: string, memberIds: string[]): Promise<void> {
     if (memberIds.length) {
-      await db('entry_members').insert(memberIds.map((memberId, position) => ({ entry_id: entryId, member_id: memberId, user_id: userId, position })));
+      await db('entry_members').insert(
+        memberIds.map((memberId, position) => ({ entry_id: entryId, member_id: memberId, user_id: userId, position })),
+      );
     }
   },
 
@@ -108,12 +110,32 @@ export const entriesRepo = {
    * its linked members in link order, in one statement (see listStatement).
    */
   async listWithMembers(db: Knex, userId: string, limit: number, memberId?: string): Promise<EntryListRow[]> {
-    const rows = memberId ? await listOfMember(db, [memberId, limit, userId]) : await listAll(db, [limit, limit, limit, userId]);
+    const rows = memberId
+      ? await listOfMember(db, [memberId, limit, userId])
+      : await listAll(db, [limit, limit, limit, userId]);
     const out: EntryListRow[] = [];
     for (const row of rows) {
       const last = out[out.length - 1];
-      const entry = last?.id === row.id ? last : (out.push({ id: row.id, title: row.title, content: row.content, created_at: row.created_at, updated_at: row.updated_at, members: [] }), out[out.length - 1]!);
-      if (row.summary_id !== null) entry.members.push({ id: row.summary_id, name: row.name!, display_name: row.display_name, archived_at: row.archived_at, avatar: row.avatar });
+      const entry =
+        last?.id === row.id
+          ? last
+          : (out.push({
+              id: row.id,
+              title: row.title,
+              content: row.content,
+              created_at: row.created_at,
+              updated_at: row.updated_at,
+              members: [],
+            }),
+            out[out.length - 1]!);
+      if (row.summary_id !== null)
+        entry.members.push({
+          id: row.summary_id,
+          name: row.name!,
+          display_name: row.display_name,
+          archived_at: row.archived_at,
+          avatar: row.avatar,
+        });
     }
     return out;
   },
@@ -135,7 +157,12 @@ export const entriesRepo = {
    * The account's plan and the active entries linked to each member (excluding one entry), for the
    * plan's note cap, in one statement. `plan` is undefined when the account does not exist.
    */
-  async capState(db: Knex, userId: string, memberIds: string[], excludeEntryId?: string): Promise<{ plan: string | undefined; counts: Map<string, number> }> {
+  async capState(
+    db: Knex,
+    userId: string,
+    memberIds: string[],
+    excludeEntryId?: string,
+  ): Promise<{ plan: string | undefined; counts: Map<string, number> }> {
     const counts = db('entry_members as em')
       .join('entries as e', 'e.id', 'em.entry_id')
       .where('em.user_id', userId)
@@ -152,5 +179,4 @@ export const entriesRepo = {
     for (const row of rows) if (row.member_id !== null) map.set(row.member_id, Number(row.n));
     return { plan: rows[0]?.plan, counts: map };
   },
-
 };

@@ -30,14 +30,22 @@ async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promis
 }
 
 /** The members (of `memberIds`) already at the plan's note cap, and the message saying so; null when none is. */
-async function capViolation(db: Knex, ctx: ServiceContext, userId: string, memberIds: string[], excludeEntryId: string | undefined): Promise<string | null> {
+async function capViolation(
+  db: Knex,
+  ctx: ServiceContext,
+  userId: string,
+  memberIds: string[],
+  excludeEntryId: string | undefined,
+): Promise<string | null> {
   if (memberIds.length === 0) return null;
   const state = await entriesRepo.capState(db, userId, memberIds, excludeEntryId);
   const plan = (state.plan ?? 'free') as PlanKey;
   const cap = ctx.config.noteCaps[plan];
   const counts = state.counts;
   const full = memberIds.filter((id) => (counts.get(id) ?? 0) >= cap);
-  return full.length ? `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}` : null;
+  return full.length
+    ? `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}`
+    : null;
 }
 
 /**
@@ -47,7 +55,12 @@ async function capViolation(db: Knex, ctx: ServiceContext, userId: string, membe
  */
 async function lockMembers(trx: Knex.Transaction, userId: string, memberIds: string[]): Promise<Set<string>> {
   if (memberIds.length === 0) return new Set();
-  const rows: Array<{ id: string; deleted_at: number | null }> = await trx('members').where({ user_id: userId }).whereIn('id', memberIds).orderBy('id').forUpdate().select('id', 'deleted_at');
+  const rows: Array<{ id: string; deleted_at: number | null }> = await trx('members')
+    .where({ user_id: userId })
+    .whereIn('id', memberIds)
+    .orderBy('id')
+    .forUpdate()
+    .select('id', 'deleted_at');
   return new Set(rows.filter((r) => r.deleted_at === null).map((r) => r.id));
 }
 
@@ -98,12 +111,24 @@ async function summaries(db: Knex, userId: string, ids: string[]): Promise<Map<s
 
 function listRow(row: EntryRow, links: string[], members: Map<string, MemberSummary>): Schemas['EntryListRow'] {
   const linked = links.map((id) => members.get(id)).filter((m): m is MemberSummary => m !== undefined);
-  return { _id: row.id, title: row.title, content: row.content, createdAt: row.created_at, updatedAt: row.updated_at, member: linked[0] ?? null, members: linked };
+  return {
+    _id: row.id,
+    title: row.title,
+    content: row.content,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    member: linked[0] ?? null,
+    members: linked,
+  };
 }
 
 async function detail(db: Knex, userId: string, row: EntryRow): Promise<Schemas['EntryDetail']> {
   const links = (await entriesRepo.linksOf(db, userId, [row.id])).get(row.id) ?? [];
-  return { ...listRow(row, links, await summaries(db, userId, links)), memberId: row.member_id, memberIds: row.member_ids };
+  return {
+    ...listRow(row, links, await summaries(db, userId, links)),
+    memberId: row.member_id,
+    memberIds: row.member_ids,
+  };
 }
 
 function rehost(ctx: ServiceContext, content: string): Promise<string> {
@@ -150,25 +175,50 @@ export async function getEntry(ctx: ServiceContext, id: string): Promise<Schemas
   return detail(db, userId, row);
 }
 
-export async function listEntries(ctx: ServiceContext, query: { limit?: number; memberId?: string }): Promise<Schemas['EntryListRow'][]> {
+export async function listEntries(
+  ctx: ServiceContext,
+  query: { limit?: number; memberId?: string },
+): Promise<Schemas['EntryListRow'][]> {
   const rows = await entriesRepo.listWithMembers(ctx.db, ownerRowsOf(ctx.access), query.limit ?? 50, query.memberId);
   return rows.map((r) => {
     const members = r.members.map(toMemberSummary);
-    return { _id: r.id, title: r.title, content: r.content, createdAt: r.created_at, updatedAt: r.updated_at, member: members[0] ?? null, members };
+    return {
+      _id: r.id,
+      title: r.title,
+      content: r.content,
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+      member: members[0] ?? null,
+      members,
+    };
   });
 }
 
-export async function updateEntry(ctx: ServiceContext, id: string, input: Schemas['UpdateEntryRequest']): Promise<Schemas['EntryDetail']> {
+export async function updateEntry(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateEntryRequest'],
+): Promise<Schemas['EntryDetail']> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  if (Object.keys(input).length === 0) throw badRequest('Request body must contain at least one of title, content, memberId, memberIds');
+  if (Object.keys(input).length === 0)
+    throw badRequest('Request body must contain at least one of title, content, memberId, memberIds');
   const current = await entriesRepo.find(db, userId, id);
   if (!current) throw notFound('Entry not found');
   if (current.deleted_at !== null) throw badRequest('Entry is in trash; restore it before editing');
   if (input.content !== undefined && (input.memberId !== undefined || input.memberIds !== undefined)) {
     const before = linkSet(current.member_id, current.member_ids);
-    const after = linkSet(input.memberId !== undefined ? input.memberId : current.member_id, input.memberIds !== undefined ? input.memberIds : current.member_ids);
-    await precheckLinks(ctx, input.content, after.filter((m) => !before.includes(m)), id, badRequest);
+    const after = linkSet(
+      input.memberId !== undefined ? input.memberId : current.member_id,
+      input.memberIds !== undefined ? input.memberIds : current.member_ids,
+    );
+    await precheckLinks(
+      ctx,
+      input.content,
+      after.filter((m) => !before.includes(m)),
+      id,
+      badRequest,
+    );
   }
   const content = input.content !== undefined ? await rehost(ctx, input.content) : undefined;
   const row = await db.transaction(async (trx) => {
@@ -182,7 +232,10 @@ export async function updateEntry(ctx: ServiceContext, id: string, input: Schema
     if (input.memberIds !== undefined) changes.member_ids = input.memberIds;
     if (input.memberId !== undefined || input.memberIds !== undefined) {
       const before = linkSet(locked.member_id, locked.member_ids);
-      const after = linkSet(changes.member_id !== undefined ? changes.member_id : locked.member_id, changes.member_ids !== undefined ? changes.member_ids : locked.member_ids);
+      const after = linkSet(
+        changes.member_id !== undefined ? changes.member_id : locked.member_id,
+        changes.member_ids !== undefined ? changes.member_ids : locked.member_ids,
+      );
       const added = after.filter((m) => !before.includes(m));
       await assertCaps(trx, ctx, added, { excludeEntryId: id, live: true, fail: badRequest });
       await entriesRepo.setLinks(trx, userId, id, after);
@@ -225,13 +278,21 @@ export async function restoreEntry(ctx: ServiceContext, id: string): Promise<voi
     if (!row) throw notFound('Entry not found');
     if (row.deleted_at === null) throw badRequest('Entry is not in trash');
     const links = (await entriesRepo.linksOf(trx, userId, [id])).get(id) ?? [];
-    await assertCaps(trx, ctx, links, { excludeEntryId: id, live: false, fail: (m) => badRequest(`Restoring would exceed the note limit: ${m}`) });
+    await assertCaps(trx, ctx, links, {
+      excludeEntryId: id,
+      live: false,
+      fail: (m) => badRequest(`Restoring would exceed the note limit: ${m}`),
+    });
     await entriesRepo.update(trx, userId, id, { deleted_at: null, updated_at: now });
   });
 }
 
 /** A re-hosted note image of the owner, with ETag revalidation. */
-export async function readEntryImage(ctx: ServiceContext, imageId: string, ifNoneMatch: string | undefined): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
+export async function readEntryImage(
+  ctx: ServiceContext,
+  imageId: string,
+  ifNoneMatch: string | undefined,
+): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
   if (!ctx.storage) throw unavailable('Object storage is not configured on this server');
   const result = await readStoredImage(ctx.storage, imageKey(ownerOf(ctx), imageId), ifNoneMatch);
   if (result.status === 404) throw notFound('Image not found');

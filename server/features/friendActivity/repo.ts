@@ -5,7 +5,14 @@
  * never loaded; each read is a constant number of statements whatever the number of rows.
  */
 import type { Knex } from 'knex';
-import { friendAccessCte, grantArraySql, memberLevelSql, sectionVisibleSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import {
+  friendAccessCte,
+  grantArraySql,
+  memberLevelSql,
+  sectionVisibleSql,
+  visibleMembers,
+  visibleMembersSql,
+} from '../../access/index.ts';
 import type { Access, PermissionGroup } from '../../core/context.ts';
 import { runBuilt, type SqlText } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
@@ -15,8 +22,17 @@ const DAY_MS = 86_400_000;
 export const NOTES_WINDOW = 500;
 
 /** `exists (member <alias>.id is visible with `group` at `level`)`, as a boolean column expression. */
-function memberPasses(db: Knex, access: Access, column: string, group: PermissionGroup, level: 'read' | 'read_write'): Knex.QueryBuilder {
-  return db('members as w').select(db.raw('1')).whereRaw(`w.id = ${column}`).where(visibleMembers(access, 'w', group, level));
+function memberPasses(
+  db: Knex,
+  access: Access,
+  column: string,
+  group: PermissionGroup,
+  level: 'read' | 'read_write',
+): Knex.QueryBuilder {
+  return db('members as w')
+    .select(db.raw('1'))
+    .whereRaw(`w.id = ${column}`)
+    .where(visibleMembers(access, 'w', group, level));
 }
 
 function joinMember(db: Knex, q: Knex.QueryBuilder, from: string): Knex.QueryBuilder {
@@ -26,9 +42,25 @@ function joinMember(db: Knex, q: Knex.QueryBuilder, from: string): Knex.QueryBui
 }
 
 export type FriendMemberCols = Pick<MemberRow, 'name' | 'avatar'>;
-export type FrontSessionView = FriendMemberCols & { id: string; member_id: string; note: string | null; started_at: number };
-export type FrontPresenceView = FriendMemberCols & { member_id: string; tier_key: string; note: string | null; custom_display_name: string | null };
-export type HistoryView = FriendMemberCols & { id: string; member_id: string; started_at: number; ended_at: number | null; note: string | null };
+export type FrontSessionView = FriendMemberCols & {
+  id: string;
+  member_id: string;
+  note: string | null;
+  started_at: number;
+};
+export type FrontPresenceView = FriendMemberCols & {
+  member_id: string;
+  tier_key: string;
+  note: string | null;
+  custom_display_name: string | null;
+};
+export type HistoryView = FriendMemberCols & {
+  id: string;
+  member_id: string;
+  started_at: number;
+  ended_at: number | null;
+  note: string | null;
+};
 
 export interface NoteView {
   id: string;
@@ -93,7 +125,10 @@ export const friendActivityRepo = {
    * the order it was set, with a custom tier's name; each as a JSON array. The members of both are
    * checked once (the engine's predicate and the avatar's), whatever list they appear in.
    */
-  async front(db: Knex, access: Access): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
+  async front(
+    db: Knex,
+    access: Access,
+  ): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
     const member = visibleMembersSql(access, 'm', 'front', 'read');
     const avatar = sectionVisibleSql(access, 'm.id', 'avatar');
     const rest = `open as materialized (
@@ -118,9 +153,20 @@ export const friendActivityRepo = {
                   row_number() over (order by p.created_at, p.member_id) as ord
              from present p join fm m on m.id = p.member_id) y) as presence`;
     const friendship = friendAccessCte(access, rest);
-    const [row] = await runBuilt<{ ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }>(db, 'friend_front', {
+    const [row] = await runBuilt<{
+      ok: boolean;
+      sessions: FrontSessionView[] | string;
+      presence: FrontPresenceView[] | string;
+    }>(db, 'friend_front', {
       sql: `with ${friendship.sql}, ${rest}`,
-      bindings: [...friendship.bindings, access.ownerId, access.ownerId, ...avatar.bindings, access.ownerId, ...member.bindings],
+      bindings: [
+        ...friendship.bindings,
+        access.ownerId,
+        access.ownerId,
+        ...avatar.bindings,
+        access.ownerId,
+        ...member.bindings,
+      ],
     });
     if (!row) throw new Error('friend front: the statement returned no row');
     const parse = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
@@ -129,11 +175,17 @@ export const friendActivityRepo = {
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
   fronters(db: Knex, access: Access): Promise<Array<{ member_id: string; visible: boolean }>> {
-    const q = joinMember(db, db('front_sessions as s'), 's').where('s.user_id', access.ownerId).whereNull('s.ended_at').whereNull('s.deleted_at').whereNull('m.deleted_at');
+    const q = joinMember(db, db('front_sessions as s'), 's')
+      .where('s.user_id', access.ownerId)
+      .whereNull('s.ended_at')
+      .whereNull('s.deleted_at')
+      .whereNull('m.deleted_at');
     return runBuilt(
       db,
       'friend_fronters',
-      q.select('s.member_id', db.raw('exists (?) as visible', [memberPasses(db, access, 'm.id', 'front', 'read')])).orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc'),
+      q
+        .select('s.member_id', db.raw('exists (?) as visible', [memberPasses(db, access, 'm.id', 'front', 'read')]))
+        .orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc'),
     );
   },
 
@@ -142,8 +194,18 @@ export const friendActivityRepo = {
    * `active`), each with whether `group` is read_write on it. Ids missing from the answer are
    * unknown, in the trash, archived (with `active`) or hidden: callers answer 404 for all alike.
    */
-  membersForWrite(db: Knex, access: Access, ids: readonly string[], group: PermissionGroup, active: boolean): Promise<Array<{ id: string; can_write: boolean }>> {
-    const q = db('members as m').where('m.user_id', access.ownerId).whereIn('m.id', [...ids]).whereNull('m.deleted_at').where(visibleMembers(access, 'm'));
+  membersForWrite(
+    db: Knex,
+    access: Access,
+    ids: readonly string[],
+    group: PermissionGroup,
+    active: boolean,
+  ): Promise<Array<{ id: string; can_write: boolean }>> {
+    const q = db('members as m')
+      .where('m.user_id', access.ownerId)
+      .whereIn('m.id', [...ids])
+      .whereNull('m.deleted_at')
+      .where(visibleMembers(access, 'm'));
     if (active) q.whereNull('m.archived_at');
     return q.select('m.id', db.raw('exists (?) as can_write', [memberPasses(db, access, 'm.id', group, 'read_write')]));
   },
@@ -230,23 +292,31 @@ export const friendActivityRepo = {
        left join page p on true
        order by p.started_at desc, p.id desc`;
     const friendship = friendAccessCte(access, rest);
-    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(db, 'friend_history_page', {
-      sql: `with ${friendship.sql}, ${rest}`,
-      bindings: [
-        ...friendship.bindings,
-        ...buckets.bindings,
-        ...sessionValues,
-        access.ownerId,
-        ...member.bindings,
-        ...walkValues,
-        size + 1,
-        size + 1,
-        ...avatar.bindings,
-        ...(counted ? [access.ownerId] : []),
-      ],
-    });
+    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(
+      db,
+      'friend_history_page',
+      {
+        sql: `with ${friendship.sql}, ${rest}`,
+        bindings: [
+          ...friendship.bindings,
+          ...buckets.bindings,
+          ...sessionValues,
+          access.ownerId,
+          ...member.bindings,
+          ...walkValues,
+          size + 1,
+          size + 1,
+          ...avatar.bindings,
+          ...(counted ? [access.ownerId] : []),
+        ],
+      },
+    );
     const first = rows[0];
-    return { ok: first?.ok === true, rows: rows.filter((r) => r.id !== null), total: first?.total === null || first?.total === undefined ? null : Number(first.total) };
+    return {
+      ok: first?.ok === true,
+      rows: rows.filter((r) => r.id !== null),
+      total: first?.total === null || first?.total === undefined ? null : Number(first.total),
+    };
   },
 
   /**
@@ -259,7 +329,15 @@ export const friendActivityRepo = {
     db: Knex,
     access: Access,
     range: { start: number; end: number; now: number; maxSessions: number },
-  ): Promise<Array<{ matched: number | string; day: number | string; member_id: string; ms: number | string; sessions: number | string }>> {
+  ): Promise<
+    Array<{
+      matched: number | string;
+      day: number | string;
+      member_id: string;
+      ms: number | string;
+      sessions: number | string;
+    }>
+  > {
     const sessions = joinMember(db, db('front_sessions as s'), 's')
       .where('s.user_id', access.ownerId)
       .whereNull('s.deleted_at')
@@ -270,7 +348,11 @@ export const friendActivityRepo = {
       .select(
         's.member_id',
         db.raw('greatest(s.started_at, ?::bigint) as a', [range.start]),
-        db.raw('greatest(s.started_at, ?::bigint, least(coalesce(s.ended_at, ?::bigint), ?::bigint)) as b', [range.start, range.now, range.end]),
+        db.raw('greatest(s.started_at, ?::bigint, least(coalesce(s.ended_at, ?::bigint), ?::bigint)) as b', [
+          range.start,
+          range.now,
+          range.end,
+        ]),
         db.raw('row_number() over (order by s.started_at desc, s.id desc) as rn'),
       )
       .orderBy([
@@ -353,10 +435,14 @@ order by d.n, c.member_id`,
         limit,
       ],
     };
-    const rows = await runBuilt<Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: LinkedMember[] | string }>(db, 'friend_notes', query);
+    const rows = await runBuilt<
+      Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: LinkedMember[] | string }
+    >(db, 'friend_notes', query);
     return {
       ok: rows[0]?.ok === true,
-      rows: rows.filter((r): r is typeof r & { id: string } => r.id !== null).map(({ ok: _ok, ...r }) => ({ ...r, members: sortByPosition(r.members) })),
+      rows: rows
+        .filter((r): r is typeof r & { id: string } => r.id !== null)
+        .map(({ ok: _ok, ...r }) => ({ ...r, members: sortByPosition(r.members) })),
     };
   },
 

@@ -10,7 +10,16 @@ import { delegatedWrite, requireFriend, requireFriendship, viewerCeiling } from 
 import { inTransaction, type AuditEntry, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { createEntry, deleteEntry, updateEntry } from '../entries/index.ts';
-import { clearFront, clearTierPresence, frontRepo, lockFront, PRESET_TIERS, reorderFront, startFronting, stopFronting } from '../front/index.ts';
+import {
+  clearFront,
+  clearTierPresence,
+  frontRepo,
+  lockFront,
+  PRESET_TIERS,
+  reorderFront,
+  startFronting,
+  stopFronting,
+} from '../front/index.ts';
 import { toMemberSummary } from '../members/index.ts';
 import { friendActivityRepo, type FriendMemberCols, type FrontPresenceView, type FrontSessionView } from './repo.ts';
 
@@ -38,7 +47,13 @@ function viewerOf(ctx: ServiceContext): string {
 
 /** The member as a friend sees it: the avatar URL (when the avatar is visible) tagged with the owner. */
 function friendMember(ownerId: string, id: string, row: FriendMemberCols): FriendMember {
-  const url = toMemberSummary({ id, name: row.name, display_name: null, archived_at: null, avatar: row.avatar }).avatarUrl;
+  const url = toMemberSummary({
+    id,
+    name: row.name,
+    display_name: null,
+    archived_at: null,
+    avatar: row.avatar,
+  }).avatarUrl;
   return { _id: id, name: row.name, avatarUrl: url === null ? null : `${url}&ownerUserId=${ownerId}` };
 }
 
@@ -54,7 +69,10 @@ async function audit(tx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): Pro
 // ---- Front ----
 
 function frontView(ownerId: string, sessions: FrontSessionView[], presence: FrontPresenceView[]): FrontView {
-  const fronters = sessions.map((s) => ({ member: friendMember(ownerId, s.member_id, s), activeSession: { note: s.note, startedAt: s.started_at } }));
+  const fronters = sessions.map((s) => ({
+    member: friendMember(ownerId, s.member_id, s),
+    activeSession: { note: s.note, startedAt: s.started_at },
+  }));
   const [primary, ...alsoFronting] = fronters;
   return {
     primary: primary ?? null,
@@ -91,7 +109,13 @@ export async function getFront(ctx: ServiceContext): Promise<FrontView> {
  * Each of `ids` must be a live member visible to the friend (not archived with `active`), else
  * 404 with the body of an unknown member; and `group` read_write on each, else 403.
  */
-async function authoriseMembers(ctx: ServiceContext, ids: readonly string[], group: PermissionGroup, active: boolean, denied: string): Promise<void> {
+async function authoriseMembers(
+  ctx: ServiceContext,
+  ids: readonly string[],
+  group: PermissionGroup,
+  active: boolean,
+  denied: string,
+): Promise<void> {
   const unique = [...new Set(ids)];
   if (unique.length === 0) return;
   const rows = await friendActivityRepo.membersForWrite(ctx.db, ctx.access, unique, group, active);
@@ -100,7 +124,13 @@ async function authoriseMembers(ctx: ServiceContext, ids: readonly string[], gro
 }
 
 /** A front write on one member: the front lock, the engine's check, the owner's write, the audit entry. */
-async function frontWrite(ctx: ServiceContext, memberId: string, active: boolean, action: string, write: (owner: ServiceContext) => Promise<void>): Promise<void> {
+async function frontWrite(
+  ctx: ServiceContext,
+  memberId: string,
+  active: boolean,
+  action: string,
+  write: (owner: ServiceContext) => Promise<void>,
+): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     await lockFront(tx.db, tx.access.ownerId);
     await authoriseMembers(tx, [memberId], 'front', active, FRONT_DENIED);
@@ -127,7 +157,9 @@ export function stopFront(ctx: ServiceContext, memberId: string): Promise<void> 
 }
 
 export function clearPresence(ctx: ServiceContext, memberId: string): Promise<void> {
-  return frontWrite(ctx, memberId, false, 'friend_write.front.tier_presence_clear', (owner) => clearTierPresence(owner, memberId));
+  return frontWrite(ctx, memberId, false, 'friend_write.front.tier_presence_clear', (owner) =>
+    clearTierPresence(owner, memberId),
+  );
 }
 
 /**
@@ -170,7 +202,8 @@ export async function history(ctx: ServiceContext, query: FriendHistoryQuery): P
   if ((query.cursorStartedAt === undefined) !== (query.cursorId === undefined)) {
     throw badRequest('cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all');
   }
-  if (query.startTime !== undefined && query.endTime !== undefined && query.startTime > query.endTime) throw badRequest('startTime must be <= endTime');
+  if (query.startTime !== undefined && query.endTime !== undefined && query.startTime > query.endTime)
+    throw badRequest('startTime must be <= endTime');
   const limit = query.limit ?? DEFAULT_FRIEND_HISTORY_LIMIT;
   const ownerId = ctx.access.ownerId;
   const filter = { startTime: query.startTime, endTime: query.endTime };
@@ -188,7 +221,14 @@ export async function history(ctx: ServiceContext, query: FriendHistoryQuery): P
   const last = rows.length > limit ? page[page.length - 1] : undefined;
   return {
     items: page.map((r) => ({
-      session: { _id: r.id, userId: ownerId, memberId: r.member_id, startedAt: r.started_at, endedAt: r.ended_at, note: r.note },
+      session: {
+        _id: r.id,
+        userId: ownerId,
+        memberId: r.member_id,
+        startedAt: r.started_at,
+        endedAt: r.ended_at,
+        note: r.note,
+      },
       member: friendMember(ownerId, r.member_id, r),
       durationMs: r.ended_at === null ? null : r.ended_at - r.started_at,
     })),
@@ -197,27 +237,48 @@ export async function history(ctx: ServiceContext, query: FriendHistoryQuery): P
   };
 }
 
-export async function month(ctx: ServiceContext, query: { startTime: number; endTime: number; maxSessions?: number }): Promise<Schemas['FriendFrontMonth']> {
+export async function month(
+  ctx: ServiceContext,
+  query: { startTime: number; endTime: number; maxSessions?: number },
+): Promise<Schemas['FriendFrontMonth']> {
   if (query.endTime <= query.startTime || query.endTime - query.startTime > MONTH_MAX_SPAN_MS) {
     throw badRequest('endTime must be after startTime and at most 62 days later');
   }
-  if (viewerCeiling(ctx.access).front === 'none') throw forbidden("Your buckets do not open this friend's front history");
+  if (viewerCeiling(ctx.access).front === 'none')
+    throw forbidden("Your buckets do not open this friend's front history");
   const maxSessions = query.maxSessions ?? DEFAULT_MONTH_MAX_SESSIONS;
-  const rows = await friendActivityRepo.month(ctx.db, ctx.access, { start: query.startTime, end: query.endTime, now: ctx.now, maxSessions });
+  const rows = await friendActivityRepo.month(ctx.db, ctx.access, {
+    start: query.startTime,
+    end: query.endTime,
+    now: ctx.now,
+    maxSessions,
+  });
   const days: Schemas['FriendFrontMonth']['days'] = [];
   for (const row of rows) {
     const date = new Date(Number(row.day) * 86_400_000).toISOString().slice(0, 10);
     let day = days[days.length - 1];
     if (day?.date !== date) days.push((day = { date, members: [] }));
-    day.members.push({ memberId: row.member_id, minutes: Math.floor(Number(row.ms) / 60_000), sessions: Number(row.sessions) });
+    day.members.push({
+      memberId: row.member_id,
+      minutes: Math.floor(Number(row.ms) / 60_000),
+      sessions: Number(row.sessions),
+    });
   }
   return { days, truncated: Number(rows[0]?.matched ?? 0) > maxSessions };
 }
 
 // ---- Notes ----
 
-export async function listNotes(ctx: ServiceContext, query: { limit?: number; memberId?: string }): Promise<Schemas['FriendNoteRow'][]> {
-  const { ok, rows } = await friendActivityRepo.notes(ctx.db, ctx.access, query.limit ?? DEFAULT_FRIEND_NOTES_LIMIT, query.memberId);
+export async function listNotes(
+  ctx: ServiceContext,
+  query: { limit?: number; memberId?: string },
+): Promise<Schemas['FriendNoteRow'][]> {
+  const { ok, rows } = await friendActivityRepo.notes(
+    ctx.db,
+    ctx.access,
+    query.limit ?? DEFAULT_FRIEND_NOTES_LIMIT,
+    query.memberId,
+  );
   requireFriendship(ok);
   return rows.map((r) => ({
     _id: r.id,
@@ -254,11 +315,18 @@ async function writableNote(tx: ServiceContext, entryId: string) {
   return note;
 }
 
-export async function updateNote(ctx: ServiceContext, entryId: string, input: Schemas['UpdateEntryRequest']): Promise<void> {
+export async function updateNote(
+  ctx: ServiceContext,
+  entryId: string,
+  input: Schemas['UpdateEntryRequest'],
+): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     const note = await writableNote(tx, entryId);
     if (input.memberId !== undefined || input.memberIds !== undefined) {
-      const after = linkSet(input.memberId !== undefined ? input.memberId : note.member_id, input.memberIds !== undefined ? input.memberIds : note.member_ids);
+      const after = linkSet(
+        input.memberId !== undefined ? input.memberId : note.member_id,
+        input.memberIds !== undefined ? input.memberIds : note.member_ids,
+      );
       if (after.length === 0) throw badRequest("A friend's note must keep at least one linked member");
       await authoriseMembers(tx, after, 'member_notes', false, NOTES_DENIED);
     }

@@ -22,11 +22,13 @@ export const friendMembersHandlers = {
   },
   listFriendMemberStatuses: async ({ path }, ctx) => {
     // The caller's own id answers the caller's own statuses (spec); anyone else needs a friendship.
-    const sctx = path.friendUserId === ctx.service().access.ownerId ? ctx.service() : await ctx.friend(path.friendUserId);
+    const sctx =
+      path.friendUserId === ctx.service().access.ownerId ? ctx.service() : await ctx.friend(path.friendUserId);
     return { status: 200, body: await friendMembers.listStatuses(sctx) };
   },
   listFriendMemberStatusesOfMember: async ({ path }, ctx) => {
-    const sctx = path.friendUserId === ctx.service().access.ownerId ? ctx.service() : await ctx.friend(path.friendUserId);
+    const sctx =
+      path.friendUserId === ctx.service().access.ownerId ? ctx.service() : await ctx.friend(path.friendUserId);
     return { status: 200, body: await friendMembers.memberStatuses(sctx, path.memberId) };
   },
   getFriendCustomFields: async ({ path, query }, ctx) => {

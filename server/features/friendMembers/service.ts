@@ -44,7 +44,20 @@ function probe(db: Knex, where: Array<(qb: Knex.QueryBuilder) => void>, as: stri
 }
 
 /** A member row as the list selects it: hidden sections are null in SQL, and the show_ flags say which. */
-type MemberSelectRow = Pick<MemberRow, 'id' | 'name' | 'display_name' | 'pronouns' | 'description' | 'about_tags' | 'profile_style' | 'avatar' | 'banner' | 'created_at' | 'updated_at'> &
+type MemberSelectRow = Pick<
+  MemberRow,
+  | 'id'
+  | 'name'
+  | 'display_name'
+  | 'pronouns'
+  | 'description'
+  | 'about_tags'
+  | 'profile_style'
+  | 'avatar'
+  | 'banner'
+  | 'created_at'
+  | 'updated_at'
+> &
   Record<`show_${ProfileSection}`, boolean>;
 
 /** Each profile column and the section that shows it. */
@@ -59,7 +72,13 @@ const SECTION_COLUMNS: Array<[column: string, section: ProfileSection]> = [
 ];
 
 /** The member columns a friend's member rows select (the sections' columns are then nulled when hidden). */
-const LIST_COLUMNS = ['m.id', 'm.name', 'm.created_at', 'm.updated_at', ...SECTION_COLUMNS.map(([column]) => `m.${column}`)];
+const LIST_COLUMNS = [
+  'm.id',
+  'm.name',
+  'm.created_at',
+  'm.updated_at',
+  ...SECTION_COLUMNS.map(([column]) => `m.${column}`),
+];
 
 /**
  * One member or one folder's members (`only`) among the owner's live, non-archived members the
@@ -69,7 +88,12 @@ const LIST_COLUMNS = ['m.id', 'm.name', 'm.created_at', 'm.updated_at', ...SECTI
  * CTE, `vis`), so their assignments are read once for every section. The list (listMembers) is the
  * same shape written as text, over the engine's visible set.
  */
-function membersQuery(db: Knex, access: Access, group: PermissionGroup, only: (qb: Knex.QueryBuilder) => void): Knex.QueryBuilder {
+function membersQuery(
+  db: Knex,
+  access: Access,
+  group: PermissionGroup,
+  only: (qb: Knex.QueryBuilder) => void,
+): Knex.QueryBuilder {
   // One member or one folder: narrowed first, then checked (a primary-key or folder read), with
   // the held buckets each is in, as the list's visible set carries them.
   const held = heldBucketsOfMemberSql(access, 'm');
@@ -88,7 +112,11 @@ function membersQuery(db: Knex, access: Access, group: PermissionGroup, only: (q
     .from('vis as m')
     .joinRaw(sections.sql, sections.bindings as Knex.Value[])
     .select('m.id', 'm.name', 'm.created_at', 'm.updated_at')
-    .select(SECTION_COLUMNS.map(([column, section]) => db.raw(`case when sec."show_${section}" then m.${column} end as ${column}`)))
+    .select(
+      SECTION_COLUMNS.map(([column, section]) =>
+        db.raw(`case when sec."show_${section}" then m.${column} end as ${column}`),
+      ),
+    )
     .select(PROFILE_SECTIONS.map((section) => `sec.show_${section}`))
     .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }]);
 }
@@ -117,7 +145,10 @@ function toFriendMember(row: MemberSelectRow, ownerId: string): FriendMember {
  */
 export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]> {
   const access = friendAccess(fctx);
-  const visible = visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS.join(', ') });
+  const visible = visibleMemberRowsSql(access, 'members_view', 'read', {
+    active: true,
+    columns: LIST_COLUMNS.join(', '),
+  });
   const sections = memberSectionsSql(access, 'm', 'select id from vis', 'sec');
   const rest = `vis as materialized (${visible.sql})
       select fa.ok, x.* from friend_access fa left join (
@@ -128,18 +159,26 @@ export async function listMembers(fctx: ServiceContext): Promise<FriendMember[]>
       ) x on true
       order by x.created_at, x.id`;
   const friendship = friendAccessCte(access, rest);
-  const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(fctx.db, 'friend_members', {
-    sql: `with ${friendship.sql}, ${rest}`,
-    bindings: [...friendship.bindings, ...visible.bindings, ...sections.bindings],
-  });
+  const rows = await runBuilt<{ ok: boolean } & (MemberSelectRow | Record<keyof MemberSelectRow, null>)>(
+    fctx.db,
+    'friend_members',
+    {
+      sql: `with ${friendship.sql}, ${rest}`,
+      bindings: [...friendship.bindings, ...visible.bindings, ...sections.bindings],
+    },
+  );
   requireFriendship(rows[0]?.ok);
-  return rows.filter((r): r is { ok: boolean } & MemberSelectRow => r.id !== null).map((r) => toFriendMember(r, access.ownerId));
+  return rows
+    .filter((r): r is { ok: boolean } & MemberSelectRow => r.id !== null)
+    .map((r) => toFriendMember(r, access.ownerId));
 }
 
 /** GET /friends/{id}/members/{memberId}: also needs member_profile at read (members.profile.read). */
 export async function getMember(fctx: ServiceContext, memberId: string): Promise<FriendMember> {
   const access = friendAccess(fctx);
-  const row: MemberSelectRow | undefined = await membersQuery(fctx.db, access, 'member_profile', (qb) => qb.where('m.id', memberId)).first();
+  const row: MemberSelectRow | undefined = await membersQuery(fctx.db, access, 'member_profile', (qb) =>
+    qb.where('m.id', memberId),
+  ).first();
   if (!row) throw notFound('Member not found');
   return toFriendMember(row, access.ownerId);
 }
@@ -156,7 +195,13 @@ interface FolderRow {
 
 type FriendFolder = Schemas['FriendFolder'];
 
-const toFolder = (r: FolderRow): FriendFolder => ({ id: r.id, parentId: r.parent_id, name: r.name, description: r.description, color: r.color });
+const toFolder = (r: FolderRow): FriendFolder => ({
+  id: r.id,
+  parentId: r.parent_id,
+  name: r.name,
+  description: r.description,
+  color: r.color,
+});
 
 /**
  * The friend-visible folders as a recursive CTE `vis`: from the root down, each level live, a folder
@@ -187,7 +232,10 @@ function withVisibleFolders(db: Knex, access: Access): Knex.QueryBuilder {
 export async function groupTree(fctx: ServiceContext): Promise<Schemas['FriendDirectoryTree']> {
   const access = friendAccess(fctx);
   const { db } = fctx;
-  const folders: FolderRow[] = await withVisibleFolders(db, access).select('*').from('vis').orderBy([{ column: 'name' }, { column: 'id' }]);
+  const folders: FolderRow[] = await withVisibleFolders(db, access)
+    .select('*')
+    .from('vis')
+    .orderBy([{ column: 'name' }, { column: 'id' }]);
   const folderIds = folders.map((f) => f.id);
   const members = db('group_members as gm')
     .join('members as m', function () {
@@ -215,7 +263,10 @@ export async function groupTree(fctx: ServiceContext): Promise<Schemas['FriendDi
 }
 
 /** GET /friends/{id}/groups/folder: two statements (the folder and its visible subfolders; the visible members in it). */
-export async function folderContents(fctx: ServiceContext, folderId: string | null): Promise<Schemas['FriendFolderContents']> {
+export async function folderContents(
+  fctx: ServiceContext,
+  folderId: string | null,
+): Promise<Schemas['FriendFolderContents']> {
   const access = friendAccess(fctx);
   const { db } = fctx;
   const rows: FolderRow[] = await withVisibleFolders(db, access)
@@ -277,7 +328,14 @@ interface StatusSelectRow {
   assigned_at: number;
 }
 
-const toStatus = (r: StatusSelectRow): FriendMemberStatus => ({ memberId: r.member_id, statusId: r.status_id, name: r.name, color: r.color, icon: r.icon, assignedAt: r.assigned_at });
+const toStatus = (r: StatusSelectRow): FriendMemberStatus => ({
+  memberId: r.member_id,
+  statusId: r.status_id,
+  name: r.name,
+  color: r.color,
+  icon: r.icon,
+  assignedAt: r.assigned_at,
+});
 
 /** `ctx` is a friend context, or the caller's own (friendUserId = the caller). */
 export async function listStatuses(ctx: ServiceContext): Promise<FriendMemberStatus[]> {
@@ -338,9 +396,17 @@ function visibleFields(db: Knex, access: Access, memberId: string): Knex.QueryBu
   const field = { kind: 'custom_field' as const, column: 'd.id' };
   return db('custom_field_definitions as d')
     .leftJoin('custom_field_values as v', function () {
-      this.on('v.field_id', '=', 'd.id').andOn('v.user_id', '=', 'd.user_id').andOn('v.member_id', '=', db.raw('?', [memberId]));
+      this.on('v.field_id', '=', 'd.id')
+        .andOn('v.user_id', '=', 'd.user_id')
+        .andOn('v.member_id', '=', db.raw('?', [memberId]));
     })
-    .select('d.id', 'd.name', 'd.type', 'v.value', probe(db, [visibleContent(access, field, 'member_custom_fields', 'read_write')], 'writable'))
+    .select(
+      'd.id',
+      'd.name',
+      'd.type',
+      'v.value',
+      probe(db, [visibleContent(access, field, 'member_custom_fields', 'read_write')], 'writable'),
+    )
     .where('d.user_id', access.ownerId)
     .whereNull('d.deleted_at')
     .where(visibleContent(access, field, 'member_custom_fields'));
@@ -352,11 +418,18 @@ export async function customFields(fctx: ServiceContext, memberId: string): Prom
   const { db } = fctx;
   const member = await memberForFields(db, access, memberId);
   const rows: FieldSelectRow[] = member.cf_read
-    ? await visibleFields(db, access, memberId).orderBy([{ column: 'd.sort_order' }, { column: 'd.created_at' }, { column: 'd.id' }])
+    ? await visibleFields(db, access, memberId).orderBy([
+        { column: 'd.sort_order' },
+        { column: 'd.created_at' },
+        { column: 'd.id' },
+      ])
     : [];
   let emptyHint: Schemas['FriendCustomFields']['emptyHint'] = null;
   if (rows.length === 0) {
-    const any = await db('custom_field_definitions').where('user_id', access.ownerId).whereNull('deleted_at').first(db.raw('1 as one'));
+    const any = await db('custom_field_definitions')
+      .where('user_id', access.ownerId)
+      .whereNull('deleted_at')
+      .first(db.raw('1 as one'));
     emptyHint = any ? 'none_visible' : 'no_definitions';
   }
   return {
@@ -376,7 +449,12 @@ export async function customFields(fctx: ServiceContext, memberId: string): Prom
  * 404; member_custom_fields read_write on both, else 403), then the owner's own service writes the
  * value (its validation included) and the audit record, in one transaction.
  */
-export async function setCustomFieldValue(fctx: ServiceContext, fieldId: string, memberId: string, value: FieldValue): Promise<void> {
+export async function setCustomFieldValue(
+  fctx: ServiceContext,
+  fieldId: string,
+  memberId: string,
+  value: FieldValue,
+): Promise<void> {
   const access = friendAccess(fctx);
   await inTransaction(fctx, async (tx) => {
     const member = await memberForFields(tx.db, access, memberId);
@@ -384,7 +462,8 @@ export async function setCustomFieldValue(fctx: ServiceContext, fieldId: string,
       ? await visibleFields(tx.db, access, memberId).where('d.id', fieldId).first()
       : undefined;
     if (!field) throw notFound('Custom field not found');
-    if (!member.cf_write || !field.writable) throw forbidden('Your buckets do not allow changing this custom field value');
+    if (!member.cf_write || !field.writable)
+      throw forbidden('Your buckets do not allow changing this custom field value');
     const owner: ServiceContext = { ...tx, access: delegatedWrite(access) };
     await setMemberValue(owner, memberId, fieldId, value);
     await tx.audit.record(owner, {

@@ -44,7 +44,11 @@ export function toSuggestion(row: SuggestionDbRow): Schemas['FriendSuggestionRow
   };
 }
 
-export function toProfileCard(row: AccountCardRow, showPrivate: boolean, tabs: Schemas['FriendProfileTabs']): Schemas['FriendProfileCard'] {
+export function toProfileCard(
+  row: AccountCardRow,
+  showPrivate: boolean,
+  tabs: Schemas['FriendProfileTabs'],
+): Schemas['FriendProfileCard'] {
   const shown = <T>(value: T | null): T | null => (showPrivate ? value : null);
   return {
     friendUserId: row.id,

@@ -79,15 +79,32 @@ export interface SuggestionDbRow {
 }
 
 const ACCOUNT_COLUMNS = [
-  'id', 'username', 'display_name', 'image_url', 'pronouns', 'status', 'timezone', 'country', 'about_markdown', 'banner_url',
-  'is_admin', 'plan', 'donor_supporter_unlocked', 'closed_beta_participant_at', 'appear_in_suggestions', 'updated_at',
+  'id',
+  'username',
+  'display_name',
+  'image_url',
+  'pronouns',
+  'status',
+  'timezone',
+  'country',
+  'about_markdown',
+  'banner_url',
+  'is_admin',
+  'plan',
+  'donor_supporter_unlocked',
+  'closed_beta_participant_at',
+  'appear_in_suggestions',
+  'updated_at',
 ] as const;
 
 export async function findAccount(db: Knex, id: string): Promise<AccountCardRow | undefined> {
   return db('accounts').where({ id }).first(ACCOUNT_COLUMNS);
 }
 
-export async function findAccountByUsername(db: Knex, username: string): Promise<{ id: string; username: string } | undefined> {
+export async function findAccountByUsername(
+  db: Knex,
+  username: string,
+): Promise<{ id: string; username: string } | undefined> {
   return db('accounts').whereRaw('lower(username) = lower(?)', [username]).first('id', 'username');
 }
 
@@ -102,7 +119,11 @@ export async function lockPair(db: Knex.Transaction, a: string, b: string): Prom
 }
 
 /** Both sides' rows of a pair: `mine` is userId's view of otherId, `theirs` the reverse. */
-export async function findPair(db: Knex, userId: string, otherId: string): Promise<{ mine?: FriendshipRow; theirs?: FriendshipRow }> {
+export async function findPair(
+  db: Knex,
+  userId: string,
+  otherId: string,
+): Promise<{ mine?: FriendshipRow; theirs?: FriendshipRow }> {
   const rows: FriendshipRow[] = await db('friendships')
     .where({ user_id: userId, friend_user_id: otherId })
     .orWhere({ user_id: otherId, friend_user_id: userId })
@@ -134,7 +155,14 @@ export async function putRow(db: Knex, change: RowChange, now: number): Promise<
     accepted_at: change.acceptedAt ?? null,
     updated_at: now,
   };
-  const merged = ['status', 'direction', 'block_reason', 'accepted_at', 'updated_at', ...(change.restart ? ['created_at'] : [])];
+  const merged = [
+    'status',
+    'direction',
+    'block_reason',
+    'accepted_at',
+    'updated_at',
+    ...(change.restart ? ['created_at'] : []),
+  ];
   await db('friendships').insert(row).onConflict(['user_id', 'friend_user_id']).merge(merged);
 }
 
@@ -164,8 +192,19 @@ function listQuery(db: Knex, userId: string): Knex.QueryBuilder {
     .joinRaw(`cross join lateral (select ${grantsReadSql('friend_data', 'f.friend_user_id', 'f.user_id')} as shown) g`)
     .where('f.user_id', userId)
     .select(
-      'f.id', 'f.friend_user_id', 'f.status', 'f.direction', 'f.created_at', 'f.accepted_at',
-      'a.username', 'a.display_name', 'a.image_url', 'a.is_admin', 'a.plan', 'a.donor_supporter_unlocked', 'a.closed_beta_participant_at',
+      'f.id',
+      'f.friend_user_id',
+      'f.status',
+      'f.direction',
+      'f.created_at',
+      'f.accepted_at',
+      'a.username',
+      'a.display_name',
+      'a.image_url',
+      'a.is_admin',
+      'a.plan',
+      'a.donor_supporter_unlocked',
+      'a.closed_beta_participant_at',
       db.raw('case when g.shown then a.pronouns end as friend_pronouns'),
       db.raw('case when g.shown then a.status end as friend_status'),
       db.raw('case when g.shown then a.banner_url end as friend_banner_url'),
@@ -188,7 +227,11 @@ function applyFilter(q: Knex.QueryBuilder, filter: ListFilter): Knex.QueryBuilde
   if (filter.incomingOnly) q.where({ 'f.status': 'pending', 'f.direction': 'incoming' });
   const text = filter.query;
   if (text !== undefined) {
-    q.where((w) => w.whereRaw('strpos(lower(a.display_name), lower(?)) > 0', [text]).orWhereRaw('strpos(lower(a.username), lower(?)) > 0', [text]));
+    q.where((w) =>
+      w
+        .whereRaw('strpos(lower(a.display_name), lower(?)) > 0', [text])
+        .orWhereRaw('strpos(lower(a.username), lower(?)) > 0', [text]),
+    );
   }
   return q;
 }
@@ -206,7 +249,13 @@ const PAGE_KEYSET: Keyset = {
   direction: 'asc',
 };
 
-export async function pageRows(db: Knex, userId: string, filter: ListFilter, limit: number, after?: [number, string]): Promise<FriendListDbRow[]> {
+export async function pageRows(
+  db: Knex,
+  userId: string,
+  filter: ListFilter,
+  limit: number,
+  after?: [number, string],
+): Promise<FriendListDbRow[]> {
   return keysetPage(applyFilter(listQuery(db, userId), filter), PAGE_KEYSET, limit, after);
 }
 
@@ -254,8 +303,16 @@ export interface ProfileChanges {
   appear_in_suggestions?: boolean;
 }
 
-export async function updateAccountProfile(db: Knex, userId: string, changes: ProfileChanges, now: number): Promise<AccountCardRow> {
-  const [row] = await db('accounts').where({ id: userId }).update({ ...changes, updated_at: now }).returning([...ACCOUNT_COLUMNS]);
+export async function updateAccountProfile(
+  db: Knex,
+  userId: string,
+  changes: ProfileChanges,
+  now: number,
+): Promise<AccountCardRow> {
+  const [row] = await db('accounts')
+    .where({ id: userId })
+    .update({ ...changes, updated_at: now })
+    .returning([...ACCOUNT_COLUMNS]);
   return row as AccountCardRow;
 }
 
@@ -280,12 +337,16 @@ export async function searchContent(
   tsquery: string | null,
   limits: { members: number; notes: number; groups: number },
 ): Promise<SearchRows> {
-  const match = (expr: string) => (tsquery === null ? '' : `and to_tsvector('simple', ${expr}) @@ to_tsquery('simple', ?)`);
+  const match = (expr: string) =>
+    tsquery === null ? '' : `and to_tsvector('simple', ${expr}) @@ to_tsquery('simple', ?)`;
   const tsq = tsquery === null ? [] : [tsquery];
   const member = visibleMembersSql(access, 'm');
   const noteMember = (em: string, m: string) => {
     const visible = visibleMembersSql(access, m, 'member_notes');
-    return { sql: `${m}.id = ${em}.member_id and ${m}.user_id = ? and ${m}.deleted_at is null and ${visible.sql}`, bindings: [access.ownerId, ...visible.bindings] };
+    return {
+      sql: `${m}.id = ${em}.member_id and ${m}.user_id = ? and ${m}.deleted_at is null and ${visible.sql}`,
+      bindings: [access.ownerId, ...visible.bindings],
+    };
   };
   const linked = noteMember('em', 'm');
   const anyLinked = noteMember('em2', 'm2');
@@ -317,9 +378,20 @@ export async function searchContent(
               order by k, d.id
               limit ?) x) as groups`;
   const bindings = [
-    access.ownerId, ...tsq, ...member.bindings, limits.members,
-    ...linked.bindings, access.ownerId, ...tsq, ...anyLinked.bindings, limits.notes,
-    access.ownerId, ...tsq, ...groups.bindings, ...folders.bindings, limits.groups,
+    access.ownerId,
+    ...tsq,
+    ...member.bindings,
+    limits.members,
+    ...linked.bindings,
+    access.ownerId,
+    ...tsq,
+    ...anyLinked.bindings,
+    limits.notes,
+    access.ownerId,
+    ...tsq,
+    ...groups.bindings,
+    ...folders.bindings,
+    limits.groups,
   ];
   const { rows } = await db.raw(sql, bindings as Knex.RawBinding[]);
   const row = rows[0] as { members: unknown; notes: unknown; groups: unknown };
@@ -331,7 +403,12 @@ export async function searchContent(
  * Members of the access's owner whose name matches `tsquery` (the members_search index) and that
  * the access may see with members_view at read, by name: GET /friends/search/members.
  */
-export async function searchMembers(db: Knex, access: Access, tsquery: string, limit: number): Promise<Array<{ id: string; name: string }>> {
+export async function searchMembers(
+  db: Knex,
+  access: Access,
+  tsquery: string,
+  limit: number,
+): Promise<Array<{ id: string; name: string }>> {
   return db('members as m')
     .where({ 'm.user_id': access.ownerId })
     .whereNull('m.deleted_at')

@@ -55,23 +55,42 @@ export async function sendRequest(ctx: ServiceContext, otherId: string): Promise
   await inTransaction(ctx, async (tx) => {
     await lockOther(tx, otherId);
     const { mine, theirs } = await repo.findPair(tx.db, me, otherId);
-    if (mine?.status === 'blocked') throw conflict('You have blocked this account; revoke the block before sending a request');
+    if (mine?.status === 'blocked')
+      throw conflict('You have blocked this account; revoke the block before sending a request');
     if (mine?.status === 'accepted') throw conflict('You are already friends with this account');
-    if (mine?.status === 'pending' && mine.direction === 'outgoing') throw conflict('A friend request to this account is already pending');
+    if (mine?.status === 'pending' && mine.direction === 'outgoing')
+      throw conflict('A friend request to this account is already pending');
     if (theirs?.status === 'blocked') {
       // Answered like a new request, but the account that blocked the caller gets nothing.
-      await repo.putRow(tx.db, { userId: me, friendUserId: otherId, status: 'pending', direction: 'outgoing', restart: true }, tx.now);
+      await repo.putRow(
+        tx.db,
+        { userId: me, friendUserId: otherId, status: 'pending', direction: 'outgoing', restart: true },
+        tx.now,
+      );
       await audit(tx, 'friendship.request', otherId);
       return;
     }
-    if (mine?.status === 'pending' && mine.direction === 'incoming' && theirs?.status === 'pending' && theirs.direction === 'outgoing') {
+    if (
+      mine?.status === 'pending' &&
+      mine.direction === 'incoming' &&
+      theirs?.status === 'pending' &&
+      theirs.direction === 'outgoing'
+    ) {
       // The other account asked first: asking back accepts.
       await acceptPair(tx, me, otherId);
       await audit(tx, 'friendship.accept', otherId, { by: 'request' });
       return;
     }
-    await repo.putRow(tx.db, { userId: me, friendUserId: otherId, status: 'pending', direction: 'outgoing', restart: true }, tx.now);
-    await repo.putRow(tx.db, { userId: otherId, friendUserId: me, status: 'pending', direction: 'incoming', restart: true }, tx.now);
+    await repo.putRow(
+      tx.db,
+      { userId: me, friendUserId: otherId, status: 'pending', direction: 'outgoing', restart: true },
+      tx.now,
+    );
+    await repo.putRow(
+      tx.db,
+      { userId: otherId, friendUserId: me, status: 'pending', direction: 'incoming', restart: true },
+      tx.now,
+    );
     await audit(tx, 'friendship.request', otherId);
   });
 }
@@ -80,7 +99,10 @@ async function accountByUsername(ctx: ServiceContext, username: string): Promise
   return requireVisible(await repo.findAccountByUsername(ctx.db, username), 'Friend');
 }
 
-export async function sendRequestByUsername(ctx: ServiceContext, username: string): Promise<Schemas['FriendRequestSent']> {
+export async function sendRequestByUsername(
+  ctx: ServiceContext,
+  username: string,
+): Promise<Schemas['FriendRequestSent']> {
   const account = await accountByUsername(ctx, username);
   await sendRequest(ctx, account.id);
   return { friendUserId: account.id, username: account.username };
@@ -93,7 +115,11 @@ export async function acceptRequest(ctx: ServiceContext, requesterId: string): P
     await lockOther(tx, requesterId);
     const { mine, theirs } = await repo.findPair(tx.db, me, requesterId);
     if (!mine) throw notFound(FRIEND_NOT_FOUND);
-    const incoming = mine.status === 'pending' && mine.direction === 'incoming' && theirs?.status === 'pending' && theirs.direction === 'outgoing';
+    const incoming =
+      mine.status === 'pending' &&
+      mine.direction === 'incoming' &&
+      theirs?.status === 'pending' &&
+      theirs.direction === 'outgoing';
     if (!incoming) throw conflict(`There is no incoming request to accept: the friendship is ${describe(mine)}`);
     await acceptPair(tx, me, requesterId);
     await audit(tx, 'friendship.accept', requesterId);
@@ -121,14 +147,22 @@ export async function block(ctx: ServiceContext, otherId: string, reason: string
   await inTransaction(ctx, async (tx) => {
     await lockOther(tx, otherId);
     const { mine, theirs } = await repo.findPair(tx.db, me, otherId);
-    await repo.putRow(tx.db, { userId: me, friendUserId: otherId, status: 'blocked', blockReason: reason ?? null }, tx.now);
+    await repo.putRow(
+      tx.db,
+      { userId: me, friendUserId: otherId, status: 'blocked', blockReason: reason ?? null },
+      tx.now,
+    );
     if (theirs && theirs.status !== 'blocked') await repo.revokeRow(tx.db, otherId, me, tx.now);
     await repo.forgetFriendBuckets(tx.db, me, otherId);
     await audit(tx, 'friendship.block', otherId, { from: mine?.status ?? null });
   });
 }
 
-export async function blockByUsername(ctx: ServiceContext, username: string, reason: string | undefined): Promise<Schemas['BlockedUsername']> {
+export async function blockByUsername(
+  ctx: ServiceContext,
+  username: string,
+  reason: string | undefined,
+): Promise<Schemas['BlockedUsername']> {
   const account = await accountByUsername(ctx, username);
   await block(ctx, account.id, reason);
   return { username: account.username };
@@ -136,7 +170,10 @@ export async function blockByUsername(ctx: ServiceContext, username: string, rea
 
 // ---- Reads ------------------------------------------------------------------------------------
 
-export async function listFriends(ctx: ServiceContext, status: repo.FriendshipStatus | undefined): Promise<Schemas['FriendListRow'][]> {
+export async function listFriends(
+  ctx: ServiceContext,
+  status: repo.FriendshipStatus | undefined,
+): Promise<Schemas['FriendListRow'][]> {
   return (await repo.listRows(ctx.db, ownerOf(ctx), { status })).map(toFriendListRow);
 }
 
@@ -145,9 +182,18 @@ export async function listFriendsPage(
   input: { limit: number; cursor?: string; query?: string; status?: repo.FriendshipStatus },
 ): Promise<Schemas['FriendListPage']> {
   const after = input.cursor ? decodeCursor<[number, string]>(input.cursor, ['integer', 'uuid']) : undefined;
-  const rows = await repo.pageRows(ctx.db, ownerOf(ctx), { status: input.status, query: input.query }, input.limit, after);
+  const rows = await repo.pageRows(
+    ctx.db,
+    ownerOf(ctx),
+    { status: input.status, query: input.query },
+    input.limit,
+    after,
+  );
   const { items, nextAfter } = pageOf(rows, input.limit);
-  return { items: items.map(toFriendListRow), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
+  return {
+    items: items.map(toFriendListRow),
+    nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null,
+  };
 }
 
 export async function listRequests(ctx: ServiceContext): Promise<Schemas['FriendListRow'][]> {
@@ -182,7 +228,11 @@ function prefixQuery(q: string): string | null {
 
 const EMPTY: Schemas['FriendSearchResults'] = { members: [], notes: [], groups: [] };
 
-export async function search(friendCtx: ServiceContext, q: string, limitPerType: number): Promise<Schemas['FriendSearchResults']> {
+export async function search(
+  friendCtx: ServiceContext,
+  q: string,
+  limitPerType: number,
+): Promise<Schemas['FriendSearchResults']> {
   const tsquery = prefixQuery(q);
   if (tsquery === null) return EMPTY;
   const limits = { members: limitPerType, notes: limitPerType, groups: limitPerType };
@@ -194,7 +244,11 @@ export async function catalog(friendCtx: ServiceContext): Promise<Schemas['Frien
   return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access, null, limits));
 }
 
-export async function searchMembers(friendCtx: ServiceContext, q: string, limit: number): Promise<Schemas['FriendSearchMember'][]> {
+export async function searchMembers(
+  friendCtx: ServiceContext,
+  q: string,
+  limit: number,
+): Promise<Schemas['FriendSearchMember'][]> {
   const tsquery = prefixQuery(q);
   if (tsquery === null) return [];
   const rows = await repo.searchMembers(friendCtx.db, friendCtx.access, tsquery, limit);
@@ -218,9 +272,13 @@ function canonicalTimeZone(name: string): string | null {
   }
 }
 
-export async function updateOwnProfile(ctx: ServiceContext, input: Schemas['UpdateFriendsProfileRequest']): Promise<Schemas['FriendsProfile']> {
+export async function updateOwnProfile(
+  ctx: ServiceContext,
+  input: Schemas['UpdateFriendsProfileRequest'],
+): Promise<Schemas['FriendsProfile']> {
   const timezone = input.timezone ? canonicalTimeZone(input.timezone) : input.timezone;
-  if (timezone === null && input.timezone !== null) throw badRequest('timezone must be an IANA time zone name such as Europe/Berlin');
+  if (timezone === null && input.timezone !== null)
+    throw badRequest('timezone must be an IANA time zone name such as Europe/Berlin');
   const changes: repo.ProfileChanges = {};
   if (input.pronouns !== undefined) changes.pronouns = input.pronouns;
   if (input.status !== undefined) changes.status = input.status;

@@ -3,7 +3,13 @@ import { keysetPage, type Keyset } from '../../core/keyset.ts';
 import { prepared } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
 
-const HISTORY_ORDER: Keyset = { columns: [{ sql: 's.started_at', type: 'bigint' }, { sql: 's.id', type: 'uuid' }], direction: 'desc' };
+const HISTORY_ORDER: Keyset = {
+  columns: [
+    { sql: 's.started_at', type: 'bigint' },
+    { sql: 's.id', type: 'uuid' },
+  ],
+  direction: 'desc',
+};
 
 export interface FrontSessionRow {
   id: string;
@@ -22,7 +28,9 @@ export interface FrontSessionRow {
   deleted_at: number | null;
 }
 
-export type FrontSessionChanges = Partial<Pick<FrontSessionRow, 'started_at' | 'ended_at' | 'note' | 'position' | 'deleted_at'>> & { updated_at: number };
+export type FrontSessionChanges = Partial<
+  Pick<FrontSessionRow, 'started_at' | 'ended_at' | 'note' | 'position' | 'deleted_at'>
+> & { updated_at: number };
 
 export interface CustomTierRow {
   id: string;
@@ -63,7 +71,9 @@ export type FrontMemberFields = Omit<MemberRow, 'id' | 'user_id' | 'deleted_at'>
  * plain join (or EXISTS) the planner, which expects a dozen rows, may hash the account's whole
  * member list instead.
  */
-const frontNow = prepared<FrontNowRow>('front_now', `
+const frontNow = prepared<FrontNowRow>(
+  'front_now',
+  `
 select 'session' as kind, s.id, s.member_id, s.note, s.position as ord_position, s.started_at as ord_time, s.id as ord_id,
        s.started_at, null::text as tier_key, null::text as custom_display_name,
        m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
@@ -86,7 +96,8 @@ from "front_tier_presence" p
 cross join lateral (select 1 from "members" m where m.id = p.member_id and m.user_id = p.user_id and m.deleted_at is null limit 1) live
 left join "front_custom_tiers" t on t.user_id = p.user_id and t.id::text = p.tier_key
 where p.user_id = ?
-order by kind desc, ord_position asc nulls last, ord_time asc, ord_id asc`);
+order by kind desc, ord_position asc nulls last, ord_time asc, ord_id asc`,
+);
 
 /** One row of a whole-history page read (historyPageWithCount): a session with its member's summary columns. */
 export type HistoryPageRow = Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'> & {
@@ -123,7 +134,10 @@ order by p.started_at desc, p.id desc`,
   );
 }
 const historyFirst = historyStatement('front_history_first', '');
-const historyAfter = historyStatement('front_history_after', '\n          and (s.started_at, s.id) < (?::bigint, ?::uuid)');
+const historyAfter = historyStatement(
+  'front_history_after',
+  '\n          and (s.started_at, s.id) < (?::bigint, ?::uuid)',
+);
 
 export interface HistoryFilter {
   startTime?: number;
@@ -198,7 +212,9 @@ export const frontRepo = {
 
   /** One past the last place in the current front order. */
   async nextPosition(db: Knex, userId: string): Promise<number> {
-    const row = await open(db('front_sessions').where({ user_id: userId })).max('position as max').first();
+    const row = await open(db('front_sessions').where({ user_id: userId }))
+      .max('position as max')
+      .first();
     const max = (row as { max: number | null } | undefined)?.max;
     return max === null || max === undefined ? 0 : max + 1;
   },
@@ -223,7 +239,10 @@ export const frontRepo = {
   /** Positions follow the array; only open sessions of the listed members are touched. */
   async setOrder(db: Knex, userId: string, memberIds: string[], now: number): Promise<void> {
     if (memberIds.length === 0) return;
-    const position = db.raw(`array_position(array[${memberIds.map(() => '?').join(', ')}]::uuid[], member_id) - 1`, memberIds);
+    const position = db.raw(
+      `array_position(array[${memberIds.map(() => '?').join(', ')}]::uuid[], member_id) - 1`,
+      memberIds,
+    );
     await open(db('front_sessions').where({ user_id: userId }))
       .whereIn('member_id', memberIds)
       .update({ position, updated_at: now });
@@ -243,22 +262,53 @@ export const frontRepo = {
    * Whether another session of the member (not in the trash) shares time with [startedAt, endedAt);
    * a null end means still open. Sessions that only touch at an end do not overlap.
    */
-  async overlaps(db: Knex, userId: string, memberId: string, exceptId: string, startedAt: number, endedAt: number | null): Promise<boolean> {
-    const q = db('front_sessions').where({ user_id: userId, member_id: memberId }).whereNull('deleted_at').whereNot({ id: exceptId });
+  async overlaps(
+    db: Knex,
+    userId: string,
+    memberId: string,
+    exceptId: string,
+    startedAt: number,
+    endedAt: number | null,
+  ): Promise<boolean> {
+    const q = db('front_sessions')
+      .where({ user_id: userId, member_id: memberId })
+      .whereNull('deleted_at')
+      .whereNot({ id: exceptId });
     if (endedAt !== null) q.where('started_at', '<', endedAt);
     q.where((w) => w.whereNull('ended_at').orWhere('ended_at', '>', startedAt));
     return (await q.first('id')) !== undefined;
   },
 
   /** A page (`size` + 1 rows), newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
-  historyPage(db: Knex, userId: string, filter: HistoryFilter, size: number, after?: HistoryCursor): Promise<FrontSessionRow[]> {
-    return keysetPage(historyQuery(db, userId, filter).select('s.*'), HISTORY_ORDER, size, after && [after.startedAt, after.id]);
+  historyPage(
+    db: Knex,
+    userId: string,
+    filter: HistoryFilter,
+    size: number,
+    after?: HistoryCursor,
+  ): Promise<FrontSessionRow[]> {
+    return keysetPage(
+      historyQuery(db, userId, filter).select('s.*'),
+      HISTORY_ORDER,
+      size,
+      after && [after.startedAt, after.id],
+    );
   },
 
   /** The whole history's page (`size` + 1 rows) after the cursor and its count, in one statement (see historyStatement). */
-  async historyPageWithCount(db: Knex, userId: string, size: number, after?: HistoryCursor): Promise<{ rows: HistoryPageRow[]; count: number }> {
-    const rows = after ? await historyAfter(db, [userId, userId, after.startedAt, after.id, size + 1, userId]) : await historyFirst(db, [userId, userId, size + 1, userId]);
-    return { rows: rows.filter((r): r is { live: number } & HistoryPageRow => r.id !== null), count: Number(rows[0]?.live ?? 0) };
+  async historyPageWithCount(
+    db: Knex,
+    userId: string,
+    size: number,
+    after?: HistoryCursor,
+  ): Promise<{ rows: HistoryPageRow[]; count: number }> {
+    const rows = after
+      ? await historyAfter(db, [userId, userId, after.startedAt, after.id, size + 1, userId])
+      : await historyFirst(db, [userId, userId, size + 1, userId]);
+    return {
+      rows: rows.filter((r): r is { live: number } & HistoryPageRow => r.id !== null),
+      count: Number(rows[0]?.live ?? 0),
+    };
   },
 
   async historyCount(db: Knex, userId: string, filter: HistoryFilter): Promise<number> {
@@ -285,7 +335,9 @@ export const frontRepo = {
   },
 
   listTiers(db: Knex, userId: string): Promise<CustomTierRow[]> {
-    return db('front_custom_tiers').where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return db('front_custom_tiers')
+      .where({ user_id: userId })
+      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   },
 
   findTier(db: Knex, userId: string, id: string): Promise<CustomTierRow | undefined> {

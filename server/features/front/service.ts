@@ -12,7 +12,13 @@ import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { membersRepo, toMember, toMemberSummary, type MemberRow } from '../members/index.ts';
 import { resolveWriteScope } from '../systems/index.ts';
-import { frontRepo, type FrontNowRow, type FrontSessionChanges, type FrontSessionRow, type HistoryCursor } from './repo.ts';
+import {
+  frontRepo,
+  type FrontNowRow,
+  type FrontSessionChanges,
+  type FrontSessionRow,
+  type HistoryCursor,
+} from './repo.ts';
 
 type Schemas = components['schemas'];
 type FrontState = Schemas['FrontState'];
@@ -36,8 +42,17 @@ function noteOrNull(note: string | null | undefined): string | null {
   return note === undefined || note === null || note.trim() === '' ? null : note;
 }
 
-function toHistorySession(row: Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'>, userId: string): HistorySession {
-  const session: HistorySession = { _id: row.id, userId, memberId: row.member_id, startedAt: row.started_at, endedAt: row.ended_at };
+function toHistorySession(
+  row: Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'>,
+  userId: string,
+): HistorySession {
+  const session: HistorySession = {
+    _id: row.id,
+    userId,
+    memberId: row.member_id,
+    startedAt: row.started_at,
+    endedAt: row.ended_at,
+  };
   if (row.note !== null) session.note = row.note;
   return session;
 }
@@ -45,7 +60,15 @@ function toHistorySession(row: Pick<FrontSessionRow, 'id' | 'member_id' | 'start
 /** Open sessions of members that are not in the trash, in front order. */
 async function liveOpenSessions(db: Knex, userId: string): Promise<FrontSessionRow[]> {
   const sessions = await frontRepo.openSessions(db, userId);
-  const live = new Set((await membersRepo.liveIds(db, userId, sessions.map((s) => s.member_id))).map((m) => m.id));
+  const live = new Set(
+    (
+      await membersRepo.liveIds(
+        db,
+        userId,
+        sessions.map((s) => s.member_id),
+      )
+    ).map((m) => m.id),
+  );
   return sessions.filter((s) => live.has(s.member_id));
 }
 
@@ -193,7 +216,8 @@ export async function setTierPresence(ctx: ServiceContext, input: Schemas['SetTi
     await assertTierKey(trx, userId, tierKey);
     await assertActiveMember(trx, userId, input.memberId);
     const [primary] = await liveOpenSessions(trx, userId);
-    if (primary?.member_id === input.memberId) throw badRequest('The primary fronter cannot also be in a presence tier');
+    if (primary?.member_id === input.memberId)
+      throw badRequest('The primary fronter cannot also be in a presence tier');
     await frontRepo.upsertPresence(trx, {
       user_id: userId,
       member_id: input.memberId,
@@ -221,7 +245,10 @@ export async function listTiers(ctx: ServiceContext): Promise<FrontTier[]> {
   ];
 }
 
-export async function createTier(ctx: ServiceContext, input: Schemas['CreateFrontTierRequest']): Promise<{ id: string }> {
+export async function createTier(
+  ctx: ServiceContext,
+  input: Schemas['CreateFrontTierRequest'],
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
@@ -230,7 +257,13 @@ export async function createTier(ctx: ServiceContext, input: Schemas['CreateFron
       throw badRequest(`An account can have at most ${MAX_CUSTOM_TIERS} custom tiers`);
     }
     const id = randomUUID();
-    await frontRepo.insertTier(trx, { id, user_id: userId, display_name: input.displayName.trim(), created_at: now, updated_at: now });
+    await frontRepo.insertTier(trx, {
+      id,
+      user_id: userId,
+      display_name: input.displayName.trim(),
+      created_at: now,
+      updated_at: now,
+    });
     return { id };
   });
 }
@@ -262,7 +295,8 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
     throw badRequest('startTime must be <= endTime');
   }
   const limit = query.limit ?? DEFAULT_HISTORY_LIMIT;
-  const after: HistoryCursor | undefined = query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
+  const after: HistoryCursor | undefined =
+    query.cursorId !== undefined ? { startedAt: query.cursorStartedAt!, id: query.cursorId } : undefined;
   if (query.startTime === undefined && query.endTime === undefined) {
     // The whole history (what clients page through): page, members and count in one statement.
     const { rows, count } = await frontRepo.historyPageWithCount(db, userId, limit, after);
@@ -270,7 +304,13 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
     const items: HistoryPage['items'] = [];
     for (const row of page) {
       if (row.summary_id === null) continue; // the member was purged meanwhile
-      const member = { id: row.summary_id, name: row.name!, display_name: row.display_name, archived_at: row.archived_at, avatar: row.avatar };
+      const member = {
+        id: row.summary_id,
+        name: row.name!,
+        display_name: row.display_name,
+        archived_at: row.archived_at,
+        avatar: row.avatar,
+      };
       items.push(historyItem(userId, row, member));
     }
     return { items, count, nextCursor: last ? { startedAt: last.started_at, id: last.id } : null };
@@ -308,13 +348,22 @@ function historyItem(
 }
 
 /** Rejects a session that would share time with another session of the same member. */
-async function assertNoOverlap(trx: Knex, row: FrontSessionRow, startedAt: number, endedAt: number | null): Promise<void> {
+async function assertNoOverlap(
+  trx: Knex,
+  row: FrontSessionRow,
+  startedAt: number,
+  endedAt: number | null,
+): Promise<void> {
   if (await frontRepo.overlaps(trx, row.user_id, row.member_id, row.id, startedAt, endedAt)) {
     throw badRequest('The session would overlap another front session of the same member');
   }
 }
 
-export async function updateSession(ctx: ServiceContext, id: string, patch: Schemas['UpdateFrontSessionRequest']): Promise<HistorySession> {
+export async function updateSession(
+  ctx: ServiceContext,
+  id: string,
+  patch: Schemas['UpdateFrontSessionRequest'],
+): Promise<HistorySession> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   if (patch.startedAt !== undefined && patch.startedAt > now) throw badRequest('startedAt cannot be in the future');
@@ -334,7 +383,8 @@ export async function updateSession(ctx: ServiceContext, id: string, patch: Sche
       changes.position = null; // an open session that gets an end leaves the front
     }
     if (patch.note !== undefined) changes.note = noteOrNull(patch.note);
-    if (patch.startedAt !== undefined || patch.endedAt !== undefined) await assertNoOverlap(trx, row, startedAt, endedAt);
+    if (patch.startedAt !== undefined || patch.endedAt !== undefined)
+      await assertNoOverlap(trx, row, startedAt, endedAt);
     return toHistorySession(await frontRepo.updateSession(trx, userId, id, changes), userId);
   });
 }

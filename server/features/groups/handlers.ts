@@ -33,8 +33,14 @@ export const groupsHandlers = {
     await groups.restoreDirectory(ctx.service(), 'folder', path.folderId);
     return { status: 204 };
   },
-  listDirectoryLayouts: async ({ query }, ctx) => ({ status: 200, body: await groups.listLayouts(ctx.service(), query.directoryId) }),
-  createDirectoryLayout: async ({ body }, ctx) => ({ status: 201, body: await groups.createLayout(ctx.service(), body) }),
+  listDirectoryLayouts: async ({ query }, ctx) => ({
+    status: 200,
+    body: await groups.listLayouts(ctx.service(), query.directoryId),
+  }),
+  createDirectoryLayout: async ({ body }, ctx) => ({
+    status: 201,
+    body: await groups.createLayout(ctx.service(), body),
+  }),
   deleteDirectoryLayout: async ({ path }, ctx) => {
     await groups.trashLayout(ctx.service(), path.layoutId);
     return { status: 204 };

@@ -57,14 +57,22 @@ export const directoriesRepo = {
 
   /** Every directory of the account (trashed included): trees are small and assembled in memory. */
   all(db: Knex, userId: string): Promise<DirectoryRow[]> {
-    return db('directories').where({ user_id: userId }).orderBy([{ column: 'name' }, { column: 'id' }]);
+    return db('directories')
+      .where({ user_id: userId })
+      .orderBy([{ column: 'name' }, { column: 'id' }]);
   },
 
   /** Removes the member from groups outside the given side system (used when a member moves). */
   async dropMemberFromOtherSideGroups(db: Knex, userId: string, memberId: string, sideSystemId: string): Promise<void> {
     await db('group_members')
       .where({ member_id: memberId, user_id: userId })
-      .whereIn('group_id', db('directories').select('id').where({ user_id: userId, kind: 'group' }).whereNot({ side_system_id: sideSystemId }))
+      .whereIn(
+        'group_id',
+        db('directories')
+          .select('id')
+          .where({ user_id: userId, kind: 'group' })
+          .whereNot({ side_system_id: sideSystemId }),
+      )
       .delete();
   },
 };
@@ -91,7 +99,14 @@ export const groupMembersRepo = {
   async replace(db: Knex, userId: string, groupId: string, memberIds: string[], now: number): Promise<void> {
     await db('group_members').where({ group_id: groupId, user_id: userId }).delete();
     if (memberIds.length) {
-      await db('group_members').insert(memberIds.map((memberId, i) => ({ group_id: groupId, member_id: memberId, user_id: userId, added_at: now + i })));
+      await db('group_members').insert(
+        memberIds.map((memberId, i) => ({
+          group_id: groupId,
+          member_id: memberId,
+          user_id: userId,
+          added_at: now + i,
+        })),
+      );
     }
   },
 };

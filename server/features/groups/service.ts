@@ -7,7 +7,14 @@ import { badRequest, notFound } from '../../core/errors.ts';
 import { membersRepo, toMemberSummary } from '../members/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
 import { type ReadScope, resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/index.ts';
-import { directoriesRepo, groupMembersRepo, layoutsRepo, type DirectoryKind, type DirectoryRow, type LayoutRow } from './repo.ts';
+import {
+  directoriesRepo,
+  groupMembersRepo,
+  layoutsRepo,
+  type DirectoryKind,
+  type DirectoryRow,
+  type LayoutRow,
+} from './repo.ts';
 
 type Schemas = components['schemas'];
 type Folder = Schemas['Folder'];
@@ -34,11 +41,23 @@ function toGroup(row: DirectoryRow, memberIds: string[]): Group {
 }
 
 function toLayout(row: LayoutRow): Schemas['DirectoryLayout'] {
-  return { _id: row.id, directoryId: row.directory_id, name: row.name, itemIds: row.item_ids, createdAt: row.created_at, updatedAt: row.updated_at };
+  return {
+    _id: row.id,
+    directoryId: row.directory_id,
+    name: row.name,
+    itemIds: row.item_ids,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
 }
 
 /** The parent must be a live folder of the same side system. */
-async function assertParentFolder(db: Knex, userId: string, parentId: string, sideSystemId: string): Promise<DirectoryRow> {
+async function assertParentFolder(
+  db: Knex,
+  userId: string,
+  parentId: string,
+  sideSystemId: string,
+): Promise<DirectoryRow> {
   const parent = await directoriesRepo.findLive(db, userId, parentId, 'folder');
   if (!parent) throw notFound('Parent folder not found');
   if (parent.side_system_id !== sideSystemId) throw badRequest('parentId must be a folder of the same side system');
@@ -132,13 +151,21 @@ async function updateDirectory(
   });
 }
 
-export async function updateFolder(ctx: ServiceContext, id: string, input: Schemas['UpdateFolderRequest']): Promise<Folder> {
+export async function updateFolder(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateFolderRequest'],
+): Promise<Folder> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return base(await updateDirectory(db, userId, 'folder', id, input, now));
 }
 
-export async function updateGroup(ctx: ServiceContext, id: string, input: Schemas['UpdateGroupRequest']): Promise<Group> {
+export async function updateGroup(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateGroupRequest'],
+): Promise<Group> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   const row = await updateDirectory(db, userId, 'group', id, input, now);
@@ -192,7 +219,10 @@ export async function restoreDirectory(ctx: ServiceContext, kind: DirectoryKind,
 }
 
 function inScope(row: { side_system_id: string; sub_system_id: string | null }, scope: ReadScope): boolean {
-  return (!scope.sideSystemId || row.side_system_id === scope.sideSystemId) && (!scope.subSystemId || row.sub_system_id === scope.subSystemId);
+  return (
+    (!scope.sideSystemId || row.side_system_id === scope.sideSystemId) &&
+    (!scope.subSystemId || row.sub_system_id === scope.subSystemId)
+  );
 }
 
 export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<Schemas['DirectoryTree']> {
@@ -204,7 +234,11 @@ export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<S
   // Hidden: trashed directories and everything under them.
   const hidden = (d: DirectoryRow): boolean => {
     const seen = new Set<string>();
-    for (let cur: DirectoryRow | undefined = d; cur && !seen.has(cur.id); cur = cur.parent_id ? byId.get(cur.parent_id) : undefined) {
+    for (
+      let cur: DirectoryRow | undefined = d;
+      cur && !seen.has(cur.id);
+      cur = cur.parent_id ? byId.get(cur.parent_id) : undefined
+    ) {
       if (cur.deleted_at !== null) return true;
       seen.add(cur.id);
     }
@@ -214,7 +248,11 @@ export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<S
   const visibleFolders = new Map(visible.filter((d) => d.kind === 'folder').map((d) => [d.id, d]));
   const groups = visible.filter((d) => d.kind === 'group');
   const [memberIds, members] = await Promise.all([
-    groupMembersRepo.memberIdsByGroup(db, userId, groups.map((g) => g.id)),
+    groupMembersRepo.memberIdsByGroup(
+      db,
+      userId,
+      groups.map((g) => g.id),
+    ),
     membersRepo.summaries(db, userId, scope),
   ]);
 
@@ -242,10 +280,14 @@ export async function listLayouts(ctx: ServiceContext, directoryId?: string): Pr
   return (await layoutsRepo.list(db, userId, directoryId)).map(toLayout);
 }
 
-export async function createLayout(ctx: ServiceContext, input: Schemas['CreateDirectoryLayoutRequest']): Promise<{ id: string }> {
+export async function createLayout(
+  ctx: ServiceContext,
+  input: Schemas['CreateDirectoryLayoutRequest'],
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  if (input.directoryId && !(await directoriesRepo.findLive(db, userId, input.directoryId, 'folder'))) throw notFound('Folder not found');
+  if (input.directoryId && !(await directoriesRepo.findLive(db, userId, input.directoryId, 'folder')))
+    throw notFound('Folder not found');
   const row: LayoutRow = {
     id: randomUUID(),
     user_id: userId,

@@ -9,7 +9,12 @@ export const meHandlers = {
       status: 200,
       body: {
         ...(await describeKey(ctx.service())),
-        rateLimit: { limit: limit.limit, remaining: limit.remaining, resetSeconds: limit.resetSeconds, windowSeconds: WINDOW_MS / 1000 },
+        rateLimit: {
+          limit: limit.limit,
+          remaining: limit.remaining,
+          resetSeconds: limit.resetSeconds,
+          windowSeconds: WINDOW_MS / 1000,
+        },
       },
     };
   },

@@ -19,7 +19,14 @@ interface StatusRow {
 }
 
 function toDefinition(row: StatusRow): Schemas['MemberStatusDefinition'] {
-  return { _id: row.id, name: row.name, color: row.color, icon: row.icon, createdAt: row.created_at, updatedAt: row.updated_at };
+  return {
+    _id: row.id,
+    name: row.name,
+    color: row.color,
+    icon: row.icon,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
 }
 
 const table = (db: Knex) => db<StatusRow>('member_status_definitions');
@@ -37,19 +44,36 @@ async function assertMember(db: Knex, userId: string, memberId: string): Promise
 export async function listStatuses(ctx: ServiceContext): Promise<Schemas['MemberStatusDefinition'][]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
-  const rows = await table(db).where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+  const rows = await table(db)
+    .where({ user_id: userId })
+    .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   return rows.map(toDefinition);
 }
 
-export async function createStatus(ctx: ServiceContext, input: Schemas['CreateMemberStatusRequest']): Promise<{ id: string }> {
+export async function createStatus(
+  ctx: ServiceContext,
+  input: Schemas['CreateMemberStatusRequest'],
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  const row: StatusRow = { id: randomUUID(), user_id: userId, name: input.name.trim(), color: input.color.toUpperCase(), icon: input.icon ?? null, created_at: now, updated_at: now };
+  const row: StatusRow = {
+    id: randomUUID(),
+    user_id: userId,
+    name: input.name.trim(),
+    color: input.color.toUpperCase(),
+    icon: input.icon ?? null,
+    created_at: now,
+    updated_at: now,
+  };
   await table(db).insert(row);
   return { id: row.id };
 }
 
-export async function updateStatus(ctx: ServiceContext, id: string, input: Schemas['UpdateMemberStatusRequest']): Promise<Schemas['MemberStatusDefinition']> {
+export async function updateStatus(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateMemberStatusRequest'],
+): Promise<Schemas['MemberStatusDefinition']> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   await findStatus(db, userId, id);
@@ -68,7 +92,10 @@ export async function deleteStatus(ctx: ServiceContext, id: string): Promise<voi
   await table(db).where({ id, user_id: userId }).delete(); // assignments go with it (on delete cascade)
 }
 
-export async function listAssignments(ctx: ServiceContext, memberId: string): Promise<Schemas['MemberStatusAssignment'][]> {
+export async function listAssignments(
+  ctx: ServiceContext,
+  memberId: string,
+): Promise<Schemas['MemberStatusAssignment'][]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);

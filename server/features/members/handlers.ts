@@ -18,7 +18,10 @@ export const membersHandlers = {
     headers: DEPRECATION_HEADERS,
     body: await members.listMembersDeprecated(ctx.service(), query),
   }),
-  listMembersPage: async ({ query }, ctx) => ({ status: 200, body: await members.listMembersPage(ctx.service(), query) }),
+  listMembersPage: async ({ query }, ctx) => ({
+    status: 200,
+    body: await members.listMembersPage(ctx.service(), query),
+  }),
   createMember: async ({ body }, ctx) => ({ status: 201, body: await members.createMember(ctx.service(), body) }),
   getMember: async ({ path }, ctx) => ({ status: 200, body: await members.getMember(ctx.service(), path.memberId) }),
   updateMember: async ({ path, body }, ctx) => ({
@@ -36,7 +39,8 @@ export const membersHandlers = {
   getMemberMedia: async ({ path, query }, ctx) => {
     const ifNoneMatch = ctx.req.get('if-none-match');
     const caller = ctx.service();
-    const friendOwner = query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
+    const friendOwner =
+      query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
     // The operation accepts members:read or friends:read; each branch needs its own (openapi description).
     const [scope, scopes] = [friendOwner ? 'friends' : 'members', ctx.auth?.scopes ?? {}] as const;
     if (!hasScope(scopes, scope, 'read')) throw forbidden(`Missing API key scope: ${scope} requires read`);

@@ -32,7 +32,12 @@ export function isEmbeddableUrl(url: string): boolean {
   return isIP(host) === 0 && host !== 'localhost' && !host.endsWith('.localhost') && host.includes('.');
 }
 
-export async function readMemberMedia(ctx: ServiceContext, memberId: string, kind: MediaKind, ifNoneMatch: string | undefined): Promise<MediaResponse> {
+export async function readMemberMedia(
+  ctx: ServiceContext,
+  memberId: string,
+  kind: MediaKind,
+  ifNoneMatch: string | undefined,
+): Promise<MediaResponse> {
   const member = await membersRepo.findLive(ctx.db, ownerOf(ctx), memberId);
   return answerMedia(ctx, member?.[COLUMN[kind]] ?? null, ifNoneMatch);
 }
@@ -43,7 +48,12 @@ export async function readMemberMedia(ctx: ServiceContext, memberId: string, kin
  * at read and the avatar section not narrowing it away; anything else is the empty 404 of an
  * unknown member. One statement.
  */
-export async function readFriendMemberMedia(fctx: ServiceContext, memberId: string, kind: MediaKind, ifNoneMatch: string | undefined): Promise<MediaResponse> {
+export async function readFriendMemberMedia(
+  fctx: ServiceContext,
+  memberId: string,
+  kind: MediaKind,
+  ifNoneMatch: string | undefined,
+): Promise<MediaResponse> {
   const { access } = fctx;
   if (access.level !== 'friend') throw new Error('readFriendMemberMedia: a friend access is required');
   const row: Pick<MemberRow, 'avatar' | 'banner'> | undefined = await fctx
@@ -58,7 +68,11 @@ export async function readFriendMemberMedia(fctx: ServiceContext, memberId: stri
   return answerMedia(fctx, row?.[COLUMN[kind]] ?? null, ifNoneMatch);
 }
 
-async function answerMedia(ctx: ServiceContext, ref: MediaRef | null, ifNoneMatch: string | undefined): Promise<MediaResponse> {
+async function answerMedia(
+  ctx: ServiceContext,
+  ref: MediaRef | null,
+  ifNoneMatch: string | undefined,
+): Promise<MediaResponse> {
   const { storage } = ctx;
   if (!ref) return { status: 404 };
   if (ref.source === 'url') {
@@ -73,7 +87,12 @@ function requireStorage(storage: ObjectStorage | null): ObjectStorage {
   return storage;
 }
 
-export async function uploadMemberMedia(ctx: ServiceContext, memberId: string, kind: MediaKind, body: Buffer | undefined): Promise<Member> {
+export async function uploadMemberMedia(
+  ctx: ServiceContext,
+  memberId: string,
+  kind: MediaKind,
+  body: Buffer | undefined,
+): Promise<Member> {
   const { db, storage, log, now } = ctx;
   const userId = ownerOf(ctx);
   const store = requireStorage(storage);
@@ -108,7 +127,12 @@ export async function deleteMemberMedia(ctx: ServiceContext, memberId: string, k
 }
 
 /** Best effort: an orphaned object wastes space but loses nothing, so failures are only logged. */
-async function dropObject(storage: ObjectStorage, ref: MediaRef | null, keep: string | undefined, log: Logger): Promise<void> {
+async function dropObject(
+  storage: ObjectStorage,
+  ref: MediaRef | null,
+  keep: string | undefined,
+  log: Logger,
+): Promise<void> {
   if (!ref || ref.source !== 'object' || ref.key === keep) return;
   try {
     await storage.delete(ref.key);

@@ -50,7 +50,9 @@ export function toMember(row: MemberRow): Member {
   };
 }
 
-export function toMemberSummary(row: Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar'>): MemberSummary {
+export function toMemberSummary(
+  row: Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar'>,
+): MemberSummary {
   return {
     id: row.id,
     name: row.name,

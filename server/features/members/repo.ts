@@ -45,7 +45,8 @@ function serialise(changes: MemberChanges | MemberRow): Record<string, unknown> 
 }
 
 /** Every column of a member row (deleted_at aside: the page reads live members only, so it is null). */
-const MEMBER_COLUMNS = 'x.id, x.user_id, x.side_system_id, x.sub_system_id, x.directory_id, x.name, x.display_name, x.pronouns, x.description, x.about_tags, x.profile_style, x.avatar, x.banner, x.archived_at, x.version, x.created_at, x.updated_at, null::bigint as deleted_at';
+const MEMBER_COLUMNS =
+  'x.id, x.user_id, x.side_system_id, x.sub_system_id, x.directory_id, x.name, x.display_name, x.pronouns, x.description, x.about_tags, x.profile_style, x.avatar, x.banner, x.archived_at, x.version, x.created_at, x.updated_at, null::bigint as deleted_at';
 
 /**
  * A page of the live members of the active read scope in (created_at, id) order, in one statement
@@ -64,7 +65,13 @@ order by m.created_at, m.id`,
 const activePageFirst = activeScopePage('members_page_first', '');
 const activePageAfter = activeScopePage('members_page_after', ' and (x.created_at, x.id) > (?::bigint, ?::uuid)');
 
-const MEMBER_ORDER: Keyset = { columns: [{ sql: 'created_at', type: 'bigint' }, { sql: 'id', type: 'uuid' }], direction: 'asc' };
+const MEMBER_ORDER: Keyset = {
+  columns: [
+    { sql: 'created_at', type: 'bigint' },
+    { sql: 'id', type: 'uuid' },
+  ],
+  direction: 'asc',
+};
 
 export interface PageCursor {
   createdAt: number;
@@ -114,18 +121,33 @@ export const membersRepo = {
   /** A page (`size` + 1 rows) of the active read scope's live members after the cursor, in one statement (see activeScopePage). */
   activeScopePage(db: Knex, userId: string, size: number, after?: PageCursor): Promise<MemberRow[]> {
     return after
-      ? activePageAfter(db, [...Array<unknown[]>(3).fill([after.createdAt, after.id, size + 1]).flat(), userId])
+      ? activePageAfter(db, [
+          ...Array<unknown[]>(3)
+            .fill([after.createdAt, after.id, size + 1])
+            .flat(),
+          userId,
+        ])
       : activePageFirst(db, [size + 1, size + 1, size + 1, userId]);
   },
 
   /** Every live member of the scope, with just the columns a summary needs. */
-  summaries(db: Knex, userId: string, scope: ReadScope): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar' | 'directory_id'>>> {
+  summaries(
+    db: Knex,
+    userId: string,
+    scope: ReadScope,
+  ): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar' | 'directory_id'>>> {
     const q = db('members').where({ user_id: userId }).whereNull('deleted_at');
     applyScope(q, scope);
-    return q.select('id', 'name', 'display_name', 'archived_at', 'avatar', 'directory_id').orderByRaw("lower(coalesce(nullif(display_name, ''), name)), id");
+    return q
+      .select('id', 'name', 'display_name', 'archived_at', 'avatar', 'directory_id')
+      .orderByRaw("lower(coalesce(nullif(display_name, ''), name)), id");
   },
 
-  listAssignable(db: Knex, userId: string, sideSystemId: string): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name'>>> {
+  listAssignable(
+    db: Knex,
+    userId: string,
+    sideSystemId: string,
+  ): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name'>>> {
     return db('members')
       .where({ user_id: userId, side_system_id: sideSystemId })
       .whereNull('deleted_at')
@@ -135,15 +157,25 @@ export const membersRepo = {
   },
 
   /** Members of this account among the ids (live only), for validating references in one query. */
-  liveIds(db: Knex, userId: string, ids: string[]): Promise<Array<Pick<MemberRow, 'id' | 'side_system_id' | 'archived_at'>>> {
+  liveIds(
+    db: Knex,
+    userId: string,
+    ids: string[],
+  ): Promise<Array<Pick<MemberRow, 'id' | 'side_system_id' | 'archived_at'>>> {
     if (ids.length === 0) return Promise.resolve([]);
-    return db('members').where({ user_id: userId }).whereIn('id', ids).whereNull('deleted_at').select('id', 'side_system_id', 'archived_at');
+    return db('members')
+      .where({ user_id: userId })
+      .whereIn('id', ids)
+      .whereNull('deleted_at')
+      .select('id', 'side_system_id', 'archived_at');
   },
 
   /** The ids that are not live members of this account (or not in `sideSystemId` when given), in input order. */
   async missingLive(db: Knex, userId: string, ids: string[], sideSystemId?: string): Promise<string[]> {
     const found = await membersRepo.liveIds(db, userId, ids);
-    const ok = new Set(found.filter((m) => sideSystemId === undefined || m.side_system_id === sideSystemId).map((m) => m.id));
+    const ok = new Set(
+      found.filter((m) => sideSystemId === undefined || m.side_system_id === sideSystemId).map((m) => m.id),
+    );
     return ids.filter((id) => !ok.has(id));
   },
 

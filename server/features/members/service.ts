@@ -21,7 +21,8 @@ export const DEPRECATED_LIST_CAP = 100;
 async function assertFolder(db: Knex, userId: string, folderId: string, sideSystemId: string): Promise<void> {
   const folder = await directoriesRepo.findLive(db, userId, folderId, 'folder');
   if (!folder) throw notFound('Folder not found');
-  if (folder.side_system_id !== sideSystemId) throw badRequest('directoryId must be a folder of the same side system as the member');
+  if (folder.side_system_id !== sideSystemId)
+    throw badRequest('directoryId must be a folder of the same side system as the member');
 }
 
 /**
@@ -45,7 +46,10 @@ function blankToNull(value: string | null | undefined): string | null | undefine
   return trimmed === '' ? null : trimmed;
 }
 
-export async function createMember(ctx: ServiceContext, input: Schemas['CreateMemberRequest']): Promise<{ id: string }> {
+export async function createMember(
+  ctx: ServiceContext,
+  input: Schemas['CreateMemberRequest'],
+): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
@@ -108,7 +112,11 @@ export async function changeMember(
   return membersRepo.update(trx, userId, id, { ...changes, version: row.version + 1, updated_at: now });
 }
 
-export async function updateMember(ctx: ServiceContext, id: string, input: Schemas['UpdateMemberRequest']): Promise<Member> {
+export async function updateMember(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateMemberRequest'],
+): Promise<Member> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   const { expectedVersion, ...patch } = input;
@@ -127,8 +135,10 @@ export async function updateMember(ctx: ServiceContext, id: string, input: Schem
         if (patch.description !== undefined) changes.description = patch.description;
         if (patch.aboutTags !== undefined) changes.about_tags = patch.aboutTags;
         if (patch.profileStyle !== undefined) changes.profile_style = patch.profileStyle;
-        if (patch.avatarUrl !== undefined) changes.avatar = patch.avatarUrl === null ? null : { source: 'url', url: patch.avatarUrl };
-        if (patch.backgroundUrl !== undefined) changes.banner = patch.backgroundUrl === null ? null : { source: 'url', url: patch.backgroundUrl };
+        if (patch.avatarUrl !== undefined)
+          changes.avatar = patch.avatarUrl === null ? null : { source: 'url', url: patch.avatarUrl };
+        if (patch.backgroundUrl !== undefined)
+          changes.banner = patch.backgroundUrl === null ? null : { source: 'url', url: patch.backgroundUrl };
         if (patch.archived !== undefined) changes.archived_at = patch.archived ? (current.archived_at ?? now) : null;
 
         let sideSystemId = current.side_system_id;
@@ -187,7 +197,10 @@ export async function restoreMember(ctx: ServiceContext, id: string): Promise<vo
   });
 }
 
-export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & { limit: number; cursor?: string }): Promise<{ items: Member[]; nextCursor: string | null }> {
+export async function listMembersPage(
+  ctx: ServiceContext,
+  query: ScopeQuery & { limit: number; cursor?: string },
+): Promise<{ items: Member[]; nextCursor: string | null }> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : undefined;
@@ -198,12 +211,17 @@ export async function listMembersPage(ctx: ServiceContext, query: ScopeQuery & {
       ? await membersRepo.page(db, ctx.access, await resolveReadScope(db, userId, query), query.limit, cursor)
       : await membersRepo.activeScopePage(db, ownerRowsOf(ctx.access), query.limit, cursor);
   const { items, nextAfter } = pageOf(rows, query.limit);
-  return { items: items.map(toMember), nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null };
+  return {
+    items: items.map(toMember),
+    nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null,
+  };
 }
 
 export async function listMembersDeprecated(ctx: ServiceContext, query: ScopeQuery): Promise<Member[]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const scope = await resolveReadScope(db, userId, query);
-  return pageOf(await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP), DEPRECATED_LIST_CAP).items.map(toMember);
+  return pageOf(await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP), DEPRECATED_LIST_CAP).items.map(
+    toMember,
+  );
 }

@@ -17,11 +17,15 @@ const ATTACHMENT_PURPOSE = 'message-attachment';
 /** Where a sent attachment's bytes live; the attachment id is its staging id, so a retried move after a rollback finds the object already there. */
 const attachmentKey = (userId: string, attachmentId: string) => `u/${userId}/messaging/attachments/${attachmentId}`;
 
-export async function createIntent(ctx: ServiceContext, input: Schemas['AttachmentUploadIntentRequest']): Promise<Schemas['MessagingUploadIntent']> {
+export async function createIntent(
+  ctx: ServiceContext,
+  input: Schemas['AttachmentUploadIntentRequest'],
+): Promise<Schemas['MessagingUploadIntent']> {
   const storage = requireStorage(ctx);
   const userId = ownerOf(ctx);
   const contentType = input.contentType.toLowerCase();
-  if (!ctx.config.messageAttachmentTypes.includes(contentType)) throw badRequest(`Attachments of type ${input.contentType} are not accepted`);
+  if (!ctx.config.messageAttachmentTypes.includes(contentType))
+    throw badRequest(`Attachments of type ${input.contentType} are not accepted`);
   return inTransaction(ctx, async (tx) => {
     try {
       await liveChannel(tx.db, userId, input.channelId);
@@ -48,7 +52,11 @@ export async function createIntent(ctx: ServiceContext, input: Schemas['Attachme
         stagingTtlMs: tx.config.storageStagingTtlMs,
       }),
     );
-    return { stagingId: intent.stagingId, upload: { ...intent.upload, method: 'PUT' as const }, expiresAt: intent.expiresAt };
+    return {
+      stagingId: intent.stagingId,
+      upload: { ...intent.upload, method: 'PUT' as const },
+      expiresAt: intent.expiresAt,
+    };
   });
 }
 
@@ -89,20 +97,38 @@ interface AttachmentMetadata {
  * completed attachment upload of the account for this channel) into the message, in order. Any
  * that is not is 400 and the whole send rolls back.
  */
-export async function attachStaged(tx: ServiceContext & { db: Knex.Transaction }, messageId: string, channelId: string, stagingIds: readonly string[]): Promise<void> {
+export async function attachStaged(
+  tx: ServiceContext & { db: Knex.Transaction },
+  messageId: string,
+  channelId: string,
+  stagingIds: readonly string[],
+): Promise<void> {
   if (stagingIds.length === 0) return;
   const storage = requireStorage(tx);
   const userId = ownerOf(tx);
   for (const [position, raw] of stagingIds.entries()) {
     const stagingId = raw.toLowerCase();
-    const refuse = () => badRequest(`stagedAttachmentIds: ${raw} is not a completed, unused attachment upload for this channel`);
-    const staged = await tx.db('staged_uploads').where({ id: stagingId, user_id: userId, purpose: ATTACHMENT_PURPOSE }).where('expires_at', '>', tx.now).first('metadata');
+    const refuse = () =>
+      badRequest(`stagedAttachmentIds: ${raw} is not a completed, unused attachment upload for this channel`);
+    const staged = await tx
+      .db('staged_uploads')
+      .where({ id: stagingId, user_id: userId, purpose: ATTACHMENT_PURPOSE })
+      .where('expires_at', '>', tx.now)
+      .first('metadata');
     if (!staged) throw refuse();
-    const metadata = (typeof staged.metadata === 'string' ? JSON.parse(staged.metadata) : staged.metadata) as AttachmentMetadata;
+    const metadata = (
+      typeof staged.metadata === 'string' ? JSON.parse(staged.metadata) : staged.metadata
+    ) as AttachmentMetadata;
     if (metadata.channelId !== channelId.toLowerCase()) throw refuse();
     let taken;
     try {
-      taken = await consumeStagedUpload(tx.db, storage, { userId, stagingId, purpose: ATTACHMENT_PURPOSE, finalKey: attachmentKey(userId, stagingId), now: tx.now });
+      taken = await consumeStagedUpload(tx.db, storage, {
+        userId,
+        stagingId,
+        purpose: ATTACHMENT_PURPOSE,
+        finalKey: attachmentKey(userId, stagingId),
+        now: tx.now,
+      });
     } catch (err) {
       if (err instanceof StagingError) throw refuse();
       throw err;

@@ -68,7 +68,11 @@ interface ProviderAdapter {
 
 const providerDown = () => unavailable('The GIF provider is not available');
 
-async function callProvider(ctx: ServiceContext, adapter: ProviderAdapter, request: GifRequest): Promise<Record<string, unknown>> {
+async function callProvider(
+  ctx: ServiceContext,
+  adapter: ProviderAdapter,
+  request: GifRequest,
+): Promise<Record<string, unknown>> {
   const key = ctx.config.gifApiKey;
   if (!key) throw unavailable('GIFs are not configured on this server');
   const { endpoint, params } = adapter.call(request);
@@ -113,10 +117,16 @@ const dim = (v: unknown): number => {
   return typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= 100_000 ? n : 0;
 };
 const GIF_ID = /^[A-Za-z0-9_-]{1,100}$/;
-const record = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+const record = (v: unknown): Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 
 /** Results that lack what a Gif needs are left out (a page may hold fewer than `limit`). */
-function gifPage(results: unknown, toGif: (raw: unknown) => Gif | null, limit: number, nextCursor: string | null): Schemas['GifPage'] {
+function gifPage(
+  results: unknown,
+  toGif: (raw: unknown) => Gif | null,
+  limit: number,
+  nextCursor: string | null,
+): Schemas['GifPage'] {
   const items = (Array.isArray(results) ? results : [])
     .map(toGif)
     .filter((g): g is Gif => g !== null)
@@ -132,7 +142,12 @@ interface TenorFormat {
 }
 
 function tenorGif(raw: unknown): Gif | null {
-  const r = record(raw) as { id?: unknown; title?: unknown; content_description?: unknown; media_formats?: Record<string, TenorFormat | undefined> };
+  const r = record(raw) as {
+    id?: unknown;
+    title?: unknown;
+    content_description?: unknown;
+    media_formats?: Record<string, TenorFormat | undefined>;
+  };
   const id = str(r.id);
   const formats = r.media_formats ?? {};
   const url = httpsUrl(formats.gif?.url);
@@ -157,7 +172,9 @@ const tenor: ProviderAdapter = {
     const common = { contentfilter: r.contentFilter, locale: r.locale, client_key: 'account-data-api' };
     if (r.kind === 'categories') return { endpoint: 'categories', params: common };
     const params = { ...common, limit: String(r.limit), pos: r.cursor, media_filter: 'gif,tinygif,mp4' };
-    return r.kind === 'search' ? { endpoint: 'search', params: { ...params, q: r.query } } : { endpoint: 'featured', params };
+    return r.kind === 'search'
+      ? { endpoint: 'search', params: { ...params, q: r.query } }
+      : { endpoint: 'featured', params };
   },
   page: (body, r) => {
     const next = str(body.next);
@@ -168,7 +185,9 @@ const tenor: ProviderAdapter = {
     (Array.isArray(body.tags) ? body.tags : []).flatMap((raw) => {
       const t = record(raw);
       const id = str(t.searchterm);
-      return id && id.length <= 100 ? [{ id, name: (str(t.name) ?? id).slice(0, 100), previewUrl: httpsUrl(t.image) }] : [];
+      return id && id.length <= 100
+        ? [{ id, name: (str(t.name) ?? id).slice(0, 100), previewUrl: httpsUrl(t.image) }]
+        : [];
     }),
 };
 
@@ -181,7 +200,8 @@ const GIPHY_MAX_OFFSET = 4999;
 
 function giphyOffset(cursor: string | undefined): string | undefined {
   if (cursor === undefined) return undefined;
-  if (!/^\d{1,4}$/.test(cursor) || Number(cursor) > GIPHY_MAX_OFFSET) throw badRequest('cursor is not a cursor of the configured GIF provider');
+  if (!/^\d{1,4}$/.test(cursor) || Number(cursor) > GIPHY_MAX_OFFSET)
+    throw badRequest('cursor is not a cursor of the configured GIF provider');
   return String(Number(cursor));
 }
 
@@ -210,7 +230,9 @@ const giphy: ProviderAdapter = {
     if (r.kind === 'categories') return { endpoint: 'categories', params: {} };
     const params = { limit: String(r.limit), offset: giphyOffset(r.cursor), rating: GIPHY_RATING[r.contentFilter] };
     // GIPHY's `lang` is the language alone (our `xx_YY` without the region); trending takes none.
-    return r.kind === 'search' ? { endpoint: 'search', params: { ...params, q: r.query, lang: r.locale?.slice(0, 2) } } : { endpoint: 'trending', params };
+    return r.kind === 'search'
+      ? { endpoint: 'search', params: { ...params, q: r.query, lang: r.locale?.slice(0, 2) } }
+      : { endpoint: 'trending', params };
   },
   page: (body, r) => {
     const pagination = record(body.pagination);
@@ -219,7 +241,12 @@ const giphy: ProviderAdapter = {
     const total = typeof pagination.total_count === 'number' ? pagination.total_count : 0;
     // The cursor is the offset of the next page, while there is one GIPHY will serve.
     const next = offset + count;
-    return gifPage(body.data, giphyGif, r.limit, count > 0 && next < total && next <= GIPHY_MAX_OFFSET ? String(next) : null);
+    return gifPage(
+      body.data,
+      giphyGif,
+      r.limit,
+      count > 0 && next < total && next <= GIPHY_MAX_OFFSET ? String(next) : null,
+    );
   },
   categories: (body) =>
     (Array.isArray(body.data) ? body.data : []).flatMap((raw) => {
@@ -241,7 +268,11 @@ interface GifQuery {
   locale?: string;
 }
 
-async function gifRequest(ctx: ServiceContext, kind: GifRequest['kind'], q: GifQuery & { query?: string }): Promise<GifRequest> {
+async function gifRequest(
+  ctx: ServiceContext,
+  kind: GifRequest['kind'],
+  q: GifQuery & { query?: string },
+): Promise<GifRequest> {
   // The key is checked before the preferences are read: without one nothing else matters.
   if (!ctx.config.gifApiKey) throw unavailable('GIFs are not configured on this server');
   const prefs = q.contentFilter && q.locale ? null : await gifPreferences(ctx);
@@ -264,7 +295,10 @@ export async function search(ctx: ServiceContext, q: GifQuery & { query: string 
   return gifs(ctx, await gifRequest(ctx, 'search', q));
 }
 
-export async function browse(ctx: ServiceContext, q: GifQuery & { query?: string; categoryId?: string }): Promise<Schemas['GifPage']> {
+export async function browse(
+  ctx: ServiceContext,
+  q: GifQuery & { query?: string; categoryId?: string },
+): Promise<Schemas['GifPage']> {
   const term = q.categoryId ?? q.query;
   return gifs(ctx, await gifRequest(ctx, term === undefined ? 'featured' : 'search', { ...q, query: term }));
 }

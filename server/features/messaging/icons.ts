@@ -22,9 +22,13 @@ const ICON_TYPES = ['image/png', 'image/jpeg', 'image/webp', 'image/gif'] as con
 const iconKey = (userId: string, iconId: string) => `u/${userId}/messaging/space-icons/${iconId}`;
 
 /** The `iconStorageRef` of an icon object: the id its key ends with; null without an icon. */
-export const iconRefOf = (key: string | null): string | null => (key === null ? null : key.slice(key.lastIndexOf('/') + 1));
+export const iconRefOf = (key: string | null): string | null =>
+  key === null ? null : key.slice(key.lastIndexOf('/') + 1);
 
-export async function createIconIntent(ctx: ServiceContext, input: Schemas['SpaceIconUploadIntentRequest']): Promise<Schemas['MessagingUploadIntent']> {
+export async function createIconIntent(
+  ctx: ServiceContext,
+  input: Schemas['SpaceIconUploadIntentRequest'],
+): Promise<Schemas['MessagingUploadIntent']> {
   const storage = requireStorage(ctx);
   const intent = await asBadRequest(() =>
     createUploadIntent(ctx.db, storage, {
@@ -39,7 +43,11 @@ export async function createIconIntent(ctx: ServiceContext, input: Schemas['Spac
       stagingTtlMs: ctx.config.storageStagingTtlMs,
     }),
   );
-  return { stagingId: intent.stagingId, upload: { ...intent.upload, method: 'PUT' as const }, expiresAt: intent.expiresAt };
+  return {
+    stagingId: intent.stagingId,
+    upload: { ...intent.upload, method: 'PUT' as const },
+    expiresAt: intent.expiresAt,
+  };
 }
 
 export async function completeIcon(ctx: ServiceContext, stagingId: string): Promise<void> {
@@ -55,9 +63,18 @@ export async function takeIcon(tx: ServiceContext & { db: Knex.Transaction }, st
   const userId = ownerOf(tx);
   const id = stagingId.toLowerCase();
   try {
-    return (await consumeStagedUpload(tx.db, storage, { userId, stagingId: id, purpose: ICON_PURPOSE, finalKey: iconKey(userId, id), now: tx.now })).key;
+    return (
+      await consumeStagedUpload(tx.db, storage, {
+        userId,
+        stagingId: id,
+        purpose: ICON_PURPOSE,
+        finalKey: iconKey(userId, id),
+        now: tx.now,
+      })
+    ).key;
   } catch (err) {
-    if (err instanceof StagingError) throw badRequest('iconStagingId is not a completed, unused space-icon upload of this account');
+    if (err instanceof StagingError)
+      throw badRequest('iconStagingId is not a completed, unused space-icon upload of this account');
     throw err;
   }
 }
@@ -72,7 +89,11 @@ export async function copyIcon(tx: ServiceContext & { db: Knex.Transaction }, re
   const storage = requireStorage(tx);
   const userId = ownerOf(tx);
   const source = iconKey(userId, ref.toLowerCase());
-  const owner = await tx.db('messaging_spaces').where({ user_id: userId, icon_key: source }).whereNull('archived_at').first('id');
+  const owner = await tx
+    .db('messaging_spaces')
+    .where({ user_id: userId, icon_key: source })
+    .whereNull('archived_at')
+    .first('id');
   if (!owner) throw badRequest('iconStorageRef is not the icon of a live space of this account');
   const object = await storage.get(source);
   // The row names an icon whose bytes are gone: the storage lost them, not the caller's doing.

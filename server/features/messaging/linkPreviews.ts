@@ -43,7 +43,10 @@ function trimLink(raw: string): string {
   for (;;) {
     const before = link;
     link = link.replace(TRAILING_PUNCTUATION, '');
-    for (const [open, close] of [['(', ')'], ['[', ']']] as const) {
+    for (const [open, close] of [
+      ['(', ')'],
+      ['[', ']'],
+    ] as const) {
       if (link.endsWith(close) && count(link, close) > count(link, open)) link = link.slice(0, -1);
     }
     if (link === before) return link;
@@ -86,9 +89,15 @@ interface PreviewContent {
   siteName?: string | null;
 }
 
-const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+const bytes = (value: Uint8Array) =>
+  Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 
-function sealContent(cipher: MessageCipher, userId: string, previewId: string, content: PreviewContent): { key_id: string; data_enc: Buffer } {
+function sealContent(
+  cipher: MessageCipher,
+  userId: string,
+  previewId: string,
+  content: PreviewContent,
+): { key_id: string; data_enc: Buffer } {
   const sealed = cipher.seal(userId, previewId, JSON.stringify(content));
   return { key_id: sealed.keyId, data_enc: sealed.data };
 }
@@ -103,10 +112,20 @@ async function addPreviews(tx: Tx, messageId: string, links: Array<{ url: string
   const userId = ownerOf(tx);
   const rows = links.map(({ url, position }) => {
     const id = randomUUID();
-    return { id, user_id: userId, message_id: messageId, position, ...sealContent(cipher, userId, id, { url }), status: 'pending', created_at: tx.now, updated_at: tx.now };
+    return {
+      id,
+      user_id: userId,
+      message_id: messageId,
+      position,
+      ...sealContent(cipher, userId, id, { url }),
+      status: 'pending',
+      created_at: tx.now,
+      updated_at: tx.now,
+    };
   });
   await tx.db('messaging_link_previews').insert(rows);
-  for (const row of rows) await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: row.id }, { key: row.id, maxAttempts: MAX_ATTEMPTS });
+  for (const row of rows)
+    await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: row.id }, { key: row.id, maxAttempts: MAX_ATTEMPTS });
 }
 
 /** Inside the send's transaction: a pending preview per link of the new message, each fetch queued. */
@@ -126,19 +145,33 @@ export async function queueLinkPreviews(tx: Tx, messageId: string, content: stri
 export async function syncLinkPreviews(tx: Tx, messageId: string, content: string): Promise<string[]> {
   const wanted = linksIn(content);
   const cipher = new MessageCipher(tx.config.messageEncryptionKeys);
-  const stored = (await tx.db('messaging_link_previews').where({ message_id: messageId }).select('id', 'key_id', 'data_enc', 'position', 'image_key')) as Array<{
+  const stored = (await tx
+    .db('messaging_link_previews')
+    .where({ message_id: messageId })
+    .select('id', 'key_id', 'data_enc', 'position', 'image_key')) as Array<{
     id: string;
     key_id: string;
     data_enc: Uint8Array;
     position: number;
     image_key: string | null;
   }>;
-  const existing = stored.map((p) => ({ ...p, url: openContent(cipher, ownerOf(tx), p.id, { keyId: p.key_id, data: bytes(p.data_enc) }).url }));
+  const existing = stored.map((p) => ({
+    ...p,
+    url: openContent(cipher, ownerOf(tx), p.id, { keyId: p.key_id, data: bytes(p.data_enc) }).url,
+  }));
   const gone = existing.filter((p) => !wanted.includes(p.url));
-  if (gone.length > 0) await tx.db('messaging_link_previews').whereIn('id', gone.map((p) => p.id)).delete();
+  if (gone.length > 0)
+    await tx
+      .db('messaging_link_previews')
+      .whereIn(
+        'id',
+        gone.map((p) => p.id),
+      )
+      .delete();
   for (const kept of existing.filter((p) => wanted.includes(p.url))) {
     const position = wanted.indexOf(kept.url);
-    if (position !== kept.position) await tx.db('messaging_link_previews').where({ id: kept.id }).update({ position, updated_at: tx.now });
+    if (position !== kept.position)
+      await tx.db('messaging_link_previews').where({ id: kept.id }).update({ position, updated_at: tx.now });
   }
   await addPreviews(
     tx,
@@ -169,7 +202,12 @@ export interface StoredLinkPreview {
 }
 
 /** The read shape: opened with the account's keyring; the image as a freshly presigned download URL (null without storage). */
-export async function toLinkPreviews(ctx: ServiceContext, cipher: MessageCipher, userId: string, stored: readonly StoredLinkPreview[]): Promise<LinkPreview[]> {
+export async function toLinkPreviews(
+  ctx: ServiceContext,
+  cipher: MessageCipher,
+  userId: string,
+  stored: readonly StoredLinkPreview[],
+): Promise<LinkPreview[]> {
   return Promise.all(
     stored.map(async (p) => {
       const content = openContent(cipher, userId, p.id, { keyId: p.keyId, data: Buffer.from(p.data, 'base64') });
@@ -179,7 +217,10 @@ export async function toLinkPreviews(ctx: ServiceContext, cipher: MessageCipher,
         title: content.title ?? null,
         description: content.description ?? null,
         siteName: content.siteName ?? null,
-        imageUrl: p.imageKey && ctx.storage ? (await ctx.storage.presignGet(p.imageKey, ctx.config.storageDownloadUrlTtlSeconds)).url : null,
+        imageUrl:
+          p.imageKey && ctx.storage
+            ? (await ctx.storage.presignGet(p.imageKey, ctx.config.storageDownloadUrlTtlSeconds)).url
+            : null,
       };
     }),
   );
@@ -204,14 +245,22 @@ async function ownPreview(db: Knex, userId: string, previewId: string): Promise<
 
 export async function dismissPreview(ctx: ServiceContext, previewId: string): Promise<void> {
   const { id } = await ownPreview(ctx.db, ownerOf(ctx), previewId);
-  await ctx.db('messaging_link_previews').where({ id }).whereNull('dismissed_at').update({ dismissed_at: ctx.now, updated_at: ctx.now });
+  await ctx
+    .db('messaging_link_previews')
+    .where({ id })
+    .whereNull('dismissed_at')
+    .update({ dismissed_at: ctx.now, updated_at: ctx.now });
 }
 
 /** Queues the fetch again (not twice while one is queued or running); a failed preview is pending until it has run. */
 export async function refreshPreview(ctx: ServiceContext, previewId: string): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     const { id, status } = await ownPreview(tx.db, ownerOf(tx), previewId);
-    if (status === 'failed') await tx.db('messaging_link_previews').where({ id }).update({ status: 'pending', failure: null, updated_at: tx.now });
+    if (status === 'failed')
+      await tx
+        .db('messaging_link_previews')
+        .where({ id })
+        .update({ status: 'pending', failure: null, updated_at: tx.now });
     await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: id }, { key: id, maxAttempts: MAX_ATTEMPTS });
   });
 }
@@ -236,7 +285,13 @@ interface PreviewRow {
 }
 
 type Outcome =
-  | { status: 'ready'; title: string | null; description: string | null; siteName: string | null; image: { body: Buffer; type: string } | null }
+  | {
+      status: 'ready';
+      title: string | null;
+      description: string | null;
+      siteName: string | null;
+      image: { body: Buffer; type: string } | null;
+    }
   | { status: 'failed'; failure: string };
 
 /** Worth another attempt: the network or the site may be better later. Refusals and 4xx are final. */
@@ -247,14 +302,26 @@ function transient(err: unknown): boolean {
 }
 
 /** The page's image, fetched through the guarded fetcher and accepted only when its bytes are PNG, JPEG, WebP or GIF; null otherwise. */
-async function fetchImage(deps: LinkPreviewJobDeps, config: Config, url: string, previewId: string): Promise<{ body: Buffer; type: string } | null> {
+async function fetchImage(
+  deps: LinkPreviewJobDeps,
+  config: Config,
+  url: string,
+  previewId: string,
+): Promise<{ body: Buffer; type: string } | null> {
   try {
-    const res = await guardedFetch(url, { ...fetchOptionsFromConfig(config), maxBytes: config.linkPreviewImageMaxBytes, headers: { accept: ALLOWED_IMAGE_TYPES.join(',') } });
+    const res = await guardedFetch(url, {
+      ...fetchOptionsFromConfig(config),
+      maxBytes: config.linkPreviewImageMaxBytes,
+      headers: { accept: ALLOWED_IMAGE_TYPES.join(',') },
+    });
     const type = sniffImageType(res.body);
     if (type) return { body: res.body, type };
     deps.logger.debug({ previewId }, 'link preview image is not a PNG, JPEG, WebP or GIF; kept without an image');
   } catch (err) {
-    deps.logger.debug({ previewId, reason: err instanceof FetchRefusedError ? err.reason : 'error' }, 'link preview image not fetched; kept without an image');
+    deps.logger.debug(
+      { previewId, reason: err instanceof FetchRefusedError ? err.reason : 'error' },
+      'link preview image not fetched; kept without an image',
+    );
   }
   return null;
 }
@@ -284,7 +351,12 @@ async function deleteQuietly(deps: LinkPreviewJobDeps, key: string): Promise<voi
   }
 }
 
-async function store(deps: LinkPreviewJobDeps, cipher: MessageCipher, row: PreviewRow, outcome: Outcome): Promise<void> {
+async function store(
+  deps: LinkPreviewJobDeps,
+  cipher: MessageCipher,
+  row: PreviewRow,
+  outcome: Outcome,
+): Promise<void> {
   const now = deps.clock();
   let key: string | null = null;
   if (outcome.status === 'ready' && outcome.image && deps.storage) {
@@ -295,12 +367,20 @@ async function store(deps: LinkPreviewJobDeps, cipher: MessageCipher, row: Previ
       deps.logger.error({ err, previewId: row.id }, 'a link preview image could not be stored; kept without an image');
     }
   }
-  const content: PreviewContent = outcome.status === 'ready' ? { url: row.url, title: outcome.title, description: outcome.description, siteName: outcome.siteName } : { url: row.url };
+  const content: PreviewContent =
+    outcome.status === 'ready'
+      ? { url: row.url, title: outcome.title, description: outcome.description, siteName: outcome.siteName }
+      : { url: row.url };
   const changes = {
     ...sealContent(cipher, row.user_id, row.id, content),
-    ...(outcome.status === 'ready' ? { status: 'ready', failure: null, image_key: key } : { status: 'failed', failure: outcome.failure, image_key: null }),
+    ...(outcome.status === 'ready'
+      ? { status: 'ready', failure: null, image_key: key }
+      : { status: 'failed', failure: outcome.failure, image_key: null }),
   };
-  const updated = await deps.db('messaging_link_previews').where({ id: row.id }).update({ ...changes, fetched_at: now, updated_at: now });
+  const updated = await deps
+    .db('messaging_link_previews')
+    .where({ id: row.id })
+    .update({ ...changes, fetched_at: now, updated_at: now });
   if (updated === 0) {
     // An edit removed the preview while it was being fetched: its image must not stay behind.
     if (key) await deleteQuietly(deps, key);
@@ -312,15 +392,23 @@ async function store(deps: LinkPreviewJobDeps, cipher: MessageCipher, row: Previ
 async function runPreviewJob(deps: LinkPreviewJobDeps, job: Job<{ previewId?: unknown }>): Promise<void> {
   const previewId = job.payload?.previewId;
   if (typeof previewId !== 'string') return;
-  const found = (await deps.db('messaging_link_previews as p')
+  const found = (await deps
+    .db('messaging_link_previews as p')
     .join('messaging_messages as m', 'm.id', 'p.message_id')
     .where({ 'p.id': previewId })
     .whereNull('m.deleted_at')
-    .first('p.id', 'p.user_id', 'p.key_id', 'p.data_enc', 'p.image_key')) as { id: string; user_id: string; key_id: string; data_enc: Uint8Array; image_key: string | null } | undefined;
+    .first('p.id', 'p.user_id', 'p.key_id', 'p.data_enc', 'p.image_key')) as
+    | { id: string; user_id: string; key_id: string; data_enc: Uint8Array; image_key: string | null }
+    | undefined;
   // Removed by an edit, or its message was deleted: nothing to show it on.
   if (!found) return;
   const cipher = new MessageCipher(deps.config().messageEncryptionKeys);
-  const row: PreviewRow = { id: found.id, user_id: found.user_id, image_key: found.image_key, url: openContent(cipher, found.user_id, found.id, { keyId: found.key_id, data: bytes(found.data_enc) }).url };
+  const row: PreviewRow = {
+    id: found.id,
+    user_id: found.user_id,
+    image_key: found.image_key,
+    url: openContent(cipher, found.user_id, found.id, { keyId: found.key_id, data: bytes(found.data_enc) }).url,
+  };
   let outcome: Outcome;
   try {
     outcome = await fetchPreview(deps, row);
@@ -329,7 +417,9 @@ async function runPreviewJob(deps: LinkPreviewJobDeps, job: Job<{ previewId?: un
     if (job.attempt < job.maxAttempts && transient(err)) {
       // Retried by the queue, which logs the error: a fetch refusal names the link (message text), so it is
       // replaced by one that names the preview.
-      throw err instanceof FetchRefusedError ? new Error(`link preview ${row.id} could not be fetched (${failure})`) : err;
+      throw err instanceof FetchRefusedError
+        ? new Error(`link preview ${row.id} could not be fetched (${failure})`)
+        : err;
     }
     outcome = { status: 'failed', failure };
     deps.logger.info({ previewId, failure, attempt: job.attempt }, 'link preview could not be fetched');

@@ -22,8 +22,18 @@ export async function asBadRequest<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /** An unexpired staged upload of the account for `purpose`, else 400 (`what` names it in the message). */
-export async function assertStaged(db: Knex, userId: string, stagingId: string, purpose: string, now: number, what: string): Promise<{ metadata: unknown }> {
-  const row = await db('staged_uploads').where({ id: stagingId, user_id: userId, purpose }).where('expires_at', '>', now).first('metadata');
+export async function assertStaged(
+  db: Knex,
+  userId: string,
+  stagingId: string,
+  purpose: string,
+  now: number,
+  what: string,
+): Promise<{ metadata: unknown }> {
+  const row = await db('staged_uploads')
+    .where({ id: stagingId, user_id: userId, purpose })
+    .where('expires_at', '>', now)
+    .first('metadata');
   if (!row) throw badRequest(`stagingId is not a staged ${what} upload of this account`);
   return row as { metadata: unknown };
 }

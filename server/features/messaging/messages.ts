@@ -7,8 +7,23 @@ import { badRequest, conflict, notFound, unavailable } from '../../core/errors.t
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { toMemberSummary, type MediaRef } from '../members/index.ts';
 import { attachStaged } from './attachments.ts';
-import { dropPreviewImages, queueLinkPreviews, syncLinkPreviews, toLinkPreviews, type StoredLinkPreview } from './linkPreviews.ts';
-import { jsonValue, oneMessage, pageAfter, pageBefore, pageFirst, pageUpTo, pinnedMessages, type MessageReadRow } from './repo.ts';
+import {
+  dropPreviewImages,
+  queueLinkPreviews,
+  syncLinkPreviews,
+  toLinkPreviews,
+  type StoredLinkPreview,
+} from './linkPreviews.ts';
+import {
+  jsonValue,
+  oneMessage,
+  pageAfter,
+  pageBefore,
+  pageFirst,
+  pageUpTo,
+  pinnedMessages,
+  type MessageReadRow,
+} from './repo.ts';
 import { liveChannel } from './structure.ts';
 
 type Schemas = components['schemas'];
@@ -23,7 +38,8 @@ const EXCERPT = 200;
 const MENTION = /<@([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})>/g;
 
 const cipherOf = (ctx: ServiceContext) => new MessageCipher(ctx.config.messageEncryptionKeys);
-const bytes = (value: Uint8Array) => (Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+const bytes = (value: Uint8Array) =>
+  Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 
 async function toMessage(ctx: ServiceContext, cipher: MessageCipher, row: MessageReadRow): Promise<Message> {
   const id = row.id!;
@@ -35,7 +51,11 @@ async function toMessage(ctx: ServiceContext, cipher: MessageCipher, row: Messag
     replyTo = {
       messageId: row.reply_id,
       authorMemberId: row.reply_author_id!,
-      excerpt: deleted ? null : [...cipher.open(row.user_id, row.reply_id, { keyId: row.reply_key_id!, data: bytes(row.reply_content_enc!) })].slice(0, EXCERPT).join(''),
+      excerpt: deleted
+        ? null
+        : [...cipher.open(row.user_id, row.reply_id, { keyId: row.reply_key_id!, data: bytes(row.reply_content_enc!) })]
+            .slice(0, EXCERPT)
+            .join(''),
       deleted,
     };
   }
@@ -44,12 +64,23 @@ async function toMessage(ctx: ServiceContext, cipher: MessageCipher, row: Messag
     id,
     channelId: row.channel_id,
     authorMemberId: row.author_member_id,
-    authorMemberAvatarUrl: toMemberSummary({ id: row.author_member_id, name: '', display_name: null, archived_at: null, avatar }).avatarUrl,
+    authorMemberAvatarUrl: toMemberSummary({
+      id: row.author_member_id,
+      name: '',
+      display_name: null,
+      archived_at: null,
+      avatar,
+    }).avatarUrl,
     content: text === '' ? null : text,
     createdAt: Number(row.created_at),
     editedAt: row.edited_at === null ? null : Number(row.edited_at),
     attachments: jsonValue<Message['attachments']>(row.attachments) ?? [],
-    linkPreviews: await toLinkPreviews(ctx, cipher, row.user_id, jsonValue<StoredLinkPreview[]>(row.link_previews) ?? []),
+    linkPreviews: await toLinkPreviews(
+      ctx,
+      cipher,
+      row.user_id,
+      jsonValue<StoredLinkPreview[]>(row.link_previews) ?? [],
+    ),
     gif: jsonValue<Message['gif']>(row.gif) ?? null,
     mentions: jsonValue<Message['mentions']>(row.mentions) ?? [],
     replyTo,
@@ -70,10 +101,15 @@ function readRows(rows: MessageReadRow[]): { messages: MessageReadRow[]; pinned:
 
 // ---- pages ----
 
-export async function listMessages(ctx: ServiceContext, channelId: string, q: { limit?: number; beforeCreatedAt?: number; beforeId?: string }): Promise<Schemas['MessagePage']> {
+export async function listMessages(
+  ctx: ServiceContext,
+  channelId: string,
+  q: { limit?: number; beforeCreatedAt?: number; beforeId?: string },
+): Promise<Schemas['MessagePage']> {
   const userId = ownerOf(ctx);
   const limit = q.limit ?? 50;
-  if ((q.beforeCreatedAt === undefined) !== (q.beforeId === undefined)) throw badRequest('beforeCreatedAt and beforeId go together');
+  if ((q.beforeCreatedAt === undefined) !== (q.beforeId === undefined))
+    throw badRequest('beforeCreatedAt and beforeId go together');
   const rows =
     q.beforeCreatedAt === undefined
       ? await pageFirst(ctx.db, [limit + 1, channelId, userId])
@@ -81,13 +117,23 @@ export async function listMessages(ctx: ServiceContext, channelId: string, q: { 
   const { messages, pinned } = readRows(rows);
   const items = await toMessages(ctx, messages.slice(0, limit));
   const last = items[items.length - 1];
-  return { items, nextCursor: messages.length > limit && last ? { beforeCreatedAt: last.createdAt, beforeId: last.id } : null, pinnedMessageIds: pinned };
+  return {
+    items,
+    nextCursor: messages.length > limit && last ? { beforeCreatedAt: last.createdAt, beforeId: last.id } : null,
+    pinnedMessageIds: pinned,
+  };
 }
 
-export async function listNewer(ctx: ServiceContext, channelId: string, q: { limit?: number; afterCreatedAt: number; afterId: string }): Promise<Schemas['MessageNewerPage']> {
+export async function listNewer(
+  ctx: ServiceContext,
+  channelId: string,
+  q: { limit?: number; afterCreatedAt: number; afterId: string },
+): Promise<Schemas['MessageNewerPage']> {
   const userId = ownerOf(ctx);
   const limit = q.limit ?? 50;
-  const { messages, pinned } = readRows(await pageAfter(ctx.db, [q.afterCreatedAt, q.afterId, limit + 1, channelId, userId]));
+  const { messages, pinned } = readRows(
+    await pageAfter(ctx.db, [q.afterCreatedAt, q.afterId, limit + 1, channelId, userId]),
+  );
   const ascending = await toMessages(ctx, messages.slice(0, limit));
   const newest = ascending[ascending.length - 1];
   return {
@@ -97,7 +143,11 @@ export async function listNewer(ctx: ServiceContext, channelId: string, q: { lim
   };
 }
 
-export async function listAround(ctx: ServiceContext, channelId: string, q: { anchorMessageId: string; beforeLimit?: number; afterLimit?: number }): Promise<Schemas['MessageAroundPage']> {
+export async function listAround(
+  ctx: ServiceContext,
+  channelId: string,
+  q: { anchorMessageId: string; beforeLimit?: number; afterLimit?: number },
+): Promise<Schemas['MessageAroundPage']> {
   const userId = ownerOf(ctx);
   const beforeLimit = q.beforeLimit ?? 25;
   const afterLimit = q.afterLimit ?? 25;
@@ -114,8 +164,10 @@ export async function listAround(ctx: ServiceContext, channelId: string, q: { an
   const newest = newerItems[newerItems.length - 1];
   return {
     items: [...newerItems.reverse(), ...olderItems],
-    olderCursor: older.messages.length > beforeLimit + 1 ? { beforeCreatedAt: oldest.createdAt, beforeId: oldest.id } : null,
-    newerCursor: newer.messages.length > afterLimit && newest ? { afterCreatedAt: newest.createdAt, afterId: newest.id } : null,
+    olderCursor:
+      older.messages.length > beforeLimit + 1 ? { beforeCreatedAt: oldest.createdAt, beforeId: oldest.id } : null,
+    newerCursor:
+      newer.messages.length > afterLimit && newest ? { afterCreatedAt: newest.createdAt, afterId: newest.id } : null,
     pinnedMessageIds: older.pinned,
   };
 }
@@ -129,7 +181,11 @@ async function readOne(ctx: ServiceContext, messageId: string, channelId: string
 // ---- writes ----
 
 async function assertAuthorMember(db: Knex, userId: string, memberId: string): Promise<void> {
-  const row = await db('members').where({ id: memberId, user_id: userId }).whereNull('deleted_at').whereNull('archived_at').first('id');
+  const row = await db('members')
+    .where({ id: memberId, user_id: userId })
+    .whereNull('deleted_at')
+    .whereNull('archived_at')
+    .first('id');
   if (!row) throw badRequest('memberId is not a live, non-archived member of this account');
 }
 
@@ -137,7 +193,12 @@ async function assertAuthorMember(db: Knex, userId: string, memberId: string): P
 async function mentionsIn(db: Knex, userId: string, sideSystemId: string | null, content: string): Promise<string[]> {
   const ids = [...new Set([...content.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))].slice(0, MAX_MENTIONS);
   if (ids.length === 0) return [];
-  const q = db('members').where({ user_id: userId }).whereIn('id', ids).whereNull('deleted_at').whereNull('archived_at').select('id');
+  const q = db('members')
+    .where({ user_id: userId })
+    .whereIn('id', ids)
+    .whereNull('deleted_at')
+    .whereNull('archived_at')
+    .select('id');
   if (sideSystemId) q.where({ side_system_id: sideSystemId });
   const found = new Set((await q).map((r: { id: string }) => r.id));
   return ids.filter((id) => found.has(id));
@@ -152,7 +213,8 @@ interface StoredMessage {
 class AlreadySent extends Error {}
 
 async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: string): Promise<Message> {
-  if (existing.channel_id !== channelId.toLowerCase() || existing.deleted_at !== null) throw conflict('clientMutationId was already used for another message');
+  if (existing.channel_id !== channelId.toLowerCase() || existing.deleted_at !== null)
+    throw conflict('clientMutationId was already used for another message');
   return readOne(ctx, existing.id, channelId);
 }
 
@@ -161,15 +223,24 @@ async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: 
  * (`created: false`) instead; the unique index on (account, clientMutationId) makes concurrent
  * retries meet there, and the loser's transaction rolls back whole.
  */
-export async function sendMessage(ctx: ServiceContext, channelId: string, input: Schemas['SendMessageRequest']): Promise<{ created: boolean; message: Message }> {
+export async function sendMessage(
+  ctx: ServiceContext,
+  channelId: string,
+  input: Schemas['SendMessageRequest'],
+): Promise<{ created: boolean; message: Message }> {
   const userId = ownerOf(ctx);
   const mutationId = input.clientMutationId ?? null;
   const content = input.content ?? '';
   const attachmentIds = input.stagedAttachmentIds ?? [];
   const gif = input.gifMetadata ?? null;
-  if (content === '' && attachmentIds.length === 0 && gif === null) throw badRequest('content is required unless attachments or a GIF are sent');
+  if (content === '' && attachmentIds.length === 0 && gif === null)
+    throw badRequest('content is required unless attachments or a GIF are sent');
   if (attachmentIds.length > 0 && !ctx.storage) throw unavailable('Object storage is not configured on this server');
-  const findExisting = async (): Promise<StoredMessage | undefined> => ctx.db('messaging_messages').where({ user_id: userId, client_mutation_id: mutationId }).first('id', 'channel_id', 'deleted_at');
+  const findExisting = async (): Promise<StoredMessage | undefined> =>
+    ctx
+      .db('messaging_messages')
+      .where({ user_id: userId, client_mutation_id: mutationId })
+      .first('id', 'channel_id', 'deleted_at');
   if (mutationId !== null) {
     const existing = await findExisting();
     if (existing) return { created: false, message: await retried(ctx, existing, channelId) };
@@ -179,7 +250,11 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
       const channel = await liveChannel(tx.db, userId, channelId, true);
       await assertAuthorMember(tx.db, userId, input.memberId);
       if (input.replyToMessageId !== undefined) {
-        const parent = await tx.db('messaging_messages').where({ id: input.replyToMessageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
+        const parent = await tx
+          .db('messaging_messages')
+          .where({ id: input.replyToMessageId, user_id: userId, channel_id: channelId })
+          .whereNull('deleted_at')
+          .first('id');
         if (!parent) throw badRequest('replyToMessageId is not a message of this channel');
       }
       const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
@@ -210,7 +285,10 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
       await attachStaged(tx, id, channelId, attachmentIds);
       // Fetched later by the link_preview job, never while the sender waits.
       await queueLinkPreviews(tx, id, content);
-      await tx.db('messaging_channels').where({ id: channelId }).update({ last_seq: seq, unread_count: tx.db.raw('unread_count + 1') });
+      await tx
+        .db('messaging_channels')
+        .where({ id: channelId })
+        .update({ last_seq: seq, unread_count: tx.db.raw('unread_count + 1') });
       return readOne(tx, id, channelId);
     });
     return { created: true, message };
@@ -225,7 +303,11 @@ export async function sendMessage(ctx: ServiceContext, channelId: string, input:
 /** A live message of the account in a live channel, with that channel locked; else 404. */
 async function lockMessage(tx: ServiceContext, messageId: string) {
   const userId = ownerOf(tx);
-  const row = await tx.db('messaging_messages').where({ id: messageId, user_id: userId }).whereNull('deleted_at').first('id', 'channel_id', 'seq');
+  const row = await tx
+    .db('messaging_messages')
+    .where({ id: messageId, user_id: userId })
+    .whereNull('deleted_at')
+    .first('id', 'channel_id', 'seq');
   if (!row) throw notFound('Message not found');
   let channel;
   try {
@@ -233,7 +315,12 @@ async function lockMessage(tx: ServiceContext, messageId: string) {
   } catch {
     throw notFound('Message not found');
   }
-  const locked = await tx.db('messaging_messages').where({ id: messageId }).whereNull('deleted_at').forUpdate().first('id', 'seq');
+  const locked = await tx
+    .db('messaging_messages')
+    .where({ id: messageId })
+    .whereNull('deleted_at')
+    .forUpdate()
+    .first('id', 'seq');
   if (!locked) throw notFound('Message not found');
   // The stored id (canonical lower case), whatever case the path wrote it in.
   return { channel, id: locked.id as string, seq: Number(locked.seq) };
@@ -249,7 +336,10 @@ export async function editMessage(ctx: ServiceContext, messageId: string, conten
     const { channel, id } = await lockMessage(tx, messageId);
     const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
     const sealed = cipherOf(tx).seal(userId, id, content);
-    await tx.db('messaging_messages').where({ id }).update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
+    await tx
+      .db('messaging_messages')
+      .where({ id })
+      .update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
     const removedImages = await syncLinkPreviews(tx, id, content);
     return { message: await readOne(tx, id, channel.id), removedImages };
   });
@@ -264,7 +354,11 @@ export async function deleteMessage(ctx: ServiceContext, messageId: string): Pro
     await tx.db('messaging_messages').where({ id: messageId }).update({ deleted_at: tx.now });
     await tx.db('messaging_pins').where({ channel_id: channel.id, message_id: messageId }).delete();
     if (seq > Number(channel.read_seq)) {
-      await tx.db('messaging_channels').where({ id: channel.id }).where('unread_count', '>', 0).update({ unread_count: tx.db.raw('unread_count - 1') });
+      await tx
+        .db('messaging_channels')
+        .where({ id: channel.id })
+        .where('unread_count', '>', 0)
+        .update({ unread_count: tx.db.raw('unread_count - 1') });
     }
   });
 }
@@ -280,12 +374,18 @@ export async function pin(ctx: ServiceContext, channelId: string, messageId: str
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveChannel(tx.db, userId, channelId, true);
-    const message = await tx.db('messaging_messages').where({ id: messageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
+    const message = await tx
+      .db('messaging_messages')
+      .where({ id: messageId, user_id: userId, channel_id: channelId })
+      .whereNull('deleted_at')
+      .first('id');
     if (!message) throw badRequest('messageId is not a message of this channel');
     const pins = await tx.db('messaging_pins').where({ channel_id: channelId }).select('message_id');
     if (pins.some((p: { message_id: string }) => p.message_id === messageId.toLowerCase())) return;
     if (pins.length >= MAX_PINS) throw badRequest(`A channel has at most ${MAX_PINS} pinned messages`);
-    await tx.db('messaging_pins').insert({ user_id: userId, channel_id: channelId, message_id: messageId, pinned_at: tx.now });
+    await tx
+      .db('messaging_pins')
+      .insert({ user_id: userId, channel_id: channelId, message_id: messageId, pinned_at: tx.now });
   });
 }
 
@@ -293,7 +393,11 @@ export async function unpin(ctx: ServiceContext, channelId: string, messageId: s
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveChannel(tx.db, userId, channelId, true);
-    const message = await tx.db('messaging_messages').where({ id: messageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('id');
+    const message = await tx
+      .db('messaging_messages')
+      .where({ id: messageId, user_id: userId, channel_id: channelId })
+      .whereNull('deleted_at')
+      .first('id');
     if (!message) throw notFound('Message not found');
     await tx.db('messaging_pins').where({ channel_id: channelId, message_id: messageId }).delete();
   });
@@ -301,38 +405,78 @@ export async function unpin(ctx: ServiceContext, channelId: string, messageId: s
 
 // ---- read state ----
 
-export async function markRead(ctx: ServiceContext, channelId: string, lastReadMessageId: string | undefined): Promise<void> {
+export async function markRead(
+  ctx: ServiceContext,
+  channelId: string,
+  lastReadMessageId: string | undefined,
+): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     const channel = await liveChannel(tx.db, userId, channelId, true);
     if (lastReadMessageId === undefined) {
-      await tx.db('messaging_channels').where({ id: channelId }).update({ read_seq: channel.last_seq, unread_count: 0 });
+      await tx
+        .db('messaging_channels')
+        .where({ id: channelId })
+        .update({ read_seq: channel.last_seq, unread_count: 0 });
       return;
     }
-    const message = await tx.db('messaging_messages').where({ id: lastReadMessageId, user_id: userId, channel_id: channelId }).whereNull('deleted_at').first('seq');
+    const message = await tx
+      .db('messaging_messages')
+      .where({ id: lastReadMessageId, user_id: userId, channel_id: channelId })
+      .whereNull('deleted_at')
+      .first('seq');
     if (!message) throw badRequest('lastReadMessageId is not a message of this channel');
     // Counted on messaging_messages_seq: the live messages after the marker, no more.
-    const [{ n }] = (await tx.db('messaging_messages').where({ channel_id: channelId }).whereNull('deleted_at').where('seq', '>', message.seq).count('* as n')) as unknown as [{ n: number | string }];
-    await tx.db('messaging_channels').where({ id: channelId }).update({ read_seq: message.seq, unread_count: Number(n) });
+    const [{ n }] = (await tx
+      .db('messaging_messages')
+      .where({ channel_id: channelId })
+      .whereNull('deleted_at')
+      .where('seq', '>', message.seq)
+      .count('* as n')) as unknown as [{ n: number | string }];
+    await tx
+      .db('messaging_channels')
+      .where({ id: channelId })
+      .update({ read_seq: message.seq, unread_count: Number(n) });
   });
 }
 
 // ---- mentions ----
 
-export async function mentionables(ctx: ServiceContext, q: { channelId: string; query?: string; limit?: number }): Promise<Schemas['MessagingMemberOption'][]> {
+export async function mentionables(
+  ctx: ServiceContext,
+  q: { channelId: string; query?: string; limit?: number },
+): Promise<Schemas['MessagingMemberOption'][]> {
   const userId = ownerOf(ctx);
   const channel = await liveChannel(ctx.db, userId, q.channelId);
   return memberOptions(ctx.db, userId, { sideSystemId: channel.side_system_id, query: q.query, limit: q.limit ?? 10 });
 }
 
 /** Live, non-archived members of the account by name (optionally of one side system, matching a text). */
-export async function memberOptions(db: Knex, userId: string, options: { sideSystemId?: string | null; query?: string; limit?: number }): Promise<Schemas['MessagingMemberOption'][]> {
-  const q = db('members').where({ user_id: userId }).whereNull('deleted_at').whereNull('archived_at').select('id', 'name', 'display_name', 'avatar');
+export async function memberOptions(
+  db: Knex,
+  userId: string,
+  options: { sideSystemId?: string | null; query?: string; limit?: number },
+): Promise<Schemas['MessagingMemberOption'][]> {
+  const q = db('members')
+    .where({ user_id: userId })
+    .whereNull('deleted_at')
+    .whereNull('archived_at')
+    .select('id', 'name', 'display_name', 'avatar');
   if (options.sideSystemId) q.where({ side_system_id: options.sideSystemId });
   const text = options.query?.trim().toLowerCase();
-  if (text) q.where((w) => w.whereRaw('strpos(lower(name), ?) > 0', [text]).orWhereRaw("strpos(lower(coalesce(display_name, '')), ?) > 0", [text]));
+  if (text)
+    q.where((w) =>
+      w
+        .whereRaw('strpos(lower(name), ?) > 0', [text])
+        .orWhereRaw("strpos(lower(coalesce(display_name, '')), ?) > 0", [text]),
+    );
   q.orderByRaw('lower(name), id');
   if (options.limit !== undefined) q.limit(options.limit);
   const rows = (await q) as Array<{ id: string; name: string; display_name: string | null; avatar: MediaRef | null }>;
-  return rows.map((r) => ({ memberId: r.id, name: r.name, displayName: r.display_name ?? '', avatarUrl: toMemberSummary({ ...r, archived_at: null }).avatarUrl }));
+  return rows.map((r) => ({
+    memberId: r.id,
+    name: r.name,
+    displayName: r.display_name ?? '',
+    avatarUrl: toMemberSummary({ ...r, archived_at: null }).avatarUrl,
+  }));
 }

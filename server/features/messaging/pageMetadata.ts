@@ -108,7 +108,8 @@ export function extractMetadata(html: string, pageUrl: string): PageMetadata {
   parser.end();
   // A title cut off by the end of the input still counts.
   if (title === undefined && inTitle) title = titleText;
-  const first = (keys: readonly string[]) => keys.map((k) => found.get(k)).find((v) => v !== undefined && v.trim() !== '');
+  const first = (keys: readonly string[]) =>
+    keys.map((k) => found.get(k)).find((v) => v !== undefined && v.trim() !== '');
   return {
     title: clean(first(SOURCES.title) ?? title, METADATA_LIMITS.title),
     description: clean(first(SOURCES.description), METADATA_LIMITS.description),

@@ -32,11 +32,18 @@ export async function reencryptMessages(db: Knex, config: Config, logger: Logger
             .limit(config.messageReencryptBatchSize)
             .forUpdate()
             .skipLocked()
-            .select('id', 'user_id', 'key_id', `${column} as data`)) as Array<{ id: string; user_id: string; key_id: string; data: Uint8Array }>;
+            .select('id', 'user_id', 'key_id', `${column} as data`)) as Array<{
+            id: string;
+            user_id: string;
+            key_id: string;
+            data: Uint8Array;
+          }>;
           for (const row of rows) {
             const text = cipher.open(row.user_id, row.id, { keyId: row.key_id, data: Buffer.from(row.data) });
             const sealed = cipher.seal(row.user_id, row.id, text);
-            await trx(table).where({ id: row.id, key_id: oldKey }).update({ key_id: sealed.keyId, [column]: sealed.data });
+            await trx(table)
+              .where({ id: row.id, key_id: oldKey })
+              .update({ key_id: sealed.keyId, [column]: sealed.data });
           }
           return rows.length;
         });
@@ -45,13 +52,19 @@ export async function reencryptMessages(db: Knex, config: Config, logger: Logger
       }
     }
   }
-  if (total > 0) logger.info({ rows: total, primaryKey: cipher.primaryKeyId }, 'messages re-encrypted under the primary key');
+  if (total > 0)
+    logger.info({ rows: total, primaryKey: cipher.primaryKeyId }, 'messages re-encrypted under the primary key');
   return total;
 }
 
 /** The re-encryption job; `config()` is read when it runs, so it sees the keyring of the running server. */
-export function defineMessageReencryption(jobs: JobQueue, deps: { db: Knex; config: () => Config; logger: Logger }): void {
-  jobs.define(QUEUE, async () => void (await reencryptMessages(deps.db, deps.config(), deps.logger)), { maxAttempts: 5 });
+export function defineMessageReencryption(
+  jobs: JobQueue,
+  deps: { db: Knex; config: () => Config; logger: Logger },
+): void {
+  jobs.define(QUEUE, async () => void (await reencryptMessages(deps.db, deps.config(), deps.logger)), {
+    maxAttempts: 5,
+  });
 }
 
 /** Queues the job when some row is under an older key of the ring (one indexed probe per older key and table). */

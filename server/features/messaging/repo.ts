@@ -74,7 +74,8 @@ export interface MessageReadRow {
   gif: unknown;
 }
 
-const MESSAGE_COLUMNS = 'x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids, x.gif';
+const MESSAGE_COLUMNS =
+  'x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids, x.gif';
 
 /**
  * The channel (live, in a live space, the account's), its pins, then `inner` (a lateral subquery
@@ -126,11 +127,20 @@ const olderThan = (cursor: string, op: '<' | '<=') =>
    order by x.created_at desc, x.id desc limit ?`;
 
 /** Newest first: [limit, channelId, userId]. */
-export const pageFirst = prepared<MessageReadRow>('messaging_page_first', channelMessages(olderThan('', '<'), 'm.created_at desc, m.id desc'));
+export const pageFirst = prepared<MessageReadRow>(
+  'messaging_page_first',
+  channelMessages(olderThan('', '<'), 'm.created_at desc, m.id desc'),
+);
 /** Older than the key: [createdAt, id, limit, channelId, userId]. */
-export const pageBefore = prepared<MessageReadRow>('messaging_page_before', channelMessages(olderThan('cursor', '<'), 'm.created_at desc, m.id desc'));
+export const pageBefore = prepared<MessageReadRow>(
+  'messaging_page_before',
+  channelMessages(olderThan('cursor', '<'), 'm.created_at desc, m.id desc'),
+);
 /** The key itself and older: [createdAt, id, limit, channelId, userId]. */
-export const pageUpTo = prepared<MessageReadRow>('messaging_page_up_to', channelMessages(olderThan('cursor', '<='), 'm.created_at desc, m.id desc'));
+export const pageUpTo = prepared<MessageReadRow>(
+  'messaging_page_up_to',
+  channelMessages(olderThan('cursor', '<='), 'm.created_at desc, m.id desc'),
+);
 /** The oldest messages newer than the key, oldest first: [createdAt, id, limit, channelId, userId]. */
 export const pageAfter = prepared<MessageReadRow>(
   'messaging_page_after',
@@ -144,7 +154,10 @@ export const pageAfter = prepared<MessageReadRow>(
 /** One live message of the channel: [messageId, channelId, userId]. */
 export const oneMessage = prepared<MessageReadRow>(
   'messaging_message_one',
-  channelMessages(`select ${MESSAGE_COLUMNS} from messaging_messages x where x.id = ? and x.channel_id = c.id and x.deleted_at is null`, 'm.id'),
+  channelMessages(
+    `select ${MESSAGE_COLUMNS} from messaging_messages x where x.id = ? and x.channel_id = c.id and x.deleted_at is null`,
+    'm.id',
+  ),
 );
 /** Pinned live messages, most recently pinned first: [channelId, userId]. */
 export const pinnedMessages = prepared<MessageReadRow>(

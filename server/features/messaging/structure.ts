@@ -116,7 +116,12 @@ async function liveCategory(db: Knex, userId: string, id: string): Promise<Categ
  * are hidden like unknown ids). `lock` takes the channel row for the transaction: every write that
  * moves the channel's sequence or read state takes it first, so those writes run one at a time.
  */
-export async function liveChannel(db: Knex, userId: string, id: string, lock = false): Promise<ChannelRow & { side_system_id: string | null }> {
+export async function liveChannel(
+  db: Knex,
+  userId: string,
+  id: string,
+  lock = false,
+): Promise<ChannelRow & { side_system_id: string | null }> {
   const q = db('messaging_channels as c')
     .join('messaging_spaces as s', 's.id', 'c.space_id')
     .where({ 'c.id': id, 'c.user_id': userId })
@@ -138,10 +143,21 @@ async function assertSideSystem(db: Knex, userId: string, id: string | null | un
 function assertPermutation(ordered: readonly string[], current: readonly string[], message: string): void {
   const set = new Set(current);
   ordered = ordered.map((id) => id.toLowerCase());
-  if (ordered.length !== current.length || new Set(ordered).size !== ordered.length || !ordered.every((id) => set.has(id))) throw badRequest(message);
+  if (
+    ordered.length !== current.length ||
+    new Set(ordered).size !== ordered.length ||
+    !ordered.every((id) => set.has(id))
+  )
+    throw badRequest(message);
 }
 
-async function applyOrder(db: Knex, table: string, userId: string, ordered: readonly string[], now: number): Promise<void> {
+async function applyOrder(
+  db: Knex,
+  table: string,
+  userId: string,
+  ordered: readonly string[],
+  now: number,
+): Promise<void> {
   await db.raw(
     `update ${table} t set position = v.ord - 1, updated_at = ?
      from unnest(?::uuid[]) with ordinality as v(id, ord)
@@ -153,18 +169,26 @@ async function applyOrder(db: Knex, table: string, userId: string, ordered: read
 // ---- spaces ----
 
 export async function listSpaces(ctx: ServiceContext): Promise<Space[]> {
-  const rows = await spaces(ctx.db).where({ user_id: ownerOf(ctx) }).whereNull('archived_at').orderBy([{ column: 'position' }, { column: 'id' }]);
+  const rows = await spaces(ctx.db)
+    .where({ user_id: ownerOf(ctx) })
+    .whereNull('archived_at')
+    .orderBy([{ column: 'position' }, { column: 'id' }]);
   return Promise.all(rows.map(async (r) => toSpace(r, await iconUrl(ctx, r.icon_key))));
 }
 
 /** An icon given by staging id or by reference, not both; either needs object storage (503). */
 function assertIconInput(ctx: ServiceContext, input: { iconStagingId?: string | null; iconStorageRef?: string }): void {
-  if (input.iconStagingId !== undefined && input.iconStorageRef !== undefined) throw badRequest('Send iconStagingId or iconStorageRef, not both');
-  if ((typeof input.iconStagingId === 'string' || input.iconStorageRef !== undefined) && !ctx.storage) throw unavailable('Object storage is not configured on this server');
+  if (input.iconStagingId !== undefined && input.iconStorageRef !== undefined)
+    throw badRequest('Send iconStagingId or iconStorageRef, not both');
+  if ((typeof input.iconStagingId === 'string' || input.iconStorageRef !== undefined) && !ctx.storage)
+    throw unavailable('Object storage is not configured on this server');
 }
 
 /** Runs a space write that may copy an icon; when the write fails, the copy it made is deleted again. */
-async function withIconCopy<T>(ctx: ServiceContext, write: (copy: (ref: string, tx: ServiceContext & { db: Knex.Transaction }) => Promise<string>) => Promise<T>): Promise<T> {
+async function withIconCopy<T>(
+  ctx: ServiceContext,
+  write: (copy: (ref: string, tx: ServiceContext & { db: Knex.Transaction }) => Promise<string>) => Promise<T>,
+): Promise<T> {
   let copied: string | null = null;
   try {
     return await write(async (ref, tx) => (copied = await copyIcon(tx, ref)));
@@ -177,53 +201,77 @@ async function withIconCopy<T>(ctx: ServiceContext, write: (copy: (ref: string, 
 export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMessagingSpaceRequest']): Promise<Space> {
   const userId = ownerOf(ctx);
   assertIconInput(ctx, input);
-  return withIconCopy(ctx, (copy) => inTransaction(ctx, async (tx) => {
-    // One space creation at a time per account: the limit and the next position hold.
-    await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
-    await assertSideSystem(tx.db, userId, input.sideSystemId);
-    const { count, next } = (await spaces(tx.db).where({ user_id: userId }).whereNull('archived_at').first(tx.db.raw('count(*)::int as count'), tx.db.raw('coalesce(max(position) + 1, 0)::int as next'))) as unknown as { count: number; next: number };
-    if (count >= LIMITS.spaces) throw badRequest(`An account has at most ${LIMITS.spaces} spaces`);
-    const row: SpaceRow = {
-      id: randomUUID(),
-      user_id: userId,
-      name: input.name.trim() || input.name,
-      description: input.description ?? null,
-      side_system_id: input.sideSystemId ?? null,
-      icon_key: input.iconStagingId !== undefined ? await takeIcon(tx, input.iconStagingId) : input.iconStorageRef !== undefined ? await copy(input.iconStorageRef, tx) : null,
-      position: next,
-      created_at: tx.now,
-      updated_at: tx.now,
-      archived_at: null,
-    };
-    await spaces(tx.db).insert(row);
-    return toSpace(row, await iconUrl(tx, row.icon_key));
-  }));
+  return withIconCopy(ctx, (copy) =>
+    inTransaction(ctx, async (tx) => {
+      // One space creation at a time per account: the limit and the next position hold.
+      await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
+      await assertSideSystem(tx.db, userId, input.sideSystemId);
+      const { count, next } = (await spaces(tx.db)
+        .where({ user_id: userId })
+        .whereNull('archived_at')
+        .first(
+          tx.db.raw('count(*)::int as count'),
+          tx.db.raw('coalesce(max(position) + 1, 0)::int as next'),
+        )) as unknown as { count: number; next: number };
+      if (count >= LIMITS.spaces) throw badRequest(`An account has at most ${LIMITS.spaces} spaces`);
+      const row: SpaceRow = {
+        id: randomUUID(),
+        user_id: userId,
+        name: input.name.trim() || input.name,
+        description: input.description ?? null,
+        side_system_id: input.sideSystemId ?? null,
+        icon_key:
+          input.iconStagingId !== undefined
+            ? await takeIcon(tx, input.iconStagingId)
+            : input.iconStorageRef !== undefined
+              ? await copy(input.iconStorageRef, tx)
+              : null,
+        position: next,
+        created_at: tx.now,
+        updated_at: tx.now,
+        archived_at: null,
+      };
+      await spaces(tx.db).insert(row);
+      return toSpace(row, await iconUrl(tx, row.icon_key));
+    }),
+  );
 }
 
-export async function updateSpace(ctx: ServiceContext, id: string, input: Schemas['UpdateMessagingSpaceRequest']): Promise<Space> {
+export async function updateSpace(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateMessagingSpaceRequest'],
+): Promise<Space> {
   const userId = ownerOf(ctx);
   assertIconInput(ctx, input);
-  const { space, replaced } = await withIconCopy(ctx, (copy) => inTransaction(ctx, async (tx) => {
-    const before = await liveSpace(tx.db, userId, id, true);
-    await assertSideSystem(tx.db, userId, input.sideSystemId);
-    const changes: Partial<SpaceRow> = { updated_at: tx.now };
-    if (input.name !== undefined) changes.name = input.name.trim() || input.name;
-    if (input.description !== undefined) changes.description = input.description;
-    if (input.sideSystemId !== undefined) changes.side_system_id = input.sideSystemId;
-    if (input.iconStagingId !== undefined) changes.icon_key = input.iconStagingId === null ? null : await takeIcon(tx, input.iconStagingId);
-    // Naming the space's own icon changes nothing; another icon of the account is copied.
-    if (input.iconStorageRef !== undefined && input.iconStorageRef.toLowerCase() !== iconRefOf(before.icon_key)) changes.icon_key = await copy(input.iconStorageRef, tx);
-    const [row] = await spaces(tx.db).where({ id, user_id: userId }).update(changes).returning('*');
-    const replaced = changes.icon_key !== undefined && before.icon_key !== changes.icon_key ? before.icon_key : null;
-    return { space: toSpace(row as SpaceRow, await iconUrl(tx, (row as SpaceRow).icon_key)), replaced };
-  }));
+  const { space, replaced } = await withIconCopy(ctx, (copy) =>
+    inTransaction(ctx, async (tx) => {
+      const before = await liveSpace(tx.db, userId, id, true);
+      await assertSideSystem(tx.db, userId, input.sideSystemId);
+      const changes: Partial<SpaceRow> = { updated_at: tx.now };
+      if (input.name !== undefined) changes.name = input.name.trim() || input.name;
+      if (input.description !== undefined) changes.description = input.description;
+      if (input.sideSystemId !== undefined) changes.side_system_id = input.sideSystemId;
+      if (input.iconStagingId !== undefined)
+        changes.icon_key = input.iconStagingId === null ? null : await takeIcon(tx, input.iconStagingId);
+      // Naming the space's own icon changes nothing; another icon of the account is copied.
+      if (input.iconStorageRef !== undefined && input.iconStorageRef.toLowerCase() !== iconRefOf(before.icon_key))
+        changes.icon_key = await copy(input.iconStorageRef, tx);
+      const [row] = await spaces(tx.db).where({ id, user_id: userId }).update(changes).returning('*');
+      const replaced = changes.icon_key !== undefined && before.icon_key !== changes.icon_key ? before.icon_key : null;
+      return { space: toSpace(row as SpaceRow, await iconUrl(tx, (row as SpaceRow).icon_key)), replaced };
+    }),
+  );
   // The old icon's object goes once the new reference has committed.
   await dropIcon(ctx, replaced);
   return space;
 }
 
 export async function archiveSpace(ctx: ServiceContext, id: string): Promise<void> {
-  const n = await spaces(ctx.db).where({ id, user_id: ownerOf(ctx) }).whereNull('archived_at').update({ archived_at: ctx.now, updated_at: ctx.now });
+  const n = await spaces(ctx.db)
+    .where({ id, user_id: ownerOf(ctx) })
+    .whereNull('archived_at')
+    .update({ archived_at: ctx.now, updated_at: ctx.now });
   if (n === 0) throw notFound('Space not found');
 }
 
@@ -231,7 +279,11 @@ export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Pro
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     const rows = await spaces(tx.db).where({ user_id: userId }).whereNull('archived_at').forUpdate().select('id');
-    assertPermutation(ordered, rows.map((r) => r.id), 'orderedSpaceIds must list every live space of the account exactly once');
+    assertPermutation(
+      ordered,
+      rows.map((r) => r.id),
+      'orderedSpaceIds must list every live space of the account exactly once',
+    );
     await applyOrder(tx.db, 'messaging_spaces', userId, ordered, tx.now);
   });
 }
@@ -241,7 +293,9 @@ export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Pro
 export async function listCategories(ctx: ServiceContext, spaceId: string): Promise<Category[]> {
   const userId = ownerOf(ctx);
   await liveSpace(ctx.db, userId, spaceId);
-  const rows = await categories(ctx.db).where({ user_id: userId, space_id: spaceId }).orderBy([{ column: 'position' }, { column: 'id' }]);
+  const rows = await categories(ctx.db)
+    .where({ user_id: userId, space_id: spaceId })
+    .orderBy([{ column: 'position' }, { column: 'id' }]);
   return rows.map(toCategory);
 }
 
@@ -249,15 +303,33 @@ export async function createCategory(ctx: ServiceContext, spaceId: string, name:
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
-    const { count, next } = (await categories(tx.db).where({ user_id: userId, space_id: spaceId }).first(tx.db.raw('count(*)::int as count'), tx.db.raw('coalesce(max(position) + 1, 0)::int as next'))) as unknown as { count: number; next: number };
+    const { count, next } = (await categories(tx.db)
+      .where({ user_id: userId, space_id: spaceId })
+      .first(
+        tx.db.raw('count(*)::int as count'),
+        tx.db.raw('coalesce(max(position) + 1, 0)::int as next'),
+      )) as unknown as { count: number; next: number };
     if (count >= LIMITS.categories) throw badRequest(`A space has at most ${LIMITS.categories} categories`);
-    const row: CategoryRow = { id: randomUUID(), user_id: userId, space_id: spaceId, name: name.trim() || name, collapsed: false, position: next, created_at: tx.now, updated_at: tx.now };
+    const row: CategoryRow = {
+      id: randomUUID(),
+      user_id: userId,
+      space_id: spaceId,
+      name: name.trim() || name,
+      collapsed: false,
+      position: next,
+      created_at: tx.now,
+      updated_at: tx.now,
+    };
     await categories(tx.db).insert(row);
     return toCategory(row);
   });
 }
 
-export async function updateCategory(ctx: ServiceContext, id: string, changes: { name?: string; collapsed?: boolean }): Promise<Category> {
+export async function updateCategory(
+  ctx: ServiceContext,
+  id: string,
+  changes: { name?: string; collapsed?: boolean },
+): Promise<Category> {
   const userId = ownerOf(ctx);
   await liveCategory(ctx.db, userId, id);
   const update: Partial<CategoryRow> = { updated_at: ctx.now };
@@ -284,14 +356,23 @@ export async function reorderCategories(ctx: ServiceContext, spaceId: string, or
   await inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
     const rows = await categories(tx.db).where({ user_id: userId, space_id: spaceId }).select('id');
-    assertPermutation(ordered, rows.map((r) => r.id), 'orderedCategoryIds must list every category of the space exactly once');
+    assertPermutation(
+      ordered,
+      rows.map((r) => r.id),
+      'orderedCategoryIds must list every category of the space exactly once',
+    );
     await applyOrder(tx.db, 'messaging_categories', userId, ordered, tx.now);
   });
 }
 
 // ---- channels ----
 
-async function assertCategoryOfSpace(db: Knex, userId: string, spaceId: string, categoryId: string | null | undefined): Promise<void> {
+async function assertCategoryOfSpace(
+  db: Knex,
+  userId: string,
+  spaceId: string,
+  categoryId: string | null | undefined,
+): Promise<void> {
   if (categoryId === null || categoryId === undefined) return;
   const row = await categories(db).where({ id: categoryId, user_id: userId, space_id: spaceId }).first('id');
   if (!row) throw badRequest('categoryId is not a category of this space');
@@ -300,16 +381,29 @@ async function assertCategoryOfSpace(db: Knex, userId: string, spaceId: string, 
 export async function listChannels(ctx: ServiceContext, spaceId: string): Promise<Channel[]> {
   const userId = ownerOf(ctx);
   await liveSpace(ctx.db, userId, spaceId);
-  const rows = await channels(ctx.db).where({ user_id: userId, space_id: spaceId }).whereNull('archived_at').orderBy([{ column: 'position' }, { column: 'id' }]);
+  const rows = await channels(ctx.db)
+    .where({ user_id: userId, space_id: spaceId })
+    .whereNull('archived_at')
+    .orderBy([{ column: 'position' }, { column: 'id' }]);
   return rows.map(toChannel);
 }
 
-export async function createChannel(ctx: ServiceContext, spaceId: string, input: Schemas['CreateMessagingChannelRequest']): Promise<Channel> {
+export async function createChannel(
+  ctx: ServiceContext,
+  spaceId: string,
+  input: Schemas['CreateMessagingChannelRequest'],
+): Promise<Channel> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
     await assertCategoryOfSpace(tx.db, userId, spaceId, input.categoryId);
-    const { count, next } = (await channels(tx.db).where({ user_id: userId, space_id: spaceId }).whereNull('archived_at').first(tx.db.raw('count(*)::int as count'), tx.db.raw('coalesce(max(position) + 1, 0)::int as next'))) as unknown as { count: number; next: number };
+    const { count, next } = (await channels(tx.db)
+      .where({ user_id: userId, space_id: spaceId })
+      .whereNull('archived_at')
+      .first(
+        tx.db.raw('count(*)::int as count'),
+        tx.db.raw('coalesce(max(position) + 1, 0)::int as next'),
+      )) as unknown as { count: number; next: number };
     if (count >= LIMITS.channels) throw badRequest(`A space has at most ${LIMITS.channels} channels`);
     const row = {
       id: randomUUID(),
@@ -328,13 +422,21 @@ export async function createChannel(ctx: ServiceContext, spaceId: string, input:
   });
 }
 
-export async function updateChannel(ctx: ServiceContext, id: string, input: Schemas['UpdateMessagingChannelRequest']): Promise<Channel> {
+export async function updateChannel(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdateMessagingChannelRequest'],
+): Promise<Channel> {
   const userId = ownerOf(ctx);
   await liveChannel(ctx.db, userId, id);
   const changes: Partial<ChannelRow> = { updated_at: ctx.now };
   if (input.name !== undefined) changes.name = input.name.trim() || input.name;
   if (input.topic !== undefined) changes.topic = input.topic;
-  const [row] = await channels(ctx.db).where({ id, user_id: userId }).whereNull('archived_at').update(changes).returning('*');
+  const [row] = await channels(ctx.db)
+    .where({ id, user_id: userId })
+    .whereNull('archived_at')
+    .update(changes)
+    .returning('*');
   if (!row) throw notFound('Channel not found');
   return toChannel(row as ChannelRow);
 }
@@ -344,7 +446,10 @@ export async function moveChannel(ctx: ServiceContext, id: string, categoryId: s
   return inTransaction(ctx, async (tx) => {
     const channel = await liveChannel(tx.db, userId, id, true);
     await assertCategoryOfSpace(tx.db, userId, channel.space_id, categoryId);
-    const [row] = await channels(tx.db).where({ id, user_id: userId }).update({ category_id: categoryId, updated_at: tx.now }).returning('*');
+    const [row] = await channels(tx.db)
+      .where({ id, user_id: userId })
+      .update({ category_id: categoryId, updated_at: tx.now })
+      .returning('*');
     return toChannel(row as ChannelRow);
   });
 }
@@ -359,8 +464,15 @@ export async function reorderChannels(ctx: ServiceContext, spaceId: string, orde
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
-    const rows = await channels(tx.db).where({ user_id: userId, space_id: spaceId }).whereNull('archived_at').select('id');
-    assertPermutation(ordered, rows.map((r) => r.id), 'orderedChannelIds must list every live channel of the space exactly once');
+    const rows = await channels(tx.db)
+      .where({ user_id: userId, space_id: spaceId })
+      .whereNull('archived_at')
+      .select('id');
+    assertPermutation(
+      ordered,
+      rows.map((r) => r.id),
+      'orderedChannelIds must list every live channel of the space exactly once',
+    );
     await applyOrder(tx.db, 'messaging_channels', userId, ordered, tx.now);
   });
 }
@@ -375,7 +487,13 @@ export async function bootstrap(ctx: ServiceContext): Promise<Schemas['Messaging
   for (const c of chans) unreadByChannelId[c.id] = c.unread;
   const spaceRows = jsonValue<Array<Space & { iconKey: string | null }>>(row?.spaces) ?? [];
   return {
-    spaces: await Promise.all(spaceRows.map(async ({ iconKey, ...s }) => ({ ...s, iconUrl: await iconUrl(ctx, iconKey), iconStorageRef: iconRefOf(iconKey) }))),
+    spaces: await Promise.all(
+      spaceRows.map(async ({ iconKey, ...s }) => ({
+        ...s,
+        iconUrl: await iconUrl(ctx, iconKey),
+        iconStorageRef: iconRefOf(iconKey),
+      })),
+    ),
     categories: jsonValue<Category[]>(row?.categories) ?? [],
     channels: chans.map(({ unread: _unread, ...c }) => c),
     unreadByChannelId,

@@ -65,13 +65,20 @@ export async function checkReadiness(deps: AppDeps, log: Logger, timeoutMs = CHE
   })();
 
   const store = deps.rateLimiter.store;
-  const redis = store.kind === 'redis' && store.check
-    ? within(() => store.check!(), timeoutMs).then(() => 'ok' as const, (err) => (fail('redis', err), 'down' as const))
-    : undefined;
+  const redis =
+    store.kind === 'redis' && store.check
+      ? within(() => store.check!(), timeoutMs).then(
+          () => 'ok' as const,
+          (err) => (fail('redis', err), 'down' as const),
+        )
+      : undefined;
 
   const storage = deps.storage;
   const objectStorage = storage
-    ? within(() => storage.check(AbortSignal.timeout(timeoutMs)), timeoutMs).then(() => 'ok' as const, (err) => (fail('objectStorage', err), 'down' as const))
+    ? within(() => storage.check(AbortSignal.timeout(timeoutMs)), timeoutMs).then(
+        () => 'ok' as const,
+        (err) => (fail('objectStorage', err), 'down' as const),
+      )
     : undefined;
 
   const checks: ReadinessChecks = { ...(await database) };

@@ -5,15 +5,27 @@ const done = { status: 204 } as const;
 
 export const privacyBucketsHandlers = {
   listPrivacyBuckets: async (_i, ctx) => ({ status: 200, body: await buckets.listBuckets(ctx.service()) }),
-  createPrivacyBucket: async ({ body }, ctx) => ({ status: 201, body: await buckets.createBucket(ctx.service(), body) }),
-  getPrivacyBucket: async ({ path }, ctx) => ({ status: 200, body: await buckets.getBucket(ctx.service(), path.bucketId) }),
-  updatePrivacyBucket: async ({ path, body }, ctx) => ({ status: 200, body: await buckets.updateBucket(ctx.service(), path.bucketId, body) }),
+  createPrivacyBucket: async ({ body }, ctx) => ({
+    status: 201,
+    body: await buckets.createBucket(ctx.service(), body),
+  }),
+  getPrivacyBucket: async ({ path }, ctx) => ({
+    status: 200,
+    body: await buckets.getBucket(ctx.service(), path.bucketId),
+  }),
+  updatePrivacyBucket: async ({ path, body }, ctx) => ({
+    status: 200,
+    body: await buckets.updateBucket(ctx.service(), path.bucketId, body),
+  }),
   deletePrivacyBucket: async ({ path }, ctx) => {
     await buckets.deleteBucket(ctx.service(), path.bucketId);
     return done;
   },
 
-  getPrivacyBucketDefaults: async ({ path }, ctx) => ({ status: 200, body: await buckets.getDefaults(ctx.service(), path.kind) }),
+  getPrivacyBucketDefaults: async ({ path }, ctx) => ({
+    status: 200,
+    body: await buckets.getDefaults(ctx.service(), path.kind),
+  }),
   setPrivacyBucketDefaults: async ({ path, body }, ctx) => {
     await buckets.setDefaults(ctx.service(), path.kind, body.bucketIds);
     return done;
@@ -33,19 +45,39 @@ export const privacyBucketsHandlers = {
   }),
 
   bulkPrivacyBucketFriends: async ({ body }, ctx) => {
-    await buckets.bulk(ctx.service(), 'friend', { bucketId: body.bucketId, mode: body.mode, field: 'friendUserIds', ids: body.friendUserIds });
+    await buckets.bulk(ctx.service(), 'friend', {
+      bucketId: body.bucketId,
+      mode: body.mode,
+      field: 'friendUserIds',
+      ids: body.friendUserIds,
+    });
     return done;
   },
   bulkPrivacyBucketMembers: async ({ body }, ctx) => {
-    await buckets.bulk(ctx.service(), 'member', { bucketId: body.bucketId, mode: body.mode, field: 'memberIds', ids: body.memberIds });
+    await buckets.bulk(ctx.service(), 'member', {
+      bucketId: body.bucketId,
+      mode: body.mode,
+      field: 'memberIds',
+      ids: body.memberIds,
+    });
     return done;
   },
   bulkPrivacyBucketGroups: async ({ body }, ctx) => {
-    await buckets.bulk(ctx.service(), 'group', { bucketId: body.bucketId, mode: body.mode, field: 'groupIds', ids: body.groupIds });
+    await buckets.bulk(ctx.service(), 'group', {
+      bucketId: body.bucketId,
+      mode: body.mode,
+      field: 'groupIds',
+      ids: body.groupIds,
+    });
     return done;
   },
   bulkPrivacyBucketDirectories: async ({ body }, ctx) => {
-    await buckets.bulk(ctx.service(), 'directory', { bucketId: body.bucketId, mode: body.mode, field: 'directoryIds', ids: body.directoryIds });
+    await buckets.bulk(ctx.service(), 'directory', {
+      bucketId: body.bucketId,
+      mode: body.mode,
+      field: 'directoryIds',
+      ids: body.directoryIds,
+    });
     return done;
   },
 
@@ -59,7 +91,10 @@ export const privacyBucketsHandlers = {
   },
   getFriendPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { friendUserId: path.friendUserId, bucketIds: await buckets.bucketsOf(ctx.service(), 'friend', path.friendUserId) },
+    body: {
+      friendUserId: path.friendUserId,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'friend', path.friendUserId),
+    },
   }),
   setFriendPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'friend', path.friendUserId, body.bucketIds);
@@ -75,7 +110,10 @@ export const privacyBucketsHandlers = {
   },
   getDirectoryPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { directoryId: path.directoryId, bucketIds: await buckets.bucketsOf(ctx.service(), 'directory', path.directoryId) },
+    body: {
+      directoryId: path.directoryId,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'directory', path.directoryId),
+    },
   }),
   setDirectoryPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'directory', path.directoryId, body.bucketIds);
@@ -83,7 +121,10 @@ export const privacyBucketsHandlers = {
   },
   getCustomFieldPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { fieldDefinitionId: path.fieldDefinitionId, bucketIds: await buckets.bucketsOf(ctx.service(), 'custom_field', path.fieldDefinitionId) },
+    body: {
+      fieldDefinitionId: path.fieldDefinitionId,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'custom_field', path.fieldDefinitionId),
+    },
   }),
   setCustomFieldPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'custom_field', path.fieldDefinitionId, body.bucketIds);
@@ -91,7 +132,11 @@ export const privacyBucketsHandlers = {
   },
   getProfileSectionPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { memberId: path.memberId, sectionKey: path.sectionKey, bucketIds: await buckets.bucketsOf(ctx.service(), 'profile_section', path.memberId, path.sectionKey) },
+    body: {
+      memberId: path.memberId,
+      sectionKey: path.sectionKey,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'profile_section', path.memberId, path.sectionKey),
+    },
   }),
   setProfileSectionPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'profile_section', path.memberId, body.bucketIds, path.sectionKey);
@@ -99,7 +144,10 @@ export const privacyBucketsHandlers = {
   },
   getSideSystemPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { sideSystemId: path.sideSystemId, bucketIds: await buckets.bucketsOf(ctx.service(), 'side_system', path.sideSystemId) },
+    body: {
+      sideSystemId: path.sideSystemId,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'side_system', path.sideSystemId),
+    },
   }),
   setSideSystemPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'side_system', path.sideSystemId, body.bucketIds);
@@ -107,7 +155,10 @@ export const privacyBucketsHandlers = {
   },
   getSubSystemPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { subSystemId: path.subSystemId, bucketIds: await buckets.bucketsOf(ctx.service(), 'sub_system', path.subSystemId) },
+    body: {
+      subSystemId: path.subSystemId,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'sub_system', path.subSystemId),
+    },
   }),
   setSubSystemPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'sub_system', path.subSystemId, body.bucketIds);
@@ -117,7 +168,10 @@ export const privacyBucketsHandlers = {
   // Member status definitions carry buckets too (routes of the Member statuses tag, scope memberStatuses).
   getMemberStatusPrivacyBuckets: async ({ path }, ctx) => ({
     status: 200,
-    body: { definitionId: path.definitionId, bucketIds: await buckets.bucketsOf(ctx.service(), 'member_status', path.definitionId) },
+    body: {
+      definitionId: path.definitionId,
+      bucketIds: await buckets.bucketsOf(ctx.service(), 'member_status', path.definitionId),
+    },
   }),
   setMemberStatusPrivacyBuckets: async ({ path, body }, ctx) => {
     await buckets.setBucketsOf(ctx.service(), 'member_status', path.definitionId, body.bucketIds);

@@ -62,7 +62,14 @@ export const PRESETS: readonly Preset[] = [
 ];
 
 /** The kinds of defaults (spec: GET/PUT /privacy-buckets/defaults/{kind}). */
-export const DEFAULT_KINDS = ['new_member', 'new_group', 'new_directory', 'new_custom_field', 'new_profile_section', 'new_friend'] as const;
+export const DEFAULT_KINDS = [
+  'new_member',
+  'new_group',
+  'new_directory',
+  'new_custom_field',
+  'new_profile_section',
+  'new_friend',
+] as const;
 export type DefaultKind = (typeof DEFAULT_KINDS)[number];
 
 /** Creates the account's missing presets (never duplicates them, however many run at once). */
@@ -81,10 +88,17 @@ export async function ensurePresets(db: Knex, userId: string, now: number): Prom
     created_at: now - PRESETS.length + i,
     updated_at: now,
   }));
-  const inserted: Array<{ id: string; slug: string }> = await db('privacy_buckets').insert(rows).onConflict(['user_id', 'slug']).ignore().returning(['id', 'slug']);
+  const inserted: Array<{ id: string; slug: string }> = await db('privacy_buckets')
+    .insert(rows)
+    .onConflict(['user_id', 'slug'])
+    .ignore()
+    .returning(['id', 'slug']);
   const friends = inserted.find((r) => r.slug === 'public_friends');
   if (friends) {
-    await db('privacy_bucket_defaults').insert({ user_id: userId, kind: 'new_friend', bucket_id: friends.id }).onConflict(['user_id', 'kind', 'bucket_id']).ignore();
+    await db('privacy_bucket_defaults')
+      .insert({ user_id: userId, kind: 'new_friend', bucket_id: friends.id })
+      .onConflict(['user_id', 'kind', 'bucket_id'])
+      .ignore();
   }
 }
 
@@ -105,7 +119,13 @@ const SECTIONS = ['avatar', 'displayName', 'pronouns', 'about', 'profileStyle'];
  * number of ids (`new_profile_section` gives each of the member ids' five sections). Run in the
  * transaction that creates the content. For `new_friend` the ids are the friends' account ids.
  */
-export async function applyDefaults(db: Knex, userId: string, kind: DefaultKind, contentIds: readonly string[], now: number): Promise<void> {
+export async function applyDefaults(
+  db: Knex,
+  userId: string,
+  kind: DefaultKind,
+  contentIds: readonly string[],
+  now: number,
+): Promise<void> {
   if (contentIds.length === 0) return;
   const sections = kind === 'new_profile_section' ? SECTIONS : [''];
   await db.raw(

@@ -20,7 +20,16 @@ export interface BucketRow {
 }
 
 /** What can carry buckets (privacy_bucket_assignments.kind) and the rows that must exist for it. */
-export type TargetKind = 'member' | 'profile_section' | 'friend' | 'group' | 'directory' | 'custom_field' | 'side_system' | 'sub_system' | 'member_status';
+export type TargetKind =
+  | 'member'
+  | 'profile_section'
+  | 'friend'
+  | 'group'
+  | 'directory'
+  | 'custom_field'
+  | 'side_system'
+  | 'sub_system'
+  | 'member_status';
 
 interface Target {
   /** The owned, live rows of this kind among the `?::uuid[]` ids, as `id` (bindings: account, ids). */
@@ -33,12 +42,24 @@ interface Target {
  */
 const TARGETS: Record<TargetKind, Target> = {
   member: { owned: `select id from members where user_id = ? and id = any (?::uuid[]) and deleted_at is null` },
-  profile_section: { owned: `select id from members where user_id = ? and id = any (?::uuid[]) and deleted_at is null` },
-  friend: { owned: `select friend_user_id as id from friendships where user_id = ? and friend_user_id = any (?::uuid[]) and status in ('accepted', 'pending')` },
-  group: { owned: `select id from directories where user_id = ? and id = any (?::uuid[]) and kind = 'group' and deleted_at is null` },
-  directory: { owned: `select id from directories where user_id = ? and id = any (?::uuid[]) and kind = 'folder' and deleted_at is null` },
-  custom_field: { owned: `select id from custom_field_definitions where user_id = ? and id = any (?::uuid[]) and deleted_at is null` },
-  side_system: { owned: `select id from side_systems where user_id = ? and id = any (?::uuid[]) and deleted_at is null` },
+  profile_section: {
+    owned: `select id from members where user_id = ? and id = any (?::uuid[]) and deleted_at is null`,
+  },
+  friend: {
+    owned: `select friend_user_id as id from friendships where user_id = ? and friend_user_id = any (?::uuid[]) and status in ('accepted', 'pending')`,
+  },
+  group: {
+    owned: `select id from directories where user_id = ? and id = any (?::uuid[]) and kind = 'group' and deleted_at is null`,
+  },
+  directory: {
+    owned: `select id from directories where user_id = ? and id = any (?::uuid[]) and kind = 'folder' and deleted_at is null`,
+  },
+  custom_field: {
+    owned: `select id from custom_field_definitions where user_id = ? and id = any (?::uuid[]) and deleted_at is null`,
+  },
+  side_system: {
+    owned: `select id from side_systems where user_id = ? and id = any (?::uuid[]) and deleted_at is null`,
+  },
   sub_system: { owned: `select id from sub_systems where user_id = ? and id = any (?::uuid[]) and deleted_at is null` },
   member_status: { owned: `select id from member_status_definitions where user_id = ? and id = any (?::uuid[])` },
 };
@@ -55,7 +76,9 @@ const buckets = (db: Knex) => db<BucketRow>('privacy_buckets');
 
 export const bucketsRepo = {
   list(db: Knex, userId: string): Promise<BucketRow[]> {
-    return buckets(db).where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return buckets(db)
+      .where({ user_id: userId })
+      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   },
 
   find(db: Knex, userId: string, id: string): Promise<BucketRow | undefined> {
@@ -67,12 +90,17 @@ export const bucketsRepo = {
   },
 
   async insert(db: Knex, row: BucketRow): Promise<BucketRow> {
-    const [created] = await buckets(db).insert({ ...row, friend_permissions: JSON.stringify(row.friend_permissions) }).returning('*');
+    const [created] = await buckets(db)
+      .insert({ ...row, friend_permissions: JSON.stringify(row.friend_permissions) })
+      .returning('*');
     return created as BucketRow;
   },
 
   async update(db: Knex, userId: string, id: string, changes: Partial<BucketRow>): Promise<BucketRow> {
-    const out = changes.friend_permissions === undefined ? changes : { ...changes, friend_permissions: JSON.stringify(changes.friend_permissions) };
+    const out =
+      changes.friend_permissions === undefined
+        ? changes
+        : { ...changes, friend_permissions: JSON.stringify(changes.friend_permissions) };
     const [row] = await buckets(db).where({ id, user_id: userId }).update(out).returning('*');
     return row as BucketRow;
   },
@@ -87,7 +115,11 @@ export const bucketsRepo = {
    * (so an assignment is never written for a bucket being deleted). One statement.
    */
   async shareExisting(trx: Knex.Transaction, userId: string, ids: readonly string[]): Promise<Set<string>> {
-    const rows: Array<{ id: string }> = await buckets(trx).where({ user_id: userId }).whereIn('id', [...ids]).forShare().select('id');
+    const rows: Array<{ id: string }> = await buckets(trx)
+      .where({ user_id: userId })
+      .whereIn('id', [...ids])
+      .forShare()
+      .select('id');
     return new Set(rows.map((r) => r.id));
   },
 
@@ -126,7 +158,9 @@ export const defaultsRepo = {
   async replace(trx: Knex.Transaction, userId: string, kind: DefaultKind, bucketIds: readonly string[]): Promise<void> {
     await trx('accounts').where({ id: userId }).forUpdate().select('id');
     await trx('privacy_bucket_defaults').where({ user_id: userId, kind }).delete();
-    await trx('privacy_bucket_defaults').insert(bucketIds.map((bucketId) => ({ user_id: userId, kind, bucket_id: bucketId })));
+    await trx('privacy_bucket_defaults').insert(
+      bucketIds.map((bucketId) => ({ user_id: userId, kind, bucket_id: bucketId })),
+    );
   },
 };
 
@@ -137,8 +171,17 @@ export const assignmentsRepo = {
    * meanwhile (so no assignment outlives its content); `update` also serialises writers of the
    * same target, so concurrent replacements of its buckets run one after the other.
    */
-  async ownedTargets(db: Knex, userId: string, kind: TargetKind, ids: readonly string[], lock: 'share' | 'update' | null = null): Promise<Set<string>> {
-    const { rows }: { rows: Array<{ id: string }> } = await db.raw(`${TARGETS[kind].owned}${lock ? ` for ${lock}` : ''}`, [userId, [...ids]]);
+  async ownedTargets(
+    db: Knex,
+    userId: string,
+    kind: TargetKind,
+    ids: readonly string[],
+    lock: 'share' | 'update' | null = null,
+  ): Promise<Set<string>> {
+    const { rows }: { rows: Array<{ id: string }> } = await db.raw(
+      `${TARGETS[kind].owned}${lock ? ` for ${lock}` : ''}`,
+      [userId, [...ids]],
+    );
     return new Set(rows.map((r) => r.id));
   },
 
@@ -160,15 +203,39 @@ export const assignmentsRepo = {
   },
 
   /** Replaces the buckets of one target: one delete and one insert. */
-  async replace(trx: Knex.Transaction, userId: string, kind: TargetKind, id: string, section: string, bucketIds: readonly string[], now: number): Promise<void> {
-    await trx('privacy_bucket_assignments').where({ user_id: userId, kind, content_id: id, section_key: section }).delete();
+  async replace(
+    trx: Knex.Transaction,
+    userId: string,
+    kind: TargetKind,
+    id: string,
+    section: string,
+    bucketIds: readonly string[],
+    now: number,
+  ): Promise<void> {
+    await trx('privacy_bucket_assignments')
+      .where({ user_id: userId, kind, content_id: id, section_key: section })
+      .delete();
     await trx('privacy_bucket_assignments').insert(
-      bucketIds.map((bucketId) => ({ user_id: userId, bucket_id: bucketId, kind, content_id: id, section_key: section, created_at: now })),
+      bucketIds.map((bucketId) => ({
+        user_id: userId,
+        bucket_id: bucketId,
+        kind,
+        content_id: id,
+        section_key: section,
+        created_at: now,
+      })),
     );
   },
 
   /** Gives one bucket to many targets (those that have it keep it): one statement. */
-  async addMany(trx: Knex.Transaction, userId: string, kind: TargetKind, bucketId: string, ids: readonly string[], now: number): Promise<void> {
+  async addMany(
+    trx: Knex.Transaction,
+    userId: string,
+    kind: TargetKind,
+    bucketId: string,
+    ids: readonly string[],
+    now: number,
+  ): Promise<void> {
     await trx.raw(
       `insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
        select ?, ?, ?, c.id, '', ? from unnest(?::uuid[]) as c(id)
@@ -178,7 +245,16 @@ export const assignmentsRepo = {
   },
 
   /** Takes one bucket from many targets: one statement. */
-  async removeMany(trx: Knex.Transaction, userId: string, kind: TargetKind, bucketId: string, ids: readonly string[]): Promise<void> {
-    await trx('privacy_bucket_assignments').where({ user_id: userId, kind, bucket_id: bucketId, section_key: '' }).whereIn('content_id', [...ids]).delete();
+  async removeMany(
+    trx: Knex.Transaction,
+    userId: string,
+    kind: TargetKind,
+    bucketId: string,
+    ids: readonly string[],
+  ): Promise<void> {
+    await trx('privacy_bucket_assignments')
+      .where({ user_id: userId, kind, bucket_id: bucketId, section_key: '' })
+      .whereIn('content_id', [...ids])
+      .delete();
   },
 };

@@ -14,10 +14,23 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { fullAccess, permissionMap } from '../../access/index.ts';
-import { inTransaction, ownerOf, PERMISSION_GROUPS, type PermissionMap, type ServiceContext } from '../../core/context.ts';
+import {
+  inTransaction,
+  ownerOf,
+  PERMISSION_GROUPS,
+  type PermissionMap,
+  type ServiceContext,
+} from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { ensurePresets, type DefaultKind } from './presets.ts';
-import { assignmentsRepo, bucketsRepo, defaultsRepo, type BucketRow, type ReverseKind, type TargetKind } from './repo.ts';
+import {
+  assignmentsRepo,
+  bucketsRepo,
+  defaultsRepo,
+  type BucketRow,
+  type ReverseKind,
+  type TargetKind,
+} from './repo.ts';
 
 type Schemas = components['schemas'];
 type Bucket = Schemas['PrivacyBucket'];
@@ -87,7 +100,11 @@ export async function getBucket(ctx: ServiceContext, id: string): Promise<Bucket
   return toBucket(row);
 }
 
-export async function updateBucket(ctx: ServiceContext, id: string, input: Schemas['UpdatePrivacyBucketRequest']): Promise<Bucket> {
+export async function updateBucket(
+  ctx: ServiceContext,
+  id: string,
+  input: Schemas['UpdatePrivacyBucketRequest'],
+): Promise<Bucket> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     const row = await bucketsRepo.lock(tx.db, userId, id);
@@ -97,7 +114,8 @@ export async function updateBucket(ctx: ServiceContext, id: string, input: Schem
     if (input.description !== undefined) changes.description = input.description;
     if (input.icon !== undefined) changes.icon = input.icon;
     if (input.iconColorPreset !== undefined) changes.icon_color_preset = input.iconColorPreset;
-    if (input.friendPermissions !== undefined) changes.friend_permissions = merge(storedPermissions(row.friend_permissions), input.friendPermissions);
+    if (input.friendPermissions !== undefined)
+      changes.friend_permissions = merge(storedPermissions(row.friend_permissions), input.friendPermissions);
     return toBucket(await bucketsRepo.update(tx.db, userId, id, changes));
   });
 }
@@ -113,7 +131,12 @@ export async function deleteBucket(ctx: ServiceContext, id: string): Promise<voi
 }
 
 /** 400 unless every id is one of the account's buckets; share-locks them for the transaction. */
-async function assertOwnBuckets(tx: ServiceContext & { db: Knex.Transaction }, userId: string, field: string, ids: readonly string[]): Promise<void> {
+async function assertOwnBuckets(
+  tx: ServiceContext & { db: Knex.Transaction },
+  userId: string,
+  field: string,
+  ids: readonly string[],
+): Promise<void> {
   const found = await bucketsRepo.shareExisting(tx.db, userId, ids);
   const foreign = ids.filter((id) => !found.has(id));
   if (foreign.length > 0) throw badRequest(`${field}: ${notA('privacy bucket', foreign)}`);
@@ -186,7 +209,13 @@ export async function bucketsOf(ctx: ServiceContext, kind: TargetKind, id: strin
 }
 
 /** Replaces the buckets of one target: 404 for the target, then 400 for a foreign bucket; nothing changes on either. */
-export async function setBucketsOf(ctx: ServiceContext, kind: TargetKind, id: string, bucketIds: readonly string[], section = ''): Promise<void> {
+export async function setBucketsOf(
+  ctx: ServiceContext,
+  kind: TargetKind,
+  id: string,
+  bucketIds: readonly string[],
+  section = '',
+): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, [id], 'update');

@@ -29,7 +29,8 @@ export const GALLERY_IMAGE_NOT_FOUND = 'Gallery image not found';
 const GALLERY_URL_PREFIX = '/api/v1/social/gallery/';
 /** A gallery URL as a custom_badge widget stores it: the bare path, no query. */
 const GALLERY_URL = /^\/api\/v1\/social\/gallery\/([0-9a-f]{64})$/;
-const BADGE_URLS_MESSAGE = 'imageUrls must name images of your own gallery (/api/v1/social/gallery/<sha256>, uploaded with POST /api/v1/social/gallery)';
+const BADGE_URLS_MESSAGE =
+  'imageUrls must name images of your own gallery (/api/v1/social/gallery/<sha256>, uploaded with POST /api/v1/social/gallery)';
 
 const galleryUrl = (sha256: string): string => `${GALLERY_URL_PREFIX}${sha256}`;
 const galleryKey = (userId: string, sha256: string): string => `u/${userId}/social-gallery/${sha256}`;
@@ -54,12 +55,19 @@ function requireStorage(storage: ObjectStorage | null): ObjectStorage {
   return storage;
 }
 
-export async function list(ctx: ServiceContext, limit: number, cursor: string | undefined): Promise<Schemas['SocialGalleryPage']> {
+export async function list(
+  ctx: ServiceContext,
+  limit: number,
+  cursor: string | undefined,
+): Promise<Schemas['SocialGalleryPage']> {
   requireStorage(ctx.storage);
   const after = cursor === undefined ? undefined : decodeCursor<[number, string]>(cursor, ['integer', 'string']);
   const rows: repo.GalleryRow[] = await repo.galleryPage(ctx.db, ownerOf(ctx), limit, after);
   const { items, nextAfter } = pageOf(rows, limit);
-  return { items: items.map(toImage), nextCursor: nextAfter ? encodeCursor([Number(nextAfter.created_at), nextAfter.sha256]) : null };
+  return {
+    items: items.map(toImage),
+    nextCursor: nextAfter ? encodeCursor([Number(nextAfter.created_at), nextAfter.sha256]) : null,
+  };
 }
 
 /**
@@ -68,7 +76,11 @@ export async function list(ctx: ServiceContext, limit: number, cursor: string | 
  * lost one). Per-account cap: SOCIAL_GALLERY_MAX_IMAGES, counted under a lock on the account row
  * so concurrent uploads cannot pass it together.
  */
-export async function upload(ctx: ServiceContext, declaredType: string, body: Buffer | undefined): Promise<{ created: boolean; image: GalleryImage }> {
+export async function upload(
+  ctx: ServiceContext,
+  declaredType: string,
+  body: Buffer | undefined,
+): Promise<{ created: boolean; image: GalleryImage }> {
   const store = requireStorage(ctx.storage);
   const userId = ownerOf(ctx);
   const max = ctx.config.socialGalleryMaxImages;
@@ -89,14 +101,24 @@ export async function upload(ctx: ServiceContext, declaredType: string, body: Bu
       const existing = await repo.galleryImages(tx.db).where({ user_id: userId, sha256 }).first();
       if (existing) return { created: false, image: toImage(existing) };
       if ((await countImages(tx.db, userId)) >= max) throw full();
-      const row: repo.GalleryRow = { user_id: userId, sha256, content_type: declaredType, byte_size: body.length, created_at: tx.now };
+      const row: repo.GalleryRow = {
+        user_id: userId,
+        sha256,
+        content_type: declaredType,
+        byte_size: body.length,
+        created_at: tx.now,
+      };
       await repo.galleryImages(tx.db).insert(row);
       return { created: true, image: toImage(row) };
     });
   } catch (err) {
     // Refused after the write: the object goes again unless the image is registered meanwhile
     // (when even that cannot be read, the object stays: unlisted, it goes with the account).
-    const registered = await repo.galleryImages(ctx.db).where({ user_id: userId, sha256 }).first('sha256').catch(() => true);
+    const registered = await repo
+      .galleryImages(ctx.db)
+      .where({ user_id: userId, sha256 })
+      .first('sha256')
+      .catch(() => true);
     if (!registered) await dropObject(ctx, store, key);
     throw err;
   }
@@ -108,9 +130,16 @@ async function countImages(db: Knex, userId: string): Promise<number> {
 }
 
 /** The caller's own image. */
-export async function readOwn(ctx: ServiceContext, sha256: string, ifNoneMatch: string | undefined): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
+export async function readOwn(
+  ctx: ServiceContext,
+  sha256: string,
+  ifNoneMatch: string | undefined,
+): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
   const store = requireStorage(ctx.storage);
-  const row = await repo.galleryImages(ctx.db).where({ user_id: ownerOf(ctx), sha256 }).first('sha256');
+  const row = await repo
+    .galleryImages(ctx.db)
+    .where({ user_id: ownerOf(ctx), sha256 })
+    .first('sha256');
   if (!row) throw notFound(GALLERY_IMAGE_NOT_FOUND);
   return serve(store, galleryKey(ownerOf(ctx), sha256), ifNoneMatch);
 }
@@ -121,18 +150,27 @@ export async function readOwn(ctx: ServiceContext, sha256: string, ifNoneMatch: 
  * it, by the visibility rules of GET /friends/{friendUserId}/social. Otherwise the 404 of an
  * unknown image.
  */
-export async function readForFriend(ctx: ServiceContext, sha256: string, ifNoneMatch: string | undefined): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
+export async function readForFriend(
+  ctx: ServiceContext,
+  sha256: string,
+  ifNoneMatch: string | undefined,
+): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
   const store = requireStorage(ctx.storage);
   const ownerId = ownerOf(ctx);
   const visibilities = await repo.badgeVisibilitiesOfImage(ctx.db, ownerId, sha256, galleryUrl(sha256));
   // At most one more statement: a mutual friend, when only mutuals_only widgets show it.
   const order = ['public', 'logged_in', 'friends_only', 'mutuals_only'];
   const best = visibilities.filter((v) => order.includes(v)).sort((a, b) => order.indexOf(a) - order.indexOf(b))[0];
-  if (!best || !(await visibleToFriend(ctx.db, ownerId, ctx.access.viewerId!, best))) throw notFound(GALLERY_IMAGE_NOT_FOUND);
+  if (!best || !(await visibleToFriend(ctx.db, ownerId, ctx.access.viewerId!, best)))
+    throw notFound(GALLERY_IMAGE_NOT_FOUND);
   return serve(store, galleryKey(ownerId, sha256), ifNoneMatch);
 }
 
-async function serve(store: ObjectStorage, key: string, ifNoneMatch: string | undefined): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
+async function serve(
+  store: ObjectStorage,
+  key: string,
+  ifNoneMatch: string | undefined,
+): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
   const result = await readStoredImage(store, key, ifNoneMatch);
   if (result.status === 404) throw notFound(GALLERY_IMAGE_NOT_FOUND);
   return result;
@@ -149,7 +187,8 @@ export async function remove(ctx: ServiceContext, sha256: string): Promise<void>
   await inTransaction(ctx, async (tx) => {
     const row = await repo.galleryImages(tx.db).where({ user_id: userId, sha256 }).forUpdate().first('sha256');
     if (!row) throw notFound(GALLERY_IMAGE_NOT_FOUND);
-    if (await repo.badgeShowsImage(tx.db, userId, galleryUrl(sha256))) throw conflict('A custom_badge widget shows this image; take it out of the widget first');
+    if (await repo.badgeShowsImage(tx.db, userId, galleryUrl(sha256)))
+      throw conflict('A custom_badge widget shows this image; take it out of the widget first');
     await repo.galleryImages(tx.db).where({ user_id: userId, sha256 }).delete();
   });
   await dropObject(ctx, store, galleryKey(userId, sha256));
@@ -177,7 +216,12 @@ export async function checkBadgeImages(db: Knex, userId: string, imageUrls: stri
     if (!m) throw badRequest(BADGE_URLS_MESSAGE);
     wanted.add(m[1]!);
   }
-  const found = await repo.galleryImages(db).where({ user_id: userId }).whereIn('sha256', [...wanted]).forShare().select('sha256');
+  const found = await repo
+    .galleryImages(db)
+    .where({ user_id: userId })
+    .whereIn('sha256', [...wanted])
+    .forShare()
+    .select('sha256');
   if (found.length !== wanted.size) throw badRequest(BADGE_URLS_MESSAGE);
 }
 

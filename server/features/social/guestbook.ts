@@ -43,7 +43,15 @@ const messages = (db: Knex) => db('guestbook_messages');
 function withAuthor(db: Knex): Knex.QueryBuilder {
   return db('guestbook_messages as m')
     .join('accounts as a', 'a.id', 'm.author_user_id')
-    .select('m.*', 'a.display_name', 'a.image_url', 'a.is_admin', 'a.plan', 'a.donor_supporter_unlocked', 'a.closed_beta_participant_at');
+    .select(
+      'm.*',
+      'a.display_name',
+      'a.image_url',
+      'a.is_admin',
+      'a.plan',
+      'a.donor_supporter_unlocked',
+      'a.closed_beta_participant_at',
+    );
 }
 
 function toMessage(r: MessageRow): Schemas['GuestbookMessage'] {
@@ -73,11 +81,22 @@ function toMessage(r: MessageRow): Schemas['GuestbookMessage'] {
  * strictly before it, and never ends inside a run of equal createdAt (the run is completed on this
  * page), so no thread is dropped or repeated. At most five statements, whatever the page size.
  */
-export async function listThreads(ctx: ServiceContext, widgetId: string, limit: number, cursor: number | undefined): Promise<Schemas['GuestbookPage']> {
+export async function listThreads(
+  ctx: ServiceContext,
+  widgetId: string,
+  limit: number,
+  cursor: number | undefined,
+): Promise<Schemas['GuestbookPage']> {
   const { db } = ctx;
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  const threads = (): Knex.QueryBuilder => withAuthor(db).where({ 'm.widget_id': widgetId }).whereNull('m.parent_message_id');
-  const first = threads().orderBy([{ column: 'm.created_at', order: 'desc' }, { column: 'm.id', order: 'desc' }]).limit(limit + 1);
+  const threads = (): Knex.QueryBuilder =>
+    withAuthor(db).where({ 'm.widget_id': widgetId }).whereNull('m.parent_message_id');
+  const first = threads()
+    .orderBy([
+      { column: 'm.created_at', order: 'desc' },
+      { column: 'm.id', order: 'desc' },
+    ])
+    .limit(limit + 1);
   if (cursor !== undefined) first.where('m.created_at', '<', cursor);
   const rows: MessageRow[] = await first;
   let page = rows.slice(0, limit);
@@ -90,11 +109,20 @@ export async function listThreads(ctx: ServiceContext, widgetId: string, limit: 
         .where('m.id', '<', last.id)
         .orderBy('m.id', 'desc');
       page = page.concat(ties);
-      more = (await messages(db).where({ widget_id: widgetId }).whereNull('parent_message_id').where('created_at', '<', last.created_at).first('id')) !== undefined;
+      more =
+        (await messages(db)
+          .where({ widget_id: widgetId })
+          .whereNull('parent_message_id')
+          .where('created_at', '<', last.created_at)
+          .first('id')) !== undefined;
     }
   }
   const ids = page.map((r) => r.id);
-  const replies: MessageRow[] = ids.length ? await withAuthor(db).whereIn('m.parent_message_id', ids).orderBy([{ column: 'm.created_at' }, { column: 'm.id' }]) : [];
+  const replies: MessageRow[] = ids.length
+    ? await withAuthor(db)
+        .whereIn('m.parent_message_id', ids)
+        .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }])
+    : [];
   const byParent = new Map<string, Schemas['GuestbookMessage'][]>();
   for (const r of replies) {
     const list = byParent.get(r.parent_message_id!) ?? [];
@@ -108,15 +136,25 @@ export async function listThreads(ctx: ServiceContext, widgetId: string, limit: 
 }
 
 /** Posts as the acting account (the owner on owner routes, the viewer on friend routes). */
-export async function post(ctx: ServiceContext, widgetId: string, input: Schemas['PostGuestbookMessageRequest'], notFoundMessage = GUESTBOOK_NOT_FOUND): Promise<Schemas['GuestbookMessage']> {
+export async function post(
+  ctx: ServiceContext,
+  widgetId: string,
+  input: Schemas['PostGuestbookMessageRequest'],
+  notFoundMessage = GUESTBOOK_NOT_FOUND,
+): Promise<Schemas['GuestbookMessage']> {
   const { db, now } = ctx;
   const widget = await requireWidget(ctx, widgetId, 'guestbook', notFoundMessage);
   const body = input.body.trim();
-  if (body.length < 1 || body.length > BODY_MAX) throw badRequest(`body must be 1 to ${BODY_MAX} characters after trimming`);
+  if (body.length < 1 || body.length > BODY_MAX)
+    throw badRequest(`body must be 1 to ${BODY_MAX} characters after trimming`);
   const anonymous = input.postAnonymously ?? false;
-  if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true) throw badRequest('This guestbook does not allow anonymous posts');
+  if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true)
+    throw badRequest('This guestbook does not allow anonymous posts');
   if (input.parentMessageId !== undefined) {
-    const parent = await messages(db).where({ id: input.parentMessageId, widget_id: widgetId }).whereNull('parent_message_id').first('id');
+    const parent = await messages(db)
+      .where({ id: input.parentMessageId, widget_id: widgetId })
+      .whereNull('parent_message_id')
+      .first('id');
     if (!parent) throw badRequest('parentMessageId must be a top-level message of this guestbook');
   }
   const id = randomUUID();
@@ -157,13 +195,21 @@ export async function remove(ctx: ServiceContext, widgetId: string, messageId: s
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
   const found = await findAnywhere(ctx.db, messageId);
   if (!found) throw notFound(MESSAGE_NOT_FOUND);
-  if (found.user_id !== me && found.author_user_id !== me) throw forbidden('Only the guestbook owner or the author can delete this message');
+  if (found.user_id !== me && found.author_user_id !== me)
+    throw forbidden('Only the guestbook owner or the author can delete this message');
   await messages(ctx.db).where({ id: messageId }).delete();
 }
 
-export async function setHidden(ctx: ServiceContext, widgetId: string, messageId: string, hidden: boolean): Promise<void> {
+export async function setHidden(
+  ctx: ServiceContext,
+  widgetId: string,
+  messageId: string,
+  hidden: boolean,
+): Promise<void> {
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  const n = await messages(ctx.db).where({ id: messageId, widget_id: widgetId, user_id: ownerOf(ctx) }).update({ hidden_by_owner: hidden });
+  const n = await messages(ctx.db)
+    .where({ id: messageId, widget_id: widgetId, user_id: ownerOf(ctx) })
+    .update({ hidden_by_owner: hidden });
   if (n === 0) throw notFound(MESSAGE_NOT_FOUND);
 }
 
@@ -171,7 +217,11 @@ export async function setHidden(ctx: ServiceContext, widgetId: string, messageId
  * Blocks the author of a message through the friends block list. The guestbook's owner may block
  * any of its authors; another caller only a non-anonymous author of a message it can see.
  */
-export async function blockAuthor(ctx: ServiceContext, widgetId: string, input: Schemas['BlockGuestbookAuthorRequest']): Promise<void> {
+export async function blockAuthor(
+  ctx: ServiceContext,
+  widgetId: string,
+  input: Schemas['BlockGuestbookAuthorRequest'],
+): Promise<void> {
   const me = ownerOf(ctx);
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
   const found = await findAnywhere(ctx.db, input.messageId);
@@ -179,9 +229,11 @@ export async function blockAuthor(ctx: ServiceContext, widgetId: string, input: 
   if (found.user_id !== me && found.author_user_id !== me) {
     // Another account's guestbook: the caller must be able to see it, as on the friend routes.
     const access = await forFriend(ctx.db, me, found.user_id);
-    if (!access || !(await visibleToFriend(ctx.db, found.user_id, me, found.visibility))) throw notFound(MESSAGE_NOT_FOUND);
+    if (!access || !(await visibleToFriend(ctx.db, found.user_id, me, found.visibility)))
+      throw notFound(MESSAGE_NOT_FOUND);
   }
   if (found.author_user_id === me) throw badRequest('You cannot block yourself');
-  if (found.posted_anonymously && found.user_id !== me) throw forbidden('Only the guestbook owner can block an anonymous author');
+  if (found.posted_anonymously && found.user_id !== me)
+    throw forbidden('Only the guestbook owner can block an anonymous author');
   await block(ctx, found.author_user_id, input.reason);
 }

@@ -16,13 +16,19 @@ export const socialHandlers = {
     return { status: 204 };
   },
   createSocialLink: async ({ body }, ctx) => ({ status: 201, body: await profile.createLink(ctx.service(), body) }),
-  updateSocialLink: async ({ path, body }, ctx) => ({ status: 200, body: await profile.updateLink(ctx.service(), path.linkId, body) }),
+  updateSocialLink: async ({ path, body }, ctx) => ({
+    status: 200,
+    body: await profile.updateLink(ctx.service(), path.linkId, body),
+  }),
   deleteSocialLink: async ({ path }, ctx) => {
     await profile.deleteLink(ctx.service(), path.linkId);
     return { status: 204 };
   },
   createSocialWidget: async ({ body }, ctx) => ({ status: 201, body: await profile.createWidget(ctx.service(), body) }),
-  updateSocialWidget: async ({ path, body }, ctx) => ({ status: 200, body: await profile.updateWidget(ctx.service(), path.widgetId, body) }),
+  updateSocialWidget: async ({ path, body }, ctx) => ({
+    status: 200,
+    body: await profile.updateWidget(ctx.service(), path.widgetId, body),
+  }),
   deleteSocialWidget: async ({ path }, ctx) => {
     await profile.deleteWidget(ctx.service(), path.widgetId);
     return { status: 204 };
@@ -32,9 +38,15 @@ export const socialHandlers = {
     return { status: 204 };
   },
   syncSocialOauth: async (_i, ctx) => ({ status: 200, body: await syncOauth(ctx.service()) }),
-  getFriendSocial: async ({ path }, ctx) => ({ status: 200, body: await profile.getFriendSection(await ctx.friend(path.friendUserId)) }),
+  getFriendSocial: async ({ path }, ctx) => ({
+    status: 200,
+    body: await profile.getFriendSection(await ctx.friend(path.friendUserId)),
+  }),
 
-  listSocialGallery: async ({ query }, ctx) => ({ status: 200, body: await gallery.list(ctx.service(), query.limit ?? 50, query.cursor) }),
+  listSocialGallery: async ({ query }, ctx) => ({
+    status: 200,
+    body: await gallery.list(ctx.service(), query.limit ?? 50, query.cursor),
+  }),
   uploadSocialGalleryImage: async ({ body }, ctx) => {
     // The pipeline admitted only the four image types; the bytes must be of the one declared.
     const declared = (ctx.req.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -45,7 +57,8 @@ export const socialHandlers = {
     const caller = ctx.service();
     gallery.requireGalleryStorage(caller); // 503 first, whoever asks
     const ifNoneMatch = ctx.req.get('if-none-match');
-    const owner = query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
+    const owner =
+      query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
     if (!owner) return gallery.readOwn(caller, path.sha256, ifNoneMatch);
     let fctx;
     try {
@@ -66,7 +79,10 @@ export const socialHandlers = {
     status: 200,
     body: await guestbook.listThreads(ctx.service(), path.widgetId, query.limit ?? 25, query.cursor),
   }),
-  postGuestbookMessage: async ({ path, body }, ctx) => ({ status: 201, body: await guestbook.post(ctx.service(), path.widgetId, body) }),
+  postGuestbookMessage: async ({ path, body }, ctx) => ({
+    status: 201,
+    body: await guestbook.post(ctx.service(), path.widgetId, body),
+  }),
   deleteGuestbookMessage: async ({ path }, ctx) => {
     await guestbook.remove(ctx.service(), path.widgetId, path.messageId);
     return { status: 204 };
@@ -86,6 +102,12 @@ export const socialHandlers = {
 
   getPoll: async ({ path }, ctx) => ({ status: 200, body: await poll.getState(ctx.service(), path.widgetId) }),
   votePoll: async ({ path, body }, ctx) => ({ status: 200, body: await poll.vote(ctx.service(), path.widgetId, body) }),
-  getFriendPoll: async ({ path }, ctx) => ({ status: 200, body: await poll.getState(await ctx.friend(path.friendUserId), path.widgetId, FRIEND_NOT_FOUND) }),
-  voteFriendPoll: async ({ path, body }, ctx) => ({ status: 200, body: await poll.vote(await ctx.friend(path.friendUserId), path.widgetId, body, FRIEND_NOT_FOUND) }),
+  getFriendPoll: async ({ path }, ctx) => ({
+    status: 200,
+    body: await poll.getState(await ctx.friend(path.friendUserId), path.widgetId, FRIEND_NOT_FOUND),
+  }),
+  voteFriendPoll: async ({ path, body }, ctx) => ({
+    status: 200,
+    body: await poll.vote(await ctx.friend(path.friendUserId), path.widgetId, body, FRIEND_NOT_FOUND),
+  }),
 } satisfies Partial<HandlerMap>;

@@ -23,7 +23,8 @@ export async function registerIdentity(ctx: ServiceContext, input: Schemas['Regi
   await inTransaction(ctx, async (tx) => {
     const account = await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
     if (!account) throw notFound('Account not found');
-    await tx.db('social_identities')
+    await tx
+      .db('social_identities')
       .insert({
         id: randomUUID(),
         user_id: userId,
@@ -44,14 +45,21 @@ export async function syncOauth(ctx: ServiceContext): Promise<Schemas['SyncOauth
   return inTransaction(ctx, async (tx) => {
     await repo.touch(tx.db, userId, tx.now);
     await repo.profiles(tx.db).where({ user_id: userId }).forUpdate(); // one sync (or link create) at a time
-    const identities: IdentityRow[] = await tx.db('social_identities').where({ user_id: userId }).orderBy('provider').select('provider', 'handle', 'url', 'avatar_url');
+    const identities: IdentityRow[] = await tx
+      .db('social_identities')
+      .where({ user_id: userId })
+      .orderBy('provider')
+      .select('provider', 'handle', 'url', 'avatar_url');
     let inserted = 0;
     let updated = 0;
     for (const identity of identities) {
-      const changed = await repo.links(tx.db)
+      const changed = await repo
+        .links(tx.db)
         .where({ user_id: userId, platform: identity.provider })
         .andWhere((q) => {
-          q.whereRaw('handle is distinct from ?', [identity.handle]).orWhereRaw('url is distinct from ?', [identity.url]).orWhereRaw('avatar_url is distinct from ?', [identity.avatar_url]);
+          q.whereRaw('handle is distinct from ?', [identity.handle])
+            .orWhereRaw('url is distinct from ?', [identity.url])
+            .orWhereRaw('avatar_url is distinct from ?', [identity.avatar_url]);
         })
         .update({ handle: identity.handle, url: identity.url, avatar_url: identity.avatar_url, updated_at: tx.now });
       updated += changed;

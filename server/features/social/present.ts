@@ -39,7 +39,12 @@ export function toWidget(r: WidgetRow): Schemas['SocialWidget'] {
   };
 }
 
-export function toSection(userId: string, profile: ProfileRow | undefined, links: LinkRow[], widgets: WidgetRow[]): Schemas['SocialSection'] {
+export function toSection(
+  userId: string,
+  profile: ProfileRow | undefined,
+  links: LinkRow[],
+  widgets: WidgetRow[],
+): Schemas['SocialSection'] {
   return {
     userId,
     links: links.map(toLink),

@@ -31,13 +31,19 @@ export async function updateTheme(ctx: ServiceContext, input: Schemas['UpdateSoc
     await repo.touch(tx.db, userId, tx.now);
     const row = await repo.profiles(tx.db).where({ user_id: userId }).forUpdate().first();
     const theme = input.theme === null ? null : { ...(row?.theme ?? {}), ...input.theme };
-    await repo.profiles(tx.db).where({ user_id: userId }).update({ theme: theme === null ? null : (JSON.stringify(theme) as never) });
+    await repo
+      .profiles(tx.db)
+      .where({ user_id: userId })
+      .update({ theme: theme === null ? null : (JSON.stringify(theme) as never) });
   });
 }
 
 // ---- Links ------------------------------------------------------------------------------------
 
-export async function createLink(ctx: ServiceContext, input: Schemas['CreateSocialLinkRequest']): Promise<Schemas['SocialLinkId']> {
+export async function createLink(
+  ctx: ServiceContext,
+  input: Schemas['CreateSocialLinkRequest'],
+): Promise<Schemas['SocialLinkId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     await repo.touch(tx.db, userId, tx.now);
@@ -64,7 +70,11 @@ export async function createLink(ctx: ServiceContext, input: Schemas['CreateSoci
   });
 }
 
-export async function updateLink(ctx: ServiceContext, linkId: string, input: Schemas['UpdateSocialLinkRequest']): Promise<Schemas['SocialLinkId']> {
+export async function updateLink(
+  ctx: ServiceContext,
+  linkId: string,
+  input: Schemas['UpdateSocialLinkRequest'],
+): Promise<Schemas['SocialLinkId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     const changes: Partial<repo.LinkRow> = { updated_at: tx.now };
@@ -100,12 +110,18 @@ export async function deleteLink(ctx: ServiceContext, linkId: string): Promise<v
 /** Rules of a config the schema cannot state: badge images are in the caller's gallery, link ids are the caller's, a music member is a live member. */
 async function checkConfig(db: Knex, userId: string, config: Config): Promise<void> {
   if (config.kind === 'link_collection' && config.linkIds.length > 0) {
-    const found = await repo.links(db).where({ user_id: userId }).whereIn('id', config.linkIds).count({ n: '*' }).first();
+    const found = await repo
+      .links(db)
+      .where({ user_id: userId })
+      .whereIn('id', config.linkIds)
+      .count({ n: '*' })
+      .first();
     if (Number(found?.n ?? 0) !== config.linkIds.length) throw badRequest('linkIds must be ids of your own links');
   }
   if (config.kind === 'custom_badge') await checkBadgeImages(db, userId, config.imageUrls);
   if (config.kind === 'music' && config.memberId !== undefined) {
-    if (!(await membersRepo.findLive(db, userId, config.memberId))) throw badRequest('memberId must be one of your live members');
+    if (!(await membersRepo.findLive(db, userId, config.memberId)))
+      throw badRequest('memberId must be one of your live members');
   }
 }
 
@@ -120,7 +136,10 @@ function checkKind(type: string, config: Config): void {
   if (type !== config.kind) throw badRequest('type must equal config.kind');
 }
 
-export async function createWidget(ctx: ServiceContext, input: Schemas['CreateSocialWidgetRequest']): Promise<Schemas['SocialWidgetId']> {
+export async function createWidget(
+  ctx: ServiceContext,
+  input: Schemas['CreateSocialWidgetRequest'],
+): Promise<Schemas['SocialWidgetId']> {
   const userId = ownerOf(ctx);
   checkKind(input.type, input.config);
   return inTransaction(ctx, async (tx) => {
@@ -141,7 +160,8 @@ export async function createWidget(ctx: ServiceContext, input: Schemas['CreateSo
       created_at: tx.now,
       updated_at: tx.now,
     };
-    const inserted = await repo.widgets(tx.db)
+    const inserted = await repo
+      .widgets(tx.db)
       .insert({ ...row, config: JSON.stringify(row.config) as never })
       .onConflict('id')
       .ignore()
@@ -157,7 +177,9 @@ export async function createWidget(ctx: ServiceContext, input: Schemas['CreateSo
  * a poll that is now single-choice, is removed.
  */
 function remapBallot(indices: number[], before: string[], after: string[], multiple: boolean): number[] | null {
-  const next = [...new Set(indices.map((i) => after.indexOf(before[i] ?? '')).filter((i) => i >= 0))].sort((a, b) => a - b);
+  const next = [...new Set(indices.map((i) => after.indexOf(before[i] ?? '')).filter((i) => i >= 0))].sort(
+    (a, b) => a - b,
+  );
   if (next.length === 0 || (!multiple && next.length > 1)) return null;
   return next;
 }
@@ -171,16 +193,28 @@ async function remapBallots(db: Knex, widgetId: string, before: Config, after: C
   const multiple = after.allowMultipleSelections ?? false;
   const same = before.options.length === after.options.length && before.options.every((o, i) => o === after.options[i]);
   if (same && (multiple || !(before.allowMultipleSelections ?? false))) return;
-  const ballots: Array<{ voter_user_id: string; user_id: string; option_indices: number[] }> = await db('poll_ballots').where({ widget_id: widgetId }).select('voter_user_id', 'user_id', 'option_indices');
+  const ballots: Array<{ voter_user_id: string; user_id: string; option_indices: number[] }> = await db('poll_ballots')
+    .where({ widget_id: widgetId })
+    .select('voter_user_id', 'user_id', 'option_indices');
   const kept = ballots
     .map((b) => ({ ...b, option_indices: remapBallot(b.option_indices, before.options, after.options, multiple) }))
     .filter((b): b is typeof b & { option_indices: number[] } => b.option_indices !== null)
-    .map((b) => ({ widget_id: widgetId, voter_user_id: b.voter_user_id, user_id: b.user_id, option_indices: b.option_indices, updated_at: now }));
+    .map((b) => ({
+      widget_id: widgetId,
+      voter_user_id: b.voter_user_id,
+      user_id: b.user_id,
+      option_indices: b.option_indices,
+      updated_at: now,
+    }));
   await db('poll_ballots').where({ widget_id: widgetId }).delete();
   if (kept.length > 0) await db('poll_ballots').insert(kept);
 }
 
-export async function updateWidget(ctx: ServiceContext, widgetId: string, input: Schemas['UpdateSocialWidgetRequest']): Promise<Schemas['SocialWidgetId']> {
+export async function updateWidget(
+  ctx: ServiceContext,
+  widgetId: string,
+  input: Schemas['UpdateSocialWidgetRequest'],
+): Promise<Schemas['SocialWidgetId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     const row = await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).forUpdate().first();
@@ -194,7 +228,8 @@ export async function updateWidget(ctx: ServiceContext, widgetId: string, input:
       changes.config = JSON.stringify(normalise(input.config));
       changes.type = input.config.kind;
       await remapBallots(tx.db, widgetId, before, normalise(input.config), tx.now);
-      if (before.kind === 'guestbook' && input.config.kind !== 'guestbook') await tx.db('guestbook_messages').where({ widget_id: widgetId }).delete();
+      if (before.kind === 'guestbook' && input.config.kind !== 'guestbook')
+        await tx.db('guestbook_messages').where({ widget_id: widgetId }).delete();
     }
     if (input.title !== undefined) changes.title = input.title;
     if (input.visibility !== undefined) changes.visibility = input.visibility;
@@ -220,11 +255,20 @@ export async function deleteWidget(ctx: ServiceContext, widgetId: string): Promi
 
 // ---- Reorder ----------------------------------------------------------------------------------
 
-async function reorderTable(db: Knex, table: 'social_links' | 'social_widgets', userId: string, ids: string[], what: string, now: number): Promise<void> {
+async function reorderTable(
+  db: Knex,
+  table: 'social_links' | 'social_widgets',
+  userId: string,
+  ids: string[],
+  what: string,
+  now: number,
+): Promise<void> {
   const existing: Array<{ id: string }> = await db(table).where({ user_id: userId }).select('id').forUpdate();
   const given = new Set(ids);
-  const permutation = given.size === ids.length && ids.length === existing.length && existing.every((r) => given.has(r.id));
-  if (!permutation) throw badRequest(`${what} must list every one of your ${what === 'linkIds' ? 'links' : 'widgets'} exactly once`);
+  const permutation =
+    given.size === ids.length && ids.length === existing.length && existing.every((r) => given.has(r.id));
+  if (!permutation)
+    throw badRequest(`${what} must list every one of your ${what === 'linkIds' ? 'links' : 'widgets'} exactly once`);
   if (ids.length === 0) return;
   // One statement: sort_order = position in the array.
   await db.raw(
@@ -251,7 +295,12 @@ export async function getFriendSection(ctx: ServiceContext): Promise<Schemas['So
   const { profile, links, widgets } = await repo.loadSection(ctx.db, ownerId, visibleSet(mutual));
   // Badge images are fetched with the viewer's key: their URLs name the owner (GET /social/gallery/{sha256}).
   const viewed = widgets.map((w) =>
-    w.type === 'custom_badge' ? { ...w, config: { ...w.config, imageUrls: tagForViewer((w.config as { imageUrls: string[] }).imageUrls, ownerId) } } : w,
+    w.type === 'custom_badge'
+      ? {
+          ...w,
+          config: { ...w.config, imageUrls: tagForViewer((w.config as { imageUrls: string[] }).imageUrls, ownerId) },
+        }
+      : w,
   );
   return toSection(ownerId, profile, links, viewed);
 }

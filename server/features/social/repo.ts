@@ -47,17 +47,30 @@ export const profiles = (db: Knex) => db<ProfileRow>('social_profiles');
 
 /** Records a social change of the account: creates its profile row or moves its updated_at. */
 export async function touch(db: Knex, userId: string, now: number): Promise<void> {
-  await profiles(db).insert({ user_id: userId, theme: null, updated_at: now }).onConflict('user_id').merge(['updated_at']);
+  await profiles(db)
+    .insert({ user_id: userId, theme: null, updated_at: now })
+    .onConflict('user_id')
+    .merge(['updated_at']);
 }
 
 /** One past the largest sort_order of the account's rows (0 for the first). */
-export async function nextSortOrder(db: Knex, table: 'social_links' | 'social_widgets', userId: string): Promise<number> {
-  const row = (await db(table).where({ user_id: userId }).max({ m: 'sort_order' }).first()) as { m: number | null } | undefined;
+export async function nextSortOrder(
+  db: Knex,
+  table: 'social_links' | 'social_widgets',
+  userId: string,
+): Promise<number> {
+  const row = (await db(table).where({ user_id: userId }).max({ m: 'sort_order' }).first()) as
+    | { m: number | null }
+    | undefined;
   return row?.m === null || row?.m === undefined ? 0 : Number(row.m) + 1;
 }
 
 /** The account's links and widgets in sort order (then creation, then id), only those of the given visibilities when given, and its profile row. */
-export async function loadSection(db: Knex, userId: string, visibilities?: string[]): Promise<{ profile?: ProfileRow; links: LinkRow[]; widgets: WidgetRow[] }> {
+export async function loadSection(
+  db: Knex,
+  userId: string,
+  visibilities?: string[],
+): Promise<{ profile?: ProfileRow; links: LinkRow[]; widgets: WidgetRow[] }> {
   const order = [{ column: 'sort_order' }, { column: 'created_at' }, { column: 'id' }];
   const linkQuery = links(db).where({ user_id: userId }).orderBy(order);
   const widgetQuery = widgets(db).where({ user_id: userId }).orderBy(order);
@@ -65,7 +78,11 @@ export async function loadSection(db: Knex, userId: string, visibilities?: strin
     linkQuery.whereIn('visibility', visibilities);
     widgetQuery.whereIn('visibility', visibilities);
   }
-  const [profile, linkRows, widgetRows] = await Promise.all([profiles(db).where({ user_id: userId }).first(), linkQuery, widgetQuery]);
+  const [profile, linkRows, widgetRows] = await Promise.all([
+    profiles(db).where({ user_id: userId }).first(),
+    linkQuery,
+    widgetQuery,
+  ]);
   return { profile, links: linkRows, widgets: widgetRows };
 }
 
@@ -91,7 +108,12 @@ const GALLERY_ORDER: Keyset = {
 };
 
 export function galleryPage(db: Knex, userId: string, size: number, after?: [number, string]): Knex.QueryBuilder {
-  return keysetPage(galleryImages(db).where({ user_id: userId }).select('user_id', 'sha256', 'content_type', 'byte_size', 'created_at'), GALLERY_ORDER, size, after);
+  return keysetPage(
+    galleryImages(db).where({ user_id: userId }).select('user_id', 'sha256', 'content_type', 'byte_size', 'created_at'),
+    GALLERY_ORDER,
+    size,
+    after,
+  );
 }
 
 /** Condition on a social_widgets row (alias `w`): a custom_badge widget whose imageUrls hold `url`. */
@@ -109,7 +131,12 @@ export async function badgeShowsImage(db: Knex, userId: string, url: string): Pr
  * The visibilities of the owner's custom_badge widgets that show the owner's gallery image `sha256`
  * at `url` (none when the image is not in the owner's gallery). One statement.
  */
-export async function badgeVisibilitiesOfImage(db: Knex, ownerId: string, sha256: string, url: string): Promise<string[]> {
+export async function badgeVisibilitiesOfImage(
+  db: Knex,
+  ownerId: string,
+  sha256: string,
+  url: string,
+): Promise<string[]> {
   const rows: Array<{ visibility: string }> = await showsImage(
     db('social_widgets as w')
       .join('social_gallery_images as g', function () {

@@ -12,13 +12,19 @@ export async function shareMutualFriend(db: Knex, ownerId: string, viewerId: str
     .first(db.raw('1 as one'))
     .from('friendships as oc')
     .join('friendships as co', function () {
-      this.on('co.user_id', '=', 'oc.friend_user_id').andOn('co.friend_user_id', '=', 'oc.user_id').andOn('co.status', '=', db.raw('?', ['accepted']));
+      this.on('co.user_id', '=', 'oc.friend_user_id')
+        .andOn('co.friend_user_id', '=', 'oc.user_id')
+        .andOn('co.status', '=', db.raw('?', ['accepted']));
     })
     .join('friendships as vc', function () {
-      this.on('vc.friend_user_id', '=', 'oc.friend_user_id').andOn('vc.user_id', '=', db.raw('?', [viewerId])).andOn('vc.status', '=', db.raw('?', ['accepted']));
+      this.on('vc.friend_user_id', '=', 'oc.friend_user_id')
+        .andOn('vc.user_id', '=', db.raw('?', [viewerId]))
+        .andOn('vc.status', '=', db.raw('?', ['accepted']));
     })
     .join('friendships as cv', function () {
-      this.on('cv.user_id', '=', 'oc.friend_user_id').andOn('cv.friend_user_id', '=', 'vc.user_id').andOn('cv.status', '=', db.raw('?', ['accepted']));
+      this.on('cv.user_id', '=', 'oc.friend_user_id')
+        .andOn('cv.friend_user_id', '=', 'vc.user_id')
+        .andOn('cv.status', '=', db.raw('?', ['accepted']));
     })
     .where({ 'oc.user_id': ownerId, 'oc.status': 'accepted' })
     .whereNot('oc.friend_user_id', viewerId);
@@ -31,7 +37,12 @@ export function visibleSet(mutual: boolean): string[] {
 }
 
 /** Whether one item of the given visibility is visible to an accepted friend (one statement at most). */
-export async function visibleToFriend(db: Knex, ownerId: string, viewerId: string, visibility: string): Promise<boolean> {
+export async function visibleToFriend(
+  db: Knex,
+  ownerId: string,
+  viewerId: string,
+  visibility: string,
+): Promise<boolean> {
   if (visibility === 'private') return false;
   if (visibility !== 'mutuals_only') return true;
   return shareMutualFriend(db, ownerId, viewerId);

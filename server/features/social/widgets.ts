@@ -16,11 +16,18 @@ export function actorOf(ctx: ServiceContext): string {
  * The owner's widget of this kind: for the owner any of its own; for a friend only one whose
  * visibility lets the viewer see it. Otherwise 404 with `message` (the same body for every case).
  */
-export async function requireWidget(ctx: ServiceContext, widgetId: string, kind: WidgetKind, message: string, lock?: 'share'): Promise<repo.WidgetRow> {
+export async function requireWidget(
+  ctx: ServiceContext,
+  widgetId: string,
+  kind: WidgetKind,
+  message: string,
+  lock?: 'share',
+): Promise<repo.WidgetRow> {
   const ownerId = ownerOf(ctx);
   const q = repo.widgets(ctx.db).where({ id: widgetId, user_id: ownerId, type: kind });
   const row = await (lock === 'share' ? q.forShare() : q).first();
   if (!row) throw notFound(message);
-  if (ctx.access.level === 'friend' && !(await visibleToFriend(ctx.db, ownerId, actorOf(ctx), row.visibility))) throw notFound(message);
+  if (ctx.access.level === 'friend' && !(await visibleToFriend(ctx.db, ownerId, actorOf(ctx), row.visibility)))
+    throw notFound(message);
   return row;
 }

@@ -8,7 +8,15 @@ import type { Request } from 'express';
 import type { HandlerMap, RequestContext } from '../../http/handlers.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { ApiError, preconditionFailed } from '../../http/errors.ts';
-import { ALLOWED_IMAGE_TYPES, contentMatchesType, FilesystemObjectStorage, InvalidObjectKeyError, SignedUrlError, UploadRejectedError, urlSegmentToKey } from '../../storage/index.ts';
+import {
+  ALLOWED_IMAGE_TYPES,
+  contentMatchesType,
+  FilesystemObjectStorage,
+  InvalidObjectKeyError,
+  SignedUrlError,
+  UploadRejectedError,
+  urlSegmentToKey,
+} from '../../storage/index.ts';
 
 function signedStorage(ctx: RequestContext): FilesystemObjectStorage {
   const storage = ctx.deps.storage;
@@ -89,15 +97,26 @@ export const storageHandlers = {
     const key = keyOf(path.objectKey);
     const contentType = String(query.contentType);
     const byteSize = Number(query.byteSize);
-    verifying(() => storage.verifySignedUpload({ key, expires: Number(query.expires), contentType, byteSize, signature: String(query.signature) }, ctx.deps.clock()));
-    if (essence(ctx.req.headers['content-type']) !== contentType.toLowerCase()) throw forbidden(`Content-Type must be ${contentType}, as signed`);
+    verifying(() =>
+      storage.verifySignedUpload(
+        { key, expires: Number(query.expires), contentType, byteSize, signature: String(query.signature) },
+        ctx.deps.clock(),
+      ),
+    );
+    if (essence(ctx.req.headers['content-type']) !== contentType.toLowerCase())
+      throw forbidden(`Content-Type must be ${contentType}, as signed`);
     const refuse = (status: 400 | 413, code: 'BAD_REQUEST' | 'PAYLOAD_TOO_LARGE', message: string) =>
       new ApiError(status, code, message, lingerThenClose(ctx.req));
     const length = declaredLength(ctx.req);
-    if (length !== undefined && length > byteSize) throw refuse(413, 'PAYLOAD_TOO_LARGE', `Upload exceeds the signed size of ${byteSize} bytes`);
-    if (length !== undefined && length < byteSize) throw refuse(400, 'BAD_REQUEST', `Content-Length is ${length}; the URL was signed for ${byteSize} bytes`);
+    if (length !== undefined && length > byteSize)
+      throw refuse(413, 'PAYLOAD_TOO_LARGE', `Upload exceeds the signed size of ${byteSize} bytes`);
+    if (length !== undefined && length < byteSize)
+      throw refuse(400, 'BAD_REQUEST', `Content-Length is ${length}; the URL was signed for ${byteSize} bytes`);
     try {
-      const { etag } = await storage.putStream(key, ctx.req, contentType, { byteSize, verifyHead: (head) => contentMatchesType(contentType, head) });
+      const { etag } = await storage.putStream(key, ctx.req, contentType, {
+        byteSize,
+        verifyHead: (head) => contentMatchesType(contentType, head),
+      });
       return { status: 200, headers: { ETag: etag } };
     } catch (err) {
       if (err instanceof UploadRejectedError) {
@@ -113,7 +132,12 @@ export const storageHandlers = {
   downloadStoredObject: async ({ path, query }, ctx) => {
     const storage = signedStorage(ctx);
     const key = keyOf(path.objectKey);
-    verifying(() => storage.verifySignedDownload({ key, expires: Number(query.expires), signature: String(query.signature) }, ctx.deps.clock()));
+    verifying(() =>
+      storage.verifySignedDownload(
+        { key, expires: Number(query.expires), signature: String(query.signature) },
+        ctx.deps.clock(),
+      ),
+    );
     const object = await storage.getStream(key);
     if (!object) throw notFound('Object not found');
     const type = essence(object.contentType);

@@ -8,7 +8,10 @@ export const systemsHandlers = {
     status: 200,
     body: await systems.setUnifiedView(ctx.service(), body.enabled),
   }),
-  createSideSystem: async ({ body }, ctx) => ({ status: 201, body: await systems.createSideSystem(ctx.service(), body) }),
+  createSideSystem: async ({ body }, ctx) => ({
+    status: 201,
+    body: await systems.createSideSystem(ctx.service(), body),
+  }),
   updateSideSystem: async ({ path, body }, ctx) => ({
     status: 200,
     body: await systems.updateSideSystem(ctx.service(), path.sideSystemId, body),

@@ -47,14 +47,26 @@ export const systemsRepo = {
     return withLock(db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at'), lock).first();
   },
   listSides(db: Knex, userId: string): Promise<SystemRow[]> {
-    return db('side_systems').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return db('side_systems')
+      .where({ user_id: userId })
+      .whereNull('deleted_at')
+      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   },
   async insertSide(db: Knex, row: SystemRow): Promise<void> {
     await db('side_systems').insert(row);
   },
   /** Updates a live side system; undefined when it is unknown or deleted (also when deleted concurrently). */
-  async updateSide(db: Knex, userId: string, id: string, changes: SystemFields & { updated_at: number }): Promise<SystemRow | undefined> {
-    const [row] = await db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at').update(changes).returning('*');
+  async updateSide(
+    db: Knex,
+    userId: string,
+    id: string,
+    changes: SystemFields & { updated_at: number },
+  ): Promise<SystemRow | undefined> {
+    const [row] = await db('side_systems')
+      .where({ id, user_id: userId })
+      .whereNull('deleted_at')
+      .update(changes)
+      .returning('*');
     return row as SystemRow | undefined;
   },
   async softDeleteSide(db: Knex, userId: string, id: string, now: number): Promise<void> {
@@ -72,14 +84,25 @@ export const systemsRepo = {
       .orderBy([{ column: 'name' }, { column: 'id' }]);
   },
   listSubs(db: Knex, userId: string): Promise<SubSystemRow[]> {
-    return db('sub_systems').where({ user_id: userId }).whereNull('deleted_at').orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return db('sub_systems')
+      .where({ user_id: userId })
+      .whereNull('deleted_at')
+      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   },
   async countSubsOfSide(db: Knex, userId: string, sideId: string): Promise<number> {
-    const row = await db('sub_systems').where({ user_id: userId, side_system_id: sideId }).whereNull('deleted_at').count<{ c: number }[]>('* as c').first();
+    const row = await db('sub_systems')
+      .where({ user_id: userId, side_system_id: sideId })
+      .whereNull('deleted_at')
+      .count<{ c: number }[]>('* as c')
+      .first();
     return Number(row?.c ?? 0);
   },
   async countChildSubs(db: Knex, userId: string, subId: string): Promise<number> {
-    const row = await db('sub_systems').where({ user_id: userId, parent_sub_system_id: subId }).whereNull('deleted_at').count<{ c: number }[]>('* as c').first();
+    const row = await db('sub_systems')
+      .where({ user_id: userId, parent_sub_system_id: subId })
+      .whereNull('deleted_at')
+      .count<{ c: number }[]>('* as c')
+      .first();
     return Number(row?.c ?? 0);
   },
   async insertSub(db: Knex, row: SubSystemRow): Promise<void> {
@@ -89,7 +112,8 @@ export const systemsRepo = {
     db: Knex,
     userId: string,
     id: string,
-    changes: SystemFields & Partial<Pick<SubSystemRow, 'linked_member_id' | 'parent_sub_system_id'>> & { updated_at: number },
+    changes: SystemFields &
+      Partial<Pick<SubSystemRow, 'linked_member_id' | 'parent_sub_system_id'>> & { updated_at: number },
   ): Promise<SubSystemRow> {
     const [row] = await db('sub_systems').where({ id, user_id: userId }).update(changes).returning('*');
     return row as SubSystemRow;
@@ -114,9 +138,20 @@ export const systemsRepo = {
    * one statement, one EXISTS per table, each an index probe (user_id, side_system_id) or
    * (sub_system_id) — see migration 0006.
    */
-  async tablesHolding(db: Knex, tables: readonly string[], userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<string[]> {
-    const probes = tables.map((table) => `exists (select 1 from ${table} where user_id = ? and ${column} = ?) as "${table}"`);
-    const result = await db.raw<{ rows: Array<Record<string, boolean>> }>(`select ${probes.join(', ')}`, tables.flatMap(() => [userId, id]));
+  async tablesHolding(
+    db: Knex,
+    tables: readonly string[],
+    userId: string,
+    column: 'side_system_id' | 'sub_system_id',
+    id: string,
+  ): Promise<string[]> {
+    const probes = tables.map(
+      (table) => `exists (select 1 from ${table} where user_id = ? and ${column} = ?) as "${table}"`,
+    );
+    const result = await db.raw<{ rows: Array<Record<string, boolean>> }>(
+      `select ${probes.join(', ')}`,
+      tables.flatMap(() => [userId, id]),
+    );
     const row = result.rows[0] ?? {};
     return tables.filter((table) => row[table] === true);
   },

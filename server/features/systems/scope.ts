@@ -15,7 +15,6 @@ export const SYSTEM_SCOPED_TABLES: Array<{ table: string; label: string }> = [
   { table: 'front_sessions', label: 'front data' },
 ];
 
-
 export interface WriteScope {
   sideSystemId: string;
   subSystemId: string | null;
@@ -39,7 +38,8 @@ async function explicitScope(db: Knex, userId: string, q: ScopeQuery, lock?: Row
       throw notFound('Sub system not found in that side system');
     }
     // A live sub keeps its side from being deleted, but the lock makes that independent of the order of checks.
-    if (lock && !(await systemsRepo.findSide(db, userId, sub.side_system_id, lock))) throw notFound('Side system not found');
+    if (lock && !(await systemsRepo.findSide(db, userId, sub.side_system_id, lock)))
+      throw notFound('Side system not found');
     return { sideSystemId: sub.side_system_id, subSystemId: sub.id };
   }
   if (q.sideSystemId) {
@@ -64,13 +64,18 @@ export async function resolveReadScope(db: Knex, userId: string, q: ScopeQuery =
  * concurrent side/sub delete either waits and then counts the new row, or finishes first and the
  * write answers 404 (explicit target) or lands in the scope the delete left active (implicit).
  */
-export async function resolveWriteScope(trx: Knex.Transaction, userId: string, q: ScopeQuery = {}): Promise<WriteScope> {
+export async function resolveWriteScope(
+  trx: Knex.Transaction,
+  userId: string,
+  q: ScopeQuery = {},
+): Promise<WriteScope> {
   const explicit = await explicitScope(trx, userId, q, 'share');
   if (explicit) return explicit;
   // Deletes lock the context row first; locking it too means we read the context a delete leaves behind.
   const ctx = await systemsRepo.getContext(trx, userId, 'share');
   if (!ctx) throw new Error(`account ${userId} has no active system context`);
-  if (!(await systemsRepo.findSide(trx, userId, ctx.side_system_id, 'share'))) throw new Error(`account ${userId} has a deleted active side system`);
+  if (!(await systemsRepo.findSide(trx, userId, ctx.side_system_id, 'share')))
+    throw new Error(`account ${userId} has a deleted active side system`);
   if (ctx.sub_system_id && !(await systemsRepo.findSub(trx, userId, ctx.sub_system_id, 'share'))) {
     throw new Error(`account ${userId} has a deleted active sub system`);
   }

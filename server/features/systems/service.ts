@@ -16,8 +16,25 @@ type ActiveContext = Schemas['ActiveSystemContext'];
 /** Every account has one side system from creation on, and it is the active one. */
 export async function createInitialSideSystem(trx: Knex.Transaction, userId: string, now: number): Promise<void> {
   const id = randomUUID();
-  await systemsRepo.insertSide(trx, { id, user_id: userId, name: 'Main system', description: null, icon: null, tag_code: null, tag_color: null, created_at: now, updated_at: now, deleted_at: null });
-  await systemsRepo.upsertContext(trx, { user_id: userId, side_system_id: id, sub_system_id: null, is_unified_view: false, updated_at: now });
+  await systemsRepo.insertSide(trx, {
+    id,
+    user_id: userId,
+    name: 'Main system',
+    description: null,
+    icon: null,
+    tag_code: null,
+    tag_color: null,
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+  });
+  await systemsRepo.upsertContext(trx, {
+    user_id: userId,
+    side_system_id: id,
+    sub_system_id: null,
+    is_unified_view: false,
+    updated_at: now,
+  });
 }
 
 function optional(row: SystemRow): Partial<SideSystem> {
@@ -30,7 +47,14 @@ function optional(row: SystemRow): Partial<SideSystem> {
 }
 
 export function toSideSystem(row: SystemRow): SideSystem {
-  return { _id: row.id, userId: row.user_id, name: row.name, ...optional(row), createdAt: row.created_at, updatedAt: row.updated_at };
+  return {
+    _id: row.id,
+    userId: row.user_id,
+    name: row.name,
+    ...optional(row),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
 }
 
 export function toSubSystem(row: SubSystemRow): SubSystem {
@@ -48,7 +72,12 @@ export function toSubSystem(row: SubSystemRow): SubSystem {
 }
 
 function toContext(row: ContextRow): ActiveContext {
-  return { sideSystemId: row.side_system_id, subSystemId: row.sub_system_id, isUnifiedView: row.is_unified_view, updatedAt: row.updated_at };
+  return {
+    sideSystemId: row.side_system_id,
+    subSystemId: row.sub_system_id,
+    isUnifiedView: row.is_unified_view,
+    updatedAt: row.updated_at,
+  };
 }
 
 interface FieldInput {
@@ -88,11 +117,18 @@ async function lockedContext(trx: Knex.Transaction, userId: string): Promise<Con
 export async function getSystems(ctx: ServiceContext): Promise<Schemas['SystemsOverview']> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
-  const [active, sides, subs] = await Promise.all([context(db, userId), systemsRepo.listSides(db, userId), systemsRepo.listSubs(db, userId)]);
+  const [active, sides, subs] = await Promise.all([
+    context(db, userId),
+    systemsRepo.listSides(db, userId),
+    systemsRepo.listSubs(db, userId),
+  ]);
   return { active: toContext(active), sideSystems: sides.map(toSideSystem), subSystems: subs.map(toSubSystem) };
 }
 
-export async function setActive(ctx: ServiceContext, input: { sideSystemId: string; subSystemId?: string | null }): Promise<ActiveContext> {
+export async function setActive(
+  ctx: ServiceContext,
+  input: { sideSystemId: string; subSystemId?: string | null },
+): Promise<ActiveContext> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
@@ -126,7 +162,19 @@ export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Pro
 export async function createSideSystem(ctx: ServiceContext, input: FieldInput & { name: string }): Promise<SideSystem> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  const row: SystemRow = { id: randomUUID(), user_id: userId, name: '', description: null, icon: null, tag_code: null, tag_color: null, ...fields(input), created_at: now, updated_at: now, deleted_at: null };
+  const row: SystemRow = {
+    id: randomUUID(),
+    user_id: userId,
+    name: '',
+    description: null,
+    icon: null,
+    tag_code: null,
+    tag_color: null,
+    ...fields(input),
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+  };
   await systemsRepo.insertSide(db, row);
   return toSideSystem(row);
 }
@@ -141,8 +189,21 @@ export async function updateSideSystem(ctx: ServiceContext, id: string, input: F
 }
 
 /** Labels of the data (trashed included) that still sits in a side or sub system. */
-async function remainingData(db: Knex, userId: string, column: 'side_system_id' | 'sub_system_id', id: string): Promise<string[]> {
-  const holding = new Set(await systemsRepo.tablesHolding(db, SYSTEM_SCOPED_TABLES.map((t) => t.table), userId, column, id));
+async function remainingData(
+  db: Knex,
+  userId: string,
+  column: 'side_system_id' | 'sub_system_id',
+  id: string,
+): Promise<string[]> {
+  const holding = new Set(
+    await systemsRepo.tablesHolding(
+      db,
+      SYSTEM_SCOPED_TABLES.map((t) => t.table),
+      userId,
+      column,
+      id,
+    ),
+  );
   return SYSTEM_SCOPED_TABLES.filter((t) => holding.has(t.table)).map((t) => t.label);
 }
 
@@ -156,9 +217,11 @@ export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise
     const sides = await systemsRepo.listSides(trx, userId);
     if (sides.length <= 1) throw badRequest('Cannot delete the last side system');
     const subs = await systemsRepo.countSubsOfSide(trx, userId, id);
-    if (subs > 0) throw badRequest(`Side system still has ${subs} sub system${subs === 1 ? '' : 's'}; delete them first`);
+    if (subs > 0)
+      throw badRequest(`Side system still has ${subs} sub system${subs === 1 ? '' : 's'}; delete them first`);
     const held = await remainingData(trx, userId, 'side_system_id', id);
-    if (held.length) throw badRequest(`Side system still holds ${held.join(', ')} (trashed items included); move or purge them first`);
+    if (held.length)
+      throw badRequest(`Side system still holds ${held.join(', ')} (trashed items included); move or purge them first`);
     await systemsRepo.softDeleteSide(trx, userId, id, now);
     if (ctx.side_system_id === id) {
       const next = sides.find((s) => s.id !== id)!;
@@ -174,24 +237,40 @@ export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise
  * cycle. The context lock keeps the side and parent live and stops concurrent re-parentings from
  * closing a cycle; the member's share lock keeps it from leaving the side before the link commits.
  */
-async function lockForSubWrite(trx: Knex.Transaction, userId: string, linkedMemberId: string | undefined): Promise<MemberRow | undefined> {
+async function lockForSubWrite(
+  trx: Knex.Transaction,
+  userId: string,
+  linkedMemberId: string | undefined,
+): Promise<MemberRow | undefined> {
   await lockedContext(trx, userId);
   return linkedMemberId === undefined ? undefined : membersRepo.shareLive(trx, userId, linkedMemberId);
 }
 
 function assertLinkedMember(member: MemberRow | undefined, sideSystemId: string): void {
-  if (!member || member.side_system_id !== sideSystemId) throw badRequest('linkedMemberId must be a member of the same side system');
+  if (!member || member.side_system_id !== sideSystemId)
+    throw badRequest('linkedMemberId must be a member of the same side system');
 }
 
-async function assertParent(db: Knex, userId: string, parentId: string, sideSystemId: string, selfId?: string): Promise<void> {
+async function assertParent(
+  db: Knex,
+  userId: string,
+  parentId: string,
+  sideSystemId: string,
+  selfId?: string,
+): Promise<void> {
   const parent = await systemsRepo.findSub(db, userId, parentId);
-  if (!parent || parent.side_system_id !== sideSystemId) throw badRequest('parentSubSystemId must be a sub system of the same side system');
+  if (!parent || parent.side_system_id !== sideSystemId)
+    throw badRequest('parentSubSystemId must be a sub system of the same side system');
   if (!selfId) return;
   // The new parent, or one of its ancestors, being ourselves means the move would close a cycle.
-  if (await systemsRepo.isSelfOrAncestor(db, userId, parentId, selfId)) throw badRequest('parentSubSystemId would create a cycle');
+  if (await systemsRepo.isSelfOrAncestor(db, userId, parentId, selfId))
+    throw badRequest('parentSubSystemId would create a cycle');
 }
 
-export async function createSubSystem(ctx: ServiceContext, input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null }): Promise<SubSystem> {
+export async function createSubSystem(
+  ctx: ServiceContext,
+  input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
+): Promise<SubSystem> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
@@ -220,7 +299,11 @@ export async function createSubSystem(ctx: ServiceContext, input: FieldInput & {
   });
 }
 
-export async function updateSubSystem(ctx: ServiceContext, id: string, input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null }): Promise<SubSystem> {
+export async function updateSubSystem(
+  ctx: ServiceContext,
+  id: string,
+  input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null },
+): Promise<SubSystem> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   return db.transaction(async (trx) => {
@@ -234,7 +317,8 @@ export async function updateSubSystem(ctx: ServiceContext, id: string, input: Fi
     }
     if (input.parentSubSystemId !== undefined) {
       if (input.parentSubSystemId === id) throw badRequest('parentSubSystemId would create a cycle');
-      if (input.parentSubSystemId !== null) await assertParent(trx, userId, input.parentSubSystemId, sub.side_system_id, id);
+      if (input.parentSubSystemId !== null)
+        await assertParent(trx, userId, input.parentSubSystemId, sub.side_system_id, id);
       changes.parent_sub_system_id = input.parentSubSystemId;
     }
     return toSubSystem(await systemsRepo.updateSub(trx, userId, id, changes));
@@ -252,11 +336,15 @@ export async function deleteSubSystem(ctx: ServiceContext, id: string): Promise<
     if (children > 0) held.push(`${children} child sub system${children === 1 ? '' : 's'}`);
     if (held.length) throw badRequest(`Sub system is still referenced by ${held.join(', ')} (trashed items included)`);
     await systemsRepo.softDeleteSub(trx, userId, id, now);
-    if (ctx.sub_system_id === id) await systemsRepo.upsertContext(trx, { ...ctx, sub_system_id: null, updated_at: now });
+    if (ctx.sub_system_id === id)
+      await systemsRepo.upsertContext(trx, { ...ctx, sub_system_id: null, updated_at: now });
   });
 }
 
-export async function listAssignableMembers(ctx: ServiceContext, sideSystemId: string): Promise<Schemas['AssignableMember'][]> {
+export async function listAssignableMembers(
+  ctx: ServiceContext,
+  sideSystemId: string,
+): Promise<Schemas['AssignableMember'][]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   if (!(await systemsRepo.findSide(db, userId, sideSystemId))) throw notFound('Side system not found');

@@ -23,10 +23,27 @@ export interface Labels {
 }
 
 export const NOUN_KEYS = [
-  'member', 'group', 'folder', 'system', 'front', 'friend', 'note', 'privacyBucket', 'customField', 'sideSystem', 'subSystem',
+  'member',
+  'group',
+  'folder',
+  'system',
+  'front',
+  'friend',
+  'note',
+  'privacyBucket',
+  'customField',
+  'sideSystem',
+  'subSystem',
 ] as const satisfies readonly NounKey[];
 export const ACTION_KEYS = [
-  'archiveMember', 'archivedMembers', 'trash', 'deleteMember', 'permanentlyDeleteMember', 'unarchiveMember', 'restoreFromTrash', 'mostFronted',
+  'archiveMember',
+  'archivedMembers',
+  'trash',
+  'deleteMember',
+  'permanentlyDeleteMember',
+  'unarchiveMember',
+  'restoreFromTrash',
+  'mostFronted',
 ] as const satisfies readonly ActionKey[];
 export const ICON_KEYS = ['trash'] as const satisfies readonly IconKey[];
 const FORMS = ['singular', 'plural'] as const;
@@ -35,7 +52,9 @@ export const MAX_LABEL_LENGTH = 40;
 
 /** Trims and upper-cases the first letter of each word; the rest of a word is kept (acronyms survive). */
 function titleCase(label: string): string {
-  return label.trim().replace(/(^|\s)(\p{Ll})/gu, (_m, before: string, letter: string) => before + letter.toUpperCase());
+  return label
+    .trim()
+    .replace(/(^|\s)(\p{Ll})/gu, (_m, before: string, letter: string) => before + letter.toUpperCase());
 }
 
 /** A sent label → its stored form, or null for "fall back" (empty or blank). */
@@ -166,14 +185,20 @@ export function diff(inherited: Labels, target: Labels): StoredLabels {
   const layer: StoredLabels = { terms: {}, actions: {}, icons: {} };
   for (const key of NOUN_KEYS) {
     for (const form of FORMS) {
-      if (target.terms[key][form] !== inherited.terms[key][form]) (layer.terms[key] ??= {})[form] = target.terms[key][form];
+      if (target.terms[key][form] !== inherited.terms[key][form])
+        (layer.terms[key] ??= {})[form] = target.terms[key][form];
     }
   }
-  for (const key of ACTION_KEYS) if (target.actions[key] !== inherited.actions[key]) layer.actions[key] = target.actions[key];
+  for (const key of ACTION_KEYS)
+    if (target.actions[key] !== inherited.actions[key]) layer.actions[key] = target.actions[key];
   for (const key of ICON_KEYS) if (target.icons[key] !== inherited.icons[key]) layer.icons[key] = target.icons[key];
   return layer;
 }
 
 export function isEmptyLayer(layer: StoredLabels): boolean {
-  return Object.keys(layer.terms).length === 0 && Object.keys(layer.actions).length === 0 && Object.keys(layer.icons).length === 0;
+  return (
+    Object.keys(layer.terms).length === 0 &&
+    Object.keys(layer.actions).length === 0 &&
+    Object.keys(layer.icons).length === 0
+  );
 }

@@ -27,7 +27,11 @@ export interface OverrideRow extends StoredLabels {
 }
 
 function jsonColumns(labels: StoredLabels): Record<'terms' | 'actions' | 'icons', string> {
-  return { terms: JSON.stringify(labels.terms), actions: JSON.stringify(labels.actions), icons: JSON.stringify(labels.icons) };
+  return {
+    terms: JSON.stringify(labels.terms),
+    actions: JSON.stringify(labels.actions),
+    icons: JSON.stringify(labels.icons),
+  };
 }
 
 export const terminologyRepo = {
@@ -39,11 +43,17 @@ export const terminologyRepo = {
 
   /** Creates the global document unless it exists; the caller then locks and reads it. */
   async insertGlobalIfMissing(db: Knex, row: TerminologyRow): Promise<void> {
-    await db('terminology_settings').insert({ ...row, ...jsonColumns(row) }).onConflict('user_id').ignore();
+    await db('terminology_settings')
+      .insert({ ...row, ...jsonColumns(row) })
+      .onConflict('user_id')
+      .ignore();
   },
 
   async updateGlobal(db: Knex, userId: string, labels: StoredLabels, now: number): Promise<TerminologyRow> {
-    const [row] = await db('terminology_settings').where({ user_id: userId }).update({ ...jsonColumns(labels), updated_at: now }).returning('*');
+    const [row] = await db('terminology_settings')
+      .where({ user_id: userId })
+      .update({ ...jsonColumns(labels), updated_at: now })
+      .returning('*');
     return row as TerminologyRow;
   },
 
@@ -73,7 +83,9 @@ export const terminologyRepo = {
   },
 
   async updateOverride(db: Knex, userId: string, id: string, labels: StoredLabels, now: number): Promise<void> {
-    await db('terminology_overrides').where({ id, user_id: userId }).update({ ...jsonColumns(labels), updated_at: now });
+    await db('terminology_overrides')
+      .where({ id, user_id: userId })
+      .update({ ...jsonColumns(labels), updated_at: now });
   },
 
   async deleteOverride(db: Knex, userId: string, sideSystemId: string, subSystemId: string | null): Promise<void> {
@@ -88,7 +100,11 @@ export const terminologyRepo = {
    * writes of one side system (and its sub systems) are serialised. False when not found.
    */
   async lockSideSystem(trx: Knex.Transaction, userId: string, sideSystemId: string): Promise<boolean> {
-    const row = await trx('side_systems').where({ id: sideSystemId, user_id: userId }).whereNull('deleted_at').forUpdate().first('id');
+    const row = await trx('side_systems')
+      .where({ id: sideSystemId, user_id: userId })
+      .whereNull('deleted_at')
+      .forUpdate()
+      .first('id');
     return row !== undefined;
   },
 };

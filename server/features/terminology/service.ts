@@ -9,7 +9,16 @@ import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { systemsRepo } from '../systems/index.ts';
-import { applyChanges, DEFAULT_LABELS, diff, isEmptyLayer, overlay, readPatch, type Labels, type TerminologyPatch } from './labels.ts';
+import {
+  applyChanges,
+  DEFAULT_LABELS,
+  diff,
+  isEmptyLayer,
+  overlay,
+  readPatch,
+  type Labels,
+  type TerminologyPatch,
+} from './labels.ts';
 import { terminologyRepo, type OverrideRow, type TerminologyRow } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -65,7 +74,8 @@ function scopeOf(target: LayerScope | null): TerminologyScope {
 
 /** 404 unless the side system is the caller's and live, and the sub system (if any) sits in it. */
 async function assertScope(db: Knex, userId: string, target: LayerScope, sideChecked = false): Promise<void> {
-  if (!sideChecked && !(await systemsRepo.findSide(db, userId, target.sideSystemId))) throw notFound('Side system not found');
+  if (!sideChecked && !(await systemsRepo.findSide(db, userId, target.sideSystemId)))
+    throw notFound('Side system not found');
   if (target.subSystemId) {
     const sub = await systemsRepo.findSub(db, userId, target.subSystemId);
     if (!sub || sub.side_system_id !== target.sideSystemId) throw notFound('Sub system not found in that side system');
@@ -130,7 +140,10 @@ export async function getResolvedTerminology(ctx: ServiceContext, query: Resolve
   return resolve(userId, target, await loadLayers(db, userId, target));
 }
 
-export async function updateScopedTerminology(ctx: ServiceContext, input: { sideSystemId: string; subSystemId?: string | null; terms: TerminologyPatch }): Promise<ResolvedTerminology> {
+export async function updateScopedTerminology(
+  ctx: ServiceContext,
+  input: { sideSystemId: string; subSystemId?: string | null; terms: TerminologyPatch },
+): Promise<ResolvedTerminology> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   const changes = readPatch(input.terms, 'terms.');
@@ -139,7 +152,8 @@ export async function updateScopedTerminology(ctx: ServiceContext, input: { side
     // Lock order: the global document (when it exists), then the side system. The inherited
     // labels cannot change under us, and writes to one side system's layers are serialised.
     const global = await terminologyRepo.findGlobal(trx, userId, { forUpdate: true });
-    if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId))) throw notFound('Side system not found');
+    if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId)))
+      throw notFound('Side system not found');
     await assertScope(trx, userId, target, true);
     const { side, sub } = await loadOverrides(trx, userId, target);
 
@@ -168,12 +182,16 @@ export async function updateScopedTerminology(ctx: ServiceContext, input: { side
   });
 }
 
-export async function resetScopedTerminology(ctx: ServiceContext, input: { sideSystemId: string; subSystemId?: string | null }): Promise<ResolvedTerminology> {
+export async function resetScopedTerminology(
+  ctx: ServiceContext,
+  input: { sideSystemId: string; subSystemId?: string | null },
+): Promise<ResolvedTerminology> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
   return db.transaction(async (trx) => {
-    if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId))) throw notFound('Side system not found');
+    if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId)))
+      throw notFound('Side system not found');
     await assertScope(trx, userId, target, true);
     await terminologyRepo.deleteOverride(trx, userId, target.sideSystemId, target.subSystemId);
     return resolve(userId, target, await loadLayers(trx, userId, target));

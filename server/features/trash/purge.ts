@@ -8,7 +8,14 @@ import type { Knex } from 'knex';
 import { badRequest } from '../../core/errors.ts';
 import type { MediaRef } from '../members/index.ts';
 
-export const TRASH_TYPES = ['entry', 'directory', 'member', 'directoryLayout', 'customFieldDefinition', 'frontSession'] as const;
+export const TRASH_TYPES = [
+  'entry',
+  'directory',
+  'member',
+  'directoryLayout',
+  'customFieldDefinition',
+  'frontSession',
+] as const;
 export type TrashType = (typeof TRASH_TYPES)[number];
 
 export const TRASH_TABLES: Record<TrashType, string> = {
@@ -40,11 +47,18 @@ export async function purgeItems(trx: Knex.Transaction, userId: string, items: T
   }
   const objectKeys: string[] = [];
   // Check everything first: one bad item means nothing is purged.
-  const found = new Map<TrashType, Array<{ id: string; deleted_at: number | null; avatar?: MediaRef | null; banner?: MediaRef | null }>>();
+  const found = new Map<
+    TrashType,
+    Array<{ id: string; deleted_at: number | null; avatar?: MediaRef | null; banner?: MediaRef | null }>
+  >();
   for (const [type, idSet] of byType) {
     const ids = [...idSet];
     const columns = type === 'member' ? ['id', 'deleted_at', 'avatar', 'banner'] : ['id', 'deleted_at'];
-    const rows = await trx(TRASH_TABLES[type]).where({ user_id: userId }).whereIn('id', ids).forUpdate().select(columns);
+    const rows = await trx(TRASH_TABLES[type])
+      .where({ user_id: userId })
+      .whereIn('id', ids)
+      .forUpdate()
+      .select(columns);
     const seen = new Map(rows.map((r) => [r.id as string, r]));
     for (const id of ids) {
       const row = seen.get(id);
@@ -57,7 +71,8 @@ export async function purgeItems(trx: Knex.Transaction, userId: string, items: T
   for (const [type, rows] of found) {
     const ids = rows.map((r) => r.id);
     if (type === 'member') {
-      for (const row of rows) for (const ref of [row.avatar, row.banner]) if (ref?.source === 'object') objectKeys.push(ref.key);
+      for (const row of rows)
+        for (const ref of [row.avatar, row.banner]) if (ref?.source === 'object') objectKeys.push(ref.key);
       // Notes keep existing; the purged members leave their explicit member lists. The notes are
       // found through the link table's (user_id, member_id) index, never by scanning the
       // account's notes; this runs before the delete cascades the link rows away.

@@ -30,14 +30,19 @@ export class TrashRetentionJob {
           const expired: Array<{ id: string; user_id: string }> = await trx(`${table} as x`)
             .join('accounts as a', 'a.id', 'x.user_id')
             .whereNotNull('x.deleted_at')
-            .whereRaw('x.deleted_at + coalesce(a.trash_retention_days, ?) * ?::bigint <= ?', [this.options.defaultRetentionDays, DAY_MS, now])
+            .whereRaw('x.deleted_at + coalesce(a.trash_retention_days, ?) * ?::bigint <= ?', [
+              this.options.defaultRetentionDays,
+              DAY_MS,
+              now,
+            ])
             .orderBy('x.deleted_at')
             .limit(BATCH)
             .forUpdate('x')
             .skipLocked()
             .select('x.id', 'x.user_id');
           const byUser = new Map<string, TrashItem[]>();
-          for (const row of expired) byUser.set(row.user_id, [...(byUser.get(row.user_id) ?? []), { type, id: row.id }]);
+          for (const row of expired)
+            byUser.set(row.user_id, [...(byUser.get(row.user_id) ?? []), { type, id: row.id }]);
           let count = 0;
           const keys: string[] = [];
           for (const [userId, items] of byUser) {

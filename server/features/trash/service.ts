@@ -64,7 +64,11 @@ interface LocationPart {
  * directories (recursive, up the parents) and the names of the side and sub systems involved,
  * including those of a layout's folder.
  */
-async function locator(db: Knex, userId: string, rows: TrashRowRaw[]): Promise<(row: TrashRowRaw) => string | undefined> {
+async function locator(
+  db: Knex,
+  userId: string,
+  rows: TrashRowRaw[],
+): Promise<(row: TrashRowRaw) => string | undefined> {
   const dirIds = [...new Set(rows.map((r) => r.directory_id).filter((id): id is string => id !== null))];
   const sideIds = [...new Set(rows.map((r) => r.side_system_id).filter((id): id is string => id !== null))];
   const subIds = [...new Set(rows.map((r) => r.sub_system_id).filter((id): id is string => id !== null))];
@@ -99,8 +103,10 @@ async function locator(db: Knex, userId: string, rows: TrashRowRaw[]): Promise<(
       if (Number(part.depth) === 0) folderScope.set(part.id, { side: part.side_system_id, sub: part.sub_system_id });
     }
   }
-  const scopePath = (side: string | null, sub: string | null) => [side && sideName.get(side), sub && subName.get(sub)].filter((x): x is string => Boolean(x));
-  const folderChain = (id: string | null): string[] => (id ? (chains.get(id) ?? []).sort((x, y) => y.depth - x.depth).map((p) => p.name) : []);
+  const scopePath = (side: string | null, sub: string | null) =>
+    [side && sideName.get(side), sub && subName.get(sub)].filter((x): x is string => Boolean(x));
+  const folderChain = (id: string | null): string[] =>
+    id ? (chains.get(id) ?? []).sort((x, y) => y.depth - x.depth).map((p) => p.name) : [];
   return (row) => {
     switch (row.type) {
       case 'entry':
@@ -120,19 +126,34 @@ async function locator(db: Knex, userId: string, rows: TrashRowRaw[]): Promise<(
   };
 }
 
-export async function listTrash(ctx: ServiceContext, query: { type?: TrashType; limit?: number }): Promise<Schemas['TrashRow'][]> {
+export async function listTrash(
+  ctx: ServiceContext,
+  query: { type?: TrashType; limit?: number },
+): Promise<Schemas['TrashRow'][]> {
   const { db } = ctx;
   const defaultRetentionDays = ctx.config.trashRetentionDays;
   const userId = ownerOf(ctx);
   const limit = query.limit ?? 200;
   const types = query.type ? [query.type] : [...TRASH_TYPES];
   const sql = types.map((t) => `(${BRANCH[t]} order by 4 desc, 2 limit ${limit})`).join(' union all ');
-  const result = await db.raw<{ rows: TrashRowRaw[] }>(`select * from (${sql}) t order by deleted_at desc, id limit ${limit}`, types.map(() => userId));
+  const result = await db.raw<{ rows: TrashRowRaw[] }>(
+    `select * from (${sql}) t order by deleted_at desc, id limit ${limit}`,
+    types.map(() => userId),
+  );
   const rows = result.rows;
   if (rows.length === 0) return [];
-  const [days, locate] = await Promise.all([retentionDays(db, userId, defaultRetentionDays), locator(db, userId, rows)]);
+  const [days, locate] = await Promise.all([
+    retentionDays(db, userId, defaultRetentionDays),
+    locator(db, userId, rows),
+  ]);
   return rows.map((row) => {
-    const out: Schemas['TrashRow'] = { type: row.type, id: row.id, name: row.name, deletedAt: Number(row.deleted_at), purgeAt: Number(row.deleted_at) + days * DAY_MS };
+    const out: Schemas['TrashRow'] = {
+      type: row.type,
+      id: row.id,
+      name: row.name,
+      deletedAt: Number(row.deleted_at),
+      purgeAt: Number(row.deleted_at) + days * DAY_MS,
+    };
     const location = locate(row);
     if (location) out.originalLocation = location;
     return out;
@@ -156,7 +177,12 @@ export async function purge(ctx: ServiceContext, items: TrashItem[]): Promise<vo
   if (items.length === 0) return;
   const result = await inTransaction(ctx, async (tx) => {
     const purged = await purgeItems(tx.db, ownerOf(tx), items);
-    await tx.audit.record(tx, { action: 'trash.purge', targetType: 'trash', targetId: null, detail: { items: items.slice(0, 20), count: items.length } });
+    await tx.audit.record(tx, {
+      action: 'trash.purge',
+      targetType: 'trash',
+      targetId: null,
+      detail: { items: items.slice(0, 20), count: items.length },
+    });
     return purged;
   });
   await dropObjects(ctx.storage, result.objectKeys, ctx.log);
@@ -170,8 +196,15 @@ export async function getSettings(ctx: ServiceContext): Promise<Schemas['TrashSe
 /** Sets the account's retention (audited: `trash.settings.update`, the old and new value). */
 export async function updateSettings(ctx: ServiceContext, days: number | null): Promise<Schemas['TrashSettings']> {
   await inTransaction(ctx, async (tx) => {
-    const before = await tx.db('accounts').where({ id: ownerOf(tx) }).forUpdate().first('trash_retention_days');
-    await tx.db('accounts').where({ id: ownerOf(tx) }).update({ trash_retention_days: days });
+    const before = await tx
+      .db('accounts')
+      .where({ id: ownerOf(tx) })
+      .forUpdate()
+      .first('trash_retention_days');
+    await tx
+      .db('accounts')
+      .where({ id: ownerOf(tx) })
+      .update({ trash_retention_days: days });
     await tx.audit.record(tx, {
       action: 'trash.settings.update',
       targetType: 'account',
