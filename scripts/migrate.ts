@@ -3,7 +3,7 @@
  * On the embedded database it takes the same DATA_DIR lock as the server, so it refuses to run
  * while a server (or another migration) has the directory open.
  */
-import { ConfigError, loadConfig } from '../server/config.ts';
+import { type Config, ConfigError, loadConfig } from '../server/config.ts';
 import { DataDirLockedError } from '../server/db/dataDirLock.ts';
 import { openDatabase, type Database } from '../server/db/knex.ts';
 import { migrateLatest } from '../server/db/migrate.ts';
@@ -13,7 +13,7 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-let config;
+let config: Config;
 try {
   config = loadConfig();
 } catch (err) {

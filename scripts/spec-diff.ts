@@ -20,14 +20,14 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 const isObject = (v: Json | undefined): v is { [key: string]: Json } =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
-const escape = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
+const escapePointer = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /** Every difference between a and b as `pointer: what`. */
 export function diffJson(a: Json | undefined, b: Json | undefined, at = ''): string[] {
   if (isObject(a) && isObject(b)) {
     const out: string[] = [];
     for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) {
-      const here = `${at}/${escape(key)}`;
+      const here = `${at}/${escapePointer(key)}`;
       if (!(key in b)) out.push(`${here}: only in the first`);
       else if (!(key in a)) out.push(`${here}: only in the second`);
       else out.push(...diffJson(a[key], b[key], here));

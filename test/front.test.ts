@@ -903,15 +903,15 @@ describe('GET /front/history', () => {
     const theirs = await createMember(other.api);
     const knex = server.deps.db.knex;
     // 5,000 closed sessions a minute apart for the caller and as many for another account, straight into the table.
-    const seed = (user: string, member: string) =>
+    const seed = (member: string) =>
       knex.raw(
         `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, created_at, updated_at)
          select gen_random_uuid(), m.user_id, m.id, m.side_system_id, ?::bigint - g * 60000, ?::bigint - g * 60000 + 30000, ?::bigint, ?::bigint
          from members m, generate_series(1, 5000) g where m.id = ?`,
         [now, now, now, now, member],
       );
-    await seed(userId, memberId);
-    await seed(other.userId, theirs);
+    await seed(memberId);
+    await seed(theirs);
     // 300 members of the other account in the trash: a page must not read them (it probes its own sessions' members).
     await knex.raw(
       `insert into members (id, user_id, side_system_id, name, created_at, updated_at, deleted_at)

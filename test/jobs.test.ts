@@ -73,7 +73,7 @@ describe('failures', () => {
     const dead: string[] = [];
     const runs: string[] = [];
     const q = queueAt(clock, {
-      metrics: { jobRun: (job, outcome) => void runs.push(outcome), jobDead: (job) => void dead.push(job) },
+      metrics: { jobRun: (_job, outcome) => void runs.push(outcome), jobDead: (job) => void dead.push(job) },
     }).define(
       queue,
       async (job: Job) => {

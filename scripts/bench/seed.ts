@@ -377,9 +377,9 @@ async function seedAwkward(knex: Knex): Promise<AwkwardAccount> {
       updated_at: at,
       deleted_at: i === 69 ? NOW : null,
     });
-    linked.forEach((memberId, position) =>
-      links.push({ entry_id: id, member_id: memberId, user_id: userId, position }),
-    );
+    for (const [position, memberId] of linked.entries()) {
+      links.push({ entry_id: id, member_id: memberId, user_id: userId, position });
+    }
   }
   await knex('entries').insert(entries);
   await knex('entry_members').insert(links);

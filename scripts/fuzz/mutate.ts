@@ -48,7 +48,7 @@ function nodes(
     { path, value, schema: s, key: typeof path.at(-1) === 'string' ? (path.at(-1) as string) : undefined },
   ];
   if (Array.isArray(value)) {
-    value.forEach((item, i) => out.push(...nodes(contract, item, s?.items, [...path, i])));
+    for (const [i, item] of value.entries()) out.push(...nodes(contract, item, s?.items, [...path, i]));
   } else if (isObject(value)) {
     const props = (s?.properties ?? {}) as Record<string, unknown>;
     for (const [k, v] of Object.entries(value)) {
@@ -109,6 +109,7 @@ export const ODD_STRINGS = [
   '\r\n\r\nX-Injected: 1',
   "' OR '1'='1' --",
   '"; DROP TABLE members; --',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as plain text
   '${process.exit(1)}',
   '{{7*7}}',
   '../../../../etc/passwd',
@@ -124,6 +125,7 @@ export const ODD_STRINGS = [
   'NaN',
 ];
 
+// biome-ignore lint/correctness/noPrecisionLoss: 2^53 + 1 on purpose (not a safe integer once parsed)
 const WRONG_TYPED = [0, -1, 1.5, 1e308, -1e308, 9007199254740993, '', 'text', true, false, null, [], [1], {}, { a: 1 }];
 
 function otherType(rng: Prng, value: unknown): unknown {

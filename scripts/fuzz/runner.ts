@@ -137,16 +137,14 @@ export async function runFuzz(options: RunOptions): Promise<FuzzReport> {
   } finally {
     process.off('uncaughtException', onCrash);
     process.off('unhandledRejection', onCrash);
-    await server
-      .close()
-      .catch((err) =>
-        addFailure(global, {
-          check: 'server-down',
-          detail: `closing the server failed: ${String(err)}`,
-          mutation: '-',
-          iteration: -1,
-        }),
-      );
+    await server.close().catch((err) =>
+      addFailure(global, {
+        check: 'server-down',
+        detail: `closing the server failed: ${String(err)}`,
+        mutation: '-',
+        iteration: -1,
+      }),
+    );
   }
   const failures = global.length + reports.reduce((n, r) => n + r.failures.reduce((m, f) => m + 1 + f.repeats, 0), 0);
   return {

@@ -107,7 +107,10 @@ export function resolveMessageKeys(
   options: { databaseUrl: string | undefined; dataDir: string | 'memory' },
 ): MessageKey[] {
   if (configured.length > 0) return configured;
-  if (options.dataDir === 'memory') return (ephemeral ??= [{ id: 'ephemeral', key: randomBytes(32) }]);
+  if (options.dataDir === 'memory') {
+    ephemeral ??= [{ id: 'ephemeral', key: randomBytes(32) }];
+    return ephemeral;
+  }
   if (options.databaseUrl) {
     throw new MessageKeysMissingError(
       'MESSAGE_ENCRYPTION_KEYS is required with DATABASE_URL: message text is encrypted at rest. Set it to <id>:<base64 of 32 random bytes>, e.g. k1:$(openssl rand -base64 32)',

@@ -128,7 +128,10 @@ const MAX_BUILT_VARIANTS = 16;
 export function runBuilt<Row>(db: Knex, name: string, query: Knex.QueryBuilder | Knex.Raw | SqlText): Promise<Row[]> {
   const { sql, bindings } = 'toSQL' in query ? query.toSQL() : query;
   let variants = builtVariants.get(name);
-  if (!variants) builtVariants.set(name, (variants = new Map()));
+  if (!variants) {
+    variants = new Map();
+    builtVariants.set(name, variants);
+  }
   let statement = variants.get(sql) as PreparedStatement<Row> | undefined;
   if (!statement) {
     if (variants.size >= MAX_BUILT_VARIANTS)

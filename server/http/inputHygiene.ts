@@ -59,7 +59,7 @@ function checkJson(root: unknown): void {
     // Pushed in reverse so the first offending field in document order is the one reported.
     const children: Array<{ value: unknown; path: string; depth: number }> = [];
     if (Array.isArray(value)) {
-      value.forEach((item, i) => children.push({ value: item, path: join(path, i), depth: depth + 1 }));
+      for (const [i, item] of value.entries()) children.push({ value: item, path: join(path, i), depth: depth + 1 });
     } else {
       for (const [key, item] of Object.entries(value)) {
         const keyProblem = stringProblem(key);

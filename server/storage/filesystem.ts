@@ -14,6 +14,7 @@
  * route streams the body into putStream with the signed size as its limit.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { Dirent } from 'node:fs';
 import {
   access,
   constants,
@@ -355,7 +356,7 @@ export class FilesystemObjectStorage implements ObjectStorage {
   async list(prefix: string): Promise<string[]> {
     assertValidPrefix(prefix);
     const dir = join(this.root, prefix);
-    let entries;
+    let entries: Dirent[];
     try {
       entries = await readdir(dir, { recursive: true, withFileTypes: true });
     } catch (error) {

@@ -110,7 +110,9 @@ export function loopbackFetch(port: number): (request: Request) => Promise<Respo
     const url = new URL(request.url);
     const body = request.body ? Buffer.from(await request.arrayBuffer()) : undefined;
     const headers: Record<string, string> = { host: url.host };
-    request.headers.forEach((value, name) => (headers[name] = value));
+    request.headers.forEach((value, name) => {
+      headers[name] = value;
+    });
     return new Promise<Response>((resolve, reject) => {
       const req = httpRequest(
         { host: '127.0.0.1', port, method: request.method, path: `${url.pathname}${url.search}`, headers },

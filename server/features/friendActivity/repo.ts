@@ -35,7 +35,7 @@ function memberPasses(
     .where(visibleMembers(access, 'w', group, level));
 }
 
-function joinMember(db: Knex, q: Knex.QueryBuilder, from: string): Knex.QueryBuilder {
+function joinMember(q: Knex.QueryBuilder, from: string): Knex.QueryBuilder {
   return q.join('members as m', function () {
     this.on('m.id', '=', `${from}.member_id`).andOn('m.user_id', '=', `${from}.user_id`);
   });
@@ -175,7 +175,7 @@ export const friendActivityRepo = {
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
   fronters(db: Knex, access: Access): Promise<Array<{ member_id: string; visible: boolean }>> {
-    const q = joinMember(db, db('front_sessions as s'), 's')
+    const q = joinMember(db('front_sessions as s'), 's')
       .where('s.user_id', access.ownerId)
       .whereNull('s.ended_at')
       .whereNull('s.deleted_at')
@@ -338,7 +338,7 @@ export const friendActivityRepo = {
       sessions: number | string;
     }>
   > {
-    const sessions = joinMember(db, db('front_sessions as s'), 's')
+    const sessions = joinMember(db('front_sessions as s'), 's')
       .where('s.user_id', access.ownerId)
       .whereNull('s.deleted_at')
       .whereNull('m.deleted_at')

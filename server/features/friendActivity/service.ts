@@ -257,7 +257,10 @@ export async function month(
   for (const row of rows) {
     const date = new Date(Number(row.day) * 86_400_000).toISOString().slice(0, 10);
     let day = days[days.length - 1];
-    if (day?.date !== date) days.push((day = { date, members: [] }));
+    if (day?.date !== date) {
+      day = { date, members: [] };
+      days.push(day);
+    }
     day.members.push({
       memberId: row.member_id,
       minutes: Math.floor(Number(row.ms) / 60_000),

@@ -45,7 +45,7 @@ export const membersHandlers = {
     const [scope, scopes] = [friendOwner ? 'friends' : 'members', ctx.auth?.scopes ?? {}] as const;
     if (!hasScope(scopes, scope, 'read')) throw forbidden(`Missing API key scope: ${scope} requires read`);
     if (!friendOwner) return readMemberMedia(caller, path.memberId, query.kind, ifNoneMatch);
-    let fctx;
+    let fctx: Awaited<ReturnType<typeof ctx.friend>>;
     try {
       fctx = await ctx.friend(friendOwner);
     } catch (err) {

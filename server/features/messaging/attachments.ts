@@ -120,7 +120,7 @@ export async function attachStaged(
       typeof staged.metadata === 'string' ? JSON.parse(staged.metadata) : staged.metadata
     ) as AttachmentMetadata;
     if (metadata.channelId !== channelId.toLowerCase()) throw refuse();
-    let taken;
+    let taken: Awaited<ReturnType<typeof consumeStagedUpload>>;
     try {
       taken = await consumeStagedUpload(tx.db, storage, {
         userId,

@@ -309,7 +309,7 @@ async function lockMessage(tx: ServiceContext, messageId: string) {
     .whereNull('deleted_at')
     .first('id', 'channel_id', 'seq');
   if (!row) throw notFound('Message not found');
-  let channel;
+  let channel: Awaited<ReturnType<typeof liveChannel>>;
   try {
     channel = await liveChannel(tx.db, userId, row.channel_id as string, true);
   } catch {

@@ -60,7 +60,7 @@ export const socialHandlers = {
     const owner =
       query.ownerUserId !== undefined && query.ownerUserId !== caller.access.ownerId ? query.ownerUserId : null;
     if (!owner) return gallery.readOwn(caller, path.sha256, ifNoneMatch);
-    let fctx;
+    let fctx: Awaited<ReturnType<typeof ctx.friend>>;
     try {
       fctx = await ctx.friend(owner);
     } catch (err) {

@@ -185,8 +185,10 @@ export function diff(inherited: Labels, target: Labels): StoredLabels {
   const layer: StoredLabels = { terms: {}, actions: {}, icons: {} };
   for (const key of NOUN_KEYS) {
     for (const form of FORMS) {
-      if (target.terms[key][form] !== inherited.terms[key][form])
-        (layer.terms[key] ??= {})[form] = target.terms[key][form];
+      if (target.terms[key][form] !== inherited.terms[key][form]) {
+        layer.terms[key] ??= {};
+        layer.terms[key][form] = target.terms[key][form];
+      }
     }
   }
   for (const key of ACTION_KEYS)
