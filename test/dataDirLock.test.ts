@@ -12,6 +12,7 @@ import {
   DataDirLockedError,
   LOCK_FILE_NAME,
   processStartTicks,
+  processState,
   type LockRecord,
 } from '../server/db/dataDirLock.ts';
 
@@ -106,6 +107,24 @@ describe('DATA_DIR lock', () => {
     expect(notices).toEqual([`removed the stale lock ${lockFile()} (pid ${pid}: pid ${pid} is not running)`]);
     expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pid).toBe(process.pid);
     lock.release();
+  });
+
+  it('takes over the lock of a holder that was killed and is a zombie its parent has not reaped', async () => {
+    // The parent (sh exec'd into sleep) never waits for its background child, so the killed child stays a zombie.
+    const parent = spawn('sh', ['-c', 'sleep 300 & echo $!; exec sleep 300'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    children.push(parent);
+    const pid = Number(await new Promise<string>((r) => parent.stdout!.once('data', (d) => r(String(d).trim()))));
+    writeFileSync(lockFile(), JSON.stringify(recordOf(pid)));
+    expect(() => acquireDataDirLock(dir)).toThrow(DataDirLockedError); // alive: refused
+    process.kill(pid, 'SIGKILL');
+    for (let i = 0; i < 100 && processState(pid) !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(processState(pid)).toBe('Z');
+    const notices: string[] = [];
+    acquireDataDirLock(dir, { onStale: (m) => notices.push(m) }).release();
+    expect(notices).toEqual([
+      `removed the stale lock ${lockFile()} (pid ${pid}: pid ${pid} has exited (a zombie, not yet reaped))`,
+    ]);
+    expect(processState(pid)).toBe('Z'); // still unreaped: the lock did not wait for it
   });
 
   it('takes over when the pid now belongs to another process (start time differs)', async () => {

@@ -9,7 +9,8 @@
  * - A crashed holder does not block a restart. On the same machine (same host name, boot and PID
  *   namespace) the record's pid is checked together with the process start time from
  *   /proc/<pid>/stat, so a recycled pid (common in containers, where the server is pid 1 every
- *   time) is recognised as stale at once.
+ *   time) is recognised as stale at once, and so is a holder that has exited but is not yet
+ *   reaped by its parent (state Z or X).
  * - A holder elsewhere (another container or host sharing the volume) cannot be checked by pid, so
  *   the holder touches the file every HEARTBEAT_MS and a record untouched for STALE_AFTER_MS counts
  *   as stale.
@@ -76,13 +77,25 @@ function readOptional(path: string): string | null {
   }
 }
 
-/** Field 22 of /proc/<pid>/stat; the command name (field 2) may contain spaces, so count after its ')'. */
-export function processStartTicks(pid: number): number | null {
+/** Fields 3 onwards of /proc/<pid>/stat; the command name (field 2) may contain spaces, so count after its ')'. */
+function statFields(pid: number): string[] | null {
   const stat = readOptional(`/proc/${pid}/stat`);
-  if (!stat) return null;
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[19]);
+  return stat ? stat.slice(stat.lastIndexOf(')') + 2).split(' ') : null;
+}
+
+/** Field 22 of /proc/<pid>/stat: the process start time in clock ticks since boot. */
+export function processStartTicks(pid: number): number | null {
+  const ticks = Number(statFields(pid)?.[19]);
   return Number.isFinite(ticks) ? ticks : null;
+}
+
+/**
+ * Field 3 of /proc/<pid>/stat. `Z` (zombie) and `X` (dead): the process has exited and only waits
+ * for its parent to reap it, which may take seconds (a supervisor that restarts at once, a parent
+ * that never waits); it holds no file open any more.
+ */
+export function processState(pid: number): string | null {
+  return statFields(pid)?.[0] ?? null;
 }
 
 function pidNamespace(): string | null {
@@ -165,6 +178,13 @@ function judge(record: LockRecord, lockPath: string): Verdict {
     const ticks = processStartTicks(record.pid);
     if (record.startTicks !== null && ticks !== null && ticks !== record.startTicks) {
       return { alive: false, reason: `pid ${record.pid} now belongs to a different process` };
+    }
+    const state = processState(record.pid);
+    if (state === 'Z' || state === 'X') {
+      return {
+        alive: false,
+        reason: `pid ${record.pid} has exited (${state === 'Z' ? 'a zombie' : 'dead'}, not yet reaped)`,
+      };
     }
     return { alive: true, detail: '' };
   }
