@@ -3,7 +3,8 @@
  * `npm start` runs the bundle of this file (dist/main.js) with plain node, so the signals Docker,
  * systemd and Kubernetes send reach this process.
  */
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import type { Express } from 'express';
 import type { Logger } from 'pino';
 import { createApp } from './app.ts';
 import { backgroundContext } from './context.ts';
@@ -131,6 +132,21 @@ function onFatal(kind: 'uncaughtException' | 'unhandledRejection', err: unknown)
   stop(kind, 1, FATAL_GRACE_MS);
 }
 
+/**
+ * Listens on `port` and `host`, or rejects with the listen error. Not `app.listen`: in Express 5 its
+ * callback also receives the error, so a promise resolved there resolves on EADDRINUSE too.
+ */
+function listen(app: Express, port: number, host: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer(app);
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
+}
+
 /** Start-up failures an operator can fix get one line without a stack; anything else is a bug and keeps it. */
 function failedToStart(err: unknown): never {
   if (err instanceof StartupError || err instanceof DataDirLockedError) {
@@ -167,20 +183,13 @@ async function main(): Promise<void> {
   }
   state.runtime = runtime;
   if (state.pendingSignal) return stop(state.pendingSignal, 0, 0);
-  const demo =
-    !config.databaseUrl && config.seedDemo
-      ? await seedDemoAccount(
-          backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job: 'demo_seed' }),
-        )
-      : undefined;
   const app = createApp(runtime.deps);
 
+  // The port is bound before anything is written: a port in use ends start-up before the demo
+  // account is seeded (and before the banner, which would announce a server that never answers).
   let server: Server;
   try {
-    server = await new Promise((resolve, reject) => {
-      const s = app.listen(config.port, config.host, () => resolve(s));
-      s.once('error', reject);
-    });
+    server = await listen(app, config.port, config.host);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const message =
@@ -192,6 +201,12 @@ async function main(): Promise<void> {
     await runtime.close().catch(() => undefined);
     failedToStart(message ? new StartupError(message) : err);
   }
+  const demo =
+    !config.databaseUrl && config.seedDemo
+      ? await seedDemoAccount(
+          backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job: 'demo_seed' }),
+        )
+      : undefined;
   state.server = server;
   await runtime.startJobs();
   const address = server.address();

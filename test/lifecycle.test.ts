@@ -308,6 +308,32 @@ describe('start-up errors are one line without a stack', { timeout: 120_000 }, (
     expect(existsSync(join(dataDir, 'lock'))).toBe(false);
   });
 
+  it('a port already in use: exits 1 with one line naming PORT and HOST, before the demo account is seeded', async () => {
+    const blocker = createServer();
+    await new Promise<void>((res) => blocker.listen(0, '127.0.0.1', res));
+    const port = (blocker.address() as { port: number }).port;
+    const dataDir = tempDir('ada-port-');
+    try {
+      const proc = startServer(serverEnv({ DATA_DIR: dataDir, PORT: String(port) }));
+      expect(await proc.exited).toBe(1);
+      const lines = nonEmptyLines(proc.output());
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({
+        level: 60,
+        msg: `Cannot start: port ${port} on 127.0.0.1 is already in use (PORT, HOST)`,
+      });
+      expect(existsSync(join(dataDir, 'lock'))).toBe(false);
+    } finally {
+      await new Promise((res) => blocker.close(res));
+    }
+    // Nothing was seeded: the next start on that DATA_DIR is still the first.
+    const next = startServer(serverEnv({ DATA_DIR: dataDir }));
+    await listening(next);
+    expect(next.output()).toContain('First start: created account "demo"');
+    next.child.kill('SIGTERM');
+    expect(await next.exited).toBe(0);
+  });
+
   it('DATABASE_URL that cannot be used: names DATABASE_URL and the address, without the password', async () => {
     const port = await freePort();
     // With a message key, so that the database is what fails (without one, that is the first error).
