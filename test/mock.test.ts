@@ -1,5 +1,6 @@
 /** `npm run mock` (Prism) serves the contract's examples, as frontend teams use it. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiClient, type ApiClient } from '../client/index.ts';
@@ -42,7 +43,11 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
-  if (child?.pid) process.kill(-child.pid, 'SIGTERM');
+  try {
+    if (child?.pid) process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // the group is gone (the signal test stopped it)
+  }
 });
 
 describe('Prism mock', () => {
@@ -255,5 +260,38 @@ describe('Prism mock through the typed client, one operation of every tag', () =
       headers: { Prefer: 'code=404' },
     });
     expect(entry.error).toEqual({ code: 'NOT_FOUND', message: 'Entry not found' });
+  });
+});
+
+/** Every process whose process group is `pgid` (field 5 of /proc/<pid>/stat). */
+function processGroup(pgid: number): number[] {
+  const members: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) === pgid) members.push(Number(entry));
+    } catch {
+      // exited while we looked
+    }
+  }
+  return members;
+}
+
+// Last: it stops the mock the other tests use.
+describe('npm run mock and signals', () => {
+  it('SIGTERM to the npm process stops Prism: the port closes and no process of its group survives', async () => {
+    const pgid = child.pid!; // detached: npm leads its own process group
+    expect(processGroup(pgid).length).toBeGreaterThanOrEqual(2); // npm and Prism
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    process.kill(pgid, 'SIGTERM'); // the npm process only, as a supervisor would
+    await exited;
+    let survivors = processGroup(pgid);
+    for (let i = 0; i < 100 && survivors.length > 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      survivors = processGroup(pgid);
+    }
+    expect(survivors).toEqual([]);
+    await expect(fetch(`${base}/api/v1/appearance`)).rejects.toThrow();
   });
 });
