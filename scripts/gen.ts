@@ -5,8 +5,10 @@
  * scripts inlined and the CDN attribution logo replaced, so the page loads nothing from outside
  * the origin that serves it).
  *
- *   tsx scripts/gen.ts            write generated/
- *   tsx scripts/gen.ts --check    fail when generated/ differs from what a run would write
+ * It also writes docs/configuration.md from the settings declared in server/config.ts.
+ *
+ *   tsx scripts/gen.ts            write generated/ and docs/configuration.md
+ *   tsx scripts/gen.ts --check    fail when either differs from what a run would write
  *   tsx scripts/gen.ts --docs-only  rebuild only the HTML docs
  */
 import { execFileSync } from 'node:child_process';
@@ -14,12 +16,14 @@ import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
+import { configurationReference } from '../server/config.ts';
 import { checkLayout, type Bundle } from './contract-layout.ts';
 import { diffJson } from './spec-diff.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const CONTRACT_ROOT = 'openapi/openapi.yaml';
 const outputs = ['openapi.json', 'api.d.ts', 'docs.html'] as const;
+const CONFIGURATION_DOC = 'docs/configuration.md';
 const redoclyBin = join(root, 'node_modules', '.bin', 'redocly');
 const redoclyEnv = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_NOTIFICATIONS: 'true' };
 
@@ -140,14 +144,26 @@ async function upToDate(): Promise<boolean> {
   }
 }
 
+/** docs/configuration.md matches the declarations; true when it does. */
+function configurationUpToDate(): boolean {
+  const path = join(root, CONFIGURATION_DOC);
+  if (existsSync(path) && readFileSync(path, 'utf8') === configurationReference()) return true;
+  console.error(`${CONFIGURATION_DOC} is stale (server/config.ts changed); run \`npm run gen\` and commit the result.`);
+  return false;
+}
+
 try {
   if (check) {
-    if (await upToDate()) console.log('generated/ is up to date.');
+    const fresh = [await upToDate(), configurationUpToDate()];
+    if (fresh.every(Boolean)) console.log(`generated/ and ${CONFIGURATION_DOC} are up to date.`);
     else process.exitCode = 1;
   } else {
     await generate(target, docsOnly);
+    if (!docsOnly) writeFileSync(join(root, CONFIGURATION_DOC), configurationReference());
     console.log(
-      docsOnly ? 'wrote generated/docs.html' : 'wrote generated/openapi.json, generated/api.d.ts, generated/docs.html',
+      docsOnly
+        ? 'wrote generated/docs.html'
+        : `wrote generated/openapi.json, generated/api.d.ts, generated/docs.html, ${CONFIGURATION_DOC}`,
     );
   }
 } catch (error) {

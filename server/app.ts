@@ -34,7 +34,11 @@ export function createApp(deps: AppDeps): Express {
       cors(deps.config.corsOrigins),
       resolveOperation(index),
       authenticate(deps),
-      parseBody({ jsonBytes: deps.config.bodyLimitBytes, rawBytes: deps.config.mediaMaxBytes }),
+      parseBody({
+        jsonBytes: deps.config.bodyLimitBytes,
+        rawBytes: deps.config.mediaMaxBytes,
+        timeoutMs: deps.config.httpRequestTimeoutMs,
+      }),
       requireBody(),
       inputHygiene(),
       createValidator(spec, deps.config.validateResponses),

@@ -3,7 +3,7 @@
  * `npm start` runs the bundle of this file (dist/main.js) with plain node, so the signals Docker,
  * systemd and Kubernetes send reach this process.
  */
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { Express } from 'express';
 import type { Logger } from 'pino';
 import { createApp } from './app.ts';
@@ -11,6 +11,7 @@ import { backgroundContext } from './context.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { seedDemoAccount } from './features/accounts/demo.ts';
+import { createHttpServer } from './http/server.ts';
 import { createLogger } from './logger.ts';
 import { createRuntime, StartupError, type Runtime } from './runtime.ts';
 
@@ -136,11 +137,11 @@ function onFatal(kind: 'uncaughtException' | 'unhandledRejection', err: unknown)
  * Listens on `port` and `host`, or rejects with the listen error. Not `app.listen`: in Express 5 its
  * callback also receives the error, so a promise resolved there resolves on EADDRINUSE too.
  */
-function listen(app: Express, port: number, host: string): Promise<Server> {
+function listen(app: Express, config: Config): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = createServer(app);
+    const server = createHttpServer(app, config);
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen(config.port, config.host, () => {
       server.off('error', reject);
       resolve(server);
     });
@@ -189,7 +190,7 @@ async function main(): Promise<void> {
   // account is seeded (and before the banner, which would announce a server that never answers).
   let server: Server;
   try {
-    server = await listen(app, config.port, config.host);
+    server = await listen(app, config);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const message =

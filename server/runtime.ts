@@ -204,6 +204,7 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
       logger: options.logger,
       embeddedSharedBuffers: config.embeddedSharedBuffers,
       embeddedV8LowMemory: config.embeddedV8LowMemory,
+      sqlCaptureFile: config.sqlCaptureFile,
     });
   } catch (err) {
     await redisStore?.close().catch(() => undefined);

@@ -67,7 +67,7 @@ describe('contract conventions', () => {
     }
   });
 
-  it('declares 400, 401, 403, 429, 500 and 503 on every API-key operation, 401 and 503 on admin ones, and 400/413/415 wherever a body is taken', () => {
+  it('declares 400, 401, 403, 429, 500 and 503 on every API-key operation, 401 and 503 on admin ones, and 400/413/415 wherever a body is taken (and 408 where the pipeline reads it)', () => {
     for (const op of apiKeyOps) {
       for (const status of [400, 401, 403, 429, 500, 503])
         expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
@@ -75,6 +75,8 @@ describe('contract conventions', () => {
         for (const status of [400, 413, 415])
           expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     }
+    for (const op of [...apiKeyOps, ...adminOps])
+      if (op.hasRequestBody && !op.streamsBody) expect(op.declaredStatuses, `${op.operationId} 408`).toContain(408);
     for (const op of adminOps)
       for (const status of [401, 503]) expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
     for (const op of anyKeyOps)

@@ -51,6 +51,8 @@ export interface OpenDatabaseOptions {
   embeddedSharedBuffers?: string;
   /** V8 settings for a small footprint (baseline-compiled WebAssembly, tighter heap growth); see EMBEDDED_V8_LOW_MEMORY. */
   embeddedV8LowMemory?: boolean;
+  /** Append every statement to this file (SQL_CAPTURE_FILE). */
+  sqlCaptureFile?: string | undefined;
 }
 
 /** What the embedded database is started with unless configured otherwise. */
@@ -168,8 +170,7 @@ function embeddedClient(base: typeof import('knex-pglite')): typeof import('knex
  * the name of a prepared statement) are appended there as JSON lines so the bench can EXPLAIN
  * exactly what the server ran, with the generic plan for a named one.
  */
-function captureSql(knex: Knex): void {
-  const file = process.env.SQL_CAPTURE_FILE;
+function captureSql(knex: Knex, file: string | undefined): void {
   if (!file) return;
   knex.on('query', (q: { sql: string; bindings?: unknown[]; options?: { name?: string } }) =>
     appendFileSync(
@@ -211,7 +212,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     for (const event of ['query', 'query-error', 'query-response'])
       reads.on(event, (...args: unknown[]) => knex.emit(event, ...args));
     usePreparedPool(knex, reads);
-    captureSql(knex);
+    captureSql(knex, options.sqlCaptureFile);
     return {
       knex,
       kind: 'postgres',
@@ -252,7 +253,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     connection: { pglite } as never,
     log: knexLog(options.logger),
   });
-  captureSql(knex);
+  captureSql(knex, options.sqlCaptureFile);
   return {
     knex,
     kind: 'pglite',

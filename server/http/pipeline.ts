@@ -143,8 +143,12 @@ const JSON_TYPES = ['application/json', 'application/*+json'];
  * Request bodies for operations that declare one: JSON (parsed, BODY_LIMIT_BYTES) or, for
  * operations that take raw media, the bytes as a Buffer (MEDIA_MAX_BYTES). A body sent to an
  * operation that takes none is ignored (many clients send `{}` with every POST).
+ *
+ * A body must arrive within `timeoutMs` (HTTP_REQUEST_TIMEOUT_MS) of the time it is asked for:
+ * otherwise 408 REQUEST_TIMEOUT, the connection closes, and the rest of the pipeline never runs, so
+ * nothing is written even if the last bytes come in while the 408 is on its way.
  */
-export function parseBody(limits: { jsonBytes: number; rawBytes: number }): RequestHandler {
+export function parseBody(limits: { jsonBytes: number; rawBytes: number; timeoutMs: number }): RequestHandler {
   const json = express.json({ limit: limits.jsonBytes, type: () => true, strict: true });
   const raw = express.raw({ limit: limits.rawBytes, type: () => true });
   return (req, res, next) => {
@@ -159,16 +163,27 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number }): Requ
     if (acceptsJson) {
       if (!req.is(JSON_TYPES))
         throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
-      return json(req, res, next);
-    }
-    if (!req.is(operation.requestContentTypes)) {
+    } else if (!req.is(operation.requestContentTypes)) {
       throw new ApiError(
         415,
         'UNSUPPORTED_MEDIA_TYPE',
         `Content-Type must be one of: ${operation.requestContentTypes.join(', ')}`,
       );
     }
-    raw(req, res, next);
+    let expired = false;
+    const deadline = setTimeout(() => {
+      if (req.complete) return;
+      expired = true;
+      // The unread rest of the body would otherwise keep the connection busy.
+      res.set('Connection', 'close');
+      res.once('finish', () => req.socket.destroy());
+      next(new ApiError(408, 'REQUEST_TIMEOUT', `The request body did not arrive within ${limits.timeoutMs} ms`));
+    }, limits.timeoutMs);
+    const done = (err?: unknown) => {
+      clearTimeout(deadline);
+      if (!expired) next(err);
+    };
+    (acceptsJson ? json : raw)(req, res, done);
   };
 }
 

@@ -10,6 +10,7 @@ import type { Server } from 'node:http';
 import { afterAll, beforeAll } from 'vitest';
 import { createApiClient, type ApiClient, type components } from '../../client/index.ts';
 import { createApp } from '../../server/app.ts';
+import { createHttpServer } from '../../server/http/server.ts';
 import { loadConfig, type Config } from '../../server/config.ts';
 import type { AppDeps, ResponseViolation } from '../../server/deps.ts';
 import { createLogger } from '../../server/logger.ts';
@@ -81,6 +82,10 @@ export class TestServer {
       ADMIN_TOKEN: this.adminToken,
       ...(db.databaseUrl ? { DATABASE_URL: db.databaseUrl } : {}),
       DB_POOL_MAX: '4',
+      // Tests idle for seconds between requests (seeding a table straight through knex, say). With a
+      // 5 s keep-alive the server may close a kept-alive socket just as the client reuses it
+      // (ECONNRESET on a loaded machine); idle sockets stay open longer than any test idles instead.
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: '120000',
       OBJECT_STORAGE_DIR: this.objectsDir,
       ...options.env,
     });
@@ -96,13 +101,9 @@ export class TestServer {
     this.runtime = runtime;
     this.closeRuntime = runtime.close;
     const app = createApp(runtime.deps);
-    this.server = await new Promise<Server>((resolve) => {
-      const s = app.listen(0, '127.0.0.1', () => resolve(s));
-      // Tests idle for seconds between requests (seeding a table straight through knex, say). With
-      // Node's 5 s default the server may close a kept-alive socket just as the client reuses it
-      // (ECONNRESET on a loaded machine); idle sockets stay open longer than any test idles instead.
-      s.keepAliveTimeout = 120_000;
-    });
+    const server = createHttpServer(app, config);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    this.server = server;
     this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     this.admin = createApiClient({ baseUrl: this.baseUrl, apiKey: this.adminToken });
     liveServers.add(this);
