@@ -1799,7 +1799,7 @@ export interface paths {
         };
         /**
          * The folder tree and groups of the scope
-         * @description Folders with their members, subfolders and groups, plus the groups and members at the root. Without `sideSystemId`/`subSystemId` the active scope applies; unified view merges every side system. Members whose folder is outside the scope or in the trash are listed at the root. Archived members are included (see `archived`).
+         * @description Every folder of the scope with its own members and groups, as a flat list (parents before their children, each with its `parentId`; `DirectoryTree` says how to rebuild the tree), plus the groups and members at the root. Without `sideSystemId`/`subSystemId` the active scope applies; unified view merges every side system. Members whose folder is outside the scope or in the trash are listed at the root. Archived members are included (see `archived`).
          */
         get: operations["getGroupTree"];
         put?: never;
@@ -5900,6 +5900,11 @@ export interface components {
             color: string | null;
             memberIds: components["schemas"]["Uuid"][];
         };
+        /**
+         * @description One folder of `DirectoryTree.folders` with the members and groups directly in it. It does not
+         *     hold its subfolders: they are the entries of the same list whose `parentId` is this folder's
+         *     `_id`.
+         */
         FolderNode: {
             _id: components["schemas"]["Uuid"];
             /** @example Protectors */
@@ -5919,12 +5924,24 @@ export interface components {
             subSystemId: string | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
+            /** @description The members directly in this folder. */
             members: components["schemas"]["MemberSummary"][];
-            folders: components["schemas"]["FolderNode"][];
+            /** @description The groups directly in this folder, by name. */
             groups: components["schemas"]["Group"][];
         };
+        /**
+         * @description The folder tree as a flat list. `folders` holds every visible folder once, parents before
+         *     their children: depth first from the roots, siblings by name (then id). A folder is a root
+         *     when its `parentId` is null or names a folder that is not in the list (its parent is outside
+         *     the requested side or sub system); otherwise its parent is the folder with that `_id`, which
+         *     comes earlier in the list. To rebuild the tree, read the list once in order, keep each folder
+         *     by `_id` and append it to its parent's children, or to the roots. `groups` and `members` are
+         *     the ones at the root; each folder carries its own.
+         */
         DirectoryTree: {
+            /** @description Every visible folder, parents before their children (depth first, siblings by name). */
             folders: components["schemas"]["FolderNode"][];
+            /** @description Groups at the root. */
             groups: components["schemas"]["Group"][];
             /** @description Members at the root. */
             members: components["schemas"]["MemberSummary"][];
