@@ -281,7 +281,8 @@ export interface paths {
          *     `id`), optionally only one `status`. Blocked accounts are listed with status `blocked`.
          *     `friendPronouns`, `friendStatus` and `friendBannerUrl` come from the other account and are
          *     shown only when it grants the caller `friend_data` at read or more (accepted both ways, no
-         *     block, through a bucket it assigned to the caller); otherwise they are null.
+         *     block, through a bucket it assigned to the caller); otherwise they are `''`, as they are when
+         *     the account left them empty. `imageUrl` is `''` when the account has no image.
          *     `privacyBucketIds` are the caller's buckets assigned to that account.
          */
         get: operations["listFriends"];
@@ -354,7 +355,7 @@ export interface paths {
          *     (`PATCH /friends/profile`). `mutualFriendCount` counts the caller's accepted friends who are
          *     accepted friends of the suggestion. Ordered by `mutualFriendCount` (most first), then
          *     username. A suggestion is not the caller's friend, so its `friendPronouns`, `friendStatus`
-         *     and `friendBannerUrl` are always null.
+         *     and `friendBannerUrl` are always `''`; `imageUrl` is `''` when the account has no image.
          */
         get: operations["listFriendSuggestions"];
         put?: never;
@@ -548,9 +549,11 @@ export interface paths {
         /**
          * Read a friend's profile card
          * @description The profile card of an accepted friend (accepted on both sides, no block either way).
-         *     `name`, `displayName`, `username` and `imageUrl` are always shown; the friend's pronouns,
-         *     status, time zone, country, about text and banner only when it grants the caller
-         *     `friend_data` at read or more (otherwise null). `friendProfileTabs` says which tabs the
+         *     `name`, `displayName`, `username` and `imageUrl` are always shown (`imageUrl` is `''` when
+         *     the friend has no image); the friend's pronouns, status, time zone, country, about text and
+         *     banner only when it grants the caller `friend_data` at read or more. Otherwise, or when the
+         *     friend left them empty, `friendPronouns`, `friendStatus` and `friendBannerUrl` are `''` and
+         *     `friendTimezone`, `friendCountry` and `friendAboutMarkdown` are null. `friendProfileTabs` says which tabs the
          *     caller's buckets open: `members` (`members_view`), `membersDirectory` (`groups`),
          *     `frontHistory` (`front`), `notes` (`member_notes`), each at read or more. The caller's own
          *     id, an unknown account, a pending, revoked or blocked (either way) friendship all get the
@@ -5457,6 +5460,19 @@ export interface components {
          * @example she/they
          */
         FriendPrivateString: string | null;
+        /**
+         * @description A profile field of the other account that it shows only to friends it granted `friend_data`
+         *     at read or more (an accepted friendship both ways, no block, and one of the buckets it assigned
+         *     to the caller allows it). Always a string: `''` when it is not shown to the caller, and `''`
+         *     when the account left it empty.
+         * @example she/they
+         */
+        FriendPrivateText: string;
+        /**
+         * @description The other account's image (`imageUrl` of its friends profile), always shown; `''` when it has none.
+         * @example https://images.example.invalid/lantern.png
+         */
+        FriendImageUrl: string;
         FriendListRow: {
             /** @description The caller's friendship row. */
             id: components["schemas"]["Uuid"];
@@ -5472,12 +5488,12 @@ export interface components {
             /** @example lantern */
             username: string;
             /** @example https://images.example.invalid/lantern.png */
-            imageUrl: string | null;
-            friendPronouns: components["schemas"]["FriendPrivateString"];
+            imageUrl: components["schemas"]["FriendImageUrl"];
+            friendPronouns: components["schemas"]["FriendPrivateText"];
             /** @example Taking it slow this week */
-            friendStatus: components["schemas"]["FriendPrivateString"];
+            friendStatus: components["schemas"]["FriendPrivateText"];
             /** @example /media/banners/lantern.png */
-            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            friendBannerUrl: components["schemas"]["FriendPrivateText"];
             /** @example false */
             isAdmin: boolean;
             planKey: components["schemas"]["Plan"];
@@ -5511,12 +5527,12 @@ export interface components {
             /** @example juniper */
             username: string;
             /** @example https://images.example.invalid/juniper.png */
-            imageUrl: string | null;
-            friendPronouns: components["schemas"]["FriendPrivateString"];
+            imageUrl: components["schemas"]["FriendImageUrl"];
+            friendPronouns: components["schemas"]["FriendPrivateText"];
             /** @example Out hiking */
-            friendStatus: components["schemas"]["FriendPrivateString"];
+            friendStatus: components["schemas"]["FriendPrivateText"];
             /** @example /media/banners/juniper.png */
-            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            friendBannerUrl: components["schemas"]["FriendPrivateText"];
             /** @example false */
             isAdmin: boolean;
             planKey: components["schemas"]["Plan"];
@@ -5554,12 +5570,12 @@ export interface components {
             /** @example lantern */
             username: string;
             /** @example https://images.example.invalid/lantern.png */
-            imageUrl: string | null;
+            imageUrl: components["schemas"]["FriendImageUrl"];
             /** @example The Lantern Collective */
             displayName: string;
-            friendPronouns: components["schemas"]["FriendPrivateString"];
+            friendPronouns: components["schemas"]["FriendPrivateText"];
             /** @example Taking it slow this week */
-            friendStatus: components["schemas"]["FriendPrivateString"];
+            friendStatus: components["schemas"]["FriendPrivateText"];
             /** @example Europe/Berlin */
             friendTimezone: components["schemas"]["FriendPrivateString"];
             /** @example DE */
@@ -5567,7 +5583,7 @@ export interface components {
             /** @example We are a collective of **five**. */
             friendAboutMarkdown: components["schemas"]["FriendPrivateString"];
             /** @example /media/banners/lantern.png */
-            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            friendBannerUrl: components["schemas"]["FriendPrivateText"];
             /** @example false */
             isAdmin: boolean;
             planKey: components["schemas"]["Plan"];
