@@ -281,7 +281,8 @@ export interface paths {
          *     `id`), optionally only one `status`. Blocked accounts are listed with status `blocked`.
          *     `friendPronouns`, `friendStatus` and `friendBannerUrl` come from the other account and are
          *     shown only when it grants the caller `friend_data` at read or more (accepted both ways, no
-         *     block, through a bucket it assigned to the caller); otherwise they are null.
+         *     block, through a bucket it assigned to the caller); otherwise they are `''`, as they are when
+         *     the account left them empty. `imageUrl` is `''` when the account has no image.
          *     `privacyBucketIds` are the caller's buckets assigned to that account.
          */
         get: operations["listFriends"];
@@ -354,7 +355,7 @@ export interface paths {
          *     (`PATCH /friends/profile`). `mutualFriendCount` counts the caller's accepted friends who are
          *     accepted friends of the suggestion. Ordered by `mutualFriendCount` (most first), then
          *     username. A suggestion is not the caller's friend, so its `friendPronouns`, `friendStatus`
-         *     and `friendBannerUrl` are always null.
+         *     and `friendBannerUrl` are always `''`; `imageUrl` is `''` when the account has no image.
          */
         get: operations["listFriendSuggestions"];
         put?: never;
@@ -548,9 +549,11 @@ export interface paths {
         /**
          * Read a friend's profile card
          * @description The profile card of an accepted friend (accepted on both sides, no block either way).
-         *     `name`, `displayName`, `username` and `imageUrl` are always shown; the friend's pronouns,
-         *     status, time zone, country, about text and banner only when it grants the caller
-         *     `friend_data` at read or more (otherwise null). `friendProfileTabs` says which tabs the
+         *     `name`, `displayName`, `username` and `imageUrl` are always shown (`imageUrl` is `''` when
+         *     the friend has no image); the friend's pronouns, status, time zone, country, about text and
+         *     banner only when it grants the caller `friend_data` at read or more. Otherwise, or when the
+         *     friend left them empty, `friendPronouns`, `friendStatus` and `friendBannerUrl` are `''` and
+         *     `friendTimezone`, `friendCountry` and `friendAboutMarkdown` are null. `friendProfileTabs` says which tabs the
          *     caller's buckets open: `members` (`members_view`), `membersDirectory` (`groups`),
          *     `frontHistory` (`front`), `notes` (`member_notes`), each at read or more. The caller's own
          *     id, an unknown account, a pending, revoked or blocked (either way) friendship all get the
@@ -1799,7 +1802,7 @@ export interface paths {
         };
         /**
          * The folder tree and groups of the scope
-         * @description Folders with their members, subfolders and groups, plus the groups and members at the root. Without `sideSystemId`/`subSystemId` the active scope applies; unified view merges every side system. Members whose folder is outside the scope or in the trash are listed at the root. Archived members are included (see `archived`).
+         * @description Every folder of the scope with its own members and groups, as a flat list (parents before their children, each with its `parentId`; `DirectoryTree` says how to rebuild the tree), plus the groups and members at the root. Without `sideSystemId`/`subSystemId` the active scope applies; unified view merges every side system. Members whose folder is outside the scope or in the trash are listed at the root. Archived members are included (see `archived`).
          */
         get: operations["getGroupTree"];
         put?: never;
@@ -5457,6 +5460,19 @@ export interface components {
          * @example she/they
          */
         FriendPrivateString: string | null;
+        /**
+         * @description A profile field of the other account that it shows only to friends it granted `friend_data`
+         *     at read or more (an accepted friendship both ways, no block, and one of the buckets it assigned
+         *     to the caller allows it). Always a string: `''` when it is not shown to the caller, and `''`
+         *     when the account left it empty.
+         * @example she/they
+         */
+        FriendPrivateText: string;
+        /**
+         * @description The other account's image (`imageUrl` of its friends profile), always shown; `''` when it has none.
+         * @example https://images.example.invalid/lantern.png
+         */
+        FriendImageUrl: string;
         FriendListRow: {
             /** @description The caller's friendship row. */
             id: components["schemas"]["Uuid"];
@@ -5472,12 +5488,12 @@ export interface components {
             /** @example lantern */
             username: string;
             /** @example https://images.example.invalid/lantern.png */
-            imageUrl: string | null;
-            friendPronouns: components["schemas"]["FriendPrivateString"];
+            imageUrl: components["schemas"]["FriendImageUrl"];
+            friendPronouns: components["schemas"]["FriendPrivateText"];
             /** @example Taking it slow this week */
-            friendStatus: components["schemas"]["FriendPrivateString"];
+            friendStatus: components["schemas"]["FriendPrivateText"];
             /** @example /media/banners/lantern.png */
-            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            friendBannerUrl: components["schemas"]["FriendPrivateText"];
             /** @example false */
             isAdmin: boolean;
             planKey: components["schemas"]["Plan"];
@@ -5511,12 +5527,12 @@ export interface components {
             /** @example juniper */
             username: string;
             /** @example https://images.example.invalid/juniper.png */
-            imageUrl: string | null;
-            friendPronouns: components["schemas"]["FriendPrivateString"];
+            imageUrl: components["schemas"]["FriendImageUrl"];
+            friendPronouns: components["schemas"]["FriendPrivateText"];
             /** @example Out hiking */
-            friendStatus: components["schemas"]["FriendPrivateString"];
+            friendStatus: components["schemas"]["FriendPrivateText"];
             /** @example /media/banners/juniper.png */
-            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            friendBannerUrl: components["schemas"]["FriendPrivateText"];
             /** @example false */
             isAdmin: boolean;
             planKey: components["schemas"]["Plan"];
@@ -5554,12 +5570,12 @@ export interface components {
             /** @example lantern */
             username: string;
             /** @example https://images.example.invalid/lantern.png */
-            imageUrl: string | null;
+            imageUrl: components["schemas"]["FriendImageUrl"];
             /** @example The Lantern Collective */
             displayName: string;
-            friendPronouns: components["schemas"]["FriendPrivateString"];
+            friendPronouns: components["schemas"]["FriendPrivateText"];
             /** @example Taking it slow this week */
-            friendStatus: components["schemas"]["FriendPrivateString"];
+            friendStatus: components["schemas"]["FriendPrivateText"];
             /** @example Europe/Berlin */
             friendTimezone: components["schemas"]["FriendPrivateString"];
             /** @example DE */
@@ -5567,7 +5583,7 @@ export interface components {
             /** @example We are a collective of **five**. */
             friendAboutMarkdown: components["schemas"]["FriendPrivateString"];
             /** @example /media/banners/lantern.png */
-            friendBannerUrl: components["schemas"]["FriendPrivateString"];
+            friendBannerUrl: components["schemas"]["FriendPrivateText"];
             /** @example false */
             isAdmin: boolean;
             planKey: components["schemas"]["Plan"];
@@ -5900,6 +5916,11 @@ export interface components {
             color: string | null;
             memberIds: components["schemas"]["Uuid"][];
         };
+        /**
+         * @description One folder of `DirectoryTree.folders` with the members and groups directly in it. It does not
+         *     hold its subfolders: they are the entries of the same list whose `parentId` is this folder's
+         *     `_id`.
+         */
         FolderNode: {
             _id: components["schemas"]["Uuid"];
             /** @example Protectors */
@@ -5919,12 +5940,24 @@ export interface components {
             subSystemId: string | null;
             createdAt: components["schemas"]["EpochMs"];
             updatedAt: components["schemas"]["EpochMs"];
+            /** @description The members directly in this folder. */
             members: components["schemas"]["MemberSummary"][];
-            folders: components["schemas"]["FolderNode"][];
+            /** @description The groups directly in this folder, by name. */
             groups: components["schemas"]["Group"][];
         };
+        /**
+         * @description The folder tree as a flat list. `folders` holds every visible folder once, parents before
+         *     their children: depth first from the roots, siblings by name (then id). A folder is a root
+         *     when its `parentId` is null or names a folder that is not in the list (its parent is outside
+         *     the requested side or sub system); otherwise its parent is the folder with that `_id`, which
+         *     comes earlier in the list. To rebuild the tree, read the list once in order, keep each folder
+         *     by `_id` and append it to its parent's children, or to the roots. `groups` and `members` are
+         *     the ones at the root; each folder carries its own.
+         */
         DirectoryTree: {
+            /** @description Every visible folder, parents before their children (depth first, siblings by name). */
             folders: components["schemas"]["FolderNode"][];
+            /** @description Groups at the root. */
             groups: components["schemas"]["Group"][];
             /** @description Members at the root. */
             members: components["schemas"]["MemberSummary"][];

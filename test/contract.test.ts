@@ -13,6 +13,48 @@ const index = new OperationIndex(spec);
 const UNAUTHORIZED = 'Missing or invalid API key. Use Authorization: Bearer <token>.';
 const SAMPLE_ID = '00000000-0000-4000-8000-000000000000';
 
+/**
+ * Every `$ref` cycle of a document, each as the chain of pointers that closes it. A `$ref` leads to
+ * the node it names, and from there to every `$ref` inside that node (at any depth). Contract-test
+ * tools (Portman, and the converters under it) refuse a document with one, though OpenAPI 3.1
+ * allows it; a reference that names nothing is reported too.
+ */
+function refCycles(doc: unknown): string[] {
+  const resolve = (ref: string): unknown =>
+    ref
+      .slice(2)
+      .split('/')
+      .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
+      .reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], doc);
+  const refsIn = (node: unknown, out = new Set<string>()): Set<string> => {
+    if (node && typeof node === 'object') {
+      const ref = (node as { $ref?: unknown }).$ref;
+      if (typeof ref === 'string') out.add(ref);
+      for (const value of Object.values(node)) refsIn(value, out);
+    }
+    return out;
+  };
+  const problems: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const visit = (ref: string): void => {
+    if (state.get(ref) === 'done') return;
+    if (state.get(ref) === 'open') {
+      problems.push([...path.slice(path.indexOf(ref)), ref].join(' -> '));
+      return;
+    }
+    state.set(ref, 'open');
+    path.push(ref);
+    const target = ref.startsWith('#/') ? resolve(ref) : undefined;
+    if (target === undefined) problems.push(`${ref} names nothing in the document`);
+    else for (const next of refsIn(target)) visit(next);
+    path.pop();
+    state.set(ref, 'done');
+  };
+  for (const ref of refsIn(doc)) visit(ref);
+  return problems;
+}
+
 function concretePath(op: OperationInfo): string {
   return op.path.replace(/\{[^}]+\}/g, SAMPLE_ID);
 }
@@ -86,6 +128,18 @@ describe('contract conventions', () => {
 
   it('lets only GET /api/v1/me be called without a scope', () => {
     expect(anyKeyOps.map((o) => o.operationId)).toEqual(['getMe']);
+  });
+
+  it('has no $ref cycle in generated/openapi.json (contract-test tools such as Portman refuse recursive schemas)', () => {
+    // The check itself finds a self-reference, a cycle through two schemas and a dangling reference.
+    const node = { type: 'object', properties: { children: { type: 'array', items: { $ref: '#/s/Node' } } } };
+    expect(refCycles({ s: { Node: node } })).toEqual(['#/s/Node -> #/s/Node']);
+    expect(refCycles({ s: { A: { $ref: '#/s/B' }, B: { items: { $ref: '#/s/A' } } } })).toEqual([
+      '#/s/B -> #/s/A -> #/s/B',
+    ]);
+    expect(refCycles({ s: { A: { $ref: '#/s/Missing' } } })).toEqual(['#/s/Missing names nothing in the document']);
+
+    expect(refCycles(spec)).toEqual([]);
   });
 });
 

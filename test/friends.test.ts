@@ -453,9 +453,9 @@ describe('lists', () => {
     expect(await request(viewer, f)).toBe(204);
     const pending = await rowOf(viewer, f);
     expect(pending).toMatchObject({
-      friendPronouns: null,
-      friendStatus: null,
-      friendBannerUrl: null,
+      friendPronouns: '',
+      friendStatus: '',
+      friendBannerUrl: '',
       imageUrl: 'https://images.example.invalid/x.png',
     });
     expect(JSON.stringify(await list(viewer))).not.toContain('Secret status');
@@ -469,7 +469,7 @@ describe('lists', () => {
     // The friend's bucket for the viewer grants friend_data none → hidden again.
     const noData = await bucket(f.userId, { members_view: 'read', friend_data: 'none' });
     await assign(f.userId, 'friend', viewer.userId, [noData]);
-    expect(await rowOf(viewer, f)).toMatchObject({ friendPronouns: null, friendStatus: null, friendBannerUrl: null });
+    expect(await rowOf(viewer, f)).toMatchObject({ friendPronouns: '', friendStatus: '', friendBannerUrl: '' });
     // What the viewer assigned to the friend does not matter, only what the friend assigned.
     expect((await rowOf(f, viewer))?.privacyBucketIds).toHaveLength(1);
     await assign(f.userId, 'friend', viewer.userId, [noData, await bucket(f.userId, { friend_data: 'read_write' })]);
@@ -611,9 +611,10 @@ describe('suggestions', () => {
     ]);
     expect(res.data![0]).toMatchObject({
       username: c2.username,
-      friendPronouns: null,
-      friendStatus: null,
-      friendBannerUrl: null,
+      imageUrl: 'https://images.example.invalid/x.png',
+      friendPronouns: '',
+      friendStatus: '',
+      friendBannerUrl: '',
       planKey: 'pro',
       isAdmin: false,
     });
@@ -702,12 +703,13 @@ describe('profile card', { timeout: 120_000 }, () => {
     const bare = await tabsWith([]);
     expect(bare).toMatchObject({
       displayName: owner.username,
-      friendPronouns: null,
-      friendStatus: null,
+      imageUrl: 'https://images.example.invalid/x.png',
+      friendPronouns: '',
+      friendStatus: '',
       friendTimezone: null,
       friendCountry: null,
       friendAboutMarkdown: null,
-      friendBannerUrl: null,
+      friendBannerUrl: '',
     });
     expect(bare.friendProfileTabs).toEqual({
       members: false,
@@ -1038,6 +1040,77 @@ describe('search over a friend’s content', { timeout: 120_000 }, () => {
         for (const hidden of [s.robin, s.group, s.noteBoth]) expect(res.text).not.toContain(hidden);
       }
     }
+  });
+});
+
+describe('imageUrl, friendPronouns, friendStatus and friendBannerUrl are strings, never null', () => {
+  const TEXT_FIELDS = ['imageUrl', 'friendPronouns', 'friendStatus', 'friendBannerUrl'] as const;
+  const textFields = (row: Partial<Record<(typeof TEXT_FIELDS)[number], unknown>> | undefined) =>
+    Object.fromEntries(TEXT_FIELDS.map((k) => [k, row?.[k]]));
+  const EMPTY = { imageUrl: '', friendPronouns: '', friendStatus: '', friendBannerUrl: '' };
+  const SET = {
+    imageUrl: 'https://images.example.invalid/x.png',
+    friendPronouns: 'they/them',
+    friendStatus: 'Secret status',
+    friendBannerUrl: '/media/banners/x.png',
+  };
+
+  it('a friend that set none of them gets "" in the friend list rows (list, page, requests), the suggestion rows and the profile card', async () => {
+    const me = await server.user();
+    const plain = await server.user();
+    // Accepted both ways under the public_friends preset, which grants friend_data read: the
+    // fields are shown, and empty.
+    await befriend(me, plain);
+    expect(textFields(await rowOf(me, plain))).toEqual(EMPTY);
+    const page = await me.api.GET('/api/v1/friends/page', { params: { query: { limit: 10 } } });
+    expect(page.response.status).toBe(200);
+    expect(textFields(page.data!.items.find((r) => r.friendUserId === plain.userId))).toEqual(EMPTY);
+    const shownCard = await me.api.GET('/api/v1/friends/{friendUserId}', id(plain.userId));
+    expect(shownCard.response.status).toBe(200);
+    expect(textFields(shownCard.data)).toEqual(EMPTY);
+
+    const asker = await server.user();
+    expect(await request(asker, me)).toBe(204);
+    const requests = await me.api.GET('/api/v1/friends/requests');
+    expect(requests.response.status).toBe(200);
+    expect(textFields(requests.data!.find((r) => r.friendUserId === asker.userId))).toEqual(EMPTY);
+
+    const friendOfPlain = await server.user();
+    await befriend(plain, friendOfPlain);
+    const suggestions = await me.api.GET('/api/v1/friends/suggestions');
+    expect(suggestions.response.status).toBe(200);
+    expect(suggestions.data!.map((r) => r.friendUserId)).toEqual([friendOfPlain.userId]);
+    expect(textFields(suggestions.data![0])).toEqual(EMPTY);
+  });
+
+  it('set values come through where they are shown, and "" again once cleared', async () => {
+    const me = await server.user();
+    const f = await server.user();
+    await withProfile(f);
+    await befriend(me, f);
+    expect(textFields(await rowOf(me, f))).toEqual(SET);
+    const page = await me.api.GET('/api/v1/friends/page', { params: { query: { limit: 10 } } });
+    expect(textFields(page.data!.items.find((r) => r.friendUserId === f.userId))).toEqual(SET);
+    expect(textFields((await me.api.GET('/api/v1/friends/{friendUserId}', id(f.userId))).data)).toEqual(SET);
+    // A suggestion shows its image; the friend-data fields are never shown to a non-friend.
+    const other = await server.user();
+    const hop = await server.user();
+    await befriend(other, hop);
+    await befriend(hop, f);
+    const suggested = (await other.api.GET('/api/v1/friends/suggestions')).data!;
+    expect(suggested.map((r) => r.friendUserId)).toEqual([f.userId]);
+    expect(textFields(suggested[0])).toEqual({
+      ...EMPTY,
+      imageUrl: SET.imageUrl,
+    });
+
+    const cleared = await f.api.PATCH('/api/v1/friends/profile', {
+      body: { pronouns: null, status: null, bannerUrl: null, imageUrl: null },
+    });
+    expect(cleared.response.status).toBe(200);
+    expect(textFields(await rowOf(me, f))).toEqual(EMPTY);
+    expect(textFields((await me.api.GET('/api/v1/friends/{friendUserId}', id(f.userId))).data)).toEqual(EMPTY);
+    expect(textFields((await other.api.GET('/api/v1/friends/suggestions')).data![0])).toEqual(EMPTY);
   });
 });
 

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { ApiClient } from '../client/index.ts';
-import { createFolder, createGroup, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
+import {
+  activeSide,
+  createFolder,
+  createGroup,
+  createMember,
+  createSide,
+  createSub,
+  UNKNOWN_ID,
+} from './helpers/fixtures.ts';
 import { jsonHeaders, useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -8,7 +16,7 @@ const folderPath = (folderId: string) => ({ params: { path: { folderId } } });
 const groupPath = (groupId: string) => ({ params: { path: { groupId } } });
 
 describe('GET /groups tree', () => {
-  it('nests folders, places members in their folder and groups in theirs, with the rest at the root', async () => {
+  it('lists folders flat (a subfolder after its parent, with its parentId), members and groups under their own folder, the rest at the root', async () => {
     const { api } = await server.user();
     const top = await createFolder(api, 'Top');
     const inner = await createFolder(api, 'Inner', { parentId: top });
@@ -22,15 +30,81 @@ describe('GET /groups tree', () => {
     expect(data!.members.map((m) => m.id)).toEqual([c]);
     expect(data!.members[0]).toEqual({ id: c, name: 'C', displayName: '', archived: false, avatarUrl: null });
     expect(data!.groups.map((x) => x._id)).toEqual([rootGroup]);
-    expect(data!.folders).toHaveLength(1);
-    const topNode = data!.folders[0]!;
+    expect(data!.folders.map((f) => [f._id, f.parentId])).toEqual([
+      [top, null],
+      [inner, top],
+    ]);
+    const [topNode, innerNode] = data!.folders;
     expect(topNode).toMatchObject({ _id: top, name: 'Top', parentId: null });
-    expect(topNode.members.map((m) => m.id)).toEqual([a]);
-    expect(topNode.groups).toEqual([
+    expect(topNode).not.toHaveProperty('folders');
+    expect(topNode!.members.map((m) => m.id)).toEqual([a]);
+    expect(topNode!.groups).toEqual([
       expect.objectContaining({ _id: g, color: '#ABCDEF', parentId: top, memberIds: [a, c] }),
     ]);
-    expect(topNode.folders.map((f) => f._id)).toEqual([inner]);
-    expect(topNode.folders[0]!.members.map((m) => m.id)).toEqual([b]);
+    expect(innerNode).toMatchObject({ _id: inner, name: 'Inner', parentId: top });
+    expect(innerNode).not.toHaveProperty('folders');
+    expect(innerNode!.members.map((m) => m.id)).toEqual([b]);
+    expect(innerNode!.groups).toEqual([]);
+  });
+
+  it('orders the flat folder list depth first: each folder right before its subtree, siblings by name', async () => {
+    const { api } = await server.user();
+    // Created out of order so that neither creation order nor a plain sort by name gives the answer.
+    const bRoot = await createFolder(api, 'B root');
+    const aRoot = await createFolder(api, 'A root');
+    const zChild = await createFolder(api, 'Z child', { parentId: aRoot });
+    const mChild = await createFolder(api, 'M child', { parentId: aRoot });
+    const deep = await createFolder(api, 'Deep', { parentId: mChild });
+    const bChild = await createFolder(api, 'Child of B', { parentId: bRoot });
+    const inDeep = await createMember(api, 'In deep', { directoryId: deep });
+    const inZ = await createMember(api, 'In Z', { directoryId: zChild });
+    const deepGroup = await createGroup(api, 'Deep group', { parentId: deep, memberIds: [inDeep] });
+    const bGroup = await createGroup(api, 'B group', { parentId: bChild });
+
+    const { data } = await api.GET('/api/v1/groups');
+    expect(data!.folders.map((f) => [f.name, f.parentId])).toEqual([
+      ['A root', null],
+      ['M child', aRoot],
+      ['Deep', mChild],
+      ['Z child', aRoot],
+      ['B root', null],
+      ['Child of B', bRoot],
+    ]);
+    const byId = new Map(data!.folders.map((f) => [f._id, f]));
+    expect(byId.get(deep)!.members.map((m) => m.id)).toEqual([inDeep]);
+    expect(byId.get(deep)!.groups.map((x) => x._id)).toEqual([deepGroup]);
+    expect(byId.get(zChild)!.members.map((m) => m.id)).toEqual([inZ]);
+    expect(byId.get(bChild)!.groups.map((x) => x._id)).toEqual([bGroup]);
+    for (const id of [aRoot, mChild, bRoot]) {
+      expect(byId.get(id)!.members).toEqual([]);
+      expect(byId.get(id)!.groups).toEqual([]);
+    }
+    // Every parent comes before its children, so one pass in order rebuilds the tree.
+    const seen = new Set<string>();
+    for (const f of data!.folders) {
+      if (f.parentId !== null) expect(seen.has(f.parentId), f.name).toBe(true);
+      seen.add(f._id);
+    }
+  });
+
+  it('a folder whose parent is outside the requested scope is a root of the list, keeping its parentId', async () => {
+    const { api } = await server.user();
+    const side = await activeSide(api);
+    const sub = await createSub(api, side, await createMember(api, 'Host'));
+    const parent = await createFolder(api, 'Side parent');
+    const child = await createFolder(api, 'Sub child', { parentId: parent, subSystemId: sub });
+    const grandchild = await createFolder(api, 'Sub grandchild', { parentId: child, subSystemId: sub });
+    const { data } = await api.GET('/api/v1/groups', { params: { query: { subSystemId: sub } } });
+    expect(data!.folders.map((f) => [f._id, f.parentId])).toEqual([
+      [child, parent],
+      [grandchild, child],
+    ]);
+    const whole = await api.GET('/api/v1/groups', { params: { query: { sideSystemId: side } } });
+    expect(whole.data!.folders.map((f) => [f._id, f.parentId])).toEqual([
+      [parent, null],
+      [child, parent],
+      [grandchild, child],
+    ]);
   });
 
   it('shows only the scope: other side systems are not listed', async () => {
@@ -74,7 +148,11 @@ describe('folders', () => {
       expect(res.error?.message).toBe('Cannot move a folder into itself or one of its subfolders');
     }
     const tree = await api.GET('/api/v1/groups');
-    expect(tree.data!.folders.map((f) => f._id)).toEqual([a]);
+    expect(tree.data!.folders.map((f) => [f._id, f.parentId])).toEqual([
+      [a, null],
+      [b, a],
+      [c, b],
+    ]);
   });
 
   it('checks parents: unknown → 404, another side system → 400, a group is not a folder', async () => {
@@ -121,8 +199,13 @@ describe('folders', () => {
 
     expect((await api.POST('/api/v1/folders/{folderId}/restore', folderPath(top))).response.status).toBe(204);
     const back = await api.GET('/api/v1/groups');
-    expect(back.data!.folders[0]!.folders[0]!.members.map((x) => x.id)).toEqual([m]);
-    expect(back.data!.folders[0]!.folders[0]!.groups.map((x) => x._id)).toEqual([g]);
+    expect(back.data!.folders.map((f) => [f._id, f.parentId])).toEqual([
+      [top, null],
+      [inner, top],
+    ]);
+    expect(back.data!.folders[0]!.members).toEqual([]);
+    expect(back.data!.folders[1]!.members.map((x) => x.id)).toEqual([m]);
+    expect(back.data!.folders[1]!.groups.map((x) => x._id)).toEqual([g]);
     const twice = await api.POST('/api/v1/folders/{folderId}/restore', folderPath(top));
     expect(twice.response.status).toBe(400);
     expect(twice.error?.message).toBe('Folder is not in the trash');

@@ -4,6 +4,8 @@ import type { AccountCardRow, FriendListDbRow, SearchRows, SuggestionDbRow } fro
 
 type Schemas = components['schemas'];
 
+// imageUrl, friendPronouns, friendStatus and friendBannerUrl are plain strings in the contract (the
+// spec's types): '' when the account left them empty or they are not shown to the caller.
 export function toFriendListRow(row: FriendListDbRow): Schemas['FriendListRow'] {
   return {
     id: row.id,
@@ -12,10 +14,10 @@ export function toFriendListRow(row: FriendListDbRow): Schemas['FriendListRow'] 
     direction: row.direction,
     name: row.display_name,
     username: row.username,
-    imageUrl: row.image_url,
-    friendPronouns: row.friend_pronouns,
-    friendStatus: row.friend_status,
-    friendBannerUrl: row.friend_banner_url,
+    imageUrl: row.image_url ?? '',
+    friendPronouns: row.friend_pronouns ?? '',
+    friendStatus: row.friend_status ?? '',
+    friendBannerUrl: row.friend_banner_url ?? '',
     isAdmin: row.is_admin,
     planKey: row.plan,
     donorSupporterUnlocked: row.donor_supporter_unlocked,
@@ -32,11 +34,11 @@ export function toSuggestion(row: SuggestionDbRow): Schemas['FriendSuggestionRow
     mutualFriendCount: row.mutual,
     name: row.display_name,
     username: row.username,
-    imageUrl: row.image_url,
+    imageUrl: row.image_url ?? '',
     // A suggestion is never the caller's friend, so it grants nothing (docs/privacy.md).
-    friendPronouns: null,
-    friendStatus: null,
-    friendBannerUrl: null,
+    friendPronouns: '',
+    friendStatus: '',
+    friendBannerUrl: '',
     isAdmin: row.is_admin,
     planKey: row.plan,
     donorSupporterUnlocked: row.donor_supporter_unlocked,
@@ -50,18 +52,20 @@ export function toProfileCard(
   tabs: Schemas['FriendProfileTabs'],
 ): Schemas['FriendProfileCard'] {
   const shown = <T>(value: T | null): T | null => (showPrivate ? value : null);
+  // Pronouns, status and banner are strings in the contract: '' when hidden or unset.
+  const shownText = (value: string | null): string => shown(value) ?? '';
   return {
     friendUserId: row.id,
     name: row.display_name,
     username: row.username,
-    imageUrl: row.image_url,
+    imageUrl: row.image_url ?? '',
     displayName: row.display_name,
-    friendPronouns: shown(row.pronouns),
-    friendStatus: shown(row.status),
+    friendPronouns: shownText(row.pronouns),
+    friendStatus: shownText(row.status),
     friendTimezone: shown(row.timezone),
     friendCountry: shown(row.country),
     friendAboutMarkdown: shown(row.about_markdown),
-    friendBannerUrl: shown(row.banner_url),
+    friendBannerUrl: shownText(row.banner_url),
     isAdmin: row.is_admin,
     planKey: row.plan,
     donorSupporterUnlocked: row.donor_supporter_unlocked,

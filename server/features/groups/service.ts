@@ -225,6 +225,31 @@ function inScope(row: { side_system_id: string; sub_system_id: string | null }, 
   );
 }
 
+/**
+ * The folders as one flat list, parents before their children: depth first from the roots, siblings
+ * in the order given (name, then id). A folder whose parent is not among them (outside the scope)
+ * is a root.
+ */
+function flatten(folders: DirectoryRow[], nodes: Map<string, FolderNode>): FolderNode[] {
+  const roots: DirectoryRow[] = [];
+  const children = new Map<string, DirectoryRow[]>();
+  for (const f of folders) {
+    if (f.parent_id && nodes.has(f.parent_id)) {
+      const siblings = children.get(f.parent_id);
+      if (siblings) siblings.push(f);
+      else children.set(f.parent_id, [f]);
+    } else roots.push(f);
+  }
+  const out: FolderNode[] = [];
+  const stack = roots.reverse();
+  for (let f = stack.pop(); f; f = stack.pop()) {
+    out.push(nodes.get(f.id)!);
+    const kids = children.get(f.id);
+    if (kids) for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]!);
+  }
+  return out;
+}
+
 export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<Schemas['DirectoryTree']> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
@@ -257,12 +282,12 @@ export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<S
   ]);
 
   const nodes = new Map<string, FolderNode>();
-  for (const f of visibleFolders.values()) nodes.set(f.id, { ...base(f), members: [], folders: [], groups: [] });
-  const tree: Schemas['DirectoryTree'] = { folders: [], groups: [], members: [] };
-  for (const f of visibleFolders.values()) {
-    const parent = f.parent_id ? nodes.get(f.parent_id) : undefined;
-    (parent ? parent.folders : tree.folders).push(nodes.get(f.id)!);
-  }
+  for (const f of visibleFolders.values()) nodes.set(f.id, { ...base(f), members: [], groups: [] });
+  const tree: Schemas['DirectoryTree'] = {
+    folders: flatten([...visibleFolders.values()], nodes),
+    groups: [],
+    members: [],
+  };
   for (const g of groups) {
     const parent = g.parent_id ? nodes.get(g.parent_id) : undefined;
     (parent ? parent.groups : tree.groups).push(toGroup(g, memberIds.get(g.id) ?? []));
