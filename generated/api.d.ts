@@ -4708,7 +4708,8 @@ export interface paths {
          *     access to an object (for example a message attachment's access URL). Only servers using the
          *     filesystem object storage issue them; with S3-compatible storage the URLs point at the bucket.
          *     Types a browser could render as a page are sent as downloads (`Content-Disposition: attachment`)
-         *     and never sniffed (`X-Content-Type-Options: nosniff`). 403 for an expired or tampered URL.
+         *     and never sniffed (`X-Content-Type-Options: nosniff`); `Content-Security-Policy: default-src 'none'; sandbox`
+         *     keeps any of them from loading or running anything if opened as a page. 403 for an expired or tampered URL.
          */
         get: operations["downloadStoredObject"];
         /**
@@ -8933,6 +8934,16 @@ export interface components {
          * @example 42
          */
         RetryAfter: number;
+        /**
+         * @description Always `nosniff` on a response that carries bytes an account uploaded or the server fetched: a browser keeps to the declared type and never guesses another (an image with an HTML page after its end stays an image).
+         * @example nosniff
+         */
+        XContentTypeOptions: "nosniff";
+        /**
+         * @description Always `default-src 'none'; sandbox` on a response that carries bytes an account uploaded or the server fetched: opened as a page, the bytes load nothing, run no script and get an opaque origin.
+         * @example default-src 'none'; sandbox
+         */
+        UserContentSecurityPolicy: "default-src 'none'; sandbox";
     };
     pathItems: never;
 }
@@ -11973,6 +11984,8 @@ export interface operations {
                      * @example private, no-cache
                      */
                     "Cache-Control"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11997,6 +12010,8 @@ export interface operations {
             /** @description The cached copy (If-None-Match) is current. */
             304: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -13516,6 +13531,8 @@ export interface operations {
                      * @example "44524202ddf39407a68706b43219451463b49a597c91a65e023867ba70f4694b"
                      */
                     ETag?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13528,6 +13545,8 @@ export interface operations {
             /** @description The cached copy is current. */
             304: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18161,6 +18180,8 @@ export interface operations {
                      * @example private, no-cache
                      */
                     "Cache-Control"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18173,6 +18194,8 @@ export interface operations {
             /** @description The cached copy (If-None-Match) is current. */
             304: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18710,11 +18733,8 @@ export interface operations {
                      * @example private, no-cache
                      */
                     "Cache-Control"?: string;
-                    /**
-                     * @description Browsers must not guess another type than the stored one.
-                     * @example nosniff
-                     */
-                    "X-Content-Type-Options"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     /**
                      * @description `attachment` for every type other than the images this API stores and plain text.
                      * @example attachment
