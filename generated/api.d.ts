@@ -8777,7 +8777,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is not `application/json`. */
+        /** @description The request body is not of a type the operation takes (`application/json` for a JSON body), or its `Content-Type` declares a charset other than UTF-8 (JSON is UTF-8, RFC 8259; `utf-8` in any case, quoted or not, and no charset at all are accepted). Nothing was read or stored. */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
