@@ -8005,9 +8005,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The API key is missing, unknown or revoked. */
+        /** @description The API key is missing, unknown, revoked or expired. */
         Unauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticateApiKey"];
                 [name: string]: unknown;
             };
             content: {
@@ -8017,6 +8018,7 @@ export interface components {
         /** @description The server has a METRICS_TOKEN and the request did not carry it. */
         MetricsUnauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticateMetrics"];
                 [name: string]: unknown;
             };
             content: {
@@ -8026,6 +8028,7 @@ export interface components {
         /** @description The operator token is missing or wrong. */
         AdminUnauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticateAdmin"];
                 [name: string]: unknown;
             };
             content: {
@@ -8944,6 +8947,21 @@ export interface components {
          * @example default-src 'none'; sandbox
          */
         UserContentSecurityPolicy: "default-src 'none'; sandbox";
+        /**
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="api"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried one that is unknown, revoked or expired.
+         * @example Bearer realm="api", error="invalid_token"
+         */
+        WWWAuthenticateApiKey: "Bearer realm=\"api\"" | "Bearer realm=\"api\", error=\"invalid_token\"";
+        /**
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="admin"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried another than the operator token (or the admin API is disabled).
+         * @example Bearer realm="admin"
+         */
+        WWWAuthenticateAdmin: "Bearer realm=\"admin\"" | "Bearer realm=\"admin\", error=\"invalid_token\"";
+        /**
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="metrics"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried another than METRICS_TOKEN.
+         * @example Bearer realm="metrics"
+         */
+        WWWAuthenticateMetrics: "Bearer realm=\"metrics\"" | "Bearer realm=\"metrics\", error=\"invalid_token\"";
     };
     pathItems: never;
 }

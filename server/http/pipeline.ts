@@ -27,6 +27,7 @@ import {
   API_KEY_UNAUTHORIZED_MESSAGE,
   METRICS_UNAUTHORIZED_MESSAGE,
   ApiError,
+  bearerChallenge,
   fromDomainError,
   preconditionFailed,
   unauthorized,
@@ -396,11 +397,19 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
       return;
     }
     res.set(apiError.headers);
+    if (apiError.status === 401) res.set('WWW-Authenticate', challengeFor(l.operation?.operation, req));
     res
       .status(apiError.status)
       .type('application/json')
       .send(JSON.stringify({ code: apiError.code, message: apiError.message }));
   };
+}
+
+/** WWW-Authenticate of a 401: the realm of the credential the operation takes. */
+function challengeFor(operation: OperationInfo | undefined, req: Request): string {
+  const kind = operation?.security.kind;
+  const realm = kind === 'admin' ? 'admin' : kind === 'metrics' ? 'metrics' : 'api';
+  return bearerChallenge(realm, bearer(req) !== undefined);
 }
 
 function internal(err: unknown, log: Logger): ApiError {
