@@ -4711,7 +4711,8 @@ export interface paths {
          *     access to an object (for example a message attachment's access URL). Only servers using the
          *     filesystem object storage issue them; with S3-compatible storage the URLs point at the bucket.
          *     Types a browser could render as a page are sent as downloads (`Content-Disposition: attachment`)
-         *     and never sniffed (`X-Content-Type-Options: nosniff`). 403 for an expired or tampered URL.
+         *     and never sniffed (`X-Content-Type-Options: nosniff`); `Content-Security-Policy: default-src 'none'; sandbox`
+         *     keeps any of them from loading or running anything if opened as a page. 403 for an expired or tampered URL.
          */
         get: operations["downloadStoredObject"];
         /**
@@ -8037,9 +8038,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The API key is missing, unknown or revoked. */
+        /** @description The API key is missing, unknown, revoked or expired. */
         Unauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticateApiKey"];
                 [name: string]: unknown;
             };
             content: {
@@ -8049,6 +8051,7 @@ export interface components {
         /** @description The server has a METRICS_TOKEN and the request did not carry it. */
         MetricsUnauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticateMetrics"];
                 [name: string]: unknown;
             };
             content: {
@@ -8058,6 +8061,7 @@ export interface components {
         /** @description The operator token is missing or wrong. */
         AdminUnauthorized: {
             headers: {
+                "WWW-Authenticate": components["headers"]["WWWAuthenticateAdmin"];
                 [name: string]: unknown;
             };
             content: {
@@ -8823,7 +8827,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body is not `application/json`. */
+        /** @description The request body is not of a type the operation takes (`application/json` for a JSON body), or its `Content-Type` declares a charset other than UTF-8 (JSON is UTF-8, RFC 8259; `utf-8` in any case, quoted or not, and no charset at all are accepted). Nothing was read or stored. */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -8980,6 +8984,31 @@ export interface components {
          * @example 42
          */
         RetryAfter: number;
+        /**
+         * @description Always `nosniff` on a response that carries bytes an account uploaded or the server fetched: a browser keeps to the declared type and never guesses another (an image with an HTML page after its end stays an image).
+         * @example nosniff
+         */
+        XContentTypeOptions: "nosniff";
+        /**
+         * @description Always `default-src 'none'; sandbox` on a response that carries bytes an account uploaded or the server fetched: opened as a page, the bytes load nothing, run no script and get an opaque origin.
+         * @example default-src 'none'; sandbox
+         */
+        UserContentSecurityPolicy: "default-src 'none'; sandbox";
+        /**
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="api"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried one that is unknown, revoked or expired.
+         * @example Bearer realm="api", error="invalid_token"
+         */
+        WWWAuthenticateApiKey: "Bearer realm=\"api\"" | "Bearer realm=\"api\", error=\"invalid_token\"";
+        /**
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="admin"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried another than the operator token (or the admin API is disabled).
+         * @example Bearer realm="admin"
+         */
+        WWWAuthenticateAdmin: "Bearer realm=\"admin\"" | "Bearer realm=\"admin\", error=\"invalid_token\"";
+        /**
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="metrics"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried another than METRICS_TOKEN.
+         * @example Bearer realm="metrics"
+         */
+        WWWAuthenticateMetrics: "Bearer realm=\"metrics\"" | "Bearer realm=\"metrics\", error=\"invalid_token\"";
     };
     pathItems: never;
 }
@@ -12044,6 +12073,8 @@ export interface operations {
                      * @example private, no-cache
                      */
                     "Cache-Control"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12068,6 +12099,8 @@ export interface operations {
             /** @description The cached copy (If-None-Match) is current. */
             304: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -13602,6 +13635,8 @@ export interface operations {
                      * @example "44524202ddf39407a68706b43219451463b49a597c91a65e023867ba70f4694b"
                      */
                     ETag?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13614,6 +13649,8 @@ export interface operations {
             /** @description The cached copy is current. */
             304: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18302,6 +18339,8 @@ export interface operations {
                      * @example private, no-cache
                      */
                     "Cache-Control"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18314,6 +18353,8 @@ export interface operations {
             /** @description The cached copy (If-None-Match) is current. */
             304: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -18857,11 +18898,8 @@ export interface operations {
                      * @example private, no-cache
                      */
                     "Cache-Control"?: string;
-                    /**
-                     * @description Browsers must not guess another type than the stored one.
-                     * @example nosniff
-                     */
-                    "X-Content-Type-Options"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     /**
                      * @description `attachment` for every type other than the images this API stores and plain text.
                      * @example attachment

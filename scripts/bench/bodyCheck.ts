@@ -29,7 +29,7 @@ interface Answer {
 }
 
 /** Headers the two servers must agree on: exactly, or only on being present. */
-const SAME_VALUE = ['content-type', 'ratelimit-limit', 'ratelimit-policy', 'x-request-id'];
+const SAME_VALUE = ['content-type', 'ratelimit-limit', 'ratelimit-policy', 'www-authenticate', 'x-request-id'];
 const SAME_PRESENCE = ['ratelimit-remaining', 'ratelimit-reset', 'retry-after'];
 
 let sequence = 0;

@@ -597,8 +597,12 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     if (!route || method !== 'GET') throw new HttpError(404, 'NOT_FOUND', `No route for ${method} ${path}`);
     const now = Date.now();
     auth = (await authenticate(req.headers.authorization, now)) ?? undefined;
-    if (!auth)
-      throw new HttpError(401, 'UNAUTHORIZED', 'Missing or invalid API key. Use Authorization: Bearer <token>.');
+    if (!auth) {
+      const presented = /^Bearer\s+\S+\s*$/i.test(req.headers.authorization ?? '');
+      throw new HttpError(401, 'UNAUTHORIZED', 'Missing or invalid API key. Use Authorization: Bearer <token>.', {
+        'WWW-Authenticate': `Bearer realm="api"${presented ? ', error="invalid_token"' : ''}`,
+      });
+    }
     const state = await hit(auth.keyId, now);
     const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
     res.setHeader('RateLimit-Limit', String(RATE_LIMIT));

@@ -9,7 +9,7 @@ export function cors(origins: string[]): RequestHandler {
     res.set({
       'Access-Control-Allow-Origin': allowed.has('*') ? '*' : origin,
       'Access-Control-Expose-Headers':
-        'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, ETag, Deprecation, Sunset, Link, Warning',
+        'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, ETag, Deprecation, Sunset, Link, Warning, WWW-Authenticate',
       Vary: 'Origin',
     });
     if (req.method === 'OPTIONS' && req.headers['access-control-request-method']) {

@@ -20,6 +20,19 @@ export class ApiError extends Error {
 }
 
 export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
+
+/** The realm a 401 names: which credential the operation takes (an API key, the admin or the metrics token). */
+export type AuthRealm = 'api' | 'admin' | 'metrics';
+
+/**
+ * The challenge every 401 carries in `WWW-Authenticate` (RFC 9110 §11.6.1), added by the error
+ * handler whatever threw it: the Bearer scheme with the operation's realm, and
+ * `error="invalid_token"` (RFC 6750 §3.1) only when the request presented a bearer token that was
+ * refused — a request without one gets no error code, as RFC 6750 §3.1 asks.
+ */
+export function bearerChallenge(realm: AuthRealm, tokenPresented: boolean): string {
+  return `Bearer realm="${realm}"${tokenPresented ? ', error="invalid_token"' : ''}`;
+}
 export const preconditionFailed = (message: string) => new ApiError(503, 'PRECONDITION_FAILED', message);
 
 export const ADMIN_UNAUTHORIZED_MESSAGE = 'Missing or invalid admin token. Use Authorization: Bearer <ADMIN_TOKEN>.';

@@ -7,6 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { parse as parseContentType } from 'content-type';
 import express, {
   type ErrorRequestHandler,
   type NextFunction,
@@ -26,6 +27,7 @@ import {
   API_KEY_UNAUTHORIZED_MESSAGE,
   METRICS_UNAUTHORIZED_MESSAGE,
   ApiError,
+  bearerChallenge,
   fromDomainError,
   preconditionFailed,
   unauthorized,
@@ -140,7 +142,17 @@ function hasBody(req: Request): boolean {
 const JSON_TYPES = ['application/json', 'application/*+json'];
 
 /**
- * Request bodies for operations that declare one: JSON (parsed, BODY_LIMIT_BYTES) or, for
+ * The charset a request declares, read exactly as body-parser reads it before decoding (the same
+ * `content-type` parser: the first `charset` parameter, quoted or not, lower-cased), so this check
+ * and the decoder cannot disagree.
+ */
+function declaredCharset(req: Request): string | undefined {
+  const header = req.headers['content-type'];
+  return header ? parseContentType(header).parameters.charset?.toLowerCase() : undefined;
+}
+
+/**
+ * Request bodies for operations that declare one: JSON (UTF-8 only, parsed, BODY_LIMIT_BYTES) or, for
  * operations that take raw media, the bytes as a Buffer (MEDIA_MAX_BYTES). A body sent to an
  * operation that takes none is ignored (many clients send `{}` with every POST).
  *
@@ -163,6 +175,17 @@ export function parseBody(limits: { jsonBytes: number; rawBytes: number; timeout
     if (acceptsJson) {
       if (!req.is(JSON_TYPES))
         throw new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
+      // JSON is UTF-8 (RFC 8259 §8.1). body-parser would decode any utf-* charset it knows (UTF-7
+      // turns `+ADw-` into `<`, UTF-16 is accepted too), so every other charset is refused here,
+      // before a byte is read.
+      const charset = declaredCharset(req);
+      if (charset !== undefined && charset !== 'utf-8') {
+        throw new ApiError(
+          415,
+          'UNSUPPORTED_MEDIA_TYPE',
+          `Request body must be UTF-8 JSON (RFC 8259); charset "${charset.replace(/[^a-z0-9._:+-]/g, '').slice(0, 40)}" is not supported`,
+        );
+      }
     } else if (!req.is(operation.requestContentTypes)) {
       throw new ApiError(
         415,
@@ -389,11 +412,19 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
       return;
     }
     res.set(apiError.headers);
+    if (apiError.status === 401) res.set('WWW-Authenticate', challengeFor(l.operation?.operation, req));
     res
       .status(apiError.status)
       .type('application/json')
       .send(JSON.stringify({ code: apiError.code, message: apiError.message }));
   };
+}
+
+/** WWW-Authenticate of a 401: the realm of the credential the operation takes. */
+function challengeFor(operation: OperationInfo | undefined, req: Request): string {
+  const kind = operation?.security.kind;
+  const realm = kind === 'admin' ? 'admin' : kind === 'metrics' ? 'metrics' : 'api';
+  return bearerChallenge(realm, bearer(req) !== undefined);
 }
 
 function internal(err: unknown, log: Logger): ApiError {

@@ -46,6 +46,7 @@ export { FilesystemObjectStorage } from './filesystem.ts';
 export { S3ObjectStorage, type S3StorageOptions } from './s3.ts';
 export { ALLOWED_IMAGE_TYPES, sniffImageType, type ImageType } from './images.ts';
 export { contentMatchesType, sniffContentType, VERIFIABLE_CONTENT_TYPES } from './sniff.ts';
+export { USER_CONTENT_HEADERS } from './serve.ts';
 export { keyToUrlSegment, resolveSigningKey, SignedUrlError, urlSegmentToKey } from './signing.ts';
 export {
   assertValidKey,

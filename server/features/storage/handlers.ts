@@ -16,6 +16,7 @@ import {
   SignedUrlError,
   UploadRejectedError,
   urlSegmentToKey,
+  USER_CONTENT_HEADERS,
 } from '../../storage/index.ts';
 
 function signedStorage(ctx: RequestContext): FilesystemObjectStorage {
@@ -149,7 +150,7 @@ export const storageHandlers = {
         ETag: object.etag,
         'Content-Length': String(object.size),
         'Cache-Control': 'private, no-cache',
-        'X-Content-Type-Options': 'nosniff',
+        ...USER_CONTENT_HEADERS,
         ...(INLINE_TYPES.has(type) ? {} : { 'Content-Disposition': 'attachment' }),
       },
     };
