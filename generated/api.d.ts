@@ -8031,6 +8031,19 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The admin API is disabled: the server has no `ADMIN_TOKEN` (only the embedded default
+         *     generates one; on PostgreSQL it must be set), so every Admin operation answers this, whatever
+         *     token is sent. Or the database cannot be reached (retry later).
+         */
+        AdminUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The key lacks the scope, or the account's plan or ownership forbids the action. */
         Forbidden: {
             headers: {
@@ -9097,7 +9110,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     createAccount: {
@@ -9136,7 +9149,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     getAccount: {
@@ -9172,7 +9185,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     deleteAccount: {
@@ -9206,7 +9219,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     listApiKeys: {
@@ -9247,7 +9260,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     createApiKey: {
@@ -9290,7 +9303,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     registerAccountIdentity: {
@@ -9331,7 +9344,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     revokeApiKey: {
@@ -9365,7 +9378,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAPIKey"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     getMe: {

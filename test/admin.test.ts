@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { loadBundledSpec, OperationIndex } from '../server/http/spec.ts';
 import { useServer, bearer } from './helpers/server.ts';
 
 const server = useServer();
@@ -281,5 +282,43 @@ describe('npm run admin', () => {
       code: 1,
       stderr: expect.stringContaining('BAD_REQUEST'),
     });
+  });
+});
+
+const DISABLED = {
+  code: 'PRECONDITION_FAILED',
+  message: 'The admin API is disabled: set ADMIN_TOKEN (at least 16 characters) to enable /admin/v1',
+};
+
+describe('a server without ADMIN_TOKEN (the admin API disabled)', () => {
+  // On PostgreSQL nothing generates a token (the embedded default does, in DATA_DIR; the test
+  // servers' in-memory embedded database has no DATA_DIR, so none either).
+  const disabled = useServer({ adminToken: false });
+  const adminOps = new OperationIndex(loadBundledSpec()).operations.filter((o) => o.security.kind === 'admin');
+
+  it('answers every admin operation with 503 PRECONDITION_FAILED naming ADMIN_TOKEN: no token, a wrong one, or the would-be right one', async () => {
+    expect(disabled.runtime.adminTokenSource).toBe('none');
+    expect(adminOps.length).toBeGreaterThanOrEqual(8);
+    const sample = '00000000-0000-4000-8000-000000000000';
+    const accountsBefore = await disabled.deps.db.knex('accounts').count({ n: '*' }).first();
+    for (const op of adminOps) {
+      for (const auth of [{}, bearer('not-the-admin-token'), bearer(disabled.adminToken)]) {
+        const res = await disabled.fetch(op.path.replace(/\{[^}]+\}/g, sample), {
+          method: op.method,
+          headers: { ...auth, ...(op.hasRequestBody ? { 'Content-Type': 'application/json' } : {}) },
+          // A valid body where one is needed: the refusal does not depend on what is sent.
+          ...(op.operationId === 'createAccount' ? { body: JSON.stringify({ username: 'would_be_created' }) } : {}),
+          ...(op.operationId === 'createApiKey' ? { body: JSON.stringify({ scopes: {} }) } : {}),
+          ...(op.operationId === 'registerAccountIdentity' ? { body: '{}' } : {}),
+        });
+        expect(res.status, `${op.operationId} ${JSON.stringify(auth)}`).toBe(503);
+        expect(await res.json()).toEqual(DISABLED);
+      }
+    }
+    // The typed client (what the CLI uses) sees the same declared answer.
+    const typed = await disabled.admin.GET('/admin/v1/accounts');
+    expect(typed.response.status).toBe(503);
+    expect(typed.error).toEqual(DISABLED);
+    expect(await disabled.deps.db.knex('accounts').count({ n: '*' }).first()).toEqual(accountsBefore);
   });
 });
