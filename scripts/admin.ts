@@ -11,8 +11,12 @@
  *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
  *   npm run admin -- delete-account --user <userId> --yes
  *
- * Where a command goes (README, "Which server, which token"):
- * - A server: --url, else ADMIN_URL, else (DATABASE_URL unset) the address the running
+ * Where a command goes (README, "Which server, which token" and "Without a server: --direct"):
+ * - `--direct`: no server. The admin API runs inside this process on DATABASE_URL
+ *   (server/directAdmin.ts): same validation, handlers, services, transactions, audit rows and
+ *   JSON as through a server. For PostgreSQL servers without ADMIN_TOKEN. Takes no --url or
+ *   --token (ADMIN_URL and ADMIN_TOKEN are ignored).
+ * - Otherwise a server: --url, else ADMIN_URL, else (DATABASE_URL unset) the address the running
  *   embedded server of DATA_DIR recorded, else http://127.0.0.1:$PORT (3000). Token: --token, else
  *   ADMIN_TOKEN, else DATA_DIR/admin-token — read only when DATABASE_URL is unset and the server is
  *   the running server of that DATA_DIR on this machine (server/localServer.ts), so the embedded
@@ -36,7 +40,8 @@ const USAGE = `usage:
   npm run admin -- show-account --user <userId>
   npm run admin -- list-keys --user <userId> [--limit <1-200>] [--cursor <nextCursor>]
   npm run admin -- delete-account --user <userId> --yes      (deletes the account and all its data)
-through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see README)`;
+through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see README)
+without a server: --direct   (works on DATABASE_URL itself, in one transaction per command, audited as the API)`;
 
 function fail(message: string): never {
   console.error(message);
@@ -48,6 +53,7 @@ const { positionals, values } = parseArgs({
   options: {
     url: { type: 'string' },
     token: { type: 'string' },
+    direct: { type: 'boolean' },
     username: { type: 'string' },
     'display-name': { type: 'string' },
     plan: { type: 'string' },
@@ -198,7 +204,7 @@ function serverTarget(): Target {
   if (databaseUrl)
     fail(
       `No admin token: ${fix}. DATABASE_URL is set, and a server on PostgreSQL does not use ${file}; ` +
-        'without ADMIN_TOKEN its admin API is disabled.',
+        'without ADMIN_TOKEN its admin API is disabled, and --direct works on DATABASE_URL without it.',
     );
   if (!localUrl)
     fail(
@@ -225,8 +231,43 @@ function sameOrigin(a: string, b: string): boolean {
   }
 }
 
+/** --direct: the admin API in this process, on DATABASE_URL. */
+async function directTarget(): Promise<Target> {
+  if (values.url || values.token) fail('--direct works on DATABASE_URL without a server; it takes no --url or --token');
+  const [{ ConfigError, loadConfig }, { createLogger }, { openDirectAdmin }, { StartupError, describeUrl }] =
+    await Promise.all([
+      import('../server/config.ts'),
+      import('../server/logger.ts'),
+      import('../server/directAdmin.ts'),
+      import('../server/runtime.ts'),
+    ]);
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`Configuration error: ${err.message}`);
+    throw err;
+  }
+  if (!config.databaseUrl)
+    fail(
+      '--direct works on the PostgreSQL database of DATABASE_URL, which is not set. On the embedded default, run without --direct: the running server of DATA_DIR is used with its DATA_DIR/admin-token.',
+    );
+  try {
+    const direct = await openDirectAdmin(config, createLogger(env('LOG_LEVEL') ?? 'warn', process.stderr));
+    return {
+      api: createApiClient({ baseUrl: 'http://direct.invalid', apiKey: direct.token, fetch: direct.fetch }),
+      where: `${describeUrl(config.databaseUrl, 5432)} (DATABASE_URL, --direct)`,
+      close: direct.close,
+    };
+  } catch (err) {
+    if (!(err instanceof StartupError)) throw err;
+    console.error(JSON.stringify({ code: 'PRECONDITION_FAILED', message: err.message }, null, 2));
+    process.exit(1);
+  }
+}
+
 const request = plan(command);
-const target = serverTarget();
+const target = values.direct ? await directTarget() : serverTarget();
 let exitCode = 0;
 try {
   const { data, error, response } = await request(target.api);

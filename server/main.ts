@@ -40,7 +40,9 @@ function banner(
     // Printed once, when generated: logs are kept and shipped; the file is readable by its owner only.
     lines.push(`  admin token: in ${config.dataDir}/admin-token (printed on the first start only)`);
   } else if (runtime.adminTokenSource === 'none') {
-    lines.push('  admin API disabled: set ADMIN_TOKEN to enable /admin/v1');
+    lines.push(
+      '  admin API disabled (503): set ADMIN_TOKEN to enable /admin/v1; npm run admin -- --direct works on DATABASE_URL',
+    );
   }
   if (demo) {
     lines.push(

@@ -141,7 +141,21 @@ describe('npm run admin: DATA_DIR/admin-token goes only to the server of that DA
     });
     expect(postgres.code).toBe(2);
     expect(postgres.stderr).toContain('No admin token: pass --token or set ADMIN_TOKEN. DATABASE_URL is set');
+    expect(postgres.stderr).toContain('--direct');
     expect(other.seen).toEqual([]);
     expect(own.seen).toEqual([]);
+  });
+
+  it('--direct needs DATABASE_URL and takes no --url or --token', async () => {
+    const [noDatabase, withToken] = await Promise.all([
+      cli(dataDir, ['--direct', 'list-accounts']),
+      cli(dataDir, ['--direct', 'list-accounts', '--token', FILE_TOKEN], {
+        DATABASE_URL: 'postgres://operator@db.example.org:5432/accounts',
+      }),
+    ]);
+    expect(noDatabase.code).toBe(2);
+    expect(noDatabase.stderr).toContain('--direct works on the PostgreSQL database of DATABASE_URL, which is not set');
+    expect(withToken.code).toBe(2);
+    expect(withToken.stderr).toContain('it takes no --url or --token');
   });
 });
