@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 /**
  * Three projects (`npm test` runs them all; `npm test -- --project api` one):
  *   - unit: no server and no database (storage backends, the fetcher, config, the lock file, the
- *     fuzzer's parts, the client's retries, the Prism mock). Never reads DATABASE_URL.
+ *     admin CLI's choice of token, the fuzzer's parts, the client's retries, the Prism mock).
+ *     Never reads DATABASE_URL.
  *   - api: the real app on a fresh database per file, driven over HTTP: the embedded database, or
  *     PostgreSQL when DATABASE_URL is set. CI runs this project on both.
  *   - system: the server as a process on the embedded default (npm start, signals, the DATA_DIR
@@ -12,6 +13,7 @@ import { defineConfig } from 'vitest/config';
  *     it once, on the embedded database.
  */
 const UNIT = [
+  'test/adminCli.test.ts',
   'test/clientRetry.test.ts',
   'test/dataDirLock.test.ts',
   'test/embeddedSettings.test.ts',

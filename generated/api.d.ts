@@ -8068,6 +8068,19 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The admin API is disabled: the server has no `ADMIN_TOKEN` (only the embedded default
+         *     generates one; on PostgreSQL it must be set), so every Admin operation answers this, whatever
+         *     token is sent. Or the database cannot be reached (retry later).
+         */
+        AdminUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The key lacks the scope, or the account's plan or ownership forbids the action. */
         Forbidden: {
             headers: {
@@ -9173,7 +9186,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     createAccount: {
@@ -9213,7 +9226,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     getAccount: {
@@ -9249,7 +9262,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     deleteAccount: {
@@ -9283,7 +9296,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     listApiKeys: {
@@ -9324,7 +9337,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAccount"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     createApiKey: {
@@ -9368,7 +9381,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     registerAccountIdentity: {
@@ -9410,7 +9423,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     revokeApiKey: {
@@ -9444,7 +9457,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAPIKey"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["PreconditionFailed"];
+            503: components["responses"]["AdminUnavailable"];
         };
     };
     getMe: {

@@ -1,5 +1,6 @@
 /**
- * Operator CLI over the admin API. Prints the JSON response; exits 1 with the error envelope on failure.
+ * Operator CLI over the admin API. Prints the JSON response; exits 1 with the error envelope on
+ * failure, 2 on a usage error (nothing was sent).
  *
  *   npm run admin -- create-account --username aurora [--display-name "Aurora"] [--plan free|pro|pro_plus] [--admin]
  *                                   [--pronouns ..] [--status ..] [--timezone ..] [--country ..] [--about ..]
@@ -10,14 +11,23 @@
  *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
  *   npm run admin -- delete-account --user <userId> --yes
  *
- * Server: --url, else ADMIN_URL, else http://127.0.0.1:$PORT (3000). Token: --token, else ADMIN_TOKEN,
- * else the token the embedded default keeps in $DATA_DIR/admin-token.
+ * Where a command goes (README, "Which server, which token" and "Without a server: --direct"):
+ * - `--direct`: no server. The admin API runs inside this process on DATABASE_URL
+ *   (server/directAdmin.ts): same validation, handlers, services, transactions, audit rows and
+ *   JSON as through a server. For PostgreSQL servers without ADMIN_TOKEN. Takes no --url or
+ *   --token (ADMIN_URL and ADMIN_TOKEN are ignored).
+ * - Otherwise a server: --url, else ADMIN_URL, else (DATABASE_URL unset) the address the running
+ *   embedded server of DATA_DIR recorded, else http://127.0.0.1:$PORT (3000). Token: --token, else
+ *   ADMIN_TOKEN, else DATA_DIR/admin-token — read only when DATABASE_URL is unset and the server is
+ *   the running server of that DATA_DIR on this machine (server/localServer.ts), so the embedded
+ *   token is never sent to any other server.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createApiClient, type components } from '../client/index.ts';
+import { createApiClient, type ApiClient, type components } from '../client/index.ts';
 import { SCOPES } from '../server/http/spec.ts';
+import { runningServerOf } from '../server/localServer.ts';
 
 type ScopeMap = components['schemas']['ScopeMap'];
 
@@ -30,7 +40,8 @@ const USAGE = `usage:
   npm run admin -- show-account --user <userId>
   npm run admin -- list-keys --user <userId> [--limit <1-200>] [--cursor <nextCursor>]
   npm run admin -- delete-account --user <userId> --yes      (deletes the account and all its data)
-common options: --url <server origin> --token <admin token>`;
+through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see README)
+without a server: --direct   (works on DATABASE_URL itself, in one transaction per command, audited as the API)`;
 
 function fail(message: string): never {
   console.error(message);
@@ -42,6 +53,7 @@ const { positionals, values } = parseArgs({
   options: {
     url: { type: 'string' },
     token: { type: 'string' },
+    direct: { type: 'boolean' },
     username: { type: 'string' },
     'display-name': { type: 'string' },
     plan: { type: 'string' },
@@ -71,12 +83,9 @@ if (values.help || !command) {
   process.exit(values.help ? 0 : 2);
 }
 
-function adminToken(): string {
-  if (values.token) return values.token;
-  if (process.env.ADMIN_TOKEN) return process.env.ADMIN_TOKEN;
-  const file = join(resolve(process.env.DATA_DIR || './data'), 'admin-token');
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
-  return fail('No admin token: pass --token, set ADMIN_TOKEN, or run where DATA_DIR holds the generated admin-token');
+/** An environment variable, empty counting as unset (as the server's configuration reads them). */
+function env(name: string): string | undefined {
+  return process.env[name] || undefined;
 }
 
 function parseScopes(): ScopeMap {
@@ -110,10 +119,10 @@ function userId(command: string): string {
   return values.user ?? fail(`${command} needs --user <userId>`);
 }
 
-const baseUrl = values.url ?? process.env.ADMIN_URL ?? `http://127.0.0.1:${process.env.PORT || 3000}`;
-const api = createApiClient({ baseUrl, apiKey: adminToken() });
+type Outcome = { data?: unknown; error?: unknown; response: Response };
 
-async function run(): Promise<{ data?: unknown; error?: unknown; response: Response }> {
+/** The command's request, built (and its arguments checked) before anything is opened or sent. */
+function plan(command: string): (api: ApiClient) => Promise<Outcome> {
   switch (command) {
     case 'create-account': {
       if (!values.username) fail('create-account needs --username');
@@ -126,56 +135,154 @@ async function run(): Promise<{ data?: unknown; error?: unknown; response: Respo
       if (values.timezone) body.timezone = values.timezone;
       if (values.country) body.country = values.country;
       if (values.about) body.aboutMarkdown = values.about;
-      return api.POST('/admin/v1/accounts', { body });
+      return (api) => api.POST('/admin/v1/accounts', { body });
     }
     case 'create-key': {
-      if (!values.user) fail('create-key needs --user <userId>');
-      return api.POST('/admin/v1/accounts/{userId}/api-keys', {
-        params: { path: { userId: values.user } },
-        body: {
-          scopes: parseScopes(),
-          ...(values.name ? { name: values.name } : {}),
-          ...(values['expires-at'] ? { expiresAt: parseTime(values['expires-at']) } : {}),
-        },
-      });
+      const user = values.user ?? fail('create-key needs --user <userId>');
+      const body = {
+        scopes: parseScopes(),
+        ...(values.name ? { name: values.name } : {}),
+        ...(values['expires-at'] ? { expiresAt: parseTime(values['expires-at']) } : {}),
+      };
+      return (api) => api.POST('/admin/v1/accounts/{userId}/api-keys', { params: { path: { userId: user } }, body });
     }
     case 'list-accounts': {
       const query = { limit: parseLimit(), cursor: values.cursor, usernamePrefix: values.prefix };
-      return api.GET('/admin/v1/accounts', { params: { query } });
+      return (api) => api.GET('/admin/v1/accounts', { params: { query } });
     }
-    case 'show-account':
-      return api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: userId(command) } } });
-    case 'list-keys':
-      return api.GET('/admin/v1/accounts/{userId}/api-keys', {
-        params: { path: { userId: userId(command) }, query: { limit: parseLimit(), cursor: values.cursor } },
-      });
+    case 'show-account': {
+      const id = userId(command);
+      return (api) => api.GET('/admin/v1/accounts/{userId}', { params: { path: { userId: id } } });
+    }
+    case 'list-keys': {
+      const path = { userId: userId(command) };
+      const query = { limit: parseLimit(), cursor: values.cursor };
+      return (api) => api.GET('/admin/v1/accounts/{userId}/api-keys', { params: { path, query } });
+    }
     case 'delete-account': {
       const id = userId(command);
       if (!values.yes) fail('delete-account removes the account and all its data for good; add --yes to confirm');
-      const result = await api.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: id } } });
-      return { ...result, data: result.response.ok ? { deleted: id } : undefined };
+      return async (api) => {
+        const result = await api.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: id } } });
+        return { ...result, data: result.response.ok ? { deleted: id } : undefined };
+      };
     }
     case 'revoke-key': {
-      if (!values.key) fail('revoke-key needs --key <keyId>');
-      const result = await api.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId: values.key } } });
-      return { ...result, data: result.response.ok ? { revoked: values.key } : undefined };
+      const keyId = values.key ?? fail('revoke-key needs --key <keyId>');
+      return async (api) => {
+        const result = await api.DELETE('/admin/v1/api-keys/{keyId}', { params: { path: { keyId } } });
+        return { ...result, data: result.response.ok ? { revoked: keyId } : undefined };
+      };
     }
     default:
       return fail(`unknown command "${command}"\n${USAGE}`);
   }
 }
 
+interface Target {
+  api: ApiClient;
+  /** Named when it cannot be reached. */
+  where: string;
+  close?: () => Promise<void>;
+}
+
+/** A server, and the admin token for it; DATA_DIR/admin-token only for the running server of DATA_DIR. */
+function serverTarget(): Target {
+  const explicitUrl = values.url ?? env('ADMIN_URL');
+  const databaseUrl = env('DATABASE_URL');
+  const dataDir = resolve(env('DATA_DIR') ?? './data');
+  // A server on PostgreSQL never reads DATA_DIR, so its contents say nothing about it.
+  const local = databaseUrl ? undefined : runningServerOf(dataDir);
+  const localUrl = local && 'url' in local ? local.url : undefined;
+  const baseUrl = explicitUrl ?? localUrl ?? `http://127.0.0.1:${env('PORT') ?? 3000}`;
+  const target = (token: string): Target => ({ api: createApiClient({ baseUrl, apiKey: token }), where: baseUrl });
+  const token = values.token ?? env('ADMIN_TOKEN');
+  if (token) return target(token);
+
+  const file = join(dataDir, 'admin-token');
+  const fix = 'pass --token or set ADMIN_TOKEN';
+  if (databaseUrl)
+    fail(
+      `No admin token: ${fix}. DATABASE_URL is set, and a server on PostgreSQL does not use ${file}; ` +
+        'without ADMIN_TOKEN its admin API is disabled, and --direct works on DATABASE_URL without it.',
+    );
+  if (!localUrl)
+    fail(
+      `No admin token: ${fix}. ${file} is used only with the running server of that DATA_DIR, and ${local && 'reason' in local ? local.reason : 'there is none'}.`,
+    );
+  if (explicitUrl && !sameOrigin(explicitUrl, localUrl))
+    fail(
+      `No admin token for ${explicitUrl}: ${fix}. ${file} belongs to the server of that DATA_DIR, which listens on ${localUrl}, and is sent nowhere else.`,
+    );
+  let fromFile: string;
+  try {
+    fromFile = readFileSync(file, 'utf8').trim();
+  } catch {
+    return fail(`No admin token: ${fix}. The server of ${dataDir} runs, but ${file} cannot be read.`);
+  }
+  return target(fromFile);
+}
+
+function sameOrigin(a: string, b: string): boolean {
+  try {
+    return new URL(a).origin === new URL(b).origin;
+  } catch {
+    return false;
+  }
+}
+
+/** --direct: the admin API in this process, on DATABASE_URL. */
+async function directTarget(): Promise<Target> {
+  if (values.url || values.token) fail('--direct works on DATABASE_URL without a server; it takes no --url or --token');
+  const [{ ConfigError, loadConfig }, { createLogger }, { openDirectAdmin }, { StartupError, describeUrl }] =
+    await Promise.all([
+      import('../server/config.ts'),
+      import('../server/logger.ts'),
+      import('../server/directAdmin.ts'),
+      import('../server/runtime.ts'),
+    ]);
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`Configuration error: ${err.message}`);
+    throw err;
+  }
+  if (!config.databaseUrl)
+    fail(
+      '--direct works on the PostgreSQL database of DATABASE_URL, which is not set. On the embedded default, run without --direct: the running server of DATA_DIR is used with its DATA_DIR/admin-token.',
+    );
+  try {
+    const direct = await openDirectAdmin(config, createLogger(env('LOG_LEVEL') ?? 'warn', process.stderr));
+    return {
+      api: createApiClient({ baseUrl: 'http://direct.invalid', apiKey: direct.token, fetch: direct.fetch }),
+      where: `${describeUrl(config.databaseUrl, 5432)} (DATABASE_URL, --direct)`,
+      close: direct.close,
+    };
+  } catch (err) {
+    if (!(err instanceof StartupError)) throw err;
+    console.error(JSON.stringify({ code: 'PRECONDITION_FAILED', message: err.message }, null, 2));
+    process.exit(1);
+  }
+}
+
+const request = plan(command);
+const target = values.direct ? await directTarget() : serverTarget();
+let exitCode = 0;
 try {
-  const { data, error, response } = await run();
+  const { data, error, response } = await request(target.api);
   if (response.ok) {
     console.log(JSON.stringify(data, null, 2));
   } else {
     console.error(JSON.stringify(error ?? { status: response.status }, null, 2));
-    process.exit(1);
+    exitCode = 1;
   }
 } catch (err) {
   console.error(
-    JSON.stringify({ code: 'UNREACHABLE', message: `Could not reach ${baseUrl}: ${(err as Error).message}` }),
+    JSON.stringify({ code: 'UNREACHABLE', message: `Could not reach ${target.where}: ${(err as Error).message}` }),
   );
-  process.exit(1);
+  exitCode = 1;
+} finally {
+  await target.close?.();
 }
+process.exit(exitCode);

@@ -26,7 +26,7 @@ export interface AppDeps {
   rateLimiter: RateLimiter;
   /** Object storage for media; null when the operator configured none (OBJECT_STORAGE=none). */
   storage: ObjectStorage | null;
-  /** Operator token for /admin/v1; undefined disables the admin API (every call is 401). */
+  /** Operator token for /admin/v1; undefined disables the admin API (every call is 503 PRECONDITION_FAILED). */
   adminToken: string | undefined;
   /** Prometheus metrics served by GET /metrics. */
   metrics: Metrics;

@@ -13,6 +13,7 @@ import { DataDirLockedError } from './db/dataDirLock.ts';
 import { seedDemoAccount } from './features/accounts/demo.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger } from './logger.ts';
+import { loopbackUrl, recordServerAddress } from './localServer.ts';
 import { createRuntime, StartupError, type Runtime } from './runtime.ts';
 
 /** In-flight requests get this long after SIGTERM before their connections are closed. */
@@ -41,7 +42,9 @@ function banner(
     // Printed once, when generated: logs are kept and shipped; the file is readable by its owner only.
     lines.push(`  admin token: in ${config.dataDir}/admin-token (printed on the first start only)`);
   } else if (runtime.adminTokenSource === 'none') {
-    lines.push('  admin API disabled: set ADMIN_TOKEN to enable /admin/v1');
+    lines.push(
+      '  admin API disabled (503): set ADMIN_TOKEN to enable /admin/v1; npm run admin -- --direct works on DATABASE_URL',
+    );
   }
   if (demo) {
     lines.push(
@@ -68,6 +71,8 @@ const state: {
   exitCode: number;
   /** A signal that arrived before the server was listening; honoured as soon as start-up returns. */
   pendingSignal: NodeJS.Signals | undefined;
+  /** Removes DATA_DIR/server-address (embedded default), before the lock goes with the runtime. */
+  forgetAddress: (() => void) | undefined;
 } = {
   logger: undefined,
   runtime: undefined,
@@ -75,6 +80,7 @@ const state: {
   stopping: false,
   exitCode: 0,
   pendingSignal: undefined,
+  forgetAddress: undefined,
 };
 
 function log(level: 'info' | 'warn' | 'error' | 'fatal', obj: object, msg: string): void {
@@ -95,6 +101,7 @@ function stop(reason: string, exitCode: number, graceMs: number): void {
   deadline.unref();
   const closeRuntime = async () => {
     try {
+      state.forgetAddress?.();
       await runtime?.close();
       log('info', { reason }, 'stopped');
       process.exit(state.exitCode);
@@ -209,9 +216,23 @@ async function main(): Promise<void> {
         )
       : undefined;
   state.server = server;
-  await runtime.startJobs();
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
+  // The embedded default tells `npm run admin` where it listens (server/localServer.ts): the CLI
+  // sends DATA_DIR/admin-token only to the server that holds DATA_DIR and recorded this address.
+  const lock = runtime.deps.db.dataDirLock;
+  if (!config.databaseUrl && lock) {
+    try {
+      state.forgetAddress = recordServerAddress(config.dataDir, lock, loopbackUrl(config.host, port));
+    } catch (err) {
+      log(
+        'warn',
+        { err },
+        `could not record the server address in ${config.dataDir}; npm run admin needs --url and --token`,
+      );
+    }
+  }
+  await runtime.startJobs();
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   process.stdout.write(banner(config, `http://${host}:${port}`, runtime, demo));
   if (state.pendingSignal) stop(state.pendingSignal, 0, SHUTDOWN_GRACE_MS);

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { useServer, bearer } from './helpers/server.ts';
+import { loadBundledSpec, OperationIndex } from '../server/http/spec.ts';
+import { useServer, bearer, TestServer } from './helpers/server.ts';
 
 const server = useServer();
 const run = promisify(execFile);
@@ -282,4 +283,170 @@ describe('npm run admin', () => {
       stderr: expect.stringContaining('BAD_REQUEST'),
     });
   });
+});
+
+const DISABLED = {
+  code: 'PRECONDITION_FAILED',
+  message: 'The admin API is disabled: set ADMIN_TOKEN (at least 16 characters) to enable /admin/v1',
+};
+const DATABASE_URL = process.env.DATABASE_URL;
+const POSTGRES_ONLY = DATABASE_URL ? '' : ' [skipped: needs DATABASE_URL; --direct works on PostgreSQL only]';
+
+describe('a server without ADMIN_TOKEN (the admin API disabled)', () => {
+  // On PostgreSQL nothing generates a token (the embedded default does, in DATA_DIR; the test
+  // servers' in-memory embedded database has no DATA_DIR, so none either).
+  const disabled = useServer({ adminToken: false });
+  const adminOps = new OperationIndex(loadBundledSpec()).operations.filter((o) => o.security.kind === 'admin');
+
+  it('answers every admin operation with 503 PRECONDITION_FAILED naming ADMIN_TOKEN: no token, a wrong one, or the would-be right one', async () => {
+    expect(disabled.runtime.adminTokenSource).toBe('none');
+    expect(adminOps.length).toBeGreaterThanOrEqual(8);
+    const sample = '00000000-0000-4000-8000-000000000000';
+    const accountsBefore = await disabled.deps.db.knex('accounts').count({ n: '*' }).first();
+    for (const op of adminOps) {
+      for (const auth of [{}, bearer('not-the-admin-token'), bearer(disabled.adminToken)]) {
+        const res = await disabled.fetch(op.path.replace(/\{[^}]+\}/g, sample), {
+          method: op.method,
+          headers: { ...auth, ...(op.hasRequestBody ? { 'Content-Type': 'application/json' } : {}) },
+          // A valid body where one is needed: the refusal does not depend on what is sent.
+          ...(op.operationId === 'createAccount' ? { body: JSON.stringify({ username: 'would_be_created' }) } : {}),
+          ...(op.operationId === 'createApiKey' ? { body: JSON.stringify({ scopes: {} }) } : {}),
+          ...(op.operationId === 'registerAccountIdentity' ? { body: '{}' } : {}),
+        });
+        expect(res.status, `${op.operationId} ${JSON.stringify(auth)}`).toBe(503);
+        expect(await res.json()).toEqual(DISABLED);
+      }
+    }
+    // The typed client (what the CLI uses) sees the same declared answer.
+    const typed = await disabled.admin.GET('/admin/v1/accounts');
+    expect(typed.response.status).toBe(503);
+    expect(typed.error).toEqual(DISABLED);
+    expect(await disabled.deps.db.knex('accounts').count({ n: '*' }).first()).toEqual(accountsBefore);
+  });
+
+  describe.skipIf(!DATABASE_URL)(
+    `npm run admin -- --direct on its database${POSTGRES_ONLY}`,
+    { timeout: 180_000 },
+    () => {
+      const direct = (args: string[]) => {
+        const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: disabled.databaseUrl, LOG_LEVEL: 'warn' };
+        delete env.ADMIN_TOKEN;
+        delete env.ADMIN_URL;
+        return run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', '--direct', ...args], { env });
+      };
+      let account: { userId: string; username: string };
+      let key: { id: string; apiKey: string; scopes: Record<string, string>; expiresAt: number | null };
+
+      it('creates the first account and key without the server: audited as the API does, and the key works against the server', async () => {
+        account = JSON.parse(
+          (await direct(['create-account', '--username', 'first_operator', '--plan', 'pro'])).stdout,
+        );
+        expect(account).toEqual({ userId: expect.any(String), username: 'first_operator' });
+        const issued = await direct([
+          'create-key',
+          '--user',
+          account.userId,
+          '--scopes',
+          'members:read',
+          '--name',
+          'first',
+        ]);
+        key = JSON.parse(issued.stdout);
+        expect(key).toEqual({
+          id: expect.any(String),
+          apiKey: expect.stringMatching(/^adk_/),
+          scopes: { members: 'read' },
+          expiresAt: null,
+        });
+        // Printed as the API answers it (the same JSON the CLI prints through a server).
+        expect(issued.stdout).toBe(`${JSON.stringify(key, null, 2)}\n`);
+
+        const audit = await disabled.deps.db
+          .knex('audit_events')
+          .where({ user_id: account.userId })
+          .orderBy('created_at')
+          .select('action', 'actor_kind', 'actor_key_id', 'target_type', 'target_id', 'detail');
+        expect(audit).toEqual([
+          {
+            action: 'account.create',
+            actor_kind: 'operator',
+            actor_key_id: null,
+            target_type: 'account',
+            target_id: account.userId,
+            detail: { username: 'first_operator', plan: 'pro' },
+          },
+          {
+            action: 'api_key.create',
+            actor_kind: 'operator',
+            actor_key_id: null,
+            target_type: 'api_key',
+            target_id: key.id,
+            detail: { name: 'first', scopes: { members: 'read' }, expiresAt: null },
+          },
+        ]);
+        const me = await disabled.client(key.apiKey).GET('/api/v1/me');
+        expect(me.response.status).toBe(200);
+        expect(me.data).toMatchObject({ userId: account.userId, username: 'first_operator', key: { id: key.id } });
+      });
+
+      it('lists accounts as the API lists them, and revokes the key (the running server refuses it from then on)', async () => {
+        // A second server with a token on the same database: what the API path answers.
+        const withToken = await new TestServer().start({ databaseUrl: disabled.databaseUrl });
+        try {
+          const listed = await direct(['list-accounts', '--prefix', 'first_op']);
+          const api = await withToken.admin.GET('/admin/v1/accounts', {
+            params: { query: { usernamePrefix: 'first_op' } },
+          });
+          expect(listed.stdout).toBe(`${JSON.stringify(api.data, null, 2)}\n`);
+          expect(api.data!.items.map((a) => a.userId)).toEqual([account.userId]);
+        } finally {
+          await withToken.close();
+        }
+        expect(JSON.parse((await direct(['revoke-key', '--key', key.id])).stdout)).toEqual({ revoked: key.id });
+        const row = await disabled.deps.db.knex('api_keys').where({ id: key.id }).first();
+        expect(row.revoked_at).toEqual(expect.any(Number));
+        expect(
+          await disabled.deps.db.knex('audit_events').where({ target_id: key.id, action: 'api_key.revoke' }).first(),
+        ).toMatchObject({ user_id: account.userId, actor_kind: 'operator', target_type: 'api_key' });
+        // The revocation reaches the server's key cache through NOTIFY, as from the API.
+        const deadline = Date.now() + 5_000;
+        let status = 0;
+        while (Date.now() < deadline && status !== 401) {
+          status = (await disabled.fetch('/api/v1/me', { headers: bearer(key.apiKey) })).status;
+          if (status !== 401) await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(status).toBe(401);
+      });
+
+      it('refuses invalid input with the message the API gives, writing nothing', async () => {
+        const before = await disabled.deps.db.knex('audit_events').count({ n: '*' }).first();
+        const cases: Array<{ args: string[]; api: () => Promise<{ error?: unknown; response: Response }> }> = [
+          {
+            args: ['create-account', '--username', 'x'],
+            api: () => server.admin.POST('/admin/v1/accounts', { body: { username: 'x' } }),
+          },
+          {
+            args: ['create-key', '--user', account.userId, '--scopes', 'billing:read'],
+            api: () =>
+              server.admin.POST('/admin/v1/accounts/{userId}/api-keys', {
+                params: { path: { userId: account.userId } },
+                body: { scopes: { billing: 'read' } as never },
+              }),
+          },
+        ];
+        for (const { args, api } of cases) {
+          const expected = await api();
+          expect(expected.response.status).toBe(400);
+          const refused = await direct(args).then(
+            () => expect.fail(`--direct ${args[0]} succeeded`),
+            (err: { code: number; stderr: string; stdout: string }) => err,
+          );
+          expect(refused.code).toBe(1);
+          expect(refused.stdout).toBe('');
+          expect(JSON.parse(refused.stderr)).toEqual(expected.error);
+        }
+        expect(await disabled.deps.db.knex('audit_events').count({ n: '*' }).first()).toEqual(before);
+      });
+    },
+  );
 });

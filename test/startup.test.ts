@@ -1,6 +1,6 @@
 /** `npm start` as an operator runs it: first-start demo account, banner, persistence, graceful shutdown. */
 import { execFile, execSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,10 +102,21 @@ describe('npm start on the embedded default', { timeout: 120_000 }, () => {
         body: JSON.stringify({ username: 'demo' }),
       });
       expect(dup.status).toBe(409);
+      // npm run admin, run where the server runs (same DATA_DIR, no token, PORT=0): it finds the
+      // server at the address it recorded in DATA_DIR and uses DATA_DIR/admin-token with it.
+      expect(JSON.parse(readFileSync(join(dataDir, 'server-address'), 'utf8'))).toMatchObject({ url: s.baseUrl });
+      const cli = await promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', 'scripts/admin.ts', 'list-accounts', '--prefix', 'demo'],
+        { env: childEnv() },
+      );
+      expect(JSON.parse(cli.stdout).items.map((a: { username: string }) => a.username)).toEqual(['demo']);
     } finally {
       s.child.kill('SIGTERM');
       await exited(s.child);
     }
+    // Stopped, it takes the record away with its lock.
+    expect(existsSync(join(dataDir, 'server-address'))).toBe(false);
   });
 
   it('SIGTERM stops accepting, finishes the in-flight request, then exits 0', async () => {

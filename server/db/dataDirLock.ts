@@ -202,6 +202,30 @@ function judge(record: LockRecord, lockPath: string): Verdict {
   };
 }
 
+/** Who holds a DATA_DIR's lock, as another process on this machine sees it (nothing is changed). */
+export type DataDirHolder =
+  | { state: 'free' }
+  /** A live process of this machine (same host, boot and pid namespace: its pid was checked). */
+  | { state: 'running-here'; holder: LockRecord }
+  /** A process elsewhere (another host or container sharing the directory) that keeps refreshing the lock. */
+  | { state: 'running-elsewhere'; holder: LockRecord }
+  /** Left behind by a process that is gone (the next start replaces it). */
+  | { state: 'stale'; holder: LockRecord | null; reason: string };
+
+export function inspectDataDirLock(dataDir: string): DataDirHolder {
+  const lockPath = join(resolve(dataDir), LOCK_FILE_NAME);
+  const text = readOptional(lockPath);
+  if (text === null) return { state: 'free' };
+  const holder = parseRecord(text);
+  if (!holder) return { state: 'stale', holder: null, reason: 'the lock file is unreadable' };
+  const verdict = judge(holder, lockPath);
+  if (!verdict.alive) return { state: 'stale', holder, reason: verdict.reason };
+  const me = ownRecord('check');
+  const here =
+    holder.hostname === me.hostname && holder.bootId === me.bootId && holder.pidNamespace === me.pidNamespace;
+  return here ? { state: 'running-here', holder } : { state: 'running-elsewhere', holder };
+}
+
 export interface DataDirLock {
   readonly path: string;
   readonly record: LockRecord;

@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import type { Logger } from 'pino';
-import { acquireDataDirLock } from './dataDirLock.ts';
+import { acquireDataDirLock, type DataDirLock, type LockRecord } from './dataDirLock.ts';
 import { usePreparedPool } from './prepared.ts';
 
 export type Db = Knex;
@@ -24,6 +24,8 @@ export interface Database {
   close(): Promise<void>;
   /** Embedded only: the whole cluster as an uncompressed tarball (the test suite's migrated template). */
   dumpEmbedded?: () => Promise<Blob>;
+  /** Embedded on a DATA_DIR only: the record of the lock this process holds on the directory. */
+  dataDirLock?: LockRecord;
 }
 
 const INT8_OID = 20;
@@ -224,7 +226,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   const { PGlite, types } = await import('@electric-sql/pglite');
   const { default: ClientPGLite } = await import('knex-pglite');
   let dataDir: string | undefined;
-  let lock: { release(): void } | undefined;
+  let lock: DataDirLock | undefined;
   if (options.dataDir && options.dataDir !== 'memory') {
     mkdirSync(options.dataDir, { recursive: true });
     // Before PGlite touches the files: a second process must not open them at all.
@@ -258,6 +260,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     knex,
     kind: 'pglite',
     dumpEmbedded: () => pglite.dumpDataDir('none'),
+    ...(lock ? { dataDirLock: lock.record } : {}),
     close: async () => {
       try {
         await knex.destroy();

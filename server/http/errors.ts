@@ -36,6 +36,9 @@ export function bearerChallenge(realm: AuthRealm, tokenPresented: boolean): stri
 export const preconditionFailed = (message: string) => new ApiError(503, 'PRECONDITION_FAILED', message);
 
 export const ADMIN_UNAUTHORIZED_MESSAGE = 'Missing or invalid admin token. Use Authorization: Bearer <ADMIN_TOKEN>.';
+/** A server without an admin token (ADMIN_TOKEN unset on PostgreSQL) answers every admin operation with this (503). */
+export const ADMIN_DISABLED_MESSAGE =
+  'The admin API is disabled: set ADMIN_TOKEN (at least 16 characters) to enable /admin/v1';
 export const METRICS_UNAUTHORIZED_MESSAGE =
   'Missing or invalid metrics token. Use Authorization: Bearer <METRICS_TOKEN>.';
 

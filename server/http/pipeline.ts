@@ -23,6 +23,7 @@ import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import {
+  ADMIN_DISABLED_MESSAGE,
   ADMIN_UNAUTHORIZED_MESSAGE,
   API_KEY_UNAUTHORIZED_MESSAGE,
   METRICS_UNAUTHORIZED_MESSAGE,
@@ -96,9 +97,11 @@ export function authenticate(deps: AppDeps): RequestHandler {
       return next();
     }
     if (security.kind === 'admin') {
+      // No token configured: the admin API is off, whatever the request carries. A 401 would send
+      // the operator looking for a token that does not exist.
+      if (!adminDigest) throw preconditionFailed(ADMIN_DISABLED_MESSAGE);
       // Compare digests so the comparison takes the same time whatever the input length.
-      if (!adminDigest || !token || !timingSafeEqual(digest(token), adminDigest))
-        throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
+      if (!token || !timingSafeEqual(digest(token), adminDigest)) throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
       return next();
     }
     const auth = token ? await deps.apiKeys.authenticate(token) : null;

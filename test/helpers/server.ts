@@ -37,6 +37,8 @@ export interface TestServerOptions {
   databaseUrl?: string;
   /** Where the server's JSON logs go (default: discarded unless TEST_LOG_LEVEL is set). */
   logStream?: { write(line: string): void };
+  /** `false`: start without ADMIN_TOKEN (the admin API disabled); `admin` still sends the would-be token. */
+  adminToken?: false;
 }
 
 let userCounter = 0;
@@ -79,7 +81,7 @@ export class TestServer {
     const config: Config = loadConfig({
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
       NODE_ENV: 'test',
-      ADMIN_TOKEN: this.adminToken,
+      ...(options.adminToken === false ? {} : { ADMIN_TOKEN: this.adminToken }),
       ...(db.databaseUrl ? { DATABASE_URL: db.databaseUrl } : {}),
       DB_POOL_MAX: '4',
       // Tests idle for seconds between requests (seeding a table straight through knex, say). With a
