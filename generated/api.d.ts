@@ -9013,7 +9013,7 @@ export interface components {
          */
         WWWAuthenticateApiKey: "Bearer realm=\"api\"" | "Bearer realm=\"api\", error=\"invalid_token\"";
         /**
-         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="admin"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried another than the operator token (or the admin API is disabled).
+         * @description The scheme to authenticate with (RFC 9110 §11.6.1): `Bearer realm="admin"` when the request carried no bearer token; with `error="invalid_token"` (RFC 6750 §3.1) when it carried another than the operator token. (A server without an operator token answers 503, not 401.)
          * @example Bearer realm="admin"
          */
         WWWAuthenticateAdmin: "Bearer realm=\"admin\"" | "Bearer realm=\"admin\", error=\"invalid_token\"";
