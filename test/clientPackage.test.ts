@@ -257,9 +257,10 @@ beforeAll(async () => {
 }, 240_000);
 
 describe('the client package', () => {
-  it('ships the built JavaScript, the declarations and the contract types, no TypeScript sources', () => {
+  it('ships the built JavaScript, the declarations, the contract types and its license, no TypeScript sources', () => {
     const files = packed.files.map((f) => f.path).sort();
     expect(files).toEqual([
+      'LICENSE',
       'README.md',
       'dist/client/index.d.ts',
       'dist/client/index.js',
