@@ -11,7 +11,7 @@
  *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
  *   npm run admin -- delete-account --user <userId> --yes
  *
- * Where a command goes (README, "Which server, which token" and "Without a server: --direct"):
+ * Where a command goes (docs/operations.md, "Which server, which token" and "Without a server: --direct"):
  * - `--direct`: no server. The admin API runs inside this process on DATABASE_URL
  *   (server/directAdmin.ts): same validation, handlers, services, transactions, audit rows and
  *   JSON as through a server. For PostgreSQL servers without ADMIN_TOKEN. Takes no --url or
@@ -40,7 +40,7 @@ const USAGE = `usage:
   npm run admin -- show-account --user <userId>
   npm run admin -- list-keys --user <userId> [--limit <1-200>] [--cursor <nextCursor>]
   npm run admin -- delete-account --user <userId> --yes      (deletes the account and all its data)
-through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see README)
+through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see docs/operations.md)
 without a server: --direct   (works on DATABASE_URL itself, in one transaction per command, audited as the API)`;
 
 function fail(message: string): never {

@@ -1,5 +1,5 @@
 /**
- * The multi-file contract under openapi/ (see README, "Editing the contract"), checked against its
+ * The multi-file contract under openapi/ (see docs/development.md, "Editing the contract"), checked against its
  * bundle. `redocly bundle` names each component after the key that defines it and drops whatever
  * nothing references, without failing, so a few mistakes would otherwise pass silently:
  *

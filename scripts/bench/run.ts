@@ -58,7 +58,8 @@ const { values } = parseArgs({
 const smoke = values.smoke ?? false;
 const withBare = values['with-bare'] ?? false;
 const duration = Number(values.duration ?? (smoke ? 2 : 15));
-const warmup = smoke ? 1 : 5;
+// The smoke run (CI) only keeps the harness working: no warm-up, whose figures it would not use anyway.
+const warmup = smoke ? 0 : 5;
 const CONNECTIONS = 32;
 const log = (m: string) => process.stdout.write(`[bench] ${m}\n`);
 
@@ -188,6 +189,11 @@ async function load(target: Proc, key: string, s: Scenario, seconds: number): Pr
   return autocannon(opts);
 }
 
+/** Load before a measurement, so that caches and JIT are warm (none in the smoke run). */
+async function warmUp(target: Proc, key: string, s: Scenario): Promise<void> {
+  if (warmup > 0) await load(target, key, s, warmup);
+}
+
 /** One load with the CPU its server (process and backends) spent on it. */
 async function measuredLoad(
   target: Target,
@@ -199,7 +205,7 @@ async function measuredLoad(
 }
 
 async function measure(target: Target, account: 'large' | 'small', key: string, s: Scenario): Promise<Measurement> {
-  await load(target.proc, key, s, warmup);
+  await warmUp(target.proc, key, s);
   let peak = 0;
   const pid = target.proc.child.pid!;
   const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 100);
@@ -262,8 +268,8 @@ async function paired(
   a: PairSide,
   b: PairSide,
 ): Promise<PairResult> {
-  await load(a.proc, a.key, a.scenario, warmup);
-  await load(b.proc, b.key, b.scenario, warmup);
+  await warmUp(a.proc, a.key, a.scenario);
+  await warmUp(b.proc, b.key, b.scenario);
   const half = Math.max(1, Math.round(duration / 2));
   const runs: number[] = [];
   for (const side of [a, b, b, a]) {
@@ -320,8 +326,8 @@ interface BaselinePair {
 
 /** A read scenario on the full server and a reference server, in the order full, ref, ref, full, with CPU. */
 async function baselinePair(full: Target, reference: Target, key: string, s: Scenario): Promise<BaselinePair> {
-  await load(full.proc, key, s, warmup);
-  await load(reference.proc, key, s, warmup);
+  await warmUp(full.proc, key, s);
+  await warmUp(reference.proc, key, s);
   const half = Math.max(1, Math.round(duration / 2));
   const runs: BaselineRun[] = [];
   for (const target of [full, reference, reference, full]) {

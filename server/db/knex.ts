@@ -2,7 +2,7 @@
  * One knex instance over either PostgreSQL (DATABASE_URL, through `pg`) or embedded PGlite
  * (persisted under DATA_DIR, or in memory for tests). Both parse int8 to number so epoch-ms
  * columns and counts look the same to the code above. knex-pglite was chosen over
- * pglite-socket + pg by measurement (see README and scripts/measure-pglite.ts).
+ * pglite-socket + pg by measurement (see docs/operations.md, "Why knex-pglite", and scripts/measure-pglite.ts).
  */
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
