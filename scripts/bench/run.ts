@@ -57,7 +57,9 @@ const { values } = parseArgs({
 });
 const smoke = values.smoke ?? false;
 const withBare = values['with-bare'] ?? false;
-const duration = Number(values.duration ?? (smoke ? 2 : 15));
+const duration = Number(values.duration ?? (smoke ? 1 : 15));
+/** Each side's share of a pair's A B B A runs, in seconds; the smoke run's half-seconds only keep the harness working. */
+const half = smoke ? duration / 2 : Math.max(1, Math.round(duration / 2));
 // The smoke run (CI) only keeps the harness working: no warm-up, whose figures it would not use anyway.
 const warmup = smoke ? 0 : 5;
 const CONNECTIONS = 32;
@@ -270,7 +272,6 @@ async function paired(
 ): Promise<PairResult> {
   await warmUp(a.proc, a.key, a.scenario);
   await warmUp(b.proc, b.key, b.scenario);
-  const half = Math.max(1, Math.round(duration / 2));
   const runs: number[] = [];
   for (const side of [a, b, b, a]) {
     const r = await load(side.proc, side.key, side.scenario, half);
@@ -328,7 +329,6 @@ interface BaselinePair {
 async function baselinePair(full: Target, reference: Target, key: string, s: Scenario): Promise<BaselinePair> {
   await warmUp(full.proc, key, s);
   await warmUp(reference.proc, key, s);
-  const half = Math.max(1, Math.round(duration / 2));
   const runs: BaselineRun[] = [];
   for (const target of [full, reference, reference, full]) {
     const { result: r, cpu } = await measuredLoad(target, key, s, half);
@@ -1132,7 +1132,6 @@ function report(
         ([id, p]) => `| ${id} | ${p.statements.toFixed(2)} | ${p.authAndRateLimit.toFixed(2)} |`,
       ),
     ].join('\n');
-  const half = Math.max(1, Math.round(duration / 2));
   const md = `# Bench results ${date}${smoke ? ' (smoke: ratios and CPU figures from runs this short mean nothing)' : ''}
 
 Machine: ${machine}.
