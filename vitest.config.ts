@@ -21,6 +21,7 @@ const UNIT = [
   'test/fuzz.test.ts',
   'test/mock.test.ts',
   'test/project.test.ts',
+  'test/sql.test.ts',
   'test/storage.test.ts',
 ];
 const SYSTEM = ['test/clientPackage.test.ts', 'test/docs.test.ts', 'test/lifecycle.test.ts', 'test/startup.test.ts'];

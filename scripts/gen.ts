@@ -5,19 +5,21 @@
  * scripts inlined and the CDN attribution logo replaced, so the page loads nothing from outside
  * the origin that serves it).
  *
- * It also writes docs/configuration.md from the settings declared in server/config.ts.
+ * It also writes docs/configuration.md from the settings declared in server/config.ts, and
+ * generated/sql/<area>.sql from the statements of server/ (scripts/sql-files.ts).
  *
  *   tsx scripts/gen.ts            write generated/ and docs/configuration.md
  *   tsx scripts/gen.ts --check    fail when either differs from what a run would write
  *   tsx scripts/gen.ts --docs-only  rebuild only the HTML docs
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { configurationReference } from '../server/config.ts';
 import { checkLayout, type Bundle } from './contract-layout.ts';
+import { sqlFiles } from './sql-files.ts';
 import { diffJson } from './spec-diff.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -152,18 +154,47 @@ function configurationUpToDate(): boolean {
   return false;
 }
 
+const SQL_DIR = join(root, 'generated', 'sql');
+
+/** generated/sql/ holds exactly the files sqlFiles() gives, with their content; true when it does. */
+async function sqlUpToDate(): Promise<boolean> {
+  const files = await sqlFiles();
+  const present = existsSync(SQL_DIR) ? readdirSync(SQL_DIR).filter((f) => f.endsWith('.sql')) : [];
+  const stale = [
+    ...[...files]
+      .filter(([name, text]) => !existsSync(join(SQL_DIR, name)) || readFileSync(join(SQL_DIR, name), 'utf8') !== text)
+      .map(([name]) => name),
+    ...present.filter((name) => !files.has(name)),
+  ];
+  if (stale.length === 0) return true;
+  console.error(
+    `generated/sql/ is stale (${stale.join(', ')}): a statement changed; run \`npm run gen\` and commit the result.`,
+  );
+  return false;
+}
+
+async function writeSql(): Promise<void> {
+  const files = await sqlFiles();
+  mkdirSync(SQL_DIR, { recursive: true });
+  for (const name of readdirSync(SQL_DIR)) if (name.endsWith('.sql') && !files.has(name)) rmSync(join(SQL_DIR, name));
+  for (const [name, text] of files) writeFileSync(join(SQL_DIR, name), text);
+}
+
 try {
   if (check) {
-    const fresh = [await upToDate(), configurationUpToDate()];
-    if (fresh.every(Boolean)) console.log(`generated/ and ${CONFIGURATION_DOC} are up to date.`);
+    const fresh = [await upToDate(), configurationUpToDate(), await sqlUpToDate()];
+    if (fresh.every(Boolean)) console.log(`generated/ (sql/ too) and ${CONFIGURATION_DOC} are up to date.`);
     else process.exitCode = 1;
   } else {
     await generate(target, docsOnly);
-    if (!docsOnly) writeFileSync(join(root, CONFIGURATION_DOC), configurationReference());
+    if (!docsOnly) {
+      writeFileSync(join(root, CONFIGURATION_DOC), configurationReference());
+      await writeSql();
+    }
     console.log(
       docsOnly
         ? 'wrote generated/docs.html'
-        : `wrote generated/openapi.json, generated/api.d.ts, generated/docs.html, ${CONFIGURATION_DOC}`,
+        : `wrote generated/openapi.json, generated/api.d.ts, generated/docs.html, generated/sql/, ${CONFIGURATION_DOC}`,
     );
   }
 } catch (error) {

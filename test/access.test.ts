@@ -4,10 +4,13 @@ import { describe, expect, it } from 'vitest';
 import {
   assertCanWrite,
   contentLevels,
-  contentVisibleSql,
+  contentVisible,
+  EXAMPLE_ACCESS,
+  type FriendAccessColumn,
   forFriend,
-  friendAccessCte,
+  friendAccessRow,
   friendInStatement,
+  grantArray,
   fullAccess,
   levelsOn,
   memberLevelSql,
@@ -23,8 +26,17 @@ import {
   visibleMemberRowsSql,
   visibleMembers,
   visibleRows,
+  withFriendAccess,
 } from '../server/access/index.ts';
-import { PERMISSION_GROUPS, type Access, type PermissionGroup, type PermissionMap } from '../server/core/context.ts';
+import {
+  type Access,
+  type FriendAccess,
+  type InStatementFriendAccess,
+  PERMISSION_GROUPS,
+  type PermissionGroup,
+  type PermissionMap,
+} from '../server/core/context.ts';
+import { query, sql } from '../server/db/sql.ts';
 import { DomainError, type DomainErrorKind } from '../server/core/errors.ts';
 import { fromDomainError } from '../server/http/errors.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
@@ -33,7 +45,7 @@ import { useServer } from './helpers/server.ts';
 
 const server = useServer();
 const knex = () => server.deps.db.knex;
-const friend: Access = { ownerId: UNKNOWN_ID, level: 'friend', bucketIds: [] };
+const friend: FriendAccess = { ...EXAMPLE_ACCESS.friend, ownerId: UNKNOWN_ID };
 
 describe('access', () => {
   it('an owner route works on the key’s own account at level owner; the operator acts with the owner’s rights', () => {
@@ -202,10 +214,13 @@ describe('privacy engine: who is a friend', () => {
       bucketIds: [],
     });
     expect(await okInStatement(viewer.userId, owner.userId)).toBe(true);
-    // An access resolved in the statement has no grants in JS: the questions that need them refuse it.
+    // An access resolved in the statement has no grants in JS: the questions that need them refuse it
+    // at compile time (and have nothing to read at run time).
     const deferred = friendInStatement(viewer.userId, owner.userId);
-    expect(() => levelsOn(deferred, [])).toThrow(/inside its statement/);
-    expect(() => viewerCeiling(deferred)).toThrow(/inside its statement/);
+    // @ts-expect-error levelsOn needs the grants of a resolved access
+    expect(() => levelsOn(deferred, [])).toThrow();
+    // @ts-expect-error viewerCeiling needs the grants of a resolved access
+    expect(() => viewerCeiling(deferred)).toThrow();
   });
 
   it('friend_access in a statement computes only the columns its text reads, each as the full row has it', async () => {
@@ -218,8 +233,8 @@ describe('privacy engine: who is a friend', () => {
     for (const b of [front, notes]) await assign(owner.userId, b, 'friend', viewer.userId);
     const side = (await knex()('side_systems').where({ user_id: owner.userId }).first('id')) as { id: string };
     await assign(owner.userId, notHeld, 'side_system', side.id);
-    const full = await friendAccessRow(viewer.userId, owner.userId);
-    expect(full.bindings).toBe(3);
+    const full = await accessRow(viewer.userId, owner.userId);
+    expect(full.values).toBe(3);
     expect(full.row).toMatchObject({
       ok: true,
       front_read: [front],
@@ -229,22 +244,24 @@ describe('privacy engine: who is a friend', () => {
       hidden_system_ids: [side.id],
     });
     expect(Object.keys(full.row)).toHaveLength(3 + 2 * PERMISSION_GROUPS.length);
-    // The grants alone: two bindings, no read of the system assignments.
-    const grants = await friendAccessRow(
-      viewer.userId,
-      owner.userId,
-      'x = any ((select front_read_write from friend_access)::uuid[]) and (select member_notes_read from friend_access)',
-    );
-    expect(grants.bindings).toBe(2);
+    // The grants alone: two values, no read of the system assignments.
+    const grants = await accessRow(viewer.userId, owner.userId, ['front_read_write', 'member_notes_read']);
+    expect(grants.values).toBe(2);
     expect(Object.keys(grants.row).sort()).toEqual(['front_read_write', 'member_notes_read', 'ok']);
-    // The hidden systems bring members_view_read, which decides them, and the third binding.
-    const hidden = await friendAccessRow(
-      viewer.userId,
-      owner.userId,
-      '(select hidden_system_ids from friend_access) (select bucket_ids from friend_access)',
-    );
-    expect(hidden.bindings).toBe(3);
+    // The hidden systems bring members_view_read, which decides them, and the third value.
+    const hidden = await accessRow(viewer.userId, owner.userId, ['hidden_system_ids', 'bucket_ids']);
+    expect(hidden.values).toBe(3);
     expect(Object.keys(hidden.row).sort()).toEqual(['bucket_ids', 'hidden_system_ids', 'members_view_read', 'ok']);
+    // A statement's CTE computes the columns its fragments read (their marks), nothing else.
+    const deferred = friendInStatement(viewer.userId, owner.userId);
+    const [used] = await query<Record<string, unknown>>(
+      knex(),
+      withFriendAccess(
+        deferred,
+        sql`used as (select ${grantArray(deferred, 'front', 'read_write')} as a, ${grantArray(deferred, 'member_notes', 'read')} as b) select f.* from friend_access f, used`,
+      ),
+    );
+    expect(Object.keys(used!).sort()).toEqual(['front_read_write', 'member_notes_read', 'ok']);
     const asSet = (v: unknown) => (Array.isArray(v) ? new Set(v) : v);
     for (const row of [grants.row, hidden.row])
       for (const [column, value] of Object.entries(row)) expect(asSet(value), column).toEqual(asSet(full.row[column]));
@@ -405,8 +422,10 @@ describe('privacy engine: levels', () => {
       .where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile'))
       .pluck('m.id');
     expect(about).toEqual([]);
-    expect(() => contentVisibleSql({ kind: 'profile_section', column: 'm.id' })).toThrow(/section/);
-    expect(() => contentVisibleSql({ kind: 'member', column: 'm.id; drop table members' })).toThrow(/not a column/);
+    expect(() => contentVisible({ kind: 'profile_section', column: 'm.id' }, sql`null`)).toThrow(/section/);
+    expect(() => contentVisible({ kind: 'member', column: 'm.id; drop table members' }, sql`null`)).toThrow(
+      /not a plain identifier/,
+    );
   });
 
   it('kinds that narrow: a side system or profile section without buckets of its own does not narrow; with buckets, the friend must share one', async () => {
@@ -660,48 +679,57 @@ describe('domain errors at the HTTP edge', () => {
   });
 });
 
-/** Every column of friend_access for an access resolved in the statement, as the CTE computes it for a statement whose text is `uses`. */
-async function friendAccessRow(
+/** The friendship row (friendAccessRow) with the columns `wanted` (every column without), and how many values it binds. */
+async function accessRow(
   viewerId: string,
   ownerId: string,
-  uses?: string,
-): Promise<{ row: Record<string, unknown>; bindings: number }> {
-  const cte = friendAccessCte(friendInStatement(viewerId, ownerId), uses);
-  const result = await knex().raw(`with ${cte.sql} select * from friend_access`, cte.bindings as never);
-  return { row: (result.rows as Array<Record<string, unknown>>)[0]!, bindings: cte.bindings.length };
+  wanted?: FriendAccessColumn[],
+): Promise<{ row: Record<string, unknown>; values: number }> {
+  const row = friendAccessRow(ownerId, viewerId, wanted && new Set(wanted));
+  const [result] = await query<Record<string, unknown>>(
+    knex(),
+    sql`with friend_access as materialized (${row}) select * from friend_access`,
+  );
+  return { row: result!, values: row.values.length };
 }
 
 /** The `ok` of friend_access for an access resolved in the statement: the same with every column and with `ok` alone. */
 async function okInStatement(viewerId: string, ownerId: string): Promise<boolean> {
-  const full = (await friendAccessRow(viewerId, ownerId)).row;
-  const lean = await friendAccessRow(viewerId, ownerId, 'select ok from friend_access');
+  const full = (await accessRow(viewerId, ownerId)).row;
+  const lean = await accessRow(viewerId, ownerId, []);
   expect(Object.keys(lean.row)).toEqual(['ok']);
   expect(lean.row.ok).toBe(full.ok);
   return full.ok as boolean;
 }
 
 /** The names of the owner's members whose level (memberLevelSql) in `group` is at least `rank`. */
-async function levelNames(access: Access, ownerId: string, group: PermissionGroup, rank: 1 | 2): Promise<string[]> {
-  const level = memberLevelSql(access, 'm', group);
-  const cte = friendAccessCte(access, level.sql);
-  const result = await knex().raw(
-    `with ${cte.sql} select m.name from members m where m.user_id = ? and ${level.sql} >= ? order by m.name`,
-    [...cte.bindings, ownerId, ...level.bindings, rank] as never,
+async function levelNames(
+  access: FriendAccess | InStatementFriendAccess,
+  ownerId: string,
+  group: PermissionGroup,
+  rank: 1 | 2,
+): Promise<string[]> {
+  const rows = await query<{ name: string }>(
+    knex(),
+    withFriendAccess(
+      access,
+      sql`levels as (select m.name, ${memberLevelSql(access, 'm', group)} as level from members m where m.user_id = ${ownerId})
+        select name from levels where level >= ${rank} order by name`,
+    ),
   );
-  return (result.rows as Array<{ name: string }>).map((r) => r.name);
+  return rows.map((r) => r.name);
 }
 
 /** The names in the engine's visible set of members (visibleMemberRowsSql) for `access`. */
 async function visibleSetNames(
-  access: Access,
+  access: FriendAccess | InStatementFriendAccess,
   group: PermissionGroup = 'members_view',
   level: 'read' | 'read_write' = 'read',
 ): Promise<string[]> {
-  const rows = visibleMemberRowsSql(access, group, level, { columns: 'm.id, m.name' });
-  const cte = friendAccessCte(access, rows.sql);
-  const result = await knex().raw(`with ${cte.sql}, vis as (${rows.sql}) select name from vis order by name`, [
-    ...cte.bindings,
-    ...rows.bindings,
-  ] as never);
-  return (result.rows as Array<{ name: string }>).map((r) => r.name);
+  const set = visibleMemberRowsSql(access, group, level, { columns: ['id', 'name'] });
+  const rows = await query<{ name: string }>(
+    knex(),
+    withFriendAccess(access, sql`vis as (${set}) select name from vis order by name`),
+  );
+  return rows.map((r) => r.name);
 }

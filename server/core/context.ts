@@ -27,41 +27,59 @@ export type KeyActor = Extract<Actor, { kind: 'key' }>;
 
 /**
  * Whose data a service works on and what the actor may do with it. Only server/access/ creates
- * these, so no service can widen its own access.
+ * these, so no service can widen its own access. A union, so that what only a friend access has
+ * (its grants, or a statement of its own) is there exactly where the compiler can see it.
  */
-export interface Access {
-  /** The account that owns the data the service reads or writes. */
+export type Access = OwnerAccess | FriendAccess | InStatementFriendAccess;
+
+/** An access whose rights are known in JS (everything but InStatementFriendAccess). */
+export type ResolvedAccess = OwnerAccess | FriendAccess;
+
+/** The owner itself (or the operator, or a job, acting for it): everything, read and write. */
+export interface OwnerAccess {
+  readonly level: 'owner';
+  /** The account whose data is read or written. */
   readonly ownerId: string;
+  readonly inStatement?: undefined;
+}
+
+/**
+ * Another account with an accepted friendship, limited per permission group by the privacy buckets
+ * the owner assigned to it (server/access/, docs/privacy.md), resolved by its own statement (forFriend).
+ */
+export interface FriendAccess {
+  readonly level: 'friend';
+  readonly inStatement: false;
+  /** The account whose data is read or written. */
+  readonly ownerId: string;
+  /** The key's account, whose accepted friendship with the owner this is. */
+  readonly viewerId: string;
+  /** The owner's privacy buckets the owner assigned to the viewer. */
+  readonly bucketIds: readonly string[];
   /**
-   * `owner`: the owner itself (or the operator, or a job, acting for it): everything, read and
-   * write. `friend`: another account with an accepted friendship, limited per permission group by
-   * the privacy buckets the owner assigned to it (server/access/, docs/privacy.md).
+   * Per permission group, the viewer's buckets that grant at least `read` and those that grant
+   * `read_write`. Content is visible at a level when one of its buckets is in the list; an empty
+   * list grants nothing.
    */
-  readonly level: 'owner' | 'friend';
-  /** For `friend`: the viewer (the key's account), whose accepted friendship with the owner this is. */
-  readonly viewerId?: string;
-  /** For `friend`: the owner's privacy buckets the owner assigned to the viewer. */
-  readonly bucketIds?: readonly string[];
-  /**
-   * For `friend`: per permission group, the viewer's buckets that grant at least `read` and those
-   * that grant `read_write` (server/access/). Content is visible at a level when one of its buckets
-   * is in the list; an empty list grants nothing.
-   */
-  readonly grants?: Readonly<
+  readonly grants: Readonly<
     Record<PermissionGroup, { readonly read: readonly string[]; readonly write: readonly string[] }>
   >;
-  /**
-   * For `friend`: the owner's side and sub systems that hide their members from the viewer (a
-   * system with buckets of its own, none of them a held bucket granting members_view).
-   */
-  readonly hiddenSystemIds?: readonly string[];
-  /**
-   * For `friend`: true when the friendship and the grants are not resolved yet but read inside the
-   * one statement that uses them (server/access/ friendInStatement, `friend_access`): such an
-   * access has no `bucketIds` or `grants`, only the engine's SQL text accepts it, and the statement
-   * answers whether the friendship is there (`ok`) with its rows.
-   */
-  readonly inStatement?: true;
+  /** The owner's side and sub systems that hide their members from the viewer (a system with buckets of its own, none of them a held bucket granting members_view). */
+  readonly hiddenSystemIds: readonly string[];
+}
+
+/**
+ * A friend whose friendship and grants are not resolved yet but read inside the one statement that
+ * uses them (server/access/ friendInStatement, the CTE `friend_access`): only the access predicates
+ * take it, and the statement answers whether the friendship is there (`ok`) with its rows.
+ */
+export interface InStatementFriendAccess {
+  readonly level: 'friend';
+  readonly inStatement: true;
+  /** The account whose data is read. */
+  readonly ownerId: string;
+  /** The key's account. */
+  readonly viewerId: string;
 }
 
 /** The friend permission groups of a privacy bucket (spec: Privacy bucket). */
@@ -124,9 +142,16 @@ export interface ServerContext {
 }
 
 /** A context working on one account's data: `access` says whose, and at what level. */
-export interface ServiceContext extends ServerContext {
-  readonly access: Access;
+export interface ServiceContext<A extends Access = Access> extends ServerContext {
+  readonly access: A;
 }
+
+/** The owner's own context (the handler's ctx.service(), a job's, the operator's). */
+export type OwnerContext = ServiceContext<OwnerAccess>;
+/** A friend route's context whose friendship and grants are resolved (the handler's ctx.friend()). */
+export type FriendContext = ServiceContext<FriendAccess>;
+/** A friend read's context whose friendship is resolved in its statement (ctx.friendInStatement()). */
+export type InStatementFriendContext = ServiceContext<InStatementFriendAccess>;
 
 /**
  * Runs `work` in one transaction with a context whose `db` is that transaction, so every write,

@@ -7,7 +7,14 @@ import type { Readable } from 'node:stream';
 import type { Request } from 'express';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/api.d.ts';
-import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
+import type {
+  FriendContext,
+  InStatementFriendContext,
+  KeyActor,
+  OwnerContext,
+  ServerContext,
+  ServiceContext,
+} from '../core/context.ts';
 import type { AppDeps } from '../deps.ts';
 import type { RateLimitDecision } from './rateLimit.ts';
 
@@ -58,19 +65,19 @@ export interface RequestContext {
    * The service context of an owner route: the key's account acting on its own data (built once
    * per request, `now` read once). Throws on operations without API-key authentication.
    */
-  service(): ServiceContext;
+  service(): OwnerContext;
   /**
    * The service context of a friend-scoped route: the key's account viewing `ownerId`'s content
    * through their accepted friendship and privacy buckets (server/access/ forFriend). Throws 404
    * (the same body as an unknown account) when there is no such friendship or a block.
    */
-  friend(ownerId: string): Promise<ServiceContext>;
+  friend(ownerId: string): Promise<FriendContext>;
   /**
    * The service context of a friend read that resolves the friendship inside its own statement
    * (server/access/ friendInStatement): no statement here. The service must pass the statement's
    * `ok` to requireFriendship() before it answers, which throws the same 404 as friend().
    */
-  friendInStatement(ownerId: string): ServiceContext;
+  friendInStatement(ownerId: string): InStatementFriendContext;
   /** The operator (admin API) acting on one account, with the owner's rights. */
   operatorFor(accountId: string): ServiceContext;
   /** The operator acting on the server as a whole (no account yet, or all of them). */

@@ -17,7 +17,14 @@ import express, {
 } from 'express';
 import type { Logger } from 'pino';
 import { friendInStatement, onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
-import type { KeyActor, ServerContext, ServiceContext } from '../core/context.ts';
+import type {
+  FriendContext,
+  InStatementFriendContext,
+  KeyActor,
+  OwnerContext,
+  ServerContext,
+  ServiceContext,
+} from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
@@ -257,7 +264,7 @@ export function requireBody(): RequestHandler {
 
 class Context implements RequestContext {
   private serverCtx: ServerContext | undefined;
-  private ownerCtx: ServiceContext | undefined;
+  private ownerCtx: OwnerContext | undefined;
 
   constructor(
     readonly deps: AppDeps,
@@ -282,19 +289,19 @@ class Context implements RequestContext {
     return this.serverCtx;
   }
 
-  service(): ServiceContext {
+  service(): OwnerContext {
     if (!this.auth) throw new Error('service() called on an operation without API-key authentication');
     this.ownerCtx ??= { ...this.base(this.auth), access: ownAccount(this.auth) };
     return this.ownerCtx;
   }
 
-  async friend(ownerId: string): Promise<ServiceContext> {
+  async friend(ownerId: string): Promise<FriendContext> {
     if (!this.auth) throw new Error('friend() called on an operation without API-key authentication');
     const access = await requireFriend(this.deps.db.knex, this.auth.accountId, ownerId);
     return { ...this.base(this.auth), access };
   }
 
-  friendInStatement(ownerId: string): ServiceContext {
+  friendInStatement(ownerId: string): InStatementFriendContext {
     if (!this.auth) throw new Error('friendInStatement() called on an operation without API-key authentication');
     return { ...this.base(this.auth), access: friendInStatement(this.auth.accountId, ownerId) };
   }

@@ -1,45 +1,30 @@
 /**
  * The SQL of the friend activity routes: the owner's front, history and notes as one friend may
- * see them. Every "may this friend see or change this member" is `visibleMembers` from
- * server/access/ (never re-implemented here), applied inside the statement, so hidden rows are
- * never loaded; each read is a constant number of statements whatever the number of rows.
+ * see them. Every "may this friend see or change this member" is the member rule of
+ * server/access/ (visibleMembersSql and memberLevelSql, never re-implemented here), applied inside
+ * the statement, so hidden rows are never loaded; each read is one statement whatever the number of
+ * rows. The statements are committed as generated/sql/friendActivity.sql.
  */
-import type { Knex } from 'knex';
 import {
-  friendAccessCte,
-  grantArraySql,
+  EXAMPLE_ACCESS,
+  grantArray,
   memberLevelSql,
+  okColumn,
   sectionVisibleSql,
-  visibleMembers,
   visibleMembersSql,
+  withFriendAccess,
 } from '../../access/index.ts';
-import type { Access, PermissionGroup } from '../../core/context.ts';
-import { runBuilt, type SqlText } from '../../db/prepared.ts';
+import type { FriendAccess, InStatementFriendAccess, PermissionGroup } from '../../core/context.ts';
+import type { Knex } from 'knex';
+import { type Sql, sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import type { MemberRow } from '../members/index.ts';
 
-const DAY_MS = 86_400_000;
 /** Spec: the friend notes list considers at most the owner's 500 most recent live notes. */
 export const NOTES_WINDOW = 500;
-
-/** `exists (member <alias>.id is visible with `group` at `level`)`, as a boolean column expression. */
-function memberPasses(
-  db: Knex,
-  access: Access,
-  column: string,
-  group: PermissionGroup,
-  level: 'read' | 'read_write',
-): Knex.QueryBuilder {
-  return db('members as w')
-    .select(db.raw('1'))
-    .whereRaw(`w.id = ${column}`)
-    .where(visibleMembers(access, 'w', group, level));
-}
-
-function joinMember(q: Knex.QueryBuilder, from: string): Knex.QueryBuilder {
-  return q.join('members as m', function () {
-    this.on('m.id', '=', `${from}.member_id`).andOn('m.user_id', '=', `${from}.user_id`);
-  });
-}
+/** Milliseconds in a UTC day, written into the month statement as a constant. */
+const DAY = sql.constant('86400000', ['86400000']);
+const AREA = 'friendActivity';
 
 export type FriendMemberCols = Pick<MemberRow, 'name' | 'avatar'>;
 export type FrontSessionView = FriendMemberCols & {
@@ -93,20 +78,17 @@ export interface NoteForWrite {
  * both rules: the list and the single-note checks of PATCH and DELETE read them here. Each link's
  * member is read once and its assignments once.
  */
-function noteLinksSql(access: Access, entry: string, memberId?: string): SqlText {
-  const level = memberLevelSql(access, 'lm', 'member_notes');
-  return {
-    sql: `select coalesce(json_agg(json_build_array(k.id, k.name, k.position)) filter (where k.level >= 1), '[]'::json) as members,
-        coalesce(bool_or(k.level >= 1${memberId === undefined ? '' : ' and k.id = ?::uuid'}), false) as visible,
+function noteLinksSql(access: FriendAccess | InStatementFriendAccess, entry: string, memberId?: string): Sql {
+  const only = memberId === undefined ? sql.empty : sql` and k.id = ${memberId}::uuid`;
+  return sql`select coalesce(json_agg(json_build_array(k.id, k.name, k.position)) filter (where k.level >= 1), '[]'::json) as members,
+        coalesce(bool_or(k.level >= 1${only}), false) as visible,
         coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
       from entry_members em
       left join lateral (
-        select lm.id, lm.name, em.position, ${level.sql} as level from members lm
-        where lm.id = em.member_id and lm.user_id = ? and lm.deleted_at is null offset 0
+        select lm.id, lm.name, em.position, ${memberLevelSql(access, 'lm', 'member_notes')} as level from members lm
+        where lm.id = em.member_id and lm.user_id = ${access.ownerId} and lm.deleted_at is null offset 0
       ) k on true
-      where em.entry_id = ${entry}`,
-    bindings: [...(memberId === undefined ? [] : [memberId]), ...level.bindings, access.ownerId],
-  };
+      where em.entry_id = ${sql.id(entry)}`;
 }
 
 /** One readable link of noteLinksSql's `members`: member id, name, and the link's position. */
@@ -118,32 +100,42 @@ function sortByPosition(members: LinkedMember[] | string): NoteView['members'] {
   return list.sort((x, y) => x[2] - y[2]).map(([id, name]) => ({ id, name }));
 }
 
-export const friendActivityRepo = {
-  /**
-   * The friend's view of the live front in one statement: the open sessions of visible fronters
-   * (members_view and front at read) in front order, and the tier presence of visible members in
-   * the order it was set, with a custom tier's name; each as a JSON array. The members of both are
-   * checked once (the engine's predicate and the avatar's), whatever list they appear in.
-   */
-  async front(
-    db: Knex,
-    access: Access,
-  ): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
-    const member = visibleMembersSql(access, 'm', 'front', 'read');
-    const avatar = sectionVisibleSql(access, 'm.id', 'avatar');
-    const rest = `open as materialized (
+/** "The member in `column` passes the member rule with `group` at `level`", as a boolean column. */
+function memberPasses(access: FriendAccess, column: string, group: PermissionGroup, level: 'read' | 'read_write'): Sql {
+  return sql`exists (select 1 from members w where w.id = ${sql.id(column)} and ${visibleMembersSql(access, 'w', group, level)})`;
+}
+
+const parseJson = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
+
+/**
+ * The friend's view of the live front in one statement: the open sessions of visible fronters
+ * (members_view and front at read) in front order, and the tier presence of visible members in
+ * the order it was set, with a custom tier's name; each as a JSON array. The members of both are
+ * checked once (the engine's predicate and the avatar's), whatever list they appear in.
+ */
+const friendFront = statement<
+  { access: InStatementFriendAccess },
+  { ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }
+>({
+  name: 'friend_front',
+  area: AREA,
+  variants: { 'friendship read in the statement': { access: EXAMPLE_ACCESS.inStatement } },
+  build: ({ access }) =>
+    withFriendAccess(
+      access,
+      sql`open as materialized (
            select s.id, s.member_id, s.note, s.started_at, s.position from front_sessions s
-            where s.user_id = ? and s.ended_at is null and s.deleted_at is null
+            where s.user_id = ${access.ownerId} and s.ended_at is null and s.deleted_at is null
          ), present as materialized (
            select p.member_id, p.tier_key, p.note, p.created_at, t.display_name as custom_display_name
              from front_tier_presence p left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
-            where p.user_id = ?
+            where p.user_id = ${access.ownerId}
          ), fm as materialized (
-           select m.id, m.name, case when ${avatar.sql} then m.avatar end as avatar from members m
+           select m.id, m.name, case when ${sectionVisibleSql(access, 'm.id', 'avatar')} then m.avatar end as avatar from members m
             where m.id in (select member_id from open union select member_id from present)
-              and m.user_id = ? and m.deleted_at is null and ${member.sql}
+              and m.user_id = ${access.ownerId} and m.deleted_at is null and ${visibleMembersSql(access, 'm', 'front', 'read')}
          )
-       select (select ok from friend_access) as ok,
+       select ${okColumn} as ok,
         (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
            select s.id, s.member_id, s.note, s.started_at, m.name, m.avatar,
                   row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord
@@ -151,42 +143,244 @@ export const friendActivityRepo = {
         (select coalesce(json_agg(y order by y.ord), '[]'::json) from (
            select p.member_id, p.tier_key, p.note, p.custom_display_name, m.name, m.avatar,
                   row_number() over (order by p.created_at, p.member_id) as ord
-             from present p join fm m on m.id = p.member_id) y) as presence`;
-    const friendship = friendAccessCte(access, rest);
-    const [row] = await runBuilt<{
-      ok: boolean;
-      sessions: FrontSessionView[] | string;
-      presence: FrontPresenceView[] | string;
-    }>(db, 'friend_front', {
-      sql: `with ${friendship.sql}, ${rest}`,
-      bindings: [
-        ...friendship.bindings,
-        access.ownerId,
-        access.ownerId,
-        ...avatar.bindings,
-        access.ownerId,
-        ...member.bindings,
-      ],
-    });
+             from present p join fm m on m.id = p.member_id) y) as presence`,
+    ),
+});
+
+const friendFronters = statement<{ access: FriendAccess }, { member_id: string; visible: boolean }>({
+  name: 'friend_fronters',
+  area: AREA,
+  variants: { 'resolved friend': { access: EXAMPLE_ACCESS.friend } },
+  build: ({ access }) => sql`select s.member_id, ${memberPasses(access, 'm.id', 'front', 'read')} as visible
+    from front_sessions s join members m on m.id = s.member_id and m.user_id = s.user_id
+    where s.user_id = ${access.ownerId} and s.ended_at is null and s.deleted_at is null and m.deleted_at is null
+    order by s.position asc nulls last, s.started_at asc, s.id asc`,
+});
+
+const friendMembersForWrite = statement<
+  { access: FriendAccess; ids: readonly string[]; group: PermissionGroup; active: boolean },
+  { id: string; can_write: boolean }
+>({
+  name: 'friend_members_for_write',
+  area: AREA,
+  variants: {
+    'archived members too (front: stop, clear presence)': {
+      access: EXAMPLE_ACCESS.friend,
+      ids: [],
+      group: 'front',
+      active: false,
+    },
+    'active members only (front: start, set)': { access: EXAMPLE_ACCESS.friend, ids: [], group: 'front', active: true },
+    'notes (member_notes)': { access: EXAMPLE_ACCESS.friend, ids: [], group: 'member_notes', active: false },
+  },
+  build: ({
+    access,
+    ids,
+    group,
+    active,
+  }) => sql`select m.id, ${memberPasses(access, 'm.id', group, 'read_write')} as can_write
+    from members m
+    where m.user_id = ${access.ownerId} and m.id = any (${[...ids]}::uuid[]) and m.deleted_at is null${active ? sql` and m.archived_at is null` : sql.empty}
+      and ${visibleMembersSql(access, 'm')}`,
+});
+
+const friendFrontWritable = statement<{ access: FriendAccess }, { id: string }>({
+  name: 'friend_front_writable_ids',
+  area: AREA,
+  variants: { 'resolved friend': { access: EXAMPLE_ACCESS.friend } },
+  build: ({ access }) => sql`select m.id from members m
+    where m.user_id = ${access.ownerId} and m.deleted_at is null and m.archived_at is null
+      and ${visibleMembersSql(access, 'm', 'front', 'read_write')}
+    order by m.name, m.id`,
+});
+
+interface HistoryParams {
+  access: InStatementFriendAccess;
+  filter: { startTime?: number; endTime?: number };
+  size: number;
+  after?: { startedAt: number; id: string } | undefined;
+}
+
+/** Every combination of the optional filters and the cursor: each is its own text. */
+function historyVariants(): Record<string, HistoryParams> {
+  const variants: Record<string, HistoryParams> = {};
+  for (const start of [false, true])
+    for (const end of [false, true])
+      for (const cursor of [false, true]) {
+        const label = [cursor ? 'after a cursor' : 'first page', start ? 'startTime' : '', end ? 'endTime' : '']
+          .filter(Boolean)
+          .join(', ');
+        variants[label] = {
+          access: EXAMPLE_ACCESS.inStatement,
+          filter: { ...(start ? { startTime: 0 } : {}), ...(end ? { endTime: 0 } : {}) },
+          size: 20,
+          ...(cursor ? { after: { startedAt: 0, id: EXAMPLE_UUID } } : {}),
+        };
+      }
+  return variants;
+}
+
+const friendHistoryPage = statement<
+  HistoryParams,
+  HistoryView & { ok: boolean; total: number | string | null; id: string | null }
+>({
+  name: 'friend_history_page',
+  area: AREA,
+  variants: historyVariants(),
+  build: ({ access, filter, size, after }) => {
+    // The walk's bounds on the bucket's index, then the session's own filters. Each walked row's
+    // session and member are read and checked by one lateral subquery that cannot be flattened
+    // (offset 0), which also carries the page's columns: as a plain join, a plan may turn the walk
+    // round (the visible members first, then each one's whole list); as a per-row filter under
+    // `order by … limit`, the walk stays on the index in order and stops at the page.
+    const walk: Sql[] = [];
+    if (filter.endTime !== undefined) walk.push(sql` and f.started_at <= ${filter.endTime}`);
+    // The plain bound on started_at is implied by the row comparison; it is there for the planner,
+    // whose estimate of a row comparison alone is far too small.
+    if (after)
+      walk.push(
+        sql` and f.started_at <= ${after.startedAt}::bigint and (f.started_at, f.session_id) < (${after.startedAt}::bigint, ${after.id}::uuid)`,
+      );
+    const session =
+      filter.startTime === undefined
+        ? sql`s.deleted_at is null`
+        : sql`s.deleted_at is null and (s.ended_at is null or s.ended_at >= ${filter.startTime})`;
+    // Without a time filter the spec's count is the owner's live history, which a trigger keeps
+    // in front_session_counts (migration 0005): read in the same statement. With one, the caller
+    // counts (null here).
+    const counted = filter.startTime === undefined && filter.endTime === undefined;
+    const total = counted
+      ? sql`coalesce((select fc.live from front_session_counts fc where fc.user_id = ${access.ownerId}), 0)`
+      : sql`null::bigint`;
+    return withFriendAccess(
+      access,
+      sql`walked as (
+         select w.* from unnest(${grantArray(access, 'front', 'read')}) b(id)
+         cross join lateral (
+           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
+           cross join lateral (
+             select s.member_id, s.ended_at, s.note, m.name, m.avatar from front_sessions s join members m on m.id = s.member_id
+             where s.id = f.session_id and ${session} and m.user_id = ${access.ownerId} and m.deleted_at is null and ${visibleMembersSql(access, 'm', 'front', 'read')} offset 0) x
+           where f.bucket_id = b.id${sql.join(walk, '')}
+           order by f.started_at desc, f.session_id desc limit ${size + 1}
+         ) w
+       ), page as (
+         select distinct on (w.started_at, w.id) w.* from walked w order by w.started_at desc, w.id desc limit ${size + 1}
+       )
+       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when ${sectionVisibleSql(access, 'p.member_id', 'avatar')} then p.avatar end as avatar
+       from (select ${okColumn} as ok, ${total} as total) c
+       left join page p on true
+       order by p.started_at desc, p.id desc`,
+    );
+  },
+});
+
+interface MonthParams {
+  access: FriendAccess;
+  range: { start: number; end: number; now: number; maxSessions: number };
+}
+
+const friendMonth = statement<
+  MonthParams,
+  { matched: number | string; day: number | string; member_id: string; ms: number | string; sessions: number | string }
+>({
+  name: 'friend_front_month',
+  area: AREA,
+  variants: {
+    'resolved friend': { access: EXAMPLE_ACCESS.friend, range: { start: 0, end: 0, now: 0, maxSessions: 1 } },
+  },
+  build: ({ access, range }) => sql`with c as (
+  select s.member_id, greatest(s.started_at, ${range.start}::bigint) as a,
+    greatest(s.started_at, ${range.start}::bigint, least(coalesce(s.ended_at, ${range.now}::bigint), ${range.end}::bigint)) as b,
+    row_number() over (order by s.started_at desc, s.id desc) as rn
+  from front_sessions s join members m on m.id = s.member_id and m.user_id = s.user_id
+  where s.user_id = ${access.ownerId} and s.deleted_at is null and m.deleted_at is null
+    and ${visibleMembersSql(access, 'm', 'front', 'read')}
+    and s.started_at <= ${range.end} and (s.ended_at is null or s.ended_at >= ${range.start})
+  order by s.started_at desc, s.id desc
+  limit ${range.maxSessions + 1})
+select (select count(*) from c) as matched, d.n as day, c.member_id, sum(least(c.b, (d.n + 1) * ${DAY}) - greatest(c.a, d.n * ${DAY})) as ms, count(*) as sessions
+from c cross join lateral generate_series(c.a / ${DAY}, greatest(c.a / ${DAY}, (c.b - 1) / ${DAY})) as d(n)
+where c.rn <= ${range.maxSessions}
+group by d.n, c.member_id
+order by d.n, c.member_id`,
+});
+
+interface NotesParams {
+  access: InStatementFriendAccess;
+  limit: number;
+  memberId?: string | undefined;
+}
+
+const friendNotes = statement<
+  NotesParams,
+  Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: LinkedMember[] | string }
+>({
+  name: 'friend_notes',
+  area: AREA,
+  variants: {
+    'every readable note': { access: EXAMPLE_ACCESS.inStatement, limit: 50 },
+    'the notes linking one member': { access: EXAMPLE_ACCESS.inStatement, limit: 50, memberId: EXAMPLE_UUID },
+  },
+  build: ({ access, limit, memberId }) => {
+    const only = memberId === undefined ? sql.empty : sql`and l.member_id = ${memberId}::uuid`;
+    // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
+    // its note is newer than the last one, or as new with an id not after it. No last note: fewer
+    // notes than the window, every link is inside.
+    return withFriendAccess(
+      access,
+      sql`last as materialized (
+         select e.updated_at, e.id from entries e where e.user_id = ${access.ownerId} and e.deleted_at is null
+         order by e.updated_at desc, e.id asc offset ${NOTES_WINDOW - 1} limit 1
+       ), page as (
+         select distinct on (w.updated_at, w.id) w.*
+         from unnest(${grantArray(access, 'member_notes', 'read')}) ub(id)
+         cross join lateral (
+           select distinct on (l.updated_at, l.entry_id) x.*
+           from entry_link_buckets l
+           cross join lateral (
+             select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.can_write
+             from entries le cross join lateral (${noteLinksSql(access, 'le.id', memberId)}) n
+             where le.id = l.entry_id and le.user_id = ${access.ownerId} and le.deleted_at is null and n.visible
+             offset 0
+           ) x
+           where l.bucket_id = ub.id
+             and l.updated_at >= coalesce((select updated_at from last), '-9223372036854775808'::bigint)
+             and (l.updated_at > coalesce((select updated_at from last), '-9223372036854775808'::bigint) or l.entry_id <= (select id from last))
+             ${only}
+           order by l.updated_at desc, l.entry_id asc
+           limit ${limit}
+         ) w
+         order by w.updated_at desc, w.id asc
+         limit ${limit}
+       )
+       select fa.ok, p.* from friend_access fa left join page p on true
+       order by p.updated_at desc, p.id asc`,
+    );
+  },
+});
+
+const friendNoteForWrite = statement<{ access: FriendAccess; entryId: string }, NoteForWrite>({
+  name: 'friend_note_for_write',
+  area: AREA,
+  variants: { 'resolved friend': { access: EXAMPLE_ACCESS.friend, entryId: EXAMPLE_UUID } },
+  build: ({ access, entryId }) => sql`select e.id, e.member_id, e.member_ids, n.visible, n.can_write
+        from entries e cross join lateral (${noteLinksSql(access, 'e.id')}) n where e.id = ${entryId} and e.user_id = ${access.ownerId} and e.deleted_at is null`,
+});
+
+export const friendActivityRepo = {
+  async front(
+    db: Knex,
+    access: InStatementFriendAccess,
+  ): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
+    const [row] = await friendFront(db, { access });
     if (!row) throw new Error('friend front: the statement returned no row');
-    const parse = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
-    return { ok: row.ok, sessions: parse(row.sessions), presence: parse(row.presence) };
+    return { ok: row.ok, sessions: parseJson(row.sessions), presence: parseJson(row.presence) };
   },
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
-  fronters(db: Knex, access: Access): Promise<Array<{ member_id: string; visible: boolean }>> {
-    const q = joinMember(db('front_sessions as s'), 's')
-      .where('s.user_id', access.ownerId)
-      .whereNull('s.ended_at')
-      .whereNull('s.deleted_at')
-      .whereNull('m.deleted_at');
-    return runBuilt(
-      db,
-      'friend_fronters',
-      q
-        .select('s.member_id', db.raw('exists (?) as visible', [memberPasses(db, access, 'm.id', 'front', 'read')]))
-        .orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc'),
-    );
+  fronters(db: Knex, access: FriendAccess): Promise<Array<{ member_id: string; visible: boolean }>> {
+    return friendFronters(db, { access });
   },
 
   /**
@@ -196,30 +390,17 @@ export const friendActivityRepo = {
    */
   membersForWrite(
     db: Knex,
-    access: Access,
+    access: FriendAccess,
     ids: readonly string[],
     group: PermissionGroup,
     active: boolean,
   ): Promise<Array<{ id: string; can_write: boolean }>> {
-    const q = db('members as m')
-      .where('m.user_id', access.ownerId)
-      .whereIn('m.id', [...ids])
-      .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm'));
-    if (active) q.whereNull('m.archived_at');
-    return q.select('m.id', db.raw('exists (?) as can_write', [memberPasses(db, access, 'm.id', group, 'read_write')]));
+    return friendMembersForWrite(db, { access, ids, group, active });
   },
 
   /** Live, not archived members with front read_write, by name then id. */
-  async frontWritableIds(db: Knex, access: Access): Promise<string[]> {
-    const rows: Array<{ id: string }> = await db('members as m')
-      .where('m.user_id', access.ownerId)
-      .whereNull('m.deleted_at')
-      .whereNull('m.archived_at')
-      .where(visibleMembers(access, 'm', 'front', 'read_write'))
-      .select('m.id')
-      .orderBy([{ column: 'm.name' }, { column: 'm.id' }]);
-    return rows.map((r) => r.id);
+  async frontWritableIds(db: Knex, access: FriendAccess): Promise<string[]> {
+    return (await friendFrontWritable(db, { access })).map((r) => r.id);
   },
 
   /**
@@ -239,78 +420,12 @@ export const friendActivityRepo = {
    */
   async historyPage(
     db: Knex,
-    access: Access,
+    access: InStatementFriendAccess,
     filter: { startTime?: number; endTime?: number },
     size: number,
     after?: { startedAt: number; id: string },
   ): Promise<{ ok: boolean; rows: HistoryView[]; total: number | null }> {
-    const buckets = grantArraySql(access, 'front', 'read');
-    const member = visibleMembersSql(access, 'm', 'front', 'read');
-    const avatar = sectionVisibleSql(access, 'p.member_id', 'avatar');
-    // The walk's bounds on the bucket's index, then the session's own filters. Each walked row's
-    // session and member are read and checked by one lateral subquery that cannot be flattened
-    // (offset 0), which also carries the page's columns: as a plain join, a plan may turn the walk
-    // round (the visible members first, then each one's whole list); as a per-row filter under
-    // `order by … limit`, the walk stays on the index in order and stops at the page.
-    const walk: string[] = [];
-    const walkValues: unknown[] = [];
-    if (filter.endTime !== undefined) {
-      walk.push('f.started_at <= ?');
-      walkValues.push(filter.endTime);
-    }
-    if (after) {
-      // The plain bound on started_at is implied by the row comparison; it is there for the
-      // planner, whose estimate of a row comparison alone is far too small.
-      walk.push('f.started_at <= ?::bigint and (f.started_at, f.session_id) < (?::bigint, ?::uuid)');
-      walkValues.push(after.startedAt, after.startedAt, after.id);
-    }
-    const session: string[] = ['s.deleted_at is null'];
-    const sessionValues: unknown[] = [];
-    if (filter.startTime !== undefined) {
-      session.push('(s.ended_at is null or s.ended_at >= ?)');
-      sessionValues.push(filter.startTime);
-    }
-    // Without a time filter the spec's count is the owner's live history, which a trigger keeps
-    // in front_session_counts (migration 0005): read in the same statement. With one, the caller
-    // counts (null here).
-    const counted = filter.startTime === undefined && filter.endTime === undefined;
-    const rest = `walked as (
-         select w.* from unnest(${buckets.sql}) b(id)
-         cross join lateral (
-           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
-           cross join lateral (
-             select s.member_id, s.ended_at, s.note, m.name, m.avatar from front_sessions s join members m on m.id = s.member_id
-             where s.id = f.session_id and ${session.join(' and ')} and m.user_id = ? and m.deleted_at is null and ${member.sql} offset 0) x
-           where f.bucket_id = b.id${walk.map((w) => ` and ${w}`).join('')}
-           order by f.started_at desc, f.session_id desc limit ?
-         ) w
-       ), page as (
-         select distinct on (w.started_at, w.id) w.* from walked w order by w.started_at desc, w.id desc limit ?
-       )
-       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when ${avatar.sql} then p.avatar end as avatar
-       from (select (select ok from friend_access) as ok, ${counted ? 'coalesce((select fc.live from front_session_counts fc where fc.user_id = ?), 0)' : 'null::bigint'} as total) c
-       left join page p on true
-       order by p.started_at desc, p.id desc`;
-    const friendship = friendAccessCte(access, rest);
-    const rows = await runBuilt<HistoryView & { ok: boolean; total: number | string | null; id: string | null }>(
-      db,
-      'friend_history_page',
-      {
-        sql: `with ${friendship.sql}, ${rest}`,
-        bindings: [
-          ...friendship.bindings,
-          ...buckets.bindings,
-          ...sessionValues,
-          access.ownerId,
-          ...member.bindings,
-          ...walkValues,
-          size + 1,
-          size + 1,
-          ...avatar.bindings,
-          ...(counted ? [access.ownerId] : []),
-        ],
-      },
-    );
+    const rows = await friendHistoryPage(db, { access, filter, size, after });
     const first = rows[0];
     return {
       ok: first?.ok === true,
@@ -325,51 +440,8 @@ export const friendActivityRepo = {
    * ends at `now`), split over the UTC days it touches; per day and member, the milliseconds and
    * the sessions. `matched` is the number of sessions read (at most maxSessions + 1).
    */
-  async month(
-    db: Knex,
-    access: Access,
-    range: { start: number; end: number; now: number; maxSessions: number },
-  ): Promise<
-    Array<{
-      matched: number | string;
-      day: number | string;
-      member_id: string;
-      ms: number | string;
-      sessions: number | string;
-    }>
-  > {
-    const sessions = joinMember(db('front_sessions as s'), 's')
-      .where('s.user_id', access.ownerId)
-      .whereNull('s.deleted_at')
-      .whereNull('m.deleted_at')
-      .where(visibleMembers(access, 'm', 'front', 'read'))
-      .where('s.started_at', '<=', range.end)
-      .where((w) => w.whereNull('s.ended_at').orWhere('s.ended_at', '>=', range.start))
-      .select(
-        's.member_id',
-        db.raw('greatest(s.started_at, ?::bigint) as a', [range.start]),
-        db.raw('greatest(s.started_at, ?::bigint, least(coalesce(s.ended_at, ?::bigint), ?::bigint)) as b', [
-          range.start,
-          range.now,
-          range.end,
-        ]),
-        db.raw('row_number() over (order by s.started_at desc, s.id desc) as rn'),
-      )
-      .orderBy([
-        { column: 's.started_at', order: 'desc' },
-        { column: 's.id', order: 'desc' },
-      ])
-      .limit(range.maxSessions + 1);
-    const result = await db.raw(
-      `with c as (?)
-select (select count(*) from c) as matched, d.n as day, c.member_id, sum(least(c.b, (d.n + 1) * ${DAY_MS}) - greatest(c.a, d.n * ${DAY_MS})) as ms, count(*) as sessions
-from c cross join lateral generate_series(c.a / ${DAY_MS}, greatest(c.a / ${DAY_MS}, (c.b - 1) / ${DAY_MS})) as d(n)
-where c.rn <= ?
-group by d.n, c.member_id
-order by d.n, c.member_id`,
-      [sessions, range.maxSessions],
-    );
-    return result.rows;
+  month(db: Knex, access: FriendAccess, range: MonthParams['range']) {
+    return friendMonth(db, { access, range });
   },
 
   /**
@@ -386,58 +458,13 @@ order by d.n, c.member_id`,
    * (an index-only read; with `memberId`, the link's member too). The walks are merged; the page's
    * rows are the walked ones, so no note is read or decided twice.
    */
-  async notes(db: Knex, access: Access, limit: number, memberId?: string): Promise<{ ok: boolean; rows: NoteView[] }> {
-    const buckets = grantArraySql(access, 'member_notes', 'read');
-    const links = noteLinksSql(access, 'le.id', memberId);
-    const only = memberId === undefined ? '' : 'and l.member_id = ?::uuid';
-    // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
-    // its note is newer than the last one, or as new with an id not after it. No last note: fewer
-    // notes than the window, every link is inside.
-    const rest = `last as materialized (
-         select e.updated_at, e.id from entries e where e.user_id = ? and e.deleted_at is null
-         order by e.updated_at desc, e.id asc offset ? limit 1
-       ), page as (
-         select distinct on (w.updated_at, w.id) w.*
-         from unnest(${buckets.sql}) ub(id)
-         cross join lateral (
-           select distinct on (l.updated_at, l.entry_id) x.*
-           from entry_link_buckets l
-           cross join lateral (
-             select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.can_write
-             from entries le cross join lateral (${links.sql}) n
-             where le.id = l.entry_id and le.user_id = ? and le.deleted_at is null and n.visible
-             offset 0
-           ) x
-           where l.bucket_id = ub.id
-             and l.updated_at >= coalesce((select updated_at from last), '-9223372036854775808'::bigint)
-             and (l.updated_at > coalesce((select updated_at from last), '-9223372036854775808'::bigint) or l.entry_id <= (select id from last))
-             ${only}
-           order by l.updated_at desc, l.entry_id asc
-           limit ?
-         ) w
-         order by w.updated_at desc, w.id asc
-         limit ?
-       )
-       select fa.ok, p.* from friend_access fa left join page p on true
-       order by p.updated_at desc, p.id asc`;
-    const friendship = friendAccessCte(access, rest);
-    const query: SqlText = {
-      sql: `with ${friendship.sql}, ${rest}`,
-      bindings: [
-        ...friendship.bindings,
-        access.ownerId,
-        NOTES_WINDOW - 1,
-        ...buckets.bindings,
-        ...links.bindings,
-        access.ownerId,
-        ...(memberId === undefined ? [] : [memberId]),
-        limit,
-        limit,
-      ],
-    };
-    const rows = await runBuilt<
-      Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: LinkedMember[] | string }
-    >(db, 'friend_notes', query);
+  async notes(
+    db: Knex,
+    access: InStatementFriendAccess,
+    limit: number,
+    memberId?: string,
+  ): Promise<{ ok: boolean; rows: NoteView[] }> {
+    const rows = await friendNotes(db, { access, limit, memberId });
     return {
       ok: rows[0]?.ok === true,
       rows: rows
@@ -447,13 +474,8 @@ order by d.n, c.member_id`,
   },
 
   /** A live note of the owner with whether the friend sees it and may write it (noteLinksSql); undefined when unknown or in the trash. */
-  async noteForWrite(db: Knex, access: Access, entryId: string): Promise<NoteForWrite | undefined> {
-    const links = noteLinksSql(access, 'e.id');
-    const [row] = await runBuilt<NoteForWrite>(db, 'friend_note_for_write', {
-      sql: `select e.id, e.member_id, e.member_ids, n.visible, n.can_write
-        from entries e cross join lateral (${links.sql}) n where e.id = ? and e.user_id = ? and e.deleted_at is null`,
-      bindings: [...links.bindings, entryId, access.ownerId],
-    });
+  async noteForWrite(db: Knex, access: FriendAccess, entryId: string): Promise<NoteForWrite | undefined> {
+    const [row] = await friendNoteForWrite(db, { access, entryId });
     return row;
   },
 };

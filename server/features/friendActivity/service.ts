@@ -7,7 +7,13 @@
  */
 import type { components } from '../../../generated/api.d.ts';
 import { delegatedWrite, requireFriend, requireFriendship, viewerCeiling } from '../../access/index.ts';
-import { inTransaction, type AuditEntry, type PermissionGroup, type ServiceContext } from '../../core/context.ts';
+import {
+  type AuditEntry,
+  type FriendContext,
+  type InStatementFriendContext,
+  inTransaction,
+  type PermissionGroup,
+} from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { createEntry, deleteEntry, updateEntry } from '../entries/index.ts';
 import {
@@ -39,10 +45,8 @@ const EMPTY_FRONT: FrontView = { primary: null, alsoFronting: [], tieredMembers:
 const FRONT_DENIED = 'Your buckets do not allow changing the front of this member';
 const NOTES_DENIED = 'Your buckets do not allow writing notes of every member this note links';
 
-function viewerOf(ctx: ServiceContext): string {
-  const viewer = ctx.access.viewerId;
-  if (ctx.access.level !== 'friend' || !viewer) throw new Error('friend activity: a friend access is required');
-  return viewer;
+function viewerOf(ctx: FriendContext | InStatementFriendContext): string {
+  return ctx.access.viewerId;
 }
 
 /** The member as a friend sees it: the avatar URL (when the avatar is visible) tagged with the owner. */
@@ -58,11 +62,11 @@ function friendMember(ownerId: string, id: string, row: FriendMemberCols): Frien
 }
 
 /** The owner's services, run with the owner's rights once this module has authorised the write. */
-function asOwner<C extends ServiceContext>(tx: C): C {
+function asOwner<C extends FriendContext>(tx: C): C {
   return { ...tx, access: delegatedWrite(tx.access) };
 }
 
-async function audit(tx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): Promise<void> {
+async function audit(tx: FriendContext, entry: Omit<AuditEntry, 'detail'>): Promise<void> {
   await tx.audit.record(tx, { ...entry, detail: { friendUserId: viewerOf(tx) } });
 }
 
@@ -92,13 +96,13 @@ function frontView(ownerId: string, sessions: FrontSessionView[], presence: Fron
  * unexpected failure answers the empty front (spec) and is logged; the friendship is then checked
  * on its own, so that a failure never answers someone who is not a friend with a front.
  */
-export async function getFront(ctx: ServiceContext): Promise<FrontView> {
+export async function getFront(ctx: InStatementFriendContext): Promise<FrontView> {
   let read: Awaited<ReturnType<typeof friendActivityRepo.front>>;
   try {
     read = await friendActivityRepo.front(ctx.db, ctx.access);
   } catch (err) {
     ctx.log.error({ err, ownerId: ctx.access.ownerId }, 'friend front read failed; answering the empty front');
-    if (ctx.access.inStatement) await requireFriend(ctx.db, viewerOf(ctx), ctx.access.ownerId);
+    await requireFriend(ctx.db, viewerOf(ctx), ctx.access.ownerId);
     return { ...EMPTY_FRONT, alsoFronting: [], tieredMembers: [] };
   }
   requireFriendship(read.ok);
@@ -110,7 +114,7 @@ export async function getFront(ctx: ServiceContext): Promise<FrontView> {
  * 404 with the body of an unknown member; and `group` read_write on each, else 403.
  */
 async function authoriseMembers(
-  ctx: ServiceContext,
+  ctx: FriendContext,
   ids: readonly string[],
   group: PermissionGroup,
   active: boolean,
@@ -125,11 +129,11 @@ async function authoriseMembers(
 
 /** A front write on one member: the front lock, the engine's check, the owner's write, the audit entry. */
 async function frontWrite(
-  ctx: ServiceContext,
+  ctx: FriendContext,
   memberId: string,
   active: boolean,
   action: string,
-  write: (owner: ServiceContext) => Promise<void>,
+  write: (owner: FriendContext) => Promise<void>,
 ): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     await lockFront(tx.db, tx.access.ownerId);
@@ -140,23 +144,23 @@ async function frontWrite(
 }
 
 /** Clears the whole front (hidden members included: spec), then fronts the member. */
-export function setFront(ctx: ServiceContext, memberId: string): Promise<void> {
+export function setFront(ctx: FriendContext, memberId: string): Promise<void> {
   return frontWrite(ctx, memberId, true, 'friend_write.front.set', async (owner) => {
     await clearFront(owner);
     await startFronting(owner, { memberId });
   });
 }
 
-export function startFront(ctx: ServiceContext, memberId: string): Promise<void> {
+export function startFront(ctx: FriendContext, memberId: string): Promise<void> {
   return frontWrite(ctx, memberId, true, 'friend_write.front.start', (owner) => startFronting(owner, { memberId }));
 }
 
 /** Archived members may be taken off the front (only joining needs an active member). */
-export function stopFront(ctx: ServiceContext, memberId: string): Promise<void> {
+export function stopFront(ctx: FriendContext, memberId: string): Promise<void> {
   return frontWrite(ctx, memberId, false, 'friend_write.front.stop', (owner) => stopFronting(owner, memberId));
 }
 
-export function clearPresence(ctx: ServiceContext, memberId: string): Promise<void> {
+export function clearPresence(ctx: FriendContext, memberId: string): Promise<void> {
   return frontWrite(ctx, memberId, false, 'friend_write.front.tier_presence_clear', (owner) =>
     clearTierPresence(owner, memberId),
   );
@@ -166,7 +170,7 @@ export function clearPresence(ctx: ServiceContext, memberId: string): Promise<vo
  * Reorders the fronters the friend sees: `memberIds` must be exactly those (else 400); hidden
  * fronters keep their slots and the visible ones fill the visible slots in the given order.
  */
-export async function reorder(ctx: ServiceContext, memberIds: string[]): Promise<void> {
+export async function reorder(ctx: FriendContext, memberIds: string[]): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     if (viewerCeiling(tx.access).front !== 'read_write') throw forbidden(FRONT_DENIED);
     await lockFront(tx.db, tx.access.ownerId);
@@ -184,7 +188,7 @@ export async function reorder(ctx: ServiceContext, memberIds: string[]): Promise
   });
 }
 
-export async function writableMemberIds(ctx: ServiceContext): Promise<Schemas['FriendWritableMemberIds']> {
+export async function writableMemberIds(ctx: FriendContext): Promise<Schemas['FriendWritableMemberIds']> {
   return { memberIds: await friendActivityRepo.frontWritableIds(ctx.db, ctx.access) };
 }
 
@@ -198,7 +202,10 @@ export interface FriendHistoryQuery {
   cursorId?: string;
 }
 
-export async function history(ctx: ServiceContext, query: FriendHistoryQuery): Promise<Schemas['FriendHistoryPage']> {
+export async function history(
+  ctx: InStatementFriendContext,
+  query: FriendHistoryQuery,
+): Promise<Schemas['FriendHistoryPage']> {
   if ((query.cursorStartedAt === undefined) !== (query.cursorId === undefined)) {
     throw badRequest('cursorStartedAt and cursorId must be sent together (both from nextCursor) or not at all');
   }
@@ -238,7 +245,7 @@ export async function history(ctx: ServiceContext, query: FriendHistoryQuery): P
 }
 
 export async function month(
-  ctx: ServiceContext,
+  ctx: FriendContext,
   query: { startTime: number; endTime: number; maxSessions?: number },
 ): Promise<Schemas['FriendFrontMonth']> {
   if (query.endTime <= query.startTime || query.endTime - query.startTime > MONTH_MAX_SPAN_MS) {
@@ -273,7 +280,7 @@ export async function month(
 // ---- Notes ----
 
 export async function listNotes(
-  ctx: ServiceContext,
+  ctx: InStatementFriendContext,
   query: { limit?: number; memberId?: string },
 ): Promise<Schemas['FriendNoteRow'][]> {
   const { ok, rows } = await friendActivityRepo.notes(
@@ -299,7 +306,7 @@ function linkSet(memberId: string | null | undefined, memberIds: string[] | null
   return [...new Set([...(memberId ? [memberId] : []), ...(memberIds ?? [])])];
 }
 
-export async function createNote(ctx: ServiceContext, input: Schemas['CreateEntryRequest']): Promise<{ id: string }> {
+export async function createNote(ctx: FriendContext, input: Schemas['CreateEntryRequest']): Promise<{ id: string }> {
   const links = linkSet(input.memberId, input.memberIds);
   if (links.length === 0) throw badRequest("A friend's note must link at least one member (memberId or memberIds)");
   return inTransaction(ctx, async (tx) => {
@@ -311,7 +318,7 @@ export async function createNote(ctx: ServiceContext, input: Schemas['CreateEntr
 }
 
 /** The note, visible to the friend (else 404 as an unknown note) and writable on every linked member (else 403). */
-async function writableNote(tx: ServiceContext, entryId: string) {
+async function writableNote(tx: FriendContext, entryId: string) {
   const note = await friendActivityRepo.noteForWrite(tx.db, tx.access, entryId);
   if (!note || !note.visible) throw notFound('Entry not found');
   if (!note.can_write) throw forbidden(NOTES_DENIED);
@@ -319,7 +326,7 @@ async function writableNote(tx: ServiceContext, entryId: string) {
 }
 
 export async function updateNote(
-  ctx: ServiceContext,
+  ctx: FriendContext,
   entryId: string,
   input: Schemas['UpdateEntryRequest'],
 ): Promise<void> {
@@ -338,7 +345,7 @@ export async function updateNote(
   });
 }
 
-export async function deleteNote(ctx: ServiceContext, entryId: string): Promise<void> {
+export async function deleteNote(ctx: FriendContext, entryId: string): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     await writableNote(tx, entryId);
     await deleteEntry(asOwner(tx), entryId, undefined);

@@ -5,8 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
-import type { Access } from '../../core/context.ts';
+import { EXAMPLE_ACCESS, visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
+import type { Access, FriendAccess } from '../../core/context.ts';
+import { type Sql, sql } from '../../db/sql.ts';
+import { statement } from '../../db/statements.ts';
 import { grantsReadSql } from '../../access/grants.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
 
@@ -328,73 +330,70 @@ export interface SearchRows {
 /**
  * One statement for the three result types. `tsquery` (prefix terms joined with &) filters with the
  * GIN expression indexes of migration 0012; null lists everything visible (the catalog). Members
- * are those visibleMembers() lets the friend see; groups and folders need `groups`; a note needs a
+ * are those the member rule lets the friend see; groups and folders need `groups`; a note needs a
  * live linked member visible with member_notes too, and lists only such members.
  */
-export async function searchContent(
-  db: Knex,
-  access: Access,
-  tsquery: string | null,
-  limits: { members: number; notes: number; groups: number },
-): Promise<SearchRows> {
-  const match = (expr: string) =>
-    tsquery === null ? '' : `and to_tsvector('simple', ${expr}) @@ to_tsquery('simple', ?)`;
-  const tsq = tsquery === null ? [] : [tsquery];
-  const member = visibleMembersSql(access, 'm');
-  const noteMember = (em: string, m: string) => {
-    const visible = visibleMembersSql(access, m, 'member_notes');
-    return {
-      sql: `${m}.id = ${em}.member_id and ${m}.user_id = ? and ${m}.deleted_at is null and ${visible.sql}`,
-      bindings: [access.ownerId, ...visible.bindings],
-    };
-  };
-  const linked = noteMember('em', 'm');
-  const anyLinked = noteMember('em2', 'm2');
-  const groups = visibleContentSql(access, { kind: 'group', column: 'd.id' }, 'groups');
-  const folders = visibleContentSql(access, { kind: 'directory', column: 'd.id' }, 'groups');
-  const sql = `select
+const friendSearch = statement<
+  {
+    access: FriendAccess;
+    tsquery: string | null;
+    limits: { members: number; notes: number; groups: number };
+  },
+  { members: unknown; notes: unknown; groups: unknown }
+>({
+  name: 'friend_search',
+  area: 'friends',
+  variants: {
+    'a search': { access: EXAMPLE_ACCESS.friend, tsquery: 'x:*', limits: { members: 1, notes: 1, groups: 1 } },
+    'the catalog (everything visible)': {
+      access: EXAMPLE_ACCESS.friend,
+      tsquery: null,
+      limits: { members: 1, notes: 1, groups: 1 },
+    },
+  },
+  build: ({ access, tsquery, limits }) => {
+    const match = (expr: Sql) =>
+      tsquery === null ? sql.empty : sql`and to_tsvector('simple', ${expr}) @@ to_tsquery('simple', ${tsquery})`;
+    const noteMember = (em: string, m: string) =>
+      sql`${sql.id(`${m}.id`)} = ${sql.id(`${em}.member_id`)} and ${sql.id(`${m}.user_id`)} = ${access.ownerId} and ${sql.id(`${m}.deleted_at`)} is null and ${visibleMembersSql(access, m, 'member_notes')}`;
+    const groups = visibleContentSql(access, { kind: 'group', column: 'd.id' }, 'groups');
+    const folders = visibleContentSql(access, { kind: 'directory', column: 'd.id' }, 'groups');
+    return sql`select
     (select coalesce(json_agg(json_build_object('id', x.id, 'name', x.name) order by x.k, x.id), '[]'::json)
        from (select m.id, m.name, lower(m.name) collate "C" as k
                from members m
-              where m.user_id = ? and m.deleted_at is null ${match('m.name')}
-                and ${member.sql}
+              where m.user_id = ${access.ownerId} and m.deleted_at is null ${match(sql`m.name`)}
+                and ${visibleMembersSql(access, 'm')}
               order by k, m.id
-              limit ?) x) as members,
+              limit ${limits.members}) x) as members,
     (select coalesce(json_agg(json_build_object('id', x.id, 'title', x.title, 'member_ids', x.member_ids) order by x.k, x.id), '[]'::json)
        from (select e.id, e.title, lower(coalesce(e.title, '')) collate "C" as k,
                     (select json_agg(em.member_id order by em.position, em.member_id)
                        from entry_members em, members m
-                      where em.entry_id = e.id and ${linked.sql}) as member_ids
+                      where em.entry_id = e.id and ${noteMember('em', 'm')}) as member_ids
                from entries e
-              where e.user_id = ? and e.deleted_at is null ${match("coalesce(e.title, '') || ' ' || e.content")}
-                and exists (select 1 from entry_members em2, members m2 where em2.entry_id = e.id and ${anyLinked.sql})
+              where e.user_id = ${access.ownerId} and e.deleted_at is null ${match(sql`coalesce(e.title, '') || ' ' || e.content`)}
+                and exists (select 1 from entry_members em2, members m2 where em2.entry_id = e.id and ${noteMember('em2', 'm2')})
               order by k, e.id
-              limit ?) x) as notes,
+              limit ${limits.notes}) x) as notes,
     (select coalesce(json_agg(json_build_object('id', x.id, 'kind', x.kind, 'name', x.name) order by x.k, x.id), '[]'::json)
        from (select d.id, d.kind, d.name, lower(d.name) collate "C" as k
                from directories d
-              where d.user_id = ? and d.deleted_at is null ${match('d.name')}
-                and ((d.kind = 'group' and ${groups.sql}) or (d.kind = 'folder' and ${folders.sql}))
+              where d.user_id = ${access.ownerId} and d.deleted_at is null ${match(sql`d.name`)}
+                and ((d.kind = 'group' and ${groups}) or (d.kind = 'folder' and ${folders}))
               order by k, d.id
-              limit ?) x) as groups`;
-  const bindings = [
-    access.ownerId,
-    ...tsq,
-    ...member.bindings,
-    limits.members,
-    ...linked.bindings,
-    access.ownerId,
-    ...tsq,
-    ...anyLinked.bindings,
-    limits.notes,
-    access.ownerId,
-    ...tsq,
-    ...groups.bindings,
-    ...folders.bindings,
-    limits.groups,
-  ];
-  const { rows } = await db.raw(sql, bindings as Knex.RawBinding[]);
-  const row = rows[0] as { members: unknown; notes: unknown; groups: unknown };
+              limit ${limits.groups}) x) as groups`;
+  },
+});
+
+export async function searchContent(
+  db: Knex,
+  access: FriendAccess,
+  tsquery: string | null,
+  limits: { members: number; notes: number; groups: number },
+): Promise<SearchRows> {
+  const [row] = await friendSearch(db, { access, tsquery, limits });
+  if (!row) throw new Error('friend search: the statement returned no row');
   const parse = <T>(v: unknown): T => (typeof v === 'string' ? JSON.parse(v) : v) as T;
   return { members: parse(row.members), notes: parse(row.notes), groups: parse(row.groups) };
 }

@@ -9,7 +9,7 @@
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { atLeast, requireVisible, viewerCeiling } from '../../access/index.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
@@ -205,7 +205,7 @@ export async function listSuggestions(ctx: ServiceContext, limit: number): Promi
 }
 
 /** The card of the friend whose content `friendCtx` (ctx.friend) gives access to. */
-export async function getProfileCard(friendCtx: ServiceContext): Promise<Schemas['FriendProfileCard']> {
+export async function getProfileCard(friendCtx: FriendContext): Promise<Schemas['FriendProfileCard']> {
   const account = requireVisible(await repo.findAccount(friendCtx.db, friendCtx.access.ownerId), 'Friend');
   const ceiling = viewerCeiling(friendCtx.access);
   const can = (group: keyof typeof ceiling) => atLeast(ceiling[group], 'read');
@@ -229,7 +229,7 @@ function prefixQuery(q: string): string | null {
 const EMPTY: Schemas['FriendSearchResults'] = { members: [], notes: [], groups: [] };
 
 export async function search(
-  friendCtx: ServiceContext,
+  friendCtx: FriendContext,
   q: string,
   limitPerType: number,
 ): Promise<Schemas['FriendSearchResults']> {
@@ -239,7 +239,7 @@ export async function search(
   return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access, tsquery, limits));
 }
 
-export async function catalog(friendCtx: ServiceContext): Promise<Schemas['FriendSearchResults']> {
+export async function catalog(friendCtx: FriendContext): Promise<Schemas['FriendSearchResults']> {
   const limits = { members: CATALOG_CAP, notes: CATALOG_CAP, groups: CATALOG_CAP };
   return toSearchResults(await repo.searchContent(friendCtx.db, friendCtx.access, null, limits));
 }

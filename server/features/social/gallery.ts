@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, forbidden, notFound, unavailable } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { sniffImageType } from '../../storage/images.ts';
@@ -151,7 +151,7 @@ export async function readOwn(
  * unknown image.
  */
 export async function readForFriend(
-  ctx: ServiceContext,
+  ctx: FriendContext,
   sha256: string,
   ifNoneMatch: string | undefined,
 ): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
@@ -161,7 +161,7 @@ export async function readForFriend(
   // At most one more statement: a mutual friend, when only mutuals_only widgets show it.
   const order = ['public', 'logged_in', 'friends_only', 'mutuals_only'];
   const best = visibilities.filter((v) => order.includes(v)).sort((a, b) => order.indexOf(a) - order.indexOf(b))[0];
-  if (!best || !(await visibleToFriend(ctx.db, ownerId, ctx.access.viewerId!, best)))
+  if (!best || !(await visibleToFriend(ctx.db, ownerId, ctx.access.viewerId, best)))
     throw notFound(GALLERY_IMAGE_NOT_FOUND);
   return serve(store, galleryKey(ownerId, sha256), ifNoneMatch);
 }

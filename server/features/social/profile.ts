@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
 import { checkBadgeImages, tagForViewer } from './gallery.ts';
@@ -289,9 +289,9 @@ export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocial
 // ---- Friend view ------------------------------------------------------------------------------
 
 /** The friend's section filtered for the viewer by visibility (ctx is a friend context). */
-export async function getFriendSection(ctx: ServiceContext): Promise<Schemas['SocialSection']> {
+export async function getFriendSection(ctx: FriendContext): Promise<Schemas['SocialSection']> {
   const ownerId = ownerOf(ctx);
-  const mutual = await shareMutualFriend(ctx.db, ownerId, ctx.access.viewerId!);
+  const mutual = await shareMutualFriend(ctx.db, ownerId, ctx.access.viewerId);
   const { profile, links, widgets } = await repo.loadSection(ctx.db, ownerId, visibleSet(mutual));
   // Badge images are fetched with the viewer's key: their URLs name the owner (GET /social/gallery/{sha256}).
   const viewed = widgets.map((w) =>

@@ -1,0 +1,503 @@
+/**
+ * The privacy rules in SQL: one fragment (server/db/sql.ts) per rule, which repos put into their
+ * statements, so rows a viewer may not see are never loaded. Each takes the Access it filters for
+ * and binds its values where it writes them. A friend access resolved in the statement
+ * (InStatementFriendAccess) reads the viewer's buckets from the CTE `friend_access` (withFriendAccess);
+ * a resolved one (FriendAccess) binds them. The owner passes everything (`true`). The rules: policy.ts
+ * and docs/privacy.md.
+ */
+import type { Knex } from 'knex';
+import {
+  type Access,
+  type FriendAccess,
+  type InStatementFriendAccess,
+  type OwnerAccess,
+  PERMISSION_GROUPS,
+  type PermissionGroup,
+  type PermissionMap,
+  type ResolvedAccess,
+} from '../core/context.ts';
+import { type Sql, sql, toKnex } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+import {
+  CONTENT_KINDS,
+  type ContentKind,
+  fullAccess,
+  type GrantedLevel,
+  levelsOn,
+  PROFILE_SECTIONS,
+  type ProfileSection,
+  SECTION_GROUP,
+} from './policy.ts';
+
+type AnyFriend = FriendAccess | InStatementFriendAccess;
+
+/** Example accesses for statements' variants (the text depends on the kind of access, never on its values). */
+export const EXAMPLE_ACCESS = {
+  owner: { level: 'owner', ownerId: EXAMPLE_UUID },
+  friend: {
+    level: 'friend',
+    inStatement: false,
+    ownerId: EXAMPLE_UUID,
+    viewerId: EXAMPLE_UUID,
+    bucketIds: [],
+    grants: Object.fromEntries(
+      PERMISSION_GROUPS.map((g) => [g, { read: [], write: [] }]),
+    ) as unknown as FriendAccess['grants'],
+    hiddenSystemIds: [],
+  },
+  inStatement: { level: 'friend', inStatement: true, ownerId: EXAMPLE_UUID, viewerId: EXAMPLE_UUID },
+} as const satisfies { owner: OwnerAccess; friend: FriendAccess; inStatement: InStatementFriendAccess };
+
+/** A column of the friendship row: `ok`, `bucket_ids`, `<group>_read`, `<group>_read_write`, `hidden_system_ids`. */
+export type FriendAccessColumn = 'ok' | 'bucket_ids' | 'hidden_system_ids' | `${PermissionGroup}_${GrantedLevel}`;
+
+const MARK = 'friend_access.';
+
+/**
+ * `(select <column> from friend_access)`, marked with the column, so withFriendAccess computes
+ * exactly the columns a statement's fragments read.
+ */
+function friendColumn(column: FriendAccessColumn, asArray = false): Sql {
+  const read = asArray
+    ? sql`(select ${sql.id(column)} from friend_access)::uuid[]`
+    : sql`(select ${sql.id(column)} from friend_access)`;
+  return sql.mark(read, MARK + column);
+}
+
+/** Every column of the row but `ok`, with its aggregate over the held buckets `b`. */
+const GRANT_COLUMNS: ReadonlyArray<readonly [name: FriendAccessColumn, sql: Sql]> = [
+  ['bucket_ids', sql`coalesce(array_agg(b.id) filter (where b.id is not null), '{}')`],
+  ...PERMISSION_GROUPS.flatMap((g) => {
+    const group = sql.constant(g, PERMISSION_GROUPS);
+    return [
+      [
+        `${g}_read` as const,
+        sql`coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${group}' in ('read', 'read_write')), '{}')`,
+      ] as const,
+      [
+        `${g}_read_write` as const,
+        sql`coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${group}' = 'read_write'), '{}')`,
+      ] as const,
+    ];
+  }),
+];
+
+/**
+ * The friendship and the viewer's grants as one row: the one definition of "who is a friend, with
+ * which buckets", for forFriend() and for the statements that resolve the access themselves (as the
+ * CTE `friend_access`, withFriendAccess). `ok` is true when both sides' friendship rows are accepted
+ * (a block or a pending or revoked request on either side is not); `bucket_ids` are the owner's
+ * buckets assigned to the viewer; per permission group, `<group>_read` and `<group>_read_write` are
+ * those of them granting at least that level (a missing or unknown level in a bucket's map is none:
+ * fail closed, as permissionMap); and `hidden_system_ids` are the owner's side and sub systems that
+ * narrow their members away from this friend: those with buckets of their own, none of them a held
+ * bucket granting members_view (docs/privacy.md, "Kinds that narrow"). One short range of the
+ * owner's system assignments (the partial index privacy_bucket_assignments_systems), not a probe
+ * per member nor a scan of every account's system assignments. The arrays are in no particular
+ * order (an ordered aggregate per column would cost a sort each).
+ *
+ * Only the columns `wanted` (all when undefined) are computed: every aggregate is built anew at
+ * each execution, and the full row (22 arrays) cost a tenth of the friend front's statement.
+ * `hidden_system_ids` needs `members_view_read`. `ok` is always there.
+ */
+export function friendAccessRow(ownerId: string, viewerId: string, wanted?: ReadonlySet<FriendAccessColumn>): Sql {
+  const hidden = wanted === undefined || wanted.has('hidden_system_ids');
+  const columns = GRANT_COLUMNS.filter(
+    ([name]) => wanted === undefined || wanted.has(name) || (hidden && name === 'members_view_read'),
+  );
+  const select = sql.join(
+    [sql`count(*) > 0 as ok`, ...columns.map(([name, expr]) => sql`${expr} as ${sql.id(name)}`)],
+    ',\n  ',
+  );
+  const grants = sql`select ${select}
+  from friendships o
+  join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
+  left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
+  left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
+  where o.user_id = ${ownerId}::uuid and o.friend_user_id = ${viewerId}::uuid and o.status = 'accepted'`;
+  if (!hidden) return grants;
+  return sql`select g.*, h.ids as hidden_system_ids from (${grants}) g
+  cross join lateral (select array(
+    select sa.content_id from privacy_bucket_assignments sa
+    where sa.user_id = ${ownerId}::uuid and sa.kind in ('side_system', 'sub_system')
+    group by sa.content_id having not bool_or(sa.bucket_id = any (g.members_view_read))) as ids) h`;
+}
+
+type FriendAccessRow = { ok: boolean } & Record<Exclude<FriendAccessColumn, 'ok'>, string[]>;
+
+/** The friendship row with every column (friendAccessRow): what forFriend resolves an access from. */
+export const readFriendAccess = statement<{ ownerId: string; viewerId: string }, FriendAccessRow>({
+  name: 'access_for_friend',
+  area: 'access',
+  build: ({ ownerId, viewerId }) => friendAccessRow(ownerId, viewerId),
+  variants: { 'every column': { ownerId: EXAMPLE_UUID, viewerId: EXAMPLE_UUID } },
+});
+
+/**
+ * `with friend_access as …, <body>`: a statement built on the predicates, which starts its WITH
+ * list with the CTE `friend_access` and selects `(select ok from friend_access)` (okColumn) with its
+ * rows. For an access resolved in the statement, the friendship and the grants (materialized: read
+ * once), computing only the columns the body's fragments read (their marks); for one resolved
+ * already, the constant `ok`, since its grants are bound values. The caller passes `ok` to
+ * requireFriendship() before using the rows. `body` continues the WITH list (`x as (…), … select …`).
+ */
+export function withFriendAccess(access: AnyFriend, body: Sql): Sql {
+  if (!access.inStatement) return sql`with friend_access as (select true as ok), ${body}`;
+  const wanted = new Set(
+    [...body.marks].filter((m) => m.startsWith(MARK)).map((m) => m.slice(MARK.length) as FriendAccessColumn),
+  );
+  return sql`with friend_access as materialized (${friendAccessRow(access.ownerId, access.viewerId, wanted)}), ${body}`;
+}
+
+/** `(select ok from friend_access)`: whether the statement's friendship holds (withFriendAccess). */
+export const okColumn: Sql = friendColumn('ok');
+
+/**
+ * The viewer's buckets granting `group` at `level`, as a uuid[] expression: a bound value for a
+ * resolved access, the friend_access column for one resolved in the statement. Friend reads that
+ * walk the viewer's buckets themselves (the history's walk of front_session_buckets) take them here.
+ */
+export function grantArray(access: AnyFriend, group: PermissionGroup, level: GrantedLevel): Sql {
+  // The cast makes it an array expression: `= any ((select …))` alone is read as ANY (subquery).
+  if (access.inStatement) return friendColumn(`${group}_${level}`, true);
+  const granted = level === 'read_write' ? access.grants[group].write : access.grants[group].read;
+  return sql`${[...granted]}::uuid[]`;
+}
+
+/** Every bucket of the owner's the viewer holds, as an array expression (grantArray's forms). */
+function heldBuckets(access: AnyFriend): Sql {
+  if (access.inStatement) return friendColumn('bucket_ids', true);
+  return sql`${[...access.bucketIds]}::uuid[]`;
+}
+
+/** The hidden systems of the access (friendAccessRow's `hidden_system_ids`), as an array expression. */
+function hiddenSystems(access: AnyFriend): Sql {
+  if (access.inStatement) return friendColumn('hidden_system_ids', true);
+  return sql`${[...access.hiddenSystemIds]}::uuid[]`;
+}
+
+export interface ContentRef {
+  kind: ContentKind;
+  /** The column (qualified) holding the content id, e.g. `m.id`: a constant, checked by sql.id. */
+  column: string;
+  /** For `profile_section`: the section. */
+  section?: ProfileSection;
+}
+
+/** The assignments of the row's content, as `select 1 from … where …` (the rest of it for callers that select otherwise). */
+function assignmentsWhere(ref: ContentRef): Sql {
+  const section = ref.kind === 'profile_section' ? ref.section : '';
+  if (section === undefined || !(section === '' || (PROFILE_SECTIONS as readonly string[]).includes(section)))
+    throw new Error('a profile section needs its key');
+  const kind = sql.constant(ref.kind, CONTENT_KINDS);
+  const key = sql.constant(section, ['', ...PROFILE_SECTIONS]);
+  return sql`from privacy_bucket_assignments pa where pa.kind = '${kind}' and pa.content_id = ${sql.id(ref.column)} and pa.section_key = '${key}'`;
+}
+
+function assignmentsOf(ref: ContentRef): Sql {
+  return sql`select 1 ${assignmentsWhere(ref)}`;
+}
+
+/** "This row's content carries one of `buckets`" (a uuid[] expression). */
+export function contentVisible(ref: ContentRef, buckets: Sql): Sql {
+  return sql`exists (${assignmentsOf(ref)} and pa.bucket_id = any (${buckets}))`;
+}
+
+/**
+ * The row's content carries a bucket of the friend's granting `group` at `level`. For a friend the
+ * text is the same whatever the viewer's buckets (they are one bound value; none matches nothing),
+ * so a statement built on it is one prepared statement for every friend.
+ */
+export function visibleContentSql(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: GrantedLevel = 'read',
+): Sql {
+  if (access.level === 'owner') return sql`true`;
+  return contentVisible(ref, grantArray(access, group, level));
+}
+
+/** The row's content has no bucket of its own, or one the friend holds granting `group` at `level` (narrowedBy). */
+function narrowedSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel): Sql {
+  if (access.level === 'owner') return sql`true`;
+  return sql`(not exists (${assignmentsOf(ref)}) or ${visibleContentSql(access, ref, group, level)})`;
+}
+
+/** A fragment as a knex where-callback, for queries still built with knex's query builder. */
+export function asKnexPredicate(fragment: Sql): (qb: Knex.QueryBuilder) => void {
+  const { sql: text, bindings } = toKnex(fragment);
+  return (qb) => {
+    qb.whereRaw(text, bindings as readonly Knex.RawBinding[]);
+  };
+}
+
+/**
+ * A knex predicate for rows of `ref.kind` the access may see at `level` in `group`:
+ * `query.where(visibleContent(access, ref, 'members_view'))`. Owner: every row (the caller still
+ * filters on the owner's account). Friend: an EXISTS probe of the row's buckets against the
+ * viewer's buckets granting that level; none of those → no row at all.
+ */
+export function visibleContent(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: GrantedLevel = 'read',
+): (qb: Knex.QueryBuilder) => void {
+  if (access.level === 'owner') return () => {};
+  return asKnexPredicate(visibleContentSql(access, ref, group, level));
+}
+
+/**
+ * A knex predicate for content that **narrows** another's visibility (docs/privacy.md, "Kinds that
+ * narrow"): a member's profile section, or the side or sub system a member is in. Content of the
+ * kind with no buckets of its own does not narrow (true); once it has buckets, the friend must
+ * also hold one of them that grants `group` at `level`. It never widens: callers combine it with
+ * the member's own visibleContent(). Owner: always true.
+ */
+export function narrowedBy(
+  access: Access,
+  ref: ContentRef,
+  group: PermissionGroup,
+  level: GrantedLevel = 'read',
+): (qb: Knex.QueryBuilder) => void {
+  if (access.level === 'owner') return () => {};
+  return asKnexPredicate(narrowedSql(access, ref, group, level));
+}
+
+/**
+ * The side and sub system narrowing of the member rule for the member row `alias`: neither the
+ * member's side system nor its sub system is one of the access's hidden systems. Two array
+ * comparisons per row, no index probe.
+ */
+function systemsAllow(access: AnyFriend, alias: string): Sql {
+  const side = sql.id(`${alias}.side_system_id`);
+  const sub = sql.id(`${alias}.sub_system_id`);
+  return sql`((${side} is null or ${side} <> all (${hiddenSystems(access)})) and (${sub} is null or ${sub} <> all (${hiddenSystems(access)})))`;
+}
+
+/**
+ * The member rule, less the probes of the member's own buckets when the caller's rows already come
+ * from the members of the viewer's buckets granting members_view and `group` (visibleMemberRowsSql):
+ * then only the narrowing is left of the same rule.
+ */
+function memberPredicate(
+  access: AnyFriend,
+  alias: string,
+  group: PermissionGroup,
+  level: GrantedLevel,
+  fromGrantingBuckets: boolean,
+): Sql {
+  const member: ContentRef = { kind: 'member', column: `${alias}.id` };
+  const parts: Sql[] = [];
+  if (!fromGrantingBuckets) {
+    if (group === 'members_view' && level === 'read') parts.push(visibleContentSql(access, member, 'members_view'));
+    else {
+      // Both grants from one read of the member's own assignments (one index range, not two probes).
+      parts.push(
+        sql`exists (${assignmentsOf(member)} having bool_or(pa.bucket_id = any (${grantArray(access, 'members_view', 'read')})) and bool_or(pa.bucket_id = any (${grantArray(access, group, level)})))`,
+      );
+    }
+  }
+  parts.push(systemsAllow(access, alias));
+  return sql`(${sql.join(parts, ' and ')})`;
+}
+
+/**
+ * The owner's members (table alias `alias`) that the access may see, and at `level` in `group` too
+ * when that is not `members_view`: the member's own buckets grant members_view (and the group), and
+ * neither its side system nor its sub system narrows it away (docs/privacy.md). It does not filter
+ * by account, trash or archive: callers add those. Every friend route that shows or acts on a
+ * member goes through this one predicate. `alias` is a constant table alias.
+ */
+export function visibleMembersSql(
+  access: Access,
+  alias: string,
+  group: PermissionGroup = 'members_view',
+  level: GrantedLevel = 'read',
+): Sql {
+  if (access.level === 'owner') return sql`true`;
+  return memberPredicate(access, alias, group, level, false);
+}
+
+/** visibleMembersSql() as a knex predicate: `query.where(visibleMembers(access, 'm'))`. */
+export function visibleMembers(
+  access: Access,
+  alias: string,
+  group: PermissionGroup = 'members_view',
+  level: GrantedLevel = 'read',
+): (qb: Knex.QueryBuilder) => void {
+  if (access.level === 'owner') return () => {};
+  return asKnexPredicate(visibleMembersSql(access, alias, group, level));
+}
+
+/**
+ * The level at which the access sees the member `alias` in `group` by the member rule, as an
+ * integer SQL expression: 0 none, 1 read, 2 read_write. `level >= 1` is visibleMembersSql(access,
+ * alias, group, 'read') and `level = 2` is the same at read_write (the access tests hold the three
+ * to each other); one read of the member's own assignments gives both, for a statement that needs
+ * both of the same member. The owner: 2.
+ */
+export function memberLevelSql(access: Access, alias: string, group: PermissionGroup): Sql {
+  if (access.level === 'owner') return sql`2`;
+  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
+  return sql`(select case when not coalesce(bool_or(pa.bucket_id = any (${grantArray(access, 'members_view', 'read')})), false) then 0
+        when not ${systemsAllow(access, alias)} then 0
+        when bool_or(pa.bucket_id = any (${grantArray(access, group, 'read_write')})) then 2
+        when bool_or(pa.bucket_id = any (${grantArray(access, group, 'read')})) then 1 else 0 end ${own})`;
+}
+
+/**
+ * The owner's live members a friend access may see (the member rule, with `group` at `level`), as a
+ * subquery selecting `columns` of `members m` (default `m.id`) and `held_buckets` (each member's
+ * held buckets, for memberSectionsSql), for a materialized CTE that a friend read then joins or
+ * looks its rows up in. It starts from the viewer's buckets (the assignments' bucket index) and
+ * reads each of their members by primary key (lateral, offset 0, so no plan trades those lookups
+ * for a scan of the owner's members): its cost follows the members in the viewer's buckets, never
+ * the size of the owner's account. `active` leaves archived members out. `columns` are `m.` columns.
+ */
+export function visibleMemberRowsSql(
+  access: AnyFriend,
+  group: PermissionGroup = 'members_view',
+  level: GrantedLevel = 'read',
+  options: { active?: boolean; columns?: readonly string[] } = {},
+): Sql {
+  const columns = sql.join(
+    (options.columns ?? ['id']).map((c) => (c === '*' ? sql`vm.*` : sql.id(`vm.${c}`))),
+    ', ',
+  );
+  const archived = options.active ? sql` and m.archived_at is null` : sql.empty;
+  // The members of every held bucket, each with the held buckets it is in, kept when one of those
+  // grants members_view (and one grants `group` at `level`): then only the narrowing of the member
+  // rule is left to check. One index read per held bucket (lateral, offset 0): `bucket_id = any (…)`
+  // is estimated from the number of distinct buckets on the server, and on a server with few of
+  // them a generic plan would read the whole assignments table instead.
+  const grants = [
+    grantArray(access, 'members_view', 'read'),
+    ...(group !== 'members_view' || level !== 'read' ? [grantArray(access, group, level)] : []),
+  ];
+  const having = sql.join(
+    grants.map((g) => sql`bool_or(ub.id = any (${g}))`),
+    ' and ',
+  );
+  return sql`select ${columns}, vb.held_buckets from (
+        select va.content_id, array_agg(ub.id) as held_buckets
+        from unnest(${heldBuckets(access)}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
+        group by va.content_id having ${having}) vb
+      cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ${access.ownerId} and m.deleted_at is null${archived} and ${memberPredicate(access, 'm', group, level, true)} offset 0) vm`;
+}
+
+/**
+ * "The friend sees this member's profile `section`" over the member id `column` (a constant
+ * qualified column): the member's own buckets grant the section's group (SECTION_GROUP) and the
+ * section's buckets, if it has any, include one granting it too. For a few rows (the fronters);
+ * memberSectionsSql answers every section of many members at once. Owner: true.
+ */
+export function sectionVisibleSql(access: Access, column: string, section: ProfileSection): Sql {
+  if (access.level === 'owner') return sql`true`;
+  const granting = grantArray(access, SECTION_GROUP[section], 'read');
+  const member = assignmentsOf({ kind: 'member', column });
+  const own = assignmentsOf({ kind: 'profile_section', column, section });
+  // Probes per row (offset 0): as plain EXISTS the planner may hash the answer for every member
+  // instead, which reads every assignment granted by those buckets for a page of a few rows.
+  return sql`(exists (${member} and pa.bucket_id = any (${granting}) offset 0) and (not exists (${own} offset 0) or exists (${own} and pa.bucket_id = any (${granting}) offset 0)))`;
+}
+
+/**
+ * For a friend's read of many members (table alias `alias`, already filtered by the member rule,
+ * whose rows carry `held_buckets`, as visibleMemberRowsSql and heldBucketsOfMemberSql give them): a
+ * join of a derived table `<as>` with one boolean per profile section, `show_avatar`,
+ * `show_displayName` …, true when the friend sees that section: the member's own buckets grant the
+ * section's group (`held_buckets && granting`) and the section's buckets, if it has any, include
+ * one granting it too. `source` selects the ids of the members read (`select id from vis`): their
+ * profile-section assignments are read in one pass on the assignments' primary key (the ids as one
+ * array, so the plan reads them by index whatever the table's statistics) and grouped per member,
+ * and every section is answered from them; a member without any is narrowed by none.
+ */
+export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql, as = 'sections'): Sql {
+  const any = (condition: Sql) => sql`coalesce(bool_or(${condition}), false)`;
+  const narrowing: Sql[] = [];
+  const outer: Sql[] = [];
+  const row = sql.id(alias);
+  const n = sql.id(`${as}n`);
+  for (const section of PROFILE_SECTIONS) {
+    const granting = grantArray(access, SECTION_GROUP[section], 'read');
+    const key = sql.constant(section, PROFILE_SECTIONS);
+    const inSection = sql`pa.section_key = '${key}'`;
+    const open = sql.constant(`"open_${section}"`, OPEN_COLUMNS);
+    const show = sql.constant(`"show_${section}"`, SHOW_COLUMNS);
+    narrowing.push(
+      sql`not ${any(inSection)} or ${any(sql`${inSection} and pa.bucket_id = any (${granting})`)} as ${open}`,
+    );
+    outer.push(sql`coalesce(${row}.held_buckets && ${granting}, false) and coalesce(${n}.${open}, true) as ${show}`);
+  }
+  return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
+        cross join lateral (select ${sql.join(outer, ', ')}) ${sql.id(as)}`;
+}
+
+const OPEN_COLUMNS = PROFILE_SECTIONS.map((s) => `"open_${s}"`);
+const SHOW_COLUMNS = PROFILE_SECTIONS.map((s) => `"show_${s}"`);
+
+/**
+ * The held buckets the member `alias` is in (its own assignments, kind `member`, among the buckets
+ * the viewer holds), as a uuid[] expression: the `held_buckets` of visibleMemberRowsSql, for reads
+ * that start from a few members (one member, a folder's) and then need memberSectionsSql.
+ */
+export function heldBucketsOfMemberSql(access: AnyFriend, alias: string): Sql {
+  return sql`array(select pa.bucket_id ${assignmentsWhere({ kind: 'member', column: `${alias}.id` })} and pa.bucket_id = any (${heldBuckets(access)}))`;
+}
+
+/**
+ * The access's level per group on each of `ids` (content of one kind, the owner's), in one
+ * statement however many ids: a page of 100 members costs one query, not one per member. Ids the
+ * viewer shares no bucket with map to noAccess(); the owner gets fullAccess() without a query.
+ */
+export async function contentLevels(
+  db: Knex,
+  access: ResolvedAccess,
+  kind: ContentKind,
+  ids: readonly string[],
+  section?: ProfileSection,
+): Promise<Map<string, PermissionMap>> {
+  const result = new Map<string, PermissionMap>();
+  if (access.level === 'owner') {
+    for (const id of ids) result.set(id, fullAccess());
+    return result;
+  }
+  const held = new Map<string, string[]>();
+  if (ids.length > 0 && access.bucketIds.length > 0) {
+    const rows: Array<{ content_id: string; bucket_id: string }> = await db('privacy_bucket_assignments')
+      .select('content_id', 'bucket_id')
+      .where({ kind, section_key: kind === 'profile_section' ? (section ?? '') : '', user_id: access.ownerId })
+      .whereIn('content_id', [...ids])
+      .whereIn('bucket_id', [...access.bucketIds]);
+    for (const row of rows) held.set(row.content_id, [...(held.get(row.content_id) ?? []), row.bucket_id]);
+  }
+  for (const id of ids) result.set(id, levelsOn(access, held.get(id) ?? []));
+  return result;
+}
+
+/**
+ * The account whose rows a one-statement read (docs/data-access.md) may return, for an owner
+ * access; such statements filter on `user_id` alone, so a friend access is refused here: friend
+ * reads add the bucket predicates to their statement instead.
+ */
+export function ownerRowsOf(access: Access): string {
+  if (access.level !== 'owner') throw new Error('ownerRowsOf: a friend read must filter by buckets (contentVisible)');
+  return access.ownerId;
+}
+
+/**
+ * A knex predicate for the owner's rows of a table that has a `user_id` column:
+ * `query.where(visibleRows(access))`. A friend access is refused: which of the owner's rows a
+ * friend sees depends on the content kind and permission group (visibleContent), so no friend
+ * read can run unfiltered by mistake.
+ */
+export function visibleRows(access: Access, options: { table?: string } = {}): (qb: Knex.QueryBuilder) => void {
+  const column = options.table ? `${options.table}.user_id` : 'user_id';
+  if (access.level !== 'owner') throw new Error('visibleRows: a friend read must filter by buckets (visibleContent)');
+  return (qb) => {
+    qb.where(column, access.ownerId);
+  };
+}

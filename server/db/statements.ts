@@ -1,0 +1,104 @@
+/**
+ * Named statements. A statement a repo runs is defined once, here in the registry: its name, its
+ * area, how its SQL is built from its parameters (the `sql` tag, server/db/sql.ts), and one example
+ * of each shape its text can take (`variants`: with or without a cursor, an owner's or a friend's
+ * access …). Each distinct text runs as its own named prepared statement (server/db/prepared.ts),
+ * `<name>` when there is one and `<name>_<n>` in the order of the variants otherwise, and
+ * `npm run gen` writes every area's statements, formatted, to generated/sql/<area>.sql, so a
+ * change to a query shows in review as a change of SQL. A text its variants do not list is an
+ * error, not a new statement: what is committed is everything the statement can run.
+ */
+import type { Knex } from 'knex';
+import { type PreparedStatement, prepared } from './prepared.ts';
+import { type Sql, toKnex, toNative } from './sql.ts';
+
+/** A value for the variants' example parameters where an id is needed (the text never depends on it). */
+export const EXAMPLE_UUID = '00000000-0000-4000-8000-000000000000';
+
+export interface StatementDefinition<P> {
+  /** Lower snake case: the prepared statement's name (with `_<n>` per variant when it has several texts). */
+  readonly name: string;
+  /** The file of generated/sql/ it is written to: the area whose repo owns it. */
+  readonly area: string;
+  readonly build: (params: P) => Sql;
+  /** One example of each shape of the text, by a label saying what makes it differ. */
+  readonly variants: Readonly<Record<string, P>>;
+}
+
+/** A statement's texts, as committed: one per distinct text, with the labels of the variants that give it. */
+export interface StatementTexts {
+  name: string;
+  area: string;
+  texts: Array<{ preparedName: string; labels: string[]; text: string }>;
+}
+
+interface Entry {
+  definition: StatementDefinition<unknown>;
+  /** Built on first use: knex text → its prepared statement; and the texts as committed. */
+  compiled?: { byText: Map<string, PreparedStatement<unknown>>; texts: StatementTexts };
+}
+
+const registry = new Map<string, Entry>();
+
+function compile(entry: Entry): NonNullable<Entry['compiled']> {
+  if (entry.compiled) return entry.compiled;
+  const { name, area, build, variants } = entry.definition;
+  const distinct = new Map<string, { labels: string[]; native: string }>();
+  for (const [label, params] of Object.entries(variants)) {
+    const fragment = build(params);
+    const { sql: text } = toKnex(fragment);
+    const seen = distinct.get(text);
+    if (seen) seen.labels.push(label);
+    else distinct.set(text, { labels: [label], native: toNative(fragment).text });
+  }
+  if (distinct.size === 0) throw new Error(`statement ${name}: no variants`);
+  const byText = new Map<string, PreparedStatement<unknown>>();
+  const texts: StatementTexts = { name, area, texts: [] };
+  let n = 0;
+  for (const [text, { labels, native }] of distinct) {
+    const preparedName = distinct.size === 1 ? name : `${name}_${++n}`;
+    byText.set(text, prepared(preparedName, text));
+    texts.texts.push({ preparedName, labels, text: native });
+  }
+  entry.compiled = { byText, texts };
+  return entry.compiled;
+}
+
+export type Statement<P, Row> = ((db: Knex, params: P) => Promise<Row[]>) & {
+  readonly definition: StatementDefinition<P>;
+  /** The fragment the parameters give, not run (plan tests EXPLAIN it). */
+  readonly build: (params: P) => Sql;
+};
+
+/**
+ * Defines a statement (at module load, once per name). Running it builds the text from the
+ * parameters, finds the prepared statement of that text among its variants' and runs it with the
+ * fragment's values; on PostgreSQL outside a transaction it goes to the prepared pool with the
+ * generic plan (prepared.ts).
+ */
+export function statement<P, Row>(definition: StatementDefinition<P>): Statement<P, Row> {
+  if (!/^[a-z][a-z0-9_]{0,55}$/.test(definition.name))
+    throw new Error(`statement name '${definition.name}' must be lower-case snake case, at most 56 characters`);
+  if (!/^[a-zA-Z][a-zA-Z0-9]*$/.test(definition.area))
+    throw new Error(`statement area '${definition.area}' is not a name`);
+  const existing = registry.get(definition.name);
+  if (existing && existing.definition !== definition) throw new Error(`statement ${definition.name} is defined twice`);
+  const entry: Entry = existing ?? { definition: definition as StatementDefinition<unknown> };
+  registry.set(definition.name, entry);
+  const run = async (db: Knex, params: P): Promise<Row[]> => {
+    const fragment = definition.build(params);
+    const { sql: text, bindings } = toKnex(fragment);
+    const found = compile(entry).byText.get(text);
+    if (!found)
+      throw new Error(
+        `statement ${definition.name}: this text is none of its variants' (add the shape to its variants):\n${toNative(fragment).text}`,
+      );
+    return (await found(db, bindings)) as Row[];
+  };
+  return Object.assign(run, { definition, build: definition.build });
+}
+
+/** Every statement defined so far, with its texts: what `npm run gen` writes to generated/sql/. */
+export function registeredStatements(): StatementTexts[] {
+  return [...registry.values()].map((e) => compile(e).texts).sort((a, b) => a.name.localeCompare(b.name));
+}

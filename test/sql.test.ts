@@ -1,0 +1,80 @@
+/** The SQL seam: the `sql` tag (server/db/sql.ts) and the statement registry (server/db/statements.ts). */
+import { describe, expect, it } from 'vitest';
+import { isSql, sql, toKnex, toNative } from '../server/db/sql.ts';
+import { registeredStatements, statement } from '../server/db/statements.ts';
+
+describe('the sql tag', () => {
+  it('binds each value at its position, and a nested fragment brings its values along in place', () => {
+    const visible = sql`m.kind = ${'member'} and m.level >= ${2}`;
+    const q = sql`select m.id from members m where m.user_id = ${'owner'} and ${visible} limit ${10}`;
+    expect(toNative(q)).toEqual({
+      text: 'select m.id from members m where m.user_id = $1 and m.kind = $2 and m.level >= $3 limit $4',
+      values: ['owner', 'member', 2, 10],
+    });
+    // Moving the fragment moves its values with it: no order of values to keep by hand.
+    const moved = sql`select m.id from members m where ${visible} and m.user_id = ${'owner'} limit ${10}`;
+    expect(toNative(moved).values).toEqual(['member', 2, 'owner', 10]);
+  });
+
+  it('gives knex ? placeholders and escapes a literal ? of the text', () => {
+    expect(toKnex(sql`select ${1} where j ? 'k'`)).toEqual({ sql: "select ? where j \\? 'k'", bindings: [1] });
+  });
+
+  it('takes identifiers only through sql.id, which refuses anything but plain lower-case names', () => {
+    expect(toNative(sql`select ${sql.id('m.id')} from ${sql.id('members')} m`).text).toBe('select m.id from members m');
+    for (const bad of ['m.id; drop table members', 'M.id', '"m"', 'a.b.c', '', 'm id'])
+      expect(() => sql.id(bad), bad).toThrow(/not a plain identifier/);
+  });
+
+  it('takes constant text only from a closed list', () => {
+    expect(toNative(sql`order by x ${sql.constant('desc', ['asc', 'desc'])}`).text).toBe('order by x desc');
+    expect(() => sql.constant('desc; drop', ['asc', 'desc'] as string[])).toThrow(/not one of the allowed/);
+  });
+
+  it('joins fragments, leaves the empty fragment out, and carries the marks of every piece up', () => {
+    const a = sql.mark(sql`a = ${1}`, 'needs:a');
+    const b = sql`b = ${2}`;
+    const joined = sql`where ${sql.join([a, b], ' and ')}${sql.empty}`;
+    expect(toNative(joined)).toEqual({ text: 'where a = $1 and b = $2', values: [1, 2] });
+    expect([...joined.marks]).toEqual(['needs:a']);
+    expect(toNative(sql.join([], ', ')).text).toBe('');
+    expect(isSql(joined)).toBe(true);
+    expect(isSql({ strings: [''], values: [] })).toBe(false);
+  });
+
+  it('binds arrays and objects as one value each (never spread into the text)', () => {
+    const q = sql`where id = any (${['a', 'b']}::uuid[]) and data = ${{ x: 1 }}`;
+    expect(toNative(q)).toEqual({ text: 'where id = any ($1::uuid[]) and data = $2', values: [['a', 'b'], { x: 1 }] });
+  });
+});
+
+describe('the statement registry', () => {
+  it('names each text of a statement after its variants, and refuses a text its variants do not list', async () => {
+    const probe = statement<{ cursor?: number }, { n: number }>({
+      name: 'test_registry_probe',
+      area: 'test',
+      variants: { 'first page': {}, 'after a cursor': { cursor: 1 } },
+      build: ({ cursor }) => sql`select 1 as n${cursor === undefined ? sql.empty : sql` where 1 > ${cursor}`}`,
+    });
+    const texts = registeredStatements().find((s) => s.name === 'test_registry_probe')!;
+    expect(texts.texts.map((t) => [t.preparedName, t.labels, t.text])).toEqual([
+      ['test_registry_probe_1', ['first page'], 'select 1 as n'],
+      ['test_registry_probe_2', ['after a cursor'], 'select 1 as n where 1 > $1'],
+    ]);
+    const unlisted = statement<{ extra: boolean }, unknown>({
+      name: 'test_registry_unlisted',
+      area: 'test',
+      variants: { plain: { extra: false } },
+      build: ({ extra }) => (extra ? sql`select 2` : sql`select 1`),
+    });
+    await expect(unlisted({} as never, { extra: true })).rejects.toThrow(/none of its variants/);
+    expect(probe.definition.name).toBe('test_registry_probe');
+  });
+
+  it('refuses a name defined twice and names that are not lower snake case', () => {
+    const definition = { name: 'test_registry_twice', area: 'test', variants: { a: {} }, build: () => sql`select 1` };
+    statement(definition);
+    expect(() => statement({ ...definition })).toThrow(/defined twice/);
+    expect(() => statement({ ...definition, name: 'Bad-Name' })).toThrow(/lower-case snake case/);
+  });
+});
