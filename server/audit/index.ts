@@ -11,6 +11,7 @@ import type { components } from '../../generated/api.d.ts';
 import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { keysetPage, pageOf, type Keyset } from '../core/keyset.ts';
+import { sql } from '../db/sql.ts';
 
 /** Serialised detail larger than this is a programming error, not something to store. */
 export const MAX_DETAIL_BYTES = 2048;
@@ -55,8 +56,8 @@ interface AuditRow {
 /** Newest first on the audit_events_by_account index (user_id, created_at desc, id desc). */
 const NEWEST_FIRST: Keyset = {
   columns: [
-    { sql: 'created_at', type: 'bigint' },
-    { sql: 'id', type: 'uuid' },
+    { sql: sql`created_at`, type: 'bigint' },
+    { sql: sql`id`, type: 'uuid' },
   ],
   direction: 'desc',
 };

@@ -5,40 +5,75 @@
  * first one costs (no OFFSET).
  */
 import type { Knex } from 'knex';
+import { type Sql, sql, toKnex } from '../db/sql.ts';
+
+const TYPES = ['bigint', 'uuid', 'text'] as const;
+const DIRECTIONS = ['asc', 'desc'] as const;
 
 export interface KeysetColumn {
-  /** The SQL expression of the column (`s.started_at`, `lower(a.username) collate "C"`); from code, never from input. */
-  sql: string;
+  /** The column's SQL expression (`sql\`s.started_at\``, `sql\`lower(a.username) collate "C"\``), from code. */
+  sql: Sql;
   /** The cast of the cursor value, so the comparison matches the index's type. */
-  type: 'bigint' | 'uuid' | 'text';
+  type: (typeof TYPES)[number];
 }
 
 export interface Keyset {
   columns: readonly KeysetColumn[];
-  direction: 'asc' | 'desc';
+  direction: (typeof DIRECTIONS)[number];
 }
 
-/** Applies the cursor (`after`: the key of the previous page's last row), the key order and `size + 1` rows. */
+/**
+ * The cursor's condition, `(a, b) > ($1::bigint, $2::uuid)` (`<` when descending): the rows strictly
+ * after `after`, the key of the previous page's last row.
+ */
+export function keysetAfterSql(keyset: Keyset, after: ReadonlyArray<string | number>): Sql {
+  const { columns, direction } = keyset;
+  if (after.length !== columns.length)
+    throw new Error(`keyset cursor has ${after.length} values for ${columns.length} columns`);
+  const lhs = sql.join(
+    columns.map((c) => c.sql),
+    ', ',
+  );
+  const rhs = sql.join(
+    columns.map((c, i) => sql`${after[i]}::${sql.constant(c.type, TYPES)}`),
+    ', ',
+  );
+  return sql`(${lhs}) ${sql.constant(direction === 'asc' ? '>' : '<', ['>', '<'])} (${rhs})`;
+}
+
+/** `order by <the key> limit <size + 1>`: the page and one row more, to know whether another follows. */
+export function keysetOrderSql(keyset: Keyset, size: number): Sql {
+  const direction = sql.constant(keyset.direction, DIRECTIONS);
+  const order = sql.join(
+    keyset.columns.map((c) => sql`${c.sql} ${direction}`),
+    ', ',
+  );
+  return sql`order by ${order} limit ${size + 1}`;
+}
+
+/** The same page on a knex query: the cursor (when given), the key order and `size + 1` rows. */
 export function keysetPage<Q extends Knex.QueryBuilder>(
   q: Q,
   keyset: Keyset,
   size: number,
   after?: ReadonlyArray<string | number>,
 ): Q {
-  const { columns, direction } = keyset;
   if (after) {
-    if (after.length !== columns.length)
-      throw new Error(`keyset cursor has ${after.length} values for ${columns.length} columns`);
-    const lhs = columns.map((c) => c.sql).join(', ');
-    const rhs = columns.map((c) => `?::${c.type}`).join(', ');
-    q.whereRaw(`(${lhs}) ${direction === 'asc' ? '>' : '<'} (${rhs})`, [...after]);
+    const where = toKnex(keysetAfterSql(keyset, after));
+    q.whereRaw(where.sql, where.bindings as Knex.RawBinding[]);
   }
-  q.orderByRaw(columns.map((c) => `${c.sql} ${direction}`).join(', '));
+  const order = toKnex(
+    sql.join(
+      keyset.columns.map((c) => sql`${c.sql} ${sql.constant(keyset.direction, DIRECTIONS)}`),
+      ', ',
+    ),
+  );
+  q.orderByRaw(order.sql, order.bindings as Knex.RawBinding[]);
   q.limit(size + 1);
   return q;
 }
 
-/** The page of rows a keysetPage() query returned, and the last row of it when another page follows. */
+/** The page of rows a keyset query returned, and the last row of it when another page follows. */
 export function pageOf<R>(rows: R[], size: number): { items: R[]; nextAfter: R | null } {
   const items = rows.length > size ? rows.slice(0, size) : rows;
   return { items, nextAfter: rows.length > size ? items[items.length - 1]! : null };

@@ -1,14 +1,18 @@
 import type { Knex } from 'knex';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import { sql, toKnex } from '../../db/sql.ts';
 import type { Scope, ScopeLevel } from '../../core/scopes.ts';
 import type { PlanKey } from './plans.ts';
 
 /** Admin account lists: lower(username) in byte order (usernames are unique case-insensitively). */
-const ACCOUNT_ORDER: Keyset = { columns: [{ sql: 'lower(a.username) collate "C"', type: 'text' }], direction: 'asc' };
+const ACCOUNT_ORDER: Keyset = {
+  columns: [{ sql: sql`lower(a.username) collate "C"`, type: 'text' }],
+  direction: 'asc',
+};
 const KEY_ORDER: Keyset = {
   columns: [
-    { sql: 'created_at', type: 'bigint' },
-    { sql: 'id', type: 'uuid' },
+    { sql: sql`created_at`, type: 'bigint' },
+    { sql: sql`id`, type: 'uuid' },
   ],
   direction: 'desc',
 };
@@ -102,7 +106,8 @@ export const accountsRepo = {
     db: Knex,
     options: { limit: number; now: number; after?: string; prefix?: string },
   ): Promise<AdminAccountRow[]> {
-    const name = db.raw(ACCOUNT_ORDER.columns[0]!.sql);
+    const key = toKnex(ACCOUNT_ORDER.columns[0]!.sql);
+    const name = db.raw(key.sql, key.bindings as Knex.RawBinding[]);
     const q = db('accounts as a').select('a.*', adminKeyCount(db, options.now));
     if (options.prefix !== undefined) {
       // Usernames are [a-z0-9_] once lowered, all below '~' in byte order: [prefix, prefix~) is exactly "starts with".

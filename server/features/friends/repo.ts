@@ -245,8 +245,8 @@ export async function listRows(db: Knex, userId: string, filter: ListFilter): Pr
 /** Keyset order of the friends page: the friendships_page index (user_id, created_at, id). */
 const PAGE_KEYSET: Keyset = {
   columns: [
-    { sql: 'f.created_at', type: 'bigint' },
-    { sql: 'f.id', type: 'uuid' },
+    { sql: sql`f.created_at`, type: 'bigint' },
+    { sql: sql`f.id`, type: 'uuid' },
   ],
   direction: 'asc',
 };

@@ -1,12 +1,13 @@
 import type { Knex } from 'knex';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import { sql } from '../../db/sql.ts';
 import { prepared } from '../../db/prepared.ts';
 import type { MemberRow } from '../members/index.ts';
 
 const HISTORY_ORDER: Keyset = {
   columns: [
-    { sql: 's.started_at', type: 'bigint' },
-    { sql: 's.id', type: 'uuid' },
+    { sql: sql`s.started_at`, type: 'bigint' },
+    { sql: sql`s.id`, type: 'uuid' },
   ],
   direction: 'desc',
 };

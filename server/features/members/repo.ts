@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { visibleRows } from '../../access/index.ts';
 import type { Access } from '../../core/context.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import { sql } from '../../db/sql.ts';
 import { activeScopeRows, applyScope, type ReadScope } from '../../access/systemScope.ts';
 import { prepared } from '../../db/prepared.ts';
 
@@ -67,8 +68,8 @@ const activePageAfter = activeScopePage('members_page_after', ' and (x.created_a
 
 const MEMBER_ORDER: Keyset = {
   columns: [
-    { sql: 'created_at', type: 'bigint' },
-    { sql: 'id', type: 'uuid' },
+    { sql: sql`created_at`, type: 'bigint' },
+    { sql: sql`id`, type: 'uuid' },
   ],
   direction: 'asc',
 };

@@ -1,6 +1,7 @@
 /** SQL of the social profile: rows of social_profiles, social_links and social_widgets (migration 0014). */
 import type { Knex } from 'knex';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import { sql } from '../../db/sql.ts';
 
 export interface LinkRow {
   id: string;
@@ -101,8 +102,8 @@ export const galleryImages = (db: Knex) => db<GalleryRow>('social_gallery_images
 /** The account's images that custom_badge widgets may name, newest first (keyset on created_at, sha256). */
 const GALLERY_ORDER: Keyset = {
   columns: [
-    { sql: 'created_at', type: 'bigint' },
-    { sql: 'sha256', type: 'text' },
+    { sql: sql`created_at`, type: 'bigint' },
+    { sql: sql`sha256`, type: 'text' },
   ],
   direction: 'desc',
 };
