@@ -10,7 +10,10 @@
  *   db-transaction       features open transactions only through inTransaction(ctx, tx => …), never
  *                        `db.transaction(`;
  *   index-exports-repo   an area's index.ts exports service functions and types, never a repo;
- *   area-cycle           no cycle between areas (features/<area>/ importing each other, through any file).
+ *   area-cycle           no cycle between areas (features/<area>/ importing each other, through any file);
+ *   unnamed-sql          outside server/db/, SQL runs only as named statements (statement(), built with
+ *                        the sql tag), so generated/sql/ holds every statement: no knex query builder,
+ *                        no knex.raw, no prepared() of its own.
  *
  * The areas not moved to the seam yet are listed in scripts/sql-rules.baseline.json, one entry per
  * violation. The check fails on any violation that is not listed, and on any listed one that is
@@ -46,6 +49,13 @@ export function violations(): string[] {
       /\.(raw|whereRaw|orWhereRaw|andWhereRaw|havingRaw|joinRaw|orderByRaw|fromRaw)\(\s*`[^`]*\$\{/s.test(text)
     )
       found.add(`sql-interpolation: ${path}`);
+    if (
+      !infrastructure(path) &&
+      (/\b(?:ctx|tx|trx|db|knex|this\.db)(?:\.db)?\(\s*['"`]/.test(text) ||
+        /(?<!express)\.raw\(/.test(text) ||
+        /\bprepared(?:<[^>]*>)?\(/.test(text))
+    )
+      found.add(`unnamed-sql: ${path}`);
     const feature = /^server\/features\/([^/]+)\/(.+)$/.exec(path);
     if (feature) {
       const [, , file] = feature as unknown as [string, string, string];
