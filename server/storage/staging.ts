@@ -17,6 +17,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 import { contentMatchesType, isVerifiableContentType, SNIFF_BYTES } from './sniff.ts';
 import type { ObjectStorage, PresignedRequest } from './types.ts';
 
@@ -123,6 +125,69 @@ export interface UploadIntent {
   expiresAt: number;
 }
 
+const AREA = 'storage';
+
+const insertStaged = statement<
+  {
+    id: string;
+    userId: string;
+    purpose: string;
+    key: string;
+    contentType: string;
+    byteSize: number;
+    metadata: string;
+    now: number;
+    expiresAt: number;
+  },
+  never
+>({
+  name: 'staged_upload_insert',
+  area: AREA,
+  variants: {
+    'an intent': {
+      id: EXAMPLE_UUID,
+      userId: EXAMPLE_UUID,
+      purpose: 'space-icon',
+      key: 'staging/x',
+      contentType: 'image/png',
+      byteSize: 1,
+      metadata: '{}',
+      now: 0,
+      expiresAt: 0,
+    },
+  },
+  build: (p) =>
+    sql`insert into staged_uploads (id, user_id, purpose, object_key, content_type, byte_size, metadata, state, created_at, expires_at)
+      values (${p.id}::uuid, ${p.userId}::uuid, ${p.purpose}::text, ${p.key}::text, ${p.contentType}::text, ${p.byteSize}::bigint, ${p.metadata}::jsonb, 'pending', ${p.now}::bigint, ${p.expiresAt}::bigint)`,
+});
+
+const findLiveStaged = statement<{ userId: string; stagingId: string; now: number; lock: boolean }, StagedRow>({
+  name: 'staged_upload_live',
+  area: AREA,
+  variants: {
+    read: { userId: EXAMPLE_UUID, stagingId: EXAMPLE_UUID, now: 0, lock: false },
+    'locked (consuming it)': { userId: EXAMPLE_UUID, stagingId: EXAMPLE_UUID, now: 0, lock: true },
+  },
+  build: ({ userId, stagingId, now, lock }) =>
+    sql`select * from staged_uploads where id = ${stagingId}::uuid and user_id = ${userId}::uuid and expires_at > ${now}::bigint limit 1${lock ? sql` for update` : sql.empty}`,
+});
+
+const markStagedReady = statement<{ id: string; userId: string; etag: string | null; now: number }, StagedRow>({
+  name: 'staged_upload_ready',
+  area: AREA,
+  variants: { 'bytes checked': { id: EXAMPLE_UUID, userId: EXAMPLE_UUID, etag: 'e', now: 0 } },
+  build: ({ id, userId, etag, now }) =>
+    sql`update staged_uploads set state = 'ready', etag = ${etag}::text, completed_at = ${now}::bigint
+      where id = ${id}::uuid and user_id = ${userId}::uuid returning *`,
+});
+
+const deleteStaged = statement<{ id: string }, never>({
+  name: 'staged_upload_delete',
+  area: AREA,
+  variants: { consumed: { id: EXAMPLE_UUID } },
+  build: ({ id }) => sql`delete from staged_uploads where id = ${id}::uuid`,
+});
+
 /**
  * Registers an intent and presigns its upload. Pass the feature's transaction as `db` if it has
  * one: the URL is only handed out after the row commits, which is what lets garbage collection
@@ -143,27 +208,22 @@ export async function createUploadIntent(
   const key = stagingKey(input.userId, id);
   const expiresAt = input.now + input.stagingTtlMs;
   const upload = await storage.presignPut(key, contentType, input.byteSize, input.urlTtlSeconds);
-  await db('staged_uploads').insert({
+  await insertStaged(db, {
     id,
-    user_id: input.userId,
+    userId: input.userId,
     purpose: input.purpose,
-    object_key: key,
-    content_type: contentType,
-    byte_size: input.byteSize,
+    key,
+    contentType,
+    byteSize: input.byteSize,
     metadata: JSON.stringify(input.metadata ?? {}),
-    state: 'pending',
-    created_at: input.now,
-    expires_at: expiresAt,
+    now: input.now,
+    expiresAt,
   });
   return { stagingId: id, upload, expiresAt };
 }
 
 async function findLive(db: Knex, userId: string, stagingId: string, now: number, lock = false): Promise<StagedRow> {
-  const query = db('staged_uploads')
-    .where({ id: stagingId, user_id: userId })
-    .where('expires_at', '>', now)
-    .first<StagedRow | undefined>();
-  const row = await (lock ? query.forUpdate() : query);
+  const [row] = await findLiveStaged(db, { userId, stagingId, now, lock });
   if (!row) throw new StagingError('not_found', 'Staged upload not found');
   return row;
 }
@@ -210,11 +270,9 @@ export async function completeUpload(
     await storage.delete(row.object_key);
     throw new StagingError('type_mismatch', `The uploaded bytes are not ${row.content_type}`);
   }
-  const [updated] = await db('staged_uploads')
-    .where({ id: row.id, user_id: input.userId })
-    .update({ state: 'ready', etag: head.etag, completed_at: input.now })
-    .returning('*');
-  return toStaged(updated as StagedRow);
+  const [updated] = await markStagedReady(db, { id: row.id, userId: input.userId, etag: head.etag, now: input.now });
+  if (!updated) throw new StagingError('not_found', 'Staged upload not found');
+  return toStaged(updated);
 }
 
 /**
@@ -234,6 +292,6 @@ export async function consumeStagedUpload(
   if (row.state !== 'ready') throw new StagingError('not_completed', 'The staged upload has not been completed');
   if (!(await storage.move(row.object_key, input.finalKey)))
     throw new StagingError('not_uploaded', 'The staged upload has no object');
-  await trx('staged_uploads').where({ id: row.id }).delete();
+  await deleteStaged(trx, { id: row.id });
   return { ...toStaged(row), key: input.finalKey };
 }
