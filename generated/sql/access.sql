@@ -187,3 +187,16 @@ from
           not bool_or(sa.bucket_id = any (g.members_view_read))
       ) as ids
   ) h;
+
+-- access_held_assignments (ids and held buckets)
+select
+  content_id,
+  bucket_id
+from
+  privacy_bucket_assignments
+where
+  kind = $1::text
+  and section_key = $2::text
+  and user_id = $3::uuid
+  and content_id = any ($4::uuid[])
+  and bucket_id = any ($5::uuid[]);

@@ -467,16 +467,40 @@ export async function contentLevels(
   }
   const held = new Map<string, string[]>();
   if (ids.length > 0 && access.bucketIds.length > 0) {
-    const rows: Array<{ content_id: string; bucket_id: string }> = await db('privacy_bucket_assignments')
-      .select('content_id', 'bucket_id')
-      .where({ kind, section_key: kind === 'profile_section' ? (section ?? '') : '', user_id: access.ownerId })
-      .whereIn('content_id', [...ids])
-      .whereIn('bucket_id', [...access.bucketIds]);
+    const rows = await heldAssignments(db, {
+      ownerId: access.ownerId,
+      kind,
+      sectionKey: kind === 'profile_section' ? (section ?? '') : '',
+      ids: [...ids],
+      bucketIds: [...access.bucketIds],
+    });
     for (const row of rows) held.set(row.content_id, [...(held.get(row.content_id) ?? []), row.bucket_id]);
   }
   for (const id of ids) result.set(id, levelsOn(access, held.get(id) ?? []));
   return result;
 }
+
+/** Which of `bucketIds` each of `ids` (content of one kind) is assigned to. */
+const heldAssignments = statement<
+  { ownerId: string; kind: ContentKind; sectionKey: string; ids: string[]; bucketIds: string[] },
+  { content_id: string; bucket_id: string }
+>({
+  name: 'access_held_assignments',
+  area: 'access',
+  variants: {
+    'ids and held buckets': {
+      ownerId: EXAMPLE_UUID,
+      kind: 'member',
+      sectionKey: '',
+      ids: [EXAMPLE_UUID],
+      bucketIds: [EXAMPLE_UUID],
+    },
+  },
+  build: ({ ownerId, kind, sectionKey, ids, bucketIds }) =>
+    sql`select content_id, bucket_id from privacy_bucket_assignments
+      where kind = ${kind}::text and section_key = ${sectionKey}::text and user_id = ${ownerId}::uuid
+        and content_id = any(${ids}::uuid[]) and bucket_id = any(${bucketIds}::uuid[])`,
+});
 
 /**
  * The account whose rows a one-statement read (docs/data-access.md) may return, for an owner
