@@ -19,7 +19,7 @@ import { pageOf } from '../../core/keyset.ts';
 import { sniffImageType } from '../../storage/images.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
-import * as repo from './repo.ts';
+import { type GalleryRow, galleryRepo } from './repo/gallery.ts';
 import { visibleToFriend } from './visibility.ts';
 
 type Schemas = components['schemas'];
@@ -35,7 +35,7 @@ const BADGE_URLS_MESSAGE =
 const galleryUrl = (sha256: string): string => `${GALLERY_URL_PREFIX}${sha256}`;
 const galleryKey = (userId: string, sha256: string): string => `u/${userId}/social-gallery/${sha256}`;
 
-function toImage(r: repo.GalleryRow): GalleryImage {
+function toImage(r: GalleryRow): GalleryImage {
   return {
     sha256: r.sha256,
     url: galleryUrl(r.sha256),
@@ -62,7 +62,7 @@ export async function list(
 ): Promise<Schemas['SocialGalleryPage']> {
   requireStorage(ctx.storage);
   const after = cursor === undefined ? undefined : decodeCursor<[number, string]>(cursor, ['integer', 'string']);
-  const rows: repo.GalleryRow[] = await repo.galleryPage(ctx.db, ownerOf(ctx), limit, after);
+  const rows = await galleryRepo.page(ctx.db, ownerOf(ctx), limit, after);
   const { items, nextAfter } = pageOf(rows, limit);
   return {
     items: items.map(toImage),
@@ -90,43 +90,34 @@ export async function upload(
   const full = () => forbidden(`Your gallery is full (${max} images); delete an image first`);
 
   // Cheap early refusal, so a full gallery does not cost an object write (the transaction decides).
-  const known = await repo.galleryImages(ctx.db).where({ user_id: userId, sha256 }).first('sha256');
-  if (!known && (await countImages(ctx.db, userId)) >= max) throw full();
+  const known = await galleryRepo.find(ctx.db, userId, sha256);
+  if (!known && (await galleryRepo.count(ctx.db, userId)) >= max) throw full();
 
   const key = galleryKey(userId, sha256);
   await store.put(key, body, declaredType);
   try {
     return await inTransaction(ctx, async (tx) => {
-      await tx.db('accounts').where({ id: userId }).forNoKeyUpdate().first('id');
-      const existing = await repo.galleryImages(tx.db).where({ user_id: userId, sha256 }).first();
+      await galleryRepo.lockAccount(tx.db, userId);
+      const existing = await galleryRepo.find(tx.db, userId, sha256);
       if (existing) return { created: false, image: toImage(existing) };
-      if ((await countImages(tx.db, userId)) >= max) throw full();
-      const row: repo.GalleryRow = {
+      if ((await galleryRepo.count(tx.db, userId)) >= max) throw full();
+      const row: GalleryRow = {
         user_id: userId,
         sha256,
         content_type: declaredType,
         byte_size: body.length,
         created_at: tx.now,
       };
-      await repo.galleryImages(tx.db).insert(row);
+      await galleryRepo.insert(tx.db, row);
       return { created: true, image: toImage(row) };
     });
   } catch (err) {
     // Refused after the write: the object goes again unless the image is registered meanwhile
     // (when even that cannot be read, the object stays: unlisted, it goes with the account).
-    const registered = await repo
-      .galleryImages(ctx.db)
-      .where({ user_id: userId, sha256 })
-      .first('sha256')
-      .catch(() => true);
+    const registered = await galleryRepo.find(ctx.db, userId, sha256).catch(() => true);
     if (!registered) await dropObject(ctx, store, key);
     throw err;
   }
-}
-
-async function countImages(db: Knex, userId: string): Promise<number> {
-  const row = await repo.galleryImages(db).where({ user_id: userId }).count({ n: '*' }).first();
-  return Number(row?.n ?? 0);
 }
 
 /** The caller's own image. */
@@ -136,10 +127,7 @@ export async function readOwn(
   ifNoneMatch: string | undefined,
 ): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
   const store = requireStorage(ctx.storage);
-  const row = await repo
-    .galleryImages(ctx.db)
-    .where({ user_id: ownerOf(ctx), sha256 })
-    .first('sha256');
+  const row = await galleryRepo.find(ctx.db, ownerOf(ctx), sha256);
   if (!row) throw notFound(GALLERY_IMAGE_NOT_FOUND);
   return serve(store, galleryKey(ownerOf(ctx), sha256), ifNoneMatch);
 }
@@ -157,7 +145,7 @@ export async function readForFriend(
 ): Promise<Exclude<StoredImageResponse, { status: 404 }>> {
   const store = requireStorage(ctx.storage);
   const ownerId = ownerOf(ctx);
-  const visibilities = await repo.badgeVisibilitiesOfImage(ctx.db, ownerId, sha256, galleryUrl(sha256));
+  const visibilities = await galleryRepo.badgeVisibilitiesOfImage(ctx.db, ownerId, sha256, galleryUrl(sha256));
   // At most one more statement: a mutual friend, when only mutuals_only widgets show it.
   const order = ['public', 'logged_in', 'friends_only', 'mutuals_only'];
   const best = visibilities.filter((v) => order.includes(v)).sort((a, b) => order.indexOf(a) - order.indexOf(b))[0];
@@ -185,11 +173,11 @@ export async function remove(ctx: ServiceContext, sha256: string): Promise<void>
   const store = requireStorage(ctx.storage);
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    const row = await repo.galleryImages(tx.db).where({ user_id: userId, sha256 }).forUpdate().first('sha256');
+    const row = await galleryRepo.lock(tx.db, userId, sha256);
     if (!row) throw notFound(GALLERY_IMAGE_NOT_FOUND);
-    if (await repo.badgeShowsImage(tx.db, userId, galleryUrl(sha256)))
+    if (await galleryRepo.badgeShowsImage(tx.db, userId, galleryUrl(sha256)))
       throw conflict('A custom_badge widget shows this image; take it out of the widget first');
-    await repo.galleryImages(tx.db).where({ user_id: userId, sha256 }).delete();
+    await galleryRepo.delete(tx.db, userId, sha256);
   });
   await dropObject(ctx, store, galleryKey(userId, sha256));
 }
@@ -216,13 +204,7 @@ export async function checkBadgeImages(db: Knex, userId: string, imageUrls: stri
     if (!m) throw badRequest(BADGE_URLS_MESSAGE);
     wanted.add(m[1]!);
   }
-  const found = await repo
-    .galleryImages(db)
-    .where({ user_id: userId })
-    .whereIn('sha256', [...wanted])
-    .forShare()
-    .select('sha256');
-  if (found.length !== wanted.size) throw badRequest(BADGE_URLS_MESSAGE);
+  if ((await galleryRepo.shareImages(db, userId, [...wanted])) !== wanted.size) throw badRequest(BADGE_URLS_MESSAGE);
 }
 
 /** A friend's view of a custom_badge config: each URL tagged with the owner, which the viewer's key needs to fetch it. */

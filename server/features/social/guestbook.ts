@@ -4,12 +4,12 @@
  * owner or the author, hidden by the owner, and authors blocked through the friends block list.
  */
 import { randomUUID } from 'node:crypto';
-import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { forFriend } from '../../access/index.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { block } from '../friends/index.ts';
+import { guestbookRepo, type MessageRow } from './repo/guestbook.ts';
 import { visibleToFriend } from './visibility.ts';
 import { actorOf, requireWidget } from './widgets.ts';
 
@@ -18,41 +18,6 @@ type Schemas = components['schemas'];
 const GUESTBOOK_NOT_FOUND = 'Guestbook not found';
 const MESSAGE_NOT_FOUND = 'Guestbook message not found';
 const BODY_MAX = 500;
-
-interface MessageRow {
-  id: string;
-  user_id: string;
-  widget_id: string;
-  parent_message_id: string | null;
-  author_user_id: string;
-  posted_anonymously: boolean;
-  body: string;
-  hidden_by_owner: boolean;
-  created_at: number;
-  display_name: string;
-  image_url: string | null;
-  is_admin: boolean;
-  plan: 'free' | 'pro' | 'pro_plus';
-  donor_supporter_unlocked: boolean;
-  closed_beta_participant_at: number | null;
-}
-
-const messages = (db: Knex) => db('guestbook_messages');
-
-/** Messages with their author's account fields. */
-function withAuthor(db: Knex): Knex.QueryBuilder {
-  return db('guestbook_messages as m')
-    .join('accounts as a', 'a.id', 'm.author_user_id')
-    .select(
-      'm.*',
-      'a.display_name',
-      'a.image_url',
-      'a.is_admin',
-      'a.plan',
-      'a.donor_supporter_unlocked',
-      'a.closed_beta_participant_at',
-    );
-}
 
 function toMessage(r: MessageRow): Schemas['GuestbookMessage'] {
   return {
@@ -89,40 +54,19 @@ export async function listThreads(
 ): Promise<Schemas['GuestbookPage']> {
   const { db } = ctx;
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  const threads = (): Knex.QueryBuilder =>
-    withAuthor(db).where({ 'm.widget_id': widgetId }).whereNull('m.parent_message_id');
-  const first = threads()
-    .orderBy([
-      { column: 'm.created_at', order: 'desc' },
-      { column: 'm.id', order: 'desc' },
-    ])
-    .limit(limit + 1);
-  if (cursor !== undefined) first.where('m.created_at', '<', cursor);
-  const rows: MessageRow[] = await first;
+  const rows = await guestbookRepo.threads(db, widgetId, limit + 1, cursor);
   let page = rows.slice(0, limit);
   let more = rows.length > limit;
   if (more) {
     const last = page[page.length - 1]!;
     if (Number(rows[limit]!.created_at) === Number(last.created_at)) {
-      const ties: MessageRow[] = await threads()
-        .where('m.created_at', last.created_at)
-        .where('m.id', '<', last.id)
-        .orderBy('m.id', 'desc');
+      const ties = await guestbookRepo.threadTies(db, widgetId, last.created_at, last.id);
       page = page.concat(ties);
-      more =
-        (await messages(db)
-          .where({ widget_id: widgetId })
-          .whereNull('parent_message_id')
-          .where('created_at', '<', last.created_at)
-          .first('id')) !== undefined;
+      more = await guestbookRepo.threadBefore(db, widgetId, last.created_at);
     }
   }
   const ids = page.map((r) => r.id);
-  const replies: MessageRow[] = ids.length
-    ? await withAuthor(db)
-        .whereIn('m.parent_message_id', ids)
-        .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }])
-    : [];
+  const replies: MessageRow[] = ids.length ? await guestbookRepo.replies(db, ids) : [];
   const byParent = new Map<string, Schemas['GuestbookMessage'][]>();
   for (const r of replies) {
     const list = byParent.get(r.parent_message_id!) ?? [];
@@ -151,14 +95,11 @@ export async function post(
   if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true)
     throw badRequest('This guestbook does not allow anonymous posts');
   if (input.parentMessageId !== undefined) {
-    const parent = await messages(db)
-      .where({ id: input.parentMessageId, widget_id: widgetId })
-      .whereNull('parent_message_id')
-      .first('id');
-    if (!parent) throw badRequest('parentMessageId must be a top-level message of this guestbook');
+    if (!(await guestbookRepo.isTopLevel(db, widgetId, input.parentMessageId)))
+      throw badRequest('parentMessageId must be a top-level message of this guestbook');
   }
   const id = randomUUID();
-  await messages(db).insert({
+  await guestbookRepo.insert(db, {
     id,
     user_id: ownerOf(ctx),
     widget_id: widgetId,
@@ -169,35 +110,19 @@ export async function post(
     hidden_by_owner: false,
     created_at: now,
   });
-  const row: MessageRow = await withAuthor(db).where({ 'm.id': id }).first();
-  return toMessage(row);
-}
-
-interface Found {
-  id: string;
-  user_id: string;
-  widget_id: string;
-  author_user_id: string;
-  posted_anonymously: boolean;
-  visibility: string;
-}
-
-async function findAnywhere(db: Knex, messageId: string): Promise<Found | undefined> {
-  return db('guestbook_messages as m')
-    .join('social_widgets as w', 'w.id', 'm.widget_id')
-    .where({ 'm.id': messageId })
-    .first('m.id', 'm.user_id', 'm.widget_id', 'm.author_user_id', 'm.posted_anonymously', 'w.visibility');
+  const row = await guestbookRepo.message(db, id);
+  return toMessage(row!);
 }
 
 /** Deletes by messageId on any guestbook: the owner of its guestbook or its author only. Replies go with a top-level message. */
 export async function remove(ctx: ServiceContext, widgetId: string, messageId: string): Promise<void> {
   const me = ownerOf(ctx);
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  const found = await findAnywhere(ctx.db, messageId);
+  const found = await guestbookRepo.findAnywhere(ctx.db, messageId);
   if (!found) throw notFound(MESSAGE_NOT_FOUND);
   if (found.user_id !== me && found.author_user_id !== me)
     throw forbidden('Only the guestbook owner or the author can delete this message');
-  await messages(ctx.db).where({ id: messageId }).delete();
+  await guestbookRepo.delete(ctx.db, messageId);
 }
 
 export async function setHidden(
@@ -207,10 +132,8 @@ export async function setHidden(
   hidden: boolean,
 ): Promise<void> {
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  const n = await messages(ctx.db)
-    .where({ id: messageId, widget_id: widgetId, user_id: ownerOf(ctx) })
-    .update({ hidden_by_owner: hidden });
-  if (n === 0) throw notFound(MESSAGE_NOT_FOUND);
+  if (!(await guestbookRepo.setHidden(ctx.db, ownerOf(ctx), widgetId, messageId, hidden)))
+    throw notFound(MESSAGE_NOT_FOUND);
 }
 
 /**
@@ -224,7 +147,7 @@ export async function blockAuthor(
 ): Promise<void> {
   const me = ownerOf(ctx);
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  const found = await findAnywhere(ctx.db, input.messageId);
+  const found = await guestbookRepo.findAnywhere(ctx.db, input.messageId);
   if (!found) throw notFound(MESSAGE_NOT_FOUND);
   if (found.user_id !== me && found.author_user_id !== me) {
     // Another account's guestbook: the caller must be able to see it, as on the friend routes.

@@ -8,7 +8,8 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest } from '../../core/errors.ts';
-import type { WidgetRow } from './repo.ts';
+import { pollRepo } from './repo/poll.ts';
+import type { WidgetRow } from './repo/widgets.ts';
 import { actorOf, requireWidget } from './widgets.ts';
 
 type Schemas = components['schemas'];
@@ -18,23 +19,16 @@ const POLL_NOT_FOUND = 'Poll not found';
 
 async function stateOf(db: Knex, widget: WidgetRow, voterId: string): Promise<Schemas['PollState']> {
   const config = widget.config as PollConfig;
-  const [counts, voters, mine] = await Promise.all([
-    db.raw(
-      `select i, count(*)::int as n from poll_ballots, unnest(option_indices) as i where widget_id = ? group by i`,
-      [widget.id],
-    ) as Promise<{ rows: Array<{ i: number; n: number }> }>,
-    db('poll_ballots').where({ widget_id: widget.id }).count({ n: '*' }).first(),
-    db('poll_ballots').where({ widget_id: widget.id, voter_user_id: voterId }).first('option_indices'),
-  ]);
+  const { counts, voters, mine } = await pollRepo.state(db, widget.id, voterId);
   const optionCounts = config.options.map(() => 0);
-  for (const { i, n } of counts.rows) if (i < optionCounts.length) optionCounts[i] = Number(n);
+  for (const { i, n } of counts) if (i < optionCounts.length) optionCounts[i] = Number(n);
   return {
     question: config.question,
     options: config.options,
     allowMultipleSelections: config.allowMultipleSelections ?? false,
     optionCounts,
-    distinctVoterCount: Number(voters?.n ?? 0),
-    myOptionIndices: (mine?.option_indices as number[] | undefined) ?? [],
+    distinctVoterCount: voters,
+    myOptionIndices: mine ?? [],
   };
 }
 
@@ -65,20 +59,10 @@ export async function vote(
       throw badRequest('optionIndices must hold exactly one index on a single-choice poll');
     const voter = actorOf(tx);
     if (indices.length === 0) {
-      await tx.db('poll_ballots').where({ widget_id: widgetId, voter_user_id: voter }).delete();
+      await pollRepo.deleteBallot(tx.db, widgetId, voter);
     } else {
       indices.sort((a, b) => a - b);
-      await tx
-        .db('poll_ballots')
-        .insert({
-          widget_id: widgetId,
-          voter_user_id: voter,
-          user_id: ownerOf(tx),
-          option_indices: indices,
-          updated_at: tx.now,
-        })
-        .onConflict(['widget_id', 'voter_user_id'])
-        .merge(['option_indices', 'updated_at']);
+      await pollRepo.setBallot(tx.db, { widgetId, voterId: voter, ownerId: ownerOf(tx), indices }, tx.now);
     }
     return stateOf(tx.db, widget, voter);
   });

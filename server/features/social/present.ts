@@ -1,6 +1,8 @@
 /** Rows of the social tables → the contract's shapes. */
 import type { components } from '../../../generated/api.d.ts';
-import type { LinkRow, ProfileRow, WidgetRow } from './repo.ts';
+import type { LinkRow } from './repo/links.ts';
+import type { ProfileRow } from './repo/profile.ts';
+import type { WidgetRow } from './repo/widgets.ts';
 
 type Schemas = components['schemas'];
 

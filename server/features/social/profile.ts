@@ -1,6 +1,6 @@
 /**
  * The owner's social profile: theme, links, widgets and their order (docs/social.md). Every write
- * moves the section's updatedAt (repo.touch) in the same transaction.
+ * moves the section's updatedAt (profileRepo.touch) in the same transaction.
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
@@ -9,8 +9,12 @@ import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from 
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
 import { checkBadgeImages, tagForViewer } from './gallery.ts';
-import * as repo from './repo.ts';
 import { toSection } from './present.ts';
+import { type LinkChanges, type LinkRow, linksRepo } from './repo/links.ts';
+import { pollRepo } from './repo/poll.ts';
+import { guestbookRepo } from './repo/guestbook.ts';
+import { type OrderedTable, profileRepo } from './repo/profile.ts';
+import { type WidgetChanges, type WidgetRow, widgetsRepo } from './repo/widgets.ts';
 import { shareMutualFriend, visibleSet } from './visibility.ts';
 
 type Schemas = components['schemas'];
@@ -21,20 +25,17 @@ const WIDGET_NOT_FOUND = 'Widget not found';
 
 export async function getSection(ctx: ServiceContext): Promise<Schemas['SocialSection']> {
   const userId = ownerOf(ctx);
-  const { profile, links, widgets } = await repo.loadSection(ctx.db, userId);
+  const { profile, links, widgets } = await profileRepo.loadSection(ctx.db, userId);
   return toSection(userId, profile, links, widgets);
 }
 
 export async function updateTheme(ctx: ServiceContext, input: Schemas['UpdateSocialRequest']): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    await repo.touch(tx.db, userId, tx.now);
-    const row = await repo.profiles(tx.db).where({ user_id: userId }).forUpdate().first();
+    await profileRepo.touch(tx.db, userId, tx.now);
+    const row = await profileRepo.lock(tx.db, userId);
     const theme = input.theme === null ? null : { ...(row?.theme ?? {}), ...input.theme };
-    await repo
-      .profiles(tx.db)
-      .where({ user_id: userId })
-      .update({ theme: theme === null ? null : (JSON.stringify(theme) as never) });
+    await profileRepo.setTheme(tx.db, userId, theme === null ? null : JSON.stringify(theme));
   });
 }
 
@@ -46,9 +47,9 @@ export async function createLink(
 ): Promise<Schemas['SocialLinkId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
-    await repo.touch(tx.db, userId, tx.now);
-    await repo.profiles(tx.db).where({ user_id: userId }).forUpdate(); // serialises sort_order assignment
-    const row: repo.LinkRow = {
+    await profileRepo.touch(tx.db, userId, tx.now);
+    await profileRepo.lock(tx.db, userId); // serialises sort_order assignment
+    const row: LinkRow = {
       id: randomUUID(),
       user_id: userId,
       platform: input.platform,
@@ -61,11 +62,11 @@ export async function createLink(
       avatar_url: input.avatarUrl ?? null,
       visibility: input.visibility,
       featured: input.featured ?? false,
-      sort_order: input.sortOrder ?? (await repo.nextSortOrder(tx.db, 'social_links', userId)),
+      sort_order: input.sortOrder ?? (await profileRepo.nextSortOrder(tx.db, 'social_links', userId)),
       created_at: tx.now,
       updated_at: tx.now,
     };
-    await repo.links(tx.db).insert(row);
+    await linksRepo.insert(tx.db, row);
     return { linkId: row.id };
   });
 }
@@ -77,21 +78,21 @@ export async function updateLink(
 ): Promise<Schemas['SocialLinkId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
-    const changes: Partial<repo.LinkRow> = { updated_at: tx.now };
-    if (input.platform !== undefined) changes.platform = input.platform;
-    if (input.displayName !== undefined) changes.display_name = input.displayName;
-    if (input.handle !== undefined) changes.handle = input.handle;
-    if (input.url !== undefined) changes.url = input.url;
-    if (input.description !== undefined) changes.description = input.description;
-    if (input.badge !== undefined) changes.badge = input.badge;
-    if (input.accentColor !== undefined) changes.accent_color = input.accentColor;
-    if (input.avatarUrl !== undefined) changes.avatar_url = input.avatarUrl;
-    if (input.visibility !== undefined) changes.visibility = input.visibility;
-    if (input.featured !== undefined) changes.featured = input.featured;
-    if (input.sortOrder !== undefined) changes.sort_order = input.sortOrder;
-    const n = await repo.links(tx.db).where({ id: linkId, user_id: userId }).update(changes);
-    if (n === 0) throw notFound(LINK_NOT_FOUND);
-    await repo.touch(tx.db, userId, tx.now);
+    const changes: LinkChanges = {
+      platform: input.platform,
+      display_name: input.displayName,
+      handle: input.handle,
+      url: input.url,
+      description: input.description,
+      badge: input.badge,
+      accent_color: input.accentColor,
+      avatar_url: input.avatarUrl,
+      visibility: input.visibility,
+      featured: input.featured,
+      sort_order: input.sortOrder,
+    };
+    if (!(await linksRepo.update(tx.db, userId, linkId, changes, tx.now))) throw notFound(LINK_NOT_FOUND);
+    await profileRepo.touch(tx.db, userId, tx.now);
     return { linkId };
   });
 }
@@ -99,9 +100,8 @@ export async function updateLink(
 export async function deleteLink(ctx: ServiceContext, linkId: string): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    const n = await repo.links(tx.db).where({ id: linkId, user_id: userId }).delete();
-    if (n === 0) throw notFound(LINK_NOT_FOUND);
-    await repo.touch(tx.db, userId, tx.now);
+    if (!(await linksRepo.delete(tx.db, userId, linkId))) throw notFound(LINK_NOT_FOUND);
+    await profileRepo.touch(tx.db, userId, tx.now);
   });
 }
 
@@ -110,13 +110,8 @@ export async function deleteLink(ctx: ServiceContext, linkId: string): Promise<v
 /** Rules of a config the schema cannot state: badge images are in the caller's gallery, link ids are the caller's, a music member is a live member. */
 async function checkConfig(db: Knex, userId: string, config: Config): Promise<void> {
   if (config.kind === 'link_collection' && config.linkIds.length > 0) {
-    const found = await repo
-      .links(db)
-      .where({ user_id: userId })
-      .whereIn('id', config.linkIds)
-      .count({ n: '*' })
-      .first();
-    if (Number(found?.n ?? 0) !== config.linkIds.length) throw badRequest('linkIds must be ids of your own links');
+    if ((await linksRepo.countOwned(db, userId, config.linkIds)) !== config.linkIds.length)
+      throw badRequest('linkIds must be ids of your own links');
   }
   if (config.kind === 'custom_badge') await checkBadgeImages(db, userId, config.imageUrls);
   if (config.kind === 'music' && config.memberId !== undefined) {
@@ -144,9 +139,9 @@ export async function createWidget(
   checkKind(input.type, input.config);
   return inTransaction(ctx, async (tx) => {
     await checkConfig(tx.db, userId, input.config);
-    await repo.touch(tx.db, userId, tx.now);
-    await repo.profiles(tx.db).where({ user_id: userId }).forUpdate();
-    const row: repo.WidgetRow = {
+    await profileRepo.touch(tx.db, userId, tx.now);
+    await profileRepo.lock(tx.db, userId);
+    const row: WidgetRow = {
       id: input.id ?? randomUUID(),
       user_id: userId,
       type: input.type,
@@ -154,19 +149,13 @@ export async function createWidget(
       config: normalise(input.config) as Record<string, unknown>,
       visibility: input.visibility,
       size: input.size,
-      sort_order: input.sortOrder ?? (await repo.nextSortOrder(tx.db, 'social_widgets', userId)),
+      sort_order: input.sortOrder ?? (await profileRepo.nextSortOrder(tx.db, 'social_widgets', userId)),
       pinned: input.pinned ?? false,
       collapsed: input.collapsed ?? false,
       created_at: tx.now,
       updated_at: tx.now,
     };
-    const inserted = await repo
-      .widgets(tx.db)
-      .insert({ ...row, config: JSON.stringify(row.config) as never })
-      .onConflict('id')
-      .ignore()
-      .returning('id');
-    if (inserted.length === 0) throw conflict('A widget with this id already exists');
+    if (!(await widgetsRepo.insert(tx.db, row))) throw conflict('A widget with this id already exists');
     return { widgetId: row.id };
   });
 }
@@ -187,27 +176,18 @@ function remapBallot(indices: number[], before: string[], after: string[], multi
 async function remapBallots(db: Knex, widgetId: string, before: Config, after: Config, now: number): Promise<void> {
   if (before.kind !== 'poll') return;
   if (after.kind !== 'poll') {
-    await db('poll_ballots').where({ widget_id: widgetId }).delete();
+    await pollRepo.deleteBallots(db, widgetId);
     return;
   }
   const multiple = after.allowMultipleSelections ?? false;
   const same = before.options.length === after.options.length && before.options.every((o, i) => o === after.options[i]);
   if (same && (multiple || !(before.allowMultipleSelections ?? false))) return;
-  const ballots: Array<{ voter_user_id: string; user_id: string; option_indices: number[] }> = await db('poll_ballots')
-    .where({ widget_id: widgetId })
-    .select('voter_user_id', 'user_id', 'option_indices');
+  const ballots = await pollRepo.ballots(db, widgetId);
   const kept = ballots
     .map((b) => ({ ...b, option_indices: remapBallot(b.option_indices, before.options, after.options, multiple) }))
-    .filter((b): b is typeof b & { option_indices: number[] } => b.option_indices !== null)
-    .map((b) => ({
-      widget_id: widgetId,
-      voter_user_id: b.voter_user_id,
-      user_id: b.user_id,
-      option_indices: b.option_indices,
-      updated_at: now,
-    }));
-  await db('poll_ballots').where({ widget_id: widgetId }).delete();
-  if (kept.length > 0) await db('poll_ballots').insert(kept);
+    .filter((b): b is typeof b & { option_indices: number[] } => b.option_indices !== null);
+  await pollRepo.deleteBallots(db, widgetId);
+  if (kept.length > 0) await pollRepo.insertBallots(db, widgetId, kept, now);
 }
 
 export async function updateWidget(
@@ -217,28 +197,29 @@ export async function updateWidget(
 ): Promise<Schemas['SocialWidgetId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
-    const row = await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).forUpdate().first();
+    const row = await widgetsRepo.find(tx.db, userId, widgetId, { lock: 'update' });
     if (!row) throw notFound(WIDGET_NOT_FOUND);
     const before = row.config as Config;
     const config = input.config ?? before;
     checkKind(input.type ?? row.type, config);
-    const changes: Record<string, unknown> = { updated_at: tx.now };
+    const changes: WidgetChanges = {
+      title: input.title,
+      visibility: input.visibility,
+      size: input.size,
+      pinned: input.pinned,
+      collapsed: input.collapsed,
+      sort_order: input.sortOrder,
+    };
     if (input.config !== undefined) {
       await checkConfig(tx.db, userId, input.config);
       changes.config = JSON.stringify(normalise(input.config));
       changes.type = input.config.kind;
       await remapBallots(tx.db, widgetId, before, normalise(input.config), tx.now);
       if (before.kind === 'guestbook' && input.config.kind !== 'guestbook')
-        await tx.db('guestbook_messages').where({ widget_id: widgetId }).delete();
+        await guestbookRepo.deleteOfWidget(tx.db, widgetId);
     }
-    if (input.title !== undefined) changes.title = input.title;
-    if (input.visibility !== undefined) changes.visibility = input.visibility;
-    if (input.size !== undefined) changes.size = input.size;
-    if (input.pinned !== undefined) changes.pinned = input.pinned;
-    if (input.collapsed !== undefined) changes.collapsed = input.collapsed;
-    if (input.sortOrder !== undefined) changes.sort_order = input.sortOrder;
-    await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).update(changes);
-    await repo.touch(tx.db, userId, tx.now);
+    await widgetsRepo.update(tx.db, userId, widgetId, changes, tx.now);
+    await profileRepo.touch(tx.db, userId, tx.now);
     return { widgetId };
   });
 }
@@ -247,9 +228,8 @@ export async function deleteWidget(ctx: ServiceContext, widgetId: string): Promi
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     // A poll's ballots and a guestbook's messages go with it (on delete cascade).
-    const n = await repo.widgets(tx.db).where({ id: widgetId, user_id: userId }).delete();
-    if (n === 0) throw notFound(WIDGET_NOT_FOUND);
-    await repo.touch(tx.db, userId, tx.now);
+    if (!(await widgetsRepo.delete(tx.db, userId, widgetId))) throw notFound(WIDGET_NOT_FOUND);
+    await profileRepo.touch(tx.db, userId, tx.now);
   });
 }
 
@@ -257,13 +237,13 @@ export async function deleteWidget(ctx: ServiceContext, widgetId: string): Promi
 
 async function reorderTable(
   db: Knex,
-  table: 'social_links' | 'social_widgets',
+  table: OrderedTable,
   userId: string,
   ids: string[],
   what: string,
   now: number,
 ): Promise<void> {
-  const existing: Array<{ id: string }> = await db(table).where({ user_id: userId }).select('id').forUpdate();
+  const existing = await profileRepo.lockOrdered(db, table, userId);
   const given = new Set(ids);
   const permutation =
     given.size === ids.length && ids.length === existing.length && existing.every((r) => given.has(r.id));
@@ -271,10 +251,7 @@ async function reorderTable(
     throw badRequest(`${what} must list every one of your ${what === 'linkIds' ? 'links' : 'widgets'} exactly once`);
   if (ids.length === 0) return;
   // One statement: sort_order = position in the array.
-  await db.raw(
-    `update ${table} as t set sort_order = v.ord - 1, updated_at = ? from unnest(?::uuid[]) with ordinality as v(id, ord) where t.id = v.id and t.user_id = ?`,
-    [now, ids, userId],
-  );
+  await profileRepo.setOrder(db, table, userId, ids, now);
 }
 
 export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocialRequest']): Promise<void> {
@@ -282,7 +259,7 @@ export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocial
   await inTransaction(ctx, async (tx) => {
     if (input.linkIds) await reorderTable(tx.db, 'social_links', userId, input.linkIds, 'linkIds', tx.now);
     if (input.widgetIds) await reorderTable(tx.db, 'social_widgets', userId, input.widgetIds, 'widgetIds', tx.now);
-    await repo.touch(tx.db, userId, tx.now);
+    await profileRepo.touch(tx.db, userId, tx.now);
   });
 }
 
@@ -292,7 +269,7 @@ export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocial
 export async function getFriendSection(ctx: FriendContext): Promise<Schemas['SocialSection']> {
   const ownerId = ownerOf(ctx);
   const mutual = await shareMutualFriend(ctx.db, ownerId, ctx.access.viewerId);
-  const { profile, links, widgets } = await repo.loadSection(ctx.db, ownerId, visibleSet(mutual));
+  const { profile, links, widgets } = await profileRepo.loadSection(ctx.db, ownerId, visibleSet(mutual));
   // Badge images are fetched with the viewer's key: their URLs name the owner (GET /social/gallery/{sha256}).
   const viewed = widgets.map((w) =>
     w.type === 'custom_badge'

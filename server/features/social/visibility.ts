@@ -5,30 +5,11 @@
  * friendship (ctx.friend / forFriend), so only the mutual friend needs a statement.
  */
 import type { Knex } from 'knex';
+import { visibilityRepo } from './repo/visibility.ts';
 
 /** True when some third account C has an accepted friendship (both rows accepted) with the owner and with the viewer. */
-export async function shareMutualFriend(db: Knex, ownerId: string, viewerId: string): Promise<boolean> {
-  const row = await db
-    .first(db.raw('1 as one'))
-    .from('friendships as oc')
-    .join('friendships as co', function () {
-      this.on('co.user_id', '=', 'oc.friend_user_id')
-        .andOn('co.friend_user_id', '=', 'oc.user_id')
-        .andOn('co.status', '=', db.raw('?', ['accepted']));
-    })
-    .join('friendships as vc', function () {
-      this.on('vc.friend_user_id', '=', 'oc.friend_user_id')
-        .andOn('vc.user_id', '=', db.raw('?', [viewerId]))
-        .andOn('vc.status', '=', db.raw('?', ['accepted']));
-    })
-    .join('friendships as cv', function () {
-      this.on('cv.user_id', '=', 'oc.friend_user_id')
-        .andOn('cv.friend_user_id', '=', 'vc.user_id')
-        .andOn('cv.status', '=', db.raw('?', ['accepted']));
-    })
-    .where({ 'oc.user_id': ownerId, 'oc.status': 'accepted' })
-    .whereNot('oc.friend_user_id', viewerId);
-  return row !== undefined;
+export function shareMutualFriend(db: Knex, ownerId: string, viewerId: string): Promise<boolean> {
+  return visibilityRepo.shareMutualFriend(db, ownerId, viewerId);
 }
 
 /** The visibilities a friend viewer sees. */

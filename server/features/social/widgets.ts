@@ -2,7 +2,7 @@
 import type { ServiceContext } from '../../core/context.ts';
 import { ownerOf } from '../../core/context.ts';
 import { notFound } from '../../core/errors.ts';
-import * as repo from './repo.ts';
+import { type WidgetRow, widgetsRepo } from './repo/widgets.ts';
 import { visibleToFriend } from './visibility.ts';
 
 export type WidgetKind = 'guestbook' | 'poll';
@@ -22,10 +22,9 @@ export async function requireWidget(
   kind: WidgetKind,
   message: string,
   lock?: 'share',
-): Promise<repo.WidgetRow> {
+): Promise<WidgetRow> {
   const ownerId = ownerOf(ctx);
-  const q = repo.widgets(ctx.db).where({ id: widgetId, user_id: ownerId, type: kind });
-  const row = await (lock === 'share' ? q.forShare() : q).first();
+  const row = await widgetsRepo.find(ctx.db, ownerId, widgetId, { kind, lock });
   if (!row) throw notFound(message);
   if (ctx.access.level === 'friend' && !(await visibleToFriend(ctx.db, ownerId, actorOf(ctx), row.visibility)))
     throw notFound(message);

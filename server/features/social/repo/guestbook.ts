@@ -1,0 +1,208 @@
+/** The SQL of guestbook messages (guestbook_messages, migration 0014), each read with its author's account card. */
+import type { Knex } from 'knex';
+import { sql } from '../../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
+import { AREA } from './shared.ts';
+
+/**
+ * The "account card": how an account shows next to what it wrote (display name, image, admin,
+ * plan, supporter, beta), the columns of `accounts a`. friends/repo.ts declares the same
+ * projection; the two are to become one.
+ */
+export interface AccountCardRow {
+  display_name: string;
+  image_url: string | null;
+  is_admin: boolean;
+  plan: 'free' | 'pro' | 'pro_plus';
+  donor_supporter_unlocked: boolean;
+  closed_beta_participant_at: number | null;
+}
+
+const ACCOUNT_CARD_COLUMNS = sql`a.display_name, a.image_url, a.is_admin, a.plan, a.donor_supporter_unlocked, a.closed_beta_participant_at`;
+
+export interface MessageRow extends AccountCardRow {
+  id: string;
+  user_id: string;
+  widget_id: string;
+  parent_message_id: string | null;
+  author_user_id: string;
+  posted_anonymously: boolean;
+  body: string;
+  hidden_by_owner: boolean;
+  created_at: number;
+}
+
+const MESSAGE_COLUMNS = sql`id, user_id, widget_id, parent_message_id, author_user_id, posted_anonymously, body, hidden_by_owner, created_at`;
+
+/** Messages `m` with their author's account card. */
+const WITH_AUTHOR = sql`select m.id, m.user_id, m.widget_id, m.parent_message_id, m.author_user_id, m.posted_anonymously,
+    m.body, m.hidden_by_owner, m.created_at, ${ACCOUNT_CARD_COLUMNS}
+  from guestbook_messages m join accounts a on a.id = m.author_user_id`;
+
+/** A page of top-level messages, newest first, created before `before` when given; `size` rows. */
+const threads = statement<{ widgetId: string; size: number; before?: number | undefined }, MessageRow>({
+  name: 'social_guestbook_threads',
+  area: AREA,
+  variants: {
+    'first page': { widgetId: EXAMPLE_UUID, size: 26 },
+    'before a cursor': { widgetId: EXAMPLE_UUID, size: 26, before: 0 },
+  },
+  build: ({ widgetId, size, before }) => sql`${WITH_AUTHOR}
+    where m.widget_id = ${widgetId} and m.parent_message_id is null${before === undefined ? sql.empty : sql` and m.created_at < ${before}`}
+    order by m.created_at desc, m.id desc
+    limit ${size}`,
+});
+
+/** The top-level messages created at `createdAt` whose id is below `belowId`, by id descending. */
+const threadTies = statement<{ widgetId: string; createdAt: number; belowId: string }, MessageRow>({
+  name: 'social_guestbook_thread_ties',
+  area: AREA,
+  variants: { 'a run of equal createdAt': { widgetId: EXAMPLE_UUID, createdAt: 0, belowId: EXAMPLE_UUID } },
+  build: ({ widgetId, createdAt, belowId }) => sql`${WITH_AUTHOR}
+    where m.widget_id = ${widgetId} and m.parent_message_id is null and m.created_at = ${createdAt} and m.id < ${belowId}
+    order by m.id desc`,
+});
+
+const threadBefore = statement<{ widgetId: string; before: number }, { id: string }>({
+  name: 'social_guestbook_thread_before',
+  area: AREA,
+  variants: { 'a createdAt': { widgetId: EXAMPLE_UUID, before: 0 } },
+  build: ({ widgetId, before }) => sql`select id from guestbook_messages
+    where widget_id = ${widgetId} and parent_message_id is null and created_at < ${before}
+    limit 1`,
+});
+
+const replies = statement<{ parentIds: readonly string[] }, MessageRow>({
+  name: 'social_guestbook_replies',
+  area: AREA,
+  variants: { 'the replies of some threads': { parentIds: [] } },
+  build: ({ parentIds }) => sql`${WITH_AUTHOR}
+    where m.parent_message_id = any (${[...parentIds]}::uuid[])
+    order by m.created_at, m.id`,
+});
+
+const message = statement<{ messageId: string }, MessageRow>({
+  name: 'social_guestbook_message',
+  area: AREA,
+  variants: { 'one message': { messageId: EXAMPLE_UUID } },
+  build: ({ messageId }) => sql`${WITH_AUTHOR} where m.id = ${messageId} limit 1`,
+});
+
+const topLevel = statement<{ widgetId: string; messageId: string }, { id: string }>({
+  name: 'social_guestbook_top_level',
+  area: AREA,
+  variants: { 'one message': { widgetId: EXAMPLE_UUID, messageId: EXAMPLE_UUID } },
+  build: ({ widgetId, messageId }) => sql`select id from guestbook_messages
+    where id = ${messageId} and widget_id = ${widgetId} and parent_message_id is null
+    limit 1`,
+});
+
+export type NewMessage = Omit<MessageRow, keyof AccountCardRow>;
+
+const insertMessage = statement<{ row: NewMessage }, never>({
+  name: 'social_guestbook_insert',
+  area: AREA,
+  variants: {
+    'a message': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        widget_id: EXAMPLE_UUID,
+        parent_message_id: null,
+        author_user_id: EXAMPLE_UUID,
+        posted_anonymously: false,
+        body: 'x',
+        hidden_by_owner: false,
+        created_at: 0,
+      },
+    },
+  },
+  build: ({ row: r }) => sql`insert into guestbook_messages (${MESSAGE_COLUMNS})
+    values (${r.id}, ${r.user_id}, ${r.widget_id}, ${r.parent_message_id}::uuid, ${r.author_user_id},
+      ${r.posted_anonymously}, ${r.body}, ${r.hidden_by_owner}, ${r.created_at})`,
+});
+
+/** A message on any guestbook, with its widget's visibility. */
+export interface FoundMessage {
+  id: string;
+  user_id: string;
+  widget_id: string;
+  author_user_id: string;
+  posted_anonymously: boolean;
+  visibility: string;
+}
+
+const findAnywhere = statement<{ messageId: string }, FoundMessage>({
+  name: 'social_guestbook_find_anywhere',
+  area: AREA,
+  variants: { 'one message': { messageId: EXAMPLE_UUID } },
+  build: ({
+    messageId,
+  }) => sql`select m.id, m.user_id, m.widget_id, m.author_user_id, m.posted_anonymously, w.visibility
+    from guestbook_messages m join social_widgets w on w.id = m.widget_id
+    where m.id = ${messageId}
+    limit 1`,
+});
+
+const deleteMessage = statement<{ messageId: string }, never>({
+  name: 'social_guestbook_delete',
+  area: AREA,
+  variants: { 'one message': { messageId: EXAMPLE_UUID } },
+  build: ({ messageId }) => sql`delete from guestbook_messages where id = ${messageId}`,
+});
+
+const deleteOfWidget = statement<{ widgetId: string }, never>({
+  name: 'social_guestbook_delete_of_widget',
+  area: AREA,
+  variants: { 'a widget': { widgetId: EXAMPLE_UUID } },
+  build: ({ widgetId }) => sql`delete from guestbook_messages where widget_id = ${widgetId}`,
+});
+
+const setHidden = statement<{ ownerId: string; widgetId: string; messageId: string; hidden: boolean }, { id: string }>({
+  name: 'social_guestbook_set_hidden',
+  area: AREA,
+  variants: { 'one message': { ownerId: EXAMPLE_UUID, widgetId: EXAMPLE_UUID, messageId: EXAMPLE_UUID, hidden: true } },
+  build: ({ ownerId, widgetId, messageId, hidden }) => sql`update guestbook_messages set hidden_by_owner = ${hidden}
+    where id = ${messageId} and widget_id = ${widgetId} and user_id = ${ownerId}
+    returning id`,
+});
+
+export const guestbookRepo = {
+  /** Top-level messages of the widget, newest first: `size` of them, created before `before` when given. */
+  threads: (db: Knex, widgetId: string, size: number, before?: number) => threads(db, { widgetId, size, before }),
+  /** The rest of a run of equal createdAt: the top-level messages at `createdAt` with an id below `belowId`. */
+  threadTies: (db: Knex, widgetId: string, createdAt: number, belowId: string) =>
+    threadTies(db, { widgetId, createdAt, belowId }),
+  /** Whether a top-level message of the widget was created before `before`. */
+  async threadBefore(db: Knex, widgetId: string, before: number): Promise<boolean> {
+    return (await threadBefore(db, { widgetId, before })).length > 0;
+  },
+  /** The replies to these messages, oldest first. */
+  replies: (db: Knex, parentIds: readonly string[]) => replies(db, { parentIds }),
+  async message(db: Knex, messageId: string): Promise<MessageRow | undefined> {
+    const [row] = await message(db, { messageId });
+    return row;
+  },
+  /** Whether `messageId` is a top-level message of the widget. */
+  async isTopLevel(db: Knex, widgetId: string, messageId: string): Promise<boolean> {
+    return (await topLevel(db, { widgetId, messageId })).length > 0;
+  },
+  async insert(db: Knex, row: NewMessage): Promise<void> {
+    await insertMessage(db, { row });
+  },
+  async findAnywhere(db: Knex, messageId: string): Promise<FoundMessage | undefined> {
+    const [row] = await findAnywhere(db, { messageId });
+    return row;
+  },
+  /** Deletes the message (its replies go with it: on delete cascade). */
+  async delete(db: Knex, messageId: string): Promise<void> {
+    await deleteMessage(db, { messageId });
+  },
+  async deleteOfWidget(db: Knex, widgetId: string): Promise<void> {
+    await deleteOfWidget(db, { widgetId });
+  },
+  /** Whether the owner's message was there (and is now hidden or shown). */
+  async setHidden(db: Knex, ownerId: string, widgetId: string, messageId: string, hidden: boolean): Promise<boolean> {
+    return (await setHidden(db, { ownerId, widgetId, messageId, hidden })).length > 0;
+  },
+};
