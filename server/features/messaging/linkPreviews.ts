@@ -4,7 +4,7 @@
  * write's transaction; nothing is fetched while the request waits. The job fetches the page through
  * the guarded fetcher (HTML only, the first LINK_PREVIEW_HTML_MAX_BYTES), reads its metadata
  * (pageMetadata.ts), re-hosts its image in object storage and marks the row `ready`, or `failed`.
- * Message reads show ready, undismissed previews (the lateral in repo.ts); `dismiss` hides one,
+ * Message reads show ready, undismissed previews (the lateral of repo/json.ts); `dismiss` hides one,
  * `refresh` queues its fetch again. A link is part of the message's text, so a preview's URL and what
  * the page said are sealed with the message keyring like the text (bound to the account and the
  * preview id); logs name previews by id, never by URL.
@@ -172,7 +172,7 @@ export async function dropPreviewImages(ctx: ServiceContext, keys: readonly stri
   }
 }
 
-/** A preview as message reads select it (repo.ts): sealed content (base64) and the image's object key. */
+/** A preview as message reads select it (repo/json.ts): sealed content (base64) and the image's object key. */
 export interface StoredLinkPreview {
   id: string;
   keyId: string;
