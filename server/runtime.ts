@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { DatabaseAuditSink } from './audit/index.ts';
+import { backgroundContext } from './context.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { openDatabase, type Database } from './db/knex.ts';
 import { EmbeddedMaintenanceJob } from './db/maintenance.ts';
@@ -264,7 +265,10 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
   // backoff like any job; the next slot of the schedule comes regardless.
   jobs.define('trash_retention', async () => void (await trashRetention.runOnce()), { maxAttempts: 3 });
   if (maintenance) jobs.define('embedded_maintenance', () => maintenance.runOnce(), { maxAttempts: 1 });
-  defineMessageReencryption(jobs, { db: db.knex, config: () => deps.config, logger: options.logger });
+  // A context taken when the job runs: the running server's settings (its keyring) and the time of the run.
+  defineMessageReencryption(jobs, () =>
+    backgroundContext({ ...deps, db: db.knex }, { kind: 'system', job: 'message_reencrypt' }),
+  );
   // Link previews of messages: fetched, parsed and their images re-hosted off the request path.
   defineLinkPreviews(jobs, {
     db: db.knex,

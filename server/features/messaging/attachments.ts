@@ -8,7 +8,8 @@ import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.
 import { badRequest, notFound } from '../../core/errors.ts';
 import { completeUpload, consumeStagedUpload, createUploadIntent, StagingError } from '../../storage/staging.ts';
 import { asBadRequest, assertStaged, requireStorage } from './media.ts';
-import { liveChannel } from './structure.ts';
+import { attachmentsRepo } from './repo/attachments.ts';
+import { structureRepo } from './repo/structure.ts';
 
 type Schemas = components['schemas'];
 
@@ -27,11 +28,8 @@ export async function createIntent(
   if (!ctx.config.messageAttachmentTypes.includes(contentType))
     throw badRequest(`Attachments of type ${input.contentType} are not accepted`);
   return inTransaction(ctx, async (tx) => {
-    try {
-      await liveChannel(tx.db, userId, input.channelId);
-    } catch {
+    if (!(await structureRepo.findLiveChannel(tx.db, userId, input.channelId)))
       throw badRequest('channelId is not a live channel of this account');
-    }
     const intent = await asBadRequest(() =>
       createUploadIntent(tx.db, storage, {
         userId,
@@ -69,18 +67,9 @@ export async function complete(ctx: ServiceContext, stagingId: string): Promise<
 
 export async function accessUrl(ctx: ServiceContext, attachmentId: string): Promise<Schemas['AttachmentAccessUrl']> {
   const storage = requireStorage(ctx);
-  const row = (await ctx
-    .db('messaging_attachments as f')
-    .join('messaging_messages as m', 'm.id', 'f.message_id')
-    .join('messaging_channels as c', 'c.id', 'm.channel_id')
-    .join('messaging_spaces as s', 's.id', 'c.space_id')
-    .where({ 'f.id': attachmentId, 'f.user_id': ownerOf(ctx) })
-    .whereNull('m.deleted_at')
-    .whereNull('c.archived_at')
-    .whereNull('s.archived_at')
-    .first('f.object_key')) as { object_key: string } | undefined;
-  if (!row) throw notFound('Attachment not found');
-  const signed = await storage.presignGet(row.object_key, ctx.config.storageDownloadUrlTtlSeconds);
+  const objectKey = await attachmentsRepo.findObjectKey(ctx.db, ownerOf(ctx), attachmentId);
+  if (objectKey === null) throw notFound('Attachment not found');
+  const signed = await storage.presignGet(objectKey, ctx.config.storageDownloadUrlTtlSeconds);
   return { url: signed.url, expiresAt: signed.expiresAt };
 }
 
@@ -110,11 +99,7 @@ export async function attachStaged(
     const stagingId = raw.toLowerCase();
     const refuse = () =>
       badRequest(`stagedAttachmentIds: ${raw} is not a completed, unused attachment upload for this channel`);
-    const staged = await tx
-      .db('staged_uploads')
-      .where({ id: stagingId, user_id: userId, purpose: ATTACHMENT_PURPOSE })
-      .where('expires_at', '>', tx.now)
-      .first('metadata');
+    const staged = await attachmentsRepo.findStaged(tx.db, userId, stagingId, ATTACHMENT_PURPOSE, tx.now);
     if (!staged) throw refuse();
     const metadata = (
       typeof staged.metadata === 'string' ? JSON.parse(staged.metadata) : staged.metadata
@@ -133,7 +118,7 @@ export async function attachStaged(
       if (err instanceof StagingError) throw refuse();
       throw err;
     }
-    await tx.db('messaging_attachments').insert({
+    await attachmentsRepo.insert(tx.db, {
       id: stagingId,
       user_id: userId,
       message_id: messageId,

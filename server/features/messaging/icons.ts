@@ -9,6 +9,7 @@ import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest } from '../../core/errors.ts';
 import { completeUpload, consumeStagedUpload, createUploadIntent, StagingError } from '../../storage/staging.ts';
 import { asBadRequest, assertStaged, requireStorage } from './media.ts';
+import { structureRepo } from './repo/structure.ts';
 
 type Schemas = components['schemas'];
 
@@ -89,12 +90,8 @@ export async function copyIcon(tx: ServiceContext & { db: Knex.Transaction }, re
   const storage = requireStorage(tx);
   const userId = ownerOf(tx);
   const source = iconKey(userId, ref.toLowerCase());
-  const owner = await tx
-    .db('messaging_spaces')
-    .where({ user_id: userId, icon_key: source })
-    .whereNull('archived_at')
-    .first('id');
-  if (!owner) throw badRequest('iconStorageRef is not the icon of a live space of this account');
+  if (!(await structureRepo.liveSpaceHasIcon(tx.db, userId, source)))
+    throw badRequest('iconStorageRef is not the icon of a live space of this account');
   const object = await storage.get(source);
   // The row names an icon whose bytes are gone: the storage lost them, not the caller's doing.
   if (!object) throw new Error(`space icon object ${source} is missing`);

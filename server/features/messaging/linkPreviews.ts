@@ -4,7 +4,7 @@
  * write's transaction; nothing is fetched while the request waits. The job fetches the page through
  * the guarded fetcher (HTML only, the first LINK_PREVIEW_HTML_MAX_BYTES), reads its metadata
  * (pageMetadata.ts), re-hosts its image in object storage and marks the row `ready`, or `failed`.
- * Message reads show ready, undismissed previews (the lateral in repo.ts); `dismiss` hides one,
+ * Message reads show ready, undismissed previews (the lateral of repo/json.ts); `dismiss` hides one,
  * `refresh` queues its fetch again. A link is part of the message's text, so a preview's URL and what
  * the page said are sealed with the message keyring like the text (bound to the account and the
  * preview id); logs name previews by id, never by URL.
@@ -22,6 +22,7 @@ import { FetchRefusedError, fetchOptionsFromConfig, guardedFetch } from '../../n
 import { ALLOWED_IMAGE_TYPES, sniffImageType } from '../../storage/images.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 import { decodeHtml, extractMetadata, METADATA_LIMITS } from './pageMetadata.ts';
+import { linkPreviewsRepo } from './repo/linkPreviews.ts';
 
 type LinkPreview = components['schemas']['MessageLinkPreview'];
 
@@ -112,18 +113,9 @@ async function addPreviews(tx: Tx, messageId: string, links: Array<{ url: string
   const userId = ownerOf(tx);
   const rows = links.map(({ url, position }) => {
     const id = randomUUID();
-    return {
-      id,
-      user_id: userId,
-      message_id: messageId,
-      position,
-      ...sealContent(cipher, userId, id, { url }),
-      status: 'pending',
-      created_at: tx.now,
-      updated_at: tx.now,
-    };
+    return { id, position, ...sealContent(cipher, userId, id, { url }) };
   });
-  await tx.db('messaging_link_previews').insert(rows);
+  await linkPreviewsRepo.insertPending(tx.db, userId, messageId, rows, tx.now);
   for (const row of rows)
     await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: row.id }, { key: row.id, maxAttempts: MAX_ATTEMPTS });
 }
@@ -145,33 +137,20 @@ export async function queueLinkPreviews(tx: Tx, messageId: string, content: stri
 export async function syncLinkPreviews(tx: Tx, messageId: string, content: string): Promise<string[]> {
   const wanted = linksIn(content);
   const cipher = new MessageCipher(tx.config.messageEncryptionKeys);
-  const stored = (await tx
-    .db('messaging_link_previews')
-    .where({ message_id: messageId })
-    .select('id', 'key_id', 'data_enc', 'position', 'image_key')) as Array<{
-    id: string;
-    key_id: string;
-    data_enc: Uint8Array;
-    position: number;
-    image_key: string | null;
-  }>;
+  const stored = await linkPreviewsRepo.ofMessage(tx.db, messageId);
   const existing = stored.map((p) => ({
     ...p,
     url: openContent(cipher, ownerOf(tx), p.id, { keyId: p.key_id, data: bytes(p.data_enc) }).url,
   }));
   const gone = existing.filter((p) => !wanted.includes(p.url));
   if (gone.length > 0)
-    await tx
-      .db('messaging_link_previews')
-      .whereIn(
-        'id',
-        gone.map((p) => p.id),
-      )
-      .delete();
+    await linkPreviewsRepo.deleteMany(
+      tx.db,
+      gone.map((p) => p.id),
+    );
   for (const kept of existing.filter((p) => wanted.includes(p.url))) {
     const position = wanted.indexOf(kept.url);
-    if (position !== kept.position)
-      await tx.db('messaging_link_previews').where({ id: kept.id }).update({ position, updated_at: tx.now });
+    if (position !== kept.position) await linkPreviewsRepo.setPosition(tx.db, kept.id, position, tx.now);
   }
   await addPreviews(
     tx,
@@ -193,7 +172,7 @@ export async function dropPreviewImages(ctx: ServiceContext, keys: readonly stri
   }
 }
 
-/** A preview as message reads select it (repo.ts): sealed content (base64) and the image's object key. */
+/** A preview as message reads select it (repo/json.ts): sealed content (base64) and the image's object key. */
 export interface StoredLinkPreview {
   id: string;
   keyId: string;
@@ -230,37 +209,21 @@ export async function toLinkPreviews(
 
 /** A preview of the account on a live message in a live channel and space, else 404. */
 async function ownPreview(db: Knex, userId: string, previewId: string): Promise<{ id: string; status: string }> {
-  const row = (await db('messaging_link_previews as p')
-    .join('messaging_messages as m', 'm.id', 'p.message_id')
-    .join('messaging_channels as c', 'c.id', 'm.channel_id')
-    .join('messaging_spaces as s', 's.id', 'c.space_id')
-    .where({ 'p.id': previewId, 'p.user_id': userId })
-    .whereNull('m.deleted_at')
-    .whereNull('c.archived_at')
-    .whereNull('s.archived_at')
-    .first('p.id', 'p.status')) as { id: string; status: string } | undefined;
+  const row = await linkPreviewsRepo.findOwn(db, userId, previewId);
   if (!row) throw notFound('Link preview not found');
   return row;
 }
 
 export async function dismissPreview(ctx: ServiceContext, previewId: string): Promise<void> {
   const { id } = await ownPreview(ctx.db, ownerOf(ctx), previewId);
-  await ctx
-    .db('messaging_link_previews')
-    .where({ id })
-    .whereNull('dismissed_at')
-    .update({ dismissed_at: ctx.now, updated_at: ctx.now });
+  await linkPreviewsRepo.dismiss(ctx.db, id, ctx.now);
 }
 
 /** Queues the fetch again (not twice while one is queued or running); a failed preview is pending until it has run. */
 export async function refreshPreview(ctx: ServiceContext, previewId: string): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     const { id, status } = await ownPreview(tx.db, ownerOf(tx), previewId);
-    if (status === 'failed')
-      await tx
-        .db('messaging_link_previews')
-        .where({ id })
-        .update({ status: 'pending', failure: null, updated_at: tx.now });
+    if (status === 'failed') await linkPreviewsRepo.markPending(tx.db, id, tx.now);
     await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: id }, { key: id, maxAttempts: MAX_ATTEMPTS });
   });
 }
@@ -371,17 +334,18 @@ async function store(
     outcome.status === 'ready'
       ? { url: row.url, title: outcome.title, description: outcome.description, siteName: outcome.siteName }
       : { url: row.url };
-  const changes = {
-    ...sealContent(cipher, row.user_id, row.id, content),
-    ...(outcome.status === 'ready'
-      ? { status: 'ready', failure: null, image_key: key }
-      : { status: 'failed', failure: outcome.failure, image_key: null }),
-  };
-  const updated = await deps
-    .db('messaging_link_previews')
-    .where({ id: row.id })
-    .update({ ...changes, fetched_at: now, updated_at: now });
-  if (updated === 0) {
+  const stored = await linkPreviewsRepo.storeOutcome(
+    deps.db,
+    row.id,
+    {
+      ...sealContent(cipher, row.user_id, row.id, content),
+      ...(outcome.status === 'ready'
+        ? { status: 'ready', failure: null, image_key: key }
+        : { status: 'failed', failure: outcome.failure, image_key: null }),
+    },
+    now,
+  );
+  if (!stored) {
     // An edit removed the preview while it was being fetched: its image must not stay behind.
     if (key) await deleteQuietly(deps, key);
     return;
@@ -392,14 +356,7 @@ async function store(
 async function runPreviewJob(deps: LinkPreviewJobDeps, job: Job<{ previewId?: unknown }>): Promise<void> {
   const previewId = job.payload?.previewId;
   if (typeof previewId !== 'string') return;
-  const found = (await deps
-    .db('messaging_link_previews as p')
-    .join('messaging_messages as m', 'm.id', 'p.message_id')
-    .where({ 'p.id': previewId })
-    .whereNull('m.deleted_at')
-    .first('p.id', 'p.user_id', 'p.key_id', 'p.data_enc', 'p.image_key')) as
-    | { id: string; user_id: string; key_id: string; data_enc: Uint8Array; image_key: string | null }
-    | undefined;
+  const found = await linkPreviewsRepo.findForJob(deps.db, previewId);
   // Removed by an edit, or its message was deleted: nothing to show it on.
   if (!found) return;
   const cipher = new MessageCipher(deps.config().messageEncryptionKeys);

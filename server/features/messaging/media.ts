@@ -4,6 +4,7 @@ import type { ServiceContext } from '../../core/context.ts';
 import { badRequest, unavailable } from '../../core/errors.ts';
 import { StagingError } from '../../storage/staging.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
+import { attachmentsRepo } from './repo/attachments.ts';
 
 /** The configured object storage, or 503 PRECONDITION_FAILED. */
 export function requireStorage(ctx: ServiceContext): ObjectStorage {
@@ -30,10 +31,7 @@ export async function assertStaged(
   now: number,
   what: string,
 ): Promise<{ metadata: unknown }> {
-  const row = await db('staged_uploads')
-    .where({ id: stagingId, user_id: userId, purpose })
-    .where('expires_at', '>', now)
-    .first('metadata');
+  const row = await attachmentsRepo.findStaged(db, userId, stagingId, purpose, now);
   if (!row) throw badRequest(`stagingId is not a staged ${what} upload of this account`);
-  return row as { metadata: unknown };
+  return row;
 }

@@ -14,16 +14,9 @@ import {
   toLinkPreviews,
   type StoredLinkPreview,
 } from './linkPreviews.ts';
-import {
-  jsonValue,
-  oneMessage,
-  pageAfter,
-  pageBefore,
-  pageFirst,
-  pageUpTo,
-  pinnedMessages,
-  type MessageReadRow,
-} from './repo.ts';
+import { jsonValue } from './repo/json.ts';
+import { type MessageReadRow, messagesRepo, type StoredMessage } from './repo/messages.ts';
+import { structureRepo } from './repo/structure.ts';
 import { liveChannel } from './structure.ts';
 
 type Schemas = components['schemas'];
@@ -112,8 +105,14 @@ export async function listMessages(
     throw badRequest('beforeCreatedAt and beforeId go together');
   const rows =
     q.beforeCreatedAt === undefined
-      ? await pageFirst(ctx.db, [limit + 1, channelId, userId])
-      : await pageBefore(ctx.db, [q.beforeCreatedAt, q.beforeId, limit + 1, channelId, userId]);
+      ? await messagesRepo.pageFirst(ctx.db, channelId, userId, limit + 1)
+      : await messagesRepo.pageBefore(
+          ctx.db,
+          channelId,
+          userId,
+          { createdAt: q.beforeCreatedAt, id: q.beforeId! },
+          limit + 1,
+        );
   const { messages, pinned } = readRows(rows);
   const items = await toMessages(ctx, messages.slice(0, limit));
   const last = items[items.length - 1];
@@ -132,7 +131,7 @@ export async function listNewer(
   const userId = ownerOf(ctx);
   const limit = q.limit ?? 50;
   const { messages, pinned } = readRows(
-    await pageAfter(ctx.db, [q.afterCreatedAt, q.afterId, limit + 1, channelId, userId]),
+    await messagesRepo.pageAfter(ctx.db, channelId, userId, { createdAt: q.afterCreatedAt, id: q.afterId }, limit + 1),
   );
   const ascending = await toMessages(ctx, messages.slice(0, limit));
   const newest = ascending[ascending.length - 1];
@@ -151,13 +150,13 @@ export async function listAround(
   const userId = ownerOf(ctx);
   const beforeLimit = q.beforeLimit ?? 25;
   const afterLimit = q.afterLimit ?? 25;
-  const anchorRows = readRows(await oneMessage(ctx.db, [q.anchorMessageId, channelId, userId]));
+  const anchorRows = readRows(await messagesRepo.oneMessage(ctx.db, q.anchorMessageId, channelId, userId));
   const anchor = anchorRows.messages[0];
   if (!anchor) throw notFound('Message not found');
-  const key = [Number(anchor.created_at), anchor.id] as const;
+  const key = { createdAt: Number(anchor.created_at), id: anchor.id! };
   // The anchor and older (the anchor comes first), then newer.
-  const older = readRows(await pageUpTo(ctx.db, [...key, beforeLimit + 2, channelId, userId]));
-  const newer = readRows(await pageAfter(ctx.db, [...key, afterLimit + 1, channelId, userId]));
+  const older = readRows(await messagesRepo.pageUpTo(ctx.db, channelId, userId, key, beforeLimit + 2));
+  const newer = readRows(await messagesRepo.pageAfter(ctx.db, channelId, userId, key, afterLimit + 1));
   const olderItems = await toMessages(ctx, older.messages.slice(0, beforeLimit + 1));
   const newerItems = await toMessages(ctx, newer.messages.slice(0, afterLimit));
   const oldest = olderItems[olderItems.length - 1]!;
@@ -173,7 +172,7 @@ export async function listAround(
 }
 
 async function readOne(ctx: ServiceContext, messageId: string, channelId: string): Promise<Message> {
-  const { messages } = readRows(await oneMessage(ctx.db, [messageId, channelId, ownerOf(ctx)]));
+  const { messages } = readRows(await messagesRepo.oneMessage(ctx.db, messageId, channelId, ownerOf(ctx)));
   if (!messages[0]) throw notFound('Message not found');
   return toMessage(ctx, cipherOf(ctx), messages[0]);
 }
@@ -181,33 +180,16 @@ async function readOne(ctx: ServiceContext, messageId: string, channelId: string
 // ---- writes ----
 
 async function assertAuthorMember(db: Knex, userId: string, memberId: string): Promise<void> {
-  const row = await db('members')
-    .where({ id: memberId, user_id: userId })
-    .whereNull('deleted_at')
-    .whereNull('archived_at')
-    .first('id');
-  if (!row) throw badRequest('memberId is not a live, non-archived member of this account');
+  if (!(await messagesRepo.memberIsLive(db, userId, memberId)))
+    throw badRequest('memberId is not a live, non-archived member of this account');
 }
 
 /** Members the text mentions with `<@id>` that may be mentioned in the channel, in order of first appearance. */
 async function mentionsIn(db: Knex, userId: string, sideSystemId: string | null, content: string): Promise<string[]> {
   const ids = [...new Set([...content.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))].slice(0, MAX_MENTIONS);
   if (ids.length === 0) return [];
-  const q = db('members')
-    .where({ user_id: userId })
-    .whereIn('id', ids)
-    .whereNull('deleted_at')
-    .whereNull('archived_at')
-    .select('id');
-  if (sideSystemId) q.where({ side_system_id: sideSystemId });
-  const found = new Set((await q).map((r: { id: string }) => r.id));
+  const found = new Set(await messagesRepo.mentionable(db, userId, ids, sideSystemId));
   return ids.filter((id) => found.has(id));
-}
-
-interface StoredMessage {
-  id: string;
-  channel_id: string;
-  deleted_at: number | null;
 }
 
 class AlreadySent extends Error {}
@@ -236,11 +218,8 @@ export async function sendMessage(
   if (content === '' && attachmentIds.length === 0 && gif === null)
     throw badRequest('content is required unless attachments or a GIF are sent');
   if (attachmentIds.length > 0 && !ctx.storage) throw unavailable('Object storage is not configured on this server');
-  const findExisting = async (): Promise<StoredMessage | undefined> =>
-    ctx
-      .db('messaging_messages')
-      .where({ user_id: userId, client_mutation_id: mutationId })
-      .first('id', 'channel_id', 'deleted_at');
+  const findExisting = async (): Promise<StoredMessage | null> =>
+    mutationId === null ? null : messagesRepo.findByMutation(ctx.db, userId, mutationId);
   if (mutationId !== null) {
     const existing = await findExisting();
     if (existing) return { created: false, message: await retried(ctx, existing, channelId) };
@@ -250,45 +229,33 @@ export async function sendMessage(
       const channel = await liveChannel(tx.db, userId, channelId, true);
       await assertAuthorMember(tx.db, userId, input.memberId);
       if (input.replyToMessageId !== undefined) {
-        const parent = await tx
-          .db('messaging_messages')
-          .where({ id: input.replyToMessageId, user_id: userId, channel_id: channelId })
-          .whereNull('deleted_at')
-          .first('id');
+        const parent = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, input.replyToMessageId);
         if (!parent) throw badRequest('replyToMessageId is not a message of this channel');
       }
       const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
       const id = randomUUID();
       const sealed = cipherOf(tx).seal(userId, id, content);
       const seq = Number(channel.last_seq) + 1;
-      const inserted = await tx
-        .db('messaging_messages')
-        .insert({
-          id,
-          user_id: userId,
-          channel_id: channelId,
-          seq,
-          author_member_id: input.memberId,
-          key_id: sealed.keyId,
-          content_enc: sealed.data,
-          reply_to_id: input.replyToMessageId ?? null,
-          mention_member_ids: mentions,
-          gif: gif === null ? null : JSON.stringify(gif),
-          client_mutation_id: mutationId,
-          created_at: tx.now,
-        })
-        .onConflict(tx.db.raw('(user_id, client_mutation_id) where client_mutation_id is not null'))
-        .ignore()
-        .returning('id');
-      if (inserted.length === 0) throw new AlreadySent();
+      const inserted = await messagesRepo.insert(tx.db, {
+        id,
+        user_id: userId,
+        channel_id: channelId,
+        seq,
+        author_member_id: input.memberId,
+        key_id: sealed.keyId,
+        content_enc: sealed.data,
+        reply_to_id: input.replyToMessageId ?? null,
+        mention_member_ids: mentions,
+        gif: gif === null ? null : JSON.stringify(gif),
+        client_mutation_id: mutationId,
+        created_at: tx.now,
+      });
+      if (inserted === null) throw new AlreadySent();
       // After the message row: a concurrent retry waits on the unique index above and never reaches its uploads.
       await attachStaged(tx, id, channelId, attachmentIds);
       // Fetched later by the link_preview job, never while the sender waits.
       await queueLinkPreviews(tx, id, content);
-      await tx
-        .db('messaging_channels')
-        .where({ id: channelId })
-        .update({ last_seq: seq, unread_count: tx.db.raw('unread_count + 1') });
+      await messagesRepo.channelSent(tx.db, channelId, seq);
       return readOne(tx, id, channelId);
     });
     return { created: true, message };
@@ -303,27 +270,14 @@ export async function sendMessage(
 /** A live message of the account in a live channel, with that channel locked; else 404. */
 async function lockMessage(tx: ServiceContext, messageId: string) {
   const userId = ownerOf(tx);
-  const row = await tx
-    .db('messaging_messages')
-    .where({ id: messageId, user_id: userId })
-    .whereNull('deleted_at')
-    .first('id', 'channel_id', 'seq');
+  const row = await messagesRepo.findLive(tx.db, userId, messageId);
   if (!row) throw notFound('Message not found');
-  let channel: Awaited<ReturnType<typeof liveChannel>>;
-  try {
-    channel = await liveChannel(tx.db, userId, row.channel_id as string, true);
-  } catch {
-    throw notFound('Message not found');
-  }
-  const locked = await tx
-    .db('messaging_messages')
-    .where({ id: messageId })
-    .whereNull('deleted_at')
-    .forUpdate()
-    .first('id', 'seq');
+  const channel = await structureRepo.findLiveChannel(tx.db, userId, row.channel_id, true);
+  if (!channel) throw notFound('Message not found');
+  const locked = await messagesRepo.lockLive(tx.db, messageId);
   if (!locked) throw notFound('Message not found');
   // The stored id (canonical lower case), whatever case the path wrote it in.
-  return { channel, id: locked.id as string, seq: Number(locked.seq) };
+  return { channel, id: locked.id, seq: Number(locked.seq) };
 }
 
 /**
@@ -336,10 +290,7 @@ export async function editMessage(ctx: ServiceContext, messageId: string, conten
     const { channel, id } = await lockMessage(tx, messageId);
     const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
     const sealed = cipherOf(tx).seal(userId, id, content);
-    await tx
-      .db('messaging_messages')
-      .where({ id })
-      .update({ key_id: sealed.keyId, content_enc: sealed.data, mention_member_ids: mentions, edited_at: tx.now });
+    await messagesRepo.updateContent(tx.db, id, sealed, mentions, tx.now);
     const removedImages = await syncLinkPreviews(tx, id, content);
     return { message: await readOne(tx, id, channel.id), removedImages };
   });
@@ -351,22 +302,16 @@ export async function editMessage(ctx: ServiceContext, messageId: string, conten
 export async function deleteMessage(ctx: ServiceContext, messageId: string): Promise<void> {
   await inTransaction(ctx, async (tx) => {
     const { channel, seq } = await lockMessage(tx, messageId);
-    await tx.db('messaging_messages').where({ id: messageId }).update({ deleted_at: tx.now });
-    await tx.db('messaging_pins').where({ channel_id: channel.id, message_id: messageId }).delete();
-    if (seq > Number(channel.read_seq)) {
-      await tx
-        .db('messaging_channels')
-        .where({ id: channel.id })
-        .where('unread_count', '>', 0)
-        .update({ unread_count: tx.db.raw('unread_count - 1') });
-    }
+    await messagesRepo.markDeleted(tx.db, messageId, tx.now);
+    await messagesRepo.deletePin(tx.db, channel.id, messageId);
+    if (seq > Number(channel.read_seq)) await messagesRepo.unreadDown(tx.db, channel.id);
   });
 }
 
 // ---- pins ----
 
 export async function listPins(ctx: ServiceContext, channelId: string): Promise<Message[]> {
-  const { messages } = readRows(await pinnedMessages(ctx.db, [channelId, ownerOf(ctx)]));
+  const { messages } = readRows(await messagesRepo.pinned(ctx.db, channelId, ownerOf(ctx)));
   return toMessages(ctx, messages);
 }
 
@@ -374,18 +319,12 @@ export async function pin(ctx: ServiceContext, channelId: string, messageId: str
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveChannel(tx.db, userId, channelId, true);
-    const message = await tx
-      .db('messaging_messages')
-      .where({ id: messageId, user_id: userId, channel_id: channelId })
-      .whereNull('deleted_at')
-      .first('id');
+    const message = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, messageId);
     if (!message) throw badRequest('messageId is not a message of this channel');
-    const pins = await tx.db('messaging_pins').where({ channel_id: channelId }).select('message_id');
-    if (pins.some((p: { message_id: string }) => p.message_id === messageId.toLowerCase())) return;
+    const pins = await messagesRepo.pinIds(tx.db, channelId);
+    if (pins.includes(messageId.toLowerCase())) return;
     if (pins.length >= MAX_PINS) throw badRequest(`A channel has at most ${MAX_PINS} pinned messages`);
-    await tx
-      .db('messaging_pins')
-      .insert({ user_id: userId, channel_id: channelId, message_id: messageId, pinned_at: tx.now });
+    await messagesRepo.insertPin(tx.db, userId, channelId, messageId, tx.now);
   });
 }
 
@@ -393,13 +332,9 @@ export async function unpin(ctx: ServiceContext, channelId: string, messageId: s
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveChannel(tx.db, userId, channelId, true);
-    const message = await tx
-      .db('messaging_messages')
-      .where({ id: messageId, user_id: userId, channel_id: channelId })
-      .whereNull('deleted_at')
-      .first('id');
+    const message = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, messageId);
     if (!message) throw notFound('Message not found');
-    await tx.db('messaging_pins').where({ channel_id: channelId, message_id: messageId }).delete();
+    await messagesRepo.deletePin(tx.db, channelId, messageId);
   });
 }
 
@@ -414,29 +349,14 @@ export async function markRead(
   await inTransaction(ctx, async (tx) => {
     const channel = await liveChannel(tx.db, userId, channelId, true);
     if (lastReadMessageId === undefined) {
-      await tx
-        .db('messaging_channels')
-        .where({ id: channelId })
-        .update({ read_seq: channel.last_seq, unread_count: 0 });
+      await messagesRepo.setRead(tx.db, channelId, channel.last_seq, 0);
       return;
     }
-    const message = await tx
-      .db('messaging_messages')
-      .where({ id: lastReadMessageId, user_id: userId, channel_id: channelId })
-      .whereNull('deleted_at')
-      .first('seq');
+    const message = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, lastReadMessageId);
     if (!message) throw badRequest('lastReadMessageId is not a message of this channel');
     // Counted on messaging_messages_seq: the live messages after the marker, no more.
-    const [{ n }] = (await tx
-      .db('messaging_messages')
-      .where({ channel_id: channelId })
-      .whereNull('deleted_at')
-      .where('seq', '>', message.seq)
-      .count('* as n')) as unknown as [{ n: number | string }];
-    await tx
-      .db('messaging_channels')
-      .where({ id: channelId })
-      .update({ read_seq: message.seq, unread_count: Number(n) });
+    const n = await messagesRepo.liveAfter(tx.db, channelId, message.seq);
+    await messagesRepo.setRead(tx.db, channelId, message.seq, n);
   });
 }
 
@@ -457,22 +377,12 @@ export async function memberOptions(
   userId: string,
   options: { sideSystemId?: string | null; query?: string; limit?: number },
 ): Promise<Schemas['MessagingMemberOption'][]> {
-  const q = db('members')
-    .where({ user_id: userId })
-    .whereNull('deleted_at')
-    .whereNull('archived_at')
-    .select('id', 'name', 'display_name', 'avatar');
-  if (options.sideSystemId) q.where({ side_system_id: options.sideSystemId });
   const text = options.query?.trim().toLowerCase();
-  if (text)
-    q.where((w) =>
-      w
-        .whereRaw('strpos(lower(name), ?) > 0', [text])
-        .orWhereRaw("strpos(lower(coalesce(display_name, '')), ?) > 0", [text]),
-    );
-  q.orderByRaw('lower(name), id');
-  if (options.limit !== undefined) q.limit(options.limit);
-  const rows = (await q) as Array<{ id: string; name: string; display_name: string | null; avatar: MediaRef | null }>;
+  const rows = await messagesRepo.memberOptions(db, userId, {
+    sideSystemId: options.sideSystemId || null,
+    text: text || null,
+    limit: options.limit ?? null,
+  });
   return rows.map((r) => ({
     memberId: r.id,
     name: r.name,

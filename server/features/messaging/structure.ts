@@ -5,7 +5,17 @@ import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unavailable } from '../../core/errors.ts';
 import { copyIcon, dropIcon, iconRefOf, iconUrl, takeIcon } from './icons.ts';
-import { bootstrapStatement, jsonValue } from './repo.ts';
+import { jsonValue } from './repo/json.ts';
+import {
+  type CategoryChanges,
+  type CategoryRow,
+  type ChannelChanges,
+  type ChannelRow,
+  type LiveChannelRow,
+  type SpaceChanges,
+  type SpaceRow,
+  structureRepo,
+} from './repo/structure.ts';
 
 type Schemas = components['schemas'];
 export type Space = Schemas['MessagingSpace'];
@@ -14,47 +24,6 @@ export type Channel = Schemas['MessagingChannel'];
 
 /** Live spaces per account, categories per space, live channels per space. */
 export const LIMITS = { spaces: 100, categories: 200, channels: 500 } as const;
-
-interface SpaceRow {
-  id: string;
-  user_id: string;
-  name: string;
-  description: string | null;
-  side_system_id: string | null;
-  icon_key: string | null;
-  position: number;
-  created_at: number;
-  updated_at: number;
-  archived_at: number | null;
-}
-
-interface CategoryRow {
-  id: string;
-  user_id: string;
-  space_id: string;
-  name: string;
-  collapsed: boolean;
-  position: number;
-  created_at: number;
-  updated_at: number;
-}
-
-export interface ChannelRow {
-  id: string;
-  user_id: string;
-  space_id: string;
-  category_id: string | null;
-  name: string;
-  topic: string | null;
-  channel_type: 'text' | 'media';
-  position: number;
-  last_seq: number;
-  read_seq: number;
-  unread_count: number;
-  created_at: number;
-  updated_at: number;
-  archived_at: number | null;
-}
 
 const toSpace = (r: SpaceRow, icon: string | null): Space => ({
   id: r.id,
@@ -88,25 +57,16 @@ const toChannel = (r: ChannelRow): Channel => ({
   updatedAt: r.updated_at,
 });
 
-const spaces = (db: Knex) => db<SpaceRow>('messaging_spaces');
-const categories = (db: Knex) => db<CategoryRow>('messaging_categories');
-const channels = (db: Knex) => db<ChannelRow>('messaging_channels');
-
 /** A live space of the account (locked for the transaction with `lock`), else 404. */
 async function liveSpace(db: Knex, userId: string, id: string, lock = false): Promise<SpaceRow> {
-  const q = spaces(db).where({ id, user_id: userId }).whereNull('archived_at').first();
-  const row = await (lock ? q.forUpdate() : q);
+  const row = await structureRepo.findLiveSpace(db, userId, id, lock);
   if (!row) throw notFound('Space not found');
   return row;
 }
 
 /** A category whose space is live, else 404. */
 async function liveCategory(db: Knex, userId: string, id: string): Promise<CategoryRow> {
-  const row = await categories(db)
-    .join('messaging_spaces as s', 's.id', 'messaging_categories.space_id')
-    .where({ 'messaging_categories.id': id, 'messaging_categories.user_id': userId })
-    .whereNull('s.archived_at')
-    .first('messaging_categories.*');
+  const row = await structureRepo.findLiveCategory(db, userId, id);
   if (!row) throw notFound('Category not found');
   return row;
 }
@@ -116,27 +76,16 @@ async function liveCategory(db: Knex, userId: string, id: string): Promise<Categ
  * are hidden like unknown ids). `lock` takes the channel row for the transaction: every write that
  * moves the channel's sequence or read state takes it first, so those writes run one at a time.
  */
-export async function liveChannel(
-  db: Knex,
-  userId: string,
-  id: string,
-  lock = false,
-): Promise<ChannelRow & { side_system_id: string | null }> {
-  const q = db('messaging_channels as c')
-    .join('messaging_spaces as s', 's.id', 'c.space_id')
-    .where({ 'c.id': id, 'c.user_id': userId })
-    .whereNull('c.archived_at')
-    .whereNull('s.archived_at')
-    .first('c.*', 's.side_system_id');
-  const row = (await (lock ? q.forUpdate('c') : q)) as (ChannelRow & { side_system_id: string | null }) | undefined;
+export async function liveChannel(db: Knex, userId: string, id: string, lock = false): Promise<LiveChannelRow> {
+  const row = await structureRepo.findLiveChannel(db, userId, id, lock);
   if (!row) throw notFound('Channel not found');
   return row;
 }
 
 async function assertSideSystem(db: Knex, userId: string, id: string | null | undefined): Promise<void> {
   if (id === null || id === undefined) return;
-  const row = await db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at').first('id');
-  if (!row) throw badRequest('sideSystemId is not a live side system of this account');
+  if (!(await structureRepo.sideSystemIsLive(db, userId, id)))
+    throw badRequest('sideSystemId is not a live side system of this account');
 }
 
 /** Positions from an exact permutation of `current`, else 400 (nothing changes). */
@@ -151,28 +100,10 @@ function assertPermutation(ordered: readonly string[], current: readonly string[
     throw badRequest(message);
 }
 
-async function applyOrder(
-  db: Knex,
-  table: string,
-  userId: string,
-  ordered: readonly string[],
-  now: number,
-): Promise<void> {
-  await db.raw(
-    `update ${table} t set position = v.ord - 1, updated_at = ?
-     from unnest(?::uuid[]) with ordinality as v(id, ord)
-     where t.id = v.id and t.user_id = ?`,
-    [now, ordered as string[], userId],
-  );
-}
-
 // ---- spaces ----
 
 export async function listSpaces(ctx: ServiceContext): Promise<Space[]> {
-  const rows = await spaces(ctx.db)
-    .where({ user_id: ownerOf(ctx) })
-    .whereNull('archived_at')
-    .orderBy([{ column: 'position' }, { column: 'id' }]);
+  const rows = await structureRepo.listSpaces(ctx.db, ownerOf(ctx));
   return Promise.all(rows.map(async (r) => toSpace(r, await iconUrl(ctx, r.icon_key))));
 }
 
@@ -204,15 +135,9 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
   return withIconCopy(ctx, (copy) =>
     inTransaction(ctx, async (tx) => {
       // One space creation at a time per account: the limit and the next position hold.
-      await tx.db('accounts').where({ id: userId }).forUpdate().first('id');
+      await structureRepo.lockAccount(tx.db, userId);
       await assertSideSystem(tx.db, userId, input.sideSystemId);
-      const { count, next } = (await spaces(tx.db)
-        .where({ user_id: userId })
-        .whereNull('archived_at')
-        .first(
-          tx.db.raw('count(*)::int as count'),
-          tx.db.raw('coalesce(max(position) + 1, 0)::int as next'),
-        )) as unknown as { count: number; next: number };
+      const { count, next } = await structureRepo.spaceCountAndNext(tx.db, userId);
       if (count >= LIMITS.spaces) throw badRequest(`An account has at most ${LIMITS.spaces} spaces`);
       const row: SpaceRow = {
         id: randomUUID(),
@@ -231,7 +156,7 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
         updated_at: tx.now,
         archived_at: null,
       };
-      await spaces(tx.db).insert(row);
+      await structureRepo.insertSpace(tx.db, row);
       return toSpace(row, await iconUrl(tx, row.icon_key));
     }),
   );
@@ -248,7 +173,7 @@ export async function updateSpace(
     inTransaction(ctx, async (tx) => {
       const before = await liveSpace(tx.db, userId, id, true);
       await assertSideSystem(tx.db, userId, input.sideSystemId);
-      const changes: Partial<SpaceRow> = { updated_at: tx.now };
+      const changes: SpaceChanges = {};
       if (input.name !== undefined) changes.name = input.name.trim() || input.name;
       if (input.description !== undefined) changes.description = input.description;
       if (input.sideSystemId !== undefined) changes.side_system_id = input.sideSystemId;
@@ -257,9 +182,9 @@ export async function updateSpace(
       // Naming the space's own icon changes nothing; another icon of the account is copied.
       if (input.iconStorageRef !== undefined && input.iconStorageRef.toLowerCase() !== iconRefOf(before.icon_key))
         changes.icon_key = await copy(input.iconStorageRef, tx);
-      const [row] = await spaces(tx.db).where({ id, user_id: userId }).update(changes).returning('*');
+      const row = (await structureRepo.updateSpace(tx.db, userId, id, changes, tx.now))!;
       const replaced = changes.icon_key !== undefined && before.icon_key !== changes.icon_key ? before.icon_key : null;
-      return { space: toSpace(row as SpaceRow, await iconUrl(tx, (row as SpaceRow).icon_key)), replaced };
+      return { space: toSpace(row, await iconUrl(tx, row.icon_key)), replaced };
     }),
   );
   // The old icon's object goes once the new reference has committed.
@@ -268,23 +193,18 @@ export async function updateSpace(
 }
 
 export async function archiveSpace(ctx: ServiceContext, id: string): Promise<void> {
-  const n = await spaces(ctx.db)
-    .where({ id, user_id: ownerOf(ctx) })
-    .whereNull('archived_at')
-    .update({ archived_at: ctx.now, updated_at: ctx.now });
-  if (n === 0) throw notFound('Space not found');
+  if (!(await structureRepo.archiveSpace(ctx.db, ownerOf(ctx), id, ctx.now))) throw notFound('Space not found');
 }
 
 export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    const rows = await spaces(tx.db).where({ user_id: userId }).whereNull('archived_at').forUpdate().select('id');
     assertPermutation(
       ordered,
-      rows.map((r) => r.id),
+      await structureRepo.liveSpaceIdsLocked(tx.db, userId),
       'orderedSpaceIds must list every live space of the account exactly once',
     );
-    await applyOrder(tx.db, 'messaging_spaces', userId, ordered, tx.now);
+    await structureRepo.applyOrder(tx.db, 'messaging_spaces', userId, ordered, tx.now);
   });
 }
 
@@ -293,22 +213,14 @@ export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Pro
 export async function listCategories(ctx: ServiceContext, spaceId: string): Promise<Category[]> {
   const userId = ownerOf(ctx);
   await liveSpace(ctx.db, userId, spaceId);
-  const rows = await categories(ctx.db)
-    .where({ user_id: userId, space_id: spaceId })
-    .orderBy([{ column: 'position' }, { column: 'id' }]);
-  return rows.map(toCategory);
+  return (await structureRepo.listCategories(ctx.db, userId, spaceId)).map(toCategory);
 }
 
 export async function createCategory(ctx: ServiceContext, spaceId: string, name: string): Promise<Category> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
-    const { count, next } = (await categories(tx.db)
-      .where({ user_id: userId, space_id: spaceId })
-      .first(
-        tx.db.raw('count(*)::int as count'),
-        tx.db.raw('coalesce(max(position) + 1, 0)::int as next'),
-      )) as unknown as { count: number; next: number };
+    const { count, next } = await structureRepo.categoryCountAndNext(tx.db, userId, spaceId);
     if (count >= LIMITS.categories) throw badRequest(`A space has at most ${LIMITS.categories} categories`);
     const row: CategoryRow = {
       id: randomUUID(),
@@ -320,7 +232,7 @@ export async function createCategory(ctx: ServiceContext, spaceId: string, name:
       created_at: tx.now,
       updated_at: tx.now,
     };
-    await categories(tx.db).insert(row);
+    await structureRepo.insertCategory(tx.db, row);
     return toCategory(row);
   });
 }
@@ -332,12 +244,12 @@ export async function updateCategory(
 ): Promise<Category> {
   const userId = ownerOf(ctx);
   await liveCategory(ctx.db, userId, id);
-  const update: Partial<CategoryRow> = { updated_at: ctx.now };
+  const update: CategoryChanges = {};
   if (changes.name !== undefined) update.name = changes.name.trim() || changes.name;
   if (changes.collapsed !== undefined) update.collapsed = changes.collapsed;
-  const [row] = await categories(ctx.db).where({ id, user_id: userId }).update(update).returning('*');
+  const row = await structureRepo.updateCategory(ctx.db, userId, id, update, ctx.now);
   if (!row) throw notFound('Category not found');
-  return toCategory(row as CategoryRow);
+  return toCategory(row);
 }
 
 export async function deleteCategory(ctx: ServiceContext, id: string): Promise<void> {
@@ -346,8 +258,8 @@ export async function deleteCategory(ctx: ServiceContext, id: string): Promise<v
     const category = await liveCategory(tx.db, userId, id);
     await liveSpace(tx.db, userId, category.space_id, true);
     // Its channels (archived ones too) become uncategorised and keep their place.
-    await channels(tx.db).where({ user_id: userId, category_id: id }).update({ category_id: null, updated_at: tx.now });
-    await categories(tx.db).where({ id, user_id: userId }).delete();
+    await structureRepo.uncategoriseChannels(tx.db, userId, id, tx.now);
+    await structureRepo.deleteCategory(tx.db, userId, id);
   });
 }
 
@@ -355,13 +267,12 @@ export async function reorderCategories(ctx: ServiceContext, spaceId: string, or
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
-    const rows = await categories(tx.db).where({ user_id: userId, space_id: spaceId }).select('id');
     assertPermutation(
       ordered,
-      rows.map((r) => r.id),
+      await structureRepo.categoryIds(tx.db, userId, spaceId),
       'orderedCategoryIds must list every category of the space exactly once',
     );
-    await applyOrder(tx.db, 'messaging_categories', userId, ordered, tx.now);
+    await structureRepo.applyOrder(tx.db, 'messaging_categories', userId, ordered, tx.now);
   });
 }
 
@@ -374,18 +285,14 @@ async function assertCategoryOfSpace(
   categoryId: string | null | undefined,
 ): Promise<void> {
   if (categoryId === null || categoryId === undefined) return;
-  const row = await categories(db).where({ id: categoryId, user_id: userId, space_id: spaceId }).first('id');
-  if (!row) throw badRequest('categoryId is not a category of this space');
+  if (!(await structureRepo.categoryOfSpace(db, userId, spaceId, categoryId)))
+    throw badRequest('categoryId is not a category of this space');
 }
 
 export async function listChannels(ctx: ServiceContext, spaceId: string): Promise<Channel[]> {
   const userId = ownerOf(ctx);
   await liveSpace(ctx.db, userId, spaceId);
-  const rows = await channels(ctx.db)
-    .where({ user_id: userId, space_id: spaceId })
-    .whereNull('archived_at')
-    .orderBy([{ column: 'position' }, { column: 'id' }]);
-  return rows.map(toChannel);
+  return (await structureRepo.listChannels(ctx.db, userId, spaceId)).map(toChannel);
 }
 
 export async function createChannel(
@@ -397,13 +304,7 @@ export async function createChannel(
   return inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
     await assertCategoryOfSpace(tx.db, userId, spaceId, input.categoryId);
-    const { count, next } = (await channels(tx.db)
-      .where({ user_id: userId, space_id: spaceId })
-      .whereNull('archived_at')
-      .first(
-        tx.db.raw('count(*)::int as count'),
-        tx.db.raw('coalesce(max(position) + 1, 0)::int as next'),
-      )) as unknown as { count: number; next: number };
+    const { count, next } = await structureRepo.channelCountAndNext(tx.db, userId, spaceId);
     if (count >= LIMITS.channels) throw badRequest(`A space has at most ${LIMITS.channels} channels`);
     const row = {
       id: randomUUID(),
@@ -417,7 +318,7 @@ export async function createChannel(
       created_at: tx.now,
       updated_at: tx.now,
     };
-    await channels(tx.db).insert(row);
+    await structureRepo.insertChannel(tx.db, row);
     return toChannel({ ...row, last_seq: 0, read_seq: 0, unread_count: 0, archived_at: null });
   });
 }
@@ -429,16 +330,12 @@ export async function updateChannel(
 ): Promise<Channel> {
   const userId = ownerOf(ctx);
   await liveChannel(ctx.db, userId, id);
-  const changes: Partial<ChannelRow> = { updated_at: ctx.now };
+  const changes: ChannelChanges = {};
   if (input.name !== undefined) changes.name = input.name.trim() || input.name;
   if (input.topic !== undefined) changes.topic = input.topic;
-  const [row] = await channels(ctx.db)
-    .where({ id, user_id: userId })
-    .whereNull('archived_at')
-    .update(changes)
-    .returning('*');
+  const row = await structureRepo.updateChannel(ctx.db, userId, id, changes, ctx.now);
   if (!row) throw notFound('Channel not found');
-  return toChannel(row as ChannelRow);
+  return toChannel(row);
 }
 
 export async function moveChannel(ctx: ServiceContext, id: string, categoryId: string | null): Promise<Channel> {
@@ -446,34 +343,26 @@ export async function moveChannel(ctx: ServiceContext, id: string, categoryId: s
   return inTransaction(ctx, async (tx) => {
     const channel = await liveChannel(tx.db, userId, id, true);
     await assertCategoryOfSpace(tx.db, userId, channel.space_id, categoryId);
-    const [row] = await channels(tx.db)
-      .where({ id, user_id: userId })
-      .update({ category_id: categoryId, updated_at: tx.now })
-      .returning('*');
-    return toChannel(row as ChannelRow);
+    return toChannel((await structureRepo.moveChannel(tx.db, userId, id, categoryId, tx.now))!);
   });
 }
 
 export async function archiveChannel(ctx: ServiceContext, id: string): Promise<void> {
   const userId = ownerOf(ctx);
   await liveChannel(ctx.db, userId, id);
-  await channels(ctx.db).where({ id, user_id: userId }).update({ archived_at: ctx.now, updated_at: ctx.now });
+  await structureRepo.archiveChannel(ctx.db, userId, id, ctx.now);
 }
 
 export async function reorderChannels(ctx: ServiceContext, spaceId: string, ordered: string[]): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
-    const rows = await channels(tx.db)
-      .where({ user_id: userId, space_id: spaceId })
-      .whereNull('archived_at')
-      .select('id');
     assertPermutation(
       ordered,
-      rows.map((r) => r.id),
+      await structureRepo.liveChannelIds(tx.db, userId, spaceId),
       'orderedChannelIds must list every live channel of the space exactly once',
     );
-    await applyOrder(tx.db, 'messaging_channels', userId, ordered, tx.now);
+    await structureRepo.applyOrder(tx.db, 'messaging_channels', userId, ordered, tx.now);
   });
 }
 
@@ -481,7 +370,7 @@ export async function reorderChannels(ctx: ServiceContext, spaceId: string, orde
 
 export async function bootstrap(ctx: ServiceContext): Promise<Schemas['MessagingBootstrap']> {
   const userId = ownerOf(ctx);
-  const [row] = await bootstrapStatement(ctx.db, [userId, userId, userId, userId]);
+  const row = await structureRepo.bootstrap(ctx.db, userId);
   const chans = jsonValue<Array<Channel & { unread: number }>>(row?.channels) ?? [];
   const unreadByChannelId: Record<string, number> = {};
   for (const c of chans) unreadByChannelId[c.id] = c.unread;
