@@ -1867,6 +1867,74 @@ where
   t.id = v.id
   and t.user_id = $3;
 
+-- messaging_sealed_batch_1: messages
+select
+  id,
+  user_id,
+  key_id,
+  content_enc as data
+from
+  messaging_messages
+where
+  key_id = $1
+limit
+  $2
+for update
+  skip locked;
+
+-- messaging_sealed_batch_2: linkPreviews
+select
+  id,
+  user_id,
+  key_id,
+  data_enc as data
+from
+  messaging_link_previews
+where
+  key_id = $1
+limit
+  $2
+for update
+  skip locked;
+
+-- messaging_sealed_rewrite_1: messages
+update messaging_messages
+set
+  key_id = $1,
+  content_enc = $2
+where
+  id = $3
+  and key_id = $4;
+
+-- messaging_sealed_rewrite_2: linkPreviews
+update messaging_link_previews
+set
+  key_id = $1,
+  data_enc = $2
+where
+  id = $3
+  and key_id = $4;
+
+-- messaging_sealed_under_key_1: messages
+select
+  id
+from
+  messaging_messages
+where
+  key_id = $1
+limit
+  1;
+
+-- messaging_sealed_under_key_2: linkPreviews
+select
+  id
+from
+  messaging_link_previews
+where
+  key_id = $1
+limit
+  1;
+
 -- messaging_side_system_live (a side system)
 select
   id
