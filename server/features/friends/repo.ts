@@ -277,6 +277,11 @@ export interface PageFilter {
   query: string | null;
 }
 
+/**
+ * A page of the caller's rows. The status is a shape of the text (with it, the friendships_list
+ * index (user_id, status, created_at, id) walks just that status); the query is one condition
+ * whatever its value (null passes every row), as it only filters the joined account.
+ */
 const pageStatement = statement<
   { userId: string; filter: PageFilter; limit: number; after: [number, string] | null },
   FriendListDbRow
