@@ -947,10 +947,6 @@ export interface paths {
          *
          *     On an unexpected server error while reading the front the answer is 200 with the empty front
          *     (`primary` null, empty arrays, `note` '') instead of a 500 (spec); the error is logged.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         get: operations["getFriendFront"];
         /**
@@ -964,10 +960,6 @@ export interface paths {
          *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
          *     owner's own front write, in one transaction with an audit entry on the owner's account
          *     (action `friend_write.front.set`, detail `friendUserId` = the caller); a refused write changes nothing.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         put: operations["setFriendFront"];
         post?: never;
@@ -999,10 +991,6 @@ export interface paths {
          *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
          *     owner's own front write, in one transaction with an audit entry on the owner's account
          *     (action `friend_write.front.start`, detail `friendUserId` = the caller); a refused write changes nothing.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         post: operations["startFriendFronting"];
         delete?: never;
@@ -1036,10 +1024,6 @@ export interface paths {
          *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
          *     owner's own front write, in one transaction with an audit entry on the owner's account
          *     (action `friend_write.front.stop`, detail `friendUserId` = the caller); a refused write changes nothing.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         delete: operations["stopFriendFronting"];
         options?: never;
@@ -1073,10 +1057,6 @@ export interface paths {
          *     caller's buckets must grant `front` at `read_write` on it, else 403. The write runs as the
          *     owner's own front write, in one transaction with an audit entry on the owner's account
          *     (action `friend_write.front.tier_presence_clear`, detail `friendUserId` = the caller); a refused write changes nothing.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         delete: operations["clearFriendTierPresence"];
         options?: never;
@@ -1110,10 +1090,6 @@ export interface paths {
          *     `read_write` on every listed member (else 403). Audited as `friend_write.front.reorder` on the
          *     owner's account (detail `friendUserId`), in the same transaction; a refused write changes
          *     nothing.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         patch: operations["reorderFriendFront"];
         trace?: never;
@@ -1133,10 +1109,6 @@ export interface paths {
          * @description The owner's members the caller may put on or take off the front: live (not in the trash), not
          *     archived, visible with `members_view` and with `front` at `read_write` (spec: "member ids the
          *     viewer may front-manage"). By name, then id.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         get: operations["listFriendFrontWritableMembers"];
         put?: never;
@@ -1173,10 +1145,6 @@ export interface paths {
          *     `count` is the number of the owner's sessions matching the time filters BEFORE the per-member
          *     privacy filter (spec), so it also counts sessions of hidden members. Pass `nextCursor` back as
          *     `cursorStartedAt` and `cursorId` (both, or neither: 400); it is null on the last page.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         get: operations["getFriendFrontHistory"];
         put?: never;
@@ -1209,10 +1177,6 @@ export interface paths {
          *
          *     Needs the front history tab: the caller's buckets must grant `front` at read or more (403
          *     otherwise, even when nothing would be visible).
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         get: operations["getFriendFrontHistoryMonth"];
         put?: never;
@@ -1247,9 +1211,6 @@ export interface paths {
          *     `members_view` and `member_notes` at read or more (a note has no buckets of its own). Writes
          *     need `member_notes` at `read_write` on every member the note links (before and, for PATCH,
          *     after the change); a note linking a member in the trash is read-only for friends.
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         get: operations["listFriendEntries"];
         put?: never;
@@ -1262,10 +1223,6 @@ export interface paths {
          *     with `member_notes` at `read_write` (else 403). Audited as `friend_write.entry.create` on the
          *     owner's account (detail `friendUserId`), in the same transaction; a refused write changes
          *     nothing.
-         *
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         post: operations["createFriendEntry"];
         delete?: never;
@@ -1301,9 +1258,6 @@ export interface paths {
          *     `members_view` and `member_notes` at read or more (a note has no buckets of its own). Writes
          *     need `member_notes` at `read_write` on every member the note links (before and, for PATCH,
          *     after the change); a note linking a member in the trash is read-only for friends.
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         delete: operations["deleteFriendEntry"];
         options?: never;
@@ -1322,9 +1276,6 @@ export interface paths {
          *     `members_view` and `member_notes` at read or more (a note has no buckets of its own). Writes
          *     need `member_notes` at `read_write` on every member the note links (before and, for PATCH,
          *     after the change); a note linking a member in the trash is read-only for friends.
-         *     Every friend route first needs an accepted friendship (both sides accepted, no block either
-         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
-         *     found" (the same body in every case).
          */
         patch: operations["updateFriendEntry"];
         trace?: never;
@@ -8488,9 +8439,9 @@ export interface components {
         };
         /**
          * @description The friendship is not visible (no friendship, pending, revoked, blocked either way, unknown
-         *     account or the caller's own id: "Friend not found"), or the member is unknown, in the trash,
-         *     archived where the route needs an active member, or hidden from the caller ("Member not
-         *     found", the same body for all of those).
+         *     account or the caller's own id: "Friend not found", the same body in every case), or the
+         *     member is unknown, in the trash, archived where the route needs an active member, or hidden
+         *     from the caller ("Member not found", the same body for all of those).
          */
         FriendNotFoundMember: {
             headers: {
@@ -8501,9 +8452,10 @@ export interface components {
             };
         };
         /**
-         * @description The friendship is not visible ("Friend not found"), the note is unknown, in the trash or
-         *     hidden from the caller ("Entry not found"), or a member the request links is unknown, in the
-         *     trash or hidden ("Member not found").
+         * @description The friendship is not visible (no friendship, pending, revoked, blocked either way, unknown
+         *     account or the caller's own id: "Friend not found", the same body in every case), the note is
+         *     unknown, in the trash or hidden from the caller ("Entry not found"), or a member the request
+         *     links is unknown, in the trash or hidden ("Member not found").
          */
         FriendNotFoundEntry: {
             headers: {
@@ -8537,6 +8489,19 @@ export interface components {
          *     has blocked the caller or hides something.
          */
         NotFoundFriend: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Every friend route first needs an accepted friendship (both sides accepted, no block either
+         *     way); otherwise, and for the caller's own id or an unknown account, it answers 404 "Friend not
+         *     found" (the same body in every case).
+         */
+        NotFoundFriendship: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10514,7 +10479,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFriendsRead"];
-            404: components["responses"]["NotFoundFriend"];
+            404: components["responses"]["NotFoundFriendship"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -10716,7 +10681,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["FriendForbiddenFrontWrite"];
-            404: components["responses"]["NotFoundFriend"];
+            404: components["responses"]["NotFoundFriendship"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10757,7 +10722,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFriendsRead"];
-            404: components["responses"]["NotFoundFriend"];
+            404: components["responses"]["NotFoundFriendship"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -10806,7 +10771,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFriendsRead"];
-            404: components["responses"]["NotFoundFriend"];
+            404: components["responses"]["NotFoundFriendship"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -10859,7 +10824,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            404: components["responses"]["NotFoundFriend"];
+            404: components["responses"]["NotFoundFriendship"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -10902,7 +10867,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFriendsRead"];
-            404: components["responses"]["NotFoundFriend"];
+            404: components["responses"]["NotFoundFriendship"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

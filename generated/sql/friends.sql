@@ -448,3 +448,856 @@ select
           $21
       ) x
   ) as groups;
+
+-- friends_account (one account)
+select
+  a.id,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  a.pronouns,
+  a.status,
+  a.timezone,
+  a.country,
+  a.about_markdown,
+  a.banner_url,
+  a.appear_in_suggestions,
+  a.updated_at
+from
+  accounts a
+where
+  a.id = $1
+limit
+  1;
+
+-- friends_account_by_username (a username, any case)
+select
+  a.id,
+  a.username
+from
+  accounts a
+where
+  lower(a.username) = lower($1::text)
+limit
+  1;
+
+-- friends_forget_buckets (both sides of a pair)
+delete from privacy_bucket_assignments
+where
+  kind = 'friend'
+  and (
+    (
+      user_id = $1
+      and content_id = $2
+    )
+    or (
+      user_id = $3
+      and content_id = $4
+    )
+  );
+
+-- friends_list_1: every row
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+order by
+  f.created_at,
+  f.id;
+
+-- friends_list_2: one status
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+  and f.status = $2
+order by
+  f.created_at,
+  f.id;
+
+-- friends_list_3: the incoming requests
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+  and f.status = 'pending'
+  and f.direction = 'incoming'
+order by
+  f.created_at,
+  f.id;
+
+-- friends_lock_pair (two accounts)
+select
+  a.id
+from
+  accounts a
+where
+  a.id in ($1, $2)
+order by
+  a.id
+for update;
+
+-- friends_page_1: first page
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+  and (
+    $2::text is null
+    or strpos(lower(a.display_name), lower($3::text)) > 0
+    or strpos(lower(a.username), lower($4::text)) > 0
+  )
+order by
+  f.created_at asc,
+  f.id asc
+limit
+  $5;
+
+-- friends_page_2: first page, one status
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+  and f.status = $2
+  and (
+    $3::text is null
+    or strpos(lower(a.display_name), lower($4::text)) > 0
+    or strpos(lower(a.username), lower($5::text)) > 0
+  )
+order by
+  f.created_at asc,
+  f.id asc
+limit
+  $6;
+
+-- friends_page_3: after a cursor
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+  and (
+    $2::text is null
+    or strpos(lower(a.display_name), lower($3::text)) > 0
+    or strpos(lower(a.username), lower($4::text)) > 0
+  )
+  and (f.created_at, f.id) > ($5::bigint, $6::uuid)
+order by
+  f.created_at asc,
+  f.id asc
+limit
+  $7;
+
+-- friends_page_4: after a cursor, one status
+select
+  f.id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.created_at,
+  f.accepted_at,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  case
+    when g.shown then a.pronouns
+  end as friend_pronouns,
+  case
+    when g.shown then a.status
+  end as friend_status,
+  case
+    when g.shown then a.banner_url
+  end as friend_banner_url,
+  coalesce(
+    (
+      select
+        array_agg(
+          pa.bucket_id::text
+          order by
+            pb.created_at,
+            pb.id
+        )
+      from
+        privacy_bucket_assignments pa
+        join privacy_buckets pb on pb.id = pa.bucket_id
+        and pb.user_id = f.user_id
+      where
+        pa.kind = 'friend'
+        and pa.section_key = ''
+        and pa.user_id = f.user_id
+        and pa.content_id = f.friend_user_id
+    ),
+    '{}'
+  ) as bucket_ids
+from
+  friendships f
+  join accounts a on a.id = f.friend_user_id
+  cross join lateral (
+    select
+      exists (
+        select
+          1
+        from
+          friendships gfo
+          join friendships gfv on gfv.user_id = gfo.friend_user_id
+          and gfv.friend_user_id = gfo.user_id
+          and gfv.status = 'accepted'
+          join privacy_bucket_assignments gfa on gfa.kind = 'friend'
+          and gfa.section_key = ''
+          and gfa.user_id = gfo.user_id
+          and gfa.content_id = gfo.friend_user_id
+          join privacy_buckets gfb on gfb.id = gfa.bucket_id
+          and gfb.user_id = gfo.user_id
+        where
+          gfo.user_id = f.friend_user_id
+          and gfo.friend_user_id = f.user_id
+          and gfo.status = 'accepted'
+          and gfb.friend_permissions ->> 'friend_data' in ('read', 'read_write')
+      ) as shown
+  ) g
+where
+  f.user_id = $1
+  and f.status = $2
+  and (
+    $3::text is null
+    or strpos(lower(a.display_name), lower($4::text)) > 0
+    or strpos(lower(a.username), lower($5::text)) > 0
+  )
+  and (f.created_at, f.id) > ($6::bigint, $7::uuid)
+order by
+  f.created_at asc,
+  f.id asc
+limit
+  $8;
+
+-- friends_pair (both sides of a pair)
+select
+  f.id,
+  f.user_id,
+  f.friend_user_id,
+  f.status,
+  f.direction,
+  f.block_reason,
+  f.created_at,
+  f.accepted_at,
+  f.updated_at
+from
+  friendships f
+where
+  (
+    f.user_id = $1
+    and f.friend_user_id = $2
+  )
+  or (
+    f.user_id = $3
+    and f.friend_user_id = $4
+  );
+
+-- friends_put_row (one side (created_at kept or restarted))
+insert into
+  friendships (id, user_id, friend_user_id, status, direction, block_reason, created_at, accepted_at, updated_at)
+values
+  ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+on conflict (user_id, friend_user_id) do update
+set
+  status = excluded.status,
+  direction = excluded.direction,
+  block_reason = excluded.block_reason,
+  accepted_at = excluded.accepted_at,
+  updated_at = excluded.updated_at,
+  created_at = case
+    when $10::boolean then excluded.created_at
+    else friendships.created_at
+  end;
+
+-- friends_revoke_row (one side)
+update friendships
+set
+  status = 'revoked',
+  direction = null,
+  block_reason = null,
+  accepted_at = null,
+  updated_at = $1
+where
+  user_id = $2
+  and friend_user_id = $3;
+
+-- friends_search_members (a search)
+select
+  m.id,
+  m.name
+from
+  members m
+where
+  m.user_id = $1
+  and m.deleted_at is null
+  and to_tsvector('simple', m.name) @@ to_tsquery('simple', $2)
+  and (
+    exists (
+      select
+        1
+      from
+        privacy_bucket_assignments pa
+      where
+        pa.kind = 'member'
+        and pa.content_id = m.id
+        and pa.section_key = ''
+        and pa.bucket_id = any ($3::uuid[])
+    )
+    and (
+      (
+        m.side_system_id is null
+        or m.side_system_id <> all ($4::uuid[])
+      )
+      and (
+        m.sub_system_id is null
+        or m.sub_system_id <> all ($5::uuid[])
+      )
+    )
+  )
+order by
+  lower(m.name) collate "C",
+  m.id
+limit
+  $6;
+
+-- friends_suggestions (an account)
+with
+  mine as (
+    select
+      f.friend_user_id as id
+    from
+      friendships f
+      join friendships r on r.user_id = f.friend_user_id
+      and r.friend_user_id = f.user_id
+      and r.status = 'accepted'
+    where
+      f.user_id = $1
+      and f.status = 'accepted'
+  ),
+  candidates as (
+    select
+      g.friend_user_id as id,
+      count(*)::int as mutual
+    from
+      mine
+      join friendships g on g.user_id = mine.id
+      and g.status = 'accepted'
+      join friendships gr on gr.user_id = g.friend_user_id
+      and gr.friend_user_id = g.user_id
+      and gr.status = 'accepted'
+    where
+      g.friend_user_id <> $2
+      and not exists (
+        select
+          1
+        from
+          friendships x
+        where
+          x.user_id = $3
+          and x.friend_user_id = g.friend_user_id
+      )
+      and not exists (
+        select
+          1
+        from
+          friendships y
+        where
+          y.user_id = g.friend_user_id
+          and y.friend_user_id = $4
+      )
+    group by
+      g.friend_user_id
+  )
+select
+  a.id,
+  c.mutual,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at
+from
+  candidates c
+  join accounts a on a.id = c.id
+where
+  a.appear_in_suggestions
+order by
+  c.mutual desc,
+  lower(a.username) collate "C",
+  a.id
+limit
+  $5;
+
+-- friends_update_profile (any subset of the fields)
+update accounts a
+set
+  pronouns = case
+    when $1::boolean then $2::text
+    else a.pronouns
+  end,
+  status = case
+    when $3::boolean then $4::text
+    else a.status
+  end,
+  timezone = case
+    when $5::boolean then $6::text
+    else a.timezone
+  end,
+  country = case
+    when $7::boolean then $8::text
+    else a.country
+  end,
+  about_markdown = case
+    when $9::boolean then $10::text
+    else a.about_markdown
+  end,
+  banner_url = case
+    when $11::boolean then $12::text
+    else a.banner_url
+  end,
+  image_url = case
+    when $13::boolean then $14::text
+    else a.image_url
+  end,
+  appear_in_suggestions = case
+    when $15::boolean then $16::boolean
+    else a.appear_in_suggestions
+  end,
+  updated_at = $17
+where
+  a.id = $18
+returning
+  a.id,
+  a.username,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  a.pronouns,
+  a.status,
+  a.timezone,
+  a.country,
+  a.about_markdown,
+  a.banner_url,
+  a.appear_in_suggestions,
+  a.updated_at;

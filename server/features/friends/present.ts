@@ -1,6 +1,6 @@
 /** Database rows of the friends area → the contract's shapes. */
 import type { components } from '../../../generated/api.d.ts';
-import type { AccountCardRow, FriendListDbRow, SearchRows, SuggestionDbRow } from './repo.ts';
+import type { AccountProfileRow, FriendListDbRow, SearchRows, SuggestionDbRow } from './repo.ts';
 
 type Schemas = components['schemas'];
 
@@ -47,7 +47,7 @@ export function toSuggestion(row: SuggestionDbRow): Schemas['FriendSuggestionRow
 }
 
 export function toProfileCard(
-  row: AccountCardRow,
+  row: AccountProfileRow,
   showPrivate: boolean,
   tabs: Schemas['FriendProfileTabs'],
 ): Schemas['FriendProfileCard'] {
@@ -74,7 +74,7 @@ export function toProfileCard(
   };
 }
 
-export function toFriendsProfile(row: AccountCardRow): Schemas['FriendsProfile'] {
+export function toFriendsProfile(row: AccountProfileRow): Schemas['FriendsProfile'] {
   return {
     userId: row.id,
     username: row.username,

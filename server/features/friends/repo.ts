@@ -2,15 +2,19 @@
  * SQL of the friends area: friendship rows (one per side, migration 0012), the account fields the
  * lists and cards show, suggestions, and the search over a friend's content. Every list is one
  * statement whatever its length; what a friend may see is decided in SQL through server/access/.
+ * Every statement is a named statement built with the sql tag, committed as generated/sql/friends.sql.
  */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { EXAMPLE_ACCESS, visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
-import type { Access, FriendAccess } from '../../core/context.ts';
-import { type Sql, sql } from '../../db/sql.ts';
-import { statement } from '../../db/statements.ts';
+import { EXAMPLE_ACCESS, visibleContentSql, visibleMembersSql } from '../../access/index.ts';
 import { grantsReadSql } from '../../access/grants.ts';
-import { keysetPage, type Keyset } from '../../core/keyset.ts';
+import type { FriendAccess } from '../../core/context.ts';
+import { type Keyset, keysetAfterSql, keysetOrderSql } from '../../core/keyset.ts';
+import { type Sql, sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { type AccountCardRow, accountCardColumns } from './accountCard.ts';
+
+const AREA = 'friends';
 
 export type FriendshipStatus = 'pending' | 'accepted' | 'blocked' | 'revoked';
 export type Direction = 'outgoing' | 'incoming';
@@ -27,28 +31,22 @@ export interface FriendshipRow {
   updated_at: number;
 }
 
-/** An account's fields that friend lists and cards show. */
-export interface AccountCardRow {
+/** An account's fields that the friend profile card and the account's own friend-facing profile show. */
+export interface AccountProfileRow extends AccountCardRow {
   id: string;
   username: string;
-  display_name: string;
-  image_url: string | null;
   pronouns: string | null;
   status: string | null;
   timezone: string | null;
   country: string | null;
   about_markdown: string | null;
   banner_url: string | null;
-  is_admin: boolean;
-  plan: 'free' | 'pro' | 'pro_plus';
-  donor_supporter_unlocked: boolean;
-  closed_beta_participant_at: number | null;
   appear_in_suggestions: boolean;
   updated_at: number;
 }
 
 /** A row of the caller's friend list, with the other account's fields (private ones already masked). */
-export interface FriendListDbRow {
+export interface FriendListDbRow extends AccountCardRow {
   id: string;
   friend_user_id: string;
   status: FriendshipStatus;
@@ -56,59 +54,63 @@ export interface FriendListDbRow {
   created_at: number;
   accepted_at: number | null;
   username: string;
-  display_name: string;
-  image_url: string | null;
   friend_pronouns: string | null;
   friend_status: string | null;
   friend_banner_url: string | null;
-  is_admin: boolean;
-  plan: 'free' | 'pro' | 'pro_plus';
-  donor_supporter_unlocked: boolean;
-  closed_beta_participant_at: number | null;
   bucket_ids: string[];
 }
 
-export interface SuggestionDbRow {
+export interface SuggestionDbRow extends AccountCardRow {
   id: string;
   mutual: number;
   username: string;
-  display_name: string;
-  image_url: string | null;
-  is_admin: boolean;
-  plan: 'free' | 'pro' | 'pro_plus';
-  donor_supporter_unlocked: boolean;
-  closed_beta_participant_at: number | null;
 }
 
-const ACCOUNT_COLUMNS = [
-  'id',
-  'username',
-  'display_name',
-  'image_url',
-  'pronouns',
-  'status',
-  'timezone',
-  'country',
-  'about_markdown',
-  'banner_url',
-  'is_admin',
-  'plan',
-  'donor_supporter_unlocked',
-  'closed_beta_participant_at',
-  'appear_in_suggestions',
-  'updated_at',
-] as const;
-
-export async function findAccount(db: Knex, id: string): Promise<AccountCardRow | undefined> {
-  return db('accounts').where({ id }).first(ACCOUNT_COLUMNS);
+/** The account card's columns of the accounts row `alias` (./accountCard.ts). */
+function accountCardSql(alias: string): Sql {
+  return sql.join(
+    accountCardColumns(alias).map((column) => sql.id(column)),
+    ', ',
+  );
 }
+
+/** The columns of AccountProfileRow, of the accounts row `a`. */
+const PROFILE_COLUMNS = sql`a.id, a.username, ${accountCardSql('a')}, a.pronouns, a.status, a.timezone, a.country, a.about_markdown, a.banner_url, a.appear_in_suggestions, a.updated_at`;
+
+const accountById = statement<{ id: string }, AccountProfileRow>({
+  name: 'friends_account',
+  area: AREA,
+  variants: { 'one account': { id: EXAMPLE_UUID } },
+  build: ({ id }) => sql`select ${PROFILE_COLUMNS} from accounts a where a.id = ${id} limit 1`,
+});
+
+export async function findAccount(db: Knex, id: string): Promise<AccountProfileRow | undefined> {
+  const [row] = await accountById(db, { id });
+  return row;
+}
+
+const accountByUsername = statement<{ username: string }, { id: string; username: string }>({
+  name: 'friends_account_by_username',
+  area: AREA,
+  variants: { 'a username, any case': { username: 'example' } },
+  build: ({ username }) =>
+    sql`select a.id, a.username from accounts a where lower(a.username) = lower(${username}::text) limit 1`,
+});
 
 export async function findAccountByUsername(
   db: Knex,
   username: string,
 ): Promise<{ id: string; username: string } | undefined> {
-  return db('accounts').whereRaw('lower(username) = lower(?)', [username]).first('id', 'username');
+  const [row] = await accountByUsername(db, { username });
+  return row;
 }
+
+const lockAccounts = statement<{ a: string; b: string }, { id: string }>({
+  name: 'friends_lock_pair',
+  area: AREA,
+  variants: { 'two accounts': { a: EXAMPLE_UUID, b: EXAMPLE_UUID } },
+  build: ({ a, b }) => sql`select a.id from accounts a where a.id in (${a}, ${b}) order by a.id for update`,
+});
 
 /**
  * Locks both accounts (in id order, so two requests about the same pair never deadlock) for the
@@ -116,9 +118,19 @@ export async function findAccountByUsername(
  * that exist.
  */
 export async function lockPair(db: Knex.Transaction, a: string, b: string): Promise<string[]> {
-  const rows: Array<{ id: string }> = await db('accounts').whereIn('id', [a, b]).orderBy('id').forUpdate().select('id');
-  return rows.map((r) => r.id);
+  return (await lockAccounts(db, { a, b })).map((r) => r.id);
 }
+
+const pairRows = statement<{ userId: string; otherId: string }, FriendshipRow>({
+  name: 'friends_pair',
+  area: AREA,
+  variants: { 'both sides of a pair': { userId: EXAMPLE_UUID, otherId: EXAMPLE_UUID } },
+  build: ({ userId, otherId }) =>
+    sql`select f.id, f.user_id, f.friend_user_id, f.status, f.direction, f.block_reason, f.created_at, f.accepted_at, f.updated_at
+      from friendships f
+     where (f.user_id = ${userId} and f.friend_user_id = ${otherId})
+        or (f.user_id = ${otherId} and f.friend_user_id = ${userId})`,
+});
 
 /** Both sides' rows of a pair: `mine` is userId's view of otherId, `theirs` the reverse. */
 export async function findPair(
@@ -126,10 +138,7 @@ export async function findPair(
   userId: string,
   otherId: string,
 ): Promise<{ mine?: FriendshipRow; theirs?: FriendshipRow }> {
-  const rows: FriendshipRow[] = await db('friendships')
-    .where({ user_id: userId, friend_user_id: otherId })
-    .orWhere({ user_id: otherId, friend_user_id: userId })
-    .select();
+  const rows = await pairRows(db, { userId, otherId });
   return { mine: rows.find((r) => r.user_id === userId), theirs: rows.find((r) => r.user_id === otherId) };
 }
 
@@ -144,102 +153,113 @@ export interface RowChange {
   restart?: boolean;
 }
 
+const upsertRow = statement<{ id: string; change: RowChange; now: number }, never>({
+  name: 'friends_put_row',
+  area: AREA,
+  variants: {
+    'one side (created_at kept or restarted)': {
+      id: EXAMPLE_UUID,
+      change: { userId: EXAMPLE_UUID, friendUserId: EXAMPLE_UUID, status: 'pending', restart: true },
+      now: 0,
+    },
+  },
+  build: ({ id, change, now }) =>
+    sql`insert into friendships (id, user_id, friend_user_id, status, direction, block_reason, created_at, accepted_at, updated_at)
+    values (${id}, ${change.userId}, ${change.friendUserId}, ${change.status}, ${change.direction ?? null}, ${change.blockReason ?? null}, ${now}, ${change.acceptedAt ?? null}, ${now})
+    on conflict (user_id, friend_user_id) do update set
+      status = excluded.status,
+      direction = excluded.direction,
+      block_reason = excluded.block_reason,
+      accepted_at = excluded.accepted_at,
+      updated_at = excluded.updated_at,
+      created_at = case when ${change.restart === true}::boolean then excluded.created_at else friendships.created_at end`,
+});
+
 /** Writes one side's row: inserts it, or updates the existing one (the row id never changes). */
 export async function putRow(db: Knex, change: RowChange, now: number): Promise<void> {
-  const row = {
-    id: randomUUID(),
-    user_id: change.userId,
-    friend_user_id: change.friendUserId,
-    status: change.status,
-    direction: change.direction ?? null,
-    block_reason: change.blockReason ?? null,
-    created_at: now,
-    accepted_at: change.acceptedAt ?? null,
-    updated_at: now,
-  };
-  const merged = [
-    'status',
-    'direction',
-    'block_reason',
-    'accepted_at',
-    'updated_at',
-    ...(change.restart ? ['created_at'] : []),
-  ];
-  await db('friendships').insert(row).onConflict(['user_id', 'friend_user_id']).merge(merged);
+  await upsertRow(db, { id: randomUUID(), change, now });
 }
+
+const revokeOne = statement<{ userId: string; friendUserId: string; now: number }, never>({
+  name: 'friends_revoke_row',
+  area: AREA,
+  variants: { 'one side': { userId: EXAMPLE_UUID, friendUserId: EXAMPLE_UUID, now: 0 } },
+  build: ({ userId, friendUserId, now }) =>
+    sql`update friendships
+       set status = 'revoked', direction = null, block_reason = null, accepted_at = null, updated_at = ${now}
+     where user_id = ${userId} and friend_user_id = ${friendUserId}`,
+});
 
 /** Sets one existing side's row to revoked (nothing when the row does not exist). */
 export async function revokeRow(db: Knex, userId: string, friendUserId: string, now: number): Promise<void> {
-  await db('friendships')
-    .where({ user_id: userId, friend_user_id: friendUserId })
-    .update({ status: 'revoked', direction: null, block_reason: null, accepted_at: null, updated_at: now });
+  await revokeOne(db, { userId, friendUserId, now });
 }
+
+const forgetBuckets = statement<{ a: string; b: string }, never>({
+  name: 'friends_forget_buckets',
+  area: AREA,
+  variants: { 'both sides of a pair': { a: EXAMPLE_UUID, b: EXAMPLE_UUID } },
+  build: ({ a, b }) =>
+    sql`delete from privacy_bucket_assignments
+     where kind = 'friend'
+       and ((user_id = ${a} and content_id = ${b}) or (user_id = ${b} and content_id = ${a}))`,
+});
 
 /** Removes the buckets each side assigned to the other (a later friendship starts from the defaults). */
 export async function forgetFriendBuckets(db: Knex, a: string, b: string): Promise<void> {
-  await db('privacy_bucket_assignments')
-    .where({ kind: 'friend' })
-    .andWhere((q) => q.where({ user_id: a, content_id: b }).orWhere({ user_id: b, content_id: a }))
-    .delete();
+  await forgetBuckets(db, { a, b });
 }
 
 /**
- * The caller's rows with the other account's fields. The other's pronouns, status and banner show
- * only when it grants the caller friend_data at read (server/access/grants.ts), decided in the
- * same statement for every row.
+ * The caller's rows with the other account's fields, those `where` keeps, in `order`. The other's
+ * pronouns, status and banner show only when it grants the caller friend_data at read
+ * (server/access/grants.ts), decided in the same statement for every row.
  */
-function listQuery(db: Knex, userId: string): Knex.QueryBuilder {
-  return db('friendships as f')
-    .join('accounts as a', 'a.id', 'f.friend_user_id')
-    .joinRaw(`cross join lateral (select ${grantsReadSql('friend_data', 'f.friend_user_id', 'f.user_id')} as shown) g`)
-    .where('f.user_id', userId)
-    .select(
-      'f.id',
-      'f.friend_user_id',
-      'f.status',
-      'f.direction',
-      'f.created_at',
-      'f.accepted_at',
-      'a.username',
-      'a.display_name',
-      'a.image_url',
-      'a.is_admin',
-      'a.plan',
-      'a.donor_supporter_unlocked',
-      'a.closed_beta_participant_at',
-      db.raw('case when g.shown then a.pronouns end as friend_pronouns'),
-      db.raw('case when g.shown then a.status end as friend_status'),
-      db.raw('case when g.shown then a.banner_url end as friend_banner_url'),
-      db.raw(`coalesce((select array_agg(pa.bucket_id::text order by pb.created_at, pb.id)
-                          from privacy_bucket_assignments pa
-                          join privacy_buckets pb on pb.id = pa.bucket_id and pb.user_id = f.user_id
-                         where pa.kind = 'friend' and pa.section_key = '' and pa.user_id = f.user_id and pa.content_id = f.friend_user_id), '{}') as bucket_ids`),
-    );
+function listSql(userId: string, where: Sql, order: Sql): Sql {
+  return sql`select f.id, f.friend_user_id, f.status, f.direction, f.created_at, f.accepted_at,
+         a.username, ${accountCardSql('a')},
+         case when g.shown then a.pronouns end as friend_pronouns,
+         case when g.shown then a.status end as friend_status,
+         case when g.shown then a.banner_url end as friend_banner_url,
+         coalesce((select array_agg(pa.bucket_id::text order by pb.created_at, pb.id)
+                     from privacy_bucket_assignments pa
+                     join privacy_buckets pb on pb.id = pa.bucket_id and pb.user_id = f.user_id
+                    where pa.kind = 'friend' and pa.section_key = '' and pa.user_id = f.user_id and pa.content_id = f.friend_user_id), '{}') as bucket_ids
+    from friendships f
+    join accounts a on a.id = f.friend_user_id
+    cross join lateral (select ${grantsReadSql('friend_data', 'f.friend_user_id', 'f.user_id')} as shown) g
+   where f.user_id = ${userId}${where}
+   ${order}`;
 }
 
-export interface ListFilter {
-  status?: FriendshipStatus;
-  incomingOnly?: boolean;
-  /** Case-insensitive text the display name or username contains. */
-  query?: string;
-}
+const statusSql = (status: FriendshipStatus | null): Sql =>
+  status === null ? sql.empty : sql` and f.status = ${status}`;
 
-function applyFilter(q: Knex.QueryBuilder, filter: ListFilter): Knex.QueryBuilder {
-  if (filter.status) q.where('f.status', filter.status);
-  if (filter.incomingOnly) q.where({ 'f.status': 'pending', 'f.direction': 'incoming' });
-  const text = filter.query;
-  if (text !== undefined) {
-    q.where((w) =>
-      w
-        .whereRaw('strpos(lower(a.display_name), lower(?)) > 0', [text])
-        .orWhereRaw('strpos(lower(a.username), lower(?)) > 0', [text]),
-    );
-  }
-  return q;
-}
+/** Which of the caller's rows a list shows: all, those of one status, or the incoming requests. */
+export type ListFilter = { kind: 'all' } | { kind: 'status'; status: FriendshipStatus } | { kind: 'incoming' };
+
+const listStatement = statement<{ userId: string; filter: ListFilter }, FriendListDbRow>({
+  name: 'friends_list',
+  area: AREA,
+  variants: {
+    'every row': { userId: EXAMPLE_UUID, filter: { kind: 'all' } },
+    'one status': { userId: EXAMPLE_UUID, filter: { kind: 'status', status: 'accepted' } },
+    'the incoming requests': { userId: EXAMPLE_UUID, filter: { kind: 'incoming' } },
+  },
+  build: ({ userId, filter }) =>
+    listSql(
+      userId,
+      filter.kind === 'all'
+        ? sql.empty
+        : filter.kind === 'status'
+          ? statusSql(filter.status)
+          : sql` and f.status = 'pending' and f.direction = 'incoming'`,
+      sql`order by f.created_at, f.id`,
+    ),
+});
 
 export async function listRows(db: Knex, userId: string, filter: ListFilter): Promise<FriendListDbRow[]> {
-  return applyFilter(listQuery(db, userId), filter).orderBy([{ column: 'f.created_at' }, { column: 'f.id' }]);
+  return listStatement(db, { userId, filter });
 }
 
 /** Keyset order of the friends page: the friendships_page index (user_id, created_at, id). */
@@ -251,14 +271,67 @@ const PAGE_KEYSET: Keyset = {
   direction: 'asc',
 };
 
+export interface PageFilter {
+  status: FriendshipStatus | null;
+  /** Case-insensitive text the display name or username contains; null for any. */
+  query: string | null;
+}
+
+/**
+ * A page of the caller's rows. The status is a shape of the text (with it, the friendships_list
+ * index (user_id, status, created_at, id) walks just that status); the query is one condition
+ * whatever its value (null passes every row), as it only filters the joined account.
+ */
+const pageStatement = statement<
+  { userId: string; filter: PageFilter; limit: number; after: [number, string] | null },
+  FriendListDbRow
+>({
+  name: 'friends_page',
+  area: AREA,
+  variants: {
+    'first page': { userId: EXAMPLE_UUID, filter: { status: null, query: 'x' }, limit: 1, after: null },
+    'first page, one status': {
+      userId: EXAMPLE_UUID,
+      filter: { status: 'accepted', query: 'x' },
+      limit: 1,
+      after: null,
+    },
+    'after a cursor': {
+      userId: EXAMPLE_UUID,
+      filter: { status: null, query: 'x' },
+      limit: 1,
+      after: [0, EXAMPLE_UUID],
+    },
+    'after a cursor, one status': {
+      userId: EXAMPLE_UUID,
+      filter: { status: 'accepted', query: 'x' },
+      limit: 1,
+      after: [0, EXAMPLE_UUID],
+    },
+  },
+  build: ({ userId, filter: { status, query }, limit, after }) =>
+    listSql(
+      userId,
+      sql`${statusSql(status)}
+     and (${query}::text is null or strpos(lower(a.display_name), lower(${query}::text)) > 0 or strpos(lower(a.username), lower(${query}::text)) > 0)${
+       after === null
+         ? sql.empty
+         : sql`
+     and ${keysetAfterSql(PAGE_KEYSET, after)}`
+     }`,
+      keysetOrderSql(PAGE_KEYSET, limit),
+    ),
+});
+
+/** A page of the caller's rows in createdAt order: `limit + 1` rows after the cursor's key (core/keyset.ts). */
 export async function pageRows(
   db: Knex,
   userId: string,
-  filter: ListFilter,
+  filter: PageFilter,
   limit: number,
   after?: [number, string],
 ): Promise<FriendListDbRow[]> {
-  return keysetPage(applyFilter(listQuery(db, userId), filter), PAGE_KEYSET, limit, after);
+  return pageStatement(db, { userId, filter, limit, after: after ?? null });
 }
 
 /**
@@ -266,32 +339,36 @@ export async function pageRows(
  * anyone it has a row with in either direction (so any block either way), and accounts that opted
  * out; with the number of mutual friends. One statement.
  */
-export async function suggestions(db: Knex, userId: string, limit: number): Promise<SuggestionDbRow[]> {
-  const { rows } = await db.raw(
-    `with mine as (
+const suggestionsStatement = statement<{ userId: string; limit: number }, SuggestionDbRow>({
+  name: 'friends_suggestions',
+  area: AREA,
+  variants: { 'an account': { userId: EXAMPLE_UUID, limit: 1 } },
+  build: ({ userId: me, limit }) =>
+    sql`with mine as (
        select f.friend_user_id as id
          from friendships f
          join friendships r on r.user_id = f.friend_user_id and r.friend_user_id = f.user_id and r.status = 'accepted'
-        where f.user_id = :me and f.status = 'accepted'
+        where f.user_id = ${me} and f.status = 'accepted'
      ), candidates as (
        select g.friend_user_id as id, count(*)::int as mutual
          from mine
          join friendships g on g.user_id = mine.id and g.status = 'accepted'
          join friendships gr on gr.user_id = g.friend_user_id and gr.friend_user_id = g.user_id and gr.status = 'accepted'
-        where g.friend_user_id <> :me
-          and not exists (select 1 from friendships x where x.user_id = :me and x.friend_user_id = g.friend_user_id)
-          and not exists (select 1 from friendships y where y.user_id = g.friend_user_id and y.friend_user_id = :me)
+        where g.friend_user_id <> ${me}
+          and not exists (select 1 from friendships x where x.user_id = ${me} and x.friend_user_id = g.friend_user_id)
+          and not exists (select 1 from friendships y where y.user_id = g.friend_user_id and y.friend_user_id = ${me})
         group by g.friend_user_id
      )
-     select a.id, c.mutual, a.username, a.display_name, a.image_url, a.is_admin, a.plan, a.donor_supporter_unlocked, a.closed_beta_participant_at
+     select a.id, c.mutual, a.username, ${accountCardSql('a')}
        from candidates c
        join accounts a on a.id = c.id
       where a.appear_in_suggestions
       order by c.mutual desc, lower(a.username) collate "C", a.id
-      limit :limit`,
-    { me: userId, limit },
-  );
-  return rows as SuggestionDbRow[];
+      limit ${limit}`,
+});
+
+export async function suggestions(db: Knex, userId: string, limit: number): Promise<SuggestionDbRow[]> {
+  return suggestionsStatement(db, { userId, limit });
 }
 
 export interface ProfileChanges {
@@ -305,17 +382,49 @@ export interface ProfileChanges {
   appear_in_suggestions?: boolean;
 }
 
+const TEXT_FIELDS = [
+  'pronouns',
+  'status',
+  'timezone',
+  'country',
+  'about_markdown',
+  'banner_url',
+  'image_url',
+] as const satisfies ReadonlyArray<keyof ProfileChanges>;
+
+/**
+ * One text for every subset of the fields: each column takes its new value when `changes` has one
+ * (null clears it) and keeps its own otherwise.
+ */
+const updateProfile = statement<{ userId: string; changes: ProfileChanges; now: number }, AccountProfileRow>({
+  name: 'friends_update_profile',
+  area: AREA,
+  variants: { 'any subset of the fields': { userId: EXAMPLE_UUID, changes: { pronouns: 'x' }, now: 0 } },
+  build: ({ userId, changes, now }) => {
+    const texts = TEXT_FIELDS.map((field) => {
+      const column = sql.id(field);
+      const value = changes[field];
+      return sql`${column} = case when ${value !== undefined}::boolean then ${value ?? null}::text else ${sql.id(`a.${field}`)} end`;
+    });
+    const appear = changes.appear_in_suggestions;
+    return sql`update accounts a
+       set ${sql.join(texts, ',\n           ')},
+           appear_in_suggestions = case when ${appear !== undefined}::boolean then ${appear ?? null}::boolean else a.appear_in_suggestions end,
+           updated_at = ${now}
+     where a.id = ${userId}
+     returning ${PROFILE_COLUMNS}`;
+  },
+});
+
+/** Sets the fields `changes` has on the account; its row after the change (undefined when there is no such account). */
 export async function updateAccountProfile(
   db: Knex,
   userId: string,
   changes: ProfileChanges,
   now: number,
-): Promise<AccountCardRow> {
-  const [row] = await db('accounts')
-    .where({ id: userId })
-    .update({ ...changes, updated_at: now })
-    .returning([...ACCOUNT_COLUMNS]);
-  return row as AccountCardRow;
+): Promise<AccountProfileRow | undefined> {
+  const [row] = await updateProfile(db, { userId, changes, now });
+  return row;
 }
 
 // ---- Search over a friend's content -------------------------------------------------------------
@@ -342,7 +451,7 @@ const friendSearch = statement<
   { members: unknown; notes: unknown; groups: unknown }
 >({
   name: 'friend_search',
-  area: 'friends',
+  area: AREA,
   variants: {
     'a search': { access: EXAMPLE_ACCESS.friend, tsquery: 'x:*', limits: { members: 1, notes: 1, groups: 1 } },
     'the catalog (everything visible)': {
@@ -400,20 +509,30 @@ export async function searchContent(
 
 /**
  * Members of the access's owner whose name matches `tsquery` (the members_search index) and that
- * the access may see with members_view at read, by name: GET /friends/search/members.
+ * the friend may see with members_view at read, by name: GET /friends/search/members.
  */
+const searchMembersStatement = statement<
+  { access: FriendAccess; tsquery: string; limit: number },
+  { id: string; name: string }
+>({
+  name: 'friends_search_members',
+  area: AREA,
+  variants: { 'a search': { access: EXAMPLE_ACCESS.friend, tsquery: 'x:*', limit: 1 } },
+  build: ({ access, tsquery, limit }) =>
+    sql`select m.id, m.name
+      from members m
+     where m.user_id = ${access.ownerId} and m.deleted_at is null
+       and to_tsvector('simple', m.name) @@ to_tsquery('simple', ${tsquery})
+       and ${visibleMembersSql(access, 'm')}
+     order by lower(m.name) collate "C", m.id
+     limit ${limit}`,
+});
+
 export async function searchMembers(
   db: Knex,
-  access: Access,
+  access: FriendAccess,
   tsquery: string,
   limit: number,
 ): Promise<Array<{ id: string; name: string }>> {
-  return db('members as m')
-    .where({ 'm.user_id': access.ownerId })
-    .whereNull('m.deleted_at')
-    .whereRaw("to_tsvector('simple', m.name) @@ to_tsquery('simple', ?)", [tsquery])
-    .where(visibleMembers(access, 'm'))
-    .orderByRaw('lower(m.name) collate "C", m.id')
-    .limit(limit)
-    .select('m.id', 'm.name');
+  return searchMembersStatement(db, { access, tsquery, limit });
 }

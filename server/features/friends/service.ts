@@ -174,7 +174,8 @@ export async function listFriends(
   ctx: ServiceContext,
   status: repo.FriendshipStatus | undefined,
 ): Promise<Schemas['FriendListRow'][]> {
-  return (await repo.listRows(ctx.db, ownerOf(ctx), { status })).map(toFriendListRow);
+  const filter: repo.ListFilter = status ? { kind: 'status', status } : { kind: 'all' };
+  return (await repo.listRows(ctx.db, ownerOf(ctx), filter)).map(toFriendListRow);
 }
 
 export async function listFriendsPage(
@@ -185,7 +186,7 @@ export async function listFriendsPage(
   const rows = await repo.pageRows(
     ctx.db,
     ownerOf(ctx),
-    { status: input.status, query: input.query },
+    { status: input.status ?? null, query: input.query ?? null },
     input.limit,
     after,
   );
@@ -197,7 +198,7 @@ export async function listFriendsPage(
 }
 
 export async function listRequests(ctx: ServiceContext): Promise<Schemas['FriendListRow'][]> {
-  return (await repo.listRows(ctx.db, ownerOf(ctx), { incomingOnly: true })).map(toFriendListRow);
+  return (await repo.listRows(ctx.db, ownerOf(ctx), { kind: 'incoming' })).map(toFriendListRow);
 }
 
 export async function listSuggestions(ctx: ServiceContext, limit: number): Promise<Schemas['FriendSuggestionRow'][]> {
@@ -245,7 +246,7 @@ export async function catalog(friendCtx: FriendContext): Promise<Schemas['Friend
 }
 
 export async function searchMembers(
-  friendCtx: ServiceContext,
+  friendCtx: FriendContext,
   q: string,
   limit: number,
 ): Promise<Schemas['FriendSearchMember'][]> {
@@ -288,5 +289,7 @@ export async function updateOwnProfile(
   if (input.bannerUrl !== undefined) changes.banner_url = input.bannerUrl;
   if (input.imageUrl !== undefined) changes.image_url = input.imageUrl;
   if (input.appearInSuggestions !== undefined) changes.appear_in_suggestions = input.appearInSuggestions;
-  return toFriendsProfile(await repo.updateAccountProfile(ctx.db, ownerOf(ctx), changes, ctx.now));
+  const account = await repo.updateAccountProfile(ctx.db, ownerOf(ctx), changes, ctx.now);
+  if (!account) throw notFound('Account not found');
+  return toFriendsProfile(account);
 }
