@@ -2,23 +2,14 @@
 import type { Knex } from 'knex';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
+import { type AccountCardRow, accountCardColumns } from '../../friends/index.ts';
 import { AREA } from './shared.ts';
 
-/**
- * The "account card": how an account shows next to what it wrote (display name, image, admin,
- * plan, supporter, beta), the columns of `accounts a`. friends/repo.ts declares the same
- * projection; the two are to become one.
- */
-export interface AccountCardRow {
-  display_name: string;
-  image_url: string | null;
-  is_admin: boolean;
-  plan: 'free' | 'pro' | 'pro_plus';
-  donor_supporter_unlocked: boolean;
-  closed_beta_participant_at: number | null;
-}
-
-const ACCOUNT_CARD_COLUMNS = sql`a.display_name, a.image_url, a.is_admin, a.plan, a.donor_supporter_unlocked, a.closed_beta_participant_at`;
+/** The author's account card (friends/accountCard.ts), from `accounts a`. */
+const ACCOUNT_CARD_COLUMNS = sql.join(
+  accountCardColumns('a').map((column) => sql.id(column)),
+  ', ',
+);
 
 export interface MessageRow extends AccountCardRow {
   id: string;
