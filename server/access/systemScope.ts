@@ -4,6 +4,7 @@
  * server/features/systems/scope.ts.
  */
 import type { Knex } from 'knex';
+import { type Sql, sql } from '../db/sql.ts';
 
 export interface ReadScope {
   /** null: every side system (unified view). */
@@ -53,4 +54,34 @@ export function activeScopeRows(table: string, columns: string, order: string, e
   ${side('not c.is_unified_view and c.sub_system_id is null')}
   union all
   ${side('not c.is_unified_view and x.sub_system_id = c.sub_system_id')}`;
+}
+
+/** IN_ACTIVE_SCOPE as a fragment of the sql tag. */
+export const inActiveScopeSql: Sql = sql.constant(IN_ACTIVE_SCOPE, [IN_ACTIVE_SCOPE]);
+
+/**
+ * activeScopeRows as a fragment of the sql tag: the same text, with `limit` bound in each of the
+ * three branches where it is written, and `extra` (conditions on `x`, with their own values) in each.
+ */
+export function activeScopeRowsSql(
+  table: string,
+  columns: readonly string[],
+  order: Sql,
+  limit: number,
+  extra: Sql = sql.empty,
+): Sql {
+  const from = sql.id(table);
+  const cols = sql.join(
+    columns.map((c) => sql.id(c)),
+    ', ',
+  );
+  const side = (condition: Sql) => sql`(select * from (select ${cols} from ${from} x
+     where ${condition} and x.side_system_id = c.side_system_id and x.deleted_at is null${extra}
+     order by ${order} limit ${limit}) y
+   where y.user_id = c.user_id)`;
+  return sql`(select ${cols} from ${from} x where c.is_unified_view and x.user_id = c.user_id and x.deleted_at is null${extra} order by ${order} limit ${limit})
+  union all
+  ${side(sql`not c.is_unified_view and c.sub_system_id is null`)}
+  union all
+  ${side(sql`not c.is_unified_view and x.sub_system_id = c.sub_system_id`)}`;
 }

@@ -1,7 +1,7 @@
 /** The accounts area's public entry point: what other areas (admin, me, plans and caps) may use. */
 export { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
-export { accountsRepo } from './repo.ts';
 export {
+  accountPlan,
   createAccount,
   createApiKey,
   deleteAccount,

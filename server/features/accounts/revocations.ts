@@ -8,15 +8,10 @@
  * bound. The embedded database serves one process, which evicts the key itself.
  */
 import pg from 'pg';
-import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 
+/** The channel a revocation is announced on (accountsRepo.announceRevocation) and heard on (here). */
 export const REVOCATION_CHANNEL = 'api_key_revoked';
-
-/** Tells every listening instance that the key is revoked (delivered when the caller's transaction commits). */
-export async function announceRevocation(db: Knex, keyId: string): Promise<void> {
-  await db.raw('select pg_notify(?, ?)', [REVOCATION_CHANNEL, keyId]);
-}
 
 export interface RevocationTarget {
   evictKey(keyId: string): void;

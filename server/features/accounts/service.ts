@@ -19,8 +19,6 @@ import { generateApiKey } from './keys.ts';
 import { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 import { accountsRepo, type AccountRow, type AdminAccountRow, type ApiKeyRow, type ScopeMap } from './repo.ts';
 
-import { announceRevocation } from './revocations.ts';
-
 type Schemas = components['schemas'];
 
 export interface NewAccount {
@@ -171,6 +169,11 @@ export async function listAccounts(
   };
 }
 
+/** The plan of the context's account; null when the account does not exist (any more). */
+export async function accountPlan(ctx: ServiceContext): Promise<PlanKey | null> {
+  return (await accountsRepo.findAccount(ctx.db, ownerOf(ctx)))?.plan ?? null;
+}
+
 export async function getAccount(ctx: ServiceContext): Promise<Schemas['AdminAccount']> {
   const row = await accountsRepo.findAdminAccount(ctx.db, ownerOf(ctx), ctx.now);
   if (!row) throw notFound('Account not found');
@@ -207,12 +210,13 @@ export async function listApiKeys(
  */
 export async function deleteAccount(ctx: ServiceContext): Promise<{ keyIds: string[] }> {
   const userId = ownerOf(ctx);
-  const keyIds = await ctx.db.transaction(async (trx) => {
+  const keyIds = await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     if (!(await accountsRepo.lockAccount(trx, userId))) throw notFound('Account not found');
     const ids = await accountsRepo.keyIds(trx, userId);
     await accountsRepo.deleteAccount(trx, userId);
     // Delivered to the other instances at commit, and only if the deletion commits.
-    for (const keyId of ids) await announceRevocation(trx, keyId);
+    for (const keyId of ids) await accountsRepo.announceRevocation(trx, keyId);
     return ids;
   });
   if (ctx.storage) {
@@ -253,6 +257,6 @@ export async function revokeApiKey(ctx: ServerContext, keyId: string): Promise<v
       { action: 'api_key.revoke', targetType: 'api_key', targetId: keyId },
     );
     // Delivered to the other instances at commit, and only if the revocation commits.
-    await announceRevocation(tx.db, keyId);
+    await accountsRepo.announceRevocation(tx.db, keyId);
   });
 }

@@ -1,4 +1,7 @@
+/** The SQL of appearance settings, custom colour schemes and custom fonts (generated/sql/appearance.sql). */
 import type { Knex } from 'knex';
+import { sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 
 export interface AppearanceRow {
   id: string;
@@ -39,54 +42,185 @@ export interface CustomFontRow {
   updated_at: number;
 }
 
+const AREA = 'appearance';
+
+/** The settings' value columns, in table order. */
+const VALUE_COLUMNS = [
+  'theme_mode',
+  'dark_variant',
+  'color_scheme',
+  'custom_color_scheme_id',
+  'font_family',
+  'custom_font_id',
+  'font_size',
+  'font_scale',
+  'font_size_px',
+  'amoled_base',
+  'reduce_motion',
+  'member_banner_gradients_enabled',
+] as const satisfies ReadonlyArray<keyof AppearanceValues>;
+
+const EXAMPLE_SETTINGS: AppearanceRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  theme_mode: 'system',
+  dark_variant: null,
+  color_scheme: 'default',
+  custom_color_scheme_id: null,
+  font_family: 'system',
+  custom_font_id: null,
+  font_size: 'medium',
+  font_scale: null,
+  font_size_px: null,
+  amoled_base: null,
+  reduce_motion: false,
+  member_banner_gradients_enabled: true,
+  created_at: 0,
+  updated_at: 0,
+};
+
+const findSettings = statement<{ userId: string }, AppearanceRow>({
+  name: 'appearance_find',
+  area: AREA,
+  variants: { 'an account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select * from appearance_settings where user_id = ${userId} limit 1`,
+});
+
+/**
+ * Inserts the row; on the account's existing row, overwrites just the columns listed in `changed`
+ * (with the inserted row's values, which are the changes) and updated_at. One text whatever the
+ * columns: each is kept or taken by a bound flag.
+ */
+const upsertSettings = statement<{ row: AppearanceRow; changed: ReadonlySet<string> }, AppearanceRow>({
+  name: 'appearance_upsert',
+  area: AREA,
+  variants: { 'any set of changed columns': { row: EXAMPLE_SETTINGS, changed: new Set() } },
+  build: ({ row, changed }) => {
+    const columns = ['id', 'user_id', ...VALUE_COLUMNS, 'created_at', 'updated_at'] as const;
+    const values = columns.map((c) => sql`${row[c]}`);
+    const set = VALUE_COLUMNS.map(
+      (c) =>
+        sql`${sql.id(c)} = case when ${changed.has(c)}::boolean then ${sql.id(`excluded.${c}`)} else ${sql.id(`s.${c}`)} end`,
+    );
+    return sql`insert into appearance_settings as s (${sql.join(
+      columns.map((c) => sql.id(c)),
+      ', ',
+    )})
+      values (${sql.join(values, ', ')})
+      on conflict (user_id) do update set ${sql.join(set, ', ')}, updated_at = excluded.updated_at
+      returning *`;
+  },
+});
+
+const schemeExists = statement<{ userId: string; id: string }, { id: string }>({
+  name: 'appearance_scheme_exists',
+  area: AREA,
+  variants: { 'a scheme': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select id from custom_color_schemes where id = ${id} and user_id = ${userId} limit 1`,
+});
+
+const fontExists = statement<{ userId: string; id: string }, { id: string }>({
+  name: 'appearance_font_exists',
+  area: AREA,
+  variants: { 'a font': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select id from custom_fonts where id = ${id} and user_id = ${userId} limit 1`,
+});
+
+const listSchemes = statement<{ userId: string }, CustomColorSchemeRow>({
+  name: 'appearance_schemes',
+  area: AREA,
+  variants: { 'an account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select id, user_id, name, colors, created_at, updated_at from custom_color_schemes
+    where user_id = ${userId} order by created_at, id`,
+});
+
+const insertScheme = statement<{ row: CustomColorSchemeRow }, never>({
+  name: 'appearance_scheme_insert',
+  area: AREA,
+  variants: {
+    'a scheme': {
+      row: { id: EXAMPLE_UUID, user_id: EXAMPLE_UUID, name: 'x', colors: {}, created_at: 0, updated_at: 0 },
+    },
+  },
+  build: ({ row }) => sql`insert into custom_color_schemes (id, user_id, name, colors, created_at, updated_at)
+    values (${row.id}, ${row.user_id}, ${row.name}, ${JSON.stringify(row.colors)}::jsonb, ${row.created_at}, ${row.updated_at})`,
+});
+
+const deleteScheme = statement<{ userId: string; id: string }, { id: string }>({
+  name: 'appearance_scheme_delete',
+  area: AREA,
+  variants: { 'a scheme': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) =>
+    sql`delete from custom_color_schemes where id = ${id} and user_id = ${userId} returning id`,
+});
+
+const listFonts = statement<{ userId: string }, CustomFontRow>({
+  name: 'appearance_fonts',
+  area: AREA,
+  variants: { 'an account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select id, user_id, name, source_url, created_at, updated_at from custom_fonts
+    where user_id = ${userId} order by created_at, id`,
+});
+
+const insertFont = statement<{ row: CustomFontRow }, never>({
+  name: 'appearance_font_insert',
+  area: AREA,
+  variants: {
+    'a font': {
+      row: { id: EXAMPLE_UUID, user_id: EXAMPLE_UUID, name: 'x', source_url: 'x', created_at: 0, updated_at: 0 },
+    },
+  },
+  build: ({ row }) => sql`insert into custom_fonts (id, user_id, name, source_url, created_at, updated_at)
+    values (${row.id}, ${row.user_id}, ${row.name}, ${row.source_url}, ${row.created_at}, ${row.updated_at})`,
+});
+
+const deleteFont = statement<{ userId: string; id: string }, { id: string }>({
+  name: 'appearance_font_delete',
+  area: AREA,
+  variants: { 'a font': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`delete from custom_fonts where id = ${id} and user_id = ${userId} returning id`,
+});
+
 export const appearanceRepo = {
-  find(db: Knex, userId: string): Promise<AppearanceRow | undefined> {
-    return db('appearance_settings').where({ user_id: userId }).first();
+  async find(db: Knex, userId: string): Promise<AppearanceRow | undefined> {
+    return (await findSettings(db, { userId }))[0];
   },
 
-  /** Inserts the row, or on an existing one overwrites just the given columns. */
-  async upsert(
-    db: Knex,
-    insert: AppearanceRow,
-    changes: Partial<AppearanceValues> & { updated_at: number },
-  ): Promise<AppearanceRow> {
-    const [row] = await db('appearance_settings').insert(insert).onConflict('user_id').merge(changes).returning('*');
-    return row as AppearanceRow;
+  /** Inserts the row, or on an existing one overwrites just the `changed` columns (with the row's values) and updated_at. */
+  async upsert(db: Knex, row: AppearanceRow, changed: ReadonlyArray<keyof AppearanceValues>): Promise<AppearanceRow> {
+    const [saved] = await upsertSettings(db, { row, changed: new Set(changed) });
+    return saved!;
   },
 
   async schemeExists(db: Knex, userId: string, id: string): Promise<boolean> {
-    return (await db('custom_color_schemes').where({ id, user_id: userId }).first('id')) !== undefined;
+    return (await schemeExists(db, { userId, id })).length > 0;
   },
 
   async fontExists(db: Knex, userId: string, id: string): Promise<boolean> {
-    return (await db('custom_fonts').where({ id, user_id: userId }).first('id')) !== undefined;
+    return (await fontExists(db, { userId, id })).length > 0;
   },
 
   listSchemes(db: Knex, userId: string): Promise<CustomColorSchemeRow[]> {
-    return db('custom_color_schemes')
-      .where({ user_id: userId })
-      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return listSchemes(db, { userId });
   },
 
   async insertScheme(db: Knex, row: CustomColorSchemeRow): Promise<void> {
-    await db('custom_color_schemes').insert({ ...row, colors: JSON.stringify(row.colors) });
+    await insertScheme(db, { row });
   },
 
   async deleteScheme(db: Knex, userId: string, id: string): Promise<boolean> {
-    return (await db('custom_color_schemes').where({ id, user_id: userId }).delete().returning('id')).length > 0;
+    return (await deleteScheme(db, { userId, id })).length > 0;
   },
 
   listFonts(db: Knex, userId: string): Promise<CustomFontRow[]> {
-    return db('custom_fonts')
-      .where({ user_id: userId })
-      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return listFonts(db, { userId });
   },
 
   async insertFont(db: Knex, row: CustomFontRow): Promise<void> {
-    await db('custom_fonts').insert(row);
+    await insertFont(db, { row });
   },
 
   async deleteFont(db: Knex, userId: string, id: string): Promise<boolean> {
-    return (await db('custom_fonts').where({ id, user_id: userId }).delete().returning('id')).length > 0;
+    return (await deleteFont(db, { userId, id })).length > 0;
   },
 };

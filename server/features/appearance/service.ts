@@ -1,10 +1,9 @@
 /** Appearance rules: defaults, the colourScheme alias, plan entitlement and ownership of custom ids. */
 import { randomUUID } from 'node:crypto';
-import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
-import { accountsRepo, PLANS } from '../accounts/index.ts';
+import { accountPlan, PLANS } from '../accounts/index.ts';
 import { appearanceRepo, type AppearanceRow, type AppearanceValues } from './repo.ts';
 
 type AppearanceDocument = components['schemas']['AppearanceDocument'];
@@ -81,12 +80,13 @@ function changesFrom(patch: AppearancePatch): Partial<AppearanceValues> {
 }
 
 export async function updateAppearance(ctx: ServiceContext, patch: AppearancePatch): Promise<AppearanceDocument> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes = changesFrom(patch);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     if (typeof changes.custom_font_id === 'string') {
-      await assertCustomFontsAllowed(trx, userId);
+      await assertCustomFontsAllowed(tx);
       if (!(await appearanceRepo.fontExists(trx, userId, changes.custom_font_id)))
         throw notFound('Custom font not found');
     }
@@ -103,7 +103,8 @@ export async function updateAppearance(ctx: ServiceContext, patch: AppearancePat
       created_at: now,
       updated_at: now,
     };
-    return toDocument(await appearanceRepo.upsert(trx, insert, { ...changes, updated_at: now }));
+    const changed = Object.keys(changes) as Array<keyof AppearanceValues>;
+    return toDocument(await appearanceRepo.upsert(trx, insert, changed));
   });
 }
 
@@ -117,12 +118,13 @@ export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDo
     created_at: now,
     updated_at: now,
   };
-  return toDocument(await appearanceRepo.upsert(db, insert, { ...APPEARANCE_DEFAULTS, updated_at: now }));
+  const every = Object.keys(APPEARANCE_DEFAULTS) as Array<keyof AppearanceValues>;
+  return toDocument(await appearanceRepo.upsert(db, insert, every));
 }
 
-async function assertCustomFontsAllowed(db: Knex, userId: string): Promise<void> {
-  const account = await accountsRepo.findAccount(db, userId);
-  if (!account || !PLANS[account.plan].customFonts) throw forbidden('Custom fonts need the Pro plan or higher');
+async function assertCustomFontsAllowed(ctx: ServiceContext): Promise<void> {
+  const plan = await accountPlan(ctx);
+  if (plan === null || !PLANS[plan].customFonts) throw forbidden('Custom fonts need the Pro plan or higher');
 }
 
 export async function listCustomColorSchemes(ctx: ServiceContext): Promise<CustomColorScheme[]> {
@@ -181,7 +183,7 @@ export async function createCustomFont(
 ): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  await assertCustomFontsAllowed(db, userId);
+  await assertCustomFontsAllowed(ctx);
   const id = randomUUID();
   await appearanceRepo.insertFont(db, {
     id,

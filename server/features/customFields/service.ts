@@ -2,11 +2,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
-import { customFieldsRepo, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
+import { customFieldsRepo, type FieldChanges, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
 
 type Schemas = components['schemas'];
 
@@ -80,10 +80,10 @@ export async function createField(
   ctx: ServiceContext,
   input: Schemas['CreateCustomFieldRequest'],
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const options = checkOptions(input.type, input.options);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const row: FieldRow = {
       id: randomUUID(),
       user_id: userId,
@@ -113,11 +113,11 @@ export async function updateField(
   id: string,
   input: Schemas['UpdateCustomFieldRequest'],
 ): Promise<Schemas['CustomFieldDefinition']> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const row = await liveField(trx, userId, id);
-    const changes: Partial<FieldRow> = { updated_at: now };
+    const changes: FieldChanges = { updated_at: now };
     if (input.name !== undefined) changes.name = input.name.trim();
     if (input.description !== undefined) changes.description = input.description;
     if (input.sortOrder !== undefined) changes.sort_order = input.sortOrder;

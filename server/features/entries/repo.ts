@@ -1,6 +1,8 @@
+/** The SQL of notes and their member links (generated/sql/entries.sql). */
 import type { Knex } from 'knex';
-import { activeScopeRows, IN_ACTIVE_SCOPE } from '../../access/systemScope.ts';
-import { prepared } from '../../db/prepared.ts';
+import { activeScopeRowsSql, inActiveScopeSql } from '../../access/systemScope.ts';
+import { type Sql, sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import type { MemberRow } from '../members/index.ts';
 
 export interface EntryRow {
@@ -35,10 +37,8 @@ type ListStatementRow = Pick<EntryRow, 'id' | 'title' | 'content' | 'created_at'
  * whatever plan is cached. Linked members are shown even when in the trash (as before: the list
  * shows what the note links).
  */
-function listStatement(name: string, notes: string) {
-  return prepared<ListStatementRow>(
-    name,
-    `select e.id, e.title, e.content, e.created_at, e.updated_at, l.summary_id, l.name, l.display_name, l.archived_at, l.avatar
+function listWith(notes: Sql, userId: string): Sql {
+  return sql`select e.id, e.title, e.content, e.created_at, e.updated_at, l.summary_id, l.name, l.display_name, l.archived_at, l.avatar
 from active_system_context c
 cross join lateral (${notes}) e
 left join lateral (
@@ -48,71 +48,209 @@ left join lateral (
                       from members m where m.id = em.member_id and m.user_id = c.user_id limit 1) m
   where em.entry_id = e.id and em.user_id = c.user_id
   order by em.position) l on true
-where c.user_id = ?
-order by e.updated_at desc, e.id, l.position`,
-  );
+where c.user_id = ${userId}
+order by e.updated_at desc, e.id, l.position`;
 }
-const NOTE_COLUMNS = 'x.id, x.user_id, x.title, x.content, x.created_at, x.updated_at';
-/** The newest notes of the active read scope: a walk of the scope's ordered index up to the limit. Binds: limit (three times), user. */
-const listAll = listStatement('entries_list', activeScopeRows('entries', NOTE_COLUMNS, 'x.updated_at desc, x.id'));
+const NOTE_COLUMNS = ['x.id', 'x.user_id', 'x.title', 'x.content', 'x.created_at', 'x.updated_at'];
+const AREA = 'entries';
+
+/** The newest notes of the active read scope: a walk of the scope's ordered index up to the limit. */
+const listAll = statement<{ userId: string; limit: number }, ListStatementRow>({
+  name: 'entries_list',
+  area: AREA,
+  variants: { 'the active read scope': { userId: EXAMPLE_UUID, limit: 50 } },
+  build: ({ userId, limit }) =>
+    listWith(activeScopeRowsSql('entries', NOTE_COLUMNS, sql`x.updated_at desc, x.id`, limit), userId),
+});
+
 /**
  * The newest notes of one member in the active read scope, driven by the member's links (the
  * entry_members_member index; the plan's note cap per member bounds them), each note a primary-key
  * probe (a lateral subquery behind `offset 0`, so no plan hashes the account's notes instead),
- * then sorted. Binds: member, limit, user.
+ * then sorted.
  */
-const listOfMember = listStatement(
-  'entries_list_member',
-  `select x.* from entry_members f
-   cross join lateral (select ${NOTE_COLUMNS}, x.side_system_id, x.sub_system_id from entries x
+const listOfMember = statement<{ userId: string; memberId: string; limit: number }, ListStatementRow>({
+  name: 'entries_list_member',
+  area: AREA,
+  variants: {
+    "one member's notes in the active read scope": { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID, limit: 50 },
+  },
+  build: ({ userId, memberId, limit }) =>
+    listWith(
+      sql`select x.* from entry_members f
+   cross join lateral (select ${sql.join(
+     NOTE_COLUMNS.map((c) => sql.id(c)),
+     ', ',
+   )}, x.side_system_id, x.sub_system_id from entries x
                        where x.id = f.entry_id and x.user_id = f.user_id and x.deleted_at is null offset 0) x
-   where f.user_id = c.user_id and f.member_id = ? and ${IN_ACTIVE_SCOPE}
-   order by x.updated_at desc, x.id limit ?`,
-);
+   where f.user_id = c.user_id and f.member_id = ${memberId} and ${inActiveScopeSql}
+   order by x.updated_at desc, x.id limit ${limit}`,
+      userId,
+    ),
+});
+
+const EXAMPLE_ENTRY: EntryRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  side_system_id: EXAMPLE_UUID,
+  sub_system_id: null,
+  title: null,
+  content: 'x',
+  member_id: null,
+  member_ids: null,
+  created_at: 0,
+  updated_at: 0,
+  deleted_at: null,
+};
+
+const jsonIds = (ids: string[] | null | undefined) => (ids ? JSON.stringify(ids) : null);
+
+const findEntry = statement<{ userId: string; id: string; lock: boolean }, EntryRow>({
+  name: 'entries_find',
+  area: AREA,
+  variants: {
+    read: { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, lock: false },
+    'locked for update': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, lock: true },
+  },
+  build: ({ userId, id, lock }) =>
+    sql`select * from entries where id = ${id} and user_id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
+});
+
+const insertEntry = statement<{ row: EntryRow }, never>({
+  name: 'entries_insert',
+  area: AREA,
+  variants: { 'a note': { row: EXAMPLE_ENTRY } },
+  build: ({ row }) => sql`insert into entries
+      (id, user_id, side_system_id, sub_system_id, title, content, member_id, member_ids, created_at, updated_at, deleted_at)
+    values (${row.id}, ${row.user_id}, ${row.side_system_id}, ${row.sub_system_id}, ${row.title}, ${row.content},
+      ${row.member_id}, ${jsonIds(row.member_ids)}::jsonb, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+/** What an update may change (updated_at always). */
+export type EntryChanges = Partial<Pick<EntryRow, 'title' | 'content' | 'member_id' | 'member_ids' | 'deleted_at'>> & {
+  updated_at: number;
+};
+
+/** One text whatever the changed columns: each column is kept or set by a bound flag. */
+const updateEntry = statement<{ userId: string; id: string; changes: EntryChanges }, EntryRow>({
+  name: 'entries_update',
+  area: AREA,
+  variants: { 'any set of changed columns': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, changes: { updated_at: 0 } } },
+  build: ({ userId, id, changes }) => {
+    const has = (column: keyof EntryChanges) => sql`${changes[column] !== undefined}::boolean`;
+    return sql`update entries set
+        title = case when ${has('title')} then ${changes.title ?? null}::text else title end,
+        content = case when ${has('content')} then ${changes.content ?? null}::text else content end,
+        member_id = case when ${has('member_id')} then ${changes.member_id ?? null}::uuid else member_id end,
+        member_ids = case when ${has('member_ids')} then ${jsonIds(changes.member_ids)}::jsonb else member_ids end,
+        deleted_at = case when ${has('deleted_at')} then ${changes.deleted_at ?? null}::bigint else deleted_at end,
+        updated_at = ${changes.updated_at}
+      where id = ${id} and user_id = ${userId}
+      returning *`;
+  },
+});
+
+const deleteLinks = statement<{ userId: string; entryId: string }, never>({
+  name: 'entries_links_delete',
+  area: AREA,
+  variants: { 'a note': { userId: EXAMPLE_UUID, entryId: EXAMPLE_UUID } },
+  build: ({ userId, entryId }) => sql`delete from entry_members where entry_id = ${entryId} and user_id = ${userId}`,
+});
+
+/** The link rows in list order: position 0, 1 … as the members come. */
+const insertLinks = statement<{ userId: string; entryId: string; memberIds: readonly string[] }, never>({
+  name: 'entries_links_insert',
+  area: AREA,
+  variants: { 'a note': { userId: EXAMPLE_UUID, entryId: EXAMPLE_UUID, memberIds: [EXAMPLE_UUID] } },
+  build: ({ userId, entryId, memberIds }) => sql`insert into entry_members (entry_id, member_id, user_id, position)
+    select ${entryId}::uuid, l.member_id, ${userId}::uuid, l.n - 1
+    from unnest(${[...memberIds]}::uuid[]) with ordinality as l(member_id, n)
+    order by l.n`,
+});
+
+const linksOf = statement<{ userId: string; entryIds: readonly string[] }, { entry_id: string; member_id: string }>({
+  name: 'entries_links',
+  area: AREA,
+  variants: { 'some notes': { userId: EXAMPLE_UUID, entryIds: [EXAMPLE_UUID] } },
+  build: ({ userId, entryIds }) => sql`select entry_id, member_id from entry_members
+    where user_id = ${userId} and entry_id = any (${[...entryIds]}::uuid[])
+    order by entry_id, position`,
+});
+
+/**
+ * The account's plan, and the live notes linked to each of `memberIds` (leaving out one note, or
+ * none when `excludeEntryId` is null): one row per member with links, or one with nulls.
+ */
+const capState = statement<
+  { userId: string; memberIds: readonly string[]; excludeEntryId: string | null },
+  { plan: string; member_id: string | null; n: number | null }
+>({
+  name: 'entries_cap_state',
+  area: AREA,
+  variants: {
+    'some members, one note left out or none': { userId: EXAMPLE_UUID, memberIds: [], excludeEntryId: null },
+  },
+  build: ({ userId, memberIds, excludeEntryId }) => sql`select a.plan, c.member_id, c.n
+    from accounts a
+    left join (
+      select em.member_id, count(*) as n
+      from entry_members em join entries e on e.id = em.entry_id
+      where em.user_id = ${userId} and em.member_id = any (${[...memberIds]}::uuid[]) and e.deleted_at is null
+        and e.id is distinct from ${excludeEntryId}::uuid
+      group by em.member_id
+    ) c on true
+    where a.id = ${userId}`,
+});
+
+/** The account's member rows among `memberIds`, locked in id order (so concurrent writers cannot deadlock). */
+const lockMembers = statement<
+  { userId: string; memberIds: readonly string[] },
+  { id: string; deleted_at: number | null }
+>({
+  name: 'entries_lock_members',
+  area: AREA,
+  variants: { 'some members': { userId: EXAMPLE_UUID, memberIds: [EXAMPLE_UUID] } },
+  build: ({ userId, memberIds }) => sql`select id, deleted_at from members
+    where user_id = ${userId} and id = any (${[...memberIds]}::uuid[])
+    order by id
+    for update`,
+});
 
 export const entriesRepo = {
-  find(db: Knex, userId: string, id: string): Promise<EntryRow | undefined> {
-    return db('entries').where({ id, user_id: userId }).first();
+  async find(db: Knex, userId: string, id: string): Promise<EntryRow | undefined> {
+    return (await findEntry(db, { userId, id, lock: false }))[0];
   },
 
-  lock(trx: Knex.Transaction, userId: string, id: string): Promise<EntryRow | undefined> {
-    return trx('entries').where({ id, user_id: userId }).forUpdate().first();
+  async lock(trx: Knex.Transaction, userId: string, id: string): Promise<EntryRow | undefined> {
+    return (await findEntry(trx, { userId, id, lock: true }))[0];
   },
 
   async insert(db: Knex, row: EntryRow): Promise<void> {
-    await db('entries').insert({ ...row, member_ids: row.member_ids ? JSON.stringify(row.member_ids) : null });
+    await insertEntry(db, { row });
   },
 
-  async update(db: Knex, userId: string, id: string, changes: Partial<EntryRow>): Promise<EntryRow> {
-    const out: Record<string, unknown> = { ...changes };
-    if ('member_ids' in changes) out.member_ids = changes.member_ids ? JSON.stringify(changes.member_ids) : null;
-    const [row] = await db('entries').where({ id, user_id: userId }).update(out).returning('*');
-    return row as EntryRow;
+  async update(db: Knex, userId: string, id: string, changes: EntryChanges): Promise<EntryRow> {
+    const [row] = await updateEntry(db, { userId, id, changes });
+    return row!;
   },
 
   /** Replaces the link rows (the union of the legacy link and the list) of one entry. */
   async setLinks(db: Knex, userId: string, entryId: string, memberIds: string[]): Promise<void> {
-    await db('entry_members').where({ entry_id: entryId, user_id: userId }).delete();
+    await deleteLinks(db, { userId, entryId });
     await entriesRepo.insertLinks(db, userId, entryId, memberIds);
   },
 
   /** The link rows of an entry that has none yet (just created), in link order. */
   async insertLinks(db: Knex, userId: string, entryId: string, memberIds: string[]): Promise<void> {
-    if (memberIds.length) {
-      await db('entry_members').insert(
-        memberIds.map((memberId, position) => ({ entry_id: entryId, member_id: memberId, user_id: userId, position })),
-      );
-    }
+    if (memberIds.length) await insertLinks(db, { userId, entryId, memberIds });
   },
 
   /**
    * The newest `limit` notes of the active read scope (or of one member's notes in it), each with
-   * its linked members in link order, in one statement (see listStatement).
+   * its linked members in link order, in one statement (see listWith).
    */
   async listWithMembers(db: Knex, userId: string, limit: number, memberId?: string): Promise<EntryListRow[]> {
-    const rows = memberId
-      ? await listOfMember(db, [memberId, limit, userId])
-      : await listAll(db, [limit, limit, limit, userId]);
+    const rows = memberId ? await listOfMember(db, { userId, memberId, limit }) : await listAll(db, { userId, limit });
     const out: EntryListRow[] = [];
     for (const row of rows) {
       const last = out[out.length - 1];
@@ -144,11 +282,7 @@ export const entriesRepo = {
   async linksOf(db: Knex, userId: string, entryIds: string[]): Promise<Map<string, string[]>> {
     const map = new Map<string, string[]>();
     if (entryIds.length === 0) return map;
-    const rows: Array<{ entry_id: string; member_id: string }> = await db('entry_members')
-      .where({ user_id: userId })
-      .whereIn('entry_id', entryIds)
-      .orderBy([{ column: 'entry_id' }, { column: 'position' }])
-      .select('entry_id', 'member_id');
+    const rows = await linksOf(db, { userId, entryIds });
     for (const row of rows) map.set(row.entry_id, [...(map.get(row.entry_id) ?? []), row.member_id]);
     return map;
   },
@@ -163,20 +297,19 @@ export const entriesRepo = {
     memberIds: string[],
     excludeEntryId?: string,
   ): Promise<{ plan: string | undefined; counts: Map<string, number> }> {
-    const counts = db('entry_members as em')
-      .join('entries as e', 'e.id', 'em.entry_id')
-      .where('em.user_id', userId)
-      .whereIn('em.member_id', memberIds)
-      .whereNull('e.deleted_at')
-      .groupBy('em.member_id')
-      .select('em.member_id', db.raw('count(*) as n'));
-    if (excludeEntryId) counts.whereNot('e.id', excludeEntryId);
-    const rows: Array<{ plan: string; member_id: string | null; n: number | null }> = await db('accounts as a')
-      .joinRaw('left join (?) as c on true', [counts as unknown as Knex.Raw])
-      .where('a.id', userId)
-      .select('a.plan', 'c.member_id', 'c.n');
+    const rows = await capState(db, { userId, memberIds, excludeEntryId: excludeEntryId ?? null });
     const map = new Map<string, number>();
     for (const row of rows) if (row.member_id !== null) map.set(row.member_id, Number(row.n));
     return { plan: rows[0]?.plan, counts: map };
+  },
+
+  /**
+   * Locks the account's member rows among `memberIds` (in id order) until the transaction ends;
+   * the ids among them that are live members.
+   */
+  async lockMembers(trx: Knex.Transaction, userId: string, memberIds: string[]): Promise<Set<string>> {
+    if (memberIds.length === 0) return new Set();
+    const rows = await lockMembers(trx, { userId, memberIds });
+    return new Set(rows.filter((r) => r.deleted_at === null).map((r) => r.id));
   },
 };

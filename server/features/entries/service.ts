@@ -13,7 +13,7 @@ import { dropObjects, purgeItems } from '../trash/index.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import { registerNoteImage } from '../../storage/noteImages.ts';
 import { externalImageUrls, imageKey, rehostImages } from './rehost.ts';
-import { entriesRepo, type EntryRow } from './repo.ts';
+import { type EntryChanges, entriesRepo, type EntryRow } from './repo.ts';
 
 type Schemas = components['schemas'];
 
@@ -49,24 +49,8 @@ async function capViolation(
 }
 
 /**
- * Locks the member rows (in id order, so concurrent writes cannot deadlock) until the transaction
- * ends, so two notes created at once for the same member cannot both slip under the cap; returns
- * the ids among them that are live members of the account.
- */
-async function lockMembers(trx: Knex.Transaction, userId: string, memberIds: string[]): Promise<Set<string>> {
-  if (memberIds.length === 0) return new Set();
-  const rows: Array<{ id: string; deleted_at: number | null }> = await trx('members')
-    .where({ user_id: userId })
-    .whereIn('id', memberIds)
-    .orderBy('id')
-    .forUpdate()
-    .select('id', 'deleted_at');
-  return new Set(rows.filter((r) => r.deleted_at === null).map((r) => r.id));
-}
-
-/**
  * Links under the plan's note cap (`fail` otherwise), with the member rows locked until the
- * transaction ends (lockMembers). With `live` (links being added), each must also be a live member
+ * transaction ends (entriesRepo.lockMembers). With `live` (links being added), each must also be a live member
  * of the account (400); a restore re-counts links the note already had, whatever their state.
  */
 async function assertCaps(
@@ -77,7 +61,9 @@ async function assertCaps(
 ): Promise<void> {
   if (memberIds.length === 0) return;
   const userId = ownerOf(ctx);
-  const live = await lockMembers(trx, userId, memberIds);
+  // The member rows stay locked until the transaction ends, so two notes created at once for the
+  // same member cannot both slip under the cap.
+  const live = await entriesRepo.lockMembers(trx, userId, memberIds);
   const bad = options.live ? memberIds.filter((id) => !live.has(id)) : [];
   if (bad.length) throw notLinkable(bad);
   const violation = await capViolation(trx, ctx, userId, memberIds, options.excludeEntryId);
@@ -140,12 +126,12 @@ function rehost(ctx: ServiceContext, content: string): Promise<string> {
 }
 
 export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEntryRequest']): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
   await precheckLinks(ctx, input.content, links, undefined, noteLimit);
   const content = await rehost(ctx, input.content);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const scope = await resolveWriteScope(trx, userId);
     await assertCaps(trx, ctx, links, { live: true, fail: noteLimit });
     const row: EntryRow = {
@@ -221,11 +207,11 @@ export async function updateEntry(
     );
   }
   const content = input.content !== undefined ? await rehost(ctx, input.content) : undefined;
-  const row = await db.transaction(async (trx) => {
+  const row = await inTransaction(ctx, async ({ db: trx }) => {
     const locked = await entriesRepo.lock(trx, userId, id);
     if (!locked) throw notFound('Entry not found');
     if (locked.deleted_at !== null) throw badRequest('Entry is in trash; restore it before editing');
-    const changes: Partial<EntryRow> = { updated_at: now };
+    const changes: EntryChanges = { updated_at: now };
     if (input.title !== undefined) changes.title = input.title;
     if (content !== undefined) changes.content = content;
     if (input.memberId !== undefined) changes.member_id = input.memberId;
@@ -271,9 +257,9 @@ export async function deleteEntry(ctx: ServiceContext, id: string, permanent: st
 }
 
 export async function restoreEntry(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     const row = await entriesRepo.lock(trx, userId, id);
     if (!row) throw notFound('Entry not found');
     if (row.deleted_at === null) throw badRequest('Entry is not in trash');

@@ -5,18 +5,9 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { notFound } from '../../core/errors.ts';
 import { membersRepo } from '../members/index.ts';
+import { memberStatusesRepo, type StatusChanges, type StatusRow } from './repo.ts';
 
 type Schemas = components['schemas'];
-
-interface StatusRow {
-  id: string;
-  user_id: string;
-  name: string;
-  color: string;
-  icon: string | null;
-  created_at: number;
-  updated_at: number;
-}
 
 function toDefinition(row: StatusRow): Schemas['MemberStatusDefinition'] {
   return {
@@ -29,10 +20,8 @@ function toDefinition(row: StatusRow): Schemas['MemberStatusDefinition'] {
   };
 }
 
-const table = (db: Knex) => db<StatusRow>('member_status_definitions');
-
 async function findStatus(db: Knex, userId: string, id: string): Promise<StatusRow> {
-  const row = await table(db).where({ id, user_id: userId }).first();
+  const row = await memberStatusesRepo.find(db, userId, id);
   if (!row) throw notFound('Member status not found');
   return row;
 }
@@ -44,10 +33,7 @@ async function assertMember(db: Knex, userId: string, memberId: string): Promise
 export async function listStatuses(ctx: ServiceContext): Promise<Schemas['MemberStatusDefinition'][]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
-  const rows = await table(db)
-    .where({ user_id: userId })
-    .orderBy([{ column: 'created_at' }, { column: 'id' }]);
-  return rows.map(toDefinition);
+  return (await memberStatusesRepo.list(db, userId)).map(toDefinition);
 }
 
 export async function createStatus(
@@ -65,7 +51,7 @@ export async function createStatus(
     created_at: now,
     updated_at: now,
   };
-  await table(db).insert(row);
+  await memberStatusesRepo.insert(db, row);
   return { id: row.id };
 }
 
@@ -77,11 +63,11 @@ export async function updateStatus(
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   await findStatus(db, userId, id);
-  const changes: Partial<StatusRow> = { updated_at: now };
+  const changes: StatusChanges = { updated_at: now };
   if (input.name !== undefined) changes.name = input.name.trim();
   if (input.color !== undefined) changes.color = input.color.toUpperCase();
   if (input.icon !== undefined) changes.icon = input.icon;
-  const [row] = await table(db).where({ id, user_id: userId }).update(changes).returning('*');
+  const row = await memberStatusesRepo.update(db, userId, id, changes);
   return toDefinition(row as StatusRow);
 }
 
@@ -89,7 +75,7 @@ export async function deleteStatus(ctx: ServiceContext, id: string): Promise<voi
   const { db } = ctx;
   const userId = ownerOf(ctx);
   await findStatus(db, userId, id);
-  await table(db).where({ id, user_id: userId }).delete(); // assignments go with it (on delete cascade)
+  await memberStatusesRepo.delete(db, userId, id); // assignments go with it (on delete cascade)
 }
 
 export async function listAssignments(
@@ -99,11 +85,7 @@ export async function listAssignments(
   const { db } = ctx;
   const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
-  const rows: Array<StatusRow & { assigned_at: number }> = await db('member_status_assignments as a')
-    .join('member_status_definitions as d', 'd.id', 'a.status_id')
-    .where({ 'a.user_id': userId, 'a.member_id': memberId })
-    .select('d.id', 'd.name', 'd.color', 'd.icon', 'a.assigned_at')
-    .orderBy([{ column: 'a.assigned_at' }, { column: 'd.id' }]);
+  const rows = await memberStatusesRepo.assignments(db, userId, memberId);
   return rows.map((r) => ({ statusId: r.id, name: r.name, color: r.color, icon: r.icon, assignedAt: r.assigned_at }));
 }
 
@@ -112,10 +94,7 @@ export async function assign(ctx: ServiceContext, memberId: string, statusId: st
   const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   await findStatus(db, userId, statusId);
-  await db('member_status_assignments')
-    .insert({ member_id: memberId, status_id: statusId, user_id: userId, assigned_at: now })
-    .onConflict(['member_id', 'status_id'])
-    .ignore();
+  await memberStatusesRepo.assign(db, userId, memberId, statusId, now);
 }
 
 export async function clear(ctx: ServiceContext, memberId: string, statusId: string): Promise<void> {
@@ -123,5 +102,5 @@ export async function clear(ctx: ServiceContext, memberId: string, statusId: str
   const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   await findStatus(db, userId, statusId);
-  await db('member_status_assignments').where({ member_id: memberId, status_id: statusId, user_id: userId }).delete();
+  await memberStatusesRepo.clear(db, userId, memberId, statusId);
 }

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { components } from '../../../generated/api.d.ts';
 import { pendingMigrations } from '../../db/migrate.ts';
+import { pingDatabase } from '../../db/ping.ts';
 import type { AppDeps } from '../../deps.ts';
 
 export type ReadinessChecks = components['schemas']['ReadinessChecks'];
@@ -49,7 +50,7 @@ export async function checkReadiness(deps: AppDeps, log: Logger, timeoutMs = CHE
 
   const database = (async (): Promise<Pick<ReadinessChecks, 'database' | 'migrations'>> => {
     try {
-      await within(() => deps.db.knex.raw('select 1'), timeoutMs);
+      await within(() => pingDatabase(deps.db.knex), timeoutMs);
     } catch (err) {
       fail('database', err);
       return { database: 'down', migrations: 'unknown' };

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { systemsRepo } from '../systems/index.ts';
 import {
@@ -43,10 +43,10 @@ export async function getTerminology(ctx: ServiceContext): Promise<TerminologyDo
 }
 
 export async function updateTerminology(ctx: ServiceContext, patch: TerminologyPatch): Promise<TerminologyDocument> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes = readPatch(patch, ''); // 400s before anything is written
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     await terminologyRepo.insertGlobalIfMissing(trx, newGlobalRow(userId, DEFAULT_LABELS, now));
     const row = await terminologyRepo.findGlobal(trx, userId, { forUpdate: true });
     const next = applyChanges(overlay(DEFAULT_LABELS, row), changes, DEFAULT_LABELS);
@@ -144,11 +144,11 @@ export async function updateScopedTerminology(
   ctx: ServiceContext,
   input: { sideSystemId: string; subSystemId?: string | null; terms: TerminologyPatch },
 ): Promise<ResolvedTerminology> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes = readPatch(input.terms, 'terms.');
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     // Lock order: the global document (when it exists), then the side system. The inherited
     // labels cannot change under us, and writes to one side system's layers are serialised.
     const global = await terminologyRepo.findGlobal(trx, userId, { forUpdate: true });
@@ -186,10 +186,9 @@ export async function resetScopedTerminology(
   ctx: ServiceContext,
   input: { sideSystemId: string; subSystemId?: string | null },
 ): Promise<ResolvedTerminology> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId)))
       throw notFound('Side system not found');
     await assertScope(trx, userId, target, true);
