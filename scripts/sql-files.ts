@@ -22,8 +22,10 @@ function formatted(text: string): string {
 
 /** File name (under generated/sql/) → content, for every area with statements. */
 export async function sqlFiles(): Promise<Map<string, string>> {
-  // Every module that defines statements is reachable from the handlers.
+  // Every module that defines statements is reachable from the handlers or, for the background
+  // work (the job queue, the storage GC), from the runtime.
   await import('../server/handlers.ts');
+  await import('../server/runtime.ts');
   const byArea = new Map<string, string[]>();
   for (const statement of registeredStatements()) {
     const parts = byArea.get(statement.area) ?? [];
