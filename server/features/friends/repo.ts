@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { EXAMPLE_ACCESS, visibleContentSql, visibleMembers, visibleMembersSql } from '../../access/index.ts';
 import type { Access, FriendAccess } from '../../core/context.ts';
-import { type Sql, sql } from '../../db/sql.ts';
+import { type Sql, sql, toKnex } from '../../db/sql.ts';
 import { statement } from '../../db/statements.ts';
 import { grantsReadSql } from '../../access/grants.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
@@ -183,6 +183,11 @@ export async function forgetFriendBuckets(db: Knex, a: string, b: string): Promi
     .delete();
 }
 
+/** `g.shown`: whether the row's friend grants the caller friend_data at read (grants.ts). */
+const SHOWN = toKnex(
+  sql`cross join lateral (select ${grantsReadSql('friend_data', 'f.friend_user_id', 'f.user_id')} as shown) g`,
+);
+
 /**
  * The caller's rows with the other account's fields. The other's pronouns, status and banner show
  * only when it grants the caller friend_data at read (server/access/grants.ts), decided in the
@@ -191,7 +196,7 @@ export async function forgetFriendBuckets(db: Knex, a: string, b: string): Promi
 function listQuery(db: Knex, userId: string): Knex.QueryBuilder {
   return db('friendships as f')
     .join('accounts as a', 'a.id', 'f.friend_user_id')
-    .joinRaw(`cross join lateral (select ${grantsReadSql('friend_data', 'f.friend_user_id', 'f.user_id')} as shown) g`)
+    .joinRaw(SHOWN.sql, SHOWN.bindings as Knex.Value[])
     .where('f.user_id', userId)
     .select(
       'f.id',
