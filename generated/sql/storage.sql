@@ -67,3 +67,170 @@ where
   and user_id = $4::uuid
 returning
   *;
+
+-- storage_gc_delete_note_image (one image)
+delete from note_images
+where
+  user_id = $1
+  and sha256 = $2::text;
+
+-- storage_gc_delete_staging (some uploads)
+delete from staged_uploads
+where
+  id = any ($1::uuid[])
+  and expires_at <= $2::bigint
+returning
+  id;
+
+-- storage_gc_expired_staging_1: the first page
+select
+  id,
+  object_key,
+  expires_at
+from
+  staged_uploads
+where
+  expires_at <= $1::bigint
+order by
+  expires_at,
+  id
+limit
+  $2::int;
+
+-- storage_gc_expired_staging_2: a following page
+select
+  id,
+  object_key,
+  expires_at
+from
+  staged_uploads
+where
+  expires_at <= $1::bigint
+  and (expires_at, id) > ($2::bigint, $3::uuid)
+order by
+  expires_at,
+  id
+limit
+  $4::int;
+
+-- storage_gc_known_staging (a page of keys)
+select
+  object_key
+from
+  staged_uploads
+where
+  object_key = any ($1::text[]);
+
+-- storage_gc_lock_note_image (one image)
+select
+  sha256
+from
+  note_images
+where
+  user_id = $1
+  and sha256 = $2::text
+  and stored_at <= $3::bigint
+limit
+  1
+for update
+  skip locked;
+
+-- storage_gc_note_images_1: the first page
+with
+  page as (
+    select
+      user_id,
+      sha256
+    from
+      note_images
+    where
+      stored_at <= $1::bigint
+    order by
+      user_id,
+      sha256
+    limit
+      $2::int
+  ),
+  refs as (
+    select distinct
+      e.user_id,
+      m[1] as sha256
+    from
+      entries e
+      cross join lateral regexp_matches(e.content, $3::text, 'g') as m
+    where
+      e.user_id in (
+        select distinct
+          user_id
+        from
+          page
+      )
+      and strpos(e.content, $4::text) > 0
+  )
+select
+  p.user_id,
+  p.sha256,
+  (r.sha256 is not null) as referenced
+from
+  page p
+  left join refs r on r.user_id = p.user_id
+  and r.sha256 = p.sha256
+order by
+  p.user_id,
+  p.sha256;
+
+-- storage_gc_note_images_2: a following page
+with
+  page as (
+    select
+      user_id,
+      sha256
+    from
+      note_images
+    where
+      stored_at <= $1::bigint
+      and (user_id, sha256) > ($2::uuid, $3::text)
+    order by
+      user_id,
+      sha256
+    limit
+      $4::int
+  ),
+  refs as (
+    select distinct
+      e.user_id,
+      m[1] as sha256
+    from
+      entries e
+      cross join lateral regexp_matches(e.content, $5::text, 'g') as m
+    where
+      e.user_id in (
+        select distinct
+          user_id
+        from
+          page
+      )
+      and strpos(e.content, $6::text) > 0
+  )
+select
+  p.user_id,
+  p.sha256,
+  (r.sha256 is not null) as referenced
+from
+  page p
+  left join refs r on r.user_id = p.user_id
+  and r.sha256 = p.sha256
+order by
+  p.user_id,
+  p.sha256;
+
+-- storage_gc_note_mentions (one image)
+select
+  1 as found
+from
+  entries
+where
+  user_id = $1
+  and strpos(content, $2::text) > 0
+limit
+  1;

@@ -10,12 +10,53 @@ import { randomUUID } from 'node:crypto';
 import type { components } from '../../generated/api.d.ts';
 import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
-import { keysetPage, pageOf, type Keyset } from '../core/keyset.ts';
+import { type Keyset, keysetAfterSql, keysetOrderSql, pageOf } from '../core/keyset.ts';
 import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 /** Serialised detail larger than this is a programming error, not something to store. */
 export const MAX_DETAIL_BYTES = 2048;
 const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
+const AREA = 'audit';
+
+interface AuditInsert {
+  id: string;
+  user_id: string;
+  actor_kind: 'key' | 'operator' | 'system';
+  actor_key_id: string | null;
+  actor_job: string | null;
+  action: string;
+  target_type: string;
+  target_id: string | null;
+  /** JSON text. */
+  detail: string;
+  created_at: number;
+}
+
+const insertEvent = statement<{ row: AuditInsert }, never>({
+  name: 'audit_record',
+  area: AREA,
+  variants: {
+    'one event': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        actor_kind: 'key',
+        actor_key_id: EXAMPLE_UUID,
+        actor_job: null,
+        action: 'a.b',
+        target_type: 't',
+        target_id: null,
+        detail: '{}',
+        created_at: 0,
+      },
+    },
+  },
+  build: ({ row: r }) => sql`insert into audit_events
+      (id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)
+    values (${r.id}::uuid, ${r.user_id}::uuid, ${r.actor_kind}::text, ${r.actor_key_id}::uuid, ${r.actor_job}::text,
+      ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint)`,
+});
 
 export class DatabaseAuditSink implements AuditSink {
   async record(ctx: ServiceContext, entry: AuditEntry): Promise<void> {
@@ -27,17 +68,19 @@ export class DatabaseAuditSink implements AuditSink {
     if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
       throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
     const actor = ctx.actor;
-    await ctx.db('audit_events').insert({
-      id: randomUUID(),
-      user_id: ctx.access.ownerId,
-      actor_kind: actor.kind,
-      actor_key_id: actor.kind === 'key' ? actor.keyId : null,
-      actor_job: actor.kind === 'system' ? actor.job : null,
-      action: entry.action,
-      target_type: entry.targetType,
-      target_id: entry.targetId,
-      detail,
-      created_at: ctx.now,
+    await insertEvent(ctx.db, {
+      row: {
+        id: randomUUID(),
+        user_id: ctx.access.ownerId,
+        actor_kind: actor.kind,
+        actor_key_id: actor.kind === 'key' ? actor.keyId : null,
+        actor_job: actor.kind === 'system' ? actor.job : null,
+        action: entry.action,
+        target_type: entry.targetType,
+        target_id: entry.targetId,
+        detail,
+        created_at: ctx.now,
+      },
     });
   }
 }
@@ -62,6 +105,30 @@ const NEWEST_FIRST: Keyset = {
   direction: 'desc',
 };
 
+/** One page of the account's entries, newest first, optionally those whose action starts with `actionPrefix`. */
+const listEvents = statement<
+  { userId: string; size: number; after?: readonly [number, string] | undefined; actionPrefix?: string | undefined },
+  AuditRow
+>({
+  name: 'audit_list',
+  area: AREA,
+  variants: {
+    'the first page': { userId: EXAMPLE_UUID, size: 50 },
+    'a following page': { userId: EXAMPLE_UUID, size: 50, after: [0, EXAMPLE_UUID] },
+    'the first page of a prefix': { userId: EXAMPLE_UUID, size: 50, actionPrefix: 'a.' },
+    'a following page of a prefix': { userId: EXAMPLE_UUID, size: 50, after: [0, EXAMPLE_UUID], actionPrefix: 'a.' },
+  },
+  build: ({
+    userId,
+    size,
+    after,
+    actionPrefix,
+  }) => sql`select id, action, target_type, target_id, actor_kind, actor_key_id, detail, created_at
+    from audit_events
+    where user_id = ${userId}${actionPrefix === undefined ? sql.empty : sql` and starts_with(action, ${actionPrefix}::text)`}${after ? sql` and ${keysetAfterSql(NEWEST_FIRST, after)}` : sql.empty}
+    ${keysetOrderSql(NEWEST_FIRST, size)}`,
+});
+
 /**
  * The owner's read of its own audit log (GET /api/v1/audit): one keyset page, newest first, of the
  * context owner's entries only, optionally those whose action starts with `actionPrefix`. The
@@ -72,12 +139,12 @@ export async function listAuditEvents(
   input: { limit: number; cursor?: string; actionPrefix?: string },
 ): Promise<components['schemas']['AuditEventPage']> {
   const after = input.cursor ? decodeCursor<[number, string]>(input.cursor, ['integer', 'uuid']) : undefined;
-  const query = ctx
-    .db('audit_events')
-    .where('user_id', ctx.access.ownerId)
-    .select('id', 'action', 'target_type', 'target_id', 'actor_kind', 'actor_key_id', 'detail', 'created_at');
-  if (input.actionPrefix !== undefined) query.whereRaw('starts_with(action, ?)', [input.actionPrefix]);
-  const rows: AuditRow[] = await keysetPage(query, NEWEST_FIRST, input.limit, after);
+  const rows = await listEvents(ctx.db, {
+    userId: ctx.access.ownerId,
+    size: input.limit,
+    after,
+    actionPrefix: input.actionPrefix,
+  });
   const { items, nextAfter } = pageOf(rows, input.limit);
   return {
     items: items.map((r) => ({

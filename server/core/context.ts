@@ -156,9 +156,10 @@ export type InStatementFriendContext = ServiceContext<InStatementFriendAccess>;
 /**
  * Runs `work` in one transaction with a context whose `db` is that transaction, so every write,
  * audit record and enqueued job of `work` commits together or not at all. Inside a transaction
- * already, it opens a savepoint.
+ * already, it opens a savepoint. Any context with a `db` will do (a background pass that records
+ * and enqueues nothing passes `{ db }`).
  */
-export function inTransaction<C extends ServerContext, T>(
+export function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
   ctx: C,
   work: (tx: C & { db: Knex.Transaction }) => Promise<T>,
 ): Promise<T> {

@@ -16,9 +16,10 @@
  *   job, so exactly one instance wins each slot; a schedule's job that is still pending or running
  *   is not enqueued again.
  *
- * Every statement goes through knex: on the embedded database (one connection) the queue waits
- * behind the application's transactions instead of slipping into them. Times are epoch ms from
- * the injectable clock.
+ * Every statement is a named statement (server/db/statements.ts, committed as
+ * generated/sql/jobs.sql) run on knex's connections: on the embedded database (one connection) the
+ * queue waits behind the application's transactions instead of slipping into them. Times are
+ * epoch ms from the injectable clock.
  *
  * Why not pg-boss or graphile-worker: pg-boss 11+ needs Node 22, its 10.x line works on PGlite only
  * through an adapter over knex internals, and it keeps its own self-migrating schema and the
@@ -29,6 +30,8 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 export interface JobMetrics {
   jobRun(job: string, outcome: 'success' | 'failure', seconds: number): void;
@@ -101,9 +104,136 @@ const DEFAULTS = {
 };
 const MAX_ERROR_LENGTH = 2000;
 
-function rowsOf<T>(result: unknown): T[] {
-  return ((result as { rows?: T[] }).rows ?? (result as T[])) as T[];
+const AREA = 'jobs';
+/** Names the partial unique index jobs_key: a key pending or running in its queue. */
+const ON_KEY = sql`on conflict (queue, key) where key is not null and state in ('pending', 'running') do nothing`;
+
+interface JobInsert {
+  id: string;
+  queue: string;
+  /** JSON text. */
+  payload: string;
+  key: string | null;
+  max_attempts: number;
+  run_after: number;
+  now: number;
 }
+
+/** Adds a pending job, unless its key is pending or running in the queue already (then no row). */
+const insertJob = statement<{ job: JobInsert }, { id: string }>({
+  name: 'jobs_enqueue',
+  area: AREA,
+  variants: {
+    'a job, with or without a key': {
+      job: { id: EXAMPLE_UUID, queue: 'q', payload: 'null', key: null, max_attempts: 5, run_after: 0, now: 0 },
+    },
+  },
+  build: ({
+    job: j,
+  }) => sql`insert into jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    values (${j.id}::uuid, ${j.queue}::text, ${j.payload}::jsonb, ${j.key}::text, 'pending', 0, ${j.max_attempts}::int, ${j.run_after}::bigint, ${j.now}::bigint, ${j.now}::bigint)
+    ${ON_KEY}
+    returning id`,
+});
+
+/** Creates or updates a schedule; an existing one keeps its slot unless that lies more than one new interval away. */
+const upsertSchedule = statement<{ name: string; queue: string; everyMs: number; next: number }, never>({
+  name: 'jobs_schedule',
+  area: AREA,
+  variants: { 'one schedule': { name: 's', queue: 'q', everyMs: 1, next: 0 } },
+  build: ({ name, queue, everyMs, next }) => sql`insert into job_schedules (name, queue, every_ms, next_run_after)
+    values (${name}::text, ${queue}::text, ${everyMs}::bigint, ${next}::bigint)
+    on conflict (name) do update set
+      queue = excluded.queue,
+      every_ms = excluded.every_ms,
+      next_run_after = least(job_schedules.next_run_after, excluded.next_run_after + excluded.every_ms)`,
+});
+
+const deleteSchedule = statement<{ name: string }, never>({
+  name: 'jobs_unschedule',
+  area: AREA,
+  variants: { 'one schedule': { name: 's' } },
+  build: ({ name }) => sql`delete from job_schedules where name = ${name}::text`,
+});
+
+/**
+ * Each due schedule of `queues` moves to its next slot after now and enqueues its job (not when
+ * that job is still pending or running); of several instances ticking at once, the row lock lets
+ * exactly one advance a slot.
+ */
+const tickSchedules = statement<{ now: number; queues: readonly string[]; maxAttempts: number }, never>({
+  name: 'jobs_tick_schedules',
+  area: AREA,
+  variants: { 'the defined queues': { now: 0, queues: [], maxAttempts: 5 } },
+  build: ({ now, queues, maxAttempts }) => sql`with due as (
+         update job_schedules
+            set next_run_after = next_run_after + every_ms * (floor((${now}::bigint - next_run_after) / every_ms)::bigint + 1)
+          where next_run_after <= ${now}::bigint and queue = any(${[...queues]}::text[])
+         returning name, queue
+       )
+       insert into jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+       select gen_random_uuid(), due.queue, jsonb_build_object('schedule', due.name), 'schedule:' || due.name, 'pending', 0, ${maxAttempts}::int, ${now}::bigint, ${now}::bigint, ${now}::bigint
+         from due
+       ${ON_KEY}`,
+});
+
+/** Dead-letters the running jobs whose lease ran out on their last attempt; their queues. */
+const reapExpired = statement<{ now: number }, { queue: string }>({
+  name: 'jobs_reap_expired',
+  area: AREA,
+  variants: { now: { now: 0 } },
+  build: ({
+    now,
+  }) => sql`update jobs set state = 'dead', last_error = coalesce(last_error, 'lease expired'), locked_by = null, locked_until = null, updated_at = ${now}::bigint
+          where state = 'running' and locked_until < ${now}::bigint and attempts >= max_attempts
+          returning queue`,
+});
+
+/** Claims up to `room` due jobs of the queue (pending and due, or running with an expired lease and attempts left). */
+const claimJobs = statement<
+  { queue: string; now: number; room: number; workerId: string; lockedUntil: number },
+  ClaimedRow
+>({
+  name: 'jobs_claim',
+  area: AREA,
+  variants: { 'one queue': { queue: 'q', now: 0, room: 1, workerId: 'w', lockedUntil: 0 } },
+  build: ({ queue, now, room, workerId, lockedUntil }) => sql`with next as (
+             select id from jobs
+              where queue = ${queue}::text
+                and ((state = 'pending' and run_after <= ${now}::bigint) or (state = 'running' and locked_until < ${now}::bigint and attempts < max_attempts))
+              order by run_after, id
+              limit ${room}::int
+              for update skip locked
+           )
+           update jobs j
+              set state = 'running', attempts = j.attempts + 1, locked_by = ${workerId}::text, locked_until = ${lockedUntil}::bigint, updated_at = ${now}::bigint
+             from next
+            where j.id = next.id
+           returning j.id, j.queue, j.payload, j.attempts, j.max_attempts`,
+});
+
+/** Deletes a finished job this worker still holds. */
+const completeJob = statement<{ id: string; workerId: string }, never>({
+  name: 'jobs_complete',
+  area: AREA,
+  variants: { 'one job': { id: EXAMPLE_UUID, workerId: 'w' } },
+  build: ({ id, workerId }) =>
+    sql`delete from jobs where id = ${id}::uuid and locked_by = ${workerId}::text and state = 'running'`,
+});
+
+/** Records a failed attempt of a job this worker still holds: back to pending after a delay, or dead; the ids updated. */
+const failJob = statement<
+  { id: string; workerId: string; state: 'dead' | 'pending'; runAfter: number; error: string; now: number },
+  { id: string }
+>({
+  name: 'jobs_fail',
+  area: AREA,
+  variants: { 'one job': { id: EXAMPLE_UUID, workerId: 'w', state: 'pending', runAfter: 0, error: '', now: 0 } },
+  build: ({ id, workerId, state, runAfter, error, now }) => sql`update jobs
+    set state = ${state}::text, run_after = ${runAfter}::bigint, last_error = ${error}::text, locked_by = null, locked_until = null, updated_at = ${now}::bigint
+    where id = ${id}::uuid and locked_by = ${workerId}::text and state = 'running'
+    returning id`,
+});
 
 export class JobQueue {
   private readonly queues = new Map<string, Registered>();
@@ -144,27 +274,17 @@ export class JobQueue {
   async enqueue(db: Knex, queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<string | null> {
     const now = this.options.clock();
     const id = randomUUID();
-    const row = {
-      id,
-      queue,
-      payload: JSON.stringify(payload ?? null),
-      key: options.key ?? null,
-      state: 'pending',
-      attempts: 0,
-      max_attempts: options.maxAttempts ?? this.queues.get(queue)?.maxAttempts ?? DEFAULTS.maxAttempts,
-      run_after: options.runAfter ?? now,
-      created_at: now,
-      updated_at: now,
-    };
-    if (options.key === undefined) {
-      await db('jobs').insert(row);
-      return id;
-    }
-    const inserted = await db('jobs')
-      .insert(row)
-      .onConflict(db.raw(`(queue, key) where key is not null and state in ('pending', 'running')`))
-      .ignore()
-      .returning('id');
+    const inserted = await insertJob(db, {
+      job: {
+        id,
+        queue,
+        payload: JSON.stringify(payload ?? null),
+        key: options.key ?? null,
+        max_attempts: options.maxAttempts ?? this.queues.get(queue)?.maxAttempts ?? DEFAULTS.maxAttempts,
+        run_after: options.runAfter ?? now,
+        now,
+      },
+    });
     return inserted.length > 0 ? id : null;
   }
 
@@ -177,19 +297,12 @@ export class JobQueue {
     if (!Number.isSafeInteger(everyMs) || everyMs <= 0)
       throw new RangeError(`schedule ${name}: everyMs must be a positive integer`);
     const next = firstRunAfter ?? this.options.clock();
-    await this.db('job_schedules')
-      .insert({ name, queue, every_ms: everyMs, next_run_after: next })
-      .onConflict('name')
-      .merge({
-        queue,
-        every_ms: everyMs,
-        next_run_after: this.db.raw('least(job_schedules.next_run_after, excluded.next_run_after + excluded.every_ms)'),
-      });
+    await upsertSchedule(this.db, { name, queue, everyMs, next });
   }
 
   /** Removes a recurring job (an operator turned it off); jobs it already queued still run. */
   async unschedule(name: string): Promise<void> {
-    await this.db('job_schedules').where({ name }).delete();
+    await deleteSchedule(this.db, { name });
   }
 
   /** Starts polling; stop() waits for the jobs in flight. */
@@ -253,33 +366,12 @@ export class JobQueue {
   private async tickSchedules(): Promise<void> {
     const now = this.options.clock();
     const queues = [...this.queues.keys()];
-    // One statement: each due schedule moves to its next slot and enqueues its job; of several
-    // instances ticking at once, the row lock lets exactly one advance a slot.
-    await this.db.raw(
-      `with due as (
-         update job_schedules
-            set next_run_after = next_run_after + every_ms * (floor((?::bigint - next_run_after) / every_ms)::bigint + 1)
-          where next_run_after <= ? and queue = any(?::text[])
-         returning name, queue
-       )
-       insert into jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
-       select gen_random_uuid(), due.queue, jsonb_build_object('schedule', due.name), 'schedule:' || due.name, 'pending', 0, ?, ?, ?, ?
-         from due
-       on conflict (queue, key) where key is not null and state in ('pending', 'running') do nothing`,
-      [now, now, queues, DEFAULTS.maxAttempts, now, now, now],
-    );
+    await tickSchedules(this.db, { now, queues, maxAttempts: DEFAULTS.maxAttempts });
   }
 
   private async reapExpired(): Promise<void> {
     const now = this.options.clock();
-    const dead = rowsOf<{ queue: string }>(
-      await this.db.raw(
-        `update jobs set state = 'dead', last_error = coalesce(last_error, 'lease expired'), locked_by = null, locked_until = null, updated_at = ?
-          where state = 'running' and locked_until < ? and attempts >= max_attempts
-          returning queue`,
-        [now, now],
-      ),
-    );
+    const dead = await reapExpired(this.db, { now });
     for (const row of dead) this.options.metrics?.jobDead?.(row.queue);
   }
 
@@ -290,24 +382,13 @@ export class JobQueue {
       const room = registered.concurrency - registered.running;
       if (room <= 0 || this.closing) continue;
       const now = this.options.clock();
-      const claimed = rowsOf<ClaimedRow>(
-        await this.db.raw(
-          `with next as (
-             select id from jobs
-              where queue = ?
-                and ((state = 'pending' and run_after <= ?) or (state = 'running' and locked_until < ? and attempts < max_attempts))
-              order by run_after, id
-              limit ?
-              for update skip locked
-           )
-           update jobs j
-              set state = 'running', attempts = j.attempts + 1, locked_by = ?, locked_until = ?, updated_at = ?
-             from next
-            where j.id = next.id
-           returning j.id, j.queue, j.payload, j.attempts, j.max_attempts`,
-          [queue, now, now, room, this.workerId, now + registered.leaseMs, now],
-        ),
-      );
+      const claimed = await claimJobs(this.db, {
+        queue,
+        now,
+        room,
+        workerId: this.workerId,
+        lockedUntil: now + registered.leaseMs,
+      });
       for (const row of claimed) this.run(registered, row);
       started += claimed.length;
     }
@@ -328,7 +409,7 @@ export class JobQueue {
     const task = (async () => {
       try {
         await registered.handler(job);
-        await this.db('jobs').where({ id: row.id, locked_by: this.workerId, state: 'running' }).delete();
+        await completeJob(this.db, { id: row.id, workerId: this.workerId });
         this.options.metrics?.jobRun(row.queue, 'success', seconds());
       } catch (err) {
         this.options.metrics?.jobRun(row.queue, 'failure', seconds());
@@ -350,21 +431,19 @@ export class JobQueue {
     const cap = this.options.backoffCapMs ?? DEFAULTS.backoffCapMs;
     const delay = Math.min(base * 2 ** (row.attempts - 1), cap);
     const dead = row.attempts >= row.max_attempts;
-    const updated = await this.db('jobs')
-      .where({ id: row.id, locked_by: this.workerId, state: 'running' })
-      .update({
-        state: dead ? 'dead' : 'pending',
-        run_after: now + delay,
-        last_error: message,
-        locked_by: null,
-        locked_until: null,
-        updated_at: now,
-      });
+    const updated = await failJob(this.db, {
+      id: row.id,
+      workerId: this.workerId,
+      state: dead ? 'dead' : 'pending',
+      runAfter: now + delay,
+      error: message,
+      now,
+    });
     const level = dead ? 'error' : 'warn';
     this.options.logger[level](
       { err, jobId: row.id, queue: row.queue, attempt: row.attempts, maxAttempts: row.max_attempts },
       dead ? 'job failed for good (dead-lettered)' : 'job failed; will retry',
     );
-    if (dead && Number(updated) > 0) this.options.metrics?.jobDead?.(row.queue);
+    if (dead && updated.length > 0) this.options.metrics?.jobDead?.(row.queue);
   }
 }

@@ -16,6 +16,8 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 import { NOTE_IMAGE_REFERENCE_SQL_PATTERN, NOTE_IMAGE_URL_PREFIX, noteImageKey } from './noteImages.ts';
 import { STAGING_PREFIX } from './staging.ts';
 import type { ObjectStorage } from './types.ts';
@@ -41,6 +43,101 @@ export interface GarbageCollectionResult {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const AREA = 'storage';
+const EXAMPLE_SHA256 = '0'.repeat(64);
+
+/** One page of expired staged uploads, in (expires_at, id) order: the first, or the one after `after`. */
+const expiredStaging = statement<
+  { now: number; after?: { expires_at: number; id: string } | undefined; size: number },
+  { id: string; object_key: string; expires_at: number | string }
+>({
+  name: 'storage_gc_expired_staging',
+  area: AREA,
+  variants: {
+    'the first page': { now: 0, size: 200 },
+    'a following page': { now: 0, after: { expires_at: 0, id: EXAMPLE_UUID }, size: 200 },
+  },
+  build: ({ now, after, size }) => sql`select id, object_key, expires_at from staged_uploads
+    where expires_at <= ${now}::bigint${after ? sql` and (expires_at, id) > (${after.expires_at}::bigint, ${after.id}::uuid)` : sql.empty}
+    order by expires_at, id
+    limit ${size}::int`,
+});
+
+/** Deletes the staged uploads among `ids` that are still expired; the ids deleted. */
+const deleteStaging = statement<{ ids: readonly string[]; now: number }, { id: string }>({
+  name: 'storage_gc_delete_staging',
+  area: AREA,
+  variants: { 'some uploads': { ids: [], now: 0 } },
+  build: ({ ids, now }) =>
+    sql`delete from staged_uploads where id = any (${[...ids]}::uuid[]) and expires_at <= ${now}::bigint returning id`,
+});
+
+/** Which of the object keys a staged upload row names. */
+const knownStaging = statement<{ keys: readonly string[] }, { object_key: string }>({
+  name: 'storage_gc_known_staging',
+  area: AREA,
+  variants: { 'a page of keys': { keys: [] } },
+  build: ({ keys }) => sql`select object_key from staged_uploads where object_key = any (${[...keys]}::text[])`,
+});
+
+/**
+ * One page of note images past the grace period, in primary-key order, each with whether a note of
+ * its account links to it: the notes of the page's accounts that mention the prefix at all are
+ * scanned once for every image link they hold.
+ */
+const noteImagesPage = statement<
+  { cutoff: number; after?: { user_id: string; sha256: string } | undefined; size: number },
+  ImageCandidate
+>({
+  name: 'storage_gc_note_images',
+  area: AREA,
+  variants: {
+    'the first page': { cutoff: 0, size: 200 },
+    'a following page': { cutoff: 0, after: { user_id: EXAMPLE_UUID, sha256: EXAMPLE_SHA256 }, size: 200 },
+  },
+  build: ({ cutoff, after, size }) => sql`with page as (
+         select user_id, sha256 from note_images
+         where stored_at <= ${cutoff}::bigint${after ? sql` and (user_id, sha256) > (${after.user_id}::uuid, ${after.sha256}::text)` : sql.empty}
+         order by user_id, sha256
+         limit ${size}::int
+       ),
+       refs as (
+         select distinct e.user_id, m[1] as sha256
+         from entries e
+         cross join lateral regexp_matches(e.content, ${NOTE_IMAGE_REFERENCE_SQL_PATTERN}::text, 'g') as m
+         where e.user_id in (select distinct user_id from page) and strpos(e.content, ${NOTE_IMAGE_URL_PREFIX}::text) > 0
+       )
+       select p.user_id, p.sha256, (r.sha256 is not null) as referenced
+       from page p left join refs r on r.user_id = p.user_id and r.sha256 = p.sha256
+       order by p.user_id, p.sha256`,
+});
+
+/** The image's row if it is still past the grace period, locked (skipped when another pass holds it). */
+const lockNoteImage = statement<{ userId: string; sha256: string; cutoff: number }, { sha256: string }>({
+  name: 'storage_gc_lock_note_image',
+  area: AREA,
+  variants: { 'one image': { userId: EXAMPLE_UUID, sha256: EXAMPLE_SHA256, cutoff: 0 } },
+  build: ({ userId, sha256, cutoff }) => sql`select sha256 from note_images
+    where user_id = ${userId} and sha256 = ${sha256}::text and stored_at <= ${cutoff}::bigint
+    limit 1
+    for update skip locked`,
+});
+
+/** Whether a note of the account mentions the text (the image's URL). */
+const noteMentions = statement<{ userId: string; text: string }, { found: number }>({
+  name: 'storage_gc_note_mentions',
+  area: AREA,
+  variants: { 'one image': { userId: EXAMPLE_UUID, text: NOTE_IMAGE_URL_PREFIX } },
+  build: ({ userId, text }) =>
+    sql`select 1 as found from entries where user_id = ${userId} and strpos(content, ${text}::text) > 0 limit 1`,
+});
+
+const deleteNoteImage = statement<{ userId: string; sha256: string }, never>({
+  name: 'storage_gc_delete_note_image',
+  area: AREA,
+  variants: { 'one image': { userId: EXAMPLE_UUID, sha256: EXAMPLE_SHA256 } },
+  build: ({ userId, sha256 }) => sql`delete from note_images where user_id = ${userId} and sha256 = ${sha256}::text`,
+});
 
 export async function collectGarbage(options: GarbageCollectionOptions): Promise<GarbageCollectionResult> {
   const result: GarbageCollectionResult = {
@@ -76,20 +173,12 @@ async function sweepExpiredStaging(options: GarbageCollectionOptions, result: Ga
   const pageSize = options.pageSize ?? 200;
   let after: { expires_at: number; id: string } | undefined;
   for (;;) {
-    const query = db('staged_uploads').select('id', 'object_key', 'expires_at').where('expires_at', '<=', now);
-    if (after) query.whereRaw('(expires_at, id) > (?, ?)', [after.expires_at, after.id]);
-    const rows: Array<{ id: string; object_key: string; expires_at: number | string }> = await query
-      .orderBy([{ column: 'expires_at' }, { column: 'id' }])
-      .limit(pageSize);
+    const rows = await expiredStaging(db, { now, after, size: pageSize });
     if (rows.length === 0) return;
     const deleted: string[] = [];
     for (const row of rows) if (await tryDelete(options, result, row.object_key)) deleted.push(row.id);
     // Only rows still expired: an intent is never extended today, but the check costs nothing.
-    if (deleted.length)
-      result.expiredStagedUploads += await db('staged_uploads')
-        .whereIn('id', deleted)
-        .where('expires_at', '<=', now)
-        .delete();
+    if (deleted.length) result.expiredStagedUploads += (await deleteStaging(db, { ids: deleted, now })).length;
     const last = rows[rows.length - 1]!;
     after = { expires_at: Number(last.expires_at), id: last.id };
     if (rows.length < pageSize) return;
@@ -106,11 +195,7 @@ async function sweepOrphanedStaging(options: GarbageCollectionOptions, result: G
   });
   for (let i = 0; i < keys.length; i += pageSize) {
     const page = keys.slice(i, i + pageSize);
-    const known = new Set(
-      (await db('staged_uploads').whereIn('object_key', page).select('object_key')).map(
-        (r: { object_key: string }) => r.object_key,
-      ),
-    );
+    const known = new Set((await knownStaging(db, { keys: page })).map((r) => r.object_key));
     for (const key of page) {
       if (!known.has(key) && (await tryDelete(options, result, key))) result.orphanedStagedObjects++;
     }
@@ -129,35 +214,7 @@ async function sweepNoteImages(options: GarbageCollectionOptions, result: Garbag
   const cutoff = now - options.graceMs;
   let after: { user_id: string; sha256: string } | undefined;
   for (;;) {
-    // One page of images past the grace period, in primary-key order, each with whether a note of
-    // its account links to it: the notes of the page's accounts that mention the prefix at all are
-    // scanned once for every image link they hold.
-    const keyset = after ? 'and (user_id, sha256) > (?, ?)' : '';
-    const raw = await db.raw(
-      `with page as (
-         select user_id, sha256 from note_images
-         where stored_at <= ? ${keyset}
-         order by user_id, sha256
-         limit ?
-       ),
-       refs as (
-         select distinct e.user_id, m[1] as sha256
-         from entries e
-         cross join lateral regexp_matches(e.content, ?, 'g') as m
-         where e.user_id in (select distinct user_id from page) and strpos(e.content, ?) > 0
-       )
-       select p.user_id, p.sha256, (r.sha256 is not null) as referenced
-       from page p left join refs r on r.user_id = p.user_id and r.sha256 = p.sha256
-       order by p.user_id, p.sha256`,
-      [
-        cutoff,
-        ...(after ? [after.user_id, after.sha256] : []),
-        pageSize,
-        NOTE_IMAGE_REFERENCE_SQL_PATTERN,
-        NOTE_IMAGE_URL_PREFIX,
-      ],
-    );
-    const rows = ((raw as { rows?: ImageCandidate[] }).rows ?? (raw as ImageCandidate[])) as ImageCandidate[];
+    const rows = await noteImagesPage(db, { cutoff, after, size: pageSize });
     if (rows.length === 0) return;
     for (const row of rows)
       if (!row.referenced) await collectNoteImage(options, result, row.user_id, row.sha256, cutoff);
@@ -179,20 +236,12 @@ async function collectNoteImage(
   cutoff: number,
 ): Promise<void> {
   await options.db.transaction(async (trx) => {
-    const locked = await trx('note_images')
-      .where({ user_id: userId, sha256 })
-      .where('stored_at', '<=', cutoff)
-      .forUpdate()
-      .skipLocked()
-      .first();
+    const [locked] = await lockNoteImage(trx, { userId, sha256, cutoff });
     if (!locked) return;
-    const referenced = await trx('entries')
-      .where('user_id', userId)
-      .whereRaw('strpos(content, ?) > 0', [`${NOTE_IMAGE_URL_PREFIX}${sha256}`])
-      .first(trx.raw('1 as found'));
+    const [referenced] = await noteMentions(trx, { userId, text: `${NOTE_IMAGE_URL_PREFIX}${sha256}` });
     if (referenced) return;
     if (!(await tryDelete(options, result, noteImageKey(userId, sha256)))) return;
-    await trx('note_images').where({ user_id: userId, sha256 }).delete();
+    await deleteNoteImage(trx, { userId, sha256 });
     result.noteImages++;
   });
 }

@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { PermissionMap } from '../../core/context.ts';
+import { presetsRepo } from './repo.ts';
 
 export interface Preset {
   slug: string;
@@ -76,30 +77,18 @@ export type DefaultKind = (typeof DEFAULT_KINDS)[number];
 export async function ensurePresets(db: Knex, userId: string, now: number): Promise<void> {
   const rows = PRESETS.map((p, i) => ({
     id: randomUUID(),
-    user_id: userId,
     slug: p.slug,
-    builtin: true,
     name: p.name,
     description: p.description,
     icon: p.icon,
     icon_color_preset: p.iconColorPreset,
-    friend_permissions: JSON.stringify(p.friendPermissions),
+    friend_permissions: p.friendPermissions,
     // Presets list first (oldest first), in this order, even when created in the same millisecond.
     created_at: now - PRESETS.length + i,
-    updated_at: now,
   }));
-  const inserted: Array<{ id: string; slug: string }> = await db('privacy_buckets')
-    .insert(rows)
-    .onConflict(['user_id', 'slug'])
-    .ignore()
-    .returning(['id', 'slug']);
+  const inserted = await presetsRepo.insertMissing(db, userId, rows, now);
   const friends = inserted.find((r) => r.slug === 'public_friends');
-  if (friends) {
-    await db('privacy_bucket_defaults')
-      .insert({ user_id: userId, kind: 'new_friend', bucket_id: friends.id })
-      .onConflict(['user_id', 'kind', 'bucket_id'])
-      .ignore();
-  }
+  if (friends) await presetsRepo.addDefault(db, userId, 'new_friend', friends.id);
 }
 
 /** Which content kind each default applies to (privacy_bucket_assignments.kind). */
@@ -128,14 +117,5 @@ export async function applyDefaults(
 ): Promise<void> {
   if (contentIds.length === 0) return;
   const sections = kind === 'new_profile_section' ? SECTIONS : [''];
-  await db.raw(
-    `insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
-     select d.user_id, d.bucket_id, ?, c.id, s.key, ?
-       from privacy_bucket_defaults d
-       cross join unnest(?::uuid[]) as c(id)
-       cross join unnest(?::text[]) as s(key)
-      where d.user_id = ? and d.kind = ?
-     on conflict do nothing`,
-    [KIND_OF_DEFAULT[kind], now, [...contentIds], sections, userId, kind],
-  );
+  await presetsRepo.applyDefaults(db, userId, kind, KIND_OF_DEFAULT[kind], contentIds, sections, now);
 }

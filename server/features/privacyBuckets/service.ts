@@ -27,6 +27,7 @@ import {
   assignmentsRepo,
   bucketsRepo,
   defaultsRepo,
+  type BucketChanges,
   type BucketRow,
   type ReverseKind,
   type TargetKind,
@@ -109,7 +110,7 @@ export async function updateBucket(
   return inTransaction(ctx, async (tx) => {
     const row = await bucketsRepo.lock(tx.db, userId, id);
     if (!row) throw notFound(BUCKET_NOT_FOUND);
-    const changes: Partial<BucketRow> = { updated_at: tx.now };
+    const changes: BucketChanges = { updated_at: tx.now };
     if (input.name !== undefined) changes.name = input.name.trim();
     if (input.description !== undefined) changes.description = input.description;
     if (input.icon !== undefined) changes.icon = input.icon;

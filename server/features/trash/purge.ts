@@ -6,26 +6,7 @@
  */
 import type { Knex } from 'knex';
 import { badRequest } from '../../core/errors.ts';
-import type { MediaRef } from '../members/index.ts';
-
-export const TRASH_TYPES = [
-  'entry',
-  'directory',
-  'member',
-  'directoryLayout',
-  'customFieldDefinition',
-  'frontSession',
-] as const;
-export type TrashType = (typeof TRASH_TYPES)[number];
-
-export const TRASH_TABLES: Record<TrashType, string> = {
-  entry: 'entries',
-  directory: 'directories',
-  member: 'members',
-  directoryLayout: 'directory_layouts',
-  customFieldDefinition: 'custom_field_definitions',
-  frontSession: 'front_sessions',
-};
+import { type LockedItem, trashRepo, type TrashType } from './repo.ts';
 
 export interface TrashItem {
   type: TrashType;
@@ -47,19 +28,11 @@ export async function purgeItems(trx: Knex.Transaction, userId: string, items: T
   }
   const objectKeys: string[] = [];
   // Check everything first: one bad item means nothing is purged.
-  const found = new Map<
-    TrashType,
-    Array<{ id: string; deleted_at: number | null; avatar?: MediaRef | null; banner?: MediaRef | null }>
-  >();
+  const found = new Map<TrashType, LockedItem[]>();
   for (const [type, idSet] of byType) {
     const ids = [...idSet];
-    const columns = type === 'member' ? ['id', 'deleted_at', 'avatar', 'banner'] : ['id', 'deleted_at'];
-    const rows = await trx(TRASH_TABLES[type])
-      .where({ user_id: userId })
-      .whereIn('id', ids)
-      .forUpdate()
-      .select(columns);
-    const seen = new Map(rows.map((r) => [r.id as string, r]));
+    const rows = await trashRepo.lockItems(trx, userId, type, ids);
+    const seen = new Map(rows.map((r) => [r.id, r]));
     for (const id of ids) {
       const row = seen.get(id);
       if (!row) throw badRequest(`${type} ${id} not found`);
@@ -73,18 +46,10 @@ export async function purgeItems(trx: Knex.Transaction, userId: string, items: T
     if (type === 'member') {
       for (const row of rows)
         for (const ref of [row.avatar, row.banner]) if (ref?.source === 'object') objectKeys.push(ref.key);
-      // Notes keep existing; the purged members leave their explicit member lists. The notes are
-      // found through the link table's (user_id, member_id) index, never by scanning the
-      // account's notes; this runs before the delete cascades the link rows away.
-      await trx.raw(
-        `update entries e set member_ids = e.member_ids - ?::text[]
-          where e.user_id = ?
-            and e.id in (select em.entry_id from entry_members em where em.user_id = ? and em.member_id = any(?::uuid[]))
-            and jsonb_exists_any(e.member_ids, ?::text[])`,
-        [ids, userId, userId, ids, ids],
-      );
+      // Notes keep existing; the purged members leave their explicit member lists.
+      await trashRepo.unlinkMembers(trx, userId, ids);
     }
-    purged += await trx(TRASH_TABLES[type]).where({ user_id: userId }).whereIn('id', ids).delete();
+    purged += await trashRepo.deleteItems(trx, userId, type, ids);
   }
   return { purged, objectKeys };
 }

@@ -6,8 +6,10 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { inTransaction } from '../../core/context.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
-import { purgeItems, TRASH_TABLES, TRASH_TYPES, type TrashItem } from './purge.ts';
+import { purgeItems, type TrashItem } from './purge.ts';
+import { TRASH_TYPES, trashRepo } from './repo.ts';
 import { DAY_MS, dropObjects } from './service.ts';
 
 const BATCH = 200;
@@ -25,28 +27,20 @@ export class TrashRetentionJob {
     for (const type of TRASH_TYPES) {
       for (;;) {
         const now = this.options.clock();
-        const { purged, objectKeys, batch } = await this.db.transaction(async (trx) => {
-          const table = TRASH_TABLES[type];
-          const expired: Array<{ id: string; user_id: string }> = await trx(`${table} as x`)
-            .join('accounts as a', 'a.id', 'x.user_id')
-            .whereNotNull('x.deleted_at')
-            .whereRaw('x.deleted_at + coalesce(a.trash_retention_days, ?) * ?::bigint <= ?', [
-              this.options.defaultRetentionDays,
-              DAY_MS,
-              now,
-            ])
-            .orderBy('x.deleted_at')
-            .limit(BATCH)
-            .forUpdate('x')
-            .skipLocked()
-            .select('x.id', 'x.user_id');
+        const { purged, objectKeys, batch } = await inTransaction({ db: this.db }, async (tx) => {
+          const expired = await trashRepo.expired(tx.db, type, {
+            defaultDays: this.options.defaultRetentionDays,
+            dayMs: DAY_MS,
+            now,
+            batch: BATCH,
+          });
           const byUser = new Map<string, TrashItem[]>();
           for (const row of expired)
             byUser.set(row.user_id, [...(byUser.get(row.user_id) ?? []), { type, id: row.id }]);
           let count = 0;
           const keys: string[] = [];
           for (const [userId, items] of byUser) {
-            const result = await purgeItems(trx, userId, items);
+            const result = await purgeItems(tx.db, userId, items);
             count += result.purged;
             keys.push(...result.objectKeys);
           }

@@ -4,58 +4,15 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../../generated/api.d.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
-import { purgeItems, TRASH_TYPES, type TrashItem, type TrashType } from './purge.ts';
+import { purgeItems, type TrashItem } from './purge.ts';
+import { TRASH_TYPES, type TrashRowRaw, trashRepo, type TrashType } from './repo.ts';
 
 type Schemas = components['schemas'];
 export const DAY_MS = 86_400_000;
 
-/**
- * One SELECT per type with the same named columns (a single one runs alone when `type` is given),
- * each ordered and limited on its own so it can use the table's (user_id, deleted_at) trash index
- * where there is one (entries, directories, members, front_sessions; directory layouts and custom
- * field definitions have none, and an account holds few of them).
- */
-const BRANCH: Record<TrashType, string> = {
-  entry: `select 'entry' as type, e.id, coalesce(nullif(e.title, ''), left(e.content, 80)) as name, e.deleted_at,
-            e.side_system_id, e.sub_system_id, null::uuid as directory_id
-          from entries e where e.user_id = ? and e.deleted_at is not null`,
-  directory: `select 'directory' as type, d.id, d.name, d.deleted_at, d.side_system_id, d.sub_system_id, d.parent_id as directory_id
-          from directories d where d.user_id = ? and d.deleted_at is not null`,
-  member: `select 'member' as type, m.id, coalesce(nullif(m.display_name, ''), m.name) as name, m.deleted_at, m.side_system_id, m.sub_system_id, m.directory_id
-          from members m where m.user_id = ? and m.deleted_at is not null`,
-  directoryLayout: `select 'directoryLayout' as type, l.id, l.name, l.deleted_at, null::uuid as side_system_id, null::uuid as sub_system_id, l.directory_id
-          from directory_layouts l where l.user_id = ? and l.deleted_at is not null`,
-  customFieldDefinition: `select 'customFieldDefinition' as type, f.id, f.name, f.deleted_at, null::uuid as side_system_id, null::uuid as sub_system_id, null::uuid as directory_id
-          from custom_field_definitions f where f.user_id = ? and f.deleted_at is not null`,
-  frontSession: `select 'frontSession' as type, s.id,
-            coalesce(nullif(m.display_name, ''), m.name) || ' — front session from '
-              || to_char(to_timestamp(s.started_at / 1000.0) at time zone 'UTC', 'YYYY-MM-DD HH24:MI') || ' UTC' as name,
-            s.deleted_at, s.side_system_id, s.sub_system_id, null::uuid as directory_id
-          from front_sessions s join members m on m.id = s.member_id where s.user_id = ? and s.deleted_at is not null`,
-};
-
-interface TrashRowRaw {
-  type: TrashType;
-  id: string;
-  name: string;
-  deleted_at: number;
-  side_system_id: string | null;
-  sub_system_id: string | null;
-  directory_id: string | null;
-}
-
-export async function retentionDays(db: Knex, userId: string, fallback: number): Promise<number> {
-  const row = await db('accounts').where({ id: userId }).first('trash_retention_days');
-  return row?.trash_retention_days ?? fallback;
-}
-
-interface LocationPart {
-  kind: 'side' | 'sub' | 'dir';
-  id: string;
-  name: string;
-  depth: number;
-  side_system_id: string | null;
-  sub_system_id: string | null;
+/** The account's retention in days: its own setting, else the server's default. */
+async function retentionDays(db: Knex, userId: string, fallback: number): Promise<number> {
+  return (await trashRepo.retentionDays(db, userId)) ?? fallback;
 }
 
 /**
@@ -72,30 +29,13 @@ async function locator(
   const dirIds = [...new Set(rows.map((r) => r.directory_id).filter((id): id is string => id !== null))];
   const sideIds = [...new Set(rows.map((r) => r.side_system_id).filter((id): id is string => id !== null))];
   const subIds = [...new Set(rows.map((r) => r.sub_system_id).filter((id): id is string => id !== null))];
-  const result = await db.raw<{ rows: LocationPart[] }>(
-    `with recursive chain (start_id, id, name, parent_id, side_system_id, sub_system_id, depth) as (
-       select d.id, d.id, d.name, d.parent_id, d.side_system_id, d.sub_system_id, 0
-         from directories d where d.user_id = ? and d.id = any(?::uuid[])
-       union all
-       select c.start_id, p.id, p.name, p.parent_id, p.side_system_id, p.sub_system_id, c.depth + 1
-         from chain c join directories p on p.user_id = ? and p.id = c.parent_id
-        where c.depth < 100
-     )
-     select 'dir' as kind, start_id as id, name, depth, side_system_id, sub_system_id from chain
-     union all
-     select 'side', id, name, 0, null, null from side_systems
-      where user_id = ? and (id = any(?::uuid[]) or id in (select side_system_id from chain where depth = 0))
-     union all
-     select 'sub', id, name, 0, null, null from sub_systems
-      where user_id = ? and (id = any(?::uuid[]) or id in (select sub_system_id from chain where depth = 0))`,
-    [userId, dirIds, userId, userId, sideIds, userId, subIds],
-  );
+  const parts = await trashRepo.locations(db, userId, { dirIds, sideIds, subIds });
   const sideName = new Map<string, string>();
   const subName = new Map<string, string>();
   // Folder id → its chain of names from the top, and the scope of the folder itself.
   const chains = new Map<string, Array<{ depth: number; name: string }>>();
   const folderScope = new Map<string, { side: string | null; sub: string | null }>();
-  for (const part of result.rows) {
+  for (const part of parts) {
     if (part.kind === 'side') sideName.set(part.id, part.name);
     else if (part.kind === 'sub') subName.set(part.id, part.name);
     else {
@@ -134,13 +74,8 @@ export async function listTrash(
   const defaultRetentionDays = ctx.config.trashRetentionDays;
   const userId = ownerOf(ctx);
   const limit = query.limit ?? 200;
-  const types = query.type ? [query.type] : [...TRASH_TYPES];
-  const sql = types.map((t) => `(${BRANCH[t]} order by 4 desc, 2 limit ${limit})`).join(' union all ');
-  const result = await db.raw<{ rows: TrashRowRaw[] }>(
-    `select * from (${sql}) t order by deleted_at desc, id limit ${limit}`,
-    types.map(() => userId),
-  );
-  const rows = result.rows;
+  const types = query.type ? [query.type] : TRASH_TYPES;
+  const rows = await trashRepo.list(db, userId, types, limit);
   if (rows.length === 0) return [];
   const [days, locate] = await Promise.all([
     retentionDays(db, userId, defaultRetentionDays),
@@ -196,20 +131,13 @@ export async function getSettings(ctx: ServiceContext): Promise<Schemas['TrashSe
 /** Sets the account's retention (audited: `trash.settings.update`, the old and new value). */
 export async function updateSettings(ctx: ServiceContext, days: number | null): Promise<Schemas['TrashSettings']> {
   await inTransaction(ctx, async (tx) => {
-    const before = await tx
-      .db('accounts')
-      .where({ id: ownerOf(tx) })
-      .forUpdate()
-      .first('trash_retention_days');
-    await tx
-      .db('accounts')
-      .where({ id: ownerOf(tx) })
-      .update({ trash_retention_days: days });
+    const before = await trashRepo.retentionDays(tx.db, ownerOf(tx), true);
+    await trashRepo.setRetentionDays(tx.db, ownerOf(tx), days);
     await tx.audit.record(tx, {
       action: 'trash.settings.update',
       targetType: 'account',
       targetId: ownerOf(tx),
-      detail: { retentionDays: { from: before?.trash_retention_days ?? null, to: days } },
+      detail: { retentionDays: { from: before ?? null, to: days } },
     });
   });
   return getSettings(ctx);
