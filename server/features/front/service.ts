@@ -10,7 +10,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
-import { membersRepo, toMember, toMemberSummary, type MemberRow } from '../members/index.ts';
+import { type MemberRow, toMember, toMemberSummary } from '../../core/members.ts';
 import { resolveWriteScope } from '../systems/index.ts';
 import {
   frontRepo,
@@ -18,6 +18,7 @@ import {
   type FrontSessionChanges,
   type FrontSessionRow,
   type HistoryCursor,
+  type HistoryFilter,
 } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -60,14 +61,10 @@ function toHistorySession(
 /** Open sessions of members that are not in the trash, in front order. */
 async function liveOpenSessions(db: Knex, userId: string): Promise<FrontSessionRow[]> {
   const sessions = await frontRepo.openSessions(db, userId);
-  const live = new Set(
-    (
-      await membersRepo.liveIds(
-        db,
-        userId,
-        sessions.map((s) => s.member_id),
-      )
-    ).map((m) => m.id),
+  const live = await frontRepo.liveMemberIds(
+    db,
+    userId,
+    sessions.map((s) => s.member_id),
   );
   return sessions.filter((s) => live.has(s.member_id));
 }
@@ -106,8 +103,8 @@ export async function getFront(ctx: ServiceContext): Promise<FrontState> {
 
 /** The member may join the front or a tier: the caller's, not archived, not in the trash. */
 async function assertActiveMember(db: Knex, userId: string, memberId: string, field = 'memberId'): Promise<void> {
-  const member = await membersRepo.findLive(db, userId, memberId);
-  if (!member) throw badRequest(`${field} is not one of your members`);
+  const member = await frontRepo.member(db, userId, memberId);
+  if (!member || member.deleted_at !== null) throw badRequest(`${field} is not one of your members`);
   if (member.archived_at !== null) throw badRequest(`${field} is an archived member; unarchive it first`);
 }
 
@@ -117,8 +114,9 @@ export async function startFronting(ctx: ServiceContext, input: Schemas['StartFr
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     await assertActiveMember(trx, userId, input.memberId);
-    if (input.createdBy !== undefined && !(await membersRepo.findLive(trx, userId, input.createdBy))) {
-      throw badRequest('createdBy is not one of your members');
+    if (input.createdBy !== undefined) {
+      const creator = await frontRepo.member(trx, userId, input.createdBy);
+      if (!creator || creator.deleted_at !== null) throw badRequest('createdBy is not one of your members');
     }
     if (await frontRepo.findOpenByMember(trx, userId, input.memberId)) return; // already fronting: nothing changes
     const scope = await resolveWriteScope(trx, userId);
@@ -145,7 +143,7 @@ export async function stopFronting(ctx: ServiceContext, memberId: string): Promi
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   // A trashed member may still be ended; only unknown and foreign ids are refused.
-  if (!(await membersRepo.findAny(db, userId, memberId))) throw badRequest('memberId is not one of your members');
+  if (!(await frontRepo.member(db, userId, memberId))) throw badRequest('memberId is not one of your members');
   await db.transaction(async (trx) => {
     await frontRepo.lock(trx, userId);
     await frontRepo.endOpen(trx, userId, now, memberId);
@@ -321,7 +319,7 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
     frontRepo.historyCount(db, userId, filter),
   ]);
   const { items: page, nextAfter: last } = pageOf(rows, limit);
-  const members = await membersRepo.byIds(db, userId, [...new Set(page.map((r) => r.member_id))]);
+  const members = await frontRepo.historyMembers(db, userId, [...new Set(page.map((r) => r.member_id))]);
   const byId = new Map(members.map((m) => [m.id, m]));
   // The cursor is the last row read, so a member purged between the two queries cannot cause a gap.
   return {
@@ -417,4 +415,12 @@ export async function restoreSession(ctx: ServiceContext, id: string): Promise<v
     const position = row.ended_at === null ? await frontRepo.nextPosition(trx, userId) : null;
     await frontRepo.updateSession(trx, userId, id, { deleted_at: null, position, updated_at: now });
   });
+}
+
+/**
+ * The number of sessions of the owner's history within the time filter (sessions of members in the
+ * trash left out), for a friend's history page once the access engine has let the friend see it.
+ */
+export function frontHistoryCount(db: Knex, ownerId: string, filter: HistoryFilter): Promise<number> {
+  return frontRepo.historyCount(db, ownerId, filter);
 }

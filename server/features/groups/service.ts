@@ -4,11 +4,12 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { membersRepo, toMemberSummary } from '../members/index.ts';
+import { toMemberSummary } from '../../core/members.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
 import { type ReadScope, resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/index.ts';
 import {
   directoriesRepo,
+  groupMemberRowsRepo,
   groupMembersRepo,
   layoutsRepo,
   type DirectoryKind,
@@ -65,7 +66,7 @@ async function assertParentFolder(
 }
 
 async function assertMembers(db: Knex, userId: string, memberIds: string[], sideSystemId: string): Promise<void> {
-  const bad = await membersRepo.missingLive(db, userId, memberIds, sideSystemId);
+  const bad = await groupMemberRowsRepo.notInSide(db, userId, memberIds, sideSystemId);
   if (bad.length) throw badRequest(`memberIds must be live members of the group's side system; not: ${bad.join(', ')}`);
 }
 
@@ -278,7 +279,7 @@ export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<S
       userId,
       groups.map((g) => g.id),
     ),
-    membersRepo.summaries(db, userId, scope),
+    groupMemberRowsRepo.tree(db, userId, scope),
   ]);
 
   const nodes = new Map<string, FolderNode>();
@@ -342,4 +343,14 @@ export async function restoreLayout(ctx: ServiceContext, id: string): Promise<vo
   if (!row) throw notFound('Directory layout not found');
   if (row.deleted_at === null) throw badRequest('Directory layout is not in the trash');
   await layoutsRepo.setDeleted(db, userId, id, null, now);
+}
+
+/** The account's live folder `id` (or undefined), for areas that place items in folders. */
+export function findLiveFolder(db: Knex, userId: string, id: string): Promise<DirectoryRow | undefined> {
+  return directoriesRepo.findLive(db, userId, id, 'folder');
+}
+
+/** Takes the member out of the groups of other side systems than `sideSystemId` (a member moving there). */
+export function leaveOtherSideGroups(db: Knex, userId: string, memberId: string, sideSystemId: string): Promise<void> {
+  return directoriesRepo.dropMemberFromOtherSideGroups(db, userId, memberId, sideSystemId);
 }

@@ -11,8 +11,8 @@ import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../c
 import { sniffImageType } from '../../storage/images.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
-import { toMember, type MediaKind, type Member } from './present.ts';
-import { membersRepo, type MediaRef, type MemberRow } from './repo.ts';
+import { toMember, type MediaKind, type MediaRef, type Member, type MemberRow } from '../../core/members.ts';
+import { membersRepo } from './repo.ts';
 import { changeMember } from './service.ts';
 
 const COLUMN: Record<MediaKind, 'avatar' | 'banner'> = { avatar: 'avatar', banner: 'banner' };

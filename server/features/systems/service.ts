@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { type MemberRow, membersRepo } from '../members/index.ts';
+import type { MemberRow } from '../../core/members.ts';
 import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
 import { SYSTEM_SCOPED_TABLES } from './scope.ts';
 
@@ -241,12 +241,14 @@ async function lockForSubWrite(
   trx: Knex.Transaction,
   userId: string,
   linkedMemberId: string | undefined,
-): Promise<MemberRow | undefined> {
+): Promise<LinkedMember | undefined> {
   await lockedContext(trx, userId);
-  return linkedMemberId === undefined ? undefined : membersRepo.shareLive(trx, userId, linkedMemberId);
+  return linkedMemberId === undefined ? undefined : systemsRepo.shareLinkableMember(trx, userId, linkedMemberId);
 }
 
-function assertLinkedMember(member: MemberRow | undefined, sideSystemId: string): void {
+type LinkedMember = Pick<MemberRow, 'id' | 'side_system_id'>;
+
+function assertLinkedMember(member: LinkedMember | undefined, sideSystemId: string): void {
   if (!member || member.side_system_id !== sideSystemId)
     throw badRequest('linkedMemberId must be a member of the same side system');
 }
@@ -348,6 +350,26 @@ export async function listAssignableMembers(
   const { db } = ctx;
   const userId = ownerOf(ctx);
   if (!(await systemsRepo.findSide(db, userId, sideSystemId))) throw notFound('Side system not found');
-  const rows = await membersRepo.listAssignable(db, userId, sideSystemId);
+  const rows = await systemsRepo.listAssignableMembers(db, userId, sideSystemId);
   return rows.map((r) => ({ _id: r.id, name: r.display_name || r.name }));
+}
+
+/** The account's live side system `id`, or undefined. */
+export function findSideSystem(db: Knex, userId: string, id: string): Promise<SystemRow | undefined> {
+  return systemsRepo.findSide(db, userId, id);
+}
+
+/** The account's live sub system `id`, or undefined. */
+export function findSubSystem(db: Knex, userId: string, id: string): Promise<SubSystemRow | undefined> {
+  return systemsRepo.findSub(db, userId, id);
+}
+
+/** The live sub systems of the side system whose linked member is `memberId`, by name. */
+export function subSystemsLinkedTo(
+  db: Knex,
+  userId: string,
+  sideSystemId: string,
+  memberId: string,
+): Promise<SubSystemRow[]> {
+  return systemsRepo.subsLinkedTo(db, userId, sideSystemId, memberId);
 }
