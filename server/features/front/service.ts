@@ -4,7 +4,7 @@
  * the active side/sub system, but reads are never narrowed by it. Every write that reads the
  * front before changing it takes the account's front lock (frontRepo.lock) in its transaction.
  */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -109,9 +109,9 @@ async function assertActiveMember(db: Knex, userId: string, memberId: string, fi
 }
 
 export async function startFronting(ctx: ServiceContext, input: Schemas['StartFrontingRequest']): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await assertActiveMember(trx, userId, input.memberId);
     if (input.createdBy !== undefined) {
@@ -144,16 +144,16 @@ export async function stopFronting(ctx: ServiceContext, memberId: string): Promi
   const userId = ownerOf(ctx);
   // A trashed member may still be ended; only unknown and foreign ids are refused.
   if (!(await frontRepo.member(db, userId, memberId))) throw badRequest('memberId is not one of your members');
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await frontRepo.endOpen(trx, userId, now, memberId);
   });
 }
 
 export async function clearFront(ctx: ServiceContext): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await frontRepo.endOpen(trx, userId, now);
     await frontRepo.deletePresence(trx, userId);
@@ -179,9 +179,9 @@ export async function endMemberFront(trx: Knex, userId: string, memberId: string
 }
 
 export async function reorderFront(ctx: ServiceContext, memberIds: string[]): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const current = new Set((await liveOpenSessions(trx, userId)).map((s) => s.member_id));
     const given = new Set(memberIds);
@@ -206,10 +206,10 @@ async function assertTierKey(db: Knex, userId: string, tierKey: string): Promise
 }
 
 export async function setTierPresence(ctx: ServiceContext, input: Schemas['SetTierPresenceRequest']): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const tierKey = PRESET_NAMES.has(input.tierKey) ? input.tierKey : input.tierKey.toLowerCase();
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await assertTierKey(trx, userId, tierKey);
     await assertActiveMember(trx, userId, input.memberId);
@@ -247,9 +247,9 @@ export async function createTier(
   ctx: ServiceContext,
   input: Schemas['CreateFrontTierRequest'],
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     if ((await frontRepo.countTiers(trx, userId)) >= MAX_CUSTOM_TIERS) {
       throw badRequest(`An account can have at most ${MAX_CUSTOM_TIERS} custom tiers`);
@@ -267,9 +267,8 @@ export async function createTier(
 }
 
 export async function deleteTier(ctx: ServiceContext, id: string): Promise<void> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     if (!(await frontRepo.deleteTier(trx, userId, id))) throw notFound('Custom tier not found');
   });
@@ -362,11 +361,11 @@ export async function updateSession(
   id: string,
   patch: Schemas['UpdateFrontSessionRequest'],
 ): Promise<HistorySession> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   if (patch.startedAt !== undefined && patch.startedAt > now) throw badRequest('startedAt cannot be in the future');
   if (patch.endedAt !== undefined && patch.endedAt > now) throw badRequest('endedAt cannot be in the future');
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -388,9 +387,9 @@ export async function updateSession(
 }
 
 export async function trashSession(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -401,9 +400,9 @@ export async function trashSession(ctx: ServiceContext, id: string): Promise<voi
 }
 
 export async function restoreSession(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { narrowedBy, visibleMembers } from '../../access/index.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../core/errors.ts';
 import { sniffImageType } from '../../storage/images.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
@@ -105,7 +105,7 @@ export async function uploadMemberMedia(
   const { etag } = await store.put(key, body, contentType);
   const ref: MediaRef = { source: 'object', key, contentType, etag };
   let previous: MediaRef | null = null;
-  const row = await db.transaction((trx) =>
+  const row = await inTransaction(ctx, ({ db: trx }) =>
     changeMember(trx, userId, memberId, now, async (current: MemberRow) => {
       previous = current[COLUMN[kind]];
       return { [COLUMN[kind]]: ref };
@@ -122,7 +122,9 @@ export async function deleteMemberMedia(ctx: ServiceContext, memberId: string, k
   if (!member) throw notFound('Member not found');
   const previous = member[COLUMN[kind]];
   if (!previous) return;
-  await db.transaction((trx) => changeMember(trx, userId, memberId, now, async () => ({ [COLUMN[kind]]: null })));
+  await inTransaction(ctx, ({ db: trx }) =>
+    changeMember(trx, userId, memberId, now, async () => ({ [COLUMN[kind]]: null })),
+  );
   if (storage) await dropObject(storage, previous, undefined, log);
 }
 

@@ -1,5 +1,5 @@
 /** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -50,9 +50,9 @@ export async function createMember(
   ctx: ServiceContext,
   input: Schemas['CreateMemberRequest'],
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
     const row: MemberRow = {
@@ -117,11 +117,11 @@ export async function updateMember(
   id: string,
   input: Schemas['UpdateMemberRequest'],
 ): Promise<Member> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const { expectedVersion, ...patch } = input;
   if (Object.keys(patch).length === 0) throw badRequest('Request body must contain at least one field to change');
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const row = await changeMember(
       trx,
       userId,
@@ -174,9 +174,9 @@ export async function updateMember(
  * never counts a session of a trashed member.
  */
 export async function trashMember(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
     if (!row) throw notFound('Member not found');
@@ -186,9 +186,9 @@ export async function trashMember(ctx: ServiceContext, id: string): Promise<void
 }
 
 export async function restoreMember(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockAny(trx, userId, id);
     if (!row) throw notFound('Member not found');

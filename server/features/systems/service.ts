@@ -1,5 +1,5 @@
 /** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -129,9 +129,9 @@ export async function setActive(
   ctx: ServiceContext,
   input: { sideSystemId: string; subSystemId?: string | null },
 ): Promise<ActiveContext> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     // Under the context lock a concurrent delete cannot remove the side or sub between the check and the write.
     await lockedContext(trx, userId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
@@ -151,9 +151,9 @@ export async function setActive(
 }
 
 export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Promise<ActiveContext> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const ctx = await lockedContext(trx, userId); // else a concurrent delete's scope move could be written back
     return toContext(await systemsRepo.upsertContext(trx, { ...ctx, is_unified_view: enabled, updated_at: now }));
   });
@@ -208,9 +208,9 @@ async function remainingData(
 }
 
 export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     const ctx = await lockedContext(trx, userId);
     // FOR UPDATE waits for writes that placed data here (they share-lock the side) and blocks new ones.
     if (!(await systemsRepo.findSide(trx, userId, id, 'update'))) throw notFound('Side system not found');
@@ -273,9 +273,9 @@ export async function createSubSystem(
   ctx: ServiceContext,
   input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
 ): Promise<SubSystem> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
     assertLinkedMember(member, input.sideSystemId);
@@ -306,9 +306,9 @@ export async function updateSubSystem(
   id: string,
   input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null },
 ): Promise<SubSystem> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     const sub = await systemsRepo.findSub(trx, userId, id);
     if (!sub) throw notFound('Sub system not found');
@@ -328,9 +328,9 @@ export async function updateSubSystem(
 }
 
 export async function deleteSubSystem(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     const ctx = await lockedContext(trx, userId);
     if (!(await systemsRepo.findSub(trx, userId, id, 'update'))) throw notFound('Sub system not found');
     const held = await remainingData(trx, userId, 'sub_system_id', id);
