@@ -32,3 +32,14 @@ from
 where
   id = $1
   and user_id = $2;
+
+-- front_set_order (the order)
+update front_sessions
+set
+  position = array_position($1::uuid[], member_id) - 1,
+  updated_at = $2
+where
+  user_id = $3
+  and ended_at is null
+  and deleted_at is null
+  and member_id = any ($4::uuid[]);

@@ -212,6 +212,16 @@ function historyQuery(db: Knex, userId: string, filter: HistoryFilter): Knex.Que
   return q;
 }
 
+/** The open sessions of the listed members take their place in the array as their position. */
+const setOrder = statement<{ userId: string; memberIds: string[]; now: number }, never>({
+  name: 'front_set_order',
+  area: AREA,
+  variants: { 'the order': { userId: EXAMPLE_UUID, memberIds: [EXAMPLE_UUID], now: 0 } },
+  build: ({ userId, memberIds, now }) =>
+    sql`update front_sessions set position = array_position(${memberIds}::uuid[], member_id) - 1, updated_at = ${now}
+      where user_id = ${userId} and ended_at is null and deleted_at is null and member_id = any (${memberIds}::uuid[])`,
+});
+
 export const frontRepo = {
   /** The member, trashed or not; undefined when it is not the account's. */
   async member(
@@ -292,13 +302,7 @@ export const frontRepo = {
   /** Positions follow the array; only open sessions of the listed members are touched. */
   async setOrder(db: Knex, userId: string, memberIds: string[], now: number): Promise<void> {
     if (memberIds.length === 0) return;
-    const position = db.raw(
-      `array_position(array[${memberIds.map(() => '?').join(', ')}]::uuid[], member_id) - 1`,
-      memberIds,
-    );
-    await open(db('front_sessions').where({ user_id: userId }))
-      .whereIn('member_id', memberIds)
-      .update({ position, updated_at: now });
+    await setOrder(db, { userId, memberIds, now });
   },
 
   /** Live or trashed. */

@@ -5,8 +5,7 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
-import { narrowedBy, visibleMembers } from '../../access/index.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../core/errors.ts';
 import { sniffImageType } from '../../storage/images.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
@@ -49,22 +48,12 @@ export async function readMemberMedia(
  * unknown member. One statement.
  */
 export async function readFriendMemberMedia(
-  fctx: ServiceContext,
+  fctx: FriendContext,
   memberId: string,
   kind: MediaKind,
   ifNoneMatch: string | undefined,
 ): Promise<MediaResponse> {
-  const { access } = fctx;
-  if (access.level !== 'friend') throw new Error('readFriendMemberMedia: a friend access is required');
-  const row: Pick<MemberRow, 'avatar' | 'banner'> | undefined = await fctx
-    .db('members as m')
-    .select('m.avatar', 'm.banner')
-    .where({ 'm.id': memberId, 'm.user_id': access.ownerId })
-    .whereNull('m.deleted_at')
-    .whereNull('m.archived_at')
-    .where(visibleMembers(access, 'm', 'member_avatar', 'read'))
-    .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'avatar' }, 'member_avatar'))
-    .first();
+  const row = await membersRepo.friendMedia(fctx.db, fctx.access, memberId);
   return answerMedia(fctx, row?.[COLUMN[kind]] ?? null, ifNoneMatch);
 }
 

@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
-import { visibleRows } from '../../access/index.ts';
-import type { Access } from '../../core/context.ts';
+import { EXAMPLE_ACCESS, sectionVisibleSql, visibleMembersSql, visibleRows } from '../../access/index.ts';
+import type { Access, FriendAccess } from '../../core/context.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
 import { sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import { activeScopeRows, applyScope, type ReadScope } from '../../access/systemScope.ts';
 import { prepared } from '../../db/prepared.ts';
 import type { MemberRow } from '../../core/members.ts';
@@ -54,7 +55,33 @@ export interface PageCursor {
   id: string;
 }
 
+const AREA = 'members';
+
+/**
+ * A friend's view of a member's avatar and banner (both are the `avatar` profile section): the
+ * member live, not archived and visible to the friend with member_avatar at read (the member rule),
+ * and its avatar section not narrowing it away. One statement.
+ */
+const friendMedia = statement<{ access: FriendAccess; memberId: string }, Pick<MemberRow, 'avatar' | 'banner'>>({
+  name: 'members_friend_media',
+  area: AREA,
+  variants: { "a friend's view": { access: EXAMPLE_ACCESS.friend, memberId: EXAMPLE_UUID } },
+  build: ({ access, memberId }) =>
+    sql`select m.avatar, m.banner from members m
+      where m.id = ${memberId} and m.user_id = ${access.ownerId} and m.deleted_at is null and m.archived_at is null
+        and ${visibleMembersSql(access, 'm', 'member_avatar', 'read')} and ${sectionVisibleSql(access, 'm.id', 'avatar')}`,
+});
+
 export const membersRepo = {
+  /** The member's avatar and banner as a friend may see them (friendMedia); undefined when it may not. */
+  async friendMedia(
+    db: Knex,
+    access: FriendAccess,
+    memberId: string,
+  ): Promise<Pick<MemberRow, 'avatar' | 'banner'> | undefined> {
+    return (await friendMedia(db, { access, memberId }))[0];
+  },
+
   async insert(db: Knex, row: MemberRow): Promise<void> {
     await db('members').insert(serialise(row));
   },
