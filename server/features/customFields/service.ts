@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { membersRepo } from '../members/index.ts';
+import { findLiveMember } from '../members/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
 import { customFieldsRepo, type FieldChanges, type FieldRow, type FieldType, type FieldValue } from './repo.ts';
 
@@ -147,7 +147,7 @@ export async function trashField(ctx: ServiceContext, id: string): Promise<void>
 export async function restoreField(ctx: ServiceContext, memberId: string, id: string): Promise<void> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
   const row = await customFieldsRepo.findAny(db, userId, id);
   if (!row) throw notFound('Custom field not found');
   if (row.deleted_at === null) throw badRequest('Custom field is not in the trash');
@@ -157,7 +157,7 @@ export async function restoreField(ctx: ServiceContext, memberId: string, id: st
 export async function memberValues(ctx: ServiceContext, memberId: string): Promise<Schemas['CustomFieldValue'][]> {
   const { db } = ctx;
   const userId = ownerOf(ctx);
-  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
   const [fields, values] = await Promise.all([
     customFieldsRepo.listLive(db, userId),
     customFieldsRepo.valuesOfMember(db, userId, memberId),
@@ -181,7 +181,7 @@ export async function setMemberValue(
 ): Promise<Schemas['CustomFieldValue']> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
   const field = await liveField(db, userId, fieldId);
   if (value === null) {
     await customFieldsRepo.clearValue(db, userId, memberId, fieldId);

@@ -7,7 +7,7 @@ import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
 import { PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
-import { membersRepo, type MemberSummary, toMemberSummary } from '../members/index.ts';
+import { membersByIds, type MemberSummary, missingLiveMembers, toMemberSummary } from '../members/index.ts';
 import { resolveWriteScope } from '../systems/index.ts';
 import { dropObjects, purgeItems } from '../trash/index.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
@@ -25,7 +25,7 @@ function linkSet(memberId: string | null, memberIds: string[] | null): string[] 
 const notLinkable = (ids: string[]) => badRequest(`Linked members must be your live members; not: ${ids.join(', ')}`);
 
 async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promise<void> {
-  const bad = await membersRepo.missingLive(db, userId, ids);
+  const bad = await missingLiveMembers(db, userId, ids);
   if (bad.length) throw notLinkable(bad);
 }
 
@@ -91,7 +91,7 @@ async function precheckLinks(
 const noteLimit = noteLimitReached;
 
 async function summaries(db: Knex, userId: string, ids: string[]): Promise<Map<string, MemberSummary>> {
-  const rows = await membersRepo.byIds(db, userId, [...new Set(ids)]);
+  const rows = await membersByIds(db, userId, [...new Set(ids)]);
   return new Map(rows.map((r) => [r.id, toMemberSummary(r)]));
 }
 

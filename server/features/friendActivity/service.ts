@@ -19,7 +19,7 @@ import { createEntry, deleteEntry, updateEntry } from '../entries/index.ts';
 import {
   clearFront,
   clearTierPresence,
-  frontRepo,
+  frontHistoryCount,
   lockFront,
   PRESET_TIERS,
   reorderFront,
@@ -220,7 +220,7 @@ export async function history(
   const timed = filter.startTime !== undefined || filter.endTime !== undefined;
   const [{ ok, rows, total }, timedCount] = await Promise.all([
     friendActivityRepo.historyPage(ctx.db, ctx.access, filter, limit, after),
-    timed ? frontRepo.historyCount(ctx.db, ownerId, filter) : Promise.resolve(null),
+    timed ? frontHistoryCount(ctx.db, ownerId, filter) : Promise.resolve(null),
   ]);
   requireFriendship(ok);
   const count = timedCount ?? total ?? 0;

@@ -7,10 +7,10 @@ export {
   clearFront,
   clearTierPresence,
   endMemberFront,
+  frontHistoryCount,
   lockFront,
+  PRESET_TIERS,
   reorderFront,
   startFronting,
   stopFronting,
 } from './service.ts';
-export { frontRepo } from './repo.ts';
-export { PRESET_TIERS } from './service.ts';

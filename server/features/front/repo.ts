@@ -2,7 +2,38 @@ import type { Knex } from 'knex';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
 import { sql } from '../../db/sql.ts';
 import { prepared } from '../../db/prepared.ts';
-import type { MemberRow } from '../members/index.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import type { MemberRow } from '../../core/members.ts';
+
+const AREA = 'front';
+
+/** The member `id` of the account, trashed or not, with what the front's checks need of it. */
+const memberOf = statement<{ userId: string; id: string }, Pick<MemberRow, 'archived_at' | 'deleted_at'>>({
+  name: 'front_member_of',
+  area: AREA,
+  variants: { 'the member': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select archived_at, deleted_at from members where id = ${id} and user_id = ${userId}`,
+});
+
+/** Which of the ids are live (not trashed) members of the account. */
+const liveMemberIds = statement<{ userId: string; ids: string[] }, { id: string }>({
+  name: 'front_live_member_ids',
+  area: AREA,
+  variants: { 'the ids': { userId: EXAMPLE_UUID, ids: [EXAMPLE_UUID] } },
+  build: ({ userId, ids }) =>
+    sql`select id from members where user_id = ${userId} and id = any (${ids}::uuid[]) and deleted_at is null`,
+});
+
+export type HistoryMemberRow = Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar'>;
+
+/** The members of a history page (trashed ones too), with their summary columns. */
+const historyMembers = statement<{ userId: string; ids: string[] }, HistoryMemberRow>({
+  name: 'front_history_members',
+  area: AREA,
+  variants: { 'the ids': { userId: EXAMPLE_UUID, ids: [EXAMPLE_UUID] } },
+  build: ({ userId, ids }) =>
+    sql`select id, name, display_name, archived_at, avatar from members where user_id = ${userId} and id = any (${ids}::uuid[])`,
+});
 
 const HISTORY_ORDER: Keyset = {
   columns: [
@@ -181,7 +212,38 @@ function historyQuery(db: Knex, userId: string, filter: HistoryFilter): Knex.Que
   return q;
 }
 
+/** The open sessions of the listed members take their place in the array as their position. */
+const setOrder = statement<{ userId: string; memberIds: string[]; now: number }, never>({
+  name: 'front_set_order',
+  area: AREA,
+  variants: { 'the order': { userId: EXAMPLE_UUID, memberIds: [EXAMPLE_UUID], now: 0 } },
+  build: ({ userId, memberIds, now }) =>
+    sql`update front_sessions set position = array_position(${memberIds}::uuid[], member_id) - 1, updated_at = ${now}
+      where user_id = ${userId} and ended_at is null and deleted_at is null and member_id = any (${memberIds}::uuid[])`,
+});
+
 export const frontRepo = {
+  /** The member, trashed or not; undefined when it is not the account's. */
+  async member(
+    db: Knex,
+    userId: string,
+    id: string,
+  ): Promise<Pick<MemberRow, 'archived_at' | 'deleted_at'> | undefined> {
+    return (await memberOf(db, { userId, id }))[0];
+  },
+
+  /** The ids among `ids` that are live members of the account (no query for none). */
+  async liveMemberIds(db: Knex, userId: string, ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    return new Set((await liveMemberIds(db, { userId, ids })).map((m) => m.id));
+  },
+
+  /** The members (trashed ones too) of a history page, with their summary columns (no query for none). */
+  historyMembers(db: Knex, userId: string, ids: string[]): Promise<HistoryMemberRow[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return historyMembers(db, { userId, ids });
+  },
+
   /**
    * Serialises the front writes of one account until the transaction ends, so the order,
    * the one-open-session rule and the primary check never race each other. Outside a
@@ -240,13 +302,7 @@ export const frontRepo = {
   /** Positions follow the array; only open sessions of the listed members are touched. */
   async setOrder(db: Knex, userId: string, memberIds: string[], now: number): Promise<void> {
     if (memberIds.length === 0) return;
-    const position = db.raw(
-      `array_position(array[${memberIds.map(() => '?').join(', ')}]::uuid[], member_id) - 1`,
-      memberIds,
-    );
-    await open(db('front_sessions').where({ user_id: userId }))
-      .whereIn('member_id', memberIds)
-      .update({ position, updated_at: now });
+    await setOrder(db, { userId, memberIds, now });
   },
 
   /** Live or trashed. */

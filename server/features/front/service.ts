@@ -4,13 +4,13 @@
  * the active side/sub system, but reads are never narrowed by it. Every write that reads the
  * front before changing it takes the account's front lock (frontRepo.lock) in its transaction.
  */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
-import { membersRepo, toMember, toMemberSummary, type MemberRow } from '../members/index.ts';
+import { type MemberRow, toMember, toMemberSummary } from '../../core/members.ts';
 import { resolveWriteScope } from '../systems/index.ts';
 import {
   frontRepo,
@@ -18,6 +18,7 @@ import {
   type FrontSessionChanges,
   type FrontSessionRow,
   type HistoryCursor,
+  type HistoryFilter,
 } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -60,14 +61,10 @@ function toHistorySession(
 /** Open sessions of members that are not in the trash, in front order. */
 async function liveOpenSessions(db: Knex, userId: string): Promise<FrontSessionRow[]> {
   const sessions = await frontRepo.openSessions(db, userId);
-  const live = new Set(
-    (
-      await membersRepo.liveIds(
-        db,
-        userId,
-        sessions.map((s) => s.member_id),
-      )
-    ).map((m) => m.id),
+  const live = await frontRepo.liveMemberIds(
+    db,
+    userId,
+    sessions.map((s) => s.member_id),
   );
   return sessions.filter((s) => live.has(s.member_id));
 }
@@ -106,19 +103,20 @@ export async function getFront(ctx: ServiceContext): Promise<FrontState> {
 
 /** The member may join the front or a tier: the caller's, not archived, not in the trash. */
 async function assertActiveMember(db: Knex, userId: string, memberId: string, field = 'memberId'): Promise<void> {
-  const member = await membersRepo.findLive(db, userId, memberId);
-  if (!member) throw badRequest(`${field} is not one of your members`);
+  const member = await frontRepo.member(db, userId, memberId);
+  if (!member || member.deleted_at !== null) throw badRequest(`${field} is not one of your members`);
   if (member.archived_at !== null) throw badRequest(`${field} is an archived member; unarchive it first`);
 }
 
 export async function startFronting(ctx: ServiceContext, input: Schemas['StartFrontingRequest']): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await assertActiveMember(trx, userId, input.memberId);
-    if (input.createdBy !== undefined && !(await membersRepo.findLive(trx, userId, input.createdBy))) {
-      throw badRequest('createdBy is not one of your members');
+    if (input.createdBy !== undefined) {
+      const creator = await frontRepo.member(trx, userId, input.createdBy);
+      if (!creator || creator.deleted_at !== null) throw badRequest('createdBy is not one of your members');
     }
     if (await frontRepo.findOpenByMember(trx, userId, input.memberId)) return; // already fronting: nothing changes
     const scope = await resolveWriteScope(trx, userId);
@@ -145,17 +143,17 @@ export async function stopFronting(ctx: ServiceContext, memberId: string): Promi
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   // A trashed member may still be ended; only unknown and foreign ids are refused.
-  if (!(await membersRepo.findAny(db, userId, memberId))) throw badRequest('memberId is not one of your members');
-  await db.transaction(async (trx) => {
+  if (!(await frontRepo.member(db, userId, memberId))) throw badRequest('memberId is not one of your members');
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await frontRepo.endOpen(trx, userId, now, memberId);
   });
 }
 
 export async function clearFront(ctx: ServiceContext): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await frontRepo.endOpen(trx, userId, now);
     await frontRepo.deletePresence(trx, userId);
@@ -181,9 +179,9 @@ export async function endMemberFront(trx: Knex, userId: string, memberId: string
 }
 
 export async function reorderFront(ctx: ServiceContext, memberIds: string[]): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const current = new Set((await liveOpenSessions(trx, userId)).map((s) => s.member_id));
     const given = new Set(memberIds);
@@ -208,10 +206,10 @@ async function assertTierKey(db: Knex, userId: string, tierKey: string): Promise
 }
 
 export async function setTierPresence(ctx: ServiceContext, input: Schemas['SetTierPresenceRequest']): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const tierKey = PRESET_NAMES.has(input.tierKey) ? input.tierKey : input.tierKey.toLowerCase();
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     await assertTierKey(trx, userId, tierKey);
     await assertActiveMember(trx, userId, input.memberId);
@@ -249,9 +247,9 @@ export async function createTier(
   ctx: ServiceContext,
   input: Schemas['CreateFrontTierRequest'],
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     if ((await frontRepo.countTiers(trx, userId)) >= MAX_CUSTOM_TIERS) {
       throw badRequest(`An account can have at most ${MAX_CUSTOM_TIERS} custom tiers`);
@@ -269,9 +267,8 @@ export async function createTier(
 }
 
 export async function deleteTier(ctx: ServiceContext, id: string): Promise<void> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     if (!(await frontRepo.deleteTier(trx, userId, id))) throw notFound('Custom tier not found');
   });
@@ -321,7 +318,7 @@ export async function getHistory(ctx: ServiceContext, query: HistoryQuery): Prom
     frontRepo.historyCount(db, userId, filter),
   ]);
   const { items: page, nextAfter: last } = pageOf(rows, limit);
-  const members = await membersRepo.byIds(db, userId, [...new Set(page.map((r) => r.member_id))]);
+  const members = await frontRepo.historyMembers(db, userId, [...new Set(page.map((r) => r.member_id))]);
   const byId = new Map(members.map((m) => [m.id, m]));
   // The cursor is the last row read, so a member purged between the two queries cannot cause a gap.
   return {
@@ -364,11 +361,11 @@ export async function updateSession(
   id: string,
   patch: Schemas['UpdateFrontSessionRequest'],
 ): Promise<HistorySession> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   if (patch.startedAt !== undefined && patch.startedAt > now) throw badRequest('startedAt cannot be in the future');
   if (patch.endedAt !== undefined && patch.endedAt > now) throw badRequest('endedAt cannot be in the future');
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -390,9 +387,9 @@ export async function updateSession(
 }
 
 export async function trashSession(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -403,9 +400,9 @@ export async function trashSession(ctx: ServiceContext, id: string): Promise<voi
 }
 
 export async function restoreSession(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -417,4 +414,12 @@ export async function restoreSession(ctx: ServiceContext, id: string): Promise<v
     const position = row.ended_at === null ? await frontRepo.nextPosition(trx, userId) : null;
     await frontRepo.updateSession(trx, userId, id, { deleted_at: null, position, updated_at: now });
   });
+}
+
+/**
+ * The number of sessions of the owner's history within the time filter (sessions of members in the
+ * trash left out), for a friend's history page once the access engine has let the friend see it.
+ */
+export function frontHistoryCount(db: Knex, ownerId: string, filter: HistoryFilter): Promise<number> {
+  return frontRepo.historyCount(db, ownerId, filter);
 }

@@ -1,2 +1,2 @@
-/** The groups area's public entry point: folders, for areas that place items in them. */
-export { directoriesRepo } from './repo.ts';
+/** The groups area's public entry point: folders and group memberships, for the members area that places members in them. */
+export { findLiveFolder, leaveOtherSideGroups } from './service.ts';

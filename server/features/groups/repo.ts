@@ -1,4 +1,10 @@
 import type { Knex } from 'knex';
+import type { ReadScope } from '../../access/systemScope.ts';
+import type { MemberRow } from '../../core/members.ts';
+import { type Sql, sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+
+const AREA = 'groups';
 
 export type DirectoryKind = 'folder' | 'group';
 
@@ -125,5 +131,57 @@ export const layoutsRepo = {
   },
   async setDeleted(db: Knex, userId: string, id: string, deletedAt: number | null, now: number): Promise<void> {
     await db('directory_layouts').where({ id, user_id: userId }).update({ deleted_at: deletedAt, updated_at: now });
+  },
+};
+
+/** `and side_system_id = … [and sub_system_id = …]` for a read scope (nothing for the unified view). */
+function scopeSql(scope: ReadScope): Sql {
+  const side = scope.sideSystemId ? sql` and side_system_id = ${scope.sideSystemId}` : sql.empty;
+  const sub = scope.subSystemId ? sql` and sub_system_id = ${scope.subSystemId}` : sql.empty;
+  return sql`${side}${sub}`;
+}
+
+const SCOPE_VARIANTS = {
+  'unified view': { sideSystemId: null, subSystemId: null },
+  'a side system': { sideSystemId: EXAMPLE_UUID, subSystemId: null },
+  'a sub system': { sideSystemId: EXAMPLE_UUID, subSystemId: EXAMPLE_UUID },
+} satisfies Record<string, ReadScope>;
+
+export type TreeMemberRow = Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar' | 'directory_id'>;
+
+/** The live members of the scope with what the tree shows of them, by display name. */
+const treeMembers = statement<{ userId: string; scope: ReadScope }, TreeMemberRow>({
+  name: 'groups_tree_members',
+  area: AREA,
+  variants: Object.fromEntries(
+    Object.entries(SCOPE_VARIANTS).map(([label, scope]) => [label, { userId: EXAMPLE_UUID, scope }]),
+  ),
+  build: ({ userId, scope }) =>
+    sql`select id, name, display_name, archived_at, avatar, directory_id from members
+      where user_id = ${userId} and deleted_at is null${scopeSql(scope)}
+      order by lower(coalesce(nullif(display_name, ''), name)), id`,
+});
+
+/** Which of the ids are live members of the account, with their side system. */
+const liveMembers = statement<{ userId: string; ids: string[] }, Pick<MemberRow, 'id' | 'side_system_id'>>({
+  name: 'groups_live_members',
+  area: AREA,
+  variants: { 'the ids': { userId: EXAMPLE_UUID, ids: [EXAMPLE_UUID] } },
+  build: ({ userId, ids }) =>
+    sql`select id, side_system_id from members where user_id = ${userId} and id = any (${ids}::uuid[]) and deleted_at is null`,
+});
+
+/** The members a group may hold and the tree shows: member rows, read here for this area's reads. */
+export const groupMemberRowsRepo = {
+  tree(db: Knex, userId: string, scope: ReadScope): Promise<TreeMemberRow[]> {
+    return treeMembers(db, { userId, scope });
+  },
+
+  /** The ids that are not live members of the account in `sideSystemId`, in input order (no query for none). */
+  async notInSide(db: Knex, userId: string, ids: string[], sideSystemId: string): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const found = await liveMembers(db, { userId, ids });
+    const ok = new Set(found.filter((m) => m.side_system_id === sideSystemId).map((m) => m.id));
+    return ids.filter((id) => !ok.has(id));
   },
 };

@@ -2,13 +2,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { membersRepo, toMemberSummary } from '../members/index.ts';
+import { toMemberSummary } from '../../core/members.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
 import { type ReadScope, resolveReadScope, resolveWriteScope, type ScopeQuery } from '../systems/index.ts';
 import {
   directoriesRepo,
+  groupMemberRowsRepo,
   groupMembersRepo,
   layoutsRepo,
   type DirectoryKind,
@@ -65,19 +66,19 @@ async function assertParentFolder(
 }
 
 async function assertMembers(db: Knex, userId: string, memberIds: string[], sideSystemId: string): Promise<void> {
-  const bad = await membersRepo.missingLive(db, userId, memberIds, sideSystemId);
+  const bad = await groupMemberRowsRepo.notInSide(db, userId, memberIds, sideSystemId);
   if (bad.length) throw badRequest(`memberIds must be live members of the group's side system; not: ${bad.join(', ')}`);
 }
 
 async function createDirectory(
-  db: Knex,
+  ctx: ServiceContext,
   userId: string,
   kind: DirectoryKind,
   input: ScopeQuery & { name: string; description?: string; parentId?: string; color?: string },
   now: number,
   after?: (trx: Knex.Transaction, row: DirectoryRow) => Promise<void>,
 ): Promise<{ id: string }> {
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.parentId) await assertParentFolder(trx, userId, input.parentId, scope.sideSystemId);
     const row: DirectoryRow = {
@@ -102,15 +103,15 @@ async function createDirectory(
 }
 
 export function createFolder(ctx: ServiceContext, input: Schemas['CreateFolderRequest']) {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return createDirectory(db, userId, 'folder', input, now);
+  return createDirectory(ctx, userId, 'folder', input, now);
 }
 
 export function createGroup(ctx: ServiceContext, input: Schemas['CreateGroupRequest']) {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return createDirectory(db, userId, 'group', input, now, async (trx, row) => {
+  return createDirectory(ctx, userId, 'group', input, now, async (trx, row) => {
     const memberIds = input.memberIds ?? [];
     await assertMembers(trx, userId, memberIds, row.side_system_id);
     await groupMembersRepo.replace(trx, userId, row.id, memberIds, now);
@@ -118,14 +119,14 @@ export function createGroup(ctx: ServiceContext, input: Schemas['CreateGroupRequ
 }
 
 async function updateDirectory(
-  db: Knex,
+  ctx: ServiceContext,
   userId: string,
   kind: DirectoryKind,
   id: string,
   input: { name?: string; description?: string | null; parentId?: string | null; color?: string | null },
   now: number,
 ): Promise<DirectoryRow> {
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const row = await directoriesRepo.findLive(trx, userId, id, kind);
     if (!row) throw notFound(`${LABEL[kind]} not found`);
     const changes: Partial<DirectoryRow> = { updated_at: now };
@@ -156,9 +157,9 @@ export async function updateFolder(
   id: string,
   input: Schemas['UpdateFolderRequest'],
 ): Promise<Folder> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return base(await updateDirectory(db, userId, 'folder', id, input, now));
+  return base(await updateDirectory(ctx, userId, 'folder', id, input, now));
 }
 
 export async function updateGroup(
@@ -168,15 +169,15 @@ export async function updateGroup(
 ): Promise<Group> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  const row = await updateDirectory(db, userId, 'group', id, input, now);
+  const row = await updateDirectory(ctx, userId, 'group', id, input, now);
   const members = await groupMembersRepo.memberIdsByGroup(db, userId, [id]);
   return toGroup(row, members.get(id) ?? []);
 }
 
 export async function setGroupMembers(ctx: ServiceContext, id: string, memberIds: string[]): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     // Locked: two replacements of one group at once would otherwise both delete its rows and then
     // insert the same pairs, and the second would fail on the primary key.
     const group = await directoriesRepo.lockLive(trx, userId, id, 'group');
@@ -196,9 +197,9 @@ export async function trashDirectory(ctx: ServiceContext, kind: DirectoryKind, i
 }
 
 export async function restoreDirectory(ctx: ServiceContext, kind: DirectoryKind, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     const row = await directoriesRepo.findAny(trx, userId, id, kind);
     if (!row) throw notFound(`${LABEL[kind]} not found`);
     if (row.deleted_at === null) throw badRequest(`${LABEL[kind]} is not in the trash`);
@@ -278,7 +279,7 @@ export async function getTree(ctx: ServiceContext, query: ScopeQuery): Promise<S
       userId,
       groups.map((g) => g.id),
     ),
-    membersRepo.summaries(db, userId, scope),
+    groupMemberRowsRepo.tree(db, userId, scope),
   ]);
 
   const nodes = new Map<string, FolderNode>();
@@ -342,4 +343,14 @@ export async function restoreLayout(ctx: ServiceContext, id: string): Promise<vo
   if (!row) throw notFound('Directory layout not found');
   if (row.deleted_at === null) throw badRequest('Directory layout is not in the trash');
   await layoutsRepo.setDeleted(db, userId, id, null, now);
+}
+
+/** The account's live folder `id` (or undefined), for areas that place items in folders. */
+export function findLiveFolder(db: Knex, userId: string, id: string): Promise<DirectoryRow | undefined> {
+  return directoriesRepo.findLive(db, userId, id, 'folder');
+}
+
+/** Takes the member out of the groups of other side systems than `sideSystemId` (a member moving there). */
+export function leaveOtherSideGroups(db: Knex, userId: string, memberId: string, sideSystemId: string): Promise<void> {
+  return directoriesRepo.dropMemberFromOtherSideGroups(db, userId, memberId, sideSystemId);
 }

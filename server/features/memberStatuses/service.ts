@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { notFound } from '../../core/errors.ts';
-import { membersRepo } from '../members/index.ts';
+import { findLiveMember } from '../members/index.ts';
 import { memberStatusesRepo, type StatusChanges, type StatusRow } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -27,7 +27,7 @@ async function findStatus(db: Knex, userId: string, id: string): Promise<StatusR
 }
 
 async function assertMember(db: Knex, userId: string, memberId: string): Promise<void> {
-  if (!(await membersRepo.findLive(db, userId, memberId))) throw notFound('Member not found');
+  if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
 }
 
 export async function listStatuses(ctx: ServiceContext): Promise<Schemas['MemberStatusDefinition'][]> {

@@ -1,3 +1,10 @@
-/** The members area's public entry point: member rows and their presentations, for areas that show or link members. */
-export { membersRepo, type MediaRef, type MemberRow } from './repo.ts';
-export { mediaUrl, toMember, toMemberSummary, type MemberSummary } from './present.ts';
+/** The members area's public entry point: member lookups for areas that attach things to members, and the rows' presentations (server/core/members.ts). */
+export {
+  mediaUrl,
+  type MediaRef,
+  type MemberRow,
+  type MemberSummary,
+  toMember,
+  toMemberSummary,
+} from '../../core/members.ts';
+export { findLiveMember, membersByIds, missingLiveMembers } from './service.ts';

@@ -5,14 +5,13 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Logger } from 'pino';
-import { narrowedBy, visibleMembers } from '../../access/index.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unsupportedMediaType, unavailable } from '../../core/errors.ts';
 import { sniffImageType } from '../../storage/images.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
-import { toMember, type MediaKind, type Member } from './present.ts';
-import { membersRepo, type MediaRef, type MemberRow } from './repo.ts';
+import { toMember, type MediaKind, type MediaRef, type Member, type MemberRow } from '../../core/members.ts';
+import { membersRepo } from './repo.ts';
 import { changeMember } from './service.ts';
 
 const COLUMN: Record<MediaKind, 'avatar' | 'banner'> = { avatar: 'avatar', banner: 'banner' };
@@ -49,22 +48,12 @@ export async function readMemberMedia(
  * unknown member. One statement.
  */
 export async function readFriendMemberMedia(
-  fctx: ServiceContext,
+  fctx: FriendContext,
   memberId: string,
   kind: MediaKind,
   ifNoneMatch: string | undefined,
 ): Promise<MediaResponse> {
-  const { access } = fctx;
-  if (access.level !== 'friend') throw new Error('readFriendMemberMedia: a friend access is required');
-  const row: Pick<MemberRow, 'avatar' | 'banner'> | undefined = await fctx
-    .db('members as m')
-    .select('m.avatar', 'm.banner')
-    .where({ 'm.id': memberId, 'm.user_id': access.ownerId })
-    .whereNull('m.deleted_at')
-    .whereNull('m.archived_at')
-    .where(visibleMembers(access, 'm', 'member_avatar', 'read'))
-    .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'avatar' }, 'member_avatar'))
-    .first();
+  const row = await membersRepo.friendMedia(fctx.db, fctx.access, memberId);
   return answerMedia(fctx, row?.[COLUMN[kind]] ?? null, ifNoneMatch);
 }
 
@@ -105,7 +94,7 @@ export async function uploadMemberMedia(
   const { etag } = await store.put(key, body, contentType);
   const ref: MediaRef = { source: 'object', key, contentType, etag };
   let previous: MediaRef | null = null;
-  const row = await db.transaction((trx) =>
+  const row = await inTransaction(ctx, ({ db: trx }) =>
     changeMember(trx, userId, memberId, now, async (current: MemberRow) => {
       previous = current[COLUMN[kind]];
       return { [COLUMN[kind]]: ref };
@@ -122,7 +111,9 @@ export async function deleteMemberMedia(ctx: ServiceContext, memberId: string, k
   if (!member) throw notFound('Member not found');
   const previous = member[COLUMN[kind]];
   if (!previous) return;
-  await db.transaction((trx) => changeMember(trx, userId, memberId, now, async () => ({ [COLUMN[kind]]: null })));
+  await inTransaction(ctx, ({ db: trx }) =>
+    changeMember(trx, userId, memberId, now, async () => ({ [COLUMN[kind]]: null })),
+  );
   if (storage) await dropObject(storage, previous, undefined, log);
 }
 

@@ -1,36 +1,12 @@
 import type { Knex } from 'knex';
-import { visibleRows } from '../../access/index.ts';
-import type { Access } from '../../core/context.ts';
+import { EXAMPLE_ACCESS, sectionVisibleSql, visibleMembersSql, visibleRows } from '../../access/index.ts';
+import type { Access, FriendAccess } from '../../core/context.ts';
 import { keysetPage, type Keyset } from '../../core/keyset.ts';
 import { sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import { activeScopeRows, applyScope, type ReadScope } from '../../access/systemScope.ts';
 import { prepared } from '../../db/prepared.ts';
-
-/** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
-export type MediaRef =
-  | { source: 'object'; key: string; contentType: string; etag: string }
-  | { source: 'url'; url: string };
-
-export interface MemberRow {
-  id: string;
-  user_id: string;
-  side_system_id: string;
-  sub_system_id: string | null;
-  directory_id: string | null;
-  name: string;
-  display_name: string | null;
-  pronouns: string | null;
-  description: string | null;
-  about_tags: string[];
-  profile_style: Record<string, unknown> | null;
-  avatar: MediaRef | null;
-  banner: MediaRef | null;
-  archived_at: number | null;
-  version: number;
-  created_at: number;
-  updated_at: number;
-  deleted_at: number | null;
-}
+import type { MemberRow } from '../../core/members.ts';
 
 export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
 
@@ -79,18 +55,39 @@ export interface PageCursor {
   id: string;
 }
 
+const AREA = 'members';
+
+/**
+ * A friend's view of a member's avatar and banner (both are the `avatar` profile section): the
+ * member live, not archived and visible to the friend with member_avatar at read (the member rule),
+ * and its avatar section not narrowing it away. One statement.
+ */
+const friendMedia = statement<{ access: FriendAccess; memberId: string }, Pick<MemberRow, 'avatar' | 'banner'>>({
+  name: 'members_friend_media',
+  area: AREA,
+  variants: { "a friend's view": { access: EXAMPLE_ACCESS.friend, memberId: EXAMPLE_UUID } },
+  build: ({ access, memberId }) =>
+    sql`select m.avatar, m.banner from members m
+      where m.id = ${memberId} and m.user_id = ${access.ownerId} and m.deleted_at is null and m.archived_at is null
+        and ${visibleMembersSql(access, 'm', 'member_avatar', 'read')} and ${sectionVisibleSql(access, 'm.id', 'avatar')}`,
+});
+
 export const membersRepo = {
+  /** The member's avatar and banner as a friend may see them (friendMedia); undefined when it may not. */
+  async friendMedia(
+    db: Knex,
+    access: FriendAccess,
+    memberId: string,
+  ): Promise<Pick<MemberRow, 'avatar' | 'banner'> | undefined> {
+    return (await friendMedia(db, { access, memberId }))[0];
+  },
+
   async insert(db: Knex, row: MemberRow): Promise<void> {
     await db('members').insert(serialise(row));
   },
 
   findLive(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
     return db('members').where({ id, user_id: userId }).whereNull('deleted_at').first();
-  },
-
-  /** Live member, share-locked until the transaction ends: it cannot move or be trashed meanwhile. */
-  shareLive(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
-    return trx('members').where({ id, user_id: userId }).whereNull('deleted_at').forShare().first();
   },
 
   /** Live or trashed. */
@@ -129,32 +126,6 @@ export const membersRepo = {
           userId,
         ])
       : activePageFirst(db, [size + 1, size + 1, size + 1, userId]);
-  },
-
-  /** Every live member of the scope, with just the columns a summary needs. */
-  summaries(
-    db: Knex,
-    userId: string,
-    scope: ReadScope,
-  ): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name' | 'archived_at' | 'avatar' | 'directory_id'>>> {
-    const q = db('members').where({ user_id: userId }).whereNull('deleted_at');
-    applyScope(q, scope);
-    return q
-      .select('id', 'name', 'display_name', 'archived_at', 'avatar', 'directory_id')
-      .orderByRaw("lower(coalesce(nullif(display_name, ''), name)), id");
-  },
-
-  listAssignable(
-    db: Knex,
-    userId: string,
-    sideSystemId: string,
-  ): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name'>>> {
-    return db('members')
-      .where({ user_id: userId, side_system_id: sideSystemId })
-      .whereNull('deleted_at')
-      .whereNull('archived_at')
-      .select('id', 'name', 'display_name')
-      .orderByRaw("lower(coalesce(nullif(display_name, ''), name)), id");
   },
 
   /** Members of this account among the ids (live only), for validating references in one query. */

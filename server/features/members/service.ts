@@ -1,5 +1,5 @@
 /** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -7,19 +7,19 @@ import { ownerRowsOf } from '../../access/index.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
+import { toMember, type Member, type MemberRow } from '../../core/members.ts';
 import { endMemberFront, lockFront } from '../front/index.ts';
-import { directoriesRepo } from '../groups/index.ts';
+import { findLiveFolder, leaveOtherSideGroups } from '../groups/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
-import { resolveReadScope, resolveWriteScope, type ScopeQuery, systemsRepo } from '../systems/index.ts';
-import { toMember, type Member } from './present.ts';
-import { membersRepo, type MemberChanges, type MemberRow } from './repo.ts';
+import { resolveReadScope, resolveWriteScope, type ScopeQuery, subSystemsLinkedTo } from '../systems/index.ts';
+import { membersRepo, type MemberChanges } from './repo.ts';
 
 type Schemas = components['schemas'];
 
 export const DEPRECATED_LIST_CAP = 100;
 
 async function assertFolder(db: Knex, userId: string, folderId: string, sideSystemId: string): Promise<void> {
-  const folder = await directoriesRepo.findLive(db, userId, folderId, 'folder');
+  const folder = await findLiveFolder(db, userId, folderId);
   if (!folder) throw notFound('Folder not found');
   if (folder.side_system_id !== sideSystemId)
     throw badRequest('directoryId must be a folder of the same side system as the member');
@@ -30,7 +30,7 @@ async function assertFolder(db: Knex, userId: string, folderId: string, sideSyst
  * leave it. The caller holds the member's row lock, which keeps new links out meanwhile.
  */
 async function assertNotLinkedBySub(trx: Knex.Transaction, userId: string, member: MemberRow): Promise<void> {
-  const subs = await systemsRepo.subsLinkedTo(trx, userId, member.side_system_id, member.id);
+  const subs = await subSystemsLinkedTo(trx, userId, member.side_system_id, member.id);
   if (subs.length === 0) return;
   const names = subs.map((s) => `'${s.name}'`).join(', ');
   throw badRequest(
@@ -50,9 +50,9 @@ export async function createMember(
   ctx: ServiceContext,
   input: Schemas['CreateMemberRequest'],
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
     const row: MemberRow = {
@@ -117,11 +117,11 @@ export async function updateMember(
   id: string,
   input: Schemas['UpdateMemberRequest'],
 ): Promise<Member> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const { expectedVersion, ...patch } = input;
   if (Object.keys(patch).length === 0) throw badRequest('Request body must contain at least one field to change');
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const row = await changeMember(
       trx,
       userId,
@@ -151,7 +151,7 @@ export async function updateMember(
             sideSystemId = target.sideSystemId;
             // Folders and groups belong to one side system: the member leaves those of the old one.
             if (patch.directoryId === undefined) changes.directory_id = null;
-            await directoriesRepo.dropMemberFromOtherSideGroups(trx, userId, id, target.sideSystemId);
+            await leaveOtherSideGroups(trx, userId, id, target.sideSystemId);
           }
         }
         if (patch.directoryId !== undefined) {
@@ -174,9 +174,9 @@ export async function updateMember(
  * never counts a session of a trashed member.
  */
 export async function trashMember(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
     if (!row) throw notFound('Member not found');
@@ -186,9 +186,9 @@ export async function trashMember(ctx: ServiceContext, id: string): Promise<void
 }
 
 export async function restoreMember(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     await lockFront(trx, userId);
     const row = await membersRepo.lockAny(trx, userId, id);
     if (!row) throw notFound('Member not found');
@@ -224,4 +224,19 @@ export async function listMembersDeprecated(ctx: ServiceContext, query: ScopeQue
   return pageOf(await membersRepo.page(db, ctx.access, scope, DEPRECATED_LIST_CAP), DEPRECATED_LIST_CAP).items.map(
     toMember,
   );
+}
+
+/** The account's live member `id` (or undefined), for areas that attach things to a member. */
+export function findLiveMember(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
+  return membersRepo.findLive(db, userId, id);
+}
+
+/** The ids that are not live members of the account, in input order (no query for none). */
+export function missingLiveMembers(db: Knex, userId: string, ids: string[]): Promise<string[]> {
+  return membersRepo.missingLive(db, userId, ids);
+}
+
+/** The account's members among the ids, trashed ones included (no query for none). */
+export function membersByIds(db: Knex, userId: string, ids: string[]): Promise<MemberRow[]> {
+  return membersRepo.byIds(db, userId, ids);
 }

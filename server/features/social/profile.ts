@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
-import { membersRepo } from '../members/index.ts';
+import { findLiveMember } from '../members/index.ts';
 import { checkBadgeImages, tagForViewer } from './gallery.ts';
 import { toSection } from './present.ts';
 import { type LinkChanges, type LinkRow, linksRepo } from './repo/links.ts';
@@ -115,7 +115,7 @@ async function checkConfig(db: Knex, userId: string, config: Config): Promise<vo
   }
   if (config.kind === 'custom_badge') await checkBadgeImages(db, userId, config.imageUrls);
   if (config.kind === 'music' && config.memberId !== undefined) {
-    if (!(await membersRepo.findLive(db, userId, config.memberId)))
+    if (!(await findLiveMember(db, userId, config.memberId)))
       throw badRequest('memberId must be one of your live members');
   }
 }

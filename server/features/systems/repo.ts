@@ -1,4 +1,35 @@
 import type { Knex } from 'knex';
+import type { MemberRow } from '../../core/members.ts';
+import { sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+
+const AREA = 'systems';
+
+/**
+ * A sub system's linked member, share-locked until the transaction ends: it cannot move to another
+ * side system or go to the trash before the link commits.
+ */
+const shareLinkableMember = statement<{ userId: string; id: string }, Pick<MemberRow, 'id' | 'side_system_id'>>({
+  name: 'systems_linked_member_share',
+  area: AREA,
+  variants: { 'the member': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) =>
+    sql`select id, side_system_id from members where id = ${id} and user_id = ${userId} and deleted_at is null for share`,
+});
+
+/** The live, not archived members of a side system (who may be a sub system's linked member), by display name. */
+const assignableMembers = statement<
+  { userId: string; sideSystemId: string },
+  Pick<MemberRow, 'id' | 'name' | 'display_name'>
+>({
+  name: 'systems_assignable_members',
+  area: AREA,
+  variants: { 'the side system': { userId: EXAMPLE_UUID, sideSystemId: EXAMPLE_UUID } },
+  build: ({ userId, sideSystemId }) =>
+    sql`select id, name, display_name from members
+      where user_id = ${userId} and side_system_id = ${sideSystemId} and deleted_at is null and archived_at is null
+      order by lower(coalesce(nullif(display_name, ''), name)), id`,
+});
 
 export interface SystemRow {
   id: string;
@@ -43,6 +74,22 @@ function withLock<T extends Knex.QueryBuilder>(qb: T, lock: RowLock | undefined)
 }
 
 export const systemsRepo = {
+  /** The live member `id`, share-locked (see shareLinkableMember); undefined when it is not a live member of the account. */
+  async shareLinkableMember(
+    trx: Knex.Transaction,
+    userId: string,
+    id: string,
+  ): Promise<Pick<MemberRow, 'id' | 'side_system_id'> | undefined> {
+    return (await shareLinkableMember(trx, { userId, id }))[0];
+  },
+  listAssignableMembers(
+    db: Knex,
+    userId: string,
+    sideSystemId: string,
+  ): Promise<Array<Pick<MemberRow, 'id' | 'name' | 'display_name'>>> {
+    return assignableMembers(db, { userId, sideSystemId });
+  },
+
   findSide(db: Knex, userId: string, id: string, lock?: RowLock): Promise<SystemRow | undefined> {
     return withLock(db('side_systems').where({ id, user_id: userId }).whereNull('deleted_at'), lock).first();
   },

@@ -1,10 +1,10 @@
 /** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { type MemberRow, membersRepo } from '../members/index.ts';
+import type { MemberRow } from '../../core/members.ts';
 import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
 import { SYSTEM_SCOPED_TABLES } from './scope.ts';
 
@@ -129,9 +129,9 @@ export async function setActive(
   ctx: ServiceContext,
   input: { sideSystemId: string; subSystemId?: string | null },
 ): Promise<ActiveContext> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     // Under the context lock a concurrent delete cannot remove the side or sub between the check and the write.
     await lockedContext(trx, userId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
@@ -151,9 +151,9 @@ export async function setActive(
 }
 
 export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Promise<ActiveContext> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const ctx = await lockedContext(trx, userId); // else a concurrent delete's scope move could be written back
     return toContext(await systemsRepo.upsertContext(trx, { ...ctx, is_unified_view: enabled, updated_at: now }));
   });
@@ -208,9 +208,9 @@ async function remainingData(
 }
 
 export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     const ctx = await lockedContext(trx, userId);
     // FOR UPDATE waits for writes that placed data here (they share-lock the side) and blocks new ones.
     if (!(await systemsRepo.findSide(trx, userId, id, 'update'))) throw notFound('Side system not found');
@@ -241,12 +241,14 @@ async function lockForSubWrite(
   trx: Knex.Transaction,
   userId: string,
   linkedMemberId: string | undefined,
-): Promise<MemberRow | undefined> {
+): Promise<LinkedMember | undefined> {
   await lockedContext(trx, userId);
-  return linkedMemberId === undefined ? undefined : membersRepo.shareLive(trx, userId, linkedMemberId);
+  return linkedMemberId === undefined ? undefined : systemsRepo.shareLinkableMember(trx, userId, linkedMemberId);
 }
 
-function assertLinkedMember(member: MemberRow | undefined, sideSystemId: string): void {
+type LinkedMember = Pick<MemberRow, 'id' | 'side_system_id'>;
+
+function assertLinkedMember(member: LinkedMember | undefined, sideSystemId: string): void {
   if (!member || member.side_system_id !== sideSystemId)
     throw badRequest('linkedMemberId must be a member of the same side system');
 }
@@ -271,9 +273,9 @@ export async function createSubSystem(
   ctx: ServiceContext,
   input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
 ): Promise<SubSystem> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
     assertLinkedMember(member, input.sideSystemId);
@@ -304,9 +306,9 @@ export async function updateSubSystem(
   id: string,
   input: FieldInput & { linkedMemberId?: string; parentSubSystemId?: string | null },
 ): Promise<SubSystem> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return db.transaction(async (trx) => {
+  return inTransaction(ctx, async ({ db: trx }) => {
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     const sub = await systemsRepo.findSub(trx, userId, id);
     if (!sub) throw notFound('Sub system not found');
@@ -326,9 +328,9 @@ export async function updateSubSystem(
 }
 
 export async function deleteSubSystem(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await db.transaction(async (trx) => {
+  await inTransaction(ctx, async ({ db: trx }) => {
     const ctx = await lockedContext(trx, userId);
     if (!(await systemsRepo.findSub(trx, userId, id, 'update'))) throw notFound('Sub system not found');
     const held = await remainingData(trx, userId, 'sub_system_id', id);
@@ -348,6 +350,26 @@ export async function listAssignableMembers(
   const { db } = ctx;
   const userId = ownerOf(ctx);
   if (!(await systemsRepo.findSide(db, userId, sideSystemId))) throw notFound('Side system not found');
-  const rows = await membersRepo.listAssignable(db, userId, sideSystemId);
+  const rows = await systemsRepo.listAssignableMembers(db, userId, sideSystemId);
   return rows.map((r) => ({ _id: r.id, name: r.display_name || r.name }));
+}
+
+/** The account's live side system `id`, or undefined. */
+export function findSideSystem(db: Knex, userId: string, id: string): Promise<SystemRow | undefined> {
+  return systemsRepo.findSide(db, userId, id);
+}
+
+/** The account's live sub system `id`, or undefined. */
+export function findSubSystem(db: Knex, userId: string, id: string): Promise<SubSystemRow | undefined> {
+  return systemsRepo.findSub(db, userId, id);
+}
+
+/** The live sub systems of the side system whose linked member is `memberId`, by name. */
+export function subSystemsLinkedTo(
+  db: Knex,
+  userId: string,
+  sideSystemId: string,
+  memberId: string,
+): Promise<SubSystemRow[]> {
+  return systemsRepo.subsLinkedTo(db, userId, sideSystemId, memberId);
 }

@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
-import { systemsRepo } from '../systems/index.ts';
+import { findSideSystem, findSubSystem } from '../systems/index.ts';
 import {
   applyChanges,
   DEFAULT_LABELS,
@@ -74,10 +74,9 @@ function scopeOf(target: LayerScope | null): TerminologyScope {
 
 /** 404 unless the side system is the caller's and live, and the sub system (if any) sits in it. */
 async function assertScope(db: Knex, userId: string, target: LayerScope, sideChecked = false): Promise<void> {
-  if (!sideChecked && !(await systemsRepo.findSide(db, userId, target.sideSystemId)))
-    throw notFound('Side system not found');
+  if (!sideChecked && !(await findSideSystem(db, userId, target.sideSystemId))) throw notFound('Side system not found');
   if (target.subSystemId) {
-    const sub = await systemsRepo.findSub(db, userId, target.subSystemId);
+    const sub = await findSubSystem(db, userId, target.subSystemId);
     if (!sub || sub.side_system_id !== target.sideSystemId) throw notFound('Sub system not found in that side system');
   }
 }

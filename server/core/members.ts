@@ -1,7 +1,36 @@
-/** Member rows → the JSON shapes of the contract (full member, summary). */
+/**
+ * Member rows and their JSON shapes in the contract (full member, summary). Not in an area: the
+ * members area writes these rows, and the areas below it (front, groups, systems) read and show
+ * them in their own statements (docs/architecture.md, "Areas and their layers").
+ */
 import { createHash } from 'node:crypto';
-import type { components } from '../../../generated/api.d.ts';
-import type { MediaRef, MemberRow } from './repo.ts';
+import type { components } from '../../generated/api.d.ts';
+
+/** Where a member's avatar or banner lives: an object in storage, or a legacy external URL. */
+export type MediaRef =
+  | { source: 'object'; key: string; contentType: string; etag: string }
+  | { source: 'url'; url: string };
+
+export interface MemberRow {
+  id: string;
+  user_id: string;
+  side_system_id: string;
+  sub_system_id: string | null;
+  directory_id: string | null;
+  name: string;
+  display_name: string | null;
+  pronouns: string | null;
+  description: string | null;
+  about_tags: string[];
+  profile_style: Record<string, unknown> | null;
+  avatar: MediaRef | null;
+  banner: MediaRef | null;
+  archived_at: number | null;
+  version: number;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
 
 export type Member = components['schemas']['Member'];
 export type MediaKind = components['schemas']['MediaKind'];
