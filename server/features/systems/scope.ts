@@ -82,4 +82,4 @@ export async function resolveWriteScope(
   return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
 }
 
-export { applyScope, type ReadScope } from '../../access/systemScope.ts';
+export type { ReadScope } from '../../access/systemScope.ts';
