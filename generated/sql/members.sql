@@ -184,6 +184,263 @@ where
   and id = any ($2::uuid[])
   and deleted_at is null;
 
+-- members_page_after (after a cursor)
+select
+  m.*
+from
+  active_system_context c
+  cross join lateral (
+    (
+      select
+        x.id,
+        x.user_id,
+        x.side_system_id,
+        x.sub_system_id,
+        x.directory_id,
+        x.name,
+        x.display_name,
+        x.pronouns,
+        x.description,
+        x.about_tags,
+        x.profile_style,
+        x.avatar,
+        x.banner,
+        x.archived_at,
+        x.version,
+        x.created_at,
+        x.updated_at,
+        null::bigint as deleted_at
+      from
+        members x
+      where
+        c.is_unified_view
+        and x.user_id = c.user_id
+        and x.deleted_at is null
+        and (x.created_at, x.id) > ($1::bigint, $2::uuid)
+      order by
+        x.created_at,
+        x.id
+      limit
+        $3
+    )
+    union all
+    (
+      select
+        *
+      from
+        (
+          select
+            x.id,
+            x.user_id,
+            x.side_system_id,
+            x.sub_system_id,
+            x.directory_id,
+            x.name,
+            x.display_name,
+            x.pronouns,
+            x.description,
+            x.about_tags,
+            x.profile_style,
+            x.avatar,
+            x.banner,
+            x.archived_at,
+            x.version,
+            x.created_at,
+            x.updated_at,
+            null::bigint as deleted_at
+          from
+            members x
+          where
+            not c.is_unified_view
+            and c.sub_system_id is null
+            and x.side_system_id = c.side_system_id
+            and x.deleted_at is null
+            and (x.created_at, x.id) > ($4::bigint, $5::uuid)
+          order by
+            x.created_at,
+            x.id
+          limit
+            $6
+        ) y
+      where
+        y.user_id = c.user_id
+    )
+    union all
+    (
+      select
+        *
+      from
+        (
+          select
+            x.id,
+            x.user_id,
+            x.side_system_id,
+            x.sub_system_id,
+            x.directory_id,
+            x.name,
+            x.display_name,
+            x.pronouns,
+            x.description,
+            x.about_tags,
+            x.profile_style,
+            x.avatar,
+            x.banner,
+            x.archived_at,
+            x.version,
+            x.created_at,
+            x.updated_at,
+            null::bigint as deleted_at
+          from
+            members x
+          where
+            not c.is_unified_view
+            and x.sub_system_id = c.sub_system_id
+            and x.side_system_id = c.side_system_id
+            and x.deleted_at is null
+            and (x.created_at, x.id) > ($7::bigint, $8::uuid)
+          order by
+            x.created_at,
+            x.id
+          limit
+            $9
+        ) y
+      where
+        y.user_id = c.user_id
+    )
+  ) m
+where
+  c.user_id = $10
+order by
+  m.created_at,
+  m.id;
+
+-- members_page_first (first page)
+select
+  m.*
+from
+  active_system_context c
+  cross join lateral (
+    (
+      select
+        x.id,
+        x.user_id,
+        x.side_system_id,
+        x.sub_system_id,
+        x.directory_id,
+        x.name,
+        x.display_name,
+        x.pronouns,
+        x.description,
+        x.about_tags,
+        x.profile_style,
+        x.avatar,
+        x.banner,
+        x.archived_at,
+        x.version,
+        x.created_at,
+        x.updated_at,
+        null::bigint as deleted_at
+      from
+        members x
+      where
+        c.is_unified_view
+        and x.user_id = c.user_id
+        and x.deleted_at is null
+      order by
+        x.created_at,
+        x.id
+      limit
+        $1
+    )
+    union all
+    (
+      select
+        *
+      from
+        (
+          select
+            x.id,
+            x.user_id,
+            x.side_system_id,
+            x.sub_system_id,
+            x.directory_id,
+            x.name,
+            x.display_name,
+            x.pronouns,
+            x.description,
+            x.about_tags,
+            x.profile_style,
+            x.avatar,
+            x.banner,
+            x.archived_at,
+            x.version,
+            x.created_at,
+            x.updated_at,
+            null::bigint as deleted_at
+          from
+            members x
+          where
+            not c.is_unified_view
+            and c.sub_system_id is null
+            and x.side_system_id = c.side_system_id
+            and x.deleted_at is null
+          order by
+            x.created_at,
+            x.id
+          limit
+            $2
+        ) y
+      where
+        y.user_id = c.user_id
+    )
+    union all
+    (
+      select
+        *
+      from
+        (
+          select
+            x.id,
+            x.user_id,
+            x.side_system_id,
+            x.sub_system_id,
+            x.directory_id,
+            x.name,
+            x.display_name,
+            x.pronouns,
+            x.description,
+            x.about_tags,
+            x.profile_style,
+            x.avatar,
+            x.banner,
+            x.archived_at,
+            x.version,
+            x.created_at,
+            x.updated_at,
+            null::bigint as deleted_at
+          from
+            members x
+          where
+            not c.is_unified_view
+            and x.sub_system_id = c.sub_system_id
+            and x.side_system_id = c.side_system_id
+            and x.deleted_at is null
+          order by
+            x.created_at,
+            x.id
+          limit
+            $3
+        ) y
+      where
+        y.user_id = c.user_id
+    )
+  ) m
+where
+  c.user_id = $4
+order by
+  m.created_at,
+  m.id;
+
 -- members_scope_page_1: unified view, first page
 select
   *

@@ -3,6 +3,8 @@
  * as SQL repos apply in their statements. Resolved from the account's active context by
  * server/features/systems/scope.ts.
  */
+import { type Sql, sql } from '../db/sql.ts';
+
 export interface ReadScope {
   /** null: every side system (unified view). */
   sideSystemId: string | null;
@@ -43,4 +45,28 @@ export function activeScopeRows(table: string, columns: string, order: string, e
   ${side('not c.is_unified_view and c.sub_system_id is null')}
   union all
   ${side('not c.is_unified_view and x.sub_system_id = c.sub_system_id')}`;
+}
+
+/**
+ * activeScopeRows as a fragment of the sql tag, with the same text: `columns` and `order` are
+ * fragments (constant text from code), the limit is bound in each of the three branches, and
+ * `extra` (conditions on `x`, with their own values) comes before each limit.
+ */
+export function activeScopeRowsSql(
+  table: string,
+  columns: Sql,
+  order: Sql,
+  limit: number,
+  extra: Sql = sql.empty,
+): Sql {
+  const t = sql.id(table);
+  const side = (condition: Sql) => sql`(select * from (select ${columns} from ${t} x
+     where ${condition} and x.side_system_id = c.side_system_id and x.deleted_at is null${extra}
+     order by ${order} limit ${limit}) y
+   where y.user_id = c.user_id)`;
+  return sql`(select ${columns} from ${t} x where c.is_unified_view and x.user_id = c.user_id and x.deleted_at is null${extra} order by ${order} limit ${limit})
+  union all
+  ${side(sql`not c.is_unified_view and c.sub_system_id is null`)}
+  union all
+  ${side(sql`not c.is_unified_view and x.sub_system_id = c.sub_system_id`)}`;
 }

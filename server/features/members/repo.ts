@@ -4,32 +4,46 @@ import type { Access, FriendAccess } from '../../core/context.ts';
 import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { activeScopeRows, type ReadScope } from '../../access/systemScope.ts';
-import { prepared } from '../../db/prepared.ts';
+import { activeScopeRowsSql, type ReadScope } from '../../access/systemScope.ts';
 import type { MemberRow } from '../../core/members.ts';
 
 export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
 
 /** Every column of a member row (deleted_at aside: the page reads live members only, so it is null). */
-const MEMBER_COLUMNS =
+const MEMBER_COLUMNS_TEXT =
   'x.id, x.user_id, x.side_system_id, x.sub_system_id, x.directory_id, x.name, x.display_name, x.pronouns, x.description, x.about_tags, x.profile_style, x.avatar, x.banner, x.archived_at, x.version, x.created_at, x.updated_at, null::bigint as deleted_at';
+const MEMBER_COLUMNS = sql.constant(MEMBER_COLUMNS_TEXT, [MEMBER_COLUMNS_TEXT]);
+const PAGE_ORDER = sql.constant('x.created_at, x.id', ['x.created_at, x.id']);
 
 /**
  * A page of the live members of the active read scope in (created_at, id) order, in one statement
- * with the scope read from the context row (activeScopeRows). Binds: ([cursor created_at, cursor
- * id,] limit) three times, then the account.
+ * with the scope read from the context row (activeScopeRowsSql): the first page, or the page after
+ * a cursor (two statements, each with a constant text).
  */
-function activeScopePage(name: string, after: string) {
-  return prepared<MemberRow>(
+function activeScopePage(name: string, cursor: boolean) {
+  return statement<{ userId: string; size: number; after?: PageCursor }, MemberRow>({
     name,
-    `select m.* from active_system_context c
-cross join lateral (${activeScopeRows('members', MEMBER_COLUMNS, 'x.created_at, x.id', after)}) m
-where c.user_id = ?
-order by m.created_at, m.id`,
-  );
+    area: 'members',
+    variants: {
+      [cursor ? 'after a cursor' : 'first page']: {
+        userId: EXAMPLE_UUID,
+        size: 1,
+        after: cursor ? { createdAt: 0, id: EXAMPLE_UUID } : undefined,
+      },
+    },
+    build: ({ userId, size, after }) => {
+      const extra = after
+        ? sql` and (x.created_at, x.id) > (${after.createdAt}::bigint, ${after.id}::uuid)`
+        : sql.empty;
+      return sql`select m.* from active_system_context c
+cross join lateral (${activeScopeRowsSql('members', MEMBER_COLUMNS, PAGE_ORDER, size + 1, extra)}) m
+where c.user_id = ${userId}
+order by m.created_at, m.id`;
+    },
+  });
 }
-const activePageFirst = activeScopePage('members_page_first', '');
-const activePageAfter = activeScopePage('members_page_after', ' and (x.created_at, x.id) > (?::bigint, ?::uuid)');
+const activePageFirst = activeScopePage('members_page_first', false);
+const activePageAfter = activeScopePage('members_page_after', true);
 
 const MEMBER_ORDER: Keyset = {
   columns: [
@@ -267,14 +281,7 @@ export const membersRepo = {
 
   /** A page (`size` + 1 rows) of the active read scope's live members after the cursor, in one statement (see activeScopePage). */
   activeScopePage(db: Knex, userId: string, size: number, after?: PageCursor): Promise<MemberRow[]> {
-    return after
-      ? activePageAfter(db, [
-          ...Array<unknown[]>(3)
-            .fill([after.createdAt, after.id, size + 1])
-            .flat(),
-          userId,
-        ])
-      : activePageFirst(db, [size + 1, size + 1, size + 1, userId]);
+    return after ? activePageAfter(db, { userId, size, after }) : activePageFirst(db, { userId, size });
   },
 
   /** Members of this account among the ids (live only), for validating references in one query. */
