@@ -16,6 +16,160 @@ order by
   lower(coalesce(nullif(display_name, ''), name)),
   id;
 
+-- systems_context_1: not locked
+select
+  *
+from
+  active_system_context
+where
+  user_id = $1;
+
+-- systems_context_2: share-locked
+select
+  *
+from
+  active_system_context
+where
+  user_id = $1
+for share;
+
+-- systems_context_3: locked for update
+select
+  *
+from
+  active_system_context
+where
+  user_id = $1
+for update;
+
+-- systems_count_subs_1: of a side system
+select
+  count(*) as c
+from
+  sub_systems
+where
+  user_id = $1
+  and side_system_id = $2
+  and deleted_at is null;
+
+-- systems_count_subs_2: children of a sub system
+select
+  count(*) as c
+from
+  sub_systems
+where
+  user_id = $1
+  and parent_sub_system_id = $2
+  and deleted_at is null;
+
+-- systems_delete_side (the system)
+update side_systems
+set
+  deleted_at = $1,
+  updated_at = $2
+where
+  id = $3
+  and user_id = $4;
+
+-- systems_delete_sub (the system)
+update sub_systems
+set
+  deleted_at = $1,
+  updated_at = $2
+where
+  id = $3
+  and user_id = $4;
+
+-- systems_find_side_1: not locked
+select
+  *
+from
+  side_systems
+where
+  id = $1
+  and user_id = $2
+  and deleted_at is null;
+
+-- systems_find_side_2: share-locked
+select
+  *
+from
+  side_systems
+where
+  id = $1
+  and user_id = $2
+  and deleted_at is null
+for share;
+
+-- systems_find_side_3: locked for update
+select
+  *
+from
+  side_systems
+where
+  id = $1
+  and user_id = $2
+  and deleted_at is null
+for update;
+
+-- systems_find_sub_1: not locked
+select
+  *
+from
+  sub_systems
+where
+  id = $1
+  and user_id = $2
+  and deleted_at is null;
+
+-- systems_find_sub_2: share-locked
+select
+  *
+from
+  sub_systems
+where
+  id = $1
+  and user_id = $2
+  and deleted_at is null
+for share;
+
+-- systems_find_sub_3: locked for update
+select
+  *
+from
+  sub_systems
+where
+  id = $1
+  and user_id = $2
+  and deleted_at is null
+for update;
+
+-- systems_insert_side (a side system)
+insert into
+  side_systems (id, user_id, name, description, icon, tag_code, tag_color, created_at, updated_at, deleted_at)
+values
+  ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+
+-- systems_insert_sub (a sub system)
+insert into
+  sub_systems (
+    id,
+    user_id,
+    side_system_id,
+    linked_member_id,
+    parent_sub_system_id,
+    name,
+    description,
+    icon,
+    tag_code,
+    tag_color,
+    created_at,
+    updated_at,
+    deleted_at
+  )
+values
+  ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
+
 -- systems_linked_member_share (the member)
 select
   id,
@@ -27,3 +181,238 @@ where
   and user_id = $2
   and deleted_at is null
 for share;
+
+-- systems_list_sides (the account)
+select
+  *
+from
+  side_systems
+where
+  user_id = $1
+  and deleted_at is null
+order by
+  created_at asc,
+  id asc;
+
+-- systems_list_subs (the account)
+select
+  *
+from
+  sub_systems
+where
+  user_id = $1
+  and deleted_at is null
+order by
+  created_at asc,
+  id asc;
+
+-- systems_self_or_ancestor (the chain)
+with recursive
+  up (id, parent_id, depth) as (
+    select
+      id,
+      parent_sub_system_id,
+      0
+    from
+      sub_systems
+    where
+      user_id = $1
+      and id = $2
+      and deleted_at is null
+    union all
+    select
+      s.id,
+      s.parent_sub_system_id,
+      up.depth + 1
+    from
+      up
+      join sub_systems s on s.user_id = $3
+      and s.id = up.parent_id
+      and s.deleted_at is null
+    where
+      up.depth < 1000
+  )
+select
+  exists (
+    select
+      1
+    from
+      up
+    where
+      id = $4
+  ) as found;
+
+-- systems_subs_linked_to (the member)
+select
+  *
+from
+  sub_systems
+where
+  user_id = $1
+  and side_system_id = $2
+  and linked_member_id = $3
+  and deleted_at is null
+order by
+  name asc,
+  id asc;
+
+-- systems_tables_holding_1: a side system
+select
+  exists (
+    select
+      1
+    from
+      members
+    where
+      user_id = $1
+      and side_system_id = $2
+  ) as members,
+  exists (
+    select
+      1
+    from
+      directories
+    where
+      user_id = $3
+      and side_system_id = $4
+  ) as directories,
+  exists (
+    select
+      1
+    from
+      entries
+    where
+      user_id = $5
+      and side_system_id = $6
+  ) as entries,
+  exists (
+    select
+      1
+    from
+      front_sessions
+    where
+      user_id = $7
+      and side_system_id = $8
+  ) as front_sessions;
+
+-- systems_tables_holding_2: a sub system
+select
+  exists (
+    select
+      1
+    from
+      members
+    where
+      user_id = $1
+      and sub_system_id = $2
+  ) as members,
+  exists (
+    select
+      1
+    from
+      directories
+    where
+      user_id = $3
+      and sub_system_id = $4
+  ) as directories,
+  exists (
+    select
+      1
+    from
+      entries
+    where
+      user_id = $5
+      and sub_system_id = $6
+  ) as entries,
+  exists (
+    select
+      1
+    from
+      front_sessions
+    where
+      user_id = $7
+      and sub_system_id = $8
+  ) as front_sessions;
+
+-- systems_update_side (any change)
+update side_systems
+set
+  name = case
+    when $1::boolean then $2::text
+    else name
+  end,
+  description = case
+    when $3::boolean then $4::text
+    else description
+  end,
+  icon = case
+    when $5::boolean then $6::text
+    else icon
+  end,
+  tag_code = case
+    when $7::boolean then $8::text
+    else tag_code
+  end,
+  tag_color = case
+    when $9::boolean then $10::text
+    else tag_color
+  end,
+  updated_at = $11
+where
+  id = $12
+  and user_id = $13
+  and deleted_at is null
+returning
+  *;
+
+-- systems_update_sub (any change)
+update sub_systems
+set
+  name = case
+    when $1::boolean then $2::text
+    else name
+  end,
+  description = case
+    when $3::boolean then $4::text
+    else description
+  end,
+  icon = case
+    when $5::boolean then $6::text
+    else icon
+  end,
+  tag_code = case
+    when $7::boolean then $8::text
+    else tag_code
+  end,
+  tag_color = case
+    when $9::boolean then $10::text
+    else tag_color
+  end,
+  linked_member_id = case
+    when $11::boolean then $12::uuid
+    else linked_member_id
+  end,
+  parent_sub_system_id = case
+    when $13::boolean then $14::uuid
+    else parent_sub_system_id
+  end,
+  updated_at = $15
+where
+  id = $16
+  and user_id = $17
+returning
+  *;
+
+-- systems_upsert_context (the context)
+insert into
+  active_system_context (user_id, side_system_id, sub_system_id, is_unified_view, updated_at)
+values
+  ($1, $2, $3, $4, $5)
+on conflict (user_id) do update
+set
+  side_system_id = excluded.side_system_id,
+  sub_system_id = excluded.sub_system_id,
+  is_unified_view = excluded.is_unified_view,
+  updated_at = excluded.updated_at
+returning
+  *;

@@ -1,9 +1,8 @@
 /**
  * The side/sub-system part of what a read covers (the active system, or the unified view),
- * as a knex predicate repos apply in SQL. Resolved from the account's active context by
+ * as SQL repos apply in their statements. Resolved from the account's active context by
  * server/features/systems/scope.ts.
  */
-import type { Knex } from 'knex';
 import { type Sql, sql } from '../db/sql.ts';
 
 export interface ReadScope {
@@ -13,20 +12,15 @@ export interface ReadScope {
   subSystemId: string | null;
 }
 
-/** Adds the scope filter to a query over a table with side_system_id / sub_system_id columns. */
-export function applyScope<T extends Knex.QueryBuilder>(qb: T, scope: ReadScope, table?: string): T {
-  const col = (c: string) => (table ? `${table}.${c}` : c);
-  if (scope.sideSystemId) qb.where(col('side_system_id'), scope.sideSystemId);
-  if (scope.subSystemId) qb.where(col('sub_system_id'), scope.subSystemId);
-  return qb;
-}
-
 /**
  * The condition "row `x` is in the active read scope of context row `c`", for a one-statement read
- * whose rows come from another index than the scope's (activeScopeRows walks the scope's own).
+ * whose rows come from another index than the scope's (activeScopeRowsSql walks the scope's own).
  */
 export const IN_ACTIVE_SCOPE =
   '(c.is_unified_view or (x.side_system_id = c.side_system_id and (c.sub_system_id is null or x.sub_system_id = c.sub_system_id)))';
+
+/** IN_ACTIVE_SCOPE as a fragment of the sql tag. */
+export const inActiveScopeSql: Sql = sql.constant(IN_ACTIVE_SCOPE, [IN_ACTIVE_SCOPE]);
 
 /**
  * The rows of `table` (alias `x`) in the account's active read scope, for a one-statement read
@@ -41,45 +35,23 @@ export const IN_ACTIVE_SCOPE =
  * the account only outside their LIMIT (the context's side system is the account's own, so that
  * check never drops a row): inside, the planner multiplies the selectivities of "this account" and
  * "this side system" as if independent, expects a handful of rows, and reads and sorts the whole
- * side system instead of walking it. `columns` must include `x.user_id`. Bind the limit three
- * times; `extra` adds conditions on `x` (with their own `?`, bound before each limit).
- */
-export function activeScopeRows(table: string, columns: string, order: string, extra = ''): string {
-  const side = (condition: string) => `(select * from (select ${columns} from ${table} x
-     where ${condition} and x.side_system_id = c.side_system_id and x.deleted_at is null${extra}
-     order by ${order} limit ?) y
-   where y.user_id = c.user_id)`;
-  return `(select ${columns} from ${table} x where c.is_unified_view and x.user_id = c.user_id and x.deleted_at is null${extra} order by ${order} limit ?)
-  union all
-  ${side('not c.is_unified_view and c.sub_system_id is null')}
-  union all
-  ${side('not c.is_unified_view and x.sub_system_id = c.sub_system_id')}`;
-}
-
-/** IN_ACTIVE_SCOPE as a fragment of the sql tag. */
-export const inActiveScopeSql: Sql = sql.constant(IN_ACTIVE_SCOPE, [IN_ACTIVE_SCOPE]);
-
-/**
- * activeScopeRows as a fragment of the sql tag: the same text, with `limit` bound in each of the
- * three branches where it is written, and `extra` (conditions on `x`, with their own values) in each.
+ * side system instead of walking it. `columns` must include `x.user_id`; `columns` and `order` are
+ * constant text from code, the limit is bound in each branch, and `extra` (conditions on `x`, with
+ * their own values) comes before each limit.
  */
 export function activeScopeRowsSql(
   table: string,
-  columns: readonly string[],
+  columns: Sql,
   order: Sql,
   limit: number,
   extra: Sql = sql.empty,
 ): Sql {
-  const from = sql.id(table);
-  const cols = sql.join(
-    columns.map((c) => sql.id(c)),
-    ', ',
-  );
-  const side = (condition: Sql) => sql`(select * from (select ${cols} from ${from} x
+  const t = sql.id(table);
+  const side = (condition: Sql) => sql`(select * from (select ${columns} from ${t} x
      where ${condition} and x.side_system_id = c.side_system_id and x.deleted_at is null${extra}
      order by ${order} limit ${limit}) y
    where y.user_id = c.user_id)`;
-  return sql`(select ${cols} from ${from} x where c.is_unified_view and x.user_id = c.user_id and x.deleted_at is null${extra} order by ${order} limit ${limit})
+  return sql`(select ${columns} from ${t} x where c.is_unified_view and x.user_id = c.user_id and x.deleted_at is null${extra} order by ${order} limit ${limit})
   union all
   ${side(sql`not c.is_unified_view and c.sub_system_id is null`)}
   union all

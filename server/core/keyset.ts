@@ -4,8 +4,7 @@
  * one row more than the page size to know whether another page exists. Deep pages cost what the
  * first one costs (no OFFSET).
  */
-import type { Knex } from 'knex';
-import { type Sql, sql, toKnex } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 
 const TYPES = ['bigint', 'uuid', 'text'] as const;
 const DIRECTIONS = ['asc', 'desc'] as const;
@@ -49,28 +48,6 @@ export function keysetOrderSql(keyset: Keyset, size: number): Sql {
     ', ',
   );
   return sql`order by ${order} limit ${size + 1}`;
-}
-
-/** The same page on a knex query: the cursor (when given), the key order and `size + 1` rows. */
-export function keysetPage<Q extends Knex.QueryBuilder>(
-  q: Q,
-  keyset: Keyset,
-  size: number,
-  after?: ReadonlyArray<string | number>,
-): Q {
-  if (after) {
-    const where = toKnex(keysetAfterSql(keyset, after));
-    q.whereRaw(where.sql, where.bindings as Knex.RawBinding[]);
-  }
-  const order = toKnex(
-    sql.join(
-      keyset.columns.map((c) => sql`${c.sql} ${sql.constant(keyset.direction, DIRECTIONS)}`),
-      ', ',
-    ),
-  );
-  q.orderByRaw(order.sql, order.bindings as Knex.RawBinding[]);
-  q.limit(size + 1);
-  return q;
 }
 
 /** The page of rows a keyset query returned, and the last row of it when another page follows. */

@@ -51,7 +51,10 @@ left join lateral (
 where c.user_id = ${userId}
 order by e.updated_at desc, e.id, l.position`;
 }
-const NOTE_COLUMNS = ['x.id', 'x.user_id', 'x.title', 'x.content', 'x.created_at', 'x.updated_at'];
+const NOTE_COLUMNS = sql.join(
+  ['x.id', 'x.user_id', 'x.title', 'x.content', 'x.created_at', 'x.updated_at'].map((c) => sql.id(c)),
+  ', ',
+);
 const AREA = 'entries';
 
 /** The newest notes of the active read scope: a walk of the scope's ordered index up to the limit. */
@@ -78,10 +81,7 @@ const listOfMember = statement<{ userId: string; memberId: string; limit: number
   build: ({ userId, memberId, limit }) =>
     listWith(
       sql`select x.* from entry_members f
-   cross join lateral (select ${sql.join(
-     NOTE_COLUMNS.map((c) => sql.id(c)),
-     ', ',
-   )}, x.side_system_id, x.sub_system_id from entries x
+   cross join lateral (select ${NOTE_COLUMNS}, x.side_system_id, x.sub_system_id from entries x
                        where x.id = f.entry_id and x.user_id = f.user_id and x.deleted_at is null offset 0) x
    where f.user_id = c.user_id and f.member_id = ${memberId} and ${inActiveScopeSql}
    order by x.updated_at desc, x.id limit ${limit}`,

@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
-import { keysetPage, type Keyset } from '../../core/keyset.ts';
-import { sql } from '../../db/sql.ts';
-import { prepared } from '../../db/prepared.ts';
+import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
+import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import type { MemberRow } from '../../core/members.ts';
 
@@ -103,9 +102,11 @@ export type FrontMemberFields = Omit<MemberRow, 'id' | 'user_id' | 'deleted_at'>
  * plain join (or EXISTS) the planner, which expects a dozen rows, may hash the account's whole
  * member list instead.
  */
-const frontNow = prepared<FrontNowRow>(
-  'front_now',
-  `
+const frontNow = statement<{ userId: string }, FrontNowRow>({
+  name: 'front_now',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`
 select 'session' as kind, s.id, s.member_id, s.note, s.position as ord_position, s.started_at as ord_time, s.id as ord_id,
        s.started_at, null::text as tier_key, null::text as custom_display_name,
        m.side_system_id, m.sub_system_id, m.directory_id, m.name, m.display_name, m.pronouns, m.description,
@@ -118,7 +119,7 @@ cross join lateral (
   where m.id = s.member_id and m.user_id = s.user_id and m.deleted_at is null
   limit 1
 ) m
-where s.user_id = ? and s.ended_at is null and s.deleted_at is null
+where s.user_id = ${userId} and s.ended_at is null and s.deleted_at is null
 union all
 select 'presence', null, p.member_id, p.note, null, p.created_at, p.member_id,
        null, p.tier_key, t.display_name,
@@ -127,9 +128,9 @@ select 'presence', null, p.member_id, p.note, null, p.created_at, p.member_id,
 from "front_tier_presence" p
 cross join lateral (select 1 from "members" m where m.id = p.member_id and m.user_id = p.user_id and m.deleted_at is null limit 1) live
 left join "front_custom_tiers" t on t.user_id = p.user_id and t.id::text = p.tier_key
-where p.user_id = ?
+where p.user_id = ${userId}
 order by kind desc, ord_position asc nulls last, ord_time asc, ord_id asc`,
-);
+});
 
 /** One row of a whole-history page read (historyPageWithCount): a session with its member's summary columns. */
 export type HistoryPageRow = Pick<FrontSessionRow, 'id' | 'member_id' | 'started_at' | 'ended_at' | 'note'> & {
@@ -149,27 +150,41 @@ export type HistoryPageRow = Pick<FrontSessionRow, 'id' | 'member_id' | 'started
  * lateral "is it trashed" probe filtered with IS NULL does not work either: the planner expects
  * that filter to pass almost nothing and sorts the account's whole history.)
  */
-function historyStatement(name: string, after: string) {
-  return prepared<{ live: number } & ({ id: null } | HistoryPageRow)>(
+function historyStatement(name: string, cursor: boolean) {
+  return statement<
+    { userId: string; size: number; after?: HistoryCursor },
+    { live: number } & ({ id: null } | HistoryPageRow)
+  >({
     name,
-    `select c.live, p.* from (select coalesce((select live from front_session_counts where user_id = ?), 0) as live) c
+    area: AREA,
+    variants: {
+      [cursor ? 'after a cursor' : 'first page']: {
+        userId: EXAMPLE_UUID,
+        size: 1,
+        after: cursor ? { startedAt: 0, id: EXAMPLE_UUID } : undefined,
+      },
+    },
+    build: ({ userId, size, after: cursorAt }) => {
+      const after = cursorAt
+        ? sql`
+          and (s.started_at, s.id) < (${cursorAt.startedAt}::bigint, ${cursorAt.id}::uuid)`
+        : sql.empty;
+      return sql`select c.live, p.* from (select coalesce((select live from front_session_counts where user_id = ${userId}), 0) as live) c
 left join lateral (
   select s.id, s.member_id, s.started_at, s.ended_at, s.note, m.summary_id, m.name, m.display_name, m.archived_at, m.avatar
   from (select s.id, s.member_id, s.started_at, s.ended_at, s.note from front_sessions s
-        where s.user_id = ? and s.deleted_at is null
+        where s.user_id = ${userId} and s.deleted_at is null
           and not exists (select 1 from members t where t.id = s.member_id and t.deleted_at is not null offset 0)${after}
-        order by s.started_at desc, s.id desc limit ?) s
+        order by s.started_at desc, s.id desc limit ${size + 1}) s
   left join lateral (select m.id as summary_id, m.name, m.display_name, m.archived_at, m.avatar
-                     from members m where m.id = s.member_id and m.user_id = ? offset 0) m on true
+                     from members m where m.id = s.member_id and m.user_id = ${userId} offset 0) m on true
 ) p on true
-order by p.started_at desc, p.id desc`,
-  );
+order by p.started_at desc, p.id desc`;
+    },
+  });
 }
-const historyFirst = historyStatement('front_history_first', '');
-const historyAfter = historyStatement(
-  'front_history_after',
-  '\n          and (s.started_at, s.id) < (?::bigint, ?::uuid)',
-);
+const historyFirst = historyStatement('front_history_first', false);
+const historyAfter = historyStatement('front_history_after', true);
 
 export interface HistoryFilter {
   startTime?: number;
@@ -181,36 +196,271 @@ export interface HistoryCursor {
   id: string;
 }
 
-/** Open and not in the trash: the sessions that make up the current front. */
-function open<T extends Knex.QueryBuilder>(qb: T, table = 'front_sessions'): T {
-  qb.whereNull(`${table}.ended_at`).whereNull(`${table}.deleted_at`);
-  return qb;
-}
+/** Open and not in the trash: the sessions that make up the current front (over `front_sessions`, unaliased). */
+const OPEN = sql`ended_at is null and deleted_at is null`;
 
 /**
- * Restricts a query over `front_sessions as s` to sessions whose member is not in the trash, as
- * an anti-join probing each session's member by primary key. The planner estimates it from the
- * members' statistics (few trashed members: nearly every session passes), so a page walks the
- * history index in order and stops at the limit. Two earlier forms failed that: an EXISTS over
- * live members could be turned into a members-driven join that sorts the whole history, and a
- * `member_id <> all(<trashed ids>)` array filter got a default selectivity of ~0.1 %, for which
- * the planner preferred a bitmap scan plus a sort of every session of the account.
+ * The time-filtered history of the account over `front_sessions as s`: not in the trash, member not
+ * in the trash (an anti-join probing each session's member by primary key), within the filter. The
+ * planner estimates the anti-join from the members' statistics (few trashed members: nearly every
+ * session passes), so a page walks the history index in order and stops at the limit. Two earlier
+ * forms failed that: an EXISTS over live members could be turned into a members-driven join that
+ * sorts the whole history, and a `member_id <> all(<trashed ids>)` array filter got a default
+ * selectivity of ~0.1 %, for which the planner preferred a bitmap scan plus a sort of every session
+ * of the account.
  */
-function ofLiveMembers<T extends Knex.QueryBuilder>(qb: T): T {
-  qb.whereRaw('not exists (select 1 from members m where m.id = s.member_id and m.deleted_at is not null)');
-  return qb;
+function historyWhere(userId: string, filter: HistoryFilter): Sql {
+  const end = filter.endTime !== undefined ? sql` and s.started_at <= ${filter.endTime}` : sql.empty;
+  const start =
+    filter.startTime !== undefined ? sql` and (s.ended_at is null or s.ended_at >= ${filter.startTime})` : sql.empty;
+  return sql`where s.user_id = ${userId} and s.deleted_at is null and not exists (select 1 from members m where m.id = s.member_id and m.deleted_at is not null)${end}${start}`;
 }
 
-function historyQuery(db: Knex, userId: string, filter: HistoryFilter): Knex.QueryBuilder {
-  const q = db('front_sessions as s').where('s.user_id', userId).whereNull('s.deleted_at');
-  ofLiveMembers(q);
-  if (filter.endTime !== undefined) q.where('s.started_at', '<=', filter.endTime);
-  if (filter.startTime !== undefined) {
-    const startTime = filter.startTime;
-    q.where((w) => w.whereNull('s.ended_at').orWhere('s.ended_at', '>=', startTime));
-  }
-  return q;
+/** The three shapes of a time filter (at least one bound: the whole history is read by front_history_first/after). */
+const TIME_FILTERS: Record<string, HistoryFilter> = {
+  'from a start time': { startTime: 0 },
+  'up to an end time': { endTime: 0 },
+  'between two times': { startTime: 0, endTime: 0 },
+};
+
+/** A page (`size` + 1 rows) of the time-filtered history, newest first on the history index, strictly after the cursor. */
+const historyPage = statement<
+  { userId: string; filter: HistoryFilter; size: number; after?: HistoryCursor },
+  FrontSessionRow
+>({
+  name: 'front_history_timed',
+  area: AREA,
+  variants: Object.fromEntries(
+    Object.entries(TIME_FILTERS).flatMap(([label, filter]) => [
+      [`${label}, first page`, { userId: EXAMPLE_UUID, filter, size: 1 }],
+      [
+        `${label}, after a cursor`,
+        { userId: EXAMPLE_UUID, filter, size: 1, after: { startedAt: 0, id: EXAMPLE_UUID } },
+      ],
+    ]),
+  ),
+  build: ({ userId, filter, size, after }) => {
+    const cursor = after ? sql` and ${keysetAfterSql(HISTORY_ORDER, [after.startedAt, after.id])}` : sql.empty;
+    return sql`select s.* from front_sessions as s ${historyWhere(userId, filter)}${cursor} ${keysetOrderSql(HISTORY_ORDER, size)}`;
+  },
+});
+
+/** The size of the time-filtered history. */
+const historyCount = statement<{ userId: string; filter: HistoryFilter }, { n: number }>({
+  name: 'front_history_timed_count',
+  area: AREA,
+  variants: Object.fromEntries(
+    Object.entries(TIME_FILTERS).map(([label, filter]) => [label, { userId: EXAMPLE_UUID, filter }]),
+  ),
+  build: ({ userId, filter }) => sql`select count(*) as n from front_sessions as s ${historyWhere(userId, filter)}`,
+});
+
+/** The size of the whole history: the trigger-maintained counter (migration 0005), O(1) at any size. */
+const historyCounter = statement<{ userId: string }, { live: number }>({
+  name: 'front_history_counter',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select live from front_session_counts where user_id = ${userId}`,
+});
+
+/** The account's front lock (frontRepo.lock): a transaction-scoped advisory lock on `front:<account>`. */
+const lock = statement<{ userId: string }, unknown>({
+  name: 'front_lock',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select pg_advisory_xact_lock(hashtextextended(${`front:${userId}`}, 0))`,
+});
+
+const openSessions = statement<{ userId: string }, FrontSessionRow>({
+  name: 'front_open_sessions',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) =>
+    sql`select s.* from front_sessions as s where s.user_id = ${userId} and s.ended_at is null and s.deleted_at is null
+      order by s.position asc nulls last, s.started_at asc, s.id asc`,
+});
+
+const openOfMember = statement<{ userId: string; memberId: string }, FrontSessionRow>({
+  name: 'front_open_session_of_member',
+  area: AREA,
+  variants: { 'the member': { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID } },
+  build: ({ userId, memberId }) =>
+    sql`select * from front_sessions where user_id = ${userId} and member_id = ${memberId} and ${OPEN} limit 1`,
+});
+
+const maxPosition = statement<{ userId: string }, { max: number | null }>({
+  name: 'front_max_position',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select max(position) as max from front_sessions where user_id = ${userId} and ${OPEN}`,
+});
+
+/** An open session, unless the member has one (the unique partial index front_sessions_one_open). */
+const insertOpen = statement<{ row: FrontSessionRow }, { id: string }>({
+  name: 'front_insert_open',
+  area: AREA,
+  variants: {
+    'a session': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        member_id: EXAMPLE_UUID,
+        side_system_id: EXAMPLE_UUID,
+        sub_system_id: null,
+        started_at: 0,
+        ended_at: null,
+        note: null,
+        created_by: null,
+        position: 0,
+        created_at: 0,
+        updated_at: 0,
+        deleted_at: null,
+      },
+    },
+  },
+  build: ({ row }) =>
+    sql`insert into front_sessions (id, user_id, member_id, side_system_id, sub_system_id, started_at, ended_at, note, created_by, position, created_at, updated_at, deleted_at)
+      values (${row.id}, ${row.user_id}, ${row.member_id}, ${row.side_system_id}, ${row.sub_system_id}, ${row.started_at}, ${row.ended_at}, ${row.note}, ${row.created_by}, ${row.position}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})
+      on conflict (user_id, member_id) where ended_at is null and deleted_at is null do nothing
+      returning id`,
+});
+
+/** Ends the open sessions of the account, or of one member, and takes them out of the order. */
+const endOpen = statement<{ userId: string; now: number; memberId?: string }, never>({
+  name: 'front_end_open',
+  area: AREA,
+  variants: {
+    'every open session': { userId: EXAMPLE_UUID, now: 0 },
+    "one member's": { userId: EXAMPLE_UUID, now: 0, memberId: EXAMPLE_UUID },
+  },
+  build: ({ userId, now, memberId }) =>
+    sql`update front_sessions set ended_at = ${now}, position = null, updated_at = ${now}
+      where user_id = ${userId} and ${OPEN}${memberId === undefined ? sql.empty : sql` and member_id = ${memberId}`}`,
+});
+
+const findSession = statement<{ userId: string; id: string }, FrontSessionRow>({
+  name: 'front_find_session',
+  area: AREA,
+  variants: { 'the session': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select * from front_sessions where id = ${id} and user_id = ${userId}`,
+});
+
+/** `column = case when <given> then <value> else column end`: one text whichever columns a change sets. */
+function setIfGiven(changes: FrontSessionChanges, column: keyof FrontSessionChanges & string, type: string): Sql {
+  const given = column in changes && changes[column] !== undefined;
+  const id = sql.id(column);
+  return sql`${id} = case when ${given}::boolean then ${given ? changes[column] : null}::${sql.constant(type, ['bigint', 'int', 'text'])} else ${id} end`;
 }
+
+const updateSession = statement<{ userId: string; id: string; changes: FrontSessionChanges }, FrontSessionRow>({
+  name: 'front_update_session',
+  area: AREA,
+  variants: { 'any change': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, changes: { updated_at: 0 } } },
+  build: ({ userId, id, changes }) =>
+    sql`update front_sessions set ${setIfGiven(changes, 'started_at', 'bigint')}, ${setIfGiven(changes, 'ended_at', 'bigint')},
+        ${setIfGiven(changes, 'note', 'text')}, ${setIfGiven(changes, 'position', 'int')}, ${setIfGiven(changes, 'deleted_at', 'bigint')},
+        updated_at = ${changes.updated_at}
+      where id = ${id} and user_id = ${userId} returning *`,
+});
+
+/** Another session of the member, not in the trash, sharing time with [startedAt, endedAt) (a null end: still open). */
+const overlapping = statement<
+  { userId: string; memberId: string; exceptId: string; startedAt: number; endedAt: number | null },
+  { id: string }
+>({
+  name: 'front_overlapping_session',
+  area: AREA,
+  variants: {
+    'an ended session': {
+      userId: EXAMPLE_UUID,
+      memberId: EXAMPLE_UUID,
+      exceptId: EXAMPLE_UUID,
+      startedAt: 0,
+      endedAt: 0,
+    },
+    'an open session': {
+      userId: EXAMPLE_UUID,
+      memberId: EXAMPLE_UUID,
+      exceptId: EXAMPLE_UUID,
+      startedAt: 0,
+      endedAt: null,
+    },
+  },
+  build: ({ userId, memberId, exceptId, startedAt, endedAt }) =>
+    sql`select id from front_sessions
+      where user_id = ${userId} and member_id = ${memberId} and deleted_at is null and id <> ${exceptId}${endedAt === null ? sql.empty : sql` and started_at < ${endedAt}`}
+        and (ended_at is null or ended_at > ${startedAt})
+      limit 1`,
+});
+
+const upsertPresence = statement<{ row: TierPresenceRow }, never>({
+  name: 'front_upsert_presence',
+  area: AREA,
+  variants: {
+    'a presence': {
+      row: { user_id: EXAMPLE_UUID, member_id: EXAMPLE_UUID, tier_key: '', note: null, created_at: 0, updated_at: 0 },
+    },
+  },
+  build: ({ row }) =>
+    sql`insert into front_tier_presence (user_id, member_id, tier_key, note, created_at, updated_at)
+      values (${row.user_id}, ${row.member_id}, ${row.tier_key}, ${row.note}, ${row.created_at}, ${row.updated_at})
+      on conflict (user_id, member_id) do update set tier_key = excluded.tier_key, note = excluded.note, updated_at = excluded.updated_at`,
+});
+
+const deletePresence = statement<{ userId: string; memberId?: string }, never>({
+  name: 'front_delete_presence',
+  area: AREA,
+  variants: {
+    'every presence of the account': { userId: EXAMPLE_UUID },
+    "one member's": { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID },
+  },
+  build: ({ userId, memberId }) =>
+    sql`delete from front_tier_presence where user_id = ${userId}${memberId === undefined ? sql.empty : sql` and member_id = ${memberId}`}`,
+});
+
+const listTiers = statement<{ userId: string }, CustomTierRow>({
+  name: 'front_list_tiers',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) =>
+    sql`select * from front_custom_tiers where user_id = ${userId} order by created_at asc, id asc`,
+});
+
+const findTier = statement<{ userId: string; id: string }, CustomTierRow>({
+  name: 'front_find_tier',
+  area: AREA,
+  variants: { 'the tier': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select * from front_custom_tiers where id = ${id} and user_id = ${userId}`,
+});
+
+const countTiers = statement<{ userId: string }, { n: number }>({
+  name: 'front_count_tiers',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select count(*) as n from front_custom_tiers where user_id = ${userId}`,
+});
+
+const insertTier = statement<{ row: CustomTierRow }, never>({
+  name: 'front_insert_tier',
+  area: AREA,
+  variants: {
+    'a tier': { row: { id: EXAMPLE_UUID, user_id: EXAMPLE_UUID, display_name: '', created_at: 0, updated_at: 0 } },
+  },
+  build: ({ row }) =>
+    sql`insert into front_custom_tiers (id, user_id, display_name, created_at, updated_at)
+      values (${row.id}, ${row.user_id}, ${row.display_name}, ${row.created_at}, ${row.updated_at})`,
+});
+
+/** The tier and every presence row that uses it, in one statement; no row when it is not the account's. */
+const deleteTier = statement<{ userId: string; id: string }, { id: string }>({
+  name: 'front_delete_tier',
+  area: AREA,
+  variants: { 'the tier': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) =>
+    sql`with tier as (delete from front_custom_tiers where id = ${id} and user_id = ${userId} returning id),
+        presence as (delete from front_tier_presence p using tier where p.user_id = ${userId} and p.tier_key = ${id})
+      select id from tier`,
+});
 
 /** The open sessions of the listed members take their place in the array as their position. */
 const setOrder = statement<{ userId: string; memberIds: string[]; now: number }, never>({
@@ -250,7 +500,7 @@ export const frontRepo = {
    * transaction the lock is released at once, so callers pass their transaction.
    */
   async lock(trx: Knex, userId: string): Promise<void> {
-    await trx.raw('select pg_advisory_xact_lock(hashtextextended(?, 0))', [`front:${userId}`]);
+    await lock(trx, { userId });
   },
 
   /**
@@ -259,44 +509,32 @@ export const frontRepo = {
    * whole member list to filter a handful of open sessions.)
    */
   openSessions(db: Knex, userId: string): Promise<FrontSessionRow[]> {
-    const q = db('front_sessions as s').where('s.user_id', userId);
-    open(q, 's');
-    return q.select('s.*').orderByRaw('s.position asc nulls last, s.started_at asc, s.id asc');
+    return openSessions(db, { userId });
   },
 
   /** The current front: its open sessions with their members and the tier presence (the front_now statement). */
   frontNow(db: Knex, userId: string): Promise<FrontNowRow[]> {
-    return frontNow(db, [userId, userId]);
+    return frontNow(db, { userId });
   },
 
-  findOpenByMember(db: Knex, userId: string, memberId: string): Promise<FrontSessionRow | undefined> {
-    return open(db('front_sessions').where({ user_id: userId, member_id: memberId })).first();
+  async findOpenByMember(db: Knex, userId: string, memberId: string): Promise<FrontSessionRow | undefined> {
+    return (await openOfMember(db, { userId, memberId }))[0];
   },
 
   /** One past the last place in the current front order. */
   async nextPosition(db: Knex, userId: string): Promise<number> {
-    const row = await open(db('front_sessions').where({ user_id: userId }))
-      .max('position as max')
-      .first();
-    const max = (row as { max: number | null } | undefined)?.max;
+    const max = (await maxPosition(db, { userId }))[0]?.max;
     return max === null || max === undefined ? 0 : max + 1;
   },
 
   /** Inserts an open session; false when the member already has one (the unique partial index). */
   async insertOpen(db: Knex, row: FrontSessionRow): Promise<boolean> {
-    const inserted = await db('front_sessions')
-      .insert(row)
-      .onConflict(db.raw('(user_id, member_id) where ended_at is null and deleted_at is null'))
-      .ignore()
-      .returning('id');
-    return inserted.length > 0;
+    return (await insertOpen(db, { row })).length > 0;
   },
 
   /** Ends the open sessions of the account, or of one member, and takes them out of the order. */
-  async endOpen(db: Knex, userId: string, now: number, memberId?: string): Promise<number> {
-    const q = open(db('front_sessions').where({ user_id: userId }));
-    if (memberId) q.where({ member_id: memberId });
-    return q.update({ ended_at: now, position: null, updated_at: now });
+  async endOpen(db: Knex, userId: string, now: number, memberId?: string): Promise<void> {
+    await endOpen(db, { userId, now, memberId });
   },
 
   /** Positions follow the array; only open sessions of the listed members are touched. */
@@ -306,13 +544,13 @@ export const frontRepo = {
   },
 
   /** Live or trashed. */
-  findSession(db: Knex, userId: string, id: string): Promise<FrontSessionRow | undefined> {
-    return db('front_sessions').where({ id, user_id: userId }).first();
+  async findSession(db: Knex, userId: string, id: string): Promise<FrontSessionRow | undefined> {
+    return (await findSession(db, { userId, id }))[0];
   },
 
   async updateSession(db: Knex, userId: string, id: string, changes: FrontSessionChanges): Promise<FrontSessionRow> {
-    const [row] = await db('front_sessions').where({ id, user_id: userId }).update(changes).returning('*');
-    return row as FrontSessionRow;
+    const [row] = await updateSession(db, { userId, id, changes });
+    return row!;
   },
 
   /**
@@ -327,16 +565,10 @@ export const frontRepo = {
     startedAt: number,
     endedAt: number | null,
   ): Promise<boolean> {
-    const q = db('front_sessions')
-      .where({ user_id: userId, member_id: memberId })
-      .whereNull('deleted_at')
-      .whereNot({ id: exceptId });
-    if (endedAt !== null) q.where('started_at', '<', endedAt);
-    q.where((w) => w.whereNull('ended_at').orWhere('ended_at', '>', startedAt));
-    return (await q.first('id')) !== undefined;
+    return (await overlapping(db, { userId, memberId, exceptId, startedAt, endedAt })).length > 0;
   },
 
-  /** A page (`size` + 1 rows), newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
+  /** A page (`size` + 1 rows) of the time-filtered history, newest first on the (user_id, started_at desc, id desc) index, strictly after the cursor. */
   historyPage(
     db: Knex,
     userId: string,
@@ -344,12 +576,7 @@ export const frontRepo = {
     size: number,
     after?: HistoryCursor,
   ): Promise<FrontSessionRow[]> {
-    return keysetPage(
-      historyQuery(db, userId, filter).select('s.*'),
-      HISTORY_ORDER,
-      size,
-      after && [after.startedAt, after.id],
-    );
+    return historyPage(db, { userId, filter, size, after });
   },
 
   /** The whole history's page (`size` + 1 rows) after the cursor and its count, in one statement (see historyStatement). */
@@ -359,9 +586,7 @@ export const frontRepo = {
     size: number,
     after?: HistoryCursor,
   ): Promise<{ rows: HistoryPageRow[]; count: number }> {
-    const rows = after
-      ? await historyAfter(db, [userId, userId, after.startedAt, after.id, size + 1, userId])
-      : await historyFirst(db, [userId, userId, size + 1, userId]);
+    const rows = after ? await historyAfter(db, { userId, size, after }) : await historyFirst(db, { userId, size });
     return {
       rows: rows.filter((r): r is { live: number } & HistoryPageRow => r.id !== null),
       count: Number(rows[0]?.live ?? 0),
@@ -371,50 +596,37 @@ export const frontRepo = {
   async historyCount(db: Knex, userId: string, filter: HistoryFilter): Promise<number> {
     if (filter.startTime === undefined && filter.endTime === undefined) {
       // The whole history: the trigger-maintained counter (migration 0005), O(1) at any size.
-      const counter = await db('front_session_counts').where({ user_id: userId }).first('live');
-      return Number(counter?.live ?? 0);
+      return Number((await historyCounter(db, { userId }))[0]?.live ?? 0);
     }
-    const row = await historyQuery(db, userId, filter).count({ n: '*' }).first();
-    return Number((row as { n: number | string } | undefined)?.n ?? 0);
+    return Number((await historyCount(db, { userId, filter }))[0]?.n ?? 0);
   },
 
   async upsertPresence(db: Knex, row: TierPresenceRow): Promise<void> {
-    await db('front_tier_presence')
-      .insert(row)
-      .onConflict(['user_id', 'member_id'])
-      .merge({ tier_key: row.tier_key, note: row.note, updated_at: row.updated_at });
+    await upsertPresence(db, { row });
   },
 
   async deletePresence(db: Knex, userId: string, memberId?: string): Promise<void> {
-    const q = db('front_tier_presence').where({ user_id: userId });
-    if (memberId) q.where({ member_id: memberId });
-    await q.delete();
+    await deletePresence(db, { userId, memberId });
   },
 
   listTiers(db: Knex, userId: string): Promise<CustomTierRow[]> {
-    return db('front_custom_tiers')
-      .where({ user_id: userId })
-      .orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return listTiers(db, { userId });
   },
 
-  findTier(db: Knex, userId: string, id: string): Promise<CustomTierRow | undefined> {
-    return db('front_custom_tiers').where({ id, user_id: userId }).first();
+  async findTier(db: Knex, userId: string, id: string): Promise<CustomTierRow | undefined> {
+    return (await findTier(db, { userId, id }))[0];
   },
 
   async countTiers(db: Knex, userId: string): Promise<number> {
-    const row = await db('front_custom_tiers').where({ user_id: userId }).count({ n: '*' }).first();
-    return Number((row as { n: number | string } | undefined)?.n ?? 0);
+    return Number((await countTiers(db, { userId }))[0]?.n ?? 0);
   },
 
   async insertTier(db: Knex, row: CustomTierRow): Promise<void> {
-    await db('front_custom_tiers').insert(row);
+    await insertTier(db, { row });
   },
 
   /** Deletes the tier and every presence row that uses it; false when it is not the caller's. */
   async deleteTier(db: Knex, userId: string, id: string): Promise<boolean> {
-    const deleted = await db('front_custom_tiers').where({ id, user_id: userId }).delete().returning('id');
-    if (deleted.length === 0) return false;
-    await db('front_tier_presence').where({ user_id: userId, tier_key: id }).delete();
-    return true;
+    return (await deleteTier(db, { userId, id })).length > 0;
   },
 };

@@ -34,52 +34,228 @@ export interface LayoutRow {
   deleted_at: number | null;
 }
 
+const EXAMPLE_DIRECTORY: DirectoryRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  kind: 'folder',
+  side_system_id: EXAMPLE_UUID,
+  sub_system_id: null,
+  parent_id: null,
+  name: '',
+  description: null,
+  color: null,
+  created_at: 0,
+  updated_at: 0,
+  deleted_at: null,
+};
+
+interface FindParams {
+  userId: string;
+  id: string;
+  kind?: DirectoryKind;
+  /** Live only (not in the trash), or trashed too. */
+  live: boolean;
+  /** FOR UPDATE until the transaction ends. */
+  lock?: boolean;
+}
+
+const findDirectory = statement<FindParams, DirectoryRow>({
+  name: 'groups_find_directory',
+  area: AREA,
+  variants: {
+    'live, of a kind': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, kind: 'folder', live: true },
+    'live, of a kind, locked for update': {
+      userId: EXAMPLE_UUID,
+      id: EXAMPLE_UUID,
+      kind: 'group',
+      live: true,
+      lock: true,
+    },
+    'live, either kind': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, live: true },
+    'live or trashed, of a kind': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, kind: 'folder', live: false },
+    'live or trashed, either kind': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, live: false },
+  },
+  build: ({ userId, id, kind, live, lock }) =>
+    sql`select * from directories where id = ${id} and user_id = ${userId}${kind === undefined ? sql.empty : sql` and kind = ${kind}`}${live ? sql` and deleted_at is null` : sql.empty}${lock ? sql` for update` : sql.empty}`,
+});
+
+const insertDirectory = statement<{ row: DirectoryRow }, never>({
+  name: 'groups_insert_directory',
+  area: AREA,
+  variants: { 'a directory': { row: EXAMPLE_DIRECTORY } },
+  build: ({ row }) =>
+    sql`insert into directories (id, user_id, kind, side_system_id, sub_system_id, parent_id, name, description, color, created_at, updated_at, deleted_at)
+      values (${row.id}, ${row.user_id}, ${row.kind}, ${row.side_system_id}, ${row.sub_system_id}, ${row.parent_id}, ${row.name}, ${row.description}, ${row.color}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+export type DirectoryChanges = Partial<
+  Pick<DirectoryRow, 'name' | 'description' | 'color' | 'parent_id' | 'deleted_at'>
+> & {
+  updated_at: number;
+};
+
+const CASTS = ['text', 'uuid', 'bigint'] as const;
+const CHANGE_COLUMNS: ReadonlyArray<readonly [keyof DirectoryChanges & string, (typeof CASTS)[number]]> = [
+  ['name', 'text'],
+  ['description', 'text'],
+  ['color', 'text'],
+  ['parent_id', 'uuid'],
+  ['deleted_at', 'bigint'],
+];
+
+/** `column = case when <given> then <value> else column end`: one text whichever columns a change sets. */
+function setIfGiven(
+  changes: DirectoryChanges,
+  column: keyof DirectoryChanges & string,
+  cast: (typeof CASTS)[number],
+): Sql {
+  const given = changes[column] !== undefined;
+  const id = sql.id(column);
+  return sql`${id} = case when ${given}::boolean then ${given ? changes[column] : null}::${sql.constant(cast, CASTS)} else ${id} end`;
+}
+
+const updateDirectory = statement<{ userId: string; id: string; changes: DirectoryChanges }, DirectoryRow>({
+  name: 'groups_update_directory',
+  area: AREA,
+  variants: { 'any change': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, changes: { updated_at: 0 } } },
+  build: ({ userId, id, changes }) =>
+    sql`update directories set ${sql.join(
+      CHANGE_COLUMNS.map(([column, cast]) => setIfGiven(changes, column, cast)),
+      ', ',
+    )}, updated_at = ${changes.updated_at}
+      where id = ${id} and user_id = ${userId} returning *`,
+});
+
+const allDirectories = statement<{ userId: string }, DirectoryRow>({
+  name: 'groups_all_directories',
+  area: AREA,
+  variants: { 'the account': { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select * from directories where user_id = ${userId} order by name asc, id asc`,
+});
+
+const leaveOtherSideGroups = statement<{ userId: string; memberId: string; sideSystemId: string }, never>({
+  name: 'groups_leave_other_side_groups',
+  area: AREA,
+  variants: { 'the member': { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID, sideSystemId: EXAMPLE_UUID } },
+  build: ({ userId, memberId, sideSystemId }) =>
+    sql`delete from group_members where member_id = ${memberId} and user_id = ${userId}
+      and group_id in (select id from directories where user_id = ${userId} and kind = 'group' and not side_system_id = ${sideSystemId})`,
+});
+
+const memberIdsByGroup = statement<{ userId: string; groupIds: string[] }, { group_id: string; member_id: string }>({
+  name: 'groups_member_ids',
+  area: AREA,
+  variants: { 'the groups': { userId: EXAMPLE_UUID, groupIds: [EXAMPLE_UUID] } },
+  build: ({ userId, groupIds }) =>
+    sql`select group_members.group_id, group_members.member_id from group_members
+      inner join members on members.id = group_members.member_id
+      where group_members.user_id = ${userId} and group_members.group_id = any (${groupIds}::uuid[]) and members.deleted_at is null
+      order by group_members.added_at asc, group_members.member_id asc`,
+});
+
+const clearGroup = statement<{ userId: string; groupId: string }, never>({
+  name: 'groups_clear_members',
+  area: AREA,
+  variants: { 'the group': { userId: EXAMPLE_UUID, groupId: EXAMPLE_UUID } },
+  build: ({ userId, groupId }) => sql`delete from group_members where group_id = ${groupId} and user_id = ${userId}`,
+});
+
+/** The members in the order given, added at `now`, `now + 1` … so the group keeps that order. */
+const addMembers = statement<{ userId: string; groupId: string; memberIds: string[]; now: number }, never>({
+  name: 'groups_add_members',
+  area: AREA,
+  variants: { 'the members': { userId: EXAMPLE_UUID, groupId: EXAMPLE_UUID, memberIds: [EXAMPLE_UUID], now: 0 } },
+  build: ({ userId, groupId, memberIds, now }) =>
+    sql`insert into group_members (group_id, member_id, user_id, added_at)
+      select ${groupId}::uuid, m.id, ${userId}::uuid, ${now}::bigint + m.ord - 1
+      from unnest(${memberIds}::uuid[]) with ordinality as m (id, ord)`,
+});
+
+const listLayouts = statement<{ userId: string; directoryId?: string }, LayoutRow>({
+  name: 'groups_list_layouts',
+  area: AREA,
+  variants: {
+    'every layout': { userId: EXAMPLE_UUID },
+    "a folder's": { userId: EXAMPLE_UUID, directoryId: EXAMPLE_UUID },
+  },
+  build: ({ userId, directoryId }) =>
+    sql`select * from directory_layouts where user_id = ${userId} and deleted_at is null${directoryId ? sql` and directory_id = ${directoryId}` : sql.empty}
+      order by created_at asc, id asc`,
+});
+
+const findLayout = statement<{ userId: string; id: string }, LayoutRow>({
+  name: 'groups_find_layout',
+  area: AREA,
+  variants: { 'the layout': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select * from directory_layouts where id = ${id} and user_id = ${userId}`,
+});
+
+const insertLayout = statement<{ row: LayoutRow }, never>({
+  name: 'groups_insert_layout',
+  area: AREA,
+  variants: {
+    'a layout': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        directory_id: null,
+        name: '',
+        item_ids: [],
+        created_at: 0,
+        updated_at: 0,
+        deleted_at: null,
+      },
+    },
+  },
+  build: ({ row }) =>
+    sql`insert into directory_layouts (id, user_id, directory_id, name, item_ids, created_at, updated_at, deleted_at)
+      values (${row.id}, ${row.user_id}, ${row.directory_id}, ${row.name}, ${JSON.stringify(row.item_ids)}::jsonb, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+const setLayoutDeleted = statement<{ userId: string; id: string; deletedAt: number | null; now: number }, never>({
+  name: 'groups_set_layout_deleted',
+  area: AREA,
+  variants: { 'trash or restore': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, deletedAt: null, now: 0 } },
+  build: ({ userId, id, deletedAt, now }) =>
+    sql`update directory_layouts set deleted_at = ${deletedAt}::bigint, updated_at = ${now} where id = ${id} and user_id = ${userId}`,
+});
+
 export const directoriesRepo = {
-  findLive(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {
-    const q = db('directories').where({ id, user_id: userId }).whereNull('deleted_at');
-    if (kind) q.where({ kind });
-    return q.first();
+  async findLive(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {
+    return (await findDirectory(db, { userId, id, kind, live: true }))[0];
   },
 
   /** findLive, locking the row FOR UPDATE until the transaction ends (writes to one directory run one at a time). */
-  lockLive(trx: Knex.Transaction, userId: string, id: string, kind: DirectoryKind): Promise<DirectoryRow | undefined> {
-    return trx('directories').where({ id, user_id: userId, kind }).whereNull('deleted_at').forUpdate().first();
+  async lockLive(
+    trx: Knex.Transaction,
+    userId: string,
+    id: string,
+    kind: DirectoryKind,
+  ): Promise<DirectoryRow | undefined> {
+    return (await findDirectory(trx, { userId, id, kind, live: true, lock: true }))[0];
   },
 
-  findAny(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {
-    const q = db('directories').where({ id, user_id: userId });
-    if (kind) q.where({ kind });
-    return q.first();
+  async findAny(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {
+    return (await findDirectory(db, { userId, id, kind, live: false }))[0];
   },
 
   async insert(db: Knex, row: DirectoryRow): Promise<void> {
-    await db('directories').insert(row);
+    await insertDirectory(db, { row });
   },
 
-  async update(db: Knex, userId: string, id: string, changes: Partial<DirectoryRow>): Promise<DirectoryRow> {
-    const [row] = await db('directories').where({ id, user_id: userId }).update(changes).returning('*');
-    return row as DirectoryRow;
+  async update(db: Knex, userId: string, id: string, changes: DirectoryChanges): Promise<DirectoryRow> {
+    const [row] = await updateDirectory(db, { userId, id, changes });
+    return row!;
   },
 
   /** Every directory of the account (trashed included): trees are small and assembled in memory. */
   all(db: Knex, userId: string): Promise<DirectoryRow[]> {
-    return db('directories')
-      .where({ user_id: userId })
-      .orderBy([{ column: 'name' }, { column: 'id' }]);
+    return allDirectories(db, { userId });
   },
 
   /** Removes the member from groups outside the given side system (used when a member moves). */
   async dropMemberFromOtherSideGroups(db: Knex, userId: string, memberId: string, sideSystemId: string): Promise<void> {
-    await db('group_members')
-      .where({ member_id: memberId, user_id: userId })
-      .whereIn(
-        'group_id',
-        db('directories')
-          .select('id')
-          .where({ user_id: userId, kind: 'group' })
-          .whereNot({ side_system_id: sideSystemId }),
-      )
-      .delete();
+    await leaveOtherSideGroups(db, { userId, memberId, sideSystemId });
   },
 };
 
@@ -87,14 +263,7 @@ export const groupMembersRepo = {
   async memberIdsByGroup(db: Knex, userId: string, groupIds: string[]): Promise<Map<string, string[]>> {
     const map = new Map<string, string[]>();
     if (groupIds.length === 0) return map;
-    const rows: Array<{ group_id: string; member_id: string }> = await db('group_members')
-      .join('members', 'members.id', 'group_members.member_id')
-      .where('group_members.user_id', userId)
-      .whereIn('group_members.group_id', groupIds)
-      .whereNull('members.deleted_at')
-      .select('group_members.group_id', 'group_members.member_id')
-      .orderBy([{ column: 'group_members.added_at' }, { column: 'group_members.member_id' }]);
-    for (const row of rows) {
+    for (const row of await memberIdsByGroup(db, { userId, groupIds })) {
       const list = map.get(row.group_id) ?? [];
       list.push(row.member_id);
       map.set(row.group_id, list);
@@ -103,34 +272,23 @@ export const groupMembersRepo = {
   },
 
   async replace(db: Knex, userId: string, groupId: string, memberIds: string[], now: number): Promise<void> {
-    await db('group_members').where({ group_id: groupId, user_id: userId }).delete();
-    if (memberIds.length) {
-      await db('group_members').insert(
-        memberIds.map((memberId, i) => ({
-          group_id: groupId,
-          member_id: memberId,
-          user_id: userId,
-          added_at: now + i,
-        })),
-      );
-    }
+    await clearGroup(db, { userId, groupId });
+    if (memberIds.length) await addMembers(db, { userId, groupId, memberIds, now });
   },
 };
 
 export const layoutsRepo = {
   list(db: Knex, userId: string, directoryId?: string): Promise<LayoutRow[]> {
-    const q = db('directory_layouts').where({ user_id: userId }).whereNull('deleted_at');
-    if (directoryId) q.where({ directory_id: directoryId });
-    return q.orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return listLayouts(db, { userId, directoryId });
   },
-  findAny(db: Knex, userId: string, id: string): Promise<LayoutRow | undefined> {
-    return db('directory_layouts').where({ id, user_id: userId }).first();
+  async findAny(db: Knex, userId: string, id: string): Promise<LayoutRow | undefined> {
+    return (await findLayout(db, { userId, id }))[0];
   },
   async insert(db: Knex, row: LayoutRow): Promise<void> {
-    await db('directory_layouts').insert({ ...row, item_ids: JSON.stringify(row.item_ids) });
+    await insertLayout(db, { row });
   },
   async setDeleted(db: Knex, userId: string, id: string, deletedAt: number | null, now: number): Promise<void> {
-    await db('directory_layouts').where({ id, user_id: userId }).update({ deleted_at: deletedAt, updated_at: now });
+    await setLayoutDeleted(db, { userId, id, deletedAt, now });
   },
 };
 

@@ -12,6 +12,7 @@ import {
   groupMemberRowsRepo,
   groupMembersRepo,
   layoutsRepo,
+  type DirectoryChanges,
   type DirectoryKind,
   type DirectoryRow,
   type LayoutRow,
@@ -129,7 +130,7 @@ async function updateDirectory(
   return inTransaction(ctx, async ({ db: trx }) => {
     const row = await directoriesRepo.findLive(trx, userId, id, kind);
     if (!row) throw notFound(`${LABEL[kind]} not found`);
-    const changes: Partial<DirectoryRow> = { updated_at: now };
+    const changes: DirectoryChanges = { updated_at: now };
     if (input.name !== undefined) changes.name = input.name.trim();
     if (input.description !== undefined) changes.description = input.description;
     if (input.color !== undefined) changes.color = input.color?.toUpperCase() ?? null;

@@ -1,46 +1,49 @@
 import type { Knex } from 'knex';
-import { EXAMPLE_ACCESS, sectionVisibleSql, visibleMembersSql, visibleRows } from '../../access/index.ts';
+import { EXAMPLE_ACCESS, ownerRowsOf, sectionVisibleSql, visibleMembersSql } from '../../access/index.ts';
 import type { Access, FriendAccess } from '../../core/context.ts';
-import { keysetPage, type Keyset } from '../../core/keyset.ts';
-import { sql } from '../../db/sql.ts';
+import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
+import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { activeScopeRows, applyScope, type ReadScope } from '../../access/systemScope.ts';
-import { prepared } from '../../db/prepared.ts';
+import { activeScopeRowsSql, type ReadScope } from '../../access/systemScope.ts';
 import type { MemberRow } from '../../core/members.ts';
 
 export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
 
-const JSON_COLUMNS = ['about_tags', 'profile_style', 'avatar', 'banner'] as const;
-
-/** jsonb columns are written as JSON text so arrays are not taken for Postgres arrays. */
-function serialise(changes: MemberChanges | MemberRow): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...changes };
-  for (const col of JSON_COLUMNS) {
-    if (col in out && out[col] !== null && out[col] !== undefined) out[col] = JSON.stringify(out[col]);
-  }
-  return out;
-}
-
 /** Every column of a member row (deleted_at aside: the page reads live members only, so it is null). */
-const MEMBER_COLUMNS =
+const MEMBER_COLUMNS_TEXT =
   'x.id, x.user_id, x.side_system_id, x.sub_system_id, x.directory_id, x.name, x.display_name, x.pronouns, x.description, x.about_tags, x.profile_style, x.avatar, x.banner, x.archived_at, x.version, x.created_at, x.updated_at, null::bigint as deleted_at';
+const MEMBER_COLUMNS = sql.constant(MEMBER_COLUMNS_TEXT, [MEMBER_COLUMNS_TEXT]);
+const PAGE_ORDER = sql.constant('x.created_at, x.id', ['x.created_at, x.id']);
 
 /**
  * A page of the live members of the active read scope in (created_at, id) order, in one statement
- * with the scope read from the context row (activeScopeRows). Binds: ([cursor created_at, cursor
- * id,] limit) three times, then the account.
+ * with the scope read from the context row (activeScopeRowsSql): the first page, or the page after
+ * a cursor (two statements, each with a constant text).
  */
-function activeScopePage(name: string, after: string) {
-  return prepared<MemberRow>(
+function activeScopePage(name: string, cursor: boolean) {
+  return statement<{ userId: string; size: number; after?: PageCursor }, MemberRow>({
     name,
-    `select m.* from active_system_context c
-cross join lateral (${activeScopeRows('members', MEMBER_COLUMNS, 'x.created_at, x.id', after)}) m
-where c.user_id = ?
-order by m.created_at, m.id`,
-  );
+    area: 'members',
+    variants: {
+      [cursor ? 'after a cursor' : 'first page']: {
+        userId: EXAMPLE_UUID,
+        size: 1,
+        after: cursor ? { createdAt: 0, id: EXAMPLE_UUID } : undefined,
+      },
+    },
+    build: ({ userId, size, after }) => {
+      const extra = after
+        ? sql` and (x.created_at, x.id) > (${after.createdAt}::bigint, ${after.id}::uuid)`
+        : sql.empty;
+      return sql`select m.* from active_system_context c
+cross join lateral (${activeScopeRowsSql('members', MEMBER_COLUMNS, PAGE_ORDER, size + 1, extra)}) m
+where c.user_id = ${userId}
+order by m.created_at, m.id`;
+    },
+  });
 }
-const activePageFirst = activeScopePage('members_page_first', '');
-const activePageAfter = activeScopePage('members_page_after', ' and (x.created_at, x.id) > (?::bigint, ?::uuid)');
+const activePageFirst = activeScopePage('members_page_first', false);
+const activePageAfter = activeScopePage('members_page_after', true);
 
 const MEMBER_ORDER: Keyset = {
   columns: [
@@ -72,6 +75,158 @@ const friendMedia = statement<{ access: FriendAccess; memberId: string }, Pick<M
         and ${visibleMembersSql(access, 'm', 'member_avatar', 'read')} and ${sectionVisibleSql(access, 'm.id', 'avatar')}`,
 });
 
+const json = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
+
+const EXAMPLE_MEMBER: MemberRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  side_system_id: EXAMPLE_UUID,
+  sub_system_id: null,
+  directory_id: null,
+  name: '',
+  display_name: null,
+  pronouns: null,
+  description: null,
+  about_tags: [],
+  profile_style: null,
+  avatar: null,
+  banner: null,
+  archived_at: null,
+  version: 1,
+  created_at: 0,
+  updated_at: 0,
+  deleted_at: null,
+};
+
+/** jsonb columns are written as JSON text so arrays are not taken for Postgres arrays. */
+const insertMember = statement<{ row: MemberRow }, never>({
+  name: 'members_insert',
+  area: AREA,
+  variants: { 'a member': { row: EXAMPLE_MEMBER } },
+  build: ({ row }) =>
+    sql`insert into members (id, user_id, side_system_id, sub_system_id, directory_id, name, display_name, pronouns, description, about_tags, profile_style, avatar, banner, archived_at, version, created_at, updated_at, deleted_at)
+      values (${row.id}, ${row.user_id}, ${row.side_system_id}, ${row.sub_system_id}, ${row.directory_id}, ${row.name}, ${row.display_name}, ${row.pronouns}, ${row.description},
+        ${json(row.about_tags)}::jsonb, ${json(row.profile_style)}::jsonb, ${json(row.avatar)}::jsonb, ${json(row.banner)}::jsonb,
+        ${row.archived_at}, ${row.version}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+interface FindParams {
+  userId: string;
+  id: string;
+  /** Live only (not in the trash), or trashed too. */
+  live: boolean;
+  /** FOR UPDATE until the transaction ends. */
+  lock: boolean;
+}
+
+/** One member of the account, live or trashed too, locked for update or not. */
+const findMember = statement<FindParams, MemberRow>({
+  name: 'members_find',
+  area: AREA,
+  variants: {
+    live: { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, live: true, lock: false },
+    'live, locked for update': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, live: true, lock: true },
+    'live or trashed': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, live: false, lock: false },
+    'live or trashed, locked for update': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, live: false, lock: true },
+  },
+  build: ({ userId, id, live, lock }) =>
+    sql`select * from members where id = ${id} and user_id = ${userId}${live ? sql` and deleted_at is null` : sql.empty}${lock ? sql` for update` : sql.empty}`,
+});
+
+type MemberColumn = keyof MemberChanges & string;
+const CASTS = ['uuid', 'text', 'jsonb', 'bigint', 'int'] as const;
+/** The columns a change may set, and the cast of their value. */
+const CHANGE_COLUMNS: ReadonlyArray<readonly [MemberColumn, (typeof CASTS)[number]]> = [
+  ['side_system_id', 'uuid'],
+  ['sub_system_id', 'uuid'],
+  ['directory_id', 'uuid'],
+  ['name', 'text'],
+  ['display_name', 'text'],
+  ['pronouns', 'text'],
+  ['description', 'text'],
+  ['about_tags', 'jsonb'],
+  ['profile_style', 'jsonb'],
+  ['avatar', 'jsonb'],
+  ['banner', 'jsonb'],
+  ['archived_at', 'bigint'],
+  ['version', 'int'],
+];
+
+/** `column = case when <given> then <value> else column end`: one text whichever columns a change sets. */
+function setIfGiven(changes: MemberChanges, column: MemberColumn, cast: (typeof CASTS)[number]): Sql {
+  const given = changes[column] !== undefined;
+  const raw = given ? changes[column] : null;
+  const value = cast === 'jsonb' ? json(raw) : raw;
+  const id = sql.id(column);
+  return sql`${id} = case when ${given}::boolean then ${value}::${sql.constant(cast, CASTS)} else ${id} end`;
+}
+
+/** A member write (PATCH, media, archive, move): the columns given change, the others stay. */
+const updateMember = statement<
+  { userId: string; id: string; changes: MemberChanges & { updated_at: number } },
+  MemberRow
+>({
+  name: 'members_update',
+  area: AREA,
+  variants: { 'any change': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, changes: { updated_at: 0 } } },
+  build: ({ userId, id, changes }) =>
+    sql`update members set ${sql.join(
+      CHANGE_COLUMNS.map(([column, cast]) => setIfGiven(changes, column, cast)),
+      ', ',
+    )}, updated_at = ${changes.updated_at}
+      where id = ${id} and user_id = ${userId} returning *`,
+});
+
+/** Moves the member to the trash (deleted_at set) or out of it (null). */
+const setDeleted = statement<{ userId: string; id: string; deletedAt: number | null; now: number }, never>({
+  name: 'members_set_deleted',
+  area: AREA,
+  variants: { 'trash or restore': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, deletedAt: null, now: 0 } },
+  build: ({ userId, id, deletedAt, now }) =>
+    sql`update members set deleted_at = ${deletedAt}::bigint, updated_at = ${now} where id = ${id} and user_id = ${userId}`,
+});
+
+const SCOPES = {
+  'unified view': { sideSystemId: null, subSystemId: null },
+  'a side system': { sideSystemId: EXAMPLE_UUID, subSystemId: null },
+  'a sub system': { sideSystemId: EXAMPLE_UUID, subSystemId: EXAMPLE_UUID },
+} satisfies Record<string, ReadScope>;
+
+/** A page (`size` + 1 rows) of the live members of an explicit read scope, in (created_at, id) order after the cursor. */
+const scopePage = statement<{ userId: string; scope: ReadScope; size: number; after?: PageCursor }, MemberRow>({
+  name: 'members_scope_page',
+  area: AREA,
+  variants: Object.fromEntries(
+    Object.entries(SCOPES).flatMap(([label, scope]) => [
+      [`${label}, first page`, { userId: EXAMPLE_UUID, scope, size: 1 }],
+      [`${label}, after a cursor`, { userId: EXAMPLE_UUID, scope, size: 1, after: { createdAt: 0, id: EXAMPLE_UUID } }],
+    ]),
+  ),
+  build: ({ userId, scope, size, after }) => {
+    const side = scope.sideSystemId ? sql` and side_system_id = ${scope.sideSystemId}` : sql.empty;
+    const sub = scope.subSystemId ? sql` and sub_system_id = ${scope.subSystemId}` : sql.empty;
+    const cursor = after ? sql` and ${keysetAfterSql(MEMBER_ORDER, [after.createdAt, after.id])}` : sql.empty;
+    return sql`select * from members where user_id = ${userId} and deleted_at is null${side}${sub}${cursor} ${keysetOrderSql(MEMBER_ORDER, size)}`;
+  },
+});
+
+/** The live members of the account among the ids. */
+const liveIds = statement<{ userId: string; ids: string[] }, Pick<MemberRow, 'id' | 'side_system_id' | 'archived_at'>>({
+  name: 'members_live_ids',
+  area: AREA,
+  variants: { 'the ids': { userId: EXAMPLE_UUID, ids: [EXAMPLE_UUID] } },
+  build: ({ userId, ids }) =>
+    sql`select id, side_system_id, archived_at from members where user_id = ${userId} and id = any (${ids}::uuid[]) and deleted_at is null`,
+});
+
+/** The members of the account among the ids, trashed ones too. */
+const byIds = statement<{ userId: string; ids: string[] }, MemberRow>({
+  name: 'members_by_ids',
+  area: AREA,
+  variants: { 'the ids': { userId: EXAMPLE_UUID, ids: [EXAMPLE_UUID] } },
+  build: ({ userId, ids }) => sql`select * from members where user_id = ${userId} and id = any (${ids}::uuid[])`,
+});
+
 export const membersRepo = {
   /** The member's avatar and banner as a friend may see them (friendMedia); undefined when it may not. */
   async friendMedia(
@@ -83,49 +238,50 @@ export const membersRepo = {
   },
 
   async insert(db: Knex, row: MemberRow): Promise<void> {
-    await db('members').insert(serialise(row));
+    await insertMember(db, { row });
   },
 
-  findLive(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
-    return db('members').where({ id, user_id: userId }).whereNull('deleted_at').first();
+  async findLive(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
+    return (await findMember(db, { userId, id, live: true, lock: false }))[0];
   },
 
   /** Live or trashed. */
-  findAny(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
-    return db('members').where({ id, user_id: userId }).first();
+  async findAny(db: Knex, userId: string, id: string): Promise<MemberRow | undefined> {
+    return (await findMember(db, { userId, id, live: false, lock: false }))[0];
   },
 
   /** The member whether trashed or not, locked for update until the transaction ends. */
-  lockAny(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
-    return trx('members').where({ id, user_id: userId }).forUpdate().first();
+  async lockAny(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
+    return (await findMember(trx, { userId, id, live: false, lock: true }))[0];
   },
 
-  lockLive(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
-    return trx('members').where({ id, user_id: userId }).whereNull('deleted_at').forUpdate().first();
+  async lockLive(trx: Knex.Transaction, userId: string, id: string): Promise<MemberRow | undefined> {
+    return (await findMember(trx, { userId, id, live: true, lock: true }))[0];
   },
 
-  async update(db: Knex, userId: string, id: string, changes: MemberChanges): Promise<MemberRow> {
-    const [row] = await db('members').where({ id, user_id: userId }).update(serialise(changes)).returning('*');
-    return row as MemberRow;
+  async update(
+    db: Knex,
+    userId: string,
+    id: string,
+    changes: MemberChanges & { updated_at: number },
+  ): Promise<MemberRow> {
+    const [row] = await updateMember(db, { userId, id, changes });
+    return row!;
+  },
+
+  /** To the trash (`deletedAt` a time) or out of it (null). */
+  async setDeleted(db: Knex, userId: string, id: string, deletedAt: number | null, now: number): Promise<void> {
+    await setDeleted(db, { userId, id, deletedAt, now });
   },
 
   /** A page (`size` + 1 rows) of the live members of the scope the access may see, in (created_at, id) order after the cursor. */
   page(db: Knex, access: Access, scope: ReadScope, size: number, after?: PageCursor): Promise<MemberRow[]> {
-    const q = db('members').where(visibleRows(access)).whereNull('deleted_at');
-    applyScope(q, scope);
-    return keysetPage(q, MEMBER_ORDER, size, after && [after.createdAt, after.id]);
+    return scopePage(db, { userId: ownerRowsOf(access), scope, size, after });
   },
 
   /** A page (`size` + 1 rows) of the active read scope's live members after the cursor, in one statement (see activeScopePage). */
   activeScopePage(db: Knex, userId: string, size: number, after?: PageCursor): Promise<MemberRow[]> {
-    return after
-      ? activePageAfter(db, [
-          ...Array<unknown[]>(3)
-            .fill([after.createdAt, after.id, size + 1])
-            .flat(),
-          userId,
-        ])
-      : activePageFirst(db, [size + 1, size + 1, size + 1, userId]);
+    return after ? activePageAfter(db, { userId, size, after }) : activePageFirst(db, { userId, size });
   },
 
   /** Members of this account among the ids (live only), for validating references in one query. */
@@ -135,11 +291,7 @@ export const membersRepo = {
     ids: string[],
   ): Promise<Array<Pick<MemberRow, 'id' | 'side_system_id' | 'archived_at'>>> {
     if (ids.length === 0) return Promise.resolve([]);
-    return db('members')
-      .where({ user_id: userId })
-      .whereIn('id', ids)
-      .whereNull('deleted_at')
-      .select('id', 'side_system_id', 'archived_at');
+    return liveIds(db, { userId, ids });
   },
 
   /** The ids that are not live members of this account (or not in `sideSystemId` when given), in input order. */
@@ -153,6 +305,6 @@ export const membersRepo = {
 
   byIds(db: Knex, userId: string, ids: string[]): Promise<MemberRow[]> {
     if (ids.length === 0) return Promise.resolve([]);
-    return db('members').where({ user_id: userId }).whereIn('id', ids);
+    return byIds(db, { userId, ids });
   },
 };

@@ -180,7 +180,7 @@ export async function trashMember(ctx: ServiceContext, id: string): Promise<void
     await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
     if (!row) throw notFound('Member not found');
-    await membersRepo.update(trx, userId, id, { deleted_at: now, updated_at: now });
+    await membersRepo.setDeleted(trx, userId, id, now, now);
     await endMemberFront(trx, userId, id, now);
   });
 }
@@ -193,7 +193,7 @@ export async function restoreMember(ctx: ServiceContext, id: string): Promise<vo
     const row = await membersRepo.lockAny(trx, userId, id);
     if (!row) throw notFound('Member not found');
     if (row.deleted_at === null) throw badRequest('Member is not in the trash');
-    await membersRepo.update(trx, userId, id, { deleted_at: null, updated_at: now });
+    await membersRepo.setDeleted(trx, userId, id, null, now);
   });
 }
 

@@ -7,14 +7,6 @@ import { type ReadScope } from '../../access/systemScope.ts';
 import { notFound } from '../../core/errors.ts';
 import { systemsRepo, type RowLock } from './repo.ts';
 
-/** Tables that hold side/sub-system data, checked before a side or sub system may be deleted. */
-export const SYSTEM_SCOPED_TABLES: Array<{ table: string; label: string }> = [
-  { table: 'members', label: 'members' },
-  { table: 'directories', label: 'groups or folders' },
-  { table: 'entries', label: 'notes' },
-  { table: 'front_sessions', label: 'front data' },
-];
-
 export interface WriteScope {
   sideSystemId: string;
   subSystemId: string | null;
@@ -82,4 +74,4 @@ export async function resolveWriteScope(
   return { sideSystemId: ctx.side_system_id, subSystemId: ctx.sub_system_id };
 }
 
-export { applyScope, type ReadScope } from '../../access/systemScope.ts';
+export type { ReadScope } from '../../access/systemScope.ts';

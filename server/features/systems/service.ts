@@ -5,8 +5,14 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import type { MemberRow } from '../../core/members.ts';
-import { systemsRepo, type ContextRow, type SubSystemRow, type SystemFields, type SystemRow } from './repo.ts';
-import { SYSTEM_SCOPED_TABLES } from './scope.ts';
+import {
+  type SystemScopedTable,
+  systemsRepo,
+  type ContextRow,
+  type SubSystemRow,
+  type SystemFields,
+  type SystemRow,
+} from './repo.ts';
 
 type Schemas = components['schemas'];
 type SideSystem = Schemas['SideSystem'];
@@ -188,6 +194,14 @@ export async function updateSideSystem(ctx: ServiceContext, id: string, input: F
   return toSideSystem(row);
 }
 
+/** What each system-scoped table holds, as a delete's refusal names it. */
+const LABELS: Record<SystemScopedTable, string> = {
+  members: 'members',
+  directories: 'groups or folders',
+  entries: 'notes',
+  front_sessions: 'front data',
+};
+
 /** Labels of the data (trashed included) that still sits in a side or sub system. */
 async function remainingData(
   db: Knex,
@@ -195,16 +209,7 @@ async function remainingData(
   column: 'side_system_id' | 'sub_system_id',
   id: string,
 ): Promise<string[]> {
-  const holding = new Set(
-    await systemsRepo.tablesHolding(
-      db,
-      SYSTEM_SCOPED_TABLES.map((t) => t.table),
-      userId,
-      column,
-      id,
-    ),
-  );
-  return SYSTEM_SCOPED_TABLES.filter((t) => holding.has(t.table)).map((t) => t.label);
+  return (await systemsRepo.tablesHolding(db, userId, column, id)).map((table) => LABELS[table]);
 }
 
 export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise<void> {
