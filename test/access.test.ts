@@ -15,17 +15,17 @@ import {
   levelsOn,
   memberLevelSql,
   mergeMax,
-  narrowedBy,
+  narrowedSql,
   noAccess,
   onBehalfOf,
   ownAccount,
   permissionMap,
   requireVisible,
   viewerCeiling,
-  visibleContent,
+  ownerRowsOf,
+  visibleContentSql,
   visibleMemberRowsSql,
-  visibleMembers,
-  visibleRows,
+  visibleMembersSql,
   withFriendAccess,
 } from '../server/access/index.ts';
 import {
@@ -36,7 +36,8 @@ import {
   type PermissionGroup,
   type PermissionMap,
 } from '../server/core/context.ts';
-import { query, sql } from '../server/db/sql.ts';
+import { query, type Sql, sql, toKnex } from '../server/db/sql.ts';
+import type { Knex } from 'knex';
 import { DomainError, type DomainErrorKind } from '../server/core/errors.ts';
 import { fromDomainError } from '../server/http/errors.ts';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
@@ -47,6 +48,14 @@ const server = useServer();
 const knex = () => server.deps.db.knex;
 const friend: FriendAccess = { ...EXAMPLE_ACCESS.friend, ownerId: UNKNOWN_ID };
 
+/** A predicate fragment as a knex where-callback, for the tests that read rows with knex. */
+const where =
+  (fragment: Sql) =>
+  (qb: Knex.QueryBuilder): void => {
+    const { sql: text, bindings } = toKnex(fragment);
+    qb.whereRaw(text, bindings as Knex.RawBinding[]);
+  };
+
 describe('access', () => {
   it('an owner route works on the key’s own account at level owner; the operator acts with the owner’s rights', () => {
     expect(ownAccount({ kind: 'key', accountId: 'a', keyId: 'k', scopes: {} })).toEqual({
@@ -56,14 +65,9 @@ describe('access', () => {
     expect(onBehalfOf('b')).toEqual({ ownerId: 'b', level: 'owner' });
   });
 
-  it('visibleRows filters in SQL: the owner’s rows only, on the column of the named table', () => {
-    const q = knex()('members as m')
-      .where(visibleRows(onBehalfOf('owner-1'), { table: 'm' }))
-      .select('m.id')
-      .toSQL()
-      .toNative();
-    expect(q.sql).toBe('select "m"."id" from "members" as "m" where ("m"."user_id" = $1)');
-    expect(q.bindings).toEqual(['owner-1']);
+  it('an owner read filters on the owner’s account alone (ownerRowsOf)', () => {
+    expect(ownerRowsOf(onBehalfOf('owner-1'))).toBe('owner-1');
+    expect(ownerRowsOf(ownAccount({ kind: 'key', accountId: 'a', keyId: 'k', scopes: {} }))).toBe('a');
   });
 
   it('the owner sees all of its rows and none of another account’s', async () => {
@@ -71,14 +75,17 @@ describe('access', () => {
     const b = await server.user();
     const mine = [await createMember(a.api, 'A1'), await createMember(a.api, 'A2')];
     await createMember(b.api, 'B1');
-    const ids = await knex()('members')
-      .where(visibleRows(onBehalfOf(a.userId)))
-      .pluck('id');
+    const ids = (
+      await query<{ id: string }>(
+        knex(),
+        sql`select id from members where user_id = ${ownerRowsOf(onBehalfOf(a.userId))}`,
+      )
+    ).map((r) => r.id);
     expect(ids.sort()).toEqual(mine.sort());
   });
 
   it('a friend access has no owner-wide predicate and no owner write; no friendship, no access', async () => {
-    expect(() => visibleRows(friend)).toThrow(/filter by buckets/);
+    expect(() => ownerRowsOf(friend)).toThrow(/filter by buckets/);
     expect(() => assertCanWrite(friend)).toThrow(DomainError);
     expect(() => assertCanWrite(onBehalfOf('x'))).not.toThrow();
     const a = await server.user();
@@ -279,7 +286,7 @@ describe('privacy engine: who is a friend', () => {
     expect(levelsOn(access, [b])).toEqual(noAccess());
     const ids = await knex()('members as m')
       .where('m.user_id', owner.userId)
-      .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+      .where(where(visibleContentSql(access, { kind: 'member', column: 'm.id' }, 'members_view')))
       .pluck('m.id');
     expect(ids).toEqual([]);
   });
@@ -343,7 +350,7 @@ describe('privacy engine: levels', () => {
     ) =>
       (await knex()('members as m')
         .where('m.user_id', ada.userId)
-        .where(visibleContent(access, { kind: 'member', column: 'm.id' }, group, level))
+        .where(where(visibleContentSql(access, { kind: 'member', column: 'm.id' }, group, level)))
         .orderBy('m.name')
         .pluck('m.name')) as string[];
 
@@ -409,17 +416,25 @@ describe('privacy engine: levels', () => {
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
     const asMember = await knex()('members as m')
       .where('m.id', member)
-      .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+      .where(where(visibleContentSql(access, { kind: 'member', column: 'm.id' }, 'members_view')))
       .pluck('m.id');
     expect(asMember).toEqual([]);
     const pronouns = await knex()('members as m')
       .where('m.id', member)
-      .where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'pronouns' }, 'member_profile'))
+      .where(
+        where(
+          visibleContentSql(access, { kind: 'profile_section', column: 'm.id', section: 'pronouns' }, 'member_profile'),
+        ),
+      )
       .pluck('m.id');
     expect(pronouns).toEqual([member]);
     const about = await knex()('members as m')
       .where('m.id', member)
-      .where(visibleContent(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile'))
+      .where(
+        where(
+          visibleContentSql(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile'),
+        ),
+      )
       .pluck('m.id');
     expect(about).toEqual([]);
     expect(() => contentVisible({ kind: 'profile_section', column: 'm.id' }, sql`null`)).toThrow(/section/);
@@ -445,15 +460,17 @@ describe('privacy engine: levels', () => {
     const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
     const aboutVisible = await knex()('members as m')
       .where('m.user_id', owner.userId)
-      .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
-      .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile'))
+      .where(where(visibleContentSql(access, { kind: 'member', column: 'm.id' }, 'members_view')))
+      .where(
+        where(narrowedSql(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_profile')),
+      )
       .orderBy('m.name')
       .pluck('m.name');
     expect(aboutVisible).toEqual(['Plain', 'Shared']);
     // A friend whose buckets grant the group to nothing sees only content that does not narrow.
     const none = await knex()('members as m')
       .where('m.user_id', owner.userId)
-      .where(narrowedBy(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_notes'))
+      .where(where(narrowedSql(access, { kind: 'profile_section', column: 'm.id', section: 'about' }, 'member_notes')))
       .orderBy('m.name')
       .pluck('m.name');
     expect(none).toEqual(['Plain']);
@@ -505,7 +522,7 @@ describe('privacy engine: levels', () => {
       const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
       const byPredicate = await knex()('members as m')
         .where('m.user_id', owner.userId)
-        .where(visibleMembers(access, 'm', group, level))
+        .where(where(visibleMembersSql(access, 'm', group, level)))
         .orderBy('m.name')
         .pluck('m.name');
       for (const a of [access, deferred]) {
@@ -578,7 +595,7 @@ describe('privacy engine: levels', () => {
         knex()('members as m')
           .where('m.user_id', owner.userId)
           .whereNull('m.deleted_at')
-          .where(visibleContent(access, { kind: 'member', column: 'm.id' }, 'members_view'))
+          .where(where(visibleContentSql(access, { kind: 'member', column: 'm.id' }, 'members_view')))
           .orderBy(['m.created_at', 'm.id'])
           .limit(20)
           .pluck('m.name'),
@@ -631,7 +648,7 @@ describe('privacy engine: the relationship matrix through the routes', () => {
         const granted = (await forFriend(knex(), viewer.userId, owner.userId))!;
         const seen = await knex()('members as m')
           .where('m.user_id', owner.userId)
-          .where(visibleMembers(granted, 'm'))
+          .where(where(visibleMembersSql(granted, 'm')))
           .pluck('m.name');
         expect(seen, relationship).toEqual([canary]);
         continue;

@@ -17,7 +17,7 @@ import {
   type PermissionMap,
   type ResolvedAccess,
 } from '../core/context.ts';
-import { type Sql, sql, toKnex } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 import {
   CONTENT_KINDS,
@@ -219,51 +219,21 @@ export function visibleContentSql(
   return contentVisible(ref, grantArray(access, group, level));
 }
 
-/** The row's content has no bucket of its own, or one the friend holds granting `group` at `level` (narrowedBy). */
-function narrowedSql(access: Access, ref: ContentRef, group: PermissionGroup, level: GrantedLevel): Sql {
-  if (access.level === 'owner') return sql`true`;
-  return sql`(not exists (${assignmentsOf(ref)}) or ${visibleContentSql(access, ref, group, level)})`;
-}
-
-/** A fragment as a knex where-callback, for queries still built with knex's query builder. */
-export function asKnexPredicate(fragment: Sql): (qb: Knex.QueryBuilder) => void {
-  const { sql: text, bindings } = toKnex(fragment);
-  return (qb) => {
-    qb.whereRaw(text, bindings as readonly Knex.RawBinding[]);
-  };
-}
-
 /**
- * A knex predicate for rows of `ref.kind` the access may see at `level` in `group`:
- * `query.where(visibleContent(access, ref, 'members_view'))`. Owner: every row (the caller still
- * filters on the owner's account). Friend: an EXISTS probe of the row's buckets against the
- * viewer's buckets granting that level; none of those → no row at all.
- */
-export function visibleContent(
-  access: Access,
-  ref: ContentRef,
-  group: PermissionGroup,
-  level: GrantedLevel = 'read',
-): (qb: Knex.QueryBuilder) => void {
-  if (access.level === 'owner') return () => {};
-  return asKnexPredicate(visibleContentSql(access, ref, group, level));
-}
-
-/**
- * A knex predicate for content that **narrows** another's visibility (docs/privacy.md, "Kinds that
+ * The rule for content that **narrows** another's visibility (docs/privacy.md, "Kinds that
  * narrow"): a member's profile section, or the side or sub system a member is in. Content of the
  * kind with no buckets of its own does not narrow (true); once it has buckets, the friend must
  * also hold one of them that grants `group` at `level`. It never widens: callers combine it with
- * the member's own visibleContent(). Owner: always true.
+ * the member's own visibleContentSql(). Owner: always true.
  */
-export function narrowedBy(
+export function narrowedSql(
   access: Access,
   ref: ContentRef,
   group: PermissionGroup,
   level: GrantedLevel = 'read',
-): (qb: Knex.QueryBuilder) => void {
-  if (access.level === 'owner') return () => {};
-  return asKnexPredicate(narrowedSql(access, ref, group, level));
+): Sql {
+  if (access.level === 'owner') return sql`true`;
+  return sql`(not exists (${assignmentsOf(ref)}) or ${visibleContentSql(access, ref, group, level)})`;
 }
 
 /**
@@ -319,17 +289,6 @@ export function visibleMembersSql(
 ): Sql {
   if (access.level === 'owner') return sql`true`;
   return memberPredicate(access, alias, group, level, false);
-}
-
-/** visibleMembersSql() as a knex predicate: `query.where(visibleMembers(access, 'm'))`. */
-export function visibleMembers(
-  access: Access,
-  alias: string,
-  group: PermissionGroup = 'members_view',
-  level: GrantedLevel = 'read',
-): (qb: Knex.QueryBuilder) => void {
-  if (access.level === 'owner') return () => {};
-  return asKnexPredicate(visibleMembersSql(access, alias, group, level));
 }
 
 /**
@@ -510,18 +469,4 @@ const heldAssignments = statement<
 export function ownerRowsOf(access: Access): string {
   if (access.level !== 'owner') throw new Error('ownerRowsOf: a friend read must filter by buckets (contentVisible)');
   return access.ownerId;
-}
-
-/**
- * A knex predicate for the owner's rows of a table that has a `user_id` column:
- * `query.where(visibleRows(access))`. A friend access is refused: which of the owner's rows a
- * friend sees depends on the content kind and permission group (visibleContent), so no friend
- * read can run unfiltered by mistake.
- */
-export function visibleRows(access: Access, options: { table?: string } = {}): (qb: Knex.QueryBuilder) => void {
-  const column = options.table ? `${options.table}.user_id` : 'user_id';
-  if (access.level !== 'owner') throw new Error('visibleRows: a friend read must filter by buckets (visibleContent)');
-  return (qb) => {
-    qb.where(column, access.ownerId);
-  };
 }

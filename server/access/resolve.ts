@@ -74,7 +74,7 @@ export function requireFriendship(ok: unknown): asserts ok is true {
 
 /**
  * The owner's rights for a friend write that the caller has already authorised through this module
- * (a `read_write` check with the member rule or visibleContent): the owner's own services then carry
+ * (a `read_write` check with the member rule or visibleContentSql): the owner's own services then carry
  * the write out, and the audit record goes to the owner's account with the friend's key as actor.
  * Only a friend access can be delegated, and only friend write routes call this.
  */
