@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { isSql, sql, toKnex, toNative } from '../server/db/sql.ts';
 import { registeredStatements, statement } from '../server/db/statements.ts';
+import { violations } from '../scripts/sql-rules.ts';
 
 describe('the sql tag', () => {
   it('binds each value at its position, and a nested fragment brings its values along in place', () => {
@@ -76,5 +77,42 @@ describe('the statement registry', () => {
     statement(definition);
     expect(() => statement({ ...definition })).toThrow(/defined twice/);
     expect(() => statement({ ...definition, name: 'Bad-Name' })).toThrow(/lower-case snake case/);
+  });
+});
+
+describe('the rules of the SQL seam (npm run lint:sql)', () => {
+  const file = (path: string, text: string) => ({ path, text });
+
+  it('hold for the server as it is', () => {
+    expect(violations()).toEqual([]);
+  });
+
+  it('find each kind of violation', () => {
+    const found = violations([
+      file('server/features/a/repo.ts', "await db.raw('select 1 where x = ?', { bindings: [x] });"),
+      file('server/features/a/other.ts', `await knex.whereRaw(\`x = $\{value}\`);`),
+      file(
+        'server/features/a/service.ts',
+        "import knex from 'knex';\nconst rows = await ctx.db('members').select('id');",
+      ),
+      file('server/features/a/jobs.ts', 'await db.transaction(async (trx) => work(trx));'),
+      file('server/features/a/index.ts', "export { membersRepo } from './repo.ts';"),
+      file('server/features/b/service.ts', "import { x } from '../c/index.ts';"),
+      file('server/features/c/service.ts', "import { y } from '../b/index.ts';"),
+      file('server/storage/thing.ts', "await db('staged_uploads').delete();"),
+      file('server/db/knex.ts', "await db.raw('select 1', { bindings: [] });"),
+    ]);
+    expect(found).toEqual([
+      'area-cycle: b ↔ c',
+      'bindings-array: server/features/a/repo.ts',
+      'db-transaction: server/features/a/jobs.ts',
+      'index-exports-repo: server/features/a/index.ts',
+      'sql-in-service: server/features/a/service.ts (imports knex)',
+      'sql-in-service: server/features/a/service.ts (query builder)',
+      'sql-interpolation: server/features/a/other.ts',
+      'unnamed-sql: server/features/a/repo.ts',
+      'unnamed-sql: server/features/a/service.ts',
+      'unnamed-sql: server/storage/thing.ts',
+    ]);
   });
 });
