@@ -32,10 +32,27 @@ export interface StatementTexts {
   texts: Array<{ preparedName: string; labels: string[]; text: string }>;
 }
 
+/** One distinct text: the static pieces between its values (Sql.strings) and its prepared statement. */
+interface Shape {
+  strings: readonly string[];
+  run: PreparedStatement<unknown>;
+}
+
 interface Entry {
   definition: StatementDefinition<unknown>;
-  /** Built on first use: knex text → its prepared statement; and the texts as committed. */
-  compiled?: { byText: Map<string, PreparedStatement<unknown>>; texts: StatementTexts };
+  /** Built on first use: each distinct text's shape, and the texts as committed. */
+  compiled?: { shapes: Shape[]; texts: StatementTexts };
+}
+
+/**
+ * Whether a fragment has this shape: the same pieces of text between its values. Two fragments
+ * with the same pieces have the same text, so this finds a request's prepared statement without
+ * joining and hashing its whole text on every run.
+ */
+function sameStrings(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 const registry = new Map<string, Entry>();
@@ -43,24 +60,24 @@ const registry = new Map<string, Entry>();
 function compile(entry: Entry): NonNullable<Entry['compiled']> {
   if (entry.compiled) return entry.compiled;
   const { name, area, build, variants } = entry.definition;
-  const distinct = new Map<string, { labels: string[]; native: string }>();
+  const distinct = new Map<string, { labels: string[]; native: string; strings: readonly string[] }>();
   for (const [label, params] of Object.entries(variants)) {
     const fragment = build(params);
     const { sql: text } = toKnex(fragment);
     const seen = distinct.get(text);
     if (seen) seen.labels.push(label);
-    else distinct.set(text, { labels: [label], native: toNative(fragment).text });
+    else distinct.set(text, { labels: [label], native: toNative(fragment).text, strings: fragment.strings });
   }
   if (distinct.size === 0) throw new Error(`statement ${name}: no variants`);
-  const byText = new Map<string, PreparedStatement<unknown>>();
+  const shapes: Shape[] = [];
   const texts: StatementTexts = { name, area, texts: [] };
   let n = 0;
-  for (const [text, { labels, native }] of distinct) {
+  for (const [text, { labels, native, strings }] of distinct) {
     const preparedName = distinct.size === 1 ? name : `${name}_${++n}`;
-    byText.set(text, prepared(preparedName, text));
+    shapes.push({ strings, run: prepared(preparedName, text) });
     texts.texts.push({ preparedName, labels, text: native });
   }
-  entry.compiled = { byText, texts };
+  entry.compiled = { shapes, texts };
   return entry.compiled;
 }
 
@@ -87,13 +104,12 @@ export function statement<P, Row>(definition: StatementDefinition<P>): Statement
   registry.set(definition.name, entry);
   const run = async (db: Knex, params: P): Promise<Row[]> => {
     const fragment = definition.build(params);
-    const { sql: text, bindings } = toKnex(fragment);
-    const found = compile(entry).byText.get(text);
+    const found = compile(entry).shapes.find((shape) => sameStrings(shape.strings, fragment.strings));
     if (!found)
       throw new Error(
         `statement ${definition.name}: this text is none of its variants' (add the shape to its variants):\n${toNative(fragment).text}`,
       );
-    return (await found(db, bindings)) as Row[];
+    return (await found.run(db, fragment.values)) as Row[];
   };
   return Object.assign(run, { definition, build: definition.build });
 }
