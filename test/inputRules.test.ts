@@ -101,7 +101,7 @@ async function expectRefusedWithoutSql(
   const statements: string[] = [];
   // The authenticator records key usage in the background every 15 s; that write is no request's.
   const capture = (q: { sql: string }) => {
-    if (!/^update "api_keys" set "last_used_at"/.test(q.sql)) statements.push(q.sql);
+    if (!/^update api_keys set last_used_at = /.test(q.sql)) statements.push(q.sql);
   };
   server.deps.db.knex.on('query', capture);
   let res: Response;
