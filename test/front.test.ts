@@ -617,6 +617,19 @@ describe('custom tiers', () => {
     );
   });
 
+  it('deleting a tier by its id in upper case removes its presence rows too', async () => {
+    const { api } = await server.user();
+    const [a] = await members(api, 1);
+    const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Nearby' } })).data!.id;
+    await api.POST('/api/v1/front/tier-presence', { body: { memberId: a!, tierKey: tier } });
+    expect((await getFront(api)).tieredPresence.map((p) => p.tierKey)).toEqual([tier]);
+    expect(
+      (await api.DELETE('/api/v1/front/tiers/{tierId}', { params: { path: { tierId: tier.toUpperCase() } } })).response
+        .status,
+    ).toBe(204);
+    expect((await getFront(api)).tieredPresence).toEqual([]);
+  });
+
   it('answers 404 for an unknown or foreign tier, and another account never sees mine', async () => {
     const { api } = await server.user();
     const other = await server.user();

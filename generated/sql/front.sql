@@ -33,7 +33,7 @@ with
     delete from front_tier_presence p using tier
     where
       p.user_id = $3
-      and p.tier_key = $4
+      and p.tier_key = tier.id::text
   )
 select
   id

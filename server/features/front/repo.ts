@@ -458,7 +458,7 @@ const deleteTier = statement<{ userId: string; id: string }, { id: string }>({
   variants: { 'the tier': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
   build: ({ userId, id }) =>
     sql`with tier as (delete from front_custom_tiers where id = ${id} and user_id = ${userId} returning id),
-        presence as (delete from front_tier_presence p using tier where p.user_id = ${userId} and p.tier_key = ${id})
+        presence as (delete from front_tier_presence p using tier where p.user_id = ${userId} and p.tier_key = tier.id::text)
       select id from tier`,
 });
 
