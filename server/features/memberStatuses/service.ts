@@ -62,13 +62,14 @@ export async function updateStatus(
 ): Promise<Schemas['MemberStatusDefinition']> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
-  await findStatus(db, userId, id);
   const changes: StatusChanges = { updated_at: now };
   if (input.name !== undefined) changes.name = input.name.trim();
   if (input.color !== undefined) changes.color = input.color.toUpperCase();
   if (input.icon !== undefined) changes.icon = input.icon;
+  // One statement: a status deleted meanwhile is not found, never a half-done update.
   const row = await memberStatusesRepo.update(db, userId, id, changes);
-  return toDefinition(row as StatusRow);
+  if (!row) throw notFound('Member status not found');
+  return toDefinition(row);
 }
 
 export async function deleteStatus(ctx: ServiceContext, id: string): Promise<void> {
