@@ -340,7 +340,8 @@ where
   and widget_id = $2
   and parent_message_id is null
 limit
-  1;
+  1
+for key share;
 
 -- social_identities_of_account (the account)
 select

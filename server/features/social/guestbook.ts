@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
 import { forFriend } from '../../access/index.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { block } from '../friends/index.ts';
 import { guestbookRepo, type MessageRow } from './repo/guestbook.ts';
@@ -86,7 +86,7 @@ export async function post(
   input: Schemas['PostGuestbookMessageRequest'],
   notFoundMessage = GUESTBOOK_NOT_FOUND,
 ): Promise<Schemas['GuestbookMessage']> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const widget = await requireWidget(ctx, widgetId, 'guestbook', notFoundMessage);
   const body = input.body.trim();
   if (body.length < 1 || body.length > BODY_MAX)
@@ -94,23 +94,24 @@ export async function post(
   const anonymous = input.postAnonymously ?? false;
   if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true)
     throw badRequest('This guestbook does not allow anonymous posts');
-  if (input.parentMessageId !== undefined) {
-    if (!(await guestbookRepo.isTopLevel(db, widgetId, input.parentMessageId)))
-      throw badRequest('parentMessageId must be a top-level message of this guestbook');
-  }
   const id = randomUUID();
-  await guestbookRepo.insert(db, {
-    id,
-    user_id: ownerOf(ctx),
-    widget_id: widgetId,
-    parent_message_id: input.parentMessageId ?? null,
-    author_user_id: actorOf(ctx),
-    posted_anonymously: anonymous,
-    body,
-    hidden_by_owner: false,
-    created_at: now,
+  // The parent is checked and locked in the reply's transaction: deleted meanwhile, it is a 400, not a failed insert.
+  const row = await inTransaction(ctx, async ({ db: trx }) => {
+    if (input.parentMessageId !== undefined && !(await guestbookRepo.isTopLevel(trx, widgetId, input.parentMessageId)))
+      throw badRequest('parentMessageId must be a top-level message of this guestbook');
+    await guestbookRepo.insert(trx, {
+      id,
+      user_id: ownerOf(ctx),
+      widget_id: widgetId,
+      parent_message_id: input.parentMessageId ?? null,
+      author_user_id: actorOf(ctx),
+      posted_anonymously: anonymous,
+      body,
+      hidden_by_owner: false,
+      created_at: now,
+    });
+    return guestbookRepo.message(trx, id);
   });
-  const row = await guestbookRepo.message(db, id);
   return toMessage(row!);
 }
 

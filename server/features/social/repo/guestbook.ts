@@ -79,13 +79,14 @@ const message = statement<{ messageId: string }, MessageRow>({
   build: ({ messageId }) => sql`${WITH_AUTHOR} where m.id = ${messageId} limit 1`,
 });
 
+/** A top-level message of the guestbook, key-share locked so it stays until the reply commits. */
 const topLevel = statement<{ widgetId: string; messageId: string }, { id: string }>({
   name: 'social_guestbook_top_level',
   area: AREA,
   variants: { 'one message': { widgetId: EXAMPLE_UUID, messageId: EXAMPLE_UUID } },
   build: ({ widgetId, messageId }) => sql`select id from guestbook_messages
     where id = ${messageId} and widget_id = ${widgetId} and parent_message_id is null
-    limit 1`,
+    limit 1 for key share`,
 });
 
 export type NewMessage = Omit<MessageRow, keyof AccountCardRow>;
