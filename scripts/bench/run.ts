@@ -908,7 +908,9 @@ async function main() {
     if (values['friend-ratios']) {
       // A developer’s loop (issue 13): the five friend/owner req/s pairs only, printed, no report.
       for (const p of await areaPairs(full.proc, areaList, large, small, true))
-        log(`${p.ratio >= p.limit ? 'met' : 'NOT met'}: ${p.target}: ${p.ratio.toFixed(2)}×`);
+        log(
+          `${p.ratio >= p.limit ? 'met' : 'NOT met'}: ${p.target}: ${p.ratio.toFixed(2)}× (${p.a} ${p.aValue.toFixed(0)}, ${p.b} ${p.bValue.toFixed(0)} req/s)`,
+        );
       await db.close();
       return;
     }
