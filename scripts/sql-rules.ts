@@ -56,7 +56,7 @@ export function violations(sources: readonly Source[] = serverSources()): string
     if (
       !infrastructure(path) &&
       (/\b(?:ctx|tx|trx|db|knex|this\.db)(?:\.db)?\(\s*['"`]/.test(text) ||
-        /(?<!express)\.raw\(/.test(text) ||
+        /(?<!express)\.raw\s*(?:<[\s\S]*?>)?\s*\(/.test(text) ||
         /\bprepared(?:<[^>]*>)?\(/.test(text))
     )
       found.add(`unnamed-sql: ${path}`);

@@ -100,6 +100,7 @@ describe('the rules of the SQL seam (npm run lint:sql)', () => {
       file('server/features/b/service.ts', "import { x } from '../c/index.ts';"),
       file('server/features/c/service.ts', "import { y } from '../b/index.ts';"),
       file('server/storage/thing.ts', "await db('staged_uploads').delete();"),
+      file('server/http/store.ts', 'await this.db.raw<{ rows: Array<{ n: number }> }>(text);'),
       file('server/db/knex.ts', "await db.raw('select 1', { bindings: [] });"),
     ]);
     expect(found).toEqual([
@@ -112,6 +113,7 @@ describe('the rules of the SQL seam (npm run lint:sql)', () => {
       'sql-interpolation: server/features/a/other.ts',
       'unnamed-sql: server/features/a/repo.ts',
       'unnamed-sql: server/features/a/service.ts',
+      'unnamed-sql: server/http/store.ts',
       'unnamed-sql: server/storage/thing.ts',
     ]);
   });

@@ -5,6 +5,8 @@
  */
 import type { Knex } from 'knex';
 import type { Redis } from 'ioredis';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 export const WINDOW_MS = 60_000;
 const FOREIGN_KEY_VIOLATION = '23503';
@@ -53,6 +55,22 @@ export class MemoryRateLimitStore implements RateLimitStore {
 }
 
 /**
+ * Adds `delta` requests to the key's window, while the key exists (see PostgresRateLimitStore.add):
+ * a window older than WINDOW_MS starts over.
+ */
+const addToWindow = statement<{ keyId: string; now: number; delta: number }, { count: number; window_start: number }>({
+  name: 'rate_limit_add',
+  area: 'rateLimit',
+  variants: { 'a key': { keyId: EXAMPLE_UUID, now: 0, delta: 1 } },
+  build: ({ keyId, now, delta }) => sql`insert into rate_limit_windows as w (key_id, window_start, count)
+    select ${keyId}::uuid, ${now}::bigint, ${delta}::integer where exists (select 1 from api_keys k where k.id = ${keyId}::uuid)
+    on conflict (key_id) do update set
+      count = case when w.window_start + ${WINDOW_MS} <= excluded.window_start then excluded.count else w.count + excluded.count end,
+      window_start = case when w.window_start + ${WINDOW_MS} <= excluded.window_start then excluded.window_start else w.window_start end
+    returning count, window_start`,
+});
+
+/**
  * Shared through PostgreSQL without a round trip per request: each instance counts locally and
  * adds its pending count to the key's row every `syncMs` (default 100 ms; one upsert per key per interval), learning
  * the total of all instances from the same statement. The first request of a window goes to the
@@ -92,23 +110,15 @@ export class PostgresRateLimitStore implements RateLimitStore {
    * commits while this statement waits. Null when the key is gone.
    */
   private async add(keyId: string, delta: number, now: number): Promise<RateLimitState | null> {
-    let result: { rows: Array<{ count: number; window_start: number }> };
+    let rows: Array<{ count: number; window_start: number }>;
     try {
-      result = await this.db.raw<{ rows: Array<{ count: number; window_start: number }> }>(
-        `insert into rate_limit_windows as w (key_id, window_start, count)
-       select ?::uuid, ?::bigint, ?::integer where exists (select 1 from api_keys k where k.id = ?::uuid)
-       on conflict (key_id) do update set
-         count = case when w.window_start + ? <= excluded.window_start then excluded.count else w.count + excluded.count end,
-         window_start = case when w.window_start + ? <= excluded.window_start then excluded.window_start else w.window_start end
-       returning count, window_start`,
-        [keyId, now, delta, keyId, WINDOW_MS, WINDOW_MS],
-      );
+      rows = await addToWindow(this.db, { keyId, now, delta });
     } catch (err) {
       // The foreign key refused the row: the key was deleted while this statement ran.
       if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) return null;
       throw err;
     }
-    const row = result.rows[0];
+    const row = rows[0];
     return row ? { count: Number(row.count), resetAt: Number(row.window_start) + WINDOW_MS } : null;
   }
 
