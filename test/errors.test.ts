@@ -1,6 +1,7 @@
 /** One `{ code, message }` envelope for every failure, and nothing internal ever reaches a client. */
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
+import { preparedPoolOf } from '../server/db/prepared.ts';
 import { createMember } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
 import { TestServer, useServer, bearer, jsonHeaders } from './helpers/server.ts';
@@ -249,8 +250,11 @@ describe('database outage', () => {
     const lost = await new TestServer().start();
     try {
       const { apiKey } = await lost.user();
-      // The key is in the process cache now; the handler's own queries hit the closed pool.
+      // The key is in the process cache now; the handler's own queries hit closed pools: the main
+      // one and, on PostgreSQL, the named statements' (server/db/prepared.ts), as in a real outage.
+      const prepared = preparedPoolOf(lost.deps.db.knex);
       await lost.deps.db.knex.destroy();
+      await prepared?.destroy();
       for (const res of [
         await lost.fetch('/api/v1/members/page?limit=5', { headers: bearer(apiKey) }),
         await lost.fetch('/api/v1/entries', {
