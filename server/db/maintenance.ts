@@ -8,6 +8,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { query, sql } from './sql.ts';
 
 export class EmbeddedMaintenanceJob {
   constructor(
@@ -18,11 +19,14 @@ export class EmbeddedMaintenanceJob {
   /** VACUUM (ANALYZE) of every table of the schema. */
   async runOnce(): Promise<void> {
     const started = Date.now();
-    const tables = await this.db('pg_tables')
-      .where({ schemaname: 'public' })
-      .orderBy('tablename')
-      .pluck<string[]>('tablename');
-    for (const table of tables) await this.db.raw('vacuum (analyze) ??', [table]);
+    const tables = (
+      await query<{ tablename: string }>(
+        this.db,
+        sql`select tablename from pg_tables where schemaname = 'public' order by tablename`,
+      )
+    ).map((row) => row.tablename);
+    // Table names of the schema are plain lower-case identifiers (sql.id refuses anything else).
+    for (const table of tables) await query(this.db, sql`vacuum (analyze) ${sql.id(table)}`);
     this.logger.debug({ tables: tables.length, ms: Date.now() - started }, 'embedded database vacuumed and analyzed');
   }
 }
