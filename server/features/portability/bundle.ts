@@ -1,0 +1,143 @@
+/**
+ * What an import source's parser produces: the source's data mapped onto this service's model,
+ * still keyed by the source's own ids. Parsers (sources/*.ts) are pure: no database, no clock, no
+ * I/O. The applier (apply.ts) resolves the source ids through the account's import refs, so the
+ * same file imported twice changes nothing.
+ *
+ * Limits are applied by the parser (text cut to the contract's lengths, with a warning), so the
+ * applier only meets values the API itself would accept.
+ */
+
+/** The sources a file can come from. */
+export type ImportSource = 'simply_plural' | 'pluralkit';
+
+/**
+ * A source entity's identity: the source collection it came from (Simply Plural's collection name,
+ * PluralKit's `members` / `groups` / `switches` / `system`) and its id there. Together with the
+ * account and the source it is the key of an import ref.
+ */
+export interface SourceRef {
+  collection: string;
+  id: string;
+}
+
+export interface ImportWarning {
+  collection: string;
+  /** The source id of the entity the warning is about; null for the file or a whole collection. */
+  sourceId: string | null;
+  message: string;
+}
+
+/** Per source collection: what the parser left out (`skipped`: by design; `failed`: unusable input). */
+export interface ParseTally {
+  skipped: number;
+  failed: number;
+}
+
+/** A privacy bucket. `ref.collection` is `privacyBuckets`, or `synthetic` for legacy and PluralKit buckets. */
+export interface BundleBucket {
+  ref: SourceRef;
+  name: string; // 1–80
+  description: string; // ≤500
+  /** An emoji or null. */
+  icon: string | null;
+}
+
+export interface BundleField {
+  ref: SourceRef;
+  name: string; // 1–80
+  type: 'text' | 'markdown' | 'date';
+  /** Position among the file's fields, from 0. */
+  order: number;
+  /** Source ids of the buckets that may see the field's values. */
+  buckets: string[];
+}
+
+export interface BundleMember {
+  /** `ref.collection` is `members`, or `frontStatuses` for a Simply Plural custom front. */
+  ref: SourceRef;
+  name: string; // 1–80
+  displayName: string; // ≤80, '' when unset
+  pronouns: string; // ≤80
+  description: string; // ≤5000
+  /** Tags shown on the member's profile (≤30, each 1–40); a custom front carries `custom front`. */
+  aboutTags: string[];
+  /** Archived in the source (the applier stamps archivedAt with the import's time when it archives). */
+  archived: boolean;
+  /**
+   * What the source says that the model has no column for: color, avatar and banner URLs, PluralKit
+   * hid / proxy tags / birthday, Simply Plural pkId / archivedReason. Stored as the member's
+   * profileStyle under `imported`, so it is visible, exported, and never lost.
+   */
+  extra: Record<string, unknown>;
+  /** Source ids of the buckets the member is in (privacy: no bucket = no friend sees it). */
+  buckets: string[];
+  /** Custom field values: field source id → value (text; ISO date for date fields). */
+  fields: Array<{ field: string; value: string }>;
+}
+
+export interface BundleGroup {
+  ref: SourceRef;
+  name: string; // 1–80
+  description: string; // ≤500
+  color: string | null;
+  /** Source id of the parent group; null at the top. The parser guarantees no cycles. */
+  parent: string | null;
+  /** Member refs (members or custom fronts) in the group; dangling ones already dropped with a warning. */
+  members: SourceRef[];
+  buckets: string[];
+}
+
+/** One member's stretch at the front. */
+export interface BundleSession {
+  /** Simply Plural: the frontHistory document; PluralKit: `switches` / `<member uuid or hid>@<start timestamp>`. */
+  ref: SourceRef;
+  member: SourceRef;
+  startedAt: number; // epoch ms
+  /** null = fronting now. */
+  endedAt: number | null;
+  /** The session's note (Simply Plural customStatus, and its comments appended as `time: text` lines), ≤500. */
+  note: string | null;
+}
+
+export interface BundleNote {
+  ref: SourceRef;
+  title: string | null; // ≤200
+  content: string; // ≤100000, may be ''
+  /** The member the note is about, or null. */
+  member: SourceRef | null;
+  /** Epoch ms: when the note was written (its `date`). */
+  createdAt: number;
+}
+
+export interface BundleSystem {
+  name: string | null;
+  description: string | null;
+  tag: string | null;
+  avatarUrl: string | null;
+  color: string | null;
+}
+
+export interface ImportBundle {
+  source: ImportSource;
+  system: BundleSystem | null;
+  buckets: BundleBucket[];
+  fields: BundleField[];
+  members: BundleMember[];
+  groups: BundleGroup[];
+  sessions: BundleSession[];
+  notes: BundleNote[];
+  /** Buckets (source ids) new members / groups / custom fields get by default. */
+  defaults: { members: string[]; groups: string[]; fields: string[] };
+  /** Per source collection (including ones not imported at all, like `tokens`): what was left out and why it is not in the lists above. */
+  tally: Record<string, ParseTally>;
+  warnings: ImportWarning[];
+}
+
+/** Thrown by a parser when the file as a whole cannot be imported (not JSON of that source, no members array, …). */
+export class ImportFormatError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ImportFormatError';
+  }
+}
