@@ -216,7 +216,7 @@ describe('version 2 file', () => {
       {
         collection: 'groups',
         sourceId: LITTLES,
-        message: "group members not among the file's members were dropped: zzzzz",
+        message: 'dropped from the group, not among the members imported: zzzzz',
       },
       { collection: 'groups', sourceId: LITTLES, message: 'group fields not kept: display_name, banner' },
       { collection: 'groups', sourceId: LITTLES, message: 'description cut to 500 characters' },
@@ -248,7 +248,7 @@ describe('version 2 file', () => {
       {
         collection: 'switches',
         sourceId: '2024-01-12T18:20:33.987Z',
-        message: "switch members not among the file's members were left out: xqqqq",
+        message: 'left out of this switch, not among the members imported: xqqqq',
       },
     ]);
   });

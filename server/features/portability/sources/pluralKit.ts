@@ -3,9 +3,12 @@
  * format, field by field, is described in shared/formats/import-sources.md section 2.
  *
  * What PluralKit has and this service has no place for is kept as data in the member's `extra`
- * (hid, proxy tags, birthday, per-field privacy, …) or reported: every tally key is a source
- * collection (`system`, `members`, `groups`, `switches`, `accounts`, and `config` / `webhook_url`
- * when the file has them).
+ * (hid, proxy tags, birthday, …) or reported: every tally key is a source collection (`system`,
+ * `members`, `groups`, `switches`, `accounts`, and `config` / `webhook_url` when the file has them).
+ *
+ * Privacy: PluralKit's is per field, public or private. Only `visibility` is mapped, to one
+ * synthetic bucket, Public; the per-field settings are kept verbatim in `extra.privacy` as a
+ * record of what they were, and enforce nothing here.
  */
 import {
   type BundleBucket,
@@ -30,6 +33,7 @@ const SWITCHES_KEPT_MAX = 100_000;
 /** Beyond this many switches the file is refused as a whole. */
 const SWITCHES_FILE_MAX = 1_000_000;
 
+/** The one bucket PluralKit's privacy maps to: the members and groups whose visibility is public. */
 const PUBLIC_BUCKET = 'public';
 const PUBLIC: BundleBucket = {
   ref: { collection: 'synthetic', id: PUBLIC_BUCKET },
@@ -269,7 +273,10 @@ function memberPrivacy(raw: Json): Json {
   return Object.fromEntries(LEGACY_MEMBER_PRIVACY.filter((key) => key in raw).map((key) => [key, raw[key]]));
 }
 
-/** Proxy tags as `{prefix, suffix}` with nulls; version 1's `prefix` / `suffix` become one tag. Tags with neither are dropped, as PluralKit does. */
+/**
+ * Proxy tags as `{prefix, suffix}` with nulls; version 1's `prefix` / `suffix` become one tag.
+ * Tags with neither are dropped, as PluralKit does.
+ */
 function proxyTags(raw: Json): Array<{ prefix: string | null; suffix: string | null }> | null {
   let tags: unknown[];
   if (Array.isArray(raw.proxy_tags)) tags = raw.proxy_tags;
@@ -337,7 +344,7 @@ function mapGroups(list: unknown, members: BundleMember[], hids: Map<string, num
       else inGroup.add(member);
     }
     if (unknown.length > 0) {
-      report.warn('groups', id, `group members not among the file's members were dropped: ${listed(unknown)}`);
+      report.warn('groups', id, `dropped from the group, not among the members imported: ${listed(unknown)}`);
     }
     // display_name, icon and banner have no place on a group here: named, not kept.
     const notKept = ['display_name', 'icon', 'banner'].filter((key) => present(raw[key]));
@@ -414,11 +421,7 @@ function mapSwitches(
       else fronting.push(member);
     }
     if (unknown.length > 0) {
-      report.warn(
-        'switches',
-        sourceId,
-        `switch members not among the file's members were left out: ${listed(unknown)}`,
-      );
+      report.warn('switches', sourceId, `left out of this switch, not among the members imported: ${listed(unknown)}`);
     }
     switches.push({ at, members: fronting });
   }
@@ -481,6 +484,7 @@ function parseTimestamp(value: string): number | null {
     number,
   ];
   if (!validDate(year, month, day) || hour > 23 || minute > 59 || second > 59) return null;
+  // The fraction truncated to ms by hand: Date.parse is only specified for 3 digits.
   const ms = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'));
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day); // not Date.UTC, which reads years below 100 as 19xx
