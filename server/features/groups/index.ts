@@ -1,2 +1,2 @@
 /** The groups area's public entry point: folders and group memberships, for the members area that places members in them. */
-export { findLiveFolder, leaveOtherSideGroups } from './service.ts';
+export { createGroup, findLiveFolder, leaveOtherSideGroups, setGroupMembers, updateGroup } from './service.ts';

@@ -143,6 +143,8 @@ function parseJson(text: string): { root: Json; accountLinks: number } {
       return value;
     });
   } catch (error) {
+    // The reviver recurses: a file nested thousands of levels deep runs out of stack.
+    if (error instanceof RangeError) throw new ImportFormatError('The file is nested too deeply to be read');
     throw new ImportFormatError(`not a PluralKit export: the file is not valid JSON (${(error as Error).message})`);
   }
   if (!isObject(root)) throw new ImportFormatError('not a PluralKit export: the file is not a JSON object');
