@@ -6,6 +6,7 @@
  */
 import type { ImportBundle, ImportWarning, SourceRef } from './bundle.ts';
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is the character being replaced
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 function clean(value: unknown, hit: { found: boolean }): unknown {
