@@ -297,6 +297,11 @@ class Parse {
     return cut;
   }
 
+  /** A trimmed name cut to 80 (the contract's 1–80), without the spaces a cut can leave at its end. */
+  name(collection: string, id: string, value: string): string {
+    return this.limit(collection, id, 'name', value, 80).trimEnd();
+  }
+
   color(collection: string, id: string | null, value: unknown): string | null {
     if (value === undefined || value === null || value === '') return null;
     const color = typeof value === 'string' ? normalisedColor(value) : null;
@@ -401,7 +406,7 @@ function bucketsFrom(p: Parse, privacy: Privacy): BundleBucket[] {
     // Bucket era: each privacyBuckets doc → bucket, name cut to 80, desc to 500, icon.
     out.push({
       ref: { collection: 'privacyBuckets', id },
-      name: p.limit('privacyBuckets', id, 'name', name, 80),
+      name: p.name('privacyBuckets', id, name),
       description: typeof doc.desc === 'string' ? p.limit('privacyBuckets', id, 'desc', doc.desc, 500) : '',
       icon: text(doc.icon),
       rank: typeof doc.rank === 'string' ? doc.rank : '',
@@ -460,7 +465,7 @@ function fieldsFrom(p: Parse, privacy: Privacy, user: Doc | null): Fields {
     if (name === null) return p.fail(collection, id, 'field has no name');
     const field: BundleField = {
       ref: { collection, id },
-      name: p.limit(collection, id, 'name', name, 80),
+      name: p.name(collection, id, name),
       type: fieldType(p, collection, id, doc),
       order: 0,
       buckets: bucketsOf(p, privacy, collection, id, doc),
@@ -546,7 +551,12 @@ function fieldValuesOf(
     values.set(field, p.limit(collection, id, `value of field ${field.ref.id}`, value, max));
   }
   // Keys of missing fields dropped with one warning per member.
-  if (missing) p.warn(collection, id, `${plural(missing, 'field value')} dropped: the field is not in the file`);
+  if (missing)
+    p.warn(
+      collection,
+      id,
+      `${plural(missing, 'field value')} dropped: the field is not in the file or was not imported`,
+    );
   if (notText) p.warn(collection, id, `${plural(notText, 'field value')} dropped: not text, a number or a boolean`);
   if (notDates) p.warn(collection, id, `${plural(notDates, 'date field value')} kept as text: not a date`);
   return [...values].sort(([a], [b]) => a.order - b.order).map(([field, value]) => ({ field: field.ref.id, value }));
@@ -583,7 +593,7 @@ function memberOf(ctx: Context, collection: string, refCollection: string, { id,
   return {
     ref: { collection: refCollection, id },
     // Name cut to 80 (warning), desc to 5000 (warning), pronouns to 80.
-    name: p.limit(collection, id, 'name', name, 80),
+    name: p.name(collection, id, name),
     displayName: '',
     pronouns: typeof doc.pronouns === 'string' ? p.limit(collection, id, 'pronouns', doc.pronouns, 80) : '',
     description: typeof doc.desc === 'string' ? p.limit(collection, id, 'desc', doc.desc, 5000) : '',
@@ -638,7 +648,7 @@ function groupsFrom(ctx: Context, subjects: Subjects): BundleGroup[] {
     drafts.set(id, {
       group: {
         ref: { collection, id },
-        name: p.limit(collection, id, 'name', name, 80),
+        name: p.name(collection, id, name),
         description: typeof doc.desc === 'string' ? p.limit(collection, id, 'desc', doc.desc, 500) : '',
         color,
         parent: null,
