@@ -747,6 +747,12 @@ describe('a legacy (pre-300) export', () => {
     expect(stray.buckets.map((b) => b.ref.id)).toEqual(['friends', 'trusted']);
     expect(stray.tally.privacyBuckets).toEqual({ skipped: 1, failed: 0 });
     expect(stray.tally.customFields).toEqual({ skipped: 1, failed: 0 });
+    expect(messages(stray, 'privacyBuckets')).toEqual([
+      '1 bucket not read: the account uses legacy privacy (latestVersion below 300)',
+    ]);
+    expect(messages(stray, 'customFields')).toEqual([
+      "1 field not read: a legacy account's fields are in users.fields",
+    ]);
     expect(stray.fields.map((f) => f.ref.collection)).toEqual(Array(4).fill('users.fields'));
   });
 });

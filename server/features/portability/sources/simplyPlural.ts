@@ -237,6 +237,7 @@ class Parse {
   }
 
   warn(collection: string, sourceId: string | null, message: string): void {
+    // Messages name collections, ids, counts and field names of the file format, never a document's content.
     this.warnings.push({ collection, sourceId, message });
   }
 
@@ -372,23 +373,23 @@ function avatarUrl(
 
 function systemOf(p: Parse, user: Doc | null, accountUid: string | null): BundleSystem | null {
   if (!user) return null;
-  const id = accountUid;
   // system: name = username, description = desc, color, avatarUrl by the CDN rule; tag null.
   return {
     name: text(user.username),
     description: typeof user.desc === 'string' && user.desc !== '' ? user.desc : null,
     tag: null,
-    avatarUrl: avatarUrl(p, 'users', id, user, accountUid),
-    color: p.color('users', id, user.color),
+    avatarUrl: avatarUrl(p, 'users', accountUid, user, accountUid),
+    color: p.color('users', accountUid, user.color),
   };
 }
 
 function bucketsFrom(p: Parse, privacy: Privacy): BundleBucket[] {
   if (!privacy.bucketEra) {
+    const n = p.raw('privacyBuckets').length;
     p.skip(
       'privacyBuckets',
-      p.raw('privacyBuckets').length,
-      'buckets not read: the account uses legacy privacy (latestVersion below 300)',
+      n,
+      `${plural(n, 'bucket')} not read: the account uses legacy privacy (latestVersion below 300)`,
     );
     // Legacy: two synthetic buckets, Friends 🔓 and Trusted friends 🔒.
     return [
@@ -478,11 +479,8 @@ function fieldsFrom(p: Parse, privacy: Privacy, user: Doc | null): Fields {
     // Bucket era: fields from `customFields`.
     for (const { id, doc } of p.entries('customFields')) add('customFields', id, doc);
   } else {
-    p.skip(
-      'customFields',
-      p.raw('customFields').length,
-      'fields not read: the account uses legacy privacy (latestVersion below 300), whose fields are in users.fields',
-    );
+    const n = p.raw('customFields').length;
+    p.skip('customFields', n, `${plural(n, 'field')} not read: a legacy account's fields are in users.fields`);
     // Legacy: fields from the users[0].fields map (key = source id, collection `users.fields`).
     if (user && user.fields !== undefined && user.fields !== null) {
       const collection = 'users.fields';
