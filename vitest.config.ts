@@ -20,6 +20,7 @@ const UNIT = [
   'test/fetcher.test.ts',
   'test/fuzz.test.ts',
   'test/importPluralKit.test.ts',
+  'test/importSimplyPlural.test.ts',
   'test/mock.test.ts',
   'test/project.test.ts',
   'test/sql.test.ts',
