@@ -4,6 +4,7 @@
  * the scope and size rules. The parsers' mapping rules are unit-tested in importPluralKit.test.ts
  * and importSimplyPlural.test.ts.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
 import { bearer, type TestUser, useServer } from './helpers/server.ts';
@@ -224,6 +225,107 @@ describe('PluralKit import', () => {
     const real = await importFile(user, pluralKitFile(), 'source=pluralkit');
     expect(real.report).toEqual(dry.report);
     expect(real.warnings).toEqual(dry.warnings);
+  });
+});
+
+const fixture = (name: string) => readFileSync(new URL(`./fixtures/imports/${name}`, import.meta.url), 'utf8');
+
+/** Names of the buckets a member is in. */
+async function bucketNamesOf(user: TestUser, memberId: string): Promise<string[]> {
+  const buckets = (await user.api.GET('/api/v1/privacy-buckets', {})).data!;
+  const { data } = await user.api.GET('/api/v1/privacy-buckets/assignments/members/{memberId}', {
+    params: { path: { memberId } },
+  });
+  const names = new Map(buckets.map((b) => [b._id, b.name]));
+  return data!.bucketIds.map((id) => names.get(id)!).sort();
+}
+
+describe('Simply Plural import', () => {
+  it('maps members, custom fronts, buckets, fields, nested groups, front history and notes', async () => {
+    const user = await server.user();
+    const result = await importFile(user, fixture('simply-plural-export.json'), 'source=simply_plural');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.members).toEqual({ ...zero, created: 5, failed: 4 });
+    expect(result.report.frontStatuses).toEqual({ ...zero, created: 3 });
+    expect(result.report.privacyBuckets).toEqual({ ...zero, created: 4 });
+    expect(result.report.customFields).toEqual({ ...zero, created: 8 });
+    expect(result.report.groups).toEqual({ ...zero, created: 9 });
+    // 901–905, 90a, 90c, 90d; failed: a duplicate id, a deleted member, no end (twice), end before start, no start.
+    expect(result.report.frontHistory).toEqual({ ...zero, created: 8, failed: 6 });
+    expect(result.report.tokens).toEqual({ ...zero, skipped: 1 });
+    expect(result.report.friends).toEqual({ ...zero, skipped: 2 });
+
+    const members = await membersOf(user);
+    const byName = new Map(members.map((m) => [m.name, m]));
+    for (const name of ['Dissociated', 'Tired 😴', 'Blurry'])
+      expect(byName.get(name)?.aboutTags).toEqual(['custom front']);
+    expect(byName.get('Ember')!.archivedAt).not.toBeNull();
+    expect(byName.get('Aurora')!.archivedAt).toBeNull();
+    expect(await bucketNamesOf(user, byName.get('Aurora')!._id)).toEqual(['Friends', 'Trusted friends']);
+
+    // A session whose `member` is a custom front, flagged custom: false, belongs to the custom front.
+    const history = (await user.api.GET('/api/v1/front/history', { params: { query: { limit: 50 } } })).data!;
+    const dissociated = history.items.filter((i) => i.session.memberId === byName.get('Dissociated')!._id);
+    expect(dissociated.map((i) => [i.session.startedAt, i.session.endedAt]).sort()).toEqual([
+      [1704074400000, Date.parse('2024-01-01T04:30:00+01:00')],
+      [1704300000000, 1704303600000],
+    ]);
+    // Live documents are open sessions: fronting now.
+    const front = JSON.stringify((await user.api.GET('/api/v1/front', {})).data);
+    expect(front).toContain(byName.get('Aurora')!._id);
+    expect(front).toContain(byName.get('Tired 😴')!._id);
+
+    // Notes keep their date and member.
+    const notes = (await user.api.GET('/api/v1/entries', { params: { query: { limit: 50 } } })).data!;
+    const therapy = notes.find((n) => n.title === 'Therapy notes')!;
+    expect(therapy.createdAt).toBe(1704100000000);
+    expect(JSON.stringify(therapy.member)).toContain(byName.get('Aurora')!._id);
+
+    // Nesting: a group with child groups is also a folder holding them (Protectors ⊃ Littles ⊃ Tiny ones).
+    const tree = (await user.api.GET('/api/v1/groups', {})).data!;
+    const folder = (name: string) => tree.folders.find((f) => f.name === name)!;
+    expect(folder('Littles').parentId).toBe(folder('Protectors')._id);
+    expect(folder('Littles').groups.map((g) => g.name)).toEqual(['Tiny ones']);
+    expect(folder('Protectors').groups.map((g) => g.name)).toEqual(['Littles']);
+    const protectors = tree.groups.find((g) => g.name === 'Protectors')!;
+    expect(new Set(protectors.memberIds)).toEqual(
+      new Set([byName.get('Aurora')!._id, byName.get('Kit')!._id, byName.get('Dissociated')!._id]),
+    );
+
+    const again = await importFile(user, fixture('simply-plural-export.json'), 'source=simply_plural');
+    for (const collection of [
+      'members',
+      'frontStatuses',
+      'privacyBuckets',
+      'customFields',
+      'groups',
+      'notes',
+      'frontHistory',
+    ])
+      expect(again.report[collection], collection).toEqual({
+        ...result.report[collection],
+        created: 0,
+        unchanged: result.report[collection]!.created,
+      });
+    expect(await membersOf(user)).toEqual(members);
+  });
+
+  it('maps a legacy (pre-bucket) export’s private and preventTrusted flags as Simply Plural’s own migration did', async () => {
+    const user = await server.user();
+    const result = await importFile(user, fixture('simply-plural-legacy.json'), 'source=simply_plural');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.synthetic).toEqual({ ...zero, created: 2 });
+    const byName = new Map((await membersOf(user)).map((m) => [m.name, m]));
+    const expected: Record<string, string[]> = {
+      Juniper: ['Friends', 'Trusted friends'],
+      Moss: ['Friends', 'Trusted friends'],
+      Mira: ['Trusted friends'],
+      Wren: [],
+      Quill: [],
+      Rue: ['Trusted friends'],
+    };
+    for (const [name, buckets] of Object.entries(expected))
+      expect(await bucketNamesOf(user, byName.get(name)!._id), name).toEqual(buckets);
   });
 });
 

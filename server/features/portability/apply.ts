@@ -15,7 +15,7 @@ import { DomainError } from '../../core/errors.ts';
 import { createField, setMemberValue, updateField } from '../customFields/index.ts';
 import { createEntry, updateEntry } from '../entries/index.ts';
 import { lockFront } from '../front/index.ts';
-import { createGroup, setGroupMembers, updateGroup } from '../groups/index.ts';
+import { createFolder, createGroup, setGroupMembers, updateFolder, updateGroup } from '../groups/index.ts';
 import { createMember, membersByIds, updateMember } from '../members/index.ts';
 import { createBucket, setBucketsOf, setDefaults, updateBucket } from '../privacyBuckets/index.ts';
 import type {
@@ -132,31 +132,35 @@ class Importer {
     entity: E,
     digestInput: unknown,
     write: { create(ctx: OwnerContext): Promise<string>; update(ctx: OwnerContext, localId: string): Promise<void> },
+    options: { counted: boolean } = { counted: true },
   ): Promise<void> {
     const { ref } = entity;
+    const count = (outcome: keyof CollectionReport) => {
+      if (options.counted) this.count(ref.collection, outcome);
+    };
     const key = keyOf(ref);
     const digest = digestOf(digestInput);
     const known = this.refs.get(key);
     try {
       if (known && known.digest === digest) {
-        this.count(ref.collection, 'unchanged');
+        count('unchanged');
       } else if (known) {
         await inTransaction(this.ctx, (tx) => write.update(tx, known.localId));
         this.refs.set(key, { localId: known.localId, digest });
         this.changedRefs.push({ collection: ref.collection, source_id: ref.id, local_id: known.localId, digest });
-        this.count(ref.collection, 'updated');
+        count('updated');
       } else {
         const localId = await inTransaction(this.ctx, (tx) => write.create(tx));
         this.refs.set(key, { localId, digest });
         this.changedRefs.push({ collection: ref.collection, source_id: ref.id, local_id: localId, digest });
-        this.count(ref.collection, 'created');
+        count('created');
       }
     } catch (err) {
       if (!(err instanceof DomainError)) throw err;
-      this.count(ref.collection, 'failed');
+      count('failed');
       this.warn(ref, `not imported: ${err.message}`);
     }
-    await this.progressed();
+    if (options.counted) await this.progressed();
   }
 
   async saveRefs(): Promise<void> {
@@ -182,7 +186,11 @@ class Importer {
         const fieldId = this.localId({ collection: this.fieldCollection(v.field), id: v.field });
         if (fieldId) values.push({ fieldId, value: v.value });
       }
-      await this.upsert(m, { m, buckets, values }, memberWrite(m, buckets, values));
+      await this.upsert(
+        m,
+        { m, buckets, values },
+        memberWrite(m, buckets, values, (message) => this.warn(m.ref, message)),
+      );
     }
   }
 
@@ -190,21 +198,36 @@ class Importer {
     return this.bundle.fields.find((f) => f.ref.id === sourceId)?.ref.collection ?? 'customFields';
   }
 
+  /**
+   * Groups here hold members and sit in folders; they do not nest in each other. A source group
+   * with child groups therefore also becomes a folder of the same name (ref `<collection>#folder`,
+   * not counted in the report): its children sit in that folder, and the group itself sits where
+   * its own parent's folder is. Parents are written before children (the parser breaks cycles).
+   */
   async groups(): Promise<void> {
-    // Parents before children: the parser guarantees no cycles, so each pass places at least one.
-    const pending = new Map(this.bundle.groups.map((g) => [g.ref.id, g]));
     const byId = new Map(this.bundle.groups.map((g) => [g.ref.id, g]));
+    const parentOf = (g: BundleGroup) => (g.parent && byId.has(g.parent) ? g.parent : null);
+    const hasChildren = new Set(this.bundle.groups.map(parentOf).filter((p) => p !== null));
+    const folderRef = (g: BundleGroup): SourceRef => ({ collection: `${g.ref.collection}#folder`, id: g.ref.id });
+    const pending = new Map(this.bundle.groups.map((g) => [g.ref.id, g]));
     while (pending.size > 0) {
-      const ready = [...pending.values()].filter((g) => !g.parent || !pending.has(g.parent) || !byId.has(g.parent));
-      const batch = ready.length > 0 ? ready : [...pending.values()];
-      for (const g of batch) {
+      const ready = [...pending.values()].filter((g) => {
+        const parent = parentOf(g);
+        return parent === null || !pending.has(parent);
+      });
+      for (const g of ready.length > 0 ? ready : [...pending.values()]) {
         pending.delete(g.ref.id);
-        const parentId = g.parent
-          ? this.localId(byId.get(g.parent)?.ref ?? { collection: 'groups', id: g.parent })
-          : null;
+        const parent = parentOf(g);
+        const folderId = parent ? (this.localId(folderRef(byId.get(parent)!)) ?? null) : null;
+        if (hasChildren.has(g.ref.id)) {
+          const ref = folderRef(g);
+          await this.upsert({ ref }, { name: g.name, description: g.description, folderId }, folderWrite(g, folderId), {
+            counted: false,
+          });
+        }
         const memberIds = [...new Set(g.members.map((r) => this.localId(r)).filter((id) => id !== undefined))];
         const buckets = this.bucketIds(g.buckets);
-        await this.upsert(g, { g, parentId, memberIds, buckets }, groupWrite(g, parentId ?? null, memberIds, buckets));
+        await this.upsert(g, { g, folderId, memberIds, buckets }, groupWrite(g, folderId, memberIds, buckets));
       }
     }
   }
@@ -292,6 +315,7 @@ const TABLE_OF: Record<string, RefTable> = {
   frontStatuses: 'members',
   customFronts: 'members',
   groups: 'directories',
+  'groups#folder': 'directories',
   notes: 'entries',
   frontHistory: 'front_sessions',
   switches: 'front_sessions',
@@ -321,7 +345,12 @@ function fieldWrite(f: BundleField, buckets: string[]) {
   };
 }
 
-function memberWrite(m: BundleMember, buckets: string[], values: Array<{ fieldId: string; value: string }>) {
+function memberWrite(
+  m: BundleMember,
+  buckets: string[],
+  values: Array<{ fieldId: string; value: string }>,
+  onRefused: (message: string) => void,
+) {
   const details = {
     name: m.name,
     displayName: m.displayName,
@@ -333,7 +362,15 @@ function memberWrite(m: BundleMember, buckets: string[], values: Array<{ fieldId
   };
   const rest = async (ctx: OwnerContext, id: string) => {
     await setBucketsOf(ctx, 'member', id, buckets);
-    for (const v of values) await setMemberValue(ctx, id, v.fieldId, v.value);
+    // A value the field refuses (a date that is not one) is left out alone, not the member.
+    for (const v of values) {
+      try {
+        await inTransaction(ctx, (tx) => setMemberValue(tx, id, v.fieldId, v.value));
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        onRefused(`custom field value not imported: ${err.message}`);
+      }
+    }
   };
   return {
     create: async (ctx: OwnerContext) => {
@@ -352,6 +389,16 @@ function memberWrite(m: BundleMember, buckets: string[], values: Array<{ fieldId
     update: async (ctx: OwnerContext, id: string) => {
       await updateMember(ctx, id, details);
       await rest(ctx, id);
+    },
+  };
+}
+
+function folderWrite(g: BundleGroup, parentId: string | null) {
+  return {
+    create: async (ctx: OwnerContext) =>
+      (await createFolder(ctx, { name: g.name, description: g.description, ...(parentId ? { parentId } : {}) })).id,
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateFolder(ctx, id, { name: g.name, description: g.description, parentId });
     },
   };
 }
