@@ -253,7 +253,7 @@ class Parse {
   }
 
   /** The raw documents of a top-level collection; a value that holds no documents is reported and read as empty. */
-  raw(collection: string): Array<{ key: string | null; doc: unknown }> {
+  documentsOf(collection: string): Array<{ key: string | null; doc: unknown }> {
     if (!has(this.file, collection)) return [];
     const value = this.file[collection];
     const docs = documentsOf(value);
@@ -267,7 +267,7 @@ class Parse {
   entries(collection: string): Entry[] {
     const seen = new Set<string>();
     const out: Entry[] = [];
-    for (const [index, { key, doc }] of this.raw(collection).entries()) {
+    for (const [index, { key, doc }] of this.documentsOf(collection).entries()) {
       const where = key === null ? `the document at position ${index}` : 'the document';
       // Any document that is not an object: failed.
       if (!isObject(doc)) {
@@ -315,7 +315,7 @@ class Parse {
 function accountDoc(p: Parse, collection: string): Doc | null {
   let found: Doc | null = null;
   let extra = 0;
-  for (const [index, { doc }] of p.raw(collection).entries()) {
+  for (const [index, { doc }] of p.documentsOf(collection).entries()) {
     if (!isObject(doc)) p.fail(collection, null, `the document at position ${index} is not an object`);
     else if (found) extra++;
     else found = doc;
@@ -385,7 +385,7 @@ function systemOf(p: Parse, user: Doc | null, accountUid: string | null): Bundle
 
 function bucketsFrom(p: Parse, privacy: Privacy): BundleBucket[] {
   if (!privacy.bucketEra) {
-    const n = p.raw('privacyBuckets').length;
+    const n = p.documentsOf('privacyBuckets').length;
     p.skip(
       'privacyBuckets',
       n,
@@ -479,7 +479,7 @@ function fieldsFrom(p: Parse, privacy: Privacy, user: Doc | null): Fields {
     // Bucket era: fields from `customFields`.
     for (const { id, doc } of p.entries('customFields')) add('customFields', id, doc);
   } else {
-    const n = p.raw('customFields').length;
+    const n = p.documentsOf('customFields').length;
     p.skip('customFields', n, `${plural(n, 'field')} not read: a legacy account's fields are in users.fields`);
     // Legacy: fields from the users[0].fields map (key = source id, collection `users.fields`).
     if (user && user.fields !== undefined && user.fields !== null) {
@@ -868,7 +868,7 @@ function defaultsFrom(p: Parse, privacy: Privacy, priv: Doc | null, privId: stri
 function skipRest(p: Parse): void {
   for (const key of Object.keys(p.file)) {
     if (READ.has(key)) continue;
-    const docs = p.raw(key);
+    const docs = p.documentsOf(key);
     const n = docs.length;
     if (key === 'friends') p.skip(key, n, FRIENDS_WARNING);
     else if (key === 'chatMessages') {
