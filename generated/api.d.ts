@@ -3283,6 +3283,8 @@ export interface paths {
          *     - Importing the same file again changes nothing (every entity `unchanged`); an edited export
          *       updates what changed. Entities are matched by their id in the source (PluralKit switches by
          *       their member and time), through a table kept per account and source, never by name.
+         *     - A body that is not one JSON object is refused at once (400, saying where it stops being
+         *       JSON); whether it is the named source's export is found by the job (a failed import says why).
          *     - `dryRun=true` parses, validates and maps the file and returns the same report, and writes nothing.
          *     - docs/portability.md says how each source's data maps onto this service's model.
          */

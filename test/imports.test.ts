@@ -330,11 +330,25 @@ describe('Simply Plural import', () => {
 });
 
 describe('bad input', () => {
-  it('fails an import of malformed JSON or of another source with the reason, writing nothing', async () => {
+  it('refuses a body that is not one JSON object at the door (400), queueing nothing', async () => {
     const user = await server.user();
-    const broken = await importFile(user, '{"version": 2, "members": [', 'source=pluralkit');
-    expect(broken.status).toBe('failed');
-    expect(broken.error).toMatch(/JSON/);
+    for (const [body, where] of [
+      ['{"version": 2, "members": [', 'unexpected end of the file at byte 27'],
+      ['[1, 2]', 'expected a JSON object ({) at byte 0'],
+      ['{"a": 1} trailing', 'unexpected data after the end of the object at byte 9'],
+    ] as const) {
+      const res = await postImport(user, body, 'source=pluralkit');
+      expect(res.status, body).toBe(400);
+      expect(await res.json()).toEqual({
+        code: 'BAD_REQUEST',
+        message: `The file is not a JSON object (${where}): send the export file unchanged`,
+      });
+    }
+    expect((await user.api.GET('/api/v1/imports', {})).data!.items).toEqual([]);
+  });
+
+  it('fails an import of another source’s file with the reason, writing nothing', async () => {
+    const user = await server.user();
     const tupperbox = await importFile(user, { tuppers: [], groups: [] }, 'source=pluralkit');
     expect(tupperbox.status).toBe('failed');
     expect(tupperbox.error).toMatch(/Tupperbox/i);

@@ -16,6 +16,7 @@ import type { components } from '../../../generated/api.d.ts';
 import { applyBundle, entityCount } from './apply.ts';
 import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
+import { jsonObjectSyntaxError } from './jsonSyntax.ts';
 import { storableBundle } from './storable.ts';
 import { parsePluralKit } from './sources/pluralKit.ts';
 import { parseSimplyPlural } from './sources/simplyPlural.ts';
@@ -59,6 +60,8 @@ export async function createImport(
   const { storage } = ctx;
   if (!storage) throw unavailable('Object storage is not configured on this server: imports need it');
   if (input.file.length === 0) throw badRequest('The request body is empty: send the export file');
+  const syntax = jsonObjectSyntaxError(input.file);
+  if (syntax) throw badRequest(`The file is not a JSON object (${syntax}): send the export file unchanged`);
   const userId = ownerOf(ctx);
   const id = randomUUID();
   const key = `u/${userId}/imports/${id}.json`;
