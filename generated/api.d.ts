@@ -3272,19 +3272,24 @@ export interface paths {
         /**
          * Import another app's export
          * @description Takes the export file exactly as the source produces it (Simply Plural's `export.json`,
-         *     PluralKit's `system.json`) as the request body, stores it in object storage and queues the
-         *     import as a job; poll `GET /api/v1/imports/{importId}` for its status and report.
+         *     PluralKit's `system.json`, or this server's own archive from `POST /api/v1/exports`) as the
+         *     request body, stores it in object storage and queues the import as a job; poll
+         *     `GET /api/v1/imports/{importId}` for its status and report.
          *
          *     - At most `IMPORT_MAX_BYTES` bytes (200 MiB unless the operator changed it): 413 above.
          *     - The key needs `read_write` on every scope the source's data goes to: `members`, `groups`,
-         *       `front` and `privacyBuckets` for both sources, and `customFields` and `entries` for Simply
-         *       Plural (403 names the first one missing, in that order).
+         *       `front` and `privacyBuckets` for both apps, and `customFields` and `entries` for Simply
+         *       Plural; a `native` archive holds everything, so it needs all sixteen scopes (403 names the
+         *       first one missing, in that order).
          *     - All or nothing: an import either writes everything it reports or, when it fails, nothing.
          *     - Importing the same file again changes nothing (every entity `unchanged`); an edited export
          *       updates what changed. Entities are matched by their id in the source (PluralKit switches by
          *       their member and time), through a table kept per account and source, never by name.
-         *     - A body that is not one JSON object is refused at once (400, saying where it stops being
-         *       JSON); whether it is the named source's export is found by the job (a failed import says why).
+         *     - For `simply_plural` and `pluralkit` a body that is not one JSON object is refused at once
+         *       (400, saying where it stops being JSON); for `native`, a body that does not start as a tar
+         *       archive. Whether it is the named source's export is found by the job (a failed import
+         *       says why: for a native archive, a part whose SHA-256 does not match its manifest, or an
+         *       archive cut short).
          *     - `dryRun=true` parses, validates and maps the file and returns the same report, and writes nothing.
          *     - docs/portability.md says how each source's data maps onto this service's model.
          */
@@ -3304,6 +3309,66 @@ export interface paths {
         };
         /** An import's status and report */
         get: operations["getImport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/exports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List exports
+         * @description The account's exports, newest first, a page at a time. Pass `nextCursor` back as `cursor`.
+         *     Needs `read` on all sixteen scopes, like the export itself.
+         */
+        get: operations["listExports"];
+        put?: never;
+        /**
+         * Export everything the account holds
+         * @description Queues a native export of the whole account as a job and answers at once; poll
+         *     `GET /api/v1/exports/{exportId}` until it has succeeded, then download the archive from its
+         *     `downloadUrl`. The archive is a tar file: `manifest.json` (the `NativeExportManifest`
+         *     schema), one JSON Lines file per table of account data under `data/`, `media.jsonl` (one line
+         *     per stored object: `{ key, contentType, bytes, sha256 }`) and the objects themselves under
+         *     `media/<object key>`. docs/portability.md ("The native export") lists what is in it, table by
+         *     table. Message text is in clear in the archive; API keys are there by name and scopes only.
+         *
+         *     - The key needs `read` on all sixteen scopes (403 names the first one missing, in the order of
+         *       the scope list).
+         *     - The archive is kept `EXPORT_TTL_HOURS` (72 unless the operator changed it) after it was
+         *       written (`expiresAt`), then deleted.
+         *     - `POST /api/v1/imports?source=native` takes the archive back, into this account or another.
+         *     - Without object storage (`OBJECT_STORAGE=none`): 503.
+         */
+        post: operations["createExport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/exports/{exportId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An export's status and download URL
+         * @description `downloadUrl` is a presigned GET of the archive, freshly signed on every read and valid
+         *     `STORAGE_DOWNLOAD_URL_TTL_SECONDS`; it is there only while the export has succeeded and has
+         *     not expired. Needs `read` on all sixteen scopes, like the export itself.
+         */
+        get: operations["getExport"];
         put?: never;
         post?: never;
         delete?: never;
@@ -6809,11 +6874,11 @@ export interface components {
             checks: components["schemas"]["ReadinessChecks"];
         };
         /**
-         * @description `simply_plural`: Simply Plural's account export (`export.json`); `pluralkit`: PluralKit's `pk;export` file (`system.json`, version 1 or 2).
+         * @description `simply_plural`: Simply Plural's account export (`export.json`); `pluralkit`: PluralKit's `pk;export` file (`system.json`, version 1 or 2); `native`: this server's own archive (`POST /api/v1/exports`, `application/x-tar`).
          * @example simply_plural
          * @enum {string}
          */
-        ImportSource: "simply_plural" | "pluralkit";
+        ImportSource: "simply_plural" | "pluralkit" | "native";
         /**
          * @description `queued` until a worker takes the job, `running` while it parses and writes, then `succeeded` or `failed`. A failed import wrote nothing (all or nothing per import).
          * @example succeeded
@@ -6896,6 +6961,106 @@ export interface components {
             items: components["schemas"]["Import"][];
             /** @example null */
             nextCursor: string | null;
+        };
+        /**
+         * @description `queued` until a worker takes the job, `running` while it writes the archive, then `succeeded` (the archive can be downloaded until `expiresAt`) or `failed` (`error` says why).
+         * @example succeeded
+         * @enum {string}
+         */
+        ExportStatus: "queued" | "running" | "succeeded" | "failed";
+        ExportAccepted: {
+            id: components["schemas"]["Uuid"];
+            status: components["schemas"]["ExportStatus"];
+        };
+        Export: {
+            id: components["schemas"]["Uuid"];
+            status: components["schemas"]["ExportStatus"];
+            createdAt: components["schemas"]["EpochMs"];
+            startedAt: components["schemas"]["NullableEpochMs"];
+            finishedAt: components["schemas"]["NullableEpochMs"];
+            /** @description When the archive is deleted (`EXPORT_TTL_HOURS` after it was written); null until it succeeded. */
+            expiresAt: components["schemas"]["NullableEpochMs"];
+            /**
+             * @description The archive's size in bytes; null until it succeeded.
+             * @example 1048576
+             */
+            sizeBytes: number | null;
+            /**
+             * @description A presigned GET of the archive (`application/x-tar`), valid `STORAGE_DOWNLOAD_URL_TTL_SECONDS` from this read; null unless the export succeeded and has not expired. Absolute for S3; for the filesystem backend relative to this server unless STORAGE_PUBLIC_URL is set.
+             * @example /storage/v1/objects/u~4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1~exports~6a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d.tar?expires=1763800300000&signature=mK2vQ0x1
+             */
+            downloadUrl: string | null;
+            /**
+             * @description Why a failed export failed; null otherwise.
+             * @example null
+             */
+            error: string | null;
+            /** @description The archive's `manifest.json`; null until the export succeeded. */
+            manifest: components["schemas"]["NativeExportManifest"] | null;
+        };
+        ExportPage: {
+            items: components["schemas"]["Export"][];
+            /** @example null */
+            nextCursor: string | null;
+        };
+        /**
+         * @description A table of account data, as the archive names its part `data/<table>.jsonl`: one JSON object per line, the row as the database stores it (column names as keys; epoch-ms numbers; uuids as strings; jsonb as JSON), except `api_keys` (no secret: no `key_hash`, no `key_prefix`), `messaging_messages` (`content`, the text in clear, instead of `key_id` and `content_enc`) and `messaging_link_previews` (`data`, the preview in clear, instead of `key_id` and `data_enc`). docs/portability.md lists which tables are exported and why the others are not.
+         * @example members
+         * @enum {string}
+         */
+        NativeExportTable: "accounts" | "api_keys" | "custom_color_schemes" | "custom_fonts" | "appearance_settings" | "side_systems" | "sub_systems" | "active_system_context" | "privacy_buckets" | "directories" | "directory_layouts" | "members" | "group_members" | "custom_field_definitions" | "custom_field_values" | "member_status_definitions" | "member_status_assignments" | "entries" | "entry_members" | "note_images" | "front_custom_tiers" | "front_sessions" | "front_tier_presence" | "privacy_bucket_assignments" | "privacy_bucket_defaults" | "friendships" | "terminology_settings" | "terminology_overrides" | "messaging_spaces" | "messaging_categories" | "messaging_channels" | "messaging_messages" | "messaging_attachments" | "messaging_link_previews" | "messaging_pins" | "messaging_preferences" | "messaging_chat_as" | "social_profiles" | "social_links" | "social_widgets" | "guestbook_messages" | "poll_ballots" | "social_gallery_images" | "social_identities";
+        NativeExportPart: {
+            /**
+             * @description The part's name in the archive: `data/<table>.jsonl`, or `media.jsonl`, the index of the stored objects (one line per object: `{ key, contentType, bytes, sha256 }`; the object itself is the archive's entry `media/<key>`).
+             * @example data/members.jsonl
+             */
+            path: string;
+            /** @description The table the part holds; null for `media.jsonl`. */
+            table: components["schemas"]["NativeExportTable"] | null;
+            /**
+             * @description Lines of the part (rows, or objects for `media.jsonl`).
+             * @example 12
+             */
+            rows: number;
+            /** @example 5321 */
+            bytes: number;
+            /**
+             * @description SHA-256 of the part's bytes, in hex.
+             * @example 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+             */
+            sha256: string;
+        };
+        /** @description `manifest.json`, the first entry of a native archive: what the archive holds and how to check it. An import verifies every part against it before it writes anything. */
+        NativeExportManifest: {
+            /**
+             * @example account-data-export
+             * @enum {string}
+             */
+            format: "account-data-export";
+            /**
+             * @example 1
+             * @enum {integer}
+             */
+            version: 1;
+            /** @description The exported account; its id in the rows becomes the importing account's. */
+            accountId: components["schemas"]["Uuid"];
+            createdAt: components["schemas"]["EpochMs"];
+            /** @description Every part of the archive but the media objects, data parts in the order an import writes them, then `media.jsonl`. */
+            parts: components["schemas"]["NativeExportPart"][];
+            media: {
+                /**
+                 * @description Stored objects in the archive (`media/<key>` entries).
+                 * @example 3
+                 */
+                objects: number;
+                /** @example 48213 */
+                bytes: number;
+                /**
+                 * @description Objects a row names that object storage no longer held when the export ran (left out).
+                 * @example 0
+                 */
+                missing: number;
+            };
         };
         /**
          * @description What a friend holding the bucket may do in one permission group.
@@ -15817,6 +15982,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": string;
+                "application/x-tar": string;
             };
         };
         responses: {
@@ -15893,6 +16059,144 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMembersRead"];
             /** @description No such import on this account. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listExports: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–200 (default 50). */
+                limit?: components["parameters"]["PageLimit"];
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of exports. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExportPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks `read` on one of the sixteen scopes. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    /**
+                     * @description The export's URL.
+                     * @example /api/v1/exports/6a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d
+                     */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExportAccepted"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks `read` on one of the sixteen scopes. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                exportId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Export"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks `read` on one of the sixteen scopes. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such export on this account. */
             404: {
                 headers: {
                     [name: string]: unknown;

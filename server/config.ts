@@ -25,7 +25,7 @@ export const SETTING_GROUPS = [
   'Outbound fetches',
   'Notes and trash',
   'Messaging',
-  'Imports',
+  'Imports and exports',
   'Background jobs',
   'Diagnostics',
 ] as const;
@@ -748,13 +748,21 @@ export const SETTINGS = {
     description: 'Messages one re-encryption batch (one transaction) rewrites after a key rotation.',
   }),
   importMaxBytes: integer('IMPORT_MAX_BYTES', {
-    group: 'Imports',
+    group: 'Imports and exports',
     default: 200 * MiB,
     min: 1,
     max: 2 * 1024 * MiB,
     bytes: true,
     description:
       'Largest export file `POST /api/v1/imports` accepts (413 above). The file is held in memory while it is stored and again while the import job parses it: size the server for about four times this.',
+  }),
+  exportTtlHours: integer('EXPORT_TTL_HOURS', {
+    group: 'Imports and exports',
+    default: 72,
+    min: 1,
+    max: 24 * 365,
+    description:
+      'Hours a finished native export (`POST /api/v1/exports`) stays downloadable; storage garbage collection then deletes its archive.',
   }),
   messageAttachmentMaxBytes: integer('MESSAGE_ATTACHMENT_MAX_BYTES', {
     group: 'Messaging',

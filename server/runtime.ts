@@ -15,7 +15,7 @@ import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
 import { defineLinkPreviews, defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
-import { defineImports } from './features/portability/index.ts';
+import { defineExports, defineImports } from './features/portability/index.ts';
 import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
@@ -283,6 +283,8 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     progressDb: db.kind === 'pglite' ? null : db.knex,
     clock,
   });
+  // Native exports: the account's archive written to object storage, off the request path.
+  defineExports(jobs, () => backgroundContext({ ...deps, db: db.knex }, { kind: 'system', job: 'export' }), clock);
   defineStorageGc(jobs, {
     db: db.knex,
     storage: deps.storage,

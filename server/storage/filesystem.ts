@@ -227,6 +227,19 @@ export class FilesystemObjectStorage implements ObjectStorage {
     }
   }
 
+  async upload(key: string, open: () => Readable, contentType: string, byteSize: number): Promise<{ etag: string }> {
+    const source = open();
+    try {
+      return { etag: (await this.putStream(key, source, contentType, { byteSize })).etag };
+    } catch (error) {
+      if (error instanceof UploadRejectedError)
+        throw new ObjectStorageError(`Could not write object ${key}: ${error.message}`);
+      throw error;
+    } finally {
+      source.destroy();
+    }
+  }
+
   async get(key: string): Promise<StoredObject | null> {
     const path = this.pathOf(key);
     let file: Buffer;

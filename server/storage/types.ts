@@ -50,6 +50,12 @@ export interface ObjectStorage {
   readonly kind: 'filesystem' | 's3';
   /** Creates or replaces the object at `key`. */
   put(key: string, body: Buffer, contentType: string): Promise<{ etag: string }>;
+  /**
+   * Creates or replaces the object at `key` with exactly `byteSize` bytes read from `open()`, never
+   * holding them in memory (an export's archive). `open` is called once per pass over the body: S3
+   * reads it once to hash it and again to send it (a retried attempt opens it again).
+   */
+  upload(key: string, open: () => Readable, contentType: string, byteSize: number): Promise<{ etag: string }>;
   /** `null` when no object exists at `key`. */
   get(key: string): Promise<StoredObject | null>;
   /** The body as a stream (optionally one byte range of it), `null` when no object exists at `key`. */

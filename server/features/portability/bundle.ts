@@ -8,8 +8,8 @@
  * applier only meets values the API itself would accept.
  */
 
-/** The sources a file can come from. */
-export type ImportSource = 'simply_plural' | 'pluralkit';
+/** The sources a file can come from (`native`: this server's own archive, nativeImport.ts; no bundle). */
+export type ImportSource = 'simply_plural' | 'pluralkit' | 'native';
 
 /**
  * A source entity's identity: the source collection it came from (Simply Plural's collection name,

@@ -10,16 +10,18 @@ import { inTransaction, type OwnerContext, ownerOf, type ServerContext } from '.
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, notFound, unavailable } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
-import type { Scope } from '../../core/scopes.ts';
+import { SCOPES, type Scope } from '../../core/scopes.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import type { components } from '../../../generated/api.d.ts';
 import { applyBundle, entityCount } from './apply.ts';
 import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
 import { jsonObjectSyntaxError } from './jsonSyntax.ts';
+import { importNativeArchive } from './nativeImport.ts';
 import { storableBundle } from './storable.ts';
 import { parsePluralKit } from './sources/pluralKit.ts';
 import { parseSimplyPlural } from './sources/simplyPlural.ts';
+import { tarHeaderError } from './tar.ts';
 
 type Schemas = components['schemas'];
 
@@ -33,6 +35,7 @@ const MAX_WARNINGS = 1000;
 export const IMPORT_SCOPES: Record<ImportSource, readonly Scope[]> = {
   pluralkit: ['members', 'groups', 'front', 'privacyBuckets'],
   simply_plural: ['members', 'groups', 'front', 'privacyBuckets', 'customFields', 'entries'],
+  native: SCOPES,
 };
 
 function toImport(row: ImportRow): Schemas['Import'] {
@@ -60,12 +63,18 @@ export async function createImport(
   const { storage } = ctx;
   if (!storage) throw unavailable('Object storage is not configured on this server: imports need it');
   if (input.file.length === 0) throw badRequest('The request body is empty: send the export file');
-  const syntax = jsonObjectSyntaxError(input.file);
-  if (syntax) throw badRequest(`The file is not a JSON object (${syntax}): send the export file unchanged`);
+  const native = input.source === 'native';
+  if (native) {
+    const header = tarHeaderError(input.file.subarray(0, 512));
+    if (header) throw badRequest(`The file is not a tar archive (${header}): send the export archive unchanged`);
+  } else {
+    const syntax = jsonObjectSyntaxError(input.file);
+    if (syntax) throw badRequest(`The file is not a JSON object (${syntax}): send the export file unchanged`);
+  }
   const userId = ownerOf(ctx);
   const id = randomUUID();
-  const key = `u/${userId}/imports/${id}.json`;
-  await storage.put(key, input.file, 'application/json');
+  const key = `u/${userId}/imports/${id}.${native ? 'tar' : 'json'}`;
+  await storage.put(key, input.file, native ? 'application/x-tar' : 'application/json');
   try {
     return await inTransaction(ctx, async (tx) => {
       const row = await importsRepo.insert(tx.db, {
@@ -122,7 +131,7 @@ export async function listImports(
 }
 
 /** The file as a bundle; a file nested too deeply for the parser's stack is refused like malformed JSON. */
-function parse(source: ImportSource, file: Buffer): ImportBundle {
+function parse(source: Exclude<ImportSource, 'native'>, file: Buffer): ImportBundle {
   const text = file.toString('utf8');
   try {
     if (source === 'pluralkit') return storableBundle(parsePluralKit(text));
@@ -167,6 +176,33 @@ export async function runImport(
   const failed = (error: string, total = 0) =>
     finish({ status: 'failed', report: {}, warnings: [], warningsOmitted: 0, error, done: 0, total });
   try {
+    if (row.source === 'native') {
+      if (!row.object_key || !base.storage)
+        return void (await failed('The uploaded archive is no longer in object storage: send it again'));
+      const setProgress = (done: number, total: number) =>
+        progressDb ? importsRepo.progress(progressDb, row.id, done, total).then(() => undefined) : Promise.resolve();
+      let applied: Awaited<ReturnType<typeof importNativeArchive>>;
+      try {
+        applied = await importNativeArchive(ctx, {
+          objectKey: row.object_key,
+          dryRun: row.dry_run,
+          importId: row.id,
+          onTotal: (total) => setProgress(0, total),
+          onProgress: setProgress,
+        });
+      } catch (err) {
+        if (err instanceof ImportFormatError) return void (await failed(err.message));
+        throw err;
+      }
+      return void (await finish({
+        status: 'succeeded',
+        report: applied.report,
+        ...capped(applied.warnings),
+        error: null,
+        done: applied.done,
+        total: applied.total,
+      }));
+    }
     const stored = row.object_key && base.storage ? await base.storage.get(row.object_key) : null;
     if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
     let bundle: ImportBundle;

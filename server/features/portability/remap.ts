@@ -1,0 +1,121 @@
+/**
+ * The ids of a native import: every id of an exported row gets a new one in the importing account,
+ * derived from the account and the old id (so importing the same archive again gives every row the
+ * id it got the first time), except rows matched to one the account has already (its first side
+ * system, a built-in bucket: `overrides`). The exported account's id becomes the importing
+ * account's; any other uuid (another account, a row that no longer existed when the export ran, a
+ * uuid someone wrote in a note) is left as it is.
+ */
+import { createHash } from 'node:crypto';
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const UUIDS = /[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/g;
+
+export const isUuid = (value: unknown): value is string => typeof value === 'string' && UUID.test(value);
+
+const bytesOf = (uuid: string) => Buffer.from(uuid.replace(/-/g, ''), 'hex');
+
+/**
+ * A set of uuids at 32 bytes each (open addressing over one byte array, half full at most): the
+ * ids of an archive's rows, which may number millions.
+ */
+export class UuidSet {
+  private slots = new Uint8Array(16 * 1024);
+  private capacity = 1024;
+  private used = new Uint8Array(1024);
+  size = 0;
+
+  private slotOf(bytes: Uint8Array): number {
+    // fmix32 of the xor of the four words: time-ordered uuids spread as well as random ones.
+    let h = 0;
+    for (let i = 0; i < 16; i += 4)
+      h ^= (bytes[i]! << 24) | (bytes[i + 1]! << 16) | (bytes[i + 2]! << 8) | bytes[i + 3]!;
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
+    return (h >>> 0) & (this.capacity - 1);
+  }
+
+  /** The slot holding `bytes`, or the empty slot where it would go. */
+  private find(bytes: Uint8Array): number {
+    let slot = this.slotOf(bytes);
+    for (;;) {
+      if (!this.used[slot]) return slot;
+      let same = true;
+      for (let i = 0; i < 16 && same; i++) same = this.slots[slot * 16 + i] === bytes[i];
+      if (same) return slot;
+      slot = (slot + 1) & (this.capacity - 1);
+    }
+  }
+
+  private place(bytes: Uint8Array): void {
+    const slot = this.find(bytes);
+    if (this.used[slot]) return;
+    this.used[slot] = 1;
+    this.slots.set(bytes, slot * 16);
+    this.size++;
+  }
+
+  add(uuid: string): void {
+    if (this.size * 2 >= this.capacity) {
+      const { slots, used, capacity } = this;
+      this.capacity *= 2;
+      this.slots = new Uint8Array(this.capacity * 16);
+      this.used = new Uint8Array(this.capacity);
+      this.size = 0;
+      for (let s = 0; s < capacity; s++) if (used[s]) this.place(slots.subarray(s * 16, s * 16 + 16));
+    }
+    this.place(bytesOf(uuid));
+  }
+
+  has(uuid: string): boolean {
+    return this.used[this.find(bytesOf(uuid))] === 1;
+  }
+}
+
+export class Remapper {
+  /** Archive id → an existing row's id in the importing account. */
+  readonly overrides = new Map<string, string>();
+
+  constructor(
+    readonly source: string,
+    readonly target: string,
+    private readonly ids: UuidSet,
+  ) {}
+
+  /** The new id of an id of the account's data, whether or not the archive holds its row. */
+  id(value: string): string {
+    const id = value.toLowerCase();
+    if (id === this.source) return this.target;
+    const override = this.overrides.get(id);
+    if (override) return override;
+    const h = createHash('sha256').update(`ada-native-import\u0000${this.target}\u0000${id}`).digest();
+    h[6] = (h[6]! & 0x0f) | 0x80; // version 8: derived by this server's own rule (RFC 9562)
+    h[8] = (h[8]! & 0x3f) | 0x80;
+    const hex = h.subarray(0, 16).toString('hex');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  }
+
+  /** The new id when `value` is the exported account or the id of a row of the archive; undefined otherwise. */
+  known(value: string): string | undefined {
+    const id = value.toLowerCase();
+    return id === this.source || this.overrides.has(id) || this.ids.has(id) ? this.id(id) : undefined;
+  }
+
+  /** A string with every known id in it replaced (object keys, mentions, ids inside JSON). */
+  text(value: string): string {
+    if (value.length < 36) return value;
+    return value.replace(UUIDS, (match) => this.known(match) ?? match);
+  }
+
+  /** Any JSON value with every known id in its strings (and object keys) replaced. */
+  deep(value: unknown): unknown {
+    if (typeof value === 'string') return this.text(value);
+    if (Array.isArray(value)) return value.map((v) => this.deep(v));
+    if (value !== null && typeof value === 'object')
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [this.text(k), this.deep(v)]));
+    return value;
+  }
+}
