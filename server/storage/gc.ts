@@ -10,6 +10,9 @@
  *    reference check is SQL over one page of images at a time; each deletion then re-checks under
  *    a row lock, so a note re-hosting the same image meanwhile (which refreshes stored_at first)
  *    keeps it.
+ * 4. Native exports past their expiry (exports.expires_at, EXPORT_TTL_HOURS after the archive was
+ *    written): the archive deleted, then the row's key cleared (the row stays, as the account's
+ *    record of the export).
  *
  * Every step works in pages and never loads a whole table. Failures to delete one object are
  * logged and retried by the next pass; the pass itself only fails on database errors.
@@ -38,6 +41,7 @@ export interface GarbageCollectionResult {
   expiredStagedUploads: number;
   orphanedStagedObjects: number;
   noteImages: number;
+  expiredExports: number;
   /** Objects whose deletion failed (logged; retried next pass). */
   failures: number;
 }
@@ -139,16 +143,44 @@ const deleteNoteImage = statement<{ userId: string; sha256: string }, never>({
   build: ({ userId, sha256 }) => sql`delete from note_images where user_id = ${userId} and sha256 = ${sha256}::text`,
 });
 
+/** One page of expired exports that still have an archive, in (expires_at, id) order. */
+const expiredExports = statement<
+  { now: number; after?: { expires_at: number; id: string } | undefined; size: number },
+  { id: string; object_key: string; expires_at: number | string }
+>({
+  name: 'storage_gc_expired_exports',
+  area: AREA,
+  variants: {
+    'the first page': { now: 0, size: 200 },
+    'a following page': { now: 0, after: { expires_at: 0, id: EXAMPLE_UUID }, size: 200 },
+  },
+  build: ({ now, after, size }) => sql`select id, object_key, expires_at from exports
+    where object_key is not null and expires_at <= ${now}::bigint${after ? sql` and (expires_at, id) > (${after.expires_at}::bigint, ${after.id}::uuid)` : sql.empty}
+    order by expires_at, id
+    limit ${size}::int`,
+});
+
+/** Clears an export's key once its archive is gone (only if it still names that archive). */
+const forgetExport = statement<{ id: string; key: string }, { id: string }>({
+  name: 'storage_gc_forget_export',
+  area: AREA,
+  variants: { 'one export': { id: EXAMPLE_UUID, key: 'u/x/exports/x.tar' } },
+  build: ({ id, key }) =>
+    sql`update exports set object_key = null where id = ${id} and object_key = ${key}::text returning id`,
+});
+
 export async function collectGarbage(options: GarbageCollectionOptions): Promise<GarbageCollectionResult> {
   const result: GarbageCollectionResult = {
     expiredStagedUploads: 0,
     orphanedStagedObjects: 0,
     noteImages: 0,
+    expiredExports: 0,
     failures: 0,
   };
   await sweepExpiredStaging(options, result);
   await sweepOrphanedStaging(options, result);
   await sweepNoteImages(options, result);
+  await sweepExpiredExports(options, result);
   options.log.info({ gc: result }, 'storage garbage collection finished');
   return result;
 }
@@ -199,6 +231,22 @@ async function sweepOrphanedStaging(options: GarbageCollectionOptions, result: G
     for (const key of page) {
       if (!known.has(key) && (await tryDelete(options, result, key))) result.orphanedStagedObjects++;
     }
+  }
+}
+
+async function sweepExpiredExports(options: GarbageCollectionOptions, result: GarbageCollectionResult): Promise<void> {
+  const { db, now } = options;
+  const pageSize = options.pageSize ?? 200;
+  let after: { expires_at: number; id: string } | undefined;
+  for (;;) {
+    const rows = await expiredExports(db, { now, after, size: pageSize });
+    if (rows.length === 0) return;
+    for (const row of rows)
+      if (await tryDelete(options, result, row.object_key))
+        result.expiredExports += (await forgetExport(db, { id: row.id, key: row.object_key })).length;
+    const last = rows[rows.length - 1]!;
+    after = { expires_at: Number(last.expires_at), id: last.id };
+    if (rows.length < pageSize) return;
   }
 }
 
