@@ -16142,6 +16142,7 @@ export interface operations {
                     "application/json": components["schemas"]["ExportAccepted"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             /** @description The key lacks `read` on one of the sixteen scopes. */
             403: {

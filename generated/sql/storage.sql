@@ -82,6 +82,39 @@ where
 returning
   id;
 
+-- storage_gc_expired_exports_1: the first page
+select
+  id,
+  object_key,
+  expires_at
+from
+  exports
+where
+  object_key is not null
+  and expires_at <= $1::bigint
+order by
+  expires_at,
+  id
+limit
+  $2::int;
+
+-- storage_gc_expired_exports_2: a following page
+select
+  id,
+  object_key,
+  expires_at
+from
+  exports
+where
+  object_key is not null
+  and expires_at <= $1::bigint
+  and (expires_at, id) > ($2::bigint, $3::uuid)
+order by
+  expires_at,
+  id
+limit
+  $4::int;
+
 -- storage_gc_expired_staging_1: the first page
 select
   id,
@@ -112,6 +145,16 @@ order by
   id
 limit
   $4::int;
+
+-- storage_gc_forget_export (one export)
+update exports
+set
+  object_key = null
+where
+  id = $1
+  and object_key = $2::text
+returning
+  id;
 
 -- storage_gc_known_staging (a page of keys)
 select
