@@ -417,6 +417,28 @@ describe('bad input', () => {
   });
 });
 
+describe('a worker that dies', () => {
+  it('leaves its import to the next attempt once the lease has run out, and never runs one twice at once', async () => {
+    const user = await server.user();
+    const knex = server.deps.db.knex;
+    const res = await postImport(user, pluralKitFile(), 'source=pluralkit');
+    const { id } = (await res.json()) as { id: string };
+    // Another worker holds it (started a minute ago): a job for it here leaves it alone.
+    await knex('imports').where({ id }).update({ status: 'running', started_at: Date.now() - 60_000 });
+    await server.runtime.jobs.runDue();
+    const held = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
+    expect(held.data!.status).toBe('running');
+    expect(await membersOf(user)).toEqual([]);
+    // That worker died 31 minutes ago (past the lease): the queue's next attempt takes it over.
+    await knex('imports').where({ id }).update({ started_at: Date.now() - 31 * 60_000 });
+    await server.runtime.jobs.enqueue(knex, 'import', { importId: id });
+    await server.runtime.jobs.runDue();
+    const done = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
+    expect(done.data!.status).toBe('succeeded');
+    expect((await membersOf(user)).map((m) => m.name).sort()).toEqual(['Robin', 'Sage', 'Wren']);
+  });
+});
+
 describe('reading imports', () => {
   it('lists an account’s imports newest first, a page at a time, and hides other accounts’ imports', async () => {
     const user = await server.user();
