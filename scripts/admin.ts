@@ -27,7 +27,7 @@
  *   (server/db/backup.ts). Backup and restore print a one-line JSON summary.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, readFileSync } from 'node:fs';
+import { accessSync, constants, createReadStream, readFileSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
@@ -198,6 +198,11 @@ function plan(command: string): (api: ApiClient) => Promise<Outcome> {
     }
     case 'backup': {
       const out = resolve(values.out ?? fail('backup needs --out <file>'));
+      try {
+        accessSync(dirname(out), constants.W_OK);
+      } catch {
+        fail(`--out: the directory ${dirname(out)} does not exist or is not writable`);
+      }
       if (values.direct)
         fail(
           'backup takes a snapshot of the running embedded server; a database on PostgreSQL is backed up with pg_dump (docs/operations.md, "Backups")',
@@ -258,14 +263,14 @@ async function backup(api: ApiClient, out: string): Promise<Outcome> {
     return { data: { out, bytes, sha256: hash.digest('hex'), ...describeArchive(manifest) }, response, line: true };
   } catch (err) {
     await rm(temp, { force: true });
-    // A download cut short fails in the fetch stream; both mean no backup was written.
-    if (err instanceof BackupArchiveError || (err instanceof TypeError && /terminated|aborted/i.test(err.message)))
-      return {
-        error: { code: 'BAD_ARCHIVE', message: `The backup was not written: ${err.message}` },
-        response,
-        ok: false,
-      };
-    throw err;
+    // An archive that fails its checks, a download cut short, a full disk: no backup was written.
+    const cause = (err as { cause?: { message?: string } }).cause?.message;
+    const message = `The backup was not written: ${(err as Error).message}${cause ? ` (${cause})` : ''}`;
+    return {
+      error: { code: err instanceof BackupArchiveError ? 'BAD_ARCHIVE' : 'BACKUP_FAILED', message },
+      response,
+      ok: false,
+    };
   }
 }
 
