@@ -37,13 +37,7 @@ import { parseArgs } from 'node:util';
 import { createApiClient, type ApiClient, type components } from '../client/index.ts';
 import { SCOPES } from '../server/http/spec.ts';
 import { runningServerOf } from '../server/localServer.ts';
-import {
-  BackupArchiveError,
-  readBackup,
-  restoreEmbeddedBackup,
-  RestoreRefusedError,
-  type BackupManifest,
-} from '../server/db/backup.ts';
+import type { BackupManifest } from '../server/db/backup.ts';
 
 type ScopeMap = components['schemas']['ScopeMap'];
 
@@ -241,6 +235,7 @@ function describeArchive(manifest: BackupManifest) {
 async function backup(api: ApiClient, out: string): Promise<Outcome> {
   const { data, error, response } = await api.POST('/admin/v1/backup', { parseAs: 'stream' });
   if (!response.ok || !data) return { error, response };
+  const { BackupArchiveError, readBackup } = await import('../server/db/backup.ts');
   const temp = join(dirname(out), `.${basename(out)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
     const file = await open(temp, 'wx', 0o600); // the archive holds the keys
@@ -280,6 +275,7 @@ async function restore(): Promise<never> {
   const dataDir = resolve(values['data-dir'] ?? fail('restore needs --data-dir <directory>'));
   if (values.direct || values.url || values.token)
     fail('restore works on files only: it takes no --direct, --url or --token, and no server may run on --data-dir');
+  const { BackupArchiveError, restoreEmbeddedBackup, RestoreRefusedError } = await import('../server/db/backup.ts');
   try {
     const restored = await restoreEmbeddedBackup(from, dataDir);
     console.log(

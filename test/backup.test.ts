@@ -289,24 +289,9 @@ describe.skipIf(Boolean(DATABASE_URL))(
     });
 
     it('refuses a DATA_DIR in use, a non-empty one, and a corrupt or cut archive, leaving the target as it was', async () => {
-      const inUse = await cli(['restore', '--from', archive, '--data-dir', restored], root);
-      expect(inUse.code).toBe(1);
-      expect(JSON.parse(inUse.stderr)).toEqual({
-        code: 'RESTORE_REFUSED',
-        message: expect.stringContaining(`${restored} is in use by a running process (pid ${process.pid}`),
-      });
-
       const notEmpty = join(root, 'not-empty');
       mkdirSync(notEmpty);
       writeFileSync(join(notEmpty, 'notes.txt'), 'mine');
-      const refused = await cli(['restore', '--from', archive, '--data-dir', notEmpty], root);
-      expect(refused.code).toBe(1);
-      expect(JSON.parse(refused.stderr)).toEqual({
-        code: 'RESTORE_REFUSED',
-        message: `${notEmpty} is not empty (notes.txt); restore into a new or empty directory`,
-      });
-      expect(readdir(notEmpty)).toEqual(['notes.txt']);
-
       // One byte of the admin token changed inside the archive: the gzip is sound, the SHA-256 is not.
       const tar = gunzipSync(readFileSync(archive));
       const token = readFileSync(join(source, 'admin-token'), 'utf8').trim();
@@ -315,8 +300,31 @@ describe.skipIf(Boolean(DATABASE_URL))(
       tar[at + 10] = tar[at + 10] === 0x41 ? 0x42 : 0x41;
       const corrupt = join(root, 'corrupt.tar.gz');
       writeFileSync(corrupt, gzipSync(tar));
-      const target = join(root, 'from-corrupt');
-      const bad = await cli(['restore', '--from', corrupt, '--data-dir', target], root);
+      const fromCorrupt = join(root, 'from-corrupt');
+      // The first half of the archive, as a download cut short leaves it.
+      const cut = join(root, 'cut.tar.gz');
+      const whole = readFileSync(archive);
+      writeFileSync(cut, whole.subarray(0, Math.floor(whole.length / 2)));
+      const empty = join(root, 'empty');
+      mkdirSync(empty);
+
+      const [inUse, refused, bad, truncated] = await Promise.all([
+        cli(['restore', '--from', archive, '--data-dir', restored], root),
+        cli(['restore', '--from', archive, '--data-dir', notEmpty], root),
+        cli(['restore', '--from', corrupt, '--data-dir', fromCorrupt], root),
+        cli(['restore', '--from', cut, '--data-dir', empty], root),
+      ]);
+      expect(inUse.code).toBe(1);
+      expect(JSON.parse(inUse.stderr)).toEqual({
+        code: 'RESTORE_REFUSED',
+        message: expect.stringContaining(`${restored} is in use by a running process (pid ${process.pid}`),
+      });
+      expect(refused.code).toBe(1);
+      expect(JSON.parse(refused.stderr)).toEqual({
+        code: 'RESTORE_REFUSED',
+        message: `${notEmpty} is not empty (notes.txt); restore into a new or empty directory`,
+      });
+      expect(readdir(notEmpty)).toEqual(['notes.txt']);
       expect(bad.code).toBe(1);
       expect(JSON.parse(bad.stderr)).toEqual({
         code: 'BAD_ARCHIVE',
@@ -324,14 +332,7 @@ describe.skipIf(Boolean(DATABASE_URL))(
           /^admin-token does not match manifest\.json \(sha256 [0-9a-f]{64}, expected [0-9a-f]{64}\): the archive is corrupt$/,
         ),
       });
-      expect(existsSync(target)).toBe(false);
-
-      const cut = join(root, 'cut.tar.gz');
-      const whole = readFileSync(archive);
-      writeFileSync(cut, whole.subarray(0, Math.floor(whole.length / 2)));
-      const empty = join(root, 'empty');
-      mkdirSync(empty);
-      const truncated = await cli(['restore', '--from', cut, '--data-dir', empty], root);
+      expect(existsSync(fromCorrupt)).toBe(false);
       expect(truncated.code).toBe(1);
       expect(JSON.parse(truncated.stderr)).toMatchObject({
         code: 'BAD_ARCHIVE',

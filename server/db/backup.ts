@@ -13,7 +13,8 @@
  * - The archive is then streamed from that copy: a gzipped tar of the DATA_DIR layout (`pglite/`,
  *   `objects/`, the key files) with `manifest.json` last, since the SHA-256 of each file is known
  *   once it has been sent. Memory stays flat (a chunk at a time); the copy takes disk space the size
- *   of the database (not of the objects, which are links) until the download ends.
+ *   of the database (not of the objects, which are links) until the download ends. PGlite's own
+ *   dumpDataDir() is not used: it builds the whole tarball in memory (about three times the cluster).
  *
  * Restoring one (offline, `npm run admin -- restore`): readBackup() checks every file against the
  * manifest while it writes it; restoreEmbeddedBackup() refuses a DATA_DIR that is in use or not
@@ -42,7 +43,13 @@ import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
-import { acquireDataDirLock, inspectDataDirLock, LOCK_FILE_NAME } from './dataDirLock.ts';
+import {
+  acquireDataDirLock,
+  DataDirLockedError,
+  inspectDataDirLock,
+  LOCK_FILE_NAME,
+  type DataDirLock,
+} from './dataDirLock.ts';
 import { EMBEDDED_SHARED_BUFFERS_DEFAULT, type Database, type EmbeddedConnection } from './knex.ts';
 import { toNative, sql } from './sql.ts';
 import {
@@ -521,7 +528,13 @@ export async function restoreEmbeddedBackup(from: string, dataDir: string): Prom
     throw new RestoreRefusedError(`${from} cannot be read`);
   });
   await mkdir(target, { recursive: true, mode: 0o700 });
-  const lock = acquireDataDirLock(target, { purpose: 'restore' });
+  let lock: DataDirLock;
+  try {
+    lock = acquireDataDirLock(target, { purpose: 'restore' });
+  } catch (err) {
+    if (err instanceof DataDirLockedError) throw new RestoreRefusedError(err.message); // started meanwhile
+    throw err;
+  }
   let restored = false;
   try {
     const manifest = await readBackup(createReadStream(from), async (entry, data) => {

@@ -239,7 +239,9 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   const { default: ClientPGLite } = await import('knex-pglite');
   let dataDir: string | undefined;
   let lock: DataDirLock | undefined;
+  let home: string | undefined;
   if (options.dataDir && options.dataDir !== 'memory') {
+    home = resolve(options.dataDir);
     mkdirSync(options.dataDir, { recursive: true });
     // Before PGlite touches the files: a second process must not open them at all.
     lock = acquireDataDirLock(options.dataDir, {
@@ -272,7 +274,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     knex,
     kind: 'pglite',
     dumpEmbedded: () => pglite.dumpDataDir('none'),
-    ...(lock ? { dataDirLock: lock.record, dataDir: resolve(options.dataDir as string) } : {}),
+    ...(lock ? { dataDirLock: lock.record, dataDir: home } : {}),
     exclusive: async (work) => {
       // knex-pglite's pool is this one connection: knex hands it out after a transaction's commit.
       const connection: unknown = await knex.client.acquireConnection();
