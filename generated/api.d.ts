@@ -3288,6 +3288,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/imports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List imports
+         * @description The account's imports, newest first, a page at a time. Pass `nextCursor` back as `cursor`.
+         */
+        get: operations["listImports"];
+        put?: never;
+        /**
+         * Import another app's export
+         * @description Takes the export file exactly as the source produces it (Simply Plural's `export.json`,
+         *     PluralKit's `system.json`) as the request body, stores it in object storage and queues the
+         *     import as a job; poll `GET /api/v1/imports/{importId}` for its status and report.
+         *
+         *     - At most `IMPORT_MAX_BYTES` bytes (200 MiB unless the operator changed it): 413 above.
+         *     - The key needs `read_write` on every scope the source's data goes to: `members`, `groups`,
+         *       `front` and `privacyBuckets` for both sources, and `customFields` and `entries` for Simply
+         *       Plural (403 names the first one missing, in that order).
+         *     - All or nothing: an import either writes everything it reports or, when it fails, nothing.
+         *     - Importing the same file again changes nothing (every entity `unchanged`); an edited export
+         *       updates what changed. Entities are matched by their id in the source (PluralKit switches by
+         *       their member and time), through a table kept per account and source, never by name.
+         *     - A body that is not one JSON object is refused at once (400, saying where it stops being
+         *       JSON); whether it is the named source's export is found by the job (a failed import says why).
+         *     - `dryRun=true` parses, validates and maps the file and returns the same report, and writes nothing.
+         *     - docs/portability.md says how each source's data maps onto this service's model.
+         */
+        post: operations["createImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/imports/{importId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An import's status and report */
+        get: operations["getImport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/trash": {
         parameters: {
             query?: never;
@@ -6783,6 +6839,95 @@ export interface components {
              */
             message: string;
             checks: components["schemas"]["ReadinessChecks"];
+        };
+        /**
+         * @description `simply_plural`: Simply Plural's account export (`export.json`); `pluralkit`: PluralKit's `pk;export` file (`system.json`, version 1 or 2).
+         * @example simply_plural
+         * @enum {string}
+         */
+        ImportSource: "simply_plural" | "pluralkit";
+        /**
+         * @description `queued` until a worker takes the job, `running` while it parses and writes, then `succeeded` or `failed`. A failed import wrote nothing (all or nothing per import).
+         * @example succeeded
+         * @enum {string}
+         */
+        ImportStatus: "queued" | "running" | "succeeded" | "failed";
+        ImportAccepted: {
+            id: components["schemas"]["Uuid"];
+            status: components["schemas"]["ImportStatus"];
+        };
+        /** @description What became of one source collection's entities: `created` new here, `updated` changed since the last import of the same entity, `unchanged` already here as the file has it, `skipped` left out by design (a collection that is never imported, friendships, encrypted chat), `failed` unusable (a warning says why). */
+        ImportCollectionReport: {
+            /** @example 12 */
+            created: number;
+            /** @example 1 */
+            updated: number;
+            /** @example 30 */
+            unchanged: number;
+            /** @example 3 */
+            skipped: number;
+            /** @example 0 */
+            failed: number;
+        };
+        ImportWarning: {
+            /**
+             * @description The source collection (Simply Plural's collection name; PluralKit's `members`, `groups`, `switches`, …).
+             * @example frontHistory
+             */
+            collection: string;
+            /**
+             * @description The entity's id in the source; null when the warning is about the file or a whole collection.
+             * @example 65f1c0ffee0123456789abcd
+             */
+            sourceId: string | null;
+            /** @example member 65f1c0ffee0123456789ab00 not found (probably deleted in Simply Plural): session not imported */
+            message: string;
+        };
+        ImportProgress: {
+            /**
+             * @description Entities processed so far.
+             * @example 412
+             */
+            done: number;
+            /**
+             * @description Entities to process; 0 until the file has been parsed.
+             * @example 412
+             */
+            total: number;
+        };
+        Import: {
+            id: components["schemas"]["Uuid"];
+            source: components["schemas"]["ImportSource"];
+            /**
+             * @description A dry run parses, validates and maps the file and reports as a real run would, then writes nothing.
+             * @example false
+             */
+            dryRun: boolean;
+            status: components["schemas"]["ImportStatus"];
+            progress: components["schemas"]["ImportProgress"];
+            /** @description Per source collection; every top-level collection of the file appears, imported or not. */
+            report: {
+                [key: string]: components["schemas"]["ImportCollectionReport"];
+            };
+            warnings: components["schemas"]["ImportWarning"][];
+            /**
+             * @description Warnings past the first 1,000, counted but not listed.
+             * @example 0
+             */
+            warningsOmitted: number;
+            /**
+             * @description Why a failed import failed; null otherwise.
+             * @example null
+             */
+            error: string | null;
+            createdAt: components["schemas"]["EpochMs"];
+            startedAt: components["schemas"]["NullableEpochMs"];
+            finishedAt: components["schemas"]["NullableEpochMs"];
+        };
+        ImportPage: {
+            items: components["schemas"]["Import"][];
+            /** @example null */
+            nextCursor: string | null;
         };
         /**
          * @description What a friend holding the bucket may do in one permission group.
@@ -15699,6 +15844,149 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listImports: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–200 (default 50). */
+                limit?: components["parameters"]["PageLimit"];
+                /** @description Opaque cursor from the previous page's `nextCursor`. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of imports. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMembersRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createImport: {
+        parameters: {
+            query: {
+                /** @description Which app produced the file. */
+                source: components["schemas"]["ImportSource"];
+                /** @description Report what the import would do, without writing anything. */
+                dryRun?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description Stored and queued. */
+            202: {
+                headers: {
+                    /**
+                     * @description The import's URL.
+                     * @example /api/v1/imports/0b6f2d1e-3c4a-4b5d-8e6f-7a8b9c0d1e2f
+                     */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportAccepted"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The key lacks `read_write` on a scope the import writes. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getImport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                importId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The import. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Import"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenMembersRead"];
+            /** @description No such import on this account. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

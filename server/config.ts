@@ -25,6 +25,7 @@ export const SETTING_GROUPS = [
   'Outbound fetches',
   'Notes and trash',
   'Messaging',
+  'Imports',
   'Background jobs',
   'Diagnostics',
 ] as const;
@@ -745,6 +746,15 @@ export const SETTINGS = {
     min: 1,
     max: 10_000,
     description: 'Messages one re-encryption batch (one transaction) rewrites after a key rotation.',
+  }),
+  importMaxBytes: integer('IMPORT_MAX_BYTES', {
+    group: 'Imports',
+    default: 200 * MiB,
+    min: 1,
+    max: 2 * 1024 * MiB,
+    bytes: true,
+    description:
+      'Largest export file `POST /api/v1/imports` accepts (413 above). The file is held in memory while it is stored and again while the import job parses it: size the server for about four times this.',
   }),
   messageAttachmentMaxBytes: integer('MESSAGE_ATTACHMENT_MAX_BYTES', {
     group: 'Messaging',

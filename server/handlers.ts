@@ -16,6 +16,7 @@ import { systemsHandlers } from './features/systems/handlers.ts';
 import { terminologyHandlers } from './features/terminology/handlers.ts';
 import { trashHandlers } from './features/trash/handlers.ts';
 import { opsHandlers } from './features/ops/handlers.ts';
+import { portabilityHandlers } from './features/portability/handlers.ts';
 import { privacyBucketsHandlers } from './features/privacyBuckets/handlers.ts';
 import { socialHandlers } from './features/social/handlers.ts';
 import { storageHandlers } from './features/storage/handlers.ts';
@@ -42,6 +43,7 @@ export const handlers = {
   ...friendActivityHandlers,
   ...privacyBucketsHandlers,
   ...socialHandlers,
+  ...portabilityHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -15,6 +15,7 @@ import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
 import { defineLinkPreviews, defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
+import { defineImports } from './features/portability/index.ts';
 import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
@@ -276,6 +277,11 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     storage: deps.storage,
     clock,
     logger: options.logger,
+  });
+  // Imports from other apps: one transaction per import; progress through the pool where there is one besides it.
+  defineImports(jobs, () => backgroundContext({ ...deps, db: db.knex }, { kind: 'system', job: 'import' }), {
+    progressDb: db.kind === 'pglite' ? null : db.knex,
+    clock,
   });
   defineStorageGc(jobs, {
     db: db.knex,

@@ -123,7 +123,11 @@ async function expectRefusedWithoutSql(
 }
 
 const checked = index.operations.filter((o) => o.security.kind !== 'public');
-const jsonBodyOps = checked.filter((o) => o.hasRequestBody && o.requestContentTypes.includes('application/json'));
+// A streamed body (an import's export file) is a file the pipeline never parses, not a request
+// document: test/imports.test.ts covers what an import does with NULs, lone surrogates and nesting.
+const jsonBodyOps = checked.filter(
+  (o) => o.hasRequestBody && !o.streamsBody && o.requestContentTypes.includes('application/json'),
+);
 
 async function warmUser(): Promise<string> {
   const user = await server.user();

@@ -756,5 +756,5 @@ export const MUTATORS: Mutator[] = [
   },
 ];
 
-/** Bytes beyond the fuzz server's body limits (BODY_LIMIT_BYTES and MEDIA_MAX_BYTES, server.ts). */
+/** Bytes beyond the fuzz server's body limits (BODY_LIMIT_BYTES, MEDIA_MAX_BYTES and IMPORT_MAX_BYTES, server.ts). */
 export const OVERSIZE_BYTES = 600_000;

@@ -110,6 +110,7 @@ export async function startFuzzServer(options: { serverValidation?: boolean } = 
     // Small body limits, so the oversize mutation (mutate.ts OVERSIZE_BYTES) stays cheap.
     BODY_LIMIT_BYTES: '524288',
     MEDIA_MAX_BYTES: '524288',
+    IMPORT_MAX_BYTES: '524288',
     // Notes may name external images; this machine has no network, so fail those fetches fast.
     FETCH_TIMEOUT_MS: '500',
     // The loopback stand-ins above (the preview page) and nothing else private.

@@ -21,6 +21,7 @@ import * as m0019 from './0019_friend_history_index.ts';
 import * as m0020 from './0020_front_session_buckets.ts';
 import * as m0021 from './0021_entry_link_buckets.ts';
 import * as m0022 from './0022_system_assignment_index.ts';
+import * as m0023 from './0023_imports.ts';
 
 export const migrations = [
   m0001,
@@ -45,4 +46,5 @@ export const migrations = [
   m0020,
   m0021,
   m0022,
+  m0023,
 ];

@@ -1,2 +1,10 @@
 /** The groups area's public entry point: folders and group memberships, for the members area that places members in them. */
-export { findLiveFolder, leaveOtherSideGroups } from './service.ts';
+export {
+  createFolder,
+  createGroup,
+  findLiveFolder,
+  leaveOtherSideGroups,
+  setGroupMembers,
+  updateFolder,
+  updateGroup,
+} from './service.ts';

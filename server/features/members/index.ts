@@ -7,4 +7,4 @@ export {
   toMember,
   toMemberSummary,
 } from '../../core/members.ts';
-export { findLiveMember, membersByIds, missingLiveMembers } from './service.ts';
+export { createMember, findLiveMember, membersByIds, missingLiveMembers, updateMember } from './service.ts';

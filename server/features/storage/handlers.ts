@@ -4,10 +4,10 @@
  * signed size, downloads streamed from it. With S3-compatible storage (or none) no such URL is ever
  * issued, so both answer 404.
  */
-import type { Request } from 'express';
 import type { HandlerMap, RequestContext } from '../../http/handlers.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { ApiError, preconditionFailed } from '../../http/errors.ts';
+import { declaredLength, lingerThenClose } from '../../http/uploads.ts';
 import {
   ALLOWED_IMAGE_TYPES,
   contentMatchesType,
@@ -47,50 +47,6 @@ function essence(value: string | undefined): string {
 
 /** Types a browser may show in place; everything else is offered as a download. */
 const INLINE_TYPES = new Set<string>([...ALLOWED_IMAGE_TYPES, 'text/plain']);
-
-/** The request's declared length, when it sent one (chunked uploads do not). */
-function declaredLength(req: Request): number | undefined {
-  const raw = req.headers['content-length'];
-  return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : undefined;
-}
-
-/** How long, and how many bytes of a refused upload, are read and discarded before the connection is cut. */
-const LINGER_MS = 5_000;
-const LINGER_BYTES = 8 * 1_048_576;
-
-/**
- * An upload refused while its body may still be arriving. The answer goes out at once and the
- * connection is not reused (`Connection: close`). Node would close the socket the moment the answer
- * is flushed; with the client still writing, the data arriving at a closed socket makes the kernel
- * reset the connection, and the reset can discard the answer before the client reads it. So the
- * socket is only half-closed after the answer, the rest of the body is read and thrown away, and
- * the socket is destroyed when the body ends, after LINGER_BYTES, or after LINGER_MS, whichever
- * comes first. Never drained to the end of an arbitrarily large body, never buffered.
- */
-function lingerThenClose(req: Request): Record<string, string> {
-  const close = { Connection: 'close' };
-  if (req.readableEnded) return close;
-  const socket = req.socket;
-  const cut = () => socket.destroy();
-  const timer = setTimeout(cut, LINGER_MS);
-  timer.unref();
-  let discarded = 0;
-  req.on('data', (chunk: Buffer) => {
-    discarded += chunk.length;
-    if (discarded > LINGER_BYTES) cut();
-  });
-  req.once('end', () => {
-    clearTimeout(timer);
-    if (socket.writableFinished) cut();
-    else socket.once('finish', cut);
-  });
-  // What Node calls once a `Connection: close` answer is out: end our side only, keep reading.
-  socket.destroySoon = () => {
-    socket.end();
-  };
-  req.resume();
-  return close;
-}
 
 export const storageHandlers = {
   uploadStoredObject: async ({ path, query }, ctx) => {

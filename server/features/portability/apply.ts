@@ -1,0 +1,466 @@
+/**
+ * Writes a parsed import (bundle.ts) into the account, inside the caller's transaction: all or
+ * nothing for the import, and each entity in a savepoint of its own, so an entity the rules refuse
+ * fails alone (counted, with a warning) and is never half written.
+ *
+ * Entities are matched through the account's import refs, never by name: an entity the refs do
+ * not know (or whose local row was purged since) is created; one whose digest (a hash of what the
+ * file said about it) is unchanged is left alone; one whose digest changed is updated in place.
+ * Writes go through the owning areas' services (their rules, defaults and audit rows), except
+ * front history and the notes' dates, which no API writes: those are bulk statements of repo.ts.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { inTransaction, ownerOf, type OwnerContext } from '../../core/context.ts';
+import { DomainError } from '../../core/errors.ts';
+import { createField, setMemberValue, updateField } from '../customFields/index.ts';
+import { createEntry, updateEntry } from '../entries/index.ts';
+import { lockFront } from '../front/index.ts';
+import { createFolder, createGroup, setGroupMembers, updateFolder, updateGroup } from '../groups/index.ts';
+import { createMember, membersByIds, updateMember } from '../members/index.ts';
+import { createBucket, setBucketsOf, setDefaults, updateBucket } from '../privacyBuckets/index.ts';
+import type {
+  BundleBucket,
+  BundleField,
+  BundleGroup,
+  BundleMember,
+  BundleNote,
+  ImportBundle,
+  ImportWarning,
+  SourceRef,
+} from './bundle.ts';
+import { type CollectionReport, importsRepo, type RefRow, type RefTable, type SessionRow } from './repo.ts';
+
+export interface ApplyResult {
+  report: Record<string, CollectionReport>;
+  warnings: ImportWarning[];
+  /** Entities written or found unchanged. */
+  done: number;
+  total: number;
+}
+
+const HEX_COLOR = /^#[0-9a-fA-F]{6}$/;
+
+const keyOf = (ref: SourceRef) => `${ref.collection}\u0000${ref.id}`;
+const digestOf = (value: unknown) => createHash('sha256').update(JSON.stringify(value)).digest('base64url');
+
+/** The entities of a bundle, in the order they are written. */
+export function entityCount(bundle: ImportBundle): number {
+  return (
+    bundle.buckets.length +
+    bundle.fields.length +
+    bundle.members.length +
+    bundle.groups.length +
+    bundle.notes.length +
+    bundle.sessions.length
+  );
+}
+
+class Importer {
+  readonly report: Record<string, CollectionReport> = {};
+  readonly warnings: ImportWarning[] = [];
+  /** Source ref key → local id and digest, as the refs table had them, then as this run leaves them. */
+  private readonly refs = new Map<string, { localId: string; digest: string }>();
+  private readonly changedRefs: RefRow[] = [];
+  done = 0;
+
+  constructor(
+    private readonly ctx: OwnerContext,
+    private readonly bundle: ImportBundle,
+    private readonly onProgress: (done: number) => Promise<void>,
+  ) {
+    for (const [collection, tally] of Object.entries(bundle.tally))
+      this.report[collection] = { created: 0, updated: 0, unchanged: 0, ...tally };
+    this.warnings.push(...bundle.warnings);
+  }
+
+  private count(collection: string, outcome: keyof CollectionReport): void {
+    this.report[collection] ??= { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
+    this.report[collection][outcome]++;
+  }
+
+  private warn(ref: SourceRef, message: string): void {
+    this.warnings.push({ collection: ref.collection, sourceId: ref.id, message });
+  }
+
+  private async progressed(): Promise<void> {
+    this.done++;
+    if (this.done % 500 === 0) await this.onProgress(this.done);
+  }
+
+  /** Loads the refs of this source, keeping only those whose local entity still exists. */
+  async loadRefs(): Promise<void> {
+    const { db } = this.ctx;
+    const userId = ownerOf(this.ctx);
+    const rows = await importsRepo.refs(db, userId, this.bundle.source);
+    const byTable = new Map<RefTable, RefRow[]>();
+    for (const row of rows) {
+      const table = TABLE_OF[row.collection] ?? 'members';
+      byTable.set(table, [...(byTable.get(table) ?? []), row]);
+    }
+    for (const [table, tableRows] of byTable) {
+      const live = await importsRepo.existing(
+        db,
+        table,
+        userId,
+        tableRows.map((r) => r.local_id),
+      );
+      for (const r of tableRows)
+        if (live.has(r.local_id))
+          this.refs.set(`${r.collection}\u0000${r.source_id}`, { localId: r.local_id, digest: r.digest });
+    }
+  }
+
+  localId(ref: SourceRef): string | undefined {
+    return this.refs.get(keyOf(ref))?.localId;
+  }
+
+  /** The local ids of the buckets `sourceIds` name (each bucket's ref collection is looked up in both forms). */
+  bucketIds(sourceIds: readonly string[]): string[] {
+    const ids: string[] = [];
+    for (const id of sourceIds) {
+      const local = this.localId({ collection: 'privacyBuckets', id }) ?? this.localId({ collection: 'synthetic', id });
+      if (local) ids.push(local);
+    }
+    return ids;
+  }
+
+  /**
+   * Creates, updates or leaves one entity, in a savepoint: a refusal of the rules (a DomainError)
+   * fails this entity alone, with a warning; anything else fails the import.
+   */
+  async upsert<E extends { ref: SourceRef }>(
+    entity: E,
+    digestInput: unknown,
+    write: { create(ctx: OwnerContext): Promise<string>; update(ctx: OwnerContext, localId: string): Promise<void> },
+    options: { counted: boolean } = { counted: true },
+  ): Promise<void> {
+    const { ref } = entity;
+    const count = (outcome: keyof CollectionReport) => {
+      if (options.counted) this.count(ref.collection, outcome);
+    };
+    const key = keyOf(ref);
+    const digest = digestOf(digestInput);
+    const known = this.refs.get(key);
+    try {
+      if (known && known.digest === digest) {
+        count('unchanged');
+      } else if (known) {
+        await inTransaction(this.ctx, (tx) => write.update(tx, known.localId));
+        this.refs.set(key, { localId: known.localId, digest });
+        this.changedRefs.push({ collection: ref.collection, source_id: ref.id, local_id: known.localId, digest });
+        count('updated');
+      } else {
+        const localId = await inTransaction(this.ctx, (tx) => write.create(tx));
+        this.refs.set(key, { localId, digest });
+        this.changedRefs.push({ collection: ref.collection, source_id: ref.id, local_id: localId, digest });
+        count('created');
+      }
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      count('failed');
+      this.warn(ref, `not imported: ${err.message}`);
+    }
+    if (options.counted) await this.progressed();
+  }
+
+  async saveRefs(): Promise<void> {
+    await importsRepo.saveRefs(this.ctx.db, ownerOf(this.ctx), this.bundle.source, this.changedRefs);
+  }
+
+  async buckets(): Promise<void> {
+    for (const b of this.bundle.buckets) await this.upsert(b, b, bucketWrite(b));
+  }
+
+  async fields(): Promise<void> {
+    for (const f of this.bundle.fields) {
+      const buckets = this.bucketIds(f.buckets);
+      await this.upsert(f, { f, buckets }, fieldWrite(f, buckets));
+    }
+  }
+
+  async members(): Promise<void> {
+    for (const m of this.bundle.members) {
+      const buckets = this.bucketIds(m.buckets);
+      const values: Array<{ fieldId: string; value: string }> = [];
+      for (const v of m.fields) {
+        const fieldId = this.localId({ collection: this.fieldCollection(v.field), id: v.field });
+        if (fieldId) values.push({ fieldId, value: v.value });
+      }
+      await this.upsert(
+        m,
+        { m, buckets, values },
+        memberWrite(m, buckets, values, (message) => this.warn(m.ref, message)),
+      );
+    }
+  }
+
+  private fieldCollection(sourceId: string): string {
+    return this.bundle.fields.find((f) => f.ref.id === sourceId)?.ref.collection ?? 'customFields';
+  }
+
+  /**
+   * Groups here hold members and sit in folders; they do not nest in each other. A source group
+   * with child groups therefore also becomes a folder of the same name (ref `<collection>#folder`,
+   * not counted in the report): its children sit in that folder, and the group itself sits where
+   * its own parent's folder is. Parents are written before children (the parser breaks cycles).
+   */
+  async groups(): Promise<void> {
+    const byId = new Map(this.bundle.groups.map((g) => [g.ref.id, g]));
+    const parentOf = (g: BundleGroup) => (g.parent && byId.has(g.parent) ? g.parent : null);
+    const hasChildren = new Set(this.bundle.groups.map(parentOf).filter((p) => p !== null));
+    const folderRef = (g: BundleGroup): SourceRef => ({ collection: `${g.ref.collection}#folder`, id: g.ref.id });
+    const pending = new Map(this.bundle.groups.map((g) => [g.ref.id, g]));
+    while (pending.size > 0) {
+      const ready = [...pending.values()].filter((g) => {
+        const parent = parentOf(g);
+        return parent === null || !pending.has(parent);
+      });
+      for (const g of ready.length > 0 ? ready : [...pending.values()]) {
+        pending.delete(g.ref.id);
+        const parent = parentOf(g);
+        const folderId = parent ? (this.localId(folderRef(byId.get(parent)!)) ?? null) : null;
+        if (hasChildren.has(g.ref.id)) {
+          const ref = folderRef(g);
+          await this.upsert({ ref }, { name: g.name, description: g.description, folderId }, folderWrite(g, folderId), {
+            counted: false,
+          });
+        }
+        const memberIds = [...new Set(g.members.map((r) => this.localId(r)).filter((id) => id !== undefined))];
+        const buckets = this.bucketIds(g.buckets);
+        await this.upsert(g, { g, folderId, memberIds, buckets }, groupWrite(g, folderId, memberIds, buckets));
+      }
+    }
+  }
+
+  async defaults(): Promise<void> {
+    const d = this.bundle.defaults;
+    const sets: Array<[Parameters<typeof setDefaults>[1], string[]]> = [
+      ['new_member', d.members],
+      ['new_group', d.groups],
+      ['new_custom_field', d.fields],
+    ];
+    for (const [kind, sourceIds] of sets) {
+      if (sourceIds.length > 0) await setDefaults(this.ctx, kind, this.bucketIds(sourceIds));
+    }
+  }
+
+  async notes(): Promise<void> {
+    for (const n of this.bundle.notes) {
+      const memberId = n.member ? this.localId(n.member) : undefined;
+      if (n.member && !memberId) this.warn(n.ref, 'its member was not imported: the note is kept without it');
+      await this.upsert(n, { n, memberId }, noteWrite(n, memberId ?? null));
+    }
+  }
+
+  async sessions(): Promise<void> {
+    const { db } = this.ctx;
+    const userId = ownerOf(this.ctx);
+    const sessions = this.bundle.sessions;
+    if (sessions.length === 0) return;
+    await lockFront(db as Parameters<typeof lockFront>[0], userId);
+    const memberIds = [...new Set(sessions.map((s) => this.localId(s.member)).filter((id) => id !== undefined))];
+    const placement = new Map<string, { side: string; sub: string | null }>();
+    for (let i = 0; i < memberIds.length; i += 1000) {
+      for (const row of await membersByIds(db, userId, memberIds.slice(i, i + 1000)))
+        placement.set(row.id, { side: row.side_system_id, sub: row.sub_system_id });
+    }
+    const live = await importsRepo.liveMembers(db, userId);
+    const inserts: SessionRow[] = [];
+    const updates: SessionRow[] = [];
+    for (const s of sessions) {
+      const memberId = this.localId(s.member);
+      const place = memberId ? placement.get(memberId) : undefined;
+      const key = keyOf(s.ref);
+      const known = this.refs.get(key);
+      const digest = digestOf(s);
+      if (!memberId || !place) {
+        this.count(s.ref.collection, 'failed');
+        this.warn(s.ref, 'its member was not imported: session not imported');
+      } else if (known && known.digest === digest) {
+        this.count(s.ref.collection, 'unchanged');
+      } else if (!known && s.endedAt === null && live.has(memberId)) {
+        this.count(s.ref.collection, 'skipped');
+        this.warn(s.ref, 'the member is fronting here already: its open session was not imported');
+      } else {
+        const row: SessionRow = {
+          id: known?.localId ?? randomUUID(),
+          member_id: memberId,
+          side_system_id: place.side,
+          sub_system_id: place.sub,
+          started_at: s.startedAt,
+          ended_at: s.endedAt,
+          note: s.note,
+        };
+        if (s.endedAt === null) live.add(memberId);
+        (known ? updates : inserts).push(row);
+        this.refs.set(key, { localId: row.id, digest });
+        this.changedRefs.push({ collection: s.ref.collection, source_id: s.ref.id, local_id: row.id, digest });
+        this.count(s.ref.collection, known ? 'updated' : 'created');
+      }
+      this.done++;
+    }
+    await importsRepo.insertSessions(db, userId, this.ctx.now, inserts);
+    await importsRepo.updateSessions(db, userId, this.ctx.now, updates);
+    await this.onProgress(this.done);
+  }
+}
+
+/** Which table a ref of a source collection points into. */
+const TABLE_OF: Record<string, RefTable> = {
+  privacyBuckets: 'privacy_buckets',
+  synthetic: 'privacy_buckets',
+  customFields: 'custom_field_definitions',
+  'users.fields': 'custom_field_definitions',
+  members: 'members',
+  frontStatuses: 'members',
+  customFronts: 'members',
+  groups: 'directories',
+  'groups#folder': 'directories',
+  notes: 'entries',
+  frontHistory: 'front_sessions',
+  switches: 'front_sessions',
+};
+
+function bucketWrite(b: BundleBucket) {
+  const input = { name: b.name, description: b.description, ...(b.icon ? { icon: b.icon } : {}) };
+  return {
+    create: async (ctx: OwnerContext) => (await createBucket(ctx, input))._id,
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateBucket(ctx, id, { ...input, icon: b.icon });
+    },
+  };
+}
+
+function fieldWrite(f: BundleField, buckets: string[]) {
+  return {
+    create: async (ctx: OwnerContext) => {
+      const { id } = await createField(ctx, { name: f.name, type: f.type });
+      await setBucketsOf(ctx, 'custom_field', id, buckets);
+      return id;
+    },
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateField(ctx, id, { name: f.name });
+      await setBucketsOf(ctx, 'custom_field', id, buckets);
+    },
+  };
+}
+
+function memberWrite(
+  m: BundleMember,
+  buckets: string[],
+  values: Array<{ fieldId: string; value: string }>,
+  onRefused: (message: string) => void,
+) {
+  const details = {
+    name: m.name,
+    displayName: m.displayName,
+    pronouns: m.pronouns,
+    description: m.description,
+    aboutTags: m.aboutTags,
+    profileStyle: Object.keys(m.extra).length > 0 ? { imported: m.extra } : null,
+    archived: m.archived,
+  };
+  const rest = async (ctx: OwnerContext, id: string) => {
+    await setBucketsOf(ctx, 'member', id, buckets);
+    // A value the field refuses (a date that is not one) is left out alone, not the member.
+    for (const v of values) {
+      try {
+        await inTransaction(ctx, (tx) => setMemberValue(tx, id, v.fieldId, v.value));
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        onRefused(`custom field value not imported: ${err.message}`);
+      }
+    }
+  };
+  return {
+    create: async (ctx: OwnerContext) => {
+      const { id } = await createMember(ctx, {
+        name: m.name,
+        displayName: m.displayName,
+        pronouns: m.pronouns,
+        description: m.description,
+        aboutTags: m.aboutTags,
+      });
+      if (details.profileStyle || m.archived)
+        await updateMember(ctx, id, { profileStyle: details.profileStyle, archived: m.archived });
+      await rest(ctx, id);
+      return id;
+    },
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateMember(ctx, id, details);
+      await rest(ctx, id);
+    },
+  };
+}
+
+function folderWrite(g: BundleGroup, parentId: string | null) {
+  return {
+    create: async (ctx: OwnerContext) =>
+      (await createFolder(ctx, { name: g.name, description: g.description, ...(parentId ? { parentId } : {}) })).id,
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateFolder(ctx, id, { name: g.name, description: g.description, parentId });
+    },
+  };
+}
+
+function groupWrite(g: BundleGroup, parentId: string | null, memberIds: string[], buckets: string[]) {
+  const color = g.color && HEX_COLOR.test(g.color) ? g.color : null;
+  return {
+    create: async (ctx: OwnerContext) => {
+      const { id } = await createGroup(ctx, {
+        name: g.name,
+        description: g.description,
+        ...(color ? { color } : {}),
+        ...(parentId ? { parentId } : {}),
+        memberIds,
+      });
+      await setBucketsOf(ctx, 'group', id, buckets);
+      return id;
+    },
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateGroup(ctx, id, { name: g.name, description: g.description, color, parentId });
+      await setGroupMembers(ctx, id, memberIds);
+      await setBucketsOf(ctx, 'group', id, buckets);
+    },
+  };
+}
+
+function noteWrite(n: BundleNote, memberId: string | null) {
+  return {
+    create: async (ctx: OwnerContext) => {
+      const { id } = await createEntry(ctx, {
+        content: n.content,
+        title: n.title,
+        ...(memberId ? { memberId } : {}),
+      });
+      await importsRepo.setEntryTime(ctx.db, ownerOf(ctx), id, n.createdAt);
+      return id;
+    },
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateEntry(ctx, id, { content: n.content, title: n.title, memberId });
+      await importsRepo.setEntryTime(ctx.db, ownerOf(ctx), id, n.createdAt);
+    },
+  };
+}
+
+/**
+ * Applies the bundle with `ctx.db` a transaction the caller commits (or, for a dry run, rolls
+ * back). `onProgress` is told the entities done so far, now and then.
+ */
+export async function applyBundle(
+  ctx: OwnerContext,
+  bundle: ImportBundle,
+  onProgress: (done: number) => Promise<void>,
+): Promise<ApplyResult> {
+  const run = new Importer(ctx, bundle, onProgress);
+  await run.loadRefs();
+  await run.buckets();
+  await run.fields();
+  await run.members();
+  await run.groups();
+  await run.defaults();
+  await run.notes();
+  await run.sessions();
+  await run.saveRefs();
+  return { report: run.report, warnings: run.warnings, done: run.done, total: entityCount(bundle) };
+}

@@ -1,0 +1,291 @@
+/** The SQL of imports: the import rows, the refs that make re-imports idempotent, and the bulk writes of history (generated/sql/portability.sql). */
+import type { Knex } from 'knex';
+import { sql } from '../../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { type Keyset, keysetAfterSql, keysetOrderSql } from '../../core/keyset.ts';
+import type { ImportSource, ImportWarning } from './bundle.ts';
+
+const AREA = 'portability';
+
+export type ImportStatus = 'queued' | 'running' | 'succeeded' | 'failed';
+
+export interface CollectionReport {
+  created: number;
+  updated: number;
+  unchanged: number;
+  skipped: number;
+  failed: number;
+}
+
+export interface ImportRow {
+  id: string;
+  user_id: string;
+  source: ImportSource;
+  dry_run: boolean;
+  status: ImportStatus;
+  object_key: string | null;
+  byte_size: number;
+  progress_done: number;
+  progress_total: number;
+  report: Record<string, CollectionReport>;
+  warnings: ImportWarning[];
+  warnings_omitted: number;
+  error: string | null;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+
+const EXAMPLE_IMPORT: ImportRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  source: 'pluralkit',
+  dry_run: false,
+  status: 'queued',
+  object_key: 'imports/x',
+  byte_size: 0,
+  progress_done: 0,
+  progress_total: 0,
+  report: {},
+  warnings: [],
+  warnings_omitted: 0,
+  error: null,
+  created_at: 0,
+  started_at: null,
+  finished_at: null,
+};
+
+const insertImport = statement<{ row: ImportRow }, ImportRow>({
+  name: 'import_insert',
+  area: AREA,
+  variants: { one: { row: EXAMPLE_IMPORT } },
+  build: ({ row }) => sql`
+    insert into imports (id, user_id, source, dry_run, status, object_key, byte_size, created_at)
+    values (${row.id}, ${row.user_id}, ${row.source}, ${row.dry_run}, ${row.status}, ${row.object_key}, ${row.byte_size}, ${row.created_at})
+    returning *`,
+});
+
+const findImport = statement<{ userId: string; id: string }, ImportRow>({
+  name: 'import_find',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
+  build: ({ userId, id }) => sql`select * from imports where user_id = ${userId} and id = ${id}`,
+});
+
+const IMPORT_KEYSET: Keyset = {
+  columns: [
+    { sql: sql`created_at`, type: 'bigint' },
+    { sql: sql`id`, type: 'uuid' },
+  ],
+  direction: 'desc',
+};
+
+const pageImports = statement<{ userId: string; after: [number, string] | null; size: number }, ImportRow>({
+  name: 'import_page',
+  area: AREA,
+  variants: {
+    first: { userId: EXAMPLE_UUID, after: null, size: 50 },
+    next: { userId: EXAMPLE_UUID, after: [0, EXAMPLE_UUID], size: 50 },
+  },
+  build: ({ userId, after, size }) => sql`
+    select * from imports where user_id = ${userId}
+    ${after ? sql`and ${keysetAfterSql(IMPORT_KEYSET, after)}` : sql.empty}
+    ${keysetOrderSql(IMPORT_KEYSET, size)}`,
+});
+
+/**
+ * Takes a queued import for this run: queued, or running with a start older than `staleBefore`
+ * (its worker died). Returns nothing when another worker has it or it is finished.
+ */
+const claimImport = statement<{ id: string; now: number; staleBefore: number }, ImportRow>({
+  name: 'import_claim',
+  area: AREA,
+  variants: { one: { id: EXAMPLE_UUID, now: 0, staleBefore: 0 } },
+  build: ({ id, now, staleBefore }) => sql`
+    update imports set status = 'running', started_at = ${now}
+    where id = ${id} and (status = 'queued' or (status = 'running' and started_at < ${staleBefore}))
+    returning *`,
+});
+
+export interface ImportOutcome {
+  status: 'succeeded' | 'failed';
+  report: Record<string, CollectionReport>;
+  warnings: ImportWarning[];
+  warningsOmitted: number;
+  error: string | null;
+  done: number;
+  total: number;
+  finishedAt: number;
+}
+
+const finishImport = statement<{ id: string; outcome: ImportOutcome }, ImportRow>({
+  name: 'import_finish',
+  area: AREA,
+  variants: {
+    one: {
+      id: EXAMPLE_UUID,
+      outcome: {
+        status: 'succeeded',
+        report: {},
+        warnings: [],
+        warningsOmitted: 0,
+        error: null,
+        done: 0,
+        total: 0,
+        finishedAt: 0,
+      },
+    },
+  },
+  build: ({ id, outcome: o }) => sql`
+    update imports set status = ${o.status}, report = ${JSON.stringify(o.report)}::jsonb,
+      warnings = ${JSON.stringify(o.warnings)}::jsonb, warnings_omitted = ${o.warningsOmitted}, error = ${o.error},
+      progress_done = ${o.done}, progress_total = ${o.total}, finished_at = ${o.finishedAt}, object_key = null
+    where id = ${id}
+    returning *`,
+});
+
+const setProgress = statement<{ id: string; done: number; total: number }, never>({
+  name: 'import_progress',
+  area: AREA,
+  variants: { one: { id: EXAMPLE_UUID, done: 0, total: 0 } },
+  build: ({ id, done, total }) =>
+    sql`update imports set progress_done = ${done}, progress_total = ${total} where id = ${id} and status = 'running'`,
+});
+
+export interface RefRow {
+  collection: string;
+  source_id: string;
+  local_id: string;
+  digest: string;
+}
+
+const listRefs = statement<{ userId: string; source: ImportSource }, RefRow>({
+  name: 'import_refs_list',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, source: 'pluralkit' } },
+  build: ({ userId, source }) =>
+    sql`select collection, source_id, local_id, digest from import_refs where user_id = ${userId} and source = ${source}`,
+});
+
+/** Records (or moves) refs, a batch of rows as one JSON array. */
+const upsertRefs = statement<{ userId: string; source: ImportSource; rows: RefRow[] }, never>({
+  name: 'import_refs_upsert',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, source: 'pluralkit', rows: [] } },
+  build: ({ userId, source, rows }) => sql`
+    insert into import_refs (user_id, source, collection, source_id, local_id, digest)
+    select ${userId}, ${source}, r.collection, r.source_id, r.local_id, r.digest
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r (collection text, source_id text, local_id uuid, digest text)
+    on conflict (user_id, source, collection, source_id)
+      do update set local_id = excluded.local_id, digest = excluded.digest`,
+});
+
+/** The tables an import ref may point into (fixed names, never from input). */
+export const REF_TABLES = [
+  'members',
+  'directories',
+  'custom_field_definitions',
+  'privacy_buckets',
+  'entries',
+  'front_sessions',
+] as const;
+export type RefTable = (typeof REF_TABLES)[number];
+
+/** Which of `ids` still exist in `table` for the account (trashed ones included: they are not re-created). */
+const existingIds = statement<{ table: RefTable; userId: string; ids: string[] }, { id: string }>({
+  name: 'import_existing_ids',
+  area: AREA,
+  variants: Object.fromEntries(REF_TABLES.map((table) => [table, { table, userId: EXAMPLE_UUID, ids: [] }])),
+  build: ({ table, userId, ids }) =>
+    sql`select id from ${sql.constant(table, REF_TABLES)} where user_id = ${userId} and id = any(${ids}::uuid[])`,
+});
+
+export interface SessionRow {
+  id: string;
+  member_id: string;
+  side_system_id: string;
+  sub_system_id: string | null;
+  started_at: number;
+  ended_at: number | null;
+  note: string | null;
+}
+
+/** Inserts front sessions as history (ended ones) or live ones (open, appended after the current front). */
+const insertSessions = statement<{ userId: string; now: number; rows: SessionRow[] }, never>({
+  name: 'import_sessions_insert',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, now: 0, rows: [] } },
+  build: ({ userId, now, rows }) => sql`
+    insert into front_sessions (id, user_id, member_id, side_system_id, sub_system_id, started_at, ended_at, note, position, created_at, updated_at)
+    select r.id, ${userId}, r.member_id, r.side_system_id, r.sub_system_id, r.started_at, r.ended_at, r.note,
+      case when r.ended_at is null then
+        (select coalesce(max(s.position), -1) from front_sessions s where s.user_id = ${userId} and s.ended_at is null and s.deleted_at is null)
+          + row_number() over (partition by r.ended_at is null order by r.started_at, r.id)
+      end,
+      ${now}, ${now}
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      as r (id uuid, member_id uuid, side_system_id uuid, sub_system_id uuid, started_at bigint, ended_at bigint, note text)`,
+});
+
+/** Corrects sessions an edited export changed (start, end, note); their member stays. */
+const updateSessions = statement<{ userId: string; now: number; rows: SessionRow[] }, never>({
+  name: 'import_sessions_update',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, now: 0, rows: [] } },
+  build: ({ userId, now, rows }) => sql`
+    update front_sessions s set started_at = r.started_at, ended_at = r.ended_at, note = r.note, updated_at = ${now}
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r (id uuid, started_at bigint, ended_at bigint, note text)
+    where s.id = r.id and s.user_id = ${userId}`,
+});
+
+/** Members that have a live (open, not trashed) session now. */
+const liveMembers = statement<{ userId: string }, { member_id: string }>({
+  name: 'import_live_members',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID } },
+  build: ({ userId }) =>
+    sql`select member_id from front_sessions where user_id = ${userId} and ended_at is null and deleted_at is null`,
+});
+
+/** A note keeps the time it was written in the source. */
+const setEntryTimes = statement<{ userId: string; id: string; createdAt: number }, never>({
+  name: 'import_entry_times',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, createdAt: 0 } },
+  build: ({ userId, id, createdAt }) =>
+    sql`update entries set created_at = ${createdAt} where id = ${id} and user_id = ${userId}`,
+});
+
+const BATCH = 1000;
+
+async function inBatches<T>(rows: T[], run: (batch: T[]) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < rows.length; i += BATCH) await run(rows.slice(i, i + BATCH));
+}
+
+export const importsRepo = {
+  insert: async (db: Knex, row: ImportRow) => (await insertImport(db, { row }))[0]!,
+  find: async (db: Knex, userId: string, id: string) => (await findImport(db, { userId, id }))[0],
+  page: (db: Knex, userId: string, after: [number, string] | null, size: number) =>
+    pageImports(db, { userId, after, size }),
+  claim: async (db: Knex, id: string, now: number, staleBefore: number) =>
+    (await claimImport(db, { id, now, staleBefore }))[0],
+  finish: async (db: Knex, id: string, outcome: ImportOutcome) => (await finishImport(db, { id, outcome }))[0],
+  progress: (db: Knex, id: string, done: number, total: number) => setProgress(db, { id, done, total }),
+  refs: (db: Knex, userId: string, source: ImportSource) => listRefs(db, { userId, source }),
+  saveRefs: (db: Knex, userId: string, source: ImportSource, rows: RefRow[]) =>
+    inBatches(rows, (batch) => upsertRefs(db, { userId, source, rows: batch })),
+  existing: async (db: Knex, table: RefTable, userId: string, ids: string[]): Promise<Set<string>> => {
+    const found = new Set<string>();
+    await inBatches(ids, async (batch) => {
+      for (const r of await existingIds(db, { table, userId, ids: batch })) found.add(r.id);
+    });
+    return found;
+  },
+  insertSessions: (db: Knex, userId: string, now: number, rows: SessionRow[]) =>
+    inBatches(rows, (batch) => insertSessions(db, { userId, now, rows: batch })),
+  updateSessions: (db: Knex, userId: string, now: number, rows: SessionRow[]) =>
+    inBatches(rows, (batch) => updateSessions(db, { userId, now, rows: batch })),
+  liveMembers: async (db: Knex, userId: string) => new Set((await liveMembers(db, { userId })).map((r) => r.member_id)),
+  setEntryTime: (db: Knex, userId: string, id: string, createdAt: number) =>
+    setEntryTimes(db, { userId, id, createdAt }),
+};

@@ -1,0 +1,233 @@
+/**
+ * Imports from other apps: the file is stored in object storage and a job of the durable queue
+ * parses it (sources/*.ts) and writes it (apply.ts) in one transaction, all or nothing. A dry run
+ * does the same work and rolls it back, so its report is exactly what a real run would report.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { onBehalfOf } from '../../access/index.ts';
+import { inTransaction, type OwnerContext, ownerOf, type ServerContext } from '../../core/context.ts';
+import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
+import { badRequest, notFound, unavailable } from '../../core/errors.ts';
+import { pageOf } from '../../core/keyset.ts';
+import type { Scope } from '../../core/scopes.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
+import type { components } from '../../../generated/api.d.ts';
+import { applyBundle, entityCount } from './apply.ts';
+import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
+import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
+import { jsonObjectSyntaxError } from './jsonSyntax.ts';
+import { storableBundle } from './storable.ts';
+import { parsePluralKit } from './sources/pluralKit.ts';
+import { parseSimplyPlural } from './sources/simplyPlural.ts';
+
+type Schemas = components['schemas'];
+
+export const IMPORT_QUEUE = 'import';
+/** A run longer than this is taken to have died with its worker, and another worker may start it again. */
+const IMPORT_LEASE_MS = 60 * 60_000;
+/** Warnings listed in an import; the rest are counted. */
+const MAX_WARNINGS = 1000;
+
+/** The scopes an import of each source writes, in the order a missing one is named. */
+export const IMPORT_SCOPES: Record<ImportSource, readonly Scope[]> = {
+  pluralkit: ['members', 'groups', 'front', 'privacyBuckets'],
+  simply_plural: ['members', 'groups', 'front', 'privacyBuckets', 'customFields', 'entries'],
+};
+
+function toImport(row: ImportRow): Schemas['Import'] {
+  return {
+    id: row.id,
+    source: row.source,
+    dryRun: row.dry_run,
+    status: row.status,
+    progress: { done: row.progress_done, total: row.progress_total },
+    report: row.report,
+    warnings: row.warnings,
+    warningsOmitted: row.warnings_omitted,
+    error: row.error,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+  };
+}
+
+/** Stores the file and queues its import, both or neither. */
+export async function createImport(
+  ctx: OwnerContext,
+  input: { source: ImportSource; dryRun: boolean; file: Buffer },
+): Promise<Schemas['ImportAccepted']> {
+  const { storage } = ctx;
+  if (!storage) throw unavailable('Object storage is not configured on this server: imports need it');
+  if (input.file.length === 0) throw badRequest('The request body is empty: send the export file');
+  const syntax = jsonObjectSyntaxError(input.file);
+  if (syntax) throw badRequest(`The file is not a JSON object (${syntax}): send the export file unchanged`);
+  const userId = ownerOf(ctx);
+  const id = randomUUID();
+  const key = `u/${userId}/imports/${id}.json`;
+  await storage.put(key, input.file, 'application/json');
+  try {
+    return await inTransaction(ctx, async (tx) => {
+      const row = await importsRepo.insert(tx.db, {
+        id,
+        user_id: userId,
+        source: input.source,
+        dry_run: input.dryRun,
+        status: 'queued',
+        object_key: key,
+        byte_size: input.file.length,
+        progress_done: 0,
+        progress_total: 0,
+        report: {},
+        warnings: [],
+        warnings_omitted: 0,
+        error: null,
+        created_at: tx.now,
+        started_at: null,
+        finished_at: null,
+      });
+      await tx.jobs.enqueue(tx.db, IMPORT_QUEUE, { importId: id });
+      await tx.audit.record(tx, {
+        action: 'import.create',
+        targetType: 'import',
+        targetId: id,
+        detail: { source: input.source, dryRun: input.dryRun, bytes: input.file.length },
+      });
+      return { id: row.id, status: row.status };
+    });
+  } catch (err) {
+    await storage.delete(key).catch(() => undefined);
+    throw err;
+  }
+}
+
+export async function getImport(ctx: OwnerContext, id: string): Promise<Schemas['Import']> {
+  const row = await importsRepo.find(ctx.db, ownerOf(ctx), id);
+  if (!row) throw notFound('Import not found');
+  return toImport(row);
+}
+
+export async function listImports(
+  ctx: OwnerContext,
+  query: { limit?: number; cursor?: string },
+): Promise<Schemas['ImportPage']> {
+  const size = query.limit ?? 50;
+  const after = query.cursor ? decodeCursor<[number, string]>(query.cursor, ['integer', 'uuid']) : null;
+  const rows = await importsRepo.page(ctx.db, ownerOf(ctx), after, size);
+  const { items, nextAfter } = pageOf(rows, size);
+  return {
+    items: items.map(toImport),
+    nextCursor: nextAfter ? encodeCursor([nextAfter.created_at, nextAfter.id]) : null,
+  };
+}
+
+/** The file as a bundle; a file nested too deeply for the parser's stack is refused like malformed JSON. */
+function parse(source: ImportSource, file: Buffer): ImportBundle {
+  const text = file.toString('utf8');
+  try {
+    if (source === 'pluralkit') return storableBundle(parsePluralKit(text));
+    let doc: unknown;
+    try {
+      doc = JSON.parse(text);
+    } catch (err) {
+      if (err instanceof RangeError) throw err;
+      throw new ImportFormatError(`The file is not valid JSON: ${(err as Error).message}`);
+    }
+    return storableBundle(parseSimplyPlural(doc));
+  } catch (err) {
+    if (err instanceof RangeError) throw new ImportFormatError('The file is nested too deeply to be read');
+    throw err;
+  }
+}
+
+/** Thrown inside a dry run's transaction to roll it back once the report is made. */
+class DryRunRollback extends Error {}
+
+function capped(warnings: ImportWarning[]): { warnings: ImportWarning[]; warningsOmitted: number } {
+  return { warnings: warnings.slice(0, MAX_WARNINGS), warningsOmitted: Math.max(0, warnings.length - MAX_WARNINGS) };
+}
+
+/**
+ * One import job: claims the import, reads and parses its file, applies it in one transaction
+ * (rolled back for a dry run), and records the outcome. A file that cannot be imported fails the
+ * import with the reason; an unexpected error fails it too (nothing was written) after logging.
+ * Nothing is retried: the same file can be sent again.
+ */
+export async function runImport(
+  base: ServerContext,
+  importId: string,
+  options: { progressDb: Knex | null; clock: () => number },
+): Promise<void> {
+  const { progressDb, clock } = options;
+  const row = await importsRepo.claim(base.db, importId, base.now, base.now - IMPORT_LEASE_MS);
+  if (!row) return;
+  const ctx: OwnerContext = { ...base, access: onBehalfOf(row.user_id) };
+  const finish = (outcome: Omit<ImportOutcome, 'finishedAt'>) =>
+    importsRepo.finish(base.db, row.id, { ...outcome, finishedAt: clock() });
+  const failed = (error: string, total = 0) =>
+    finish({ status: 'failed', report: {}, warnings: [], warningsOmitted: 0, error, done: 0, total });
+  try {
+    const stored = row.object_key && base.storage ? await base.storage.get(row.object_key) : null;
+    if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
+    let bundle: ImportBundle;
+    try {
+      bundle = parse(row.source, stored.body);
+    } catch (err) {
+      if (err instanceof ImportFormatError) return void (await failed(err.message));
+      throw err;
+    }
+    const total = entityCount(bundle);
+    if (progressDb) await importsRepo.progress(progressDb, row.id, 0, total);
+    const onProgress = progressDb
+      ? (done: number) => importsRepo.progress(progressDb, row.id, done, total).then(() => undefined)
+      : async () => undefined;
+    let result: Awaited<ReturnType<typeof applyBundle>> | undefined;
+    try {
+      await inTransaction(ctx, async (tx) => {
+        result = await applyBundle(tx, bundle, onProgress);
+        await tx.audit.record(tx, {
+          action: 'import.apply',
+          targetType: 'import',
+          targetId: row.id,
+          detail: { source: row.source, dryRun: row.dry_run, entities: total },
+        });
+        if (row.dry_run) throw new DryRunRollback();
+      });
+    } catch (err) {
+      if (!(err instanceof DryRunRollback)) throw err;
+    }
+    const applied = result!;
+    await finish({
+      status: 'succeeded',
+      report: applied.report,
+      ...capped(applied.warnings),
+      error: null,
+      done: applied.done,
+      total,
+    });
+  } catch (err) {
+    base.log.error({ err, importId: row.id }, 'import failed');
+    await failed('The import failed unexpectedly and wrote nothing; the server log has the details');
+  } finally {
+    if (row.object_key) await base.storage?.delete(row.object_key).catch(() => undefined);
+  }
+}
+
+/**
+ * Registers the import queue. `progressDb` is a handle outside the import's transaction for its
+ * progress (null on the embedded database, whose one connection the transaction holds: progress
+ * then moves from 0 to the total when the import finishes).
+ */
+export function defineImports(
+  jobs: JobQueue,
+  context: () => ServerContext,
+  options: { progressDb: Knex | null; clock: () => number },
+): void {
+  const run = (job: { payload: unknown }) =>
+    runImport(context(), String((job.payload as { importId?: unknown }).importId), options);
+  jobs.define(IMPORT_QUEUE, run, {
+    concurrency: 1,
+    maxAttempts: 1,
+    leaseMs: IMPORT_LEASE_MS,
+  });
+}

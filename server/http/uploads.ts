@@ -1,0 +1,91 @@
+/** Request bodies a handler reads itself (`x-streamed-body` operations): their declared length, refusing one mid-way, and reading one whole under a limit. */
+import type { Request } from 'express';
+import { ApiError } from './errors.ts';
+
+/** The request's declared length, when it sent one (chunked uploads do not). */
+export function declaredLength(req: Request): number | undefined {
+  const raw = req.headers['content-length'];
+  return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : undefined;
+}
+
+/** How long, and how many bytes of a refused upload, are read and discarded before the connection is cut. */
+const LINGER_MS = 5_000;
+const LINGER_BYTES = 8 * 1_048_576;
+
+/**
+ * An upload refused while its body may still be arriving. The answer goes out at once and the
+ * connection is not reused (`Connection: close`). Node would close the socket the moment the answer
+ * is flushed; with the client still writing, the data arriving at a closed socket makes the kernel
+ * reset the connection, and the reset can discard the answer before the client reads it. So the
+ * socket is only half-closed after the answer, the rest of the body is read and thrown away, and
+ * the socket is destroyed when the body ends, after LINGER_BYTES, or after LINGER_MS, whichever
+ * comes first. Never drained to the end of an arbitrarily large body, never buffered.
+ */
+export function lingerThenClose(req: Request): Record<string, string> {
+  const close = { Connection: 'close' };
+  if (req.readableEnded) return close;
+  const socket = req.socket;
+  const cut = () => socket.destroy();
+  const timer = setTimeout(cut, LINGER_MS);
+  timer.unref();
+  let discarded = 0;
+  req.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > LINGER_BYTES) cut();
+  });
+  req.once('end', () => {
+    clearTimeout(timer);
+    if (socket.writableFinished) cut();
+    else socket.once('finish', cut);
+  });
+  // What Node calls once a `Connection: close` answer is out: end our side only, keep reading.
+  socket.destroySoon = () => {
+    socket.end();
+  };
+  req.resume();
+  return close;
+}
+
+/**
+ * The whole body, at most `maxBytes` of it: 413 `PAYLOAD_TOO_LARGE` as soon as the declared length
+ * or the bytes received pass it (the rest is discarded by lingerThenClose, never buffered).
+ */
+export function readBodyLimited(req: Request, maxBytes: number): Promise<Buffer> {
+  const tooLarge = () =>
+    new ApiError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${maxBytes} bytes`, lingerThenClose(req));
+  const length = declaredLength(req);
+  if (length !== undefined && length > maxBytes) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= maxBytes) return void chunks.push(chunk);
+      stop();
+      req.pause();
+      reject(tooLarge());
+    };
+    const onEnd = () => {
+      stop();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      stop();
+      reject(err);
+    };
+    const onClose = () => {
+      stop();
+      reject(new ApiError(400, 'BAD_REQUEST', 'The request body ended early'));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
+}

@@ -1,0 +1,440 @@
+/**
+ * POST /api/v1/imports end to end: the file stored, the job run (runDue: test servers do not start
+ * the worker), the report, what the account holds afterwards, re-imports, dry runs, bad input and
+ * the scope and size rules. The parsers' mapping rules are unit-tested in importPluralKit.test.ts
+ * and importSimplyPlural.test.ts.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import type { components } from '../client/index.ts';
+import { bearer, type TestUser, useServer } from './helpers/server.ts';
+
+type Import = components['schemas']['Import'];
+
+const MAX_BYTES = 256 * 1024;
+const server = useServer({ env: { IMPORT_MAX_BYTES: String(MAX_BYTES) } });
+
+const T = (iso: string) => Date.parse(iso);
+
+/** A small PluralKit v2 file: three members (one private), a group, and four switches (newest first). */
+function pluralKitFile(overrides: { robinName?: string } = {}) {
+  return {
+    version: 2,
+    id: 'exmpl',
+    uuid: '0d6d1c8e-8d0f-4a36-9b8e-2f4f6d8c1a01',
+    name: 'Aurora',
+    description: 'We are many.',
+    tag: '| Aurora',
+    avatar_url: null,
+    color: 'ff8800',
+    created: '2023-01-05T10:00:00.123456Z',
+    webhook_url: null,
+    privacy: {},
+    config: { timezone: 'Europe/Berlin' },
+    accounts: [],
+    members: [
+      {
+        id: 'abcde',
+        uuid: '11111111-1111-4111-8111-111111111111',
+        name: overrides.robinName ?? 'Robin',
+        display_name: 'Robin 🌿',
+        color: '00aa88',
+        birthday: '0004-03-14',
+        pronouns: 'she/they',
+        avatar_url: 'https://cdn.example/robin.png',
+        banner: null,
+        description: 'Gatekeeper.',
+        created: '2023-01-05T10:00:00Z',
+        proxy_tags: [{ prefix: 'r:', suffix: null }],
+        keep_proxy: false,
+        privacy: { visibility: 'public' },
+      },
+      {
+        id: 'fghij',
+        uuid: '22222222-2222-4222-8222-222222222222',
+        name: 'Sage',
+        display_name: null,
+        color: null,
+        birthday: null,
+        pronouns: null,
+        avatar_url: null,
+        banner: null,
+        description: null,
+        created: '2023-01-05T10:00:00Z',
+        proxy_tags: [],
+        privacy: { visibility: 'private' },
+      },
+      {
+        id: 'klmnop',
+        uuid: '33333333-3333-4333-8333-333333333333',
+        name: 'Wren',
+        created: '2023-01-05T10:00:00Z',
+        proxy_tags: [],
+        privacy: { visibility: null },
+      },
+    ],
+    groups: [
+      {
+        id: 'grpaa',
+        uuid: '44444444-4444-4444-8444-444444444444',
+        name: 'Protectors',
+        display_name: null,
+        description: 'They keep watch.',
+        icon: null,
+        banner: null,
+        color: '3355ff',
+        created: '2023-01-05T10:00:00Z',
+        members: ['ABCDE', 'fgh-ij'],
+        privacy: { visibility: 'public' },
+      },
+    ],
+    switches: [
+      { timestamp: '2024-05-01T12:00:00Z', members: ['abcde', 'klmnop'] },
+      { timestamp: '2024-05-01T08:00:00.500Z', members: [] },
+      { timestamp: '2024-04-30T20:00:00Z', members: ['abcde', 'fghij'] },
+      { timestamp: '2024-04-30T18:00:00Z', members: ['abcde'] },
+    ],
+  };
+}
+
+async function postImport(
+  user: TestUser,
+  file: unknown,
+  query: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return server.fetch(`/api/v1/imports?${query}`, {
+    method: 'POST',
+    headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', ...headers },
+    body: typeof file === 'string' ? file : JSON.stringify(file),
+  });
+}
+
+/** Sends the file, runs the queue, and returns the finished import. */
+async function importFile(user: TestUser, file: unknown, query: string): Promise<Import> {
+  const res = await postImport(user, file, query);
+  expect(res.status).toBe(202);
+  const accepted = (await res.json()) as { id: string; status: string };
+  expect(accepted.status).toBe('queued');
+  expect(res.headers.get('location')).toBe(`/api/v1/imports/${accepted.id}`);
+  await server.runtime.jobs.runDue();
+  const { data } = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: accepted.id } } });
+  expect(data?.status === 'succeeded' || data?.status === 'failed').toBe(true);
+  return data!;
+}
+
+async function membersOf(user: TestUser) {
+  const { data } = await user.api.GET('/api/v1/members/page', { params: { query: { limit: 200 } } });
+  return data!.items;
+}
+
+const zero = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
+
+describe('PluralKit import', () => {
+  it('creates members, the group, the Public bucket and front history, and says what it did', async () => {
+    const user = await server.user();
+    const result = await importFile(user, pluralKitFile(), 'source=pluralkit');
+    expect(result.status).toBe('succeeded');
+    expect(result.error).toBeNull();
+    expect(result.source).toBe('pluralkit');
+    expect(result.dryRun).toBe(false);
+    expect(result.report.members).toEqual({ ...zero, created: 3 });
+    expect(result.report.groups).toEqual({ ...zero, created: 1 });
+    expect(result.progress.done).toBe(result.progress.total);
+    expect(result.startedAt).not.toBeNull();
+    expect(result.finishedAt).not.toBeNull();
+
+    const members = await membersOf(user);
+    const byName = new Map(members.map((m) => [m.name, m]));
+    expect([...byName.keys()].sort()).toEqual(['Robin', 'Sage', 'Wren']);
+    const robin = byName.get('Robin')!;
+    expect(robin.displayName).toBe('Robin 🌿');
+    expect(robin.pronouns).toBe('she/they');
+    expect(robin.description).toBe('Gatekeeper.');
+    const imported = (robin.profileStyle as { imported: Record<string, unknown> }).imported;
+    expect(imported.hid).toBe('abcde');
+    expect(imported.birthday).toBe('--03-14');
+    expect(imported.color).toBe('#00aa88');
+    expect(imported.avatarUrl).toBe('https://cdn.example/robin.png');
+
+    // The group, with the members its hids name in any spelling.
+    const tree = await user.api.GET('/api/v1/groups', {});
+    const text = JSON.stringify(tree.data);
+    expect(text).toContain('Protectors');
+
+    // Privacy: only public members are in the Public bucket.
+    const buckets = await user.api.GET('/api/v1/privacy-buckets', {});
+    const publicBucket = buckets.data!.find((b) => b.name === 'Public')!;
+    expect(publicBucket).toBeDefined();
+    const inPublic = await user.api.GET('/api/v1/privacy-buckets/{bucketId}/members', {
+      params: { path: { bucketId: publicBucket._id } },
+    });
+    expect(new Set(inPublic.data!.memberIds)).toEqual(new Set([robin._id, byName.get('Wren')!._id]));
+
+    // The newest switch's members front now; the rest is history.
+    const front = await user.api.GET('/api/v1/front', {});
+    const fronting = JSON.stringify(front.data);
+    expect(fronting).toContain(robin._id);
+    expect(fronting).toContain(byName.get('Wren')!._id);
+    expect(fronting).not.toContain(byName.get('Sage')!._id);
+    const history = await user.api.GET('/api/v1/front/history', { params: { query: { limit: 50 } } });
+    const sessions = history.data!.items.map((item) => item.session);
+    const sage = sessions.filter((s) => s.memberId === byName.get('Sage')!._id);
+    expect(sage.map((s) => [s.startedAt, s.endedAt])).toEqual([
+      [T('2024-04-30T20:00:00Z'), T('2024-05-01T08:00:00.500Z')],
+    ]);
+    const robins = sessions
+      .filter((s) => s.memberId === robin._id)
+      .map((s) => [s.startedAt, s.endedAt])
+      .sort((a, b) => Number(a[0]) - Number(b[0]));
+    expect(robins).toEqual([
+      [T('2024-04-30T18:00:00Z'), T('2024-05-01T08:00:00.500Z')],
+      [T('2024-05-01T12:00:00Z'), null],
+    ]);
+  });
+
+  it('changes nothing when the same file comes again, and updates only what an edited file changed', async () => {
+    const user = await server.user();
+    await importFile(user, pluralKitFile(), 'source=pluralkit');
+    const before = await membersOf(user);
+
+    const again = await importFile(user, pluralKitFile(), 'source=pluralkit');
+    expect(again.status).toBe('succeeded');
+    expect(again.report.members).toEqual({ ...zero, unchanged: 3 });
+    expect(again.report.groups).toEqual({ ...zero, unchanged: 1 });
+    expect(again.report.switches?.created).toBe(0);
+    expect(again.report.switches?.updated).toBe(0);
+    expect(await membersOf(user)).toEqual(before);
+
+    const edited = await importFile(user, pluralKitFile({ robinName: 'Robin R.' }), 'source=pluralkit');
+    expect(edited.report.members).toEqual({ ...zero, updated: 1, unchanged: 2 });
+    const after = await membersOf(user);
+    expect(after.map((m) => m.name).sort()).toEqual(['Robin R.', 'Sage', 'Wren']);
+    expect(after.find((m) => m.name === 'Robin R.')!._id).toBe(before.find((m) => m.name === 'Robin')!._id);
+  });
+
+  it('a dry run reports what a real run would and writes nothing', async () => {
+    const user = await server.user();
+    const dry = await importFile(user, pluralKitFile(), 'source=pluralkit&dryRun=true');
+    expect(dry.status).toBe('succeeded');
+    expect(dry.dryRun).toBe(true);
+    expect(await membersOf(user)).toEqual([]);
+    const front = await user.api.GET('/api/v1/front', {});
+    expect(JSON.stringify(front.data)).not.toContain('startedAt":17');
+
+    const real = await importFile(user, pluralKitFile(), 'source=pluralkit');
+    expect(real.report).toEqual(dry.report);
+    expect(real.warnings).toEqual(dry.warnings);
+  });
+});
+
+const fixture = (name: string) => readFileSync(new URL(`./fixtures/imports/${name}`, import.meta.url), 'utf8');
+
+/** Names of the buckets a member is in. */
+async function bucketNamesOf(user: TestUser, memberId: string): Promise<string[]> {
+  const buckets = (await user.api.GET('/api/v1/privacy-buckets', {})).data!;
+  const { data } = await user.api.GET('/api/v1/privacy-buckets/assignments/members/{memberId}', {
+    params: { path: { memberId } },
+  });
+  const names = new Map(buckets.map((b) => [b._id, b.name]));
+  return data!.bucketIds.map((id) => names.get(id)!).sort();
+}
+
+describe('Simply Plural import', () => {
+  it('maps members, custom fronts, buckets, fields, nested groups, front history and notes', async () => {
+    const user = await server.user();
+    const result = await importFile(user, fixture('simply-plural-export.json'), 'source=simply_plural');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.members).toEqual({ ...zero, created: 5, failed: 4 });
+    expect(result.report.frontStatuses).toEqual({ ...zero, created: 3 });
+    expect(result.report.privacyBuckets).toEqual({ ...zero, created: 4 });
+    expect(result.report.customFields).toEqual({ ...zero, created: 8 });
+    expect(result.report.groups).toEqual({ ...zero, created: 9 });
+    // 901–905, 90a, 90c, 90d; failed: a duplicate id, a deleted member, no end (twice), end before start, no start.
+    expect(result.report.frontHistory).toEqual({ ...zero, created: 8, failed: 6 });
+    expect(result.report.tokens).toEqual({ ...zero, skipped: 1 });
+    expect(result.report.friends).toEqual({ ...zero, skipped: 2 });
+
+    const members = await membersOf(user);
+    const byName = new Map(members.map((m) => [m.name, m]));
+    for (const name of ['Dissociated', 'Tired 😴', 'Blurry'])
+      expect(byName.get(name)?.aboutTags).toEqual(['custom front']);
+    expect(byName.get('Ember')!.archivedAt).not.toBeNull();
+    expect(byName.get('Aurora')!.archivedAt).toBeNull();
+    expect(await bucketNamesOf(user, byName.get('Aurora')!._id)).toEqual(['Friends', 'Trusted friends']);
+
+    // A session whose `member` is a custom front, flagged custom: false, belongs to the custom front.
+    const history = (await user.api.GET('/api/v1/front/history', { params: { query: { limit: 50 } } })).data!;
+    const dissociated = history.items.filter((i) => i.session.memberId === byName.get('Dissociated')!._id);
+    expect(dissociated.map((i) => [i.session.startedAt, i.session.endedAt]).sort()).toEqual([
+      [1704074400000, Date.parse('2024-01-01T04:30:00+01:00')],
+      [1704300000000, 1704303600000],
+    ]);
+    // Live documents are open sessions: fronting now.
+    const front = JSON.stringify((await user.api.GET('/api/v1/front', {})).data);
+    expect(front).toContain(byName.get('Aurora')!._id);
+    expect(front).toContain(byName.get('Tired 😴')!._id);
+
+    // Notes keep their date and member.
+    const notes = (await user.api.GET('/api/v1/entries', { params: { query: { limit: 50 } } })).data!;
+    const therapy = notes.find((n) => n.title === 'Therapy notes')!;
+    expect(therapy.createdAt).toBe(1704100000000);
+    expect(JSON.stringify(therapy.member)).toContain(byName.get('Aurora')!._id);
+
+    // Nesting: a group with child groups is also a folder holding them (Protectors ⊃ Littles ⊃ Tiny ones).
+    const tree = (await user.api.GET('/api/v1/groups', {})).data!;
+    const folder = (name: string) => tree.folders.find((f) => f.name === name)!;
+    expect(folder('Littles').parentId).toBe(folder('Protectors')._id);
+    expect(folder('Littles').groups.map((g) => g.name)).toEqual(['Tiny ones']);
+    expect(folder('Protectors').groups.map((g) => g.name)).toEqual(['Littles']);
+    const protectors = tree.groups.find((g) => g.name === 'Protectors')!;
+    expect(new Set(protectors.memberIds)).toEqual(
+      new Set([byName.get('Aurora')!._id, byName.get('Kit')!._id, byName.get('Dissociated')!._id]),
+    );
+
+    const again = await importFile(user, fixture('simply-plural-export.json'), 'source=simply_plural');
+    for (const collection of [
+      'members',
+      'frontStatuses',
+      'privacyBuckets',
+      'customFields',
+      'groups',
+      'notes',
+      'frontHistory',
+    ])
+      expect(again.report[collection], collection).toEqual({
+        ...result.report[collection],
+        created: 0,
+        unchanged: result.report[collection]!.created,
+      });
+    expect(await membersOf(user)).toEqual(members);
+  });
+
+  it('maps a legacy (pre-bucket) export’s private and preventTrusted flags as Simply Plural’s own migration did', async () => {
+    const user = await server.user();
+    const result = await importFile(user, fixture('simply-plural-legacy.json'), 'source=simply_plural');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.synthetic).toEqual({ ...zero, created: 2 });
+    const byName = new Map((await membersOf(user)).map((m) => [m.name, m]));
+    const expected: Record<string, string[]> = {
+      Juniper: ['Friends', 'Trusted friends'],
+      Moss: ['Friends', 'Trusted friends'],
+      Mira: ['Trusted friends'],
+      Wren: [],
+      Quill: [],
+      Rue: ['Trusted friends'],
+    };
+    for (const [name, buckets] of Object.entries(expected))
+      expect(await bucketNamesOf(user, byName.get(name)!._id), name).toEqual(buckets);
+  });
+});
+
+describe('bad input', () => {
+  it('refuses a body that is not one JSON object at the door (400), queueing nothing', async () => {
+    const user = await server.user();
+    for (const [body, where] of [
+      ['{"version": 2, "members": [', 'unexpected end of the file at byte 27'],
+      ['[1, 2]', 'expected a JSON object ({) at byte 0'],
+      ['{"a": 1} trailing', 'unexpected data after the end of the object at byte 9'],
+    ] as const) {
+      const res = await postImport(user, body, 'source=pluralkit');
+      expect(res.status, body).toBe(400);
+      expect(await res.json()).toEqual({
+        code: 'BAD_REQUEST',
+        message: `The file is not a JSON object (${where}): send the export file unchanged`,
+      });
+    }
+    expect((await user.api.GET('/api/v1/imports', {})).data!.items).toEqual([]);
+  });
+
+  it('fails an import of another source’s file with the reason, writing nothing', async () => {
+    const user = await server.user();
+    const tupperbox = await importFile(user, { tuppers: [], groups: [] }, 'source=pluralkit');
+    expect(tupperbox.status).toBe('failed');
+    expect(tupperbox.error).toMatch(/Tupperbox/i);
+    const wrongSource = await importFile(user, pluralKitFile(), 'source=simply_plural');
+    expect(wrongSource.status).toBe('failed');
+    expect(wrongSource.error).not.toBeNull();
+    expect(await membersOf(user)).toEqual([]);
+  });
+
+  it('replaces NULs and unpaired surrogates in the file’s text (the API’s bodies refuse them) and says where', async () => {
+    const user = await server.user();
+    const file = pluralKitFile();
+    file.members[0]!.description = 'Gate\u0000keeper \ud800.';
+    const result = await importFile(user, file, 'source=pluralkit');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.members).toEqual({ ...zero, created: 3 });
+    expect(result.warnings).toContainEqual({
+      collection: 'members',
+      sourceId: '11111111-1111-4111-8111-111111111111',
+      message: 'held characters that cannot be stored (NUL or an unpaired surrogate): replaced with U+FFFD',
+    });
+    const robin = (await membersOf(user)).find((m) => m.name === 'Robin')!;
+    expect(robin.description).toBe('Gate\ufffdkeeper \ufffd.');
+  });
+
+  it('fails a file nested too deeply to read with the reason, not a server error', async () => {
+    const user = await server.user();
+    const depth = 100_000;
+    const text = `{"version":2,"members":[],"deep":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+    const result = await importFile(user, text, 'source=pluralkit');
+    expect(result.status).toBe('failed');
+    expect(result.error).toBe('The file is nested too deeply to be read');
+  });
+
+  it('refuses an empty body (400), a file over IMPORT_MAX_BYTES (413) and an unknown source (400)', async () => {
+    const user = await server.user();
+    const empty = await postImport(user, '', 'source=pluralkit');
+    expect(empty.status).toBe(400);
+    const big = await postImport(user, JSON.stringify({ pad: 'x'.repeat(MAX_BYTES) }), 'source=pluralkit');
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { code: string }).code).toBe('PAYLOAD_TOO_LARGE');
+    const unknown = await postImport(user, pluralKitFile(), 'source=tupperbox');
+    expect(unknown.status).toBe(400);
+    const { data } = await user.api.GET('/api/v1/imports', {});
+    expect(data!.items).toEqual([]);
+  });
+
+  it('needs read_write on every scope the source writes, and names the first one missing', async () => {
+    const user = await server.user({
+      scopes: { members: 'read_write', groups: 'read', front: 'read_write', privacyBuckets: 'read_write' },
+    });
+    const res = await postImport(user, pluralKitFile(), 'source=pluralkit');
+    expect(res.status).toBe(403);
+    expect(await res.json()).toEqual({
+      code: 'FORBIDDEN',
+      message: 'Missing API key scope: groups requires read_write',
+    });
+    const sp = await server.user({
+      scopes: { members: 'read_write', groups: 'read_write', front: 'read_write', privacyBuckets: 'read_write' },
+    });
+    const spRes = await postImport(sp, {}, 'source=simply_plural');
+    expect(spRes.status).toBe(403);
+    expect(((await spRes.json()) as { message: string }).message).toBe(
+      'Missing API key scope: customFields requires read_write',
+    );
+  });
+});
+
+describe('reading imports', () => {
+  it('lists an account’s imports newest first, a page at a time, and hides other accounts’ imports', async () => {
+    const user = await server.user();
+    const first = await importFile(user, pluralKitFile(), 'source=pluralkit&dryRun=true');
+    const second = await importFile(user, pluralKitFile(), 'source=pluralkit&dryRun=true');
+    const page1 = await user.api.GET('/api/v1/imports', { params: { query: { limit: 1 } } });
+    expect(page1.data!.items).toHaveLength(1);
+    expect(page1.data!.nextCursor).not.toBeNull();
+    const page2 = await user.api.GET('/api/v1/imports', {
+      params: { query: { limit: 1, cursor: page1.data!.nextCursor! } },
+    });
+    expect(page2.data!.items).toHaveLength(1);
+    expect(page2.data!.nextCursor).toBeNull();
+    expect(new Set([page1.data!.items[0]!.id, page2.data!.items[0]!.id])).toEqual(new Set([first.id, second.id]));
+
+    const other = await server.user();
+    const hidden = await other.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: first.id } } });
+    expect(hidden.response.status).toBe(404);
+    expect((await other.api.GET('/api/v1/imports', {})).data!.items).toEqual([]);
+  });
+});
