@@ -9,6 +9,7 @@ import {
   listApiKeys,
   revokeApiKey,
 } from '../accounts/index.ts';
+import { takeBackup } from './backup.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -36,6 +37,16 @@ export const adminHandlers = {
   registerAccountIdentity: async ({ path, body }, ctx) => {
     await registerIdentity(ctx.operatorFor(path.userId), body);
     return { status: 204 };
+  },
+
+  createBackup: async (_input, ctx) => {
+    const backup = await takeBackup(ctx.deps, ctx.log);
+    return {
+      status: 200,
+      body: backup.stream,
+      contentType: 'application/gzip',
+      headers: { 'Content-Disposition': `attachment; filename="${backup.fileName}"`, 'Cache-Control': 'no-store' },
+    };
   },
 
   revokeApiKey: async ({ path }, ctx) => {
