@@ -424,13 +424,17 @@ describe('a worker that dies', () => {
     const res = await postImport(user, pluralKitFile(), 'source=pluralkit');
     const { id } = (await res.json()) as { id: string };
     // Another worker holds it (started a minute ago): a job for it here leaves it alone.
-    await knex('imports').where({ id }).update({ status: 'running', started_at: Date.now() - 60_000 });
+    await knex('imports')
+      .where({ id })
+      .update({ status: 'running', started_at: Date.now() - 60_000 });
     await server.runtime.jobs.runDue();
     const held = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
     expect(held.data!.status).toBe('running');
     expect(await membersOf(user)).toEqual([]);
     // That worker died 31 minutes ago (past the lease): the queue's next attempt takes it over.
-    await knex('imports').where({ id }).update({ started_at: Date.now() - 31 * 60_000 });
+    await knex('imports')
+      .where({ id })
+      .update({ started_at: Date.now() - 31 * 60_000 });
     await server.runtime.jobs.enqueue(knex, 'import', { importId: id });
     await server.runtime.jobs.runDue();
     const done = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
