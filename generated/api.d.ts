@@ -245,6 +245,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/accounts/{userId}/imports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import another app's export into an account
+         * @description `POST /api/v1/imports` for the operator, on any account: the same body, sources, limits,
+         *     report and all-or-nothing rule (docs/portability.md), without an API key's scopes. The
+         *     import is queued; `GET /admin/v1/accounts/{userId}/imports/{importId}` tells how it went.
+         *     `npm run admin -- import` sends the file and waits for the outcome.
+         */
+        post: operations["adminCreateImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{userId}/imports/{importId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+                importId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * An account's import
+         * @description The import's status, progress, report and warnings, as `GET /api/v1/imports/{importId}` shows them.
+         */
+        get: operations["adminGetImport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/backup": {
         parameters: {
             query?: never;
@@ -9598,6 +9648,104 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             404: components["responses"]["NotFoundAPIKey"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminCreateImport: {
+        parameters: {
+            query: {
+                /** @description Which app produced the file. */
+                source: components["schemas"]["ImportSource"];
+                /** @description Report what the import would do, without writing anything. */
+                dryRun?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description Stored and queued. */
+            202: {
+                headers: {
+                    /**
+                     * @description The import's URL in the admin API.
+                     * @example /admin/v1/accounts/4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1/imports/0b6f2d1e-3c4a-4b5d-8e6f-7a8b9c0d1e2f
+                     */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportAccepted"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFoundAccount"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminGetImport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+                importId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The import. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Import"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            /** @description No such account, or no such import of it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["Internal"];
             503: components["responses"]["AdminUnavailable"];
         };

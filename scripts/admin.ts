@@ -10,7 +10,10 @@
  *   npm run admin -- show-account --user <userId>
  *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
  *   npm run admin -- delete-account --user <userId> --yes
- *   npm run admin -- backup --out <file>                       (the running embedded server; checked, then renamed into place)
+ *   npm run admin -- import --user <userId> --source simply_plural|pluralkit --file <export> [--dry-run] [--no-wait]
+ *   npm run admin -- import --user <userId> --source simply_plural|pluralkit --file <export file> [--dry-run] [--no-wait]
+                                  (sends the file, then waits for the import and prints it; exit 1 when it failed)
+  npm run admin -- backup --out <file>                       (the running embedded server; checked, then renamed into place)
  *   npm run admin -- restore --from <file> --data-dir <dir>    (offline: no server, an empty or new directory)
  *
  * Where a command goes (docs/operations.md, "Which server, which token" and "Without a server: --direct"):
@@ -88,6 +91,10 @@ const { positionals, values } = parseArgs({
     out: { type: 'string' },
     from: { type: 'string' },
     'data-dir': { type: 'string' },
+    source: { type: 'string' },
+    file: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    'no-wait': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -190,6 +197,20 @@ function plan(command: string): (api: ApiClient) => Promise<Outcome> {
         return { ...result, data: result.response.ok ? { revoked: keyId } : undefined };
       };
     }
+    case 'import': {
+      const user = userId(command);
+      const source = values.source ?? fail('import needs --source simply_plural|pluralkit');
+      if (source !== 'simply_plural' && source !== 'pluralkit')
+        fail(`--source must be simply_plural or pluralkit, got "${source}"`);
+      const path = resolve(values.file ?? fail('import needs --file <export file>'));
+      let file: Buffer;
+      try {
+        file = readFileSync(path);
+      } catch (err) {
+        return fail(`--file: cannot read ${path}: ${(err as Error).message}`);
+      }
+      return (api) => importFile(api, user, { source, dryRun: values['dry-run'] ?? false, file }, !values['no-wait']);
+    }
     case 'backup': {
       const out = resolve(values.out ?? fail('backup needs --out <file>'));
       try {
@@ -205,6 +226,33 @@ function plan(command: string): (api: ApiClient) => Promise<Outcome> {
     }
     default:
       return fail(`unknown command "${command}"\n${USAGE}`);
+  }
+}
+
+/** How often `import` asks how the import is going. */
+const IMPORT_POLL_MS = 500;
+
+/** `import`: sends the file; unless told not to wait, polls until the import has finished and prints it. */
+async function importFile(
+  api: ApiClient,
+  userId: string,
+  input: { source: 'simply_plural' | 'pluralkit'; dryRun: boolean; file: Buffer },
+  wait: boolean,
+): Promise<Outcome> {
+  const sent = await api.POST('/admin/v1/accounts/{userId}/imports', {
+    params: { path: { userId }, query: { source: input.source, dryRun: input.dryRun } },
+    body: input.file as unknown as string,
+    bodySerializer: (body: unknown) => body as BodyInit,
+    headers: { 'Content-Type': 'application/json' },
+  });
+  if (!sent.data || !wait) return sent;
+  const path = { userId, importId: sent.data.id };
+  for (;;) {
+    const polled = await api.GET('/admin/v1/accounts/{userId}/imports/{importId}', { params: { path } });
+    if (!polled.data) return polled;
+    if (polled.data.status === 'succeeded') return polled;
+    if (polled.data.status === 'failed') return { ...polled, error: polled.data, ok: false };
+    await new Promise((r) => setTimeout(r, IMPORT_POLL_MS));
   }
 }
 

@@ -10,6 +10,8 @@ import {
   revokeApiKey,
 } from '../accounts/index.ts';
 import { takeBackup } from './backup.ts';
+import { readBodyLimited } from '../../http/uploads.ts';
+import { createImport, getImport } from '../portability/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -38,6 +40,23 @@ export const adminHandlers = {
     await registerIdentity(ctx.operatorFor(path.userId), body);
     return { status: 204 };
   },
+
+  adminCreateImport: async ({ path, query }, ctx) => {
+    const operator = ctx.operatorFor(path.userId);
+    await getAccount(operator); // 404 before the file is read
+    const file = await readBodyLimited(ctx.req, ctx.deps.config.importMaxBytes);
+    const accepted = await createImport(operator, { source: query.source, dryRun: query.dryRun ?? false, file });
+    return {
+      status: 202,
+      headers: { Location: `/admin/v1/accounts/${path.userId}/imports/${accepted.id}` },
+      body: accepted,
+    };
+  },
+
+  adminGetImport: async ({ path }, ctx) => ({
+    status: 200,
+    body: await getImport(ctx.operatorFor(path.userId), path.importId),
+  }),
 
   createBackup: async (_input, ctx) => {
     const backup = await takeBackup(ctx.deps, ctx.log);

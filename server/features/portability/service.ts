@@ -6,7 +6,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { onBehalfOf } from '../../access/index.ts';
-import { inTransaction, type OwnerContext, ownerOf, type ServerContext } from '../../core/context.ts';
+import {
+  inTransaction,
+  type OwnerContext,
+  ownerOf,
+  type ServerContext,
+  type ServiceContext,
+} from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, notFound, unavailable } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
@@ -58,7 +64,7 @@ function toImport(row: ImportRow): Schemas['Import'] {
 
 /** Stores the file and queues its import, both or neither. */
 export async function createImport(
-  ctx: OwnerContext,
+  ctx: ServiceContext,
   input: { source: ImportSource; dryRun: boolean; file: Buffer },
 ): Promise<Schemas['ImportAccepted']> {
   const { storage } = ctx;
@@ -105,7 +111,7 @@ export async function createImport(
   }
 }
 
-export async function getImport(ctx: OwnerContext, id: string): Promise<Schemas['Import']> {
+export async function getImport(ctx: ServiceContext, id: string): Promise<Schemas['Import']> {
   const row = await importsRepo.find(ctx.db, ownerOf(ctx), id);
   if (!row) throw notFound('Import not found');
   return toImport(row);
