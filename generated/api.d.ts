@@ -245,6 +245,88 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/accounts/{userId}/imports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import another app's export into an account
+         * @description `POST /api/v1/imports` for the operator, on any account: the same body, sources, limits,
+         *     report and all-or-nothing rule (docs/portability.md), without an API key's scopes. The
+         *     import is queued; `GET /admin/v1/accounts/{userId}/imports/{importId}` tells how it went.
+         *     `npm run admin -- import` sends the file and waits for the outcome.
+         */
+        post: operations["adminCreateImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{userId}/imports/{importId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+                importId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * An account's import
+         * @description The import's status, progress, report and warnings, as `GET /api/v1/imports/{importId}` shows them.
+         */
+        get: operations["adminGetImport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/backup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Back up the embedded database
+         * @description A consistent snapshot of the embedded database with the keys of `DATA_DIR` (admin token,
+         *     message encryption keys, storage signing key) and the stored objects when they are kept in
+         *     `DATA_DIR/objects` (the default), streamed as a gzipped tar archive. Every write acknowledged
+         *     before the request arrived is in it: the snapshot is taken at a moment when no transaction is
+         *     open, and requests wait only for that moment (the copy of the database files), not for the
+         *     download. `manifest.json`, the archive's last entry, gives the format, the time of the
+         *     snapshot, the server version, what is inside and the SHA-256 of every file; settings the
+         *     server takes from its environment instead (`ADMIN_TOKEN`, `MESSAGE_ENCRYPTION_KEYS`,
+         *     `STORAGE_SIGNING_KEY`) are named there and are not in the archive. Restore it offline with
+         *     `npm run admin -- restore --from <file> --data-dir <dir>`; `npm run admin -- backup --out <file>`
+         *     calls this operation and checks the archive before keeping it. A failure once the download
+         *     has begun cuts the response short (the archive then has no manifest and is refused). One
+         *     backup at a time. On PostgreSQL this answers 503: use `pg_dump` (docs/operations.md, "Backups").
+         */
+        post: operations["createBackup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/me": {
         parameters: {
             query?: never;
@@ -9733,6 +9815,158 @@ export interface operations {
             404: components["responses"]["NotFoundAPIKey"];
             500: components["responses"]["Internal"];
             503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminCreateImport: {
+        parameters: {
+            query: {
+                /** @description Which app produced the file. */
+                source: components["schemas"]["ImportSource"];
+                /** @description Report what the import would do, without writing anything. */
+                dryRun?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description Stored and queued. */
+            202: {
+                headers: {
+                    /**
+                     * @description The import's URL in the admin API.
+                     * @example /admin/v1/accounts/4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1/imports/0b6f2d1e-3c4a-4b5d-8e6f-7a8b9c0d1e2f
+                     */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportAccepted"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFoundAccount"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminGetImport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+                importId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The import. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Import"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            /** @description No such account, or no such import of it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    createBackup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive, streamed as it is written. */
+            200: {
+                headers: {
+                    /**
+                     * @description The archive's file name, from the time of the snapshot.
+                     * @example attachment; filename="account-data-backup-20261201T120000Z.tar.gz"
+                     */
+                    "Content-Disposition"?: string;
+                    /**
+                     * @description Never stored by a cache.
+                     * @example no-store
+                     */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/gzip": string;
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            /** @description Another backup of this server is being taken. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            /**
+             * @description The admin API is disabled (no `ADMIN_TOKEN`), the database cannot be reached, or this
+             *     server has no embedded database in a `DATA_DIR` to back up: on PostgreSQL back the
+             *     database up with `pg_dump` (docs/operations.md, "Backups").
+             */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getMe: {

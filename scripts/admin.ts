@@ -10,6 +10,11 @@
  *   npm run admin -- show-account --user <userId>
  *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
  *   npm run admin -- delete-account --user <userId> --yes
+ *   npm run admin -- import --user <userId> --source simply_plural|pluralkit --file <export> [--dry-run] [--no-wait]
+ *   npm run admin -- import --user <userId> --source simply_plural|pluralkit --file <export file> [--dry-run] [--no-wait]
+                                  (sends the file, then waits for the import and prints it; exit 1 when it failed)
+  npm run admin -- backup --out <file>                       (the running embedded server; checked, then renamed into place)
+ *   npm run admin -- restore --from <file> --data-dir <dir>    (offline: no server, an empty or new directory)
  *
  * Where a command goes (docs/operations.md, "Which server, which token" and "Without a server: --direct"):
  * - `--direct`: no server. The admin API runs inside this process on DATABASE_URL
@@ -21,13 +26,21 @@
  *   ADMIN_TOKEN, else DATA_DIR/admin-token — read only when DATABASE_URL is unset and the server is
  *   the running server of that DATA_DIR on this machine (server/localServer.ts), so the embedded
  *   token is never sent to any other server.
+ * - `restore` talks to no server: it writes a backup into a directory no process holds
+ *   (server/db/backup.ts). Backup and restore print a one-line JSON summary.
  */
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { accessSync, constants, createReadStream, readFileSync } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { parseArgs } from 'node:util';
 import { createApiClient, type ApiClient, type components } from '../client/index.ts';
 import { SCOPES } from '../server/http/spec.ts';
 import { runningServerOf } from '../server/localServer.ts';
+import type { BackupManifest } from '../server/db/backup.ts';
 
 type ScopeMap = components['schemas']['ScopeMap'];
 
@@ -40,6 +53,8 @@ const USAGE = `usage:
   npm run admin -- show-account --user <userId>
   npm run admin -- list-keys --user <userId> [--limit <1-200>] [--cursor <nextCursor>]
   npm run admin -- delete-account --user <userId> --yes      (deletes the account and all its data)
+  npm run admin -- backup --out <file>                       (the running embedded server: database, DATA_DIR keys, objects)
+  npm run admin -- restore --from <file> --data-dir <dir>    (offline, into a new or empty directory)
 through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see docs/operations.md)
 without a server: --direct   (works on DATABASE_URL itself, in one transaction per command, audited as the API)`;
 
@@ -73,6 +88,13 @@ const { positionals, values } = parseArgs({
     limit: { type: 'string' },
     cursor: { type: 'string' },
     yes: { type: 'boolean' },
+    out: { type: 'string' },
+    from: { type: 'string' },
+    'data-dir': { type: 'string' },
+    source: { type: 'string' },
+    file: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    'no-wait': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -119,7 +141,8 @@ function userId(command: string): string {
   return values.user ?? fail(`${command} needs --user <userId>`);
 }
 
-type Outcome = { data?: unknown; error?: unknown; response: Response };
+/** `ok` overrides the response's status (an archive that arrived whole but fails its checks); `line`: one line of JSON. */
+type Outcome = { data?: unknown; error?: unknown; response: Response; ok?: boolean; line?: boolean };
 
 /** The command's request, built (and its arguments checked) before anything is opened or sent. */
 function plan(command: string): (api: ApiClient) => Promise<Outcome> {
@@ -174,8 +197,149 @@ function plan(command: string): (api: ApiClient) => Promise<Outcome> {
         return { ...result, data: result.response.ok ? { revoked: keyId } : undefined };
       };
     }
+    case 'import': {
+      const user = userId(command);
+      const source = values.source ?? fail('import needs --source simply_plural|pluralkit');
+      if (source !== 'simply_plural' && source !== 'pluralkit')
+        fail(`--source must be simply_plural or pluralkit, got "${source}"`);
+      const path = resolve(values.file ?? fail('import needs --file <export file>'));
+      let file: Buffer;
+      try {
+        file = readFileSync(path);
+      } catch (err) {
+        return fail(`--file: cannot read ${path}: ${(err as Error).message}`);
+      }
+      return (api) => importFile(api, user, { source, dryRun: values['dry-run'] ?? false, file }, !values['no-wait']);
+    }
+    case 'backup': {
+      const out = resolve(values.out ?? fail('backup needs --out <file>'));
+      try {
+        accessSync(dirname(out), constants.W_OK);
+      } catch {
+        fail(`--out: the directory ${dirname(out)} does not exist or is not writable`);
+      }
+      if (values.direct)
+        fail(
+          'backup takes a snapshot of the running embedded server; a database on PostgreSQL is backed up with pg_dump (docs/operations.md, "Backups")',
+        );
+      return (api) => backup(api, out);
+    }
     default:
       return fail(`unknown command "${command}"\n${USAGE}`);
+  }
+}
+
+/** How often `import` asks how the import is going. */
+const IMPORT_POLL_MS = 500;
+
+/** `import`: sends the file; unless told not to wait, polls until the import has finished and prints it. */
+async function importFile(
+  api: ApiClient,
+  userId: string,
+  input: { source: 'simply_plural' | 'pluralkit'; dryRun: boolean; file: Buffer },
+  wait: boolean,
+): Promise<Outcome> {
+  const sent = await api.POST('/admin/v1/accounts/{userId}/imports', {
+    params: { path: { userId }, query: { source: input.source, dryRun: input.dryRun } },
+    body: input.file as unknown as string,
+    bodySerializer: (body: unknown) => body as BodyInit,
+    headers: { 'Content-Type': 'application/json' },
+  });
+  if (!sent.data || !wait) return sent;
+  const path = { userId, importId: sent.data.id };
+  for (;;) {
+    const polled = await api.GET('/admin/v1/accounts/{userId}/imports/{importId}', { params: { path } });
+    if (!polled.data) return polled;
+    if (polled.data.status === 'succeeded') return polled;
+    if (polled.data.status === 'failed') return { ...polled, error: polled.data, ok: false };
+    await new Promise((r) => setTimeout(r, IMPORT_POLL_MS));
+  }
+}
+
+/** What backup and restore print about an archive. */
+function describeArchive(manifest: BackupManifest) {
+  const warnings = [
+    ...manifest.keys.fromEnvironment.map(
+      (name) =>
+        `${name} comes from the server's environment and is not in the backup: keep it with the backup${name === 'MESSAGE_ENCRYPTION_KEYS' ? ' (without it no message text can be read)' : ''}`,
+    ),
+    ...(manifest.objects.included ? [] : [`stored objects are not in the backup: ${manifest.objects.reason}`]),
+  ];
+  return {
+    createdAt: manifest.createdAt,
+    serverVersion: manifest.server.version,
+    database: manifest.database,
+    keys: manifest.keys.included,
+    objects: manifest.objects.included ? manifest.parts.objects.files : null,
+    files: manifest.files.length,
+    warnings,
+  };
+}
+
+/**
+ * Downloads the archive into a private temp file next to `out`, reads it back whole against its
+ * manifest, then renames it into place: `out` is either the previous file or a complete backup.
+ */
+async function backup(api: ApiClient, out: string): Promise<Outcome> {
+  const { data, error, response } = await api.POST('/admin/v1/backup', { parseAs: 'stream' });
+  if (!response.ok || !data) return { error, response };
+  const { BackupArchiveError, readBackup } = await import('../server/db/backup.ts');
+  const temp = join(dirname(out), `.${basename(out)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  try {
+    const file = await open(temp, 'wx', 0o600); // the archive holds the keys
+    await pipeline(Readable.fromWeb(data as WebReadableStream<Uint8Array>), file.createWriteStream());
+    const synced = await open(temp, 'r+');
+    await synced.sync();
+    await synced.close();
+    const hash = createHash('sha256');
+    let bytes = 0;
+    const manifest = await readBackup(
+      (async function* () {
+        for await (const chunk of createReadStream(temp) as AsyncIterable<Buffer>) {
+          hash.update(chunk);
+          bytes += chunk.length;
+          yield chunk;
+        }
+      })(),
+    );
+    await rename(temp, out);
+    return { data: { out, bytes, sha256: hash.digest('hex'), ...describeArchive(manifest) }, response, line: true };
+  } catch (err) {
+    await rm(temp, { force: true });
+    // An archive that fails its checks, a download cut short, a full disk: no backup was written.
+    const cause = (err as { cause?: { message?: string } }).cause?.message;
+    const message = `The backup was not written: ${(err as Error).message}${cause ? ` (${cause})` : ''}`;
+    return {
+      error: { code: err instanceof BackupArchiveError ? 'BAD_ARCHIVE' : 'BACKUP_FAILED', message },
+      response,
+      ok: false,
+    };
+  }
+}
+
+/** `restore`: offline, into a new or empty DATA_DIR that no process holds. */
+async function restore(): Promise<never> {
+  const from = resolve(values.from ?? fail('restore needs --from <backup file>'));
+  const dataDir = resolve(values['data-dir'] ?? fail('restore needs --data-dir <directory>'));
+  if (values.direct || values.url || values.token)
+    fail('restore works on files only: it takes no --direct, --url or --token, and no server may run on --data-dir');
+  const { BackupArchiveError, restoreEmbeddedBackup, RestoreRefusedError } = await import('../server/db/backup.ts');
+  try {
+    const restored = await restoreEmbeddedBackup(from, dataDir);
+    console.log(
+      JSON.stringify({
+        restored: restored.dataDir,
+        from,
+        ...describeArchive(restored.manifest),
+        database: restored.database,
+      }),
+    );
+    process.exit(0);
+  } catch (err) {
+    if (!(err instanceof RestoreRefusedError || err instanceof BackupArchiveError)) throw err;
+    const code = err instanceof RestoreRefusedError ? 'RESTORE_REFUSED' : 'BAD_ARCHIVE';
+    console.error(JSON.stringify({ code, message: err.message }));
+    process.exit(1);
   }
 }
 
@@ -266,13 +430,14 @@ async function directTarget(): Promise<Target> {
   }
 }
 
+if (command === 'restore') await restore();
 const request = plan(command);
 const target = values.direct ? await directTarget() : serverTarget();
 let exitCode = 0;
 try {
-  const { data, error, response } = await request(target.api);
-  if (response.ok) {
-    console.log(JSON.stringify(data, null, 2));
+  const { data, error, response, ok = response.ok, line } = await request(target.api);
+  if (ok) {
+    console.log(line ? JSON.stringify(data) : JSON.stringify(data, null, 2));
   } else {
     console.error(JSON.stringify(error ?? { status: response.status }, null, 2));
     exitCode = 1;

@@ -4,7 +4,11 @@
  * the scope and size rules. The parsers' mapping rules are unit-tested in importPluralKit.test.ts
  * and importSimplyPlural.test.ts.
  */
-import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
 import { bearer, type TestUser, useServer } from './helpers/server.ts';
@@ -417,6 +421,32 @@ describe('bad input', () => {
   });
 });
 
+describe('a worker that dies', () => {
+  it('leaves its import to the next attempt once the lease has run out, and never runs one twice at once', async () => {
+    const user = await server.user();
+    const knex = server.deps.db.knex;
+    const res = await postImport(user, pluralKitFile(), 'source=pluralkit');
+    const { id } = (await res.json()) as { id: string };
+    // Another worker holds it (started a minute ago): a job for it here leaves it alone.
+    await knex('imports')
+      .where({ id })
+      .update({ status: 'running', started_at: Date.now() - 60_000 });
+    await server.runtime.jobs.runDue();
+    const held = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
+    expect(held.data!.status).toBe('running');
+    expect(await membersOf(user)).toEqual([]);
+    // That worker died 31 minutes ago (past the lease): the queue's next attempt takes it over.
+    await knex('imports')
+      .where({ id })
+      .update({ started_at: Date.now() - 31 * 60_000 });
+    await server.runtime.jobs.enqueue(knex, 'import', { importId: id });
+    await server.runtime.jobs.runDue();
+    const done = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
+    expect(done.data!.status).toBe('succeeded');
+    expect((await membersOf(user)).map((m) => m.name).sort()).toEqual(['Robin', 'Sage', 'Wren']);
+  });
+});
+
 describe('reading imports', () => {
   it('lists an account’s imports newest first, a page at a time, and hides other accounts’ imports', async () => {
     const user = await server.user();
@@ -436,5 +466,89 @@ describe('reading imports', () => {
     const hidden = await other.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: first.id } } });
     expect(hidden.response.status).toBe(404);
     expect((await other.api.GET('/api/v1/imports', {})).data!.items).toEqual([]);
+  });
+});
+
+describe('imports for the operator', () => {
+  const run = promisify(execFile);
+  /** Runs the CLI while this process plays the job worker (test servers do not start theirs). */
+  async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let done = false;
+    const child = run(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], {
+      env: { ...process.env, ADMIN_URL: server.baseUrl, ADMIN_TOKEN: server.adminToken },
+    }).then(
+      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+    );
+    void child.finally(() => {
+      done = true;
+    });
+    while (!done) {
+      await server.runtime.jobs.runDue();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return child;
+  }
+
+  it('imports into any account through the admin API, and 404s for an unknown account', async () => {
+    const user = await server.user();
+    const adminHeaders = { ...bearer(server.adminToken), 'Content-Type': 'application/json' };
+    const res = await server.fetch(`/admin/v1/accounts/${user.userId}/imports?source=pluralkit`, {
+      method: 'POST',
+      headers: adminHeaders,
+      body: JSON.stringify(pluralKitFile()),
+    });
+    expect(res.status).toBe(202);
+    const { id } = (await res.json()) as { id: string };
+    expect(res.headers.get('location')).toBe(`/admin/v1/accounts/${user.userId}/imports/${id}`);
+    await server.runtime.jobs.runDue();
+    const got = await server.admin.GET('/admin/v1/accounts/{userId}/imports/{importId}', {
+      params: { path: { userId: user.userId, importId: id } },
+    });
+    expect(got.data!.status).toBe('succeeded');
+    expect((await membersOf(user)).length).toBe(3);
+    // The account's own key sees the same import.
+    const own = await user.api.GET('/api/v1/imports/{importId}', { params: { path: { importId: id } } });
+    expect(own.data).toEqual(got.data);
+
+    const unknown = await server.fetch(
+      '/admin/v1/accounts/00000000-0000-4000-8000-00000000dead/imports?source=pluralkit',
+      {
+        method: 'POST',
+        headers: adminHeaders,
+        body: JSON.stringify(pluralKitFile()),
+      },
+    );
+    expect(unknown.status).toBe(404);
+    const other = await server.user();
+    const elsewhere = await server.admin.GET('/admin/v1/accounts/{userId}/imports/{importId}', {
+      params: { path: { userId: other.userId, importId: id } },
+    });
+    expect(elsewhere.response.status).toBe(404);
+  });
+
+  it('npm run admin -- import sends the file, waits, prints the import, and exits 1 when it failed', async () => {
+    const user = await server.user();
+    const dir = mkdtempSync(join(tmpdir(), 'ada-import-'));
+    const good = join(dir, 'system.json');
+    writeFileSync(good, JSON.stringify(pluralKitFile()));
+    const dry = await cli(['import', '--user', user.userId, '--source', 'pluralkit', '--file', good, '--dry-run']);
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ status: 'succeeded', dryRun: true });
+    expect(await membersOf(user)).toEqual([]);
+    const real = await cli(['import', '--user', user.userId, '--source', 'pluralkit', '--file', good]);
+    expect(real.code).toBe(0);
+    expect(JSON.parse(real.stdout).report.members).toEqual({ ...zero, created: 3 });
+    expect((await membersOf(user)).length).toBe(3);
+
+    const tupperbox = join(dir, 'tupperbox.json');
+    writeFileSync(tupperbox, JSON.stringify({ tuppers: [], groups: [] }));
+    const failed = await cli(['import', '--user', user.userId, '--source', 'pluralkit', '--file', tupperbox]);
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.stderr)).toMatchObject({ status: 'failed', error: expect.stringMatching(/Tupperbox/) });
+
+    const usage = await cli(['import', '--user', user.userId, '--source', 'octocon', '--file', good]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('--source must be simply_plural or pluralkit');
   });
 });

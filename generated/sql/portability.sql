@@ -162,7 +162,7 @@ where
   user_id = $1
   and id = $2;
 
--- import_finish (one)
+-- import_finish_1: any
 update imports
 set
   status = $1,
@@ -176,6 +176,25 @@ set
   object_key = null
 where
   id = $9
+returning
+  *;
+
+-- import_finish_2: still owned
+update imports
+set
+  status = $1,
+  report = $2::jsonb,
+  warnings = $3::jsonb,
+  warnings_omitted = $4,
+  error = $5,
+  progress_done = $6,
+  progress_total = $7,
+  finished_at = $8,
+  object_key = null
+where
+  id = $9
+  and status = 'running'
+  and started_at = $10
 returning
   *;
 
@@ -196,6 +215,10 @@ where
   user_id = $1
   and ended_at is null
   and deleted_at is null;
+
+-- import_lock_account (one)
+select
+  pg_advisory_xact_lock(hashtextextended ($1, 0));
 
 -- import_page_1: first
 select

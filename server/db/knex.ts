@@ -26,6 +26,18 @@ export interface Database {
   dumpEmbedded?: () => Promise<Blob>;
   /** Embedded on a DATA_DIR only: the record of the lock this process holds on the directory. */
   dataDirLock?: LockRecord;
+  /** Embedded on a DATA_DIR only: the directory (PGlite's files are in its `pglite/`). */
+  dataDir?: string;
+  /**
+   * Embedded only: runs `work` holding the single connection, so it starts once the app's open
+   * transaction (if any) has ended and no statement runs until it returns (server/db/backup.ts).
+   */
+  exclusive?: <T>(work: (pglite: EmbeddedConnection) => Promise<T>) => Promise<T>;
+}
+
+/** What `exclusive` gives its work: the PGlite instance, to run a statement on while the connection is held. */
+export interface EmbeddedConnection {
+  query<Row>(text: string, values?: unknown[]): Promise<{ rows: Row[] }>;
 }
 
 const INT8_OID = 20;
@@ -227,7 +239,9 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   const { default: ClientPGLite } = await import('knex-pglite');
   let dataDir: string | undefined;
   let lock: DataDirLock | undefined;
+  let home: string | undefined;
   if (options.dataDir && options.dataDir !== 'memory') {
+    home = resolve(options.dataDir);
     mkdirSync(options.dataDir, { recursive: true });
     // Before PGlite touches the files: a second process must not open them at all.
     lock = acquireDataDirLock(options.dataDir, {
@@ -260,7 +274,16 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     knex,
     kind: 'pglite',
     dumpEmbedded: () => pglite.dumpDataDir('none'),
-    ...(lock ? { dataDirLock: lock.record } : {}),
+    ...(lock ? { dataDirLock: lock.record, dataDir: home } : {}),
+    exclusive: async (work) => {
+      // knex-pglite's pool is this one connection: knex hands it out after a transaction's commit.
+      const connection: unknown = await knex.client.acquireConnection();
+      try {
+        return await work(pglite);
+      } finally {
+        await knex.client.releaseConnection(connection);
+      }
+    },
     close: async () => {
       try {
         await knex.destroy();

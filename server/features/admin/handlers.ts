@@ -9,6 +9,9 @@ import {
   listApiKeys,
   revokeApiKey,
 } from '../accounts/index.ts';
+import { takeBackup } from './backup.ts';
+import { readBodyLimited } from '../../http/uploads.ts';
+import { createImport, getImport } from '../portability/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -36,6 +39,33 @@ export const adminHandlers = {
   registerAccountIdentity: async ({ path, body }, ctx) => {
     await registerIdentity(ctx.operatorFor(path.userId), body);
     return { status: 204 };
+  },
+
+  adminCreateImport: async ({ path, query }, ctx) => {
+    const operator = ctx.operatorFor(path.userId);
+    await getAccount(operator); // 404 before the file is read
+    const file = await readBodyLimited(ctx.req, ctx.deps.config.importMaxBytes);
+    const accepted = await createImport(operator, { source: query.source, dryRun: query.dryRun ?? false, file });
+    return {
+      status: 202,
+      headers: { Location: `/admin/v1/accounts/${path.userId}/imports/${accepted.id}` },
+      body: accepted,
+    };
+  },
+
+  adminGetImport: async ({ path }, ctx) => ({
+    status: 200,
+    body: await getImport(ctx.operatorFor(path.userId), path.importId),
+  }),
+
+  createBackup: async (_input, ctx) => {
+    const backup = await takeBackup(ctx.deps, ctx.log);
+    return {
+      status: 200,
+      body: backup.stream,
+      contentType: 'application/gzip',
+      headers: { 'Content-Disposition': `attachment; filename="${backup.fileName}"`, 'Cache-Control': 'no-store' },
+    };
   },
 
   revokeApiKey: async ({ path }, ctx) => {

@@ -1,3 +1,6 @@
-/** The portability area's public entry point: the import and export queues, which the runtime registers. */
+/**
+ * The portability area's public entry point: the import and export queues, which the runtime
+ * registers, and imports for the operator's admin API.
+ */
 export { defineExports } from './exports.ts';
-export { defineImports } from './service.ts';
+export { createImport, defineImports, getImport } from './service.ts';

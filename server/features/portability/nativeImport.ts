@@ -10,11 +10,12 @@
  *    account already has under another id are matched: its first side system takes the archive's
  *    first one, built-in privacy buckets match by slug, appearance and terminology settings are one
  *    per account.
- * 3. The objects are copied under their new keys (the object key names the account and the row).
- * 4. The rows are written table by table in batches, in one transaction with the import's refs and
- *    audit record: an upsert per batch inserts new rows, updates rows that differ and leaves equal
- *    rows alone (`unchanged`: importing the same archive again writes nothing). A failure rolls it
- *    all back and deletes the objects step 3 created; a dry run does the same work and rolls back.
+ * 3. In the import's transaction (the caller's lock first: one import of an account at a time), the
+ *    objects are copied under their new keys (the object key names the account and the row), then
+ *    the rows are written table by table in batches with the import's refs and audit record: an
+ *    upsert per batch inserts new rows, updates rows that differ and leaves equal rows alone
+ *    (`unchanged`: importing the same archive again writes nothing). A failure rolls it all back
+ *    and deletes the objects it created; a dry run does the same work, copies nothing and rolls back.
  */
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -553,6 +554,10 @@ export async function importNativeArchive(
     importId: string;
     onTotal: (total: number) => Promise<void>;
     onProgress: (done: number, total: number) => Promise<void>;
+    /** First in the import's transaction (the caller's lock and its check that the import is still this run's). */
+    begin: (tx: OwnerContext) => Promise<void>;
+    /** Last in the transaction, unless it is a dry run (the caller records the outcome with the writes). */
+    complete: (tx: OwnerContext, result: ApplyResult) => Promise<void>;
   },
 ): Promise<ApplyResult> {
   const storage = ctx.storage!;
@@ -578,22 +583,23 @@ export async function importNativeArchive(
       if (found!.sha256 !== media.sha256 || found!.bytes !== media.bytes)
         fail(`media/${media.key}: its SHA-256 does not match media.jsonl (the archive is damaged or was changed)`);
     }
-    const media: CollectionReport = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
-    for await (const object of mediaLines(dir, manifest.accountId)) {
-      const key = remap.text(object.key);
-      const head = await storage.head(key);
-      if (head && head.size === object.bytes && head.etag === `"${object.sha256}"`) media.unchanged++;
-      else {
-        if (!options.dryRun) {
-          await storage.upload(key, () => createReadStream(object.path), object.contentType, object.bytes);
-          if (!head) created.push(key);
-        }
-        media[head ? 'updated' : 'created']++;
-      }
-    }
-
     let result: ApplyResult | undefined;
     await inTransaction(ctx, async (tx) => {
+      await options.begin(tx);
+      const media: CollectionReport = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
+      for await (const object of mediaLines(dir, manifest.accountId)) {
+        const key = remap.text(object.key);
+        const head = await storage.head(key);
+        if (head && head.size === object.bytes && head.etag === `"${object.sha256}"`) media.unchanged++;
+        else {
+          if (!options.dryRun) {
+            await storage.upload(key, () => createReadStream(object.path), object.contentType, object.bytes);
+            if (!head) created.push(key);
+          }
+          media[head ? 'updated' : 'created']++;
+        }
+      }
+
       const run = new NativeImporter(tx, remap, (done) => options.onProgress(done, total));
       run.report.media = media;
       run.done = objects;
@@ -621,6 +627,7 @@ export async function importNativeArchive(
       });
       result = { report: run.report, warnings: run.warnings, done: run.done, total };
       if (options.dryRun) throw new DryRunRollback();
+      await options.complete(tx, result);
     }).catch((err: unknown) => {
       if (!(err instanceof DryRunRollback)) throw err;
     });

@@ -118,29 +118,30 @@ export interface ImportOutcome {
   finishedAt: number;
 }
 
-const finishImport = statement<{ id: string; outcome: ImportOutcome }, ImportRow>({
+const EXAMPLE_OUTCOME: ImportOutcome = {
+  status: 'succeeded',
+  report: {},
+  warnings: [],
+  warningsOmitted: 0,
+  error: null,
+  done: 0,
+  total: 0,
+  finishedAt: 0,
+};
+
+/** Records the outcome; with `ownedBy` (the run's start), only while the run still owns the import. */
+const finishImport = statement<{ id: string; outcome: ImportOutcome; ownedBy: number | null }, ImportRow>({
   name: 'import_finish',
   area: AREA,
   variants: {
-    one: {
-      id: EXAMPLE_UUID,
-      outcome: {
-        status: 'succeeded',
-        report: {},
-        warnings: [],
-        warningsOmitted: 0,
-        error: null,
-        done: 0,
-        total: 0,
-        finishedAt: 0,
-      },
-    },
+    any: { id: EXAMPLE_UUID, outcome: EXAMPLE_OUTCOME, ownedBy: null },
+    'still owned': { id: EXAMPLE_UUID, outcome: EXAMPLE_OUTCOME, ownedBy: 0 },
   },
-  build: ({ id, outcome: o }) => sql`
+  build: ({ id, outcome: o, ownedBy }) => sql`
     update imports set status = ${o.status}, report = ${JSON.stringify(o.report)}::jsonb,
       warnings = ${JSON.stringify(o.warnings)}::jsonb, warnings_omitted = ${o.warningsOmitted}, error = ${o.error},
       progress_done = ${o.done}, progress_total = ${o.total}, finished_at = ${o.finishedAt}, object_key = null
-    where id = ${id}
+    where id = ${id}${ownedBy === null ? sql.empty : sql` and status = 'running' and started_at = ${ownedBy}`}
     returning *`,
 });
 
@@ -150,6 +151,14 @@ const setProgress = statement<{ id: string; done: number; total: number }, never
   variants: { one: { id: EXAMPLE_UUID, done: 0, total: 0 } },
   build: ({ id, done, total }) =>
     sql`update imports set progress_done = ${done}, progress_total = ${total} where id = ${id} and status = 'running'`,
+});
+
+/** Serialises the imports of one account (a transaction-scoped advisory lock). */
+const lockAccount = statement<{ userId: string }, never>({
+  name: 'import_lock_account',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select pg_advisory_xact_lock(hashtextextended(${`import:${userId}`}, 0))`,
 });
 
 export interface RefRow {
@@ -269,7 +278,9 @@ export const importsRepo = {
     pageImports(db, { userId, after, size }),
   claim: async (db: Knex, id: string, now: number, staleBefore: number) =>
     (await claimImport(db, { id, now, staleBefore }))[0],
-  finish: async (db: Knex, id: string, outcome: ImportOutcome) => (await finishImport(db, { id, outcome }))[0],
+  finish: async (db: Knex, id: string, outcome: ImportOutcome, ownedBy: number | null = null) =>
+    (await finishImport(db, { id, outcome, ownedBy }))[0],
+  lockAccount: async (db: Knex, userId: string) => void (await lockAccount(db, { userId })),
   progress: (db: Knex, id: string, done: number, total: number) => setProgress(db, { id, done, total }),
   refs: (db: Knex, userId: string, source: ImportSource) => listRefs(db, { userId, source }),
   saveRefs: (db: Knex, userId: string, source: ImportSource, rows: RefRow[]) =>

@@ -6,14 +6,20 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { onBehalfOf } from '../../access/index.ts';
-import { inTransaction, type OwnerContext, ownerOf, type ServerContext } from '../../core/context.ts';
+import {
+  inTransaction,
+  type OwnerContext,
+  ownerOf,
+  type ServerContext,
+  type ServiceContext,
+} from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, notFound, unavailable } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { SCOPES, type Scope } from '../../core/scopes.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import type { components } from '../../../generated/api.d.ts';
-import { applyBundle, entityCount } from './apply.ts';
+import { type ApplyResult, applyBundle, entityCount } from './apply.ts';
 import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
 import { jsonObjectSyntaxError } from './jsonSyntax.ts';
@@ -26,8 +32,12 @@ import { tarHeaderError } from './tar.ts';
 type Schemas = components['schemas'];
 
 export const IMPORT_QUEUE = 'import';
-/** A run longer than this is taken to have died with its worker, and another worker may start it again. */
-const IMPORT_LEASE_MS = 60 * 60_000;
+/**
+ * A run longer than this is taken to have died with its worker: the queue gives the job to another
+ * worker (a second attempt), which takes the import over (claim) unless the first run is still in
+ * its transaction, which it then waits for (the import row's lock) and finds finished.
+ */
+const IMPORT_LEASE_MS = 30 * 60_000;
 /** Warnings listed in an import; the rest are counted. */
 const MAX_WARNINGS = 1000;
 
@@ -57,7 +67,7 @@ function toImport(row: ImportRow): Schemas['Import'] {
 
 /** Stores the file and queues its import, both or neither. */
 export async function createImport(
-  ctx: OwnerContext,
+  ctx: ServiceContext,
   input: { source: ImportSource; dryRun: boolean; file: Buffer },
 ): Promise<Schemas['ImportAccepted']> {
   const { storage } = ctx;
@@ -110,7 +120,7 @@ export async function createImport(
   }
 }
 
-export async function getImport(ctx: OwnerContext, id: string): Promise<Schemas['Import']> {
+export async function getImport(ctx: ServiceContext, id: string): Promise<Schemas['Import']> {
   const row = await importsRepo.find(ctx.db, ownerOf(ctx), id);
   if (!row) throw notFound('Import not found');
   return toImport(row);
@@ -151,6 +161,8 @@ function parse(source: Exclude<ImportSource, 'native'>, file: Buffer): ImportBun
 
 /** Thrown inside a dry run's transaction to roll it back once the report is made. */
 class DryRunRollback extends Error {}
+/** Thrown when the import is no longer this run's (finished, or taken over after a lost lease). */
+class Superseded extends Error {}
 
 function capped(warnings: ImportWarning[]): { warnings: ImportWarning[]; warningsOmitted: number } {
   return { warnings: warnings.slice(0, MAX_WARNINGS), warningsOmitted: Math.max(0, warnings.length - MAX_WARNINGS) };
@@ -175,33 +187,52 @@ export async function runImport(
     importsRepo.finish(base.db, row.id, { ...outcome, finishedAt: clock() });
   const failed = (error: string, total = 0) =>
     finish({ status: 'failed', report: {}, warnings: [], warningsOmitted: 0, error, done: 0, total });
+  let superseded = false;
   try {
+    // One import of an account at a time. A run that outlived its lease may be taken over
+    // meanwhile (the claim moves started_at): the takeover waits here for this run, which then
+    // finds it no longer owns the import and rolls back, and does the work itself.
+    const own = async (tx: OwnerContext) => {
+      await importsRepo.lockAccount(tx.db, row.user_id);
+      const current = await importsRepo.find(tx.db, row.user_id, row.id);
+      if (current?.status !== 'running' || current.started_at !== row.started_at) throw new Superseded();
+    };
+    const succeeded = (applied: ApplyResult): ImportOutcome => ({
+      status: 'succeeded',
+      report: applied.report,
+      ...capped(applied.warnings),
+      error: null,
+      done: applied.done,
+      total: applied.total,
+      finishedAt: clock(),
+    });
+    // Finished in the same transaction as the writes: never written without being reported.
+    const finishWith = async (tx: OwnerContext, applied: ApplyResult) => {
+      if (!(await importsRepo.finish(tx.db, row.id, succeeded(applied), row.started_at))) throw new Superseded();
+    };
     if (row.source === 'native') {
       if (!row.object_key || !base.storage)
         return void (await failed('The uploaded archive is no longer in object storage: send it again'));
-      const setProgress = (done: number, total: number) =>
-        progressDb ? importsRepo.progress(progressDb, row.id, done, total).then(() => undefined) : Promise.resolve();
-      let applied: Awaited<ReturnType<typeof importNativeArchive>>;
+      const setProgress = async (done: number, total: number) => {
+        if (progressDb) await importsRepo.progress(progressDb, row.id, done, total);
+      };
       try {
-        applied = await importNativeArchive(ctx, {
+        const applied = await importNativeArchive(ctx, {
           objectKey: row.object_key,
           dryRun: row.dry_run,
           importId: row.id,
           onTotal: (total) => setProgress(0, total),
           onProgress: setProgress,
+          begin: own,
+          complete: finishWith,
         });
+        if (row.dry_run) await importsRepo.finish(base.db, row.id, succeeded(applied));
       } catch (err) {
         if (err instanceof ImportFormatError) return void (await failed(err.message));
-        throw err;
+        if (!(err instanceof Superseded)) throw err;
+        superseded = true;
       }
-      return void (await finish({
-        status: 'succeeded',
-        report: applied.report,
-        ...capped(applied.warnings),
-        error: null,
-        done: applied.done,
-        total: applied.total,
-      }));
+      return;
     }
     const stored = row.object_key && base.storage ? await base.storage.get(row.object_key) : null;
     if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
@@ -217,35 +248,36 @@ export async function runImport(
     const onProgress = progressDb
       ? (done: number) => importsRepo.progress(progressDb, row.id, done, total).then(() => undefined)
       : async () => undefined;
-    let result: Awaited<ReturnType<typeof applyBundle>> | undefined;
+    let dryResult: ApplyResult | undefined;
     try {
       await inTransaction(ctx, async (tx) => {
-        result = await applyBundle(tx, bundle, onProgress);
+        await own(tx);
+        const applied = await applyBundle(tx, bundle, onProgress);
         await tx.audit.record(tx, {
           action: 'import.apply',
           targetType: 'import',
           targetId: row.id,
           detail: { source: row.source, dryRun: row.dry_run, entities: total },
         });
-        if (row.dry_run) throw new DryRunRollback();
+        if (row.dry_run) {
+          dryResult = applied;
+          throw new DryRunRollback();
+        }
+        await finishWith(tx, applied);
       });
     } catch (err) {
+      if (err instanceof Superseded) {
+        superseded = true;
+        return;
+      }
       if (!(err instanceof DryRunRollback)) throw err;
+      await importsRepo.finish(base.db, row.id, succeeded(dryResult!));
     }
-    const applied = result!;
-    await finish({
-      status: 'succeeded',
-      report: applied.report,
-      ...capped(applied.warnings),
-      error: null,
-      done: applied.done,
-      total,
-    });
   } catch (err) {
     base.log.error({ err, importId: row.id }, 'import failed');
     await failed('The import failed unexpectedly and wrote nothing; the server log has the details');
   } finally {
-    if (row.object_key) await base.storage?.delete(row.object_key).catch(() => undefined);
+    if (row.object_key && !superseded) await base.storage?.delete(row.object_key).catch(() => undefined);
   }
 }
 
@@ -263,7 +295,7 @@ export function defineImports(
     runImport(context(), String((job.payload as { importId?: unknown }).importId), options);
   jobs.define(IMPORT_QUEUE, run, {
     concurrency: 1,
-    maxAttempts: 1,
+    maxAttempts: 2,
     leaseMs: IMPORT_LEASE_MS,
   });
 }

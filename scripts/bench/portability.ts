@@ -1,0 +1,253 @@
+/**
+ * npm run bench:portability [-- --smoke]: how long an import takes and how much memory it needs,
+ * on the real server (a child process, NODE_ENV=production, the job worker on) and PostgreSQL.
+ *
+ * Generates a large Simply Plural export (members with custom field values, custom fronts, nested
+ * groups, buckets, front history, notes), posts it, waits for the job, and reports the time from
+ * the upload to the finished import and the server's peak RSS (VmHWM) before and after; then the
+ * same file again (every entity unchanged). Needs DATABASE_URL; creates and drops its own database.
+ * Prints a Markdown table (docs/benchmarks.md keeps the figures of record).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { openDatabase } from '../../server/db/knex.ts';
+import { migrateLatest } from '../../server/db/migrate.ts';
+import { SCOPES } from '../../server/core/scopes.ts';
+import { adminQuery, benchMessageKeys, freePort } from './support.ts';
+
+const root = resolve(import.meta.dirname, '../..');
+const { values } = parseArgs({ options: { smoke: { type: 'boolean' } } });
+const smoke = values.smoke ?? false;
+const SIZE = smoke
+  ? { members: 50, fronts: 5, fields: 6, groups: 10, history: 2_000, notes: 200 }
+  : { members: 2_000, fronts: 20, fields: 12, groups: 100, history: 300_000, notes: 20_000 };
+const log = (m: string) => process.stdout.write(`[portability] ${m}\n`);
+
+const baseUrl = process.env.DATABASE_URL ?? '';
+if (!baseUrl) {
+  console.error('npm run bench:portability needs DATABASE_URL (it creates and drops its own database).');
+  process.exit(2);
+}
+const dbName = `bench_port_${Date.now()}_${randomBytes(3).toString('hex')}`;
+const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
+const ADMIN_TOKEN = randomBytes(24).toString('hex');
+
+/** A 24-hex ObjectId-like id, deterministic. */
+const oid = (kind: number, n: number) => `65${kind.toString(16).padStart(2, '0')}${n.toString(16).padStart(20, '0')}`;
+
+/** A Simply Plural export of the planned size (bucket era). */
+function simplyPluralExport(): string {
+  const uid = 'benchUid0123456789abcdefghij';
+  const buckets = ['Friends', 'Trusted friends', 'Partners', 'Work'].map((name, i) => ({
+    _id: oid(1, i),
+    uid,
+    name,
+    desc: '',
+    color: '#336699',
+    icon: '🔒',
+    rank: `0|aaaa${i}:`,
+  }));
+  const fields = Array.from({ length: SIZE.fields }, (_, i) => ({
+    _id: oid(2, i),
+    uid,
+    name: `Field ${i}`,
+    type: i % 4 === 3 ? 2 : 0,
+    order: `0|hzzzz${i}:`,
+    supportMarkdown: i % 5 === 0,
+    buckets: [oid(1, i % 2)],
+  }));
+  const members = Array.from({ length: SIZE.members }, (_, i) => ({
+    _id: oid(3, i),
+    uid,
+    name: `Member ${i}`,
+    desc: `Description of member ${i}. `.repeat(4),
+    pronouns: i % 2 ? 'she/her' : 'they/them',
+    color: '#aa33cc',
+    avatarUuid: `avatar-${i}`,
+    pkId: i < 500 ? `pk${i.toString(36).padStart(3, '0')}` : undefined,
+    info: Object.fromEntries(fields.map((f, k) => [f._id, k % 4 === 3 ? '2001-02-03' : `value ${i}-${k}`])),
+    buckets: [oid(1, i % 4)],
+    archived: i % 50 === 0,
+    lastOperationTime: 1_700_000_000_000 + i,
+  }));
+  const fronts = Array.from({ length: SIZE.fronts }, (_, i) => ({
+    _id: oid(4, i),
+    uid,
+    name: `Custom front ${i}`,
+    desc: '',
+    color: '#00ff00',
+    buckets: [],
+  }));
+  const groups = Array.from({ length: SIZE.groups }, (_, i) => ({
+    _id: oid(5, i),
+    uid,
+    name: `Group ${i}`,
+    desc: '',
+    color: '#123456',
+    emoji: '⭐',
+    parent: i < 10 ? 'root' : oid(5, i % 10),
+    members: Array.from({ length: 20 }, (_, k) => oid(3, (i * 20 + k) % SIZE.members)),
+    buckets: [oid(1, 0)],
+  }));
+  const start = 1_600_000_000_000;
+  const history = Array.from({ length: SIZE.history }, (_, i) => {
+    const subject = i % 10 === 9 ? oid(4, i % SIZE.fronts) : oid(3, (i * 7) % SIZE.members);
+    const live = i >= SIZE.history - 2;
+    return {
+      _id: oid(6, i),
+      uid,
+      member: subject,
+      custom: i % 10 === 9,
+      live,
+      startTime: start + i * 3_600_000,
+      ...(live ? {} : { endTime: start + i * 3_600_000 + 2_700_000 }),
+      customStatus: i % 3 === 0 ? 'tired' : '',
+      commentCount: 0,
+      lastOperationTime: start + i * 3_600_000,
+    };
+  });
+  const notes = Array.from({ length: SIZE.notes }, (_, i) => ({
+    _id: oid(7, i),
+    uid,
+    title: `Note ${i}`,
+    note: `Something worth remembering, number ${i}. `.repeat(10),
+    color: '#ffffff',
+    member: oid(3, i % SIZE.members),
+    date: start + i * 60_000,
+    supportMarkdown: true,
+  }));
+  return JSON.stringify({
+    users: [{ _id: uid, uid, username: 'bench', desc: '', color: '#000000', isAsystem: true }],
+    private: [{ _id: uid, uid, latestVersion: 312, defaultPrivacySettings: { members: [oid(1, 0)], groups: [] } }],
+    privacyBuckets: buckets,
+    customFields: fields,
+    members,
+    frontStatuses: fronts,
+    groups,
+    frontHistory: history,
+    comments: [],
+    notes,
+    tokens: [{ _id: oid(8, 0), uid, token: 'never-read', permission: 7 }],
+    friends: [],
+  });
+}
+
+async function startServer(port: number, objectsDir: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+    cwd: root,
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: dbUrl,
+      ADMIN_TOKEN,
+      MESSAGE_ENCRYPTION_KEYS: benchMessageKeys,
+      OBJECT_STORAGE_DIR: objectsDir,
+      IMPORT_MAX_BYTES: String(1024 * 1_048_576),
+      RATE_LIMIT_PER_MINUTE: '100000',
+      JOB_POLL_INTERVAL_MS: '200',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
+    try {
+      await fetch(`http://127.0.0.1:${port}/healthz`);
+      return child;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error('the server did not start');
+}
+
+/** The process's peak and current resident set, MB (Linux /proc). */
+function memoryOf(pid: number): { peakMb: number; rssMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { peakMb: Math.round(kb('VmHWM') / 1024), rssMb: Math.round(kb('VmRSS') / 1024) };
+}
+
+async function main(): Promise<void> {
+  await adminQuery(baseUrl, `create database ${dbName}`);
+  const objectsDir = mkdtempSync(join(tmpdir(), 'bench-port-'));
+  let server: ChildProcess | undefined;
+  try {
+    const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
+    await migrateLatest(db.knex);
+    await db.close();
+    const port = await freePort();
+    server = await startServer(port, objectsDir);
+    const url = `http://127.0.0.1:${port}`;
+    const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+    const account = (await (
+      await fetch(`${url}/admin/v1/accounts`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ username: 'bench_import', plan: 'pro_plus' }),
+      })
+    ).json()) as { userId: string };
+    const key = (await (
+      await fetch(`${url}/admin/v1/accounts/${account.userId}/api-keys`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ name: 'bench', scopes: Object.fromEntries(SCOPES.map((s) => [s, 'read_write'])) }),
+      })
+    ).json()) as { apiKey: string };
+    const auth = { authorization: `Bearer ${key.apiKey}` };
+
+    const file = simplyPluralExport();
+    log(`Simply Plural export: ${(file.length / 1_048_576).toFixed(1)} MB, ${JSON.stringify(SIZE)}`);
+    const rows: string[] = [];
+    for (const label of ['first import', 'same file again (unchanged)']) {
+      const before = memoryOf(server.pid!);
+      const started = performance.now();
+      const res = await fetch(`${url}/api/v1/imports?source=simply_plural`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: file,
+      });
+      if (res.status !== 202) throw new Error(`POST /imports answered ${res.status}: ${await res.text()}`);
+      const { id } = (await res.json()) as { id: string };
+      const uploaded = performance.now();
+      let result: { status: string; report: Record<string, Record<string, number>>; error: string | null };
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 250));
+        result = (await (await fetch(`${url}/api/v1/imports/${id}`, { headers: auth })).json()) as typeof result;
+        if (result.status === 'succeeded' || result.status === 'failed') break;
+      }
+      const finished = performance.now();
+      const after = memoryOf(server.pid!);
+      if (result.status !== 'succeeded') throw new Error(`the import failed: ${result.error}`);
+      const h = result.report.frontHistory!;
+      log(`${label}: ${((finished - started) / 1000).toFixed(1)} s, frontHistory ${JSON.stringify(h)}`);
+      rows.push(
+        `| ${label} | ${((uploaded - started) / 1000).toFixed(1)} | ${((finished - started) / 1000).toFixed(1)} | ${before.peakMb} | ${after.peakMb} |`,
+      );
+    }
+    process.stdout.write(
+      [
+        '',
+        `Simply Plural import, ${(file.length / 1_048_576).toFixed(1)} MB file (${SIZE.members} members, ${SIZE.history} front history documents, ${SIZE.notes} notes), PostgreSQL:`,
+        '',
+        '| run | upload s | upload to finished s | server peak RSS before, MB | after, MB |',
+        '|---|---|---|---|---|',
+        ...rows,
+        '',
+      ].join('\n'),
+    );
+  } finally {
+    server?.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    rmSync(objectsDir, { recursive: true, force: true });
+    await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
+  }
+}
+
+await main();
