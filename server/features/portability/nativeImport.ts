@@ -78,7 +78,8 @@ async function unpack(
   let objects = 0;
   try {
     for await (const entry of readTar(stored.body)) {
-      const { name } = entry;
+      const name = entry.path;
+      if (entry.type !== 'file') fail(`The archive holds ${JSON.stringify(name)}, which is not a file`);
       let path: string;
       if (name.startsWith('media/')) {
         path = mediaPath(dir, name.slice('media/'.length));
@@ -96,7 +97,7 @@ async function unpack(
       const hash = createHash('sha256');
       const out = createWriteStream(path);
       let lines = 0;
-      for await (const chunk of entry.body) {
+      for await (const chunk of entry.chunks()) {
         hash.update(chunk);
         for (const byte of chunk) if (byte === 0x0a) lines++;
         if (!out.write(chunk)) await once(out, 'drain');
