@@ -713,8 +713,6 @@ export const INTERNAL_TABLES = [
   'schema_migrations_lock',
 ] as const;
 
-export const EXPORTED_TABLE_NAMES: readonly string[] = EXPORTED_TABLES.map((t) => t.name);
-
 /** The columns the archive carries for a table: its columns without the omitted ones, plus the sealed text in clear. */
 export function archiveColumns(table: ExportedTable): string[] {
   const kept = table.columns.filter((c) => !table.omit?.includes(c));
