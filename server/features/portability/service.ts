@@ -183,6 +183,7 @@ export async function runImport(
     const stored = row.object_key && base.storage ? await base.storage.get(row.object_key) : null;
     if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
     let bundle: ImportBundle;
+    const parseStarted = performance.now();
     try {
       bundle = parse(row.source, stored.body);
     } catch (err) {
@@ -190,11 +191,27 @@ export async function runImport(
       throw err;
     }
     const total = entityCount(bundle);
+    const parseMs = Math.round(performance.now() - parseStarted);
     if (progressDb) await importsRepo.progress(progressDb, row.id, 0, total);
     const onProgress = progressDb
       ? (done: number) => importsRepo.progress(progressDb, row.id, done, total).then(() => undefined)
       : async () => undefined;
-    const succeeded = (applied: ApplyResult): ImportOutcome => ({
+    const succeeded = (applied: ApplyResult): ImportOutcome => {
+      base.log.info(
+        {
+          importId: row.id,
+          source: row.source,
+          dryRun: row.dry_run,
+          bytes: row.byte_size,
+          total,
+          parseMs,
+          phasesMs: applied.phases,
+        },
+        'import applied',
+      );
+      return outcomeOf(applied);
+    };
+    const outcomeOf = (applied: ApplyResult): ImportOutcome => ({
       status: 'succeeded',
       report: applied.report,
       ...capped(applied.warnings),
