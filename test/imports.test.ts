@@ -333,6 +333,70 @@ describe('Simply Plural import', () => {
   });
 });
 
+describe('notes and their caps', () => {
+  it('imports notes with their dates, keeps the plan’s cap per member, and reports the notes over it', async () => {
+    const user = await server.user({ account: { plan: 'free' } });
+    const uid = 'spUid0123456789abcdefgh';
+    const notes = Array.from({ length: 101 }, (_, i) => ({
+      _id: `note${String(i).padStart(4, '0')}`,
+      uid,
+      title: `Note ${i}`,
+      note: `Text ${i}`,
+      member: 'm1',
+      date: 1_700_000_000_000 + i * 1000,
+    }));
+    const file = {
+      users: [{ _id: uid, uid, username: 'capped' }],
+      private: [{ _id: uid, uid, latestVersion: 312 }],
+      members: [{ _id: 'm1', uid, name: 'Robin', buckets: [] }],
+      notes,
+    };
+    const result = await importFile(user, file, 'source=simply_plural');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.notes).toEqual({ ...zero, created: 100, failed: 1 });
+    expect(result.warnings).toContainEqual({
+      collection: 'notes',
+      sourceId: 'note0100',
+      message: expect.stringMatching(
+        /^not imported: Note limit of 100 per member on the Free plan reached for member /,
+      ),
+    });
+    const stored = await server.deps.db.knex('entries').where({ user_id: user.userId }).count({ n: '*' });
+    expect(Number(stored[0]!.n)).toBe(100);
+    const listed = (await user.api.GET('/api/v1/entries', { params: { query: { limit: 100 } } })).data!;
+    const first = listed.find((n) => n.title === 'Note 0')!;
+    expect([first.createdAt, first.updatedAt]).toEqual([1_700_000_000_000, 1_700_000_000_000]);
+
+    const again = await importFile(user, file, 'source=simply_plural');
+    expect(again.report.notes).toEqual({ ...zero, unchanged: 100, failed: 1 });
+  });
+
+  it('re-hosts a note’s external images as any note’s, and reports a note whose images cannot be fetched', async () => {
+    const user = await server.user();
+    const uid = 'spUid0123456789abcdefgh';
+    const file = {
+      users: [{ _id: uid, uid, username: 'images' }],
+      private: [{ _id: uid, uid, latestVersion: 312 }],
+      members: [{ _id: 'm1', uid, name: 'Robin', buckets: [] }],
+      notes: [
+        { _id: 'plain', uid, title: 'Plain', note: 'No images.', member: 'm1', date: 1_700_000_000_000 },
+        {
+          _id: 'pic',
+          uid,
+          title: 'Pic',
+          note: '![cat](http://127.0.0.1:9/cat.png)',
+          member: 'm1',
+          date: 1_700_000_000_000,
+        },
+      ],
+    };
+    const result = await importFile(user, file, 'source=simply_plural');
+    expect(result.status).toBe('succeeded');
+    expect(result.report.notes).toEqual({ ...zero, created: 1, failed: 1 });
+    expect(result.warnings.find((w) => w.sourceId === 'pic')?.message).toMatch(/^not imported: /);
+  });
+});
+
 describe('bad input', () => {
   it('refuses a body that is not one JSON object at the door (400), queueing nothing', async () => {
     const user = await server.user();

@@ -66,6 +66,44 @@ insert into
 values
   ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11);
 
+-- entries_insert_imported (a batch)
+insert into
+  entries (
+    id,
+    user_id,
+    side_system_id,
+    sub_system_id,
+    title,
+    content,
+    member_id,
+    member_ids,
+    created_at,
+    updated_at,
+    deleted_at
+  )
+select
+  r.id,
+  $1,
+  r.side_system_id,
+  r.sub_system_id,
+  r.title,
+  r.content,
+  r.member_id,
+  null,
+  r.created_at,
+  r.created_at,
+  null
+from
+  jsonb_to_recordset($2::jsonb) as r (
+    id uuid,
+    side_system_id uuid,
+    sub_system_id uuid,
+    title text,
+    content text,
+    member_id uuid,
+    created_at bigint
+  );
+
 -- entries_links (some notes)
 select
   entry_id,
@@ -97,6 +135,17 @@ from
   unnest($3::uuid[]) with ordinality as l (member_id, n)
 order by
   l.n;
+
+-- entries_links_insert_imported (a batch)
+insert into
+  entry_members (entry_id, member_id, user_id, position)
+select
+  r.id,
+  r.member_id,
+  $1,
+  0
+from
+  jsonb_to_recordset($2::jsonb) as r (id uuid, member_id uuid);
 
 -- entries_list (the active read scope)
 select
@@ -329,6 +378,15 @@ where
 order by
   id
 for update;
+
+-- entries_set_imported_times (one)
+update entries
+set
+  created_at = $1,
+  updated_at = $2
+where
+  id = $3
+  and user_id = $4;
 
 -- entries_update (any set of changed columns)
 update entries

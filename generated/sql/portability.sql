@@ -91,14 +91,6 @@ where
 returning
   *;
 
--- import_entry_times (one)
-update entries
-set
-  created_at = $1
-where
-  id = $2
-  and user_id = $3;
-
 -- import_existing_ids_1: members
 select
   id

@@ -1,5 +1,5 @@
 /**
- * npm run bench:portability [-- --smoke]: how long an import takes and how much memory it needs,
+ * npm run bench:portability [-- --smoke] [-- --members N --history N --notes N]: how long an import takes and how much memory it needs,
  * on the real server (a child process, NODE_ENV=production, the job worker on) and PostgreSQL.
  *
  * Generates a large Simply Plural export (members with custom field values, custom fronts, nested
@@ -20,11 +20,23 @@ import { SCOPES } from '../../server/core/scopes.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
-const { values } = parseArgs({ options: { smoke: { type: 'boolean' } } });
+const { values } = parseArgs({
+  options: {
+    smoke: { type: 'boolean' },
+    members: { type: 'string' },
+    history: { type: 'string' },
+    notes: { type: 'string' },
+  },
+});
 const smoke = values.smoke ?? false;
-const SIZE = smoke
-  ? { members: 50, fronts: 5, fields: 6, groups: 10, history: 2_000, notes: 200 }
-  : { members: 2_000, fronts: 20, fields: 12, groups: 100, history: 300_000, notes: 20_000 };
+const SIZE = {
+  ...(smoke
+    ? { members: 50, fronts: 5, fields: 6, groups: 10, history: 2_000, notes: 200 }
+    : { members: 2_000, fronts: 20, fields: 12, groups: 100, history: 300_000, notes: 20_000 }),
+  ...(values.members ? { members: Number(values.members) } : {}),
+  ...(values.history ? { history: Number(values.history) } : {}),
+  ...(values.notes ? { notes: Number(values.notes) } : {}),
+};
 const log = (m: string) => process.stdout.write(`[portability] ${m}\n`);
 
 const baseUrl = process.env.DATABASE_URL ?? '';
@@ -142,7 +154,7 @@ async function startServer(port: number, objectsDir: string): Promise<ChildProce
     env: {
       ...process.env,
       NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
+      LOG_LEVEL: 'info',
       DATABASE_URL: dbUrl,
       ADMIN_TOKEN,
       MESSAGE_ENCRYPTION_KEYS: benchMessageKeys,
@@ -153,7 +165,19 @@ async function startServer(port: number, objectsDir: string): Promise<ChildProce
       PORT: String(port),
       HOST: '127.0.0.1',
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  // The job's own account of where the time went (its 'import applied' log line).
+  let buffered = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString('utf8');
+    const lines = buffered.split('\n');
+    buffered = lines.pop()!;
+    for (const line of lines) {
+      if (!line.includes('"import applied"')) continue;
+      const entry = JSON.parse(line) as { parseMs: number; phasesMs: Record<string, number> };
+      log(`server: parse ${entry.parseMs} ms, phases ${JSON.stringify(entry.phasesMs)}`);
+    }
   });
   for (let i = 0; i < 300; i++) {
     if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);

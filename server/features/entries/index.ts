@@ -1,2 +1,9 @@
-/** The entries area's public entry point: the owner's note writes that friend routes reuse once the access engine has authorised them. */
-export { createEntry, deleteEntry, updateEntry } from './service.ts';
+/** The entries area's public entry point: the owner's note writes that friend routes reuse once the access engine has authorised them, and the notes an import writes. */
+export {
+  createEntry,
+  deleteEntry,
+  type ImportedNote,
+  insertImportedNotes,
+  setImportedNoteTime,
+  updateEntry,
+} from './service.ts';

@@ -126,6 +126,46 @@ const insertEntry = statement<{ row: EntryRow }, never>({
       ${row.member_id}, ${jsonIds(row.member_ids)}::jsonb, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
 });
 
+/** Notes an import writes as they were, many at once (one JSON array), each with at most one linked member. */
+const insertImported = statement<{ userId: string; rows: ImportedEntryRow[] }, never>({
+  name: 'entries_insert_imported',
+  area: AREA,
+  variants: { 'a batch': { userId: EXAMPLE_UUID, rows: [] } },
+  build: ({ userId, rows }) => sql`insert into entries
+      (id, user_id, side_system_id, sub_system_id, title, content, member_id, member_ids, created_at, updated_at, deleted_at)
+    select r.id, ${userId}, r.side_system_id, r.sub_system_id, r.title, r.content, r.member_id, null, r.created_at, r.created_at, null
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      as r (id uuid, side_system_id uuid, sub_system_id uuid, title text, content text, member_id uuid, created_at bigint)`,
+});
+
+const insertImportedLinks = statement<{ userId: string; rows: ImportedEntryRow[] }, never>({
+  name: 'entries_links_insert_imported',
+  area: AREA,
+  variants: { 'a batch': { userId: EXAMPLE_UUID, rows: [] } },
+  build: ({ userId, rows }) => sql`insert into entry_members (entry_id, member_id, user_id, position)
+    select r.id, r.member_id, ${userId}, 0
+    from jsonb_to_recordset(${JSON.stringify(rows.filter((r) => r.member_id !== null))}::jsonb) as r (id uuid, member_id uuid)`,
+});
+
+/** An imported note keeps the time it was written in the source. */
+const setTimes = statement<{ userId: string; id: string; at: number }, never>({
+  name: 'entries_set_imported_times',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, at: 0 } },
+  build: ({ userId, id, at }) =>
+    sql`update entries set created_at = ${at}, updated_at = ${at} where id = ${id} and user_id = ${userId}`,
+});
+
+export interface ImportedEntryRow {
+  id: string;
+  side_system_id: string;
+  sub_system_id: string | null;
+  title: string | null;
+  content: string;
+  member_id: string | null;
+  created_at: number;
+}
+
 /** What an update may change (updated_at always). */
 export type EntryChanges = Partial<Pick<EntryRow, 'title' | 'content' | 'member_id' | 'member_ids' | 'deleted_at'>> & {
   updated_at: number;
@@ -307,6 +347,19 @@ export const entriesRepo = {
    * Locks the account's member rows among `memberIds` (in id order) until the transaction ends;
    * the ids among them that are live members.
    */
+  /** Imported notes, 1000 per statement, with their one link each. */
+  async insertImported(db: Knex, userId: string, rows: ImportedEntryRow[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += 1000) {
+      const batch = rows.slice(i, i + 1000);
+      await insertImported(db, { userId, rows: batch });
+      if (batch.some((r) => r.member_id !== null)) await insertImportedLinks(db, { userId, rows: batch });
+    }
+  },
+
+  async setImportedTimes(db: Knex, userId: string, id: string, at: number): Promise<void> {
+    await setTimes(db, { userId, id, at });
+  },
+
   async lockMembers(trx: Knex.Transaction, userId: string, memberIds: string[]): Promise<Set<string>> {
     if (memberIds.length === 0) return new Set();
     const rows = await lockMembers(trx, { userId, memberIds });

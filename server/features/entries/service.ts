@@ -13,7 +13,7 @@ import { dropObjects, purgeItems } from '../trash/index.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import { registerNoteImage } from '../../storage/noteImages.ts';
 import { externalImageUrls, imageKey, rehostImages } from './rehost.ts';
-import { type EntryChanges, entriesRepo, type EntryRow } from './repo.ts';
+import { type EntryChanges, entriesRepo, type EntryRow, type ImportedEntryRow } from './repo.ts';
 
 type Schemas = components['schemas'];
 
@@ -283,4 +283,94 @@ export async function readEntryImage(
   const result = await readStoredImage(ctx.storage, imageKey(ownerOf(ctx), imageId), ifNoneMatch);
   if (result.status === 404) throw notFound('Image not found');
   return result;
+}
+
+export interface ImportedNote {
+  id: string;
+  title: string | null;
+  content: string;
+  memberId: string | null;
+  /** When it was written in the source: its creation and last change here. */
+  at: number;
+}
+
+/**
+ * Notes an import writes, as they were: the rules of createEntry (live linked members, the plan's
+ * note cap per member, under the members' row locks) checked once for all of them, then written
+ * 1000 to a statement, with the ids given. A note with external images goes through createEntry
+ * one at a time, so its images are re-hosted like any note's (and it gets an id of its own).
+ * Returns the id each written note has, and why each refused one was refused.
+ */
+export async function insertImportedNotes(
+  ctx: ServiceContext,
+  notes: ImportedNote[],
+): Promise<{ written: Map<string, string>; refused: Map<string, string> }> {
+  const userId = ownerOf(ctx);
+  const refused = new Map<string, string>();
+  const written = new Map<string, string>();
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
+    const scope = await resolveWriteScope(trx, userId);
+    const memberIds = [...new Set(notes.map((n) => n.memberId).filter((id) => id !== null))];
+    const live = await entriesRepo.lockMembers(trx, userId, memberIds);
+    const state = memberIds.length ? await entriesRepo.capState(trx, userId, memberIds) : undefined;
+    const plan = (state?.plan ?? 'free') as PlanKey;
+    const cap = ctx.config.noteCaps[plan];
+    const counts = state?.counts ?? new Map<string, number>();
+    const rows: ImportedEntryRow[] = [];
+    const withImages: ImportedNote[] = [];
+    for (const note of notes) {
+      const member = note.memberId;
+      if (member !== null && !live.has(member)) {
+        refused.set(note.id, `Linked members must be your live members; not: ${member}`);
+        continue;
+      }
+      if (member !== null && (counts.get(member) ?? 0) >= cap) {
+        refused.set(
+          note.id,
+          `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${member}`,
+        );
+        continue;
+      }
+      if (member !== null) counts.set(member, (counts.get(member) ?? 0) + 1);
+      if (externalImageUrls(note.content).length > 0) {
+        withImages.push(note);
+        continue;
+      }
+      written.set(note.id, note.id);
+      rows.push({
+        id: note.id,
+        side_system_id: scope.sideSystemId,
+        sub_system_id: scope.subSystemId,
+        title: note.title,
+        content: note.content,
+        member_id: member,
+        created_at: note.at,
+      });
+    }
+    await entriesRepo.insertImported(trx, userId, rows);
+    for (const note of withImages) {
+      try {
+        const id = await inTransaction(tx, async (one) => {
+          const created = await createEntry(one, {
+            content: note.content,
+            title: note.title,
+            ...(note.memberId ? { memberId: note.memberId } : {}),
+          });
+          await entriesRepo.setImportedTimes(one.db, userId, created.id, note.at);
+          return created.id;
+        });
+        written.set(note.id, id);
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        refused.set(note.id, err.message);
+      }
+    }
+  });
+  return { written, refused };
+}
+
+/** An imported note that an edited export changed keeps the time the export gives it. */
+export async function setImportedNoteTime(ctx: ServiceContext, id: string, at: number): Promise<void> {
+  await entriesRepo.setImportedTimes(ctx.db, ownerOf(ctx), id, at);
 }

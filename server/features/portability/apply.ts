@@ -13,7 +13,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { inTransaction, ownerOf, type OwnerContext } from '../../core/context.ts';
 import { DomainError } from '../../core/errors.ts';
 import { createField, setMemberValue, updateField } from '../customFields/index.ts';
-import { createEntry, updateEntry } from '../entries/index.ts';
+import { type ImportedNote, insertImportedNotes, setImportedNoteTime, updateEntry } from '../entries/index.ts';
 import { lockFront } from '../front/index.ts';
 import { createFolder, createGroup, setGroupMembers, updateFolder, updateGroup } from '../groups/index.ts';
 import { createMember, membersByIds, updateMember } from '../members/index.ts';
@@ -36,6 +36,8 @@ export interface ApplyResult {
   /** Entities written or found unchanged. */
   done: number;
   total: number;
+  /** Milliseconds per phase (for the log). */
+  phases: Record<string, number>;
 }
 
 const HEX_COLOR = /^#[0-9a-fA-F]{6}$/;
@@ -95,7 +97,9 @@ class Importer {
     const byTable = new Map<RefTable, RefRow[]>();
     for (const row of rows) {
       const table = TABLE_OF[row.collection] ?? 'members';
-      byTable.set(table, [...(byTable.get(table) ?? []), row]);
+      const list = byTable.get(table);
+      if (list) list.push(row);
+      else byTable.set(table, [row]);
     }
     for (const [table, tableRows] of byTable) {
       const live = await importsRepo.existing(
@@ -244,11 +248,36 @@ class Importer {
     }
   }
 
+  /** Changed notes one at a time; new ones in bulk (insertImportedNotes: the cap checked once for all). */
   async notes(): Promise<void> {
+    const fresh: ImportedNote[] = [];
+    const pending = new Map<string, { ref: SourceRef; digest: string }>();
     for (const n of this.bundle.notes) {
       const memberId = n.member ? this.localId(n.member) : undefined;
       if (n.member && !memberId) this.warn(n.ref, 'its member was not imported: the note is kept without it');
-      await this.upsert(n, { n, memberId }, noteWrite(n, memberId ?? null));
+      const digestInput = { n, memberId };
+      const known = this.refs.get(keyOf(n.ref));
+      if (known) {
+        await this.upsert(n, digestInput, noteWrite(n, memberId ?? null));
+        continue;
+      }
+      const id = randomUUID();
+      fresh.push({ id, title: n.title, content: n.content, memberId: memberId ?? null, at: n.createdAt });
+      pending.set(id, { ref: n.ref, digest: digestOf(digestInput) });
+    }
+    if (fresh.length === 0) return;
+    const { written, refused } = await insertImportedNotes(this.ctx, fresh);
+    for (const [id, { ref, digest }] of pending) {
+      const localId = written.get(id);
+      if (localId) {
+        this.refs.set(keyOf(ref), { localId, digest });
+        this.changedRefs.push({ collection: ref.collection, source_id: ref.id, local_id: localId, digest });
+        this.count(ref.collection, 'created');
+      } else {
+        this.count(ref.collection, 'failed');
+        this.warn(ref, `not imported: ${refused.get(id) ?? 'refused'}`);
+      }
+      await this.progressed();
     }
   }
 
@@ -425,20 +454,15 @@ function groupWrite(g: BundleGroup, parentId: string | null, memberIds: string[]
   };
 }
 
+/** An imported note an edited export changed (new ones are written in bulk by Importer.notes). */
 function noteWrite(n: BundleNote, memberId: string | null) {
   return {
-    create: async (ctx: OwnerContext) => {
-      const { id } = await createEntry(ctx, {
-        content: n.content,
-        title: n.title,
-        ...(memberId ? { memberId } : {}),
-      });
-      await importsRepo.setEntryTime(ctx.db, ownerOf(ctx), id, n.createdAt);
-      return id;
+    create: async (): Promise<string> => {
+      throw new Error('new notes are written in bulk');
     },
     update: async (ctx: OwnerContext, id: string) => {
       await updateEntry(ctx, id, { content: n.content, title: n.title, memberId });
-      await importsRepo.setEntryTime(ctx.db, ownerOf(ctx), id, n.createdAt);
+      await setImportedNoteTime(ctx, id, n.createdAt);
     },
   };
 }
@@ -453,14 +477,20 @@ export async function applyBundle(
   onProgress: (done: number) => Promise<void>,
 ): Promise<ApplyResult> {
   const run = new Importer(ctx, bundle, onProgress);
-  await run.loadRefs();
-  await run.buckets();
-  await run.fields();
-  await run.members();
-  await run.groups();
-  await run.defaults();
-  await run.notes();
-  await run.sessions();
-  await run.saveRefs();
-  return { report: run.report, warnings: run.warnings, done: run.done, total: entityCount(bundle) };
+  const phases: Record<string, number> = {};
+  const phase = async (name: string, work: () => Promise<void>) => {
+    const started = performance.now();
+    await work();
+    phases[name] = Math.round(performance.now() - started);
+  };
+  await phase('refs', () => run.loadRefs());
+  await phase('buckets', () => run.buckets());
+  await phase('fields', () => run.fields());
+  await phase('members', () => run.members());
+  await phase('groups', () => run.groups());
+  await phase('defaults', () => run.defaults());
+  await phase('notes', () => run.notes());
+  await phase('sessions', () => run.sessions());
+  await phase('saveRefs', () => run.saveRefs());
+  return { report: run.report, warnings: run.warnings, done: run.done, total: entityCount(bundle), phases };
 }

@@ -566,8 +566,17 @@ export async function importNativeArchive(
   const dir = await mkdtemp(join(tmpdir(), 'ada-import-'));
   const created: string[] = [];
   let committed = false;
+  // Milliseconds per phase, for the import's log line.
+  const phases: Record<string, number> = {};
+  let started = performance.now();
+  const lap = (name: string) => {
+    const now = performance.now();
+    phases[name] = Math.round(now - started);
+    started = now;
+  };
   try {
     const { parts, objects } = await unpack(storage, options.objectKey, dir);
+    lap('unpack');
     const manifest = await verify(dir, parts, objects);
     const present = new Set(
       manifest.parts.flatMap((p) => (p.table !== null && TABLES.has(String(p.table)) ? [String(p.table)] : [])),
@@ -584,9 +593,11 @@ export async function importNativeArchive(
       if (found!.sha256 !== media.sha256 || found!.bytes !== media.bytes)
         fail(`media/${media.key}: its SHA-256 does not match media.jsonl (the archive is damaged or was changed)`);
     }
+    lap('verify');
     let result: ApplyResult | undefined;
     await inTransaction(ctx, async (tx) => {
       await options.begin(tx);
+      lap('lock');
       const media: CollectionReport = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
       for await (const object of mediaLines(dir, manifest.accountId)) {
         const key = remap.text(object.key);
@@ -600,7 +611,7 @@ export async function importNativeArchive(
           media[head ? 'updated' : 'created']++;
         }
       }
-
+      lap('media');
       const run = new NativeImporter(tx, remap, (done) => options.onProgress(done, total));
       run.report.media = media;
       run.done = objects;
@@ -620,13 +631,14 @@ export async function importNativeArchive(
         else await run.rows(dir, table);
       }
       await run.settle();
+      lap('rows');
       await tx.audit.record(tx, {
         action: 'import.apply',
         targetType: 'import',
         targetId: options.importId,
         detail: { source: 'native', dryRun: options.dryRun, entities: total },
       });
-      result = { report: run.report, warnings: run.warnings, done: run.done, total };
+      result = { report: run.report, warnings: run.warnings, done: run.done, total, phases };
       if (options.dryRun) throw new DryRunRollback();
       await options.complete(tx, result);
     }).catch((err: unknown) => {

@@ -256,15 +256,6 @@ const liveMembers = statement<{ userId: string }, { member_id: string }>({
     sql`select member_id from front_sessions where user_id = ${userId} and ended_at is null and deleted_at is null`,
 });
 
-/** A note keeps the time it was written in the source. */
-const setEntryTimes = statement<{ userId: string; id: string; createdAt: number }, never>({
-  name: 'import_entry_times',
-  area: AREA,
-  variants: { one: { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, createdAt: 0 } },
-  build: ({ userId, id, createdAt }) =>
-    sql`update entries set created_at = ${createdAt} where id = ${id} and user_id = ${userId}`,
-});
-
 const BATCH = 1000;
 
 async function inBatches<T>(rows: T[], run: (batch: T[]) => Promise<unknown>): Promise<void> {
@@ -297,6 +288,4 @@ export const importsRepo = {
   updateSessions: (db: Knex, userId: string, now: number, rows: SessionRow[]) =>
     inBatches(rows, (batch) => updateSessions(db, { userId, now, rows: batch })),
   liveMembers: async (db: Knex, userId: string) => new Set((await liveMembers(db, { userId })).map((r) => r.member_id)),
-  setEntryTime: (db: Knex, userId: string, id: string, createdAt: number) =>
-    setEntryTimes(db, { userId, id, createdAt }),
 };

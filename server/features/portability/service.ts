@@ -197,15 +197,30 @@ export async function runImport(
       const current = await importsRepo.find(tx.db, row.user_id, row.id);
       if (current?.status !== 'running' || current.started_at !== row.started_at) throw new Superseded();
     };
-    const succeeded = (applied: ApplyResult): ImportOutcome => ({
-      status: 'succeeded',
-      report: applied.report,
-      ...capped(applied.warnings),
-      error: null,
-      done: applied.done,
-      total: applied.total,
-      finishedAt: clock(),
-    });
+    let parseMs: number | undefined;
+    const succeeded = (applied: ApplyResult): ImportOutcome => {
+      base.log.info(
+        {
+          importId: row.id,
+          source: row.source,
+          dryRun: row.dry_run,
+          bytes: row.byte_size,
+          total: applied.total,
+          parseMs,
+          phasesMs: applied.phases,
+        },
+        'import applied',
+      );
+      return {
+        status: 'succeeded',
+        report: applied.report,
+        ...capped(applied.warnings),
+        error: null,
+        done: applied.done,
+        total: applied.total,
+        finishedAt: clock(),
+      };
+    };
     // Finished in the same transaction as the writes: never written without being reported.
     const finishWith = async (tx: OwnerContext, applied: ApplyResult) => {
       if (!(await importsRepo.finish(tx.db, row.id, succeeded(applied), row.started_at))) throw new Superseded();
@@ -237,6 +252,7 @@ export async function runImport(
     const stored = row.object_key && base.storage ? await base.storage.get(row.object_key) : null;
     if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
     let bundle: ImportBundle;
+    const parseStarted = performance.now();
     try {
       bundle = parse(row.source, stored.body);
     } catch (err) {
@@ -244,6 +260,7 @@ export async function runImport(
       throw err;
     }
     const total = entityCount(bundle);
+    parseMs = Math.round(performance.now() - parseStarted);
     if (progressDb) await importsRepo.progress(progressDb, row.id, 0, total);
     const onProgress = progressDb
       ? (done: number) => importsRepo.progress(progressDb, row.id, done, total).then(() => undefined)
