@@ -469,8 +469,20 @@ async function stateOf(api: ApiClient): Promise<State> {
     sides: systems.sideSystems.map((s) => s._id),
     subs: systems.subSystems.map((s) => s._id),
     members: [
-      ...(await api.GET('/api/v1/members')).data!.map((m) => m._id),
-      ...trash.filter((t) => t.type === 'member').map((t) => t.id),
+      ...new Set([
+        ...(await api.GET('/api/v1/members')).data!.map((m) => m._id),
+        ...(
+          await Promise.all(
+            systems.sideSystems.map(
+              async (side) =>
+                (
+                  await api.GET('/api/v1/members', { params: { query: { sideSystemId: side._id } } })
+                ).data!,
+            ),
+          )
+        ).flatMap((list) => list.map((m) => m._id)),
+        ...trash.filter((t) => t.type === 'member').map((t) => t.id),
+      ]),
     ],
     groups: tree.groups.map((g) => g._id),
     folders: tree.folders.map((f) => f._id),
@@ -910,6 +922,21 @@ describe('the native export and import', () => {
     }
     expect(again.warnings).toEqual(result.warnings);
     expect(await footprint(copy)).toEqual(before);
+
+    // An edited archive (its manifest made to match) updates what changed, in place.
+    const entries = await entriesOf(archive);
+    const members = Buffer.from(entries.get('data/members.jsonl')!.toString('utf8').replace('"Birch"', '"Birch B."'));
+    const manifest = JSON.parse(entries.get('manifest.json')!.toString('utf8'));
+    const part = manifest.parts.find((p: { path: string }) => p.path === 'data/members.jsonl');
+    Object.assign(part, { bytes: members.length, sha256: createHash('sha256').update(members).digest('hex') });
+    entries.set('manifest.json', Buffer.from(JSON.stringify(manifest)));
+    entries.set('data/members.jsonl', members);
+    const edited = await importArchive(copy, await archiveOf(entries));
+    expect(edited.status, edited.error ?? '').toBe('succeeded');
+    expect(edited.report.members).toEqual({ ...zero, updated: 1, unchanged: 5 });
+    const names = (await copy.api.GET('/api/v1/members')).data!.map((m) => m.name);
+    expect(names).toContain('Birch B.');
+    expect(names).not.toContain('Birch');
   }, 60_000);
 
   it('a dry run reports what the import would do and writes nothing', async () => {

@@ -302,6 +302,11 @@ class NativeImporter {
     this.userId = ownerOf(ctx);
   }
 
+  /** Lists a collection in the report, even when it turns out to have nothing. */
+  listed(collection: string): void {
+    this.report[collection] ??= { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
+  }
+
   count(collection: string, outcome: keyof CollectionReport, n = 1): void {
     this.report[collection] ??= { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
     this.report[collection][outcome] += n;
@@ -617,7 +622,7 @@ export async function importNativeArchive(
       run.done = objects;
       for (const table of EXPORTED_TABLES) {
         if (!present.has(table.name)) continue;
-        run.count(table.name, 'created', 0);
+        run.listed(table.name);
         const mode = table.import ?? 'rows';
         if (mode === 'account') await run.account(dir);
         else if (mode === 'skip')
