@@ -4,7 +4,7 @@
  * id it got the first time), except rows matched to one the account has already (its first side
  * system, a built-in bucket: `overrides`). The exported account's id becomes the importing
  * account's; any other uuid (another account, a row that no longer existed when the export ran, a
- * uuid someone wrote in a note) is left as it is.
+ * uuid someone wrote in a note) is left as it is, except in the account's object keys.
  */
 import { createHash } from 'node:crypto';
 
@@ -104,9 +104,14 @@ export class Remapper {
     return id === this.source || this.overrides.has(id) || this.ids.has(id) ? this.id(id) : undefined;
   }
 
-  /** A string with every known id in it replaced (object keys, mentions, ids inside JSON). */
+  /**
+   * A string with every known id in it replaced (mentions, ids inside JSON). An object key of the
+   * exported account (`u/<account>/…`) gets every id in it mapped, known or not (a space icon's
+   * key names the upload it came from): the importing account's copy never shares an object.
+   */
   text(value: string): string {
     if (value.length < 36) return value;
+    if (value.startsWith(`u/${this.source}/`)) return value.replace(UUIDS, (match) => this.id(match));
     return value.replace(UUIDS, (match) => this.known(match) ?? match);
   }
 
