@@ -22,6 +22,7 @@ import * as m0020 from './0020_front_session_buckets.ts';
 import * as m0021 from './0021_entry_link_buckets.ts';
 import * as m0022 from './0022_system_assignment_index.ts';
 import * as m0023 from './0023_imports.ts';
+import * as m0025 from './0025_front_count_per_statement.ts';
 
 export const migrations = [
   m0001,
@@ -47,4 +48,5 @@ export const migrations = [
   m0021,
   m0022,
   m0023,
+  m0025,
 ];
