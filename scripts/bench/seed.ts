@@ -95,20 +95,13 @@ async function seedAccount(knex: Knex, username: string, size: AccountSize, with
   );
 
   // Closed sessions spread back over the years, one every 2.5 minutes, the newest ending an hour ago.
-  // The per-row counting trigger is off for the bulk insert; the count is set in one statement after.
-  await knex.raw('alter table front_sessions disable trigger front_sessions_count');
+  // One statement: the live-session counter gains the whole insert at once (its per-statement trigger).
   await knex.raw(
     `insert into front_sessions (id, user_id, member_id, side_system_id, started_at, ended_at, note, created_at, updated_at)
      select gen_random_uuid(), ?, m.id, ?, ?::bigint - g * 150000, ?::bigint - g * 150000 + 120000,
             case when g % 10 = 0 then 'switch ' || g end, ?::bigint - g * 150000, ?::bigint - g * 150000
      from generate_series(1, ?::bigint) g join bench_m m on m.rn = 1 + ((g * 7919) % ?)`,
     [userId, side, NOW - 3_600_000, NOW - 3_600_000, NOW - 3_600_000, NOW - 3_600_000, size.sessions, size.members],
-  );
-  await knex.raw('alter table front_sessions enable trigger front_sessions_count');
-  await knex.raw(
-    `insert into front_session_counts (user_id, live) select ?, count(*) from front_sessions where user_id = ?
-     on conflict (user_id) do update set live = excluded.live`,
-    [userId, userId],
   );
   // An open front of three, and tier presence for two more.
   const open = (await knex('bench_m').whereIn('rn', [1, 2, 3]).orderBy('rn').select('id')).map((r) => r.id as string);

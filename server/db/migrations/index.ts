@@ -23,6 +23,7 @@ import * as m0021 from './0021_entry_link_buckets.ts';
 import * as m0022 from './0022_system_assignment_index.ts';
 import * as m0023 from './0023_imports.ts';
 import * as m0024 from './0024_exports.ts';
+import * as m0025 from './0025_front_count_per_statement.ts';
 
 export const migrations = [
   m0001,
@@ -49,4 +50,5 @@ export const migrations = [
   m0022,
   m0023,
   m0024,
+  m0025,
 ];

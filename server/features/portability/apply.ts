@@ -96,7 +96,8 @@ class Importer {
     const rows = await importsRepo.refs(db, userId, this.bundle.source);
     const byTable = new Map<RefTable, RefRow[]>();
     for (const row of rows) {
-      const table = TABLE_OF[row.collection] ?? 'members';
+      const table = TABLE_OF[row.collection];
+      if (!table) throw new Error(`import ref of unknown collection ${row.collection}`);
       const list = byTable.get(table);
       if (list) list.push(row);
       else byTable.set(table, [row]);
