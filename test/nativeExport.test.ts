@@ -394,7 +394,6 @@ async function populate(user: TestUser, peer: TestUser, peer2: TestUser): Promis
     }),
     'friend ballot',
   );
-  void e;
 }
 
 // ---- Walking the owner read routes ----
