@@ -7119,11 +7119,8 @@ export interface components {
              * @enum {string}
              */
             format: "account-data-export";
-            /**
-             * @example 1
-             * @enum {integer}
-             */
-            version: 1;
+            /** @example 1 */
+            version: number;
             /** @description The exported account; its id in the rows becomes the importing account's. */
             accountId: components["schemas"]["Uuid"];
             createdAt: components["schemas"]["EpochMs"];
@@ -9834,7 +9831,10 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/x-tar": string;
             };
         };
         responses: {
@@ -16215,7 +16215,9 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": string;
+                "application/json": {
+                    [key: string]: unknown;
+                };
                 "application/x-tar": string;
             };
         };

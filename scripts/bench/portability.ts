@@ -241,11 +241,17 @@ async function main(): Promise<void> {
       const { id } = (await res.json()) as { id: string };
       const uploaded = performance.now();
       let result: { status: string; report: Record<string, Record<string, number>>; error: string | null };
+      let slowestPollMs = 0;
       for (;;) {
         await new Promise((r) => setTimeout(r, 250));
+        if (server.exitCode !== null || server.signalCode !== null)
+          throw new Error(`the server died during the import (${server.exitCode ?? server.signalCode})`);
+        const polled = performance.now();
         result = (await (await fetch(`${url}/api/v1/imports/${id}`, { headers: auth })).json()) as typeof result;
+        slowestPollMs = Math.max(slowestPollMs, performance.now() - polled);
         if (result.status === 'succeeded' || result.status === 'failed') break;
       }
+      log(`${label}: the slowest status read during it took ${Math.round(slowestPollMs)} ms`);
       const finished = performance.now();
       const after = memoryOf(server.pid!);
       if (result.status !== 'succeeded') throw new Error(`the import failed: ${result.error}`);
