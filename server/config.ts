@@ -754,7 +754,7 @@ export const SETTINGS = {
     max: 2 * 1024 * MiB,
     bytes: true,
     description:
-      'Largest export file `POST /api/v1/imports` accepts (413 above). The file is held in memory while it is stored and again while the import job parses it: size the server for about four times this.',
+      'Largest export file `POST /api/v1/imports` accepts (413 above; a gzipped upload counts its unzipped size). The file is held in memory while it is stored, and the import job holds it parsed: a Simply Plural export of 87 MB took the server to 1.4 GB resident (docs/benchmarks.md), so size the server for about sixteen times the largest file you expect.',
   }),
   exportTtlHours: integer('EXPORT_TTL_HOURS', {
     group: 'Imports and exports',

@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
 import { bearer, type TestUser, useServer } from './helpers/server.ts';
@@ -449,6 +450,39 @@ describe('bad input', () => {
     const result = await importFile(user, text, 'source=pluralkit');
     expect(result.status).toBe('failed');
     expect(result.error).toBe('The file is nested too deeply to be read');
+  });
+
+  it('takes a gzipped file, and refuses another encoding or a file labelled as another source’s (415)', async () => {
+    const user = await server.user();
+    const gz = await server.fetch('/api/v1/imports?source=pluralkit', {
+      method: 'POST',
+      headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' },
+      body: gzipSync(JSON.stringify(pluralKitFile())),
+    });
+    expect(gz.status).toBe(202);
+    await server.runtime.jobs.runDue();
+    expect((await membersOf(user)).length).toBe(3);
+
+    const broken = await server.fetch('/api/v1/imports?source=pluralkit', {
+      method: 'POST',
+      headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' },
+      body: JSON.stringify(pluralKitFile()),
+    });
+    expect(broken.status).toBe(400);
+    expect(await broken.json()).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body does not match its Content-Encoding (gzip)',
+    });
+    const odd = await postImport(user, pluralKitFile(), 'source=pluralkit', { 'Content-Encoding': 'x-unknown' });
+    expect(odd.status).toBe(415);
+    const tar = await postImport(user, pluralKitFile(), 'source=pluralkit', { 'Content-Type': 'application/x-tar' });
+    expect(tar.status).toBe(415);
+    expect(await tar.json()).toEqual({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: 'Content-Type must be application/json here',
+    });
+    const json = await postImport(user, pluralKitFile(), 'source=native');
+    expect(json.status).toBe(415);
   });
 
   it('refuses an empty body (400), a file over IMPORT_MAX_BYTES (413) and an unknown source (400)', async () => {

@@ -1,4 +1,5 @@
 /** Request bodies a handler reads itself (`x-streamed-body` operations): their declared length, refusing one mid-way, and reading one whole under a limit. */
+import { createGunzip } from 'node:zlib';
 import type { Request } from 'express';
 import { ApiError } from './errors.ts';
 
@@ -46,28 +47,53 @@ export function lingerThenClose(req: Request): Record<string, string> {
   return close;
 }
 
+/** The media type of a header value, without parameters, lower-cased. */
+function essence(value: string | undefined): string {
+  return (value ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
 /**
- * The whole body, at most `maxBytes` of it: 413 `PAYLOAD_TOO_LARGE` as soon as the declared length
- * or the bytes received pass it (the rest is discarded by lingerThenClose, never buffered).
+ * The whole body, at most `maxBytes` of it (after decoding): 413 `PAYLOAD_TOO_LARGE` as soon as the
+ * declared length or the bytes received pass it (the rest is discarded by lingerThenClose, never
+ * buffered). With `contentType`, a body labelled otherwise is 415. `Content-Encoding` may be
+ * identity or gzip (a large JSON export compresses tenfold); any other is 415.
  */
-export function readBodyLimited(req: Request, maxBytes: number): Promise<Buffer> {
-  const tooLarge = () =>
-    new ApiError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${maxBytes} bytes`, lingerThenClose(req));
+export function readBodyLimited(
+  req: Request,
+  maxBytes: number,
+  options: { contentType?: string } = {},
+): Promise<Buffer> {
+  const refuse = (status: 413 | 415, code: 'PAYLOAD_TOO_LARGE' | 'UNSUPPORTED_MEDIA_TYPE', message: string) =>
+    new ApiError(status, code, message, lingerThenClose(req));
+  const tooLarge = () => refuse(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${maxBytes} bytes`);
+  if (options.contentType && essence(req.headers['content-type']) !== options.contentType)
+    return Promise.reject(refuse(415, 'UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${options.contentType} here`));
+  const encoding = essence(req.headers['content-encoding']) || 'identity';
+  if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'x-gzip')
+    return Promise.reject(
+      refuse(
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+        `Content-Encoding ${encoding.replace(/[^a-z0-9-]/g, '').slice(0, 40)} is not supported: send the body as it is, or gzip it`,
+      ),
+    );
   const length = declaredLength(req);
-  if (length !== undefined && length > maxBytes) return Promise.reject(tooLarge());
+  if (encoding === 'identity' && length !== undefined && length > maxBytes) return Promise.reject(tooLarge());
+  const source: NodeJS.ReadableStream = encoding === 'identity' ? req : req.pipe(createGunzip());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const stop = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
+      source.off('data', onData);
+      source.off('end', onEnd);
+      source.off('error', onError);
       req.off('close', onClose);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size <= maxBytes) return void chunks.push(chunk);
       stop();
+      if (source !== req) req.unpipe();
       req.pause();
       reject(tooLarge());
     };
@@ -77,15 +103,21 @@ export function readBodyLimited(req: Request, maxBytes: number): Promise<Buffer>
     };
     const onError = (err: Error) => {
       stop();
-      reject(err);
+      // A body that is not the gzip it says it is.
+      reject(
+        source === req
+          ? err
+          : new ApiError(400, 'BAD_REQUEST', 'Request body does not match its Content-Encoding (gzip)'),
+      );
     };
     const onClose = () => {
+      if (req.readableEnded) return;
       stop();
       reject(new ApiError(400, 'BAD_REQUEST', 'The request body ended early'));
     };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
+    source.on('data', onData);
+    source.on('end', onEnd);
+    source.on('error', onError);
     req.on('close', onClose);
   });
 }

@@ -11,7 +11,7 @@ import {
 } from '../accounts/index.ts';
 import { takeBackup } from './backup.ts';
 import { readBodyLimited } from '../../http/uploads.ts';
-import { createImport, getImport } from '../portability/index.ts';
+import { createImport, getImport, IMPORT_MEDIA_TYPES } from '../portability/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -44,7 +44,9 @@ export const adminHandlers = {
   adminCreateImport: async ({ path, query }, ctx) => {
     const operator = ctx.operatorFor(path.userId);
     await getAccount(operator); // 404 before the file is read
-    const file = await readBodyLimited(ctx.req, ctx.deps.config.importMaxBytes);
+    const file = await readBodyLimited(ctx.req, ctx.deps.config.importMaxBytes, {
+      contentType: IMPORT_MEDIA_TYPES[query.source],
+    });
     const accepted = await createImport(operator, { source: query.source, dryRun: query.dryRun ?? false, file });
     return {
       status: 202,

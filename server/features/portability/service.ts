@@ -41,6 +41,13 @@ const IMPORT_LEASE_MS = 30 * 60_000;
 /** Warnings listed in an import; the rest are counted. */
 const MAX_WARNINGS = 1000;
 
+/** The media type each source's file is sent as (415 for another). */
+export const IMPORT_MEDIA_TYPES: Record<ImportSource, string> = {
+  simply_plural: 'application/json',
+  pluralkit: 'application/json',
+  native: 'application/x-tar',
+};
+
 /** The scopes an import of each source writes, in the order a missing one is named. */
 export const IMPORT_SCOPES: Record<ImportSource, readonly Scope[]> = {
   pluralkit: ['members', 'groups', 'front', 'privacyBuckets'],
@@ -84,7 +91,7 @@ export async function createImport(
   const userId = ownerOf(ctx);
   const id = randomUUID();
   const key = `u/${userId}/imports/${id}.${native ? 'tar' : 'json'}`;
-  await storage.put(key, input.file, native ? 'application/x-tar' : 'application/json');
+  await storage.put(key, input.file, IMPORT_MEDIA_TYPES[input.source]);
   try {
     return await inTransaction(ctx, async (tx) => {
       const row = await importsRepo.insert(tx.db, {
