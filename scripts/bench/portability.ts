@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { SCOPES } from '../../server/core/scopes.ts';
+import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -148,6 +149,8 @@ function simplyPluralExport(): string {
   });
 }
 
+const serverUrl = new WeakMap<ChildProcess, string>();
+
 async function startServer(port: number, objectsDir: string): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: root,
@@ -159,7 +162,7 @@ async function startServer(port: number, objectsDir: string): Promise<ChildProce
       ADMIN_TOKEN,
       MESSAGE_ENCRYPTION_KEYS: benchMessageKeys,
       OBJECT_STORAGE_DIR: objectsDir,
-      IMPORT_MAX_BYTES: String(1024 * 1_048_576),
+      IMPORT_MAX_BYTES: String(2047 * 1_048_576),
       RATE_LIMIT_PER_MINUTE: '100000',
       JOB_POLL_INTERVAL_MS: '200',
       PORT: String(port),
@@ -183,6 +186,7 @@ async function startServer(port: number, objectsDir: string): Promise<ChildProce
     if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
     try {
       await fetch(`http://127.0.0.1:${port}/healthz`);
+      serverUrl.set(child, `http://127.0.0.1:${port}`);
       return child;
     } catch {
       await new Promise((r) => setTimeout(r, 100));
@@ -198,84 +202,157 @@ function memoryOf(pid: number): { peakMb: number; rssMb: number } {
   return { peakMb: Math.round(kb('VmHWM') / 1024), rssMb: Math.round(kb('VmRSS') / 1024) };
 }
 
+interface Api {
+  url: string;
+  admin: Record<string, string>;
+}
+
+async function newKey(api: Api, username: string): Promise<Record<string, string>> {
+  const account = (await (
+    await fetch(`${api.url}/admin/v1/accounts`, {
+      method: 'POST',
+      headers: api.admin,
+      body: JSON.stringify({ username, plan: 'pro_plus' }),
+    })
+  ).json()) as { userId: string };
+  return keyFor(api, account.userId);
+}
+
+async function keyFor(api: Api, userId: string): Promise<Record<string, string>> {
+  const key = (await (
+    await fetch(`${api.url}/admin/v1/accounts/${userId}/api-keys`, {
+      method: 'POST',
+      headers: api.admin,
+      body: JSON.stringify({ name: 'bench', scopes: Object.fromEntries(SCOPES.map((s) => [s, 'read_write'])) }),
+    })
+  ).json()) as { apiKey: string };
+  return { authorization: `Bearer ${key.apiKey}` };
+}
+
+/** Polls a job's resource until it has finished; the slowest poll says how long the server stalled. */
+async function waitFor<T extends { status: string }>(server: ChildProcess, url: string, auth: Record<string, string>) {
+  let slowestPollMs = 0;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 250));
+    if (server.exitCode !== null || server.signalCode !== null)
+      throw new Error(`the server died (${server.exitCode ?? server.signalCode})`);
+    const polled = performance.now();
+    const result = (await (await fetch(url, { headers: auth })).json()) as T;
+    slowestPollMs = Math.max(slowestPollMs, performance.now() - polled);
+    if (result.status === 'succeeded' || result.status === 'failed') return { result, slowestPollMs };
+  }
+}
+
+/** Imports `body` and waits; one row of the table. */
+async function timedImport(
+  server: ChildProcess,
+  api: Api,
+  auth: Record<string, string>,
+  label: string,
+  source: string,
+  body: Buffer | string,
+): Promise<string> {
+  const before = memoryOf(server.pid!);
+  const started = performance.now();
+  const res = await fetch(`${api.url}/api/v1/imports?source=${source}`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': source === 'native' ? 'application/x-tar' : 'application/json' },
+    body: typeof body === 'string' ? body : new Uint8Array(body),
+  });
+  if (res.status !== 202) throw new Error(`POST /imports answered ${res.status}: ${await res.text()}`);
+  const { id } = (await res.json()) as { id: string };
+  const uploaded = performance.now();
+  const { result, slowestPollMs } = await waitFor<{ status: string; error: string | null; report: object }>(
+    server,
+    `${api.url}/api/v1/imports/${id}`,
+    auth,
+  );
+  const finished = performance.now();
+  const after = memoryOf(server.pid!);
+  if (result.status !== 'succeeded') throw new Error(`the import failed: ${result.error}`);
+  log(`${label}: ${((finished - started) / 1000).toFixed(1)} s, slowest status read ${Math.round(slowestPollMs)} ms`);
+  return `| ${label} | ${(body.length / 1_048_576).toFixed(1)} | ${((uploaded - started) / 1000).toFixed(1)} | ${((finished - started) / 1000).toFixed(1)} | ${before.peakMb} | ${after.peakMb} | ${Math.round(slowestPollMs)} |`;
+}
+
+/** Runs `work` against a server process of its own (its own objects directory), stopped afterwards. */
+async function withServer<T>(work: (server: ChildProcess, api: Api) => Promise<T>): Promise<T> {
+  const objectsDir = mkdtempSync(join(tmpdir(), 'bench-port-'));
+  const server = await startServer(await freePort(), objectsDir);
+  try {
+    return await work(server, {
+      url: serverUrl.get(server)!,
+      admin: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    });
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    rmSync(objectsDir, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
   await adminQuery(baseUrl, `create database ${dbName}`);
-  const objectsDir = mkdtempSync(join(tmpdir(), 'bench-port-'));
-  let server: ChildProcess | undefined;
   try {
     const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
     await migrateLatest(db.knex);
+    const plan = smoke ? SMOKE_PLAN : FULL_PLAN;
+    const seeded = await seed(db.knex, plan, log);
     await db.close();
-    const port = await freePort();
-    server = await startServer(port, objectsDir);
-    const url = `http://127.0.0.1:${port}`;
-    const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
-    const account = (await (
-      await fetch(`${url}/admin/v1/accounts`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ username: 'bench_import', plan: 'pro_plus' }),
-      })
-    ).json()) as { userId: string };
-    const key = (await (
-      await fetch(`${url}/admin/v1/accounts/${account.userId}/api-keys`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ name: 'bench', scopes: Object.fromEntries(SCOPES.map((s) => [s, 'read_write'])) }),
-      })
-    ).json()) as { apiKey: string };
-    const auth = { authorization: `Bearer ${key.apiKey}` };
+    const header = [
+      '| run | body MB | upload s | upload to finished s | server peak RSS before, MB | after, MB | slowest status read, ms |',
+      '|---|---|---|---|---|---|---|',
+    ];
 
-    const file = simplyPluralExport();
-    log(`Simply Plural export: ${(file.length / 1_048_576).toFixed(1)} MB, ${JSON.stringify(SIZE)}`);
-    const rows: string[] = [];
-    for (const label of ['first import', 'same file again (unchanged)']) {
+    const spRows = await withServer(async (server, api) => {
+      const auth = await newKey(api, 'bench_import');
+      const file = simplyPluralExport();
+      log(`Simply Plural export: ${(file.length / 1_048_576).toFixed(1)} MB, ${JSON.stringify(SIZE)}`);
+      return [
+        await timedImport(server, api, auth, 'first import', 'simply_plural', file),
+        await timedImport(server, api, auth, 'same file again (unchanged)', 'simply_plural', file),
+      ];
+    });
+
+    const nativeRows = await withServer(async (server, api) => {
+      const auth = await keyFor(api, seeded.large.userId);
       const before = memoryOf(server.pid!);
       const started = performance.now();
-      const res = await fetch(`${url}/api/v1/imports?source=simply_plural`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json' },
-        body: file,
-      });
-      if (res.status !== 202) throw new Error(`POST /imports answered ${res.status}: ${await res.text()}`);
+      const res = await fetch(`${api.url}/api/v1/exports`, { method: 'POST', headers: auth });
+      if (res.status !== 202) throw new Error(`POST /exports answered ${res.status}: ${await res.text()}`);
       const { id } = (await res.json()) as { id: string };
-      const uploaded = performance.now();
-      let result: { status: string; report: Record<string, Record<string, number>>; error: string | null };
-      let slowestPollMs = 0;
-      for (;;) {
-        await new Promise((r) => setTimeout(r, 250));
-        if (server.exitCode !== null || server.signalCode !== null)
-          throw new Error(`the server died during the import (${server.exitCode ?? server.signalCode})`);
-        const polled = performance.now();
-        result = (await (await fetch(`${url}/api/v1/imports/${id}`, { headers: auth })).json()) as typeof result;
-        slowestPollMs = Math.max(slowestPollMs, performance.now() - polled);
-        if (result.status === 'succeeded' || result.status === 'failed') break;
-      }
-      log(`${label}: the slowest status read during it took ${Math.round(slowestPollMs)} ms`);
+      const { result, slowestPollMs } = await waitFor<{
+        status: string;
+        error: string | null;
+        downloadUrl: string | null;
+        sizeBytes: number | null;
+      }>(server, `${api.url}/api/v1/exports/${id}`, auth);
       const finished = performance.now();
       const after = memoryOf(server.pid!);
-      if (result.status !== 'succeeded') throw new Error(`the import failed: ${result.error}`);
-      const h = result.report.frontHistory!;
-      log(`${label}: ${((finished - started) / 1000).toFixed(1)} s, frontHistory ${JSON.stringify(h)}`);
-      rows.push(
-        `| ${label} | ${((uploaded - started) / 1000).toFixed(1)} | ${((finished - started) / 1000).toFixed(1)} | ${before.peakMb} | ${after.peakMb} |`,
-      );
-    }
+      if (result.status !== 'succeeded' || !result.downloadUrl) throw new Error(`the export failed: ${result.error}`);
+      const download = new URL(result.downloadUrl, api.url);
+      const archive = Buffer.from(await (await fetch(download)).arrayBuffer());
+      log(`export: ${((finished - started) / 1000).toFixed(1)} s, ${(archive.length / 1_048_576).toFixed(1)} MB`);
+      const exportRow = `| export of the large account | ${(archive.length / 1_048_576).toFixed(1)} | – | ${((finished - started) / 1000).toFixed(1)} | ${before.peakMb} | ${after.peakMb} | ${Math.round(slowestPollMs)} |`;
+      const copy = await newKey(api, 'bench_copy');
+      return [exportRow, await timedImport(server, api, copy, 'its import into an empty account', 'native', archive)];
+    });
+
     process.stdout.write(
       [
         '',
-        `Simply Plural import, ${(file.length / 1_048_576).toFixed(1)} MB file (${SIZE.members} members, ${SIZE.history} front history documents, ${SIZE.notes} notes), PostgreSQL:`,
+        `Simply Plural import, ${SIZE.members} members, ${SIZE.history} front history documents, ${SIZE.notes} notes (PostgreSQL, a server of its own):`,
         '',
-        '| run | upload s | upload to finished s | server peak RSS before, MB | after, MB |',
-        '|---|---|---|---|---|',
-        ...rows,
+        ...header,
+        ...spRows,
+        '',
+        `Native export of the bench's large account (${plan.large.members} members, ${plan.large.entries} notes, ${plan.large.sessions} front sessions) and its import (a server of its own):`,
+        '',
+        ...header,
+        ...nativeRows,
         '',
       ].join('\n'),
     );
   } finally {
-    server?.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
-    rmSync(objectsDir, { recursive: true, force: true });
     await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
   }
 }
