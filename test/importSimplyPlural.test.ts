@@ -796,13 +796,13 @@ describe('edge cases on edited samples', () => {
       edited(BUCKET_ERA, (doc) => {
         const sol = (doc.members as Docs)[8]!;
         sol.desc = 'd'.repeat(5001);
-        sol.pronouns = `${'p'.repeat(79)}🌿`;
+        sol.pronouns = `${'p'.repeat(79)}🌿🌿`; // 81 code points: the cut keeps the first leaf whole
         sol.info = { [field(1)]: 'v'.repeat(1001), [field(4)]: 'm'.repeat(20001) };
       }),
     );
     const sol = byId(bundle.members, SOL);
     expect(sol.description).toBe('d'.repeat(5000));
-    expect(sol.pronouns).toBe('p'.repeat(79));
+    expect(sol.pronouns).toBe(`${'p'.repeat(79)}🌿`);
     expect(sol.fields).toEqual([
       { field: field(1), value: 'v'.repeat(1000) },
       { field: field(4), value: 'm'.repeat(20000) },

@@ -22,6 +22,7 @@ import {
   type ParseTally,
   type SourceRef,
 } from '../bundle.ts';
+import { cut, isObject } from './text.ts';
 
 const NAME_MAX = 80;
 const MEMBER_DESCRIPTION_MAX = 5000;
@@ -531,15 +532,6 @@ function limit(value: string, max: number, key: string, collection: string, id: 
   return kept;
 }
 
-function cut(value: string, max: number): string {
-  if (value.length <= max) return value; // UTF-16 units are never fewer than code points
-  let units = 0;
-  for (let points = 0; points < max && units < value.length; points++) {
-    units += (value.codePointAt(units) as number) > 0xffff ? 2 : 1;
-  }
-  return value.slice(0, units);
-}
-
 /** A string value of the object, null when absent, null or ''; any other type is noted in `wrongType`. */
 function text(raw: Json, key: string, wrongType: string[]): string | null {
   const value = raw[key];
@@ -574,8 +566,4 @@ function nonEmpty(value: unknown): string | null {
 
 function present(value: unknown): boolean {
   return value != null && value !== '';
-}
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

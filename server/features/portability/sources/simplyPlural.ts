@@ -21,6 +21,7 @@ import {
   type ParseTally,
   type SourceRef,
 } from '../bundle.ts';
+import { cut, isObject } from './text.ts';
 
 type Doc = Record<string, unknown>;
 
@@ -86,10 +87,6 @@ const FIELD_VALUE_MAX = { text: 1000, markdown: 20000 } as const;
 
 const FRIENDS_WARNING = "friendships are not imported: the other account's consent does not travel";
 
-function isObject(value: unknown): value is Doc {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
-
 function has(doc: Doc, key: string): boolean {
   return Object.hasOwn(doc, key);
 }
@@ -102,11 +99,6 @@ function text(value: unknown): string | null {
 }
 
 /** Cuts to `max` UTF-16 units without splitting a surrogate pair (so the code point count fits too). */
-function cutTo(value: string, max: number): string {
-  if (value.length <= max) return value;
-  const last = value.charCodeAt(max - 1);
-  return value.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
-}
 
 function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
@@ -293,9 +285,9 @@ class Parse {
 
   /** Cuts `value` to `max` with a warning naming `label` when it is longer. */
   limit(collection: string, id: string | null, label: string, value: string, max: number): string {
-    const cut = cutTo(value, max);
-    if (cut !== value) this.warn(collection, id, `${label} cut to ${max} characters`);
-    return cut;
+    const kept = cut(value, max);
+    if (kept !== value) this.warn(collection, id, `${label} cut to ${max} characters`);
+    return kept;
   }
 
   /** A trimmed name cut to 80 (the contract's 1–80), without the spaces a cut can leave at its end. */
