@@ -9937,6 +9937,8 @@ export interface operations {
                      * @example no-store
                      */
                     "Cache-Control"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -531,6 +531,16 @@ async function populate(api: ApiClient, apiKey: string, userId: string, peerId: 
     stagingTtlMs: 3_600_000,
   });
   await server.deps.storage!.put(`staging/${userId}/${intent.stagingId}`, PNG, 'image/png');
+  // An import (a PluralKit file without members: its Public bucket and that bucket's import ref)
+  // and a native export, each run by the queue.
+  const imported = await server.fetch('/api/v1/imports?source=pluralkit', {
+    method: 'POST',
+    headers: { ...bearer(apiKey), 'Content-Type': 'application/json' },
+    body: JSON.stringify({ version: 2, id: 'abcde', name: 'Imported', members: [], groups: [], switches: [] }),
+  });
+  expect(imported.status, 'import').toBe(202);
+  expect((await api.POST('/api/v1/exports', {})).response.status, 'export').toBe(202);
+  await server.runtime.jobs.runDue();
 }
 
 describe('DELETE /admin/v1/accounts/{userId}', () => {

@@ -244,6 +244,9 @@ describe.skipIf(Boolean(DATABASE_URL))(
       expect(first.headers.get('content-disposition')).toMatch(
         /^attachment; filename="account-data-backup-\d{8}T\d{6}Z\.tar\.gz"$/,
       );
+      // Inert bytes, as every download of the server's.
+      expect(first.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(first.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
       const second = await fetch(`${original.url}/admin/v1/backup`, { method: 'POST', headers: bearer(token) });
       expect(second.status).toBe(409);
       expect(await second.json()).toEqual({

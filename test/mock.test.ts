@@ -206,6 +206,11 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
       api.GET('/api/v1/social/widgets/{widgetId}/poll', { params: { path: { widgetId: ID } }, headers }),
   },
   Trash: { operationId: 'listTrash', errorStatus: 400, call: (api, headers) => api.GET('/api/v1/trash', { headers }) },
+  Portability: {
+    operationId: 'getImport',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/imports/{importId}', { params: { path: { importId: ID } }, headers }),
+  },
   Admin: {
     operationId: 'getAccount',
     errorStatus: 404,

@@ -185,6 +185,7 @@ describe('responses that carry user bytes', () => {
       }
     }
     expect(checked.sort()).toEqual([
+      'createBackup 200',
       'downloadStoredObject 200',
       'getEntryImage 200',
       'getEntryImage 304',

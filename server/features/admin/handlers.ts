@@ -10,6 +10,7 @@ import {
   revokeApiKey,
 } from '../accounts/index.ts';
 import { takeBackup } from './backup.ts';
+import { USER_CONTENT_HEADERS } from '../../storage/index.ts';
 import { readBodyLimited } from '../../http/uploads.ts';
 import { createImport, getImport, IMPORT_MEDIA_TYPES } from '../portability/index.ts';
 
@@ -66,7 +67,11 @@ export const adminHandlers = {
       status: 200,
       body: backup.stream,
       contentType: 'application/gzip',
-      headers: { 'Content-Disposition': `attachment; filename="${backup.fileName}"`, 'Cache-Control': 'no-store' },
+      headers: {
+        'Content-Disposition': `attachment; filename="${backup.fileName}"`,
+        'Cache-Control': 'no-store',
+        ...USER_CONTENT_HEADERS,
+      },
     };
   },
 
