@@ -9945,7 +9945,29 @@ export interface operations {
                     "application/gzip": string;
                 };
             };
+            /** @description The request is malformed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["AdminUnauthorized"];
+            /**
+             * @description This server has no embedded database in a `DATA_DIR` to back up: it runs on PostgreSQL
+             *     (back that up with PostgreSQL's own tools, docs/operations.md, "Backups"), or keeps its
+             *     embedded database in memory.
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description Another backup of this server is being taken. */
             409: {
                 headers: {
@@ -9956,11 +9978,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["Internal"];
-            /**
-             * @description The admin API is disabled (no `ADMIN_TOKEN`), the database cannot be reached, or this
-             *     server has no embedded database in a `DATA_DIR` to back up: on PostgreSQL back the
-             *     database up with `pg_dump` (docs/operations.md, "Backups").
-             */
+            /** @description The admin API is disabled (no `ADMIN_TOKEN`), or the database cannot be reached. */
             503: {
                 headers: {
                     [name: string]: unknown;

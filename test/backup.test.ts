@@ -44,11 +44,11 @@ const EMBEDDED_ONLY = DATABASE_URL ? ' [skipped: embedded database only; Postgre
 describe('POST /admin/v1/backup on a server without an embedded DATA_DIR', () => {
   const server = useServer();
 
-  it('answers 503 naming what to do instead: pg_dump on PostgreSQL, nothing to back up in memory', async () => {
+  it('answers 404 naming what to do instead: PostgreSQL’s own dump, nothing to back up in memory', async () => {
     const res = await server.admin.POST('/admin/v1/backup', { parseAs: 'stream' });
-    expect(res.response.status).toBe(503);
+    expect(res.response.status).toBe(404);
     expect(res.error).toEqual({
-      code: 'PRECONDITION_FAILED',
+      code: 'NOT_FOUND',
       message: DATABASE_URL ? POSTGRES_BACKUP_MESSAGE : MEMORY_BACKUP_MESSAGE,
     });
   });

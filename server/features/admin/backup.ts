@@ -6,14 +6,14 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { parseMessageKeys } from '../../config.ts';
-import { conflict, unavailable } from '../../core/errors.ts';
+import { conflict, notFound } from '../../core/errors.ts';
 import { BackupInProgressError, takeEmbeddedBackup, type EmbeddedBackup } from '../../db/backup.ts';
 import type { AppDeps } from '../../deps.ts';
 
 export const POSTGRES_BACKUP_MESSAGE =
-  'This server runs on PostgreSQL (DATABASE_URL): back it up with pg_dump or continuous archiving, together with the object storage and MESSAGE_ENCRYPTION_KEYS (docs/operations.md, "Backups"). POST /admin/v1/backup covers the embedded database only.';
+  'This server runs on PostgreSQL (DATABASE_URL), so there is no embedded database to back up: back PostgreSQL up with its own dump or continuous archiving, together with the object storage and MESSAGE_ENCRYPTION_KEYS (docs/operations.md, "Backups").';
 export const MEMORY_BACKUP_MESSAGE =
-  'This server keeps its embedded database in memory, not in a DATA_DIR: there is nothing to back up.';
+  'This server keeps its embedded database in memory, not in a DATA_DIR: there is no embedded database to back up.';
 
 /** Whether the keyring the server runs with is the one in DATA_DIR's key file. */
 function messageKeysFromFile(keys: AppDeps['config']['messageEncryptionKeys'], dataDir: string): boolean {
@@ -31,9 +31,9 @@ export async function takeBackup(
   log: Logger,
 ): Promise<EmbeddedBackup> {
   const { config, db, storage } = deps;
-  if (db.kind === 'postgres') throw unavailable(POSTGRES_BACKUP_MESSAGE);
+  if (db.kind === 'postgres') throw notFound(POSTGRES_BACKUP_MESSAGE);
   const dataDir = db.dataDir;
-  if (!dataDir) throw unavailable(MEMORY_BACKUP_MESSAGE);
+  if (!dataDir) throw notFound(MEMORY_BACKUP_MESSAGE);
   const objectsRoot = resolve(dataDir, 'objects');
   const objects =
     storage === null
