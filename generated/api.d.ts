@@ -295,6 +295,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/accounts/{userId}/exports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export an account
+         * @description `POST /api/v1/exports` for the operator, on any account: the same native archive
+         *     (docs/portability.md, "The native export"), queued as a job; `GET
+         *     /admin/v1/accounts/{userId}/exports/{exportId}` gives its `downloadUrl` once it has
+         *     succeeded. `npm run admin -- export --user … --out …` does both and saves the archive.
+         */
+        post: operations["adminCreateExport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{userId}/exports/{exportId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+                exportId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * An account's export
+         * @description The export's status and, once it has succeeded, a short-lived `downloadUrl`, as `GET /api/v1/exports/{exportId}` shows them.
+         */
+        get: operations["adminGetExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/backup": {
         parameters: {
             query?: never;
@@ -9903,6 +9953,92 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             /** @description No such account, or no such import of it. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminCreateExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    /**
+                     * @description The export's URL in the admin API.
+                     * @example /admin/v1/accounts/4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1/exports/5c6d7e8f-9a0b-4c1d-8e2f-3a4b5c6d7e8f
+                     */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExportAccepted"];
+                };
+            };
+            /** @description The request is malformed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            404: components["responses"]["NotFoundAccount"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["AdminUnavailable"];
+        };
+    };
+    adminGetExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Account id. */
+                userId: components["parameters"]["UserIdPath"];
+                exportId: components["schemas"]["Uuid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Export"];
+                };
+            };
+            /** @description The request is malformed. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            /** @description No such account, or no such export of it. */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -10,10 +10,9 @@
  *   npm run admin -- show-account --user <userId>
  *   npm run admin -- list-keys --user <userId> [--limit n] [--cursor c]
  *   npm run admin -- delete-account --user <userId> --yes
- *   npm run admin -- import --user <userId> --source simply_plural|pluralkit --file <export> [--dry-run] [--no-wait]
- *   npm run admin -- import --user <userId> --source simply_plural|pluralkit --file <export file> [--dry-run] [--no-wait]
-                                  (sends the file, then waits for the import and prints it; exit 1 when it failed)
-  npm run admin -- backup --out <file>                       (the running embedded server; checked, then renamed into place)
+ *   npm run admin -- import --user <userId> --source simply_plural|pluralkit|native --file <export> [--dry-run] [--no-wait]
+ *   npm run admin -- export --user <userId> --out <file>       (the account's native archive; waits for the export)
+ *   npm run admin -- backup --out <file>                       (the running embedded server; checked, then renamed into place)
  *   npm run admin -- restore --from <file> --data-dir <dir>    (offline: no server, an empty or new directory)
  *
  * Where a command goes (docs/operations.md, "Which server, which token" and "Without a server: --direct"):
@@ -30,7 +29,7 @@
  *   (server/db/backup.ts). Backup and restore print a one-line JSON summary.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, constants, createReadStream, readFileSync } from 'node:fs';
+import { accessSync, constants, createReadStream, createWriteStream, readFileSync, statSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
@@ -53,6 +52,9 @@ const USAGE = `usage:
   npm run admin -- show-account --user <userId>
   npm run admin -- list-keys --user <userId> [--limit <1-200>] [--cursor <nextCursor>]
   npm run admin -- delete-account --user <userId> --yes      (deletes the account and all its data)
+  npm run admin -- import --user <userId> --source simply_plural|pluralkit|native --file <export file> [--dry-run] [--no-wait]
+                                  (sends the file, then waits for the import and prints it; exit 1 when it failed)
+  npm run admin -- export --user <userId> --out <file>       (waits for the account's native export, then downloads it)
   npm run admin -- backup --out <file>                       (the running embedded server: database, DATA_DIR keys, objects)
   npm run admin -- restore --from <file> --data-dir <dir>    (offline, into a new or empty directory)
 through a server: --url <server origin> --token <admin token>   (else ADMIN_URL, ADMIN_TOKEN; see docs/operations.md)
@@ -145,7 +147,7 @@ function userId(command: string): string {
 type Outcome = { data?: unknown; error?: unknown; response: Response; ok?: boolean; line?: boolean };
 
 /** The command's request, built (and its arguments checked) before anything is opened or sent. */
-function plan(command: string): (api: ApiClient) => Promise<Outcome> {
+function plan(command: string): (api: ApiClient, target: Target) => Promise<Outcome> {
   switch (command) {
     case 'create-account': {
       if (!values.username) fail('create-account needs --username');
@@ -199,9 +201,9 @@ function plan(command: string): (api: ApiClient) => Promise<Outcome> {
     }
     case 'import': {
       const user = userId(command);
-      const source = values.source ?? fail('import needs --source simply_plural|pluralkit');
-      if (source !== 'simply_plural' && source !== 'pluralkit')
-        fail(`--source must be simply_plural or pluralkit, got "${source}"`);
+      const source = values.source ?? fail('import needs --source simply_plural|pluralkit|native');
+      if (source !== 'simply_plural' && source !== 'pluralkit' && source !== 'native')
+        fail(`--source must be simply_plural, pluralkit or native, got "${source}"`);
       const path = resolve(values.file ?? fail('import needs --file <export file>'));
       let file: Buffer;
       try {
@@ -210,6 +212,16 @@ function plan(command: string): (api: ApiClient) => Promise<Outcome> {
         return fail(`--file: cannot read ${path}: ${(err as Error).message}`);
       }
       return (api) => importFile(api, user, { source, dryRun: values['dry-run'] ?? false, file }, !values['no-wait']);
+    }
+    case 'export': {
+      const user = userId(command);
+      const out = resolve(values.out ?? fail('export needs --out <file>'));
+      try {
+        accessSync(dirname(out), constants.W_OK);
+      } catch {
+        fail(`--out: the directory ${dirname(out)} does not exist or is not writable`);
+      }
+      return (api, target) => exportArchive(api, target, user, out);
     }
     case 'backup': {
       const out = resolve(values.out ?? fail('backup needs --out <file>'));
@@ -236,14 +248,14 @@ const IMPORT_POLL_MS = 500;
 async function importFile(
   api: ApiClient,
   userId: string,
-  input: { source: 'simply_plural' | 'pluralkit'; dryRun: boolean; file: Buffer },
+  input: { source: 'simply_plural' | 'pluralkit' | 'native'; dryRun: boolean; file: Buffer },
   wait: boolean,
 ): Promise<Outcome> {
   const sent = await api.POST('/admin/v1/accounts/{userId}/imports', {
     params: { path: { userId }, query: { source: input.source, dryRun: input.dryRun } },
     body: input.file as unknown as string,
     bodySerializer: (body: unknown) => body as BodyInit,
-    headers: { 'Content-Type': 'application/json' },
+    headers: { 'Content-Type': input.source === 'native' ? 'application/x-tar' : 'application/json' },
   });
   if (!sent.data || !wait) return sent;
   const path = { userId, importId: sent.data.id };
@@ -252,6 +264,47 @@ async function importFile(
     if (!polled.data) return polled;
     if (polled.data.status === 'succeeded') return polled;
     if (polled.data.status === 'failed') return { ...polled, error: polled.data, ok: false };
+    await new Promise((r) => setTimeout(r, IMPORT_POLL_MS));
+  }
+}
+
+/**
+ * `export`: queues the account's native export, waits for it, and downloads the archive to `out`
+ * (a temporary file renamed into place once whole, so `out` is the previous file or the archive).
+ */
+async function exportArchive(api: ApiClient, target: Target, userId: string, out: string): Promise<Outcome> {
+  const queued = await api.POST('/admin/v1/accounts/{userId}/exports', { params: { path: { userId } } });
+  if (!queued.data) return queued;
+  const path = { userId, exportId: queued.data.id };
+  for (;;) {
+    const polled = await api.GET('/admin/v1/accounts/{userId}/exports/{exportId}', { params: { path } });
+    if (!polled.data) return polled;
+    if (polled.data.status === 'failed') return { ...polled, error: polled.data, ok: false };
+    if (polled.data.status === 'succeeded' && polled.data.downloadUrl) {
+      const url = new URL(polled.data.downloadUrl, target.baseUrl);
+      // A URL of this server goes through the target's own fetch (in-process with --direct).
+      const download = await (url.origin === new URL(target.baseUrl).origin ? target.fetch : globalThis.fetch)(url);
+      if (!download.ok || !download.body)
+        return {
+          response: download,
+          error: { code: 'DOWNLOAD_FAILED', message: `The archive download answered ${download.status}` },
+        };
+      const partial = `${out}.partial-${process.pid}`;
+      try {
+        await pipeline(
+          Readable.fromWeb(download.body as WebReadableStream),
+          createWriteStream(partial, { mode: 0o600 }),
+        );
+        await rename(partial, out);
+      } catch (err) {
+        await rm(partial, { force: true });
+        return {
+          response: download,
+          error: { code: 'DOWNLOAD_FAILED', message: `The archive was not written: ${(err as Error).message}` },
+        };
+      }
+      return { ...polled, data: { export: polled.data.id, out, sizeBytes: statSync(out).size }, line: true };
+    }
     await new Promise((r) => setTimeout(r, IMPORT_POLL_MS));
   }
 }
@@ -347,6 +400,9 @@ interface Target {
   api: ApiClient;
   /** Named when it cannot be reached. */
   where: string;
+  /** Where a relative URL the server hands out (a signed download) resolves, and how it is fetched. */
+  baseUrl: string;
+  fetch: typeof globalThis.fetch;
   close?: () => Promise<void>;
 }
 
@@ -359,7 +415,12 @@ function serverTarget(): Target {
   const local = databaseUrl ? undefined : runningServerOf(dataDir);
   const localUrl = local && 'url' in local ? local.url : undefined;
   const baseUrl = explicitUrl ?? localUrl ?? `http://127.0.0.1:${env('PORT') ?? 3000}`;
-  const target = (token: string): Target => ({ api: createApiClient({ baseUrl, apiKey: token }), where: baseUrl });
+  const target = (token: string): Target => ({
+    api: createApiClient({ baseUrl, apiKey: token }),
+    where: baseUrl,
+    baseUrl,
+    fetch: globalThis.fetch,
+  });
   const token = values.token ?? env('ADMIN_TOKEN');
   if (token) return target(token);
 
@@ -421,6 +482,8 @@ async function directTarget(): Promise<Target> {
     return {
       api: createApiClient({ baseUrl: 'http://direct.invalid', apiKey: direct.token, fetch: direct.fetch }),
       where: `${describeUrl(config.databaseUrl, 5432)} (DATABASE_URL, --direct)`,
+      baseUrl: 'http://direct.invalid',
+      fetch: direct.fetch,
       close: direct.close,
     };
   } catch (err) {
@@ -435,7 +498,7 @@ const request = plan(command);
 const target = values.direct ? await directTarget() : serverTarget();
 let exitCode = 0;
 try {
-  const { data, error, response, ok = response.ok, line } = await request(target.api);
+  const { data, error, response, ok = response.ok, line } = await request(target.api, target);
   if (ok) {
     console.log(line ? JSON.stringify(data) : JSON.stringify(data, null, 2));
   } else {

@@ -625,6 +625,35 @@ describe('imports for the operator', () => {
     expect(elsewhere.response.status).toBe(404);
   });
 
+  it('npm run admin -- export saves an account’s archive, which import --source native copies into another', async () => {
+    const source = await server.user();
+    await importFile(source, pluralKitFile(), 'source=pluralkit');
+    const dir = mkdtempSync(join(tmpdir(), 'ada-export-'));
+    const out = join(dir, 'account.tar');
+    const exported = await cli(['export', '--user', source.userId, '--out', out]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const summary = JSON.parse(exported.stdout) as { export: string; out: string; sizeBytes: number };
+    expect(summary.out).toBe(out);
+    expect(summary.sizeBytes).toBe(readFileSync(out).length);
+    expect(readFileSync(out).subarray(257, 262).toString('latin1')).toBe('ustar');
+
+    const copy = await server.user();
+    const imported = await cli(['import', '--user', copy.userId, '--source', 'native', '--file', out]);
+    expect(imported.code, imported.stderr).toBe(0);
+    expect(JSON.parse(imported.stdout)).toMatchObject({ status: 'succeeded', source: 'native' });
+    expect((await membersOf(copy)).map((m) => m.name).sort()).toEqual(['Robin', 'Sage', 'Wren']);
+
+    const unknown = await cli([
+      'export',
+      '--user',
+      '00000000-0000-4000-8000-00000000dead',
+      '--out',
+      join(dir, 'x.tar'),
+    ]);
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.stderr)).toMatchObject({ code: 'NOT_FOUND' });
+  });
+
   it('npm run admin -- import sends the file, waits, prints the import, and exits 1 when it failed', async () => {
     const user = await server.user();
     const dir = mkdtempSync(join(tmpdir(), 'ada-import-'));
@@ -647,6 +676,6 @@ describe('imports for the operator', () => {
 
     const usage = await cli(['import', '--user', user.userId, '--source', 'octocon', '--file', good]);
     expect(usage.code).toBe(2);
-    expect(usage.stderr).toContain('--source must be simply_plural or pluralkit');
+    expect(usage.stderr).toContain('--source must be simply_plural, pluralkit or native');
   });
 });

@@ -12,7 +12,7 @@ import {
 import { takeBackup } from './backup.ts';
 import { USER_CONTENT_HEADERS } from '../../storage/index.ts';
 import { readBodyLimited } from '../../http/uploads.ts';
-import { createImport, getImport, IMPORT_MEDIA_TYPES } from '../portability/index.ts';
+import { createExport, createImport, getExport, getImport, IMPORT_MEDIA_TYPES } from '../portability/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -59,6 +59,22 @@ export const adminHandlers = {
   adminGetImport: async ({ path }, ctx) => ({
     status: 200,
     body: await getImport(ctx.operatorFor(path.userId), path.importId),
+  }),
+
+  adminCreateExport: async ({ path }, ctx) => {
+    const operator = ctx.operatorFor(path.userId);
+    await getAccount(operator);
+    const accepted = await createExport(operator);
+    return {
+      status: 202,
+      headers: { Location: `/admin/v1/accounts/${path.userId}/exports/${accepted.id}` },
+      body: accepted,
+    };
+  },
+
+  adminGetExport: async ({ path }, ctx) => ({
+    status: 200,
+    body: await getExport(ctx.operatorFor(path.userId), path.exportId),
   }),
 
   createBackup: async (_input, ctx) => {

@@ -9,7 +9,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onBehalfOf } from '../../access/index.ts';
-import { inTransaction, type OwnerContext, ownerOf, type ServerContext } from '../../core/context.ts';
+import {
+  inTransaction,
+  type OwnerContext,
+  ownerOf,
+  type ServerContext,
+  type ServiceContext,
+} from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { notFound, unavailable } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
@@ -28,7 +34,7 @@ const EXPORT_LEASE_MS = 60 * 60_000;
 /** The key of an export's archive. */
 export const exportKey = (userId: string, id: string) => `u/${userId}/exports/${id}.tar`;
 
-async function toExport(ctx: OwnerContext, row: ExportRow): Promise<Schemas['Export']> {
+async function toExport(ctx: ServerContext, row: ExportRow): Promise<Schemas['Export']> {
   const live =
     row.status === 'succeeded' && row.object_key !== null && row.expires_at !== null && row.expires_at > ctx.now;
   const url =
@@ -50,7 +56,7 @@ async function toExport(ctx: OwnerContext, row: ExportRow): Promise<Schemas['Exp
 }
 
 /** Queues the export (its row and its job commit together). */
-export async function createExport(ctx: OwnerContext): Promise<Schemas['ExportAccepted']> {
+export async function createExport(ctx: ServiceContext): Promise<Schemas['ExportAccepted']> {
   if (!ctx.storage) throw unavailable('Object storage is not configured on this server: exports need it');
   const id = randomUUID();
   return inTransaction(ctx, async (tx) => {
@@ -61,7 +67,7 @@ export async function createExport(ctx: OwnerContext): Promise<Schemas['ExportAc
   });
 }
 
-export async function getExport(ctx: OwnerContext, id: string): Promise<Schemas['Export']> {
+export async function getExport(ctx: ServiceContext, id: string): Promise<Schemas['Export']> {
   const row = await exportsRepo.find(ctx.db, ownerOf(ctx), id);
   if (!row) throw notFound('Export not found');
   return toExport(ctx, row);

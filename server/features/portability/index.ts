@@ -3,4 +3,5 @@
  * registers, and imports for the operator's admin API.
  */
 export { defineExports } from './exports.ts';
+export { createExport, getExport } from './exports.ts';
 export { createImport, defineImports, getImport, IMPORT_MEDIA_TYPES } from './service.ts';
