@@ -179,7 +179,9 @@ async function startServer(port: number, objectsDir: string): Promise<ChildProce
     for (const line of lines) {
       if (!line.includes('"import applied"')) continue;
       const entry = JSON.parse(line) as { parseMs: number; phasesMs: Record<string, number> };
-      log(`server: parse ${entry.parseMs} ms, phases ${JSON.stringify(entry.phasesMs)}`);
+      log(
+        `server: ${entry.parseMs === undefined ? '' : `parse ${entry.parseMs} ms, `}phases ${JSON.stringify(entry.phasesMs)}`,
+      );
     }
   });
   for (let i = 0; i < 300; i++) {
