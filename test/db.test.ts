@@ -1,6 +1,6 @@
 /** The data layer behaves the same on PGlite and PostgreSQL where the code relies on it. */
 import { describe, expect, it } from 'vitest';
-import { prepared, preparedStatements } from '../server/db/prepared.ts';
+import { isRead, prepared, preparedPoolOf, preparedStatements } from '../server/db/prepared.ts';
 import { captureStatements } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 
@@ -50,6 +50,36 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
       expect(outside).toEqual({ mode: 'auto', names: null });
       expect(inside).toEqual({ mode: 'auto', names: null });
     }
+  });
+
+  it('on PostgreSQL: a statement that writes runs on the main pool outside a transaction, never holding a read connection', async () => {
+    const knex = server.deps.db.knex;
+    // An upsert in a CTE (as the rate limiter's sync is), reporting the connection's plan mode.
+    const write = prepared<{ mode: string }>(
+      'test_prepared_write',
+      "with w as (insert into app_meta (key, value) values ('test_prepared_write', ?) on conflict (key) do update set value = excluded.value returning value) select current_setting('plan_cache_mode') as mode from w",
+    );
+    expect(isRead(write.text)).toBe(false);
+    expect(isRead(settings.text)).toBe(true);
+    const [row] = await write(knex, ['1']);
+    expect(row).toEqual({ mode: 'auto' });
+    expect(await knex('app_meta').where({ key: 'test_prepared_write' }).first()).toMatchObject({ value: '1' });
+    const pool = preparedPoolOf(knex);
+    if (!pool) return expect(server.deps.db.kind).toBe('pglite');
+    // Every connection of the read pool busy: the write still runs at once.
+    const client = pool.client as {
+      acquireConnection(): Promise<unknown>;
+      releaseConnection(c: unknown): Promise<unknown>;
+    };
+    const max = (pool.client as { pool: { max: number } }).pool.max;
+    const held = await Promise.all(Array.from({ length: max }, () => client.acquireConnection()));
+    try {
+      const [again] = await write(knex, ['2']);
+      expect(again).toEqual({ mode: 'auto' });
+    } finally {
+      await Promise.all(held.map((c) => client.releaseConnection(c)));
+    }
+    expect(await knex('app_meta').where({ key: 'test_prepared_write' }).first()).toMatchObject({ value: '2' });
   });
 
   it('on PostgreSQL: JIT is off on both pools (compiling costs more than these statements run)', async () => {

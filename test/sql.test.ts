@@ -1,6 +1,7 @@
 /** The SQL seam: the `sql` tag (server/db/sql.ts) and the statement registry (server/db/statements.ts). */
 import { describe, expect, it } from 'vitest';
 import { isSql, sql, toKnex, toNative } from '../server/db/sql.ts';
+import { isRead } from '../server/db/prepared.ts';
 import { registeredStatements, statement } from '../server/db/statements.ts';
 import { violations } from '../scripts/sql-rules.ts';
 
@@ -50,6 +51,30 @@ describe('the sql tag', () => {
 });
 
 describe('the statement registry', () => {
+  it('tells reads (the generic-plan pool) from statements that write, lock or act (the main pool)', () => {
+    for (const read of [
+      'select m.id from members m where m.user_id = $1 order by m.updated_at desc',
+      'with x as (select 1 as n) select n from x',
+      '  SELECT 1',
+    ])
+      expect(isRead(read), read).toBe(true);
+    for (const effect of [
+      'insert into t (a) values ($1)',
+      'update t set a = $1',
+      'delete from t where a = $1',
+      'with w as (insert into t (a) values ($1) returning a) select a from w',
+      'with d as (delete from t returning a) select count(*) from d',
+      'select id from t where id = $1 for update',
+      'select id from t for no key update',
+      'select id from t for key share',
+      'select pg_notify($1, $2)',
+      'select pg_advisory_xact_lock($1)',
+      "select nextval('s')",
+      'vacuum analyze t',
+    ])
+      expect(isRead(effect), effect).toBe(false);
+  });
+
   it('names each text of a statement after its variants, and refuses a text its variants do not list', async () => {
     const probe = statement<{ cursor?: number }, { n: number }>({
       name: 'test_registry_probe',

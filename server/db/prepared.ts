@@ -4,16 +4,19 @@
  * Planning costs more than running an indexed read of one page, so this is most of the database
  * work such a request saves. See docs/data-access.md for how a read route is written with it.
  *
- * On PostgreSQL, a statement run outside a transaction goes to the database's second pool
+ * On PostgreSQL, a read run outside a transaction goes to the database's second pool
  * (usePreparedPool), whose connections always take the generic plan (`plan_cache_mode =
  * force_generic_plan`): left to choose, PostgreSQL may keep planning a statement per execution when
  * its estimates favour custom plans. It is sent straight through `pg` on a connection of that pool,
  * with its text numbered once ($1, $2 …) when defined, and reported as a knex `query` event of the
  * main instance (statement-count tests and the bench's SQL capture see it like any other query).
  * `pg` sends the text under its name the first time a connection runs it and only the name
- * afterwards. Inside a transaction it runs through knex on the transaction's connection, where
- * PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text through knex,
- * unnamed, on its one connection: it has no network round trip to save.
+ * afterwards. A statement that writes or has another effect (isRead() false: a background upsert,
+ * a NOTIFY) runs on the main pool instead, so it never holds a read connection through its commit
+ * (the rate limiter's sync did, and every read behind it waited: about 6–12% more server CPU per
+ * read in the bench). Inside a transaction a statement runs through knex on the transaction's
+ * connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text
+ * through knex, unnamed, on its one connection: it has no network round trip to save.
  *
  * Rules: the text is a constant (no values, no pieces chosen per request: a variant is another
  * statement with its own name), placeholders are `?` (knex numbers them $1, $2 … in order; a value
@@ -82,6 +85,19 @@ async function runOnPool(
   }
 }
 
+/** Words of a statement that writes, locks, or acts outside its rows; a text without them only reads. */
+const EFFECTS =
+  /\b(insert|update|delete|merge|truncate|notify|pg_notify|pg_advisory_\w+|nextval|setval|set_config|vacuum|analyze|lock|refresh|call|do)\b|\bfor\s+(no\s+key\s+)?(update|share|key\s+share)\b/i;
+
+/**
+ * Whether a statement only reads: a `select` or `with` whose text names no effect (EFFECTS). A read
+ * that mentions one of the words (a column called `update`, say) is routed as a write: on the main
+ * pool, which is correct, only not planned once.
+ */
+export function isRead(text: string): boolean {
+  return /^\s*(select|with)\b/i.test(text) && !EFFECTS.test(text);
+}
+
 export function prepared<Row>(name: string, text: string): PreparedStatement<Row> {
   if (!/^[a-z][a-z0-9_]{0,62}$/.test(name))
     throw new Error(`prepared statement name '${name}' must be lower-case snake case, at most 63 characters`);
@@ -94,10 +110,11 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   defined.set(name, text);
   let n = 0;
   const native = text.replace(/\?/g, () => `$${++n}`);
+  const read = isRead(text);
   const run = async (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
     if (bindings.length !== n)
       throw new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`);
-    const pool = (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
+    const pool = !read || (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
     if (pool) return (await runOnPool(pool, name, native, bindings)) as Row[];
     const result = (await db.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
     return result.rows;
