@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonObjectSyntaxError } from '../server/features/portability/jsonSyntax.ts';
+import { JsonObjectSyntax, jsonObjectSyntaxError } from '../server/features/portability/jsonSyntax.ts';
 
 const check = (text: string) => jsonObjectSyntaxError(Buffer.from(text, 'utf8'));
 
@@ -85,5 +85,37 @@ describe('the import file syntax check', () => {
     expect(check('{"a":1,}')).toBe('expected a string key at byte 7');
     expect(check('')).toBe('the file is empty');
     expect(check('[1]')).toBe('expected a JSON object ({) at byte 0');
+  });
+});
+
+describe('the import file syntax check, fed in chunks as an upload arrives', () => {
+  it('finds the same answer whatever the chunks (every split point, and one byte at a time)', () => {
+    const samples = [
+      '{"a":[1,2,{"b":null}],"c":"x\\u00e9\\n","d":-0.5e+10,"e":true,"f":false}',
+      '{"emoji":"😀 中文","n":0,"m":-12.25E-3}',
+      '{"a":tru}',
+      '{"a":"\\u12g4"}',
+      '{"a":1.}',
+      '{"a":1} x',
+      '{"a":"unterminated}',
+      '  ',
+    ];
+    for (const text of samples) {
+      const bytes = Buffer.from(text, 'utf8');
+      const whole = jsonObjectSyntaxError(bytes);
+      for (let cut = 0; cut <= bytes.length; cut++) {
+        const checker = new JsonObjectSyntax().feed(bytes.subarray(0, cut)).feed(bytes.subarray(cut));
+        expect(checker.end(), `${text} cut at ${cut}`).toBe(whole);
+      }
+      const bytewise = new JsonObjectSyntax();
+      for (const b of bytes) bytewise.feed(Uint8Array.of(b));
+      expect(bytewise.end(), text).toBe(whole);
+    }
+  });
+
+  it('knows the problem before the end (the upload can be refused early)', () => {
+    const checker = new JsonObjectSyntax().feed(Buffer.from('{"a":1,,'));
+    expect(checker.problem).toBe('expected a string key at byte 7');
+    expect(checker.feed(Buffer.from('"b":2}')).end()).toBe('expected a string key at byte 7');
   });
 });

@@ -5,7 +5,8 @@
  * and importSimplyPlural.test.ts.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -414,6 +415,43 @@ describe('bad input', () => {
       });
     }
     expect((await user.api.GET('/api/v1/imports', {})).data!.items).toEqual([]);
+  });
+
+  it('refuses the body as soon as it stops being JSON, without waiting for the rest, and keeps no temporary file', async () => {
+    const user = await server.user();
+    const leftovers = () => readdirSync(tmpdir()).filter((name) => name.startsWith(`import-${user.userId}-`));
+    // A chunked upload whose first chunk is already not JSON; the rest never comes. Checked only at
+    // the end, this request would wait for the end forever.
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${server.baseUrl}/api/v1/imports?source=pluralkit`, {
+        method: 'POST',
+        headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' },
+      });
+      req.on('response', (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => {
+          body += chunk.toString();
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.write(`{"version": 2, "members": [{"id": "abcde"},, ${' '.repeat(64 * 1024)}`);
+    });
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'The file is not a JSON object (unexpected character at byte 43): send the export file unchanged',
+    });
+    expect(leftovers()).toEqual([]);
+    // Accepted: stored in object storage from the temporary file, which is gone afterwards.
+    const ok = await postImport(user, pluralKitFile(), 'source=pluralkit');
+    expect(ok.status).toBe(202);
+    expect(leftovers()).toEqual([]);
+    const big = await postImport(user, JSON.stringify({ pad: 'x'.repeat(MAX_BYTES) }), 'source=pluralkit');
+    expect(big.status).toBe(413);
+    expect(leftovers()).toEqual([]);
+    await server.runtime.jobs.runDue();
+    expect((await membersOf(user)).length).toBe(3);
   });
 
   it('fails an import of another source’s file with the reason, writing nothing', async () => {

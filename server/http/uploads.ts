@@ -1,6 +1,7 @@
-/** Request bodies a handler reads itself (`x-streamed-body` operations): their declared length, refusing one mid-way, and reading one whole under a limit. */
+/** Request bodies a handler reads itself (`x-streamed-body` operations): their declared length, refusing one mid-way, and receiving one under a limit through a sink. */
 import { createGunzip } from 'node:zlib';
 import type { Request } from 'express';
+import { BodyRefused, type BodySink } from '../core/bodySink.ts';
 import { ApiError } from './errors.ts';
 
 /** The request's declared length, when it sent one (chunked uploads do not). */
@@ -53,18 +54,27 @@ function essence(value: string | undefined): string {
 }
 
 /**
- * The whole body, at most `maxBytes` of it (after decoding): 413 `PAYLOAD_TOO_LARGE` as soon as the
- * declared length or the bytes received pass it (the rest is discarded by lingerThenClose, never
- * buffered). With `contentType`, a body labelled otherwise is 415. `Content-Encoding` may be
- * identity or gzip (a large JSON export compresses tenfold); any other is 415.
+ * The body, at most `maxBytes` of it (after decoding), handed to `sink` chunk by chunk with its
+ * pauses respected, so nothing holds more than the sink keeps. 413 `PAYLOAD_TOO_LARGE` as soon as
+ * the declared length or the bytes received pass the limit (the rest is discarded by
+ * lingerThenClose, never buffered); a sink's BodyRefused is a 400 sent the same way. With
+ * `contentType`, a body labelled otherwise is 415. `Content-Encoding` may be identity or gzip (a
+ * large JSON export compresses tenfold); any other is 415.
  */
-export function readBodyLimited(
+export function receiveBody<T>(
   req: Request,
   maxBytes: number,
-  options: { contentType?: string } = {},
-): Promise<Buffer> {
-  const refuse = (status: 413 | 415, code: 'PAYLOAD_TOO_LARGE' | 'UNSUPPORTED_MEDIA_TYPE', message: string) =>
-    new ApiError(status, code, message, lingerThenClose(req));
+  options: { contentType?: string },
+  sink: BodySink<T>,
+): Promise<T> {
+  const refuse = (
+    status: 400 | 413 | 415,
+    code: 'BAD_REQUEST' | 'PAYLOAD_TOO_LARGE' | 'UNSUPPORTED_MEDIA_TYPE',
+    message: string,
+  ) => {
+    sink.abort();
+    return new ApiError(status, code, message, lingerThenClose(req));
+  };
   const tooLarge = () => refuse(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${maxBytes} bytes`);
   if (options.contentType && essence(req.headers['content-type']) !== options.contentType)
     return Promise.reject(refuse(415, 'UNSUPPORTED_MEDIA_TYPE', `Content-Type must be ${options.contentType} here`));
@@ -81,7 +91,6 @@ export function readBodyLimited(
   if (encoding === 'identity' && length !== undefined && length > maxBytes) return Promise.reject(tooLarge());
   const source: NodeJS.ReadableStream = encoding === 'identity' ? req : req.pipe(createGunzip());
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
     let size = 0;
     const stop = () => {
       source.off('data', onData);
@@ -89,20 +98,42 @@ export function readBodyLimited(
       source.off('error', onError);
       req.off('close', onClose);
     };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= maxBytes) return void chunks.push(chunk);
+    /** Refused while the body may still be arriving: stop reading it here, lingerThenClose takes over. */
+    const refuseNow = (make: () => ApiError) => {
       stop();
       if (source !== req) req.unpipe();
       req.pause();
-      reject(tooLarge());
+      reject(make());
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) return refuseNow(tooLarge);
+      let more: boolean;
+      try {
+        more = sink.write(chunk);
+      } catch (err) {
+        if (!(err instanceof BodyRefused)) {
+          stop();
+          sink.abort();
+          return reject(err);
+        }
+        return refuseNow(() => refuse(400, 'BAD_REQUEST', err.message));
+      }
+      if (!more) {
+        source.pause();
+        sink.onDrain(() => source.resume());
+      }
     };
     const onEnd = () => {
       stop();
-      resolve(Buffer.concat(chunks, size));
+      sink.finish(size).then(resolve, (err: unknown) => {
+        sink.abort();
+        reject(err);
+      });
     };
     const onError = (err: Error) => {
       stop();
+      sink.abort();
       // A body that is not the gzip it says it is.
       reject(
         source === req
@@ -113,6 +144,7 @@ export function readBodyLimited(
     const onClose = () => {
       if (req.readableEnded) return;
       stop();
+      sink.abort();
       reject(new ApiError(400, 'BAD_REQUEST', 'The request body ended early'));
     };
     source.on('data', onData);

@@ -1,4 +1,5 @@
 import type { HandlerMap } from '../../http/handlers.ts';
+import { receiveBody } from '../../http/uploads.ts';
 import { registerIdentity } from '../social/index.ts';
 import {
   createAccount,
@@ -11,8 +12,7 @@ import {
 } from '../accounts/index.ts';
 import { takeBackup } from './backup.ts';
 import { USER_CONTENT_HEADERS } from '../../storage/index.ts';
-import { readBodyLimited } from '../../http/uploads.ts';
-import { createExport, createImport, getExport, getImport, IMPORT_MEDIA_TYPES } from '../portability/index.ts';
+import { acceptImport, createExport, getExport, getImport, IMPORT_MEDIA_TYPES } from '../portability/index.ts';
 
 export const adminHandlers = {
   listAccounts: async ({ query }, ctx) => ({ status: 200, body: await listAccounts(ctx.operator(), query) }),
@@ -45,10 +45,9 @@ export const adminHandlers = {
   adminCreateImport: async ({ path, query }, ctx) => {
     const operator = ctx.operatorFor(path.userId);
     await getAccount(operator); // 404 before the file is read
-    const file = await readBodyLimited(ctx.req, ctx.deps.config.importMaxBytes, {
-      contentType: IMPORT_MEDIA_TYPES[query.source],
-    });
-    const accepted = await createImport(operator, { source: query.source, dryRun: query.dryRun ?? false, file });
+    const accepted = await acceptImport(operator, { source: query.source, dryRun: query.dryRun ?? false }, (sink) =>
+      receiveBody(ctx.req, ctx.deps.config.importMaxBytes, { contentType: IMPORT_MEDIA_TYPES[query.source] }, sink),
+    );
     return {
       status: 202,
       headers: { Location: `/admin/v1/accounts/${path.userId}/imports/${accepted.id}` },

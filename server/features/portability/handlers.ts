@@ -1,9 +1,10 @@
 import { forbidden } from '../../core/errors.ts';
 import { hasScope, SCOPES, type ScopeLevel } from '../../core/scopes.ts';
 import type { HandlerMap, RequestContext } from '../../http/handlers.ts';
-import { readBodyLimited } from '../../http/uploads.ts';
+import { receiveBody } from '../../http/uploads.ts';
 import { createExport, getExport, listExports } from './exports.ts';
-import { createImport, getImport, IMPORT_MEDIA_TYPES, IMPORT_SCOPES, listImports } from './service.ts';
+import { getImport, IMPORT_MEDIA_TYPES, IMPORT_SCOPES, listImports } from './service.ts';
+import { acceptImport } from './upload.ts';
 
 /** An export holds everything: its routes need `read` on every scope (403 names the first one missing). */
 function requireEveryScope(ctx: RequestContext, level: ScopeLevel): void {
@@ -17,10 +18,12 @@ export const portabilityHandlers = {
     const scopes = ctx.auth?.scopes ?? {};
     const missing = IMPORT_SCOPES[query.source].find((scope) => !hasScope(scopes, scope, 'read_write'));
     if (missing) throw forbidden(`Missing API key scope: ${missing} requires read_write`);
-    const file = await readBodyLimited(ctx.req, ctx.deps.config.importMaxBytes, {
-      contentType: IMPORT_MEDIA_TYPES[query.source],
-    });
-    const accepted = await createImport(ctx.service(), { source: query.source, dryRun: query.dryRun ?? false, file });
+    const accepted = await acceptImport(
+      ctx.service(),
+      { source: query.source, dryRun: query.dryRun ?? false },
+      (sink) =>
+        receiveBody(ctx.req, ctx.deps.config.importMaxBytes, { contentType: IMPORT_MEDIA_TYPES[query.source] }, sink),
+    );
     return { status: 202, headers: { Location: `/api/v1/imports/${accepted.id}` }, body: accepted };
   },
   listImports: async ({ query }, ctx) => ({ status: 200, body: await listImports(ctx.service(), query) }),

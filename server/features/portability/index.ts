@@ -4,4 +4,5 @@
  */
 export { defineExports } from './exports.ts';
 export { createExport, getExport } from './exports.ts';
-export { createImport, defineImports, getImport, IMPORT_MEDIA_TYPES } from './service.ts';
+export { defineImports, getImport, IMPORT_MEDIA_TYPES } from './service.ts';
+export { acceptImport } from './upload.ts';

@@ -4,6 +4,7 @@
  * does the same work and rolls it back, so its report is exactly what a real run would report.
  */
 import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import type { Knex } from 'knex';
 import { onBehalfOf } from '../../access/index.ts';
 import {
@@ -14,7 +15,8 @@ import {
   type ServiceContext,
 } from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
-import { badRequest, notFound, unavailable } from '../../core/errors.ts';
+import { notFound, unavailable } from '../../core/errors.ts';
+import type { ObjectStorage } from '../../storage/types.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { SCOPES, type Scope } from '../../core/scopes.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
@@ -22,12 +24,10 @@ import type { components } from '../../../generated/api.d.ts';
 import { type ApplyResult, applyBundle, entityCount } from './apply.ts';
 import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
-import { jsonObjectSyntaxError } from './jsonSyntax.ts';
 import { importNativeArchive } from './nativeImport.ts';
 import { storableBundle } from './storable.ts';
 import { parsePluralKit } from './sources/pluralKit.ts';
 import { parseSimplyPlural } from './sources/simplyPlural.ts';
-import { tarHeaderError } from './tar.ts';
 
 type Schemas = components['schemas'];
 
@@ -72,26 +72,34 @@ function toImport(row: ImportRow): Schemas['Import'] {
   };
 }
 
-/** Stores the file and queues its import, both or neither. */
+/** An import's file as received (upload.ts): `size` bytes at `path`, until `dispose()` removes it. */
+export interface ReceivedFile {
+  path: string;
+  size: number;
+  dispose(): Promise<void>;
+}
+
+/** The object storage an import's file goes to: 503 before any of the body is read when there is none. */
+export function requireImportStorage(ctx: Pick<ServiceContext, 'storage'>): ObjectStorage {
+  if (!ctx.storage) throw unavailable('Object storage is not configured on this server: imports need it');
+  return ctx.storage;
+}
+
+/**
+ * Stores the received file (receiveImportFile: already checked) and queues its import, both or
+ * neither. The file goes to object storage from disk, never held in memory.
+ */
 export async function createImport(
   ctx: ServiceContext,
-  input: { source: ImportSource; dryRun: boolean; file: Buffer },
+  input: { source: ImportSource; dryRun: boolean; file: ReceivedFile },
 ): Promise<Schemas['ImportAccepted']> {
-  const { storage } = ctx;
-  if (!storage) throw unavailable('Object storage is not configured on this server: imports need it');
-  if (input.file.length === 0) throw badRequest('The request body is empty: send the export file');
+  const storage = requireImportStorage(ctx);
   const native = input.source === 'native';
-  if (native) {
-    const header = tarHeaderError(input.file.subarray(0, 512));
-    if (header) throw badRequest(`The file is not a tar archive (${header}): send the export archive unchanged`);
-  } else {
-    const syntax = jsonObjectSyntaxError(input.file);
-    if (syntax) throw badRequest(`The file is not a JSON object (${syntax}): send the export file unchanged`);
-  }
   const userId = ownerOf(ctx);
   const id = randomUUID();
   const key = `u/${userId}/imports/${id}.${native ? 'tar' : 'json'}`;
-  await storage.put(key, input.file, IMPORT_MEDIA_TYPES[input.source]);
+  const { path, size } = input.file;
+  await storage.upload(key, () => createReadStream(path), IMPORT_MEDIA_TYPES[input.source], size);
   try {
     return await inTransaction(ctx, async (tx) => {
       const row = await importsRepo.insert(tx.db, {
@@ -101,7 +109,7 @@ export async function createImport(
         dry_run: input.dryRun,
         status: 'queued',
         object_key: key,
-        byte_size: input.file.length,
+        byte_size: size,
         progress_done: 0,
         progress_total: 0,
         report: {},
@@ -117,7 +125,7 @@ export async function createImport(
         action: 'import.create',
         targetType: 'import',
         targetId: id,
-        detail: { source: input.source, dryRun: input.dryRun, bytes: input.file.length },
+        detail: { source: input.source, dryRun: input.dryRun, bytes: size },
       });
       return { id: row.id, status: row.status };
     });
