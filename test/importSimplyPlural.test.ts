@@ -222,10 +222,11 @@ describe('a bucket-era export', () => {
         { field: field(3), value: '#00ff00' },
       ],
     });
-    // The duplicate with Aurora's _id comes later in the file and is not read.
+    // The duplicate with Aurora's _id comes later in the file and is not read. Warnings come in
+    // file order: the documents are read one at a time.
     expect(messages(bundle, 'members', AURORA)).toEqual([
-      'duplicate _id: only the first document with it is read',
       '1 field value dropped: the field is not in the file or was not imported',
+      'duplicate _id: only the first document with it is read',
     ]);
   });
 
@@ -360,22 +361,22 @@ describe('a bucket-era export', () => {
 
   it('fails sessions it cannot place in time or on a member', () => {
     expect(messages(bundle, 'frontHistory')).toEqual([
-      'duplicate _id: only the first document with it is read',
       'member is not a member or custom front in the file (deleted?)',
       'not live and has no endTime',
       'endTime is before startTime',
       'startTime is missing or not a time',
       'not live and has no endTime',
       'note (customStatus and comments) cut to 500 characters',
+      'duplicate _id: only the first document with it is read',
     ]);
     expect(bundle.warnings.filter((w) => w.collection === 'frontHistory').map((w) => w.sourceId)).toEqual([
-      session(1),
       session(6),
       session(7),
       session(8),
       session(9),
       session(11),
       session(12),
+      session(1),
     ]);
   });
 

@@ -4,7 +4,11 @@
  * does the same work and rolls it back, so its report is exactly what a real run would report.
  */
 import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type { Knex } from 'knex';
 import { onBehalfOf } from '../../access/index.ts';
 import {
@@ -22,12 +26,13 @@ import { SCOPES, type Scope } from '../../core/scopes.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import type { components } from '../../../generated/api.d.ts';
 import { type ApplyResult, applyBundle, entityCount } from './apply.ts';
+import { CollectionsFile, NotJsonObject } from './collections.ts';
 import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
 import { importNativeArchive } from './nativeImport.ts';
 import { storableBundle } from './storable.ts';
 import { parsePluralKit } from './sources/pluralKit.ts';
-import { parseSimplyPlural } from './sources/simplyPlural.ts';
+import { parseSimplyPluralFile } from './sources/simplyPlural.ts';
 
 type Schemas = components['schemas'];
 
@@ -155,23 +160,45 @@ export async function listImports(
   };
 }
 
-/** The file as a bundle; a file nested too deeply for the parser's stack is refused like malformed JSON. */
-function parse(source: Exclude<ImportSource, 'native'>, file: Buffer): ImportBundle {
-  const text = file.toString('utf8');
+/**
+ * The stored file as a bundle. A Simply Plural export is read a document at a time from `path`
+ * (collections.ts), so only the bundle is held; a PluralKit file is read whole (its switches are
+ * one array, at most SWITCHES_FILE_MAX). A document nested too deeply for the parser's stack, or
+ * bytes that are not JSON, are refused with the reason.
+ */
+function parse(source: Exclude<ImportSource, 'native'>, path: string, size: number): ImportBundle {
   try {
-    if (source === 'pluralkit') return storableBundle(parsePluralKit(text));
-    let doc: unknown;
+    if (source === 'pluralkit') return storableBundle(parsePluralKit(readFileSync(path, 'utf8')));
+    const file = CollectionsFile.open(path, size);
     try {
-      doc = JSON.parse(text);
-    } catch (err) {
-      if (err instanceof RangeError) throw err;
-      throw new ImportFormatError(`The file is not valid JSON: ${(err as Error).message}`);
+      return storableBundle(parseSimplyPluralFile(file));
+    } finally {
+      file.close();
     }
-    return storableBundle(parseSimplyPlural(doc));
   } catch (err) {
     if (err instanceof RangeError) throw new ImportFormatError('The file is nested too deeply to be read');
+    if (err instanceof SyntaxError || err instanceof NotJsonObject)
+      throw new ImportFormatError(`The file is not valid JSON: ${err.message}`);
     throw err;
   }
+}
+
+/** The stored object copied to a temporary file (read more than once, never held in memory); null when it is gone. */
+async function download(
+  storage: ObjectStorage,
+  key: string,
+): Promise<{ path: string; size: number; dir: string } | null> {
+  const stored = await storage.getStream(key);
+  if (!stored) return null;
+  const dir = await mkdtemp(join(tmpdir(), 'import-job-'));
+  const path = join(dir, 'file');
+  try {
+    await pipeline(stored.body, createWriteStream(path));
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return { path, size: stored.size, dir };
 }
 
 /** Thrown inside a dry run's transaction to roll it back once the report is made. */
@@ -264,15 +291,17 @@ export async function runImport(
       }
       return;
     }
-    const stored = row.object_key && base.storage ? await base.storage.get(row.object_key) : null;
+    const stored = row.object_key && base.storage ? await download(base.storage, row.object_key) : null;
     if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
     let bundle: ImportBundle;
     const parseStarted = performance.now();
     try {
-      bundle = parse(row.source, stored.body);
+      bundle = parse(row.source, stored.path, stored.size);
     } catch (err) {
       if (err instanceof ImportFormatError) return void (await failed(err.message));
       throw err;
+    } finally {
+      await rm(stored.dir, { recursive: true, force: true });
     }
     const total = entityCount(bundle);
     parseMs = Math.round(performance.now() - parseStarted);

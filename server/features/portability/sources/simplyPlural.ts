@@ -21,6 +21,7 @@ import {
   type ParseTally,
   type SourceRef,
 } from '../bundle.ts';
+import { type CollectionDocument, type Collections, collectionsOf } from '../collections.ts';
 import { cut, isObject } from './text.ts';
 
 type Doc = Record<string, unknown>;
@@ -203,20 +204,13 @@ function isCiphertext(doc: Doc): boolean {
   return body !== null && !isText(body);
 }
 
-/** The collection's values: an array, or the documents of a map keyed by id (their key then stands in for a missing `_id`). */
-function documentsOf(value: unknown): Array<{ key: string | null; doc: unknown }> | null {
-  if (Array.isArray(value)) return value.map((doc) => ({ key: null, doc }));
-  if (isObject(value)) return Object.entries(value).map(([key, doc]) => ({ key, doc }));
-  return null;
-}
-
 class Parse {
   readonly tally = new Map<string, ParseTally>();
   readonly warnings: ImportWarning[] = [];
 
-  constructor(readonly file: Doc) {
+  constructor(readonly file: Collections) {
     // Every top-level key of the file gets a tally entry.
-    for (const key of Object.keys(file)) this.count(key);
+    for (const key of file.keys()) this.count(key);
   }
 
   count(collection: string): ParseTally {
@@ -244,22 +238,35 @@ class Parse {
     this.warn(collection, null, message);
   }
 
-  /** The raw documents of a top-level collection; a value that holds no documents is reported and read as empty. */
-  documentsOf(collection: string): Array<{ key: string | null; doc: unknown }> {
-    if (!has(this.file, collection)) return [];
-    const value = this.file[collection];
-    const docs = documentsOf(value);
+  /**
+   * The raw documents of a top-level collection (an array, or the documents of a map keyed by id,
+   * whose key then stands in for a missing `_id`), one at a time; a value that holds no documents
+   * is reported and read as empty.
+   */
+  documentsOf(collection: string): Iterable<CollectionDocument> {
+    if (!this.file.has(collection)) return [];
+    const docs = this.file.documents(collection);
     if (docs) return docs;
+    const value = this.file.value(collection);
     if (value !== null && value !== undefined)
       this.warn(collection, null, 'not an array or map of documents: nothing read from it');
     return [];
   }
 
-  /** The collection's documents with usable ids, in file order. */
-  entries(collection: string): Entry[] {
+  /** How many raw documents documentsOf(collection) gives (reported as it reports), without reading them. */
+  size(collection: string): number {
+    if (!this.file.has(collection)) return 0;
+    if (this.file.documents(collection)) return this.file.count(collection);
+    this.documentsOf(collection);
+    return 0;
+  }
+
+  /** The collection's documents with usable ids, in file order, one at a time. */
+  *entries(collection: string): Generator<Entry> {
     const seen = new Set<string>();
-    const out: Entry[] = [];
-    for (const [index, { key, doc }] of this.documentsOf(collection).entries()) {
+    let index = -1;
+    for (const { key, doc } of this.documentsOf(collection)) {
+      index++;
       const where = key === null ? `the document at position ${index}` : 'the document';
       // Any document that is not an object: failed.
       if (!isObject(doc)) {
@@ -278,9 +285,8 @@ class Parse {
         continue;
       }
       seen.add(id);
-      out.push({ id, doc });
+      yield { id, doc };
     }
-    return out;
   }
 
   /** Cuts `value` to `max` with a warning naming `label` when it is longer. */
@@ -307,7 +313,9 @@ class Parse {
 function accountDoc(p: Parse, collection: string): Doc | null {
   let found: Doc | null = null;
   let extra = 0;
-  for (const [index, { doc }] of p.documentsOf(collection).entries()) {
+  let index = -1;
+  for (const { doc } of p.documentsOf(collection)) {
+    index++;
     if (!isObject(doc)) p.fail(collection, null, `the document at position ${index} is not an object`);
     else if (found) extra++;
     else found = doc;
@@ -377,7 +385,7 @@ function systemOf(p: Parse, user: Doc | null, accountUid: string | null): Bundle
 
 function bucketsFrom(p: Parse, privacy: Privacy): BundleBucket[] {
   if (!privacy.bucketEra) {
-    const n = p.documentsOf('privacyBuckets').length;
+    const n = p.size('privacyBuckets');
     p.skip(
       'privacyBuckets',
       n,
@@ -471,7 +479,7 @@ function fieldsFrom(p: Parse, privacy: Privacy, user: Doc | null): Fields {
     // Bucket era: fields from `customFields`.
     for (const { id, doc } of p.entries('customFields')) add('customFields', id, doc);
   } else {
-    const n = p.documentsOf('customFields').length;
+    const n = p.size('customFields');
     p.skip('customFields', n, `${plural(n, 'field')} not read: a legacy account's fields are in users.fields`);
     // Legacy: fields from the users[0].fields map (key = source id, collection `users.fields`).
     if (user && user.fields !== undefined && user.fields !== null) {
@@ -858,14 +866,14 @@ function defaultsFrom(p: Parse, privacy: Privacy, priv: Doc | null, privId: stri
 
 /** Collections not read: every document counted skipped, one warning per non-empty collection, none of their content. */
 function skipRest(p: Parse): void {
-  for (const key of Object.keys(p.file)) {
+  for (const key of p.file.keys()) {
     if (READ.has(key)) continue;
-    const docs = p.documentsOf(key);
-    const n = docs.length;
+    const n = p.size(key);
     if (key === 'friends') p.skip(key, n, FRIENDS_WARNING);
     else if (key === 'chatMessages') {
       // chatMessages: how many are still ciphertext (iv of 16 bytes, body base64 of binary).
-      const encrypted = docs.filter(({ doc }) => isObject(doc) && isCiphertext(doc)).length;
+      let encrypted = 0;
+      for (const { doc } of p.documentsOf(key)) if (isObject(doc) && isCiphertext(doc)) encrypted++;
       p.skip(key, n, `${plural(n, 'message')} (${encrypted} still encrypted) not imported yet`);
     } else if (NOT_YET_IMPORTED.has(key))
       p.skip(key, n, `${plural(n, 'document')} not imported yet: this collection is not imported in this version`);
@@ -875,13 +883,11 @@ function skipRest(p: Parse): void {
   }
 }
 
-function checkFormat(doc: unknown): asserts doc is Doc {
-  if (!isObject(doc))
-    throw new ImportFormatError('not a Simply Plural export: the file is not a JSON object of collections');
-  if (has(doc, 'switches') && (has(doc, 'version') || !has(doc, 'frontHistory')))
+function checkFormat(file: Collections): void {
+  if (file.has('switches') && (file.has('version') || !file.has('frontHistory')))
     throw new ImportFormatError('this is a PluralKit export (it has switches), not a Simply Plural export');
-  if (has(doc, 'tuppers')) throw new ImportFormatError('this is a Tupperbox export, not a Simply Plural export');
-  if (!SIGNATURE.some((key) => has(doc, key) && documentsOf(doc[key]) !== null))
+  if (file.has('tuppers')) throw new ImportFormatError('this is a Tupperbox export, not a Simply Plural export');
+  if (!SIGNATURE.some((key) => file.documents(key) !== null))
     throw new ImportFormatError(
       `not a Simply Plural export: none of its collections (${SIGNATURE.join(', ')}) is in the file`,
     );
@@ -889,8 +895,18 @@ function checkFormat(doc: unknown): asserts doc is Doc {
 
 /** Maps a parsed Simply Plural `export.json` onto an import bundle; throws ImportFormatError when it is not one. */
 export function parseSimplyPlural(doc: unknown): ImportBundle {
-  checkFormat(doc);
-  const p = new Parse(doc);
+  if (!isObject(doc))
+    throw new ImportFormatError('not a Simply Plural export: the file is not a JSON object of collections');
+  return parseSimplyPluralFile(collectionsOf(doc));
+}
+
+/**
+ * Maps a Simply Plural `export.json` read a document at a time (collections.ts) onto an import
+ * bundle; throws ImportFormatError when it is not one. Only the bundle is kept, never the file.
+ */
+export function parseSimplyPluralFile(file: Collections): ImportBundle {
+  checkFormat(file);
+  const p = new Parse(file);
   const user = accountDoc(p, 'users');
   const priv = accountDoc(p, 'private');
   const accountUid = text(user?.uid) ?? text(user?._id) ?? text(priv?.uid) ?? null;

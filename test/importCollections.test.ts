@@ -1,0 +1,66 @@
+/** The streamed reader of a collections file (server/features/portability/collections.ts) reads what JSON.parse reads. */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Collections, CollectionsFile, collectionsOf } from '../server/features/portability/collections.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'collections-test-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+/** Everything a parser can ask of the collections, as plain data. */
+function read(c: Collections) {
+  return c.keys().map((key) => {
+    const docs = c.documents(key);
+    return {
+      key,
+      has: c.has(key),
+      count: c.count(key),
+      docs: docs ? [...docs] : null,
+      value: docs ? null : c.value(key),
+    };
+  });
+}
+
+function streamed(text: string, chunkSize: number) {
+  const path = join(dir, `f${++n}.json`);
+  writeFileSync(path, text);
+  const file = CollectionsFile.open(path, Buffer.byteLength(text), chunkSize);
+  try {
+    return read(file);
+  } finally {
+    file.close();
+  }
+}
+
+const SAMPLES = [
+  '{}',
+  ' { "a" : [ ] , "b" : { } } ',
+  '{"members":[{"_id":"m1","name":"Robin, \\"the\\" [first]","info":{"x":[1,{"y":"}"}]}},{"_id":"m2"}],"n":12.5e3,"s":"a,b}","t":true,"z":null}',
+  '{"map":{"id1":{"name":"A"},"id:2":{"name":"B, {C}"}},"arr":[1,"two",[3],{"four":4},null]}',
+  '{"emoji":[{"name":"😀 中文 \\u00e9"}],"esc":"\\\\","dup":[1],"dup":[2,3]}',
+  '{"k\\"ey":[ {"a":1} ,\n\t{"b":2}\n]}',
+];
+
+describe('a collections file read a document at a time', () => {
+  it('gives the keys, counts, documents and values JSON.parse gives, however the file is cut into chunks', () => {
+    for (const text of SAMPLES) {
+      const expected = read(collectionsOf(JSON.parse(text)));
+      for (const size of [1, 2, 3, 7, 64, 1 << 20])
+        expect(streamed(text, size), `${text} in chunks of ${size}`).toEqual(expected);
+    }
+  });
+
+  it('reads the Simply Plural fixtures as JSON.parse does', () => {
+    for (const name of ['simply-plural-export.json', 'simply-plural-legacy.json']) {
+      const text = readFileSync(join(import.meta.dirname, 'fixtures/imports', name), 'utf8');
+      const expected = read(collectionsOf(JSON.parse(text)));
+      for (const size of [5, 4096]) expect(streamed(text, size), name).toEqual(expected);
+    }
+  });
+
+  it('refuses a file that is not one JSON object', () => {
+    for (const text of ['[1]', '{"a":[1]', '']) expect(() => streamed(text, 4)).toThrow(/not one JSON object/);
+  });
+});
