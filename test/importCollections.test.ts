@@ -4,6 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Collections, CollectionsFile, collectionsOf } from '../server/features/portability/collections.ts';
+import {
+  PLURALKIT_REVIVER,
+  parsePluralKit,
+  parsePluralKitFile,
+} from '../server/features/portability/sources/pluralKit.ts';
+import { parseSimplyPlural, parseSimplyPluralFile } from '../server/features/portability/sources/simplyPlural.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'collections-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -26,7 +32,7 @@ function read(c: Collections) {
 function streamed(text: string, chunkSize: number) {
   const path = join(dir, `f${++n}.json`);
   writeFileSync(path, text);
-  const file = CollectionsFile.open(path, Buffer.byteLength(text), chunkSize);
+  const file = CollectionsFile.open(path, Buffer.byteLength(text), { chunkSize });
   try {
     return read(file);
   } finally {
@@ -62,5 +68,51 @@ describe('a collections file read a document at a time', () => {
 
   it('refuses a file that is not one JSON object', () => {
     for (const text of ['[1]', '{"a":[1]', '']) expect(() => streamed(text, 4)).toThrow(/not one JSON object/);
+  });
+});
+
+describe('the parsers on a file read a document at a time', () => {
+  const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures/imports', name), 'utf8');
+  const open = (text: string, options: { chunkSize: number; reviver?: typeof PLURALKIT_REVIVER }) => {
+    const path = join(dir, `p${++n}.json`);
+    writeFileSync(path, text);
+    return CollectionsFile.open(path, Buffer.byteLength(text), options);
+  };
+
+  it('Simply Plural: the same bundle as from the parsed file', () => {
+    for (const name of ['simply-plural-export.json', 'simply-plural-legacy.json']) {
+      const text = fixture(name);
+      for (const chunkSize of [7, 1 << 20]) {
+        const file = open(text, { chunkSize });
+        try {
+          expect(parseSimplyPluralFile(file), name).toEqual(parseSimplyPlural(JSON.parse(text)));
+        } finally {
+          file.close();
+        }
+      }
+    }
+  });
+
+  it('PluralKit: the same bundle as from the whole text, Discord ids only counted, switches one at a time', () => {
+    const withLinks = JSON.parse(fixture('pluralkit-system-v2.json')) as Record<string, unknown>;
+    const texts = [
+      fixture('pluralkit-system-v1.json'),
+      fixture('pluralkit-system-v2.json'),
+      // Discord ids above 2^53 at the top level and inside a member; switches not a list; none at all.
+      JSON.stringify({ ...withLinks, accounts: [] }).replace('"accounts":[]', '"accounts":[466378653216014359,1]'),
+      JSON.stringify({ ...withLinks, switches: { a: 1 } }),
+      JSON.stringify({ ...withLinks, switches: null }),
+    ];
+    for (const text of texts) {
+      for (const chunkSize of [11, 1 << 20]) {
+        const file = open(text, { chunkSize, reviver: PLURALKIT_REVIVER });
+        try {
+          expect(parsePluralKitFile(file), text.slice(0, 60)).toEqual(parsePluralKit(text));
+        } finally {
+          file.close();
+        }
+      }
+    }
+    expect(parsePluralKit(texts[2]!).tally.accounts).toEqual({ skipped: 2, failed: 0 });
   });
 });

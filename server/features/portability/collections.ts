@@ -33,11 +33,16 @@ export interface Collections {
   documents(key: string): Iterable<CollectionDocument> | null;
   /** How many documents documents(key) yields (0 when it yields none). */
   count(key: string): number;
+  /** Whether the value is an array, a map (object) of documents, or something else; undefined when absent. */
+  kind(key: string): 'array' | 'object' | 'other' | undefined;
   /** The value itself (a value that holds no documents). */
   value(key: string): unknown;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A reviver for JSON.parse of each document and value (PluralKit's drops Discord ids). */
+export type Reviver = (this: unknown, key: string, value: unknown) => unknown;
 
 /** A file already parsed (tests, and small inputs). */
 export function collectionsOf(doc: Record<string, unknown>): Collections {
@@ -52,6 +57,11 @@ export function collectionsOf(doc: Record<string, unknown>): Collections {
     has: own,
     documents: (key) => (own(key) ? entries(doc[key]) : null),
     count: (key) => (own(key) ? (entries(doc[key])?.length ?? 0) : 0),
+    kind: (key) => {
+      if (!own(key)) return undefined;
+      const value = doc[key];
+      return Array.isArray(value) ? 'array' : isObject(value) ? 'object' : 'other';
+    },
     value: (key) => (own(key) ? doc[key] : undefined),
   };
 }
@@ -144,11 +154,15 @@ export class CollectionsFile implements Collections {
     private readonly fd: number,
     private readonly size: number,
     private readonly chunkSize: number,
+    private readonly reviver: Reviver | undefined,
   ) {}
 
-  /** Opens the file and indexes its top-level values (one pass). Throws when it is not one JSON object. */
-  static open(path: string, size: number, chunkSize = 1 << 20): CollectionsFile {
-    const file = new CollectionsFile(openSync(path, 'r'), size, chunkSize);
+  /**
+   * Opens the file and indexes its top-level values (one pass); `reviver` is applied to each
+   * document and value as it is parsed. Throws NotJsonObject when it is not one JSON object.
+   */
+  static open(path: string, size: number, options: { chunkSize?: number; reviver?: Reviver } = {}): CollectionsFile {
+    const file = new CollectionsFile(openSync(path, 'r'), size, options.chunkSize ?? 1 << 20, options.reviver);
     try {
       file.index();
     } catch (err) {
@@ -263,12 +277,16 @@ export class CollectionsFile implements Collections {
     return this.spans.get(key)?.count ?? 0;
   }
 
+  kind(key: string): 'array' | 'object' | 'other' | undefined {
+    return this.spans.get(key)?.kind;
+  }
+
   value(key: string): unknown {
     const span = this.spans.get(key);
     if (!span) return undefined;
     const piece = new Piece();
     scan(this.fd, span.start, span.end, this.chunkSize, (chunk) => piece.add(chunk));
-    return JSON.parse(piece.take());
+    return JSON.parse(piece.take(), this.reviver);
   }
 
   documents(key: string): Iterable<CollectionDocument> | null {
@@ -286,9 +304,9 @@ export class CollectionsFile implements Collections {
     const emit = () => {
       const text = piece.take();
       open = false;
-      if (span.kind === 'array') ready.push({ key: null, doc: JSON.parse(text) });
+      if (span.kind === 'array') ready.push({ key: null, doc: JSON.parse(text, this.reviver) });
       else {
-        const [entry] = Object.entries(JSON.parse(`{${text}}`) as Record<string, unknown>);
+        const [entry] = Object.entries(JSON.parse(`{${text}}`, this.reviver) as Record<string, unknown>);
         ready.push({ key: entry![0], doc: entry![1] });
       }
     };

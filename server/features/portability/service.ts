@@ -4,7 +4,7 @@
  * does the same work and rolls it back, so its report is exactly what a real run would report.
  */
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream, readFileSync } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +31,7 @@ import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWar
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
 import { importNativeArchive } from './nativeImport.ts';
 import { storableBundle } from './storable.ts';
-import { parsePluralKit } from './sources/pluralKit.ts';
+import { PLURALKIT_REVIVER, parsePluralKitFile } from './sources/pluralKit.ts';
 import { parseSimplyPluralFile } from './sources/simplyPlural.ts';
 
 type Schemas = components['schemas'];
@@ -161,17 +161,16 @@ export async function listImports(
 }
 
 /**
- * The stored file as a bundle. A Simply Plural export is read a document at a time from `path`
- * (collections.ts), so only the bundle is held; a PluralKit file is read whole (its switches are
- * one array, at most SWITCHES_FILE_MAX). A document nested too deeply for the parser's stack, or
- * bytes that are not JSON, are refused with the reason.
+ * The stored file as a bundle, read a document at a time from `path` (collections.ts), so only the
+ * bundle is held, never the file, its text or its parse. A document nested too deeply for the
+ * parser's stack, or bytes that are not JSON, are refused with the reason.
  */
 function parse(source: Exclude<ImportSource, 'native'>, path: string, size: number): ImportBundle {
   try {
-    if (source === 'pluralkit') return storableBundle(parsePluralKit(readFileSync(path, 'utf8')));
-    const file = CollectionsFile.open(path, size);
+    const pluralKit = source === 'pluralkit';
+    const file = CollectionsFile.open(path, size, pluralKit ? { reviver: PLURALKIT_REVIVER } : {});
     try {
-      return storableBundle(parseSimplyPluralFile(file));
+      return storableBundle(pluralKit ? parsePluralKitFile(file) : parseSimplyPluralFile(file));
     } finally {
       file.close();
     }

@@ -22,6 +22,7 @@ import {
   type ParseTally,
   type SourceRef,
 } from '../bundle.ts';
+import type { Collections } from '../collections.ts';
 import { cut, isObject } from './text.ts';
 
 const NAME_MAX = 80;
@@ -90,6 +91,65 @@ class Report {
 
 export function parsePluralKit(text: string): ImportBundle {
   const { root, accountLinks } = parseJson(text);
+  const switches = root.switches;
+  return mapRoot(
+    root,
+    accountLinks,
+    !present(switches) ? undefined : Array.isArray(switches) ? { length: switches.length, items: switches } : null,
+  );
+}
+
+/** Drops every `accounts` key outside an array (see parseJson); `counted` learns how many each held. */
+function dropAccounts(counted?: Map<unknown, number>) {
+  return function (this: unknown, key: string, value: unknown) {
+    if (key === 'accounts' && !Array.isArray(this)) {
+      counted?.set(this, Array.isArray(value) ? value.length : value == null ? 0 : 1);
+      return undefined;
+    }
+    return value;
+  };
+}
+
+/** The reviver of a PluralKit file read a document at a time (parsePluralKitFile). */
+export const PLURALKIT_REVIVER = dropAccounts();
+
+/**
+ * A PluralKit `system.json` read a document at a time (collections.ts, opened with
+ * PLURALKIT_REVIVER): members and groups are read as lists, switches one at a time, and the
+ * top-level `accounts` only counted, never parsed, so no rounded Discord id exists even briefly.
+ */
+export function parsePluralKitFile(file: Collections): ImportBundle {
+  const root: Json = {};
+  let switches: SwitchList | null | undefined;
+  for (const key of file.keys()) {
+    if (key === 'accounts') continue;
+    if (key === 'switches') {
+      const kind = file.kind(key);
+      if (kind === 'array')
+        switches = { length: file.count(key), items: mapIterable(file.documents(key)!, (d) => d.doc) };
+      else switches = kind === 'other' && !present(file.value(key)) ? undefined : null;
+      continue;
+    }
+    root[key] = file.kind(key) === 'array' ? [...mapIterable(file.documents(key)!, (d) => d.doc)] : file.value(key);
+  }
+  const accounts = file.kind('accounts');
+  const accountLinks =
+    accounts === undefined
+      ? 0
+      : accounts === 'other'
+        ? file.value('accounts') == null
+          ? 0
+          : 1
+        : file.count('accounts');
+  return mapRoot(root, accountLinks, switches);
+}
+
+function* mapIterable<T, U>(items: Iterable<T>, map: (item: T) => U): Generator<U> {
+  for (const item of items) yield map(item);
+}
+
+/** The parsed top level mapped onto a bundle; its switches apart (undefined: none; null: not a list). */
+function mapRoot(root: Json, accountLinks: number, switchList: SwitchList | null | undefined): ImportBundle {
   checkSource(root);
   const report = new Report(['system', 'members', 'groups', 'switches', 'accounts']);
 
@@ -109,7 +169,7 @@ export function parsePluralKit(text: string): ImportBundle {
   const system = mapSystem(root, report);
   const { members, hids } = mapMembers(root.members as unknown[], report);
   const groups = mapGroups(root.groups, members, hids, report);
-  const sessions = mapSwitches(root.switches, members, hids, report);
+  const sessions = mapSwitches(switchList, members, hids, report);
 
   return {
     source: 'pluralkit',
@@ -136,13 +196,7 @@ function parseJson(text: string): { root: Json; accountLinks: number } {
   const dropped = new Map<unknown, number>();
   let root: unknown;
   try {
-    root = JSON.parse(text, function (this: unknown, key: string, value: unknown) {
-      if (key === 'accounts' && !Array.isArray(this)) {
-        dropped.set(this, Array.isArray(value) ? value.length : value == null ? 0 : 1);
-        return undefined;
-      }
-      return value;
-    });
+    root = JSON.parse(text, dropAccounts(dropped));
   } catch (error) {
     // The reviver recurses: a file nested thousands of levels deep runs out of stack.
     if (error instanceof RangeError) throw new ImportFormatError('The file is nested too deeply to be read');
@@ -379,14 +433,20 @@ interface Switch {
  * Switches (snapshots of who is at the front) → one session per member and stretch: it starts at
  * the first switch naming the member and ends at the first later switch that does not.
  */
+/** The file's switches: how many, and each in file order (read one at a time from a file). */
+interface SwitchList {
+  length: number;
+  items: Iterable<unknown>;
+}
+
 function mapSwitches(
-  list: unknown,
+  list: SwitchList | null | undefined,
   members: BundleMember[],
   hids: Map<string, number>,
   report: Report,
 ): BundleSession[] {
-  if (!present(list)) return [];
-  if (!Array.isArray(list)) {
+  if (list === undefined) return [];
+  if (list === null) {
     report.fail('switches', null, '"switches" is not a list: no front history imported');
     return [];
   }
@@ -394,7 +454,9 @@ function mapSwitches(
     throw new ImportFormatError(`too many switches: ${list.length}, more than ${SWITCHES_FILE_MAX}`);
   }
   let switches: Switch[] = [];
-  for (const [index, raw] of list.entries()) {
+  let index = -1;
+  for (const raw of list.items) {
+    index++;
     const at = isObject(raw) && typeof raw.timestamp === 'string' ? parseTimestamp(raw.timestamp) : null;
     // A switch without a readable time cannot be placed: failed.
     if (!isObject(raw) || at === null || !Array.isArray(raw.members)) {
