@@ -754,7 +754,7 @@ export const SETTINGS = {
     max: 2 * 1024 * MiB,
     bytes: true,
     description:
-      'Largest export file `POST /api/v1/imports` accepts (413 above; a gzipped upload counts its unzipped size). The file is held in memory while it is stored, and the import job holds it parsed: a Simply Plural export of 87 MB took the server to 1.4 GB resident (docs/benchmarks.md), so size the server for about sixteen times the largest file you expect.',
+      'Largest export file `POST /api/v1/imports` accepts (413 above; a gzipped upload counts its unzipped size). The upload goes through a temporary file (TMPDIR needs this much free space per upload in flight, and the job copies the stored file there again) and is never held in memory; the import job reads the file a document at a time but holds the mapped entities while it writes them: a Simply Plural export of 87 MB took the server to 705 MB resident (992 MB when imported again; docs/portability.md), so size the server for about ten times the largest file you expect.',
   }),
   exportTtlHours: integer('EXPORT_TTL_HOURS', {
     group: 'Imports and exports',

@@ -92,11 +92,21 @@ class Report {
 export function parsePluralKit(text: string): ImportBundle {
   const { root, accountLinks } = parseJson(text);
   const switches = root.switches;
-  return mapRoot(
-    root,
-    accountLinks,
-    !present(switches) ? undefined : Array.isArray(switches) ? { length: switches.length, items: switches } : null,
-  );
+  return mapRoot(root, accountLinks, present(switches) ? listOf(switches) : undefined);
+}
+
+/** A list of the file's documents: how many, and each in file order (parsed, or read one at a time). */
+class DocList {
+  constructor(
+    readonly length: number,
+    readonly items: Iterable<unknown>,
+  ) {}
+}
+
+/** A list as the file holds it (an array parsed, or a DocList read one at a time); null when it is not a list. */
+function listOf(value: unknown): DocList | null {
+  if (value instanceof DocList) return value;
+  return Array.isArray(value) ? new DocList(value.length, value) : null;
 }
 
 /** Drops every `accounts` key outside an array (see parseJson); `counted` learns how many each held. */
@@ -120,17 +130,19 @@ export const PLURALKIT_REVIVER = dropAccounts();
  */
 export function parsePluralKitFile(file: Collections): ImportBundle {
   const root: Json = {};
-  let switches: SwitchList | null | undefined;
+  let switches: DocList | null | undefined;
   for (const key of file.keys()) {
     if (key === 'accounts') continue;
-    if (key === 'switches') {
-      const kind = file.kind(key);
-      if (kind === 'array')
-        switches = { length: file.count(key), items: mapIterable(file.documents(key)!, (d) => d.doc) };
-      else switches = kind === 'other' && !present(file.value(key)) ? undefined : null;
-      continue;
-    }
-    root[key] = file.kind(key) === 'array' ? [...mapIterable(file.documents(key)!, (d) => d.doc)] : file.value(key);
+    const kind = file.kind(key);
+    const list =
+      kind === 'array'
+        ? new DocList(
+            file.count(key),
+            mapIterable(file.documents(key)!, (d) => d.doc),
+          )
+        : null;
+    if (key === 'switches') switches = list ?? (kind === 'other' && !present(file.value(key)) ? undefined : null);
+    else root[key] = list ?? file.value(key);
   }
   const accounts = file.kind('accounts');
   const accountLinks =
@@ -149,7 +161,7 @@ function* mapIterable<T, U>(items: Iterable<T>, map: (item: T) => U): Generator<
 }
 
 /** The parsed top level mapped onto a bundle; its switches apart (undefined: none; null: not a list). */
-function mapRoot(root: Json, accountLinks: number, switchList: SwitchList | null | undefined): ImportBundle {
+function mapRoot(root: Json, accountLinks: number, switchList: DocList | null | undefined): ImportBundle {
   checkSource(root);
   const report = new Report(['system', 'members', 'groups', 'switches', 'accounts']);
 
@@ -167,7 +179,7 @@ function mapRoot(root: Json, accountLinks: number, switchList: SwitchList | null
   if (present(root.config) || present(root.timezone)) report.skip('config', 1);
 
   const system = mapSystem(root, report);
-  const { members, hids } = mapMembers(root.members as unknown[], report);
+  const { members, hids } = mapMembers(listOf(root.members)!, report);
   const groups = mapGroups(root.groups, members, hids, report);
   const sessions = mapSwitches(switchList, members, hids, report);
 
@@ -216,7 +228,7 @@ function checkSource(root: Json): void {
   if (root.version !== 1 && root.version !== 2) {
     throw new ImportFormatError('not a PluralKit export this importer knows: "version" must be 1 or 2');
   }
-  if (!Array.isArray(root.members)) throw new ImportFormatError('not a PluralKit export: "members" is not a list');
+  if (!listOf(root.members)) throw new ImportFormatError('not a PluralKit export: "members" is not a list');
 }
 
 function mapSystem(root: Json, report: Report): BundleSystem {
@@ -235,12 +247,14 @@ function mapSystem(root: Json, report: Report): BundleSystem {
   return system;
 }
 
-function mapMembers(list: unknown[], report: Report): { members: BundleMember[]; hids: Map<string, number> } {
+function mapMembers(list: DocList, report: Report): { members: BundleMember[]; hids: Map<string, number> } {
   const members: BundleMember[] = [];
   /** Normalised hid → index in `members`, for groups and switches. */
   const hids = new Map<string, number>();
   const uuids = new Set<string>();
-  for (const [index, raw] of list.entries()) {
+  let index = -1;
+  for (const raw of list.items) {
+    index++;
     if (!isObject(raw)) {
       report.fail('members', null, `member ${index + 1} in the file is not an object: not imported`);
       continue;
@@ -360,13 +374,16 @@ function birthday(raw: Json, id: string, report: Report): string | null {
 function mapGroups(list: unknown, members: BundleMember[], hids: Map<string, number>, report: Report): BundleGroup[] {
   // Version 1 files (and version 2 ones from before 2021-09) have no groups.
   if (!present(list)) return [];
-  if (!Array.isArray(list)) {
+  const groupList = listOf(list);
+  if (!groupList) {
     report.fail('groups', null, '"groups" is not a list: no group imported');
     return [];
   }
   const groups: BundleGroup[] = [];
   const seen = new Set<string>();
-  for (const [index, raw] of list.entries()) {
+  let index = -1;
+  for (const raw of groupList.items) {
+    index++;
     if (!isObject(raw)) {
       report.fail('groups', null, `group ${index + 1} in the file is not an object: not imported`);
       continue;
@@ -433,14 +450,9 @@ interface Switch {
  * Switches (snapshots of who is at the front) → one session per member and stretch: it starts at
  * the first switch naming the member and ends at the first later switch that does not.
  */
-/** The file's switches: how many, and each in file order (read one at a time from a file). */
-interface SwitchList {
-  length: number;
-  items: Iterable<unknown>;
-}
 
 function mapSwitches(
-  list: SwitchList | null | undefined,
+  list: DocList | null | undefined,
   members: BundleMember[],
   hids: Map<string, number>,
   report: Report,
