@@ -209,7 +209,7 @@ function memoryOf(pid: number): { peakMb: number; rssMb: number } {
  * fetch, sent again once when the connection was closed under it. The server closes a kept-alive
  * connection after 5 s idle; while an import's parse holds its event loop that long, the close and
  * this client's next request on the same connection can cross (ECONNRESET, "other side closed").
- * Used for the bench's reads and its admin set-up, never for an upload.
+ * Nothing was answered when that happens, so even an upload is sent again (the bench's own body).
  */
 async function benchFetch(url: string | URL, init?: RequestInit): Promise<Response> {
   try {
@@ -274,7 +274,7 @@ async function timedImport(
 ): Promise<string> {
   const before = memoryOf(server.pid!);
   const started = performance.now();
-  const res = await fetch(`${api.url}/api/v1/imports?source=${source}`, {
+  const res = await benchFetch(`${api.url}/api/v1/imports?source=${source}`, {
     method: 'POST',
     headers: { ...auth, 'content-type': source === 'native' ? 'application/x-tar' : 'application/json' },
     body: typeof body === 'string' ? body : new Uint8Array(body),
