@@ -216,7 +216,7 @@ async function benchFetch(url: string | URL, init?: RequestInit): Promise<Respon
     return await fetch(url, init);
   } catch (err) {
     const code = ((err as { cause?: { code?: string } }).cause ?? {}).code;
-    if (code !== 'ECONNRESET' && code !== 'UND_ERR_SOCKET') throw err;
+    if (code !== 'ECONNRESET' && code !== 'EPIPE' && code !== 'UND_ERR_SOCKET') throw err;
     log(`a kept-alive connection was closed under a request (${code}): sent again`);
     return fetch(url, init);
   }
