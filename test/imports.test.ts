@@ -481,13 +481,17 @@ describe('bad input', () => {
     expect(robin.description).toBe('Gate\ufffdkeeper \ufffd.');
   });
 
-  it('fails a file nested too deeply to read with the reason, not a server error', async () => {
+  it('fails a file whose data is nested too deeply to read with the reason, not a server error', async () => {
     const user = await server.user();
-    const depth = 100_000;
-    const text = `{"version":2,"members":[],"deep":${'['.repeat(depth)}${']'.repeat(depth)}}`;
-    const result = await importFile(user, text, 'source=pluralkit');
+    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    const member = `{"id":"abcde","uuid":"11111111-1111-4111-8111-111111111111","name":"Robin","deep":${deep}}`;
+    const result = await importFile(user, `{"version":2,"members":[${member}]}`, 'source=pluralkit');
     expect(result.status).toBe('failed');
     expect(result.error).toBe('The file is nested too deeply to be read');
+    expect(await membersOf(user)).toEqual([]);
+    // The file is read a document at a time: a key the importer does not read is never parsed.
+    const unread = await importFile(user, `{"version":2,"members":[],"deep":${deep}}`, 'source=pluralkit');
+    expect(unread.status).toBe('succeeded');
   });
 
   it('takes a gzipped file, and refuses another encoding or a file labelled as another source’s (415)', async () => {
