@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type ImportBundle, ImportFormatError } from '../server/features/portability/bundle.ts';
+import { type ParsedBundle, ImportFormatError } from '../server/features/portability/bundle.ts';
 import { parsePluralKit } from '../server/features/portability/sources/pluralKit.ts';
 
 const fixture = (name: string) => readFileSync(resolve(import.meta.dirname, 'fixtures/imports', name), 'utf8');
@@ -43,7 +43,7 @@ const pk = (fields: Record<string, unknown> = {}) =>
     switches: [],
     ...fields,
   });
-const warningsOf = (bundle: ImportBundle, collection: string) =>
+const warningsOf = (bundle: ParsedBundle, collection: string) =>
   bundle.warnings.filter((warning) => warning.collection === collection);
 
 describe('version 2 file', () => {

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { type ImportBundle, ImportFormatError } from '../server/features/portability/bundle.ts';
+import { type ParsedBundle, ImportFormatError } from '../server/features/portability/bundle.ts';
 import { parseSimplyPlural } from '../server/features/portability/sources/simplyPlural.ts';
 
 type Json = Record<string, unknown>;
@@ -36,7 +36,7 @@ const LEGACY_FIELD = (n: number) => `q4Wm8Zr2Tx6Vb0Nc3Hj5Lp${n}`;
 const member = (id: string) => ({ collection: 'members', id });
 const front = (id: string) => ({ collection: 'frontStatuses', id });
 
-function parse(doc: unknown): ImportBundle {
+function parse(doc: unknown): ParsedBundle {
   return parseSimplyPlural(doc);
 }
 
@@ -47,7 +47,7 @@ function edited(base: Json, edit: (doc: Json) => void): Json {
   return doc;
 }
 
-function messages(bundle: ImportBundle, collection: string, sourceId?: string | null): string[] {
+function messages(bundle: ParsedBundle, collection: string, sourceId?: string | null): string[] {
   return bundle.warnings
     .filter((w) => w.collection === collection && (sourceId === undefined || w.sourceId === sourceId))
     .map((w) => w.message);
@@ -942,6 +942,7 @@ describe('files that are not Simply Plural exports', () => {
       defaults: { members: [], groups: [], fields: [] },
       tally: { members: { skipped: 0, failed: 0 }, frontHistory: { skipped: 0, failed: 0 } },
       warnings: [],
+      warningsOmitted: 0,
     });
   });
 });

@@ -17,7 +17,7 @@ import { bearer, type TestUser, useServer } from './helpers/server.ts';
 
 type Import = components['schemas']['Import'];
 
-const MAX_BYTES = 256 * 1024;
+const MAX_BYTES = 1024 * 1024;
 const server = useServer({ env: { IMPORT_MAX_BYTES: String(MAX_BYTES) } });
 
 const T = (iso: string) => Date.parse(iso);
@@ -332,6 +332,57 @@ describe('Simply Plural import', () => {
     };
     for (const [name, buckets] of Object.entries(expected))
       expect(await bucketNamesOf(user, byName.get(name)!._id), name).toEqual(buckets);
+  });
+});
+
+describe('front history and notes, streamed from the file a batch at a time', () => {
+  const uid = 'spUidBatches0123456789ab';
+  /** 4,100 front history entries and 2,100 notes: more than two of the applier's batches (2,000) of each. */
+  function batchedFile(options: { endOf3333?: number } = {}) {
+    const start = 1_600_000_000_000;
+    const history = Array.from({ length: 4100 }, (_, i) => ({
+      _id: `h${i}`,
+      member: 'm1',
+      startTime: start + i * 10_000,
+      endTime: i === 3333 && options.endOf3333 ? options.endOf3333 : start + i * 10_000 + 5_000,
+    }));
+    const notes = Array.from({ length: 2100 }, (_, i) => ({ _id: `n${i}`, note: `Text ${i}`, date: start + i }));
+    return JSON.stringify({
+      users: [{ _id: uid, uid, username: 'batches' }],
+      private: [{ _id: uid, uid, latestVersion: 312 }],
+      members: [{ _id: 'm1', uid, name: 'Robin', buckets: [] }],
+      frontHistory: history,
+      notes,
+    });
+  }
+  const counted = async (user: TestUser, table: string) =>
+    Number((await server.deps.db.knex(table).where({ user_id: user.userId }).count({ n: '*' }))[0]!.n);
+
+  it('writes every batch, re-imports them unchanged, and updates an entry of a later batch', async () => {
+    const user = await server.user();
+    const first = await importFile(user, batchedFile(), 'source=simply_plural');
+    expect(first.status).toBe('succeeded');
+    expect(first.report.frontHistory).toEqual({ ...zero, created: 4100 });
+    expect(first.report.notes).toEqual({ ...zero, created: 2100 });
+    expect(first.progress).toEqual({ done: 6201, total: 6201 });
+    expect([await counted(user, 'front_sessions'), await counted(user, 'entries')]).toEqual([4100, 2100]);
+
+    const again = await importFile(user, batchedFile(), 'source=simply_plural');
+    expect(again.report.frontHistory).toEqual({ ...zero, unchanged: 4100 });
+    expect(again.report.notes).toEqual({ ...zero, unchanged: 2100 });
+
+    const edited = await importFile(
+      user,
+      batchedFile({ endOf3333: 1_600_000_000_000 + 3333 * 10_000 + 9_000 }),
+      'source=simply_plural',
+    );
+    expect(edited.report.frontHistory).toEqual({ ...zero, unchanged: 4099, updated: 1 });
+    expect(await counted(user, 'front_sessions')).toBe(4100);
+    const moved = await server.deps.db
+      .knex('front_sessions')
+      .where({ user_id: user.userId, started_at: 1_600_000_000_000 + 3333 * 10_000 })
+      .first('ended_at');
+    expect(Number(moved.ended_at)).toBe(1_600_000_000_000 + 3333 * 10_000 + 9_000);
   });
 });
 

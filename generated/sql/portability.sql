@@ -258,7 +258,104 @@ from
   import_refs
 where
   user_id = $1
-  and source = $2;
+  and source = $2
+  and collection <> all ($3::text[]);
+
+-- import_refs_live_of_1: members
+select
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
+from
+  import_refs r
+  join members t on t.id = r.local_id
+  and t.user_id = r.user_id
+where
+  r.user_id = $1
+  and r.source = $2
+  and r.collection = $3
+  and r.source_id = any ($4::text[]);
+
+-- import_refs_live_of_2: directories
+select
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
+from
+  import_refs r
+  join directories t on t.id = r.local_id
+  and t.user_id = r.user_id
+where
+  r.user_id = $1
+  and r.source = $2
+  and r.collection = $3
+  and r.source_id = any ($4::text[]);
+
+-- import_refs_live_of_3: custom_field_definitions
+select
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
+from
+  import_refs r
+  join custom_field_definitions t on t.id = r.local_id
+  and t.user_id = r.user_id
+where
+  r.user_id = $1
+  and r.source = $2
+  and r.collection = $3
+  and r.source_id = any ($4::text[]);
+
+-- import_refs_live_of_4: privacy_buckets
+select
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
+from
+  import_refs r
+  join privacy_buckets t on t.id = r.local_id
+  and t.user_id = r.user_id
+where
+  r.user_id = $1
+  and r.source = $2
+  and r.collection = $3
+  and r.source_id = any ($4::text[]);
+
+-- import_refs_live_of_5: entries
+select
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
+from
+  import_refs r
+  join entries t on t.id = r.local_id
+  and t.user_id = r.user_id
+where
+  r.user_id = $1
+  and r.source = $2
+  and r.collection = $3
+  and r.source_id = any ($4::text[]);
+
+-- import_refs_live_of_6: front_sessions
+select
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
+from
+  import_refs r
+  join front_sessions t on t.id = r.local_id
+  and t.user_id = r.user_id
+where
+  r.user_id = $1
+  and r.source = $2
+  and r.collection = $3
+  and r.source_id = any ($4::text[]);
 
 -- import_refs_upsert (one)
 insert into

@@ -24,15 +24,17 @@ import type {
   BundleGroup,
   BundleMember,
   BundleNote,
+  BundleSession,
   ImportBundle,
-  ImportWarning,
   SourceRef,
+  WarningLog,
 } from './bundle.ts';
 import { type CollectionReport, importsRepo, type RefRow, type RefTable, type SessionRow } from './repo.ts';
 
 export interface ApplyResult {
   report: Record<string, CollectionReport>;
-  warnings: ImportWarning[];
+  /** The parser's warnings and the applier's, in the order they were given. */
+  warnings: WarningLog;
   /** Entities written or found unchanged. */
   done: number;
   total: number;
@@ -45,22 +47,42 @@ const HEX_COLOR = /^#[0-9a-fA-F]{6}$/;
 const keyOf = (ref: SourceRef) => `${ref.collection}\u0000${ref.id}`;
 const digestOf = (value: unknown) => createHash('sha256').update(JSON.stringify(value)).digest('base64url');
 
-/** The entities of a bundle, in the order they are written. */
+/** The entities of a bundle (of the streamed ones, the documents the file holds). */
 export function entityCount(bundle: ImportBundle): number {
   return (
     bundle.buckets.length +
     bundle.fields.length +
     bundle.members.length +
     bundle.groups.length +
-    bundle.notes.length +
-    bundle.sessions.length
+    bundle.notes.total +
+    bundle.sessions.total
   );
 }
 
+/** Streamed entities are read, checked against their refs and written this many at a time. */
+const BATCH = 2000;
+
+/** The source collections that are streamed (sessions, notes): their refs are read a batch at a time. */
+const STREAMED = ['frontHistory', 'switches', 'notes'];
+
+function* batches<T>(items: Iterable<T>, size: number): Generator<T[]> {
+  let batch: T[] = [];
+  for (const item of items) {
+    batch.push(item);
+    if (batch.length === size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
+}
+
 class Importer {
-  readonly report: Record<string, CollectionReport> = {};
-  readonly warnings: ImportWarning[] = [];
-  /** Source ref key → local id and digest, as the refs table had them, then as this run leaves them. */
+  private readonly counts: Record<string, CollectionReport> = {};
+  /**
+   * Source ref key → local id and digest, as the refs table had them, then as this run leaves them:
+   * every ref of the small collections, and those of the streamed batch being written.
+   */
   private readonly refs = new Map<string, { localId: string; digest: string }>();
   private readonly changedRefs: RefRow[] = [];
   done = 0;
@@ -69,15 +91,27 @@ class Importer {
     private readonly ctx: OwnerContext,
     private readonly bundle: ImportBundle,
     private readonly onProgress: (done: number) => Promise<void>,
-  ) {
-    for (const [collection, tally] of Object.entries(bundle.tally))
-      this.report[collection] = { created: 0, updated: 0, unchanged: 0, ...tally };
-    this.warnings.push(...bundle.warnings);
+  ) {}
+
+  get warnings(): WarningLog {
+    return this.bundle.warnings;
   }
 
   private count(collection: string, outcome: keyof CollectionReport): void {
-    this.report[collection] ??= { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
-    this.report[collection][outcome]++;
+    this.counts[collection] ??= { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
+    this.counts[collection][outcome]++;
+  }
+
+  /** Per collection, what was written and the parser's tally (complete once the streams are read). */
+  report(): Record<string, CollectionReport> {
+    const report: Record<string, CollectionReport> = {};
+    for (const [collection, tally] of Object.entries(this.bundle.tally))
+      report[collection] = { created: 0, updated: 0, unchanged: 0, ...tally };
+    for (const [collection, c] of Object.entries(this.counts)) {
+      const t = this.bundle.tally[collection] ?? { skipped: 0, failed: 0 };
+      report[collection] = { ...c, skipped: c.skipped + t.skipped, failed: c.failed + t.failed };
+    }
+    return report;
   }
 
   private warn(ref: SourceRef, message: string): void {
@@ -89,11 +123,11 @@ class Importer {
     if (this.done % 500 === 0) await this.onProgress(this.done);
   }
 
-  /** Loads the refs of this source, keeping only those whose local entity still exists. */
+  /** Loads the refs of this source but the streamed ones, keeping only those whose local entity still exists. */
   async loadRefs(): Promise<void> {
     const { db } = this.ctx;
     const userId = ownerOf(this.ctx);
-    const rows = await importsRepo.refs(db, userId, this.bundle.source);
+    const rows = await importsRepo.refs(db, userId, this.bundle.source, STREAMED);
     const byTable = new Map<RefTable, RefRow[]>();
     for (const row of rows) {
       const table = TABLE_OF[row.collection];
@@ -168,8 +202,30 @@ class Importer {
     if (options.counted) await this.progressed();
   }
 
+  /** Records the refs this run created or moved since the last call. */
   async saveRefs(): Promise<void> {
-    await importsRepo.saveRefs(this.ctx.db, ownerOf(this.ctx), this.bundle.source, this.changedRefs);
+    await importsRepo.saveRefs(this.ctx.db, ownerOf(this.ctx), this.bundle.source, this.changedRefs.splice(0));
+  }
+
+  /**
+   * Runs `write` for one batch of streamed entities with their live refs loaded into `refs`, then
+   * records the refs it changed and forgets the batch's.
+   */
+  private async inBatch(table: RefTable, batch: Array<{ ref: SourceRef }>, write: () => Promise<void>): Promise<void> {
+    const byCollection = new Map<string, string[]>();
+    for (const { ref } of batch) {
+      const ids = byCollection.get(ref.collection);
+      if (ids) ids.push(ref.id);
+      else byCollection.set(ref.collection, [ref.id]);
+    }
+    const { db } = this.ctx;
+    const userId = ownerOf(this.ctx);
+    for (const [collection, ids] of byCollection)
+      for (const r of await importsRepo.liveRefsOf(db, table, userId, this.bundle.source, collection, ids))
+        this.refs.set(`${r.collection}\u0000${r.source_id}`, { localId: r.local_id, digest: r.digest });
+    await write();
+    await this.saveRefs();
+    for (const { ref } of batch) this.refs.delete(keyOf(ref));
   }
 
   async buckets(): Promise<void> {
@@ -249,11 +305,21 @@ class Importer {
     }
   }
 
-  /** Changed notes one at a time; new ones in bulk (insertImportedNotes: the cap checked once for all). */
+  /** A batch at a time: changed notes one at a time, new ones in bulk (insertImportedNotes: the cap checked once per batch). */
   async notes(): Promise<void> {
+    let read = 0;
+    for (const batch of batches(this.bundle.notes.read(), BATCH)) {
+      read += batch.length;
+      await this.inBatch('entries', batch, () => this.notesBatch(batch));
+      await this.onProgress(this.done);
+    }
+    this.done += Math.max(0, this.bundle.notes.total - read);
+  }
+
+  private async notesBatch(notes: BundleNote[]): Promise<void> {
     const fresh: ImportedNote[] = [];
     const pending = new Map<string, { ref: SourceRef; digest: string }>();
-    for (const n of this.bundle.notes) {
+    for (const n of notes) {
       const memberId = n.member ? this.localId(n.member) : undefined;
       if (n.member && !memberId) this.warn(n.ref, 'its member was not imported: the note is kept without it');
       const digestInput = { n, memberId };
@@ -271,37 +337,53 @@ class Importer {
     for (const [id, { ref, digest }] of pending) {
       const localId = written.get(id);
       if (localId) {
-        this.refs.set(keyOf(ref), { localId, digest });
         this.changedRefs.push({ collection: ref.collection, source_id: ref.id, local_id: localId, digest });
         this.count(ref.collection, 'created');
       } else {
         this.count(ref.collection, 'failed');
         this.warn(ref, `not imported: ${refused.get(id) ?? 'refused'}`);
       }
-      await this.progressed();
+      this.done++;
     }
   }
 
+  /** A batch at a time, each in two statements (new sessions, corrected ones), under the front's lock. */
   async sessions(): Promise<void> {
     const { db } = this.ctx;
     const userId = ownerOf(this.ctx);
-    const sessions = this.bundle.sessions;
-    if (sessions.length === 0) return;
+    const stream = this.bundle.sessions;
+    if (stream.total === 0) return;
     await lockFront(db as Parameters<typeof lockFront>[0], userId);
-    const memberIds = [...new Set(sessions.map((s) => this.localId(s.member)).filter((id) => id !== undefined))];
     const placement = new Map<string, { side: string; sub: string | null }>();
-    for (let i = 0; i < memberIds.length; i += 1000) {
-      for (const row of await membersByIds(db, userId, memberIds.slice(i, i + 1000)))
-        placement.set(row.id, { side: row.side_system_id, sub: row.sub_system_id });
-    }
     const live = await importsRepo.liveMembers(db, userId);
+    let read = 0;
+    for (const batch of batches(stream.read(), BATCH)) {
+      read += batch.length;
+      const unplaced = [
+        ...new Set(batch.map((s) => this.localId(s.member)).filter((id) => id !== undefined && !placement.has(id))),
+      ] as string[];
+      if (unplaced.length > 0)
+        for (const row of await membersByIds(db, userId, unplaced))
+          placement.set(row.id, { side: row.side_system_id, sub: row.sub_system_id });
+      await this.inBatch('front_sessions', batch, () => this.sessionsBatch(batch, placement, live));
+      await this.onProgress(this.done);
+    }
+    this.done += Math.max(0, stream.total - read);
+  }
+
+  private async sessionsBatch(
+    sessions: BundleSession[],
+    placement: Map<string, { side: string; sub: string | null }>,
+    live: Set<string>,
+  ): Promise<void> {
+    const { db } = this.ctx;
+    const userId = ownerOf(this.ctx);
     const inserts: SessionRow[] = [];
     const updates: SessionRow[] = [];
     for (const s of sessions) {
       const memberId = this.localId(s.member);
       const place = memberId ? placement.get(memberId) : undefined;
-      const key = keyOf(s.ref);
-      const known = this.refs.get(key);
+      const known = this.refs.get(keyOf(s.ref));
       const digest = digestOf(s);
       if (!memberId || !place) {
         this.count(s.ref.collection, 'failed');
@@ -323,7 +405,6 @@ class Importer {
         };
         if (s.endedAt === null) live.add(memberId);
         (known ? updates : inserts).push(row);
-        this.refs.set(key, { localId: row.id, digest });
         this.changedRefs.push({ collection: s.ref.collection, source_id: s.ref.id, local_id: row.id, digest });
         this.count(s.ref.collection, known ? 'updated' : 'created');
       }
@@ -331,7 +412,6 @@ class Importer {
     }
     await importsRepo.insertSessions(db, userId, this.ctx.now, inserts);
     await importsRepo.updateSessions(db, userId, this.ctx.now, updates);
-    await this.onProgress(this.done);
   }
 }
 
@@ -490,8 +570,8 @@ export async function applyBundle(
   await phase('members', () => run.members());
   await phase('groups', () => run.groups());
   await phase('defaults', () => run.defaults());
-  await phase('notes', () => run.notes());
   await phase('sessions', () => run.sessions());
+  await phase('notes', () => run.notes());
   await phase('saveRefs', () => run.saveRefs());
-  return { report: run.report, warnings: run.warnings, done: run.done, total: entityCount(bundle), phases };
+  return { report: run.report(), warnings: run.warnings, done: run.done, total: entityCount(bundle), phases };
 }

@@ -118,6 +118,33 @@ export interface BundleSystem {
   color: string | null;
 }
 
+/**
+ * A collection that can be as large as the file (front history, notes): read while it is written,
+ * a document at a time, never held whole. `read()` may be called once; `total` is the number of
+ * source documents (what progress counts), known before reading.
+ */
+export interface Streamed<T> {
+  readonly total: number;
+  read(): Iterable<T>;
+}
+
+/** At most this many warnings are kept in memory per list; the rest are only counted. */
+export const KEPT_WARNINGS = 1000;
+
+/** Warnings in the order they were given: the first KEPT_WARNINGS kept, the rest counted. */
+export class WarningLog {
+  readonly list: ImportWarning[] = [];
+  omitted = 0;
+  push(warning: ImportWarning): void {
+    if (this.list.length < KEPT_WARNINGS) this.list.push(warning);
+    else this.omitted++;
+  }
+}
+
+/**
+ * A parsed import. Sessions and notes are streamed: their parse warnings and tallies are added to
+ * `tally` and `warnings` as they are read, so both are complete only once they have been.
+ */
 export interface ImportBundle {
   source: ImportSource;
   system: BundleSystem | null;
@@ -125,13 +152,33 @@ export interface ImportBundle {
   fields: BundleField[];
   members: BundleMember[];
   groups: BundleGroup[];
-  sessions: BundleSession[];
-  notes: BundleNote[];
+  sessions: Streamed<BundleSession>;
+  notes: Streamed<BundleNote>;
   /** Buckets (source ids) new members / groups / custom fields get by default. */
   defaults: { members: string[]; groups: string[]; fields: string[] };
   /** Per source collection (including ones not imported at all, like `tokens`): what was left out and why it is not in the lists above. */
   tally: Record<string, ParseTally>;
+  warnings: WarningLog;
+}
+
+/** A bundle read whole (tests, small files): its streams drained into lists, in the order the applier reads them. */
+export interface ParsedBundle extends Omit<ImportBundle, 'sessions' | 'notes' | 'warnings'> {
+  sessions: BundleSession[];
+  notes: BundleNote[];
   warnings: ImportWarning[];
+  warningsOmitted: number;
+}
+
+export function streamedOf<T>(items: T[]): Streamed<T> {
+  return { total: items.length, read: () => items };
+}
+
+/** Reads a bundle's streams whole (sessions first, then notes, as apply.ts does). */
+export function materialise(bundle: ImportBundle): ParsedBundle {
+  const sessions = [...bundle.sessions.read()];
+  const notes = [...bundle.notes.read()];
+  const { list, omitted } = bundle.warnings;
+  return { ...bundle, notes, sessions, warnings: list, warningsOmitted: omitted };
 }
 
 /** Thrown by a parser when the file as a whole cannot be imported (not JSON of that source, no members array, …). */

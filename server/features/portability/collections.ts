@@ -8,7 +8,10 @@
  * The file was checked to be one JSON object when it was uploaded (jsonSyntax.ts); each document
  * still goes through JSON.parse, so bytes that are not JSON never become a value.
  */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, read, openSync, readSync } from 'node:fs';
+import { promisify } from 'node:util';
+
+const readAsync = promisify(read);
 
 /** The file is not one JSON object (the upload's check makes this rare: a file changed in storage). */
 export class NotJsonObject extends Error {
@@ -92,6 +95,24 @@ function scan(fd: number, from: number, to: number, chunkSize: number, visit: (c
   }
 }
 
+/** scan, with each read awaited (the index pass over the whole file). */
+async function scanAsync(
+  fd: number,
+  from: number,
+  to: number,
+  chunkSize: number,
+  visit: (chunk: Buffer, at: number) => void,
+): Promise<void> {
+  const buffer = Buffer.allocUnsafe(chunkSize);
+  let at = from;
+  while (at < to) {
+    const { bytesRead: n } = await readAsync(fd, buffer, 0, Math.min(chunkSize, to - at), at);
+    if (n === 0) throw new Error('the import file ended before its index said');
+    visit(buffer.subarray(0, n), at);
+    at += n;
+  }
+}
+
 /** Growable bytes of one piece being read (a key, a document). */
 class Piece {
   private parts: Buffer[] = [];
@@ -158,13 +179,18 @@ export class CollectionsFile implements Collections {
   ) {}
 
   /**
-   * Opens the file and indexes its top-level values (one pass); `reviver` is applied to each
-   * document and value as it is parsed. Throws NotJsonObject when it is not one JSON object.
+   * Opens the file and indexes its top-level values (one pass, its reads awaited, so the event loop
+   * runs between chunks); `reviver` is applied to each document and value as it is parsed. Rejects
+   * with NotJsonObject when it is not one JSON object.
    */
-  static open(path: string, size: number, options: { chunkSize?: number; reviver?: Reviver } = {}): CollectionsFile {
+  static async open(
+    path: string,
+    size: number,
+    options: { chunkSize?: number; reviver?: Reviver } = {},
+  ): Promise<CollectionsFile> {
     const file = new CollectionsFile(openSync(path, 'r'), size, options.chunkSize ?? 1 << 20, options.reviver);
     try {
-      file.index();
+      await file.index();
     } catch (err) {
       file.close();
       throw err;
@@ -176,7 +202,7 @@ export class CollectionsFile implements Collections {
     closeSync(this.fd);
   }
 
-  private index(): void {
+  private async index(): Promise<void> {
     const s = new Structure();
     const key = new Piece();
     /** Where the top level is: before the object, at a key, its colon, its value, inside a scalar or a container value, after a container, past the end. */
@@ -193,7 +219,7 @@ export class CollectionsFile implements Collections {
       if (!this.spans.has(current)) this.order.push(current);
       this.spans.set(current, span);
     };
-    scan(this.fd, 0, this.size, this.chunkSize, (chunk, base) => {
+    await scanAsync(this.fd, 0, this.size, this.chunkSize, (chunk, base) => {
       let keyFrom = readingKey ? 0 : -1;
       for (let i = 0; i < chunk.length; i++) {
         const c = chunk[i]!;

@@ -28,7 +28,7 @@ import { inTransaction, type OwnerContext, ownerOf } from '../../core/context.ts
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { assertValidKey, type ObjectStorage } from '../../storage/types.ts';
 import type { ApplyResult } from './apply.ts';
-import { ImportFormatError, type ImportWarning } from './bundle.ts';
+import { ImportFormatError, WarningLog } from './bundle.ts';
 import { NATIVE_FORMAT, NATIVE_VERSION } from './nativeExport.ts';
 import { archiveColumns, EXPORTED_TABLES, type ExportedTable, MEDIA_FOLDERS } from './nativeTables.ts';
 import { type CollectionReport, importsRepo, type RefRow } from './repo.ts';
@@ -286,7 +286,7 @@ async function sha256Of(path: string): Promise<{ sha256: string; bytes: number }
 
 class NativeImporter {
   readonly report: Record<string, CollectionReport> = {};
-  readonly warnings: ImportWarning[] = [];
+  readonly warnings = new WarningLog();
   done = 0;
   /** References set once every row is written: table → column → [row id, value]. */
   private readonly deferred: Array<{ table: ExportedTable; column: string; id: string; value: string }> = [];

@@ -168,12 +168,14 @@ export interface RefRow {
   digest: string;
 }
 
-const listRefs = statement<{ userId: string; source: ImportSource }, RefRow>({
+/** The refs of a source, but those of the `except` collections (the streamed ones, read a batch at a time). */
+const listRefs = statement<{ userId: string; source: ImportSource; except: string[] }, RefRow>({
   name: 'import_refs_list',
   area: AREA,
-  variants: { one: { userId: EXAMPLE_UUID, source: 'pluralkit' } },
-  build: ({ userId, source }) =>
-    sql`select collection, source_id, local_id, digest from import_refs where user_id = ${userId} and source = ${source}`,
+  variants: { one: { userId: EXAMPLE_UUID, source: 'pluralkit', except: [] } },
+  build: ({ userId, source, except }) => sql`
+    select collection, source_id, local_id, digest from import_refs
+    where user_id = ${userId} and source = ${source} and collection <> all(${except}::text[])`,
 });
 
 /** Records (or moves) refs, a batch of rows as one JSON array. */
@@ -207,6 +209,26 @@ const existingIds = statement<{ table: RefTable; userId: string; ids: string[] }
   variants: Object.fromEntries(REF_TABLES.map((table) => [table, { table, userId: EXAMPLE_UUID, ids: [] }])),
   build: ({ table, userId, ids }) =>
     sql`select id from ${sql.constant(table, REF_TABLES)} where user_id = ${userId} and id = any(${ids}::uuid[])`,
+});
+
+/** The refs of some source ids of one collection whose local row still exists in `table` (trashed ones included). */
+const liveRefsOf = statement<
+  { table: RefTable; userId: string; source: ImportSource; collection: string; sourceIds: string[] },
+  RefRow
+>({
+  name: 'import_refs_live_of',
+  area: AREA,
+  variants: Object.fromEntries(
+    REF_TABLES.map((table) => [
+      table,
+      { table, userId: EXAMPLE_UUID, source: 'simply_plural', collection: 'notes', sourceIds: [] },
+    ]),
+  ),
+  build: ({ table, userId, source, collection, sourceIds }) => sql`
+    select r.collection, r.source_id, r.local_id, r.digest
+    from import_refs r join ${sql.constant(table, REF_TABLES)} t on t.id = r.local_id and t.user_id = r.user_id
+    where r.user_id = ${userId} and r.source = ${source} and r.collection = ${collection}
+      and r.source_id = any(${sourceIds}::text[])`,
 });
 
 export interface SessionRow {
@@ -273,7 +295,15 @@ export const importsRepo = {
     (await finishImport(db, { id, outcome, ownedBy }))[0],
   lockAccount: async (db: Knex, userId: string) => void (await lockAccount(db, { userId })),
   progress: (db: Knex, id: string, done: number, total: number) => setProgress(db, { id, done, total }),
-  refs: (db: Knex, userId: string, source: ImportSource) => listRefs(db, { userId, source }),
+  refs: (db: Knex, userId: string, source: ImportSource, except: string[]) => listRefs(db, { userId, source, except }),
+  liveRefsOf: (
+    db: Knex,
+    table: RefTable,
+    userId: string,
+    source: ImportSource,
+    collection: string,
+    sourceIds: string[],
+  ) => liveRefsOf(db, { table, userId, source, collection, sourceIds }),
   saveRefs: (db: Knex, userId: string, source: ImportSource, rows: RefRow[]) =>
     inBatches(rows, (batch) => upsertRefs(db, { userId, source, rows: batch })),
   existing: async (db: Knex, table: RefTable, userId: string, ids: string[]): Promise<Set<string>> => {

@@ -27,10 +27,10 @@ import type { JobQueue } from '../../jobs/queue.ts';
 import type { components } from '../../../generated/api.d.ts';
 import { type ApplyResult, applyBundle, entityCount } from './apply.ts';
 import { CollectionsFile, NotJsonObject } from './collections.ts';
-import { type ImportBundle, ImportFormatError, type ImportSource, type ImportWarning } from './bundle.ts';
+import { type ImportBundle, ImportFormatError, type ImportSource, KEPT_WARNINGS, type Streamed } from './bundle.ts';
 import { type ImportOutcome, type ImportRow, importsRepo } from './repo.ts';
 import { importNativeArchive } from './nativeImport.ts';
-import { storableBundle } from './storable.ts';
+import { storableBundle, storableOutcome } from './storable.ts';
 import { PLURALKIT_REVIVER, parsePluralKitFile } from './sources/pluralKit.ts';
 import { parseSimplyPluralFile } from './sources/simplyPlural.ts';
 
@@ -43,8 +43,6 @@ export const IMPORT_QUEUE = 'import';
  * its transaction, which it then waits for (the import row's lock) and finds finished.
  */
 const IMPORT_LEASE_MS = 30 * 60_000;
-/** Warnings listed in an import; the rest are counted. */
-const MAX_WARNINGS = 1000;
 
 /** The media type each source's file is sent as (415 for another). */
 export const IMPORT_MEDIA_TYPES: Record<ImportSource, string> = {
@@ -160,25 +158,48 @@ export async function listImports(
   };
 }
 
+/** What a file that cannot be read as JSON fails with: the reason, never a 500. */
+function readError(err: unknown): unknown {
+  if (err instanceof RangeError) return new ImportFormatError('The file is nested too deeply to be read');
+  if (err instanceof SyntaxError || err instanceof NotJsonObject)
+    return new ImportFormatError(`The file is not valid JSON: ${err.message}`);
+  return err;
+}
+
 /**
  * The stored file as a bundle, read a document at a time from `path` (collections.ts), so only the
- * bundle is held, never the file, its text or its parse. A document nested too deeply for the
- * parser's stack, or bytes that are not JSON, are refused with the reason.
+ * bundle is held, never the file, its text or its parse. The small collections are read now; front
+ * history and notes when the applier reads the bundle's streams, so the file stays open until
+ * `close`. A document nested too deeply for the parser's stack, or bytes that are not JSON, are
+ * refused with the reason (readError), now or while the streams are read.
  */
-function parse(source: Exclude<ImportSource, 'native'>, path: string, size: number): ImportBundle {
+async function parse(
+  source: Exclude<ImportSource, 'native'>,
+  path: string,
+  size: number,
+): Promise<{ bundle: ImportBundle; file: CollectionsFile }> {
+  const pluralKit = source === 'pluralkit';
+  const file = await CollectionsFile.open(path, size, pluralKit ? { reviver: PLURALKIT_REVIVER } : {}).catch(
+    (err: unknown) => {
+      throw readError(err);
+    },
+  );
+  const guarded = <T>(stream: Streamed<T>): Streamed<T> => ({
+    total: stream.total,
+    *read() {
+      try {
+        yield* stream.read();
+      } catch (err) {
+        throw readError(err);
+      }
+    },
+  });
   try {
-    const pluralKit = source === 'pluralkit';
-    const file = CollectionsFile.open(path, size, pluralKit ? { reviver: PLURALKIT_REVIVER } : {});
-    try {
-      return storableBundle(pluralKit ? parsePluralKitFile(file) : parseSimplyPluralFile(file));
-    } finally {
-      file.close();
-    }
+    const bundle = storableBundle(pluralKit ? parsePluralKitFile(file) : parseSimplyPluralFile(file));
+    return { bundle: { ...bundle, sessions: guarded(bundle.sessions), notes: guarded(bundle.notes) }, file };
   } catch (err) {
-    if (err instanceof RangeError) throw new ImportFormatError('The file is nested too deeply to be read');
-    if (err instanceof SyntaxError || err instanceof NotJsonObject)
-      throw new ImportFormatError(`The file is not valid JSON: ${err.message}`);
-    throw err;
+    file.close();
+    throw readError(err);
   }
 }
 
@@ -205,8 +226,14 @@ class DryRunRollback extends Error {}
 /** Thrown when the import is no longer this run's (finished, or taken over after a lost lease). */
 class Superseded extends Error {}
 
-function capped(warnings: ImportWarning[]): { warnings: ImportWarning[]; warningsOmitted: number } {
-  return { warnings: warnings.slice(0, MAX_WARNINGS), warningsOmitted: Math.max(0, warnings.length - MAX_WARNINGS) };
+/** The report and the first KEPT_WARNINGS warnings, storable, with how many more there were. */
+function outcomeOf(applied: ApplyResult): Pick<ImportOutcome, 'report' | 'warnings' | 'warningsOmitted'> {
+  const { report, warnings } = storableOutcome(applied.report, applied.warnings.list);
+  return {
+    report,
+    warnings: warnings.slice(0, KEPT_WARNINGS),
+    warningsOmitted: applied.warnings.omitted + Math.max(0, warnings.length - KEPT_WARNINGS),
+  };
 }
 
 /**
@@ -254,8 +281,7 @@ export async function runImport(
       );
       return {
         status: 'succeeded',
-        report: applied.report,
-        ...capped(applied.warnings),
+        ...outcomeOf(applied),
         error: null,
         done: applied.done,
         total: applied.total,
@@ -292,16 +318,16 @@ export async function runImport(
     }
     const stored = row.object_key && base.storage ? await download(base.storage, row.object_key) : null;
     if (!stored) return void (await failed('The uploaded file is no longer in object storage: send it again'));
-    let bundle: ImportBundle;
+    let parsed: { bundle: ImportBundle; file: CollectionsFile };
     const parseStarted = performance.now();
     try {
-      bundle = parse(row.source, stored.path, stored.size);
+      parsed = await parse(row.source, stored.path, stored.size);
     } catch (err) {
+      await rm(stored.dir, { recursive: true, force: true });
       if (err instanceof ImportFormatError) return void (await failed(err.message));
       throw err;
-    } finally {
-      await rm(stored.dir, { recursive: true, force: true });
     }
+    const { bundle, file } = parsed;
     const total = entityCount(bundle);
     parseMs = Math.round(performance.now() - parseStarted);
     if (progressDb) await importsRepo.progress(progressDb, row.id, 0, total);
@@ -330,8 +356,13 @@ export async function runImport(
         superseded = true;
         return;
       }
+      // A streamed document that is not JSON, or nested too deeply: the transaction is rolled back.
+      if (err instanceof ImportFormatError) return void (await failed(err.message));
       if (!(err instanceof DryRunRollback)) throw err;
       await importsRepo.finish(base.db, row.id, succeeded(dryResult!));
+    } finally {
+      file.close();
+      await rm(stored.dir, { recursive: true, force: true });
     }
   } catch (err) {
     base.log.error({ err, importId: row.id }, 'import failed');

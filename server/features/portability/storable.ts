@@ -4,7 +4,7 @@
  * but one bad character must not cost a whole import, so they are replaced with U+FFFD and each
  * entity that held one gets a warning.
  */
-import type { ImportBundle, ImportWarning, SourceRef } from './bundle.ts';
+import type { ImportBundle, ImportWarning, SourceRef, Streamed } from './bundle.ts';
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is the character being replaced
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
@@ -21,40 +21,59 @@ function clean(value: unknown, hit: { found: boolean }): unknown {
   return value;
 }
 
-/** The bundle with every string storable, and a warning per entity that needed it. */
+/** The bundle with every string storable, and a warning per entity that needed it (streams cleaned as they are read). */
 export function storableBundle(bundle: ImportBundle): ImportBundle {
-  const warnings: ImportWarning[] = [];
-  const each = <E extends { ref: SourceRef }>(list: E[]): E[] =>
-    list.map((entity) => {
-      const hit = { found: false };
-      const out = clean(entity, hit) as E;
-      if (hit.found)
-        warnings.push({
-          collection: out.ref.collection,
-          sourceId: out.ref.id,
-          message: 'held characters that cannot be stored (NUL or an unpaired surrogate): replaced with U+FFFD',
-        });
-      return out;
-    });
+  const { warnings } = bundle;
+  const one = <E extends { ref: SourceRef }>(entity: E): E => {
+    const hit = { found: false };
+    const out = clean(entity, hit) as E;
+    if (hit.found)
+      warnings.push({
+        collection: out.ref.collection,
+        sourceId: out.ref.id,
+        message: 'held characters that cannot be stored (NUL or an unpaired surrogate): replaced with U+FFFD',
+      });
+    return out;
+  };
+  const stream = <E extends { ref: SourceRef }>(s: Streamed<E>): Streamed<E> => ({
+    total: s.total,
+    *read() {
+      for (const entity of s.read()) yield one(entity);
+    },
+  });
   const rest = { found: false };
   const result: ImportBundle = {
     source: bundle.source,
     system: clean(bundle.system, rest) as ImportBundle['system'],
-    buckets: each(bundle.buckets),
-    fields: each(bundle.fields),
-    members: each(bundle.members),
-    groups: each(bundle.groups),
-    sessions: each(bundle.sessions),
-    notes: each(bundle.notes),
+    buckets: bundle.buckets.map(one),
+    fields: bundle.fields.map(one),
+    members: bundle.members.map(one),
+    groups: bundle.groups.map(one),
+    sessions: stream(bundle.sessions),
+    notes: stream(bundle.notes),
     defaults: clean(bundle.defaults, rest) as ImportBundle['defaults'],
-    tally: clean(bundle.tally, rest) as ImportBundle['tally'],
-    warnings: [...(clean(bundle.warnings, rest) as ImportWarning[]), ...warnings],
+    // Collection names and ids in the tally and warnings are cleaned when the outcome is stored (storableOutcome).
+    tally: bundle.tally,
+    warnings,
   };
-  if (rest.found)
-    result.warnings.push({
-      collection: 'file',
-      sourceId: null,
-      message: 'the file held characters that cannot be stored (NUL or an unpaired surrogate): replaced with U+FFFD',
-    });
+  if (rest.found) warnings.push(FILE_WARNING);
   return result;
+}
+
+const FILE_WARNING: ImportWarning = {
+  collection: 'file',
+  sourceId: null,
+  message: 'the file held characters that cannot be stored (NUL or an unpaired surrogate): replaced with U+FFFD',
+};
+
+/** An import's report and warnings with every string storable (collection names and source ids come from the file). */
+export function storableOutcome<R>(report: R, warnings: ImportWarning[]): { report: R; warnings: ImportWarning[] } {
+  const hit = { found: false };
+  const out = { report: clean(report, hit) as R, warnings: clean(warnings, hit) as ImportWarning[] };
+  if (
+    hit.found &&
+    !out.warnings.some((w) => w.collection === FILE_WARNING.collection && w.message === FILE_WARNING.message)
+  )
+    out.warnings.push(FILE_WARNING);
+  return out;
 }

@@ -18,9 +18,12 @@ import {
   type BundleSystem,
   type ImportBundle,
   ImportFormatError,
-  type ImportWarning,
+  materialise,
+  type ParsedBundle,
   type ParseTally,
   type SourceRef,
+  streamedOf,
+  WarningLog,
 } from '../bundle.ts';
 import type { Collections } from '../collections.ts';
 import { cut, isObject } from './text.ts';
@@ -64,7 +67,7 @@ type Json = Record<string, unknown>;
 
 class Report {
   readonly tally: Record<string, ParseTally> = {};
-  readonly warnings: ImportWarning[] = [];
+  readonly warnings = new WarningLog();
 
   constructor(collections: string[]) {
     for (const collection of collections) this.tally[collection] = { skipped: 0, failed: 0 };
@@ -89,10 +92,10 @@ class Report {
   }
 }
 
-export function parsePluralKit(text: string): ImportBundle {
+export function parsePluralKit(text: string): ParsedBundle {
   const { root, accountLinks } = parseJson(text);
   const switches = root.switches;
-  return mapRoot(root, accountLinks, present(switches) ? listOf(switches) : undefined);
+  return materialise(mapRoot(root, accountLinks, present(switches) ? listOf(switches) : undefined));
 }
 
 /** A list of the file's documents: how many, and each in file order (parsed, or read one at a time). */
@@ -190,8 +193,9 @@ function mapRoot(root: Json, accountLinks: number, switchList: DocList | null | 
     fields: [],
     members,
     groups,
-    sessions,
-    notes: [],
+    // Switches are held (at most SWITCHES_FILE_MAX, a few numbers each) to be walked in time order.
+    sessions: streamedOf(sessions),
+    notes: streamedOf([]),
     // PluralKit's member_default_private / group_default_private have no bucket equivalent.
     defaults: { members: [], groups: [], fields: [] },
     tally: report.tally,

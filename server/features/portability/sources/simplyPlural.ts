@@ -17,9 +17,11 @@ import {
   type BundleSystem,
   type ImportBundle,
   ImportFormatError,
-  type ImportWarning,
+  materialise,
+  type ParsedBundle,
   type ParseTally,
   type SourceRef,
+  WarningLog,
 } from '../bundle.ts';
 import { type CollectionDocument, type Collections, collectionsOf } from '../collections.ts';
 import { cut, isObject } from './text.ts';
@@ -206,7 +208,7 @@ function isCiphertext(doc: Doc): boolean {
 
 class Parse {
   readonly tally = new Map<string, ParseTally>();
-  readonly warnings: ImportWarning[] = [];
+  readonly warnings = new WarningLog();
 
   constructor(readonly file: Collections) {
     // Every top-level key of the file gets a tally entry.
@@ -732,10 +734,10 @@ function commentsFrom(p: Parse): Map<string, Comment[]> {
   return bySession;
 }
 
-function sessionsFrom(ctx: Context, subjects: Subjects, comments: Map<string, Comment[]>): BundleSession[] {
+/** The front history, a document at a time; each session takes its comments out of `comments`. */
+function* sessionsFrom(ctx: Context, subjects: Subjects, comments: Map<string, Comment[]>): Generator<BundleSession> {
   const { p } = ctx;
   const collection = 'frontHistory';
-  const out: BundleSession[] = [];
   for (const { id, doc } of p.entries(collection)) {
     // `member` resolved against members first, then custom fronts (`custom` ignored); unresolved → failed.
     const member = subjects.resolve(doc.member);
@@ -767,18 +769,18 @@ function sessionsFrom(ctx: Context, subjects: Subjects, comments: Map<string, Co
         continue;
       }
     }
-    out.push({ ref: { collection, id }, member, startedAt, endedAt, note: noteOf(p, id, doc, comments.get(id) ?? []) });
+    const own = comments.get(id) ?? [];
+    comments.delete(id);
+    yield { ref: { collection, id }, member, startedAt, endedAt, note: noteOf(p, id, doc, own) };
   }
-  const imported = new Set(out.map((s) => s.ref.id));
   let orphans = 0;
-  for (const [session, list] of comments) if (!imported.has(session)) orphans += list.length;
+  for (const list of comments.values()) orphans += list.length;
   // Comments referencing missing sessions: counted skipped in `comments` with one warning.
   p.skip(
     'comments',
     orphans,
     `${plural(orphans, 'comment')} not imported: the front history entry is not in the file or was not imported`,
   );
-  return out;
 }
 
 /** customStatus, then the comments (collection and legacy embedded), sorted by time, one `<ISO time>: <text>` per line; ≤500. */
@@ -804,10 +806,9 @@ function noteOf(p: Parse, id: string, doc: Doc, comments: Comment[]): string | n
   return p.limit(collection, id, 'note (customStatus and comments)', lines.join('\n'), 500);
 }
 
-function notesFrom(ctx: Context, subjects: Subjects): BundleNote[] {
+function* notesFrom(ctx: Context, subjects: Subjects): Generator<BundleNote> {
   const { p } = ctx;
   const collection = 'notes';
-  const out: BundleNote[] = [];
   for (const { id, doc } of p.entries(collection)) {
     // createdAt = date parsed (missing → lastOperationTime → failed if neither).
     let createdAt = parseTime(doc.date);
@@ -827,16 +828,15 @@ function notesFrom(ctx: Context, subjects: Subjects): BundleNote[] {
       if (!member) p.warn(collection, id, 'member dropped: not a member in the file (deleted?)');
     }
     const title = text(doc.title);
-    out.push({
+    yield {
       ref: { collection, id },
       // Title cut 200, content = `note` cut 100000.
       title: title === null ? null : p.limit(collection, id, 'title', title, 200),
       content: typeof doc.note === 'string' ? p.limit(collection, id, 'note', doc.note, 100000) : '',
       member,
       createdAt,
-    });
+    };
   }
-  return out;
 }
 
 /** Defaults from private[0].defaultPrivacySettings ?? defaultPrivacy, filtered to known buckets; legacy: none. */
@@ -893,16 +893,17 @@ function checkFormat(file: Collections): void {
     );
 }
 
-/** Maps a parsed Simply Plural `export.json` onto an import bundle; throws ImportFormatError when it is not one. */
-export function parseSimplyPlural(doc: unknown): ImportBundle {
+/** Maps a parsed Simply Plural `export.json` onto an import bundle, read whole; throws ImportFormatError when it is not one. */
+export function parseSimplyPlural(doc: unknown): ParsedBundle {
   if (!isObject(doc))
     throw new ImportFormatError('not a Simply Plural export: the file is not a JSON object of collections');
-  return parseSimplyPluralFile(collectionsOf(doc));
+  return materialise(parseSimplyPluralFile(collectionsOf(doc)));
 }
 
 /**
  * Maps a Simply Plural `export.json` read a document at a time (collections.ts) onto an import
- * bundle; throws ImportFormatError when it is not one. Only the bundle is kept, never the file.
+ * bundle; throws ImportFormatError when it is not one. Front history and notes are read from the
+ * file when the bundle's streams are (the file stays open until then); the rest is read now.
  */
 export function parseSimplyPluralFile(file: Collections): ImportBundle {
   checkFormat(file);
@@ -947,8 +948,9 @@ export function parseSimplyPluralFile(file: Collections): ImportBundle {
   }
 
   const groups = groupsFrom(ctx, subjects);
-  const sessions = sessionsFrom(ctx, subjects, commentsFrom(p));
-  const notes = notesFrom(ctx, subjects);
+  const comments = commentsFrom(p);
+  const sessions = { total: file.count('frontHistory'), read: () => sessionsFrom(ctx, subjects, comments) };
+  const notes = { total: file.count('notes'), read: () => notesFrom(ctx, subjects) };
   const privId = text(priv?._id) ?? accountUid;
   const defaults = defaultsFrom(p, privacy, priv, privId);
   skipRest(p);
