@@ -3410,7 +3410,7 @@ export interface paths {
          *
          *     - At most `IMPORT_MAX_BYTES` bytes (200 MiB unless the operator changed it): 413 above.
          *     - The key needs `read_write` on every scope the source's data goes to: `members`, `groups`,
-         *       `front` and `privacyBuckets` for both apps, and `customFields` and `entries` for Simply
+         *       `front` and `privacyBuckets` for both apps, and `customFields`, `entries` and `messaging` for Simply
          *       Plural; a `native` archive holds everything, so it needs all sixteen scopes (403 names the
          *       first one missing, in that order).
          *     - All or nothing: an import either writes everything it reports or, when it fails, nothing.

@@ -87,9 +87,10 @@ describe('a bucket-era export', () => {
       boardMessages: { skipped: 1, failed: 0 },
       automatedReminders: { skipped: 1, failed: 0 },
       repeatedReminders: { skipped: 1, failed: 0 },
-      channelCategories: { skipped: 1, failed: 0 },
-      channels: { skipped: 2, failed: 0 },
-      chatMessages: { skipped: 6, failed: 0 },
+      channelCategories: { skipped: 0, failed: 0 },
+      channels: { skipped: 0, failed: 0 },
+      // Three still encrypted; a deleted channel, a deleted writer, no text.
+      chatMessages: { skipped: 3, failed: 3 },
       tokens: { skipped: 1, failed: 0 },
       securityLogs: { skipped: 1, failed: 0 },
       audit: { skipped: 1, failed: 0 },
@@ -483,18 +484,6 @@ describe('a bucket-era export', () => {
         sourceId: null,
         message: '1 document not imported yet: this collection is not imported in this version',
       },
-      {
-        collection: 'channelCategories',
-        sourceId: null,
-        message: '1 document not imported yet: this collection is not imported in this version',
-      },
-      {
-        collection: 'channels',
-        sourceId: null,
-        message: '2 documents not imported yet: this collection is not imported in this version',
-      },
-      // Three AES-CTR bodies; the plaintext ones (one beside a stale iv, one that is itself base64 of text) are not counted.
-      { collection: 'chatMessages', sourceId: null, message: '6 messages (3 still encrypted) not imported yet' },
       { collection: 'tokens', sourceId: null, message: '1 document not imported: this collection is never imported' },
       {
         collection: 'securityLogs',
@@ -528,6 +517,82 @@ describe('a bucket-era export', () => {
         sourceId: null,
         message: '1 document not imported: not a Simply Plural collection this importer knows',
       },
+      // Three AES-CTR bodies; the plaintext ones (one beside a stale iv, one that is itself base64 of text) are read.
+      {
+        collection: 'chatMessages',
+        sourceId: null,
+        message:
+          '3 messages still encrypted (the export was made before Simply Plural decrypted chat in exports): not imported',
+      },
+    ]);
+  });
+
+  it('maps chat: categories in the account’s order, channels by category, messages with their writers, times, mentions and replies', () => {
+    const id = (tail: string) => `65a1f${tail}`;
+    expect(bundle.chat.categories).toEqual([
+      { ref: { collection: 'channelCategories', id: id('6e0e4b0a1b2c3d4ea02') }, name: 'Outer world', order: 0 },
+      { ref: { collection: 'channelCategories', id: id('6e0e4b0a1b2c3d4ea01') }, name: 'Inner world', order: 1 },
+    ]);
+    // "work" names its category itself (parentCategory); the others are listed in theirs.
+    expect(bundle.chat.channels.map((c) => [c.ref.id, c.name, c.topic, c.category, c.order])).toEqual([
+      [id('ce0e4b0a1b2c3d4f003'), 'work', null, id('6e0e4b0a1b2c3d4ea02'), 0],
+      [id('ce0e4b0a1b2c3d4f001'), 'general', 'Anything goes', id('6e0e4b0a1b2c3d4ea01'), 1],
+      [id('ce0e4b0a1b2c3d4f002'), 'planning', null, id('6e0e4b0a1b2c3d4ea01'), 2],
+    ]);
+    const aurora = { collection: 'members', id: id('2a0e4b0a1b2c3d4e601') };
+    const sol = { collection: 'members', id: id('2a0e4b0a1b2c3d4e609') };
+    expect(bundle.chat.messages).toEqual([
+      {
+        ref: { collection: 'chatMessages', id: id('df0e4b0a1b2c3d4f104') },
+        channel: id('ce0e4b0a1b2c3d4f002'),
+        author: aurora,
+        content: 'Morning everyone!',
+        mentions: [],
+        writtenAt: 1717000400000,
+        editedAt: null,
+        replyTo: null,
+      },
+      {
+        ref: { collection: 'chatMessages', id: id('df0e4b0a1b2c3d4f105') },
+        channel: id('ce0e4b0a1b2c3d4f001'),
+        author: sol,
+        content: 'Lunch is ready 🍝',
+        mentions: [],
+        writtenAt: 1717000500000,
+        editedAt: 1717000600000,
+        replyTo: null,
+      },
+      {
+        ref: { collection: 'chatMessages', id: id('df0e4b0a1b2c3d4f106') },
+        channel: id('ce0e4b0a1b2c3d4f001'),
+        author: aurora,
+        content: 'b2s=',
+        mentions: [],
+        writtenAt: 1717000700000,
+        editedAt: null,
+        replyTo: null,
+      },
+      {
+        ref: { collection: 'chatMessages', id: id('df0e4b0a1b2c3d4f107') },
+        channel: id('ce0e4b0a1b2c3d4f002'),
+        author: aurora,
+        // The mention of a member not in the file stays as text.
+        content: '<###@65a1f2a0e4b0a1b2c3d4e609###> can you check the planner? <###@goneMember###>',
+        mentions: [sol],
+        writtenAt: Date.parse('2024-05-29T17:00:00.000Z'),
+        editedAt: null,
+        replyTo: id('df0e4b0a1b2c3d4f104'),
+      },
+    ]);
+    expect(messages(bundle, 'chatMessages', id('df0e4b0a1b2c3d4f108'))).toEqual([
+      'channel is not a channel in the file (deleted?)',
+    ]);
+    expect(messages(bundle, 'chatMessages', id('df0e4b0a1b2c3d4f109'))).toEqual([
+      'writer is not a member in the file (deleted?)',
+    ]);
+    expect(messages(bundle, 'chatMessages', id('df0e4b0a1b2c3d4f110'))).toEqual(['no text']);
+    expect(messages(bundle, 'channelCategories', id('6e0e4b0a1b2c3d4ea01'))).toEqual([
+      '1 channel reference dropped: not a channel in the file',
     ]);
   });
 
@@ -939,6 +1004,7 @@ describe('files that are not Simply Plural exports', () => {
       groups: [],
       sessions: [],
       notes: [],
+      chat: { categories: [], channels: [], messages: [] },
       defaults: { members: [], groups: [], fields: [] },
       tally: { members: { skipped: 0, failed: 0 }, frontHistory: { skipped: 0, failed: 0 } },
       warnings: [],

@@ -298,6 +298,55 @@ describe('Simply Plural import', () => {
       new Set([byName.get('Aurora')!._id, byName.get('Kit')!._id, byName.get('Dissociated')!._id]),
     );
 
+    // Chat: one space, the categories in the account's order, channels in them, the readable messages.
+    expect(result.report.channelCategories).toEqual({ ...zero, created: 2 });
+    expect(result.report.channels).toEqual({ ...zero, created: 3 });
+    expect(result.report.chatMessages).toEqual({ ...zero, created: 4, skipped: 3, failed: 3 });
+    const chat = (await user.api.GET('/api/v1/messaging/bootstrap')).data!;
+    expect(chat.spaces.map((sp) => sp.name)).toEqual(['Simply Plural']);
+    expect(chat.categories.map((c) => c.name)).toEqual(['Outer world', 'Inner world']);
+    const categoryName = new Map(chat.categories.map((c) => [c.id, c.name]));
+    expect(chat.channels.map((c) => [c.name, c.topic, categoryName.get(c.categoryId ?? '')])).toEqual([
+      ['work', null, 'Outer world'],
+      ['general', 'Anything goes', 'Inner world'],
+      ['planning', null, 'Inner world'],
+    ]);
+    // Imported history arrives read.
+    expect(Object.values(chat.unreadByChannelId).every((n) => n === 0)).toBe(true);
+    const channelId = (name: string) => chat.channels.find((c) => c.name === name)!.id;
+    const page = async (name: string) =>
+      (
+        await user.api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+          params: { path: { channelId: channelId(name) } },
+        })
+      ).data!.items;
+    const solId = byName.get('Sol')!._id;
+    // Pages are newest first.
+    const planning = await page('planning');
+    expect(
+      planning.map((m) => ({
+        content: m.content,
+        createdAt: m.createdAt,
+        editedAt: m.editedAt,
+        author: m.authorMemberId,
+      })),
+    ).toEqual([
+      {
+        content: `<@${solId}> can you check the planner? <###@goneMember###>`,
+        createdAt: Date.parse('2024-05-29T17:00:00.000Z'),
+        editedAt: null,
+        author: byName.get('Aurora')!._id,
+      },
+      { content: 'Morning everyone!', createdAt: 1717000400000, editedAt: null, author: byName.get('Aurora')!._id },
+    ]);
+    expect(planning[0]!.mentions.map((m) => m.memberId)).toEqual([solId]);
+    expect(planning[0]!.replyTo?.messageId).toBe(planning[1]!.id);
+    const general = await page('general');
+    expect(general.map((m) => [m.content, m.editedAt])).toEqual([
+      ['b2s=', null],
+      ['Lunch is ready 🍝', 1717000600000],
+    ]);
+
     const again = await importFile(user, fixture('simply-plural-export.json'), 'source=simply_plural');
     for (const collection of [
       'members',
@@ -307,6 +356,9 @@ describe('Simply Plural import', () => {
       'groups',
       'notes',
       'frontHistory',
+      'channelCategories',
+      'channels',
+      'chatMessages',
     ])
       expect(again.report[collection], collection).toEqual({
         ...result.report[collection],
@@ -314,6 +366,8 @@ describe('Simply Plural import', () => {
         unchanged: result.report[collection]!.created,
       });
     expect(await membersOf(user)).toEqual(members);
+    expect((await user.api.GET('/api/v1/messaging/bootstrap')).data!.channels.length).toBe(3);
+    expect(await page('planning')).toEqual(planning);
   });
 
   it('maps a legacy (pre-bucket) export’s private and preventTrusted flags as Simply Plural’s own migration did', async () => {
@@ -337,8 +391,8 @@ describe('Simply Plural import', () => {
 
 describe('front history and notes, streamed from the file a batch at a time', () => {
   const uid = 'spUidBatches0123456789ab';
-  /** 4,100 front history entries and 2,100 notes: more than two of the applier's batches (2,000) of each. */
-  function batchedFile(options: { endOf3333?: number } = {}) {
+  /** 4,100 front history entries, 2,100 notes and 2,100 chat messages (each answering the one before): more than one of the applier's batches (2,000) of each. */
+  function batchedFile(options: { endOf3333?: number; text2050?: string } = {}) {
     const start = 1_600_000_000_000;
     const history = Array.from({ length: 4100 }, (_, i) => ({
       _id: `h${i}`,
@@ -347,33 +401,55 @@ describe('front history and notes, streamed from the file a batch at a time', ()
       endTime: i === 3333 && options.endOf3333 ? options.endOf3333 : start + i * 10_000 + 5_000,
     }));
     const notes = Array.from({ length: 2100 }, (_, i) => ({ _id: `n${i}`, note: `Text ${i}`, date: start + i }));
+    const chatMessages = Array.from({ length: 2100 }, (_, i) => ({
+      _id: `c${i}`,
+      channel: 'ch1',
+      writer: 'm1',
+      message: i === 2050 && options.text2050 ? options.text2050 : `Message ${i}`,
+      writtenAt: start + i * 1000,
+      replyTo: i === 0 ? '' : `c${i - 1}`,
+    }));
     return JSON.stringify({
       users: [{ _id: uid, uid, username: 'batches' }],
       private: [{ _id: uid, uid, latestVersion: 312 }],
       members: [{ _id: 'm1', uid, name: 'Robin', buckets: [] }],
       frontHistory: history,
       notes,
+      channels: [{ _id: 'ch1', name: 'general' }],
+      chatMessages,
     });
   }
   const counted = async (user: TestUser, table: string) =>
     Number((await server.deps.db.knex(table).where({ user_id: user.userId }).count({ n: '*' }))[0]!.n);
 
-  it('writes every batch, re-imports them unchanged, and updates an entry of a later batch', async () => {
+  it('writes every batch, re-imports them unchanged, and updates entries of a later batch', async () => {
     const user = await server.user();
     const first = await importFile(user, batchedFile(), 'source=simply_plural');
     expect(first.status).toBe('succeeded');
     expect(first.report.frontHistory).toEqual({ ...zero, created: 4100 });
     expect(first.report.notes).toEqual({ ...zero, created: 2100 });
-    expect(first.progress).toEqual({ done: 6201, total: 6201 });
+    expect(first.report.chatMessages).toEqual({ ...zero, created: 2100 });
+    expect(first.progress).toEqual({ done: 8302, total: 8302 });
     expect([await counted(user, 'front_sessions'), await counted(user, 'entries')]).toEqual([4100, 2100]);
+    // Numbered 1…2,100 in time order; each answers the one before, across batches too.
+    const chat = await server.deps.db
+      .knex('messaging_messages as m')
+      .leftJoin('messaging_messages as r', 'r.id', 'm.reply_to_id')
+      .where('m.user_id', user.userId)
+      .orderBy('m.seq')
+      .select('m.seq', 'r.seq as reply_seq');
+    expect(chat.map((m) => [Number(m.seq), m.reply_seq === null ? null : Number(m.reply_seq)])).toEqual(
+      Array.from({ length: 2100 }, (_, i) => [i + 1, i === 0 ? null : i]),
+    );
 
     const again = await importFile(user, batchedFile(), 'source=simply_plural');
     expect(again.report.frontHistory).toEqual({ ...zero, unchanged: 4100 });
     expect(again.report.notes).toEqual({ ...zero, unchanged: 2100 });
+    expect(again.report.chatMessages).toEqual({ ...zero, unchanged: 2100 });
 
     const edited = await importFile(
       user,
-      batchedFile({ endOf3333: 1_600_000_000_000 + 3333 * 10_000 + 9_000 }),
+      batchedFile({ endOf3333: 1_600_000_000_000 + 3333 * 10_000 + 9_000, text2050: 'Message 2050, edited' }),
       'source=simply_plural',
     );
     expect(edited.report.frontHistory).toEqual({ ...zero, unchanged: 4099, updated: 1 });
@@ -383,6 +459,15 @@ describe('front history and notes, streamed from the file a batch at a time', ()
       .where({ user_id: user.userId, started_at: 1_600_000_000_000 + 3333 * 10_000 })
       .first('ended_at');
     expect(Number(moved.ended_at)).toBe(1_600_000_000_000 + 3333 * 10_000 + 9_000);
+    expect(edited.report.chatMessages).toEqual({ ...zero, unchanged: 2099, updated: 1 });
+    const channelId = (await user.api.GET('/api/v1/messaging/bootstrap')).data!.channels[0]!.id;
+    const newest = (
+      await user.api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+        params: { path: { channelId }, query: { limit: 50 } },
+      })
+    ).data!.items;
+    expect(newest.find((m) => m.content?.startsWith('Message 2050'))?.content).toBe('Message 2050, edited');
+    expect(await counted(user, 'messaging_messages')).toBe(2100);
   });
 });
 
@@ -608,6 +693,23 @@ describe('bad input', () => {
     expect(spRes.status).toBe(403);
     expect(((await spRes.json()) as { message: string }).message).toBe(
       'Missing API key scope: customFields requires read_write',
+    );
+    // Simply Plural's chat goes to messaging.
+    const noChat = await server.user({
+      scopes: {
+        members: 'read_write',
+        groups: 'read_write',
+        front: 'read_write',
+        privacyBuckets: 'read_write',
+        customFields: 'read_write',
+        entries: 'read_write',
+        messaging: 'read',
+      },
+    });
+    const noChatRes = await postImport(noChat, {}, 'source=simply_plural');
+    expect(noChatRes.status).toBe(403);
+    expect(((await noChatRes.json()) as { message: string }).message).toBe(
+      'Missing API key scope: messaging requires read_write',
     );
   });
 });

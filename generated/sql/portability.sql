@@ -145,6 +145,42 @@ where
   user_id = $1
   and id = any ($2::uuid[]);
 
+-- import_existing_ids_7: messaging_spaces
+select
+  id
+from
+  messaging_spaces
+where
+  user_id = $1
+  and id = any ($2::uuid[]);
+
+-- import_existing_ids_8: messaging_categories
+select
+  id
+from
+  messaging_categories
+where
+  user_id = $1
+  and id = any ($2::uuid[]);
+
+-- import_existing_ids_9: messaging_channels
+select
+  id
+from
+  messaging_channels
+where
+  user_id = $1
+  and id = any ($2::uuid[]);
+
+-- import_existing_ids_10: messaging_messages
+select
+  id
+from
+  messaging_messages
+where
+  user_id = $1
+  and id = any ($2::uuid[]);
+
 -- import_find (one)
 select
   *
@@ -212,6 +248,122 @@ where
 select
   pg_advisory_xact_lock(hashtextextended ($1, 0));
 
+-- import_messages_insert (one)
+with
+  r as (
+    select
+      *
+    from
+      jsonb_to_recordset($1::jsonb) as r (
+        id uuid,
+        channel_id uuid,
+        author_member_id uuid,
+        key_id text,
+        content_enc text,
+        reply_to_id uuid,
+        mention_member_ids uuid[],
+        created_at bigint,
+        edited_at bigint
+      )
+  ),
+  c as (
+    select
+      id,
+      last_seq
+    from
+      messaging_channels
+    where
+      user_id = $2
+      and id in (
+        select
+          channel_id
+        from
+          r
+      )
+    for update
+  ),
+  numbered as (
+    select
+      r.*,
+      c.last_seq + row_number() over (
+        partition by
+          r.channel_id
+        order by
+          r.created_at,
+          r.id
+      ) as seq
+    from
+      r
+      join c on c.id = r.channel_id
+  ),
+  ins as (
+    insert into
+      messaging_messages (
+        id,
+        user_id,
+        channel_id,
+        seq,
+        author_member_id,
+        key_id,
+        content_enc,
+        reply_to_id,
+        mention_member_ids,
+        created_at,
+        edited_at
+      )
+    select
+      id,
+      $3,
+      channel_id,
+      seq,
+      author_member_id,
+      key_id,
+      decode(content_enc, 'hex'),
+      reply_to_id,
+      mention_member_ids,
+      created_at,
+      edited_at
+    from
+      numbered
+    returning
+      channel_id,
+      seq
+  )
+update messaging_channels ch
+set
+  last_seq = m.top,
+  read_seq = case
+    when ch.read_seq = ch.last_seq then m.top
+    else ch.read_seq
+  end,
+  updated_at = $4
+from
+  (
+    select
+      channel_id,
+      max(seq) as top
+    from
+      ins
+    group by
+      channel_id
+  ) m
+where
+  ch.id = m.channel_id
+  and ch.user_id = $5;
+
+-- import_messages_update (one)
+update messaging_messages m
+set
+  key_id = r.key_id,
+  content_enc = decode(r.content_enc, 'hex'),
+  mention_member_ids = r.mention_member_ids,
+  edited_at = r.edited_at
+from
+  jsonb_to_recordset($1::jsonb) as r (id uuid, key_id text, content_enc text, mention_member_ids uuid[], edited_at bigint)
+where
+  m.id = r.id
+  and m.user_id = $2;
+
 -- import_page_1: first
 select
   *
@@ -261,101 +413,19 @@ where
   and source = $2
   and collection <> all ($3::text[]);
 
--- import_refs_live_of_1: members
+-- import_refs_of (one)
 select
-  r.collection,
-  r.source_id,
-  r.local_id,
-  r.digest
+  collection,
+  source_id,
+  local_id,
+  digest
 from
-  import_refs r
-  join members t on t.id = r.local_id
-  and t.user_id = r.user_id
+  import_refs
 where
-  r.user_id = $1
-  and r.source = $2
-  and r.collection = $3
-  and r.source_id = any ($4::text[]);
-
--- import_refs_live_of_2: directories
-select
-  r.collection,
-  r.source_id,
-  r.local_id,
-  r.digest
-from
-  import_refs r
-  join directories t on t.id = r.local_id
-  and t.user_id = r.user_id
-where
-  r.user_id = $1
-  and r.source = $2
-  and r.collection = $3
-  and r.source_id = any ($4::text[]);
-
--- import_refs_live_of_3: custom_field_definitions
-select
-  r.collection,
-  r.source_id,
-  r.local_id,
-  r.digest
-from
-  import_refs r
-  join custom_field_definitions t on t.id = r.local_id
-  and t.user_id = r.user_id
-where
-  r.user_id = $1
-  and r.source = $2
-  and r.collection = $3
-  and r.source_id = any ($4::text[]);
-
--- import_refs_live_of_4: privacy_buckets
-select
-  r.collection,
-  r.source_id,
-  r.local_id,
-  r.digest
-from
-  import_refs r
-  join privacy_buckets t on t.id = r.local_id
-  and t.user_id = r.user_id
-where
-  r.user_id = $1
-  and r.source = $2
-  and r.collection = $3
-  and r.source_id = any ($4::text[]);
-
--- import_refs_live_of_5: entries
-select
-  r.collection,
-  r.source_id,
-  r.local_id,
-  r.digest
-from
-  import_refs r
-  join entries t on t.id = r.local_id
-  and t.user_id = r.user_id
-where
-  r.user_id = $1
-  and r.source = $2
-  and r.collection = $3
-  and r.source_id = any ($4::text[]);
-
--- import_refs_live_of_6: front_sessions
-select
-  r.collection,
-  r.source_id,
-  r.local_id,
-  r.digest
-from
-  import_refs r
-  join front_sessions t on t.id = r.local_id
-  and t.user_id = r.user_id
-where
-  r.user_id = $1
-  and r.source = $2
-  and r.collection = $3
-  and r.source_id = any ($4::text[]);
+  user_id = $1
+  and source = $2
+  and collection = $3
+  and source_id = any ($4::text[]);
 
 -- import_refs_upsert (one)
 insert into

@@ -18,18 +18,38 @@ import { lockFront } from '../front/index.ts';
 import { createFolder, createGroup, setGroupMembers, updateFolder, updateGroup } from '../groups/index.ts';
 import { createMember, membersByIds, updateMember } from '../members/index.ts';
 import { createBucket, setBucketsOf, setDefaults, updateBucket } from '../privacyBuckets/index.ts';
+import { MessageCipher } from '../../crypto/messageCipher.ts';
+import {
+  createCategory,
+  createChannel,
+  createSpace,
+  moveChannel,
+  updateCategory,
+  updateChannel,
+} from '../messaging/index.ts';
 import type {
   BundleBucket,
+  BundleCategory,
+  BundleChannel,
   BundleField,
   BundleGroup,
   BundleMember,
+  BundleMessage,
   BundleNote,
   BundleSession,
   ImportBundle,
   SourceRef,
   WarningLog,
 } from './bundle.ts';
-import { type CollectionReport, importsRepo, type RefRow, type RefTable, type SessionRow } from './repo.ts';
+import {
+  type CollectionReport,
+  importsRepo,
+  type MessageRow,
+  type RefRow,
+  type RefTable,
+  type SessionRow,
+} from './repo.ts';
+import { cut } from './sources/text.ts';
 
 export interface ApplyResult {
   report: Record<string, CollectionReport>;
@@ -55,7 +75,10 @@ export function entityCount(bundle: ImportBundle): number {
     bundle.members.length +
     bundle.groups.length +
     bundle.notes.total +
-    bundle.sessions.total
+    bundle.sessions.total +
+    bundle.chat.categories.length +
+    bundle.chat.channels.length +
+    bundle.chat.messages.total
   );
 }
 
@@ -63,7 +86,7 @@ export function entityCount(bundle: ImportBundle): number {
 const BATCH = 2000;
 
 /** The source collections that are streamed (sessions, notes): their refs are read a batch at a time. */
-const STREAMED = ['frontHistory', 'switches', 'notes'];
+const STREAMED = ['frontHistory', 'switches', 'notes', 'chatMessages'];
 
 function* batches<T>(items: Iterable<T>, size: number): Generator<T[]> {
   let batch: T[] = [];
@@ -211,9 +234,14 @@ class Importer {
    * Runs `write` for one batch of streamed entities with their live refs loaded into `refs`, then
    * records the refs it changed and forgets the batch's.
    */
-  private async inBatch(table: RefTable, batch: Array<{ ref: SourceRef }>, write: () => Promise<void>): Promise<void> {
+  private async inBatch(
+    table: RefTable,
+    batch: Array<{ ref: SourceRef }>,
+    write: () => Promise<void>,
+    also: SourceRef[] = [],
+  ): Promise<void> {
     const byCollection = new Map<string, string[]>();
-    for (const { ref } of batch) {
+    for (const ref of [...batch.map((e) => e.ref), ...also]) {
       const ids = byCollection.get(ref.collection);
       if (ids) ids.push(ref.id);
       else byCollection.set(ref.collection, [ref.id]);
@@ -226,6 +254,7 @@ class Importer {
     await write();
     await this.saveRefs();
     for (const { ref } of batch) this.refs.delete(keyOf(ref));
+    for (const ref of also) this.refs.delete(keyOf(ref));
   }
 
   async buckets(): Promise<void> {
@@ -413,7 +442,140 @@ class Importer {
     await importsRepo.insertSessions(db, userId, this.ctx.now, inserts);
     await importsRepo.updateSessions(db, userId, this.ctx.now, updates);
   }
+
+  /**
+   * Chat: one space for the import (made with the first category or channel; renamed or moved
+   * there, it is left as it is), categories and channels through the messaging area's services,
+   * then messages a batch at a time (streamed, like front history).
+   */
+  async chat(): Promise<void> {
+    const { categories, channels } = this.bundle.chat;
+    if (categories.length > 0 || channels.length > 0)
+      await this.upsert({ ref: SPACE_REF }, { name: SPACE_NAME }, spaceWrite(), { counted: false });
+    const spaceId = this.localId(SPACE_REF);
+    for (const c of categories) {
+      if (!spaceId) this.spaceMissing(c.ref);
+      else await this.upsert(c, c, categoryWrite(c, spaceId));
+    }
+    for (const c of channels) {
+      const categoryId = c.category
+        ? (this.localId({ collection: 'channelCategories', id: c.category }) ?? null)
+        : null;
+      if (!spaceId) this.spaceMissing(c.ref);
+      else await this.upsert(c, { c, categoryId }, channelWrite(c, spaceId, categoryId));
+    }
+    const stream = this.bundle.chat.messages;
+    let read = 0;
+    for (const batch of batches(stream.read(), BATCH)) {
+      read += batch.length;
+      const replies = batch.flatMap((m) => (m.replyTo ? [{ collection: m.ref.collection, id: m.replyTo }] : []));
+      await this.inBatch('messaging_messages', batch, () => this.messagesBatch(batch), replies);
+      await this.onProgress(this.done);
+    }
+    this.done += Math.max(0, stream.total - read);
+  }
+
+  private spaceMissing(ref: SourceRef): void {
+    this.count(ref.collection, 'failed');
+    this.warn(ref, 'not imported: the chat space could not be created');
+  }
+
+  private async messagesBatch(messages: BundleMessage[]): Promise<void> {
+    const userId = ownerOf(this.ctx);
+    const cipher = new MessageCipher(this.ctx.config.messageEncryptionKeys);
+    const inserts: MessageRow[] = [];
+    const updates: MessageRow[] = [];
+    for (const m of messages) {
+      this.done++;
+      const channelId = this.localId({ collection: 'channels', id: m.channel });
+      const authorId = this.localId(m.author);
+      if (!channelId || !authorId) {
+        this.count(m.ref.collection, 'failed');
+        this.warn(m.ref, `not imported: its ${channelId ? 'writer' : 'channel'} was not imported`);
+        continue;
+      }
+      const mentioned = new Map<string, string>();
+      for (const ref of m.mentions) {
+        const local = this.localId(ref);
+        if (local) mentioned.set(ref.id, local);
+      }
+      let content = m.content.replace(SP_MENTION, (all, id: string) => {
+        const local = mentioned.get(id);
+        return local ? `<@${local}>` : all;
+      });
+      if (content.length > MESSAGE_MAX) {
+        content = cut(content, MESSAGE_MAX);
+        this.warn(m.ref, `message cut to ${MESSAGE_MAX} characters (its mentions are longer here)`);
+      }
+      const key = keyOf(m.ref);
+      const known = this.refs.get(key);
+      const digest = digestOf({ m, channelId, authorId, mentioned: [...mentioned] });
+      if (known && known.digest === digest) {
+        this.count(m.ref.collection, 'unchanged');
+        continue;
+      }
+      const id = known?.localId ?? randomUUID();
+      let replyId: string | null = null;
+      if (m.replyTo) {
+        replyId = this.localId({ collection: m.ref.collection, id: m.replyTo }) ?? null;
+        if (!replyId) this.warn(m.ref, 'replyTo dropped: the message it answers was not imported before it');
+      }
+      const sealed = cipher.seal(userId, id, content);
+      const row: MessageRow = {
+        id,
+        channel_id: channelId,
+        author_member_id: authorId,
+        key_id: sealed.keyId,
+        content_enc: sealed.data.toString('hex'),
+        reply_to_id: replyId,
+        mention_member_ids: [...new Set(mentioned.values())],
+        created_at: m.writtenAt,
+        edited_at: m.editedAt,
+      };
+      (known ? updates : inserts).push(row);
+      // Known to later messages of this batch (replies), forgotten with the batch.
+      this.refs.set(key, { localId: id, digest });
+      this.changedRefs.push({ collection: m.ref.collection, source_id: m.ref.id, local_id: id, digest });
+      this.count(m.ref.collection, known ? 'updated' : 'created');
+    }
+    await importsRepo.insertMessages(this.ctx.db, userId, this.ctx.now, inserts);
+    await importsRepo.updateMessages(this.ctx.db, userId, updates);
+  }
 }
+
+function spaceWrite() {
+  return {
+    create: async (ctx: OwnerContext) => (await createSpace(ctx, { name: SPACE_NAME })).id,
+    update: async () => undefined,
+  };
+}
+
+function categoryWrite(c: BundleCategory, spaceId: string) {
+  return {
+    create: async (ctx: OwnerContext) => (await createCategory(ctx, spaceId, c.name)).id,
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateCategory(ctx, id, { name: c.name });
+    },
+  };
+}
+
+function channelWrite(c: BundleChannel, spaceId: string, categoryId: string | null) {
+  return {
+    create: async (ctx: OwnerContext) =>
+      (await createChannel(ctx, spaceId, { name: c.name, topic: c.topic, ...(categoryId ? { categoryId } : {}) })).id,
+    update: async (ctx: OwnerContext, id: string) => {
+      await updateChannel(ctx, id, { name: c.name, topic: c.topic });
+      await moveChannel(ctx, id, categoryId);
+    },
+  };
+}
+
+/** The space a Simply Plural import's chat goes into (not counted: the source has no spaces). */
+const SPACE_REF: SourceRef = { collection: 'chat#space', id: 'simply_plural' };
+const SPACE_NAME = 'Simply Plural';
+/** Mentions in a Simply Plural message's text (as the parser finds them). */
+const SP_MENTION = /<###@([^#<>\s]{1,100})###>/g;
+const MESSAGE_MAX = 4000;
 
 /** Which table a ref of a source collection points into. */
 const TABLE_OF: Record<string, RefTable> = {
@@ -426,6 +588,10 @@ const TABLE_OF: Record<string, RefTable> = {
   customFronts: 'members',
   groups: 'directories',
   'groups#folder': 'directories',
+  'chat#space': 'messaging_spaces',
+  channelCategories: 'messaging_categories',
+  channels: 'messaging_channels',
+  chatMessages: 'messaging_messages',
   notes: 'entries',
   frontHistory: 'front_sessions',
   switches: 'front_sessions',
@@ -572,6 +738,7 @@ export async function applyBundle(
   await phase('defaults', () => run.defaults());
   await phase('sessions', () => run.sessions());
   await phase('notes', () => run.notes());
+  await phase('chat', () => run.chat());
   await phase('saveRefs', () => run.saveRefs());
   return { report: run.report(), warnings: run.warnings, done: run.done, total: entityCount(bundle), phases };
 }

@@ -110,6 +110,42 @@ export interface BundleNote {
   createdAt: number;
 }
 
+/** A chat category (Simply Plural channelCategories), in the one space the import creates. */
+export interface BundleCategory {
+  ref: SourceRef;
+  name: string; // 1–80
+  /** Position among the file's categories, from 0. */
+  order: number;
+}
+
+/** A chat channel (Simply Plural channels). */
+export interface BundleChannel {
+  ref: SourceRef;
+  name: string; // 1–80
+  topic: string | null; // ≤1024
+  /** Source id of its category, or null. */
+  category: string | null;
+  /** Position among the file's channels (by category, then within it), from 0. */
+  order: number;
+}
+
+/** A chat message (Simply Plural chatMessages, already decrypted in the file). */
+export interface BundleMessage {
+  ref: SourceRef;
+  /** Source id of its channel (one of the bundle's channels). */
+  channel: string;
+  /** The member who wrote it. */
+  author: SourceRef;
+  /** The text (1–4000), mentions still in the source's `<###@id###>` form. */
+  content: string;
+  /** Members the text mentions, by source ref, in order of first appearance (resolvable ones only). */
+  mentions: SourceRef[];
+  writtenAt: number; // epoch ms
+  editedAt: number | null;
+  /** Source id of the message it replies to, or null. */
+  replyTo: string | null;
+}
+
 export interface BundleSystem {
   name: string | null;
   description: string | null;
@@ -154,6 +190,8 @@ export interface ImportBundle {
   groups: BundleGroup[];
   sessions: Streamed<BundleSession>;
   notes: Streamed<BundleNote>;
+  /** Chat: written into one space the import creates when there is a channel. */
+  chat: { categories: BundleCategory[]; channels: BundleChannel[]; messages: Streamed<BundleMessage> };
   /** Buckets (source ids) new members / groups / custom fields get by default. */
   defaults: { members: string[]; groups: string[]; fields: string[] };
   /** Per source collection (including ones not imported at all, like `tokens`): what was left out and why it is not in the lists above. */
@@ -162,9 +200,10 @@ export interface ImportBundle {
 }
 
 /** A bundle read whole (tests, small files): its streams drained into lists, in the order the applier reads them. */
-export interface ParsedBundle extends Omit<ImportBundle, 'sessions' | 'notes' | 'warnings'> {
+export interface ParsedBundle extends Omit<ImportBundle, 'sessions' | 'notes' | 'chat' | 'warnings'> {
   sessions: BundleSession[];
   notes: BundleNote[];
+  chat: { categories: BundleCategory[]; channels: BundleChannel[]; messages: BundleMessage[] };
   warnings: ImportWarning[];
   warningsOmitted: number;
 }
@@ -173,12 +212,13 @@ export function streamedOf<T>(items: T[]): Streamed<T> {
   return { total: items.length, read: () => items };
 }
 
-/** Reads a bundle's streams whole (sessions first, then notes, as apply.ts does). */
+/** Reads a bundle's streams whole (sessions, notes, then messages, as apply.ts does). */
 export function materialise(bundle: ImportBundle): ParsedBundle {
   const sessions = [...bundle.sessions.read()];
   const notes = [...bundle.notes.read()];
+  const chat = { ...bundle.chat, messages: [...bundle.chat.messages.read()] };
   const { list, omitted } = bundle.warnings;
-  return { ...bundle, notes, sessions, warnings: list, warningsOmitted: omitted };
+  return { ...bundle, notes, sessions, chat, warnings: list, warningsOmitted: omitted };
 }
 
 /** Thrown by a parser when the file as a whole cannot be imported (not JSON of that source, no members array, …). */

@@ -199,6 +199,10 @@ export const REF_TABLES = [
   'privacy_buckets',
   'entries',
   'front_sessions',
+  'messaging_spaces',
+  'messaging_categories',
+  'messaging_channels',
+  'messaging_messages',
 ] as const;
 export type RefTable = (typeof REF_TABLES)[number];
 
@@ -211,24 +215,15 @@ const existingIds = statement<{ table: RefTable; userId: string; ids: string[] }
     sql`select id from ${sql.constant(table, REF_TABLES)} where user_id = ${userId} and id = any(${ids}::uuid[])`,
 });
 
-/** The refs of some source ids of one collection whose local row still exists in `table` (trashed ones included). */
-const liveRefsOf = statement<
-  { table: RefTable; userId: string; source: ImportSource; collection: string; sourceIds: string[] },
-  RefRow
->({
-  name: 'import_refs_live_of',
+/** The refs of some source ids of one collection (whether their local rows still exist is asked apart: existingIds). */
+const refsOf = statement<{ userId: string; source: ImportSource; collection: string; sourceIds: string[] }, RefRow>({
+  name: 'import_refs_of',
   area: AREA,
-  variants: Object.fromEntries(
-    REF_TABLES.map((table) => [
-      table,
-      { table, userId: EXAMPLE_UUID, source: 'simply_plural', collection: 'notes', sourceIds: [] },
-    ]),
-  ),
-  build: ({ table, userId, source, collection, sourceIds }) => sql`
-    select r.collection, r.source_id, r.local_id, r.digest
-    from import_refs r join ${sql.constant(table, REF_TABLES)} t on t.id = r.local_id and t.user_id = r.user_id
-    where r.user_id = ${userId} and r.source = ${source} and r.collection = ${collection}
-      and r.source_id = any(${sourceIds}::text[])`,
+  variants: { one: { userId: EXAMPLE_UUID, source: 'simply_plural', collection: 'notes', sourceIds: [] } },
+  build: ({ userId, source, collection, sourceIds }) => sql`
+    select collection, source_id, local_id, digest from import_refs
+    where user_id = ${userId} and source = ${source} and collection = ${collection}
+      and source_id = any(${sourceIds}::text[])`,
 });
 
 export interface SessionRow {
@@ -269,6 +264,71 @@ const updateSessions = statement<{ userId: string; now: number; rows: SessionRow
     where s.id = r.id and s.user_id = ${userId}`,
 });
 
+/** An imported chat message, sealed (content_enc: hex). */
+export interface MessageRow {
+  id: string;
+  channel_id: string;
+  author_member_id: string;
+  key_id: string;
+  content_enc: string;
+  reply_to_id: string | null;
+  mention_member_ids: string[];
+  created_at: number;
+  edited_at: number | null;
+}
+
+/**
+ * Inserts imported messages with their own times, numbered after each channel's last message in
+ * time order, and moves the channels' last (and, when they were read up to it, read) sequence on:
+ * imported history arrives read. The channels are locked first, as a send locks its channel.
+ */
+const insertMessages = statement<{ userId: string; now: number; rows: MessageRow[] }, never>({
+  name: 'import_messages_insert',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, now: 0, rows: [] } },
+  build: ({ userId, now, rows }) => sql`
+    with r as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r (
+        id uuid, channel_id uuid, author_member_id uuid, key_id text, content_enc text, reply_to_id uuid,
+        mention_member_ids uuid[], created_at bigint, edited_at bigint)
+    ),
+    c as (
+      select id, last_seq from messaging_channels
+      where user_id = ${userId} and id in (select channel_id from r)
+      for update
+    ),
+    numbered as (
+      select r.*, c.last_seq + row_number() over (partition by r.channel_id order by r.created_at, r.id) as seq
+      from r join c on c.id = r.channel_id
+    ),
+    ins as (
+      insert into messaging_messages (id, user_id, channel_id, seq, author_member_id, key_id, content_enc, reply_to_id,
+        mention_member_ids, created_at, edited_at)
+      select id, ${userId}, channel_id, seq, author_member_id, key_id, decode(content_enc, 'hex'), reply_to_id,
+        mention_member_ids, created_at, edited_at
+      from numbered
+      returning channel_id, seq
+    )
+    update messaging_channels ch
+    set last_seq = m.top, read_seq = case when ch.read_seq = ch.last_seq then m.top else ch.read_seq end, updated_at = ${now}
+    from (select channel_id, max(seq) as top from ins group by channel_id) m
+    where ch.id = m.channel_id and ch.user_id = ${userId}`,
+});
+
+/** Corrects messages an edited export changed (text, mentions, edit time). */
+const updateMessages = statement<{ userId: string; rows: MessageRow[] }, never>({
+  name: 'import_messages_update',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID, rows: [] } },
+  build: ({ userId, rows }) => sql`
+    update messaging_messages m
+    set key_id = r.key_id, content_enc = decode(r.content_enc, 'hex'), mention_member_ids = r.mention_member_ids,
+      edited_at = r.edited_at
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      as r (id uuid, key_id text, content_enc text, mention_member_ids uuid[], edited_at bigint)
+    where m.id = r.id and m.user_id = ${userId}`,
+});
+
 /** Members that have a live (open, not trashed) session now. */
 const liveMembers = statement<{ userId: string }, { member_id: string }>({
   name: 'import_live_members',
@@ -296,14 +356,25 @@ export const importsRepo = {
   lockAccount: async (db: Knex, userId: string) => void (await lockAccount(db, { userId })),
   progress: (db: Knex, id: string, done: number, total: number) => setProgress(db, { id, done, total }),
   refs: (db: Knex, userId: string, source: ImportSource, except: string[]) => listRefs(db, { userId, source, except }),
-  liveRefsOf: (
+  /** The refs of some source ids of one collection whose local row still exists in `table` (trashed ones included). */
+  liveRefsOf: async (
     db: Knex,
     table: RefTable,
     userId: string,
     source: ImportSource,
     collection: string,
     sourceIds: string[],
-  ) => liveRefsOf(db, { table, userId, source, collection, sourceIds }),
+  ): Promise<RefRow[]> => {
+    const rows = await refsOf(db, { userId, source, collection, sourceIds });
+    if (rows.length === 0) return rows;
+    const live = await importsRepo.existing(
+      db,
+      table,
+      userId,
+      rows.map((r) => r.local_id),
+    );
+    return rows.filter((r) => live.has(r.local_id));
+  },
   saveRefs: (db: Knex, userId: string, source: ImportSource, rows: RefRow[]) =>
     inBatches(rows, (batch) => upsertRefs(db, { userId, source, rows: batch })),
   existing: async (db: Knex, table: RefTable, userId: string, ids: string[]): Promise<Set<string>> => {
@@ -317,5 +388,9 @@ export const importsRepo = {
     inBatches(rows, (batch) => insertSessions(db, { userId, now, rows: batch })),
   updateSessions: (db: Knex, userId: string, now: number, rows: SessionRow[]) =>
     inBatches(rows, (batch) => updateSessions(db, { userId, now, rows: batch })),
+  insertMessages: (db: Knex, userId: string, now: number, rows: MessageRow[]) =>
+    inBatches(rows, (batch) => insertMessages(db, { userId, now, rows: batch })),
+  updateMessages: (db: Knex, userId: string, rows: MessageRow[]) =>
+    inBatches(rows, (batch) => updateMessages(db, { userId, rows: batch })),
   liveMembers: async (db: Knex, userId: string) => new Set((await liveMembers(db, { userId })).map((r) => r.member_id)),
 };

@@ -54,7 +54,7 @@ export const IMPORT_MEDIA_TYPES: Record<ImportSource, string> = {
 /** The scopes an import of each source writes, in the order a missing one is named. */
 export const IMPORT_SCOPES: Record<ImportSource, readonly Scope[]> = {
   pluralkit: ['members', 'groups', 'front', 'privacyBuckets'],
-  simply_plural: ['members', 'groups', 'front', 'privacyBuckets', 'customFields', 'entries'],
+  simply_plural: ['members', 'groups', 'front', 'privacyBuckets', 'customFields', 'entries', 'messaging'],
   native: SCOPES,
 };
 
@@ -196,7 +196,8 @@ async function parse(
   });
   try {
     const bundle = storableBundle(pluralKit ? parsePluralKitFile(file) : parseSimplyPluralFile(file));
-    return { bundle: { ...bundle, sessions: guarded(bundle.sessions), notes: guarded(bundle.notes) }, file };
+    const chat = { ...bundle.chat, messages: guarded(bundle.chat.messages) };
+    return { bundle: { ...bundle, sessions: guarded(bundle.sessions), notes: guarded(bundle.notes), chat }, file };
   } catch (err) {
     file.close();
     throw readError(err);

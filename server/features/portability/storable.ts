@@ -51,6 +51,11 @@ export function storableBundle(bundle: ImportBundle): ImportBundle {
     groups: bundle.groups.map(one),
     sessions: stream(bundle.sessions),
     notes: stream(bundle.notes),
+    chat: {
+      categories: bundle.chat.categories.map(one),
+      channels: bundle.chat.channels.map(one),
+      messages: stream(bundle.chat.messages),
+    },
     defaults: clean(bundle.defaults, rest) as ImportBundle['defaults'],
     // Collection names and ids in the tally and warnings are cleaned when the outcome is stored (storableOutcome).
     tally: bundle.tally,

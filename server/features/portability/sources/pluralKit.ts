@@ -196,6 +196,7 @@ function mapRoot(root: Json, accountLinks: number, switchList: DocList | null | 
     // Switches are held (at most SWITCHES_FILE_MAX, a few numbers each) to be walked in time order.
     sessions: streamedOf(sessions),
     notes: streamedOf([]),
+    chat: { categories: [], channels: [], messages: streamedOf([]) },
     // PluralKit's member_default_private / group_default_private have no bucket equivalent.
     defaults: { members: [], groups: [], fields: [] },
     tally: report.tally,

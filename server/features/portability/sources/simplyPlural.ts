@@ -9,9 +9,12 @@
  */
 import {
   type BundleBucket,
+  type BundleCategory,
+  type BundleChannel,
   type BundleField,
   type BundleGroup,
   type BundleMember,
+  type BundleMessage,
   type BundleNote,
   type BundleSession,
   type BundleSystem,
@@ -55,15 +58,7 @@ const NEVER_IMPORTED = new Set([
 ]);
 
 /** Collections recognised but not mapped in this version. */
-const NOT_YET_IMPORTED = new Set([
-  'polls',
-  'boardMessages',
-  'automatedReminders',
-  'repeatedReminders',
-  'channels',
-  'channelCategories',
-  'chatMessages',
-]);
+const NOT_YET_IMPORTED = new Set(['polls', 'boardMessages', 'automatedReminders', 'repeatedReminders']);
 
 /** Collections read by this parser. */
 const READ = new Set([
@@ -78,6 +73,9 @@ const READ = new Set([
   'frontHistory',
   'comments',
   'notes',
+  'channelCategories',
+  'channels',
+  'chatMessages',
 ]);
 
 /** Keys only Simply Plural files have: one of them must hold documents for the file to be read as one. */
@@ -839,6 +837,146 @@ function* notesFrom(ctx: Context, subjects: Subjects): Generator<BundleNote> {
   }
 }
 
+/** Mentions in a Simply Plural message's text. */
+const SP_MENTION = /<###@([^#<>\s]{1,100})###>/g;
+
+/**
+ * Chat: categories in the account's order (private[0].categories, then the rest in file order);
+ * channels by category (uncategorised first), each where its category's `channels` list puts it, or
+ * by its own `parentCategory` / `order`; messages streamed.
+ */
+function chatFrom(ctx: Context, subjects: Subjects, priv: Doc | null): ImportBundle['chat'] {
+  const { p } = ctx;
+  const categories: Array<BundleCategory & { channels: unknown[]; index: number }> = [];
+  for (const { id, doc } of p.entries('channelCategories')) {
+    const name = text(doc.name);
+    if (name === null) {
+      p.fail('channelCategories', id, 'no name');
+      continue;
+    }
+    if (text(doc.desc) !== null) p.warn('channelCategories', id, 'desc dropped: a category has no description here');
+    categories.push({
+      ref: { collection: 'channelCategories', id },
+      name: p.name('channelCategories', id, name),
+      order: 0,
+      channels: Array.isArray(doc.channels) ? doc.channels : [],
+      index: categories.length,
+    });
+  }
+  const rank = new Map<string, number>();
+  for (const [i, id] of (Array.isArray(priv?.categories) ? priv.categories : []).entries())
+    if (typeof id === 'string' && !rank.has(id)) rank.set(id, i);
+  const last = Number.MAX_SAFE_INTEGER;
+  categories.sort((a, b) => (rank.get(a.ref.id) ?? last) - (rank.get(b.ref.id) ?? last) || a.index - b.index);
+  const categoryAt = new Map<string, number>();
+  for (const [i, c] of categories.entries()) {
+    c.order = i;
+    categoryAt.set(c.ref.id, i);
+  }
+
+  const listedIn = new Map<string, { category: string; index: number }>();
+  for (const c of categories)
+    for (const [i, channel] of c.channels.entries())
+      if (typeof channel === 'string' && !listedIn.has(channel))
+        listedIn.set(channel, { category: c.ref.id, index: i });
+  const channels: Array<BundleChannel & { within: number; index: number }> = [];
+  for (const { id, doc } of p.entries('channels')) {
+    const name = text(doc.name);
+    if (name === null) {
+      p.fail('channels', id, 'no name');
+      continue;
+    }
+    const topic = text(doc.desc);
+    const listed = listedIn.get(id);
+    const parent = typeof doc.parentCategory === 'string' && doc.parentCategory !== '' ? doc.parentCategory : null;
+    let category = listed?.category ?? null;
+    if (!category && parent !== null) {
+      if (categoryAt.has(parent)) category = parent;
+      else p.warn('channels', id, 'parentCategory dropped: not a category in the file');
+    }
+    channels.push({
+      ref: { collection: 'channels', id },
+      name: p.name('channels', id, name),
+      topic: topic === null ? null : p.limit('channels', id, 'desc', topic, 1024),
+      category,
+      order: 0,
+      within: listed?.index ?? (typeof doc.order === 'number' && Number.isFinite(doc.order) ? doc.order : last),
+      index: channels.length,
+    });
+  }
+  const known = new Set(channels.map((c) => c.ref.id));
+  for (const c of categories) {
+    const dangling = c.channels.filter((id) => typeof id !== 'string' || !known.has(id)).length;
+    if (dangling)
+      p.warn(
+        'channelCategories',
+        c.ref.id,
+        `${plural(dangling, 'channel reference')} dropped: not a channel in the file`,
+      );
+  }
+  const place = (c: BundleChannel) => (c.category === null ? -1 : categoryAt.get(c.category)!);
+  channels.sort((a, b) => place(a) - place(b) || a.within - b.within || a.index - b.index);
+  for (const [i, c] of channels.entries()) c.order = i;
+  return {
+    categories: categories.map(({ ref, name, order }) => ({ ref, name, order })),
+    channels: channels.map(({ ref, name, topic, category, order }) => ({ ref, name, topic, category, order })),
+    messages: { total: ctx.p.file.count('chatMessages'), read: () => messagesFrom(p, subjects, known) },
+  };
+}
+
+/** Chat messages, a document at a time; those still encrypted counted skipped with one warning. */
+function* messagesFrom(p: Parse, subjects: Subjects, channels: Set<string>): Generator<BundleMessage> {
+  const collection = 'chatMessages';
+  let encrypted = 0;
+  for (const { id, doc } of p.entries(collection)) {
+    if (isCiphertext(doc)) {
+      encrypted++;
+      continue;
+    }
+    if (typeof doc.channel !== 'string' || !channels.has(doc.channel)) {
+      p.fail(collection, id, 'channel is not a channel in the file (deleted?)');
+      continue;
+    }
+    // Simply Plural lets members write; a custom front (a member here) is taken too.
+    const author = subjects.resolve(doc.writer);
+    if (!author) {
+      p.fail(collection, id, 'writer is not a member in the file (deleted?)');
+      continue;
+    }
+    const body = typeof doc.message === 'string' ? doc.message : typeof doc.content === 'string' ? doc.content : null;
+    if (body === null || body.trim() === '') {
+      p.fail(collection, id, 'no text');
+      continue;
+    }
+    const writtenAt = parseTime(doc.writtenAt);
+    if (writtenAt === null) {
+      p.fail(collection, id, 'writtenAt is missing or not a time');
+      continue;
+    }
+    const updatedAt = parseTime(doc.updatedAt);
+    const mentions = new Map<string, SourceRef>();
+    for (const [, sourceId] of body.matchAll(SP_MENTION)) {
+      const member = subjects.resolve(sourceId);
+      if (member) mentions.set(sourceId!, member);
+    }
+    yield {
+      ref: { collection, id },
+      channel: doc.channel,
+      author,
+      content: p.limit(collection, id, 'message', body, 4000),
+      mentions: [...mentions.values()],
+      writtenAt,
+      editedAt: updatedAt !== null && updatedAt > writtenAt ? updatedAt : null,
+      replyTo: typeof doc.replyTo === 'string' && doc.replyTo !== '' ? doc.replyTo : null,
+    };
+  }
+  p.skip(
+    collection,
+    encrypted,
+    `${plural(encrypted, 'message')} still encrypted (the export was made before Simply Plural decrypted chat in exports): not imported`,
+  );
+}
+
 /** Defaults from private[0].defaultPrivacySettings ?? defaultPrivacy, filtered to known buckets; legacy: none. */
 function defaultsFrom(p: Parse, privacy: Privacy, priv: Doc | null, privId: string | null): ImportBundle['defaults'] {
   const defaults = { members: [] as string[], groups: [] as string[], fields: [] as string[] };
@@ -870,12 +1008,7 @@ function skipRest(p: Parse): void {
     if (READ.has(key)) continue;
     const n = p.size(key);
     if (key === 'friends') p.skip(key, n, FRIENDS_WARNING);
-    else if (key === 'chatMessages') {
-      // chatMessages: how many are still ciphertext (iv of 16 bytes, body base64 of binary).
-      let encrypted = 0;
-      for (const { doc } of p.documentsOf(key)) if (isObject(doc) && isCiphertext(doc)) encrypted++;
-      p.skip(key, n, `${plural(n, 'message')} (${encrypted} still encrypted) not imported yet`);
-    } else if (NOT_YET_IMPORTED.has(key))
+    else if (NOT_YET_IMPORTED.has(key))
       p.skip(key, n, `${plural(n, 'document')} not imported yet: this collection is not imported in this version`);
     else if (NEVER_IMPORTED.has(key))
       p.skip(key, n, `${plural(n, 'document')} not imported: this collection is never imported`);
@@ -951,6 +1084,7 @@ export function parseSimplyPluralFile(file: Collections): ImportBundle {
   const comments = commentsFrom(p);
   const sessions = { total: file.count('frontHistory'), read: () => sessionsFrom(ctx, subjects, comments) };
   const notes = { total: file.count('notes'), read: () => notesFrom(ctx, subjects) };
+  const chat = chatFrom(ctx, subjects, priv);
   const privId = text(priv?._id) ?? accountUid;
   const defaults = defaultsFrom(p, privacy, priv, privId);
   skipRest(p);
@@ -964,6 +1098,7 @@ export function parseSimplyPluralFile(file: Collections): ImportBundle {
     groups,
     sessions,
     notes,
+    chat,
     defaults,
     tally: Object.fromEntries(p.tally),
     warnings: p.warnings,
