@@ -657,6 +657,17 @@ describe('entries it fails without refusing the file', () => {
 });
 
 describe('limits', () => {
+  it('fails a file with more members or groups than an import takes, before reading them', () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `m${i}`, name: `M${i}` }));
+    expect(() => parsePluralKit(pk({ members: many(20_001) }))).toThrow(
+      new ImportFormatError(
+        'The file is too large to import: it holds 20001 members, more than the 20000 an import takes',
+      ),
+    );
+    expect(() => parsePluralKit(pk({ members: [], groups: many(20_001) }))).toThrow(/holds 20001 groups/);
+    expect(parsePluralKit(pk({ members: many(20_000) })).members).toHaveLength(20_000);
+  });
+
   it('cuts a 10 MB name to 80 characters with a warning', () => {
     const name = 'N'.repeat(10 * 1024 * 1024);
     const bundle = parsePluralKit(pk({ members: [{ id: 'aaaaa', uuid: 'u-1', name }] }));

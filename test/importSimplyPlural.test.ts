@@ -991,6 +991,19 @@ describe('files that are not Simply Plural exports', () => {
     );
   });
 
+  it('fails a file with more members, custom fronts, groups or comments than an import takes, before reading them', () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => ({ _id: `d${i}`, name: `D${i}` }));
+    expect(() => parse({ members: many(15_000), frontStatuses: many(5_001) })).toThrow(
+      new ImportFormatError(
+        'The file is too large to import: it holds 20001 members and custom fronts, more than the 20000 an import takes',
+      ),
+    );
+    expect(() => parse({ members: [], groups: many(20_001) })).toThrow(/holds 20001 groups/);
+    expect(() => parse({ members: [], channels: many(1_001) })).toThrow(/holds 1001 chat channels/);
+    expect(() => parse({ members: [], comments: many(500_001) })).toThrow(/holds 500001 comments/);
+    expect(parse({ members: many(20_000) }).members).toHaveLength(20_000);
+  });
+
   it('reads an export with only empty collections as an empty bundle', () => {
     expect(parse({ members: [], frontHistory: [] })).toEqual({
       source: 'simply_plural',

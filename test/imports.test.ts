@@ -617,6 +617,17 @@ describe('bad input', () => {
     expect(robin.description).toBe('Gate\ufffdkeeper \ufffd.');
   });
 
+  it('fails a file with more members than an import takes with the reason, writing nothing', async () => {
+    const user = await server.user();
+    const members = Array.from({ length: 20_001 }, (_, i) => ({ _id: `m${i}`, name: `M${i}` }));
+    const result = await importFile(user, { members }, 'source=simply_plural');
+    expect(result.status).toBe('failed');
+    expect(result.error).toBe(
+      'The file is too large to import: it holds 20001 members and custom fronts, more than the 20000 an import takes',
+    );
+    expect(await membersOf(user)).toEqual([]);
+  });
+
   it('fails a file whose data is nested too deeply to read with the reason, not a server error', async () => {
     const user = await server.user();
     const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;

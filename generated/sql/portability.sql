@@ -93,93 +93,173 @@ returning
 
 -- import_existing_ids_1: members
 select
-  id
+  t.id
 from
-  members
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      members
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_2: directories
 select
-  id
+  t.id
 from
-  directories
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      directories
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_3: custom_field_definitions
 select
-  id
+  t.id
 from
-  custom_field_definitions
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      custom_field_definitions
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_4: privacy_buckets
 select
-  id
+  t.id
 from
-  privacy_buckets
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      privacy_buckets
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_5: entries
 select
-  id
+  t.id
 from
-  entries
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      entries
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_6: front_sessions
 select
-  id
+  t.id
 from
-  front_sessions
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      front_sessions
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_7: messaging_spaces
 select
-  id
+  t.id
 from
-  messaging_spaces
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      messaging_spaces
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_8: messaging_categories
 select
-  id
+  t.id
 from
-  messaging_categories
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      messaging_categories
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_9: messaging_channels
 select
-  id
+  t.id
 from
-  messaging_channels
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      messaging_channels
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_existing_ids_10: messaging_messages
 select
-  id
+  t.id
 from
-  messaging_messages
-where
-  user_id = $1
-  and id = any ($2::uuid[]);
+  unnest($1::uuid[]) as s (id)
+  cross join lateral (
+    select
+      id
+    from
+      messaging_messages
+    where
+      id = s.id
+      and user_id = $2
+    limit
+      1
+  ) t;
 
 -- import_find (one)
 select
@@ -415,17 +495,28 @@ where
 
 -- import_refs_of (one)
 select
-  collection,
-  source_id,
-  local_id,
-  digest
+  r.collection,
+  r.source_id,
+  r.local_id,
+  r.digest
 from
-  import_refs
-where
-  user_id = $1
-  and source = $2
-  and collection = $3
-  and source_id = any ($4::text[]);
+  unnest($1::text[]) as s (id)
+  cross join lateral (
+    select
+      collection,
+      source_id,
+      local_id,
+      digest
+    from
+      import_refs
+    where
+      user_id = $2
+      and source = $3
+      and collection = $4
+      and source_id = s.id
+    limit
+      1
+  ) r;
 
 -- import_refs_upsert (one)
 insert into

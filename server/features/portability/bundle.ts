@@ -221,6 +221,32 @@ export function materialise(bundle: ImportBundle): ParsedBundle {
   return { ...bundle, notes, sessions, chat, warnings: list, warningsOmitted: omitted };
 }
 
+/**
+ * The most documents of a collection that is held while it is written (not streamed) an import
+ * takes; a file with more fails as a whole, before anything is read, so the job's memory stays
+ * bounded. Far above what the apps allow or their users have.
+ */
+export const HELD_MAX: Record<string, number> = {
+  members: 20_000,
+  groups: 20_000,
+  customFields: 1_000,
+  privacyBuckets: 1_000,
+  channelCategories: 1_000,
+  channels: 1_000,
+  comments: 500_000,
+};
+
+/** Fails the import when a held collection is larger than HELD_MAX allows. */
+export function checkHeld(counts: Array<[collection: keyof typeof HELD_MAX, count: number, label: string]>): void {
+  for (const [collection, count, label] of counts) {
+    const max = HELD_MAX[collection]!;
+    if (count > max)
+      throw new ImportFormatError(
+        `The file is too large to import: it holds ${count} ${label}, more than the ${max} an import takes`,
+      );
+  }
+}
+
 /** Thrown by a parser when the file as a whole cannot be imported (not JSON of that source, no members array, …). */
 export class ImportFormatError extends Error {
   constructor(message: string) {

@@ -211,19 +211,32 @@ const existingIds = statement<{ table: RefTable; userId: string; ids: string[] }
   name: 'import_existing_ids',
   area: AREA,
   variants: Object.fromEntries(REF_TABLES.map((table) => [table, { table, userId: EXAMPLE_UUID, ids: [] }])),
-  build: ({ table, userId, ids }) =>
-    sql`select id from ${sql.constant(table, REF_TABLES)} where user_id = ${userId} and id = any(${ids}::uuid[])`,
+  // One primary-key probe per id, whatever the statistics say of a table the import is filling (refsOf).
+  build: ({ table, userId, ids }) => sql`
+    select t.id from unnest(${ids}::uuid[]) as s (id)
+    cross join lateral (
+      select id from ${sql.constant(table, REF_TABLES)} where id = s.id and user_id = ${userId} limit 1
+    ) t`,
 });
 
-/** The refs of some source ids of one collection (whether their local rows still exist is asked apart: existingIds). */
+/**
+ * The refs of some source ids of one collection (whether their local rows still exist is asked
+ * apart: existingIds). One index probe per id (the lateral `limit 1` keeps the planner from
+ * turning it into a join): the import's own transaction adds refs the statistics do not know of,
+ * and a plan that takes the table for small scans every ref of the collection once per batch.
+ */
 const refsOf = statement<{ userId: string; source: ImportSource; collection: string; sourceIds: string[] }, RefRow>({
   name: 'import_refs_of',
   area: AREA,
   variants: { one: { userId: EXAMPLE_UUID, source: 'simply_plural', collection: 'notes', sourceIds: [] } },
   build: ({ userId, source, collection, sourceIds }) => sql`
-    select collection, source_id, local_id, digest from import_refs
-    where user_id = ${userId} and source = ${source} and collection = ${collection}
-      and source_id = any(${sourceIds}::text[])`,
+    select r.collection, r.source_id, r.local_id, r.digest
+    from unnest(${sourceIds}::text[]) as s (id)
+    cross join lateral (
+      select collection, source_id, local_id, digest from import_refs
+      where user_id = ${userId} and source = ${source} and collection = ${collection} and source_id = s.id
+      limit 1
+    ) r`,
 });
 
 export interface SessionRow {

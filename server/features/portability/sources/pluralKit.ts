@@ -16,6 +16,7 @@ import {
   type BundleMember,
   type BundleSession,
   type BundleSystem,
+  checkHeld,
   type ImportBundle,
   ImportFormatError,
   materialise,
@@ -181,8 +182,14 @@ function mapRoot(root: Json, accountLinks: number, switchList: DocList | null | 
   // config (and version 1's top-level timezone, which became config.timezone): not imported.
   if (present(root.config) || present(root.timezone)) report.skip('config', 1);
 
+  const memberList = listOf(root.members)!;
+  const groupList = present(root.groups) ? listOf(root.groups) : null;
+  checkHeld([
+    ['members', memberList.length, 'members'],
+    ['groups', groupList?.length ?? 0, 'groups'],
+  ]);
   const system = mapSystem(root, report);
-  const { members, hids } = mapMembers(listOf(root.members)!, report);
+  const { members, hids } = mapMembers(memberList, report);
   const groups = mapGroups(root.groups, members, hids, report);
   const sessions = mapSwitches(switchList, members, hids, report);
 

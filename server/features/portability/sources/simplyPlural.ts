@@ -18,6 +18,7 @@ import {
   type BundleNote,
   type BundleSession,
   type BundleSystem,
+  checkHeld,
   type ImportBundle,
   ImportFormatError,
   materialise,
@@ -1040,6 +1041,19 @@ export function parseSimplyPlural(doc: unknown): ParsedBundle {
  */
 export function parseSimplyPluralFile(file: Collections): ImportBundle {
   checkFormat(file);
+  checkHeld([
+    [
+      'members',
+      file.count('members') + file.count('frontStatuses') + file.count('customFronts'),
+      'members and custom fronts',
+    ],
+    ['groups', file.count('groups'), 'groups'],
+    ['customFields', file.count('customFields'), 'custom fields'],
+    ['privacyBuckets', file.count('privacyBuckets'), 'privacy buckets'],
+    ['channelCategories', file.count('channelCategories'), 'chat categories'],
+    ['channels', file.count('channels'), 'chat channels'],
+    ['comments', file.count('comments'), 'comments'],
+  ]);
   const p = new Parse(file);
   const user = accountDoc(p, 'users');
   const priv = accountDoc(p, 'private');
