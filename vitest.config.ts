@@ -19,6 +19,7 @@ const UNIT = [
   'test/embeddedSettings.test.ts',
   'test/fetcher.test.ts',
   'test/fuzz.test.ts',
+  'test/idSet.test.ts',
   'test/importCollections.test.ts',
   'test/importJsonSyntax.test.ts',
   'test/importPluralKit.test.ts',

@@ -1,5 +1,5 @@
 /**
- * npm run bench:portability [-- --smoke] [-- --members N --history N --notes N] [-- --only simply_plural|native]: how long an import takes and how much memory it needs,
+ * npm run bench:portability [-- --smoke] [-- --members N --history N --notes N --messages N] [-- --only simply_plural|native]: how long an import takes and how much memory it needs,
  * on the real server (a child process, NODE_ENV=production, the job worker on) and PostgreSQL.
  *
  * Generates a large Simply Plural export (members with custom field values, custom fronts, nested
@@ -27,17 +27,19 @@ const { values } = parseArgs({
     members: { type: 'string' },
     history: { type: 'string' },
     notes: { type: 'string' },
+    messages: { type: 'string' },
     only: { type: 'string' },
   },
 });
 const smoke = values.smoke ?? false;
 const SIZE = {
   ...(smoke
-    ? { members: 50, fronts: 5, fields: 6, groups: 10, history: 2_000, notes: 200 }
-    : { members: 2_000, fronts: 20, fields: 12, groups: 100, history: 300_000, notes: 20_000 }),
+    ? { members: 50, fronts: 5, fields: 6, groups: 10, history: 2_000, notes: 200, messages: 500 }
+    : { members: 2_000, fronts: 20, fields: 12, groups: 100, history: 300_000, notes: 20_000, messages: 50_000 }),
   ...(values.members ? { members: Number(values.members) } : {}),
   ...(values.history ? { history: Number(values.history) } : {}),
   ...(values.notes ? { notes: Number(values.notes) } : {}),
+  ...(values.messages ? { messages: Number(values.messages) } : {}),
 };
 const log = (m: string) => process.stdout.write(`[portability] ${m}\n`);
 
@@ -134,9 +136,35 @@ function simplyPluralExport(): string {
     date: start + i * 60_000,
     supportMarkdown: true,
   }));
+  const channels = Array.from({ length: 12 }, (_, i) => ({ _id: oid(9, i), uid, name: `channel-${i}`, desc: '' }));
+  const categories = Array.from({ length: 3 }, (_, i) => ({
+    _id: oid(10, i),
+    uid,
+    name: `Category ${i}`,
+    desc: '',
+    channels: channels.filter((_, k) => k % 3 === i).map((c) => c._id),
+  }));
+  const chatMessages = Array.from({ length: SIZE.messages }, (_, i) => ({
+    _id: oid(11, i),
+    uid,
+    channel: oid(9, i % 12),
+    writer: oid(3, i % SIZE.members),
+    message: `Message ${i} <###@${oid(3, (i + 1) % SIZE.members)}###> about the day. `.repeat(2),
+    writtenAt: start + i * 30_000,
+    updatedAt: start + i * 30_000,
+    replyTo: i >= 12 && i % 5 === 0 ? oid(11, i - 12) : '',
+  }));
   return JSON.stringify({
     users: [{ _id: uid, uid, username: 'bench', desc: '', color: '#000000', isAsystem: true }],
-    private: [{ _id: uid, uid, latestVersion: 312, defaultPrivacySettings: { members: [oid(1, 0)], groups: [] } }],
+    private: [
+      {
+        _id: uid,
+        uid,
+        latestVersion: 312,
+        defaultPrivacySettings: { members: [oid(1, 0)], groups: [] },
+        categories: categories.map((c) => c._id),
+      },
+    ],
     privacyBuckets: buckets,
     customFields: fields,
     members,
@@ -145,6 +173,9 @@ function simplyPluralExport(): string {
     frontHistory: history,
     comments: [],
     notes,
+    channelCategories: categories,
+    channels,
+    chatMessages,
     tokens: [{ _id: oid(8, 0), uid, token: 'never-read', permission: 7 }],
     friends: [],
   });
@@ -374,7 +405,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       [
         '',
-        `Simply Plural import, ${SIZE.members} members, ${SIZE.history} front history documents, ${SIZE.notes} notes (PostgreSQL, a server of its own):`,
+        `Simply Plural import, ${SIZE.members} members, ${SIZE.history} front history documents, ${SIZE.notes} notes, ${SIZE.messages} chat messages (PostgreSQL, a server of its own):`,
         '',
         ...header,
         ...spRows,

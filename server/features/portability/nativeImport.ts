@@ -33,7 +33,8 @@ import { NATIVE_FORMAT, NATIVE_VERSION } from './nativeExport.ts';
 import { archiveColumns, EXPORTED_TABLES, type ExportedTable, MEDIA_FOLDERS } from './nativeTables.ts';
 import { type CollectionReport, importsRepo, type RefRow } from './repo.ts';
 import { nativeRepo } from './repo/native.ts';
-import { isUuid, Remapper, UuidSet } from './remap.ts';
+import { UuidSet } from './idSet.ts';
+import { isUuid, Remapper } from './remap.ts';
 import { readTar, TarFormatError } from './tar.ts';
 
 type Row = Record<string, unknown>;

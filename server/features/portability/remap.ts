@@ -7,73 +7,12 @@
  * uuid someone wrote in a note) is left as it is, except in the account's object keys.
  */
 import { createHash } from 'node:crypto';
+import { UuidSet } from './idSet.ts';
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const UUIDS = /[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}/g;
 
 export const isUuid = (value: unknown): value is string => typeof value === 'string' && UUID.test(value);
-
-const bytesOf = (uuid: string) => Buffer.from(uuid.replace(/-/g, ''), 'hex');
-
-/**
- * A set of uuids at 32 bytes each (open addressing over one byte array, half full at most): the
- * ids of an archive's rows, which may number millions.
- */
-export class UuidSet {
-  private slots = new Uint8Array(16 * 1024);
-  private capacity = 1024;
-  private used = new Uint8Array(1024);
-  size = 0;
-
-  private slotOf(bytes: Uint8Array): number {
-    // fmix32 of the xor of the four words: time-ordered uuids spread as well as random ones.
-    let h = 0;
-    for (let i = 0; i < 16; i += 4)
-      h ^= (bytes[i]! << 24) | (bytes[i + 1]! << 16) | (bytes[i + 2]! << 8) | bytes[i + 3]!;
-    h ^= h >>> 16;
-    h = Math.imul(h, 0x85ebca6b);
-    h ^= h >>> 13;
-    h = Math.imul(h, 0xc2b2ae35);
-    h ^= h >>> 16;
-    return (h >>> 0) & (this.capacity - 1);
-  }
-
-  /** The slot holding `bytes`, or the empty slot where it would go. */
-  private find(bytes: Uint8Array): number {
-    let slot = this.slotOf(bytes);
-    for (;;) {
-      if (!this.used[slot]) return slot;
-      let same = true;
-      for (let i = 0; i < 16 && same; i++) same = this.slots[slot * 16 + i] === bytes[i];
-      if (same) return slot;
-      slot = (slot + 1) & (this.capacity - 1);
-    }
-  }
-
-  private place(bytes: Uint8Array): void {
-    const slot = this.find(bytes);
-    if (this.used[slot]) return;
-    this.used[slot] = 1;
-    this.slots.set(bytes, slot * 16);
-    this.size++;
-  }
-
-  add(uuid: string): void {
-    if (this.size * 2 >= this.capacity) {
-      const { slots, used, capacity } = this;
-      this.capacity *= 2;
-      this.slots = new Uint8Array(this.capacity * 16);
-      this.used = new Uint8Array(this.capacity);
-      this.size = 0;
-      for (let s = 0; s < capacity; s++) if (used[s]) this.place(slots.subarray(s * 16, s * 16 + 16));
-    }
-    this.place(bytesOf(uuid));
-  }
-
-  has(uuid: string): boolean {
-    return this.used[this.find(bytesOf(uuid))] === 1;
-  }
-}
 
 export class Remapper {
   /** Archive id → an existing row's id in the importing account. */

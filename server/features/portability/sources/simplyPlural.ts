@@ -28,6 +28,7 @@ import {
   WarningLog,
 } from '../bundle.ts';
 import { type CollectionDocument, type Collections, collectionsOf } from '../collections.ts';
+import { StringIdSet } from '../idSet.ts';
 import { cut, isObject } from './text.ts';
 
 type Doc = Record<string, unknown>;
@@ -264,7 +265,8 @@ class Parse {
 
   /** The collection's documents with usable ids, in file order, one at a time. */
   *entries(collection: string): Generator<Entry> {
-    const seen = new Set<string>();
+    // Compact: a streamed collection's ids may number millions.
+    const seen = new StringIdSet();
     let index = -1;
     for (const { key, doc } of this.documentsOf(collection)) {
       index++;
