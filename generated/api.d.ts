@@ -3388,6 +3388,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream the account's changes as they commit (Server-Sent Events)
+         * @description A `text/event-stream` of every change of the key's account in the areas the key can read
+         *     (a member event needs `members:read`, a front event `front:read`; events of other areas are
+         *     left out, never sent), in the order they committed. Each message is
+         *
+         *         id: <event id>
+         *         event: <type>
+         *         data: <the Event, one line of JSON>
+         *
+         *     - Resume with `Last-Event-ID` (what an EventSource sends by itself) or `after`: the stream
+         *       starts exactly after that event, from the log, across restarts and instances; no gap, no
+         *       duplicate. Without either it starts with the next change.
+         *     - A cursor older than the log keeps (EVENT_RETENTION_HOURS) gets one `event: reset` message
+         *       (an EventStreamReset): re-read the state you keep; the stream goes on from the oldest event kept.
+         *     - `types` keeps the events whose type starts with one of its comma-separated prefixes
+         *       (`front.`, `member.created`).
+         *     - A comment line (`: heartbeat`) every EVENTS_HEARTBEAT_SECONDS keeps proxies from closing the
+         *       connection. At most EVENTS_MAX_STREAMS_PER_KEY streams per key at once on one instance
+         *       (429 beyond); opening one counts as one request for the rate limit. A revoked key's streams
+         *       close within a second; a server shutting down ends them cleanly.
+         *     - docs/events.md lists the types and the delivery guarantees.
+         */
+        get: operations["streamEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/imports": {
         parameters: {
             query?: never;
@@ -5367,6 +5406,77 @@ export interface components {
              */
             memberId?: string | null;
             memberIds?: components["schemas"]["Uuid"][];
+        };
+        /**
+         * @description The event's place in the log, as decimal digits; the stream's cursor (`Last-Event-ID`, `after`).
+         * @example 1042
+         */
+        EventId: string;
+        /** @description Who made the change: an API key of the account (its id, never the key), a friend (their account id), the operator (no id) or a background job (its name). */
+        EventActor: {
+            /**
+             * @example key
+             * @enum {string}
+             */
+            kind: "key" | "friend" | "operator" | "system";
+            /** @example 4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1 */
+            id: string | null;
+        };
+        /**
+         * @example member.updated
+         * @enum {string}
+         */
+        MemberEventType: "member.created" | "member.updated" | "member.archived" | "member.unarchived" | "member.trashed" | "member.restored";
+        /** @description A member of the account changed. Read under the `members` scope. `data.fields` names the fields a `member.updated` changed (as the member's read shape names them); read the member for their values. */
+        MemberEvent: {
+            id: components["schemas"]["EventId"];
+            /** @example member.created */
+            type: components["schemas"]["MemberEventType"];
+            /**
+             * @description The time of the request (or job) that made the change (epoch ms).
+             * @example 1763800000000
+             */
+            occurredAt: number;
+            accountId: components["schemas"]["Uuid"];
+            actor: components["schemas"]["EventActor"];
+            data: {
+                memberId: components["schemas"]["Uuid"];
+                /**
+                 * @example [
+                 *       "name",
+                 *       "pronouns"
+                 *     ]
+                 */
+                fields?: string[];
+            };
+        };
+        /** @description The account's front changed (a member joined or left, the order, tier presence, or a note): one event per committed front write, with the front as it was after it (the shape of `GET /api/v1/front`). Read under the `front` scope. */
+        FrontChangedEvent: {
+            id: components["schemas"]["EventId"];
+            /**
+             * @example front.changed
+             * @constant
+             */
+            type: "front.changed";
+            /** @example 1763800000000 */
+            occurredAt: number;
+            accountId: components["schemas"]["Uuid"];
+            actor: components["schemas"]["EventActor"];
+            data: {
+                front: components["schemas"]["FrontState"];
+            };
+        };
+        /** @description One change of the account, as the stream sends it (an SSE message's `data`, its `event` the type and its `id` the id). */
+        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"];
+        /** @description Sent as an SSE message `event: reset` when the cursor asked for is older than the log keeps (EVENT_RETENTION_HOURS): events may have been missed, so re-read the state you keep; the stream goes on from the oldest event kept. */
+        EventStreamReset: {
+            /**
+             * @description `cursor_expired`: older than the log keeps; `cursor_unknown`: newer than its newest event (another server's, or a log that was reset).
+             * @example cursor_expired
+             * @enum {string}
+             */
+            reason: "cursor_expired" | "cursor_unknown";
+            oldestId: components["schemas"]["EventId"] | null;
         };
         /**
          * @description A member as a friend sees it on the front: id, name and avatar. `avatarUrl` is null when the
@@ -16313,6 +16423,54 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description Start after this event (as `Last-Event-ID`; the header wins when both are sent). */
+                after?: components["schemas"]["EventId"];
+                /** @description Comma-separated type prefixes; only events whose type starts with one of them are sent. */
+                types?: string;
+            };
+            header?: {
+                /** @description The id of the last event received (sent by EventSource when it reconnects). */
+                "Last-Event-ID"?: components["schemas"]["EventId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stream; it stays open until the client, the key's revocation or a shutdown ends it. */
+            200: {
+                headers: {
+                    /**
+                     * @description Never stored.
+                     * @example no-store
+                     */
+                    "Cache-Control"?: string;
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "Content-Security-Policy": components["headers"]["UserContentSecurityPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description A cursor or a `types` filter that is not one. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

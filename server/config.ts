@@ -26,6 +26,7 @@ export const SETTING_GROUPS = [
   'Notes and trash',
   'Messaging',
   'Imports and exports',
+  'Events',
   'Background jobs',
   'Diagnostics',
 ] as const;
@@ -844,6 +845,38 @@ export const SETTINGS = {
     min: 1,
     max: 32,
     description: 'Link-preview fetches one process runs at the same time; each also has `FETCH_TIMEOUT_MS`.',
+  }),
+
+  // Events
+  eventRetentionHours: integer('EVENT_RETENTION_HOURS', {
+    group: 'Events',
+    default: 72,
+    min: 1,
+    max: 8760,
+    description:
+      'Hours the event log keeps an event: a stream resumed from an older cursor gets a `reset` message. Pruned by a recurring job (`EVENT_PRUNE_INTERVAL_MS`).',
+  }),
+  eventsMaxStreamsPerKey: integer('EVENTS_MAX_STREAMS_PER_KEY', {
+    group: 'Events',
+    default: 5,
+    min: 1,
+    max: 1000,
+    description: 'Event streams (`GET /api/v1/events`) one API key may have open at once on one instance; 429 beyond.',
+  }),
+  eventsHeartbeatSeconds: integer('EVENTS_HEARTBEAT_SECONDS', {
+    group: 'Events',
+    default: 15,
+    min: 1,
+    max: 300,
+    description: 'Seconds between the comment lines an idle event stream sends, so that proxies keep it open.',
+  }),
+  eventPruneIntervalMs: integer('EVENT_PRUNE_INTERVAL_MS', {
+    group: 'Events',
+    default: 600_000,
+    min: 0,
+    max: 86_400_000,
+    description:
+      'How often events older than `EVENT_RETENTION_HOURS` are deleted: a recurring job on the durable queue (`0` turns it off).',
   }),
 
   // Background jobs

@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { onBehalfOf } from './access/index.ts';
 import { DatabaseAuditSink } from './audit/index.ts';
 import type { Config } from './config.ts';
-import type { Actor, AuditSink, JobEnqueuer, ServerContext, ServiceContext } from './core/context.ts';
+import type { Actor, AuditSink, EventSink, JobEnqueuer, ServerContext, ServiceContext } from './core/context.ts';
+import { DatabaseEventSink } from './events/log.ts';
 import { JobQueue } from './jobs/queue.ts';
 import type { ObjectStorage } from './storage/types.ts';
 
@@ -20,6 +21,7 @@ export interface ContextParts {
   /** Defaults to a queue handle on `db` (enqueue only). */
   jobs?: JobEnqueuer;
   audit?: AuditSink;
+  events?: EventSink;
   clock?: () => number;
 }
 
@@ -34,6 +36,7 @@ export function backgroundContext(parts: ContextParts, actor: Actor): ServerCont
     log: parts.logger,
     storage: parts.storage ?? null,
     audit: parts.audit ?? new DatabaseAuditSink(),
+    events: parts.events ?? new DatabaseEventSink(),
     jobs: parts.jobs ?? new JobQueue(parts.db, { clock, logger: parts.logger }),
   };
 }

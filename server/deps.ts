@@ -1,6 +1,7 @@
 /** Everything the app needs from the outside world, built by main.ts (or the test harness). */
 import type { Logger } from 'pino';
-import type { AuditSink } from './core/context.ts';
+import type { AuditSink, EventSink } from './core/context.ts';
+import type { EventHub } from './events/stream.ts';
 import type { Config } from './config.ts';
 import type { Database } from './db/knex.ts';
 import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
@@ -34,6 +35,10 @@ export interface AppDeps {
   jobs: JobQueue;
   /** Where audited actions are recorded (in the action's own transaction). */
   audit: AuditSink;
+  /** The event log (in the change's own transaction). */
+  events: EventSink;
+  /** The open event streams of this process (GET /api/v1/events); null where none are served. */
+  eventHub: EventHub | null;
   /** Called when a response breaks the contract (validated in development and tests). */
   onResponseViolation?: (violation: ResponseViolation) => void;
 }

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { createApp } from './app.ts';
 import { DatabaseAuditSink } from './audit/index.ts';
+import { DatabaseEventSink } from './events/log.ts';
 import type { Config } from './config.ts';
 import { openDatabase } from './db/knex.ts';
 import { pendingMigrations } from './db/migrate.ts';
@@ -76,6 +77,9 @@ export async function openDirectAdmin(config: Config, logger: Logger): Promise<D
     metrics: new Metrics({ collectProcessMetrics: false }),
     jobs: new JobQueue(db.knex, { clock, logger }),
     audit: new DatabaseAuditSink(),
+    events: new DatabaseEventSink(),
+    // The direct admin serves no event streams.
+    eventHub: null,
   };
   return {
     fetch: inProcessFetch(createApp(deps)),

@@ -1,4 +1,5 @@
 /** The operationId → handler map for the whole contract. Missing or extra entries fail to compile. */
+import { eventsHandlers } from './events/handlers.ts';
 import { adminHandlers } from './features/admin/handlers.ts';
 import { appearanceHandlers } from './features/appearance/handlers.ts';
 import { entriesHandlers } from './features/entries/handlers.ts';
@@ -44,6 +45,7 @@ export const handlers = {
   ...privacyBucketsHandlers,
   ...socialHandlers,
   ...portabilityHandlers,
+  ...eventsHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -122,6 +122,8 @@ function stop(reason: string, exitCode: number, graceMs: number): void {
   force.unref();
   server.close(() => void closeRuntime());
   server.closeIdleConnections();
+  // Event streams never finish by themselves: end them so that their connections close too.
+  void runtime?.endStreams().catch((err: unknown) => log('warn', { err }, 'could not end the event streams'));
 }
 
 function onSignal(signal: NodeJS.Signals): void {

@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { DatabaseAuditSink } from './audit/index.ts';
+import { DatabaseEventSink, EVENTS_CHANNEL, eventsRepo } from './events/log.ts';
+import { EventHub, type Subscribe } from './events/stream.ts';
+import { ChannelListener } from './db/listen.ts';
 import { backgroundContext } from './context.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { openDatabase, type Database } from './db/knex.ts';
@@ -43,6 +46,8 @@ export interface Runtime {
   maintenance: EmbeddedMaintenanceJob | undefined;
   /** Registers the recurring schedules (retention purge, embedded maintenance) and starts the job worker. */
   startJobs(): Promise<void>;
+  /** Ends the open event streams cleanly (shutdown, before the HTTP server closes). */
+  endStreams(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -253,8 +258,22 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     metrics,
     jobs,
     audit: new DatabaseAuditSink(),
+    events: new DatabaseEventSink(),
+    eventHub: new EventHub(db.knex, {
+      heartbeatMs: config.eventsHeartbeatSeconds * 1000,
+      maxPerKey: config.eventsMaxStreamsPerKey,
+      logger: options.logger,
+      subscribe: subscribeToEvents(config, db, options.logger),
+    }),
     onResponseViolation: options.onResponseViolation,
   };
+  await deps.eventHub!.start();
+  // Events past EVENT_RETENTION_HOURS (docs/events.md).
+  jobs.define(
+    'event_prune',
+    async () => void (await eventsRepo.prune(db.knex, clock() - config.eventRetentionHours * 3_600_000)),
+    { maxAttempts: 3 },
+  );
   const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {
     defaultRetentionDays: config.trashRetentionDays,
     clock,
@@ -305,6 +324,14 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
       if (config.trashPurgeIntervalMs > 0)
         await jobs.schedule('trash_retention', 'trash_retention', config.trashPurgeIntervalMs, now);
       else await jobs.unschedule('trash_retention');
+      if (config.eventPruneIntervalMs > 0)
+        await jobs.schedule(
+          'event_prune',
+          'event_prune',
+          config.eventPruneIntervalMs,
+          now + config.eventPruneIntervalMs,
+        );
+      else await jobs.unschedule('event_prune');
       if (maintenance) {
         // The first pass a second after start-up: a fresh database has no statistics yet.
         if (config.embeddedMaintenanceIntervalMs > 0) {
@@ -326,12 +353,29 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
       await queueMessageReencryption(jobs, db.knex, deps.config);
       jobs.start();
     },
+    endStreams: async () => {
+      await deps.eventHub?.close();
+    },
     close: async () => {
+      await deps.eventHub?.close();
       await jobs.stop();
       await revocations?.close();
       await apiKeys.close();
       await deps.rateLimiter.close();
       await db.close();
     },
+  };
+}
+
+/** How the event hub hears of appends: LISTEN on PostgreSQL (every instance), PGlite's own listen embedded. */
+function subscribeToEvents(config: Config, db: Database, logger: Logger): Subscribe {
+  return async ({ onNotify, onConnected }) => {
+    if (config.databaseUrl) {
+      const listener = new ChannelListener(config.databaseUrl, EVENTS_CHANNEL, { onNotify, onConnected }, logger);
+      await listener.start();
+      return () => listener.close();
+    }
+    if (!db.listen) throw new Error('the embedded database cannot listen');
+    return db.listen(EVENTS_CHANNEL, onNotify);
   };
 }

@@ -211,6 +211,11 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
     errorStatus: 404,
     call: (api, headers) => api.GET('/api/v1/imports/{importId}', { params: { path: { importId: ID } }, headers }),
   },
+  Events: {
+    operationId: 'streamEvents',
+    errorStatus: 400,
+    call: (api, headers) => api.GET('/api/v1/events', { headers, parseAs: 'text' }),
+  },
   Admin: {
     operationId: 'getAccount',
     errorStatus: 404,

@@ -417,6 +417,7 @@ const EXCLUDED: Record<string, string> = {
   getImport: "the server's record of imports, not exported",
   listExports: "the server's record of exports, not exported",
   getExport: "the server's record of exports, not exported",
+  streamEvents: 'a stream of changes as they happen (the log of the last hours), not a read of the data',
   searchMessagingGifs: "the GIF provider's catalogue, not account data",
   browseMessagingGifs: "the GIF provider's catalogue, not account data",
   listMessagingGifCategories: "the GIF provider's catalogue, not account data",

@@ -193,6 +193,7 @@ describe('responses that carry user bytes', () => {
       'getMemberMedia 304',
       'getSocialGalleryImage 200',
       'getSocialGalleryImage 304',
+      'streamEvents 200',
     ]);
   });
 });

@@ -41,6 +41,12 @@ export const BUNDLED_CONTRACT = resolve(import.meta.dirname, '../../generated/op
 
 type Json = Record<string, unknown>;
 
+/** Operations the fuzz run leaves out, and why. */
+export const NOT_FUZZED: Readonly<Record<string, string>> = {
+  streamEvents:
+    'an event stream stays open until its client closes it, so no response ever completes; its cursor, filter and limit errors are tested in test/events.test.ts',
+};
+
 export class Contract {
   readonly doc: Json;
   readonly operations: Operation[];
@@ -112,7 +118,7 @@ export class Contract {
       const shared = (item.parameters as unknown[] | undefined) ?? [];
       for (const method of ['get', 'put', 'post', 'delete', 'patch']) {
         const op = item[method] as Json | undefined;
-        if (!op) continue;
+        if (!op || NOT_FUZZED[String(op.operationId)]) continue;
         const params = new Map<string, Parameter>();
         for (const raw of [...shared, ...((op.parameters as unknown[] | undefined) ?? [])]) {
           const p = this.deref<Json>(raw);

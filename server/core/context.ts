@@ -9,9 +9,12 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import type { components } from '../../generated/api.d.ts';
 import type { Config } from '../config.ts';
 import type { ObjectStorage } from '../storage/types.ts';
 import type { ScopeMap } from './scopes.ts';
+
+type Schemas = components['schemas'];
 
 /** Who carries out the action. */
 export type Actor =
@@ -114,6 +117,19 @@ export interface AuditSink {
   record(ctx: ServiceContext, entry: AuditEntry): Promise<void>;
 }
 
+/**
+ * One change for the event log (server/events/): the type and its data as the contract's Event
+ * union declares them, and the scope a reader needs to see it.
+ */
+export type EventEntry =
+  | { type: Schemas['MemberEvent']['type']; area: 'members'; data: Schemas['MemberEvent']['data'] }
+  | { type: Schemas['FrontChangedEvent']['type']; area: 'front'; data: Schemas['FrontChangedEvent']['data'] };
+
+/** Appends to the event log in the caller's transaction: `ctx.db` must be the transaction of the change. */
+export interface EventSink {
+  emit(ctx: ServiceContext, entry: EventEntry): Promise<void>;
+}
+
 /** The enqueue side of the durable job queue (server/jobs/queue.ts). */
 export interface JobEnqueuer {
   /** Pass the caller's transaction as `db` so the job exists exactly when the write commits. */
@@ -138,6 +154,7 @@ export interface ServerContext {
   /** Object storage; null when the operator configured none (OBJECT_STORAGE=none). */
   readonly storage: ObjectStorage | null;
   readonly audit: AuditSink;
+  readonly events: EventSink;
   readonly jobs: JobEnqueuer;
 }
 

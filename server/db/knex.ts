@@ -33,6 +33,11 @@ export interface Database {
    * transaction (if any) has ended and no statement runs until it returns (server/db/backup.ts).
    */
   exclusive?: <T>(work: (pglite: EmbeddedConnection) => Promise<T>) => Promise<T>;
+  /**
+   * Embedded only: LISTEN on `channel` in this process (PostgreSQL's notifications, delivered at
+   * commit); resolves to a function that stops listening. On PostgreSQL use ChannelListener (db/listen.ts).
+   */
+  listen?: (channel: string, onNotify: (payload: string) => void) => Promise<() => Promise<void>>;
 }
 
 /** What `exclusive` gives its work: the PGlite instance, to run a statement on while the connection is held. */
@@ -280,6 +285,18 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       const connection: unknown = await knex.client.acquireConnection();
       try {
         return await work(pglite);
+      } finally {
+        await knex.client.releaseConnection(connection);
+      }
+    },
+    listen: async (channel, onNotify) => {
+      // Holding the one connection, so that LISTEN never lands inside a transaction of the app's.
+      const connection: unknown = await knex.client.acquireConnection();
+      try {
+        const stop = await pglite.listen(channel, onNotify);
+        return async () => {
+          if (!pglite.closed) await stop();
+        };
       } finally {
         await knex.client.releaseConnection(connection);
       }

@@ -284,6 +284,7 @@ class Context implements RequestContext {
       log: this.log,
       storage: this.deps.storage,
       audit: this.deps.audit,
+      events: this.deps.events,
       jobs: this.deps.jobs,
     };
     return this.serverCtx;

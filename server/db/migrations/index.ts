@@ -24,6 +24,7 @@ import * as m0022 from './0022_system_assignment_index.ts';
 import * as m0023 from './0023_imports.ts';
 import * as m0024 from './0024_exports.ts';
 import * as m0025 from './0025_front_count_per_statement.ts';
+import * as m0026 from './0026_events.ts';
 
 export const migrations = [
   m0001,
@@ -51,4 +52,5 @@ export const migrations = [
   m0023,
   m0024,
   m0025,
+  m0026,
 ];

@@ -101,6 +101,11 @@ export async function getFront(ctx: ServiceContext): Promise<FrontState> {
   };
 }
 
+/** Appends `front.changed` with the front as this transaction leaves it (docs/events.md). */
+export async function frontChanged(tx: ServiceContext): Promise<void> {
+  await tx.events.emit(tx, { type: 'front.changed', area: 'front', data: { front: await getFront(tx) } });
+}
+
 /** The member may join the front or a tier: the caller's, not archived, not in the trash. */
 async function assertActiveMember(db: Knex, userId: string, memberId: string, field = 'memberId'): Promise<void> {
   const member = await frontRepo.member(db, userId, memberId);
@@ -111,7 +116,8 @@ async function assertActiveMember(db: Knex, userId: string, memberId: string, fi
 export async function startFronting(ctx: ServiceContext, input: Schemas['StartFrontingRequest']): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await frontRepo.lock(trx, userId);
     await assertActiveMember(trx, userId, input.memberId);
     if (input.createdBy !== undefined) {
@@ -136,6 +142,7 @@ export async function startFronting(ctx: ServiceContext, input: Schemas['StartFr
       updated_at: now,
       deleted_at: null,
     });
+    await frontChanged(tx);
   });
 }
 
@@ -144,19 +151,21 @@ export async function stopFronting(ctx: ServiceContext, memberId: string): Promi
   const userId = ownerOf(ctx);
   // A trashed member may still be ended; only unknown and foreign ids are refused.
   if (!(await frontRepo.member(db, userId, memberId))) throw badRequest('memberId is not one of your members');
-  await inTransaction(ctx, async ({ db: trx }) => {
-    await frontRepo.lock(trx, userId);
-    await frontRepo.endOpen(trx, userId, now, memberId);
+  await inTransaction(ctx, async (tx) => {
+    await frontRepo.lock(tx.db, userId);
+    await frontRepo.endOpen(tx.db, userId, now, memberId);
+    await frontChanged(tx);
   });
 }
 
 export async function clearFront(ctx: ServiceContext): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
-    await frontRepo.lock(trx, userId);
-    await frontRepo.endOpen(trx, userId, now);
-    await frontRepo.deletePresence(trx, userId);
+  await inTransaction(ctx, async (tx) => {
+    await frontRepo.lock(tx.db, userId);
+    await frontRepo.endOpen(tx.db, userId, now);
+    await frontRepo.deletePresence(tx.db, userId);
+    await frontChanged(tx);
   });
 }
 
@@ -181,7 +190,8 @@ export async function endMemberFront(trx: Knex, userId: string, memberId: string
 export async function reorderFront(ctx: ServiceContext, memberIds: string[]): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await frontRepo.lock(trx, userId);
     const current = new Set((await liveOpenSessions(trx, userId)).map((s) => s.member_id));
     const given = new Set(memberIds);
@@ -196,6 +206,7 @@ export async function reorderFront(ctx: ServiceContext, memberIds: string[]): Pr
       throw badRequest(`memberIds must list each member fronting now exactly once (${details.join('; ')})`);
     }
     await frontRepo.setOrder(trx, userId, memberIds, now);
+    await frontChanged(tx);
   });
 }
 
@@ -209,7 +220,8 @@ export async function setTierPresence(ctx: ServiceContext, input: Schemas['SetTi
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const tierKey = PRESET_NAMES.has(input.tierKey) ? input.tierKey : input.tierKey.toLowerCase();
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await frontRepo.lock(trx, userId);
     await assertTierKey(trx, userId, tierKey);
     await assertActiveMember(trx, userId, input.memberId);
@@ -224,13 +236,16 @@ export async function setTierPresence(ctx: ServiceContext, input: Schemas['SetTi
       created_at: now,
       updated_at: now,
     });
+    await frontChanged(tx);
   });
 }
 
 export async function clearTierPresence(ctx: ServiceContext, memberId: string): Promise<void> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  await frontRepo.deletePresence(db, userId, memberId);
+  await inTransaction(ctx, async (tx) => {
+    await frontRepo.deletePresence(tx.db, userId, memberId);
+    await frontChanged(tx);
+  });
 }
 
 export async function listTiers(ctx: ServiceContext): Promise<FrontTier[]> {

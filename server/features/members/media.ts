@@ -12,9 +12,11 @@ import { readStoredImage, type StoredImageResponse } from '../../storage/serve.t
 import type { ObjectStorage } from '../../storage/types.ts';
 import { toMember, type MediaKind, type MediaRef, type Member, type MemberRow } from '../../core/members.ts';
 import { membersRepo } from './repo.ts';
-import { changeMember } from './service.ts';
+import { changeMember, memberChanged } from './service.ts';
 
 const COLUMN: Record<MediaKind, 'avatar' | 'banner'> = { avatar: 'avatar', banner: 'banner' };
+/** The member read shape's field each kind shows in. */
+const FIELD: Record<MediaKind, 'avatarUrl' | 'backgroundUrl'> = { avatar: 'avatarUrl', banner: 'backgroundUrl' };
 
 export type MediaResponse = StoredImageResponse | { status: 302; headers: Record<string, string> } | { status: 503 };
 
@@ -94,12 +96,14 @@ export async function uploadMemberMedia(
   const { etag } = await store.put(key, body, contentType);
   const ref: MediaRef = { source: 'object', key, contentType, etag };
   let previous: MediaRef | null = null;
-  const row = await inTransaction(ctx, ({ db: trx }) =>
-    changeMember(trx, userId, memberId, now, async (current: MemberRow) => {
+  const row = await inTransaction(ctx, async (tx) => {
+    const changed = await changeMember(tx.db, userId, memberId, now, async (current: MemberRow) => {
       previous = current[COLUMN[kind]];
       return { [COLUMN[kind]]: ref };
-    }),
-  );
+    });
+    await memberChanged(tx, memberId, [FIELD[kind]]);
+    return changed;
+  });
   await dropObject(store, previous, key, log);
   return toMember(row);
 }
@@ -111,9 +115,10 @@ export async function deleteMemberMedia(ctx: ServiceContext, memberId: string, k
   if (!member) throw notFound('Member not found');
   const previous = member[COLUMN[kind]];
   if (!previous) return;
-  await inTransaction(ctx, ({ db: trx }) =>
-    changeMember(trx, userId, memberId, now, async () => ({ [COLUMN[kind]]: null })),
-  );
+  await inTransaction(ctx, async (tx) => {
+    await changeMember(tx.db, userId, memberId, now, async () => ({ [COLUMN[kind]]: null }));
+    await memberChanged(tx, memberId, [FIELD[kind]]);
+  });
   if (storage) await dropObject(storage, previous, undefined, log);
 }
 

@@ -52,7 +52,8 @@ export async function createMember(
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
     const row: MemberRow = {
@@ -79,6 +80,7 @@ export async function createMember(
     // The owner's default buckets for new members and for each of their profile sections.
     await applyDefaults(trx, userId, 'new_member', [row.id], now);
     await applyDefaults(trx, userId, 'new_profile_section', [row.id], now);
+    await tx.events.emit(tx, { type: 'member.created', area: 'members', data: { memberId: row.id } });
     return { id: row.id };
   });
 }
@@ -121,13 +123,16 @@ export async function updateMember(
   const userId = ownerOf(ctx);
   const { expectedVersion, ...patch } = input;
   if (Object.keys(patch).length === 0) throw badRequest('Request body must contain at least one field to change');
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
+    let wasArchived = false;
     const row = await changeMember(
       trx,
       userId,
       id,
       now,
       async (current) => {
+        wasArchived = current.archived_at !== null;
         const changes: MemberChanges = {};
         if (patch.name !== undefined) changes.name = patch.name.trim();
         if (patch.displayName !== undefined) changes.display_name = blankToNull(patch.displayName) ?? null;
@@ -162,8 +167,32 @@ export async function updateMember(
       },
       expectedVersion,
     );
+    await memberChanged(tx, row.id, Object.keys(patch) as Array<keyof typeof patch>);
+    const archived = row.archived_at !== null;
+    if (archived !== wasArchived)
+      await tx.events.emit(tx, {
+        type: archived ? 'member.archived' : 'member.unarchived',
+        area: 'members',
+        data: { memberId: row.id },
+      });
     return toMember(row);
   });
+}
+
+/** The read shape's names of what a change set touched (docs/events.md). */
+const FIELD_NAMES: Partial<Record<keyof Schemas['UpdateMemberRequest'], string[]>> = {
+  archived: ['archivedAt'],
+  moveToSystemScope: ['sideSystemId', 'subSystemId'],
+};
+
+/** Appends `member.updated` naming the fields of the member's read shape that were written. */
+export async function memberChanged(
+  tx: ServiceContext,
+  memberId: string,
+  written: Array<keyof Schemas['UpdateMemberRequest']>,
+): Promise<void> {
+  const fields = [...new Set(written.flatMap((k) => FIELD_NAMES[k] ?? [k]))].filter((f) => f !== 'expectedVersion');
+  await tx.events.emit(tx, { type: 'member.updated', area: 'members', data: { memberId, fields } });
 }
 
 /**
@@ -176,24 +205,28 @@ export async function updateMember(
 export async function trashMember(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await lockFront(trx, userId);
     const row = await membersRepo.lockLive(trx, userId, id);
     if (!row) throw notFound('Member not found');
     await membersRepo.setDeleted(trx, userId, id, now, now);
     await endMemberFront(trx, userId, id, now);
+    await tx.events.emit(tx, { type: 'member.trashed', area: 'members', data: { memberId: id } });
   });
 }
 
 export async function restoreMember(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await lockFront(trx, userId);
     const row = await membersRepo.lockAny(trx, userId, id);
     if (!row) throw notFound('Member not found');
     if (row.deleted_at === null) throw badRequest('Member is not in the trash');
     await membersRepo.setDeleted(trx, userId, id, null, now);
+    await tx.events.emit(tx, { type: 'member.restored', area: 'members', data: { memberId: id } });
   });
 }
 

@@ -709,6 +709,9 @@ export const INTERNAL_TABLES = [
   'imports',
   'import_refs',
   'exports',
+  // The event log: changes of the last EVENT_RETENTION_HOURS, for streams to resume from; an import writes its own.
+  'events',
+  'events_pruned',
   'schema_migrations',
   'schema_migrations_lock',
 ] as const;

@@ -1,0 +1,162 @@
+/**
+ * The event log: `ctx.events.emit(ctx, entry)` appends one row to `events` in the transaction of
+ * the change it describes, so a rolled-back write emits nothing and a committed one always does.
+ *
+ * Order: every append first takes one transaction-scoped advisory lock, held to commit, so appends
+ * commit one after another in the order of their ids. A reader that has seen id n never later
+ * finds a committed event below n, which is what lets a stream resume from one number without a
+ * gap. The cost is that the tails of writing transactions (from their first event to their commit)
+ * run one at a time.
+ *
+ * The append also sends `pg_notify('events', '')`, which PostgreSQL (and PGlite) delivers at commit
+ * and never for a rolled-back transaction: the streams of every instance wake up then and read the
+ * log (stream.ts).
+ */
+import type { components } from '../../generated/api.d.ts';
+import type { EventEntry, EventSink, ServiceContext } from '../core/context.ts';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+
+type Schemas = components['schemas'];
+export type Event = Schemas['Event'];
+
+const AREA = 'events';
+/** The channel of the commit-time notification. */
+export const EVENTS_CHANNEL = 'events';
+const TYPE = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
+
+interface EventInsert {
+  account_id: string;
+  type: string;
+  area: string;
+  occurred_at: number;
+  /** JSON text. */
+  actor: string;
+  /** JSON text. */
+  data: string;
+}
+
+/** Appends one event under the log's lock, and asks for the notification at commit. */
+const append = statement<{ row: EventInsert }, { notified: unknown }>({
+  name: 'events_append',
+  area: AREA,
+  variants: {
+    'one event': {
+      row: { account_id: EXAMPLE_UUID, type: 'a.b', area: 'members', occurred_at: 0, actor: '{}', data: '{}' },
+    },
+  },
+  build: ({ row: r }) => sql`
+    with locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))),
+    appended as (
+      insert into events (account_id, type, area, occurred_at, actor, data)
+      select ${r.account_id}::uuid, ${r.type}::text, ${r.area}::text, ${r.occurred_at}::bigint, ${r.actor}::jsonb,
+        ${r.data}::jsonb
+      from locked
+      returning id
+    )
+    select pg_notify(${EVENTS_CHANNEL}::text, '') as notified from appended`,
+});
+
+export interface EventRow {
+  id: number;
+  account_id: string;
+  type: string;
+  area: string;
+  occurred_at: number;
+  actor: Schemas['EventActor'];
+  data: Record<string, unknown>;
+}
+
+/** The next events of an account after `after`, oldest first, in the areas given. */
+const listAfter = statement<{ accountId: string; after: number; areas: string[]; size: number }, EventRow>({
+  name: 'events_after',
+  area: AREA,
+  variants: { 'a page': { accountId: EXAMPLE_UUID, after: 0, areas: ['members'], size: 100 } },
+  build: ({ accountId, after, areas, size }) => sql`
+    select id, account_id, type, area, occurred_at, actor, data from events
+    where account_id = ${accountId} and id > ${after}::bigint and area = any(${areas}::text[])
+    order by id limit ${size}`,
+});
+
+/** The log's bounds: its newest id (0 when empty) and the highest id pruned. */
+const bounds = statement<Record<string, never>, { newest: number | null; pruned: number }>({
+  name: 'events_bounds',
+  area: AREA,
+  variants: { one: {} },
+  build: () => sql`select (select max(id) from events) as newest, (select through from events_pruned) as pruned`,
+});
+
+/** Deletes events older than `before` (a batch at a time), moving the pruned mark past them. */
+const prune = statement<{ before: number; size: number }, { n: number; marked: number }>({
+  name: 'events_prune',
+  area: AREA,
+  variants: { one: { before: 0, size: 10_000 } },
+  build: ({ before, size }) => sql`
+    with gone as (
+      delete from events where id in (select id from events where occurred_at < ${before}::bigint order by id limit ${size})
+      returning id
+    ),
+    mark as (
+      update events_pruned set through = greatest(through, (select coalesce(max(id), 0) from gone))
+      returning 1
+    )
+    select (select count(*) from gone)::int as n, (select count(*) from mark) as marked`,
+});
+
+export const eventsRepo = {
+  after: (db: Parameters<typeof listAfter>[0], accountId: string, after: number, areas: string[], size: number) =>
+    listAfter(db, { accountId, after, areas, size }),
+  bounds: async (db: Parameters<typeof bounds>[0]) => {
+    const row = (await bounds(db, {}))[0];
+    return { newest: row?.newest ?? 0, pruned: row?.pruned ?? 0 };
+  },
+  /** Deletes every event older than `before`, a batch at a time; how many went. */
+  prune: async (db: Parameters<typeof prune>[0], before: number): Promise<number> => {
+    let total = 0;
+    for (;;) {
+      const n = (await prune(db, { before, size: 10_000 }))[0]?.n ?? 0;
+      total += n;
+      if (n < 10_000) return total;
+    }
+  },
+};
+
+/** Who made the change, as the contract's EventActor says it (a key's id, never the key). */
+function actorOf(ctx: ServiceContext): Schemas['EventActor'] {
+  const { actor } = ctx;
+  if (actor.kind === 'key')
+    return actor.accountId === ctx.access.ownerId
+      ? { kind: 'key', id: actor.keyId }
+      : { kind: 'friend', id: actor.accountId };
+  if (actor.kind === 'system') return { kind: 'system', id: actor.job };
+  return { kind: 'operator', id: null };
+}
+
+export class DatabaseEventSink implements EventSink {
+  async emit(ctx: ServiceContext, entry: EventEntry): Promise<void> {
+    if (!ctx.db.isTransaction) throw new Error(`event ${entry.type}: emit it inside the transaction of the change`);
+    if (!TYPE.test(entry.type)) throw new Error(`event type ${JSON.stringify(entry.type)} is not a dotted name`);
+    await append(ctx.db, {
+      row: {
+        account_id: ctx.access.ownerId,
+        type: entry.type,
+        area: entry.area,
+        occurred_at: ctx.now,
+        actor: JSON.stringify(actorOf(ctx)),
+        data: JSON.stringify(entry.data),
+      },
+    });
+  }
+}
+
+/** A row as the contract's Event. */
+export function toEvent(row: EventRow): Event {
+  return {
+    id: String(row.id),
+    type: row.type,
+    occurredAt: row.occurred_at,
+    accountId: row.account_id,
+    actor: row.actor,
+    data: row.data,
+  } as Event;
+}

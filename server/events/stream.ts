@@ -1,0 +1,242 @@
+/**
+ * The open event streams of this process (GET /api/v1/events) and how they are fed.
+ *
+ * - A stream opened with a cursor first reads the log after it, a page at a time ("catching up"),
+ *   then joins the live feed. One without a cursor starts at the log's newest event.
+ * - The live feed: the commit-time notification of an append (log.ts; LISTEN on PostgreSQL, so
+ *   every instance hears every write; PGlite's own listen in the embedded process) wakes the hub,
+ *   which reads the log once after the newest id it has seen, for every stream at once, and hands
+ *   each event to the streams of its account whose key may read its area and whose filter keeps it.
+ *   A stream still catching up is passed over and told to read once more when it is done, so
+ *   nothing falls between its last page and the feed. After a reconnect of the listening connection
+ *   the hub reads the log once anyway (notifications sent while it was down are lost).
+ * - Ids only grow as events commit (the log's lock), so "every id above the cursor, in order" has
+ *   no gap and no duplicate.
+ * - A comment line every EVENTS_HEARTBEAT_SECONDS; once a second the keys of the open streams are
+ *   checked and the streams of a revoked key closed; a stream whose client reads too slowly (1 MB
+ *   unsent) is closed, to resume from its last id.
+ */
+import { PassThrough, type Readable } from 'node:stream';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+import { type EventRow, eventsRepo, toEvent } from './log.ts';
+
+const PAGE = 500;
+/** Unsent bytes past which a slow client's stream is closed (it resumes from its last id). */
+const MAX_BUFFERED = 1 << 20;
+
+/** The log after `after`, every account, oldest first (the hub's live read). */
+const since = statement<{ after: number; size: number }, EventRow>({
+  name: 'events_since',
+  area: 'events',
+  variants: { one: { after: 0, size: PAGE } },
+  build: ({ after, size }) => sql`
+    select id, account_id, type, area, occurred_at, actor, data from events
+    where id > ${after}::bigint order by id limit ${size}`,
+});
+
+/** Which of these keys are still valid (not revoked). */
+const liveKeys = statement<{ ids: string[] }, { id: string }>({
+  name: 'events_live_keys',
+  area: 'events',
+  variants: { one: { ids: [EXAMPLE_UUID] } },
+  build: ({ ids }) => sql`select id from api_keys where id = any(${ids}::uuid[]) and revoked_at is null`,
+});
+
+/** Refused: the key has EVENTS_MAX_STREAMS_PER_KEY streams open here already. */
+export class TooManyStreams extends Error {}
+
+export interface StreamRequest {
+  accountId: string;
+  keyId: string;
+  /** The areas (scopes) the key may read. */
+  areas: string[];
+  /** Type prefixes to keep; null keeps every type. */
+  types: string[] | null;
+  /** Start after this id; null starts with the next change. */
+  after: number | null;
+}
+
+/** How the hub hears of appends: resolves to a function that stops listening. */
+export type Subscribe = (handlers: { onNotify(): void; onConnected(): void }) => Promise<() => Promise<void>>;
+
+interface Stream {
+  readonly request: StreamRequest;
+  readonly out: PassThrough;
+  cursor: number;
+  /** Reading the log on its own (catching up). */
+  catchingUp: boolean;
+  /** The hub passed it over while it caught up: read once more. */
+  again: boolean;
+}
+
+export class EventHub {
+  private readonly streams = new Set<Stream>();
+  private readonly perKey = new Map<string, number>();
+  /** The newest id the live read has handed out. */
+  private seen = 0;
+  private reading: Promise<void> | null = null;
+  private readAgain = false;
+  private stopListening: (() => Promise<void>) | null = null;
+  private timers: NodeJS.Timeout[] = [];
+  private closed = false;
+
+  constructor(
+    private readonly db: Knex,
+    private readonly options: { heartbeatMs: number; maxPerKey: number; logger: Logger; subscribe: Subscribe },
+  ) {}
+
+  async start(): Promise<void> {
+    this.seen = (await eventsRepo.bounds(this.db)).newest;
+    this.stopListening = await this.options.subscribe({
+      onNotify: () => this.wake(),
+      onConnected: () => this.wake(),
+    });
+    const heartbeat = setInterval(() => {
+      for (const s of this.streams) this.write(s, ': heartbeat\n\n');
+    }, this.options.heartbeatMs);
+    const revoked = setInterval(() => void this.closeRevoked(), 1000);
+    for (const t of [heartbeat, revoked]) t.unref();
+    this.timers = [heartbeat, revoked];
+  }
+
+  /** Open streams (metrics, tests). */
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** Opens a stream: the reset message when the cursor is outside the log, then the events after it. */
+  async open(request: StreamRequest): Promise<Readable> {
+    if (this.closed) throw new Error('the event hub is closed');
+    const open = this.perKey.get(request.keyId) ?? 0;
+    if (open >= this.options.maxPerKey) throw new TooManyStreams();
+    this.perKey.set(request.keyId, open + 1);
+    const out = new PassThrough();
+    const stream: Stream = { request, out, cursor: 0, catchingUp: true, again: false };
+    this.streams.add(stream);
+    out.on('close', () => this.forget(stream));
+    try {
+      const { newest, pruned } = await eventsRepo.bounds(this.db);
+      out.write('retry: 2000\n\n');
+      if (request.after === null) stream.cursor = newest;
+      else if (request.after < pruned) {
+        this.send(stream, 'reset', null, { reason: 'cursor_expired', oldestId: String(pruned + 1) });
+        stream.cursor = pruned;
+      } else if (request.after > newest) {
+        this.send(stream, 'reset', null, { reason: 'cursor_unknown', oldestId: null });
+        stream.cursor = newest;
+      } else stream.cursor = request.after;
+    } catch (err) {
+      out.destroy();
+      throw err;
+    }
+    void this.catchUp(stream);
+    return out;
+  }
+
+  /** Ends every stream (shutdown) and stops listening. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    for (const s of this.streams) s.out.end();
+    await this.stopListening?.();
+    await this.reading?.catch(() => undefined);
+  }
+
+  private forget(stream: Stream): void {
+    if (!this.streams.delete(stream)) return;
+    const n = (this.perKey.get(stream.request.keyId) ?? 1) - 1;
+    if (n > 0) this.perKey.set(stream.request.keyId, n);
+    else this.perKey.delete(stream.request.keyId);
+  }
+
+  /** Reads the log after the stream's cursor until it is at the end, then hands it to the live feed. */
+  private async catchUp(stream: Stream): Promise<void> {
+    const { request } = stream;
+    try {
+      do {
+        stream.again = false;
+        for (;;) {
+          const rows = await eventsRepo.after(this.db, request.accountId, stream.cursor, request.areas, PAGE);
+          for (const row of rows) this.deliver(stream, row);
+          if (rows.length < PAGE || stream.out.destroyed) break;
+        }
+      } while (stream.again && !stream.out.destroyed);
+      // No await since `again` was read: from here the live read hands this stream its events.
+      stream.catchingUp = false;
+    } catch (err) {
+      this.options.logger.warn({ err }, 'an event stream could not read the log');
+      stream.out.destroy();
+    }
+  }
+
+  private wake(): void {
+    if (this.reading) {
+      this.readAgain = true;
+      return;
+    }
+    this.reading = this.readLive().finally(() => {
+      this.reading = null;
+      if (this.readAgain) {
+        this.readAgain = false;
+        this.wake();
+      }
+    });
+  }
+
+  /** One live read: every event after `seen`, to the streams it is for. */
+  private async readLive(): Promise<void> {
+    try {
+      for (;;) {
+        const rows = await since(this.db, { after: this.seen, size: PAGE });
+        for (const row of rows) {
+          this.seen = row.id;
+          for (const s of this.streams) {
+            if (s.request.accountId !== row.account_id) continue;
+            if (s.catchingUp) s.again = true;
+            else this.deliver(s, row);
+          }
+        }
+        if (rows.length < PAGE) return;
+      }
+    } catch (err) {
+      this.options.logger.warn({ err }, 'the event hub could not read the log');
+    }
+  }
+
+  /** Sends one event if the stream is owed it and may see it; moves its cursor past it either way. */
+  private deliver(stream: Stream, row: EventRow): void {
+    if (row.id <= stream.cursor) return;
+    stream.cursor = row.id;
+    const { areas, types } = stream.request;
+    if (!areas.includes(row.area)) return;
+    if (types && !types.some((prefix) => row.type.startsWith(prefix))) return;
+    this.send(stream, row.type, row.id, toEvent(row));
+  }
+
+  private send(stream: Stream, type: string, id: number | null, data: unknown): void {
+    this.write(stream, `${id === null ? '' : `id: ${id}\n`}event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+
+  private write(stream: Stream, text: string): void {
+    if (stream.out.destroyed || stream.out.writableEnded) return;
+    if (stream.out.writableLength > MAX_BUFFERED) {
+      stream.out.end();
+      return;
+    }
+    stream.out.write(text);
+  }
+
+  private async closeRevoked(): Promise<void> {
+    if (this.streams.size === 0) return;
+    const keys = [...this.perKey.keys()];
+    try {
+      const live = new Set((await liveKeys(this.db, { ids: keys })).map((r) => r.id));
+      for (const s of this.streams) if (!live.has(s.request.keyId)) s.out.end();
+    } catch (err) {
+      this.options.logger.warn({ err }, 'the event hub could not check its streams’ keys');
+    }
+  }
+}

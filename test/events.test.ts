@@ -1,0 +1,242 @@
+/**
+ * GET /api/v1/events end to end: events appended in the transaction of their change (none for a
+ * write that fails), the stream's live feed, resuming from a cursor, the scope and type filters, the
+ * per-key limit, a revoked key's streams, and the reset of a cursor older than the log keeps.
+ */
+import { describe, expect, it } from 'vitest';
+import type { components } from '../client/index.ts';
+import { bearer, type TestUser, useServer } from './helpers/server.ts';
+
+type Event = components['schemas']['Event'];
+
+const server = useServer({ env: { EVENTS_MAX_STREAMS_PER_KEY: '3', EVENTS_HEARTBEAT_SECONDS: '1' } });
+
+interface Message {
+  id: string | null;
+  event: string;
+  data: unknown;
+}
+
+/** An SSE client over fetch: messages one at a time, comments counted apart. */
+async function openStream(user: TestUser, options: { after?: string; lastEventId?: string; types?: string } = {}) {
+  const query = new URLSearchParams();
+  if (options.after) query.set('after', options.after);
+  if (options.types) query.set('types', options.types);
+  const abort = new AbortController();
+  const res = await server.fetch(`/api/v1/events?${query}`, {
+    headers: { ...bearer(user.apiKey), ...(options.lastEventId ? { 'Last-Event-ID': options.lastEventId } : {}) },
+    signal: abort.signal,
+  });
+  const messages: Message[] = [];
+  let comments = 0;
+  let ended = false;
+  let raw = '';
+  let wake: (() => void) | null = null;
+  const pump = async () => {
+    if (res.status !== 200 || !res.body) return;
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of res.body) {
+        const text = decoder.decode(chunk as Uint8Array, { stream: true });
+        raw += text;
+        buffer += text;
+        for (let cut = buffer.indexOf('\n\n'); cut >= 0; cut = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          const fields = new Map<string, string>();
+          for (const line of block.split('\n')) {
+            if (line.startsWith(':')) comments++;
+            else {
+              const colon = line.indexOf(': ');
+              if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 2));
+            }
+          }
+          if (fields.has('event'))
+            messages.push({
+              id: fields.get('id') ?? null,
+              event: fields.get('event')!,
+              data: JSON.parse(fields.get('data')!),
+            });
+          wake?.();
+        }
+      }
+    } catch {
+      // aborted
+    }
+    ended = true;
+    wake?.();
+  };
+  void pump();
+  const waitFor = async (done: () => boolean, what: string, ms = 5000) => {
+    const deadline = Date.now() + ms;
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(messages)}`);
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, 50);
+      });
+    }
+  };
+  return {
+    res,
+    messages,
+    get comments() {
+      return comments;
+    },
+    get ended() {
+      return ended;
+    },
+    get raw() {
+      return raw;
+    },
+    /** Waits until `n` event messages have arrived. */
+    until: (n: number) => waitFor(() => messages.length >= n, `${n} messages`),
+    waitEnded: (ms = 5000) => waitFor(() => ended, 'the end of the stream', ms),
+    waitComment: () => waitFor(() => comments > 0, 'a heartbeat'),
+    close: () => abort.abort(),
+  };
+}
+
+const types = (messages: Message[]) => messages.map((m) => m.event);
+
+async function createMember(user: TestUser, name: string): Promise<string> {
+  const { data, response } = await user.api.POST('/api/v1/members', { body: { name } });
+  expect(response.status).toBe(201);
+  return data!.id;
+}
+
+describe('the event stream', () => {
+  it('sends each committed change once, in order, with the front as it became; a failed write sends nothing', async () => {
+    const user = await server.user();
+    const stream = await openStream(user);
+    expect(stream.res.status).toBe(200);
+    expect(stream.res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const robin = await createMember(user, 'Robin');
+    await user.api.POST('/api/v1/front/members', { body: { memberId: robin } });
+    // Refused (a stale version): rolled back, so no event.
+    const stale = await user.api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: robin } },
+      body: { pronouns: 'she/her', expectedVersion: 99 },
+    });
+    expect(stale.response.status).toBe(409);
+    await user.api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: robin } },
+      body: { pronouns: 'they/them', archived: true },
+    });
+    await stream.until(4);
+    expect(types(stream.messages)).toEqual(['member.created', 'front.changed', 'member.updated', 'member.archived']);
+    const [created, front, updated] = stream.messages.map((m) => m.data as Event);
+    expect(created).toMatchObject({
+      type: 'member.created',
+      accountId: user.userId,
+      actor: { kind: 'key', id: user.keyId },
+      data: { memberId: robin },
+    });
+    expect(front!.type === 'front.changed' && front!.data.front.memberIds).toEqual([robin]);
+    expect(updated!.data).toEqual({ memberId: robin, fields: ['pronouns', 'archivedAt'] });
+    const ids = stream.messages.map((m) => Number(m.id));
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    expect(stream.messages.map((m) => m.id)).toEqual(stream.messages.map((m) => (m.data as Event).id));
+    // Nothing of the refused write, ever.
+    expect(stream.raw).not.toContain('she/her');
+    stream.close();
+  });
+
+  it('resumes exactly after a cursor (header or query), from the log', async () => {
+    const user = await server.user();
+    const live = await openStream(user);
+    for (const name of ['A', 'B', 'C', 'D']) await createMember(user, name);
+    await live.until(4);
+    live.close();
+    const second = live.messages[1]!.id!;
+    const fromHeader = await openStream(user, { lastEventId: second });
+    await fromHeader.until(2);
+    expect(fromHeader.messages.map((m) => m.id)).toEqual(live.messages.slice(2).map((m) => m.id));
+    const fromQuery = await openStream(user, { after: live.messages[0]!.id! });
+    await fromQuery.until(3);
+    // Then the live feed goes on, without repeating what was read from the log.
+    await createMember(user, 'E');
+    await fromQuery.until(4);
+    await fromHeader.until(3);
+    expect(fromQuery.messages.map((m) => m.id)).toEqual([
+      ...live.messages.slice(1).map((m) => m.id),
+      fromHeader.messages[2]!.id,
+    ]);
+    fromHeader.close();
+    fromQuery.close();
+  });
+
+  it('sends only the areas the key can read, and only the types asked for', async () => {
+    const owner = await server.user();
+    const frontOnly = await server.createKey(owner.userId, { front: 'read' });
+    const narrow = await openStream({ ...owner, ...frontOnly });
+    const filtered = await openStream(owner, { types: 'member.created,front.' });
+    const robin = await createMember(owner, 'Canary-Robin');
+    await owner.api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: robin } },
+      body: { pronouns: 'she/her' },
+    });
+    await owner.api.POST('/api/v1/front/members', { body: { memberId: robin } });
+    await narrow.until(1);
+    await filtered.until(2);
+    expect(types(narrow.messages)).toEqual(['front.changed']);
+    expect(types(filtered.messages)).toEqual(['member.created', 'front.changed']);
+    // Another account's changes never reach this one's streams.
+    const other = await server.user();
+    await createMember(other, 'Someone else');
+    await owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: robin } } });
+    await filtered.until(3);
+    expect(filtered.raw).not.toContain(other.userId);
+    narrow.close();
+    filtered.close();
+  });
+
+  it('refuses a bad cursor (400), keeps to EVENTS_MAX_STREAMS_PER_KEY (429) and sends heartbeats', async () => {
+    const user = await server.user();
+    const bad = await server.fetch('/api/v1/events', { headers: { ...bearer(user.apiKey), 'Last-Event-ID': 'x1' } });
+    expect(bad.status).toBe(400);
+    const open = await Promise.all([openStream(user), openStream(user), openStream(user)]);
+    const fourth = await server.fetch('/api/v1/events', { headers: bearer(user.apiKey) });
+    expect(fourth.status).toBe(429);
+    expect(((await fourth.json()) as { code: string }).code).toBe('RATE_LIMITED');
+    await open[0]!.waitComment();
+    open[0]!.close();
+    // A closed stream frees its place.
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await openStream(user);
+    expect(again.res.status).toBe(200);
+    for (const s of [...open, again]) s.close();
+  });
+
+  it('ends a revoked key’s streams within a second or two', async () => {
+    const user = await server.user();
+    const stream = await openStream(user);
+    const revoked = await server.admin.DELETE('/admin/v1/api-keys/{keyId}', {
+      params: { path: { keyId: user.keyId } },
+    });
+    expect(revoked.response.ok).toBe(true);
+    await stream.waitEnded(3000);
+    expect(stream.ended).toBe(true);
+  });
+
+  it('tells a client whose cursor is older than the log keeps to re-read (reset), then goes on', async () => {
+    const user = await server.user();
+    const live = await openStream(user);
+    await createMember(user, 'Old');
+    await live.until(1);
+    live.close();
+    const old = live.messages[0]!.id!;
+    // Everything so far is past retention.
+    await server.runtime.deps.db.knex.raw('update events set occurred_at = 0 where id <= ?', [Number(old)]);
+    const { eventsRepo } = await import('../server/events/log.ts');
+    await eventsRepo.prune(server.runtime.deps.db.knex, 1);
+    const resumed = await openStream(user, { lastEventId: String(Number(old) - 1) });
+    await resumed.until(1);
+    expect(resumed.messages[0]).toMatchObject({ id: null, event: 'reset', data: { reason: 'cursor_expired' } });
+    await createMember(user, 'New');
+    await resumed.until(2);
+    expect(resumed.messages[1]!.event).toBe('member.created');
+    resumed.close();
+  });
+});
