@@ -5466,8 +5466,25 @@ export interface components {
                 front: components["schemas"]["FrontState"];
             };
         };
-        /** @description One change of the account, as the stream sends it (an SSE message's `data`, its `event` the type and its `id` the id). */
-        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"];
+        /** @description A friend's front changed, as this viewer may see it when the event is sent (the shape of `GET /api/v1/friends/{friendUserId}/front`: only fronters the friend's privacy buckets show this viewer). Sent to keys with `friends:read` of accounts with an accepted friendship; a friend who removed this viewer's bucket or the friendship sends nothing from then on, not even an id. `accountId` is the friend's account; `actor` is left out as `system` (who changed a friend's front is the friend's business). */
+        FriendFrontChangedEvent: {
+            id: components["schemas"]["EventId"];
+            /**
+             * @example friend.front.changed
+             * @constant
+             */
+            type: "friend.front.changed";
+            /** @example 1763800000000 */
+            occurredAt: number;
+            accountId: components["schemas"]["Uuid"];
+            actor: components["schemas"]["EventActor"];
+            data: {
+                friendUserId: components["schemas"]["Uuid"];
+                front: components["schemas"]["FriendFrontView"];
+            };
+        };
+        /** @description One change, as the stream sends it (an SSE message's `data`, its `event` the type and its `id` the id). */
+        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"];
         /** @description Sent as an SSE message `event: reset` when the cursor asked for is older than the log keeps (EVENT_RETENTION_HOURS): events may have been missed, so re-read the state you keep; the stream goes on from the oldest event kept. */
         EventStreamReset: {
             /**

@@ -7,6 +7,7 @@ import type { Config } from './config.ts';
 import { DatabaseAuditSink } from './audit/index.ts';
 import { DatabaseEventSink, EVENTS_CHANNEL, eventsRepo } from './events/log.ts';
 import { EventHub, type Subscribe } from './events/stream.ts';
+import { friendViews } from './events/friends.ts';
 import { ChannelListener } from './db/listen.ts';
 import { backgroundContext } from './context.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
@@ -264,6 +265,7 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
       maxPerKey: config.eventsMaxStreamsPerKey,
       logger: options.logger,
       subscribe: subscribeToEvents(config, db, options.logger),
+      friends: friendViews(() => backgroundContext({ ...deps, db: db.knex }, { kind: 'system', job: 'event_stream' })),
     }),
     onResponseViolation: options.onResponseViolation,
   };

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
+import { createBucket, expectNoneOf, friendsSharing, giveFriend, shareMember } from './helpers/friends.ts';
 import { bearer, type TestUser, useServer } from './helpers/server.ts';
 
 type Event = components['schemas']['Event'];
@@ -238,5 +239,47 @@ describe('the event stream', () => {
     await resumed.until(2);
     expect(resumed.messages[1]!.event).toBe('member.created');
     resumed.close();
+  });
+
+  it('sends a friend the front changes it may see, as it may see them, and nothing once its bucket is gone', async () => {
+    const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', front: 'read' });
+    const visible = await createMember(owner, 'Visible-Wren');
+    const hidden = await createMember(owner, 'Canary-Hidden');
+    await shareMember(owner, visible, [bucketId]);
+    const stream = await openStream(viewer);
+    const noFriends = await server.createKey(viewer.userId, { front: 'read', members: 'read' });
+    const ownOnly = await openStream({ ...viewer, ...noFriends });
+    const start = (memberId: string) => owner.api.POST('/api/v1/front/members', { body: { memberId } });
+    const stop = (memberId: string) =>
+      owner.api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId } } });
+    // A hidden member joining changes nothing the friend can see: nothing is sent.
+    await start(hidden);
+    await start(visible);
+    await stream.until(1);
+    const first = stream.messages[0]!;
+    expect(first.event).toBe('friend.front.changed');
+    const event = first.data as Extract<Event, { type: 'friend.front.changed' }>;
+    expect(event.accountId).toBe(owner.userId);
+    expect(event.data.friendUserId).toBe(owner.userId);
+    // The first fronter the friend may see is its primary; the hidden one is not there at all.
+    expect(event.data.front.primary?.member._id).toBe(visible);
+    expect(event.data.front.alsoFronting).toEqual([]);
+    await stop(visible);
+    await stream.until(2);
+    expect((stream.messages[1]!.data as typeof event).data.front.primary).toBeNull();
+    // The bucket is taken away (the friend holds only one that shows nothing): from then on nothing at all.
+    await giveFriend(owner, viewer, [await createBucket(owner, {}, 'Nothing')]);
+    await start(visible);
+    await stop(hidden);
+    // A change of the viewer's own account comes through, after anything that was still owed.
+    await createMember(viewer, 'Own member');
+    await stream.until(3);
+    expect(types(stream.messages)).toEqual(['friend.front.changed', 'friend.front.changed', 'member.created']);
+    expectNoneOf(stream.raw, [hidden, 'Canary-Hidden', owner.keyId]);
+    // A key without friends:read gets no friend event at all.
+    await ownOnly.until(1);
+    expect(types(ownOnly.messages)).toEqual(['member.created']);
+    stream.close();
+    ownOnly.close();
   });
 });

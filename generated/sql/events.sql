@@ -12,13 +12,12 @@ select
 from
   events
 where
-  account_id = $1
+  account_id = any ($1::uuid[])
   and id > $2::bigint
-  and area = any ($3::text[])
 order by
   id
 limit
-  $4;
+  $3;
 
 -- events_append (one event)
 with

@@ -449,6 +449,18 @@ select
       ) x
   ) as groups;
 
+-- friends_accepted_ids (one)
+select
+  f.friend_user_id as id
+from
+  friendships f
+  join friendships r on r.user_id = f.friend_user_id
+  and r.friend_user_id = f.user_id
+  and r.status = 'accepted'
+where
+  f.user_id = $1
+  and f.status = 'accepted';
+
 -- friends_account (one account)
 select
   a.id,

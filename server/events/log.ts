@@ -67,14 +67,14 @@ export interface EventRow {
   data: Record<string, unknown>;
 }
 
-/** The next events of an account after `after`, oldest first, in the areas given. */
-const listAfter = statement<{ accountId: string; after: number; areas: string[]; size: number }, EventRow>({
+/** The next events of some accounts after `after`, oldest first. */
+const listAfter = statement<{ accountIds: string[]; after: number; size: number }, EventRow>({
   name: 'events_after',
   area: AREA,
-  variants: { 'a page': { accountId: EXAMPLE_UUID, after: 0, areas: ['members'], size: 100 } },
-  build: ({ accountId, after, areas, size }) => sql`
+  variants: { 'a page': { accountIds: [EXAMPLE_UUID], after: 0, size: 100 } },
+  build: ({ accountIds, after, size }) => sql`
     select id, account_id, type, area, occurred_at, actor, data from events
-    where account_id = ${accountId} and id > ${after}::bigint and area = any(${areas}::text[])
+    where account_id = any(${accountIds}::uuid[]) and id > ${after}::bigint
     order by id limit ${size}`,
 });
 
@@ -104,8 +104,8 @@ const prune = statement<{ before: number; size: number }, { n: number; marked: n
 });
 
 export const eventsRepo = {
-  after: (db: Parameters<typeof listAfter>[0], accountId: string, after: number, areas: string[], size: number) =>
-    listAfter(db, { accountId, after, areas, size }),
+  after: (db: Parameters<typeof listAfter>[0], accountIds: string[], after: number, size: number) =>
+    listAfter(db, { accountIds, after, size }),
   bounds: async (db: Parameters<typeof bounds>[0]) => {
     const row = (await bounds(db, {}))[0];
     return { newest: row?.newest ?? 0, pruned: row?.pruned ?? 0 };

@@ -21,7 +21,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
-import { type EventRow, eventsRepo, toEvent } from './log.ts';
+import { type Event, type EventRow, eventsRepo, toEvent } from './log.ts';
 
 const PAGE = 500;
 /** Unsent bytes past which a slow client's stream is closed (it resumes from its last id). */
@@ -51,7 +51,7 @@ export class TooManyStreams extends Error {}
 export interface StreamRequest {
   accountId: string;
   keyId: string;
-  /** The areas (scopes) the key may read. */
+  /** The areas (scopes) the key may read; with `friends`, its friends' events come too. */
   areas: string[];
   /** Type prefixes to keep; null keeps every type. */
   types: string[] | null;
@@ -59,11 +59,25 @@ export interface StreamRequest {
   after: number | null;
 }
 
+/** What a friend may see of an owner's event, asked when it is sent (events/friends.ts). */
+export interface FriendViews {
+  /** The accounts the viewer has an accepted friendship with now. */
+  friendIds(viewerId: string): Promise<string[]>;
+  /** The event as the viewer may see it now, or null when it may see nothing of it. */
+  view(viewerId: string, row: EventRow): Promise<Event | null>;
+}
+
 /** How the hub hears of appends: resolves to a function that stops listening. */
 export type Subscribe = (handlers: { onNotify(): void; onConnected(): void }) => Promise<() => Promise<void>>;
 
 interface Stream {
   readonly request: StreamRequest;
+  /** Its own account and, when its key reads `friends`, its friends' (as of its opening). */
+  accounts: Set<string>;
+  /** Sends in order: a friend's event is looked at before it is sent. */
+  sending: Promise<void>;
+  /** Per friend and type, the data last sent: a change the viewer cannot see is not sent at all. */
+  lastFromFriend: Map<string, string>;
   readonly out: PassThrough;
   cursor: number;
   /** Reading the log on its own (catching up). */
@@ -85,7 +99,13 @@ export class EventHub {
 
   constructor(
     private readonly db: Knex,
-    private readonly options: { heartbeatMs: number; maxPerKey: number; logger: Logger; subscribe: Subscribe },
+    private readonly options: {
+      heartbeatMs: number;
+      maxPerKey: number;
+      logger: Logger;
+      subscribe: Subscribe;
+      friends: FriendViews;
+    },
   ) {}
 
   async start(): Promise<void> {
@@ -114,10 +134,25 @@ export class EventHub {
     if (open >= this.options.maxPerKey) throw new TooManyStreams();
     this.perKey.set(request.keyId, open + 1);
     const out = new PassThrough();
-    const stream: Stream = { request, out, cursor: 0, catchingUp: true, again: false };
+    const stream: Stream = {
+      request,
+      accounts: new Set([request.accountId]),
+      sending: Promise.resolve(),
+      lastFromFriend: new Map(),
+      out,
+      cursor: 0,
+      catchingUp: true,
+      again: false,
+    };
     this.streams.add(stream);
     out.on('close', () => this.forget(stream));
     try {
+      if (request.areas.includes('friends')) {
+        for (const id of await this.options.friends.friendIds(request.accountId)) stream.accounts.add(id);
+        // Starting now: what the viewer sees of each friend now is what it has, so that only a change
+        // it can see is sent (a resumed stream instead gets each friend's view with its first event).
+        if (request.after === null) await this.seedFriendViews(stream);
+      }
       const { newest, pruned } = await eventsRepo.bounds(this.db);
       out.write('retry: 2000\n\n');
       if (request.after === null) stream.cursor = newest;
@@ -134,6 +169,24 @@ export class EventHub {
     }
     void this.catchUp(stream);
     return out;
+  }
+
+  private async seedFriendViews(stream: Stream): Promise<void> {
+    const viewer = stream.request.accountId;
+    for (const friend of stream.accounts) {
+      if (friend === viewer) continue;
+      const now: EventRow = {
+        id: 0,
+        account_id: friend,
+        type: 'front.changed',
+        area: 'front',
+        occurred_at: 0,
+        actor: { kind: 'system', id: null },
+        data: {},
+      };
+      const event = await this.options.friends.view(viewer, now);
+      if (event) stream.lastFromFriend.set(`${friend} ${event.type}`, JSON.stringify(event.data));
+    }
   }
 
   /** Ends every stream (shutdown) and stops listening. */
@@ -154,13 +207,13 @@ export class EventHub {
 
   /** Reads the log after the stream's cursor until it is at the end, then hands it to the live feed. */
   private async catchUp(stream: Stream): Promise<void> {
-    const { request } = stream;
     try {
       do {
         stream.again = false;
         for (;;) {
-          const rows = await eventsRepo.after(this.db, request.accountId, stream.cursor, request.areas, PAGE);
+          const rows = await eventsRepo.after(this.db, [...stream.accounts], stream.cursor, PAGE);
           for (const row of rows) this.deliver(stream, row);
+          await stream.sending;
           if (rows.length < PAGE || stream.out.destroyed) break;
         }
       } while (stream.again && !stream.out.destroyed);
@@ -194,7 +247,7 @@ export class EventHub {
         for (const row of rows) {
           this.seen = row.id;
           for (const s of this.streams) {
-            if (s.request.accountId !== row.account_id) continue;
+            if (!s.accounts.has(row.account_id)) continue;
             if (s.catchingUp) s.again = true;
             else this.deliver(s, row);
           }
@@ -206,14 +259,35 @@ export class EventHub {
     }
   }
 
-  /** Sends one event if the stream is owed it and may see it; moves its cursor past it either way. */
+  /**
+   * Sends one event if the stream is owed it and may see it; moves its cursor past it either way.
+   * The account's own events go as they are, under the key's scopes; a friend's go as the friend
+   * may see them when they are sent (FriendViews), in the order of the log.
+   */
   private deliver(stream: Stream, row: EventRow): void {
     if (row.id <= stream.cursor) return;
     stream.cursor = row.id;
-    const { areas, types } = stream.request;
-    if (!areas.includes(row.area)) return;
-    if (types && !types.some((prefix) => row.type.startsWith(prefix))) return;
-    this.send(stream, row.type, row.id, toEvent(row));
+    const { areas, types, accountId } = stream.request;
+    const keep = (type: string) => !types || types.some((prefix) => type.startsWith(prefix));
+    if (row.account_id === accountId) {
+      if (!areas.includes(row.area) || !keep(row.type)) return;
+      const event = toEvent(row);
+      stream.sending = stream.sending.then(() => this.send(stream, event.type, row.id, event));
+      return;
+    }
+    stream.sending = stream.sending.then(async () => {
+      if (stream.out.destroyed) return;
+      const event = await this.options.friends.view(accountId, row).catch((err: unknown) => {
+        this.options.logger.warn({ err }, 'a friend event could not be looked at; not sent');
+        return null;
+      });
+      if (!event || !keep(event.type)) return;
+      const seen = `${row.account_id} ${event.type}`;
+      const data = JSON.stringify(event.data);
+      if (stream.lastFromFriend.get(seen) === data) return;
+      stream.lastFromFriend.set(seen, data);
+      this.send(stream, event.type, row.id, event);
+    });
   }
 
   private send(stream: Stream, type: string, id: number | null, data: unknown): void {

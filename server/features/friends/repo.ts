@@ -536,3 +536,18 @@ export async function searchMembers(
 ): Promise<Array<{ id: string; name: string }>> {
   return searchMembersStatement(db, { access, tsquery, limit });
 }
+
+/** The accounts `userId` has an accepted friendship with (both sides accepted). */
+const acceptedIds = statement<{ userId: string }, { id: string }>({
+  name: 'friends_accepted_ids',
+  area: AREA,
+  variants: { one: { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`
+    select f.friend_user_id as id from friendships f
+    join friendships r on r.user_id = f.friend_user_id and r.friend_user_id = f.user_id and r.status = 'accepted'
+    where f.user_id = ${userId} and f.status = 'accepted'`,
+});
+
+export async function acceptedIdsOf(db: Knex, userId: string): Promise<string[]> {
+  return (await acceptedIds(db, { userId })).map((r) => r.id);
+}

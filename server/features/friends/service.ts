@@ -141,6 +141,11 @@ export async function revoke(ctx: ServiceContext, otherId: string): Promise<void
   });
 }
 
+/** The accounts `userId` has an accepted friendship with, as of this read. */
+export function acceptedFriendIds(db: Knex, userId: string): Promise<string[]> {
+  return repo.acceptedIdsOf(db, userId);
+}
+
 export async function block(ctx: ServiceContext, otherId: string, reason: string | undefined): Promise<void> {
   const me = ownerOf(ctx);
   if (otherId === me) throw badRequest('You cannot block yourself');
