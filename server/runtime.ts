@@ -373,7 +373,13 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
 function subscribeToEvents(config: Config, db: Database, logger: Logger): Subscribe {
   return async ({ onNotify, onConnected }) => {
     if (config.databaseUrl) {
-      const listener = new ChannelListener(config.databaseUrl, EVENTS_CHANNEL, { onNotify, onConnected }, logger);
+      const listener = new ChannelListener(
+        config.databaseUrl,
+        EVENTS_CHANNEL,
+        { onNotify, onConnected },
+        logger,
+        'event-log',
+      );
       await listener.start();
       return () => listener.close();
     }

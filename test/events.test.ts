@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
 import { createBucket, expectNoneOf, friendsSharing, giveFriend, shareMember } from './helpers/friends.ts';
-import { bearer, type TestUser, useServer } from './helpers/server.ts';
+import { bearer, TestServer, type TestUser, useServer } from './helpers/server.ts';
 
 type Event = components['schemas']['Event'];
 
@@ -19,12 +19,15 @@ interface Message {
 }
 
 /** An SSE client over fetch: messages one at a time, comments counted apart. */
-async function openStream(user: TestUser, options: { after?: string; lastEventId?: string; types?: string } = {}) {
+async function openStream(
+  user: Pick<TestUser, 'apiKey'>,
+  options: { after?: string; lastEventId?: string; types?: string; on?: TestServer } = {},
+) {
   const query = new URLSearchParams();
   if (options.after) query.set('after', options.after);
   if (options.types) query.set('types', options.types);
   const abort = new AbortController();
-  const res = await server.fetch(`/api/v1/events?${query}`, {
+  const res = await (options.on ?? server).fetch(`/api/v1/events?${query}`, {
     headers: { ...bearer(user.apiKey), ...(options.lastEventId ? { 'Last-Event-ID': options.lastEventId } : {}) },
     signal: abort.signal,
   });
@@ -281,5 +284,57 @@ describe('the event stream', () => {
     expect(types(ownOnly.messages)).toEqual(['member.created']);
     stream.close();
     ownOnly.close();
+  });
+});
+
+describe.runIf(Boolean(process.env.DATABASE_URL))('the event stream across instances (PostgreSQL)', () => {
+  it('a write on one instance reaches a stream on another; a restarted server resumes from the log', async () => {
+    const a = await new TestServer().start();
+    const b = await new TestServer().start({ databaseUrl: a.databaseUrl });
+    try {
+      const user = await a.user();
+      const onB = await openStream(user, { on: b });
+      const first = await createMember(user, 'Written on A');
+      await onB.until(1);
+      expect(onB.messages[0]).toMatchObject({ event: 'member.created', data: { data: { memberId: first } } });
+      onB.close();
+      const cursor = onB.messages[0]!.id!;
+      // B goes away; A writes meanwhile; a new instance resumes the stream from the cursor.
+      await b.close();
+      const second = await createMember(user, 'While B was down');
+      const third = await createMember(user, 'And another');
+      const c = await new TestServer().start({ databaseUrl: a.databaseUrl });
+      try {
+        const resumed = await openStream(user, { on: c, lastEventId: cursor });
+        await resumed.until(2);
+        expect(resumed.messages.map((m) => (m.data as { data: { memberId: string } }).data.memberId)).toEqual([
+          second,
+          third,
+        ]);
+        resumed.close();
+      } finally {
+        await c.close();
+      }
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('after its listening connection is cut, an instance reconnects and sends what was written meanwhile', async () => {
+    const a = await new TestServer().start();
+    try {
+      const user = await a.user();
+      const stream = await openStream(user, { on: a });
+      await a.deps.db.knex.raw(
+        "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'event-log' and datname = current_database()",
+      );
+      // Written while the instance may still be reconnecting: its first read after reconnecting sends it.
+      const written = await createMember(user, 'Meanwhile');
+      await stream.until(1);
+      expect((stream.messages[0]!.data as { data: { memberId: string } }).data.memberId).toBe(written);
+      stream.close();
+    } finally {
+      await a.close();
+    }
   });
 });

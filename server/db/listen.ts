@@ -24,6 +24,8 @@ export class ChannelListener {
     private readonly channel: string,
     private readonly handlers: ChannelHandlers,
     private readonly logger: Logger,
+    /** The connection's application_name (what pg_stat_activity shows for it). */
+    private readonly applicationName = `listen-${channel}`,
   ) {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`channel ${JSON.stringify(channel)} is not a plain name`);
   }
@@ -35,7 +37,7 @@ export class ChannelListener {
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: `listen-${this.channel}` });
+    const client = new pg.Client({ connectionString: this.databaseUrl, application_name: this.applicationName });
     this.current = client;
     client.on('notification', (msg) => {
       if (msg.channel === this.channel) this.handlers.onNotify(msg.payload ?? '');

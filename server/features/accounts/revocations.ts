@@ -33,6 +33,7 @@ export class RevocationListener {
         onConnected: () => target.clearCache(),
       },
       logger,
+      'api-key-revocations',
     );
   }
 
