@@ -5483,8 +5483,38 @@ export interface components {
                 front: components["schemas"]["FriendFrontView"];
             };
         };
+        /**
+         * @example entry.created
+         * @enum {string}
+         */
+        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied";
+        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. */
+        ChangeEvent: {
+            id: components["schemas"]["EventId"];
+            /** @example entry.updated */
+            type: components["schemas"]["ChangeEventType"];
+            /** @example 1763800000000 */
+            occurredAt: number;
+            accountId: components["schemas"]["Uuid"];
+            actor: components["schemas"]["EventActor"];
+            data: {
+                /** @description The changed resource (the note, group, folder, custom field, message or import). */
+                id: components["schemas"]["Uuid"];
+                /** @description The member whose custom field value changed. */
+                memberId?: components["schemas"]["Uuid"];
+                /** @description The channel of a message. */
+                channelId?: components["schemas"]["Uuid"];
+                /**
+                 * @example [
+                 *       "title",
+                 *       "content"
+                 *     ]
+                 */
+                fields?: string[];
+            };
+        };
         /** @description One change, as the stream sends it (an SSE message's `data`, its `event` the type and its `id` the id). */
-        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"];
+        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"] | components["schemas"]["ChangeEvent"];
         /** @description Sent as an SSE message `event: reset` when the cursor asked for is older than the log keeps (EVENT_RETENTION_HOURS): events may have been missed, so re-read the state you keep; the stream goes on from the oldest event kept. */
         EventStreamReset: {
             /**

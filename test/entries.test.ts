@@ -310,11 +310,12 @@ describe('POST /entries cost', () => {
       },
     );
     // begin, the scope (context and side system, share-locked), the members locked and checked,
-    // the plan and the cap counts, the note, its links, commit.
+    // the plan and the cap counts, the note, its links, its event (docs/events.md), commit.
     expect(
       statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
       JSON.stringify(statements.map((st) => st.sql)),
-    ).toHaveLength(8);
+    ).toHaveLength(9);
+    expect(statements.filter((st) => /insert into events/.test(st.sql))).toHaveLength(1);
   });
 });
 

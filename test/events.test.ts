@@ -287,6 +287,113 @@ describe('the event stream', () => {
   });
 });
 
+describe('the other areas’ events', () => {
+  it('notes, groups and folders, custom field values and messages each send their type, with ids and written fields only', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const stream = await openStream(user);
+    const expected: string[] = [];
+    const step = async (types: string[], write: () => Promise<{ response: Response }>) => {
+      const { response } = await write();
+      expect(response.ok, `${types.join(', ')}: ${response.status}`).toBe(true);
+      expected.push(...types);
+    };
+    // Notes.
+    const entry = (await api.POST('/api/v1/entries', { body: { title: 'T', content: 'Canary-note-text' } })).data!.id;
+    expected.push('entry.created');
+    const entryPath = { params: { path: { entryId: entry } } };
+    await step(['entry.updated'], () =>
+      api.PATCH('/api/v1/entries/{entryId}', { ...entryPath, body: { title: 'T2' } }),
+    );
+    await step(['entry.trashed'], () => api.DELETE('/api/v1/entries/{entryId}', entryPath));
+    // Refused (a trashed note is not edited): nothing.
+    expect(
+      (await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath, body: { title: 'No' } })).response.status,
+    ).toBe(400);
+    await step(['entry.restored'], () => api.POST('/api/v1/entries/{entryId}/restore', entryPath));
+    await step(['entry.purged'], () =>
+      api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: entry }, query: { permanent: 'true' } } }),
+    );
+    // Groups and folders.
+    const member = await createMember(user, 'Grouped');
+    expected.push('member.created');
+    const group = (await api.POST('/api/v1/groups', { body: { name: 'G' } })).data!.id;
+    expected.push('group.created');
+    const groupPath = { params: { path: { groupId: group } } };
+    await step(['group.updated'], () => api.PATCH('/api/v1/groups/{groupId}', { ...groupPath, body: { name: 'G2' } }));
+    await step(['group.members_changed'], () =>
+      api.PUT('/api/v1/groups/{groupId}/members', { ...groupPath, body: { memberIds: [member] } }),
+    );
+    await step(['group.trashed'], () => api.DELETE('/api/v1/groups/{groupId}', groupPath));
+    await step(['group.restored'], () => api.POST('/api/v1/groups/{groupId}/restore', groupPath));
+    await step(['folder.created'], () => api.POST('/api/v1/folders', { body: { name: 'F' } }));
+    // Custom field values.
+    const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
+    await step(['custom_field_value.changed'], () =>
+      api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+        params: { path: { memberId: member, fieldId: field } },
+        body: { value: 'Canary-field-value' },
+      }),
+    );
+    // Messages: their text never travels in an event.
+    const space = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'Home' } })).data!.id;
+    const channel = (
+      await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
+        params: { path: { spaceId: space } },
+        body: { name: 'general' },
+      })
+    ).data!.id;
+    const sent = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      params: { path: { channelId: channel } },
+      body: { memberId: member, content: 'Canary-message-text' },
+    });
+    expect(sent.response.status).toBe(201);
+    expected.push('message.created');
+    const messagePath = { params: { path: { messageId: sent.data!.id } } };
+    await step(['message.edited'], () =>
+      api.PATCH('/api/v1/messaging/messages/{messageId}', { ...messagePath, body: { content: 'Canary-edited' } }),
+    );
+    await step(['message.deleted'], () => api.DELETE('/api/v1/messaging/messages/{messageId}', messagePath));
+
+    await stream.until(expected.length);
+    expect(types(stream.messages)).toEqual(expected);
+    const data = (type: string) =>
+      stream.messages.filter((m) => m.event === type).map((m) => (m.data as { data: unknown }).data);
+    expect(data('entry.updated')).toEqual([{ id: entry, fields: ['title'] }]);
+    expect(data('group.members_changed')).toEqual([{ id: group }]);
+    expect(data('custom_field_value.changed')).toEqual([{ id: field, memberId: member }]);
+    expect(data('message.deleted')).toEqual([{ id: sent.data!.id, channelId: channel }]);
+    expectNoneOf(stream.raw, ['Canary-note-text', 'Canary-field-value', 'Canary-message-text', 'Canary-edited']);
+    stream.close();
+  });
+
+  it('an import sends one import.applied as it commits, not an event per entity', async () => {
+    const user = await server.user();
+    const stream = await openStream(user);
+    const file = {
+      version: 2,
+      members: [
+        { id: 'abcde', uuid: '11111111-1111-4111-8111-111111111111', name: 'Robin' },
+        { id: 'fghij', uuid: '22222222-2222-4222-8222-222222222222', name: 'Sage' },
+      ],
+      switches: [{ timestamp: '2024-05-01T12:00:00Z', members: ['abcde'] }],
+    };
+    const res = await server.fetch('/api/v1/imports?source=pluralkit', {
+      method: 'POST',
+      headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json' },
+      body: JSON.stringify(file),
+    });
+    expect(res.status).toBe(202);
+    const { id } = (await res.json()) as { id: string };
+    await server.runtime.jobs.runDue();
+    await createMember(user, 'After the import');
+    await stream.until(2);
+    expect(types(stream.messages)).toEqual(['import.applied', 'member.created']);
+    expect((stream.messages[0]!.data as { data: unknown }).data).toEqual({ id });
+    stream.close();
+  });
+});
+
 describe.runIf(Boolean(process.env.DATABASE_URL))('the event stream across instances (PostgreSQL)', () => {
   it('a write on one instance reaches a stream on another; a restarted server resumes from the log', async () => {
     const a = await new TestServer().start();

@@ -123,7 +123,12 @@ export interface AuditSink {
  */
 export type EventEntry =
   | { type: Schemas['MemberEvent']['type']; area: 'members'; data: Schemas['MemberEvent']['data'] }
-  | { type: Schemas['FrontChangedEvent']['type']; area: 'front'; data: Schemas['FrontChangedEvent']['data'] };
+  | { type: Schemas['FrontChangedEvent']['type']; area: 'front'; data: Schemas['FrontChangedEvent']['data'] }
+  | {
+      type: Schemas['ChangeEvent']['type'];
+      area: 'entries' | 'groups' | 'customFields' | 'messaging' | 'members';
+      data: Schemas['ChangeEvent']['data'];
+    };
 
 /** Appends to the event log in the caller's transaction: `ctx.db` must be the transaction of the change. */
 export interface EventSink {

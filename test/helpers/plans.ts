@@ -17,6 +17,9 @@ export interface PlanNode {
 }
 
 /** Runs `action` and returns every statement knex sent meanwhile whose SQL matches `match`. */
+/** The event hub's own reads (server/events/stream.ts), which run whenever a write commits: never a request's. */
+const BACKGROUND = /from events\s+where id >|from api_keys where id = any/;
+
 export async function captureStatements(
   knex: Knex,
   match: RegExp,
@@ -24,7 +27,7 @@ export async function captureStatements(
 ): Promise<Statement[]> {
   const seen: Statement[] = [];
   const capture = (q: { sql: string; bindings?: unknown[] }) => {
-    if (match.test(q.sql)) seen.push({ sql: q.sql, bindings: q.bindings ?? [] });
+    if (match.test(q.sql) && !BACKGROUND.test(q.sql)) seen.push({ sql: q.sql, bindings: q.bindings ?? [] });
   };
   knex.on('query', capture);
   try {

@@ -183,11 +183,16 @@ export async function setMemberValue(
   const userId = ownerOf(ctx);
   if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
   const field = await liveField(db, userId, fieldId);
-  if (value === null) {
-    await customFieldsRepo.clearValue(db, userId, memberId, fieldId);
-  } else {
-    await customFieldsRepo.setValue(db, userId, memberId, fieldId, validateValue(field, value), now);
-  }
+  const stored = value === null ? null : validateValue(field, value);
+  await inTransaction(ctx, async (tx) => {
+    if (stored === null) await customFieldsRepo.clearValue(tx.db, userId, memberId, fieldId);
+    else await customFieldsRepo.setValue(tx.db, userId, memberId, fieldId, stored, now);
+    await tx.events.emit(tx, {
+      type: 'custom_field_value.changed',
+      area: 'customFields',
+      data: { id: fieldId, memberId },
+    });
+  });
   return {
     fieldId,
     name: field.name,

@@ -131,7 +131,8 @@ export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEnt
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
   await precheckLinks(ctx, input.content, links, undefined, noteLimit);
   const content = await rehost(ctx, input.content);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const scope = await resolveWriteScope(trx, userId);
     await assertCaps(trx, ctx, links, { live: true, fail: noteLimit });
     const row: EntryRow = {
@@ -149,6 +150,7 @@ export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEnt
     };
     await entriesRepo.insert(trx, row);
     await entriesRepo.insertLinks(trx, userId, row.id, links);
+    await tx.events.emit(tx, { type: 'entry.created', area: 'entries', data: { id: row.id } });
     return { id: row.id };
   });
 }
@@ -207,7 +209,8 @@ export async function updateEntry(
     );
   }
   const content = input.content !== undefined ? await rehost(ctx, input.content) : undefined;
-  const row = await inTransaction(ctx, async ({ db: trx }) => {
+  const row = await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const locked = await entriesRepo.lock(trx, userId, id);
     if (!locked) throw notFound('Entry not found');
     if (locked.deleted_at !== null) throw badRequest('Entry is in trash; restore it before editing');
@@ -226,7 +229,9 @@ export async function updateEntry(
       await assertCaps(trx, ctx, added, { excludeEntryId: id, live: true, fail: badRequest });
       await entriesRepo.setLinks(trx, userId, id, after);
     }
-    return entriesRepo.update(trx, userId, id, changes);
+    const updated = await entriesRepo.update(trx, userId, id, changes);
+    await tx.events.emit(tx, { type: 'entry.updated', area: 'entries', data: { id, fields: Object.keys(input) } });
+    return updated;
   });
   return detail(db, userId, row);
 }
@@ -245,12 +250,14 @@ export async function deleteEntry(ctx: ServiceContext, id: string, permanent: st
     if (!purge) {
       if (row.deleted_at !== null) throw badRequest('Entry is already in trash');
       await entriesRepo.update(trx, userId, id, { deleted_at: now, updated_at: now });
+      await tx.events.emit(tx, { type: 'entry.trashed', area: 'entries', data: { id } });
       return [];
     }
     // Permanent delete goes through the trash: trashed first (if it was active), then purged.
     if (row.deleted_at === null) await entriesRepo.update(trx, userId, id, { deleted_at: now, updated_at: now });
     const purged = await purgeItems(trx, userId, [{ type: 'entry', id }]);
     await tx.audit.record(tx, { action: 'entry.purge', targetType: 'entry', targetId: id });
+    await tx.events.emit(tx, { type: 'entry.purged', area: 'entries', data: { id } });
     return purged.objectKeys;
   });
   await dropObjects(ctx.storage, keys, ctx.log);
@@ -259,7 +266,8 @@ export async function deleteEntry(ctx: ServiceContext, id: string, permanent: st
 export async function restoreEntry(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const row = await entriesRepo.lock(trx, userId, id);
     if (!row) throw notFound('Entry not found');
     if (row.deleted_at === null) throw badRequest('Entry is not in trash');
@@ -270,6 +278,7 @@ export async function restoreEntry(ctx: ServiceContext, id: string): Promise<voi
       fail: (m) => badRequest(`Restoring would exceed the note limit: ${m}`),
     });
     await entriesRepo.update(trx, userId, id, { deleted_at: null, updated_at: now });
+    await tx.events.emit(tx, { type: 'entry.restored', area: 'entries', data: { id } });
   });
 }
 

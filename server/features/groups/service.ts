@@ -79,7 +79,8 @@ async function createDirectory(
   now: number,
   after?: (trx: Knex.Transaction, row: DirectoryRow) => Promise<void>,
 ): Promise<{ id: string }> {
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.parentId) await assertParentFolder(trx, userId, input.parentId, scope.sideSystemId);
     const row: DirectoryRow = {
@@ -99,6 +100,7 @@ async function createDirectory(
     await directoriesRepo.insert(trx, row);
     await applyDefaults(trx, userId, kind === 'group' ? 'new_group' : 'new_directory', [row.id], now);
     await after?.(trx, row);
+    await tx.events.emit(tx, { type: `${kind}.created`, area: 'groups', data: { id: row.id } });
     return { id: row.id };
   });
 }
@@ -127,7 +129,8 @@ async function updateDirectory(
   input: { name?: string; description?: string | null; parentId?: string | null; color?: string | null },
   now: number,
 ): Promise<DirectoryRow> {
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const row = await directoriesRepo.findLive(trx, userId, id, kind);
     if (!row) throw notFound(`${LABEL[kind]} not found`);
     const changes: DirectoryChanges = { updated_at: now };
@@ -149,7 +152,9 @@ async function updateDirectory(
       }
       changes.parent_id = input.parentId;
     }
-    return directoriesRepo.update(trx, userId, id, changes);
+    const updated = await directoriesRepo.update(trx, userId, id, changes);
+    await tx.events.emit(tx, { type: `${kind}.updated`, area: 'groups', data: { id, fields: Object.keys(input) } });
+    return updated;
   });
 }
 
@@ -178,7 +183,8 @@ export async function updateGroup(
 export async function setGroupMembers(ctx: ServiceContext, id: string, memberIds: string[]): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     // Locked: two replacements of one group at once would otherwise both delete its rows and then
     // insert the same pairs, and the second would fail on the primary key.
     const group = await directoriesRepo.lockLive(trx, userId, id, 'group');
@@ -186,21 +192,26 @@ export async function setGroupMembers(ctx: ServiceContext, id: string, memberIds
     await assertMembers(trx, userId, memberIds, group.side_system_id);
     await groupMembersRepo.replace(trx, userId, id, memberIds, now);
     await directoriesRepo.update(trx, userId, id, { updated_at: now });
+    await tx.events.emit(tx, { type: 'group.members_changed', area: 'groups', data: { id } });
   });
 }
 
 export async function trashDirectory(ctx: ServiceContext, kind: DirectoryKind, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  const row = await directoriesRepo.findLive(db, userId, id, kind);
-  if (!row) throw notFound(`${LABEL[kind]} not found`);
-  await directoriesRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
+  await inTransaction(ctx, async (tx) => {
+    const row = await directoriesRepo.findLive(tx.db, userId, id, kind);
+    if (!row) throw notFound(`${LABEL[kind]} not found`);
+    await directoriesRepo.update(tx.db, userId, id, { deleted_at: now, updated_at: now });
+    await tx.events.emit(tx, { type: `${kind}.trashed`, area: 'groups', data: { id } });
+  });
 }
 
 export async function restoreDirectory(ctx: ServiceContext, kind: DirectoryKind, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const row = await directoriesRepo.findAny(trx, userId, id, kind);
     if (!row) throw notFound(`${LABEL[kind]} not found`);
     if (row.deleted_at === null) throw badRequest(`${LABEL[kind]} is not in the trash`);
@@ -217,6 +228,7 @@ export async function restoreDirectory(ctx: ServiceContext, kind: DirectoryKind,
       cur = ancestor.parent_id;
     }
     await directoriesRepo.update(trx, userId, id, { deleted_at: null, parent_id: parentId, updated_at: now });
+    await tx.events.emit(tx, { type: `${kind}.restored`, area: 'groups', data: { id } });
   });
 }
 

@@ -256,6 +256,7 @@ export async function sendMessage(
       // Fetched later by the link_preview job, never while the sender waits.
       await queueLinkPreviews(tx, id, content);
       await messagesRepo.channelSent(tx.db, channelId, seq);
+      await tx.events.emit(tx, { type: 'message.created', area: 'messaging', data: { id, channelId: channel.id } });
       return readOne(tx, id, channelId);
     });
     return { created: true, message };
@@ -292,6 +293,7 @@ export async function editMessage(ctx: ServiceContext, messageId: string, conten
     const sealed = cipherOf(tx).seal(userId, id, content);
     await messagesRepo.updateContent(tx.db, id, sealed, mentions, tx.now);
     const removedImages = await syncLinkPreviews(tx, id, content);
+    await tx.events.emit(tx, { type: 'message.edited', area: 'messaging', data: { id, channelId: channel.id } });
     return { message: await readOne(tx, id, channel.id), removedImages };
   });
   // The images of previews whose links the edit removed go once it has committed.
@@ -301,10 +303,11 @@ export async function editMessage(ctx: ServiceContext, messageId: string, conten
 
 export async function deleteMessage(ctx: ServiceContext, messageId: string): Promise<void> {
   await inTransaction(ctx, async (tx) => {
-    const { channel, seq } = await lockMessage(tx, messageId);
+    const { channel, seq, id } = await lockMessage(tx, messageId);
     await messagesRepo.markDeleted(tx.db, messageId, tx.now);
     await messagesRepo.deletePin(tx.db, channel.id, messageId);
     if (seq > Number(channel.read_seq)) await messagesRepo.unreadDown(tx.db, channel.id);
+    await tx.events.emit(tx, { type: 'message.deleted', area: 'messaging', data: { id, channelId: channel.id } });
   });
 }
 

@@ -251,7 +251,10 @@ export async function runImport(
   const { progressDb, clock } = options;
   const row = await importsRepo.claim(base.db, importId, base.now, base.now - IMPORT_LEASE_MS);
   if (!row) return;
-  const ctx: OwnerContext = { ...base, access: onBehalfOf(row.user_id) };
+  // The entities an import writes emit no event each: the event log's lock would be held from the
+  // first of them to the import's commit, minutes on a large file, and every other write waits on it.
+  // The import emits one `import.applied` as it commits instead (finishWith).
+  const ctx: OwnerContext = { ...base, events: { emit: async () => undefined }, access: onBehalfOf(row.user_id) };
   const finish = (outcome: Omit<ImportOutcome, 'finishedAt'>) =>
     importsRepo.finish(base.db, row.id, { ...outcome, finishedAt: clock() });
   const failed = (error: string, total = 0) =>
@@ -292,6 +295,10 @@ export async function runImport(
     // Finished in the same transaction as the writes: never written without being reported.
     const finishWith = async (tx: OwnerContext, applied: ApplyResult) => {
       if (!(await importsRepo.finish(tx.db, row.id, succeeded(applied), row.started_at))) throw new Superseded();
+      await base.events.emit(
+        { ...tx, events: base.events },
+        { type: 'import.applied', area: 'members', data: { id: row.id } },
+      );
     };
     if (row.source === 'native') {
       if (!row.object_key || !base.storage)
