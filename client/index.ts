@@ -17,6 +17,14 @@ export {
   type RetryOptions,
   type RetryEvent,
 } from './retry.ts';
+export {
+  subscribe,
+  SubscriptionRefused,
+  type Event,
+  type EventStreamReset,
+  type StreamMessage,
+  type SubscribeOptions,
+} from './events.ts';
 export type ApiClient = Client<paths>;
 export type ApiError = components['schemas']['Error'];
 

@@ -262,6 +262,8 @@ describe('the client package', () => {
     expect(files).toEqual([
       'LICENSE',
       'README.md',
+      'dist/client/events.d.ts',
+      'dist/client/events.js',
       'dist/client/index.d.ts',
       'dist/client/index.js',
       'dist/client/retry.d.ts',
