@@ -5487,8 +5487,8 @@ export interface components {
          * @example entry.created
          * @enum {string}
          */
-        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied";
-        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. */
+        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied" | "friendship.requested" | "friendship.accepted" | "friendship.revoked" | "friendship.blocked" | "member_status.assigned" | "member_status.cleared" | "privacy_bucket.created" | "privacy_bucket.updated" | "privacy_bucket.deleted" | "front_session.corrected" | "front_session.trashed" | "front_session.restored" | "appearance.changed" | "terminology.changed";
+        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. Also: `friendship.*` (under `friends`; `id` is the other account; a request and an acceptance reach both accounts, a revoke and a block only the one that made it), `member_status.*` (under `memberStatuses`; `id` the status, `memberId` the member), `privacy_bucket.*` (under `privacyBuckets`), `front_session.*` (under `front`; a past session corrected, trashed or restored), `appearance.changed` and `terminology.changed` (under their scopes; `id` is the account). */
         ChangeEvent: {
             id: components["schemas"]["EventId"];
             /** @example entry.updated */
@@ -5498,7 +5498,7 @@ export interface components {
             accountId: components["schemas"]["Uuid"];
             actor: components["schemas"]["EventActor"];
             data: {
-                /** @description The changed resource (the note, group, folder, custom field, message or import). */
+                /** @description The changed resource (note, group, folder, custom field, message, import, other account, status, bucket, front session; the account for appearance and terminology). */
                 id: components["schemas"]["Uuid"];
                 /** @description The member whose custom field value changed. */
                 memberId?: components["schemas"]["Uuid"];

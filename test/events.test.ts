@@ -367,6 +367,81 @@ describe('the other areas’ events', () => {
     stream.close();
   });
 
+  it('friendships, member statuses, buckets, front session corrections, appearance and terminology send theirs', async () => {
+    const user = await server.user();
+    const other = await server.user();
+    const { api } = user;
+    const stream = await openStream(user);
+    const otherStream = await openStream(other);
+    const ok = async (write: Promise<{ response: Response }>) => {
+      const { response } = await write;
+      expect(response.ok, String(response.status)).toBe(true);
+    };
+    // A request and its acceptance reach both accounts; a revoke only the one that made it.
+    await ok(api.POST('/api/v1/friends/{friendUserId}/request', { params: { path: { friendUserId: other.userId } } }));
+    await ok(
+      other.api.POST('/api/v1/friends/requests/{requesterUserId}/accept', {
+        params: { path: { requesterUserId: user.userId } },
+      }),
+    );
+    await ok(api.POST('/api/v1/friends/{friendUserId}/revoke', { params: { path: { friendUserId: other.userId } } }));
+    const member = await createMember(user, 'Statused');
+    const status = (await api.POST('/api/v1/member-statuses', { body: { name: 'Tired', color: '#000000' } })).data!.id;
+    const statusPath = { params: { path: { memberId: member, statusId: status } } };
+    await ok(api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', statusPath));
+    await ok(api.DELETE('/api/v1/members/{memberId}/statuses/{statusId}', statusPath));
+    const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
+    const bucketPath = { params: { path: { bucketId: bucket } } };
+    await ok(api.PATCH('/api/v1/privacy-buckets/{bucketId}', { ...bucketPath, body: { name: 'Closer' } }));
+    await ok(api.DELETE('/api/v1/privacy-buckets/{bucketId}', bucketPath));
+    // A past session: corrected, trashed, restored.
+    await ok(api.POST('/api/v1/front/members', { body: { memberId: member } }));
+    await ok(api.DELETE('/api/v1/front/members/{memberId}', { params: { path: { memberId: member } } }));
+    const session = (await api.GET('/api/v1/front/history', { params: { query: {} } })).data!.items[0]!.session._id;
+    const sessionPath = { params: { path: { sessionId: session } } };
+    await ok(
+      api.PATCH('/api/v1/front/sessions/{sessionId}', { ...sessionPath, body: { note: 'Canary-session-note' } }),
+    );
+    await ok(api.DELETE('/api/v1/front/sessions/{sessionId}', sessionPath));
+    await ok(api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath));
+    await ok(api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } }));
+    await ok(api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } }));
+    const expected = [
+      'friendship.requested',
+      'friendship.accepted',
+      'friendship.revoked',
+      'member.created',
+      'member_status.assigned',
+      'member_status.cleared',
+      'privacy_bucket.created',
+      'privacy_bucket.updated',
+      'privacy_bucket.deleted',
+      'front.changed',
+      'front.changed',
+      'front_session.corrected',
+      'front_session.trashed',
+      'front_session.restored',
+      'appearance.changed',
+      'terminology.changed',
+    ];
+    await stream.until(expected.length);
+    expect(types(stream.messages)).toEqual(expected);
+    await otherStream.until(2);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(types(otherStream.messages)).toEqual(['friendship.requested', 'friendship.accepted']);
+    const data = (m: Message) => (m.data as { data: unknown; actor: unknown }).data;
+    expect(otherStream.messages.map(data)).toEqual([{ id: user.userId }, { id: user.userId }]);
+    // The request reached the other account as the friend's doing; the acceptance was its own key's.
+    expect(otherStream.messages.map((m) => (m.data as { actor: unknown }).actor)).toEqual([
+      { kind: 'friend', id: user.userId },
+      { kind: 'key', id: other.keyId },
+    ]);
+    expect(data(stream.messages[4]!)).toEqual({ id: status, memberId: member });
+    expectNoneOf(stream.raw, ['Canary-session-note']);
+    stream.close();
+    otherStream.close();
+  });
+
   it('an import sends one import.applied as it commits, not an event per entity', async () => {
     const user = await server.user();
     const stream = await openStream(user);

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { components } from '../../generated/api.d.ts';
 import type { Config } from '../config.ts';
 import type { ObjectStorage } from '../storage/types.ts';
-import type { ScopeMap } from './scopes.ts';
+import type { Scope, ScopeMap } from './scopes.ts';
 
 type Schemas = components['schemas'];
 
@@ -126,7 +126,7 @@ export type EventEntry =
   | { type: Schemas['FrontChangedEvent']['type']; area: 'front'; data: Schemas['FrontChangedEvent']['data'] }
   | {
       type: Schemas['ChangeEvent']['type'];
-      area: 'entries' | 'groups' | 'customFields' | 'messaging' | 'members';
+      area: Scope;
       data: Schemas['ChangeEvent']['data'];
     };
 

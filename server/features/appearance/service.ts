@@ -104,7 +104,13 @@ export async function updateAppearance(ctx: ServiceContext, patch: AppearancePat
       updated_at: now,
     };
     const changed = Object.keys(changes) as Array<keyof AppearanceValues>;
-    return toDocument(await appearanceRepo.upsert(trx, insert, changed));
+    const doc = toDocument(await appearanceRepo.upsert(trx, insert, changed));
+    await tx.events.emit(tx, {
+      type: 'appearance.changed',
+      area: 'appearance',
+      data: { id: userId, fields: Object.keys(patch) },
+    });
+    return doc;
   });
 }
 

@@ -8,7 +8,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { atLeast, requireVisible, viewerCeiling } from '../../access/index.ts';
+import { atLeast, onBehalfOf, requireVisible, viewerCeiling } from '../../access/index.ts';
 import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
@@ -45,8 +45,26 @@ async function acceptPair(tx: Tx, me: string, other: string): Promise<void> {
   await applyDefaults(db, other, 'new_friend', [me], now);
 }
 
-async function audit(tx: Tx, action: string, otherId: string, detail: Record<string, unknown> = {}): Promise<void> {
+/** The event each audited friendship action sends, and whether the other account gets it too. */
+const EVENT_OF = {
+  'friendship.request': { type: 'friendship.requested', both: true },
+  'friendship.accept': { type: 'friendship.accepted', both: true },
+  'friendship.revoke': { type: 'friendship.revoked', both: false },
+  'friendship.block': { type: 'friendship.blocked', both: false },
+} as const;
+
+async function audit(
+  tx: Tx,
+  action: keyof typeof EVENT_OF,
+  otherId: string,
+  detail: Record<string, unknown> = {},
+): Promise<void> {
   await tx.audit.record(tx, { action, targetType: 'account', targetId: otherId, detail });
+  const { type, both } = EVENT_OF[action];
+  await tx.events.emit(tx, { type, area: 'friends', data: { id: otherId } });
+  // The other account's own log: it sees the request or the acceptance (a revoke or block stays silent).
+  if (both)
+    await tx.events.emit({ ...tx, access: onBehalfOf(otherId) }, { type, area: 'friends', data: { id: ownerOf(tx) } });
 }
 
 export async function sendRequest(ctx: ServiceContext, otherId: string): Promise<void> {

@@ -380,7 +380,8 @@ export async function updateSession(
   const userId = ownerOf(ctx);
   if (patch.startedAt !== undefined && patch.startedAt > now) throw badRequest('startedAt cannot be in the future');
   if (patch.endedAt !== undefined && patch.endedAt > now) throw badRequest('endedAt cannot be in the future');
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -397,27 +398,39 @@ export async function updateSession(
     if (patch.note !== undefined) changes.note = noteOrNull(patch.note);
     if (patch.startedAt !== undefined || patch.endedAt !== undefined)
       await assertNoOverlap(trx, row, startedAt, endedAt);
-    return toHistorySession(await frontRepo.updateSession(trx, userId, id, changes), userId);
+    const updated = toHistorySession(await frontRepo.updateSession(trx, userId, id, changes), userId);
+    await tx.events.emit(tx, {
+      type: 'front_session.corrected',
+      area: 'front',
+      data: { id: row.id, fields: Object.keys(patch) },
+    });
+    // An open session's note or end is the front's too.
+    if (row.ended_at === null && row.deleted_at === null) await frontChanged(tx);
+    return updated;
   });
 }
 
 export async function trashSession(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
     if (row.deleted_at !== null) throw badRequest('Front session is already in the trash');
     // An open session stays open in the trash, so restoring it puts the member back in the front.
     await frontRepo.updateSession(trx, userId, id, { deleted_at: now, position: null, updated_at: now });
+    await tx.events.emit(tx, { type: 'front_session.trashed', area: 'front', data: { id: row.id } });
+    if (row.ended_at === null) await frontChanged(tx);
   });
 }
 
 export async function restoreSession(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await frontRepo.lock(trx, userId);
     const row = await frontRepo.findSession(trx, userId, id);
     if (!row) throw notFound('Front session not found');
@@ -428,6 +441,8 @@ export async function restoreSession(ctx: ServiceContext, id: string): Promise<v
     await assertNoOverlap(trx, row, row.started_at, row.ended_at);
     const position = row.ended_at === null ? await frontRepo.nextPosition(trx, userId) : null;
     await frontRepo.updateSession(trx, userId, id, { deleted_at: null, position, updated_at: now });
+    await tx.events.emit(tx, { type: 'front_session.restored', area: 'front', data: { id: row.id } });
+    if (row.ended_at === null) await frontChanged(tx);
   });
 }
 

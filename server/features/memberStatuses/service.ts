@@ -1,5 +1,5 @@
 /** Member status definitions (name, colour, icon) and their assignment to members. */
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -95,7 +95,14 @@ export async function assign(ctx: ServiceContext, memberId: string, statusId: st
   const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   await findStatus(db, userId, statusId);
-  await memberStatusesRepo.assign(db, userId, memberId, statusId, now);
+  await inTransaction(ctx, async (tx) => {
+    await memberStatusesRepo.assign(tx.db, userId, memberId, statusId, now);
+    await tx.events.emit(tx, {
+      type: 'member_status.assigned',
+      area: 'memberStatuses',
+      data: { id: statusId, memberId },
+    });
+  });
 }
 
 export async function clear(ctx: ServiceContext, memberId: string, statusId: string): Promise<void> {
@@ -103,5 +110,12 @@ export async function clear(ctx: ServiceContext, memberId: string, statusId: str
   const userId = ownerOf(ctx);
   await assertMember(db, userId, memberId);
   await findStatus(db, userId, statusId);
-  await memberStatusesRepo.clear(db, userId, memberId, statusId);
+  await inTransaction(ctx, async (tx) => {
+    await memberStatusesRepo.clear(tx.db, userId, memberId, statusId);
+    await tx.events.emit(tx, {
+      type: 'member_status.cleared',
+      area: 'memberStatuses',
+      data: { id: statusId, memberId },
+    });
+  });
 }

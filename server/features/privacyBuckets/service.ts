@@ -78,6 +78,14 @@ export async function listBuckets(ctx: ServiceContext): Promise<Bucket[]> {
 }
 
 export async function createBucket(ctx: ServiceContext, input: Schemas['CreatePrivacyBucketRequest']): Promise<Bucket> {
+  return inTransaction(ctx, async (tx) => {
+    const bucket = await insertBucket(tx, input);
+    await tx.events.emit(tx, { type: 'privacy_bucket.created', area: 'privacyBuckets', data: { id: bucket._id } });
+    return bucket;
+  });
+}
+
+async function insertBucket(ctx: ServiceContext, input: Schemas['CreatePrivacyBucketRequest']): Promise<Bucket> {
   const { now } = ctx;
   const row = await bucketsRepo.insert(ctx.db, {
     id: randomUUID(),
@@ -117,7 +125,13 @@ export async function updateBucket(
     if (input.iconColorPreset !== undefined) changes.icon_color_preset = input.iconColorPreset;
     if (input.friendPermissions !== undefined)
       changes.friend_permissions = merge(storedPermissions(row.friend_permissions), input.friendPermissions);
-    return toBucket(await bucketsRepo.update(tx.db, userId, id, changes));
+    const updated = toBucket(await bucketsRepo.update(tx.db, userId, id, changes));
+    await tx.events.emit(tx, {
+      type: 'privacy_bucket.updated',
+      area: 'privacyBuckets',
+      data: { id: updated._id, fields: Object.keys(input) },
+    });
+    return updated;
   });
 }
 
@@ -128,6 +142,7 @@ export async function deleteBucket(ctx: ServiceContext, id: string): Promise<voi
     if (!row) throw notFound(BUCKET_NOT_FOUND);
     if (row.builtin) throw badRequest('Built-in privacy buckets cannot be deleted');
     await bucketsRepo.delete(tx.db, userId, id);
+    await tx.events.emit(tx, { type: 'privacy_bucket.deleted', area: 'privacyBuckets', data: { id: row.id } });
   });
 }
 

@@ -46,11 +46,14 @@ export async function updateTerminology(ctx: ServiceContext, patch: TerminologyP
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes = readPatch(patch, ''); // 400s before anything is written
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     await terminologyRepo.insertGlobalIfMissing(trx, newGlobalRow(userId, DEFAULT_LABELS, now));
     const row = await terminologyRepo.findGlobal(trx, userId, { forUpdate: true });
     const next = applyChanges(overlay(DEFAULT_LABELS, row), changes, DEFAULT_LABELS);
-    return toDocument(await terminologyRepo.updateGlobal(trx, userId, next, now));
+    const doc = toDocument(await terminologyRepo.updateGlobal(trx, userId, next, now));
+    await tx.events.emit(tx, { type: 'terminology.changed', area: 'terminology', data: { id: userId } });
+    return doc;
   });
 }
 
