@@ -307,7 +307,8 @@ async function populate(api: ApiClient, apiKey: string, userId: string, peerId: 
   );
   ok((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 7 } })).response.status, 'trash settings');
   // Privacy: a custom bucket on a member and as a default; a friend request to the peer (only the
-  // requester acts, so the peer's own tables gain no row but the request's incoming side).
+  // requester acts, so the peer's own tables gain no row but the request's incoming side and the
+  // event that told the peer of it, both of which go with the requester).
   const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
   ok(
     (

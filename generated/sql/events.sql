@@ -27,21 +27,22 @@ with
   ),
   appended as (
     insert into
-      events (account_id, type, area, occurred_at, actor, data)
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
     select
       $1::uuid,
       $2::text,
       $3::text,
       $4::bigint,
       $5::jsonb,
-      $6::jsonb
+      $6::jsonb,
+      $7::uuid
     from
       locked
     returning
       id
   )
 select
-  pg_notify ($7::text, '') as notified
+  pg_notify ($8::text, '') as notified
 from
   appended;
 

@@ -130,9 +130,13 @@ export type EventEntry =
       data: Schemas['ChangeEvent']['data'];
     };
 
-/** Appends to the event log in the caller's transaction: `ctx.db` must be the transaction of the change. */
+/**
+ * Appends to the event log in the caller's transaction: `ctx.db` must be the transaction of the
+ * change. `about` is another account the event names (a friendship's other side), so that the
+ * event goes when that account is deleted.
+ */
 export interface EventSink {
-  emit(ctx: ServiceContext, entry: EventEntry): Promise<void>;
+  emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void>;
 }
 
 /** The enqueue side of the durable job queue (server/jobs/queue.ts). */

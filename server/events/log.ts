@@ -34,6 +34,7 @@ interface EventInsert {
   actor: string;
   /** JSON text. */
   data: string;
+  about_account_id: string | null;
 }
 
 /** Appends one event under the log's lock, and asks for the notification at commit. */
@@ -42,15 +43,23 @@ const append = statement<{ row: EventInsert }, { notified: unknown }>({
   area: AREA,
   variants: {
     'one event': {
-      row: { account_id: EXAMPLE_UUID, type: 'a.b', area: 'members', occurred_at: 0, actor: '{}', data: '{}' },
+      row: {
+        account_id: EXAMPLE_UUID,
+        type: 'a.b',
+        area: 'members',
+        occurred_at: 0,
+        actor: '{}',
+        data: '{}',
+        about_account_id: null,
+      },
     },
   },
   build: ({ row: r }) => sql`
     with locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))),
     appended as (
-      insert into events (account_id, type, area, occurred_at, actor, data)
+      insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select ${r.account_id}::uuid, ${r.type}::text, ${r.area}::text, ${r.occurred_at}::bigint, ${r.actor}::jsonb,
-        ${r.data}::jsonb
+        ${r.data}::jsonb, ${r.about_account_id}::uuid
       from locked
       returning id
     )
@@ -133,7 +142,7 @@ function actorOf(ctx: ServiceContext): Schemas['EventActor'] {
 }
 
 export class DatabaseEventSink implements EventSink {
-  async emit(ctx: ServiceContext, entry: EventEntry): Promise<void> {
+  async emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void> {
     if (!ctx.db.isTransaction) throw new Error(`event ${entry.type}: emit it inside the transaction of the change`);
     if (!TYPE.test(entry.type)) throw new Error(`event type ${JSON.stringify(entry.type)} is not a dotted name`);
     await append(ctx.db, {
@@ -144,6 +153,7 @@ export class DatabaseEventSink implements EventSink {
         occurred_at: ctx.now,
         actor: JSON.stringify(actorOf(ctx)),
         data: JSON.stringify(entry.data),
+        about_account_id: entry.about ?? null,
       },
     });
   }

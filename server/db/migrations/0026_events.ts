@@ -22,10 +22,13 @@ export async function up(knex: Knex): Promise<void> {
       area text not null,
       occurred_at bigint not null,
       actor jsonb not null,
-      data jsonb not null
+      data jsonb not null,
+      -- Another account the event names (a friendship's other side): deleting that account deletes it too.
+      about_account_id uuid references accounts (id) on delete cascade
     );
     create index events_by_account on events (account_id, id);
     create index events_by_time on events (occurred_at);
+    create index events_about on events (about_account_id) where about_account_id is not null;
     create table events_pruned (
       singleton boolean primary key default true check (singleton),
       through bigint not null

@@ -61,10 +61,13 @@ async function audit(
 ): Promise<void> {
   await tx.audit.record(tx, { action, targetType: 'account', targetId: otherId, detail });
   const { type, both } = EVENT_OF[action];
-  await tx.events.emit(tx, { type, area: 'friends', data: { id: otherId } });
+  await tx.events.emit(tx, { type, area: 'friends', data: { id: otherId }, about: otherId });
   // The other account's own log: it sees the request or the acceptance (a revoke or block stays silent).
   if (both)
-    await tx.events.emit({ ...tx, access: onBehalfOf(otherId) }, { type, area: 'friends', data: { id: ownerOf(tx) } });
+    await tx.events.emit(
+      { ...tx, access: onBehalfOf(otherId) },
+      { type, area: 'friends', data: { id: ownerOf(tx) }, about: ownerOf(tx) },
+    );
 }
 
 export async function sendRequest(ctx: ServiceContext, otherId: string): Promise<void> {
