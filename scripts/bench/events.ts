@@ -163,11 +163,11 @@ async function main(): Promise<void> {
     const arrivals: Array<{ account: string; k: number; at: number }> = [];
     const controller = new AbortController();
     const open = async (auth: Record<string, string>) => {
-      const res = await fetch(`${url}/api/v1/events?types=front.,friend.front.`, {
+      const res = await fetch(`${url}/api/v1/events?types=${encodeURIComponent('front.,friend.front.')}`, {
         headers: auth,
         signal: controller.signal,
       });
-      if (res.status !== 200 || !res.body) throw new Error(`a stream answered ${res.status}`);
+      if (res.status !== 200 || !res.body) throw new Error(`a stream answered ${res.status}: ${await res.text()}`);
       const seen = new Map<string, number>();
       const decoder = new TextDecoder();
       let buffer = '';
@@ -258,8 +258,13 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
   } finally {
-    server?.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 1000));
+    if (server && server.exitCode === null) {
+      const exited = new Promise((r) => server!.once('exit', r));
+      server.kill('SIGTERM');
+      const killer = setTimeout(() => server!.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(killer);
+    }
     await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
   }
 }
