@@ -353,6 +353,17 @@ describe('the other areas’ events', () => {
     await step(['message.edited'], () =>
       api.PATCH('/api/v1/messaging/messages/{messageId}', { ...messagePath, body: { content: 'Canary-edited' } }),
     );
+    await step(['message.pinned'], () =>
+      api.POST('/api/v1/messaging/channels/{channelId}/pins', {
+        params: { path: { channelId: channel } },
+        body: { messageId: sent.data!.id },
+      }),
+    );
+    await step(['message.unpinned'], () =>
+      api.DELETE('/api/v1/messaging/channels/{channelId}/pins/{messageId}', {
+        params: { path: { channelId: channel, messageId: sent.data!.id } },
+      }),
+    );
     await step(['message.deleted'], () => api.DELETE('/api/v1/messaging/messages/{messageId}', messagePath));
 
     await stream.until(expected.length);
@@ -390,6 +401,9 @@ describe('the other areas’ events', () => {
     const statusPath = { params: { path: { memberId: member, statusId: status } } };
     await ok(api.PUT('/api/v1/members/{memberId}/statuses/{statusId}', statusPath));
     await ok(api.DELETE('/api/v1/members/{memberId}/statuses/{statusId}', statusPath));
+    const definitionPath = { params: { path: { statusId: status } } };
+    await ok(api.PATCH('/api/v1/member-statuses/{statusId}', { ...definitionPath, body: { name: 'Sleepy' } }));
+    await ok(api.DELETE('/api/v1/member-statuses/{statusId}', definitionPath));
     const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
     const bucketPath = { params: { path: { bucketId: bucket } } };
     await ok(api.PATCH('/api/v1/privacy-buckets/{bucketId}', { ...bucketPath, body: { name: 'Closer' } }));
@@ -406,13 +420,18 @@ describe('the other areas’ events', () => {
     await ok(api.POST('/api/v1/front/sessions/{sessionId}/restore', sessionPath));
     await ok(api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } }));
     await ok(api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } }));
+    await ok(api.POST('/api/v1/appearance/reset'));
+    await ok(api.POST('/api/v1/terminology/reset'));
     const expected = [
       'friendship.requested',
       'friendship.accepted',
       'friendship.revoked',
       'member.created',
+      'member_status.created',
       'member_status.assigned',
       'member_status.cleared',
+      'member_status.updated',
+      'member_status.deleted',
       'privacy_bucket.created',
       'privacy_bucket.updated',
       'privacy_bucket.deleted',
@@ -421,6 +440,8 @@ describe('the other areas’ events', () => {
       'front_session.corrected',
       'front_session.trashed',
       'front_session.restored',
+      'appearance.changed',
+      'terminology.changed',
       'appearance.changed',
       'terminology.changed',
     ];
@@ -436,7 +457,7 @@ describe('the other areas’ events', () => {
       { kind: 'friend', id: user.userId },
       { kind: 'key', id: other.keyId },
     ]);
-    expect(data(stream.messages[4]!)).toEqual({ id: status, memberId: member });
+    expect(data(stream.messages[5]!)).toEqual({ id: status, memberId: member });
     expectNoneOf(stream.raw, ['Canary-session-note']);
     stream.close();
     otherStream.close();

@@ -115,7 +115,7 @@ export async function updateAppearance(ctx: ServiceContext, patch: AppearancePat
 }
 
 export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDocument> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const insert: AppearanceRow = {
     id: randomUUID(),
@@ -125,7 +125,11 @@ export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDo
     updated_at: now,
   };
   const every = Object.keys(APPEARANCE_DEFAULTS) as Array<keyof AppearanceValues>;
-  return toDocument(await appearanceRepo.upsert(db, insert, every));
+  return inTransaction(ctx, async (tx) => {
+    const doc = toDocument(await appearanceRepo.upsert(tx.db, insert, every));
+    await tx.events.emit(tx, { type: 'appearance.changed', area: 'appearance', data: { id: userId } });
+    return doc;
+  });
 }
 
 async function assertCustomFontsAllowed(ctx: ServiceContext): Promise<void> {

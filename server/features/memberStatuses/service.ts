@@ -40,7 +40,7 @@ export async function createStatus(
   ctx: ServiceContext,
   input: Schemas['CreateMemberStatusRequest'],
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const row: StatusRow = {
     id: randomUUID(),
@@ -51,7 +51,10 @@ export async function createStatus(
     created_at: now,
     updated_at: now,
   };
-  await memberStatusesRepo.insert(db, row);
+  await inTransaction(ctx, async (tx) => {
+    await memberStatusesRepo.insert(tx.db, row);
+    await tx.events.emit(tx, { type: 'member_status.created', area: 'memberStatuses', data: { id: row.id } });
+  });
   return { id: row.id };
 }
 
@@ -60,23 +63,32 @@ export async function updateStatus(
   id: string,
   input: Schemas['UpdateMemberStatusRequest'],
 ): Promise<Schemas['MemberStatusDefinition']> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes: StatusChanges = { updated_at: now };
   if (input.name !== undefined) changes.name = input.name.trim();
   if (input.color !== undefined) changes.color = input.color.toUpperCase();
   if (input.icon !== undefined) changes.icon = input.icon;
-  // One statement: a status deleted meanwhile is not found, never a half-done update.
-  const row = await memberStatusesRepo.update(db, userId, id, changes);
-  if (!row) throw notFound('Member status not found');
-  return toDefinition(row);
+  return inTransaction(ctx, async (tx) => {
+    // One statement: a status deleted meanwhile is not found, never a half-done update.
+    const row = await memberStatusesRepo.update(tx.db, userId, id, changes);
+    if (!row) throw notFound('Member status not found');
+    await tx.events.emit(tx, {
+      type: 'member_status.updated',
+      area: 'memberStatuses',
+      data: { id: row.id, fields: Object.keys(input) },
+    });
+    return toDefinition(row);
+  });
 }
 
 export async function deleteStatus(ctx: ServiceContext, id: string): Promise<void> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  await findStatus(db, userId, id);
-  await memberStatusesRepo.delete(db, userId, id); // assignments go with it (on delete cascade)
+  await inTransaction(ctx, async (tx) => {
+    const status = await findStatus(tx.db, userId, id);
+    await memberStatusesRepo.delete(tx.db, userId, id); // assignments go with it (on delete cascade)
+    await tx.events.emit(tx, { type: 'member_status.deleted', area: 'memberStatuses', data: { id: status.id } });
+  });
 }
 
 export async function listAssignments(

@@ -321,23 +321,33 @@ export async function listPins(ctx: ServiceContext, channelId: string): Promise<
 export async function pin(ctx: ServiceContext, channelId: string, messageId: string): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    await liveChannel(tx.db, userId, channelId, true);
+    const channel = await liveChannel(tx.db, userId, channelId, true);
     const message = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, messageId);
     if (!message) throw badRequest('messageId is not a message of this channel');
     const pins = await messagesRepo.pinIds(tx.db, channelId);
     if (pins.includes(messageId.toLowerCase())) return;
     if (pins.length >= MAX_PINS) throw badRequest(`A channel has at most ${MAX_PINS} pinned messages`);
     await messagesRepo.insertPin(tx.db, userId, channelId, messageId, tx.now);
+    await tx.events.emit(tx, {
+      type: 'message.pinned',
+      area: 'messaging',
+      data: { id: message.id, channelId: channel.id },
+    });
   });
 }
 
 export async function unpin(ctx: ServiceContext, channelId: string, messageId: string): Promise<void> {
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
-    await liveChannel(tx.db, userId, channelId, true);
+    const channel = await liveChannel(tx.db, userId, channelId, true);
     const message = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, messageId);
     if (!message) throw notFound('Message not found');
     await messagesRepo.deletePin(tx.db, channelId, messageId);
+    await tx.events.emit(tx, {
+      type: 'message.unpinned',
+      area: 'messaging',
+      data: { id: message.id, channelId: channel.id },
+    });
   });
 }
 

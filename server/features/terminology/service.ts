@@ -58,9 +58,13 @@ export async function updateTerminology(ctx: ServiceContext, patch: TerminologyP
 }
 
 export async function resetTerminology(ctx: ServiceContext): Promise<TerminologyDocument> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  return toDocument(await terminologyRepo.upsertGlobal(db, newGlobalRow(userId, DEFAULT_LABELS, now)));
+  return inTransaction(ctx, async (tx) => {
+    const doc = toDocument(await terminologyRepo.upsertGlobal(tx.db, newGlobalRow(userId, DEFAULT_LABELS, now)));
+    await tx.events.emit(tx, { type: 'terminology.changed', area: 'terminology', data: { id: userId } });
+    return doc;
+  });
 }
 
 /** A side system's own layer (subSystemId null) or one sub system's layer. */
@@ -150,7 +154,8 @@ export async function updateScopedTerminology(
   const userId = ownerOf(ctx);
   const changes = readPatch(input.terms, 'terms.');
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     // Lock order: the global document (when it exists), then the side system. The inherited
     // labels cannot change under us, and writes to one side system's layers are serialised.
     const global = await terminologyRepo.findGlobal(trx, userId, { forUpdate: true });
@@ -180,6 +185,7 @@ export async function updateScopedTerminology(
         updated_at: now,
       });
     }
+    await tx.events.emit(tx, { type: 'terminology.changed', area: 'terminology', data: { id: userId } });
     return resolve(userId, target, await loadLayers(trx, userId, target));
   });
 }
@@ -190,11 +196,13 @@ export async function resetScopedTerminology(
 ): Promise<ResolvedTerminology> {
   const userId = ownerOf(ctx);
   const target: LayerScope = { sideSystemId: input.sideSystemId, subSystemId: input.subSystemId ?? null };
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     if (!(await terminologyRepo.lockSideSystem(trx, userId, target.sideSystemId)))
       throw notFound('Side system not found');
     await assertScope(trx, userId, target, true);
     await terminologyRepo.deleteOverride(trx, userId, target.sideSystemId, target.subSystemId);
+    await tx.events.emit(tx, { type: 'terminology.changed', area: 'terminology', data: { id: userId } });
     return resolve(userId, target, await loadLayers(trx, userId, target));
   });
 }
