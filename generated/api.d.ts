@@ -5426,7 +5426,7 @@ export interface components {
          * @example member.updated
          * @enum {string}
          */
-        MemberEventType: "member.created" | "member.updated" | "member.archived" | "member.unarchived" | "member.trashed" | "member.restored";
+        MemberEventType: "member.created" | "member.updated" | "member.archived" | "member.unarchived" | "member.trashed" | "member.restored" | "member.deleted";
         /** @description A member of the account changed. Read under the `members` scope. `data.fields` names the fields a `member.updated` changed (as the member's read shape names them); read the member for their values. */
         MemberEvent: {
             id: components["schemas"]["EventId"];
@@ -5487,8 +5487,8 @@ export interface components {
          * @example entry.created
          * @enum {string}
          */
-        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied" | "friendship.requested" | "friendship.accepted" | "friendship.revoked" | "friendship.blocked" | "member_status.assigned" | "member_status.cleared" | "member_status.created" | "member_status.updated" | "member_status.deleted" | "message.pinned" | "message.unpinned" | "privacy_bucket.created" | "privacy_bucket.updated" | "privacy_bucket.deleted" | "front_session.corrected" | "front_session.trashed" | "front_session.restored" | "appearance.changed" | "terminology.changed";
-        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. Also: `friendship.*` (under `friends`; `id` is the other account; a request and an acceptance reach both accounts, a revoke and a block only the one that made it), `member_status.*` (under `memberStatuses`; `id` the status, and `memberId` the member for an assignment), `message.pinned` and `message.unpinned` (under `messaging`), `privacy_bucket.*` (under `privacyBuckets`), `front_session.*` (under `front`; a past session corrected, trashed or restored), `appearance.changed` and `terminology.changed` (under their scopes; `id` is the account). */
+        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied" | "friendship.requested" | "friendship.accepted" | "friendship.revoked" | "friendship.blocked" | "member_status.assigned" | "member_status.cleared" | "member_status.created" | "member_status.updated" | "member_status.deleted" | "message.pinned" | "message.unpinned" | "trash.purged" | "privacy_bucket.created" | "privacy_bucket.updated" | "privacy_bucket.deleted" | "front_session.corrected" | "front_session.trashed" | "front_session.restored" | "appearance.changed" | "terminology.changed";
+        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. Also: `friendship.*` (under `friends`; `id` is the other account; a request and an acceptance reach both accounts, a revoke and a block only the one that made it), `member_status.*` (under `memberStatuses`; `id` the status, and `memberId` the member for an assignment), `message.pinned` and `message.unpinned` (under `messaging`), `privacy_bucket.*` (under `privacyBuckets`), `trash.purged` (an item purged from the trash for good, under its area's scope; a purged note is `entry.purged` and a purged member `member.deleted`), `front_session.*` (under `front`; a past session corrected, trashed or restored), `appearance.changed` and `terminology.changed` (under their scopes; `id` is the account). */
         ChangeEvent: {
             id: components["schemas"]["EventId"];
             /** @example entry.updated */
@@ -5504,6 +5504,11 @@ export interface components {
                 memberId?: components["schemas"]["Uuid"];
                 /** @description The channel of a message. */
                 channelId?: components["schemas"]["Uuid"];
+                /**
+                 * @description For `trash.purged`: the trash item's type (`directory`, `directoryLayout`, `customFieldDefinition`, `frontSession`).
+                 * @example frontSession
+                 */
+                kind?: string;
                 /**
                  * @example [
                  *       "title",

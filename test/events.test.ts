@@ -463,6 +463,31 @@ describe('the other areas’ events', () => {
     otherStream.close();
   });
 
+  it('purging the trash sends member.deleted, entry.purged or trash.purged for each item', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const member = await createMember(user, 'Going for good');
+    const group = (await api.POST('/api/v1/groups', { body: { name: 'Old group' } })).data!.id;
+    await api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } });
+    await api.DELETE('/api/v1/groups/{groupId}', { params: { path: { groupId: group } } });
+    const stream = await openStream(user);
+    const purged = await api.POST('/api/v1/trash/purge', {
+      body: {
+        items: [
+          { type: 'member', id: member },
+          { type: 'directory', id: group },
+        ],
+      },
+    });
+    expect(purged.response.status).toBe(204);
+    await stream.until(2);
+    expect(stream.messages.map((m) => [m.event, (m.data as { data: unknown }).data])).toEqual([
+      ['member.deleted', { memberId: member }],
+      ['trash.purged', { id: group, kind: 'directory' }],
+    ]);
+    stream.close();
+  });
+
   it('an import sends one import.applied as it commits, not an event per entity', async () => {
     const user = await server.user();
     const stream = await openStream(user);

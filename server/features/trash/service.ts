@@ -1,5 +1,5 @@
 /** GET /trash, POST /trash/purge and the per-account retention setting. */
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type EventEntry, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../../generated/api.d.ts';
@@ -107,7 +107,24 @@ export async function dropObjects(storage: ObjectStorage | null, keys: string[],
   }
 }
 
-/** Purges items for good (audited: `trash.purge` with the purged items). */
+/** The event of an item purged for good. */
+function purgedEvent(type: TrashType, id: string): EventEntry {
+  switch (type) {
+    case 'entry':
+      return { type: 'entry.purged', area: 'entries', data: { id } };
+    case 'member':
+      return { type: 'member.deleted', area: 'members', data: { memberId: id } };
+    case 'directory':
+    case 'directoryLayout':
+      return { type: 'trash.purged', area: 'groups', data: { id, kind: type } };
+    case 'customFieldDefinition':
+      return { type: 'trash.purged', area: 'customFields', data: { id, kind: type } };
+    case 'frontSession':
+      return { type: 'trash.purged', area: 'front', data: { id, kind: type } };
+  }
+}
+
+/** Purges items for good (audited: `trash.purge` with the purged items; one event each). */
 export async function purge(ctx: ServiceContext, items: TrashItem[]): Promise<void> {
   if (items.length === 0) return;
   const result = await inTransaction(ctx, async (tx) => {
@@ -118,6 +135,13 @@ export async function purge(ctx: ServiceContext, items: TrashItem[]): Promise<vo
       targetId: null,
       detail: { items: items.slice(0, 20), count: items.length },
     });
+    const seen = new Set<string>();
+    for (const item of items) {
+      const id = item.id.toLowerCase();
+      if (seen.has(`${item.type} ${id}`)) continue;
+      seen.add(`${item.type} ${id}`);
+      await tx.events.emit(tx, purgedEvent(item.type, id));
+    }
     return purged;
   });
   await dropObjects(ctx.storage, result.objectKeys, ctx.log);
