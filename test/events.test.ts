@@ -337,12 +337,30 @@ describe('the other areas’ events', () => {
     );
     // Messages: their text never travels in an event.
     const space = (await api.POST('/api/v1/messaging/spaces', { body: { name: 'Home' } })).data!.id;
-    const channel = (
-      await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
-        params: { path: { spaceId: space } },
-        body: { name: 'general' },
-      })
+    const spacePath = { params: { path: { spaceId: space } } };
+    const category = (
+      await api.POST('/api/v1/messaging/spaces/{spaceId}/categories', { ...spacePath, body: { name: 'Talk' } })
     ).data!.id;
+    const channel = (
+      await api.POST('/api/v1/messaging/spaces/{spaceId}/channels', { ...spacePath, body: { name: 'general' } })
+    ).data!.id;
+    expected.push('space.created', 'category.created', 'channel.created');
+    const channelPath = { params: { path: { channelId: channel } } };
+    await step(['space.updated'], () =>
+      api.PATCH('/api/v1/messaging/spaces/{spaceId}', { ...spacePath, body: { name: 'House' } }),
+    );
+    await step(['category.updated'], () =>
+      api.PATCH('/api/v1/messaging/categories/{categoryId}', {
+        params: { path: { categoryId: category } },
+        body: { name: 'Chat' },
+      }),
+    );
+    await step(['channel.updated'], () =>
+      api.PATCH('/api/v1/messaging/channels/{channelId}', { ...channelPath, body: { topic: 'Canary-topic' } }),
+    );
+    await step(['channel.moved'], () =>
+      api.PATCH('/api/v1/messaging/channels/{channelId}/move', { ...channelPath, body: { categoryId: category } }),
+    );
     const sent = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
       params: { path: { channelId: channel } },
       body: { memberId: member, content: 'Canary-message-text' },
@@ -365,6 +383,11 @@ describe('the other areas’ events', () => {
       }),
     );
     await step(['message.deleted'], () => api.DELETE('/api/v1/messaging/messages/{messageId}', messagePath));
+    await step(['category.deleted'], () =>
+      api.DELETE('/api/v1/messaging/categories/{categoryId}', { params: { path: { categoryId: category } } }),
+    );
+    await step(['channel.archived'], () => api.DELETE('/api/v1/messaging/channels/{channelId}', channelPath));
+    await step(['space.archived'], () => api.DELETE('/api/v1/messaging/spaces/{spaceId}', spacePath));
 
     await stream.until(expected.length);
     expect(types(stream.messages)).toEqual(expected);
@@ -374,7 +397,14 @@ describe('the other areas’ events', () => {
     expect(data('group.members_changed')).toEqual([{ id: group }]);
     expect(data('custom_field_value.changed')).toEqual([{ id: field, memberId: member }]);
     expect(data('message.deleted')).toEqual([{ id: sent.data!.id, channelId: channel }]);
-    expectNoneOf(stream.raw, ['Canary-note-text', 'Canary-field-value', 'Canary-message-text', 'Canary-edited']);
+    expect(data('channel.updated')).toEqual([{ id: channel, fields: ['topic'] }]);
+    expectNoneOf(stream.raw, [
+      'Canary-note-text',
+      'Canary-field-value',
+      'Canary-message-text',
+      'Canary-edited',
+      'Canary-topic',
+    ]);
     stream.close();
   });
 

@@ -157,6 +157,7 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
         archived_at: null,
       };
       await structureRepo.insertSpace(tx.db, row);
+      await changed(tx, 'space.created', row.id);
       return toSpace(row, await iconUrl(tx, row.icon_key));
     }),
   );
@@ -184,6 +185,7 @@ export async function updateSpace(
         changes.icon_key = await copy(input.iconStorageRef, tx);
       const row = (await structureRepo.updateSpace(tx.db, userId, id, changes, tx.now))!;
       const replaced = changes.icon_key !== undefined && before.icon_key !== changes.icon_key ? before.icon_key : null;
+      await changed(tx, 'space.updated', row.id, { fields: Object.keys(input) });
       return { space: toSpace(row, await iconUrl(tx, row.icon_key)), replaced };
     }),
   );
@@ -193,7 +195,11 @@ export async function updateSpace(
 }
 
 export async function archiveSpace(ctx: ServiceContext, id: string): Promise<void> {
-  if (!(await structureRepo.archiveSpace(ctx.db, ownerOf(ctx), id, ctx.now))) throw notFound('Space not found');
+  await inTransaction(ctx, async (tx) => {
+    const space = await structureRepo.archiveSpace(tx.db, ownerOf(tx), id, tx.now);
+    if (!space) throw notFound('Space not found');
+    await changed(tx, 'space.archived', id.toLowerCase());
+  });
 }
 
 export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Promise<void> {
@@ -205,7 +211,18 @@ export async function reorderSpaces(ctx: ServiceContext, ordered: string[]): Pro
       'orderedSpaceIds must list every live space of the account exactly once',
     );
     await structureRepo.applyOrder(tx.db, 'messaging_spaces', userId, ordered, tx.now);
+    await changed(tx, 'space.reordered', userId);
   });
+}
+
+/** Appends a structure event of the chat (docs/events.md). */
+function changed(
+  tx: ServiceContext,
+  type: Schemas['ChangeEvent']['type'],
+  id: string,
+  extra: { fields?: string[] } = {},
+): Promise<void> {
+  return tx.events.emit(tx, { type, area: 'messaging', data: { id, ...extra } });
 }
 
 // ---- categories ----
@@ -233,6 +250,7 @@ export async function createCategory(ctx: ServiceContext, spaceId: string, name:
       updated_at: tx.now,
     };
     await structureRepo.insertCategory(tx.db, row);
+    await changed(tx, 'category.created', row.id);
     return toCategory(row);
   });
 }
@@ -247,9 +265,12 @@ export async function updateCategory(
   const update: CategoryChanges = {};
   if (changes.name !== undefined) update.name = changes.name.trim() || changes.name;
   if (changes.collapsed !== undefined) update.collapsed = changes.collapsed;
-  const row = await structureRepo.updateCategory(ctx.db, userId, id, update, ctx.now);
-  if (!row) throw notFound('Category not found');
-  return toCategory(row);
+  return inTransaction(ctx, async (tx) => {
+    const row = await structureRepo.updateCategory(tx.db, userId, id, update, tx.now);
+    if (!row) throw notFound('Category not found');
+    await changed(tx, 'category.updated', row.id, { fields: Object.keys(changes) });
+    return toCategory(row);
+  });
 }
 
 export async function deleteCategory(ctx: ServiceContext, id: string): Promise<void> {
@@ -260,6 +281,7 @@ export async function deleteCategory(ctx: ServiceContext, id: string): Promise<v
     // Its channels (archived ones too) become uncategorised and keep their place.
     await structureRepo.uncategoriseChannels(tx.db, userId, id, tx.now);
     await structureRepo.deleteCategory(tx.db, userId, id);
+    await changed(tx, 'category.deleted', category.id);
   });
 }
 
@@ -273,6 +295,7 @@ export async function reorderCategories(ctx: ServiceContext, spaceId: string, or
       'orderedCategoryIds must list every category of the space exactly once',
     );
     await structureRepo.applyOrder(tx.db, 'messaging_categories', userId, ordered, tx.now);
+    await changed(tx, 'category.reordered', spaceId.toLowerCase());
   });
 }
 
@@ -319,6 +342,7 @@ export async function createChannel(
       updated_at: tx.now,
     };
     await structureRepo.insertChannel(tx.db, row);
+    await changed(tx, 'channel.created', row.id);
     return toChannel({ ...row, last_seq: 0, read_seq: 0, unread_count: 0, archived_at: null });
   });
 }
@@ -333,9 +357,12 @@ export async function updateChannel(
   const changes: ChannelChanges = {};
   if (input.name !== undefined) changes.name = input.name.trim() || input.name;
   if (input.topic !== undefined) changes.topic = input.topic;
-  const row = await structureRepo.updateChannel(ctx.db, userId, id, changes, ctx.now);
-  if (!row) throw notFound('Channel not found');
-  return toChannel(row);
+  return inTransaction(ctx, async (tx) => {
+    const row = await structureRepo.updateChannel(tx.db, userId, id, changes, tx.now);
+    if (!row) throw notFound('Channel not found');
+    await changed(tx, 'channel.updated', row.id, { fields: Object.keys(input) });
+    return toChannel(row);
+  });
 }
 
 export async function moveChannel(ctx: ServiceContext, id: string, categoryId: string | null): Promise<Channel> {
@@ -343,14 +370,19 @@ export async function moveChannel(ctx: ServiceContext, id: string, categoryId: s
   return inTransaction(ctx, async (tx) => {
     const channel = await liveChannel(tx.db, userId, id, true);
     await assertCategoryOfSpace(tx.db, userId, channel.space_id, categoryId);
-    return toChannel((await structureRepo.moveChannel(tx.db, userId, id, categoryId, tx.now))!);
+    const moved = toChannel((await structureRepo.moveChannel(tx.db, userId, id, categoryId, tx.now))!);
+    await changed(tx, 'channel.moved', channel.id);
+    return moved;
   });
 }
 
 export async function archiveChannel(ctx: ServiceContext, id: string): Promise<void> {
   const userId = ownerOf(ctx);
-  await liveChannel(ctx.db, userId, id);
-  await structureRepo.archiveChannel(ctx.db, userId, id, ctx.now);
+  await inTransaction(ctx, async (tx) => {
+    const channel = await liveChannel(tx.db, userId, id);
+    await structureRepo.archiveChannel(tx.db, userId, id, tx.now);
+    await changed(tx, 'channel.archived', channel.id);
+  });
 }
 
 export async function reorderChannels(ctx: ServiceContext, spaceId: string, ordered: string[]): Promise<void> {
@@ -363,6 +395,7 @@ export async function reorderChannels(ctx: ServiceContext, spaceId: string, orde
       'orderedChannelIds must list every live channel of the space exactly once',
     );
     await structureRepo.applyOrder(tx.db, 'messaging_channels', userId, ordered, tx.now);
+    await changed(tx, 'channel.reordered', spaceId.toLowerCase());
   });
 }
 
