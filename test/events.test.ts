@@ -437,6 +437,12 @@ describe('the other areas’ events', () => {
     const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
     const bucketPath = { params: { path: { bucketId: bucket } } };
     await ok(api.PATCH('/api/v1/privacy-buckets/{bucketId}', { ...bucketPath, body: { name: 'Closer' } }));
+    await ok(
+      api.PUT('/api/v1/privacy-buckets/assignments/members/{memberId}', {
+        params: { path: { memberId: member } },
+        body: { bucketIds: [bucket] },
+      }),
+    );
     await ok(api.DELETE('/api/v1/privacy-buckets/{bucketId}', bucketPath));
     // A past session: corrected, trashed, restored.
     await ok(api.POST('/api/v1/front/members', { body: { memberId: member } }));
@@ -464,6 +470,7 @@ describe('the other areas’ events', () => {
       'member_status.deleted',
       'privacy_bucket.created',
       'privacy_bucket.updated',
+      'privacy_bucket.assigned',
       'privacy_bucket.deleted',
       'front.changed',
       'front.changed',
@@ -488,6 +495,10 @@ describe('the other areas’ events', () => {
       { kind: 'key', id: other.keyId },
     ]);
     expect(data(stream.messages[5]!)).toEqual({ id: status, memberId: member });
+    expect(data(stream.messages.find((m) => m.event === 'privacy_bucket.assigned')!)).toEqual({
+      id: member,
+      kind: 'member',
+    });
     expectNoneOf(stream.raw, ['Canary-session-note']);
     stream.close();
     otherStream.close();

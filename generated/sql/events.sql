@@ -19,7 +19,7 @@ order by
 limit
   $3;
 
--- events_append (one event)
+-- events_append (some events)
 with
   locked as (
     select
@@ -29,22 +29,39 @@ with
     insert into
       events (account_id, type, area, occurred_at, actor, data, about_account_id)
     select
-      $1::uuid,
-      $2::text,
-      $3::text,
-      $4::bigint,
-      $5::jsonb,
-      $6::jsonb,
-      $7::uuid
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
-      locked
+      locked,
+      jsonb_to_recordset($1::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
     returning
       id
   )
 select
-  pg_notify ($8::text, '') as notified
+  pg_notify ($2::text, '') as notified
 from
-  appended;
+  (
+    select
+      1
+    from
+      appended
+    limit
+      1
+  ) a;
 
 -- events_bounds (one)
 select

@@ -137,6 +137,8 @@ export type EventEntry =
  */
 export interface EventSink {
   emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void>;
+  /** Several events in one statement (a bulk write's, one per target), in the order given. */
+  emitMany(ctx: ServiceContext, entries: Array<EventEntry & { about?: string }>): Promise<void>;
 }
 
 /** The enqueue side of the durable job queue (server/jobs/queue.ts). */

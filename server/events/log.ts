@@ -30,40 +30,41 @@ interface EventInsert {
   type: string;
   area: string;
   occurred_at: number;
-  /** JSON text. */
-  actor: string;
-  /** JSON text. */
-  data: string;
+  actor: unknown;
+  data: unknown;
   about_account_id: string | null;
 }
 
-/** Appends one event under the log's lock, and asks for the notification at commit. */
-const append = statement<{ row: EventInsert }, { notified: unknown }>({
+/** Appends events (in the order given) under the log's lock, and asks for the notification at commit. */
+const append = statement<{ rows: EventInsert[] }, { notified: unknown }>({
   name: 'events_append',
   area: AREA,
   variants: {
-    'one event': {
-      row: {
-        account_id: EXAMPLE_UUID,
-        type: 'a.b',
-        area: 'members',
-        occurred_at: 0,
-        actor: '{}',
-        data: '{}',
-        about_account_id: null,
-      },
+    'some events': {
+      rows: [
+        {
+          account_id: EXAMPLE_UUID,
+          type: 'a.b',
+          area: 'members',
+          occurred_at: 0,
+          actor: {},
+          data: {},
+          about_account_id: null,
+        },
+      ],
     },
   },
-  build: ({ row: r }) => sql`
+  build: ({ rows }) => sql`
     with locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))),
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
-      select ${r.account_id}::uuid, ${r.type}::text, ${r.area}::text, ${r.occurred_at}::bigint, ${r.actor}::jsonb,
-        ${r.data}::jsonb, ${r.about_account_id}::uuid
-      from locked
+      select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+      from locked, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        as r (account_id uuid, type text, area text, occurred_at bigint, actor jsonb, data jsonb, about_account_id uuid)
       returning id
     )
-    select pg_notify(${EVENTS_CHANNEL}::text, '') as notified from appended`,
+    select pg_notify(${EVENTS_CHANNEL}::text, '') as notified from (select 1 from appended limit 1) a`,
 });
 
 export interface EventRow {
@@ -142,20 +143,28 @@ function actorOf(ctx: ServiceContext): Schemas['EventActor'] {
 }
 
 export class DatabaseEventSink implements EventSink {
-  async emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void> {
-    if (!ctx.db.isTransaction) throw new Error(`event ${entry.type}: emit it inside the transaction of the change`);
-    if (!TYPE.test(entry.type)) throw new Error(`event type ${JSON.stringify(entry.type)} is not a dotted name`);
-    await append(ctx.db, {
-      row: {
+  emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void> {
+    return this.emitMany(ctx, [entry]);
+  }
+
+  async emitMany(ctx: ServiceContext, entries: Array<EventEntry & { about?: string }>): Promise<void> {
+    if (entries.length === 0) return;
+    if (!ctx.db.isTransaction)
+      throw new Error(`event ${entries[0]!.type}: emit it inside the transaction of the change`);
+    const actor = actorOf(ctx);
+    const rows = entries.map((entry) => {
+      if (!TYPE.test(entry.type)) throw new Error(`event type ${JSON.stringify(entry.type)} is not a dotted name`);
+      return {
         account_id: ctx.access.ownerId,
         type: entry.type,
         area: entry.area,
         occurred_at: ctx.now,
-        actor: JSON.stringify(actorOf(ctx)),
-        data: JSON.stringify(entry.data),
+        actor,
+        data: entry.data,
         about_account_id: entry.about ?? null,
-      },
+      };
     });
+    await append(ctx.db, { rows });
   }
 }
 

@@ -254,7 +254,8 @@ export async function runImport(
   // The entities an import writes emit no event each: the event log's lock would be held from the
   // first of them to the import's commit, minutes on a large file, and every other write waits on it.
   // The import emits one `import.applied` as it commits instead (finishWith).
-  const ctx: OwnerContext = { ...base, events: { emit: async () => undefined }, access: onBehalfOf(row.user_id) };
+  const silent = { emit: async () => undefined, emitMany: async () => undefined };
+  const ctx: OwnerContext = { ...base, events: silent, access: onBehalfOf(row.user_id) };
   const finish = (outcome: Omit<ImportOutcome, 'finishedAt'>) =>
     importsRepo.finish(base.db, row.id, { ...outcome, finishedAt: clock() });
   const failed = (error: string, total = 0) =>

@@ -15,6 +15,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { fullAccess, permissionMap } from '../../access/index.ts';
 import {
+  type EventEntry,
   inTransaction,
   ownerOf,
   PERMISSION_GROUPS,
@@ -214,6 +215,10 @@ export async function bulk(ctx: ServiceContext, kind: BulkKind, input: BulkInput
     if (foreign.length > 0) throw badRequest(`${input.field}: ${notA(TARGET_WORDS[kind].noun, foreign)}`);
     if (input.mode === 'add') await assignmentsRepo.addMany(tx.db, userId, kind, input.bucketId, input.ids, tx.now);
     else await assignmentsRepo.removeMany(tx.db, userId, kind, input.bucketId, input.ids);
+    await tx.events.emitMany(
+      tx,
+      [...new Set(input.ids.map((i) => i.toLowerCase()))].map((id) => assignedEvent(kind, id)),
+    );
   });
 }
 
@@ -238,5 +243,16 @@ export async function setBucketsOf(
     if (!found.has(id)) throw notFound(TARGET_WORDS[kind].notFound);
     await assertOwnBuckets(tx, userId, 'bucketIds', bucketIds);
     await assignmentsRepo.replace(tx.db, userId, kind, id, section, bucketIds, tx.now);
+    await tx.events.emit(tx, assignedEvent(kind, id.toLowerCase()));
   });
+}
+
+/** `privacy_bucket.assigned` for one target (a friend's goes with that account: `about`). */
+function assignedEvent(kind: TargetKind, id: string): EventEntry & { about?: string } {
+  return {
+    type: 'privacy_bucket.assigned',
+    area: 'privacyBuckets',
+    data: { id, kind },
+    ...(kind === 'friend' ? { about: id } : {}),
+  };
 }

@@ -135,13 +135,10 @@ export async function purge(ctx: ServiceContext, items: TrashItem[]): Promise<vo
       targetId: null,
       detail: { items: items.slice(0, 20), count: items.length },
     });
-    const seen = new Set<string>();
-    for (const item of items) {
-      const id = item.id.toLowerCase();
-      if (seen.has(`${item.type} ${id}`)) continue;
-      seen.add(`${item.type} ${id}`);
-      await tx.events.emit(tx, purgedEvent(item.type, id));
-    }
+    const seen = new Map<string, EventEntry>();
+    for (const item of items)
+      seen.set(`${item.type} ${item.id.toLowerCase()}`, purgedEvent(item.type, item.id.toLowerCase()));
+    await tx.events.emitMany(tx, [...seen.values()]);
     return purged;
   });
   await dropObjects(ctx.storage, result.objectKeys, ctx.log);
