@@ -1,6 +1,7 @@
 /**
- * The event log: `ctx.events.emit(ctx, entry)` appends one row to `events` in the transaction of
- * the change it describes, so a rolled-back write emits nothing and a committed one always does.
+ * The event log: `ctx.events.emit(ctx, entry)` (or `emitMany`, one statement for a bulk write's
+ * events) appends to `events` in the transaction of the change it describes, so a rolled-back
+ * write emits nothing and a committed one always does.
  *
  * Order: every append first takes one transaction-scoped advisory lock, held to commit, so appends
  * commit one after another in the order of their ids. A reader that has seen id n never later
