@@ -199,6 +199,14 @@ describe('POST /trash/purge', () => {
     expect((await api.GET('/api/v1/trash')).data).toEqual([]);
   });
 
+  it('takes ids in any case, as every other route does', async () => {
+    const { api } = await server.user();
+    const e = await entry(api, { content: 'x' });
+    await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: e } } });
+    expect((await purge(api, [{ type: 'entry', id: e.toUpperCase() }])).response.status).toBe(204);
+    expect(await count('entries', { id: e })).toBe(0);
+  });
+
   it('is all or nothing: one item not in the trash, or not found, and nothing is purged', async () => {
     const { api } = await server.user();
     const trashed = await entry(api, { content: 'x' });

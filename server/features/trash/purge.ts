@@ -23,7 +23,8 @@ export async function purgeItems(trx: Knex.Transaction, userId: string, items: T
   const byType = new Map<TrashType, Set<string>>();
   for (const item of items) {
     const ids = byType.get(item.type) ?? new Set<string>();
-    ids.add(item.id);
+    // Ids are compared as stored (lower case), whatever case the caller wrote them in.
+    ids.add(item.id.toLowerCase());
     byType.set(item.type, ids);
   }
   const objectKeys: string[] = [];
