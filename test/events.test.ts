@@ -594,13 +594,30 @@ describe.runIf(Boolean(process.env.DATABASE_URL))('the event stream across insta
     try {
       const user = await a.user();
       const stream = await openStream(user, { on: a });
-      await a.deps.db.knex.raw(
-        "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'event-log' and datname = current_database()",
-      );
-      // Written while the instance may still be reconnecting: its first read after reconnecting sends it.
-      const written = await createMember(user, 'Meanwhile');
+      const listener = () =>
+        a.deps.db
+          .knex('pg_stat_activity')
+          .where({ application_name: 'event-log' })
+          .whereRaw('datname = current_database()')
+          .pluck('pid');
+      const [before] = await listener();
+      await a.deps.db.knex.raw('select pg_terminate_backend(?)', [before]);
+      // An event that sends no notification at all (written straight into the log): only the read
+      // the hub makes when its listening connection is back can deliver it.
+      const memberId = '0b5c5d9e-7c2e-4d8a-9f3b-2a1e6c4d8f01';
+      await a.deps.db.knex('events').insert({
+        account_id: user.userId,
+        type: 'member.created',
+        area: 'members',
+        occurred_at: Date.now(),
+        actor: JSON.stringify({ kind: 'system', id: 'test' }),
+        data: JSON.stringify({ memberId }),
+      });
       await stream.until(1);
-      expect((stream.messages[0]!.data as { data: { memberId: string } }).data.memberId).toBe(written);
+      expect((stream.messages[0]!.data as { data: { memberId: string } }).data.memberId).toBe(memberId);
+      const [after] = await listener();
+      expect(after).toBeDefined();
+      expect(after).not.toBe(before);
       stream.close();
     } finally {
       await a.close();

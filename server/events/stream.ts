@@ -122,11 +122,6 @@ export class EventHub {
     this.timers = [heartbeat, revoked];
   }
 
-  /** Open streams (metrics, tests). */
-  get size(): number {
-    return this.streams.size;
-  }
-
   /** Opens a stream: the reset message when the cursor is outside the log, then the events after it. */
   async open(request: StreamRequest): Promise<Readable> {
     if (this.closed) throw new Error('the event hub is closed');
