@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { SCOPES } from '../../server/core/scopes.ts';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
-import { adminQuery, benchMessageKeys, freePort } from './support.ts';
+import { adminQuery, benchMessageKeys, freePort, waitForServer } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -63,16 +63,8 @@ async function startServer(port: number): Promise<ChildProcess> {
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
-    try {
-      await fetch(`http://127.0.0.1:${port}/healthz`);
-      return child;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  throw new Error('the server did not start');
+  await waitForServer(child, `http://127.0.0.1:${port}`);
+  return child;
 }
 
 /** Peak RSS (MB) and CPU time (ms, user + system) of a process, from /proc. */

@@ -18,7 +18,7 @@ import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { SCOPES } from '../../server/core/scopes.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
-import { adminQuery, benchMessageKeys, freePort } from './support.ts';
+import { adminQuery, benchMessageKeys, freePort, waitForServer } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -216,17 +216,9 @@ async function startServer(port: number, objectsDir: string): Promise<ChildProce
       );
     }
   });
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
-    try {
-      await fetch(`http://127.0.0.1:${port}/healthz`);
-      serverUrl.set(child, `http://127.0.0.1:${port}`);
-      return child;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  throw new Error('the server did not start');
+  await waitForServer(child, `http://127.0.0.1:${port}`);
+  serverUrl.set(child, `http://127.0.0.1:${port}`);
+  return child;
 }
 
 /** The process's peak and current resident set, MB (Linux /proc). */

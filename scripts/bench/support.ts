@@ -1,4 +1,5 @@
 /** Small helpers the bench scripts share. */
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import pg from 'pg';
@@ -31,3 +32,17 @@ export async function adminQuery(connectionString: string, sql: string): Promise
  */
 export const benchMessageKeys: string =
   process.env.MESSAGE_ENCRYPTION_KEYS || `bench:${randomBytes(32).toString('base64')}`;
+
+/** Waits until the server process answers /healthz (30 s at most); throws when it exits first. */
+export async function waitForServer(child: ChildProcess, url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
+    try {
+      await fetch(`${url}/healthz`);
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error('the server did not start');
+}
