@@ -78,15 +78,26 @@ export interface EventRow {
   data: Record<string, unknown>;
 }
 
-/** The next events of some accounts after `after`, oldest first. */
-const listAfter = statement<{ accountIds: string[]; after: number; size: number }, EventRow>({
+/** The next events after `after`, oldest first: of some accounts (a stream catching up), or of all (the hub's live read). */
+const listAfter = statement<{ accountIds: string[] | null; after: number; size: number }, EventRow>({
   name: 'events_after',
   area: AREA,
-  variants: { 'a page': { accountIds: [EXAMPLE_UUID], after: 0, size: 100 } },
+  variants: {
+    'some accounts': { accountIds: [EXAMPLE_UUID], after: 0, size: 100 },
+    'every account': { accountIds: null, after: 0, size: 100 },
+  },
   build: ({ accountIds, after, size }) => sql`
     select id, account_id, type, area, occurred_at, actor, data from events
-    where account_id = any(${accountIds}::uuid[]) and id > ${after}::bigint
+    where ${accountIds ? sql`account_id = any(${accountIds}::uuid[]) and ` : sql.empty}id > ${after}::bigint
     order by id limit ${size}`,
+});
+
+/** Which of these API keys are still valid (not revoked): the open streams' keys, checked once a second. */
+const liveKeys = statement<{ ids: string[] }, { id: string }>({
+  name: 'events_live_keys',
+  area: AREA,
+  variants: { one: { ids: [EXAMPLE_UUID] } },
+  build: ({ ids }) => sql`select id from api_keys where id = any(${ids}::uuid[]) and revoked_at is null`,
 });
 
 /** The log's bounds: its newest id (0 when empty) and the highest id pruned. */
@@ -115,8 +126,11 @@ const prune = statement<{ before: number; size: number }, { n: number; marked: n
 });
 
 export const eventsRepo = {
-  after: (db: Parameters<typeof listAfter>[0], accountIds: string[], after: number, size: number) =>
+  /** After `after`: of `accountIds`, or of every account when null. */
+  after: (db: Parameters<typeof listAfter>[0], accountIds: string[] | null, after: number, size: number) =>
     listAfter(db, { accountIds, after, size }),
+  liveKeys: async (db: Parameters<typeof liveKeys>[0], ids: string[]) =>
+    new Set((await liveKeys(db, { ids })).map((r) => r.id)),
   bounds: async (db: Parameters<typeof bounds>[0]) => {
     const row = (await bounds(db, {}))[0];
     return { newest: row?.newest ?? 0, pruned: row?.pruned ?? 0 };

@@ -19,31 +19,11 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { sql } from '../db/sql.ts';
-import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 import { type Event, type EventRow, eventsRepo, toEvent } from './log.ts';
 
 const PAGE = 500;
 /** Unsent bytes past which a slow client's stream is closed (it resumes from its last id). */
 const MAX_BUFFERED = 1 << 20;
-
-/** The log after `after`, every account, oldest first (the hub's live read). */
-const since = statement<{ after: number; size: number }, EventRow>({
-  name: 'events_since',
-  area: 'events',
-  variants: { one: { after: 0, size: PAGE } },
-  build: ({ after, size }) => sql`
-    select id, account_id, type, area, occurred_at, actor, data from events
-    where id > ${after}::bigint order by id limit ${size}`,
-});
-
-/** Which of these keys are still valid (not revoked). */
-const liveKeys = statement<{ ids: string[] }, { id: string }>({
-  name: 'events_live_keys',
-  area: 'events',
-  variants: { one: { ids: [EXAMPLE_UUID] } },
-  build: ({ ids }) => sql`select id from api_keys where id = any(${ids}::uuid[]) and revoked_at is null`,
-});
 
 /** Refused: the key has EVENTS_MAX_STREAMS_PER_KEY streams open here already. */
 export class TooManyStreams extends Error {}
@@ -238,7 +218,7 @@ export class EventHub {
   private async readLive(): Promise<void> {
     try {
       for (;;) {
-        const rows = await since(this.db, { after: this.seen, size: PAGE });
+        const rows = await eventsRepo.after(this.db, null, this.seen, PAGE);
         for (const row of rows) {
           this.seen = row.id;
           for (const s of this.streams) {
@@ -302,7 +282,7 @@ export class EventHub {
     if (this.streams.size === 0) return;
     const keys = [...this.perKey.keys()];
     try {
-      const live = new Set((await liveKeys(this.db, { ids: keys })).map((r) => r.id));
+      const live = await eventsRepo.liveKeys(this.db, keys);
       for (const s of this.streams) if (!live.has(s.request.keyId)) s.out.end();
     } catch (err) {
       this.options.logger.warn({ err }, 'the event hub could not check its streams’ keys');
