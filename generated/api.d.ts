@@ -3427,6 +3427,155 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's webhooks
+         * @description Oldest first. Secrets are shown only when created or rotated.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create a webhook
+         * @description Deliveries of the listed event types start with the next event. The answer carries the signing secret, shown only this once. Each type must be readable by the calling key (400 otherwise): a webhook never receives what the key that set its types could not read. At most 20 webhooks per account (409). Friends' events are not delivered to webhooks.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhookId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a webhook
+         * @description Its settings and its health: whether it is enabled, why not, since when it fails.
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook
+         * @description Deletes it with its delivery history; an attempt in flight finishes, nothing more is sent.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a webhook
+         * @description Partial update of url, types, description and enabled. New types are checked against the calling key as at creation. `enabled: true` turns a disabled webhook on again: its pending deliveries resume in order and the failing clock restarts.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhookId}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook's signing secret
+         * @description A new secret signs from now on; the previous one keeps signing beside it for 24 hours (two space-separated `v1,` signatures), so a receiver can switch without losing a delivery. The new secret is shown only in this answer.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhookId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test ping to a webhook
+         * @description Sends a `ping` event to the endpoint now, signed like any delivery (its `webhook-id` is the delivery's id), and answers with the attempt's outcome, success or not. Works on a disabled webhook too. Recorded in the deliveries; not retried on its own.
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhookId}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a webhook's deliveries
+         * @description Newest first, a page at a time: each delivery's event, attempts, the last attempt's status code, duration and error, and when the next attempt is due. Kept EVENT_RETENTION_HOURS after they end.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{webhookId}/deliveries/{deliveryId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+                /** @description Webhook delivery id. */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry a delivery
+         * @description Queues the delivery again, due now, with a fresh set of attempts: a failed one, or a succeeded one to send again (a pending one becomes due now). It goes before the endpoint's later pending deliveries. An event the log no longer keeps cannot be sent again: its attempt fails with `event_expired`.
+         */
+        post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/imports": {
         parameters: {
             query?: never;
@@ -5009,6 +5158,7 @@ export interface components {
             social?: components["schemas"]["ScopeLevel"];
             guestbook?: components["schemas"]["ScopeLevel"];
             poll?: components["schemas"]["ScopeLevel"];
+            webhooks?: components["schemas"]["ScopeLevel"];
         };
         Me: {
             userId: components["schemas"]["Uuid"];
@@ -8570,6 +8720,137 @@ export interface components {
             /** @example 7 */
             retentionDays: number | null;
         };
+        /**
+         * @description An event type a webhook can subscribe to (the account's own events; friends' are not delivered to webhooks).
+         * @example front.changed
+         */
+        WebhookEventType: components["schemas"]["MemberEventType"] | "front.changed" | components["schemas"]["ChangeEventType"];
+        /**
+         * @description Where deliveries are POSTed (http or https). It is fetched through the guarded fetcher: an address that is private, loopback or link-local is refused unless the operator allows it, and redirects are not followed. Stored encrypted.
+         * @example https://bot.example.net/hooks/front
+         */
+        WebhookUrl: string;
+        /**
+         * @description The event types delivered. Each must be readable by the key that sets them (a `front.changed` needs `front:read`).
+         * @example [
+         *       "front.changed",
+         *       "member.created"
+         *     ]
+         */
+        WebhookTypes: components["schemas"]["WebhookEventType"][];
+        /**
+         * @description Why deliveries stopped: `manual` (PATCH `enabled: false`), `gone` (the endpoint answered 410 Gone), `failing` (no successful delivery for WEBHOOK_DISABLE_AFTER_HOURS, 72 by default).
+         * @example gone
+         * @enum {string}
+         */
+        WebhookDisabledReason: "manual" | "gone" | "failing";
+        Webhook: {
+            id: components["schemas"]["Uuid"];
+            url: components["schemas"]["WebhookUrl"];
+            types: components["schemas"]["WebhookTypes"];
+            /** @example Front changes for the Discord bot */
+            description: string | null;
+            /**
+             * @description Whether new events are queued and delivered.
+             * @example true
+             */
+            enabled: boolean;
+            disabledReason: components["schemas"]["WebhookDisabledReason"] | null;
+            disabledAt: components["schemas"]["NullableEpochMs"];
+            /** @description The first failed attempt since the last success (null when the last attempt succeeded). */
+            failingSince: components["schemas"]["EpochMs"] | null;
+            lastSuccessAt: components["schemas"]["NullableEpochMs"];
+            /** @description After a rotation, until when the previous secret still signs beside the new one (null when only one secret signs). */
+            previousSecretExpiresAt: components["schemas"]["EpochMs"] | null;
+            createdAt: components["schemas"]["EpochMs"];
+            updatedAt: components["schemas"]["EpochMs"];
+        };
+        /**
+         * @description The signing secret: `whsec_` and the base64 of 32 random bytes, as the Standard Webhooks libraries take it. Shown once, when created or rotated.
+         * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/nh0s3KSjhQ=
+         */
+        WebhookSecret: string;
+        CreateWebhookRequest: {
+            url: components["schemas"]["WebhookUrl"];
+            types: components["schemas"]["WebhookTypes"];
+            /** @example Front changes for the Discord bot */
+            description?: string;
+        };
+        /** @description Partial update. `enabled: true` turns a disabled webhook on again (its pending deliveries resume). */
+        UpdateWebhookRequest: {
+            url?: components["schemas"]["WebhookUrl"];
+            types?: components["schemas"]["WebhookTypes"];
+            /** @example Front changes for the Discord bot */
+            description?: string | null;
+            /** @example false */
+            enabled?: boolean;
+        };
+        CreatedWebhook: {
+            webhook: components["schemas"]["Webhook"];
+            secret: components["schemas"]["WebhookSecret"];
+        };
+        RotatedWebhookSecret: {
+            secret: components["schemas"]["WebhookSecret"];
+            /** @description Until then the previous secret signs beside the new one (24 hours). */
+            previousSecretExpiresAt: components["schemas"]["EpochMs"];
+        };
+        /**
+         * @description A delivery's id, as decimal digits.
+         * @example 311
+         */
+        WebhookDeliveryId: string;
+        WebhookDelivery: {
+            id: components["schemas"]["WebhookDeliveryId"];
+            /** @description The event delivered (its `webhook-id` header); null for a `ping`. */
+            eventId: components["schemas"]["EventId"] | null;
+            /**
+             * @description The event's type, or `ping`.
+             * @example front.changed
+             */
+            type: string;
+            /**
+             * @description `pending`: waiting for its next attempt (or for the endpoint's earlier deliveries); `failed`: out of attempts, refused, or the endpoint is gone.
+             * @example succeeded
+             * @enum {string}
+             */
+            state: "pending" | "succeeded" | "failed";
+            /** @example 1 */
+            attempts: number;
+            /** @description The HTTP status of the last attempt (null when none was received). */
+            statusCode: number | null;
+            /** @description How long the last attempt took. */
+            durationMs: number | null;
+            /**
+             * @description Why the last attempt failed (`timeout`, `status 500`, `private_address` …); null after a success.
+             * @example status 500
+             */
+            error: string | null;
+            lastAttemptAt: components["schemas"]["NullableEpochMs"];
+            /** @description When the next attempt is due (null unless pending). */
+            nextAttemptAt: components["schemas"]["EpochMs"] | null;
+            createdAt: components["schemas"]["EpochMs"];
+        };
+        WebhookDeliveryPage: {
+            items: components["schemas"]["WebhookDelivery"][];
+            /**
+             * @description Pass as `cursor` for the next (older) page; null on the last page.
+             * @example 310
+             */
+            nextCursor: string | null;
+        };
+        /** @description The body of a test ping (POST /api/v1/webhooks/{webhookId}/test); every other delivery's body is an Event. */
+        WebhookPing: {
+            /**
+             * @example ping
+             * @constant
+             */
+            type: "ping";
+            occurredAt: components["schemas"]["EpochMs"];
+            accountId: components["schemas"]["Uuid"];
+            data: {
+                webhookId: components["schemas"]["Uuid"];
+            };
+        };
     };
     responses: {
         /** @description Created; the body carries the new id. */
@@ -8752,6 +9033,24 @@ export interface components {
         };
         /** @description The API key lacks the `groups` scope at `read_write`. */
         ForbiddenGroupsReadWrite: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `webhooks` scope at `read`. */
+        ForbiddenWebhooksRead: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The API key lacks the `webhooks` scope at `read_write`. */
+        ForbiddenWebhooksReadWrite: {
             headers: {
                 [name: string]: unknown;
             };
@@ -9248,6 +9547,33 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Webhook does not exist or is not the caller’s. */
+        NotFoundWebhook: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Webhook or delivery does not exist, or is not the caller’s. */
+        NotFoundWebhookDelivery: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The account has as many webhooks as it may (20). */
+        WebhookLimitReached: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description Member status does not exist, is in the trash, or is not the caller’s. */
         NotFoundMemberStatus: {
             headers: {
@@ -9460,6 +9786,12 @@ export interface components {
         FieldIdPath: components["schemas"]["Uuid"];
         /** @description Member status definition id. */
         StatusIdPath: components["schemas"]["Uuid"];
+        /** @description Webhook id. */
+        WebhookIdPath: components["schemas"]["Uuid"];
+        /** @description Webhook delivery id. */
+        DeliveryIdPath: components["schemas"]["WebhookDeliveryId"];
+        /** @description The previous page's `nextCursor` (the id of its oldest delivery); the page holds older deliveries. */
+        DeliveryCursor: components["schemas"]["WebhookDeliveryId"];
         /** @description Folder id. */
         FolderIdPath: components["schemas"]["Uuid"];
         /** @description Group id. */
@@ -16523,6 +16855,360 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhooks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"][];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksRead"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description Created; the secret is shown only now. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedWebhook"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksReadWrite"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["WebhookLimitReached"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksRead"];
+            404: components["responses"]["NotFoundWebhook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done; no body. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksReadWrite"];
+            404: components["responses"]["NotFoundWebhook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description The webhook as updated. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksReadWrite"];
+            404: components["responses"]["NotFoundWebhook"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RotatedWebhookSecret"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksReadWrite"];
+            404: components["responses"]["NotFoundWebhook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ping's delivery, attempted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksReadWrite"];
+            404: components["responses"]["NotFoundWebhook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description The previous page's `nextCursor` (the id of its oldest delivery); the page holds older deliveries. */
+                cursor?: components["parameters"]["DeliveryCursor"];
+                /** @description Page size, 1–200 (default 50). */
+                limit?: components["parameters"]["PageLimit"];
+            };
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryPage"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksRead"];
+            404: components["responses"]["NotFoundWebhook"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["PreconditionFailed"];
+        };
+    };
+    retryWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                webhookId: components["parameters"]["WebhookIdPath"];
+                /** @description Webhook delivery id. */
+                deliveryId: components["parameters"]["DeliveryIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued; the delivery as it now stands. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ForbiddenWebhooksReadWrite"];
+            404: components["responses"]["NotFoundWebhookDelivery"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];

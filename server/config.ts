@@ -27,6 +27,7 @@ export const SETTING_GROUPS = [
   'Messaging',
   'Imports and exports',
   'Events',
+  'Webhooks',
   'Background jobs',
   'Diagnostics',
 ] as const;
@@ -877,6 +878,40 @@ export const SETTINGS = {
     max: 86_400_000,
     description:
       'How often events older than `EVENT_RETENTION_HOURS` are deleted: a recurring job on the durable queue (`0` turns it off).',
+  }),
+
+  // Webhooks
+  webhookTimeoutMs: integer('WEBHOOK_TIMEOUT_MS', {
+    group: 'Webhooks',
+    default: 10_000,
+    min: 100,
+    max: 60_000,
+    description:
+      'How long one webhook delivery attempt may take, connecting and answering included; longer is a failed attempt (`timeout`), retried.',
+  }),
+  webhookDisableAfterHours: integer('WEBHOOK_DISABLE_AFTER_HOURS', {
+    group: 'Webhooks',
+    default: 72,
+    min: 1,
+    max: 8760,
+    description:
+      'A webhook whose deliveries keep failing with no success for this long is disabled (`disabledReason: failing`).',
+  }),
+  webhookConcurrency: integer('WEBHOOK_CONCURRENCY', {
+    group: 'Webhooks',
+    default: 8,
+    min: 1,
+    max: 256,
+    description:
+      'Webhooks one process sends to at the same time (each webhook receives its deliveries one at a time, in order).',
+  }),
+  webhookSweepIntervalMs: integer('WEBHOOK_SWEEP_INTERVAL_MS', {
+    group: 'Webhooks',
+    default: 2_000,
+    min: 100,
+    max: 600_000,
+    description:
+      'How often the recurring `webhook_sweep` job queues the delivery job of every webhook whose next delivery (a retry, say) is due.',
   }),
 
   // Background jobs

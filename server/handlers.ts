@@ -21,6 +21,7 @@ import { portabilityHandlers } from './features/portability/handlers.ts';
 import { privacyBucketsHandlers } from './features/privacyBuckets/handlers.ts';
 import { socialHandlers } from './features/social/handlers.ts';
 import { storageHandlers } from './features/storage/handlers.ts';
+import { webhooksHandlers } from './features/webhooks/handlers.ts';
 import type { HandlerMap, OperationId } from './http/handlers.ts';
 
 export const handlers = {
@@ -46,6 +47,7 @@ export const handlers = {
   ...socialHandlers,
   ...portabilityHandlers,
   ...eventsHandlers,
+  ...webhooksHandlers,
 } satisfies HandlerMap;
 
 // Spread members escape excess-property checks, so orphaned handlers are caught here.

@@ -20,6 +20,7 @@ import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
 import { defineLinkPreviews, defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
 import { defineExports, defineImports } from './features/portability/index.ts';
+import { defineWebhookDelivery, scheduleWebhookSweep, webhooksRepo } from './features/webhooks/index.ts';
 import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
@@ -270,11 +271,21 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     onResponseViolation: options.onResponseViolation,
   };
   await deps.eventHub!.start();
-  // Events past EVENT_RETENTION_HOURS (docs/events.md).
+  // Events past EVENT_RETENTION_HOURS (docs/events.md), and webhook deliveries ended as long ago.
   jobs.define(
     'event_prune',
-    async () => void (await eventsRepo.prune(db.knex, clock() - config.eventRetentionHours * 3_600_000)),
+    async () => {
+      const before = clock() - config.eventRetentionHours * 3_600_000;
+      await eventsRepo.prune(db.knex, before);
+      await webhooksRepo.pruneDeliveries(db.knex, before);
+    },
     { maxAttempts: 3 },
+  );
+  // Webhook deliveries, queued with their events (docs/webhooks.md).
+  defineWebhookDelivery(
+    jobs,
+    { db: db.knex, config: () => deps.config, clock, logger: options.logger },
+    config.webhookConcurrency,
   );
   const trashRetention = new TrashRetentionJob(db.knex, deps.storage, {
     defaultRetentionDays: config.trashRetentionDays,
@@ -334,6 +345,7 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
           now + config.eventPruneIntervalMs,
         );
       else await jobs.unschedule('event_prune');
+      await scheduleWebhookSweep(jobs, config.webhookSweepIntervalMs, now);
       if (maintenance) {
         // The first pass a second after start-up: a fresh database has no statistics yet.
         if (config.embeddedMaintenanceIntervalMs > 0) {

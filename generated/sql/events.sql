@@ -67,10 +67,86 @@ with
         about_account_id uuid
       )
     returning
-      id
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $2::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $3::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
   )
 select
-  pg_notify ($2::text, '') as notified
+  pg_notify ($4::text, '') as notified
 from
   (
     select

@@ -1897,6 +1897,21 @@ limit
 for update
   skip locked;
 
+-- messaging_sealed_batch_3: webhooks
+select
+  id,
+  user_id,
+  key_id,
+  secrets_enc as data
+from
+  webhooks
+where
+  key_id = $1
+limit
+  $2
+for update
+  skip locked;
+
 -- messaging_sealed_rewrite_1: messages
 update messaging_messages
 set
@@ -1911,6 +1926,15 @@ update messaging_link_previews
 set
   key_id = $1,
   data_enc = $2
+where
+  id = $3
+  and key_id = $4;
+
+-- messaging_sealed_rewrite_3: webhooks
+update webhooks
+set
+  key_id = $1,
+  secrets_enc = $2
 where
   id = $3
   and key_id = $4;
@@ -1930,6 +1954,16 @@ select
   id
 from
   messaging_link_previews
+where
+  key_id = $1
+limit
+  1;
+
+-- messaging_sealed_under_key_3: webhooks
+select
+  id
+from
+  webhooks
 where
   key_id = $1
 limit

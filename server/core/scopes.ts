@@ -16,6 +16,7 @@ export const SCOPES = [
   'social',
   'guestbook',
   'poll',
+  'webhooks',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 export type ScopeLevel = 'read' | 'read_write';

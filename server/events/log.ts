@@ -12,11 +12,17 @@
  * The append also sends `pg_notify('events', '')`, which PostgreSQL (and PGlite) delivers at commit
  * and never for a rolled-back transaction: the streams of every instance wake up then and read the
  * log (stream.ts).
+ *
+ * In the same statement each event is queued for the account's enabled webhooks that subscribe to
+ * its type and may read its area (a `webhook_deliveries` row each, in event order), with one
+ * `webhook_deliver` job per webhook (server/features/webhooks/): a committed event always has its
+ * deliveries, a rolled-back one none.
  */
 import type { components } from '../../generated/api.d.ts';
 import type { EventEntry, EventSink, ServiceContext } from '../core/context.ts';
 import { sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+import { enqueueRows } from '../jobs/queue.ts';
 
 type Schemas = components['schemas'];
 export type Event = Schemas['Event'];
@@ -25,6 +31,10 @@ const AREA = 'events';
 /** The channel of the commit-time notification. */
 export const EVENTS_CHANNEL = 'events';
 const TYPE = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
+/** The durable queue whose jobs send a webhook's pending deliveries, one job per webhook at a time. */
+export const WEBHOOK_QUEUE = 'webhook_deliver';
+/** The job key of a webhook's delivery job. */
+export const webhookJobKey = (webhookId: string) => `webhook:${webhookId}`;
 
 interface EventInsert {
   account_id: string;
@@ -63,7 +73,18 @@ const append = statement<{ rows: EventInsert[] }, { notified: unknown }>({
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
       from locked, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         as r (account_id uuid, type text, area text, occurred_at bigint, actor jsonb, data jsonb, about_account_id uuid)
-      returning id
+      returning id, account_id, type, area, occurred_at
+    ),
+    delivered as (
+      insert into webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+      select w.id, e.id, e.id::text, e.type, 'pending', e.occurred_at, e.occurred_at
+      from appended e
+      join webhooks w on w.user_id = e.account_id and w.enabled and e.type = any(w.types) and e.area = any(w.areas)
+      order by e.id, w.id
+      returning webhook_id, next_attempt_at
+    ),
+    queued as (
+      ${enqueueRows(WEBHOOK_QUEUE, sql`select jsonb_build_object('webhookId', webhook_id) as payload, 'webhook:' || webhook_id as key from delivered`, sql`(select min(next_attempt_at) from delivered)`)}
     )
     select pg_notify(${EVENTS_CHANNEL}::text, '') as notified from (select 1 from appended limit 1) a`,
 });

@@ -30,7 +30,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { sql } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 export interface JobMetrics {
@@ -107,6 +107,18 @@ const MAX_ERROR_LENGTH = 2000;
 const AREA = 'jobs';
 /** Names the partial unique index jobs_key: a key pending or running in its queue. */
 const ON_KEY = sql`on conflict (queue, key) where key is not null and state in ('pending', 'running') do nothing`;
+
+/**
+ * For a statement that queues jobs as part of its own work (an event's webhook deliveries, in the
+ * event's transaction): inserts one job of `queue` per distinct row of `rows` (a query yielding
+ * `payload jsonb` and `key text`), due at `now`, skipping a key already pending or running.
+ */
+export function enqueueRows(queue: string, rows: Sql, now: Sql, maxAttempts = DEFAULTS.maxAttempts): Sql {
+  return sql`insert into jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select gen_random_uuid(), ${queue}::text, r.payload, r.key, 'pending', 0, ${maxAttempts}::int, ${now}, ${now}, ${now}
+      from (select distinct on (key) payload, key from (${rows}) q) r
+    ${ON_KEY}`;
+}
 
 interface JobInsert {
   id: string;

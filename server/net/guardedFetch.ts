@@ -62,6 +62,8 @@ export interface GuardedFetchOptions {
   maxRedirects?: number;
   /** Extra request headers (e.g. Accept: image/*). */
   headers?: Record<string, string>;
+  /** POST `body` instead of a GET (a webhook delivery); use with `maxRedirects: 0`, a redirect is never re-posted. */
+  post?: { body: Buffer };
   /** The caller's own cancellation; its reason is rethrown as is, not turned into a refusal. */
   signal?: AbortSignal;
   /** Replaces the system resolver (a caching resolver; tests). Every answer is still vetted. */
@@ -167,6 +169,7 @@ function sendRequest(
   addresses: ResolvedAddress[],
   headers: Record<string, string>,
   signal: AbortSignal,
+  post: { body: Buffer } | undefined,
 ): Promise<IncomingMessage> {
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
@@ -175,8 +178,14 @@ function sendRequest(
       host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
       port: url.port || undefined,
       path: `${url.pathname}${url.search}`,
-      method: 'GET',
-      headers: { 'user-agent': USER_AGENT, accept: '*/*', 'accept-encoding': 'identity', ...headers },
+      method: post ? 'POST' : 'GET',
+      headers: {
+        'user-agent': USER_AGENT,
+        accept: '*/*',
+        'accept-encoding': 'identity',
+        ...(post ? { 'content-length': String(post.body.length) } : {}),
+        ...headers,
+      },
       lookup: pinnedLookup(addresses),
       // No pooled sockets: a kept-alive socket was vetted for an earlier request, not this one.
       agent: false,
@@ -184,7 +193,7 @@ function sendRequest(
     });
     req.on('response', resolve);
     req.on('error', reject);
-    req.end();
+    req.end(post?.body);
   });
 }
 
@@ -265,7 +274,7 @@ export async function guardedFetch(
         throw new FetchRefusedError('scheme', `Only http and https URLs are fetched, not ${url.protocol}`, url.href);
       }
       const addresses = await vetHost(url, policy, signal);
-      const res = await sendRequest(url, addresses, options.headers ?? {}, signal);
+      const res = await sendRequest(url, addresses, options.headers ?? {}, signal, options.post);
       const status = res.statusCode ?? 0;
 
       if (REDIRECTS.has(status)) {
@@ -273,7 +282,7 @@ export async function guardedFetch(
         const location = res.headers.location;
         if (!location)
           throw new FetchRefusedError('bad_status', `Redirect ${status} without a Location header`, url.href, status);
-        if (redirects >= maxRedirects) {
+        if (redirects >= maxRedirects || options.post) {
           throw new FetchRefusedError('too_many_redirects', `More than ${maxRedirects} redirects`, url.href, status);
         }
         url = parseUrl(location, url);

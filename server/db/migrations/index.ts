@@ -25,6 +25,7 @@ import * as m0023 from './0023_imports.ts';
 import * as m0024 from './0024_exports.ts';
 import * as m0025 from './0025_front_count_per_statement.ts';
 import * as m0026 from './0026_events.ts';
+import * as m0027 from './0027_webhooks.ts';
 
 export const migrations = [
   m0001,
@@ -53,4 +54,5 @@ export const migrations = [
   m0024,
   m0025,
   m0026,
+  m0027,
 ];

@@ -1,5 +1,5 @@
 /**
- * The SQL of key rotation: the rows sealed with the message keyring (message text, link previews),
+ * The SQL of key rotation: the rows sealed with the message keyring (message text, link previews, webhooks),
  * read and rewritten by key id. Each row's id is the id bound into its ciphertext. Committed as
  * generated/sql/messaging.sql.
  */
@@ -9,15 +9,19 @@ import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
 
 const AREA = 'messaging';
 
-/** The tables sealed with the message keyring. */
-export const SEALED = ['messages', 'linkPreviews'] as const;
+/** The tables sealed with the message keyring (a webhook's URL and secrets too: server/features/webhooks/). */
+export const SEALED = ['messages', 'linkPreviews', 'webhooks'] as const;
 export type SealedTable = (typeof SEALED)[number];
 
-const TABLES = ['messaging_messages', 'messaging_link_previews'];
-const COLUMNS = ['content_enc', 'data_enc'];
-const tableOf = (t: SealedTable): Sql =>
-  sql.constant(t === 'messages' ? 'messaging_messages' : 'messaging_link_previews', TABLES);
-const columnOf = (t: SealedTable): Sql => sql.constant(t === 'messages' ? 'content_enc' : 'data_enc', COLUMNS);
+const PLACES: Record<SealedTable, { table: string; column: string }> = {
+  messages: { table: 'messaging_messages', column: 'content_enc' },
+  linkPreviews: { table: 'messaging_link_previews', column: 'data_enc' },
+  webhooks: { table: 'webhooks', column: 'secrets_enc' },
+};
+const TABLES = Object.values(PLACES).map((p) => p.table);
+const COLUMNS = Object.values(PLACES).map((p) => p.column);
+const tableOf = (t: SealedTable): Sql => sql.constant(PLACES[t].table, TABLES);
+const columnOf = (t: SealedTable): Sql => sql.constant(PLACES[t].column, COLUMNS);
 const eachTable = <P>(params: (table: SealedTable) => P): Record<string, P> =>
   Object.fromEntries(SEALED.map((table) => [table, params(table)]));
 
