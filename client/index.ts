@@ -25,6 +25,13 @@ export {
   type StreamMessage,
   type SubscribeOptions,
 } from './events.ts';
+export {
+  verifyWebhook,
+  WebhookVerificationError,
+  type VerifyWebhookOptions,
+  type WebhookPayload,
+  type WebhookPing,
+} from './webhooks.ts';
 export type ApiClient = Client<paths>;
 export type ApiError = components['schemas']['Error'];
 

@@ -20,7 +20,7 @@ import { RevocationListener } from './features/accounts/revocations.ts';
 import { TrashRetentionJob } from './features/trash/retentionJob.ts';
 import { defineLinkPreviews, defineMessageReencryption, queueMessageReencryption } from './features/messaging/index.ts';
 import { defineExports, defineImports } from './features/portability/index.ts';
-import { defineWebhookDelivery, scheduleWebhookSweep, webhooksRepo } from './features/webhooks/index.ts';
+import { defineWebhookDelivery, pruneDeliveries, scheduleWebhookSweep } from './features/webhooks/index.ts';
 import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
@@ -277,7 +277,7 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     async () => {
       const before = clock() - config.eventRetentionHours * 3_600_000;
       await eventsRepo.prune(db.knex, before);
-      await webhooksRepo.pruneDeliveries(db.knex, before);
+      await pruneDeliveries(db.knex, before);
     },
     { maxAttempts: 3 },
   );

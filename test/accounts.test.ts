@@ -224,6 +224,15 @@ describe('GET /api/v1/me', () => {
 /** Fills every table that holds account data, through the API. */
 async function populate(api: ApiClient, apiKey: string, userId: string, peerId: string): Promise<void> {
   const ok = (status: number, what: string) => expect([200, 201, 204], what).toContain(status);
+  // First: the changes below queue deliveries to it.
+  ok(
+    (
+      await api.POST('/api/v1/webhooks', {
+        body: { url: 'https://hooks.example.net/x', types: ['member.created', 'appearance.changed'] },
+      })
+    ).response.status,
+    'webhook',
+  );
   ok((await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } })).response.status, 'appearance');
   ok(
     (

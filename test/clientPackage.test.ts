@@ -268,6 +268,8 @@ describe('the client package', () => {
       'dist/client/index.js',
       'dist/client/retry.d.ts',
       'dist/client/retry.js',
+      'dist/client/webhooks.d.ts',
+      'dist/client/webhooks.js',
       'dist/generated/api.d.ts',
       'package.json',
     ]);

@@ -3,7 +3,7 @@ import { loadConfig } from '../server/config.ts';
 import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { GIF, PNG } from './helpers/images.ts';
 import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
-import { bothPlans, captureStatements, largeSeqScans, planNodes } from './helpers/plans.ts';
+import { bothPlans, captureStatements, largeSeqScans, planNodes, REQUEST_WORK } from './helpers/plans.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -302,13 +302,9 @@ describe('POST /entries cost', () => {
     const members = [await createMember(api, 'A'), await createMember(api, 'B')];
     await createEntry(api, { content: 'warm-up', memberIds: members }); // warms the key cache
     const knex = server.deps.db.knex;
-    const statements = await captureStatements(
-      knex,
-      /^(?![\s\S]*\b(api_keys|rate_limit_windows|jobs|job_schedules)\b)/,
-      async () => {
-        await createEntry(api, { content: 'No images here', memberIds: members });
-      },
-    );
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      await createEntry(api, { content: 'No images here', memberIds: members });
+    });
     // begin, the scope (context and side system, share-locked), the members locked and checked,
     // the plan and the cap counts, the note, its links, its event (docs/events.md), commit.
     expect(

@@ -216,6 +216,11 @@ const perTag: Record<string, { operationId: string; errorStatus: number; call: C
     errorStatus: 400,
     call: (api, headers) => api.GET('/api/v1/events', { headers, parseAs: 'text' }),
   },
+  Webhooks: {
+    operationId: 'getWebhook',
+    errorStatus: 404,
+    call: (api, headers) => api.GET('/api/v1/webhooks/{webhookId}', { params: { path: { webhookId: ID } }, headers }),
+  },
   Admin: {
     operationId: 'getAccount',
     errorStatus: 404,

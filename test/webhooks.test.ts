@@ -12,7 +12,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { components } from '../client/index.ts';
+import { type components, verifyWebhook, WebhookVerificationError } from '../client/index.ts';
 import { TestServer, type TestUser, useServer } from './helpers/server.ts';
 
 type Event = components['schemas']['Event'];
@@ -290,6 +290,23 @@ describe('deliveries', () => {
       expect(payload.actor).toEqual({ kind: 'key', id: user.keyId });
     }
     expect(() => verify(`whsec_${Buffer.alloc(32, 1).toString('base64')}`, receiver.received[0]!)).toThrow();
+
+    // The typed client's helper accepts what the reference library accepts, and refuses the rest.
+    const first = receiver.received[0]!;
+    const now = Date.now() + offset;
+    const payload = await verifyWebhook({ secret, headers: first.headers, body: first.body, now });
+    expect(payload).toEqual(JSON.parse(first.body));
+    const bytes = await verifyWebhook({ secret, headers: first.headers, body: Buffer.from(first.body), now });
+    expect(bytes.type).toBe('member.created');
+    const refusals = [
+      { secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}`, headers: first.headers, body: first.body, now },
+      { secret, headers: first.headers, body: first.body.replace('member.created', 'member.trashed'), now },
+      { secret, headers: { ...first.headers, 'webhook-id': 'x' }, body: first.body, now },
+      { secret, headers: first.headers, body: first.body, now: now + 301_000 },
+      { secret, headers: { ...first.headers, 'webhook-signature': undefined }, body: first.body, now },
+    ];
+    for (const options of refusals)
+      await expect(verifyWebhook(options)).rejects.toBeInstanceOf(WebhookVerificationError);
     const front = events[3]!;
     expect(front.type === 'front.changed' && front.data.front.memberIds).toEqual([ids[1]]);
 

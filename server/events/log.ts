@@ -31,10 +31,8 @@ const AREA = 'events';
 /** The channel of the commit-time notification. */
 export const EVENTS_CHANNEL = 'events';
 const TYPE = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
-/** The durable queue whose jobs send a webhook's pending deliveries, one job per webhook at a time. */
+/** The durable queue whose jobs send a webhook's pending deliveries: one job per webhook at a time, keyed `webhook:<id>`. */
 export const WEBHOOK_QUEUE = 'webhook_deliver';
-/** The job key of a webhook's delivery job. */
-export const webhookJobKey = (webhookId: string) => `webhook:${webhookId}`;
 
 interface EventInsert {
   account_id: string;

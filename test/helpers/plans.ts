@@ -20,6 +20,13 @@ export interface PlanNode {
 /** The event hub's own reads (server/events/stream.ts), which run whenever a write commits: never a request's. */
 const BACKGROUND = /from events\s+where id >|from api_keys where id = any/;
 
+/**
+ * The statements a request runs for its own work: not the key check, the rate limit or the job
+ * queue's own polling (claims, completions and schedules name `locked_by` or `job_schedules`); a
+ * job enqueued by the request (its `insert into jobs`) counts.
+ */
+export const REQUEST_WORK = /^(?![\s\S]*\b(api_keys|rate_limit_windows|job_schedules|locked_by)\b)/;
+
 export async function captureStatements(
   knex: Knex,
   match: RegExp,

@@ -712,6 +712,10 @@ export const INTERNAL_TABLES = [
   // The event log: changes of the last EVENT_RETENTION_HOURS, for streams to resume from; an import writes its own.
   'events',
   'events_pruned',
+  // Webhooks: this server's delivery settings, sealed with its keyring and signed with secrets that
+  // must never leave it; re-created on the other side (docs/webhooks.md). Their deliveries are a log.
+  'webhooks',
+  'webhook_deliveries',
   'schema_migrations',
   'schema_migrations_lock',
 ] as const;

@@ -173,3 +173,8 @@ export function defineWebhookDelivery(jobs: JobQueue, deps: DeliveryDeps, concur
 export async function scheduleWebhookSweep(jobs: JobQueue, everyMs: number, now: number): Promise<void> {
   await jobs.schedule(SWEEP_QUEUE, SWEEP_QUEUE, everyMs, now);
 }
+
+/** Deletes deliveries that ended before `before` (the event log's retention); how many went. */
+export function pruneDeliveries(db: Knex, before: number): Promise<number> {
+  return webhooksRepo.pruneDeliveries(db, before);
+}
