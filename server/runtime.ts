@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { DatabaseAuditSink } from './audit/index.ts';
-import { DatabaseEventSink, EVENTS_CHANNEL, eventsRepo } from './events/log.ts';
+import { DatabaseEventSink, EVENTS_CHANNEL, eventsRepo, WEBHOOK_QUEUE, WEBHOOKS_QUEUED } from './events/log.ts';
 import { EventHub, type Subscribe } from './events/stream.ts';
 import { friendViews } from './events/friends.ts';
 import { ChannelListener } from './db/listen.ts';
@@ -265,7 +265,10 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
       heartbeatMs: config.eventsHeartbeatSeconds * 1000,
       maxPerKey: config.eventsMaxStreamsPerKey,
       logger: options.logger,
-      subscribe: subscribeToEvents(config, db, options.logger),
+      // An append that queued webhook deliveries says so: the delivery jobs are claimed at once.
+      subscribe: subscribeToEvents(config, db, options.logger, (payload) => {
+        if (payload === WEBHOOKS_QUEUED) jobs.wake(WEBHOOK_QUEUE);
+      }),
       friends: friendViews(() => backgroundContext({ ...deps, db: db.knex }, { kind: 'system', job: 'event_stream' })),
     }),
     onResponseViolation: options.onResponseViolation,
@@ -382,8 +385,18 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
 }
 
 /** How the event hub hears of appends: LISTEN on PostgreSQL (every instance), PGlite's own listen embedded. */
-function subscribeToEvents(config: Config, db: Database, logger: Logger): Subscribe {
-  return async ({ onNotify, onConnected }) => {
+function subscribeToEvents(
+  config: Config,
+  db: Database,
+  logger: Logger,
+  alsoOnNotify: (payload: string) => void,
+): Subscribe {
+  return async (handlers) => {
+    const onConnected = () => handlers.onConnected();
+    const onNotify = (payload: string) => {
+      handlers.onNotify(payload);
+      alsoOnNotify(payload);
+    };
     if (config.databaseUrl) {
       const listener = new ChannelListener(
         config.databaseUrl,

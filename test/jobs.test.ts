@@ -260,4 +260,37 @@ describe('durability', () => {
     expect(finished).toBe(true);
     expect(await knex()('jobs').where({ queue }).first()).toBeUndefined();
   });
+
+  it('wake() claims a job queued after the last poll at once, and a finished job leaves its room to the next at once', async () => {
+    const queue = uniqueQueue('woken');
+    const ran: number[] = [];
+    // Polls once at start, then not for a minute: only wake() and finishing jobs can claim.
+    const q = new JobQueue(knex(), { clock: Date.now, logger, pollMs: 60_000 }).define<{ n: number }>(
+      queue,
+      async (job) => {
+        await new Promise((r) => setTimeout(r, 50));
+        ran.push(job.payload.n);
+      },
+      { concurrency: 1 },
+    );
+    q.start();
+    await new Promise((r) => setTimeout(r, 100));
+    try {
+      await q.enqueue(knex(), queue, { n: 1 });
+      await q.enqueue(knex(), queue, { n: 2 });
+      await q.enqueue(knex(), queue, { n: 3 });
+      expect(ran).toEqual([]);
+      q.wake(queue);
+      for (let i = 0; i < 200 && ran.length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+      // One at a time (concurrency 1): the second and third were claimed as the one before finished.
+      expect(ran).toEqual([1, 2, 3]);
+    } finally {
+      await q.stop();
+    }
+    // Stopped: wake() claims nothing.
+    await q.enqueue(knex(), queue, { n: 4 });
+    q.wake(queue);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(ran).toEqual([1, 2, 3]);
+  });
 });

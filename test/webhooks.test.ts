@@ -567,3 +567,28 @@ describe('without FETCH_ALLOW_PRIVATE', () => {
     expect(receiver.received).toEqual([]);
   });
 });
+
+describe('with the job queue polling on its own', () => {
+  const live = new TestServer();
+  beforeAll(async () => {
+    // A poll a minute: only the commit's notification can get a delivery out within seconds.
+    await live.start({ env: { FETCH_ALLOW_PRIVATE: 'true', JOB_POLL_INTERVAL_MS: '60000' } });
+    await live.runtime.startJobs();
+    // The start's first poll is over.
+    await new Promise((r) => setTimeout(r, 200));
+  });
+  afterAll(() => live.close());
+
+  it("delivers as the event commits: the append's notification wakes the delivery job", async () => {
+    const user = await live.user();
+    const created = await user.api.POST('/api/v1/webhooks', {
+      body: { url: `${receiver.url}/live`, types: ['member.created'] },
+    });
+    expect(created.response.status).toBe(201);
+    const started = Date.now();
+    await user.api.POST('/api/v1/members', { body: { name: 'Live' } });
+    while (receiver.received.length === 0 && Date.now() - started < 5_000) await new Promise((r) => setTimeout(r, 10));
+    expect(receiver.received).toHaveLength(1);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});

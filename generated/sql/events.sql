@@ -146,7 +146,18 @@ with
       and state in ('pending', 'running') do nothing
   )
 select
-  pg_notify ($4::text, '') as notified
+  pg_notify (
+    $4::text,
+    case
+      when exists (
+        select
+          1
+        from
+          delivered
+      ) then $5::text
+      else ''
+    end
+  ) as notified
 from
   (
     select

@@ -104,78 +104,6 @@ where
   id = $1
   and user_id = $2;
 
--- webhooks_for_delivery (a webhook)
-select
-  id,
-  user_id,
-  types,
-  areas,
-  description,
-  enabled,
-  disabled_reason,
-  disabled_at,
-  failing_since,
-  last_success_at,
-  previous_secret_expires_at,
-  key_id,
-  secrets_enc,
-  created_at,
-  updated_at
-from
-  webhooks
-where
-  id = $1;
-
--- webhooks_head (a webhook)
-select
-  d.id,
-  d.webhook_id,
-  d.event_id,
-  d.message_id,
-  d.type,
-  d.state,
-  d.attempts,
-  d.status_code,
-  d.duration_ms,
-  d.error,
-  d.last_attempt_at,
-  d.next_attempt_at,
-  d.created_at,
-  case
-    when e.id is null then null
-    else jsonb_build_object(
-      'id',
-      e.id,
-      'account_id',
-      e.account_id,
-      'type',
-      e.type,
-      'area',
-      e.area,
-      'occurred_at',
-      e.occurred_at,
-      'actor',
-      e.actor,
-      'data',
-      e.data
-    )
-  end as event
-from
-  (
-    select
-      *
-    from
-      webhook_deliveries
-    where
-      webhook_id = $1
-      and state = 'pending'
-    order by
-      id
-    limit
-      1
-  ) d
-  left join events e on e.id = d.event_id;
-
 -- webhooks_insert (a webhook)
 insert into
   webhooks (id, user_id, types, areas, description, enabled, key_id, secrets_enc, created_at, updated_at)
@@ -279,6 +207,93 @@ order by
 -- webhooks_lock_account (an account)
 select
   pg_advisory_xact_lock(hashtextextended ('webhooks ' || $1::text, 0)) is null as locked;
+
+-- webhooks_next (a webhook)
+select
+  w.id,
+  w.user_id,
+  w.types,
+  w.areas,
+  w.description,
+  w.enabled,
+  w.disabled_reason,
+  w.disabled_at,
+  w.failing_since,
+  w.last_success_at,
+  w.previous_secret_expires_at,
+  w.key_id,
+  w.secrets_enc,
+  w.created_at,
+  w.updated_at,
+  case
+    when d.id is null then null
+    else jsonb_build_object(
+      'id',
+      d.id,
+      'webhook_id',
+      d.webhook_id,
+      'event_id',
+      d.event_id,
+      'message_id',
+      d.message_id,
+      'type',
+      d.type,
+      'state',
+      d.state,
+      'attempts',
+      d.attempts,
+      'status_code',
+      d.status_code,
+      'duration_ms',
+      d.duration_ms,
+      'error',
+      d.error,
+      'last_attempt_at',
+      d.last_attempt_at,
+      'next_attempt_at',
+      d.next_attempt_at,
+      'created_at',
+      d.created_at,
+      'event',
+      case
+        when e.id is null then null
+        else jsonb_build_object(
+          'id',
+          e.id,
+          'account_id',
+          e.account_id,
+          'type',
+          e.type,
+          'area',
+          e.area,
+          'occurred_at',
+          e.occurred_at,
+          'actor',
+          e.actor,
+          'data',
+          e.data
+        )
+      end
+    )
+  end as head
+from
+  webhooks w
+  left join lateral (
+    select
+      *
+    from
+      webhook_deliveries
+    where
+      webhook_id = w.id
+      and state = 'pending'
+    order by
+      id
+    limit
+      1
+  ) d on true
+  left join events e on e.id = d.event_id
+where
+  w.id = $1;
 
 -- webhooks_prune_deliveries (one)
 with

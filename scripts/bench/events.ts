@@ -11,17 +11,13 @@
  * delivered, the server's peak RSS and its CPU per delivered event. Needs DATABASE_URL; creates
  * and drops its own database.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { SCOPES } from '../../server/core/scopes.ts';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
-import { adminQuery, benchMessageKeys, freePort, waitForServer } from './support.ts';
+import { adminQuery, benchAccount, call, percentile, startBenchServer, stopBenchServer, usageOf } from './support.ts';
 
-const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
   options: {
     streams: { type: 'string' },
@@ -45,51 +41,10 @@ const dbName = `bench_events_${Date.now()}_${randomBytes(3).toString('hex')}`;
 const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 
-async function startServer(port: number): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-    cwd: root,
-    env: {
-      ...process.env,
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: dbUrl,
-      ADMIN_TOKEN,
-      MESSAGE_ENCRYPTION_KEYS: benchMessageKeys,
-      OBJECT_STORAGE: 'none',
-      RATE_LIMIT_PER_MINUTE: '10000000',
-      EVENTS_MAX_STREAMS_PER_KEY: String(STREAMS),
-      PORT: String(port),
-      HOST: '127.0.0.1',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  await waitForServer(child, `http://127.0.0.1:${port}`);
-  return child;
-}
-
-/** Peak RSS (MB) and CPU time (ms, user + system) of a process, from /proc. */
-function usageOf(pid: number): { peakMb: number; cpuMs: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const peakMb = Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return { peakMb, cpuMs: (ticks * 1000) / 100 };
-}
-
 interface Account {
   userId: string;
   auth: Record<string, string>;
 }
-
-async function call(url: string, init: RequestInit & { headers: Record<string, string> }): Promise<unknown> {
-  const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...init.headers } });
-  if (!res.ok) throw new Error(`${init.method ?? 'GET'} ${url} answered ${res.status}: ${await res.text()}`);
-  return res.status === 204 ? null : res.json();
-}
-
-const percentile = (sorted: number[], p: number) =>
-  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 async function main(): Promise<void> {
   await adminQuery(baseUrl, `create database ${dbName}`);
@@ -98,23 +53,10 @@ async function main(): Promise<void> {
     const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
     await migrateLatest(db.knex);
     await db.close();
-    const port = await freePort();
-    server = await startServer(port);
-    const url = `http://127.0.0.1:${port}`;
-    const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const account = async (username: string): Promise<Account> => {
-      const { userId } = (await call(`${url}/admin/v1/accounts`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ username, plan: 'pro_plus' }),
-      })) as { userId: string };
-      const { apiKey } = (await call(`${url}/admin/v1/accounts/${userId}/api-keys`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ name: 'bench', scopes: Object.fromEntries(SCOPES.map((s) => [s, 'read_write'])) }),
-      })) as { apiKey: string };
-      return { userId, auth: { authorization: `Bearer ${apiKey}` } };
-    };
+    const launched = await startBenchServer(dbUrl, ADMIN_TOKEN, { EVENTS_MAX_STREAMS_PER_KEY: String(STREAMS) });
+    server = launched.child;
+    const { url } = launched;
+    const account = (username: string): Promise<Account> => benchAccount(url, ADMIN_TOKEN, username);
 
     // Owners with a visible member, each with a friend holding a bucket that shows the front.
     const owners: Array<Account & { member: string }> = [];
@@ -250,13 +192,7 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
   } finally {
-    if (server && server.exitCode === null) {
-      const exited = new Promise((r) => server!.once('exit', r));
-      server.kill('SIGTERM');
-      const killer = setTimeout(() => server!.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(killer);
-    }
+    await stopBenchServer(server);
     await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
   }
 }

@@ -9,7 +9,7 @@
  * gap. The cost is that the tails of writing transactions (from their first event to their commit)
  * run one at a time.
  *
- * The append also sends `pg_notify('events', '')`, which PostgreSQL (and PGlite) delivers at commit
+ * The append also sends `pg_notify('events', …)`, which PostgreSQL (and PGlite) delivers at commit
  * and never for a rolled-back transaction: the streams of every instance wake up then and read the
  * log (stream.ts).
  *
@@ -33,6 +33,8 @@ export const EVENTS_CHANNEL = 'events';
 const TYPE = /^[a-z][a-z_]*(\.[a-z][a-z_]*)+$/;
 /** The durable queue whose jobs send a webhook's pending deliveries: one job per webhook at a time, keyed `webhook:<id>`. */
 export const WEBHOOK_QUEUE = 'webhook_deliver';
+/** The notification's payload when the append queued webhook deliveries (the job queue then claims at once). */
+export const WEBHOOKS_QUEUED = 'webhooks';
 
 interface EventInsert {
   account_id: string;
@@ -84,7 +86,8 @@ const append = statement<{ rows: EventInsert[] }, { notified: unknown }>({
     queued as (
       ${enqueueRows(WEBHOOK_QUEUE, sql`select jsonb_build_object('webhookId', webhook_id) as payload, 'webhook:' || webhook_id as key from delivered`, sql`(select min(next_attempt_at) from delivered)`)}
     )
-    select pg_notify(${EVENTS_CHANNEL}::text, '') as notified from (select 1 from appended limit 1) a`,
+    select pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
+    from (select 1 from appended limit 1) a`,
 });
 
 export interface EventRow {

@@ -48,7 +48,10 @@ export interface FriendViews {
 }
 
 /** How the hub hears of appends: resolves to a function that stops listening. */
-export type Subscribe = (handlers: { onNotify(): void; onConnected(): void }) => Promise<() => Promise<void>>;
+export type Subscribe = (handlers: {
+  onNotify(payload: string): void;
+  onConnected(): void;
+}) => Promise<() => Promise<void>>;
 
 interface Stream {
   readonly request: StreamRequest;

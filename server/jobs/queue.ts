@@ -79,11 +79,16 @@ export interface JobQueueOptions {
 }
 
 interface Registered {
+  name: string;
   handler: JobHandler;
   concurrency: number;
   maxAttempts: number;
   leaseMs: number;
   running: number;
+  /** A claim in flight (one at a time per queue, so room is never counted twice). */
+  claiming?: Promise<number>;
+  /** Asked to claim while a claim was in flight: claim once more after it. */
+  again?: boolean;
 }
 
 interface ClaimedRow {
@@ -269,6 +274,7 @@ export class JobQueue {
   define<P>(queue: string, handler: JobHandler<P>, definition: QueueDefinition = {}): this {
     if (this.queues.has(queue)) throw new Error(`queue ${queue} is already defined`);
     this.queues.set(queue, {
+      name: queue,
       handler: handler as JobHandler,
       concurrency: definition.concurrency ?? DEFAULTS.concurrency,
       maxAttempts: definition.maxAttempts ?? DEFAULTS.maxAttempts,
@@ -390,21 +396,48 @@ export class JobQueue {
   /** Claims what each queue has room for; returns how many jobs were started. */
   private async claimAll(): Promise<number> {
     let started = 0;
-    for (const [queue, registered] of this.queues) {
-      const room = registered.concurrency - registered.running;
-      if (room <= 0 || this.closing) continue;
-      const now = this.options.clock();
-      const claimed = await claimJobs(this.db, {
-        queue,
-        now,
-        room,
-        workerId: this.workerId,
-        lockedUntil: now + registered.leaseMs,
-      });
-      for (const row of claimed) this.run(registered, row);
-      started += claimed.length;
-    }
+    for (const registered of this.queues.values()) started += await this.claim(registered);
     return started;
+  }
+
+  /** Claims what one queue has room for, one claim at a time per queue; how many jobs were started. */
+  private claim(registered: Registered): Promise<number> {
+    if (registered.claiming) {
+      registered.again = true;
+      return registered.claiming;
+    }
+    registered.claiming = (async () => {
+      let started = 0;
+      do {
+        registered.again = false;
+        const room = registered.concurrency - registered.running;
+        if (room <= 0 || this.closing) break;
+        const now = this.options.clock();
+        const claimed = await claimJobs(this.db, {
+          queue: registered.name,
+          now,
+          room,
+          workerId: this.workerId,
+          lockedUntil: now + registered.leaseMs,
+        });
+        for (const row of claimed) this.run(registered, row);
+        started += claimed.length;
+      } while (registered.again);
+      return started;
+    })().finally(() => {
+      registered.claiming = undefined;
+    });
+    return registered.claiming;
+  }
+
+  /**
+   * Claims due jobs of `queue` now rather than at the next poll: a job was just queued (a
+   * notification said so) or one of the queue's jobs ended. Does nothing unless polling (start()).
+   */
+  wake(queue: string): void {
+    const registered = this.queues.get(queue);
+    if (!registered || this.stopped || this.closing) return;
+    this.claim(registered).catch((err) => this.options.logger.error({ err, queue }, 'job claim failed'));
   }
 
   private run(registered: Registered, row: ClaimedRow): void {
@@ -432,6 +465,8 @@ export class JobQueue {
     })().finally(() => {
       registered.running--;
       this.inFlight.delete(task);
+      // The room it leaves is taken at once, not at the next poll.
+      this.wake(registered.name);
     });
     this.inFlight.add(task);
   }

@@ -125,10 +125,9 @@ export async function deliverPending(deps: DeliveryDeps, webhookId: string): Pro
   const started = Date.now();
   while (Date.now() - started < JOB_BUDGET_MS) {
     const config = deps.config();
-    const webhook = await webhooksRepo.forDelivery(db, webhookId);
-    if (!webhook?.enabled) return;
-    const head = await webhooksRepo.head(db, webhookId);
-    if (!head) return;
+    const webhook = await webhooksRepo.next(db, webhookId);
+    const head = webhook?.enabled ? webhook.head : null;
+    if (!webhook || !head) return;
     const now = clock();
     if (head.next_attempt_at !== null && head.next_attempt_at > now) return;
     const body = head.event

@@ -75,6 +75,8 @@ export interface AttemptRecord {
 const AREA = 'webhooks';
 const COLUMNS = sql`id, user_id, types, areas, description, enabled, disabled_reason, disabled_at, failing_since,
   last_success_at, previous_secret_expires_at, key_id, secrets_enc, created_at, updated_at`;
+const W_COLUMNS = sql`w.id, w.user_id, w.types, w.areas, w.description, w.enabled, w.disabled_reason, w.disabled_at,
+  w.failing_since, w.last_success_at, w.previous_secret_expires_at, w.key_id, w.secrets_enc, w.created_at, w.updated_at`;
 const DELIVERY = sql`d.id, d.webhook_id, d.event_id, d.message_id, d.type, d.state, d.attempts, d.status_code,
   d.duration_ms, d.error, d.last_attempt_at, d.next_attempt_at, d.created_at`;
 /** The delivery job of each webhook `from` names (a FROM item with `webhook_id`), queued unless one is pending or running (the key of server/events/log.ts). */
@@ -273,26 +275,33 @@ const insertPing = statement<
     returning ${DELIVERY}`,
 });
 
-/** A webhook as its delivery job reads it (no account scoping: the job is the server's). */
-const forDelivery = statement<{ id: string }, WebhookRow>({
-  name: 'webhooks_for_delivery',
-  area: AREA,
-  variants: { 'a webhook': { id: EXAMPLE_UUID } },
-  build: ({ id }) => sql`select ${COLUMNS} from webhooks where id = ${id}`,
-});
-
-/** The webhook's oldest pending delivery and its event (null when the log no longer keeps it, or for a ping). */
-const head = statement<{ webhookId: string }, DeliveryRow & { event: EventRow | null }>({
-  name: 'webhooks_head',
-  area: AREA,
-  variants: { 'a webhook': { webhookId: EXAMPLE_UUID } },
-  build: ({ webhookId }) => sql`select ${DELIVERY},
-      case when e.id is null then null else jsonb_build_object(
-        'id', e.id, 'account_id', e.account_id, 'type', e.type, 'area', e.area,
-        'occurred_at', e.occurred_at, 'actor', e.actor, 'data', e.data) end as event
-    from (select * from webhook_deliveries where webhook_id = ${webhookId} and state = 'pending' order by id limit 1) d
-    left join events e on e.id = d.event_id`,
-});
+/**
+ * A webhook as its delivery job reads it (no account scoping: the job is the server's), with its
+ * oldest pending delivery and that delivery's event (null when the log no longer keeps it, or for a
+ * ping); no row when the webhook is gone.
+ */
+const next = statement<{ webhookId: string }, WebhookRow & { head: (DeliveryRow & { event: EventRow | null }) | null }>(
+  {
+    name: 'webhooks_next',
+    area: AREA,
+    variants: { 'a webhook': { webhookId: EXAMPLE_UUID } },
+    build: ({ webhookId }) => sql`select ${W_COLUMNS},
+      case when d.id is null then null else jsonb_build_object(
+        'id', d.id, 'webhook_id', d.webhook_id, 'event_id', d.event_id, 'message_id', d.message_id, 'type', d.type,
+        'state', d.state, 'attempts', d.attempts, 'status_code', d.status_code, 'duration_ms', d.duration_ms,
+        'error', d.error, 'last_attempt_at', d.last_attempt_at, 'next_attempt_at', d.next_attempt_at,
+        'created_at', d.created_at,
+        'event', case when e.id is null then null else jsonb_build_object(
+          'id', e.id, 'account_id', e.account_id, 'type', e.type, 'area', e.area,
+          'occurred_at', e.occurred_at, 'actor', e.actor, 'data', e.data) end) end as head
+    from webhooks w
+    left join lateral (
+      select * from webhook_deliveries where webhook_id = w.id and state = 'pending' order by id limit 1
+    ) d on true
+    left join events e on e.id = d.event_id
+    where w.id = ${webhookId}`,
+  },
+);
 
 /** One attempt's outcome on the delivery, and on the webhook's health (success, failing since, disabled). */
 const recordAttempt = statement<AttemptRecord, { enabled: boolean }>({
@@ -400,8 +409,7 @@ export const webhooksRepo = {
   retry: async (db: Knex, p: Parameters<typeof retry>[1]): Promise<DeliveryRow | undefined> => (await retry(db, p))[0],
   insertPing: async (db: Knex, p: Parameters<typeof insertPing>[1]): Promise<DeliveryRow> =>
     (await insertPing(db, p))[0]!,
-  forDelivery: async (db: Knex, id: string): Promise<WebhookRow | undefined> => (await forDelivery(db, { id }))[0],
-  head: async (db: Knex, webhookId: string) => (await head(db, { webhookId }))[0],
+  next: async (db: Knex, webhookId: string) => (await next(db, { webhookId }))[0],
   /** Whether the webhook is still enabled after it. */
   recordAttempt: async (db: Knex, a: AttemptRecord): Promise<boolean> =>
     (await recordAttempt(db, a))[0]?.enabled ?? false,
