@@ -5633,12 +5633,30 @@ export interface components {
                 front: components["schemas"]["FriendFrontView"];
             };
         };
+        /** @description A member of a friend changed (created, updated, archived, restored …), as this viewer may see it when the event is sent: the shape of `GET /api/v1/friends/{friendUserId}/members/{memberId}`, redacted as that read is. Sent to keys with `friends:read` only for a member the friend's privacy buckets show this viewer (`members_view`), and only when the view differs from the last one this stream sent of that member; a member the viewer cannot see (hidden, trashed, deleted) sends nothing, not even its id. `accountId` is the friend's account; `actor` is `system`. */
+        FriendMemberChangedEvent: {
+            id: components["schemas"]["EventId"];
+            /**
+             * @example friend.member.changed
+             * @constant
+             */
+            type: "friend.member.changed";
+            /** @example 1763800000000 */
+            occurredAt: number;
+            accountId: components["schemas"]["Uuid"];
+            actor: components["schemas"]["EventActor"];
+            data: {
+                friendUserId: components["schemas"]["Uuid"];
+                memberId: components["schemas"]["Uuid"];
+                member: components["schemas"]["FriendMember"];
+            };
+        };
         /**
          * @example entry.created
          * @enum {string}
          */
-        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied" | "friendship.requested" | "friendship.accepted" | "friendship.revoked" | "friendship.blocked" | "member_status.assigned" | "member_status.cleared" | "member_status.created" | "member_status.updated" | "member_status.deleted" | "message.pinned" | "message.unpinned" | "space.created" | "space.updated" | "space.archived" | "space.reordered" | "category.created" | "category.updated" | "category.deleted" | "category.reordered" | "channel.created" | "channel.updated" | "channel.moved" | "channel.archived" | "channel.reordered" | "trash.purged" | "privacy_bucket.created" | "privacy_bucket.updated" | "privacy_bucket.deleted" | "privacy_bucket.assigned" | "front_session.corrected" | "front_session.trashed" | "front_session.restored" | "appearance.changed" | "terminology.changed";
-        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. Also: `friendship.*` (under `friends`; `id` is the other account; a request and an acceptance reach both accounts, a revoke and a block only the one that made it), `member_status.*` (under `memberStatuses`; `id` the status, and `memberId` the member for an assignment), `message.pinned` and `message.unpinned`, and the chat's structure: `space.*`, `category.*`, `channel.*` (under `messaging`; `id` the space, category or channel, or for a reorder the account's id for spaces and the space's for its categories and channels), `privacy_bucket.*` (under `privacyBuckets`; `privacy_bucket.assigned` names the target whose buckets changed, `id` and `kind`: member, group, directory, custom_field, friend, side_system, sub_system, member_status), `trash.purged` (an item purged from the trash for good, under its area's scope; a purged note is `entry.purged` and a purged member `member.deleted`), `front_session.*` (under `front`; a past session corrected, trashed or restored), `appearance.changed` and `terminology.changed` (under their scopes; `id` is the account). */
+        ChangeEventType: "entry.created" | "entry.updated" | "entry.trashed" | "entry.restored" | "entry.purged" | "group.created" | "group.updated" | "group.members_changed" | "group.trashed" | "group.restored" | "folder.created" | "folder.updated" | "folder.trashed" | "folder.restored" | "custom_field_value.changed" | "message.created" | "message.edited" | "message.deleted" | "import.applied" | "friendship.requested" | "friendship.accepted" | "friendship.revoked" | "friendship.blocked" | "member_status.assigned" | "member_status.cleared" | "member_status.created" | "member_status.updated" | "member_status.deleted" | "message.pinned" | "message.unpinned" | "space.created" | "space.updated" | "space.archived" | "space.reordered" | "category.created" | "category.updated" | "category.deleted" | "category.reordered" | "channel.created" | "channel.updated" | "channel.moved" | "channel.archived" | "channel.reordered" | "trash.purged" | "privacy_bucket.created" | "privacy_bucket.updated" | "privacy_bucket.deleted" | "privacy_bucket.assigned" | "front_session.corrected" | "front_session.trashed" | "front_session.restored" | "appearance.changed" | "terminology.changed" | "guestbook.posted" | "guestbook.updated" | "guestbook.deleted" | "poll.voted" | "social_profile.changed";
+        /** @description A note (`entry.*`, under `entries`), a group or folder (`group.*`, `folder.*`, under `groups`), a member's custom field value (`custom_field_value.changed`, under `customFields`) or a chat message (`message.*`, under `messaging`) changed: the ids involved and, for an update, the names of the fields written (as the resource's read shape names them). Read the resource for its values; a message's text is never in an event. `import.applied` (under `members`; `id` is the import's) says that an import committed: the entities it wrote send no event each, so re-read what you keep. Also: `friendship.*` (under `friends`; `id` is the other account; a request and an acceptance reach both accounts, a revoke and a block only the one that made it), `member_status.*` (under `memberStatuses`; `id` the status, and `memberId` the member for an assignment), `message.pinned` and `message.unpinned`, and the chat's structure: `space.*`, `category.*`, `channel.*` (under `messaging`; `id` the space, category or channel, or for a reorder the account's id for spaces and the space's for its categories and channels), `privacy_bucket.*` (under `privacyBuckets`; `privacy_bucket.assigned` names the target whose buckets changed, `id` and `kind`: member, group, directory, custom_field, friend, side_system, sub_system, member_status), `trash.purged` (an item purged from the trash for good, under its area's scope; a purged note is `entry.purged` and a purged member `member.deleted`), `front_session.*` (under `front`; a past session corrected, trashed or restored), `appearance.changed` and `terminology.changed` (under their scopes; `id` is the account), `guestbook.*` (under `guestbook`; `id` the message, `widgetId` its guestbook; an anonymous post's actor is `{"kind":"friend","id":null}`), `poll.voted` (under `poll`; `id` and `widgetId` the poll; a friend's vote never names the friend) and `social_profile.changed` (under `social`; `kind` says what: `theme`, `link`, `widget`, `order`, `gallery`; `id` the link or widget, else the account). */
         ChangeEvent: {
             id: components["schemas"]["EventId"];
             /** @example entry.updated */
@@ -5654,8 +5672,10 @@ export interface components {
                 memberId?: components["schemas"]["Uuid"];
                 /** @description The channel of a message. */
                 channelId?: components["schemas"]["Uuid"];
+                /** @description The guestbook of a guestbook message, or the poll voted on. */
+                widgetId?: components["schemas"]["Uuid"];
                 /**
-                 * @description For `trash.purged`, the trash item's type (`directory`, `directoryLayout`, `customFieldDefinition`, `frontSession`); for `privacy_bucket.assigned`, the target's (`member`, `friend` …).
+                 * @description For `trash.purged`, the trash item's type (`directory`, `directoryLayout`, `customFieldDefinition`, `frontSession`); for `privacy_bucket.assigned`, the target's (`member`, `friend` …); for `social_profile.changed`, what changed (`theme`, `link`, `widget`, `order`, `gallery`).
                  * @example frontSession
                  */
                 kind?: string;
@@ -5669,7 +5689,7 @@ export interface components {
             };
         };
         /** @description One change, as the stream sends it (an SSE message's `data`, its `event` the type and its `id` the id). */
-        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"] | components["schemas"]["ChangeEvent"];
+        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"] | components["schemas"]["FriendMemberChangedEvent"] | components["schemas"]["ChangeEvent"];
         /** @description Sent as an SSE message `event: reset` when the cursor asked for is older than the log keeps (EVENT_RETENTION_HOURS): events may have been missed, so re-read the state you keep; the stream goes on from the oldest event kept. */
         EventStreamReset: {
             /**

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
-import { createBucket, expectNoneOf, friendsSharing, giveFriend, shareMember } from './helpers/friends.ts';
+import { befriend, createBucket, expectNoneOf, friendsSharing, giveFriend, shareMember } from './helpers/friends.ts';
 import { bearer, TestServer, type TestUser, useServer } from './helpers/server.ts';
 
 type Event = components['schemas']['Event'];
@@ -285,6 +285,44 @@ describe('the event stream', () => {
     stream.close();
     ownOnly.close();
   });
+
+  it('sends a friend the member changes it may see, redacted as its member read is, and nothing of a hidden member', async () => {
+    // members_view and member_profile without member_avatar: pronouns show, the avatar is redacted.
+    const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', member_profile: 'read' });
+    const visible = await createMember(owner, 'Visible-Ash');
+    const hidden = await createMember(owner, 'Canary-Hidden-Member');
+    const stream = await openStream(viewer);
+    const patch = (memberId: string, body: Record<string, unknown>) =>
+      owner.api.PATCH('/api/v1/members/{memberId}', { params: { path: { memberId } }, body: body as never });
+    // Shared with the viewer's bucket: it comes into sight.
+    await shareMember(owner, visible, [bucketId]);
+    await patch(hidden, { name: 'Canary-Hidden-2' });
+    await patch(visible, { pronouns: 'she/her', avatarUrl: 'https://img.example.net/Canary-avatar.png' });
+    await stream.until(2);
+    await giveFriend(owner, viewer, [await createBucket(owner, {}, 'Nothing')]);
+    await patch(visible, { name: 'Canary-after-removal' });
+    await createMember(viewer, 'Own member');
+    await stream.until(3);
+    expect(types(stream.messages)).toEqual(['friend.member.changed', 'friend.member.changed', 'member.created']);
+    const [shared, updated] = stream.messages.map((m) => m.data as Extract<Event, { type: 'friend.member.changed' }>);
+    expect(shared!.data).toMatchObject({ friendUserId: owner.userId, memberId: visible });
+    expect(shared!.data.member).toMatchObject({ _id: visible, name: 'Visible-Ash', pronouns: '', avatarUrl: null });
+    expect(updated!.data.member).toMatchObject({
+      _id: visible,
+      name: 'Visible-Ash',
+      pronouns: 'she/her',
+      avatarUrl: null,
+    });
+    expect(shared!.actor).toEqual({ kind: 'system', id: null });
+    expectNoneOf(stream.raw, [
+      hidden,
+      'Canary-Hidden-Member',
+      'Canary-Hidden-2',
+      'Canary-avatar',
+      'Canary-after-removal',
+    ]);
+    stream.close();
+  });
 });
 
 describe('the other areas’ events', () => {
@@ -502,6 +540,82 @@ describe('the other areas’ events', () => {
     expectNoneOf(stream.raw, ['Canary-session-note']);
     stream.close();
     otherStream.close();
+  });
+
+  it('guestbook posts, poll votes and social profile changes send theirs; an anonymous post or a vote never names the friend', async () => {
+    const owner = await server.user();
+    const friend = await server.user();
+    await befriend(owner, friend);
+    const stream = await openStream(owner);
+    const created = async (write: Promise<{ response: Response; data?: unknown }>) => {
+      const { response, data } = await write;
+      expect(response.ok, String(response.status)).toBe(true);
+      return data as Record<string, string>;
+    };
+    const widget = (config: Record<string, unknown>) =>
+      created(
+        owner.api.POST('/api/v1/social/widgets', {
+          body: { type: config.kind, config, visibility: 'public', size: 'medium' } as never,
+        }),
+      );
+    const guestbook = (await widget({ kind: 'guestbook', allowAnonymous: true })).widgetId!;
+    const poll = (await widget({ kind: 'poll', question: 'Tea?', options: ['Yes', 'No'] })).widgetId!;
+    const friendPost = (body: Record<string, unknown>) =>
+      created(
+        friend.api.POST('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/guestbook', {
+          params: { path: { friendUserId: owner.userId, widgetId: guestbook } },
+          body: body as never,
+        }),
+      );
+    const named = (await friendPost({ body: 'Hello from a friend' })).id!;
+    const anonymous = (await friendPost({ body: 'Guess who', postAnonymously: true })).id!;
+    await created(
+      owner.api.PATCH('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', {
+        params: { path: { widgetId: guestbook, messageId: anonymous } },
+        body: { hiddenByOwner: true },
+      }),
+    );
+    await created(
+      owner.api.DELETE('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', {
+        params: { path: { widgetId: guestbook, messageId: named } },
+      }),
+    );
+    await created(
+      friend.api.POST('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', {
+        params: { path: { friendUserId: owner.userId, widgetId: poll } },
+        body: { optionIndices: [0] },
+      }),
+    );
+    const link = (
+      await created(
+        owner.api.POST('/api/v1/social/links', {
+          body: { platform: 'bluesky', displayName: 'Alex', visibility: 'public' } as never,
+        }),
+      )
+    ).linkId!;
+    await created(owner.api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA' } } }));
+
+    await stream.until(9);
+    const events = stream.messages.map((m) => m.data as Event);
+    expect(events.map((e) => [e.type, e.data])).toEqual([
+      ['social_profile.changed', { id: guestbook, kind: 'widget' }],
+      ['social_profile.changed', { id: poll, kind: 'widget' }],
+      ['guestbook.posted', { id: named, widgetId: guestbook }],
+      ['guestbook.posted', { id: anonymous, widgetId: guestbook }],
+      ['guestbook.updated', { id: anonymous, widgetId: guestbook, fields: ['hiddenByOwner'] }],
+      ['guestbook.deleted', { id: named, widgetId: guestbook }],
+      ['poll.voted', { id: poll, widgetId: poll }],
+      ['social_profile.changed', { id: link, kind: 'link' }],
+      ['social_profile.changed', { id: owner.userId, kind: 'theme' }],
+    ]);
+    expect(events.every((e) => e.accountId === owner.userId)).toBe(true);
+    expect(events[2]!.actor).toEqual({ kind: 'friend', id: friend.userId });
+    // The anonymous post and the vote: nowhere in their messages is the friend.
+    for (const i of [3, 6]) {
+      expect(events[i]!.actor).toEqual({ kind: 'friend', id: null });
+      expect(JSON.stringify(stream.messages[i])).not.toContain(friend.userId);
+    }
+    stream.close();
   });
 
   it('purging the trash sends member.deleted, entry.purged or trash.purged for each item', async () => {

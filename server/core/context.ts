@@ -136,9 +136,16 @@ export type EventEntry =
  * event goes when that account is deleted.
  */
 export interface EventSink {
-  emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void>;
+  emit(ctx: ServiceContext, entry: EventEntry & EventOptions): Promise<void>;
   /** Several events in one statement (a bulk write's, one per target), in the order given. */
-  emitMany(ctx: ServiceContext, entries: Array<EventEntry & { about?: string }>): Promise<void>;
+  emitMany(ctx: ServiceContext, entries: Array<EventEntry & EventOptions>): Promise<void>;
+}
+
+export interface EventOptions {
+  /** Another account the event names (a friendship's other side): the event goes with that account. */
+  about?: string;
+  /** The actor is not named when it is a friend (an anonymous guestbook post, a poll vote): `{ kind: 'friend', id: null }`. */
+  anonymous?: boolean;
 }
 
 /** The enqueue side of the durable job queue (server/jobs/queue.ts). */

@@ -19,7 +19,7 @@
  * deliveries, a rolled-back one none.
  */
 import type { components } from '../../generated/api.d.ts';
-import type { EventEntry, EventSink, ServiceContext } from '../core/context.ts';
+import type { EventEntry, EventOptions, EventSink, ServiceContext } from '../core/context.ts';
 import { sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 import { enqueueRows } from '../jobs/queue.ts';
@@ -180,11 +180,11 @@ function actorOf(ctx: ServiceContext): Schemas['EventActor'] {
 }
 
 export class DatabaseEventSink implements EventSink {
-  emit(ctx: ServiceContext, entry: EventEntry & { about?: string }): Promise<void> {
+  emit(ctx: ServiceContext, entry: EventEntry & EventOptions): Promise<void> {
     return this.emitMany(ctx, [entry]);
   }
 
-  async emitMany(ctx: ServiceContext, entries: Array<EventEntry & { about?: string }>): Promise<void> {
+  async emitMany(ctx: ServiceContext, entries: Array<EventEntry & EventOptions>): Promise<void> {
     if (entries.length === 0) return;
     if (!ctx.db.isTransaction)
       throw new Error(`event ${entries[0]!.type}: emit it inside the transaction of the change`);
@@ -196,7 +196,7 @@ export class DatabaseEventSink implements EventSink {
         type: entry.type,
         area: entry.area,
         occurred_at: ctx.now,
-        actor,
+        actor: entry.anonymous && actor.kind === 'friend' ? { kind: 'friend', id: null } : actor,
         data: entry.data,
         about_account_id: entry.about ?? null,
       };

@@ -260,7 +260,8 @@ export class EventHub {
         return null;
       });
       if (!event || !keep(event.type)) return;
-      const seen = `${row.account_id} ${event.type}`;
+      // The last view sent, per friend and type (and member, for a member's).
+      const seen = `${row.account_id} ${event.type}${event.type === 'friend.member.changed' ? ` ${event.data.memberId}` : ''}`;
       const data = JSON.stringify(event.data);
       if (stream.lastFromFriend.get(seen) === data) return;
       stream.lastFromFriend.set(seen, data);

@@ -109,6 +109,11 @@ export async function upload(
         created_at: tx.now,
       };
       await galleryRepo.insert(tx.db, row);
+      await tx.events.emit(tx, {
+        type: 'social_profile.changed',
+        area: 'social',
+        data: { id: userId, kind: 'gallery' },
+      });
       return { created: true, image: toImage(row) };
     });
   } catch (err) {
@@ -178,6 +183,7 @@ export async function remove(ctx: ServiceContext, sha256: string): Promise<void>
     if (await galleryRepo.badgeShowsImage(tx.db, userId, galleryUrl(sha256)))
       throw conflict('A custom_badge widget shows this image; take it out of the widget first');
     await galleryRepo.delete(tx.db, userId, sha256);
+    await tx.events.emit(tx, { type: 'social_profile.changed', area: 'social', data: { id: userId, kind: 'gallery' } });
   });
   await dropObject(ctx, store, galleryKey(userId, sha256));
 }

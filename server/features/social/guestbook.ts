@@ -96,7 +96,8 @@ export async function post(
     throw badRequest('This guestbook does not allow anonymous posts');
   const id = randomUUID();
   // The parent is checked and locked in the reply's transaction: deleted meanwhile, it is a 400, not a failed insert.
-  const row = await inTransaction(ctx, async ({ db: trx }) => {
+  const row = await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     if (input.parentMessageId !== undefined && !(await guestbookRepo.isTopLevel(trx, widgetId, input.parentMessageId)))
       throw badRequest('parentMessageId must be a top-level message of this guestbook');
     await guestbookRepo.insert(trx, {
@@ -109,6 +110,13 @@ export async function post(
       body,
       hidden_by_owner: false,
       created_at: now,
+    });
+    // On the guestbook owner's log; an anonymous post does not name the friend who wrote it.
+    await tx.events.emit(tx, {
+      type: 'guestbook.posted',
+      area: 'guestbook',
+      data: { id, widgetId },
+      anonymous: anonymous,
     });
     return guestbookRepo.message(trx, id);
   });
@@ -123,7 +131,17 @@ export async function remove(ctx: ServiceContext, widgetId: string, messageId: s
   if (!found) throw notFound(MESSAGE_NOT_FOUND);
   if (found.user_id !== me && found.author_user_id !== me)
     throw forbidden('Only the guestbook owner or the author can delete this message');
-  await guestbookRepo.delete(ctx.db, messageId);
+  await inTransaction(ctx, async (tx) => {
+    await guestbookRepo.delete(tx.db, messageId);
+    // On the owner's log when the owner deletes; an author deleting from another account's
+    // guestbook writes to its own log, which is not where the guestbook's events are: nothing.
+    if (found.user_id === me)
+      await tx.events.emit(tx, {
+        type: 'guestbook.deleted',
+        area: 'guestbook',
+        data: { id: messageId, widgetId: found.widget_id },
+      });
+  });
 }
 
 export async function setHidden(
@@ -133,8 +151,15 @@ export async function setHidden(
   hidden: boolean,
 ): Promise<void> {
   await requireWidget(ctx, widgetId, 'guestbook', GUESTBOOK_NOT_FOUND);
-  if (!(await guestbookRepo.setHidden(ctx.db, ownerOf(ctx), widgetId, messageId, hidden)))
-    throw notFound(MESSAGE_NOT_FOUND);
+  await inTransaction(ctx, async (tx) => {
+    if (!(await guestbookRepo.setHidden(tx.db, ownerOf(tx), widgetId, messageId, hidden)))
+      throw notFound(MESSAGE_NOT_FOUND);
+    await tx.events.emit(tx, {
+      type: 'guestbook.updated',
+      area: 'guestbook',
+      data: { id: messageId, widgetId, fields: ['hiddenByOwner'] },
+    });
+  });
 }
 
 /**

@@ -64,6 +64,8 @@ export async function vote(
       indices.sort((a, b) => a - b);
       await pollRepo.setBallot(tx.db, { widgetId, voterId: voter, ownerId: ownerOf(tx), indices }, tx.now);
     }
+    // A ballot is secret: a friend's vote does not name the friend.
+    await tx.events.emit(tx, { type: 'poll.voted', area: 'poll', data: { id: widgetId, widgetId }, anonymous: true });
     return stateOf(tx.db, widget, voter);
   });
 }

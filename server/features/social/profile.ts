@@ -23,6 +23,15 @@ type Config = Schemas['SocialWidgetConfig'];
 const LINK_NOT_FOUND = 'Link not found';
 const WIDGET_NOT_FOUND = 'Widget not found';
 
+/** The event of a change to the social section: what changed, and the link or widget (else the account). */
+function sectionChanged(
+  tx: ServiceContext,
+  kind: 'theme' | 'link' | 'widget' | 'order' | 'gallery',
+  id: string,
+): Promise<void> {
+  return tx.events.emit(tx, { type: 'social_profile.changed', area: 'social', data: { id, kind } });
+}
+
 export async function getSection(ctx: ServiceContext): Promise<Schemas['SocialSection']> {
   const userId = ownerOf(ctx);
   const { profile, links, widgets } = await profileRepo.loadSection(ctx.db, userId);
@@ -36,6 +45,7 @@ export async function updateTheme(ctx: ServiceContext, input: Schemas['UpdateSoc
     const row = await profileRepo.lock(tx.db, userId);
     const theme = input.theme === null ? null : { ...(row?.theme ?? {}), ...input.theme };
     await profileRepo.setTheme(tx.db, userId, theme === null ? null : JSON.stringify(theme));
+    await sectionChanged(tx, 'theme', userId);
   });
 }
 
@@ -67,6 +77,7 @@ export async function createLink(
       updated_at: tx.now,
     };
     await linksRepo.insert(tx.db, row);
+    await sectionChanged(tx, 'link', row.id);
     return { linkId: row.id };
   });
 }
@@ -93,6 +104,7 @@ export async function updateLink(
     };
     if (!(await linksRepo.update(tx.db, userId, linkId, changes, tx.now))) throw notFound(LINK_NOT_FOUND);
     await profileRepo.touch(tx.db, userId, tx.now);
+    await sectionChanged(tx, 'link', linkId);
     return { linkId };
   });
 }
@@ -102,6 +114,7 @@ export async function deleteLink(ctx: ServiceContext, linkId: string): Promise<v
   await inTransaction(ctx, async (tx) => {
     if (!(await linksRepo.delete(tx.db, userId, linkId))) throw notFound(LINK_NOT_FOUND);
     await profileRepo.touch(tx.db, userId, tx.now);
+    await sectionChanged(tx, 'link', linkId);
   });
 }
 
@@ -156,6 +169,7 @@ export async function createWidget(
       updated_at: tx.now,
     };
     if (!(await widgetsRepo.insert(tx.db, row))) throw conflict('A widget with this id already exists');
+    await sectionChanged(tx, 'widget', row.id);
     return { widgetId: row.id };
   });
 }
@@ -220,6 +234,7 @@ export async function updateWidget(
     }
     await widgetsRepo.update(tx.db, userId, widgetId, changes, tx.now);
     await profileRepo.touch(tx.db, userId, tx.now);
+    await sectionChanged(tx, 'widget', widgetId);
     return { widgetId };
   });
 }
@@ -230,6 +245,7 @@ export async function deleteWidget(ctx: ServiceContext, widgetId: string): Promi
     // A poll's ballots and a guestbook's messages go with it (on delete cascade).
     if (!(await widgetsRepo.delete(tx.db, userId, widgetId))) throw notFound(WIDGET_NOT_FOUND);
     await profileRepo.touch(tx.db, userId, tx.now);
+    await sectionChanged(tx, 'widget', widgetId);
   });
 }
 
@@ -260,6 +276,7 @@ export async function reorder(ctx: ServiceContext, input: Schemas['ReorderSocial
     if (input.linkIds) await reorderTable(tx.db, 'social_links', userId, input.linkIds, 'linkIds', tx.now);
     if (input.widgetIds) await reorderTable(tx.db, 'social_widgets', userId, input.widgetIds, 'widgetIds', tx.now);
     await profileRepo.touch(tx.db, userId, tx.now);
+    await sectionChanged(tx, 'order', userId);
   });
 }
 

@@ -44,6 +44,9 @@ const AREAS_BY_PREFIX: Record<string, readonly Scope[]> = {
   trash: ['groups', 'customFields', 'front'],
   appearance: ['appearance'],
   terminology: ['terminology'],
+  guestbook: ['guestbook'],
+  poll: ['poll'],
+  social_profile: ['social'],
 };
 
 function areasOf(type: string): readonly Scope[] {
