@@ -286,6 +286,24 @@ describe('the event stream', () => {
     ownOnly.close();
   });
 
+  it('picks up a friendship accepted while the stream is open, without a reconnect', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    const member = await createMember(owner, 'Later-Friend');
+    const stream = await openStream(viewer);
+    await befriend(owner, viewer);
+    const bucketId = await createBucket(owner, { members_view: 'read', front: 'read' });
+    await giveFriend(owner, viewer, [bucketId]);
+    await shareMember(owner, member, [bucketId]);
+    await owner.api.POST('/api/v1/front/members', { body: { memberId: member } });
+    await stream.until(3);
+    // (No friend.member.changed: the bucket shows the member in the front, not its profile.)
+    expect(types(stream.messages)).toEqual(['friendship.requested', 'friendship.accepted', 'friend.front.changed']);
+    const front = stream.messages[2]!.data as Extract<Event, { type: 'friend.front.changed' }>;
+    expect(front.data.front.primary?.member._id).toBe(member);
+    stream.close();
+  });
+
   it('sends a friend the member changes it may see, redacted as its member read is, and nothing of a hidden member', async () => {
     // members_view and member_profile without member_avatar: pronouns show, the avatar is redacted.
     const { owner, viewer, bucketId } = await friendsSharing(server, { members_view: 'read', member_profile: 'read' });

@@ -190,9 +190,11 @@ export class EventHub {
         stream.again = false;
         for (;;) {
           const rows = await eventsRepo.after(this.db, [...stream.accounts], stream.cursor, PAGE);
-          for (const row of rows) this.deliver(stream, row);
+          let widened = false;
+          // A new friend's events after its acceptance are not in this page: read again from there.
+          for (const row of rows) if ((widened = this.deliver(stream, row))) break;
           await stream.sending;
-          if (rows.length < PAGE || stream.out.destroyed) break;
+          if ((rows.length < PAGE && !widened) || stream.out.destroyed) break;
         }
       } while (stream.again && !stream.out.destroyed);
       // No await since `again` was read: from here the live read hands this stream its events.
@@ -240,18 +242,23 @@ export class EventHub {
   /**
    * Sends one event if the stream is owed it and may see it; moves its cursor past it either way.
    * The account's own events go as they are, under the key's scopes; a friend's go as the friend
-   * may see them when they are sent (FriendViews), in the order of the log.
+   * may see them when they are sent (FriendViews), in the order of the log. True when the event
+   * added an account to the stream's (a friendship accepted).
    */
-  private deliver(stream: Stream, row: EventRow): void {
-    if (row.id <= stream.cursor) return;
+  private deliver(stream: Stream, row: EventRow): boolean {
+    if (row.id <= stream.cursor) return false;
     stream.cursor = row.id;
     const { areas, types, accountId } = stream.request;
     const keep = (type: string) => !types || types.some((prefix) => type.startsWith(prefix));
     if (row.account_id === accountId) {
-      if (!areas.includes(row.area) || !keep(row.type)) return;
+      // A friendship accepted while the stream is open: the new friend's events come from now on.
+      const friend = row.type === 'friendship.accepted' && areas.includes('friends') ? row.data.id : undefined;
+      const widened = typeof friend === 'string' && !stream.accounts.has(friend);
+      if (widened) stream.accounts.add(friend);
+      if (!areas.includes(row.area) || !keep(row.type)) return widened;
       const event = toEvent(row);
       stream.sending = stream.sending.then(() => this.send(stream, event.type, row.id, event));
-      return;
+      return widened;
     }
     stream.sending = stream.sending.then(async () => {
       if (stream.out.destroyed) return;
@@ -267,6 +274,7 @@ export class EventHub {
       stream.lastFromFriend.set(seen, data);
       this.send(stream, event.type, row.id, event);
     });
+    return false;
   }
 
   private send(stream: Stream, type: string, id: number | null, data: unknown): void {
