@@ -560,6 +560,91 @@ describe('the other areas’ events', () => {
     otherStream.close();
   });
 
+  it('layouts, side and sub systems, the active scope, bucket defaults, read marks, fonts and colour schemes send theirs', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const stream = await openStream(user);
+    const ok = async <T>(write: Promise<{ response: Response; data?: T }>): Promise<T> => {
+      const { response, data, error } = (await write) as { response: Response; data?: T; error?: unknown };
+      expect(response.ok, `${response.status} ${JSON.stringify(error)}`).toBe(true);
+      return data as T;
+    };
+    const scheme = await ok(
+      api.POST('/api/v1/appearance/custom-color-schemes', { body: { name: 'Dusk', colors: { primary: '#112233' } } }),
+    );
+    await ok(
+      api.DELETE('/api/v1/appearance/custom-color-schemes/{schemeId}', { params: { path: { schemeId: scheme!.id } } }),
+    );
+    await ok(
+      api.POST('/api/v1/appearance/custom-fonts', {
+        body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' },
+      }),
+    );
+    const layout = (await ok(
+      api.POST('/api/v1/directory-layouts', { body: { directoryId: null, name: 'By role', itemIds: [] } }),
+    ))!.id;
+    await ok(api.DELETE('/api/v1/directory-layouts/{layoutId}', { params: { path: { layoutId: layout } } }));
+    await ok(api.POST('/api/v1/directory-layouts/{layoutId}/restore', { params: { path: { layoutId: layout } } }));
+    const side = (await ok(api.POST('/api/v1/systems/side-systems', { body: { name: 'Work' } })))!._id;
+    await ok(
+      api.PATCH('/api/v1/systems/side-systems/{sideSystemId}', {
+        params: { path: { sideSystemId: side } },
+        body: { name: 'Office' },
+      }),
+    );
+    const linked = (await ok(api.POST('/api/v1/members', { body: { name: 'Linked', sideSystemId: side } as never })))!
+      .id;
+    const sub = (await ok(
+      api.POST('/api/v1/systems/sub-systems', {
+        body: { sideSystemId: side, linkedMemberId: linked, name: 'Littles' },
+      }),
+    ))!._id;
+    await ok(api.PATCH('/api/v1/systems/active', { body: { sideSystemId: side } }));
+    await ok(api.PATCH('/api/v1/systems/unified-view', { body: { enabled: true } }));
+    await ok(api.DELETE('/api/v1/systems/sub-systems/{subSystemId}', { params: { path: { subSystemId: sub } } }));
+    const bucket = await createBucket(user, {}, 'Defaults');
+    await ok(
+      api.PUT('/api/v1/privacy-buckets/defaults/{kind}', {
+        params: { path: { kind: 'new_member' } },
+        body: { bucketIds: [bucket] },
+      }),
+    );
+    const space = (await ok(api.POST('/api/v1/messaging/spaces', { body: { name: 'Home' } })))!.id;
+    const channel = (await ok(
+      api.POST('/api/v1/messaging/spaces/{spaceId}/channels', {
+        params: { path: { spaceId: space } },
+        body: { name: 'general' },
+      }),
+    ))!.id;
+    await ok(
+      api.POST('/api/v1/messaging/channels/{channelId}/read', { params: { path: { channelId: channel } }, body: {} }),
+    );
+
+    const expected: Array<[string, Record<string, unknown>]> = [
+      ['appearance.changed', { id: user.userId, fields: ['customColorSchemes'] }],
+      ['appearance.changed', { id: user.userId, fields: ['customColorSchemes'] }],
+      ['appearance.changed', { id: user.userId, fields: ['customFonts'] }],
+      ['layout.created', { id: layout }],
+      ['layout.trashed', { id: layout }],
+      ['layout.restored', { id: layout }],
+      ['side_system.created', { id: side }],
+      ['side_system.updated', { id: side, fields: ['name'] }],
+      ['member.created', { memberId: linked }],
+      ['sub_system.created', { id: sub }],
+      ['system_scope.changed', { id: user.userId }],
+      ['system_scope.changed', { id: user.userId }],
+      ['sub_system.deleted', { id: sub }],
+      ['privacy_bucket.created', { id: bucket }],
+      ['privacy_bucket.defaults_changed', { id: user.userId, kind: 'new_member' }],
+      ['space.created', { id: space }],
+      ['channel.created', { id: channel }],
+      ['channel.read', { id: channel }],
+    ];
+    await stream.until(expected.length);
+    expect(stream.messages.map((m) => [(m.data as Event).type, (m.data as Event).data])).toEqual(expected);
+    stream.close();
+  });
+
   it('guestbook posts, poll votes and social profile changes send theirs; an anonymous post or a vote never names the friend', async () => {
     const owner = await server.user();
     const friend = await server.user();

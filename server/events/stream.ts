@@ -192,7 +192,10 @@ export class EventHub {
           const rows = await eventsRepo.after(this.db, [...stream.accounts], stream.cursor, PAGE);
           let widened = false;
           // A new friend's events after its acceptance are not in this page: read again from there.
-          for (const row of rows) if ((widened = this.deliver(stream, row))) break;
+          for (const row of rows) {
+            widened = this.deliver(stream, row);
+            if (widened) break;
+          }
           await stream.sending;
           if ((rows.length < PAGE && !widened) || stream.out.destroyed) break;
         }

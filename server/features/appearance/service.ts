@@ -150,28 +150,38 @@ export async function listCustomColorSchemes(ctx: ServiceContext): Promise<Custo
   }));
 }
 
+/** A custom colour scheme or font was added or deleted: an appearance change naming the list. */
+function customChanged(tx: ServiceContext, userId: string, list: 'customColorSchemes' | 'customFonts'): Promise<void> {
+  return tx.events.emit(tx, { type: 'appearance.changed', area: 'appearance', data: { id: userId, fields: [list] } });
+}
+
 export async function createCustomColorScheme(
   ctx: ServiceContext,
   input: { name: string; colors: Record<string, string> },
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const id = randomUUID();
-  await appearanceRepo.insertScheme(db, {
-    id,
-    user_id: userId,
-    name: input.name,
-    colors: input.colors,
-    created_at: now,
-    updated_at: now,
+  await inTransaction(ctx, async (tx) => {
+    await appearanceRepo.insertScheme(tx.db, {
+      id,
+      user_id: userId,
+      name: input.name,
+      colors: input.colors,
+      created_at: now,
+      updated_at: now,
+    });
+    await customChanged(tx, userId, 'customColorSchemes');
   });
   return { id };
 }
 
 export async function deleteCustomColorScheme(ctx: ServiceContext, id: string): Promise<void> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  if (!(await appearanceRepo.deleteScheme(db, userId, id))) throw notFound('Custom colour scheme not found');
+  await inTransaction(ctx, async (tx) => {
+    if (!(await appearanceRepo.deleteScheme(tx.db, userId, id))) throw notFound('Custom colour scheme not found');
+    await customChanged(tx, userId, 'customColorSchemes');
+  });
 }
 
 export async function listCustomFonts(ctx: ServiceContext): Promise<CustomFont[]> {
@@ -191,23 +201,28 @@ export async function createCustomFont(
   ctx: ServiceContext,
   input: { name: string; sourceUrl: string },
 ): Promise<{ id: string }> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   await assertCustomFontsAllowed(ctx);
   const id = randomUUID();
-  await appearanceRepo.insertFont(db, {
-    id,
-    user_id: userId,
-    name: input.name,
-    source_url: input.sourceUrl,
-    created_at: now,
-    updated_at: now,
+  await inTransaction(ctx, async (tx) => {
+    await appearanceRepo.insertFont(tx.db, {
+      id,
+      user_id: userId,
+      name: input.name,
+      source_url: input.sourceUrl,
+      created_at: now,
+      updated_at: now,
+    });
+    await customChanged(tx, userId, 'customFonts');
   });
   return { id };
 }
 
 export async function deleteCustomFont(ctx: ServiceContext, id: string): Promise<void> {
-  const { db } = ctx;
   const userId = ownerOf(ctx);
-  if (!(await appearanceRepo.deleteFont(db, userId, id))) throw notFound('Custom font not found');
+  await inTransaction(ctx, async (tx) => {
+    if (!(await appearanceRepo.deleteFont(tx.db, userId, id))) throw notFound('Custom font not found');
+    await customChanged(tx, userId, 'customFonts');
+  });
 }

@@ -337,7 +337,10 @@ export async function createLayout(
     updated_at: now,
     deleted_at: null,
   };
-  await layoutsRepo.insert(db, row);
+  await inTransaction(ctx, async (tx) => {
+    await layoutsRepo.insert(tx.db, row);
+    await tx.events.emit(tx, { type: 'layout.created', area: 'groups', data: { id: row.id } });
+  });
   return { id: row.id };
 }
 
@@ -346,7 +349,10 @@ export async function trashLayout(ctx: ServiceContext, id: string): Promise<void
   const userId = ownerOf(ctx);
   const row = await layoutsRepo.findAny(db, userId, id);
   if (!row || row.deleted_at !== null) throw notFound('Directory layout not found');
-  await layoutsRepo.setDeleted(db, userId, id, now, now);
+  await inTransaction(ctx, async (tx) => {
+    await layoutsRepo.setDeleted(tx.db, userId, id, now, now);
+    await tx.events.emit(tx, { type: 'layout.trashed', area: 'groups', data: { id } });
+  });
 }
 
 export async function restoreLayout(ctx: ServiceContext, id: string): Promise<void> {
@@ -355,7 +361,10 @@ export async function restoreLayout(ctx: ServiceContext, id: string): Promise<vo
   const row = await layoutsRepo.findAny(db, userId, id);
   if (!row) throw notFound('Directory layout not found');
   if (row.deleted_at === null) throw badRequest('Directory layout is not in the trash');
-  await layoutsRepo.setDeleted(db, userId, id, null, now);
+  await inTransaction(ctx, async (tx) => {
+    await layoutsRepo.setDeleted(tx.db, userId, id, null, now);
+    await tx.events.emit(tx, { type: 'layout.restored', area: 'groups', data: { id } });
+  });
 }
 
 /** The account's live folder `id` (or undefined), for areas that place items in folders. */

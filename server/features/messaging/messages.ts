@@ -361,8 +361,11 @@ export async function markRead(
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     const channel = await liveChannel(tx.db, userId, channelId, true);
+    // Other devices of the account move their unread marks along.
+    const read = () => tx.events.emit(tx, { type: 'channel.read', area: 'messaging', data: { id: channelId } });
     if (lastReadMessageId === undefined) {
       await messagesRepo.setRead(tx.db, channelId, channel.last_seq, 0);
+      await read();
       return;
     }
     const message = await messagesRepo.findLiveInChannel(tx.db, userId, channelId, lastReadMessageId);
@@ -370,6 +373,7 @@ export async function markRead(
     // Counted on messaging_messages_seq: the live messages after the marker, no more.
     const n = await messagesRepo.liveAfter(tx.db, channelId, message.seq);
     await messagesRepo.setRead(tx.db, channelId, message.seq, n);
+    await read();
   });
 }
 

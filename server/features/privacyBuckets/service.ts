@@ -172,6 +172,11 @@ export async function setDefaults(ctx: ServiceContext, kind: DefaultKind, bucket
   await inTransaction(ctx, async (tx) => {
     await assertOwnBuckets(tx, userId, 'bucketIds', bucketIds);
     await defaultsRepo.replace(tx.db, userId, kind, bucketIds);
+    await tx.events.emit(tx, {
+      type: 'privacy_bucket.defaults_changed',
+      area: 'privacyBuckets',
+      data: { id: userId, kind },
+    });
   });
 }
 

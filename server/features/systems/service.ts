@@ -131,13 +131,19 @@ export async function getSystems(ctx: ServiceContext): Promise<Schemas['SystemsO
   return { active: toContext(active), sideSystems: sides.map(toSideSystem), subSystems: subs.map(toSubSystem) };
 }
 
+/** The active side or sub system, or the unified view, changed. */
+function scopeChanged(tx: ServiceContext, userId: string): Promise<void> {
+  return tx.events.emit(tx, { type: 'system_scope.changed', area: 'systems', data: { id: userId } });
+}
+
 export async function setActive(
   ctx: ServiceContext,
   input: { sideSystemId: string; subSystemId?: string | null },
 ): Promise<ActiveContext> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     // Under the context lock a concurrent delete cannot remove the side or sub between the check and the write.
     await lockedContext(trx, userId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
@@ -152,6 +158,7 @@ export async function setActive(
       is_unified_view: false,
       updated_at: now,
     });
+    await scopeChanged(tx, userId);
     return toContext(row);
   });
 }
@@ -159,14 +166,17 @@ export async function setActive(
 export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Promise<ActiveContext> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const ctx = await lockedContext(trx, userId); // else a concurrent delete's scope move could be written back
-    return toContext(await systemsRepo.upsertContext(trx, { ...ctx, is_unified_view: enabled, updated_at: now }));
+    const row = await systemsRepo.upsertContext(trx, { ...ctx, is_unified_view: enabled, updated_at: now });
+    await scopeChanged(tx, userId);
+    return toContext(row);
   });
 }
 
 export async function createSideSystem(ctx: ServiceContext, input: FieldInput & { name: string }): Promise<SideSystem> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   const row: SystemRow = {
     id: randomUUID(),
@@ -181,17 +191,27 @@ export async function createSideSystem(ctx: ServiceContext, input: FieldInput & 
     updated_at: now,
     deleted_at: null,
   };
-  await systemsRepo.insertSide(db, row);
+  await inTransaction(ctx, async (tx) => {
+    await systemsRepo.insertSide(tx.db, row);
+    await tx.events.emit(tx, { type: 'side_system.created', area: 'systems', data: { id: row.id } });
+  });
   return toSideSystem(row);
 }
 
 export async function updateSideSystem(ctx: ServiceContext, id: string, input: FieldInput): Promise<SideSystem> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
   // One guarded UPDATE: a side system deleted before (or while) this runs is a 404, never changed.
-  const row = await systemsRepo.updateSide(db, userId, id, { ...fields(input), updated_at: now });
-  if (!row) throw notFound('Side system not found');
-  return toSideSystem(row);
+  return inTransaction(ctx, async (tx) => {
+    const row = await systemsRepo.updateSide(tx.db, userId, id, { ...fields(input), updated_at: now });
+    if (!row) throw notFound('Side system not found');
+    await tx.events.emit(tx, {
+      type: 'side_system.updated',
+      area: 'systems',
+      data: { id, fields: Object.keys(input) },
+    });
+    return toSideSystem(row);
+  });
 }
 
 /** What each system-scoped table holds, as a delete's refusal names it. */
@@ -215,7 +235,8 @@ async function remainingData(
 export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const ctx = await lockedContext(trx, userId);
     // FOR UPDATE waits for writes that placed data here (they share-lock the side) and blocks new ones.
     if (!(await systemsRepo.findSide(trx, userId, id, 'update'))) throw notFound('Side system not found');
@@ -232,6 +253,7 @@ export async function deleteSideSystem(ctx: ServiceContext, id: string): Promise
       const next = sides.find((s) => s.id !== id)!;
       await systemsRepo.upsertContext(trx, { ...ctx, side_system_id: next.id, sub_system_id: null, updated_at: now });
     }
+    await tx.events.emit(tx, { type: 'side_system.deleted', area: 'systems', data: { id } });
   });
 }
 
@@ -280,7 +302,8 @@ export async function createSubSystem(
 ): Promise<SubSystem> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     if (!(await systemsRepo.findSide(trx, userId, input.sideSystemId))) throw notFound('Side system not found');
     assertLinkedMember(member, input.sideSystemId);
@@ -302,6 +325,7 @@ export async function createSubSystem(
       deleted_at: null,
     };
     await systemsRepo.insertSub(trx, row);
+    await tx.events.emit(tx, { type: 'sub_system.created', area: 'systems', data: { id: row.id } });
     return toSubSystem(row);
   });
 }
@@ -313,7 +337,8 @@ export async function updateSubSystem(
 ): Promise<SubSystem> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const member = await lockForSubWrite(trx, userId, input.linkedMemberId);
     const sub = await systemsRepo.findSub(trx, userId, id);
     if (!sub) throw notFound('Sub system not found');
@@ -328,14 +353,17 @@ export async function updateSubSystem(
         await assertParent(trx, userId, input.parentSubSystemId, sub.side_system_id, id);
       changes.parent_sub_system_id = input.parentSubSystemId;
     }
-    return toSubSystem(await systemsRepo.updateSub(trx, userId, id, changes));
+    const row = await systemsRepo.updateSub(trx, userId, id, changes);
+    await tx.events.emit(tx, { type: 'sub_system.updated', area: 'systems', data: { id, fields: Object.keys(input) } });
+    return toSubSystem(row);
   });
 }
 
 export async function deleteSubSystem(ctx: ServiceContext, id: string): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  await inTransaction(ctx, async ({ db: trx }) => {
+  await inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const ctx = await lockedContext(trx, userId);
     if (!(await systemsRepo.findSub(trx, userId, id, 'update'))) throw notFound('Sub system not found');
     const held = await remainingData(trx, userId, 'sub_system_id', id);
@@ -345,6 +373,7 @@ export async function deleteSubSystem(ctx: ServiceContext, id: string): Promise<
     await systemsRepo.softDeleteSub(trx, userId, id, now);
     if (ctx.sub_system_id === id)
       await systemsRepo.upsertContext(trx, { ...ctx, sub_system_id: null, updated_at: now });
+    await tx.events.emit(tx, { type: 'sub_system.deleted', area: 'systems', data: { id } });
   });
 }
 

@@ -47,6 +47,10 @@ const AREAS_BY_PREFIX: Record<string, readonly Scope[]> = {
   guestbook: ['guestbook'],
   poll: ['poll'],
   social_profile: ['social'],
+  layout: ['groups'],
+  side_system: ['systems'],
+  sub_system: ['systems'],
+  system_scope: ['systems'],
 };
 
 function areasOf(type: string): readonly Scope[] {
