@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type components, verifyWebhook, WebhookVerificationError } from '../client/index.ts';
+import { queueMessageReencryption } from '../server/features/messaging/index.ts';
 import { TestServer, type TestUser, useServer } from './helpers/server.ts';
 
 type Event = components['schemas']['Event'];
@@ -21,7 +22,8 @@ let offset = 0;
 const HOUR = 3_600_000;
 const server = useServer({
   clock: () => Date.now() + offset,
-  env: { FETCH_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT_MS: '500' },
+  // A timeout long enough for a loaded CI machine's loopback, short enough for the hanging receiver's test.
+  env: { FETCH_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT_MS: '2000' },
 });
 
 interface Received {
@@ -262,6 +264,44 @@ describe('webhook routes', () => {
 });
 
 describe('deliveries', () => {
+  it('queues nothing for a write that rolls back', async () => {
+    const user = await server.user();
+    const { webhook } = await createWebhook(user, { types: ['member.created', 'member.updated'] });
+    const id = await createMember(user, 'Kept');
+    // Refused (a stale version): its transaction, event and delivery with it, rolls back.
+    const stale = await user.api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: id } },
+      body: { pronouns: 'they/them', expectedVersion: 99 },
+    });
+    expect(stale.response.status).toBe(409);
+    await runJobs();
+    expect(receiver.events().map((e) => e.type)).toEqual(['member.created']);
+    expect((await deliveries(user, webhook.id)).map((d) => d.type)).toEqual(['member.created']);
+  });
+
+  it('keeps working through a rotation of the message keyring: the re-encryption job rewrites the webhook too', async () => {
+    const user = await server.user();
+    const { webhook, secret } = await createWebhook(user, { types: ['member.created'] });
+    const config = server.deps.config;
+    const original = config.messageEncryptionKeys;
+    try {
+      const fresh = { id: 'rotated', key: Buffer.alloc(32, 7) };
+      config.messageEncryptionKeys = [fresh, ...original];
+      expect(await queueMessageReencryption(server.runtime.jobs, server.runtime.deps.db.knex, config)).toBe(true);
+      await runJobs();
+      const row = await server.runtime.deps.db.knex('webhooks').where({ id: webhook.id }).first('key_id');
+      expect(row.key_id).toBe('rotated');
+      // The old key gone: the webhook reads and delivers under the new one alone.
+      config.messageEncryptionKeys = [fresh];
+      expect((await getWebhook(user, webhook.id)).url).toBe(`${receiver.url}/hook`);
+      await createMember(user, 'After rotation');
+      await runJobs();
+      verify(secret, receiver.received[0]!);
+    } finally {
+      config.messageEncryptionKeys = original;
+    }
+  });
+
   it('sends the subscribed events, signed, in order, each with its event id; verified by standardwebhooks', async () => {
     const user = await server.user();
     const { webhook, secret } = await createWebhook(user);
