@@ -5651,6 +5651,23 @@ export interface components {
                 member: components["schemas"]["FriendMember"];
             };
         };
+        /** @description A friend's social section changed (its theme, a link, a widget, their order or its gallery), as this viewer may see it when the event is sent: the shape of `GET /api/v1/friends/{friendUserId}/social`, with only the links and widgets the viewer may see. Sent to keys with `friends:read` and `social:read`, and only when that view differs from the last one this stream sent; a change to an item the viewer cannot see shows only as the section's `updatedAt`, as that read shows it. `accountId` is the friend's account; `actor` is `system`. */
+        FriendSocialChangedEvent: {
+            id: components["schemas"]["EventId"];
+            /**
+             * @example friend.social.changed
+             * @constant
+             */
+            type: "friend.social.changed";
+            /** @example 1763800000000 */
+            occurredAt: number;
+            accountId: components["schemas"]["Uuid"];
+            actor: components["schemas"]["EventActor"];
+            data: {
+                friendUserId: components["schemas"]["Uuid"];
+                social: components["schemas"]["SocialSection"];
+            };
+        };
         /**
          * @example entry.created
          * @enum {string}
@@ -5689,7 +5706,7 @@ export interface components {
             };
         };
         /** @description One change, as the stream sends it (an SSE message's `data`, its `event` the type and its `id` the id). */
-        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"] | components["schemas"]["FriendMemberChangedEvent"] | components["schemas"]["ChangeEvent"];
+        Event: components["schemas"]["MemberEvent"] | components["schemas"]["FrontChangedEvent"] | components["schemas"]["FriendFrontChangedEvent"] | components["schemas"]["FriendMemberChangedEvent"] | components["schemas"]["FriendSocialChangedEvent"] | components["schemas"]["ChangeEvent"];
         /** @description Sent as an SSE message `event: reset` when the cursor asked for is older than the log keeps (EVENT_RETENTION_HOURS): events may have been missed, so re-read the state you keep; the stream goes on from the oldest event kept. */
         EventStreamReset: {
             /**

@@ -9,7 +9,7 @@ import { DatabaseEventSink, EVENTS_CHANNEL, eventsRepo, WEBHOOK_QUEUE, WEBHOOKS_
 import { EventHub, type Subscribe } from './events/stream.ts';
 import { friendViews } from './events/friends.ts';
 import { ChannelListener } from './db/listen.ts';
-import { backgroundContext } from './context.ts';
+import { backgroundContext, backgroundContextFor } from './context.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { openDatabase, type Database } from './db/knex.ts';
 import { EmbeddedMaintenanceJob } from './db/maintenance.ts';
@@ -294,6 +294,11 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     defaultRetentionDays: config.trashRetentionDays,
     clock,
     logger: options.logger,
+    context: (accountId, trx, now) => ({
+      ...backgroundContextFor({ ...deps, db: db.knex }, { kind: 'system', job: 'trash_retention' }, accountId),
+      db: trx,
+      now,
+    }),
   });
   const maintenance = db.kind === 'pglite' ? new EmbeddedMaintenanceJob(db.knex, options.logger) : undefined;
   // Each recurring pass is one job at a time (concurrency 1 per process; the schedule's key keeps a

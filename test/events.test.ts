@@ -286,6 +286,37 @@ describe('the event stream', () => {
     ownOnly.close();
   });
 
+  it("sends a friend's social section as the friend may see it, to keys that also read social", async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await befriend(owner, viewer);
+    const stream = await openStream(viewer);
+    const noSocial = await server.createKey(viewer.userId, { friends: 'read', members: 'read' });
+    const withoutSocial = await openStream({ ...viewer, ...noSocial });
+    const link = async (displayName: string, visibility: string) => {
+      const res = await owner.api.POST('/api/v1/social/links', {
+        body: { platform: 'bluesky', displayName, visibility } as never,
+      });
+      expect(res.response.status).toBe(201);
+      return res.data!.linkId;
+    };
+    const shown = await link('Public-Link', 'public');
+    const hidden = await link('Canary-Private-Link', 'private');
+    await createMember(viewer, 'Own member');
+    await stream.until(3);
+    expect(types(stream.messages)).toEqual(['friend.social.changed', 'friend.social.changed', 'member.created']);
+    for (const message of stream.messages.slice(0, 2)) {
+      const event = message.data as Extract<Event, { type: 'friend.social.changed' }>;
+      expect(event.data.friendUserId).toBe(owner.userId);
+      expect(event.data.social.links.map((l) => l.id)).toEqual([shown]);
+    }
+    expectNoneOf(stream.raw, [hidden, 'Canary-Private-Link']);
+    await withoutSocial.until(1);
+    expect(types(withoutSocial.messages)).toEqual(['member.created']);
+    stream.close();
+    withoutSocial.close();
+  });
+
   it('picks up a friendship accepted while the stream is open, without a reconnect', async () => {
     const owner = await server.user();
     const viewer = await server.user();
@@ -742,6 +773,22 @@ describe('the other areas’ events', () => {
     expect(stream.messages.map((m) => [m.event, (m.data as { data: unknown }).data])).toEqual([
       ['member.deleted', { memberId: member }],
       ['trash.purged', { id: group, kind: 'directory' }],
+    ]);
+    stream.close();
+  });
+
+  it('the trash retention job sends each purge it makes, as the route does, as the job', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const entry = (await api.POST('/api/v1/entries', { body: { content: 'expiring' } })).data!.id;
+    await api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId: entry } } });
+    // Trashed long ago: past any retention.
+    await server.runtime.deps.db.knex('entries').where({ id: entry }).update({ deleted_at: 1 });
+    const stream = await openStream(user);
+    await server.runtime.trashRetention.runOnce();
+    await stream.until(1);
+    expect(stream.messages.map((m) => [m.event, (m.data as Event).data, (m.data as Event).actor])).toEqual([
+      ['entry.purged', { id: entry }, { kind: 'system', id: 'trash_retention' }],
     ]);
     stream.close();
   });

@@ -471,26 +471,27 @@ returning
 
 -- webhooks_sweep (now)
 with
+  heads as (
+    select distinct
+      on (d.webhook_id) d.webhook_id,
+      d.next_attempt_at
+    from
+      webhook_deliveries d
+    where
+      d.state = 'pending'
+    order by
+      d.webhook_id,
+      d.id
+  ),
   due as (
     select
-      w.id as webhook_id
+      h.webhook_id
     from
-      webhooks w
+      heads h
+      join webhooks w on w.id = h.webhook_id
+      and w.enabled
     where
-      w.enabled
-      and (
-        select
-          d.next_attempt_at
-        from
-          webhook_deliveries d
-        where
-          d.webhook_id = w.id
-          and d.state = 'pending'
-        order by
-          d.id
-        limit
-          1
-      ) <= $1::bigint
+      h.next_attempt_at <= $1::bigint
   )
 insert into
   jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)

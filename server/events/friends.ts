@@ -3,13 +3,15 @@
  * engine reads the friendship and the privacy buckets as they are then (docs/events.md), so a
  * removed bucket or friendship stops the flow at once. Front changes are shared as the friend
  * front read shows them (`GET /api/v1/friends/{id}/front`), member changes as the friend member read
- * shows the member (`GET /api/v1/friends/{id}/members/{memberId}`).
+ * shows the member (`GET /api/v1/friends/{id}/members/{memberId}`), social section changes as the
+ * friend social read shows the section (`GET /api/v1/friends/{id}/social`).
  */
 import { forFriend, friendInStatement } from '../access/index.ts';
 import type { ServerContext } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { friendFront } from '../features/friendActivity/index.ts';
 import { friendMember } from '../features/friendMembers/index.ts';
+import { friendSocial } from '../features/social/index.ts';
 import { acceptedFriendIds } from '../features/friends/index.ts';
 import type { Event, EventRow } from './log.ts';
 import type { FriendViews } from './stream.ts';
@@ -22,6 +24,7 @@ export function friendViews(base: () => ServerContext): FriendViews {
       // A member's buckets changed: it may have come into (or stayed in) the viewer's sight.
       if (row.type === 'privacy_bucket.assigned' && row.data.kind === 'member')
         return memberView(base, viewerId, row, row.data.id);
+      if (row.type === 'social_profile.changed') return socialView(base, viewerId, row);
       if (row.type !== 'front.changed') return null;
       // Without a bucket that shows it the front, the viewer learns nothing, not even that it changed.
       const access = await forFriend(base().db, viewerId, row.account_id);
@@ -71,5 +74,20 @@ async function memberView(
     accountId: row.account_id,
     actor: { kind: 'system', id: null },
     data: { friendUserId: row.account_id, memberId, member },
+  };
+}
+
+/** The friend's social section as the viewer may see it now; null without an accepted friendship. */
+async function socialView(base: () => ServerContext, viewerId: string, row: EventRow): Promise<Event | null> {
+  const access = await forFriend(base().db, viewerId, row.account_id);
+  if (!access) return null;
+  const social = await friendSocial({ ...base(), access });
+  return {
+    id: String(row.id),
+    type: 'friend.social.changed',
+    occurredAt: row.occurred_at,
+    accountId: row.account_id,
+    actor: { kind: 'system', id: null },
+    data: { friendUserId: row.account_id, social },
   };
 }

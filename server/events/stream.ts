@@ -269,7 +269,8 @@ export class EventHub {
         this.options.logger.warn({ err }, 'a friend event could not be looked at; not sent');
         return null;
       });
-      if (!event || !keep(event.type)) return;
+      // A friend's social section is the friend social read's, which needs `social:read` too.
+      if (!event || !keep(event.type) || (event.type === 'friend.social.changed' && !areas.includes('social'))) return;
       // The last view sent, per friend and type (and member, for a member's).
       const seen = `${row.account_id} ${event.type}${event.type === 'friend.member.changed' ? ` ${event.data.memberId}` : ''}`;
       const data = JSON.stringify(event.data);

@@ -6,11 +6,11 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { inTransaction } from '../../core/context.ts';
+import { type EventEntry, inTransaction, type ServiceContext } from '../../core/context.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 import { purgeItems, type TrashItem } from './purge.ts';
 import { TRASH_TYPES, trashRepo } from './repo.ts';
-import { DAY_MS, dropObjects } from './service.ts';
+import { DAY_MS, dropObjects, purgedEvent } from './service.ts';
 
 const BATCH = 200;
 
@@ -18,7 +18,16 @@ export class TrashRetentionJob {
   constructor(
     private readonly db: Knex,
     private readonly storage: ObjectStorage | null,
-    private readonly options: { defaultRetentionDays: number; clock: () => number; logger: Logger },
+    private readonly options: {
+      defaultRetentionDays: number;
+      clock: () => number;
+      logger: Logger;
+      /**
+       * The context of one account's purge in the pass's transaction, for its events (one per item,
+       * as a purge through the route sends); without it the pass sends none.
+       */
+      context?: (accountId: string, db: Knex.Transaction, now: number) => ServiceContext;
+    },
   ) {}
 
   /** One pass over every type; returns how many items were purged. */
@@ -43,6 +52,12 @@ export class TrashRetentionJob {
             const result = await purgeItems(tx.db, userId, items);
             count += result.purged;
             keys.push(...result.objectKeys);
+            const ctx = this.options.context?.(userId, tx.db, now);
+            if (ctx)
+              await ctx.events.emitMany(
+                ctx,
+                items.map((item): EventEntry => purgedEvent(item.type, item.id)),
+              );
           }
           return { purged: count, objectKeys: keys, batch: expired.length };
         });

@@ -107,8 +107,8 @@ export async function dropObjects(storage: ObjectStorage | null, keys: string[],
   }
 }
 
-/** The event of an item purged for good. */
-function purgedEvent(type: TrashType, id: string): EventEntry {
+/** The event of an item purged for good (by the route, or by the retention job). */
+export function purgedEvent(type: TrashType, id: string): EventEntry {
   switch (type) {
     case 'entry':
       return { type: 'entry.purged', area: 'entries', data: { id } };

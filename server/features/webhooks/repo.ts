@@ -353,17 +353,24 @@ const recordAttempt = statement<AttemptRecord, { enabled: boolean }>({
     returning w.enabled`,
 });
 
-/** Queues the delivery job of every enabled webhook whose oldest pending delivery is due. */
+/**
+ * Queues the delivery job of every enabled webhook whose oldest pending delivery is due. Read from
+ * the pending deliveries (few, on their partial index), not from every webhook.
+ */
 const sweep = statement<{ now: number }, never>({
   name: 'webhooks_sweep',
   area: AREA,
   variants: { now: { now: 0 } },
-  build: ({ now }) => sql`with due as (
-      select w.id as webhook_id from webhooks w
-      where w.enabled and (
-        select d.next_attempt_at from webhook_deliveries d
-        where d.webhook_id = w.id and d.state = 'pending' order by d.id limit 1
-      ) <= ${now}::bigint
+  build: ({ now }) => sql`with heads as (
+      select distinct on (d.webhook_id) d.webhook_id, d.next_attempt_at
+      from webhook_deliveries d
+      where d.state = 'pending'
+      order by d.webhook_id, d.id
+    ),
+    due as (
+      select h.webhook_id from heads h
+      join webhooks w on w.id = h.webhook_id and w.enabled
+      where h.next_attempt_at <= ${now}::bigint
     )
     ${queueJobs('due', now)}`,
 });
