@@ -16,6 +16,35 @@ import { acceptedFriendIds } from '../features/friends/index.ts';
 import type { Event, EventRow } from './log.ts';
 import type { FriendViews } from './stream.ts';
 
+type FriendEvent = Extract<Event, { type: `friend.${string}` }>;
+
+/** A friend event of `row`: the friend's account, its id as the cursor, the actor left out as `system`. */
+function friendEvent<T extends FriendEvent['type']>(
+  row: EventRow,
+  type: T,
+  data: Extract<FriendEvent, { type: T }>['data'],
+): Event {
+  const event = {
+    id: String(row.id),
+    type,
+    occurredAt: row.occurred_at,
+    accountId: row.account_id,
+    actor: { kind: 'system', id: null },
+    data,
+  };
+  return event as Event;
+}
+
+/** The read's answer, or null when it is not found for the viewer (no friendship any more, a block, hidden). */
+async function orNothing<T>(read: Promise<T>): Promise<T | null> {
+  try {
+    return await read;
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'not_found') return null;
+    throw err;
+  }
+}
+
 export function friendViews(base: () => ServerContext): FriendViews {
   return {
     friendIds: (viewerId) => acceptedFriendIds(base().db, viewerId),
@@ -29,22 +58,8 @@ export function friendViews(base: () => ServerContext): FriendViews {
       // Without a bucket that shows it the front, the viewer learns nothing, not even that it changed.
       const access = await forFriend(base().db, viewerId, row.account_id);
       if (!access || access.grants.front.read.length === 0) return null;
-      let front: Awaited<ReturnType<typeof friendFront>>;
-      try {
-        front = await friendFront({ ...base(), access: friendInStatement(viewerId, row.account_id) });
-      } catch (err) {
-        // No friendship (any more), or a block: nothing, not even that there was a change.
-        if (err instanceof DomainError && err.kind === 'not_found') return null;
-        throw err;
-      }
-      return {
-        id: String(row.id),
-        type: 'friend.front.changed',
-        occurredAt: row.occurred_at,
-        accountId: row.account_id,
-        actor: { kind: 'system', id: null },
-        data: { friendUserId: row.account_id, front },
-      };
+      const front = await orNothing(friendFront({ ...base(), access: friendInStatement(viewerId, row.account_id) }));
+      return front && friendEvent(row, 'friend.front.changed', { friendUserId: row.account_id, front });
     },
   };
 }
@@ -59,22 +74,9 @@ async function memberView(
   if (typeof memberId !== 'string') return null;
   const access = await forFriend(base().db, viewerId, row.account_id);
   if (!access || access.grants.members_view.read.length === 0) return null;
-  let member: Awaited<ReturnType<typeof friendMember>>;
-  try {
-    member = await friendMember({ ...base(), access }, memberId);
-  } catch (err) {
-    // Hidden from this viewer, trashed or gone: nothing, not even its id.
-    if (err instanceof DomainError && err.kind === 'not_found') return null;
-    throw err;
-  }
-  return {
-    id: String(row.id),
-    type: 'friend.member.changed',
-    occurredAt: row.occurred_at,
-    accountId: row.account_id,
-    actor: { kind: 'system', id: null },
-    data: { friendUserId: row.account_id, memberId, member },
-  };
+  // Hidden from this viewer, trashed or gone: nothing, not even its id.
+  const member = await orNothing(friendMember({ ...base(), access }, memberId));
+  return member && friendEvent(row, 'friend.member.changed', { friendUserId: row.account_id, memberId, member });
 }
 
 /** The friend's social section as the viewer may see it now; null without an accepted friendship. */
@@ -82,12 +84,5 @@ async function socialView(base: () => ServerContext, viewerId: string, row: Even
   const access = await forFriend(base().db, viewerId, row.account_id);
   if (!access) return null;
   const social = await friendSocial({ ...base(), access });
-  return {
-    id: String(row.id),
-    type: 'friend.social.changed',
-    occurredAt: row.occurred_at,
-    accountId: row.account_id,
-    actor: { kind: 'system', id: null },
-    data: { friendUserId: row.account_id, social },
-  };
+  return friendEvent(row, 'friend.social.changed', { friendUserId: row.account_id, social });
 }
