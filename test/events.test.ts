@@ -729,7 +729,22 @@ describe('the other areas’ events', () => {
     ).linkId!;
     await created(owner.api.PATCH('/api/v1/social', { body: { theme: { accentColor: '#7A5CFA' } } }));
 
-    await stream.until(9);
+    // Its author (the friend) deletes the anonymous message, through a guestbook of its own: the
+    // event is on the owner's log, still without the friend's id.
+    const authorsBook = (
+      await created(
+        friend.api.POST('/api/v1/social/widgets', {
+          body: { type: 'guestbook', config: { kind: 'guestbook' }, visibility: 'public', size: 'medium' } as never,
+        }),
+      )
+    ).widgetId!;
+    await created(
+      friend.api.DELETE('/api/v1/social/widgets/{widgetId}/guestbook/messages/{messageId}', {
+        params: { path: { widgetId: authorsBook, messageId: anonymous } },
+      }),
+    );
+
+    await stream.until(11);
     const events = stream.messages.map((m) => m.data as Event);
     expect(events.map((e) => [e.type, e.data])).toEqual([
       ['social_profile.changed', { id: guestbook, kind: 'widget' }],
@@ -741,11 +756,16 @@ describe('the other areas’ events', () => {
       ['poll.voted', { id: poll, widgetId: poll }],
       ['social_profile.changed', { id: link, kind: 'link' }],
       ['social_profile.changed', { id: owner.userId, kind: 'theme' }],
+      // (The friend's new widget, on the friend's social section.)
+      ['friend.social.changed', expect.objectContaining({ friendUserId: friend.userId })],
+      ['guestbook.deleted', { id: anonymous, widgetId: guestbook }],
     ]);
-    expect(events.every((e) => e.accountId === owner.userId)).toBe(true);
+    expect(events.filter((e) => e.type !== 'friend.social.changed').every((e) => e.accountId === owner.userId)).toBe(
+      true,
+    );
     expect(events[2]!.actor).toEqual({ kind: 'friend', id: friend.userId });
     // The anonymous post and the vote: nowhere in their messages is the friend.
-    for (const i of [3, 6]) {
+    for (const i of [3, 6, 10]) {
       expect(events[i]!.actor).toEqual({ kind: 'friend', id: null });
       expect(JSON.stringify(stream.messages[i])).not.toContain(friend.userId);
     }

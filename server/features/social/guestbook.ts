@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
-import { forFriend } from '../../access/index.ts';
+import { forFriend, onBehalfOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { block } from '../friends/index.ts';
@@ -133,14 +133,15 @@ export async function remove(ctx: ServiceContext, widgetId: string, messageId: s
     throw forbidden('Only the guestbook owner or the author can delete this message');
   await inTransaction(ctx, async (tx) => {
     await guestbookRepo.delete(tx.db, messageId);
-    // On the owner's log when the owner deletes; an author deleting from another account's
-    // guestbook writes to its own log, which is not where the guestbook's events are: nothing.
-    if (found.user_id === me)
-      await tx.events.emit(tx, {
-        type: 'guestbook.deleted',
-        area: 'guestbook',
-        data: { id: messageId, widgetId: found.widget_id },
-      });
+    // On the guestbook owner's log, whoever deletes (its author may be a friend); an anonymous
+    // message's author is not named.
+    const onGuestbook = found.user_id === me ? tx : { ...tx, access: onBehalfOf(found.user_id) };
+    await tx.events.emit(onGuestbook, {
+      type: 'guestbook.deleted',
+      area: 'guestbook',
+      data: { id: messageId, widgetId: found.widget_id },
+      anonymous: found.posted_anonymously,
+    });
   });
 }
 
