@@ -10,7 +10,6 @@ returning
 
 -- webhooks_deliveries_1: first page
 select
-  true as found,
   d.id,
   d.webhook_id,
   d.event_id,
@@ -46,7 +45,6 @@ order by
 
 -- webhooks_deliveries_2: a later page
 select
-  true as found,
   d.id,
   d.webhook_id,
   d.event_id,

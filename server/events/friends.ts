@@ -14,16 +14,20 @@ import { friendMember } from '../features/friendMembers/index.ts';
 import { friendSocial } from '../features/social/index.ts';
 import { acceptedFriendIds } from '../features/friends/index.ts';
 import type { Event, EventRow } from './log.ts';
-import type { FriendViews } from './stream.ts';
+import type { FriendView, FriendViews } from './stream.ts';
 
 type FriendEvent = Extract<Event, { type: `friend.${string}` }>;
 
-/** A friend event of `row`: the friend's account, its id as the cursor, the actor left out as `system`. */
+/**
+ * A friend event of `row` (the friend's account, its id as the cursor, the actor left out as
+ * `system`) about `subject`, the thing whose last view sent a stream keeps.
+ */
 function friendEvent<T extends FriendEvent['type']>(
   row: EventRow,
+  subject: string,
   type: T,
   data: Extract<FriendEvent, { type: T }>['data'],
-): Event {
+): FriendView {
   const event = {
     id: String(row.id),
     type,
@@ -32,7 +36,7 @@ function friendEvent<T extends FriendEvent['type']>(
     actor: { kind: 'system', id: null },
     data,
   };
-  return event as Event;
+  return { event: event as Event, subject };
 }
 
 /** The read's answer, or null when it is not found for the viewer (no friendship any more, a block, hidden). */
@@ -48,18 +52,20 @@ async function orNothing<T>(read: Promise<T>): Promise<T | null> {
 export function friendViews(base: () => ServerContext): FriendViews {
   return {
     friendIds: (viewerId) => acceptedFriendIds(base().db, viewerId),
-    view: async (viewerId, row): Promise<Event | null> => {
+    view: async (viewerId, row, areas): Promise<FriendView | null> => {
       if (row.type.startsWith('member.')) return memberView(base, viewerId, row, row.data.memberId);
       // A member's buckets changed: it may have come into (or stayed in) the viewer's sight.
       if (row.type === 'privacy_bucket.assigned' && row.data.kind === 'member')
         return memberView(base, viewerId, row, row.data.id);
-      if (row.type === 'social_profile.changed') return socialView(base, viewerId, row);
+      // The friend social read needs `social:read` besides `friends:read`.
+      if (row.type === 'social_profile.changed')
+        return areas.includes('social') ? socialView(base, viewerId, row) : null;
       if (row.type !== 'front.changed') return null;
       // Without a bucket that shows it the front, the viewer learns nothing, not even that it changed.
       const access = await forFriend(base().db, viewerId, row.account_id);
       if (!access || access.grants.front.read.length === 0) return null;
       const front = await orNothing(friendFront({ ...base(), access: friendInStatement(viewerId, row.account_id) }));
-      return front && friendEvent(row, 'friend.front.changed', { friendUserId: row.account_id, front });
+      return front && friendEvent(row, 'front', 'friend.front.changed', { friendUserId: row.account_id, front });
     },
   };
 }
@@ -70,19 +76,22 @@ async function memberView(
   viewerId: string,
   row: EventRow,
   memberId: unknown,
-): Promise<Event | null> {
+): Promise<FriendView | null> {
   if (typeof memberId !== 'string') return null;
   const access = await forFriend(base().db, viewerId, row.account_id);
   if (!access || access.grants.members_view.read.length === 0) return null;
   // Hidden from this viewer, trashed or gone: nothing, not even its id.
   const member = await orNothing(friendMember({ ...base(), access }, memberId));
-  return member && friendEvent(row, 'friend.member.changed', { friendUserId: row.account_id, memberId, member });
+  return (
+    member &&
+    friendEvent(row, `member ${memberId}`, 'friend.member.changed', { friendUserId: row.account_id, memberId, member })
+  );
 }
 
 /** The friend's social section as the viewer may see it now; null without an accepted friendship. */
-async function socialView(base: () => ServerContext, viewerId: string, row: EventRow): Promise<Event | null> {
+async function socialView(base: () => ServerContext, viewerId: string, row: EventRow): Promise<FriendView | null> {
   const access = await forFriend(base().db, viewerId, row.account_id);
   if (!access) return null;
   const social = await friendSocial({ ...base(), access });
-  return friendEvent(row, 'friend.social.changed', { friendUserId: row.account_id, social });
+  return friendEvent(row, 'social', 'friend.social.changed', { friendUserId: row.account_id, social });
 }

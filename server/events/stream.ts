@@ -43,8 +43,17 @@ export interface StreamRequest {
 export interface FriendViews {
   /** The accounts the viewer has an accepted friendship with now. */
   friendIds(viewerId: string): Promise<string[]>;
-  /** The event as the viewer may see it now, or null when it may see nothing of it. */
-  view(viewerId: string, row: EventRow): Promise<Event | null>;
+  /**
+   * The event as the viewer (its key reading `areas`) may see it now, and what it shows (`subject`:
+   * the friend's front, one member, the social section), whose last view sent is kept so that an
+   * unchanged one is not sent again; null when it may see nothing of it.
+   */
+  view(viewerId: string, row: EventRow, areas: readonly string[]): Promise<FriendView | null>;
+}
+
+export interface FriendView {
+  event: Event;
+  subject: string;
 }
 
 /** How the hub hears of appends: resolves to a function that stops listening. */
@@ -59,7 +68,7 @@ interface Stream {
   accounts: Set<string>;
   /** Sends in order: a friend's event is looked at before it is sent. */
   sending: Promise<void>;
-  /** Per friend and type, the data last sent: a change the viewer cannot see is not sent at all. */
+  /** Per friend and subject, the data last sent: a change the viewer cannot see is not sent at all. */
   lastFromFriend: Map<string, string>;
   readonly out: PassThrough;
   cursor: number;
@@ -162,8 +171,8 @@ export class EventHub {
         actor: { kind: 'system', id: null },
         data: {},
       };
-      const event = await this.options.friends.view(viewer, now);
-      if (event) stream.lastFromFriend.set(`${friend} ${event.type}`, JSON.stringify(event.data));
+      const seen = await this.options.friends.view(viewer, now, stream.request.areas);
+      if (seen) stream.lastFromFriend.set(`${friend} ${seen.subject}`, JSON.stringify(seen.event.data));
     }
   }
 
@@ -265,14 +274,13 @@ export class EventHub {
     }
     stream.sending = stream.sending.then(async () => {
       if (stream.out.destroyed) return;
-      const event = await this.options.friends.view(accountId, row).catch((err: unknown) => {
+      const view = await this.options.friends.view(accountId, row, areas).catch((err: unknown) => {
         this.options.logger.warn({ err }, 'a friend event could not be looked at; not sent');
         return null;
       });
-      // A friend's social section is the friend social read's, which needs `social:read` too.
-      if (!event || !keep(event.type) || (event.type === 'friend.social.changed' && !areas.includes('social'))) return;
-      // The last view sent, per friend and type (and member, for a member's).
-      const seen = `${row.account_id} ${event.type}${event.type === 'friend.member.changed' ? ` ${event.data.memberId}` : ''}`;
+      if (!view || !keep(view.event.type)) return;
+      const { event } = view;
+      const seen = `${row.account_id} ${view.subject}`;
       const data = JSON.stringify(event.data);
       if (stream.lastFromFriend.get(seen) === data) return;
       stream.lastFromFriend.set(seen, data);

@@ -204,10 +204,13 @@ const remove = statement<{ userId: string; id: string }, { id: string }>({
   build: ({ userId, id }) => sql`delete from webhooks where id = ${id} and user_id = ${userId} returning id`,
 });
 
-/** A page of a webhook's deliveries, newest first, before a delivery id; no row at all when the webhook is not the account's. */
+/**
+ * A page of a webhook's deliveries, newest first, before a delivery id: no row at all when the
+ * webhook is not the account's, one row of nulls when it has none.
+ */
 const deliveries = statement<
   { userId: string; webhookId: string; before: number | null; limit: number },
-  DeliveryRow & { found: boolean }
+  DeliveryRow | { [K in keyof DeliveryRow]: null }
 >({
   name: 'webhooks_deliveries',
   area: AREA,
@@ -215,7 +218,7 @@ const deliveries = statement<
     'first page': { userId: EXAMPLE_UUID, webhookId: EXAMPLE_UUID, before: null, limit: 50 },
     'a later page': { userId: EXAMPLE_UUID, webhookId: EXAMPLE_UUID, before: 1, limit: 50 },
   },
-  build: ({ userId, webhookId, before, limit }) => sql`select true as found, ${DELIVERY}
+  build: ({ userId, webhookId, before, limit }) => sql`select ${DELIVERY}
     from webhooks w
     left join lateral (
       select * from webhook_deliveries d
@@ -411,7 +414,7 @@ export const webhooksRepo = {
   ): Promise<DeliveryRow[] | null> {
     const rows = await deliveries(db, { userId, webhookId, before, limit });
     if (rows.length === 0) return null;
-    return rows.filter((r) => r.id !== null);
+    return rows.filter((r): r is DeliveryRow => r.id !== null);
   },
   retry: async (db: Knex, p: Parameters<typeof retry>[1]): Promise<DeliveryRow | undefined> => (await retry(db, p))[0],
   insertPing: async (db: Knex, p: Parameters<typeof insertPing>[1]): Promise<DeliveryRow> =>
