@@ -14,9 +14,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { openDatabase } from '../../server/db/knex.ts';
-import { migrateLatest } from '../../server/db/migrate.ts';
-import { adminQuery, benchAccount, call, percentile, startBenchServer, stopBenchServer, usageOf } from './support.ts';
+import {
+  benchAccount,
+  benchDatabase,
+  call,
+  percentile,
+  startBenchServer,
+  stopBenchServer,
+  usageOf,
+} from './support.ts';
 
 const { values } = parseArgs({
   options: {
@@ -32,13 +38,7 @@ const SECONDS = Number(values.seconds ?? 20);
 const RATE = Number(values.rate ?? 20);
 const log = (m: string) => process.stdout.write(`[events] ${m}\n`);
 
-const baseUrl = process.env.DATABASE_URL ?? '';
-if (!baseUrl) {
-  console.error('npm run bench:events needs DATABASE_URL (it creates and drops its own database).');
-  process.exit(2);
-}
-const dbName = `bench_events_${Date.now()}_${randomBytes(3).toString('hex')}`;
-const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
+const database = benchDatabase('events');
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 
 interface Account {
@@ -47,13 +47,10 @@ interface Account {
 }
 
 async function main(): Promise<void> {
-  await adminQuery(baseUrl, `create database ${dbName}`);
+  await database.create();
   let server: ChildProcess | undefined;
   try {
-    const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
-    await migrateLatest(db.knex);
-    await db.close();
-    const launched = await startBenchServer(dbUrl, ADMIN_TOKEN, { EVENTS_MAX_STREAMS_PER_KEY: String(STREAMS) });
+    const launched = await startBenchServer(database.url, ADMIN_TOKEN, { EVENTS_MAX_STREAMS_PER_KEY: String(STREAMS) });
     server = launched.child;
     const { url } = launched;
     const account = (username: string): Promise<Account> => benchAccount(url, ADMIN_TOKEN, username);
@@ -193,7 +190,7 @@ async function main(): Promise<void> {
     );
   } finally {
     await stopBenchServer(server);
-    await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
+    await database.drop();
   }
 }
 

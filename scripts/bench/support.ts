@@ -6,6 +6,8 @@ import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { SCOPES } from '../../server/core/scopes.ts';
+import { openDatabase } from '../../server/db/knex.ts';
+import { migrateLatest } from '../../server/db/migrate.ts';
 
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
@@ -130,4 +132,36 @@ export async function benchAccount(
     body: JSON.stringify({ name: 'bench', scopes: Object.fromEntries(SCOPES.map((s) => [s, 'read_write'])) }),
   })) as { apiKey: string };
   return { userId, auth: { authorization: `Bearer ${apiKey}` } };
+}
+
+/**
+ * A database of the bench's own on the server DATABASE_URL names: `create()` makes and migrates it,
+ * `drop()` removes it. Exits with a message when DATABASE_URL is unset.
+ */
+export function benchDatabase(script: string): { url: string; create(): Promise<void>; drop(): Promise<void> } {
+  const base = process.env.DATABASE_URL ?? '';
+  if (!base) {
+    console.error(`npm run bench:${script} needs DATABASE_URL (it creates and drops its own database).`);
+    process.exit(2);
+  }
+  const name = `bench_${script}_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  const url = Object.assign(new URL(base), { pathname: `/${name}` }).toString();
+  return {
+    url,
+    async create() {
+      await adminQuery(base, `create database ${name}`);
+      try {
+        const db = await openDatabase({ databaseUrl: url, poolMax: 1 });
+        try {
+          await migrateLatest(db.knex);
+        } finally {
+          await db.close();
+        }
+      } catch (err) {
+        await adminQuery(base, `drop database if exists ${name} with (force)`);
+        throw err;
+      }
+    },
+    drop: () => adminQuery(base, `drop database if exists ${name} with (force)`),
+  };
 }

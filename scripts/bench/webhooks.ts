@@ -17,9 +17,15 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { openDatabase } from '../../server/db/knex.ts';
-import { migrateLatest } from '../../server/db/migrate.ts';
-import { adminQuery, benchAccount, call, percentile, startBenchServer, stopBenchServer, usageOf } from './support.ts';
+import {
+  benchAccount,
+  benchDatabase,
+  call,
+  percentile,
+  startBenchServer,
+  stopBenchServer,
+  usageOf,
+} from './support.ts';
 
 const { values } = parseArgs({
   options: {
@@ -35,13 +41,7 @@ const RATE = Number(values.rate ?? 50);
 const BURST = Number(values.burst ?? 3000);
 const log = (m: string) => process.stdout.write(`[webhooks] ${m}\n`);
 
-const baseUrl = process.env.DATABASE_URL ?? '';
-if (!baseUrl) {
-  console.error('npm run bench:webhooks needs DATABASE_URL (it creates and drops its own database).');
-  process.exit(2);
-}
-const dbName = `bench_webhooks_${Date.now()}_${randomBytes(3).toString('hex')}`;
-const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toString();
+const database = benchDatabase('webhooks');
 const ADMIN_TOKEN = randomBytes(24).toString('hex');
 
 interface Hook {
@@ -90,17 +90,14 @@ async function until(done: () => boolean, ms: number): Promise<boolean> {
 }
 
 async function main(): Promise<void> {
-  await adminQuery(baseUrl, `create database ${dbName}`);
+  await database.create();
   let server: ChildProcess | undefined;
   const hooks: Hook[] = [];
   const sink = receiver(hooks);
   await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r));
   const sinkUrl = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
   try {
-    const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
-    await migrateLatest(db.knex);
-    await db.close();
-    const launched = await startBenchServer(dbUrl, ADMIN_TOKEN, { FETCH_ALLOW_PRIVATE: 'true' });
+    const launched = await startBenchServer(database.url, ADMIN_TOKEN, { FETCH_ALLOW_PRIVATE: 'true' });
     server = launched.child;
     const { url } = launched;
     const accounts: Array<{ auth: Record<string, string> }> = [];
@@ -218,7 +215,7 @@ async function main(): Promise<void> {
   } finally {
     await stopBenchServer(server);
     sink.close();
-    await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
+    await database.drop();
   }
 }
 
