@@ -567,6 +567,13 @@ describe('deliveries', () => {
     } while (cursor);
     expect(seen).toHaveLength(5);
     expect([...seen].sort((a, b) => Number(b) - Number(a))).toEqual(seen);
+    // A cursor past the exact integers, or not digits at all, is the caller's mistake.
+    for (const cursor of ['9999999999999999999', 'abc']) {
+      const bad = await user.api.GET('/api/v1/webhooks/{webhookId}/deliveries', {
+        params: { path: { webhookId: webhook.id }, query: { cursor } },
+      });
+      expect(bad.response.status, cursor).toBe(400);
+    }
   });
 
   it('does not follow a redirect, and reads at most 64 KB of an answer', async () => {
