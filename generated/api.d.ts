@@ -3477,7 +3477,7 @@ export interface paths {
         head?: never;
         /**
          * Update a webhook
-         * @description Partial update of url, types, description and enabled. New types are checked against the calling key as at creation. `enabled: true` turns a disabled webhook on again: its pending deliveries resume in order and the failing clock restarts.
+         * @description Partial update of url, types, description and enabled. New types are checked against the calling key as at creation. `enabled: true` turns a disabled webhook on again: its pending deliveries are due at once and resume in order, and the failing clock restarts.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -8813,7 +8813,7 @@ export interface components {
             /** @example Front changes for the Discord bot */
             description?: string;
         };
-        /** @description Partial update. `enabled: true` turns a disabled webhook on again (its pending deliveries resume). */
+        /** @description Partial update. `enabled: true` turns a disabled webhook on again (its pending deliveries are due at once). */
         UpdateWebhookRequest: {
             url?: components["schemas"]["WebhookUrl"];
             types?: components["schemas"]["WebhookTypes"];

@@ -524,54 +524,73 @@ where
   and state in ('pending', 'running') do nothing;
 
 -- webhooks_update (any set of changes)
+with
+  resumed as (
+    update webhook_deliveries
+    set
+      next_attempt_at = least(next_attempt_at, $1::bigint)
+    where
+      $2::boolean
+      and state = 'pending'
+      and webhook_id = (
+        select
+          id
+        from
+          webhooks
+        where
+          id = $3
+          and user_id = $4
+          and not enabled
+      )
+  )
 update webhooks
 set
   types = case
-    when $1::boolean then $2::text[]
+    when $5::boolean then $6::text[]
     else types
   end,
   areas = case
-    when $3::boolean then $4::text[]
+    when $7::boolean then $8::text[]
     else areas
   end,
   description = case
-    when $5::boolean then $6::text
+    when $9::boolean then $10::text
     else description
   end,
   key_id = case
-    when $7::boolean then $8::text
+    when $11::boolean then $12::text
     else key_id
   end,
   secrets_enc = case
-    when $9::boolean then $10::bytea
+    when $13::boolean then $14::bytea
     else secrets_enc
   end,
   enabled = case
-    when $11::boolean then true
-    when $12::boolean then false
+    when $15::boolean then true
+    when $16::boolean then false
     else enabled
   end,
   disabled_reason = case
-    when $13::boolean then null
-    when $14::boolean
+    when $17::boolean then null
+    when $18::boolean
     and enabled then 'manual'
     else disabled_reason
   end,
   disabled_at = case
-    when $15::boolean then null
-    when $16::boolean
-    and enabled then $17::bigint
+    when $19::boolean then null
+    when $20::boolean
+    and enabled then $21::bigint
     else disabled_at
   end,
   failing_since = case
-    when $18::boolean
+    when $22::boolean
     and not enabled then null
     else failing_since
   end,
-  updated_at = $19::bigint
+  updated_at = $23::bigint
 where
-  id = $20
-  and user_id = $21
+  id = $24
+  and user_id = $25
 returning
   id,
   user_id,

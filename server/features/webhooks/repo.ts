@@ -158,7 +158,15 @@ const update = statement<{ userId: string; id: string; changes: WebhookChanges }
     const has = (set: boolean) => sql`${set}::boolean`;
     const enable = c.enabled === true;
     const disable = c.enabled === false;
-    return sql`update webhooks set
+    // Turned on again: its pending deliveries are due now, not at the backoff they were waiting out
+    // (the statement's snapshot still sees the webhook disabled).
+    return sql`with resumed as (
+        update webhook_deliveries set next_attempt_at = least(next_attempt_at, ${c.updated_at}::bigint)
+        where ${has(enable)} and state = 'pending' and webhook_id = (
+          select id from webhooks where id = ${id} and user_id = ${userId} and not enabled
+        )
+      )
+      update webhooks set
         types = case when ${has(c.types !== undefined)} then ${c.types ?? null}::text[] else types end,
         areas = case when ${has(c.areas !== undefined)} then ${c.areas ?? null}::text[] else areas end,
         description = case when ${has(c.description !== undefined)} then ${c.description ?? null}::text else description end,
