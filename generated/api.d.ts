@@ -5442,7 +5442,7 @@ export interface components {
          * @example NOT_FOUND
          * @enum {string}
          */
-        ErrorCode: "BAD_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "CONFLICT" | "PRECONDITION_FAILED" | "NOTE_LIMIT_REACHED" | "INTERNAL" | "RATE_LIMITED" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "PAYLOAD_TOO_LARGE" | "REQUEST_TIMEOUT";
+        ErrorCode: "BAD_REQUEST" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "CONFLICT" | "PRECONDITION_FAILED" | "NOTE_LIMIT_REACHED" | "INTERNAL" | "RATE_LIMITED" | "METHOD_NOT_ALLOWED" | "UNSUPPORTED_MEDIA_TYPE" | "PAYLOAD_TOO_LARGE" | "REQUEST_TIMEOUT" | "IDEMPOTENCY_KEY_MISMATCH";
         /** @description The error envelope every non-2xx JSON response uses. */
         Error: {
             code: components["schemas"]["ErrorCode"];
@@ -8893,6 +8893,7 @@ export interface components {
         /** @description Created; the body carries the new id. */
         Created: {
             headers: {
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -9602,9 +9603,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The account has as many webhooks as it may (20). */
+        /** @description The account has as many webhooks as it may (20), or a request with the same Idempotency-Key is still being processed (Retry-After). */
         WebhookLimitReached: {
             headers: {
+                "Retry-After": components["headers"]["IdempotencyRetryAfter"];
                 [name: string]: unknown;
             };
             content: {
@@ -9728,9 +9730,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The friendship is not in a state that allows this transition. */
+        /** @description The friendship is not in a state that allows this transition, or a request with the same Idempotency-Key is still being processed (Retry-After). */
         FriendConflict: {
             headers: {
+                "Retry-After": components["headers"]["IdempotencyRetryAfter"];
                 [name: string]: unknown;
             };
             content: {
@@ -9778,6 +9781,25 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description A request with the same Idempotency-Key is still being processed. Retry after the time given; the retry gets the first request's response once it is done. */
+        IdempotencyInFlight: {
+            headers: {
+                "Retry-After": components["headers"]["IdempotencyRetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The Idempotency-Key was already used for a different request to this operation (another path, query or body). Use a new key for a new request. */
+        IdempotencyKeyMismatch: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The API key's rate limit is exhausted for the current window. */
         TooManyRequests: {
             headers: {
@@ -9811,6 +9833,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+        IdempotencyKey: string;
         /** @description Entry (note) id. */
         EntryIdPath: components["schemas"]["Uuid"];
         /** @description How many entries, 1–100 (default 50). */
@@ -9957,6 +9981,16 @@ export interface components {
          * @example Bearer realm="metrics"
          */
         WWWAuthenticateMetrics: "Bearer realm=\"metrics\"" | "Bearer realm=\"metrics\", error=\"invalid_token\"";
+        /**
+         * @description Seconds to wait before retrying (always 1 for a request whose Idempotency-Key is in flight).
+         * @example 1
+         */
+        IdempotencyRetryAfter: number;
+        /**
+         * @description `true` on a response replayed for a repeated Idempotency-Key: the first request's status, headers and body, byte for byte; nothing ran again.
+         * @example true
+         */
+        IdempotentReplayed: "true";
     };
     pathItems: never;
 }
@@ -10846,7 +10880,10 @@ export interface operations {
     requestFriendByUsername: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -10881,6 +10918,7 @@ export interface operations {
             409: components["responses"]["FriendConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -10889,7 +10927,10 @@ export interface operations {
     blockFriendByUsername: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -10921,8 +10962,10 @@ export interface operations {
             403: components["responses"]["ForbiddenFriendsReadWrite"];
             404: components["responses"]["NotFoundFriend"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -10931,7 +10974,10 @@ export interface operations {
     acceptFriendRequest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The account whose incoming friend request is answered. */
                 requesterUserId: components["parameters"]["RequesterUserIdPath"];
@@ -10960,6 +11006,7 @@ export interface operations {
             403: components["responses"]["ForbiddenFriendsReadWrite"];
             404: components["responses"]["NotFoundFriend"];
             409: components["responses"]["FriendConflict"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -11203,7 +11250,10 @@ export interface operations {
     requestFriend: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -11232,6 +11282,7 @@ export interface operations {
             403: components["responses"]["ForbiddenFriendsReadWrite"];
             404: components["responses"]["NotFoundFriend"];
             409: components["responses"]["FriendConflict"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -11240,7 +11291,10 @@ export interface operations {
     revokeFriend: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -11268,6 +11322,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFriendsReadWrite"];
             404: components["responses"]["NotFoundFriend"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -11276,7 +11332,10 @@ export interface operations {
     blockFriend: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -11309,8 +11368,10 @@ export interface operations {
             403: components["responses"]["ForbiddenFriendsReadWrite"];
             404: components["responses"]["NotFoundFriend"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -11762,7 +11823,10 @@ export interface operations {
     startFriendFronting: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -11795,8 +11859,10 @@ export interface operations {
             403: components["responses"]["FriendForbiddenFrontWrite"];
             404: components["responses"]["FriendNotFoundMember"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -12107,7 +12173,10 @@ export interface operations {
     createFriendEntry: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -12142,8 +12211,10 @@ export interface operations {
             };
             404: components["responses"]["FriendNotFoundMember"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -12312,7 +12383,10 @@ export interface operations {
     resetAppearance: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12338,6 +12412,8 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenAppearanceReadWrite"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -12380,7 +12456,10 @@ export interface operations {
     createCustomColorScheme: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12403,8 +12482,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenAppearanceReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -12483,7 +12564,10 @@ export interface operations {
     createCustomFont: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12506,8 +12590,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenAppearanceReadWritePlan"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -12669,7 +12755,10 @@ export interface operations {
     createSideSystem: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12700,8 +12789,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSystemsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -12793,7 +12884,10 @@ export interface operations {
     createSubSystem: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -12825,8 +12919,10 @@ export interface operations {
             403: components["responses"]["ForbiddenSystemsReadWrite"];
             404: components["responses"]["NotFoundSideSystem"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13016,7 +13112,10 @@ export interface operations {
     createMember: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13040,8 +13139,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMembersReadWrite"];
             404: components["responses"]["NotFoundSideSystem"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13214,7 +13315,10 @@ export interface operations {
     restoreMember: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Member id. */
                 memberId: components["parameters"]["MemberIdPath"];
@@ -13242,6 +13346,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMembersReadWrite"];
             404: components["responses"]["NotFoundMember"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13484,7 +13590,10 @@ export interface operations {
     createGroup: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13508,8 +13617,10 @@ export interface operations {
             403: components["responses"]["ForbiddenGroupsReadWrite"];
             404: components["responses"]["NotFoundSideSystem"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13642,7 +13753,10 @@ export interface operations {
     restoreGroup: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Group id. */
                 groupId: components["parameters"]["GroupIdPath"];
@@ -13670,6 +13784,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenGroupsReadWrite"];
             404: components["responses"]["NotFoundGroup"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13678,7 +13794,10 @@ export interface operations {
     createFolder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13702,8 +13821,10 @@ export interface operations {
             403: components["responses"]["ForbiddenGroupsReadWrite"];
             404: components["responses"]["NotFoundSideSystem"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13793,7 +13914,10 @@ export interface operations {
     restoreFolder: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Folder id. */
                 folderId: components["parameters"]["FolderIdPath"];
@@ -13821,6 +13945,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenGroupsReadWrite"];
             404: components["responses"]["NotFoundFolder"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13866,7 +13992,10 @@ export interface operations {
     createDirectoryLayout: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -13890,8 +14019,10 @@ export interface operations {
             403: components["responses"]["ForbiddenGroupsReadWrite"];
             404: components["responses"]["NotFoundFolder"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -13936,7 +14067,10 @@ export interface operations {
     restoreDirectoryLayout: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Directory layout id. */
                 layoutId: components["parameters"]["LayoutIdPath"];
@@ -13964,6 +14098,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenGroupsReadWrite"];
             404: components["responses"]["NotFoundDirectoryLayout"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14006,7 +14142,10 @@ export interface operations {
     createCustomField: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -14029,8 +14168,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14205,7 +14346,10 @@ export interface operations {
     restoreCustomField: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Member id. */
                 memberId: components["parameters"]["MemberIdPath"];
@@ -14235,6 +14379,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenCustomFieldsReadWrite"];
             404: components["responses"]["NotFoundMember"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14277,7 +14423,10 @@ export interface operations {
     createMemberStatus: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -14300,8 +14449,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMemberStatusesReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14625,7 +14776,10 @@ export interface operations {
     createEntry: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -14656,8 +14810,10 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14788,7 +14944,10 @@ export interface operations {
     restoreEntry: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Entry (note) id. */
                 entryId: components["parameters"]["EntryIdPath"];
@@ -14816,6 +14975,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenEntriesReadWrite"];
             404: components["responses"]["NotFoundEntry"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14952,7 +15113,10 @@ export interface operations {
     createMessagingSpace: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -14983,8 +15147,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -14993,7 +15159,10 @@ export interface operations {
     reorderMessagingSpaces: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -15022,8 +15191,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15032,7 +15203,10 @@ export interface operations {
     createMessagingSpaceIconUploadIntent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -15063,8 +15237,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15073,7 +15249,10 @@ export interface operations {
     completeMessagingSpaceIconUpload: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -15102,8 +15281,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15231,7 +15412,10 @@ export interface operations {
     createMessagingCategory: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Space id. */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
@@ -15266,8 +15450,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingSpace"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15276,7 +15462,10 @@ export interface operations {
     reorderMessagingCategories: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Space id. */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
@@ -15309,8 +15498,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingSpace"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15483,7 +15674,10 @@ export interface operations {
     createMessagingChannel: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Space id. */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
@@ -15518,8 +15712,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingSpace"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15528,7 +15724,10 @@ export interface operations {
     reorderMessagingChannels: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Space id. */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
@@ -15561,8 +15760,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingSpace"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -15742,7 +15943,10 @@ export interface operations {
     sendMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Channel id. */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
@@ -15786,9 +15990,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingChannel"];
             408: components["responses"]["RequestTimeout"];
-            /** @description The request clashes with existing data. */
+            /** @description The clientMutationId was already used for another message, or a request with the same Idempotency-Key is still being processed (Retry-After). */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["IdempotencyRetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15797,6 +16002,7 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16022,7 +16228,10 @@ export interface operations {
     pinMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Channel id. */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
@@ -16055,8 +16264,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingChannel"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16111,7 +16322,10 @@ export interface operations {
     markMessagingChannelRead: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Channel id. */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
@@ -16144,8 +16358,10 @@ export interface operations {
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingChannel"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16154,7 +16370,10 @@ export interface operations {
     createMessagingAttachmentUploadIntent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -16185,8 +16404,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16195,7 +16416,10 @@ export interface operations {
     completeMessagingAttachmentUpload: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -16224,8 +16448,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16264,7 +16490,10 @@ export interface operations {
     dismissMessagingLinkPreview: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Link preview id (from a message's `linkPreviews`). */
                 previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
@@ -16292,6 +16521,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingLinkPreview"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16300,7 +16531,10 @@ export interface operations {
     refreshMessagingLinkPreview: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Link preview id (from a message's `linkPreviews`). */
                 previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
@@ -16328,6 +16562,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingReadWrite"];
             404: components["responses"]["NotFoundMessagingLinkPreview"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -16934,7 +17170,10 @@ export interface operations {
     createWebhook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -16968,6 +17207,7 @@ export interface operations {
             409: components["responses"]["WebhookLimitReached"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17095,7 +17335,10 @@ export interface operations {
     rotateWebhookSecret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Webhook id. */
                 webhookId: components["parameters"]["WebhookIdPath"];
@@ -17125,6 +17368,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenWebhooksReadWrite"];
             404: components["responses"]["NotFoundWebhook"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17133,7 +17378,10 @@ export interface operations {
     testWebhook: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Webhook id. */
                 webhookId: components["parameters"]["WebhookIdPath"];
@@ -17163,6 +17411,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenWebhooksReadWrite"];
             404: components["responses"]["NotFoundWebhook"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17214,7 +17464,10 @@ export interface operations {
     retryWebhookDelivery: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Webhook id. */
                 webhookId: components["parameters"]["WebhookIdPath"];
@@ -17246,6 +17499,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenWebhooksReadWrite"];
             404: components["responses"]["NotFoundWebhookDelivery"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17298,7 +17553,10 @@ export interface operations {
                 /** @description Report what the import would do, without writing anything. */
                 dryRun?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -17345,8 +17603,10 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17447,7 +17707,10 @@ export interface operations {
     createExport: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -17478,6 +17741,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17578,7 +17843,10 @@ export interface operations {
     purgeTrash: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -17607,8 +17875,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenTrashReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17767,7 +18037,10 @@ export interface operations {
     resetTerminology: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -17793,6 +18066,8 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenTerminologyReadWrite"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -17841,7 +18116,10 @@ export interface operations {
     resetScopedTerminology: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -17873,8 +18151,10 @@ export interface operations {
             403: components["responses"]["ForbiddenTerminologyReadWrite"];
             404: components["responses"]["NotFoundSideSystem"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18036,7 +18316,10 @@ export interface operations {
     startFronting: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18065,8 +18348,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFrontReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18149,7 +18434,10 @@ export interface operations {
     setTierPresence: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18178,8 +18466,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFrontReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18257,7 +18547,10 @@ export interface operations {
     createFrontTier: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18280,8 +18573,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFrontReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18407,7 +18702,10 @@ export interface operations {
     restoreFrontSession: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description Front session id. */
                 sessionId: components["schemas"]["Uuid"];
@@ -18435,6 +18733,8 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenFrontReadWrite"];
             404: components["responses"]["NotFoundFrontSession"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18477,7 +18777,10 @@ export interface operations {
     createPrivacyBucket: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18508,8 +18811,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18830,7 +19135,10 @@ export interface operations {
     bulkPrivacyBucketFriends: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18859,8 +19167,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18869,7 +19179,10 @@ export interface operations {
     bulkPrivacyBucketMembers: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18898,8 +19211,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18908,7 +19223,10 @@ export interface operations {
     bulkPrivacyBucketGroups: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18937,8 +19255,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -18947,7 +19267,10 @@ export interface operations {
     bulkPrivacyBucketDirectories: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -18976,8 +19299,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenPrivacyBucketsReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -19727,7 +20052,10 @@ export interface operations {
     createSocialLink: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -19758,8 +20086,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -19849,7 +20179,10 @@ export interface operations {
     createSocialWidget: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -19880,9 +20213,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialReadWrite"];
             408: components["responses"]["RequestTimeout"];
-            /** @description A widget with this id already exists. */
+            /** @description A widget with this id already exists, or a request with the same Idempotency-Key is still being processed (Retry-After). */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["IdempotencyRetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19891,6 +20225,7 @@ export interface operations {
             };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -19980,7 +20315,10 @@ export interface operations {
     reorderSocial: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -20009,8 +20347,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialReadWrite"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20057,7 +20397,10 @@ export interface operations {
     syncSocialOauth: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -20083,6 +20426,8 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenSocialReadWrite"];
+            409: components["responses"]["IdempotencyInFlight"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20130,7 +20475,10 @@ export interface operations {
     uploadSocialGalleryImage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -20181,6 +20529,7 @@ export interface operations {
                 };
             };
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             /** @description The image is larger than MEDIA_MAX_BYTES. */
             413: {
                 headers: {
@@ -20199,6 +20548,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20363,7 +20713,10 @@ export interface operations {
     postGuestbookMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -20398,8 +20751,10 @@ export interface operations {
             403: components["responses"]["ForbiddenGuestbookReadWrite"];
             404: components["responses"]["NotFoundGuestbook"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20499,7 +20854,10 @@ export interface operations {
     blockGuestbookAuthor: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -20540,8 +20898,10 @@ export interface operations {
             };
             404: components["responses"]["NotFoundGuestbookMessage"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20550,7 +20910,10 @@ export interface operations {
     postFriendGuestbookMessage: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -20587,8 +20950,10 @@ export interface operations {
             403: components["responses"]["ForbiddenGuestbookReadWrite"];
             404: components["responses"]["NotFoundFriend"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20635,7 +21000,10 @@ export interface operations {
     votePoll: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -20670,8 +21038,10 @@ export interface operations {
             403: components["responses"]["ForbiddenPollReadWrite"];
             404: components["responses"]["NotFoundPoll"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
@@ -20720,7 +21090,10 @@ export interface operations {
     voteFriendPoll: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 /** @description The other account (the owner of the data on friend-scoped routes). */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
@@ -20757,8 +21130,10 @@ export interface operations {
             403: components["responses"]["ForbiddenPollReadWrite"];
             404: components["responses"]["NotFoundFriend"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyInFlight"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyMismatch"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["PreconditionFailed"];
