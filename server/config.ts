@@ -27,6 +27,7 @@ export const SETTING_GROUPS = [
   'Messaging',
   'Imports and exports',
   'Events',
+  'Idempotency keys',
   'Webhooks',
   'Background jobs',
   'Diagnostics',
@@ -878,6 +879,24 @@ export const SETTINGS = {
     max: 86_400_000,
     description:
       'How often events older than `EVENT_RETENTION_HOURS` are deleted: a recurring job on the durable queue (`0` turns it off).',
+  }),
+
+  // Idempotency keys
+  idempotencyTtlHours: integer('IDEMPOTENCY_TTL_HOURS', {
+    group: 'Idempotency keys',
+    default: 24,
+    min: 1,
+    max: 720,
+    description:
+      "Hours a POST's response stays stored under its `Idempotency-Key`: a retry with the key within this time gets it replayed. Pruned by a recurring job (`IDEMPOTENCY_PRUNE_INTERVAL_MS`).",
+  }),
+  idempotencyPruneIntervalMs: integer('IDEMPOTENCY_PRUNE_INTERVAL_MS', {
+    group: 'Idempotency keys',
+    default: 600_000,
+    min: 0,
+    max: 86_400_000,
+    description:
+      'How often idempotency keys older than `IDEMPOTENCY_TTL_HOURS` are deleted: a recurring job on the durable queue (`0` turns it off).',
   }),
 
   // Webhooks

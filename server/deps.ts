@@ -6,6 +6,7 @@ import type { Config } from './config.ts';
 import type { Database } from './db/knex.ts';
 import type { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import type { RateLimiter } from './http/rateLimit.ts';
+import type { IdempotencyKeys } from './idempotency/index.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import type { Metrics } from './metrics.ts';
 import type { ObjectStorage } from './storage/types.ts';
@@ -37,6 +38,8 @@ export interface AppDeps {
   audit: AuditSink;
   /** The event log (in the change's own transaction). */
   events: EventSink;
+  /** Responses stored under POSTs' Idempotency-Key (server/idempotency/). */
+  idempotency: IdempotencyKeys;
   /** The open event streams of this process (GET /api/v1/events); null where none are served. */
   eventHub: EventHub | null;
   /** Called when a response breaks the contract (validated in development and tests). */

@@ -20,6 +20,7 @@ import type { AppDeps } from './deps.ts';
 import { ApiKeyAuthenticator } from './features/accounts/authenticator.ts';
 import { inProcessFetch } from './http/inProcess.ts';
 import { MemoryRateLimitStore, RateLimiter } from './http/rateLimit.ts';
+import { IdempotencyKeys } from './idempotency/index.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
 import { describeUrl, StartupError } from './runtime.ts';
@@ -78,6 +79,8 @@ export async function openDirectAdmin(config: Config, logger: Logger): Promise<D
     jobs: new JobQueue(db.knex, { clock, logger }),
     audit: new DatabaseAuditSink(),
     events: new DatabaseEventSink(),
+    // Admin operations take no Idempotency-Key; the store is there for the app's shape.
+    idempotency: new IdempotencyKeys(() => config.messageEncryptionKeys, config.idempotencyTtlHours * 3_600_000),
     // The direct admin serves no event streams.
     eventHub: null,
   };

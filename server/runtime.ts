@@ -22,6 +22,7 @@ import { defineLinkPreviews, defineMessageReencryption, queueMessageReencryption
 import { defineExports, defineImports } from './features/portability/index.ts';
 import { defineWebhookDelivery, pruneDeliveries, scheduleWebhookSweep } from './features/webhooks/index.ts';
 import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCipher.ts';
+import { IdempotencyKeys, pruneIdempotencyKeys } from './idempotency/index.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
 import { createObjectStorage } from './storage/index.ts';
@@ -261,6 +262,7 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     jobs,
     audit: new DatabaseAuditSink(),
     events: new DatabaseEventSink(),
+    idempotency: new IdempotencyKeys(() => deps.config.messageEncryptionKeys, config.idempotencyTtlHours * 3_600_000),
     eventHub: new EventHub(db.knex, {
       heartbeatMs: config.eventsHeartbeatSeconds * 1000,
       maxPerKey: config.eventsMaxStreamsPerKey,
@@ -284,6 +286,10 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     },
     { maxAttempts: 3 },
   );
+  // Idempotency keys past IDEMPOTENCY_TTL_HOURS (docs/api.md, "Safe retries").
+  jobs.define('idempotency_prune', async () => void (await pruneIdempotencyKeys(db.knex, clock())), {
+    maxAttempts: 3,
+  });
   // Webhook deliveries, queued with their events (docs/webhooks.md).
   defineWebhookDelivery(
     jobs,
@@ -353,6 +359,14 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
           now + config.eventPruneIntervalMs,
         );
       else await jobs.unschedule('event_prune');
+      if (config.idempotencyPruneIntervalMs > 0)
+        await jobs.schedule(
+          'idempotency_prune',
+          'idempotency_prune',
+          config.idempotencyPruneIntervalMs,
+          now + config.idempotencyPruneIntervalMs,
+        );
+      else await jobs.unschedule('idempotency_prune');
       await scheduleWebhookSweep(jobs, config.webhookSweepIntervalMs, now);
       if (maintenance) {
         // The first pass a second after start-up: a fresh database has no statistics yet.

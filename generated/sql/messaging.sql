@@ -1912,6 +1912,21 @@ limit
 for update
   skip locked;
 
+-- messaging_sealed_batch_4: idempotencyKeys
+select
+  id,
+  user_id,
+  key_id,
+  response_enc as data
+from
+  idempotency_keys
+where
+  key_id = $1
+limit
+  $2
+for update
+  skip locked;
+
 -- messaging_sealed_rewrite_1: messages
 update messaging_messages
 set
@@ -1935,6 +1950,15 @@ update webhooks
 set
   key_id = $1,
   secrets_enc = $2
+where
+  id = $3
+  and key_id = $4;
+
+-- messaging_sealed_rewrite_4: idempotencyKeys
+update idempotency_keys
+set
+  key_id = $1,
+  response_enc = $2
 where
   id = $3
   and key_id = $4;
@@ -1964,6 +1988,16 @@ select
   id
 from
   webhooks
+where
+  key_id = $1
+limit
+  1;
+
+-- messaging_sealed_under_key_4: idempotencyKeys
+select
+  id
+from
+  idempotency_keys
 where
   key_id = $1
 limit

@@ -19,6 +19,11 @@ export class ApiError extends Error {
   }
 }
 
+/** The body of an error response: the envelope `{ code, message }`. */
+export function errorEnvelope(err: ApiError): string {
+  return JSON.stringify({ code: err.code, message: err.message });
+}
+
 export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);
 
 /** The realm a 401 names: which credential the operation takes (an API key, the admin or the metrics token). */

@@ -15,6 +15,7 @@ import express, {
   type RequestHandler,
   type Response,
 } from 'express';
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { friendInStatement, onBehalfOf, ownAccount, requireFriend } from '../access/index.ts';
 import type {
@@ -29,6 +30,7 @@ import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
+import { type Claim, fingerprint, IDEMPOTENCY_KEY, type KeyScope, type StoredResponse } from '../idempotency/index.ts';
 import {
   ADMIN_DISABLED_MESSAGE,
   ADMIN_UNAUTHORIZED_MESSAGE,
@@ -36,6 +38,7 @@ import {
   METRICS_UNAUTHORIZED_MESSAGE,
   ApiError,
   bearerChallenge,
+  errorEnvelope,
   fromDomainError,
   preconditionFailed,
   unauthorized,
@@ -171,7 +174,15 @@ function declaredCharset(req: Request): string | undefined {
  * nothing is written even if the last bytes come in while the 408 is on its way.
  */
 export function parseBody(limits: { jsonBytes: number; rawBytes: number; timeoutMs: number }): RequestHandler {
-  const json = express.json({ limit: limits.jsonBytes, type: () => true, strict: true });
+  const json = express.json({
+    limit: limits.jsonBytes,
+    type: () => true,
+    strict: true,
+    // The bytes as sent, for the fingerprint of a request with an Idempotency-Key.
+    verify: (req, _res, buf) => {
+      if (req.headers['idempotency-key'] !== undefined) (req as { rawBody?: Buffer }).rawBody = buf;
+    },
+  });
   const raw = express.raw({ limit: limits.rawBytes, type: () => true });
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
@@ -268,6 +279,8 @@ class Context implements RequestContext {
 
   constructor(
     readonly deps: AppDeps,
+    /** The pool, or the request's transaction (a POST with an Idempotency-Key). */
+    private readonly db: Knex,
     readonly auth: KeyActor | null,
     readonly rateLimit: RateLimitDecision | null,
     readonly requestId: string,
@@ -278,7 +291,7 @@ class Context implements RequestContext {
   private base(actor: ServerContext['actor']): ServerContext {
     this.serverCtx ??= {
       actor,
-      db: this.deps.db.knex,
+      db: this.db,
       now: this.deps.clock(),
       config: this.deps.config,
       log: this.log,
@@ -298,7 +311,7 @@ class Context implements RequestContext {
 
   async friend(ownerId: string): Promise<FriendContext> {
     if (!this.auth) throw new Error('friend() called on an operation without API-key authentication');
-    const access = await requireFriend(this.deps.db.knex, this.auth.accountId, ownerId);
+    const access = await requireFriend(this.db, this.auth.accountId, ownerId);
     return { ...this.base(this.auth), access };
   }
 
@@ -322,40 +335,172 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     const l = locals(res);
     const { operation, params } = l.operation!;
     const handler = handlers[operation.operationId] as (input: unknown, ctx: RequestContext) => Promise<HandlerOutcome>;
-    const ctx = new Context(deps, l.auth ?? null, l.rateLimit ?? null, l.requestId, l.log, req);
-    const result = await handler({ path: params, query: req.query ?? {}, body: req.body }, ctx);
-    if (result.headers) res.set(result.headers);
-    res.status(result.status);
-    if (result.body === undefined) {
-      res.end();
-    } else if (result.body === null) {
-      // A JSON null (only where the contract's schema allows it, or the handler would not
-      // compile). Sent as text: the response validator's res.json hook turns null into a 204.
-      res.type('application/json').send('null');
-    } else if (result.body instanceof Readable) {
-      // A streamed body (a stored object), sent with its type exactly as stored (res.type would add a
-      // charset). A failure mid-way can only cut the response short.
-      if (result.contentType) res.setHeader('Content-Type', result.contentType);
-      await pipeline(result.body, res).catch((err: unknown) => {
-        l.log.warn({ err }, 'streamed response ended early');
-        res.destroy();
-      });
-    } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
-      if (result.contentType) res.type(result.contentType);
-      res.send(result.body);
-    } else if (
-      !deps.config.validateResponses &&
-      !res.getHeader('Content-Type') &&
-      !res.getHeader('ETag') &&
-      !res.getHeader('Last-Modified')
-    ) {
-      sendJson(res, result.body);
-    } else {
-      // The response validator checks what goes through res.json; express answers a conditional
-      // GET of a body with an ETag or Last-Modified with 304 there.
-      res.json(result.body);
-    }
+    const run = (db: Knex) =>
+      handler(
+        { path: params, query: req.query ?? {}, body: req.body },
+        new Context(deps, db, l.auth ?? null, l.rateLimit ?? null, l.requestId, l.log, req),
+      );
+    const key = req.method === 'POST' && l.auth ? req.headers['idempotency-key'] : undefined;
+    if (typeof key === 'string') return runIdempotent(deps, req, res, { userId: l.auth!.accountId, key }, run);
+    await respond(deps, res, await run(deps.db.knex));
   };
+}
+
+/** Writes a handler's outcome to the response. */
+async function respond(deps: AppDeps, res: Response, result: HandlerOutcome): Promise<void> {
+  if (result.headers) res.set(result.headers);
+  res.status(result.status);
+  if (result.body === undefined) {
+    res.end();
+  } else if (result.body === null) {
+    // A JSON null (only where the contract's schema allows it, or the handler would not
+    // compile). Sent as text: the response validator's res.json hook turns null into a 204.
+    res.type('application/json').send('null');
+  } else if (result.body instanceof Readable) {
+    // A streamed body (a stored object), sent with its type exactly as stored (res.type would add a
+    // charset). A failure mid-way can only cut the response short.
+    if (result.contentType) res.setHeader('Content-Type', result.contentType);
+    await pipeline(result.body, res).catch((err: unknown) => {
+      locals(res).log.warn({ err }, 'streamed response ended early');
+      res.destroy();
+    });
+  } else if (typeof result.body === 'string' || Buffer.isBuffer(result.body)) {
+    if (result.contentType) res.type(result.contentType);
+    res.send(result.body);
+  } else if (
+    !deps.config.validateResponses &&
+    !res.getHeader('Content-Type') &&
+    !res.getHeader('ETag') &&
+    !res.getHeader('Last-Modified')
+  ) {
+    sendJson(res, result.body);
+  } else {
+    // The response validator checks what goes through res.json; express answers a conditional
+    // GET of a body with an ETag or Last-Modified with 304 there.
+    res.json(result.body);
+  }
+}
+
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * A POST with an Idempotency-Key (server/idempotency/): claimed, run and its response stored in one
+ * transaction, or the stored response replayed. The operation's JSON bodies are the only kind a POST
+ * answers with, so the stored bytes are exactly what respond() sends.
+ */
+async function runIdempotent(
+  deps: AppDeps,
+  req: Request,
+  res: Response,
+  who: { userId: string; key: string },
+  run: (db: Knex) => Promise<HandlerOutcome>,
+): Promise<void> {
+  if (!IDEMPOTENCY_KEY.test(who.key))
+    throw new ApiError(400, 'BAD_REQUEST', 'Idempotency-Key must be 1 to 255 printable ASCII characters');
+  const { operation } = locals(res).operation!;
+  const scope = { userId: who.userId, operation: operation.operationId, key: who.key };
+  const print = fingerprint(req.method, req.originalUrl, requestBytes(req, operation));
+  const now = deps.clock();
+  const trx = await deps.db.knex.transaction();
+  let answer: Claim;
+  try {
+    answer = await deps.idempotency.claim(trx, scope, print, now);
+    if (answer.kind !== 'run') {
+      await trx.rollback();
+      return await replay(res, answer);
+    }
+    let result: HandlerOutcome;
+    try {
+      result = await run(trx);
+    } catch (err) {
+      // A 4xx is stored like a success; a 5xx or 429 is not (the client may retry), and neither is
+      // an error that left the transaction unusable.
+      const refused = clientError(err);
+      const stored = refused
+        ? await storeAndCommit(deps, trx, scope, print, refusal(refused), now).catch(() => null)
+        : null;
+      if (stored !== false) throw err;
+      return await replay(res, await deps.idempotency.stored(deps.db.knex, scope, print, now));
+    }
+    if (await storeAndCommit(deps, trx, scope, print, outcome(result), now)) return await respond(deps, res, result);
+    // Another request with the key committed first: its response, not this one (rolled back).
+    return await replay(res, await deps.idempotency.stored(deps.db.knex, scope, print, now));
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
+  }
+}
+
+/** A handler's outcome as stored: the bytes respond() sends for it (a POST answers with JSON or nothing). */
+function outcome(result: HandlerOutcome): StoredResponse {
+  const headers: Record<string, string> = { ...result.headers };
+  if (result.body === undefined) return { status: result.status, headers, body: Buffer.alloc(0) };
+  headers['Content-Type'] = JSON_CONTENT_TYPE;
+  return { status: result.status, headers, body: Buffer.from(JSON.stringify(result.body)) };
+}
+
+/** A refusal as stored: what the error handler sends for it. */
+function refusal(err: ApiError): StoredResponse {
+  return {
+    status: err.status,
+    headers: { ...err.headers, 'Content-Type': JSON_CONTENT_TYPE },
+    body: Buffer.from(errorEnvelope(err)),
+  };
+}
+
+/** The 4xx a handler's error answers with (other than 429), if it is one. */
+function clientError(err: unknown): ApiError | undefined {
+  const e = err instanceof ApiError ? err : err instanceof DomainError ? fromDomainError(err) : undefined;
+  return e && e.status < 500 && e.status !== 429 ? e : undefined;
+}
+
+/** Stores the response and commits; false (rolled back) when a response was stored under the key meanwhile. */
+async function storeAndCommit(
+  deps: AppDeps,
+  trx: Knex.Transaction,
+  scope: KeyScope,
+  print: Buffer,
+  response: StoredResponse,
+  now: number,
+): Promise<boolean> {
+  if (!(await deps.idempotency.store(trx, scope, print, response, now))) {
+    await trx.rollback();
+    return false;
+  }
+  await trx.commit();
+  return true;
+}
+
+/** Answers with the stored response (byte for byte), a 409 while the key is in flight, or a 422. */
+async function replay(res: Response, answer: Claim): Promise<void> {
+  if (answer.kind === 'in_flight' || answer.kind === 'run')
+    throw new ApiError(
+      409,
+      'CONFLICT',
+      'A request with this Idempotency-Key is still being processed; retry after 1 s',
+      { 'Retry-After': '1' },
+    );
+  if (answer.kind === 'mismatch')
+    throw new ApiError(
+      422,
+      'IDEMPOTENCY_KEY_MISMATCH',
+      'This Idempotency-Key was already used for a different request to this operation',
+    );
+  const { status, headers, body } = answer.response;
+  res.status(status).set(headers).set('Idempotent-Replayed', 'true');
+  if (body.length === 0) return void res.end();
+  res.setHeader('Content-Length', body.length);
+  res.end(body);
+}
+
+/**
+ * The bytes a request's fingerprint covers: the JSON body as received, a raw body, or for a
+ * streamed body (received by its handler) its declared type and length.
+ */
+function requestBytes(req: Request, operation: OperationInfo): Buffer | undefined {
+  if (operation.streamsBody)
+    return Buffer.from(`${req.headers['content-type'] ?? ''}\n${req.headers['content-length'] ?? ''}`);
+  const raw = (req as { rawBody?: Buffer }).rawBody;
+  return raw ?? (Buffer.isBuffer(req.body) ? req.body : undefined);
 }
 
 /**
@@ -424,10 +569,7 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
     }
     res.set(apiError.headers);
     if (apiError.status === 401) res.set('WWW-Authenticate', challengeFor(l.operation?.operation, req));
-    res
-      .status(apiError.status)
-      .type('application/json')
-      .send(JSON.stringify({ code: apiError.code, message: apiError.message }));
+    res.status(apiError.status).type('application/json').send(errorEnvelope(apiError));
   };
 }
 

@@ -35,6 +35,8 @@ export interface TestServerOptions {
   rateLimitStore?: 'memory' | 'postgres' | 'redis';
   /** Run on this existing PostgreSQL database (another TestServer's `databaseUrl`) instead of a fresh one; it is not dropped. */
   databaseUrl?: string;
+  /** Embedded runs: start from this dump of a cluster (`deps.db.dumpEmbedded()`, a restart) instead of the template. */
+  embeddedTemplate?: Blob;
   /** Where the server's JSON logs go (default: discarded unless TEST_LOG_LEVEL is set). */
   logStream?: { write(line: string): void };
   /** `false`: start without ADMIN_TOKEN (the admin API disabled); `admin` still sends the would-be token. */
@@ -75,7 +77,9 @@ export class TestServer {
   async start(options: TestServerOptions = {}): Promise<this> {
     const db = options.databaseUrl
       ? { databaseUrl: options.databaseUrl, embeddedTemplate: undefined, drop: async () => {} }
-      : await createTestDatabase();
+      : options.embeddedTemplate
+        ? { databaseUrl: undefined, embeddedTemplate: options.embeddedTemplate, drop: async () => {} }
+        : await createTestDatabase();
     this.dropDb = db.drop;
     this.databaseUrl = db.databaseUrl;
     const config: Config = loadConfig({

@@ -26,6 +26,7 @@ import * as m0024 from './0024_exports.ts';
 import * as m0025 from './0025_front_count_per_statement.ts';
 import * as m0026 from './0026_events.ts';
 import * as m0027 from './0027_webhooks.ts';
+import * as m0028 from './0028_idempotency.ts';
 
 export const migrations = [
   m0001,
@@ -55,4 +56,5 @@ export const migrations = [
   m0025,
   m0026,
   m0027,
+  m0028,
 ];

@@ -1,6 +1,6 @@
 /**
- * The SQL of key rotation: the rows sealed with the message keyring (message text, link previews, webhooks),
- * read and rewritten by key id. Each row's id is the id bound into its ciphertext. Committed as
+ * The SQL of key rotation: the rows sealed with the message keyring (message text, link previews,
+ * webhooks, responses stored under idempotency keys), read and rewritten by key id. Each row's id is the id bound into its ciphertext. Committed as
  * generated/sql/messaging.sql.
  */
 import type { Knex } from 'knex';
@@ -9,14 +9,18 @@ import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
 
 const AREA = 'messaging';
 
-/** The tables sealed with the message keyring (a webhook's URL and secrets too: server/features/webhooks/). */
-export const SEALED = ['messages', 'linkPreviews', 'webhooks'] as const;
+/**
+ * The tables sealed with the message keyring (a webhook's URL and secrets too: server/features/webhooks/;
+ * responses stored under idempotency keys: server/idempotency/).
+ */
+export const SEALED = ['messages', 'linkPreviews', 'webhooks', 'idempotencyKeys'] as const;
 export type SealedTable = (typeof SEALED)[number];
 
 const PLACES: Record<SealedTable, { table: string; column: string }> = {
   messages: { table: 'messaging_messages', column: 'content_enc' },
   linkPreviews: { table: 'messaging_link_previews', column: 'data_enc' },
   webhooks: { table: 'webhooks', column: 'secrets_enc' },
+  idempotencyKeys: { table: 'idempotency_keys', column: 'response_enc' },
 };
 const TABLES = Object.values(PLACES).map((p) => p.table);
 const COLUMNS = Object.values(PLACES).map((p) => p.column);

@@ -1,0 +1,116 @@
+/** The SQL of idempotency keys (generated/sql/idempotency.sql). */
+import type { Knex } from 'knex';
+import { sql } from '../db/sql.ts';
+import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+
+const AREA = 'idempotency';
+
+/** Which use of a key: the account, the operation and the key as sent. */
+export interface KeyScope {
+  userId: string;
+  operation: string;
+  key: string;
+}
+
+export interface StoredRow {
+  id: string;
+  fingerprint: Uint8Array;
+  key_id: string;
+  response_enc: Uint8Array;
+}
+
+// The key comes last, so the name is unambiguous whatever characters it holds.
+const lockName = (s: KeyScope) => `idempotency ${s.userId} ${s.operation} ${s.key}`;
+
+/**
+ * Takes the key's transaction-scoped lock if no other transaction holds it (`locked` false: a
+ * request with this key is in flight), and reads the live response stored under the key, if any.
+ * The read's snapshot may predate a holder that commits just before the lock is taken; store()
+ * finds that one instead of overwriting it.
+ */
+const claim = statement<KeyScope & { now: number }, Partial<StoredRow> & { locked: boolean }>({
+  name: 'idempotency_claim',
+  area: AREA,
+  variants: { 'a key': { userId: EXAMPLE_UUID, operation: 'op', key: 'k', now: 0 } },
+  build: (s) => sql`select pg_try_advisory_xact_lock(hashtextextended(${lockName(s)}, 0)) as locked,
+      r.id, r.fingerprint, r.key_id, r.response_enc
+    from (select 1) as one
+    left join idempotency_keys r
+      on r.user_id = ${s.userId} and r.operation = ${s.operation} and r.idem_key = ${s.key} and r.expires_at > ${s.now}::bigint`,
+});
+
+/** The live response stored under a key, if any. */
+const find = statement<KeyScope & { now: number }, StoredRow>({
+  name: 'idempotency_find',
+  area: AREA,
+  variants: { 'a key': { userId: EXAMPLE_UUID, operation: 'op', key: 'k', now: 0 } },
+  build: (s) => sql`select id, fingerprint, key_id, response_enc from idempotency_keys
+    where user_id = ${s.userId} and operation = ${s.operation} and idem_key = ${s.key} and expires_at > ${s.now}::bigint`,
+});
+
+interface StoreRow extends KeyScope {
+  id: string;
+  fingerprint: Buffer;
+  keyId: string;
+  response: Buffer;
+  now: number;
+  expiresAt: number;
+}
+
+/** Stores a response under a key unless a live one is there already (then nothing is returned). */
+const store = statement<StoreRow, { id: string }>({
+  name: 'idempotency_store',
+  area: AREA,
+  variants: {
+    'a response': {
+      userId: EXAMPLE_UUID,
+      operation: 'op',
+      key: 'k',
+      id: EXAMPLE_UUID,
+      fingerprint: Buffer.alloc(0),
+      keyId: 'k',
+      response: Buffer.alloc(0),
+      now: 0,
+      expiresAt: 0,
+    },
+  },
+  build: (r) => sql`insert into idempotency_keys
+      (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    values (${r.id}, ${r.userId}, ${r.operation}, ${r.key}, ${r.fingerprint}, ${r.keyId}, ${r.response},
+      ${r.now}::bigint, ${r.expiresAt}::bigint)
+    on conflict (user_id, operation, idem_key) do update set
+      id = excluded.id, fingerprint = excluded.fingerprint, key_id = excluded.key_id,
+      response_enc = excluded.response_enc, created_at = excluded.created_at, expires_at = excluded.expires_at
+      where idempotency_keys.expires_at <= ${r.now}::bigint
+    returning id`,
+});
+
+/** Deletes expired keys (a batch at a time); how many went. */
+const prune = statement<{ now: number; size: number }, { n: number }>({
+  name: 'idempotency_prune',
+  area: AREA,
+  variants: { one: { now: 0, size: 10_000 } },
+  build: ({ now, size }) => sql`with gone as (
+      delete from idempotency_keys where id in (
+        select id from idempotency_keys where expires_at <= ${now}::bigint limit ${size}
+      ) returning 1
+    )
+    select count(*)::int as n from gone`,
+});
+
+export const idempotencyRepo = {
+  claim: async (db: Knex, scope: KeyScope, now: number) => (await claim(db, { ...scope, now }))[0]!,
+  find: async (db: Knex, scope: KeyScope, now: number): Promise<StoredRow | undefined> =>
+    (await find(db, { ...scope, now }))[0],
+  /** False when a live response is stored under the key already. */
+  store: async (db: Knex, row: StoreRow): Promise<boolean> => (await store(db, row)).length > 0,
+  /** Deletes every expired key; how many went. */
+  prune: async (db: Knex, now: number): Promise<number> => {
+    let total = 0;
+    for (;;) {
+      const n = (await prune(db, { now, size: 10_000 }))[0]?.n ?? 0;
+      total += n;
+      if (n < 10_000) return total;
+    }
+  },
+};

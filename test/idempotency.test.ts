@@ -1,0 +1,333 @@
+/**
+ * Idempotency-Key on the POSTs of /api/v1 (docs/api.md "Safe retries"): a repeated request is
+ * replayed byte for byte without running again (no second write, event or audit row), another
+ * request under the key is a 422, one still running a 409, 4xx answers are stored and 5xx are not,
+ * keys expire and are pruned, replays survive a restart, and concurrent duplicates write once.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase } from './helpers/db.ts';
+import { UNKNOWN_ID } from './helpers/fixtures.ts';
+import { PNG } from './helpers/images.ts';
+import { type LoopbackServer, startLoopbackServer } from './helpers/imageServer.ts';
+import { bearer, TestServer, type TestUser, useServer } from './helpers/server.ts';
+
+let offset = 0;
+const HOUR = 3_600_000;
+const server = useServer({ clock: () => Date.now() + offset, env: { FETCH_ALLOW_PRIVATE: 'true' } });
+const onPostgres = process.env.DATABASE_URL !== undefined;
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+async function post(
+  user: TestUser,
+  path: string,
+  body: unknown,
+  key: string | undefined,
+  at: TestServer = server,
+): Promise<Answer> {
+  const res = await at.fetch(path, {
+    method: 'POST',
+    headers: {
+      ...bearer(user.apiKey),
+      'Content-Type': 'application/json',
+      ...(key === undefined ? {} : { 'Idempotency-Key': key }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+const db = () => server.runtime.deps.db.knex;
+
+async function membersNamed(user: TestUser, name: string): Promise<number> {
+  const { data } = await user.api.GET('/api/v1/members');
+  return data!.filter((m) => m.name === name).length;
+}
+
+async function countRows(table: 'events' | 'audit_events', userId: string, like: string): Promise<number> {
+  const column = table === 'events' ? 'type' : 'action';
+  const owner = table === 'events' ? 'account_id' : 'user_id';
+  const row = await db()(table).where(owner, userId).andWhere(column, like).count<{ n: string }[]>({ n: '*' });
+  return Number(row[0]!.n);
+}
+
+describe('Idempotency-Key', () => {
+  it('without a key, every POST runs (unchanged behaviour)', async () => {
+    const user = await server.user();
+    const first = await post(user, '/api/v1/members', { name: 'Twice' }, undefined);
+    const second = await post(user, '/api/v1/members', { name: 'Twice' }, undefined);
+    expect([first.status, second.status]).toEqual([201, 201]);
+    expect(first.text).not.toBe(second.text);
+    expect(second.headers.get('idempotent-replayed')).toBeNull();
+    expect(await membersNamed(user, 'Twice')).toBe(2);
+  });
+
+  it('replays the first response byte for byte, without a second write or event', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const first = await post(user, '/api/v1/members', { name: 'Once' }, key);
+    expect(first.status).toBe(201);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    const again = await post(user, '/api/v1/members', { name: 'Once' }, key);
+    expect(again.status).toBe(201);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
+    expect(again.headers.get('content-length')).toBe(first.headers.get('content-length'));
+    expect(await membersNamed(user, 'Once')).toBe(1);
+    expect(await countRows('events', user.userId, 'member.created')).toBe(1);
+  });
+
+  it('replays the headers a client relies on (Location of a 202) and an empty 204, with no second audit row or event', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const first = await post(user, '/api/v1/exports', undefined, key);
+    expect(first.status).toBe(202);
+    const again = await post(user, '/api/v1/exports', undefined, key);
+    expect(again.status).toBe(202);
+    expect(again.headers.get('location')).toBe(first.headers.get('location'));
+    expect(again.text).toBe(first.text);
+    const { data: exports } = await user.api.GET('/api/v1/exports');
+    expect(exports!.items).toHaveLength(1);
+    expect(await countRows('audit_events', user.userId, 'export.create')).toBe(1);
+
+    const member = JSON.parse((await post(user, '/api/v1/members', { name: 'Trashed' }, undefined)).text).id;
+    await user.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: member } } });
+    const restoreKey = randomUUID();
+    const restored = await post(user, `/api/v1/members/${member}/restore`, undefined, restoreKey);
+    expect(restored.status).toBe(204);
+    const replayed = await post(user, `/api/v1/members/${member}/restore`, undefined, restoreKey);
+    expect(replayed.status).toBe(204);
+    expect(replayed.text).toBe('');
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(await countRows('events', user.userId, 'member.restored')).toBe(1);
+  });
+
+  it('refuses the key for another request to the operation (body, path or query) with 422', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    expect((await post(user, '/api/v1/members', { name: 'A' }, key)).status).toBe(201);
+    const other = await post(user, '/api/v1/members', { name: 'B' }, key);
+    expect(other.status).toBe(422);
+    expect(JSON.parse(other.text)).toEqual({
+      code: 'IDEMPOTENCY_KEY_MISMATCH',
+      message: 'This Idempotency-Key was already used for a different request to this operation',
+    });
+    // The same JSON written differently is another request: the fingerprint is of the bytes.
+    const spaced = await server.fetch('/api/v1/members', {
+      method: 'POST',
+      headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': key },
+      body: '{ "name": "A" }',
+    });
+    expect(spaced.status).toBe(422);
+    expect(await membersNamed(user, 'B')).toBe(0);
+
+    const [m1, m2] = await Promise.all(
+      ['M1', 'M2'].map(async (name) => JSON.parse((await post(user, '/api/v1/members', { name }, undefined)).text).id),
+    );
+    await user.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m1 } } });
+    await user.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: m2 } } });
+    const restoreKey = randomUUID();
+    expect((await post(user, `/api/v1/members/${m1}/restore`, undefined, restoreKey)).status).toBe(204);
+    expect((await post(user, `/api/v1/members/${m2}/restore`, undefined, restoreKey)).status).toBe(422);
+
+    const importKey = randomUUID();
+    const dry = await server.fetch('/api/v1/imports?source=pluralkit&dryRun=true', {
+      method: 'POST',
+      headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': importKey },
+      body: '{"version":2,"members":[]}',
+    });
+    expect(dry.status).toBe(202);
+    const wet = await server.fetch('/api/v1/imports?source=pluralkit&dryRun=false', {
+      method: 'POST',
+      headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': importKey },
+      body: '{"version":2,"members":[]}',
+    });
+    expect(wet.status).toBe(422);
+  });
+
+  it('scopes a key to the account and the operation', async () => {
+    const [a, b] = [await server.user(), await server.user()];
+    const key = randomUUID();
+    expect((await post(a, '/api/v1/members', { name: 'Shared key' }, key)).status).toBe(201);
+    expect((await post(b, '/api/v1/members', { name: 'Shared key' }, key)).status).toBe(201);
+    expect((await post(a, '/api/v1/groups', { name: 'Shared key' }, key)).status).toBe(201);
+    expect(await membersNamed(a, 'Shared key')).toBe(1);
+    expect(await membersNamed(b, 'Shared key')).toBe(1);
+  });
+
+  it('stores a 4xx the handler answers, but not a contract 400 (nothing ran) or a 5xx', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const body = { content: 'linked', memberIds: [UNKNOWN_ID] };
+    const refused = await post(user, '/api/v1/entries', body, key);
+    expect(refused.status).toBe(400);
+    const again = await post(user, '/api/v1/entries', body, key);
+    expect(again.status).toBe(400);
+    expect(again.text).toBe(refused.text);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+
+    const invalidKey = randomUUID();
+    expect((await post(user, '/api/v1/members', { name: 123 }, invalidKey)).status).toBe(400);
+    expect((await post(user, '/api/v1/members', { name: 'Valid now' }, invalidKey)).status).toBe(201);
+
+    // No object storage: a note with an external image is a 503, not stored, so the key is free.
+    const bare = await new TestServer().start({ env: { OBJECT_STORAGE: 'none', FETCH_ALLOW_PRIVATE: 'true' } });
+    try {
+      const other = await bare.user();
+      const unavailableKey = randomUUID();
+      const image = { content: '![x](http://127.0.0.1:9/x.png)' };
+      expect((await post(other, '/api/v1/entries', image, unavailableKey, bare)).status).toBe(503);
+      expect((await post(other, '/api/v1/entries', { content: 'plain' }, unavailableKey, bare)).status).toBe(201);
+    } finally {
+      await bare.close();
+    }
+  });
+
+  it('refuses a key that is empty, longer than 255 characters or not printable ASCII (400)', async () => {
+    const user = await server.user();
+    for (const key of ['', 'k'.repeat(256), 'tab\tkey']) {
+      const res = await post(user, '/api/v1/members', { name: 'Bad key' }, key);
+      expect(res.status, JSON.stringify(key)).toBe(400);
+      expect(JSON.parse(res.text).code).toBe('BAD_REQUEST');
+    }
+    expect((await post(user, '/api/v1/members', { name: 'Long key' }, 'k'.repeat(255))).status).toBe(201);
+    expect(await membersNamed(user, 'Bad key')).toBe(0);
+  });
+
+  it('lets the typed client send a key (a declared header parameter)', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const send = () =>
+      user.api.POST('/api/v1/members', { params: { header: { 'Idempotency-Key': key } }, body: { name: 'Typed' } });
+    const first = await send();
+    const again = await send();
+    expect(again.data).toEqual(first.data);
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  it('keeps the stored response sealed at rest (a webhook secret is not in the table)', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const body = { url: 'https://hooks.example.com/in', types: ['member.created'] };
+    const created = await post(user, '/api/v1/webhooks', body, key);
+    expect(created.status).toBe(201);
+    const { secret } = JSON.parse(created.text) as { secret: string };
+    const replayed = await post(user, '/api/v1/webhooks', body, key);
+    expect(JSON.parse(replayed.text).secret).toBe(secret);
+    const rows = await db()('idempotency_keys').where({ user_id: user.userId }).select('response_enc');
+    expect(rows).toHaveLength(1);
+    const stored = Buffer.from(rows[0].response_enc as Uint8Array);
+    expect(stored.includes(Buffer.from(secret))).toBe(false);
+    expect(stored.includes(Buffer.from('hooks.example.com'))).toBe(false);
+  });
+
+  it('expires keys after IDEMPOTENCY_TTL_HOURS (the key is free again) and prunes them', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    expect((await post(user, '/api/v1/members', { name: 'Before' }, key)).status).toBe(201);
+    offset += 24 * HOUR - 60_000;
+    expect((await post(user, '/api/v1/members', { name: 'Other' }, key)).status).toBe(422);
+    offset += 120_000;
+    expect((await post(user, '/api/v1/members', { name: 'After' }, key)).status).toBe(201);
+    expect(await membersNamed(user, 'After')).toBe(1);
+    const old = randomUUID();
+    expect((await post(user, '/api/v1/groups', { name: 'Old' }, old)).status).toBe(201);
+    offset += 25 * HOUR;
+    await server.runtime.jobs.enqueue(db(), 'idempotency_prune', {});
+    await server.runtime.jobs.runDue();
+    const left = await db()('idempotency_keys').where({ user_id: user.userId }).count<{ n: string }[]>({ n: '*' });
+    expect(Number(left[0]!.n)).toBe(0);
+  });
+
+  it('creates exactly one entity when 20 requests with one key arrive at once', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => post(user, '/api/v1/members', { name: 'Concurrent' }, key)),
+    );
+    const created = answers.filter((a) => a.status === 201);
+    const inFlight = answers.filter((a) => a.status === 409);
+    expect(created.length + inFlight.length).toBe(20);
+    expect(created.length).toBeGreaterThan(0);
+    expect(new Set(created.map((a) => a.text)).size).toBe(1);
+    for (const a of inFlight) expect(a.headers.get('retry-after')).toBe('1');
+    expect(created.filter((a) => a.headers.get('idempotent-replayed') === null)).toHaveLength(1);
+    expect(await membersNamed(user, 'Concurrent')).toBe(1);
+    expect(await countRows('events', user.userId, 'member.created')).toBe(1);
+  });
+
+  describe('while the first request is still running', () => {
+    let images: LoopbackServer;
+    beforeAll(async () => {
+      images = await startLoopbackServer({}, { '/slow/': { type: 'image/png', body: PNG, delayMs: 1500 } });
+    });
+    afterAll(() => images.close());
+
+    it(
+      onPostgres
+        ? 'answers a second request with 409 and Retry-After: 1'
+        : 'makes a second request wait for it on the embedded database, then replays it',
+      async () => {
+        const user = await server.user();
+        const key = randomUUID();
+        const body = { content: `![slow](${images.url('/slow/a.png')})` };
+        const first = post(user, '/api/v1/entries', body, key);
+        for (let i = 0; i < 200 && images.hits.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        expect(images.hits.length).toBeGreaterThan(0);
+        const second = await post(user, '/api/v1/entries', body, key);
+        const done = await first;
+        expect(done.status).toBe(201);
+        if (onPostgres) {
+          expect(second.status).toBe(409);
+          expect(second.headers.get('retry-after')).toBe('1');
+          expect(JSON.parse(second.text)).toEqual({
+            code: 'CONFLICT',
+            message: 'A request with this Idempotency-Key is still being processed; retry after 1 s',
+          });
+        } else {
+          expect(second.status).toBe(201);
+          expect(second.headers.get('idempotent-replayed')).toBe('true');
+        }
+        expect(second.text === done.text).toBe(!onPostgres);
+        const third = await post(user, '/api/v1/entries', body, key);
+        expect(third.text).toBe(done.text);
+        const { data } = await user.api.GET('/api/v1/entries');
+        expect(data).toHaveLength(1);
+      },
+    );
+  });
+
+  it('replays after a restart of the server', async () => {
+    const database = await createTestDatabase();
+    let first: TestServer | undefined = await new TestServer().start({
+      databaseUrl: database.databaseUrl,
+      embeddedTemplate: database.embeddedTemplate,
+    });
+    let second: TestServer | undefined;
+    try {
+      const user = await first.user();
+      const key = randomUUID();
+      const created = await post(user, '/api/v1/members', { name: 'Durable' }, key, first);
+      expect(created.status).toBe(201);
+      // The embedded database lives in memory here: the restarted server starts from its files.
+      const dump = await first.deps.db.dumpEmbedded?.();
+      await first.close();
+      first = undefined;
+      second = await new TestServer().start({ databaseUrl: database.databaseUrl, embeddedTemplate: dump });
+      const replayed = await post(user, '/api/v1/members', { name: 'Durable' }, key, second);
+      expect(replayed.status).toBe(201);
+      expect(replayed.text).toBe(created.text);
+      expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    } finally {
+      await first?.close();
+      await second?.close();
+      await database.drop();
+    }
+  });
+});
