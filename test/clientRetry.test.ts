@@ -10,6 +10,7 @@ interface Seen {
   path: string;
   body: string;
   authorization: string | undefined;
+  idempotencyKey: string | undefined;
   at: number;
 }
 
@@ -43,6 +44,7 @@ beforeAll(async () => {
       path: req.url!,
       body,
       authorization: req.headers.authorization,
+      idempotencyKey: req.headers['idempotency-key'] as string | undefined,
       at: performance.now(),
     });
     const next = script.shift() ?? { status: 200, body: { ok: true } };
@@ -81,7 +83,7 @@ describe('retryingFetch', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ ok: true });
     expect(seen.map((s) => s.method)).toEqual(['GET', 'GET']);
-    expect(events.map((e) => [e.attempt, e.delayMs, e.response.status])).toEqual([[1, 1000, 429]]);
+    expect(events.map((e) => [e.attempt, e.delayMs, e.response?.status])).toEqual([[1, 1000, 429]]);
     // Timers may fire a hair early against performance.now(); a missing wait would be ~0 ms.
     expect(seen[1]!.at - seen[0]!.at).toBeGreaterThanOrEqual(990);
   });
@@ -120,26 +122,85 @@ describe('retryingFetch', () => {
     expect(seen).toHaveLength(3);
   });
 
-  it('does not retry POST by default, on 429 or on 503', async () => {
-    script = [limited('1'), unavailable];
+  it('retries POST with one Idempotency-Key on every attempt (a new UUID per request)', async () => {
+    script = [unavailable, limited('0')];
     const fetch = retryingFetch({ baseDelayMs: 10 });
-    const first = await fetch(`${baseUrl}/things`, { method: 'POST', body: '{}' });
-    expect(first.status).toBe(429);
-    expect(first.headers.get('Retry-After')).toBe('1');
-    const second = await fetch(`${baseUrl}/things`, { method: 'POST', body: '{}' });
-    expect(second.status).toBe(503);
-    expect(seen.map((s) => s.method)).toEqual(['POST', 'POST']);
-  });
-
-  it('retries POST when the caller lists it', async () => {
-    script = [unavailable];
-    const fetch = retryingFetch({ baseDelayMs: 10, methods: ['POST'] });
     const res = await fetch(`${baseUrl}/things`, { method: 'POST', body: '{"a":1}' });
     expect(res.status).toBe(200);
     expect(seen.map((s) => [s.method, s.body])).toEqual([
       ['POST', '{"a":1}'],
       ['POST', '{"a":1}'],
+      ['POST', '{"a":1}'],
     ]);
+    const [key] = seen.map((s) => s.idempotencyKey);
+    expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(seen.every((s) => s.idempotencyKey === key)).toBe(true);
+    await fetch(`${baseUrl}/things`, { method: 'POST', body: '{"a":1}' });
+    expect(seen[3]!.idempotencyKey).not.toBe(key);
+  });
+
+  it("keeps the caller's Idempotency-Key, and sends none on other methods", async () => {
+    script = [unavailable];
+    const fetch = retryingFetch({ baseDelayMs: 10 });
+    await fetch(`${baseUrl}/things`, { method: 'POST', body: '{}', headers: { 'Idempotency-Key': 'mine-1' } });
+    await fetch(`${baseUrl}/things`, { method: 'PUT', body: '{}' });
+    expect(seen.map((s) => [s.method, s.idempotencyKey])).toEqual([
+      ['POST', 'mine-1'],
+      ['POST', 'mine-1'],
+      ['PUT', undefined],
+    ]);
+  });
+
+  it('retries a keyed POST after the in-flight 409 (its Retry-After) and after a network error', async () => {
+    script = [
+      { status: 409, headers: { 'Retry-After': '0' }, body: { code: 'CONFLICT', message: 'still being processed' } },
+    ];
+    const fetch = retryingFetch({ baseDelayMs: 10 });
+    expect((await fetch(`${baseUrl}/things`, { method: 'POST', body: '{}' })).status).toBe(200);
+    expect(seen).toHaveLength(2);
+
+    // A 409 without Retry-After is a real conflict: returned as it is.
+    script = [{ status: 409, body: { code: 'CONFLICT', message: 'taken' } }];
+    expect((await fetch(`${baseUrl}/things`, { method: 'POST', body: '{}' })).status).toBe(409);
+    expect(seen).toHaveLength(3);
+
+    let failures = 1;
+    const events: RetryEvent[] = [];
+    const flaky: typeof globalThis.fetch = (input, init) => {
+      if (failures-- > 0) return Promise.reject(new TypeError('fetch failed'));
+      return globalThis.fetch(input, init);
+    };
+    const retried = retryingFetch({ baseDelayMs: 10, fetch: flaky, onRetry: (e) => events.push(e) });
+    expect((await retried(`${baseUrl}/things`, { method: 'POST', body: '{"n":1}' })).status).toBe(200);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.response).toBeUndefined();
+    expect(String(events[0]!.error)).toContain('fetch failed');
+    // Without a key, a network error is not retried: the write may have happened.
+    failures = 1;
+    const unkeyed = retryingFetch({ baseDelayMs: 10, fetch: flaky, idempotencyKeys: false, methods: ['POST'] });
+    await expect(unkeyed(`${baseUrl}/things`, { method: 'POST', body: '{}' })).rejects.toThrow('fetch failed');
+  });
+
+  it('with idempotencyKeys: false, sends POST once and without a key, unless the caller lists it', async () => {
+    script = [limited('1'), unavailable, unavailable];
+    const once = retryingFetch({ baseDelayMs: 10, idempotencyKeys: false });
+    expect((await once(`${baseUrl}/things`, { method: 'POST', body: '{}' })).status).toBe(429);
+    expect((await once(`${baseUrl}/things`, { method: 'POST', body: '{}' })).status).toBe(503);
+    const listed = retryingFetch({ baseDelayMs: 10, idempotencyKeys: false, methods: ['POST'] });
+    expect((await listed(`${baseUrl}/things`, { method: 'POST', body: '{"a":1}' })).status).toBe(200);
+    expect(seen.map((s) => [s.method, s.idempotencyKey])).toEqual([
+      ['POST', undefined],
+      ['POST', undefined],
+      ['POST', undefined],
+      ['POST', undefined],
+    ]);
+  });
+
+  it('does not retry PATCH', async () => {
+    script = [unavailable];
+    const res = await retryingFetch({ baseDelayMs: 10 })(`${baseUrl}/things`, { method: 'PATCH', body: '{}' });
+    expect(res.status).toBe(503);
+    expect(seen).toHaveLength(1);
   });
 
   it('returns a 429 at once when its Retry-After is longer than maxDelayMs', async () => {

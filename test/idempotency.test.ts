@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiClient, retryingFetch } from '../client/index.ts';
 import { createTestDatabase } from './helpers/db.ts';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
@@ -209,6 +210,28 @@ describe('Idempotency-Key', () => {
     const again = await send();
     expect(again.data).toEqual(first.data);
     expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  it("the typed client's retryingFetch: a response lost on the way is retried and replayed, one member made", async () => {
+    const user = await server.user();
+    let lost = 1;
+    // The server answers, but the first answer never reaches the caller (a dropped mobile connection).
+    const dropping: typeof globalThis.fetch = async (input, init) => {
+      const res = await globalThis.fetch(input, init);
+      if (lost-- > 0) throw new TypeError('fetch failed');
+      return res;
+    };
+    const api = createApiClient({
+      baseUrl: server.baseUrl,
+      apiKey: user.apiKey,
+      fetch: retryingFetch({ baseDelayMs: 10, fetch: dropping }),
+    });
+    const { data, response } = await api.POST('/api/v1/members', { body: { name: 'Retried' } });
+    expect(response.status).toBe(201);
+    expect(response.headers.get('idempotent-replayed')).toBe('true');
+    expect(await membersNamed(user, 'Retried')).toBe(1);
+    const { data: members } = await user.api.GET('/api/v1/members');
+    expect(members!.find((m) => m.name === 'Retried')!._id).toBe(data!.id);
   });
 
   it('keeps the stored response sealed at rest (a webhook secret is not in the table)', async () => {
