@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios]
+ * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios] [-- --idempotency-pair]
  *
  * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
  * drops its own database. Seeds through SQL, starts the real server (request validation,
@@ -10,14 +10,15 @@
  * (32 connections, warm-up, fixed duration): each read scenario as an A B B A pair, full /
  * independent, with CPU per request (server process plus its PostgreSQL backends).
  * `--check-only` stops after the body check; `--friend-ratios` measures only the five friend /
- * owner req/s pairs after it and prints them; `--with-bare` adds full / bare pairs (the old baseline:
+ * owner req/s pairs after it and prints them; `--idempotency-pair` likewise the CPU per request of
+ * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--with-bare` adds full / bare pairs (the old baseline:
  * the server's own services without the HTTP pipeline, so the pipeline's share of the gap).
  * A full run then measures the read scenarios and paired targets on the embedded database too
  * (PGlite, a medium account, no thresholds); `--smoke --embedded` adds that part to a smoke run.
  * Writes bench/results/<date>.md and .json (smoke runs go to bench/tmp/).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -53,6 +54,8 @@ const { values } = parseArgs({
     embedded: { type: 'boolean' },
     /** Only the five friend / owner req/s pairs (issue 13), printed; no results file. */
     'friend-ratios': { type: 'boolean' },
+    /** Only the CPU pair of POST /entries with and without an Idempotency-Key (issue 29), printed; no results file. */
+    'idempotency-pair': { type: 'boolean' },
   },
 });
 const smoke = values.smoke ?? false;
@@ -242,13 +245,19 @@ interface PairSide {
   scenario: Scenario;
 }
 
+type PairMetric = 'p50' | 'rps' | 'cpu';
+const UNIT: Record<PairMetric, string> = { p50: 'ms', rps: 'req/s', cpu: 'CPU ms/req' };
+
 interface PairResult {
   target: string;
   limit: number;
   a: string;
   b: string;
-  /** What the ratio compares: latency (B p50 / A p50, lower is better) or throughput (B req/s / A req/s, higher is better). */
-  metric: 'p50' | 'rps';
+  /**
+   * What the ratio compares: latency (B p50 / A p50, lower is better), throughput (B req/s / A req/s,
+   * higher is better) or cost (B / A CPU ms per request, server process and PostgreSQL, lower is better).
+   */
+  metric: PairMetric;
   /** The metric of each run, in the order A, B, B, A. */
   runs: number[];
   aValue: number;
@@ -261,24 +270,34 @@ interface PairResult {
  * or of two (full vs independent). Measured apart, a 2-core machine's drift (other processes,
  * autovacuum, CPU steal) shows up in the ratio, so the two sides run back to back in the order
  * A B B A (half the duration each), which cancels a drift that is linear in time; each side's
- * value (p50 or req/s, per metric) is the mean of its two runs.
+ * value (p50 or req/s, per metric) is the mean of its two runs; CPU per request is over both runs.
+ * Both sides of a `cpu` pair are the full server.
  */
-async function paired(
-  name: string,
-  metric: 'p50' | 'rps',
-  limit: number,
-  a: PairSide,
-  b: PairSide,
-): Promise<PairResult> {
+async function paired(name: string, metric: PairMetric, limit: number, a: PairSide, b: PairSide): Promise<PairResult> {
   await warmUp(a.proc, a.key, a.scenario);
   await warmUp(b.proc, b.key, b.scenario);
   const runs: number[] = [];
-  for (const side of [a, b, b, a]) {
+  const cost = { a: { ms: 0, requests: 0 }, b: { ms: 0, requests: 0 } };
+  for (const [which, side] of [
+    ['a', a],
+    ['b', b],
+    ['b', b],
+    ['a', a],
+  ] as const) {
+    if (metric === 'cpu') {
+      const { result: r, cpu } = await meter.measure(side.proc.child.pid!, APP.full, () =>
+        load(side.proc, side.key, side.scenario, half),
+      );
+      cost[which].ms += cpu.serverMs + cpu.databaseMs;
+      cost[which].requests += r.requests.total;
+      runs.push(Number(((cpu.serverMs + cpu.databaseMs) / Math.max(1, r.requests.total)).toFixed(3)));
+      continue;
+    }
     const r = await load(side.proc, side.key, side.scenario, half);
     runs.push(metric === 'p50' ? r.latency.p50 : Math.round(r.requests.average));
   }
-  const aValue = (runs[0]! + runs[3]!) / 2;
-  const bValue = (runs[1]! + runs[2]!) / 2;
+  const aValue = metric === 'cpu' ? cost.a.ms / Math.max(1, cost.a.requests) : (runs[0]! + runs[3]!) / 2;
+  const bValue = metric === 'cpu' ? cost.b.ms / Math.max(1, cost.b.requests) : (runs[1]! + runs[2]!) / 2;
   const result: PairResult = {
     target: name,
     limit,
@@ -290,9 +309,9 @@ async function paired(
     bValue,
     ratio: bValue / aValue,
   };
-  const unit = metric === 'p50' ? 'ms' : 'req/s';
+  const unit = UNIT[metric];
   log(
-    `${name}: ${b.label} ${bValue.toFixed(1)} / ${a.label} ${aValue.toFixed(1)} ${unit} = ${result.ratio.toFixed(2)}× (runs ${runs.join(', ')} ${unit})`,
+    `${name}: ${b.label} ${bValue.toFixed(2)} / ${a.label} ${aValue.toFixed(2)} ${unit} = ${result.ratio.toFixed(2)}× (runs ${runs.join(', ')} ${unit})`,
   );
   return result;
 }
@@ -387,6 +406,16 @@ async function baselinePair(full: Target, reference: Target, key: string, s: Sce
   return pair;
 }
 
+/** POST /entries with and without an Idempotency-Key, side by side: what the key costs in CPU. */
+const idempotencyPair = (large: (id: string) => PairSide) =>
+  paired(
+    'scenario 5k: POST /entries with an Idempotency-Key ≤ 1.15× the CPU per request without',
+    'cpu',
+    1.15,
+    large('5'),
+    large('5k'),
+  );
+
 function scenarios(account: SeededAccount, deep: { startedAt: number; id: string }): Scenario[] {
   const pick = () => account.frontPool[Math.floor(Math.random() * account.frontPool.length)]!;
   return [
@@ -405,6 +434,23 @@ function scenarios(account: SeededAccount, deep: { startedAt: number; id: string
       method: 'POST',
       path: '/api/v1/entries',
       body: () => JSON.stringify({ title: 'Bench', content: 'Written by the bench.', memberIds: [pick()] }),
+    },
+    {
+      id: '5k',
+      title: 'POST /api/v1/entries with an Idempotency-Key (a new one per request)',
+      method: 'POST',
+      path: '/api/v1/entries',
+      requests: [
+        {
+          method: 'POST',
+          path: '/api/v1/entries',
+          setupRequest: (req) => ({
+            ...req,
+            headers: { ...req.headers, 'idempotency-key': randomUUID() },
+            body: JSON.stringify({ title: 'Bench', content: 'Written by the bench.', memberIds: [pick()] }),
+          }),
+        },
+      ],
     },
     {
       id: '6',
@@ -905,6 +951,13 @@ async function main() {
       key: seeded.small.apiKey,
       scenario: growth.get(id)!,
     });
+    if (values['idempotency-pair']) {
+      // A developer's loop (issue 29): the CPU cost of an Idempotency-Key on POST /entries, printed, no report.
+      const p = await idempotencyPair(large);
+      log(`${p.ratio <= p.limit ? 'met' : 'NOT met'}: ${p.target}: ${p.ratio.toFixed(2)}×`);
+      await db.close();
+      return;
+    }
     if (values['friend-ratios']) {
       // A developer’s loop (issue 13): the five friend/owner req/s pairs only, printed, no report.
       for (const p of await areaPairs(full.proc, areaList, large, small, true))
@@ -926,6 +979,7 @@ async function main() {
         pairs.push(await paired('scenario 2: large p50 ≤ 1.3× small', 'p50', 1.3, small('2'), large('2')));
         pairs.push(await paired('scenario 4a: large p50 ≤ 1.3× small', 'p50', 1.3, small('4a'), large('4a')));
         pairs.push(...(await areaPairs(full.proc, areaList, large, small)));
+        pairs.push(await idempotencyPair(large));
       }
       // The smoke run (CI, under 2 minutes) measures the reads in the pairs only.
       if (smoke && isRead(s)) continue;
@@ -1042,11 +1096,10 @@ function report(
     });
   }
   for (const p of pairs) {
-    const unit = p.metric === 'p50' ? 'ms' : 'req/s';
     checks.push({
       target: p.target,
-      value: `${p.ratio.toFixed(2)}× (paired: ${p.bValue.toFixed(1)} / ${p.aValue.toFixed(1)} ${unit})`,
-      pass: p.metric === 'p50' ? p.ratio <= p.limit : p.ratio >= p.limit,
+      value: `${p.ratio.toFixed(2)}× (paired: ${p.bValue.toFixed(2)} / ${p.aValue.toFixed(2)} ${UNIT[p.metric]})`,
+      pass: p.metric === 'rps' ? p.ratio >= p.limit : p.ratio <= p.limit,
     });
   }
   const peak = Math.max(...results.filter((r) => r.target === 'full').map((r) => r.peakRssMb));
@@ -1118,7 +1171,7 @@ function report(
     '|---|---|---|---|',
     ...pairs.map(
       (p) =>
-        `| ${p.target} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ${p.metric === 'p50' ? 'ms (p50)' : 'req/s'} | ${p.ratio.toFixed(2)}× |`,
+        `| ${p.target} | ${p.b} / ${p.a} | ${p.runs.join(', ')} ${p.metric === 'p50' ? 'ms (p50)' : UNIT[p.metric]} | ${p.ratio.toFixed(2)}× |`,
     ),
   ].join('\n');
   const targets = [
