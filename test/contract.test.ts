@@ -129,6 +129,42 @@ describe('contract conventions', () => {
         expect(op.declaredStatuses, `${op.operationId} ${status}`).toContain(status);
   });
 
+  it('takes an Idempotency-Key on every POST of /api/v1 and declares its 409 (with Retry-After) and 422', () => {
+    const posts = index.operations.filter((o) => o.method === 'POST' && o.path.startsWith('/api/v1/'));
+    expect(posts.length).toBeGreaterThan(60);
+    const components = spec.components as { responses: Record<string, Response> };
+    type Response = { $ref?: string; headers?: Record<string, unknown>; content?: Record<string, unknown> };
+    const deref = (r: Response): Response => (r.$ref ? components.responses[r.$ref.split('/').pop()!]! : r);
+    for (const op of posts) {
+      const raw = (
+        spec.paths[op.path] as Record<
+          string,
+          { parameters?: Array<{ $ref?: string }>; responses: Record<string, Response> }
+        >
+      ).post!;
+      expect(
+        raw.parameters?.map((p) => p.$ref),
+        op.operationId,
+      ).toContain('#/components/parameters/IdempotencyKey');
+      const conflict = deref(raw.responses['409']!);
+      expect(conflict.headers, `${op.operationId} 409`).toHaveProperty('Retry-After');
+      expect(JSON.stringify(conflict.content), `${op.operationId} 409`).toContain(
+        'Idempotency-Key is still being processed',
+      );
+      expect(JSON.stringify(deref(raw.responses['422']!).content), `${op.operationId} 422`).toContain(
+        'IDEMPOTENCY_KEY_MISMATCH',
+      );
+    }
+    for (const op of index.operations.filter((o) => o.method !== 'POST' || !o.path.startsWith('/api/v1/'))) {
+      const raw = (spec.paths[op.path] as Record<string, { parameters?: Array<{ $ref?: string }> }>)[
+        op.method.toLowerCase()
+      ]!;
+      expect(raw.parameters?.map((p) => p.$ref) ?? [], op.operationId).not.toContain(
+        '#/components/parameters/IdempotencyKey',
+      );
+    }
+  });
+
   it('lets only GET /api/v1/me and the event stream be called without a scope', () => {
     // The stream filters each event by its area's scope instead (docs/events.md).
     expect(anyKeyOps.map((o) => o.operationId).sort()).toEqual(['getMe', 'streamEvents']);

@@ -6,7 +6,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Knex } from 'knex';
 import { createApiClient, retryingFetch } from '../client/index.ts';
+import { inTransaction, RequestTransaction } from '../server/core/context.ts';
 import { createTestDatabase } from './helpers/db.ts';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
@@ -283,6 +285,40 @@ describe('Idempotency-Key', () => {
     expect(created.filter((a) => a.headers.get('idempotent-replayed') === null)).toHaveLength(1);
     expect(await membersNamed(user, 'Concurrent')).toBe(1);
     expect(await countRows('events', user.userId, 'member.created')).toBe(1);
+  });
+
+  it("runs a keyed request's first transaction without a savepoint, and marks it tainted when that work fails", async () => {
+    const savepoints: string[] = [];
+    const onQuery = (q: { sql: string }) => {
+      if (/^savepoint/i.test(q.sql)) savepoints.push(q.sql);
+    };
+    // One transaction at a time: the embedded database has one connection.
+    const trx = await db().transaction();
+    db().on('query', onQuery);
+    try {
+      const request = new RequestTransaction(trx);
+      await inTransaction({ db: trx as Knex }, async (tx) => expect(tx.db).toBe(trx));
+      expect(savepoints).toHaveLength(0);
+      expect(request.tainted).toBe(false);
+      // Later ones are savepoints, as in any transaction.
+      await inTransaction({ db: trx as Knex }, async (tx) => expect(tx.db).not.toBe(trx));
+      expect(savepoints).toHaveLength(1);
+    } finally {
+      db().off('query', onQuery);
+      await trx.rollback();
+    }
+    const other = await db().transaction();
+    try {
+      const failing = new RequestTransaction(other);
+      await expect(
+        inTransaction({ db: other as Knex }, async () => {
+          throw new Error('refused half-way');
+        }),
+      ).rejects.toThrow('refused half-way');
+      expect(failing.tainted).toBe(true);
+    } finally {
+      await other.rollback();
+    }
   });
 
   describe('while the first request is still running', () => {

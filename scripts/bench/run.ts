@@ -64,7 +64,7 @@ const duration = Number(values.duration ?? (smoke ? 1 : 15));
 /** Each side's share of a pair's A B B A runs, in seconds; the smoke run's half-seconds only keep the harness working. */
 const half = smoke ? duration / 2 : Math.max(1, Math.round(duration / 2));
 // The smoke run (CI) only keeps the harness working: no warm-up, whose figures it would not use anyway.
-const warmup = smoke ? 0 : 5;
+const warmup = smoke && !values['idempotency-pair'] ? 0 : 5;
 const CONNECTIONS = 32;
 const log = (m: string) => process.stdout.write(`[bench] ${m}\n`);
 

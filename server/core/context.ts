@@ -189,15 +189,39 @@ export type FriendContext = ServiceContext<FriendAccess>;
 export type InStatementFriendContext = ServiceContext<InStatementFriendAccess>;
 
 /**
+ * A request's own transaction (a POST with an Idempotency-Key, server/http/pipeline.ts): the
+ * request's first inTransaction() runs in it directly, without a savepoint. When that work fails,
+ * the transaction is `tainted` (it may hold part of the work): the request never commits it.
+ */
+export class RequestTransaction {
+  used = false;
+  tainted = false;
+  constructor(readonly trx: Knex.Transaction) {
+    requestTransactions.set(trx, this);
+  }
+}
+const requestTransactions = new WeakMap<Knex, RequestTransaction>();
+
+/**
  * Runs `work` in one transaction with a context whose `db` is that transaction, so every write,
  * audit record and enqueued job of `work` commits together or not at all. Inside a transaction
- * already, it opens a savepoint. Any context with a `db` will do (a background pass that records
- * and enqueues nothing passes `{ db }`).
+ * already, it opens a savepoint (but not the first time in a RequestTransaction). Any context with a
+ * `db` will do (a background pass that records and enqueues nothing passes `{ db }`).
  */
-export function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
+export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
   ctx: C,
   work: (tx: C & { db: Knex.Transaction }) => Promise<T>,
 ): Promise<T> {
+  const request = requestTransactions.get(ctx.db);
+  if (request && !request.used) {
+    request.used = true;
+    try {
+      return await work({ ...ctx, db: request.trx });
+    } catch (err) {
+      request.tainted = true;
+      throw err;
+    }
+  }
   return ctx.db.transaction((trx) => work({ ...ctx, db: trx }));
 }
 

@@ -26,11 +26,12 @@ import type {
   ServerContext,
   ServiceContext,
 } from '../core/context.ts';
+import { RequestTransaction } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
-import { type Claim, fingerprint, IDEMPOTENCY_KEY, type KeyScope, type StoredResponse } from '../idempotency/index.ts';
+import { type Claim, fingerprint, IDEMPOTENCY_KEY, type StoredResponse } from '../idempotency/index.ts';
 import {
   ADMIN_DISABLED_MESSAGE,
   ADMIN_UNAUTHORIZED_MESSAGE,
@@ -387,6 +388,11 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
  * A POST with an Idempotency-Key (server/idempotency/): claimed, run and its response stored in one
  * transaction, or the stored response replayed. The operation's JSON bodies are the only kind a POST
  * answers with, so the stored bytes are exactly what respond() sends.
+ *
+ * The handler's first transaction is the request's (RequestTransaction: no savepoint). When that
+ * work failed but the handler answered all the same (it caught the error), the transaction may hold
+ * part of the failed work: it is rolled back and the request runs again with savepoints (`direct`
+ * false). A refusal (4xx) rolls back whatever the handler did and is stored on its own.
  */
 async function runIdempotent(
   deps: AppDeps,
@@ -394,6 +400,7 @@ async function runIdempotent(
   res: Response,
   who: { userId: string; key: string },
   run: (db: Knex) => Promise<HandlerOutcome>,
+  direct = true,
 ): Promise<void> {
   if (!IDEMPOTENCY_KEY.test(who.key))
     throw new ApiError(400, 'BAD_REQUEST', 'Idempotency-Key must be 1 to 255 printable ASCII characters');
@@ -402,28 +409,33 @@ async function runIdempotent(
   const print = fingerprint(req.method, req.originalUrl, requestBytes(req, operation));
   const now = deps.clock();
   const trx = await deps.db.knex.transaction();
-  let answer: Claim;
   try {
-    answer = await deps.idempotency.claim(trx, scope, print, now);
+    const answer = await deps.idempotency.claim(trx, scope, print, now);
     if (answer.kind !== 'run') {
       await trx.rollback();
       return await replay(res, answer);
     }
+    const request = direct ? new RequestTransaction(trx) : undefined;
     let result: HandlerOutcome;
     try {
       result = await run(trx);
     } catch (err) {
-      // A 4xx is stored like a success; a 5xx or 429 is not (the client may retry), and neither is
-      // an error that left the transaction unusable.
+      await trx.rollback();
+      // A 4xx is stored like a success; a 5xx or 429 is not (the client may retry).
       const refused = clientError(err);
-      const stored = refused
-        ? await storeAndCommit(deps, trx, scope, print, refusal(refused), now).catch(() => null)
-        : null;
-      if (stored !== false) throw err;
+      if (!refused || (await deps.idempotency.store(deps.db.knex, scope, print, refusal(refused), now))) throw err;
       return await replay(res, await deps.idempotency.stored(deps.db.knex, scope, print, now));
     }
-    if (await storeAndCommit(deps, trx, scope, print, outcome(result), now)) return await respond(deps, res, result);
+    if (request?.tainted) {
+      await trx.rollback();
+      return await runIdempotent(deps, req, res, who, run, false);
+    }
+    if (await deps.idempotency.store(trx, scope, print, outcome(result), now)) {
+      await trx.commit();
+      return await respond(deps, res, result);
+    }
     // Another request with the key committed first: its response, not this one (rolled back).
+    await trx.rollback();
     return await replay(res, await deps.idempotency.stored(deps.db.knex, scope, print, now));
   } finally {
     if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
@@ -451,23 +463,6 @@ function refusal(err: ApiError): StoredResponse {
 function clientError(err: unknown): ApiError | undefined {
   const e = err instanceof ApiError ? err : err instanceof DomainError ? fromDomainError(err) : undefined;
   return e && e.status < 500 && e.status !== 429 ? e : undefined;
-}
-
-/** Stores the response and commits; false (rolled back) when a response was stored under the key meanwhile. */
-async function storeAndCommit(
-  deps: AppDeps,
-  trx: Knex.Transaction,
-  scope: KeyScope,
-  print: Buffer,
-  response: StoredResponse,
-  now: number,
-): Promise<boolean> {
-  if (!(await deps.idempotency.store(trx, scope, print, response, now))) {
-    await trx.rollback();
-    return false;
-  }
-  await trx.commit();
-  return true;
 }
 
 /** Answers with the stored response (byte for byte), a 409 while the key is in flight, or a 422. */

@@ -6,12 +6,13 @@
  * 1. claim(): the key's lock, held to commit, and the response stored under the key. Another
  *    transaction holding the lock means the first request is still running (409). A stored
  *    response is replayed when the request is the same (its fingerprint), else refused (422).
- * 2. The handler runs with that transaction as its database (the services' own transactions
- *    become savepoints in it).
+ * 2. The handler runs with that transaction as its database (its first transaction is this one,
+ *    later ones savepoints in it).
  * 3. store(): the response it gave, sealed, in the same transaction, then commit. A crash cannot
  *    keep the write without its response or the response without its write.
  *
- * A 5xx or 429 is not stored: the transaction rolls back and the client may retry. On the embedded
+ * A refusal (4xx) rolls the transaction back and is stored on its own: it wrote nothing. A 5xx or
+ * 429 is not stored: the transaction rolls back and the client may retry. On the embedded
  * database transactions run one after another, so a concurrent duplicate waits for the first to
  * commit and then gets its replay rather than a 409.
  */
@@ -67,20 +68,15 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Stores the response in `trx`. False when a response committed under the key in the meantime
-   * (the claim's snapshot predated it): the caller rolls back and answers with stored().
+   * Stores the response (in the write's transaction, or on its own for a refusal). False when a
+   * response committed under the key in the meantime (the claim's snapshot predated it): the
+   * caller rolls back and answers with stored().
    */
-  async store(
-    trx: Knex.Transaction,
-    scope: KeyScope,
-    print: Buffer,
-    response: StoredResponse,
-    now: number,
-  ): Promise<boolean> {
+  async store(db: Knex, scope: KeyScope, print: Buffer, response: StoredResponse, now: number): Promise<boolean> {
     const id = randomUUID();
     const value: Sealed = { s: response.status, h: response.headers, b: response.body.toString('base64') };
     const sealed = new MessageCipher(this.keys()).seal(scope.userId, id, JSON.stringify(value));
-    return idempotencyRepo.store(trx, {
+    return idempotencyRepo.store(db, {
       ...scope,
       id,
       fingerprint: print,
