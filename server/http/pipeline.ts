@@ -37,6 +37,7 @@ import {
   ApiError,
   bearerChallenge,
   fromDomainError,
+  invalidInput,
   preconditionFailed,
   unauthorized,
 } from './errors.ts';
@@ -236,7 +237,7 @@ function bodyParserError(err: { type?: string; status?: number; limit?: number }
   }
   switch (err.type) {
     case 'entity.parse.failed':
-      return new ApiError(400, 'BAD_REQUEST', 'Request body is not valid JSON');
+      return invalidInput([{ in: 'body', pointer: '', rule: 'json', message: 'Request body is not valid JSON' }]);
     case 'entity.too.large':
       return new ApiError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${err.limit} bytes`);
     case 'encoding.unsupported':
@@ -256,7 +257,8 @@ export function requireBody(): RequestHandler {
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
     if (operation.requestBodyRequired && !operation.streamsBody && req.body === undefined) {
-      throw new ApiError(400, 'BAD_REQUEST', `Request body is required (${operation.requestContentTypes.join(', ')})`);
+      const message = `Request body is required (${operation.requestContentTypes.join(', ')})`;
+      throw invalidInput([{ in: 'body', pointer: '', rule: 'required', message }]);
     }
     next();
   };
@@ -427,7 +429,7 @@ export function errorHandler(deps: AppDeps): ErrorRequestHandler {
     res
       .status(apiError.status)
       .type('application/json')
-      .send(JSON.stringify({ code: apiError.code, message: apiError.message }));
+      .send(JSON.stringify({ code: apiError.code, message: apiError.message, details: apiError.details }));
   };
 }
 
