@@ -34,6 +34,8 @@ export {
 } from './webhooks.ts';
 export type ApiClient = Client<paths>;
 export type ApiError = components['schemas']['Error'];
+/** One entry of `ApiError['details']`: a problem with the request's input and where it is. */
+export type ValidationProblem = components['schemas']['ValidationProblem'];
 
 export interface ApiClientOptions {
   /** Server origin, e.g. http://localhost:3000 (paths already carry /api/v1). */

@@ -5451,6 +5451,33 @@ export interface components {
              * @example Member not found
              */
             message: string;
+            /** @description On a 400 for invalid input, every problem found with the request (the first 100), each with where it is; `message` above describes the first. Requests refused before the contract is checked (a malformed JSON body, a NUL character, a repeated query parameter …) list the problems of that check only. Absent on other errors. */
+            details?: components["schemas"]["ValidationProblem"][];
+        };
+        /** @description One problem with a request's input. */
+        ValidationProblem: {
+            /**
+             * @description The part of the request the problem is in.
+             * @example body
+             * @enum {string}
+             */
+            in: "body" | "query" | "path" | "header";
+            /**
+             * @description For `body`, a JSON Pointer (RFC 6901) to the offending value (`""` is the whole body; a missing or unknown field is named by its own pointer). For the other parts, the parameter's name.
+             * @example /members/0/name
+             * @example limit
+             */
+            pointer: string;
+            /**
+             * @description The rule that failed, as a short keyword. Contract rules use the JSON Schema keyword (`required`, `type`, `enum`, `format`, `pattern`, `minimum`, `maximum`, `minLength`, `maxLength`, `minItems`, `maxItems`, `uniqueItems`, `additionalProperties`, `oneOf`, `const` …); the checks made before it use `json`, `maxDepth`, `nulCharacter`, `unpairedSurrogate`, `decimalInteger`, `singleValue` and `allowEmptyValue`.
+             * @example required
+             */
+            rule: string;
+            /**
+             * @description Human-readable explanation of this problem.
+             * @example name is required
+             */
+            message: string;
         };
         CreatedId: {
             id: components["schemas"]["Uuid"];

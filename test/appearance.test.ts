@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TestServer, useServer, jsonHeaders } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -146,7 +147,7 @@ describe('PATCH /appearance', () => {
       body: JSON.stringify(body),
     });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(await res.json())).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it('takes colourScheme as an alias of colorScheme', async () => {

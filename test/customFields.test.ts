@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { jsonHeaders, useServer } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 const server = useServer();
 
@@ -108,7 +109,7 @@ describe('strict bodies', () => {
       body: JSON.stringify({ name: 'ok', type: 'text', ...extra }),
     });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(await res.json())).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/custom-fields')).data).toEqual([]);
   });
 
@@ -121,7 +122,7 @@ describe('strict bodies', () => {
       body: JSON.stringify(extra),
     });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(await res.json())).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/custom-fields')).data!.map((f) => f.name)).toEqual(['Before']);
   });
 });

@@ -5,6 +5,7 @@ import { GIF, PNG } from './helpers/images.ts';
 import { startLoopbackServer, type LoopbackServer } from './helpers/imageServer.ts';
 import { bothPlans, captureStatements, largeSeqScans, planNodes, REQUEST_WORK } from './helpers/plans.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({
@@ -67,7 +68,7 @@ describe('create and read', () => {
     const { api } = await server.user();
     const res = await api.POST('/api/v1/entries', { body: body as never });
     expect(res.response.status).toBe(400);
-    expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(res.error)).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it("refuses links to members that are not the caller's live members", async () => {
@@ -109,7 +110,11 @@ describe('create and read', () => {
     ];
     for (const res of bad) {
       expect(res.response.status).toBe(400);
-      expect(res.error).toEqual({ code: 'BAD_REQUEST', message: 'entryId must be a valid UUID' });
+      expect(res.error).toEqual({
+        code: 'BAD_REQUEST',
+        message: 'entryId must be a valid UUID',
+        details: [{ in: 'path', pointer: 'entryId', rule: 'pattern', message: 'entryId must be a valid UUID' }],
+      });
     }
     for (const permanent of [undefined, 'true'] as const) {
       const res = await api.DELETE('/api/v1/entries/{entryId}', {

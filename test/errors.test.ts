@@ -1,4 +1,7 @@
-/** One `{ code, message }` envelope for every failure, and nothing internal ever reaches a client. */
+/**
+ * One `{ code, message }` envelope for every failure (plus `details` on a 400 for invalid input), and
+ * nothing internal ever reaches a client.
+ */
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { preparedPoolOf } from '../server/db/prepared.ts';
@@ -8,10 +11,13 @@ import { TestServer, useServer, bearer, jsonHeaders } from './helpers/server.ts'
 
 const server = useServer({ env: { BODY_LIMIT_BYTES: '2048' } });
 
-async function envelope(res: Response): Promise<{ code: string; message: string }> {
+type Problem = { in: string; pointer: string; rule: string; message: string };
+
+async function envelope(res: Response): Promise<{ code: string; message: string; details?: Problem[] }> {
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
   const body = await res.json();
-  expect(Object.keys(body).sort()).toEqual(['code', 'message']);
+  const keys = Object.keys(body).sort();
+  expect(keys).toEqual(keys.includes('details') ? ['code', 'details', 'message'] : ['code', 'message']);
   return body;
 }
 
@@ -37,7 +43,11 @@ describe('error envelope', () => {
       body: '{"themeMode": "dark",',
     });
     expect(res.status).toBe(400);
-    expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message: 'Request body is not valid JSON' });
+    expect(await envelope(res)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body is not valid JSON',
+      details: [{ in: 'body', pointer: '', rule: 'json', message: 'Request body is not valid JSON' }],
+    });
   });
 
   it('a JSON body that is not an object → 400', async () => {
@@ -48,7 +58,12 @@ describe('error envelope', () => {
       body: '"dark"',
     });
     expect(res.status).toBe(400);
-    expect((await envelope(res)).code).toBe('BAD_REQUEST');
+    // express.json() takes only an object or an array at the top.
+    expect(await envelope(res)).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Request body is not valid JSON',
+      details: [{ in: 'body', pointer: '', rule: 'json', message: 'Request body is not valid JSON' }],
+    });
   });
 
   it('missing body where one is required → 400', async () => {
@@ -58,6 +73,7 @@ describe('error envelope', () => {
     expect(await envelope(res)).toEqual({
       code: 'BAD_REQUEST',
       message: 'Request body is required (application/json)',
+      details: [{ in: 'body', pointer: '', rule: 'required', message: 'Request body is required (application/json)' }],
     });
   });
 
@@ -130,38 +146,48 @@ describe('error envelope', () => {
 
   it('validator errors name the field and the rule', async () => {
     const { apiKey } = await server.user();
-    const cases: Array<[string, RequestInit, string]> = [
+    const cases: Array<[string, RequestInit, string, Omit<Problem, 'message'>]> = [
       [
         '/api/v1/appearance/custom-fonts/not-a-uuid',
         { method: 'DELETE', headers: bearer(apiKey) },
         'fontId must be a valid UUID',
+        { in: 'path', pointer: 'fontId', rule: 'pattern' },
       ],
-      ['/api/v1/appearance?verbose=1', { headers: bearer(apiKey) }, "Unknown query parameter 'verbose'"],
+      [
+        '/api/v1/appearance?verbose=1',
+        { headers: bearer(apiKey) },
+        "Unknown query parameter 'verbose'",
+        { in: 'query', pointer: 'verbose', rule: 'additionalProperties' },
+      ],
       [
         '/api/v1/appearance',
         { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontSize":"huge"}' },
         'fontSize must be one of: small, medium, large',
+        { in: 'body', pointer: '/fontSize', rule: 'enum' },
       ],
       [
         '/api/v1/appearance',
         { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"fontScale":9}' },
         'fontScale must be <= 2',
+        { in: 'body', pointer: '/fontScale', rule: 'maximum' },
       ],
       [
         '/api/v1/appearance',
         { method: 'PATCH', headers: jsonHeaders(apiKey), body: '{"reduceMotion":"yes"}' },
         'reduceMotion must be boolean',
+        { in: 'body', pointer: '/reduceMotion', rule: 'type' },
       ],
       [
         '/api/v1/appearance/custom-color-schemes',
         { method: 'POST', headers: jsonHeaders(apiKey), body: '{"colors":{"a":"#000000"}}' },
         'name is required',
+        { in: 'body', pointer: '/name', rule: 'required' },
       ],
     ];
-    for (const [path, init, message] of cases) {
+    for (const [path, init, message, problem] of cases) {
       const res = await server.fetch(path, init);
       expect(res.status, path).toBe(400);
-      expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message });
+      expect(await envelope(res)).toEqual({ code: 'BAD_REQUEST', message, details: [{ ...problem, message }] });
     }
   });
 

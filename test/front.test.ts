@@ -4,6 +4,7 @@ import { endMemberFront } from '../server/features/front/service.ts';
 import { activeSide, createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
 import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 type HistoryQuery = NonNullable<operations['getFrontHistory']['parameters']['query']>;
 type HistoryItem = components['schemas']['FrontHistoryItem'];
@@ -215,7 +216,8 @@ describe('POST /front/members', () => {
   ])('validates the strict body %j', async (body, message) => {
     const user = await server.user();
     const res = await rawRequest(user, 'POST', '/api/v1/front/members', body);
-    expect(res).toEqual({ status: 400, body: { code: 'BAD_REQUEST', message } });
+    expect(res.status).toBe(400);
+    expect(codeAndMessage(res.body)).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it('accepts a 1000-character note', async () => {
@@ -455,7 +457,11 @@ describe('PATCH /front/order', () => {
     expect((await user.api.PATCH('/api/v1/front/order', { body: { memberIds: [] } })).response.status).toBe(204);
     expect(await rawRequest(user, 'PATCH', '/api/v1/front/order', { memberIds: [], extra: true })).toEqual({
       status: 400,
-      body: { code: 'BAD_REQUEST', message: "Unknown field 'extra'" },
+      body: {
+        code: 'BAD_REQUEST',
+        message: "Unknown field 'extra'",
+        details: [{ in: 'body', pointer: '/extra', rule: 'additionalProperties', message: "Unknown field 'extra'" }],
+      },
     });
     expect((await rawRequest(user, 'PATCH', '/api/v1/front/order', { memberIds: ['nope'] })).status).toBe(400);
     expect((await rawRequest(user, 'PATCH', '/api/v1/front/order', {})).body.message).toBe('memberIds is required');
@@ -564,10 +570,9 @@ describe('tier presence', () => {
     [{ memberId: UNKNOWN_ID, tierKey: 'coFront', tier: 'x' }, "Unknown field 'tier'"],
   ])('validates the strict body %j', async (body, message) => {
     const user = await server.user();
-    expect(await rawRequest(user, 'POST', '/api/v1/front/tier-presence', body)).toEqual({
-      status: 400,
-      body: { code: 'BAD_REQUEST', message },
-    });
+    const res = await rawRequest(user, 'POST', '/api/v1/front/tier-presence', body);
+    expect(res.status).toBe(400);
+    expect(codeAndMessage(res.body)).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it('DELETE /front/tier-presence/{memberId} removes it, is a no-op without one, and 400 for a malformed id', async () => {
@@ -652,10 +657,9 @@ describe('custom tiers', () => {
     [{ displayName: 'ok', key: 'x' }, "Unknown field 'key'"],
   ])('validates the create body %j', async (body, message) => {
     const user = await server.user();
-    expect(await rawRequest(user, 'POST', '/api/v1/front/tiers', body)).toEqual({
-      status: 400,
-      body: { code: 'BAD_REQUEST', message },
-    });
+    const res = await rawRequest(user, 'POST', '/api/v1/front/tiers', body);
+    expect(res.status).toBe(400);
+    expect(codeAndMessage(res.body)).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it('accepts a 40-character name and caps an account at 50 custom tiers', async () => {
@@ -1052,13 +1056,23 @@ describe('PATCH /front/sessions/{sessionId}', () => {
     );
     const path = `/api/v1/front/sessions/${id}`;
     expect((await rawRequest(user, 'PATCH', path, { endedAt: null })).status).toBe(400);
+    const empty = 'Request body must contain at least one field';
     expect(await rawRequest(user, 'PATCH', path, {})).toEqual({
       status: 400,
-      body: { code: 'BAD_REQUEST', message: 'Request body must contain at least one field' },
+      body: {
+        code: 'BAD_REQUEST',
+        message: empty,
+        details: [{ in: 'body', pointer: '', rule: 'minProperties', message: empty }],
+      },
     });
+    const unknown = "Unknown field 'memberId'";
     expect(await rawRequest(user, 'PATCH', path, { memberId: a })).toEqual({
       status: 400,
-      body: { code: 'BAD_REQUEST', message: "Unknown field 'memberId'" },
+      body: {
+        code: 'BAD_REQUEST',
+        message: unknown,
+        details: [{ in: 'body', pointer: '/memberId', rule: 'additionalProperties', message: unknown }],
+      },
     });
     expect((await rawRequest(user, 'PATCH', path, { note: 'x'.repeat(1001) })).status).toBe(400);
     // Nothing changed, and an instant session (start = end = now) is fine.

@@ -10,6 +10,7 @@ import {
   UNKNOWN_ID,
 } from './helpers/fixtures.ts';
 import { jsonHeaders, useServer } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 const server = useServer();
 const folderPath = (folderId: string) => ({ params: { path: { folderId } } });
@@ -390,7 +391,7 @@ describe('strict bodies', () => {
         body: JSON.stringify({ ...base, ...extra }),
       });
       expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+      expect(codeAndMessage(await res.json())).toEqual({ code: 'BAD_REQUEST', message });
       const tree = (await api.GET('/api/v1/groups')).data!;
       expect([...tree.folders, ...tree.groups].map((d) => d.name)).toEqual(method === 'PATCH' ? ['Before'] : []);
       expect((await api.GET('/api/v1/directory-layouts')).data).toEqual([]);

@@ -193,7 +193,11 @@ describe('UUIDs are only the canonical 8-4-4-4-12 form', { timeout: 120_000 }, (
     const { api } = await server.user();
     const res = await api.POST('/api/v1/entries', { body: { content: 'x', memberIds: [URN] } });
     expect(res.response.status).toBe(400);
-    expect(res.error).toEqual({ code: 'BAD_REQUEST', message: 'memberIds[0] must be a valid UUID' });
+    expect(res.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'memberIds[0] must be a valid UUID',
+      details: [{ in: 'body', pointer: '/memberIds/0', rule: 'pattern', message: 'memberIds[0] must be a valid UUID' }],
+    });
   });
 });
 
@@ -363,9 +367,11 @@ describe('strings never hold U+0000 or an unpaired surrogate', { timeout: 120_00
       body: '{"name":"x","description":"a\\u0000b"}',
     });
     expect(member.status).toBe(400);
+    const nul = 'description must not contain the NUL character (U+0000)';
     expect(await member.json()).toEqual({
       code: 'BAD_REQUEST',
-      message: 'description must not contain the NUL character (U+0000)',
+      message: nul,
+      details: [{ in: 'body', pointer: '/description', rule: 'nulCharacter', message: nul }],
     });
     for (const path of ['/api/v1/terminology']) {
       const res = await server.fetch(path, {

@@ -9,6 +9,7 @@ import {
   UNKNOWN_ID,
 } from './helpers/fixtures.ts';
 import { useServer, bearer, jsonHeaders } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -69,7 +70,7 @@ describe('POST /members', () => {
       body: JSON.stringify(body),
     });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(await res.json())).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it('checks the folder and the target system belong to the caller', async () => {
@@ -242,7 +243,7 @@ describe('PATCH /members/{memberId}: strict body', () => {
       body: JSON.stringify(body),
     });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(await res.json())).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/members/{memberId}', memberPath(id))).data).toMatchObject({
       name: 'Robin',
       version: 1,

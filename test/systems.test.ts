@@ -14,6 +14,7 @@ import {
 } from './helpers/fixtures.ts';
 import { captureStatements, explain, planNodes } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 const server = useServer();
 
@@ -103,7 +104,7 @@ describe('side systems', () => {
     const { api } = await server.user();
     const res = await api.POST('/api/v1/systems/side-systems', { body: body as never });
     expect(res.response.status).toBe(400);
-    expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(res.error)).toEqual({ code: 'BAD_REQUEST', message });
   });
 
   it('accepts the limits: 80-char name, 280-char description, 4-char tag', async () => {
@@ -492,7 +493,7 @@ describe('sub systems: the side-system field rules apply', () => {
       body: { sideSystemId: side, linkedMemberId: host, ...fields } as never,
     });
     expect(res.response.status).toBe(400);
-    expect(res.error).toEqual({ code: 'BAD_REQUEST', message });
+    expect(codeAndMessage(res.error)).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/systems')).data!.subSystems).toEqual([]);
   });
 

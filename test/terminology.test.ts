@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
 import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
+import { codeAndMessage } from './helpers/errors.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -332,10 +333,9 @@ describe('PATCH /terminology', () => {
     [{ member: { singular: null } }, 'member.singular must be string'],
   ])('rejects %j with 400', async (body, message) => {
     const { api, apiKey } = await server.user();
-    expect(await raw(apiKey, 'PATCH', '/api/v1/terminology', body)).toEqual({
-      status: 400,
-      body: { code: 'BAD_REQUEST', message },
-    });
+    const res = await raw(apiKey, 'PATCH', '/api/v1/terminology', body);
+    expect(res.status).toBe(400);
+    expect(codeAndMessage(res.body)).toEqual({ code: 'BAD_REQUEST', message });
     expect((await api.GET('/api/v1/terminology')).data).toBeNull();
   });
 });
@@ -1005,11 +1005,19 @@ describe('POST /terminology/scoped', () => {
     }
     expect(await raw(user.apiKey, 'POST', '/api/v1/terminology/scoped', { sideSystemId: side, terms: {} })).toEqual({
       status: 400,
-      body: { code: 'BAD_REQUEST', message: "Unknown field 'terms'" },
+      body: {
+        code: 'BAD_REQUEST',
+        message: "Unknown field 'terms'",
+        details: [{ in: 'body', pointer: '/terms', rule: 'additionalProperties', message: "Unknown field 'terms'" }],
+      },
     });
     expect(await raw(user.apiKey, 'POST', '/api/v1/terminology/scoped', {})).toEqual({
       status: 400,
-      body: { code: 'BAD_REQUEST', message: 'sideSystemId is required' },
+      body: {
+        code: 'BAD_REQUEST',
+        message: 'sideSystemId is required',
+        details: [{ in: 'body', pointer: '/sideSystemId', rule: 'required', message: 'sideSystemId is required' }],
+      },
     });
     expect(await overrideRows(user.userId)).toHaveLength(2);
   });

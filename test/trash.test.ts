@@ -243,7 +243,12 @@ describe('POST /trash/purge', () => {
     const items = ids.map((id) => ({ type: 'entry', id }));
     const over = await purge(api, items);
     expect(over.response.status).toBe(400);
-    expect(over.error).toEqual({ code: 'BAD_REQUEST', message: 'items must NOT have more than 200 items' });
+    const tooMany = 'items must NOT have more than 200 items';
+    expect(over.error).toEqual({
+      code: 'BAD_REQUEST',
+      message: tooMany,
+      details: [{ in: 'body', pointer: '/items', rule: 'maxItems', message: tooMany }],
+    });
     expect(await count('entries', { user_id: userId })).toBe(201);
 
     const atLimit = await purge(api, items.slice(0, 200));

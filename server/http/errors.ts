@@ -1,11 +1,19 @@
 /**
  * The HTTP edge's error type, and the mapping of the services' domain errors
- * (server/core/errors.ts) to it. The error middleware turns both into `{ code, message }`.
+ * (server/core/errors.ts) to it. The error middleware turns both into `{ code, message }`, plus
+ * `details` for invalid input.
  */
+import type { components } from '../../generated/api.d.ts';
 import { API_KEY_UNAUTHORIZED_MESSAGE, DomainError, type DomainErrorKind, type ErrorCode } from '../core/errors.ts';
 
 export type { ErrorCode };
 export { API_KEY_UNAUTHORIZED_MESSAGE };
+
+/** One problem with a request's input: where it is, the rule it breaks, in words. */
+export type ValidationProblem = components['schemas']['ValidationProblem'];
+
+/** The contract's cap on `details`: a request with more problems lists the first ones. */
+export const MAX_PROBLEMS = 100;
 
 export class ApiError extends Error {
   constructor(
@@ -13,15 +21,35 @@ export class ApiError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly headers: Record<string, string> = {},
+    readonly details?: ValidationProblem[],
   ) {
     super(message);
     this.name = 'ApiError';
   }
 }
 
-/** The body of an error response: the envelope `{ code, message }`. */
+/** The body of an error response: the envelope `{ code, message }`, with `details` when there are any. */
 export function errorEnvelope(err: ApiError): string {
-  return JSON.stringify({ code: err.code, message: err.message });
+  return JSON.stringify({ code: err.code, message: err.message, details: err.details });
+}
+
+/** `pointer` (a JSON Pointer) extended by one reference token, escaped as RFC 6901 asks. */
+export function pointerTo(pointer: string, key: string | number): string {
+  return `${pointer}/${String(key).replace(/~/g, '~0').replace(/\//g, '~1')}`;
+}
+
+/** A 400 for invalid input: `message` describes the first problem, `details` lists them all. */
+export function invalidInput(
+  problems: ValidationProblem[],
+  message = problems[0]?.message ?? 'Invalid request',
+): ApiError {
+  return new ApiError(
+    400,
+    'BAD_REQUEST',
+    message,
+    {},
+    problems.length > 0 ? problems.slice(0, MAX_PROBLEMS) : undefined,
+  );
 }
 
 export const unauthorized = (message: string) => new ApiError(401, 'UNAUTHORIZED', message);

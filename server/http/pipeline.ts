@@ -41,6 +41,7 @@ import {
   bearerChallenge,
   errorEnvelope,
   fromDomainError,
+  invalidInput,
   preconditionFailed,
   unauthorized,
 } from './errors.ts';
@@ -248,7 +249,7 @@ function bodyParserError(err: { type?: string; status?: number; limit?: number }
   }
   switch (err.type) {
     case 'entity.parse.failed':
-      return new ApiError(400, 'BAD_REQUEST', 'Request body is not valid JSON');
+      return invalidInput([{ in: 'body', pointer: '', rule: 'json', message: 'Request body is not valid JSON' }]);
     case 'entity.too.large':
       return new ApiError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${err.limit} bytes`);
     case 'encoding.unsupported':
@@ -268,7 +269,8 @@ export function requireBody(): RequestHandler {
   return (req, res, next) => {
     const { operation } = locals(res).operation!;
     if (operation.requestBodyRequired && !operation.streamsBody && req.body === undefined) {
-      throw new ApiError(400, 'BAD_REQUEST', `Request body is required (${operation.requestContentTypes.join(', ')})`);
+      const message = `Request body is required (${operation.requestContentTypes.join(', ')})`;
+      throw invalidInput([{ in: 'body', pointer: '', rule: 'required', message }]);
     }
     next();
   };

@@ -43,6 +43,8 @@ export interface OperationInfo {
   integerParams: Array<{ name: string; in: 'query' | 'path' }>;
   /** Whether the operation declares any parameter (path, query, header or cookie). */
   hasParameters: boolean;
+  /** The query parameters a request may give: those declared, and an API key the security scheme reads from the query. */
+  queryParams: string[];
 }
 
 interface CompiledPath {
@@ -152,6 +154,18 @@ function deref<T>(spec: OpenApiDocument, value: T & { $ref?: string }): T {
   return current as T;
 }
 
+function queryParams(spec: OpenApiDocument, params: OpenApiParameter[], op: OpenApiOperation): string[] {
+  const declared = params.map((raw) => deref(spec, raw)).filter((p) => p?.in === 'query' && p.name);
+  const schemes = ((spec.components as { securitySchemes?: Record<string, { in?: string; name?: string }> } | undefined)
+    ?.securitySchemes ?? {}) as Record<string, { in?: string; name?: string }>;
+  const fromSecurity = (op.security ?? []).flatMap((requirement) =>
+    Object.keys(requirement)
+      .map((key) => schemes[key])
+      .filter((scheme) => scheme?.in === 'query' && scheme.name),
+  );
+  return [...new Set([...declared, ...fromSecurity].map((p) => p!.name!))];
+}
+
 function integerParams(spec: OpenApiDocument, params: OpenApiParameter[]): OperationInfo['integerParams'] {
   const out: OperationInfo['integerParams'] = [];
   for (const raw of params) {
@@ -191,6 +205,7 @@ export class OperationIndex {
             .filter(Number.isInteger),
           integerParams: integerParams(spec, [...shared, ...(op.parameters ?? [])]),
           hasParameters: shared.length + (op.parameters?.length ?? 0) > 0,
+          queryParams: queryParams(spec, [...shared, ...(op.parameters ?? [])], op),
         };
         compiled.operations.set(info.method, info);
         this.operations.push(info);

@@ -1,17 +1,27 @@
-/** express-openapi-validator setup and the translation of its errors into specific messages. */
+/** express-openapi-validator setup and the translation of its errors into specific messages and `details`. */
 import { createHash } from 'node:crypto';
 import * as OpenApiValidator from 'express-openapi-validator';
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { runChain } from './chain.ts';
+import { invalidInput, pointerTo, type ValidationProblem } from './errors.ts';
 import type { MatchedOperation } from './spec.ts';
 import type { OpenApiDocument } from './spec.ts';
 
-/** The options every per-path validator instance is created with. */
-function validatorOptions(apiSpec: OpenApiDocument, validateResponses: boolean) {
+/**
+ * The options every per-path validator instance is created with. `forDetails`: the instance that
+ * lists every problem of a request the main one refused (see requestProblems).
+ */
+function validatorOptions(apiSpec: OpenApiDocument, validateResponses: boolean, forDetails = false) {
   return {
     apiSpec: apiSpec as never,
-    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
-    validateResponses: validateResponses ? { removeAdditional: false } : (false as const),
+    validateRequests: {
+      // The validator stops at the first unknown query parameter; requestProblems lists them itself.
+      allowUnknownQueryParameters: forDetails,
+      coerceTypes: false,
+      removeAdditional: false,
+      allErrors: forDetails,
+    },
+    validateResponses: validateResponses && !forDetails ? { removeAdditional: false } : (false as const),
     validateSecurity: false,
     validateFormats: true,
     // Formats as JSON Schema defines them (a `uri` is an RFC 3986 URI: no spaces, no raw
@@ -66,10 +76,21 @@ export function pathDocument(spec: OpenApiDocument, path: string): OpenApiDocume
 }
 
 /**
- * Validators already built in this process, by contract text, response validation and path: a
- * second app on the same contract (several servers in one test process) reuses them.
+ * Validators already built in this process, by contract text, response validation (or `details`)
+ * and path: a second app on the same contract (several servers in one test process) reuses them.
  */
 const built = new Map<string, RequestHandler[]>();
+
+function validatorFor(spec: OpenApiDocument, key: string, path: string, options: (doc: OpenApiDocument) => object) {
+  let chain = built.get(key);
+  if (!chain) {
+    chain = OpenApiValidator.middleware(
+      options(structuredClone(pathDocument(spec, path))) as never,
+    ) as RequestHandler[];
+    built.set(key, chain);
+  }
+  return chain;
+}
 
 /**
  * Contract validation per path item. express-openapi-validator finds the route of each request
@@ -79,16 +100,14 @@ const built = new Map<string, RequestHandler[]>();
  * created on its first request.
  */
 export function createValidator(spec: OpenApiDocument, validateResponses: boolean): RequestHandler {
-  const specKey = `${createHash('sha256').update(JSON.stringify(spec)).digest('hex')}:${validateResponses}:`;
-  const forPath = (path: string): RequestHandler[] => {
-    let chain = built.get(specKey + path);
-    if (!chain) {
-      const options = validatorOptions(structuredClone(pathDocument(spec, path)), validateResponses);
-      chain = OpenApiValidator.middleware(options) as unknown as RequestHandler[];
-      built.set(specKey + path, chain);
-    }
-    return chain;
-  };
+  const specKey = createHash('sha256').update(JSON.stringify(spec)).digest('hex');
+  const forPath = (path: string) =>
+    validatorFor(spec, `${specKey}:${validateResponses}:${path}`, path, (doc) =>
+      validatorOptions(doc, validateResponses),
+    );
+  // Built on a path's first refused request: valid requests never run it.
+  const forDetails = (path: string) =>
+    validatorFor(spec, `${specKey}:details:${path}`, path, (doc) => validatorOptions(doc, false, true));
   return (req, res, next) => {
     const matched = (res.locals as { operation?: MatchedOperation }).operation;
     if (!matched) return next();
@@ -104,8 +123,106 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
       req.body === undefined
     )
       return next();
-    runChain(forPath(operation.path), req, res, next);
+    runChain(forPath(operation.path), req, res, (err?: unknown) => {
+      if (!isValidatorError(err) || err.status !== 400 || isResponseViolation(err)) return next(err);
+      const message = validationMessage(err);
+      requestProblems(forDetails(operation.path), operation.queryParams, req, res).then(
+        (problems) =>
+          next(invalidInput(problems.length > 0 ? problems : err.errors.map((issue) => problemOf(issue)), message)),
+        next,
+      );
+    });
   };
+}
+
+/**
+ * Every problem of a request the validator refused. The validator that refused it stops at the first
+ * problem of the parameters and the first of the body, and its wording of those stays the 400's
+ * `message`; a second instance with ajv's `allErrors` then lists them all. Valid requests never
+ * run it.
+ */
+async function requestProblems(
+  validator: RequestHandler[],
+  knownQuery: string[],
+  req: Request,
+  res: Response,
+): Promise<ValidationProblem[]> {
+  // The validator's own query check throws at the first unknown or empty parameter; all of them here.
+  const problems: ValidationProblem[] = [];
+  for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
+    if (!knownQuery.includes(name))
+      problems.push({
+        in: 'query',
+        pointer: name,
+        rule: 'additionalProperties',
+        message: `Unknown query parameter '${name}'`,
+      });
+    else if (value === '')
+      problems.push({
+        in: 'query',
+        pointer: name,
+        rule: 'allowEmptyValue',
+        message: `Empty value found for query parameter '${name}'`,
+      });
+  }
+  const err = await new Promise<unknown>((resolve) => runChain(validator, req, res, resolve));
+  if (isValidatorError(err)) problems.push(...err.errors.map((issue) => problemOf(issue, req.body)));
+  // Two keywords can say the same of one value (a UUID's `format` and `pattern`): listed once.
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const key = JSON.stringify([p.in, p.pointer, p.message]);
+    return !seen.has(key) && seen.add(key);
+  });
+}
+
+const LOCATIONS: Record<string, ValidationProblem['in']> = {
+  body: 'body',
+  query: 'query',
+  params: 'path',
+  headers: 'header',
+};
+
+/**
+ * One validator issue as a problem. Its path is ajv's instance path (`/body/members/0`, escaped as
+ * RFC 6901 asks) with, for `required` and `additionalProperties`, the property's name appended
+ * unescaped; that name is found again here so that the pointer names it correctly.
+ */
+function problemOf(issue: ValidatorIssue, body?: unknown): ValidationProblem {
+  const [, where = '', ...tokens] = (issue.path ?? '').split('/');
+  const rule = issue.errorCode?.split('.')[0] ?? 'invalid';
+  const message = describe(issue);
+  const location = LOCATIONS[where];
+  // The validator's own refusals that name no location (a body's discriminator) are the body's.
+  if (!location) return { in: 'body', pointer: '', rule, message };
+  if (location !== 'body') return { in: location, pointer: tokens.join('/'), rule, message };
+  if (rule !== 'required' && rule !== 'additionalProperties' && rule !== 'unevaluatedProperties')
+    return { in: location, pointer: tokens.map((t) => `/${t}`).join(''), rule, message };
+  // The name is the last token, unless an unknown name holds a `/`: then it is the tail of tokens
+  // that the object before it has as a key.
+  const hasKey = (i: number) => {
+    const parent = tokens.slice(0, i).reduce<unknown>((node, t) => at(node, t), body);
+    return typeof parent === 'object' && parent !== null && Object.hasOwn(parent, tokens.slice(i).join('/'));
+  };
+  let split = tokens.length - 1;
+  if (rule !== 'required' && !hasKey(split)) {
+    for (let i = split - 1; i >= 0; i--) {
+      if (hasKey(i)) {
+        split = i;
+        break;
+      }
+    }
+  }
+  const parent = tokens
+    .slice(0, split)
+    .map((t) => `/${t}`)
+    .join('');
+  return { in: location, pointer: pointerTo(parent, tokens.slice(split).join('/')), rule, message };
+}
+
+/** The value under one escaped reference token. */
+function at(node: unknown, token: string): unknown {
+  if (typeof node !== 'object' || node === null) return undefined;
+  return (node as Record<string, unknown>)[token.replace(/~1/g, '/').replace(/~0/g, '~')];
 }
 
 const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
