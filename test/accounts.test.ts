@@ -224,10 +224,11 @@ describe('GET /api/v1/me', () => {
 /** Fills every table that holds account data, through the API. */
 async function populate(api: ApiClient, apiKey: string, userId: string, peerId: string): Promise<void> {
   const ok = (status: number, what: string) => expect([200, 201, 204], what).toContain(status);
-  // First: the changes below queue deliveries to it.
+  // First: the changes below queue deliveries to it. With an Idempotency-Key: its response is stored.
   ok(
     (
       await api.POST('/api/v1/webhooks', {
+        params: { header: { 'Idempotency-Key': 'populate-webhook' } },
         body: { url: 'https://hooks.example.net/x', types: ['member.created', 'appearance.changed'] },
       })
     ).response.status,

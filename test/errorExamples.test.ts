@@ -75,6 +75,7 @@ describe('error examples in the contract', { timeout: 120_000 }, () => {
       408: ['REQUEST_TIMEOUT'],
       413: ['PAYLOAD_TOO_LARGE'],
       415: ['UNSUPPORTED_MEDIA_TYPE'],
+      422: ['IDEMPOTENCY_KEY_MISMATCH'],
       429: ['RATE_LIMITED'],
       500: ['INTERNAL'],
       503: ['PRECONDITION_FAILED'],

@@ -716,6 +716,8 @@ export const INTERNAL_TABLES = [
   // must never leave it; re-created on the other side (docs/webhooks.md). Their deliveries are a log.
   'webhooks',
   'webhook_deliveries',
+  // Responses stored under Idempotency-Keys for a day: a retry's answer on this server, not data.
+  'idempotency_keys',
   'schema_migrations',
   'schema_migrations_lock',
 ] as const;
