@@ -20,8 +20,14 @@ type SubSystem = Schemas['SubSystem'];
 type ActiveContext = Schemas['ActiveSystemContext'];
 
 /** Every account has one side system from creation on, and it is the active one. */
-export async function createInitialSideSystem(trx: Knex.Transaction, userId: string, now: number): Promise<void> {
-  const id = randomUUID();
+export async function createInitialSideSystem(
+  trx: Knex.Transaction,
+  userId: string,
+  now: number,
+  /** Fixture mode only (server/fixtures/): the id it gets. */
+  presetId?: string,
+): Promise<void> {
+  const id = presetId ?? randomUUID();
   await systemsRepo.insertSide(trx, {
     id,
     user_id: userId,
