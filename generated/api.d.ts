@@ -673,7 +673,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -705,7 +708,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -736,7 +742,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -763,7 +772,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -817,7 +829,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -850,9 +865,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -879,7 +900,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -909,7 +933,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -939,7 +966,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -968,9 +998,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -997,7 +1033,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1028,9 +1067,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -1062,7 +1107,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1106,7 +1154,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1136,9 +1187,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1168,9 +1225,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1201,7 +1264,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1231,7 +1297,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1256,7 +1325,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1292,7 +1364,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1324,7 +1399,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1368,9 +1446,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -1489,7 +1573,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom colour scheme id. */
+                /**
+                 * @description Custom colour scheme id.
+                 * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+                 */
                 schemeId: components["parameters"]["SchemeIdPath"];
             };
             cookie?: never;
@@ -1536,7 +1623,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom font id. */
+                /**
+                 * @description Custom font id.
+                 * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+                 */
                 fontId: components["parameters"]["FontIdPath"];
             };
             cookie?: never;
@@ -1639,7 +1729,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -1686,7 +1779,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -1713,7 +1809,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -1781,7 +1880,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1812,7 +1914,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1835,7 +1940,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1905,7 +2013,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -1932,7 +2043,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -1955,7 +2069,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -1998,7 +2115,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -2025,7 +2145,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -2072,7 +2195,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -2095,7 +2221,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -2142,7 +2271,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -2169,7 +2301,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -2192,9 +2327,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -2217,9 +2358,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -2266,7 +2413,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -2293,7 +2443,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -2316,9 +2469,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -2345,7 +2504,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 definitionId: components["parameters"]["DefinitionIdPath"];
             };
             cookie?: never;
@@ -2400,7 +2562,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -2431,7 +2596,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -3456,7 +3624,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3487,7 +3658,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3510,7 +3684,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3533,7 +3710,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3556,7 +3736,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
                 /** @description Webhook delivery id. */
                 deliveryId: components["parameters"]["DeliveryIdPath"];
@@ -3976,7 +4159,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -4044,7 +4230,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -4091,7 +4280,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom tier id. */
+                /**
+                 * @description Custom tier id.
+                 * @example 5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f
+                 */
                 tierId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -4114,7 +4306,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -4146,7 +4341,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -4198,7 +4396,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4266,7 +4467,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4291,7 +4495,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4316,7 +4523,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4433,7 +4643,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -4465,7 +4678,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -4497,7 +4713,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -4527,7 +4746,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder (directory) id. */
+                /**
+                 * @description Folder (directory) id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 directoryId: components["parameters"]["DirectoryIdPath"];
             };
             cookie?: never;
@@ -4559,7 +4781,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
             };
             cookie?: never;
@@ -4590,7 +4815,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
                 /** @description The profile section. */
                 sectionKey: components["parameters"]["SectionKeyPath"];
@@ -4624,7 +4852,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -4654,7 +4885,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -4822,7 +5056,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -5005,7 +5242,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -5057,7 +5297,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -9835,7 +10078,10 @@ export interface components {
     parameters: {
         /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
         IdempotencyKey: string;
-        /** @description Entry (note) id. */
+        /**
+         * @description Entry (note) id.
+         * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+         */
         EntryIdPath: components["schemas"]["Uuid"];
         /** @description How many entries, 1–100 (default 50). */
         EntriesLimit: number;
@@ -9843,23 +10089,44 @@ export interface components {
         MemberIdQuery: components["schemas"]["Uuid"];
         /** @description How many rows, 1–500 (default 200). */
         TrashLimit: number;
-        /** @description Custom field definition id. */
+        /**
+         * @description Custom field definition id.
+         * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+         */
         FieldIdPath: components["schemas"]["Uuid"];
-        /** @description Member status definition id. */
+        /**
+         * @description Member status definition id.
+         * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+         */
         StatusIdPath: components["schemas"]["Uuid"];
-        /** @description Webhook id. */
+        /**
+         * @description Webhook id.
+         * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+         */
         WebhookIdPath: components["schemas"]["Uuid"];
         /** @description Webhook delivery id. */
         DeliveryIdPath: components["schemas"]["WebhookDeliveryId"];
         /** @description The previous page's `nextCursor` (the id of its oldest delivery); the page holds older deliveries. */
         DeliveryCursor: components["schemas"]["WebhookDeliveryId"];
-        /** @description Folder id. */
+        /**
+         * @description Folder id.
+         * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+         */
         FolderIdPath: components["schemas"]["Uuid"];
-        /** @description Group id. */
+        /**
+         * @description Group id.
+         * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+         */
         GroupIdPath: components["schemas"]["Uuid"];
-        /** @description Directory layout id. */
+        /**
+         * @description Directory layout id.
+         * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+         */
         LayoutIdPath: components["schemas"]["Uuid"];
-        /** @description Member id. */
+        /**
+         * @description Member id.
+         * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+         */
         MemberIdPath: components["schemas"]["Uuid"];
         /** @description Opaque cursor from the previous page's `nextCursor`. */
         Cursor: string;
@@ -9885,9 +10152,15 @@ export interface components {
         MessagingLinkPreviewIdPath: components["schemas"]["Uuid"];
         /** @description Page size, 1–150 (default 50). */
         MessagesLimit: number;
-        /** @description Side system id. */
+        /**
+         * @description Side system id.
+         * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+         */
         SideSystemIdPath: components["schemas"]["Uuid"];
-        /** @description Sub system id. */
+        /**
+         * @description Sub system id.
+         * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+         */
         SubSystemIdPath: components["schemas"]["Uuid"];
         /** @description Read this side system instead of the active scope. */
         SideSystemIdQuery: components["schemas"]["Uuid"];
@@ -9897,7 +10170,10 @@ export interface components {
         UserIdPath: components["schemas"]["Uuid"];
         /** @description The account whose incoming friend request is answered. */
         RequesterUserIdPath: components["schemas"]["Uuid"];
-        /** @description The other account (the owner of the data on friend-scoped routes). */
+        /**
+         * @description The other account (the owner of the data on friend-scoped routes).
+         * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+         */
         FriendUserIdPath: components["schemas"]["Uuid"];
         /** @description The folder to open; omitted or the literal `null` for the root. */
         FriendFolderIdQuery: string;
@@ -9905,17 +10181,35 @@ export interface components {
         FriendMemberIdQuery: components["schemas"]["Uuid"];
         /** @description API key id (not the secret). */
         KeyIdPath: components["schemas"]["Uuid"];
-        /** @description Custom colour scheme id. */
+        /**
+         * @description Custom colour scheme id.
+         * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+         */
         SchemeIdPath: components["schemas"]["Uuid"];
-        /** @description Custom font id. */
+        /**
+         * @description Custom font id.
+         * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+         */
         FontIdPath: components["schemas"]["Uuid"];
-        /** @description Privacy bucket id. */
+        /**
+         * @description Privacy bucket id.
+         * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+         */
         BucketIdPath: components["schemas"]["Uuid"];
-        /** @description Folder (directory) id. */
+        /**
+         * @description Folder (directory) id.
+         * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+         */
         DirectoryIdPath: components["schemas"]["Uuid"];
-        /** @description Custom field definition id. */
+        /**
+         * @description Custom field definition id.
+         * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+         */
         FieldDefinitionIdPath: components["schemas"]["Uuid"];
-        /** @description Member status definition id. */
+        /**
+         * @description Member status definition id.
+         * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+         */
         DefinitionIdPath: components["schemas"]["Uuid"];
         /** @description The profile section. */
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
@@ -11214,7 +11508,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11255,7 +11552,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11296,7 +11596,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11337,7 +11640,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11423,7 +11729,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11461,9 +11770,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11501,7 +11816,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11542,7 +11860,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11580,7 +11901,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11618,9 +11942,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11661,7 +11991,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11699,9 +12032,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -11744,7 +12083,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11782,7 +12124,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11828,7 +12173,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11873,9 +12221,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11911,9 +12265,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11949,7 +12309,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11992,7 +12355,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12041,7 +12407,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12086,7 +12455,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12137,7 +12509,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12178,7 +12553,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12225,9 +12603,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -12263,9 +12647,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -12496,7 +12886,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom colour scheme id. */
+                /**
+                 * @description Custom colour scheme id.
+                 * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+                 */
                 schemeId: components["parameters"]["SchemeIdPath"];
             };
             cookie?: never;
@@ -12604,7 +12997,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom font id. */
+                /**
+                 * @description Custom font id.
+                 * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+                 */
                 fontId: components["parameters"]["FontIdPath"];
             };
             cookie?: never;
@@ -12803,7 +13199,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -12841,7 +13240,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -12933,7 +13335,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -12971,7 +13376,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -13016,7 +13424,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -13197,7 +13608,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13235,7 +13649,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13271,7 +13688,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13320,7 +13740,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13368,7 +13791,10 @@ export interface operations {
                 "If-None-Match"?: string;
             };
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13465,7 +13891,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13516,7 +13945,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13631,7 +14063,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13667,7 +14102,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13712,7 +14150,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13758,7 +14199,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13835,7 +14279,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -13871,7 +14318,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -13919,7 +14369,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -14033,7 +14486,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -14072,7 +14528,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -14182,7 +14641,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14218,7 +14680,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14263,7 +14728,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -14301,9 +14769,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14351,9 +14825,15 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14463,7 +14943,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14499,7 +14982,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14544,7 +15030,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -14582,9 +15071,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14620,9 +15115,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14658,7 +15159,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 definitionId: components["parameters"]["DefinitionIdPath"];
             };
             cookie?: never;
@@ -14696,7 +15200,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 definitionId: components["parameters"]["DefinitionIdPath"];
             };
             cookie?: never;
@@ -14824,7 +15331,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -14865,7 +15375,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -14901,7 +15414,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -14949,7 +15465,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -17218,7 +17737,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17256,7 +17778,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17292,7 +17817,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17340,7 +17868,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17383,7 +17914,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17428,7 +17962,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17469,7 +18006,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
                 /** @description Webhook delivery id. */
                 deliveryId: components["parameters"]["DeliveryIdPath"];
@@ -18362,7 +18902,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -18480,7 +19023,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -18587,7 +19133,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom tier id. */
+                /**
+                 * @description Custom tier id.
+                 * @example 5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f
+                 */
                 tierId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18623,7 +19172,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18659,7 +19211,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18707,7 +19262,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18825,7 +19383,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -18863,7 +19424,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -18899,7 +19463,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19023,7 +19590,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19061,7 +19631,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19099,7 +19672,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19313,7 +19889,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -19351,7 +19930,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -19394,7 +19976,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -19440,7 +20025,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -19491,7 +20079,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -19529,7 +20120,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -19572,7 +20166,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder (directory) id. */
+                /**
+                 * @description Folder (directory) id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 directoryId: components["parameters"]["DirectoryIdPath"];
             };
             cookie?: never;
@@ -19610,7 +20207,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder (directory) id. */
+                /**
+                 * @description Folder (directory) id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 directoryId: components["parameters"]["DirectoryIdPath"];
             };
             cookie?: never;
@@ -19653,7 +20253,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
             };
             cookie?: never;
@@ -19691,7 +20294,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
             };
             cookie?: never;
@@ -19734,7 +20340,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
                 /** @description The profile section. */
                 sectionKey: components["parameters"]["SectionKeyPath"];
@@ -19774,7 +20383,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
                 /** @description The profile section. */
                 sectionKey: components["parameters"]["SectionKeyPath"];
@@ -19819,7 +20431,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -19857,7 +20472,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -19900,7 +20518,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -19938,7 +20559,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -20361,7 +20985,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -20915,7 +21542,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -21052,7 +21682,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -21095,7 +21728,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
