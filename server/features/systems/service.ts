@@ -1,5 +1,5 @@
 /** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -181,11 +181,14 @@ export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Pro
   });
 }
 
-export async function createSideSystem(ctx: ServiceContext, input: FieldInput & { name: string }): Promise<SideSystem> {
+export async function createSideSystem(
+  ctx: ServiceContext,
+  input: FieldInput & PresetId & { name: string },
+): Promise<SideSystem> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const row: SystemRow = {
-    id: randomUUID(),
+    id: input.id ?? randomUUID(),
     user_id: userId,
     name: '',
     description: null,
@@ -304,7 +307,8 @@ async function assertParent(
 
 export async function createSubSystem(
   ctx: ServiceContext,
-  input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
+  input: FieldInput &
+    PresetId & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
 ): Promise<SubSystem> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
@@ -315,7 +319,7 @@ export async function createSubSystem(
     assertLinkedMember(member, input.sideSystemId);
     if (input.parentSubSystemId) await assertParent(trx, userId, input.parentSubSystemId, input.sideSystemId);
     const row: SubSystemRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       side_system_id: input.sideSystemId,
       linked_member_id: input.linkedMemberId,
