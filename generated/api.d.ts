@@ -673,7 +673,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -705,7 +708,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -736,7 +742,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -763,7 +772,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -817,7 +829,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -850,9 +865,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -879,7 +900,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -909,7 +933,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -939,7 +966,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -968,9 +998,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -997,7 +1033,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1028,9 +1067,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -1062,7 +1107,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1106,7 +1154,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1136,9 +1187,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1168,9 +1225,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1201,7 +1264,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1231,7 +1297,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1256,7 +1325,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1292,7 +1364,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1324,7 +1399,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -1368,9 +1446,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -1489,7 +1573,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom colour scheme id. */
+                /**
+                 * @description Custom colour scheme id.
+                 * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+                 */
                 schemeId: components["parameters"]["SchemeIdPath"];
             };
             cookie?: never;
@@ -1536,7 +1623,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom font id. */
+                /**
+                 * @description Custom font id.
+                 * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+                 */
                 fontId: components["parameters"]["FontIdPath"];
             };
             cookie?: never;
@@ -1639,7 +1729,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -1686,7 +1779,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -1713,7 +1809,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -1781,7 +1880,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1812,7 +1914,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1835,7 +1940,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -1905,7 +2013,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -1932,7 +2043,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -1955,7 +2069,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -1998,7 +2115,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -2025,7 +2145,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -2072,7 +2195,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -2095,7 +2221,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -2142,7 +2271,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -2169,7 +2301,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -2192,9 +2327,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -2217,9 +2358,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -2266,7 +2413,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -2293,7 +2443,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -2316,9 +2469,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -2345,7 +2504,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 definitionId: components["parameters"]["DefinitionIdPath"];
             };
             cookie?: never;
@@ -2400,7 +2562,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -2431,7 +2596,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -3456,7 +3624,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3487,7 +3658,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3510,7 +3684,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3533,7 +3710,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -3556,7 +3736,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
                 /** @description Webhook delivery id. */
                 deliveryId: components["parameters"]["DeliveryIdPath"];
@@ -3976,7 +4159,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -4044,7 +4230,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -4091,7 +4280,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom tier id. */
+                /**
+                 * @description Custom tier id.
+                 * @example 5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f
+                 */
                 tierId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -4114,7 +4306,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -4146,7 +4341,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -4198,7 +4396,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4266,7 +4467,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4291,7 +4495,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4316,7 +4523,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -4433,7 +4643,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -4465,7 +4678,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -4497,7 +4713,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -4527,7 +4746,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder (directory) id. */
+                /**
+                 * @description Folder (directory) id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 directoryId: components["parameters"]["DirectoryIdPath"];
             };
             cookie?: never;
@@ -4559,7 +4781,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
             };
             cookie?: never;
@@ -4590,7 +4815,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
                 /** @description The profile section. */
                 sectionKey: components["parameters"]["SectionKeyPath"];
@@ -4624,7 +4852,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -4654,7 +4885,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -4822,7 +5056,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -5005,7 +5242,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -5057,7 +5297,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -9862,7 +10105,10 @@ export interface components {
     parameters: {
         /** @description Makes a retry of this POST safe (IETF draft "The Idempotency-Key HTTP Header Field"). A unique value per request, 1–255 printable ASCII characters (a UUID is a good choice), scoped to the key's account and this operation for `IDEMPOTENCY_TTL_HOURS` (24 by default). The first request runs and its response is stored with the write it made; the same key with the same request (method, path, query and body bytes) replays that response byte for byte with `Idempotent-Replayed` true, without running again. The same key with another request is a 422 IDEMPOTENCY_KEY_MISMATCH; while the first is still running, a 409 with Retry-After 1. 5xx and 429 answers are not stored. See docs/api.md, "Safe retries". */
         IdempotencyKey: string;
-        /** @description Entry (note) id. */
+        /**
+         * @description Entry (note) id.
+         * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+         */
         EntryIdPath: components["schemas"]["Uuid"];
         /** @description How many entries, 1–100 (default 50). */
         EntriesLimit: number;
@@ -9870,23 +10116,44 @@ export interface components {
         MemberIdQuery: components["schemas"]["Uuid"];
         /** @description How many rows, 1–500 (default 200). */
         TrashLimit: number;
-        /** @description Custom field definition id. */
+        /**
+         * @description Custom field definition id.
+         * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+         */
         FieldIdPath: components["schemas"]["Uuid"];
-        /** @description Member status definition id. */
+        /**
+         * @description Member status definition id.
+         * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+         */
         StatusIdPath: components["schemas"]["Uuid"];
-        /** @description Webhook id. */
+        /**
+         * @description Webhook id.
+         * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+         */
         WebhookIdPath: components["schemas"]["Uuid"];
         /** @description Webhook delivery id. */
         DeliveryIdPath: components["schemas"]["WebhookDeliveryId"];
         /** @description The previous page's `nextCursor` (the id of its oldest delivery); the page holds older deliveries. */
         DeliveryCursor: components["schemas"]["WebhookDeliveryId"];
-        /** @description Folder id. */
+        /**
+         * @description Folder id.
+         * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+         */
         FolderIdPath: components["schemas"]["Uuid"];
-        /** @description Group id. */
+        /**
+         * @description Group id.
+         * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+         */
         GroupIdPath: components["schemas"]["Uuid"];
-        /** @description Directory layout id. */
+        /**
+         * @description Directory layout id.
+         * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+         */
         LayoutIdPath: components["schemas"]["Uuid"];
-        /** @description Member id. */
+        /**
+         * @description Member id.
+         * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+         */
         MemberIdPath: components["schemas"]["Uuid"];
         /** @description Opaque cursor from the previous page's `nextCursor`. */
         Cursor: string;
@@ -9912,9 +10179,15 @@ export interface components {
         MessagingLinkPreviewIdPath: components["schemas"]["Uuid"];
         /** @description Page size, 1–150 (default 50). */
         MessagesLimit: number;
-        /** @description Side system id. */
+        /**
+         * @description Side system id.
+         * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+         */
         SideSystemIdPath: components["schemas"]["Uuid"];
-        /** @description Sub system id. */
+        /**
+         * @description Sub system id.
+         * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+         */
         SubSystemIdPath: components["schemas"]["Uuid"];
         /** @description Read this side system instead of the active scope. */
         SideSystemIdQuery: components["schemas"]["Uuid"];
@@ -9924,7 +10197,10 @@ export interface components {
         UserIdPath: components["schemas"]["Uuid"];
         /** @description The account whose incoming friend request is answered. */
         RequesterUserIdPath: components["schemas"]["Uuid"];
-        /** @description The other account (the owner of the data on friend-scoped routes). */
+        /**
+         * @description The other account (the owner of the data on friend-scoped routes).
+         * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+         */
         FriendUserIdPath: components["schemas"]["Uuid"];
         /** @description The folder to open; omitted or the literal `null` for the root. */
         FriendFolderIdQuery: string;
@@ -9932,17 +10208,35 @@ export interface components {
         FriendMemberIdQuery: components["schemas"]["Uuid"];
         /** @description API key id (not the secret). */
         KeyIdPath: components["schemas"]["Uuid"];
-        /** @description Custom colour scheme id. */
+        /**
+         * @description Custom colour scheme id.
+         * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+         */
         SchemeIdPath: components["schemas"]["Uuid"];
-        /** @description Custom font id. */
+        /**
+         * @description Custom font id.
+         * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+         */
         FontIdPath: components["schemas"]["Uuid"];
-        /** @description Privacy bucket id. */
+        /**
+         * @description Privacy bucket id.
+         * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+         */
         BucketIdPath: components["schemas"]["Uuid"];
-        /** @description Folder (directory) id. */
+        /**
+         * @description Folder (directory) id.
+         * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+         */
         DirectoryIdPath: components["schemas"]["Uuid"];
-        /** @description Custom field definition id. */
+        /**
+         * @description Custom field definition id.
+         * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+         */
         FieldDefinitionIdPath: components["schemas"]["Uuid"];
-        /** @description Member status definition id. */
+        /**
+         * @description Member status definition id.
+         * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+         */
         DefinitionIdPath: components["schemas"]["Uuid"];
         /** @description The profile section. */
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
@@ -11241,7 +11535,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11282,7 +11579,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11323,7 +11623,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11364,7 +11667,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11450,7 +11756,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11488,9 +11797,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11528,7 +11843,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11569,7 +11887,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11607,7 +11928,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11645,9 +11969,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11688,7 +12018,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11726,9 +12059,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -11771,7 +12110,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11809,7 +12151,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11855,7 +12200,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -11900,9 +12248,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11938,9 +12292,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -11976,7 +12336,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12019,7 +12382,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12068,7 +12434,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12113,7 +12482,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12164,7 +12536,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12205,7 +12580,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -12252,9 +12630,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -12290,9 +12674,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -12523,7 +12913,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom colour scheme id. */
+                /**
+                 * @description Custom colour scheme id.
+                 * @example 7c1e2f4a-9b3d-4e5f-8a6b-1c2d3e4f5a6b
+                 */
                 schemeId: components["parameters"]["SchemeIdPath"];
             };
             cookie?: never;
@@ -12631,7 +13024,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom font id. */
+                /**
+                 * @description Custom font id.
+                 * @example 3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d
+                 */
                 fontId: components["parameters"]["FontIdPath"];
             };
             cookie?: never;
@@ -12830,7 +13226,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -12868,7 +13267,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -12960,7 +13362,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -12998,7 +13403,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -13043,7 +13451,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -13224,7 +13635,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13262,7 +13676,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13298,7 +13715,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13347,7 +13767,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13395,7 +13818,10 @@ export interface operations {
                 "If-None-Match"?: string;
             };
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13492,7 +13918,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13543,7 +13972,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -13658,7 +14090,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13694,7 +14129,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13739,7 +14177,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13785,7 +14226,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -13862,7 +14306,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -13898,7 +14345,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -13946,7 +14396,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Folder id. */
+                /**
+                 * @description Folder id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 folderId: components["parameters"]["FolderIdPath"];
             };
             cookie?: never;
@@ -14060,7 +14513,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -14099,7 +14555,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Directory layout id. */
+                /**
+                 * @description Directory layout id.
+                 * @example 5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b
+                 */
                 layoutId: components["parameters"]["LayoutIdPath"];
             };
             cookie?: never;
@@ -14209,7 +14668,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14245,7 +14707,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14290,7 +14755,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -14328,9 +14796,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14378,9 +14852,15 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldId: components["parameters"]["FieldIdPath"];
             };
             cookie?: never;
@@ -14490,7 +14970,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14526,7 +15009,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14571,7 +15057,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -14609,9 +15098,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14647,9 +15142,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 statusId: components["parameters"]["StatusIdPath"];
             };
             cookie?: never;
@@ -14685,7 +15186,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 definitionId: components["parameters"]["DefinitionIdPath"];
             };
             cookie?: never;
@@ -14723,7 +15227,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member status definition id. */
+                /**
+                 * @description Member status definition id.
+                 * @example 9b0c1d2e-3f4a-4b5c-9d6e-8f9a0b1c2d3e
+                 */
                 definitionId: components["parameters"]["DefinitionIdPath"];
             };
             cookie?: never;
@@ -14851,7 +15358,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -14892,7 +15402,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -14928,7 +15441,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -14976,7 +15492,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Entry (note) id. */
+                /**
+                 * @description Entry (note) id.
+                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 */
                 entryId: components["parameters"]["EntryIdPath"];
             };
             cookie?: never;
@@ -17245,7 +17764,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17283,7 +17805,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17319,7 +17844,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17367,7 +17895,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17410,7 +17941,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17455,7 +17989,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
             };
             cookie?: never;
@@ -17496,7 +18033,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Webhook id. */
+                /**
+                 * @description Webhook id.
+                 * @example 5c1f8e2a-7b3d-4e9f-a6c2-1d0e9f8a7b6c
+                 */
                 webhookId: components["parameters"]["WebhookIdPath"];
                 /** @description Webhook delivery id. */
                 deliveryId: components["parameters"]["DeliveryIdPath"];
@@ -18389,7 +18929,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -18507,7 +19050,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -18614,7 +19160,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom tier id. */
+                /**
+                 * @description Custom tier id.
+                 * @example 5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f
+                 */
                 tierId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18650,7 +19199,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18686,7 +19238,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18734,7 +19289,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Front session id. */
+                /**
+                 * @description Front session id.
+                 * @example 1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e
+                 */
                 sessionId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18852,7 +19410,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -18890,7 +19451,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -18926,7 +19490,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19050,7 +19617,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19088,7 +19658,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19126,7 +19699,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Privacy bucket id. */
+                /**
+                 * @description Privacy bucket id.
+                 * @example 3c5e7a9b-1d2f-4a6b-8c0d-2e4f6a8b0c1d
+                 */
                 bucketId: components["parameters"]["BucketIdPath"];
             };
             cookie?: never;
@@ -19340,7 +19916,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -19378,7 +19957,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
             };
             cookie?: never;
@@ -19421,7 +20003,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -19467,7 +20052,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -19518,7 +20106,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -19556,7 +20147,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Group id. */
+                /**
+                 * @description Group id.
+                 * @example 4d5e6f7a-8b9c-4d0e-9f1a-2b3c4d5e6f70
+                 */
                 groupId: components["parameters"]["GroupIdPath"];
             };
             cookie?: never;
@@ -19599,7 +20193,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder (directory) id. */
+                /**
+                 * @description Folder (directory) id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 directoryId: components["parameters"]["DirectoryIdPath"];
             };
             cookie?: never;
@@ -19637,7 +20234,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Folder (directory) id. */
+                /**
+                 * @description Folder (directory) id.
+                 * @example 3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f
+                 */
                 directoryId: components["parameters"]["DirectoryIdPath"];
             };
             cookie?: never;
@@ -19680,7 +20280,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
             };
             cookie?: never;
@@ -19718,7 +20321,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Custom field definition id. */
+                /**
+                 * @description Custom field definition id.
+                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 */
                 fieldDefinitionId: components["parameters"]["FieldDefinitionIdPath"];
             };
             cookie?: never;
@@ -19761,7 +20367,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
                 /** @description The profile section. */
                 sectionKey: components["parameters"]["SectionKeyPath"];
@@ -19801,7 +20410,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Member id. */
+                /**
+                 * @description Member id.
+                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 */
                 memberId: components["parameters"]["MemberIdPath"];
                 /** @description The profile section. */
                 sectionKey: components["parameters"]["SectionKeyPath"];
@@ -19846,7 +20458,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -19884,7 +20499,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Side system id. */
+                /**
+                 * @description Side system id.
+                 * @example 8d9e0f1a-2b3c-4d4e-8f5a-6b7c8d9e0f1a
+                 */
                 sideSystemId: components["parameters"]["SideSystemIdPath"];
             };
             cookie?: never;
@@ -19927,7 +20545,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -19965,7 +20586,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Sub system id. */
+                /**
+                 * @description Sub system id.
+                 * @example 7b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e
+                 */
                 subSystemId: components["parameters"]["SubSystemIdPath"];
             };
             cookie?: never;
@@ -20388,7 +21012,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
             };
             cookie?: never;
@@ -20942,7 +21569,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -21079,7 +21709,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
@@ -21122,7 +21755,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The other account (the owner of the data on friend-scoped routes). */
+                /**
+                 * @description The other account (the owner of the data on friend-scoped routes).
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];

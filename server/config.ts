@@ -372,6 +372,12 @@ export const SETTINGS = {
     description:
       'Create the `demo` account (and print an all-scopes key) on the first start of an empty embedded database.',
   }),
+  seedExamples: boolean('SEED_EXAMPLES', {
+    group: 'Server',
+    default: false,
+    description:
+      "Fixture mode: on an empty database (embedded or PostgreSQL; refused otherwise), create the accounts, keys and data the contract's examples name, with their ids, and print the keys and the admin token at start, so that every documented example request answers as documented (docs/contract-testing.md). The keys are fixed and published: never on a server others can reach. Replaces `SEED_DEMO`.",
+  }),
   corsOrigins: custom('CORS_ORIGINS', {
     group: 'Server',
     type: 'comma-separated origins',

@@ -11,6 +11,12 @@ import { backgroundContext } from './context.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { DataDirLockedError } from './db/dataDirLock.ts';
 import { seedDemoAccount } from './features/accounts/demo.ts';
+import {
+  assertEmptyForExamples,
+  ExamplesRefusedError,
+  type SeededExamples,
+  seedExamples,
+} from './fixtures/examples.ts';
 import { createHttpServer } from './http/server.ts';
 import { createLogger } from './logger.ts';
 import { loopbackUrl, recordServerAddress } from './localServer.ts';
@@ -28,6 +34,7 @@ function banner(
   baseUrl: string,
   runtime: Runtime,
   demo: { username: string; apiKey: string } | undefined,
+  examples: SeededExamples | undefined,
 ): string {
   const lines = [
     '',
@@ -53,6 +60,16 @@ function banner(
       `  ${demo.apiKey}`,
       'Try it:',
       `  curl -s -H "Authorization: Bearer ${demo.apiKey}" ${baseUrl}/api/v1/appearance/reset -X POST`,
+    );
+  }
+  if (examples) {
+    const width = Math.max(...examples.keys.map((k) => `${k.username}, ${k.label}`.length));
+    lines.push(
+      '',
+      "Fixture mode (SEED_EXAMPLES): the contract's example data, for contract tests only; these keys are published:",
+      ...examples.accounts.map((a) => `  account ${a.username}: ${a.userId}`),
+      ...examples.keys.map((k) => `  ${`${k.username}, ${k.label}`.padEnd(width)}  ${k.token}`),
+      `  admin token: ${runtime.deps.adminToken ?? 'none (set ADMIN_TOKEN for the admin examples)'}`,
     );
   }
   return lines.join('\n') + '\n';
@@ -159,7 +176,7 @@ function listen(app: Express, config: Config): Promise<Server> {
 
 /** Start-up failures an operator can fix get one line without a stack; anything else is a bug and keeps it. */
 function failedToStart(err: unknown): never {
-  if (err instanceof StartupError || err instanceof DataDirLockedError) {
+  if (err instanceof StartupError || err instanceof DataDirLockedError || err instanceof ExamplesRefusedError) {
     log('fatal', {}, `Cannot start: ${err.message}`);
   } else {
     log('fatal', { err }, `Cannot start: ${err instanceof Error ? err.message : String(err)}`);
@@ -193,6 +210,17 @@ async function main(): Promise<void> {
   }
   state.runtime = runtime;
   if (state.pendingSignal) return stop(state.pendingSignal, 0, 0);
+  const seedContext = (job: string) =>
+    backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job });
+  if (config.seedExamples) {
+    // Refused before the port is bound: a server that holds data never starts with the published keys.
+    try {
+      await assertEmptyForExamples(seedContext('examples_seed'));
+    } catch (err) {
+      await runtime.close().catch(() => undefined);
+      failedToStart(err);
+    }
+  }
   const app = createApp(runtime.deps);
 
   // The port is bound before anything is written: a port in use ends start-up before the demo
@@ -211,11 +239,10 @@ async function main(): Promise<void> {
     await runtime.close().catch(() => undefined);
     failedToStart(message ? new StartupError(message) : err);
   }
+  const examples = config.seedExamples ? await seedExamples(seedContext('examples_seed')) : undefined;
   const demo =
-    !config.databaseUrl && config.seedDemo
-      ? await seedDemoAccount(
-          backgroundContext({ ...runtime.deps, db: runtime.deps.db.knex }, { kind: 'system', job: 'demo_seed' }),
-        )
+    !config.databaseUrl && config.seedDemo && !config.seedExamples
+      ? await seedDemoAccount(seedContext('demo_seed'))
       : undefined;
   state.server = server;
   const address = server.address();
@@ -236,7 +263,7 @@ async function main(): Promise<void> {
   }
   await runtime.startJobs();
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
-  process.stdout.write(banner(config, `http://${host}:${port}`, runtime, demo));
+  process.stdout.write(banner(config, `http://${host}:${port}`, runtime, demo, examples));
   if (state.pendingSignal) stop(state.pendingSignal, 0, SHUTDOWN_GRACE_MS);
 }
 

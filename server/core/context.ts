@@ -16,6 +16,14 @@ import type { Scope, ScopeMap } from './scopes.ts';
 
 type Schemas = components['schemas'];
 
+/**
+ * Fixture mode only (server/fixtures/): the id a created row gets instead of a random one, so that
+ * the contract's examples can name it. Request bodies are strict, so no HTTP input carries it.
+ */
+export interface PresetId {
+  readonly id?: string;
+}
+
 /** Who carries out the action. */
 export type Actor =
   /** A caller authenticated with an account's API key. */

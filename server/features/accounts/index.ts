@@ -2,6 +2,7 @@
 export { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 export {
   accountPlan,
+  countAccounts,
   createAccount,
   createApiKey,
   deleteAccount,

@@ -7,7 +7,12 @@ import { createHash, randomBytes } from 'node:crypto';
 export const API_KEY_PREFIX = 'adk_';
 
 export function generateApiKey(): { secret: string; hash: string; displayPrefix: string } {
-  const secret = API_KEY_PREFIX + randomBytes(32).toString('base64url');
+  return apiKeyFromSecret(API_KEY_PREFIX + randomBytes(32).toString('base64url'));
+}
+
+/** A key with a given secret: fixture mode's published keys (server/fixtures/keys.ts). */
+export function apiKeyFromSecret(secret: string): { secret: string; hash: string; displayPrefix: string } {
+  if (!looksLikeApiKey(secret)) throw new Error('an API key secret is adk_ and 43 base64url characters');
   return { secret, hash: hashApiKey(secret), displayPrefix: secret.slice(0, 10) };
 }
 

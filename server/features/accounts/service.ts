@@ -15,7 +15,7 @@ import { onBehalfOf } from '../../access/index.ts';
 import { inTransaction, ownerOf, type ServerContext, type ServiceContext } from '../../core/context.ts';
 import { deletePrefix } from '../../storage/types.ts';
 import { createInitialSideSystem } from '../systems/index.ts';
-import { generateApiKey } from './keys.ts';
+import { apiKeyFromSecret, generateApiKey } from './keys.ts';
 import { PLANS, PLAN_NAMES, type PlanKey } from './plans.ts';
 import { accountsRepo, type AccountRow, type AdminAccountRow, type ApiKeyRow, type ScopeMap } from './repo.ts';
 
@@ -31,6 +31,8 @@ export interface NewAccount {
   timezone?: string;
   country?: string;
   aboutMarkdown?: string;
+  /** Fixture mode only (server/fixtures/): the ids the account and its first side system get. */
+  preset?: { id: string; sideSystemId: string };
 }
 
 function isUniqueViolation(err: unknown): boolean {
@@ -44,7 +46,7 @@ export async function createAccount(
 ): Promise<{ userId: string; username: string }> {
   const { now } = ctx;
   const row: AccountRow = {
-    id: randomUUID(),
+    id: input.preset?.id ?? randomUUID(),
     username: input.username,
     display_name: input.displayName ?? input.username,
     plan: input.plan ?? 'free',
@@ -65,7 +67,7 @@ export async function createAccount(
     await inTransaction({ ...ctx, access: onBehalfOf(row.id) }, async (tx) => {
       if (await accountsRepo.usernameTaken(tx.db, input.username)) throw conflict('Username is already taken');
       await accountsRepo.insertAccount(tx.db, row);
-      await createInitialSideSystem(tx.db, row.id, now);
+      await createInitialSideSystem(tx.db, row.id, now, input.preset?.sideSystemId);
       await tx.audit.record(tx, {
         action: 'account.create',
         targetType: 'account',
@@ -84,13 +86,19 @@ export async function createAccount(
 /** Issues a key within the plan's limit (audited: `api_key.create`, its name, scopes and expiry; never the secret). */
 export async function createApiKey(
   ctx: ServiceContext,
-  input: { scopes: ScopeMap; name?: string; expiresAt?: number },
+  input: {
+    scopes: ScopeMap;
+    name?: string;
+    expiresAt?: number;
+    /** Fixture mode only (server/fixtures/keys.ts): the key's id and its published secret. */
+    preset?: { id: string; secret: string };
+  },
 ): Promise<{ id: string; apiKey: string; scopes: ScopeMap; expiresAt: number | null }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   if (input.expiresAt !== undefined && input.expiresAt <= now) throw badRequest('expiresAt must be in the future');
-  const key = generateApiKey();
-  const id = randomUUID();
+  const key = input.preset ? apiKeyFromSecret(input.preset.secret) : generateApiKey();
+  const id = input.preset?.id ?? randomUUID();
   await inTransaction(ctx, async (tx) => {
     const trx = tx.db;
     // Row lock: concurrent issues for one account are serialised so the plan limit holds.
@@ -167,6 +175,11 @@ export async function listAccounts(
     items: items.map(toAdminAccount),
     nextCursor: nextAfter ? encodeCursor([nextAfter.username.toLowerCase()]) : null,
   };
+}
+
+/** How many accounts the server holds (fixture mode starts only on none). */
+export async function countAccounts(ctx: ServerContext): Promise<number> {
+  return accountsRepo.countAccounts(ctx.db);
 }
 
 /** The plan of the context's account; null when the account does not exist (any more). */

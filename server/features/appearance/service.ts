@@ -1,7 +1,7 @@
 /** Appearance rules: defaults, the colourScheme alias, plan entitlement and ownership of custom ids. */
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { accountPlan, PLANS } from '../accounts/index.ts';
 import { appearanceRepo, type AppearanceRow, type AppearanceValues } from './repo.ts';
@@ -157,11 +157,11 @@ function customChanged(tx: ServiceContext, userId: string, list: 'customColorSch
 
 export async function createCustomColorScheme(
   ctx: ServiceContext,
-  input: { name: string; colors: Record<string, string> },
+  input: PresetId & { name: string; colors: Record<string, string> },
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  const id = randomUUID();
+  const id = input.id ?? randomUUID();
   await inTransaction(ctx, async (tx) => {
     await appearanceRepo.insertScheme(tx.db, {
       id,
@@ -199,12 +199,12 @@ export async function listCustomFonts(ctx: ServiceContext): Promise<CustomFont[]
 
 export async function createCustomFont(
   ctx: ServiceContext,
-  input: { name: string; sourceUrl: string },
+  input: PresetId & { name: string; sourceUrl: string },
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   await assertCustomFontsAllowed(ctx);
-  const id = randomUUID();
+  const id = input.id ?? randomUUID();
   await inTransaction(ctx, async (tx) => {
     await appearanceRepo.insertFont(tx.db, {
       id,

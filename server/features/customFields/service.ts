@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { findLiveMember } from '../members/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
@@ -78,14 +78,14 @@ export async function listFields(ctx: ServiceContext): Promise<Schemas['CustomFi
 
 export async function createField(
   ctx: ServiceContext,
-  input: Schemas['CreateCustomFieldRequest'],
+  input: Schemas['CreateCustomFieldRequest'] & PresetId,
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const options = checkOptions(input.type, input.options);
   return inTransaction(ctx, async ({ db: trx }) => {
     const row: FieldRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       name: input.name.trim(),
       type: input.type,

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerRowsOf } from '../../access/index.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
 import { PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
@@ -125,7 +125,10 @@ function rehost(ctx: ServiceContext, content: string): Promise<string> {
   });
 }
 
-export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEntryRequest']): Promise<{ id: string }> {
+export async function createEntry(
+  ctx: ServiceContext,
+  input: Schemas['CreateEntryRequest'] & PresetId,
+): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
@@ -136,7 +139,7 @@ export async function createEntry(ctx: ServiceContext, input: Schemas['CreateEnt
     const scope = await resolveWriteScope(trx, userId);
     await assertCaps(trx, ctx, links, { live: true, fail: noteLimit });
     const row: EntryRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       side_system_id: scope.sideSystemId,
       sub_system_id: scope.subSystemId,

@@ -4,7 +4,7 @@
  * the active side/sub system, but reads are never narrowed by it. Every write that reads the
  * front before changing it takes the account's front lock (frontRepo.lock) in its transaction.
  */
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -113,7 +113,10 @@ async function assertActiveMember(db: Knex, userId: string, memberId: string, fi
   if (member.archived_at !== null) throw badRequest(`${field} is an archived member; unarchive it first`);
 }
 
-export async function startFronting(ctx: ServiceContext, input: Schemas['StartFrontingRequest']): Promise<void> {
+export async function startFronting(
+  ctx: ServiceContext,
+  input: Schemas['StartFrontingRequest'] & PresetId,
+): Promise<void> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
@@ -128,7 +131,7 @@ export async function startFronting(ctx: ServiceContext, input: Schemas['StartFr
     const scope = await resolveWriteScope(trx, userId);
     // The unique partial index is the last word: a start that loses a race is a no-op too.
     await frontRepo.insertOpen(trx, {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       member_id: input.memberId,
       side_system_id: scope.sideSystemId,
@@ -260,7 +263,7 @@ export async function listTiers(ctx: ServiceContext): Promise<FrontTier[]> {
 
 export async function createTier(
   ctx: ServiceContext,
-  input: Schemas['CreateFrontTierRequest'],
+  input: Schemas['CreateFrontTierRequest'] & PresetId,
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
@@ -269,7 +272,7 @@ export async function createTier(
     if ((await frontRepo.countTiers(trx, userId)) >= MAX_CUSTOM_TIERS) {
       throw badRequest(`An account can have at most ${MAX_CUSTOM_TIERS} custom tiers`);
     }
-    const id = randomUUID();
+    const id = input.id ?? randomUUID();
     await frontRepo.insertTier(trx, {
       id,
       user_id: userId,

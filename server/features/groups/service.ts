@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { toMemberSummary } from '../../core/members.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
@@ -75,7 +75,7 @@ async function createDirectory(
   ctx: ServiceContext,
   userId: string,
   kind: DirectoryKind,
-  input: ScopeQuery & { name: string; description?: string; parentId?: string; color?: string },
+  input: ScopeQuery & PresetId & { name: string; description?: string; parentId?: string; color?: string },
   now: number,
   after?: (trx: Knex.Transaction, row: DirectoryRow) => Promise<void>,
 ): Promise<{ id: string }> {
@@ -84,7 +84,7 @@ async function createDirectory(
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.parentId) await assertParentFolder(trx, userId, input.parentId, scope.sideSystemId);
     const row: DirectoryRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       kind,
       side_system_id: scope.sideSystemId,
@@ -105,13 +105,13 @@ async function createDirectory(
   });
 }
 
-export function createFolder(ctx: ServiceContext, input: Schemas['CreateFolderRequest']) {
+export function createFolder(ctx: ServiceContext, input: Schemas['CreateFolderRequest'] & PresetId) {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   return createDirectory(ctx, userId, 'folder', input, now);
 }
 
-export function createGroup(ctx: ServiceContext, input: Schemas['CreateGroupRequest']) {
+export function createGroup(ctx: ServiceContext, input: Schemas['CreateGroupRequest'] & PresetId) {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   return createDirectory(ctx, userId, 'group', input, now, async (trx, row) => {
@@ -321,14 +321,14 @@ export async function listLayouts(ctx: ServiceContext, directoryId?: string): Pr
 
 export async function createLayout(
   ctx: ServiceContext,
-  input: Schemas['CreateDirectoryLayoutRequest'],
+  input: Schemas['CreateDirectoryLayoutRequest'] & PresetId,
 ): Promise<{ id: string }> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   if (input.directoryId && !(await directoriesRepo.findLive(db, userId, input.directoryId, 'folder')))
     throw notFound('Folder not found');
   const row: LayoutRow = {
-    id: randomUUID(),
+    id: input.id ?? randomUUID(),
     user_id: userId,
     directory_id: input.directoryId,
     name: input.name.trim(),

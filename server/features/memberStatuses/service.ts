@@ -1,5 +1,5 @@
 /** Member status definitions (name, colour, icon) and their assignment to members. */
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -38,12 +38,12 @@ export async function listStatuses(ctx: ServiceContext): Promise<Schemas['Member
 
 export async function createStatus(
   ctx: ServiceContext,
-  input: Schemas['CreateMemberStatusRequest'],
+  input: Schemas['CreateMemberStatusRequest'] & PresetId,
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const row: StatusRow = {
-    id: randomUUID(),
+    id: input.id ?? randomUUID(),
     user_id: userId,
     name: input.name.trim(),
     color: input.color.toUpperCase(),

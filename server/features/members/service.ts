@@ -1,5 +1,5 @@
 /** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -48,7 +48,7 @@ function blankToNull(value: string | null | undefined): string | null | undefine
 
 export async function createMember(
   ctx: ServiceContext,
-  input: Schemas['CreateMemberRequest'],
+  input: Schemas['CreateMemberRequest'] & PresetId,
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
@@ -57,7 +57,7 @@ export async function createMember(
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
     const row: MemberRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       side_system_id: scope.sideSystemId,
       sub_system_id: scope.subSystemId,

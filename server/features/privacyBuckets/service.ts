@@ -20,6 +20,7 @@ import {
   ownerOf,
   PERMISSION_GROUPS,
   type PermissionMap,
+  type PresetId,
   type ServiceContext,
 } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
@@ -78,7 +79,10 @@ export async function listBuckets(ctx: ServiceContext): Promise<Bucket[]> {
   return (await bucketsRepo.list(ctx.db, userId)).map(toBucket);
 }
 
-export async function createBucket(ctx: ServiceContext, input: Schemas['CreatePrivacyBucketRequest']): Promise<Bucket> {
+export async function createBucket(
+  ctx: ServiceContext,
+  input: Schemas['CreatePrivacyBucketRequest'] & PresetId,
+): Promise<Bucket> {
   return inTransaction(ctx, async (tx) => {
     const bucket = await insertBucket(tx, input);
     await tx.events.emit(tx, { type: 'privacy_bucket.created', area: 'privacyBuckets', data: { id: bucket._id } });
@@ -86,10 +90,13 @@ export async function createBucket(ctx: ServiceContext, input: Schemas['CreatePr
   });
 }
 
-async function insertBucket(ctx: ServiceContext, input: Schemas['CreatePrivacyBucketRequest']): Promise<Bucket> {
+async function insertBucket(
+  ctx: ServiceContext,
+  input: Schemas['CreatePrivacyBucketRequest'] & PresetId,
+): Promise<Bucket> {
   const { now } = ctx;
   const row = await bucketsRepo.insert(ctx.db, {
-    id: randomUUID(),
+    id: input.id ?? randomUUID(),
     user_id: ownerOf(ctx),
     slug: `u_${randomBytes(8).toString('hex')}`,
     builtin: false,

@@ -1,5 +1,5 @@
 /** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -20,8 +20,14 @@ type SubSystem = Schemas['SubSystem'];
 type ActiveContext = Schemas['ActiveSystemContext'];
 
 /** Every account has one side system from creation on, and it is the active one. */
-export async function createInitialSideSystem(trx: Knex.Transaction, userId: string, now: number): Promise<void> {
-  const id = randomUUID();
+export async function createInitialSideSystem(
+  trx: Knex.Transaction,
+  userId: string,
+  now: number,
+  /** Fixture mode only (server/fixtures/): the id it gets. */
+  presetId?: string,
+): Promise<void> {
+  const id = presetId ?? randomUUID();
   await systemsRepo.insertSide(trx, {
     id,
     user_id: userId,
@@ -175,11 +181,14 @@ export async function setUnifiedView(ctx: ServiceContext, enabled: boolean): Pro
   });
 }
 
-export async function createSideSystem(ctx: ServiceContext, input: FieldInput & { name: string }): Promise<SideSystem> {
+export async function createSideSystem(
+  ctx: ServiceContext,
+  input: FieldInput & PresetId & { name: string },
+): Promise<SideSystem> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const row: SystemRow = {
-    id: randomUUID(),
+    id: input.id ?? randomUUID(),
     user_id: userId,
     name: '',
     description: null,
@@ -298,7 +307,8 @@ async function assertParent(
 
 export async function createSubSystem(
   ctx: ServiceContext,
-  input: FieldInput & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
+  input: FieldInput &
+    PresetId & { name: string; sideSystemId: string; linkedMemberId: string; parentSubSystemId?: string | null },
 ): Promise<SubSystem> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
@@ -309,7 +319,7 @@ export async function createSubSystem(
     assertLinkedMember(member, input.sideSystemId);
     if (input.parentSubSystemId) await assertParent(trx, userId, input.parentSubSystemId, input.sideSystemId);
     const row: SubSystemRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       side_system_id: input.sideSystemId,
       linked_member_id: input.linkedMemberId,

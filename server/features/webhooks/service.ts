@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { hasScope, SCOPES, type Scope } from '../../core/scopes.ts';
 import { MessageCipher } from '../../crypto/messageCipher.ts';
@@ -150,13 +150,13 @@ export async function getWebhook(ctx: ServiceContext, id: string): Promise<Schem
 
 export async function createWebhook(
   ctx: ServiceContext,
-  input: Schemas['CreateWebhookRequest'],
+  input: Schemas['CreateWebhookRequest'] & PresetId,
 ): Promise<Schemas['CreatedWebhook']> {
   const userId = ownerOf(ctx);
   const areas = readableAreas(ctx, input.types);
   const url = checkUrl(ctx, input.url);
   const secret = newSecret();
-  const id = randomUUID();
+  const id = input.id ?? randomUUID();
   const sealed = seal(ctx, { user_id: userId, id }, { url, secrets: [secret] });
   const row = await inTransaction(ctx, async (tx) => {
     await webhooksRepo.lockAccount(tx.db, userId);

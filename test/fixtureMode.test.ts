@@ -1,0 +1,48 @@
+/**
+ * Fixture mode (SEED_EXAMPLES=true, server/fixtures/): the data the contract's examples name, on an
+ * empty database only. CI replays every example against it (npm run contract); these tests catch
+ * what that run would not see cheaply: the refusal of a database that holds data, and that the
+ * published keys and the ids the examples name are what gets written.
+ */
+import { describe, expect, it } from 'vitest';
+import { backgroundContext } from '../server/context.ts';
+import { ExamplesRefusedError, seedExamples } from '../server/fixtures/examples.ts';
+import { IDS } from '../server/fixtures/ids.ts';
+import { EXAMPLE_KEYS } from '../server/fixtures/keys.ts';
+import { useServer } from './helpers/server.ts';
+
+const server = useServer();
+const seedContext = () =>
+  backgroundContext({ ...server.deps, db: server.deps.db.knex }, { kind: 'system', job: 'examples_seed' });
+
+describe('fixture mode', () => {
+  it('refuses a database that holds an account, and writes nothing', async () => {
+    await server.createAccount({ username: 'already_here' });
+    await expect(seedExamples(seedContext())).rejects.toBeInstanceOf(ExamplesRefusedError);
+    const { data } = await server.admin.GET('/admin/v1/accounts');
+    expect(data?.items.map((a) => a.username)).toEqual(['already_here']);
+  });
+
+  it('on an empty database, writes the examples’ account, keys and rows with the ids the contract names', async () => {
+    // This file's database holds the account of the test above: empty it the way an operator would.
+    const { data: accounts } = await server.admin.GET('/admin/v1/accounts');
+    for (const account of accounts?.items ?? [])
+      await server.admin.DELETE('/admin/v1/accounts/{userId}', { params: { path: { userId: account.userId } } });
+    const seeded = await seedExamples(seedContext());
+    expect(seeded.keys.map((k) => k.token)).toContain(EXAMPLE_KEYS.owner.token);
+    const api = server.client(EXAMPLE_KEYS.owner.token);
+    const me = await api.GET('/api/v1/me');
+    expect(me.data).toMatchObject({
+      userId: IDS.aurora,
+      username: 'aurora_system',
+      key: { id: EXAMPLE_KEYS.owner.id },
+    });
+    const robin = await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: IDS.robin } } });
+    expect(robin.data).toMatchObject({ _id: IDS.robin, name: 'Robin', version: 3, sideSystemId: IDS.mainSideSystem });
+    const readOnly = server.client(EXAMPLE_KEYS.ownerReadOnly.token);
+    const write = await readOnly.POST('/api/v1/members', { body: { name: 'Nope' } });
+    expect(write.response.status).toBe(403);
+    // A second run finds the examples' own accounts and refuses.
+    await expect(seedExamples(seedContext())).rejects.toBeInstanceOf(ExamplesRefusedError);
+  });
+});
