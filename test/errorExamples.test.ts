@@ -72,6 +72,7 @@ describe('error examples in the contract', { timeout: 120_000 }, () => {
       403: ['FORBIDDEN', 'NOTE_LIMIT_REACHED'],
       404: ['NOT_FOUND'],
       409: ['CONFLICT'],
+      422: ['IDEMPOTENCY_KEY_MISMATCH'],
       408: ['REQUEST_TIMEOUT'],
       413: ['PAYLOAD_TOO_LARGE'],
       415: ['UNSUPPORTED_MEDIA_TYPE'],
