@@ -11,6 +11,7 @@
  * generated ones, except those whose message is the validator's wording of a mistake a generated
  * example now shows with its `details`.
  */
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
@@ -133,9 +134,15 @@ function write(contract: Contract, generated: Map<string, NamedExample[]>): void
     };
     texts.set(file, replaceExamples(texts.get(file)!, op.operationId, examples, keep));
   }
+  const written: string[] = [];
   for (const [file, text] of texts) {
-    if (text !== readFileSync(join(PATHS_DIR, file), 'utf8')) writeFileSync(join(PATHS_DIR, file), text);
+    if (text === readFileSync(join(PATHS_DIR, file), 'utf8')) continue;
+    writeFileSync(join(PATHS_DIR, file), text);
+    written.push(join(PATHS_DIR, file));
   }
+  // Biome formats YAML too (long flow mappings broken over lines): written as it would leave them.
+  if (written.length > 0)
+    execFileSync(join(root, 'node_modules/.bin/biome'), ['format', '--write', ...written], { stdio: 'ignore' });
 }
 
 const contract = new Contract();

@@ -224,8 +224,8 @@ export function mistakesOf(contract: Contract, op: Operation): Mistake[] {
     const query = Object.fromEntries(Object.entries(valid.query ?? {}).filter(([k]) => k !== missing.name));
     out.push({ name: 'missingQueryParameter', request: withQuery(valid, query) });
   }
-  // An operation without parameters or body can still be sent a query: its only mistake.
-  if (queryParams.length > 0 || (out.length === 0 && pathParams.length === 0 && !op.requestBody))
+  // An operation whose request can make no other mistake can still be sent a query.
+  if (queryParams.length > 0 || out.length === 0)
     out.push({ name: 'unknownQueryParameter', request: withQuery(valid, { ...valid.query, [UNKNOWN_QUERY]: '1' }) });
   for (const p of queryParams) {
     const value = invalidParam(contract, p);
