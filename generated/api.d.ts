@@ -9170,15 +9170,6 @@ export interface components {
                 "application/json": components["schemas"]["CreatedId"];
             };
         };
-        /** @description The request is malformed or breaks a validation or business rule. */
-        BadRequest: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
         /** @description The API key is missing, unknown, revoked or expired. */
         Unauthorized: {
             headers: {
@@ -10335,7 +10326,15 @@ export interface operations {
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getReadiness: {
@@ -10356,7 +10355,15 @@ export interface operations {
                     "application/json": components["schemas"]["ReadinessStatus"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description A dependency failed its check. The body is the usual `{ code, message }` envelope with the result of every check added, so generic clients still read `code` and `message`. */
             503: {
                 headers: {
@@ -10391,7 +10398,15 @@ export interface operations {
                     "text/html": string;
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getMetrics: {
@@ -10412,7 +10427,15 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["MetricsUnauthorized"];
             500: components["responses"]["Internal"];
         };
@@ -10437,7 +10460,15 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listAccounts: {
@@ -17024,7 +17055,15 @@ export interface operations {
                     "application/json": components["schemas"]["AttachmentAccessUrl"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["ForbiddenMessagingRead"];
             404: components["responses"]["NotFoundMessagingAttachment"];
@@ -18297,7 +18336,15 @@ export interface operations {
                     "application/json": components["schemas"]["ExportAccepted"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             /** @description The key lacks `read` on one of the sixteen scopes. */
             403: {
@@ -21845,7 +21892,15 @@ export interface operations {
                     "*/*": string;
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /** @description The request is malformed or breaks a validation or business rule. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             403: components["responses"]["SignedUrlRefused"];
             404: components["responses"]["NotFoundStoredObject"];
             500: components["responses"]["Internal"];

@@ -1,9 +1,13 @@
 /**
  * The error examples in the contract are what the server really answers (frontend teams mock
- * with them): every 403 example names the operation's own scope, and every 404 example that an
- * unknown id can reach is the server's message for that operation.
+ * with them): every 403 example names the operation's own scope, every 404 example that an
+ * unknown id can reach is the server's message for that operation, and every named 400 example
+ * (one per kind of mistake, with the request that makes it in `x-request`) is exactly the body the
+ * server answers that request with.
  */
 import { describe, expect, it } from 'vitest';
+import { Contract } from '../scripts/fuzz/contract.ts';
+import { type ExampleRequest, httpRequest, KINDS, mistakesOf } from '../scripts/error-examples/mistakes.ts';
 import { loadBundledSpec, OperationIndex, type OperationInfo } from '../server/http/spec.ts';
 import { bearer, useServer } from './helpers/server.ts';
 
@@ -51,6 +55,22 @@ function examples(op: OperationInfo, status: number): Array<{ code: string; mess
     .filter(Boolean);
 }
 
+/** The 400 examples of an operation that state their request, in the contract's order. */
+function named400(
+  op: OperationInfo,
+): Array<{ name: string; summary?: string; request: ExampleRequest; value: unknown }> {
+  const response = raw(op).responses['400'];
+  const media = response ? resolve(response).content?.['application/json'] : undefined;
+  return Object.entries(media?.examples ?? {}).flatMap(([name, e]) => {
+    const example = resolve(e as { $ref?: string; summary?: string; value?: unknown; 'x-request'?: ExampleRequest });
+    return example['x-request']
+      ? [{ name, summary: example.summary, request: example['x-request'], value: example.value }]
+      : [];
+  });
+}
+
+const contract = new Contract(spec as never);
+
 const apiKeyOps = index.operations.filter((o) => o.security.kind === 'apiKey');
 
 // Process starts and walks over every operation: generous under a loaded CI machine.
@@ -91,8 +111,55 @@ describe('error examples in the contract', { timeout: 120_000 }, () => {
     }
   });
 
+  it('every operation has a named 400 example for each kind of mistake its request can make, listed first', () => {
+    const kinds = Object.keys(KINDS);
+    let count = 0;
+    for (const op of index.operations) {
+      const fuzzOp = contract.operations.find((o) => o.operationId === op.operationId);
+      const named = named400(op);
+      count += named.length;
+      // The event stream (not in the fuzzer's walk) keeps its hand-written examples.
+      const expected = fuzzOp ? mistakesOf(contract, fuzzOp) : [];
+      expect(
+        named.map((e) => e.name),
+        op.operationId,
+      ).toEqual(expected.map((m) => m.name));
+      expect(named.map((e) => e.request)).toEqual(expected.map((m) => m.request));
+      for (const e of named) expect(e.summary, `${op.operationId} ${e.name}`).toBe(KINDS[e.name as keyof typeof KINDS]);
+      expect(kinds).toEqual(expect.arrayContaining(named.map((e) => e.name)));
+      // Generated examples come first: the first is what Prism answers with `Prefer: code=400`.
+      const all = examples(op, 400) as unknown[];
+      if (named.length > 0) expect(all[0], op.operationId).toEqual(named[0]!.value);
+      // The rest are a business rule's refusal written by hand: a service's 400 lists no details.
+      for (const e of all.slice(named.length)) expect(e, op.operationId).not.toHaveProperty('details');
+    }
+    expect(count).toBeGreaterThan(800);
+  });
+
   describe('against the real server', () => {
     const server = useServer({ env: { API_KEY_CACHE_TTL_MS: '300000' } });
+
+    it('every named 400 example is exactly what the server answers the request it states', async () => {
+      const user = await server.user();
+      let checked = 0;
+      for (const op of index.operations) {
+        const authorization =
+          op.security.kind === 'admin'
+            ? `Bearer ${server.adminToken}`
+            : op.security.kind === 'apiKey' || op.security.kind === 'anyKey'
+              ? `Bearer ${user.apiKey}`
+              : undefined;
+        for (const example of named400(op)) {
+          const { url, init } = httpRequest(op, example.request, server.baseUrl, authorization);
+          const res = await fetch(url, init);
+          const label = `${op.operationId} ${example.name}`;
+          expect(res.status, label).toBe(400);
+          expect(await res.json(), label).toEqual(example.value);
+          checked++;
+        }
+      }
+      expect(checked).toBeGreaterThan(800);
+    });
 
     it('a request naming unknown ids gets a 404 message the operation lists among its 404 examples', async () => {
       const user = await server.user();

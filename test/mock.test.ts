@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiClient, type ApiClient } from '../client/index.ts';
+import { Contract, responseFor } from '../scripts/fuzz/contract.ts';
 import { loadBundledSpec } from '../server/http/spec.ts';
 
 let child: ChildProcess;
@@ -275,6 +276,69 @@ describe('Prism mock through the typed client, one operation of every tag', () =
       headers: { Prefer: 'code=404' },
     });
     expect(entry.error).toEqual({ code: 'NOT_FOUND', message: 'Entry not found' });
+  });
+});
+
+/** The value of an operation's named 400 example, as the contract has it. */
+function named400(operationId: string, name: string): unknown {
+  for (const item of Object.values(spec.paths)) {
+    for (const op of Object.values(item)) {
+      if (op.operationId !== operationId) continue;
+      const response = deref(op.responses?.['400']) as {
+        content: Record<string, { examples: Record<string, unknown> }>;
+      };
+      return (deref(response.content['application/json']!.examples[name]) as { value: unknown }).value;
+    }
+  }
+  throw new Error(`no operation ${operationId}`);
+}
+
+describe("Prism mock: each mistake's 400, and generated bodies", () => {
+  const auth = { Authorization: 'Bearer anything' };
+  const json = { ...auth, 'Content-Type': 'application/json' };
+
+  it.each([
+    ['createMember', 'missingField', '/api/v1/members', { method: 'POST', body: '{"name":"Robin"}' }],
+    ['createMember', 'malformedJson', '/api/v1/members', { method: 'POST', body: '{"name":"Robin"}' }],
+    ['getMember', 'badPathId', `/api/v1/members/${ID}`, {}],
+    ['listMembersPage', 'badQueryParameter', '/api/v1/members/page?limit=5', {}],
+    ['updateAppearance', 'unknownField', '/api/v1/appearance', { method: 'PATCH', body: '{"themeMode":"dark"}' }],
+  ] as const)(
+    '%s: a valid request with `Prefer: code=400, example=%s` gets that example',
+    async (operationId, name, path, init) => {
+      const res = await fetch(base + path, { ...init, headers: { ...json, Prefer: `code=400, example=${name}` } });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual(named400(operationId, name));
+    },
+  );
+
+  it('`Prefer: dynamic=true` answers a body generated from the schema, valid against it', async () => {
+    const contract = new Contract();
+    const op = contract.operations.find((o) => o.operationId === 'listMembersPage')!;
+    const page = await fetch(`${base}/api/v1/members/page?limit=5`, { headers: { ...auth, Prefer: 'dynamic=true' } });
+    expect(page.status).toBe(200);
+    expect(contract.check(responseFor(op, 200)!.media[0]!.schema!, await page.json())).toEqual({ ok: true });
+    const refused = await fetch(`${base}/api/v1/members/page?limit=5`, {
+      headers: { ...auth, Prefer: 'code=400, dynamic=true' },
+    });
+    expect(refused.status).toBe(400);
+    expect(contract.check(responseFor(op, 400)!.media[0]!.schema!, await refused.json())).toEqual({ ok: true });
+  });
+
+  // What the README says Prism does with a request its own validation refuses.
+  it("a request Prism refuses gets Prism's pick, not the mistake's example", async () => {
+    // An operation without a 422: the first 400 example, whatever the mistake.
+    const unknown = await fetch(`${base}/api/v1/appearance`, { method: 'PATCH', headers: json, body: '{"bogus":1}' });
+    expect(unknown.status).toBe(400);
+    expect(await unknown.json()).toEqual(firstExample('updateAppearance', 400));
+    // A POST declares a 422 (Idempotency-Key reuse), which Prism prefers for any invalid request.
+    const post = await fetch(`${base}/api/v1/members`, { method: 'POST', headers: json, body: '{"bogus":1}' });
+    expect(post.status).toBe(422);
+    expect(await post.json()).toEqual(firstExample('createMember', 422));
+    // Malformed JSON: Prism's own envelope.
+    const malformed = await fetch(`${base}/api/v1/members`, { method: 'POST', headers: json, body: '{"name":' });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toEqual({ error: { code: 'invalid_json', message: 'Invalid JSON' } });
   });
 });
 
