@@ -546,7 +546,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The account whose incoming friend request is answered. */
+                /**
+                 * @description The account whose incoming friend request is answered.
+                 * @example 1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b
+                 */
                 requesterUserId: components["parameters"]["RequesterUserIdPath"];
             };
             cookie?: never;
@@ -709,10 +712,10 @@ export interface paths {
             header?: never;
             path: {
                 /**
-                 * @description The other account (the owner of the data on friend-scoped routes).
-                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+                 * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
                  */
-                friendUserId: components["parameters"]["FriendUserIdPath"];
+                friendUserId: components["parameters"]["OtherUserIdPath"];
             };
             cookie?: never;
         };
@@ -743,10 +746,10 @@ export interface paths {
             header?: never;
             path: {
                 /**
-                 * @description The other account (the owner of the data on friend-scoped routes).
-                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+                 * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
                  */
-                friendUserId: components["parameters"]["FriendUserIdPath"];
+                friendUserId: components["parameters"]["OtherUserIdPath"];
             };
             cookie?: never;
         };
@@ -773,10 +776,10 @@ export interface paths {
             header?: never;
             path: {
                 /**
-                 * @description The other account (the owner of the data on friend-scoped routes).
-                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+                 * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
                  */
-                friendUserId: components["parameters"]["FriendUserIdPath"];
+                friendUserId: components["parameters"]["OtherUserIdPath"];
             };
             cookie?: never;
         };
@@ -871,10 +874,10 @@ export interface paths {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -1004,10 +1007,10 @@ export interface paths {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -1073,10 +1076,10 @@ export interface paths {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Custom field definition id.
-                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 * @description The friend's custom field definition id.
+                 * @example c5d6e7f8-a9b0-4c1d-8e2f-4a5b6c7d8e9f
                  */
-                fieldId: components["parameters"]["FieldIdPath"];
+                fieldId: components["parameters"]["FriendFieldIdPath"];
             };
             cookie?: never;
         };
@@ -1193,10 +1196,10 @@ export interface paths {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -1231,10 +1234,10 @@ export interface paths {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -1452,10 +1455,10 @@ export interface paths {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Entry (note) id.
-                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 * @description The friend's entry (note) id.
+                 * @example c7d8e9f0-a1b2-4c3d-8e4f-6a7b8c9d0e1f
                  */
-                entryId: components["parameters"]["EntryIdPath"];
+                entryId: components["parameters"]["FriendEntryIdPath"];
             };
             cookie?: never;
         };
@@ -10186,16 +10189,42 @@ export interface components {
         SubSystemIdQuery: components["schemas"]["Uuid"];
         /** @description Account id. */
         UserIdPath: components["schemas"]["Uuid"];
-        /** @description The account whose incoming friend request is answered. */
+        /**
+         * @description The account whose incoming friend request is answered.
+         * @example 1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b
+         */
         RequesterUserIdPath: components["schemas"]["Uuid"];
         /**
          * @description The other account (the owner of the data on friend-scoped routes).
          * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
          */
         FriendUserIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+         * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
+         */
+        OtherUserIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description The friend's member id.
+         * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
+         */
+        FriendMemberIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description The friend's custom field definition id.
+         * @example c5d6e7f8-a9b0-4c1d-8e2f-4a5b6c7d8e9f
+         */
+        FriendFieldIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description The friend's entry (note) id.
+         * @example c7d8e9f0-a1b2-4c3d-8e4f-6a7b8c9d0e1f
+         */
+        FriendEntryIdPath: components["schemas"]["Uuid"];
         /** @description The folder to open; omitted or the literal `null` for the root. */
         FriendFolderIdQuery: string;
-        /** @description The owner's member whose values to read. */
+        /**
+         * @description The owner's member whose values to read.
+         * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
+         */
         FriendMemberIdQuery: components["schemas"]["Uuid"];
         /** @description API key id (not the secret). */
         KeyIdPath: components["schemas"]["Uuid"];
@@ -11331,7 +11360,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description The account whose incoming friend request is answered. */
+                /**
+                 * @description The account whose incoming friend request is answered.
+                 * @example 1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b
+                 */
                 requesterUserId: components["parameters"]["RequesterUserIdPath"];
             };
             cookie?: never;
@@ -11367,7 +11399,10 @@ export interface operations {
     searchFriendContent: {
         parameters: {
             query: {
-                /** @description The friend whose content is searched. */
+                /**
+                 * @description The friend whose content is searched.
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 ownerUserId: components["schemas"]["Uuid"];
                 /** @description Words to match; each word matches the start of a word (prefix), all words must match. */
                 q: string;
@@ -11409,7 +11444,10 @@ export interface operations {
     getFriendSearchCatalog: {
         parameters: {
             query: {
-                /** @description The friend whose content is searched. */
+                /**
+                 * @description The friend whose content is searched.
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 ownerUserId: components["schemas"]["Uuid"];
             };
             header?: never;
@@ -11447,7 +11485,10 @@ export interface operations {
     searchFriendMembers: {
         parameters: {
             query: {
-                /** @description The friend whose content is searched. */
+                /**
+                 * @description The friend whose content is searched.
+                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 */
                 ownerUserId: components["schemas"]["Uuid"];
                 /** @description Words to match; each word matches the start of a word (prefix), all words must match. */
                 q: string;
@@ -11611,10 +11652,10 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The other account (the owner of the data on friend-scoped routes).
-                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+                 * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
                  */
-                friendUserId: components["parameters"]["FriendUserIdPath"];
+                friendUserId: components["parameters"]["OtherUserIdPath"];
             };
             cookie?: never;
         };
@@ -11655,10 +11696,10 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The other account (the owner of the data on friend-scoped routes).
-                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+                 * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
                  */
-                friendUserId: components["parameters"]["FriendUserIdPath"];
+                friendUserId: components["parameters"]["OtherUserIdPath"];
             };
             cookie?: never;
         };
@@ -11699,10 +11740,10 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The other account (the owner of the data on friend-scoped routes).
-                 * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
+                 * @description The other account: a friend, an account with a pending request, or one that is not a friend.
+                 * @example 8e9f0a1b-2c3d-4e4f-8a5b-6c7d8e9f0a1b
                  */
-                friendUserId: components["parameters"]["FriendUserIdPath"];
+                friendUserId: components["parameters"]["OtherUserIdPath"];
             };
             cookie?: never;
         };
@@ -11834,10 +11875,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -12006,10 +12047,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -12044,7 +12085,10 @@ export interface operations {
     getFriendCustomFields: {
         parameters: {
             query: {
-                /** @description The owner's member whose values to read. */
+                /**
+                 * @description The owner's member whose values to read.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 memberId: components["parameters"]["FriendMemberIdQuery"];
             };
             header?: never;
@@ -12096,10 +12140,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Custom field definition id.
-                 * @example 8a9b0c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d
+                 * @description The friend's custom field definition id.
+                 * @example c5d6e7f8-a9b0-4c1d-8e2f-4a5b6c7d8e9f
                  */
-                fieldId: components["parameters"]["FieldIdPath"];
+                fieldId: components["parameters"]["FriendFieldIdPath"];
             };
             cookie?: never;
         };
@@ -12285,10 +12329,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -12329,10 +12373,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Member id.
-                 * @example 2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718
+                 * @description The friend's member id.
+                 * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
                  */
-                memberId: components["parameters"]["MemberIdPath"];
+                memberId: components["parameters"]["FriendMemberIdPath"];
             };
             cookie?: never;
         };
@@ -12504,9 +12548,15 @@ export interface operations {
     getFriendFrontHistoryMonth: {
         parameters: {
             query: {
-                /** @description Start of the range (ms, inclusive). */
+                /**
+                 * @description Start of the range (ms, inclusive).
+                 * @example 1761955200000
+                 */
                 startTime: components["schemas"]["EpochMs"];
-                /** @description End of the range (ms); after startTime, at most 62 days later. */
+                /**
+                 * @description End of the range (ms); after startTime, at most 62 days later.
+                 * @example 1764547200000
+                 */
                 endTime: components["schemas"]["EpochMs"];
                 /** @description How many sessions to aggregate at most, 1–50000 (default 5000). */
                 maxSessions?: number;
@@ -12667,10 +12717,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Entry (note) id.
-                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 * @description The friend's entry (note) id.
+                 * @example c7d8e9f0-a1b2-4c3d-8e4f-6a7b8c9d0e1f
                  */
-                entryId: components["parameters"]["EntryIdPath"];
+                entryId: components["parameters"]["FriendEntryIdPath"];
             };
             cookie?: never;
         };
@@ -12711,10 +12761,10 @@ export interface operations {
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
                 /**
-                 * @description Entry (note) id.
-                 * @example 0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b
+                 * @description The friend's entry (note) id.
+                 * @example c7d8e9f0-a1b2-4c3d-8e4f-6a7b8c9d0e1f
                  */
-                entryId: components["parameters"]["EntryIdPath"];
+                entryId: components["parameters"]["FriendEntryIdPath"];
             };
             cookie?: never;
         };

@@ -32,7 +32,7 @@ export interface NewAccount {
   country?: string;
   aboutMarkdown?: string;
   /** Fixture mode only (server/fixtures/): the ids the account and its first side system get. */
-  preset?: { id: string; sideSystemId: string };
+  preset?: { id: string; sideSystemId?: string };
 }
 
 function isUniqueViolation(err: unknown): boolean {
