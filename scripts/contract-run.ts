@@ -18,7 +18,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -81,6 +81,62 @@ interface PostmanItem {
   name: string;
   item?: PostmanItem[];
   request?: { method: string; url: { path: string[] } };
+  event?: Array<{ listen: string; script: { exec: string[] } }>;
+}
+
+type SchemaNode = Record<string, unknown>;
+
+/** A node of the contract with every `$ref` replaced by what it names (the contract has no cycle: test/contract.test.ts). */
+function dereference(spec: SchemaNode, node: unknown): unknown {
+  if (Array.isArray(node)) return node.map((n) => dereference(spec, n));
+  if (!node || typeof node !== 'object') return node;
+  const ref = (node as SchemaNode).$ref;
+  if (typeof ref === 'string') {
+    const target = ref
+      .slice(2)
+      .split('/')
+      .reduce<unknown>((n, key) => (n as SchemaNode)[key.replaceAll('~1', '/').replaceAll('~0', '~')], spec);
+    return dereference(spec, target);
+  }
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, dereference(spec, v)]));
+}
+
+/** The line of a test script (an entry of `exec` may hold several lines) that declares the schema, on one line. */
+const SCHEMA_LINE = /^const schema = .*$/m;
+
+/**
+ * The collection's response schemas are the contract's own, dereferenced from generated/openapi.json:
+ * openapi-to-postman (under Portman) drops every property named `types` from its copies, so a schema
+ * with `additionalProperties: false` (a webhook's) refused the server's valid answer. Each test
+ * script's `const schema = …` line is replaced by the contract's schema of the status that script expects.
+ */
+function useContractSchemas(collectionFile: string, byItem: Map<string, string>): void {
+  const spec = JSON.parse(readFileSync(join(root, 'generated/openapi.json'), 'utf8')) as SchemaNode;
+  const responses = new Map<string, SchemaNode>();
+  for (const item of Object.values(spec.paths as Record<string, Record<string, SchemaNode>>))
+    for (const method of METHODS) {
+      const op = item[method];
+      if (op) responses.set(op.operationId as string, op.responses as SchemaNode);
+    }
+  const collection = JSON.parse(readFileSync(collectionFile, 'utf8')) as { item: PostmanItem[] };
+  const walk = (items: PostmanItem[]) => {
+    for (const it of items) {
+      if (it.item) walk(it.item);
+      const exec = it.event?.find((e) => e.listen === 'test')?.script.exec;
+      const line = exec?.findIndex((l) => SCHEMA_LINE.test(l)) ?? -1;
+      if (!exec || line < 0) continue;
+      const status = /pm\.response\.code\)\.to\.equal\((\d{3})\)/.exec(exec.join('\n'))?.[1];
+      const response = dereference(spec, responses.get(byItem.get(it.id) ?? '')?.[status ?? '']) as
+        | { content?: Record<string, { schema?: unknown }> }
+        | undefined;
+      const schema = response?.content?.['application/json']?.schema;
+      if (!schema)
+        throw new Error(`${it.name}: no JSON schema in the contract for the status its test expects (${status})`);
+      exec[line] = exec[line]!.replace(SCHEMA_LINE, () => `const schema = ${JSON.stringify(schema)}`);
+    }
+  };
+  walk(collection.item);
+  writeFileSync(collectionFile, JSON.stringify(collection));
 }
 
 /** Collection item id → operationId (every request Portman wrote is one operation of the contract). */
@@ -233,6 +289,7 @@ async function main(): Promise<void> {
   run(bin('portman'), ['--cliOptionsFile', '.portman/portman-cli.json', '--output', collectionFile]);
   const ops = contractOperations();
   const byItem = itemOperations(JSON.parse(readFileSync(collectionFile, 'utf8')), ops);
+  useContractSchemas(collectionFile, byItem);
 
   let server: Awaited<ReturnType<typeof startFixtureServer>> | undefined;
   let dataDir: string | undefined;
