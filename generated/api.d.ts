@@ -227,7 +227,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description API key id (not the secret). */
+                /**
+                 * @description API key id (not the secret).
+                 * @example d3b4e5f6-a7b8-4c93-9dae-4f5a6b7c8d93
+                 */
                 keyId: components["parameters"]["KeyIdPath"];
             };
             cookie?: never;
@@ -10226,7 +10229,10 @@ export interface components {
          * @example c1d2e3f4-a5b6-4c7d-8e9f-0a1b2c3d4e5f
          */
         FriendMemberIdQuery: components["schemas"]["Uuid"];
-        /** @description API key id (not the secret). */
+        /**
+         * @description API key id (not the secret).
+         * @example d3b4e5f6-a7b8-4c93-9dae-4f5a6b7c8d93
+         */
         KeyIdPath: components["schemas"]["Uuid"];
         /**
          * @description Custom colour scheme id.
@@ -10781,7 +10787,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description API key id (not the secret). */
+                /**
+                 * @description API key id (not the secret).
+                 * @example d3b4e5f6-a7b8-4c93-9dae-4f5a6b7c8d93
+                 */
                 keyId: components["parameters"]["KeyIdPath"];
             };
             cookie?: never;
