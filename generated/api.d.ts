@@ -2769,7 +2769,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2801,7 +2804,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2828,7 +2834,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2851,7 +2860,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -2878,7 +2890,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -2901,7 +2916,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2930,7 +2948,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2953,7 +2974,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -2981,7 +3005,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3004,7 +3031,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3052,7 +3082,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3077,7 +3110,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3103,7 +3139,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -3135,7 +3174,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3162,9 +3204,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -3187,7 +3235,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -10159,13 +10210,25 @@ export interface components {
         MediaKindQuery: components["schemas"]["MediaKind"];
         /** @description Cache-busting version carried by media URLs; ignored by the server. */
         MediaVersionQuery: string;
-        /** @description Space id. */
+        /**
+         * @description Space id.
+         * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+         */
         MessagingSpaceIdPath: components["schemas"]["Uuid"];
-        /** @description Category id. */
+        /**
+         * @description Category id.
+         * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+         */
         MessagingCategoryIdPath: components["schemas"]["Uuid"];
-        /** @description Channel id. */
+        /**
+         * @description Channel id.
+         * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+         */
         MessagingChannelIdPath: components["schemas"]["Uuid"];
-        /** @description Message id. */
+        /**
+         * @description Message id.
+         * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+         */
         MessagingMessageIdPath: components["schemas"]["Uuid"];
         /** @description Attachment id (from a message's `attachments`). */
         MessagingAttachmentIdPath: components["schemas"]["Uuid"];
@@ -15922,8 +15985,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
-                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+                /**
+                 * @description Space id (the example names a second space, so that the other examples keep theirs).
+                 * @example d4e5f6a7-b8c9-4d0e-8f1a-2b3c4d5e6f7a
+                 */
+                spaceId: components["schemas"]["Uuid"];
             };
             cookie?: never;
         };
@@ -15958,7 +16024,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16003,7 +16072,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16044,7 +16116,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16094,7 +16169,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16139,7 +16217,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -16175,7 +16256,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -16220,7 +16304,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -16265,7 +16352,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16306,7 +16396,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16356,7 +16449,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16401,8 +16497,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
-                channelId: components["parameters"]["MessagingChannelIdPath"];
+                /**
+                 * @description Channel id (the example names a second channel, so that the other examples keep theirs).
+                 * @example 5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e
+                 */
+                channelId: components["schemas"]["Uuid"];
             };
             cookie?: never;
         };
@@ -16437,7 +16536,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16482,7 +16584,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16534,7 +16639,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16575,7 +16683,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16640,14 +16751,23 @@ export interface operations {
             query: {
                 /** @description Page size, 1–150 (default 50). */
                 limit?: components["parameters"]["MessagesLimit"];
-                /** @description List messages newer than this key (with afterId). */
+                /**
+                 * @description List messages newer than this key (with afterId).
+                 * @example 1763800000000
+                 */
                 afterCreatedAt: components["schemas"]["EpochMs"];
-                /** @description With afterCreatedAt. */
+                /**
+                 * @description With afterCreatedAt.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 afterId: components["schemas"]["Uuid"];
             };
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16683,7 +16803,10 @@ export interface operations {
     listMessagesAround: {
         parameters: {
             query: {
-                /** @description The message to centre on. */
+                /**
+                 * @description The message to centre on.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 anchorMessageId: components["schemas"]["Uuid"];
                 /** @description Older messages, 1–100. */
                 beforeLimit?: number;
@@ -16692,7 +16815,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16738,8 +16864,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Message id. */
-                messageId: components["parameters"]["MessagingMessageIdPath"];
+                /**
+                 * @description Message id (the example names the reply, so that the other examples keep the message they pin).
+                 * @example e1f2a3b4-c5d6-4e7f-8a9b-0c1d2e3f4a5b
+                 */
+                messageId: components["schemas"]["Uuid"];
             };
             cookie?: never;
         };
@@ -16774,7 +16903,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -16819,7 +16951,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16860,7 +16995,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16905,9 +17043,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -16954,7 +17098,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -17333,7 +17480,10 @@ export interface operations {
     listMessagingMentionables: {
         parameters: {
             query: {
-                /** @description The channel. */
+                /**
+                 * @description The channel.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["schemas"]["Uuid"];
                 /** @description Text the name or display name contains. */
                 query?: string;
@@ -17375,9 +17525,15 @@ export interface operations {
     getMessagingChatAs: {
         parameters: {
             query: {
-                /** @description The space. */
+                /**
+                 * @description The space.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["schemas"]["Uuid"];
-                /** @description A channel of the space. */
+                /**
+                 * @description A channel of the space.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId?: components["schemas"]["Uuid"];
             };
             header?: never;
