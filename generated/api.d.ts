@@ -2772,7 +2772,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2804,7 +2807,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2831,7 +2837,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2854,7 +2863,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -2881,7 +2893,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -2904,7 +2919,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2933,7 +2951,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -2956,7 +2977,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -2984,7 +3008,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3007,7 +3034,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3055,7 +3085,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3080,7 +3113,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3106,7 +3142,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -3138,7 +3177,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -3165,9 +3207,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -3190,7 +3238,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -10162,13 +10213,25 @@ export interface components {
         MediaKindQuery: components["schemas"]["MediaKind"];
         /** @description Cache-busting version carried by media URLs; ignored by the server. */
         MediaVersionQuery: string;
-        /** @description Space id. */
+        /**
+         * @description Space id.
+         * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+         */
         MessagingSpaceIdPath: components["schemas"]["Uuid"];
-        /** @description Category id. */
+        /**
+         * @description Category id.
+         * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+         */
         MessagingCategoryIdPath: components["schemas"]["Uuid"];
-        /** @description Channel id. */
+        /**
+         * @description Channel id.
+         * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+         */
         MessagingChannelIdPath: components["schemas"]["Uuid"];
-        /** @description Message id. */
+        /**
+         * @description Message id.
+         * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+         */
         MessagingMessageIdPath: components["schemas"]["Uuid"];
         /** @description Attachment id (from a message's `attachments`). */
         MessagingAttachmentIdPath: components["schemas"]["Uuid"];
@@ -15931,8 +15994,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
-                spaceId: components["parameters"]["MessagingSpaceIdPath"];
+                /**
+                 * @description Space id (the example names a second space, so that the other examples keep theirs).
+                 * @example d4e5f6a7-b8c9-4d0e-8f1a-2b3c4d5e6f7a
+                 */
+                spaceId: components["schemas"]["Uuid"];
             };
             cookie?: never;
         };
@@ -15967,7 +16033,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16012,7 +16081,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16053,7 +16125,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16103,7 +16178,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16148,7 +16226,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -16184,7 +16265,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -16229,7 +16313,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Category id. */
+                /**
+                 * @description Category id.
+                 * @example 6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d
+                 */
                 categoryId: components["parameters"]["MessagingCategoryIdPath"];
             };
             cookie?: never;
@@ -16274,7 +16361,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16315,7 +16405,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16365,7 +16458,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Space id. */
+                /**
+                 * @description Space id.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["parameters"]["MessagingSpaceIdPath"];
             };
             cookie?: never;
@@ -16410,8 +16506,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
-                channelId: components["parameters"]["MessagingChannelIdPath"];
+                /**
+                 * @description Channel id (the example names a second channel, so that the other examples keep theirs).
+                 * @example 5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e
+                 */
+                channelId: components["schemas"]["Uuid"];
             };
             cookie?: never;
         };
@@ -16446,7 +16545,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16491,7 +16593,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16543,7 +16648,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16584,7 +16692,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16649,14 +16760,23 @@ export interface operations {
             query: {
                 /** @description Page size, 1–150 (default 50). */
                 limit?: components["parameters"]["MessagesLimit"];
-                /** @description List messages newer than this key (with afterId). */
+                /**
+                 * @description List messages newer than this key (with afterId).
+                 * @example 1763800000000
+                 */
                 afterCreatedAt: components["schemas"]["EpochMs"];
-                /** @description With afterCreatedAt. */
+                /**
+                 * @description With afterCreatedAt.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 afterId: components["schemas"]["Uuid"];
             };
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16692,7 +16812,10 @@ export interface operations {
     listMessagesAround: {
         parameters: {
             query: {
-                /** @description The message to centre on. */
+                /**
+                 * @description The message to centre on.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 anchorMessageId: components["schemas"]["Uuid"];
                 /** @description Older messages, 1–100. */
                 beforeLimit?: number;
@@ -16701,7 +16824,10 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16747,8 +16873,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Message id. */
-                messageId: components["parameters"]["MessagingMessageIdPath"];
+                /**
+                 * @description Message id (the example names the reply, so that the other examples keep the message they pin).
+                 * @example e1f2a3b4-c5d6-4e7f-8a9b-0c1d2e3f4a5b
+                 */
+                messageId: components["schemas"]["Uuid"];
             };
             cookie?: never;
         };
@@ -16783,7 +16912,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -16828,7 +16960,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16869,7 +17004,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -16914,9 +17052,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
-                /** @description Message id. */
+                /**
+                 * @description Message id.
+                 * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
+                 */
                 messageId: components["parameters"]["MessagingMessageIdPath"];
             };
             cookie?: never;
@@ -16963,7 +17107,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Channel id. */
+                /**
+                 * @description Channel id.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["parameters"]["MessagingChannelIdPath"];
             };
             cookie?: never;
@@ -17342,7 +17489,10 @@ export interface operations {
     listMessagingMentionables: {
         parameters: {
             query: {
-                /** @description The channel. */
+                /**
+                 * @description The channel.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId: components["schemas"]["Uuid"];
                 /** @description Text the name or display name contains. */
                 query?: string;
@@ -17384,9 +17534,15 @@ export interface operations {
     getMessagingChatAs: {
         parameters: {
             query: {
-                /** @description The space. */
+                /**
+                 * @description The space.
+                 * @example 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f
+                 */
                 spaceId: components["schemas"]["Uuid"];
-                /** @description A channel of the space. */
+                /**
+                 * @description A channel of the space.
+                 * @example 7e8f9a0b-1c2d-4e3f-9a4b-5c6d7e8f9a0b
+                 */
                 channelId?: components["schemas"]["Uuid"];
             };
             header?: never;

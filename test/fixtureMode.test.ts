@@ -39,6 +39,12 @@ describe('fixture mode', () => {
     });
     const robin = await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: IDS.robin } } });
     expect(robin.data).toMatchObject({ _id: IDS.robin, name: 'Robin', version: 3, sideSystemId: IDS.mainSideSystem });
+    // The chat the messaging examples name: the groceries channel, newest first, the milk message pinned.
+    const page = await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+      params: { path: { channelId: IDS.groceriesChannel } },
+    });
+    expect(page.data?.items.map((m) => m.id)).toEqual([IDS.replyMessage, IDS.milkMessage]);
+    expect(page.data?.pinnedMessageIds).toEqual([IDS.milkMessage]);
     const readOnly = server.client(EXAMPLE_KEYS.ownerReadOnly.token);
     const write = await readOnly.POST('/api/v1/members', { body: { name: 'Nope' } });
     expect(write.response.status).toBe(403);

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound, unavailable } from '../../core/errors.ts';
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { toMemberSummary, type MediaRef } from '../members/index.ts';
@@ -208,7 +208,7 @@ async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: 
 export async function sendMessage(
   ctx: ServiceContext,
   channelId: string,
-  input: Schemas['SendMessageRequest'],
+  input: Schemas['SendMessageRequest'] & PresetId,
 ): Promise<{ created: boolean; message: Message }> {
   const userId = ownerOf(ctx);
   const mutationId = input.clientMutationId ?? null;
@@ -233,7 +233,7 @@ export async function sendMessage(
         if (!parent) throw badRequest('replyToMessageId is not a message of this channel');
       }
       const mentions = await mentionsIn(tx.db, userId, channel.side_system_id, content);
-      const id = randomUUID();
+      const id = input.id ?? randomUUID();
       const sealed = cipherOf(tx).seal(userId, id, content);
       const seq = Number(channel.last_seq) + 1;
       const inserted = await messagesRepo.insert(tx.db, {

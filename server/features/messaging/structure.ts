@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound, unavailable } from '../../core/errors.ts';
 import { copyIcon, dropIcon, iconRefOf, iconUrl, takeIcon } from './icons.ts';
 import { jsonValue } from './repo/json.ts';
@@ -129,7 +129,10 @@ async function withIconCopy<T>(
   }
 }
 
-export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMessagingSpaceRequest']): Promise<Space> {
+export async function createSpace(
+  ctx: ServiceContext,
+  input: Schemas['CreateMessagingSpaceRequest'] & PresetId,
+): Promise<Space> {
   const userId = ownerOf(ctx);
   assertIconInput(ctx, input);
   return withIconCopy(ctx, (copy) =>
@@ -140,7 +143,7 @@ export async function createSpace(ctx: ServiceContext, input: Schemas['CreateMes
       const { count, next } = await structureRepo.spaceCountAndNext(tx.db, userId);
       if (count >= LIMITS.spaces) throw badRequest(`An account has at most ${LIMITS.spaces} spaces`);
       const row: SpaceRow = {
-        id: randomUUID(),
+        id: input.id ?? randomUUID(),
         user_id: userId,
         name: input.name.trim() || input.name,
         description: input.description ?? null,
@@ -233,14 +236,19 @@ export async function listCategories(ctx: ServiceContext, spaceId: string): Prom
   return (await structureRepo.listCategories(ctx.db, userId, spaceId)).map(toCategory);
 }
 
-export async function createCategory(ctx: ServiceContext, spaceId: string, name: string): Promise<Category> {
+export async function createCategory(
+  ctx: ServiceContext,
+  spaceId: string,
+  name: string,
+  preset: PresetId = {},
+): Promise<Category> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     await liveSpace(tx.db, userId, spaceId, true);
     const { count, next } = await structureRepo.categoryCountAndNext(tx.db, userId, spaceId);
     if (count >= LIMITS.categories) throw badRequest(`A space has at most ${LIMITS.categories} categories`);
     const row: CategoryRow = {
-      id: randomUUID(),
+      id: preset.id ?? randomUUID(),
       user_id: userId,
       space_id: spaceId,
       name: name.trim() || name,
@@ -321,7 +329,7 @@ export async function listChannels(ctx: ServiceContext, spaceId: string): Promis
 export async function createChannel(
   ctx: ServiceContext,
   spaceId: string,
-  input: Schemas['CreateMessagingChannelRequest'],
+  input: Schemas['CreateMessagingChannelRequest'] & PresetId,
 ): Promise<Channel> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
@@ -330,7 +338,7 @@ export async function createChannel(
     const { count, next } = await structureRepo.channelCountAndNext(tx.db, userId, spaceId);
     if (count >= LIMITS.channels) throw badRequest(`A space has at most ${LIMITS.channels} channels`);
     const row = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       space_id: spaceId,
       category_id: input.categoryId ?? null,
