@@ -348,37 +348,14 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     startJobs: async () => {
       const now = clock();
       // An interval of 0 turns a recurring job off, also for the schedule an earlier start stored.
-      if (config.trashPurgeIntervalMs > 0)
-        await jobs.schedule('trash_retention', 'trash_retention', config.trashPurgeIntervalMs, now);
-      else await jobs.unschedule('trash_retention');
-      if (config.eventPruneIntervalMs > 0)
-        await jobs.schedule(
-          'event_prune',
-          'event_prune',
-          config.eventPruneIntervalMs,
-          now + config.eventPruneIntervalMs,
-        );
-      else await jobs.unschedule('event_prune');
-      if (config.idempotencyPruneIntervalMs > 0)
-        await jobs.schedule(
-          'idempotency_prune',
-          'idempotency_prune',
-          config.idempotencyPruneIntervalMs,
-          now + config.idempotencyPruneIntervalMs,
-        );
-      else await jobs.unschedule('idempotency_prune');
+      const recurring = (name: string, everyMs: number, firstRunAfter: number) =>
+        everyMs > 0 ? jobs.schedule(name, name, everyMs, firstRunAfter) : jobs.unschedule(name);
+      await recurring('trash_retention', config.trashPurgeIntervalMs, now);
+      await recurring('event_prune', config.eventPruneIntervalMs, now + config.eventPruneIntervalMs);
+      await recurring('idempotency_prune', config.idempotencyPruneIntervalMs, now + config.idempotencyPruneIntervalMs);
       await scheduleWebhookSweep(jobs, config.webhookSweepIntervalMs, now);
-      if (maintenance) {
-        // The first pass a second after start-up: a fresh database has no statistics yet.
-        if (config.embeddedMaintenanceIntervalMs > 0) {
-          await jobs.schedule(
-            'embedded_maintenance',
-            'embedded_maintenance',
-            config.embeddedMaintenanceIntervalMs,
-            now + 1_000,
-          );
-        } else await jobs.unschedule('embedded_maintenance');
-      }
+      // The first pass a second after start-up: a fresh database has no statistics yet.
+      if (maintenance) await recurring('embedded_maintenance', config.embeddedMaintenanceIntervalMs, now + 1_000);
       // Expired staged uploads and unreferenced re-hosted note images (server/storage/gc.ts).
       await scheduleStorageGc(jobs, {
         enabled: deps.storage !== null,
