@@ -281,6 +281,7 @@ export interface paths {
             path: {
                 /** @description Account id. */
                 userId: components["parameters"]["UserIdPath"];
+                /** @example 0b6f2d1e-3c4a-4b5d-8e6f-7a8b9c0d1e2f */
                 importId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -331,6 +332,7 @@ export interface paths {
             path: {
                 /** @description Account id. */
                 userId: components["parameters"]["UserIdPath"];
+                /** @example 6a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d */
                 exportId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -3343,7 +3345,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Link preview id (from a message's `linkPreviews`). */
+                /**
+                 * @description Link preview id (from a message's `linkPreviews`).
+                 * @example f1e2d3c4-b5a6-4978-8c9d-0e1f2a3b4c5d
+                 */
                 previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
             };
             cookie?: never;
@@ -3368,7 +3373,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Link preview id (from a message's `linkPreviews`). */
+                /**
+                 * @description Link preview id (from a message's `linkPreviews`).
+                 * @example f1e2d3c4-b5a6-4978-8c9d-0e1f2a3b4c5d
+                 */
                 previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
             };
             cookie?: never;
@@ -9160,7 +9168,7 @@ export interface components {
         };
         /**
          * @description A delivery's id, as decimal digits.
-         * @example 311
+         * @example 1
          */
         WebhookDeliveryId: string;
         WebhookDelivery: {
@@ -10235,7 +10243,10 @@ export interface components {
         MessagingMessageIdPath: components["schemas"]["Uuid"];
         /** @description Attachment id (from a message's `attachments`). */
         MessagingAttachmentIdPath: components["schemas"]["Uuid"];
-        /** @description Link preview id (from a message's `linkPreviews`). */
+        /**
+         * @description Link preview id (from a message's `linkPreviews`).
+         * @example f1e2d3c4-b5a6-4978-8c9d-0e1f2a3b4c5d
+         */
         MessagingLinkPreviewIdPath: components["schemas"]["Uuid"];
         /** @description Page size, 1–150 (default 50). */
         MessagesLimit: number;
@@ -10945,6 +10956,7 @@ export interface operations {
             path: {
                 /** @description Account id. */
                 userId: components["parameters"]["UserIdPath"];
+                /** @example 0b6f2d1e-3c4a-4b5d-8e6f-7a8b9c0d1e2f */
                 importId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -11031,6 +11043,7 @@ export interface operations {
             path: {
                 /** @description Account id. */
                 userId: components["parameters"]["UserIdPath"];
+                /** @example 6a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d */
                 exportId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -17286,7 +17299,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Link preview id (from a message's `linkPreviews`). */
+                /**
+                 * @description Link preview id (from a message's `linkPreviews`).
+                 * @example f1e2d3c4-b5a6-4978-8c9d-0e1f2a3b4c5d
+                 */
                 previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
             };
             cookie?: never;
@@ -17327,7 +17343,10 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description Link preview id (from a message's `linkPreviews`). */
+                /**
+                 * @description Link preview id (from a message's `linkPreviews`).
+                 * @example f1e2d3c4-b5a6-4978-8c9d-0e1f2a3b4c5d
+                 */
                 previewId: components["parameters"]["MessagingLinkPreviewIdPath"];
             };
             cookie?: never;
@@ -18438,6 +18457,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0b6f2d1e-3c4a-4b5d-8e6f-7a8b9c0d1e2f */
                 importId: components["schemas"]["Uuid"];
             };
             cookie?: never;
@@ -18582,6 +18602,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 6a1d2c3b-4e5f-4a6b-8c7d-9e0f1a2b3c4d */
                 exportId: components["schemas"]["Uuid"];
             };
             cookie?: never;

@@ -43,8 +43,23 @@ describe('fixture mode', () => {
     const page = await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
       params: { path: { channelId: IDS.groceriesChannel } },
     });
-    expect(page.data?.items.map((m) => m.id)).toEqual([IDS.replyMessage, IDS.milkMessage]);
+    expect(page.data?.items.map((m) => m.id)).toEqual([IDS.recipeMessage, IDS.replyMessage, IDS.milkMessage]);
     expect(page.data?.pinnedMessageIds).toEqual([IDS.milkMessage]);
+    // The ids the examples name that the fixture cannot choose itself: the first delivery, and the preview's.
+    const deliveries = await api.GET('/api/v1/webhooks/{webhookId}/deliveries', {
+      params: { path: { webhookId: IDS.webhook } },
+    });
+    expect(deliveries.data?.items.map((d) => [d.id, d.type])).toEqual([['1', 'member.updated']]);
+    const dismissed = await api.POST('/api/v1/messaging/link-previews/{previewId}/dismiss', {
+      params: { path: { previewId: IDS.recipePreview } },
+    });
+    expect(dismissed.response.status).toBe(204);
+    const imported = await api.GET('/api/v1/imports/{importId}', {
+      params: { path: { importId: IDS.pluralkitImport } },
+    });
+    expect(imported.data).toMatchObject({ source: 'pluralkit', dryRun: true });
+    const exported = await api.GET('/api/v1/exports/{exportId}', { params: { path: { exportId: IDS.accountExport } } });
+    expect(exported.response.status).toBe(200);
     const readOnly = server.client(EXAMPLE_KEYS.ownerReadOnly.token);
     const write = await readOnly.POST('/api/v1/members', { body: { name: 'Nope' } });
     expect(write.response.status).toBe(403);

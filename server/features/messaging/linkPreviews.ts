@@ -107,12 +107,15 @@ function openContent(cipher: MessageCipher, userId: string, previewId: string, s
   return JSON.parse(cipher.open(userId, previewId, sealed)) as PreviewContent;
 }
 
-async function addPreviews(tx: Tx, messageId: string, links: Array<{ url: string; position: number }>): Promise<void> {
+async function addPreviews(
+  tx: Tx,
+  messageId: string,
+  links: Array<{ url: string; position: number; id?: string | undefined }>,
+): Promise<void> {
   if (links.length === 0) return;
   const cipher = new MessageCipher(tx.config.messageEncryptionKeys);
   const userId = ownerOf(tx);
-  const rows = links.map(({ url, position }) => {
-    const id = randomUUID();
+  const rows = links.map(({ url, position, id = randomUUID() }) => {
     return { id, position, ...sealContent(cipher, userId, id, { url }) };
   });
   await linkPreviewsRepo.insertPending(tx.db, userId, messageId, rows, tx.now);
@@ -120,12 +123,20 @@ async function addPreviews(tx: Tx, messageId: string, links: Array<{ url: string
     await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: row.id }, { key: row.id, maxAttempts: MAX_ATTEMPTS });
 }
 
-/** Inside the send's transaction: a pending preview per link of the new message, each fetch queued. */
-export async function queueLinkPreviews(tx: Tx, messageId: string, content: string): Promise<void> {
+/**
+ * Inside the send's transaction: a pending preview per link of the new message, each fetch queued.
+ * `presetIds` (fixture mode only) names the previews' ids in the links' order.
+ */
+export async function queueLinkPreviews(
+  tx: Tx,
+  messageId: string,
+  content: string,
+  presetIds: readonly string[] = [],
+): Promise<void> {
   await addPreviews(
     tx,
     messageId,
-    linksIn(content).map((url, position) => ({ url, position })),
+    linksIn(content).map((url, position) => ({ url, position, id: presetIds[position] })),
   );
 }
 

@@ -208,7 +208,7 @@ async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: 
 export async function sendMessage(
   ctx: ServiceContext,
   channelId: string,
-  input: Schemas['SendMessageRequest'] & PresetId,
+  input: Schemas['SendMessageRequest'] & PresetId & { readonly previewIds?: readonly string[] },
 ): Promise<{ created: boolean; message: Message }> {
   const userId = ownerOf(ctx);
   const mutationId = input.clientMutationId ?? null;
@@ -254,7 +254,7 @@ export async function sendMessage(
       // After the message row: a concurrent retry waits on the unique index above and never reaches its uploads.
       await attachStaged(tx, id, channelId, attachmentIds);
       // Fetched later by the link_preview job, never while the sender waits.
-      await queueLinkPreviews(tx, id, content);
+      await queueLinkPreviews(tx, id, content, input.previewIds);
       await messagesRepo.channelSent(tx.db, channelId, seq);
       await tx.events.emit(tx, { type: 'message.created', area: 'messaging', data: { id, channelId: channel.id } });
       return readOne(tx, id, channelId);

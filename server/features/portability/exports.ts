@@ -13,6 +13,7 @@ import {
   inTransaction,
   type OwnerContext,
   ownerOf,
+  type PresetId,
   type ServerContext,
   type ServiceContext,
 } from '../../core/context.ts';
@@ -56,9 +57,9 @@ async function toExport(ctx: ServerContext, row: ExportRow): Promise<Schemas['Ex
 }
 
 /** Queues the export (its row and its job commit together). */
-export async function createExport(ctx: ServiceContext): Promise<Schemas['ExportAccepted']> {
+export async function createExport(ctx: ServiceContext, preset: PresetId = {}): Promise<Schemas['ExportAccepted']> {
   if (!ctx.storage) throw unavailable('Object storage is not configured on this server: exports need it');
-  const id = randomUUID();
+  const id = preset.id ?? randomUUID();
   return inTransaction(ctx, async (tx) => {
     const row = await exportsRepo.insert(tx.db, id, ownerOf(tx), tx.now);
     await tx.jobs.enqueue(tx.db, EXPORT_QUEUE, { exportId: id });

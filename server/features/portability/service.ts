@@ -15,6 +15,7 @@ import {
   inTransaction,
   type OwnerContext,
   ownerOf,
+  type PresetId,
   type ServerContext,
   type ServiceContext,
 } from '../../core/context.ts';
@@ -94,12 +95,12 @@ export function requireImportStorage(ctx: Pick<ServiceContext, 'storage'>): Obje
  */
 export async function createImport(
   ctx: ServiceContext,
-  input: { source: ImportSource; dryRun: boolean; file: ReceivedFile },
+  input: PresetId & { source: ImportSource; dryRun: boolean; file: ReceivedFile },
 ): Promise<Schemas['ImportAccepted']> {
   const storage = requireImportStorage(ctx);
   const native = input.source === 'native';
   const userId = ownerOf(ctx);
-  const id = randomUUID();
+  const id = input.id ?? randomUUID();
   const key = `u/${userId}/imports/${id}.${native ? 'tar' : 'json'}`;
   const { path, size } = input.file;
   await storage.upload(key, () => createReadStream(path), IMPORT_MEDIA_TYPES[input.source], size);
