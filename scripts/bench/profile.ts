@@ -1,6 +1,7 @@
 /**
- * Where the full server's CPU goes on each read scenario of the bench: `npm run bench:profile`
- * (DATABASE_URL pointing at PostgreSQL; `-- --only 1,4b`, `--seconds 8`, `--full` for the full
+ * Where the full server's CPU goes on each read scenario of the bench (and on the write scenarios 5
+ * and 5k, POST /entries without and with an Idempotency-Key, when `--only` names them):
+ * `npm run bench:profile` (DATABASE_URL pointing at PostgreSQL; `-- --only 1,4b`, `--seconds 8`, `--full` for the full
  * seed, `--top 30`). For each scenario it starts the server under `--cpu-prof`, loads it with the
  * bench's 32 connections, stops it and sums the profile's self time by package (express, the
  * validator, knex, pg, pino, the server's own code, node internals, the garbage collector), then
@@ -8,7 +9,7 @@
  * server down. The profiles stay in bench/tmp/profiles/ for Chrome DevTools or speedscope.
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -114,7 +115,13 @@ function summarise(profile: CpuProfile): {
   return { total, byPackage: sorted(pkg), byFunction: sorted(fn) };
 }
 
-async function profileScenario(id: string, path: string, key: string, env: Record<string, string>): Promise<void> {
+/** A scenario's load: a GET of a path, or a request built anew each time (the write scenarios). */
+type Load =
+  | string
+  | { title: string; path: string; request: () => { method: 'POST'; body: string; headers?: Record<string, string> } };
+
+async function profileScenario(id: string, load: Load, key: string, env: Record<string, string>): Promise<void> {
+  const path = typeof load === 'string' ? load : load.path;
   const dir = join(root, 'bench/tmp/profiles', id);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
@@ -136,11 +143,23 @@ async function profileScenario(id: string, path: string, key: string, env: Recor
       break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  const load = (duration: number) =>
-    autocannon({ url: url + path, connections: 32, duration, headers: { authorization: `Bearer ${key}` } });
-  await load(2);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const requests =
+    typeof load === 'string'
+      ? undefined
+      : [
+          {
+            setupRequest: (req: object) => {
+              const made = load.request();
+              return { ...req, ...made, path, headers: { ...headers, ...made.headers } };
+            },
+          },
+        ];
+  const run = (duration: number) =>
+    autocannon({ url: url + path, connections: 32, duration, headers, ...(requests ? { requests } : {}) });
+  await run(2);
   await new Promise((r) => setTimeout(r, PAUSE_MS));
-  const r = await load(seconds);
+  const r = await run(seconds);
   await new Promise<void>((res) => {
     child.on('exit', () => res());
     child.kill('SIGTERM');
@@ -150,7 +169,7 @@ async function profileScenario(id: string, path: string, key: string, env: Recor
   const { total, byPackage, byFunction } = summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile);
   const share = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`;
   log(
-    `scenario ${id} GET ${path}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request`,
+    `scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request, ${r.non2xx} answered other than 2xx`,
   );
   for (const [p, us] of byPackage.slice(0, 16)) log(`  ${share(us)}  ${p}`);
   log('  heaviest functions (self time):');
@@ -179,6 +198,25 @@ async function main(): Promise<void> {
       '4a': '/api/v1/front/history?limit=50',
       '4b': `/api/v1/front/history?limit=50&cursorStartedAt=${deep.started_at}&cursorId=${deep.id}`,
     };
+    const pool = seeded.large.frontPool;
+    const note = () =>
+      JSON.stringify({
+        title: 'Bench',
+        content: 'Written by the bench.',
+        memberIds: [pool[Math.floor(Math.random() * pool.length)]],
+      });
+    const writes: Record<string, Load> = {
+      '5': {
+        title: 'POST /api/v1/entries',
+        path: '/api/v1/entries',
+        request: () => ({ method: 'POST', body: note() }),
+      },
+      '5k': {
+        title: 'POST /api/v1/entries with a new Idempotency-Key each time',
+        path: '/api/v1/entries',
+        request: () => ({ method: 'POST', body: note(), headers: { 'idempotency-key': randomUUID() } }),
+      },
+    };
     const only = values.only?.split(',');
     // The job queue's polling would break up the idle pause that marks the start of the load.
     const env = {
@@ -189,8 +227,9 @@ async function main(): Promise<void> {
       DATABASE_URL: dbUrl,
       JOB_POLL_INTERVAL_MS: '60000',
     };
-    for (const [id, path] of Object.entries(reads)) {
-      if (!only || only.includes(id)) await profileScenario(id, path, seeded.large.apiKey, env);
+    for (const [id, load] of Object.entries({ ...reads, ...writes })) {
+      if (only ? only.includes(id) : typeof load === 'string')
+        await profileScenario(id, load, seeded.large.apiKey, env);
     }
   } finally {
     await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`);
