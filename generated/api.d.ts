@@ -5019,7 +5019,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A link of the caller's social profile. */
+                /**
+                 * @description A link of the caller's social profile.
+                 * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+                 */
                 linkId: components["parameters"]["SocialLinkIdPath"];
             };
             cookie?: never;
@@ -5066,7 +5069,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                /**
+                 * @description A widget of the caller's social profile.
+                 * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+                 */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
             };
             cookie?: never;
@@ -5220,8 +5226,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5247,9 +5256,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
-                /** @description A guestbook message. */
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
+                /**
+                 * @description A guestbook message.
+                 * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+                 */
                 messageId: components["parameters"]["GuestbookMessageIdPath"];
             };
             cookie?: never;
@@ -5276,8 +5291,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5304,8 +5322,11 @@ export interface paths {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the friend's social profile.
+                 * @example 9c1e3a5f-7b9d-4e1f-9a5b-7c9d1e3f5a7b
+                 */
+                widgetId: components["parameters"]["FriendGuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5327,8 +5348,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the caller's social profile.
+                 * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+                 */
+                widgetId: components["parameters"]["PollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5359,8 +5383,11 @@ export interface paths {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the friend's social profile.
+                 * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+                 */
+                widgetId: components["parameters"]["FriendPollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -8509,11 +8536,11 @@ export interface components {
         };
         /** @description An image of the caller's social gallery, named by the SHA-256 of its bytes. */
         SocialGalleryImage: {
-            /** @example 9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8 */
+            /** @example 744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857 */
             sha256: string;
             /**
              * @description What a custom_badge widget's `imageUrls` names, and where the bytes are read.
-             * @example /api/v1/social/gallery/9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8
+             * @example /api/v1/social/gallery/744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857
              */
             url: string;
             /**
@@ -10331,13 +10358,42 @@ export interface components {
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
         /** @description The kind of new content the default applies to. */
         DefaultKindPath: components["schemas"]["DefaultKind"];
-        /** @description A link of the caller's social profile. */
+        /**
+         * @description A link of the caller's social profile.
+         * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+         */
         SocialLinkIdPath: components["schemas"]["Uuid"];
-        /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+        /**
+         * @description A widget of the caller's social profile.
+         * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+         */
         SocialWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A guestbook widget of the caller's social profile.
+         * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+         */
+        GuestbookWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A poll widget of the caller's social profile.
+         * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+         */
+        PollWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A guestbook widget of the friend's social profile.
+         * @example 9c1e3a5f-7b9d-4e1f-9a5b-7c9d1e3f5a7b
+         */
+        FriendGuestbookWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A poll widget of the friend's social profile.
+         * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+         */
+        FriendPollWidgetIdPath: components["schemas"]["Uuid"];
         /** @description A gallery image, named by the SHA-256 of its bytes (64 lowercase hex digits). */
         SocialGalleryImagePath: string;
-        /** @description A guestbook message. */
+        /**
+         * @description A guestbook message.
+         * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+         */
         GuestbookMessageIdPath: components["schemas"]["Uuid"];
         /** @description Threads per page. */
         GuestbookLimitQuery: number;
@@ -21013,7 +21069,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A link of the caller's social profile. */
+                /**
+                 * @description A link of the caller's social profile.
+                 * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+                 */
                 linkId: components["parameters"]["SocialLinkIdPath"];
             };
             cookie?: never;
@@ -21049,7 +21108,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A link of the caller's social profile. */
+                /**
+                 * @description A link of the caller's social profile.
+                 * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+                 */
                 linkId: components["parameters"]["SocialLinkIdPath"];
             };
             cookie?: never;
@@ -21149,7 +21211,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                /**
+                 * @description A widget of the caller's social profile.
+                 * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+                 */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
             };
             cookie?: never;
@@ -21185,7 +21250,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                /**
+                 * @description A widget of the caller's social profile.
+                 * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+                 */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
             };
             cookie?: never;
@@ -21493,7 +21561,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the bytes.
-                     * @example "9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
+                     * @example "744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857"
                      */
                     ETag?: string;
                     /**
@@ -21593,8 +21661,11 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21634,8 +21705,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21681,9 +21755,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
-                /** @description A guestbook message. */
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
+                /**
+                 * @description A guestbook message.
+                 * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+                 */
                 messageId: components["parameters"]["GuestbookMessageIdPath"];
             };
             cookie?: never;
@@ -21727,9 +21807,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
-                /** @description A guestbook message. */
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
+                /**
+                 * @description A guestbook message.
+                 * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+                 */
                 messageId: components["parameters"]["GuestbookMessageIdPath"];
             };
             cookie?: never;
@@ -21775,8 +21861,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21836,8 +21925,11 @@ export interface operations {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the friend's social profile.
+                 * @example 9c1e3a5f-7b9d-4e1f-9a5b-7c9d1e3f5a7b
+                 */
+                widgetId: components["parameters"]["FriendGuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21883,8 +21975,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the caller's social profile.
+                 * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+                 */
+                widgetId: components["parameters"]["PollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21924,8 +22019,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the caller's social profile.
+                 * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+                 */
+                widgetId: components["parameters"]["PollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21976,8 +22074,11 @@ export interface operations {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the friend's social profile.
+                 * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+                 */
+                widgetId: components["parameters"]["FriendPollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -22022,8 +22123,11 @@ export interface operations {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the friend's social profile.
+                 * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+                 */
+                widgetId: components["parameters"]["FriendPollWidgetIdPath"];
             };
             cookie?: never;
         };
