@@ -5027,7 +5027,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A link of the caller's social profile. */
+                /**
+                 * @description A link of the caller's social profile.
+                 * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+                 */
                 linkId: components["parameters"]["SocialLinkIdPath"];
             };
             cookie?: never;
@@ -5074,7 +5077,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                /**
+                 * @description A widget of the caller's social profile.
+                 * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+                 */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
             };
             cookie?: never;
@@ -5228,8 +5234,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5255,9 +5264,15 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
-                /** @description A guestbook message. */
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
+                /**
+                 * @description A guestbook message.
+                 * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+                 */
                 messageId: components["parameters"]["GuestbookMessageIdPath"];
             };
             cookie?: never;
@@ -5284,8 +5299,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5312,8 +5330,11 @@ export interface paths {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the friend's social profile.
+                 * @example 9c1e3a5f-7b9d-4e1f-9a5b-7c9d1e3f5a7b
+                 */
+                widgetId: components["parameters"]["FriendGuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5335,8 +5356,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the caller's social profile.
+                 * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+                 */
+                widgetId: components["parameters"]["PollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -5367,8 +5391,11 @@ export interface paths {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the friend's social profile.
+                 * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+                 */
+                widgetId: components["parameters"]["FriendPollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -8517,11 +8544,11 @@ export interface components {
         };
         /** @description An image of the caller's social gallery, named by the SHA-256 of its bytes. */
         SocialGalleryImage: {
-            /** @example 9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8 */
+            /** @example 744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857 */
             sha256: string;
             /**
              * @description What a custom_badge widget's `imageUrls` names, and where the bytes are read.
-             * @example /api/v1/social/gallery/9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8
+             * @example /api/v1/social/gallery/744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857
              */
             url: string;
             /**
@@ -10342,13 +10369,42 @@ export interface components {
         SectionKeyPath: components["schemas"]["ProfileSectionKey"];
         /** @description The kind of new content the default applies to. */
         DefaultKindPath: components["schemas"]["DefaultKind"];
-        /** @description A link of the caller's social profile. */
+        /**
+         * @description A link of the caller's social profile.
+         * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+         */
         SocialLinkIdPath: components["schemas"]["Uuid"];
-        /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+        /**
+         * @description A widget of the caller's social profile.
+         * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+         */
         SocialWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A guestbook widget of the caller's social profile.
+         * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+         */
+        GuestbookWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A poll widget of the caller's social profile.
+         * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+         */
+        PollWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A guestbook widget of the friend's social profile.
+         * @example 9c1e3a5f-7b9d-4e1f-9a5b-7c9d1e3f5a7b
+         */
+        FriendGuestbookWidgetIdPath: components["schemas"]["Uuid"];
+        /**
+         * @description A poll widget of the friend's social profile.
+         * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+         */
+        FriendPollWidgetIdPath: components["schemas"]["Uuid"];
         /** @description A gallery image, named by the SHA-256 of its bytes (64 lowercase hex digits). */
         SocialGalleryImagePath: string;
-        /** @description A guestbook message. */
+        /**
+         * @description A guestbook message.
+         * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+         */
         GuestbookMessageIdPath: components["schemas"]["Uuid"];
         /** @description Threads per page. */
         GuestbookLimitQuery: number;
@@ -21034,7 +21090,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A link of the caller's social profile. */
+                /**
+                 * @description A link of the caller's social profile.
+                 * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+                 */
                 linkId: components["parameters"]["SocialLinkIdPath"];
             };
             cookie?: never;
@@ -21070,7 +21129,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A link of the caller's social profile. */
+                /**
+                 * @description A link of the caller's social profile.
+                 * @example 5d6e7f80-91a2-4b3c-9d4e-5f6a7b8c9d0e
+                 */
                 linkId: components["parameters"]["SocialLinkIdPath"];
             };
             cookie?: never;
@@ -21170,7 +21232,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                /**
+                 * @description A widget of the caller's social profile.
+                 * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+                 */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
             };
             cookie?: never;
@@ -21206,7 +21271,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
+                /**
+                 * @description A widget of the caller's social profile.
+                 * @example 6f8b0d2c-4e6a-4b8c-8d2e-4f6a8b0c2d4e
+                 */
                 widgetId: components["parameters"]["SocialWidgetIdPath"];
             };
             cookie?: never;
@@ -21514,7 +21582,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the bytes.
-                     * @example "9f2c1a7b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
+                     * @example "744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857"
                      */
                     ETag?: string;
                     /**
@@ -21614,8 +21682,11 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21655,8 +21726,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21702,9 +21776,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
-                /** @description A guestbook message. */
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
+                /**
+                 * @description A guestbook message.
+                 * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+                 */
                 messageId: components["parameters"]["GuestbookMessageIdPath"];
             };
             cookie?: never;
@@ -21748,9 +21828,15 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
-                /** @description A guestbook message. */
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
+                /**
+                 * @description A guestbook message.
+                 * @example c3e5a7b9-1d4f-4b8c-8e2a-4f6b8c0d2e4a
+                 */
                 messageId: components["parameters"]["GuestbookMessageIdPath"];
             };
             cookie?: never;
@@ -21796,8 +21882,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the caller's social profile.
+                 * @example 7a9c1e3d-5f7b-4c9d-9e3f-5a7b9c1d3e5f
+                 */
+                widgetId: components["parameters"]["GuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21857,8 +21946,11 @@ export interface operations {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A guestbook widget of the friend's social profile.
+                 * @example 9c1e3a5f-7b9d-4e1f-9a5b-7c9d1e3f5a7b
+                 */
+                widgetId: components["parameters"]["FriendGuestbookWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21904,8 +21996,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the caller's social profile.
+                 * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+                 */
+                widgetId: components["parameters"]["PollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21945,8 +22040,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the caller's social profile.
+                 * @example 8b0d2f4e-6a8c-4d0e-8f4a-6b8c0d2e4f6a
+                 */
+                widgetId: components["parameters"]["PollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -21997,8 +22095,11 @@ export interface operations {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the friend's social profile.
+                 * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+                 */
+                widgetId: components["parameters"]["FriendPollWidgetIdPath"];
             };
             cookie?: never;
         };
@@ -22043,8 +22144,11 @@ export interface operations {
                  * @example 7d6c5b4a-3e2f-4a1b-9c8d-7e6f5a4b3c2d
                  */
                 friendUserId: components["parameters"]["FriendUserIdPath"];
-                /** @description A widget of the social profile (the caller's on owner routes, the friend's on friend routes). */
-                widgetId: components["parameters"]["SocialWidgetIdPath"];
+                /**
+                 * @description A poll widget of the friend's social profile.
+                 * @example a1c3e5f7-9b2d-4f6a-8c0e-2d4f6a8b0c2e
+                 */
+                widgetId: components["parameters"]["FriendPollWidgetIdPath"];
             };
             cookie?: never;
         };

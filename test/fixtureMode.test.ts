@@ -60,6 +60,25 @@ describe('fixture mode', () => {
     expect(imported.data).toMatchObject({ source: 'pluralkit', dryRun: true });
     const exported = await api.GET('/api/v1/exports/{exportId}', { params: { path: { exportId: IDS.accountExport } } });
     expect(exported.response.status).toBe(200);
+    // The social profile: its links and widgets, the guestbook thread with its reply, lantern's poll.
+    const social = await api.GET('/api/v1/social');
+    expect(social.data?.links.map((l) => l.id)).toEqual([IDS.blueskyLink, IDS.mastodonLink]);
+    expect(social.data?.widgets.map((w) => w.id)).toEqual([IDS.statusWidget, IDS.guestbookWidget, IDS.pollWidget]);
+    const guestbook = await api.GET('/api/v1/social/widgets/{widgetId}/guestbook', {
+      params: { path: { widgetId: IDS.guestbookWidget } },
+    });
+    expect(guestbook.data?.threads.map((t) => [t.id, t.replies.map((r) => r.id)])).toEqual(
+      expect.arrayContaining([
+        [IDS.lanternGuestbookMessage, [IDS.auroraGuestbookReply]],
+        [IDS.spamGuestbookMessage, []],
+      ]),
+    );
+    const gallery = await api.GET('/api/v1/social/gallery');
+    expect(gallery.data?.items.map((i) => i.sha256)).toEqual([IDS.galleryImage]);
+    const friendPoll = await api.GET('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', {
+      params: { path: { friendUserId: IDS.lantern, widgetId: IDS.lanternPollWidget } },
+    });
+    expect(friendPoll.data?.question).toBe('Lamps or candles?');
     const readOnly = server.client(EXAMPLE_KEYS.ownerReadOnly.token);
     const write = await readOnly.POST('/api/v1/members', { body: { name: 'Nope' } });
     expect(write.response.status).toBe(403);

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
 import { forFriend, onBehalfOf } from '../../access/index.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { block } from '../friends/index.ts';
 import { guestbookRepo, type MessageRow } from './repo/guestbook.ts';
@@ -83,7 +83,7 @@ export async function listThreads(
 export async function post(
   ctx: ServiceContext,
   widgetId: string,
-  input: Schemas['PostGuestbookMessageRequest'],
+  input: Schemas['PostGuestbookMessageRequest'] & PresetId,
   notFoundMessage = GUESTBOOK_NOT_FOUND,
 ): Promise<Schemas['GuestbookMessage']> {
   const { now } = ctx;
@@ -94,7 +94,7 @@ export async function post(
   const anonymous = input.postAnonymously ?? false;
   if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true)
     throw badRequest('This guestbook does not allow anonymous posts');
-  const id = randomUUID();
+  const id = input.id ?? randomUUID();
   // The parent is checked and locked in the reply's transaction: deleted meanwhile, it is a 400, not a failed insert.
   const row = await inTransaction(ctx, async (tx) => {
     const trx = tx.db;

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { type FriendContext, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { type FriendContext, inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { findLiveMember } from '../members/index.ts';
 import { checkBadgeImages, tagForViewer } from './gallery.ts';
@@ -53,14 +53,14 @@ export async function updateTheme(ctx: ServiceContext, input: Schemas['UpdateSoc
 
 export async function createLink(
   ctx: ServiceContext,
-  input: Schemas['CreateSocialLinkRequest'],
+  input: Schemas['CreateSocialLinkRequest'] & PresetId,
 ): Promise<Schemas['SocialLinkId']> {
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async (tx) => {
     await profileRepo.touch(tx.db, userId, tx.now);
     await profileRepo.lock(tx.db, userId); // serialises sort_order assignment
     const row: LinkRow = {
-      id: randomUUID(),
+      id: input.id ?? randomUUID(),
       user_id: userId,
       platform: input.platform,
       display_name: input.displayName,
