@@ -3,7 +3,9 @@
  * with them): every 403 example names the operation's own scope, every 404 example that an
  * unknown id can reach is the server's message for that operation, and every named 400 example
  * (one per kind of mistake, with the request that makes it in `x-request`) is exactly the body the
- * server answers that request with.
+ * server answers that request with. The hand-written 400 examples after them (a business rule's
+ * refusal) state their request in `x-fixture-request` instead, checked against a fixture-mode
+ * server by test/businessRuleExamples.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { Contract } from '../scripts/fuzz/contract.ts';

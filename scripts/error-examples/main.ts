@@ -7,9 +7,10 @@
  *   npm run examples:errors            write the examples (then `npm run gen`)
  *   npm run examples:errors -- --check fail when the contract's examples differ from the answers
  *
- * Examples without `x-request` (a business rule's refusal, written by hand) are kept after the
- * generated ones, except those whose message is the validator's wording of a mistake a generated
- * example now shows with its `details`.
+ * Examples without `x-request` (a business rule's refusal, written by hand, with the request that
+ * gets it from a fixture-mode server in `x-fixture-request`: test/businessRuleExamples.test.ts) are
+ * kept after the generated ones, line for line, except those whose message is the validator's
+ * wording of a mistake a generated example now shows with its `details`.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
