@@ -4,11 +4,16 @@
  * what that run would not see cheaply: the refusal of a database that holds data, and that the
  * published keys and the ids the examples name are what gets written.
  */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { backgroundContext } from '../server/context.ts';
 import { ExamplesRefusedError, seedExamples } from '../server/fixtures/examples.ts';
 import { IDS } from '../server/fixtures/ids.ts';
-import { EXAMPLE_KEYS } from '../server/fixtures/keys.ts';
+import { EXAMPLE_KEYS, EXAMPLE_STORAGE_SIGNING_KEY } from '../server/fixtures/keys.ts';
+import { EXAMPLE_IMAGE } from '../server/fixtures/media.ts';
+import { FilesystemObjectStorage, keyToUrlSegment } from '../server/storage/index.ts';
+import { stagingKey } from '../server/storage/staging.ts';
 import { useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -39,16 +44,68 @@ describe('fixture mode', () => {
     });
     const robin = await api.GET('/api/v1/members/{memberId}', { params: { path: { memberId: IDS.robin } } });
     expect(robin.data).toMatchObject({ _id: IDS.robin, name: 'Robin', version: 3, sideSystemId: IDS.mainSideSystem });
+    expect(robin.data?.avatarUrl).toMatch(/^\/api\/v1\/members\/.+\/media\?kind=avatar&v=/);
     // The chat the messaging examples name: the groceries channel, newest first, the milk message pinned.
     const page = await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
       params: { path: { channelId: IDS.groceriesChannel } },
     });
-    expect(page.data?.items.map((m) => m.id)).toEqual([IDS.replyMessage, IDS.milkMessage]);
+    expect(page.data?.items.map((m) => m.id)).toEqual([IDS.shoppingListMessage, IDS.replyMessage, IDS.milkMessage]);
+    expect(page.data?.items[0]?.attachments.map((a) => a.id)).toEqual([IDS.sentAttachment]);
     expect(page.data?.pinnedMessageIds).toEqual([IDS.milkMessage]);
+    // The media: the example image as Robin's avatar, a re-hosted note image, and staged uploads.
+    const avatar = await fetch(`${server.baseUrl}/api/v1/members/${IDS.robin}/media?kind=avatar`, {
+      headers: { authorization: `Bearer ${EXAMPLE_KEYS.owner.token}` },
+    });
+    expect(Buffer.from(await avatar.arrayBuffer())).toEqual(EXAMPLE_IMAGE);
+    const noteImage = await api.GET('/api/v1/entry-images/{imageId}', {
+      params: { path: { imageId: IDS.noteImage } },
+      parseAs: 'arrayBuffer',
+    });
+    expect(noteImage.response.status).toBe(200);
+    for (const stagingId of [IDS.attachmentUpload, IDS.spaceIconUpload])
+      expect((await server.deps.storage?.head(stagingKey(IDS.aurora, stagingId)))?.size).toBe(EXAMPLE_IMAGE.length);
     const readOnly = server.client(EXAMPLE_KEYS.ownerReadOnly.token);
     const write = await readOnly.POST('/api/v1/members', { body: { name: 'Nope' } });
     expect(write.response.status).toBe(403);
     // A second run finds the examples' own accounts and refuses.
     await expect(seedExamples(seedContext())).rejects.toBeInstanceOf(ExamplesRefusedError);
+  });
+
+  it('publishes the example image the contract run sends, and the key that signed the storage examples', () => {
+    // The file newman sends as every binary request body (scripts/contract-run.ts) holds the seeded bytes.
+    expect(readFileSync(resolve(import.meta.dirname, '../.portman/example-image.png'))).toEqual(EXAMPLE_IMAGE);
+    type Param = { name: string; in: string; schema: { examples?: unknown[] }; example?: unknown };
+    const spec = JSON.parse(readFileSync(resolve(import.meta.dirname, '../generated/openapi.json'), 'utf8')) as {
+      paths: Record<string, { parameters: Param[]; get: { parameters: Param[] }; put: { parameters: Param[] } }>;
+    };
+    const item = spec.paths['/storage/v1/objects/{objectKey}']!;
+    const example = (params: Param[], name: string) =>
+      String(params.find((p) => p.name === name)?.schema.examples?.[0]);
+    const segment = example(item.parameters, 'objectKey');
+    const expires = Number(example(item.parameters, 'expires'));
+    // The object is the staged space-icon upload (its bytes the example image), the expiry far ahead.
+    expect(segment).toBe(keyToUrlSegment(stagingKey(IDS.aurora, IDS.spaceIconUpload)));
+    expect(expires).toBeGreaterThan(Date.UTC(2099, 0, 1));
+    const storage = new FilesystemObjectStorage('/nonexistent', {
+      signingKey: Buffer.from(EXAMPLE_STORAGE_SIGNING_KEY, 'utf8'),
+    });
+    const key = stagingKey(IDS.aurora, IDS.spaceIconUpload);
+    const now = Date.now();
+    expect(() =>
+      storage.verifySignedDownload({ key, expires, signature: example(item.get.parameters, 'signature') }, now),
+    ).not.toThrow();
+    expect(() =>
+      storage.verifySignedUpload(
+        {
+          key,
+          expires,
+          contentType: example(item.put.parameters, 'contentType'),
+          byteSize: Number(example(item.put.parameters, 'byteSize')),
+          signature: example(item.put.parameters, 'signature'),
+        },
+        now,
+      ),
+    ).not.toThrow();
+    expect(Number(example(item.put.parameters, 'byteSize'))).toBe(EXAMPLE_IMAGE.length);
   });
 });
