@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../server/config.ts';
 import { backgroundContext } from '../server/context.ts';
 import { ExamplesRefusedError, seedExamples } from '../server/fixtures/examples.ts';
 import { IDS } from '../server/fixtures/ids.ts';
@@ -107,5 +108,9 @@ describe('fixture mode', () => {
       ),
     ).not.toThrow();
     expect(Number(example(item.put.parameters, 'byteSize'))).toBe(EXAMPLE_IMAGE.length);
+    // Fixture mode signs with that key only: an operator's own key is refused rather than ignored.
+    expect(() => loadConfig({ SEED_EXAMPLES: 'true', STORAGE_SIGNING_KEY: 's'.repeat(40) })).toThrow(
+      /SEED_EXAMPLES=true signs storage URLs with the published example key/,
+    );
   });
 });
