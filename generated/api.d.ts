@@ -3320,7 +3320,10 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description Attachment id (from a message's `attachments`). */
+                /**
+                 * @description Attachment id (from a message's `attachments`).
+                 * @example b2c3d4e5-f6a7-4b8c-9d0e-1f2a3b4c5d6e
+                 */
                 attachmentId: components["parameters"]["MessagingAttachmentIdPath"];
             };
             cookie?: never;
@@ -5419,10 +5422,8 @@ export interface paths {
     "/storage/v1/objects/{objectKey}": {
         parameters: {
             query: {
-                /** @description When the URL stops working (epoch ms). Signed. */
+                /** @description When the URL stops working (epoch ms). Signed. The URLs a server issues last minutes (STORAGE_UPLOAD_URL_TTL_SECONDS, STORAGE_DOWNLOAD_URL_TTL_SECONDS); the examples' URLs, signed with fixture mode's published key (docs/contract-testing.md), expire in 2100. */
                 expires: number;
-                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry and, for uploads, the content type and byte size, under the server's storage signing key. */
-                signature: string;
             };
             header?: never;
             path: {
@@ -7119,7 +7120,7 @@ export interface components {
             /**
              * Format: uuid
              * @description A stable, opaque reference to the space's icon object (it changes only when the icon does); null without an icon. Pass it as `iconStorageRef` when creating or updating another space of the account to give that space its own copy of this icon.
-             * @example a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d
+             * @example f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9
              */
             iconStorageRef: string | null;
             /**
@@ -7166,7 +7167,7 @@ export interface components {
             /**
              * Format: uuid
              * @description A completed space-icon upload of the caller, not yet used, replacing the icon; null removes the icon.
-             * @example a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d
+             * @example f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9
              */
             iconStagingId?: string | null;
             /** @description The `iconStorageRef` of a live space of the caller; the icon is replaced by a copy of that one. Not together with `iconStagingId`. */
@@ -7556,7 +7557,7 @@ export interface components {
             method: "PUT";
             /**
              * @description Absolute for S3-compatible storage; relative to this server (`/storage/v1/objects/…`) on the filesystem backend unless STORAGE_PUBLIC_URL is set.
-             * @example /storage/v1/objects/staging~5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e~a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d?expires=1763800900000&contentType=application%2Fpdf&byteSize=48213&signature=3q2-7w
+             * @example /storage/v1/objects/staging~4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1~a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d?expires=1763800900000&contentType=application%2Fpdf&byteSize=48213&signature=3q2-7w
              */
             url: string;
             /**
@@ -7581,7 +7582,7 @@ export interface components {
         AttachmentAccessUrl: {
             /**
              * @description A short-lived download URL (STORAGE_DOWNLOAD_URL_TTL_SECONDS); no API key needed.
-             * @example /storage/v1/objects/u~5b6c7d8e-9f0a-4b1c-8d2e-3f4a5b6c7d8e~messaging~attachments~a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d?expires=1763800300000&signature=9x-Qe2
+             * @example /storage/v1/objects/u~4b0a3d36-0e4f-4a57-9c55-0d58b0c2a3f1~messaging~attachments~b2c3d4e5-f6a7-4b8c-9d0e-1f2a3b4c5d6e?expires=1763800300000&signature=9x-Qe2
              */
             url: string;
             expiresAt: components["schemas"]["EpochMs"];
@@ -10268,7 +10269,10 @@ export interface components {
          * @example 0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a
          */
         MessagingMessageIdPath: components["schemas"]["Uuid"];
-        /** @description Attachment id (from a message's `attachments`). */
+        /**
+         * @description Attachment id (from a message's `attachments`).
+         * @example b2c3d4e5-f6a7-4b8c-9d0e-1f2a3b4c5d6e
+         */
         MessagingAttachmentIdPath: components["schemas"]["Uuid"];
         /**
          * @description Link preview id (from a message's `linkPreviews`).
@@ -14055,7 +14059,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the bytes.
-                     * @example "49bf9b7527415d810b623cf5ce353da7ede03c80d38d576c97f6196437952779"
+                     * @example "ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2"
                      */
                     ETag?: string;
                     /**
@@ -15770,7 +15774,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the bytes.
-                     * @example "44524202ddf39407a68706b43219451463b49a597c91a65e023867ba70f4694b"
+                     * @example "ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2"
                      */
                     ETag?: string;
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
@@ -17314,7 +17318,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Attachment id (from a message's `attachments`). */
+                /**
+                 * @description Attachment id (from a message's `attachments`).
+                 * @example b2c3d4e5-f6a7-4b8c-9d0e-1f2a3b4c5d6e
+                 */
                 attachmentId: components["parameters"]["MessagingAttachmentIdPath"];
             };
             cookie?: never;
@@ -22192,9 +22199,9 @@ export interface operations {
     downloadStoredObject: {
         parameters: {
             query: {
-                /** @description When the URL stops working (epoch ms). Signed. */
+                /** @description When the URL stops working (epoch ms). Signed. The URLs a server issues last minutes (STORAGE_UPLOAD_URL_TTL_SECONDS, STORAGE_DOWNLOAD_URL_TTL_SECONDS); the examples' URLs, signed with fixture mode's published key (docs/contract-testing.md), expire in 2100. */
                 expires: number;
-                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry and, for uploads, the content type and byte size, under the server's storage signing key. */
+                /** @description HMAC-SHA256 (base64url, no padding) of the method, key and expiry under the server's storage signing key. */
                 signature: string;
             };
             header?: never;
@@ -22211,7 +22218,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the bytes.
-                     * @example "49bf9b7527415d810b623cf5ce353da7ede03c80d38d576c97f6196437952779"
+                     * @example "ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2"
                      */
                     ETag?: string;
                     /**
@@ -22250,9 +22257,9 @@ export interface operations {
     uploadStoredObject: {
         parameters: {
             query: {
-                /** @description When the URL stops working (epoch ms). Signed. */
+                /** @description When the URL stops working (epoch ms). Signed. The URLs a server issues last minutes (STORAGE_UPLOAD_URL_TTL_SECONDS, STORAGE_DOWNLOAD_URL_TTL_SECONDS); the examples' URLs, signed with fixture mode's published key (docs/contract-testing.md), expire in 2100. */
                 expires: number;
-                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry and, for uploads, the content type and byte size, under the server's storage signing key. */
+                /** @description HMAC-SHA256 (base64url, no padding) of the method, key, expiry, content type and byte size under the server's storage signing key. */
                 signature: string;
                 /** @description The content type the upload must have. Signed. */
                 contentType: string;
@@ -22277,7 +22284,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the stored bytes.
-                     * @example "49bf9b7527415d810b623cf5ce353da7ede03c80d38d576c97f6196437952779"
+                     * @example "ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2"
                      */
                     ETag?: string;
                     [name: string]: unknown;

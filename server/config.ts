@@ -376,7 +376,7 @@ export const SETTINGS = {
     group: 'Server',
     default: false,
     description:
-      "Fixture mode: on an empty database (embedded or PostgreSQL; refused otherwise), create the accounts, keys and data the contract's examples name, with their ids, and print the keys and the admin token at start, so that every documented example request answers as documented (docs/contract-testing.md). The keys are fixed and published: never on a server others can reach. Replaces `SEED_DEMO`.",
+      "Fixture mode: on an empty database (embedded or PostgreSQL; refused otherwise), create the accounts, keys and data the contract's examples name, with their ids, and print the keys and the admin token at start, so that every documented example request answers as documented (docs/contract-testing.md). The keys, and the key that signs storage URLs (filesystem object storage; `STORAGE_SIGNING_KEY` must be unset), are fixed and published: never on a server others can reach. Replaces `SEED_DEMO`.",
   }),
   corsOrigins: custom('CORS_ORIGINS', {
     group: 'Server',
@@ -591,7 +591,7 @@ export const SETTINGS = {
     group: 'Object storage',
     default: 'generated into `DATA_DIR/storage-signing-key`',
     description:
-      'Filesystem storage only: HMAC key of the upload and download URLs the server signs itself. Set it, the same on every instance, when several instances serve one `OBJECT_STORAGE_DIR`.',
+      'Filesystem storage only: HMAC key of the upload and download URLs the server signs itself. Set it, the same on every instance, when several instances serve one `OBJECT_STORAGE_DIR`. Refused with `SEED_EXAMPLES`, which signs with a published key.',
   }),
   storagePublicUrl: custom('STORAGE_PUBLIC_URL', {
     group: 'Object storage',
@@ -1028,6 +1028,11 @@ export function loadConfig(env: Env = process.env): Config {
   if (config.storageStagingTtlMs < config.storageUploadUrlTtlSeconds * 1000) {
     throw new ConfigError(
       'STORAGE_STAGING_TTL_MS must be at least STORAGE_UPLOAD_URL_TTL_SECONDS (in ms): a staged upload must outlive its upload URL',
+    );
+  }
+  if (config.seedExamples && config.storageSigningKey) {
+    throw new ConfigError(
+      'SEED_EXAMPLES=true signs storage URLs with the published example key (server/fixtures/keys.ts); unset STORAGE_SIGNING_KEY',
     );
   }
   if (config.httpHeadersTimeoutMs > config.httpUploadTimeoutMs) {

@@ -70,6 +70,13 @@ function banner(
       ...examples.accounts.map((a) => `  account ${a.username}: ${a.userId}`),
       ...examples.keys.map((k) => `  ${`${k.username}, ${k.label}`.padEnd(width)}  ${k.token}`),
       `  admin token: ${runtime.deps.adminToken ?? 'none (set ADMIN_TOKEN for the admin examples)'}`,
+      `  storage URLs: ${
+        runtime.deps.storage?.kind === 'filesystem'
+          ? 'signed with the published example key (server/fixtures/keys.ts)'
+          : runtime.deps.storage
+            ? 'presigned by the S3-compatible bucket (the /storage/v1 examples answer 404)'
+            : 'none (OBJECT_STORAGE=none: the media examples answer 503)'
+      }`,
     );
   }
   return lines.join('\n') + '\n';

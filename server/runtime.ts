@@ -25,6 +25,7 @@ import { MessageKeysMissingError, resolveMessageKeys } from './crypto/messageCip
 import { IdempotencyKeys, pruneIdempotencyKeys } from './idempotency/index.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { Metrics } from './metrics.ts';
+import { EXAMPLE_STORAGE_SIGNING_KEY } from './fixtures/keys.ts';
 import { createObjectStorage } from './storage/index.ts';
 import { defineStorageGc, scheduleStorageGc } from './storage/gcJob.ts';
 import {
@@ -256,8 +257,12 @@ export async function createRuntime(configured: Config, options: RuntimeOptions)
     apiKeys,
     rateLimiter: new RateLimiter(store, config.rateLimitPerMinute),
     adminToken: admin.token,
-    // The filesystem backend's URL-signing key is kept in the data directory unless STORAGE_SIGNING_KEY is set.
-    storage: createObjectStorage(config, { clock, signingKeyDir: embeddedDir === 'memory' ? undefined : embeddedDir }),
+    // The filesystem backend's URL-signing key is kept in the data directory unless STORAGE_SIGNING_KEY is set;
+    // fixture mode signs with the published example key, so that the storage examples' signatures verify.
+    storage: createObjectStorage(
+      config.seedExamples ? { ...config, storageSigningKey: EXAMPLE_STORAGE_SIGNING_KEY } : config,
+      { clock, signingKeyDir: embeddedDir === 'memory' ? undefined : embeddedDir },
+    ),
     metrics,
     jobs,
     audit: new DatabaseAuditSink(),

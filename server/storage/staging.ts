@@ -100,6 +100,8 @@ function toStaged(row: StagedRow): StagedUpload {
 }
 
 export interface UploadIntentInput {
+  /** Fixture mode only (server/fixtures/, PresetId): the staging id instead of a random one. */
+  id?: string;
   userId: string;
   /** What the upload is for (`message-attachment`, `space-icon`); consume checks it. */
   purpose: string;
@@ -204,7 +206,7 @@ export async function createUploadIntent(
   }
   if (input.byteSize > input.maxBytes)
     throw new StagingError('too_large', `byteSize must be at most ${input.maxBytes}`);
-  const id = randomUUID();
+  const id = input.id ?? randomUUID();
   const key = stagingKey(input.userId, id);
   const expiresAt = input.now + input.stagingTtlMs;
   const upload = await storage.presignPut(key, contentType, input.byteSize, input.urlTtlSeconds);

@@ -4,7 +4,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { completeUpload, consumeStagedUpload, createUploadIntent, StagingError } from '../../storage/staging.ts';
 import { asBadRequest, assertStaged, requireStorage } from './media.ts';
@@ -20,7 +20,7 @@ const attachmentKey = (userId: string, attachmentId: string) => `u/${userId}/mes
 
 export async function createIntent(
   ctx: ServiceContext,
-  input: Schemas['AttachmentUploadIntentRequest'],
+  input: Schemas['AttachmentUploadIntentRequest'] & PresetId,
 ): Promise<Schemas['MessagingUploadIntent']> {
   const storage = requireStorage(ctx);
   const userId = ownerOf(ctx);
@@ -32,6 +32,7 @@ export async function createIntent(
       throw badRequest('channelId is not a live channel of this account');
     const intent = await asBadRequest(() =>
       createUploadIntent(tx.db, storage, {
+        id: input.id,
         userId,
         purpose: ATTACHMENT_PURPOSE,
         contentType,

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { ownerOf, type ServiceContext } from '../../core/context.ts';
+import { ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest } from '../../core/errors.ts';
 import { completeUpload, consumeStagedUpload, createUploadIntent, StagingError } from '../../storage/staging.ts';
 import { asBadRequest, assertStaged, requireStorage } from './media.ts';
@@ -28,11 +28,12 @@ export const iconRefOf = (key: string | null): string | null =>
 
 export async function createIconIntent(
   ctx: ServiceContext,
-  input: Schemas['SpaceIconUploadIntentRequest'],
+  input: Schemas['SpaceIconUploadIntentRequest'] & PresetId,
 ): Promise<Schemas['MessagingUploadIntent']> {
   const storage = requireStorage(ctx);
   const intent = await asBadRequest(() =>
     createUploadIntent(ctx.db, storage, {
+      id: input.id,
       userId: ownerOf(ctx),
       purpose: ICON_PURPOSE,
       contentType: input.contentType,
