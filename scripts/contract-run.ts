@@ -418,8 +418,7 @@ async function main(): Promise<void> {
     console.log(
       `contract examples: ${good} of ${total} operations answered as documented (${Date.now() - started} ms)`,
     );
-    if (failed.length > 0 || missing.length > 0)
-      process.exitCode = 1;
+    if (failed.length > 0 || missing.length > 0) process.exitCode = 1;
   } finally {
     if (server) {
       await stop(server.proc);
