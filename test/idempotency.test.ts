@@ -8,10 +8,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
 import { createApiClient, retryingFetch } from '../client/index.ts';
+import { onBehalfOf } from '../server/access/index.ts';
 import { inTransaction, RequestTransaction } from '../server/core/context.ts';
+import { DatabaseEventSink } from '../server/events/log.ts';
 import { createTestDatabase } from './helpers/db.ts';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { type LoopbackServer, startLoopbackServer } from './helpers/imageServer.ts';
 import { bearer, TestServer, type TestUser, useServer } from './helpers/server.ts';
 
@@ -316,6 +319,95 @@ describe('Idempotency-Key', () => {
         }),
       ).rejects.toThrow('refused half-way');
       expect(failing.tainted).toBe(true);
+    } finally {
+      await other.rollback();
+    }
+  });
+
+  it("appends a keyed write's events with its stored response: one statement more than without a key (the claim)", async () => {
+    const user = await server.user();
+    const webhook = await user.api.POST('/api/v1/webhooks', {
+      body: { url: 'https://hooks.example.org/a', types: ['member.created'] },
+    });
+    expect(webhook.response.status).toBe(201);
+    await post(user, '/api/v1/members', { name: 'Warm-up' }, undefined); // warms the key cache
+    const count = (key: string | undefined, name: string) =>
+      captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/members', { name }, key));
+    const plain = await count(undefined, 'Plain');
+    const keyed = await count(randomUUID(), 'Keyed');
+    const appends = (sts: Array<{ sql: string }>) => sts.filter((st) => /insert into events/.test(st.sql));
+    expect(appends(plain)).toHaveLength(1);
+    // The event is appended by the statement that stores the response, not by one of its own.
+    expect(appends(keyed)).toHaveLength(1);
+    expect(appends(keyed)[0]!.sql).toMatch(/insert into idempotency_keys/);
+    expect(
+      keyed.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(keyed),
+    ).toHaveLength(plain.length + 1);
+    // Its webhook delivery is queued as for any event, and the event is in the log once.
+    expect(await countRows('events', user.userId, 'member.created')).toBe(3);
+    const deliveries = await user.api.GET('/api/v1/webhooks/{webhookId}/deliveries', {
+      params: { path: { webhookId: webhook.data!.webhook.id } },
+    });
+    expect(deliveries.data?.items).toHaveLength(3);
+  });
+
+  it('writes the events it held back before a savepoint, in the order they were emitted', async () => {
+    const user = await server.user();
+    const events = new DatabaseEventSink();
+    const ctx = (dbx: Knex) => ({
+      db: dbx,
+      now: Date.now(),
+      access: onBehalfOf(user.userId),
+      actor: { kind: 'system' as const, job: 'test' },
+    });
+    const logged = (dbx: Knex) =>
+      dbx('events')
+        .where({ account_id: user.userId, type: 'member.updated' })
+        .orderBy('id')
+        .select(dbx.raw("data->>'memberId' as m"))
+        .then((rows: Array<{ m: string }>) => rows.map((r) => r.m));
+    const trx = await db().transaction();
+    try {
+      const request = new RequestTransaction(trx, { deferEvents: true });
+      await inTransaction({ db: trx as Knex }, async (tx) => {
+        await events.emit(ctx(tx.db) as never, {
+          type: 'member.updated',
+          area: 'members',
+          data: { memberId: 'first' },
+        });
+      });
+      expect(await logged(trx)).toEqual([]); // held back
+      // A savepoint: what is held is written first, and nothing is held after it.
+      await inTransaction({ db: trx as Knex }, async (tx) => {
+        await events.emit(ctx(tx.db) as never, {
+          type: 'member.updated',
+          area: 'members',
+          data: { memberId: 'second' },
+        });
+      });
+      await events.emit(ctx(trx) as never, { type: 'member.updated', area: 'members', data: { memberId: 'third' } });
+      expect(await logged(trx)).toEqual(['first', 'second', 'third']);
+      expect(request.take()).toEqual([]);
+    } finally {
+      await trx.rollback();
+    }
+    // A savepoint rolled back takes its own events with it.
+    const other = await db().transaction();
+    try {
+      new RequestTransaction(other, { deferEvents: true });
+      await inTransaction({ db: other as Knex }, async (tx) => {
+        await events.emit(ctx(tx.db) as never, { type: 'member.updated', area: 'members', data: { memberId: 'kept' } });
+      });
+      await inTransaction({ db: other as Knex }, async (tx) => {
+        await events.emit(ctx(tx.db) as never, {
+          type: 'member.updated',
+          area: 'members',
+          data: { memberId: 'undone' },
+        });
+        throw new Error('undone');
+      }).catch(() => undefined);
+      expect(await logged(other)).toEqual(['kept']);
     } finally {
       await other.rollback();
     }

@@ -196,19 +196,58 @@ export type FriendContext = ServiceContext<FriendAccess>;
 /** A friend read's context whose friendship is resolved in its statement (ctx.friendInStatement()). */
 export type InStatementFriendContext = ServiceContext<InStatementFriendAccess>;
 
+const requestTransactions = new WeakMap<Knex, RequestTransaction>();
+
 /**
  * A request's own transaction (a POST with an Idempotency-Key, server/http/pipeline.ts): the
  * request's first inTransaction() runs in it directly, without a savepoint. When that work fails,
  * the transaction is `tainted` (it may hold part of the work): the request never commits it.
+ *
+ * With `deferEvents`, the event log's appends made directly in it are held back (defer()) and
+ * written by the statement that stores the response (take()), so the stored response costs no
+ * statement of its own. Before the first savepoint the held events are written (a savepoint rolled
+ * back must take its own events with it, and the log keeps the order they were emitted in), and
+ * nothing is held after it.
  */
 export class RequestTransaction {
   used = false;
   tainted = false;
-  constructor(readonly trx: Knex.Transaction) {
+  private deferring: boolean;
+  private held: { rows: unknown[]; write: (rows: unknown[]) => Promise<void> } | null = null;
+  constructor(
+    readonly trx: Knex.Transaction,
+    options: { deferEvents?: boolean } = {},
+  ) {
+    this.deferring = options.deferEvents ?? false;
     requestTransactions.set(trx, this);
   }
+
+  /** Holds `rows` to be written with the response, or false when this transaction holds nothing (write them now). */
+  defer(rows: readonly unknown[], write: (rows: unknown[]) => Promise<void>): boolean {
+    if (!this.deferring) return false;
+    if (this.held) this.held.rows.push(...rows);
+    else this.held = { rows: [...rows], write };
+    return true;
+  }
+
+  /** The held rows, for the statement that stores the response; none are held after. */
+  take(): unknown[] {
+    const rows = this.held?.rows ?? [];
+    this.held = null;
+    return rows;
+  }
+
+  /** Writes what is held and holds nothing more (before a savepoint). */
+  async stopDeferring(): Promise<void> {
+    this.deferring = false;
+    const held = this.held;
+    this.held = null;
+    if (held && held.rows.length > 0) await held.write(held.rows);
+  }
 }
-const requestTransactions = new WeakMap<Knex, RequestTransaction>();
+
+/** The request transaction `db` is, if it is one (not a savepoint in it). */
+export const requestTransactionOf = (db: Knex): RequestTransaction | undefined => requestTransactions.get(db);
 
 /**
  * Runs `work` in one transaction with a context whose `db` is that transaction, so every write,
@@ -230,6 +269,7 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
       throw err;
     }
   }
+  await request?.stopDeferring();
   return ctx.db.transaction((trx) => work({ ...ctx, db: trx }));
 }
 

@@ -19,8 +19,14 @@
  * deliveries, a rolled-back one none.
  */
 import type { components } from '../../generated/api.d.ts';
-import type { EventEntry, EventOptions, EventSink, ServiceContext } from '../core/context.ts';
-import { sql } from '../db/sql.ts';
+import {
+  type EventEntry,
+  type EventOptions,
+  type EventSink,
+  requestTransactionOf,
+  type ServiceContext,
+} from '../core/context.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 import { enqueueRows } from '../jobs/queue.ts';
 
@@ -36,7 +42,7 @@ export const WEBHOOK_QUEUE = 'webhook_deliver';
 /** The notification's payload when the append queued webhook deliveries (the job queue then claims at once). */
 export const WEBHOOKS_QUEUED = 'webhooks';
 
-interface EventInsert {
+export interface EventInsert {
   account_id: string;
   type: string;
   area: string;
@@ -46,27 +52,14 @@ interface EventInsert {
   about_account_id: string | null;
 }
 
-/** Appends events (in the order given) under the log's lock, and asks for the notification at commit. */
-const append = statement<{ rows: EventInsert[] }, { notified: unknown }>({
-  name: 'events_append',
-  area: AREA,
-  variants: {
-    'some events': {
-      rows: [
-        {
-          account_id: EXAMPLE_UUID,
-          type: 'a.b',
-          area: 'members',
-          occurred_at: 0,
-          actor: {},
-          data: {},
-          about_account_id: null,
-        },
-      ],
-    },
-  },
-  build: ({ rows }) => sql`
-    with locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))),
+/**
+ * The append of `rows` (in the order given) under the log's lock, as the CTEs `locked`,
+ * `appended`, `delivered` and `queued` of a `with`: the event log's statement below, and the
+ * statement that stores a keyed request's response with the events it held back
+ * (server/idempotency/repo.ts).
+ */
+export function appendEvents(rows: readonly EventInsert[]): Sql {
+  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))),
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id
@@ -85,9 +78,31 @@ const append = statement<{ rows: EventInsert[] }, { notified: unknown }>({
     ),
     queued as (
       ${enqueueRows(WEBHOOK_QUEUE, sql`select jsonb_build_object('webhookId', webhook_id) as payload, 'webhook:' || webhook_id as key from delivered`, sql`(select min(next_attempt_at) from delivered)`)}
-    )
-    select pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
-    from (select 1 from appended limit 1) a`,
+    )`;
+}
+
+/** After appendEvents' CTEs: the commit-time notification, as a select list (no row when nothing was appended). */
+export const notifyAppended = sql`pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
+    from (select 1 from appended limit 1) a`;
+
+const EXAMPLE_EVENT: EventInsert = {
+  account_id: EXAMPLE_UUID,
+  type: 'a.b',
+  area: 'members',
+  occurred_at: 0,
+  actor: {},
+  data: {},
+  about_account_id: null,
+};
+
+/** Appends events (in the order given) under the log's lock, and asks for the notification at commit. */
+const append = statement<{ rows: EventInsert[] }, { notified: unknown }>({
+  name: 'events_append',
+  area: AREA,
+  variants: { 'some events': { rows: [EXAMPLE_EVENT] } },
+  build: ({ rows }) => sql`
+    with ${appendEvents(rows)}
+    select ${notifyAppended}`,
 });
 
 export interface EventRow {
@@ -201,7 +216,12 @@ export class DatabaseEventSink implements EventSink {
         about_account_id: entry.about ?? null,
       };
     });
-    await append(ctx.db, { rows });
+    // A keyed request holds its events back, to append them with its stored response (core/context.ts).
+    const held = requestTransactionOf(ctx.db)?.defer(
+      rows,
+      async (r) => void (await append(ctx.db, { rows: r as EventInsert[] })),
+    );
+    if (!held) await append(ctx.db, { rows });
   }
 }
 

@@ -391,7 +391,8 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
  * transaction, or the stored response replayed. The operation's JSON bodies are the only kind a POST
  * answers with, so the stored bytes are exactly what respond() sends.
  *
- * The handler's first transaction is the request's (RequestTransaction: no savepoint). When that
+ * The handler's first transaction is the request's (RequestTransaction: no savepoint), and the
+ * events it emits there are appended by the statement that stores the response. When that
  * work failed but the handler answered all the same (it caught the error), the transaction may hold
  * part of the failed work: it is rolled back and the request runs again with savepoints (`direct`
  * false). A refusal (4xx) rolls back whatever the handler did and is stored on its own.
@@ -417,7 +418,7 @@ async function runIdempotent(
       await trx.rollback();
       return await replay(res, answer);
     }
-    const request = direct ? new RequestTransaction(trx) : undefined;
+    const request = direct ? new RequestTransaction(trx, { deferEvents: true }) : undefined;
     let result: HandlerOutcome;
     try {
       result = await run(trx);
@@ -432,7 +433,8 @@ async function runIdempotent(
       await trx.rollback();
       return await runIdempotent(deps, req, res, who, run, false);
     }
-    if (await deps.idempotency.store(trx, scope, print, outcome(result), now)) {
+    // The events the handler emitted directly in the transaction go with the response: one statement.
+    if (await deps.idempotency.store(trx, scope, print, outcome(result), now, request?.take())) {
       await trx.commit();
       return await respond(deps, res, result);
     }

@@ -20,6 +20,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { MessageCipher } from '../crypto/messageCipher.ts';
 import type { MessageKey } from '../config.ts';
+import type { EventInsert } from '../events/log.ts';
 import { idempotencyRepo, type KeyScope, type StoredRow } from './repo.ts';
 
 export type { KeyScope };
@@ -68,23 +69,34 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Stores the response (in the write's transaction, or on its own for a refusal). False when a
-   * response committed under the key in the meantime (the claim's snapshot predated it): the
-   * caller rolls back and answers with stored().
+   * Stores the response (in the write's transaction, with the events the request held back, or on
+   * its own for a refusal). False when a response committed under the key in the meantime (the
+   * claim's snapshot predated it): the caller rolls back and answers with stored().
    */
-  async store(db: Knex, scope: KeyScope, print: Buffer, response: StoredResponse, now: number): Promise<boolean> {
+  async store(
+    db: Knex,
+    scope: KeyScope,
+    print: Buffer,
+    response: StoredResponse,
+    now: number,
+    events: readonly unknown[] = [],
+  ): Promise<boolean> {
     const id = randomUUID();
     const value: Sealed = { s: response.status, h: response.headers, b: response.body.toString('base64') };
     const sealed = new MessageCipher(this.keys()).seal(scope.userId, id, JSON.stringify(value));
-    return idempotencyRepo.store(db, {
-      ...scope,
-      id,
-      fingerprint: print,
-      keyId: sealed.keyId,
-      response: sealed.data,
-      now,
-      expiresAt: now + this.ttlMs,
-    });
+    return idempotencyRepo.store(
+      db,
+      {
+        ...scope,
+        id,
+        fingerprint: print,
+        keyId: sealed.keyId,
+        response: sealed.data,
+        now,
+        expiresAt: now + this.ttlMs,
+      },
+      events as EventInsert[],
+    );
   }
 
   /** What a request gets once a response is stored under its key (after store() returned false). */

@@ -1,7 +1,8 @@
 /** The SQL of idempotency keys (generated/sql/idempotency.sql). */
 import type { Knex } from 'knex';
-import { sql } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+import { appendEvents, type EventInsert, notifyAppended } from '../events/log.ts';
 
 const AREA = 'idempotency';
 
@@ -57,24 +58,8 @@ interface StoreRow extends KeyScope {
   expiresAt: number;
 }
 
-/** Stores a response under a key unless a live one is there already (then nothing is returned). */
-const store = statement<StoreRow, { id: string }>({
-  name: 'idempotency_store',
-  area: AREA,
-  variants: {
-    'a response': {
-      userId: EXAMPLE_UUID,
-      operation: 'op',
-      key: 'k',
-      id: EXAMPLE_UUID,
-      fingerprint: Buffer.alloc(0),
-      keyId: 'k',
-      response: Buffer.alloc(0),
-      now: 0,
-      expiresAt: 0,
-    },
-  },
-  build: (r) => sql`insert into idempotency_keys
+/** The insert of a response under a key unless a live one is there already (then it returns no row). */
+const insertResponse = (r: StoreRow): Sql => sql`insert into idempotency_keys
       (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
     values (${r.id}, ${r.userId}, ${r.operation}, ${r.key}, ${r.fingerprint}, ${r.keyId}, ${r.response},
       ${r.now}::bigint, ${r.expiresAt}::bigint)
@@ -82,7 +67,55 @@ const store = statement<StoreRow, { id: string }>({
       id = excluded.id, fingerprint = excluded.fingerprint, key_id = excluded.key_id,
       response_enc = excluded.response_enc, created_at = excluded.created_at, expires_at = excluded.expires_at
       where idempotency_keys.expires_at <= ${r.now}::bigint
-    returning id`,
+    returning id`;
+
+const EXAMPLE_STORE: StoreRow = {
+  userId: EXAMPLE_UUID,
+  operation: 'op',
+  key: 'k',
+  id: EXAMPLE_UUID,
+  fingerprint: Buffer.alloc(0),
+  keyId: 'k',
+  response: Buffer.alloc(0),
+  now: 0,
+  expiresAt: 0,
+};
+
+/** Stores a response under a key unless a live one is there already (then nothing is returned). */
+const store = statement<StoreRow, { id: string }>({
+  name: 'idempotency_store',
+  area: AREA,
+  variants: { 'a response': EXAMPLE_STORE },
+  build: insertResponse,
+});
+
+/**
+ * The same, with the events the request held back appended in the same statement (server/events/log.ts):
+ * a keyed write's response costs no statement of its own. `id` is null when a live response was
+ * there already (the caller rolls back, events included).
+ */
+const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: string | null }>({
+  name: 'idempotency_store_with_events',
+  area: AREA,
+  variants: {
+    'a response and its events': {
+      ...EXAMPLE_STORE,
+      events: [
+        {
+          account_id: EXAMPLE_UUID,
+          type: 'a.b',
+          area: 'members',
+          occurred_at: 0,
+          actor: {},
+          data: {},
+          about_account_id: null,
+        },
+      ],
+    },
+  },
+  build: (r) => sql`with stored as (${insertResponse(r)}),
+    ${appendEvents(r.events)}
+    select (select id from stored) as id, (select ${notifyAppended}) as notified`,
 });
 
 /** Deletes expired keys (a batch at a time); how many went. */
@@ -103,7 +136,10 @@ export const idempotencyRepo = {
   find: async (db: Knex, scope: KeyScope, now: number): Promise<StoredRow | undefined> =>
     (await find(db, { ...scope, now }))[0],
   /** False when a live response is stored under the key already. */
-  store: async (db: Knex, row: StoreRow): Promise<boolean> => (await store(db, row)).length > 0,
+  store: async (db: Knex, row: StoreRow, events: readonly EventInsert[]): Promise<boolean> =>
+    events.length > 0
+      ? (await storeWithEvents(db, { ...row, events: [...events] }))[0]?.id != null
+      : (await store(db, row)).length > 0,
   /** Deletes every expired key; how many went. */
   prune: async (db: Knex, now: number): Promise<number> => {
     let total = 0;
