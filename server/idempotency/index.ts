@@ -8,8 +8,9 @@
  *    response is replayed when the request is the same (its fingerprint), else refused (422).
  * 2. The handler runs with that transaction as its database (its first transaction is this one,
  *    later ones savepoints in it).
- * 3. store(): the response it gave, sealed, in the same transaction, then commit. A crash cannot
- *    keep the write without its response or the response without its write.
+ * 3. store(): the response it gave, sealed, in the same transaction (by the same statement as the
+ *    events the handler emitted, which the request transaction held back), then commit. A crash
+ *    cannot keep the write without its response or the response without its write.
  *
  * A refusal (4xx) rolls the transaction back and is stored on its own: it wrote nothing. A 5xx or
  * 429 is not stored: the transaction rolls back and the client may retry. On the embedded
