@@ -108,6 +108,13 @@ describe('fixture mode', () => {
     expect(noteImage.response.status).toBe(200);
     for (const stagingId of [IDS.attachmentUpload, IDS.spaceIconUpload])
       expect((await server.deps.storage?.head(stagingKey(IDS.aurora, stagingId)))?.size).toBe(EXAMPLE_IMAGE.length);
+    // Staged for good: a fixture-mode server that runs for days keeps them (the storage GC removes expired ones).
+    const staged = await server.deps.db
+      .knex('staged_uploads')
+      .whereIn('id', [IDS.attachmentUpload, IDS.spaceIconUpload])
+      .pluck('expires_at');
+    expect(staged).toHaveLength(2);
+    for (const expiresAt of staged) expect(Number(expiresAt)).toBeGreaterThan(Date.UTC(2099, 0, 1));
     const readOnly = server.client(EXAMPLE_KEYS.ownerReadOnly.token);
     const write = await readOnly.POST('/api/v1/members', { body: { name: 'Nope' } });
     expect(write.response.status).toBe(403);
