@@ -85,7 +85,8 @@ export function appendEvents(rows: readonly EventInsert[]): Sql {
 export const notifyAppended = sql`pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
     from (select 1 from appended limit 1) a`;
 
-const EXAMPLE_EVENT: EventInsert = {
+/** An event row for the statements' example variants (generated/sql/). */
+export const EXAMPLE_EVENT: EventInsert = {
   account_id: EXAMPLE_UUID,
   type: 'a.b',
   area: 'members',

@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
-import { appendEvents, type EventInsert, notifyAppended } from '../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, type EventInsert, notifyAppended } from '../events/log.ts';
 
 const AREA = 'idempotency';
 
@@ -100,17 +100,7 @@ const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: st
   variants: {
     'a response and its events': {
       ...EXAMPLE_STORE,
-      events: [
-        {
-          account_id: EXAMPLE_UUID,
-          type: 'a.b',
-          area: 'members',
-          occurred_at: 0,
-          actor: {},
-          data: {},
-          about_account_id: null,
-        },
-      ],
+      events: [EXAMPLE_EVENT],
     },
   },
   build: (r) => sql`with stored as (${insertResponse(r)}),
