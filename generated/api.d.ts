@@ -8545,11 +8545,11 @@ export interface components {
         };
         /** @description An image of the caller's social gallery, named by the SHA-256 of its bytes. */
         SocialGalleryImage: {
-            /** @example 744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857 */
+            /** @example ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2 */
             sha256: string;
             /**
              * @description What a custom_badge widget's `imageUrls` names, and where the bytes are read.
-             * @example /api/v1/social/gallery/744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857
+             * @example /api/v1/social/gallery/ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2
              */
             url: string;
             /**
@@ -21589,7 +21589,7 @@ export interface operations {
                 headers: {
                     /**
                      * @description Strong validator of the bytes.
-                     * @example "744060a26213e7b045d380d16f8efec548ed873bca80a7a0d6fafbfba04b5857"
+                     * @example "ab17cbb4cd662deedaf04ba149ecf17c8823d0bc28557d3246940dd7ddc458f2"
                      */
                     ETag?: string;
                     /**

@@ -91,7 +91,7 @@ describe('fixture mode', () => {
       ]),
     );
     const gallery = await api.GET('/api/v1/social/gallery');
-    expect(gallery.data?.items.map((i) => i.sha256).sort()).toEqual([IDS.galleryImage, IDS.noteImage].sort());
+    expect(gallery.data?.items.map((i) => i.sha256)).toEqual([IDS.exampleImage]);
     const friendPoll = await api.GET('/api/v1/friends/{friendUserId}/social/widgets/{widgetId}/poll', {
       params: { path: { friendUserId: IDS.lantern, widgetId: IDS.lanternPollWidget } },
     });
@@ -102,7 +102,7 @@ describe('fixture mode', () => {
     });
     expect(Buffer.from(await avatar.arrayBuffer())).toEqual(EXAMPLE_IMAGE);
     const noteImage = await api.GET('/api/v1/entry-images/{imageId}', {
-      params: { path: { imageId: IDS.noteImage } },
+      params: { path: { imageId: IDS.exampleImage } },
       parseAs: 'arrayBuffer',
     });
     expect(noteImage.response.status).toBe(200);
