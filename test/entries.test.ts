@@ -302,7 +302,7 @@ describe('GET /entries', () => {
 });
 
 describe('POST /entries cost', () => {
-  it('creates a note without external images in a constant number of statements, with no check done twice', async () => {
+  it('creates a note without external images in one statement', async () => {
     const { api } = await server.user();
     const members = [await createMember(api, 'A'), await createMember(api, 'B')];
     await createEntry(api, { content: 'warm-up', memberIds: members }); // warms the key cache
@@ -310,13 +310,13 @@ describe('POST /entries cost', () => {
     const statements = await captureStatements(knex, REQUEST_WORK, async () => {
       await createEntry(api, { content: 'No images here', memberIds: members });
     });
-    // begin, the scope (context and side system, share-locked), the members locked and checked,
-    // the plan and the cap counts, the note, its links, its event (docs/events.md), commit.
+    // One statement, outside any transaction (docs/data-access.md, "Writes in one statement"): the
+    // scope, the members share-locked and checked, their cap counters, the note, its links, its event.
     expect(
       statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
       JSON.stringify(statements.map((st) => st.sql)),
-    ).toHaveLength(9);
-    expect(statements.filter((st) => /insert into events/.test(st.sql))).toHaveLength(1);
+    ).toEqual(['with write_context as']);
+    expect(statements[0]!.sql).toMatch(/insert into entries[\s\S]*insert into entry_members[\s\S]*insert into events/);
   });
 });
 
@@ -527,6 +527,67 @@ describe('note cap (NOTE_CAP_PRO=3, NOTE_CAP_FREE=1, NOTE_CAP_PRO_PLUS=2 in this
     );
     expect(results.filter((r) => r.response.status === 201)).toHaveLength(3);
     expect(results.filter((r) => r.error?.code === 'NOTE_LIMIT_REACHED')).toHaveLength(3);
+  });
+
+  it('holds when notes for two members, a link by PATCH and a restore race for the last slots', async () => {
+    const { api } = await server.user();
+    const [a, b] = [await createMember(api, 'A'), await createMember(api, 'B')];
+    const trashed = await createEntry(api, { content: 'trashed', memberIds: [a] });
+    await api.DELETE('/api/v1/entries/{entryId}', entryPath(trashed));
+    const loose = await createEntry(api, { content: 'loose' });
+    await createEntry(api, { content: 'first', memberIds: [a] });
+    // Two slots left for A, three for B; twelve writes at once want them.
+    const results = await Promise.all([
+      ...Array.from({ length: 5 }, (_, i) => api.POST('/api/v1/entries', { body: { content: `a${i}`, memberId: a } })),
+      ...Array.from({ length: 5 }, (_, i) =>
+        api.POST('/api/v1/entries', { body: { content: `ab${i}`, memberIds: [b, a] } }),
+      ),
+      api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(loose), body: { memberIds: [a] } }),
+      api.POST('/api/v1/entries/{entryId}/restore', entryPath(trashed)),
+    ]);
+    for (const r of results) expect([200, 201, 400, 403]).toContain(r.response.status);
+    const linkedTo = async (m: string) =>
+      (await api.GET('/api/v1/entries', { params: { query: { memberId: m, limit: 100 } } })).data!.length;
+    expect(await linkedTo(a)).toBe(3);
+    expect(await linkedTo(b)).toBeLessThanOrEqual(3);
+    // Every refusal is the cap's (or, for PATCH and restore, its 400): nothing else went wrong.
+    expect(results.filter((r) => r.response.status === 403).every((r) => r.error?.code === 'NOTE_LIMIT_REACHED')).toBe(
+      true,
+    );
+  });
+
+  it('counts live links exactly through every path that changes them (the counter rows of migration 0029)', async () => {
+    const { api, userId } = await server.user();
+    const [a, b, c] = [await createMember(api, 'A'), await createMember(api, 'B'), await createMember(api, 'C')];
+    const knex = server.deps.db.knex;
+    const check = async () => {
+      const { rows } = await knex.raw<{ rows: Array<{ member_id: string; live: number; actual: string }> }>(
+        `select c.member_id, c.live, (select count(*) from entry_members em join entries e on e.id = em.entry_id
+           where em.member_id = c.member_id and e.deleted_at is null) as actual
+         from member_note_counts c join members m on m.id = c.member_id where m.user_id = ?`,
+        [userId],
+      );
+      expect(rows).toHaveLength(3);
+      for (const r of rows) expect(Number(r.live), r.member_id).toBe(Number(r.actual));
+      return new Map(rows.map((r) => [r.member_id, Number(r.live)]));
+    };
+    const one = await createEntry(api, { content: '1', memberIds: [a, b] });
+    const two = await createEntry(api, { content: '2', memberId: a, memberIds: [c] });
+    expect((await check()).get(a)).toBe(2);
+    await api.PATCH('/api/v1/entries/{entryId}', { ...entryPath(one), body: { memberIds: [c] } });
+    expect((await check()).get(b)).toBe(0);
+    await api.DELETE('/api/v1/entries/{entryId}', entryPath(two));
+    expect((await check()).get(a)).toBe(0);
+    await api.POST('/api/v1/entries/{entryId}/restore', entryPath(two));
+    expect((await check()).get(a)).toBe(1);
+    // Purged while live: its links go with it.
+    const purge = (entryId: string) =>
+      api.DELETE('/api/v1/entries/{entryId}', { params: { path: { entryId }, query: { permanent: 'true' } } });
+    await purge(two);
+    expect((await check()).get(c)).toBe(1);
+    await api.DELETE('/api/v1/entries/{entryId}', entryPath(one));
+    await purge(one);
+    expect([...(await check()).values()]).toEqual([0, 0, 0]);
   });
 });
 

@@ -57,3 +57,30 @@ export function activeScopeRowsSql(
   union all
   ${side(sql`not c.is_unified_view and x.sub_system_id = c.sub_system_id`)}`;
 }
+
+/**
+ * The CTE `write_scope (side_system_id, sub_system_id)`: where a write in one statement places new
+ * data, as resolveWriteScope (server/features/systems/scope.ts) decides it in a transaction — the
+ * account's active context and its live side and sub system, share-locked so that a system cannot
+ * be deleted under the write (its delete takes them for update). No row when the context names a
+ * system that is gone (the write then places nothing).
+ */
+export function writeScopeSql(userId: string): Sql {
+  return sql`write_context as (
+      select side_system_id, sub_system_id from active_system_context where user_id = ${userId} for share
+    ),
+    write_side as (
+      select s.id from side_systems s
+      where s.id = (select side_system_id from write_context) and s.user_id = ${userId} and s.deleted_at is null
+      for share
+    ),
+    write_sub as (
+      select s.id from sub_systems s
+      where s.id = (select sub_system_id from write_context) and s.user_id = ${userId} and s.deleted_at is null
+      for share
+    ),
+    write_scope as (
+      select c.side_system_id, c.sub_system_id from write_context c
+      where exists (select 1 from write_side) and (c.sub_system_id is null or exists (select 1 from write_sub))
+    )`;
+}

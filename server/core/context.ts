@@ -147,6 +147,22 @@ export interface EventSink {
   emit(ctx: ServiceContext, entry: EventEntry & EventOptions): Promise<void>;
   /** Several events in one statement (a bulk write's, one per target), in the order given. */
   emitMany(ctx: ServiceContext, entries: Array<EventEntry & EventOptions>): Promise<void>;
+  /**
+   * The log's rows for `entries`, for a write that appends them in its own statement
+   * (appendEvents in server/events/log.ts) instead of emitting them.
+   */
+  rows(ctx: ServiceContext, entries: Array<EventEntry & EventOptions>): PendingEvent[];
+}
+
+/** An event as the log stores it, before its id (server/events/log.ts). */
+export interface PendingEvent {
+  account_id: string;
+  type: string;
+  area: string;
+  occurred_at: number;
+  actor: unknown;
+  data: unknown;
+  about_account_id: string | null;
 }
 
 export interface EventOptions {
@@ -271,6 +287,22 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
   }
   await request?.stopDeferring();
   return ctx.db.transaction((trx) => work({ ...ctx, db: trx }));
+}
+
+/**
+ * Runs a write that is one statement (docs/data-access.md, "Writes in one statement") and appends
+ * its own events: on `ctx.db` as it is, since one statement commits or rolls back whole (on the
+ * pool it needs no transaction). A keyed request's transaction (RequestTransaction) takes it as its
+ * work, so a failure taints it, after writing any events held back, to keep the log in order.
+ */
+export async function oneStatement<C extends Pick<ServerContext, 'db'>, T>(
+  ctx: C,
+  work: (db: Knex) => Promise<T>,
+): Promise<T> {
+  const request = requestTransactions.get(ctx.db);
+  if (!request) return work(ctx.db);
+  await request.stopDeferring();
+  return inTransaction(ctx, (tx) => work(tx.db));
 }
 
 /** The account whose data the context works on. */

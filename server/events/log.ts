@@ -23,6 +23,7 @@ import {
   type EventEntry,
   type EventOptions,
   type EventSink,
+  type PendingEvent,
   requestTransactionOf,
   type ServiceContext,
 } from '../core/context.ts';
@@ -42,24 +43,17 @@ export const WEBHOOK_QUEUE = 'webhook_deliver';
 /** The notification's payload when the append queued webhook deliveries (the job queue then claims at once). */
 export const WEBHOOKS_QUEUED = 'webhooks';
 
-export interface EventInsert {
-  account_id: string;
-  type: string;
-  area: string;
-  occurred_at: number;
-  actor: unknown;
-  data: unknown;
-  about_account_id: string | null;
-}
+export type EventInsert = PendingEvent;
 
 /**
  * The append of `rows` (in the order given) under the log's lock, as the CTEs `locked`,
- * `appended`, `delivered` and `queued` of a `with`: the event log's statement below, and the
+ * `appended`, `delivered` and `queued` of a `with`: the event log's statement below, the
  * statement that stores a keyed request's response with the events it held back
- * (server/idempotency/repo.ts).
+ * (server/idempotency/repo.ts), and the writes made in one statement (`when`: a condition of that
+ * statement, false when the write was refused, which then appends nothing and takes no lock).
  */
-export function appendEvents(rows: readonly EventInsert[]): Sql {
-  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))),
+export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
+  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id
@@ -204,8 +198,18 @@ export class DatabaseEventSink implements EventSink {
     if (entries.length === 0) return;
     if (!ctx.db.isTransaction)
       throw new Error(`event ${entries[0]!.type}: emit it inside the transaction of the change`);
+    const rows = this.rows(ctx, entries);
+    // A keyed request holds its events back, to append them with its stored response (core/context.ts).
+    const held = requestTransactionOf(ctx.db)?.defer(
+      rows,
+      async (r) => void (await append(ctx.db, { rows: r as EventInsert[] })),
+    );
+    if (!held) await append(ctx.db, { rows });
+  }
+
+  rows(ctx: ServiceContext, entries: Array<EventEntry & EventOptions>): EventInsert[] {
     const actor = actorOf(ctx);
-    const rows = entries.map((entry) => {
+    return entries.map((entry) => {
       if (!TYPE.test(entry.type)) throw new Error(`event type ${JSON.stringify(entry.type)} is not a dotted name`);
       return {
         account_id: ctx.access.ownerId,
@@ -217,12 +221,6 @@ export class DatabaseEventSink implements EventSink {
         about_account_id: entry.about ?? null,
       };
     });
-    // A keyed request holds its events back, to append them with its stored response (core/context.ts).
-    const held = requestTransactionOf(ctx.db)?.defer(
-      rows,
-      async (r) => void (await append(ctx.db, { rows: r as EventInsert[] })),
-    );
-    if (!held) await append(ctx.db, { rows });
   }
 }
 

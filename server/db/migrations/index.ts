@@ -27,6 +27,7 @@ import * as m0025 from './0025_front_count_per_statement.ts';
 import * as m0026 from './0026_events.ts';
 import * as m0027 from './0027_webhooks.ts';
 import * as m0028 from './0028_idempotency.ts';
+import * as m0029 from './0029_member_note_counts.ts';
 
 export const migrations = [
   m0001,
@@ -57,4 +58,5 @@ export const migrations = [
   m0026,
   m0027,
   m0028,
+  m0029,
 ];

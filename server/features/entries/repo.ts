@@ -1,8 +1,10 @@
 /** The SQL of notes and their member links (generated/sql/entries.sql). */
 import type { Knex } from 'knex';
-import { activeScopeRowsSql, inActiveScopeSql } from '../../access/systemScope.ts';
+import { activeScopeRowsSql, inActiveScopeSql, writeScopeSql } from '../../access/systemScope.ts';
+import type { PendingEvent } from '../../core/context.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
 import type { MemberRow } from '../members/index.ts';
 
 export interface EntryRow {
@@ -256,7 +258,101 @@ const lockMembers = statement<
     for update`,
 });
 
+/** A note to create: where it goes (the side and sub system) the statement decides. */
+export type NewEntry = Omit<EntryRow, 'side_system_id' | 'sub_system_id' | 'deleted_at'>;
+
+/** What the create statement decided: `ok` when it wrote the note; otherwise why not. */
+export interface CreateVerdict {
+  ok: boolean;
+  /** The account's active context names a live side (and sub) system. */
+  scoped: boolean;
+  plan: string | null;
+  /** The linked ids that are live members of the account. */
+  live: string[];
+  /** The linked ids whose member was under the plan's cap (its counter row taken). */
+  under_cap: string[];
+}
+
+/**
+ * A note, its links and its events in one statement (docs/data-access.md, "Writes in one
+ * statement"), run on its own (autocommit): the active write scope (writeScopeSql), the linked
+ * members share-locked and live, and for each its counter row (member_note_counts, migration 0029)
+ * updated only while under the plan's cap — a row a concurrent note has just taken is re-checked
+ * on its committed version, so two notes cannot both take a member's last slot. `verdict.ok` holds
+ * when all of that passed; the note, its links (link order) and the events are written only then.
+ * The triggers of 0029 then add the links to the counters. `caps` is the cap of each plan.
+ */
+const createEntry = statement<
+  { row: NewEntry; links: readonly string[]; caps: Readonly<Record<string, number>>; events: readonly PendingEvent[] },
+  CreateVerdict & { notified: unknown }
+>({
+  name: 'entries_create',
+  area: AREA,
+  variants: {
+    'a note': {
+      row: { ...EXAMPLE_ENTRY },
+      links: [EXAMPLE_UUID],
+      caps: { free: 1 },
+      events: [EXAMPLE_EVENT],
+    },
+  },
+  build: ({ row, links, caps, events }) => sql`with ${writeScopeSql(row.user_id)},
+    plan as (select a.plan, (${JSON.stringify(caps)}::jsonb ->> a.plan)::int as cap from accounts a where a.id = ${row.user_id}),
+    linked as (
+      select m.id from members m
+      where m.user_id = ${row.user_id} and m.id = any (${[...links]}::uuid[]) and m.deleted_at is null
+      order by m.id
+      for share
+    ),
+    under_cap as (
+      update member_note_counts c set live = c.live
+      from plan p
+      where c.member_id in (select id from linked) and c.live < p.cap
+      returning c.member_id
+    ),
+    verdict as (
+      select exists (select 1 from write_scope) as scoped,
+        exists (select 1 from write_scope)
+          and (select count(*) from linked) = cardinality(${[...links]}::uuid[])
+          and (select count(*) from under_cap) = cardinality(${[...links]}::uuid[]) as ok
+    ),
+    inserted as (
+      insert into entries
+        (id, user_id, side_system_id, sub_system_id, title, content, member_id, member_ids, created_at, updated_at, deleted_at)
+      select ${row.id}, ${row.user_id}, w.side_system_id, w.sub_system_id, ${row.title}, ${row.content},
+        ${row.member_id}, ${jsonIds(row.member_ids)}::jsonb, ${row.created_at}, ${row.updated_at}, null
+      from write_scope w, verdict v where v.ok
+      returning id
+    ),
+    link_rows as (
+      insert into entry_members (entry_id, member_id, user_id, position)
+      select ${row.id}::uuid, l.member_id, ${row.user_id}::uuid, l.n - 1
+      from verdict v, unnest(${[...links]}::uuid[]) with ordinality as l(member_id, n)
+      where v.ok
+      order by l.n
+    ),
+    ${appendEvents(events, sql`(select ok from verdict)`)}
+    select v.ok, v.scoped, (select plan from plan) as plan,
+      array(select id from linked) as live, array(select member_id from under_cap) as under_cap,
+      (select n.notified from (select ${notifyAppended}) n) as notified
+    from verdict v`,
+});
+
 export const entriesRepo = {
+  /** Creates a note with its links and events in one statement, or writes nothing (see createEntry). */
+  async create(
+    db: Knex,
+    input: {
+      row: NewEntry;
+      links: readonly string[];
+      caps: Readonly<Record<string, number>>;
+      events: readonly PendingEvent[];
+    },
+  ): Promise<CreateVerdict> {
+    const [verdict] = await createEntry(db, input);
+    return verdict!;
+  },
+
   async find(db: Knex, userId: string, id: string): Promise<EntryRow | undefined> {
     return (await findEntry(db, { userId, id, lock: false }))[0];
   },

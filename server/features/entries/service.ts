@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerRowsOf } from '../../access/index.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
 import { PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
@@ -29,6 +29,9 @@ async function assertOwnMembers(db: Knex, userId: string, ids: string[]): Promis
   if (bad.length) throw notLinkable(bad);
 }
 
+const capMessage = (ctx: ServiceContext, plan: PlanKey, full: string[]) =>
+  `Note limit of ${ctx.config.noteCaps[plan]} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}`;
+
 /** The members (of `memberIds`) already at the plan's note cap, and the message saying so; null when none is. */
 async function capViolation(
   db: Knex,
@@ -43,9 +46,7 @@ async function capViolation(
   const cap = ctx.config.noteCaps[plan];
   const counts = state.counts;
   const full = memberIds.filter((id) => (counts.get(id) ?? 0) >= cap);
-  return full.length
-    ? `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${full.join(', ')}`
-    : null;
+  return full.length ? capMessage(ctx, plan, full) : null;
 }
 
 /**
@@ -134,28 +135,40 @@ export async function createEntry(
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
   await precheckLinks(ctx, input.content, links, undefined, noteLimit);
   const content = await rehost(ctx, input.content);
-  return inTransaction(ctx, async (tx) => {
-    const trx = tx.db;
-    const scope = await resolveWriteScope(trx, userId);
-    await assertCaps(trx, ctx, links, { live: true, fail: noteLimit });
-    const row: EntryRow = {
-      id: input.id ?? randomUUID(),
-      user_id: userId,
-      side_system_id: scope.sideSystemId,
-      sub_system_id: scope.subSystemId,
-      title: input.title ?? null,
-      content,
-      member_id: input.memberId ?? null,
-      member_ids: input.memberIds ?? null,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    };
-    await entriesRepo.insert(trx, row);
-    await entriesRepo.insertLinks(trx, userId, row.id, links);
-    await tx.events.emit(tx, { type: 'entry.created', area: 'entries', data: { id: row.id } });
-    return { id: row.id };
-  });
+  const id = input.id ?? randomUUID();
+  const events = ctx.events.rows(ctx, [{ type: 'entry.created', area: 'entries', data: { id } }]);
+  // One statement: the scope, the links' locks and caps, the note, its links and its event (entriesRepo.create).
+  const verdict = await oneStatement(ctx, (db) =>
+    entriesRepo.create(db, {
+      row: {
+        id,
+        user_id: userId,
+        title: input.title ?? null,
+        content,
+        member_id: input.memberId ?? null,
+        member_ids: input.memberIds ?? null,
+        created_at: now,
+        updated_at: now,
+      },
+      links,
+      caps: ctx.config.noteCaps,
+      events,
+    }),
+  );
+  if (verdict.ok) return { id };
+  if (!verdict.scoped) throw new Error(`account ${userId} has no live active side or sub system`);
+  const live = new Set(verdict.live);
+  const bad = links.filter((m) => !live.has(m));
+  if (bad.length) throw notLinkable(bad);
+  const plan = (verdict.plan ?? 'free') as PlanKey;
+  const under = new Set(verdict.under_cap);
+  throw noteLimit(
+    capMessage(
+      ctx,
+      plan,
+      links.filter((m) => !under.has(m)),
+    ),
+  );
 }
 
 export async function getEntry(ctx: ServiceContext, id: string): Promise<Schemas['EntryDetail']> {
@@ -338,10 +351,7 @@ export async function insertImportedNotes(
         continue;
       }
       if (member !== null && (counts.get(member) ?? 0) >= cap) {
-        refused.set(
-          note.id,
-          `Note limit of ${cap} per member on the ${PLAN_NAMES[plan]} plan reached for member ${member}`,
-        );
+        refused.set(note.id, capMessage(ctx, plan, [member]));
         continue;
       }
       if (member !== null) counts.set(member, (counts.get(member) ?? 0) + 1);

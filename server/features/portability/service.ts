@@ -255,7 +255,7 @@ export async function runImport(
   // The entities an import writes emit no event each: the event log's lock would be held from the
   // first of them to the import's commit, minutes on a large file, and every other write waits on it.
   // The import emits one `import.applied` as it commits instead (finishWith).
-  const silent = { emit: async () => undefined, emitMany: async () => undefined };
+  const silent = { emit: async () => undefined, emitMany: async () => undefined, rows: () => [] };
   const ctx: OwnerContext = { ...base, events: silent, access: onBehalfOf(row.user_id) };
   const finish = (outcome: Omit<ImportOutcome, 'finishedAt'>) =>
     importsRepo.finish(base.db, row.id, { ...outcome, finishedAt: clock() });
