@@ -1482,3 +1482,119 @@ describe('history count (kept by triggers)', () => {
     expect((await history(other.api)).count).toBe(1);
   });
 });
+
+describe('front writes in one statement (migration 0030)', () => {
+  it('a start and a stop are one statement each, outside any transaction', async () => {
+    const { api } = await server.user();
+    const [a] = await members(api, 1);
+    await start(api, a!); // warms the key cache
+    await stop(api, a!);
+    const knex = server.deps.db.knex;
+    const heads = async (work: () => Promise<void>) =>
+      (await captureStatements(knex, /./, work))
+        .map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' '))
+        .filter((head) => !/rate_limit|api_keys/.test(head));
+    expect(await heads(() => start(api, a!))).toEqual(['with turn as']);
+    expect(await heads(() => stop(api, a!))).toEqual(['with turn as']);
+  });
+
+  it('front.changed holds the front as GET /front shows it, after every kind of front write', async () => {
+    const { api, userId } = await server.user();
+    const [a, b, c] = await members(api, 3);
+    await api.PATCH('/api/v1/members/{memberId}', {
+      ...memberPath(a!),
+      body: { avatarUrl: 'https://example.net/a.png', pronouns: 'they/them', description: 'Ä "quoted" \\ note' },
+    });
+    const tier = (await api.POST('/api/v1/front/tiers', { body: { displayName: 'Nearby' } })).data!.id;
+    const knex = server.deps.db.knex;
+    const lastFront = async () => {
+      const { rows } = await knex.raw<{ rows: Array<{ data: { front: unknown } }> }>(
+        `select data from events where account_id = ? and type = 'front.changed' order by id desc limit 1`,
+        [userId],
+      );
+      return rows[0]!.data.front;
+    };
+    const writes: Array<[string, () => Promise<unknown>]> = [
+      ['start with a note', () => start(api, a!, { note: 'here' })],
+      ['start with createdBy', () => start(api, b!, { createdBy: a! })],
+      ['preset tier', () => api.POST('/api/v1/front/tier-presence', { body: { memberId: c!, tierKey: 'coFront' } })],
+      [
+        'custom tier',
+        () => api.POST('/api/v1/front/tier-presence', { body: { memberId: c!, tierKey: tier, note: 'n' } }),
+      ],
+      ['reorder', () => api.PATCH('/api/v1/front/order', { body: { memberIds: [b!, a!] } })],
+      ['stop', () => stop(api, b!)],
+      ['clear', () => api.DELETE('/api/v1/front')],
+    ];
+    for (const [label, write] of writes) {
+      now += 1;
+      await write();
+      expect(await lastFront(), label).toEqual(await getFront(api));
+    }
+  });
+
+  it('moving a fronting member to the trash appends front.changed; moving one that is not fronting does not', async () => {
+    const { api, userId } = await server.user();
+    const [a, b] = await members(api, 2);
+    await start(api, a!);
+    const knex = server.deps.db.knex;
+    const frontEvents = async () =>
+      (
+        await knex.raw<{ rows: Array<{ data: { front: unknown } }> }>(
+          `select data from events where account_id = ? and type = 'front.changed' order by id`,
+          [userId],
+        )
+      ).rows;
+    expect(await frontEvents()).toHaveLength(1);
+    await api.DELETE('/api/v1/members/{memberId}', memberPath(b!));
+    expect(await frontEvents()).toHaveLength(1);
+    await api.DELETE('/api/v1/members/{memberId}', memberPath(a!));
+    const after = await frontEvents();
+    expect(after).toHaveLength(2);
+    expect(after[1]!.data.front).toEqual(await getFront(api));
+    expect((await getFront(api)).memberIds).toEqual([]);
+  });
+
+  it('concurrent starts take distinct positions in arrival order, and one member starts once', async () => {
+    const { api } = await server.user();
+    const list = await members(api, 8);
+    const results = await Promise.all([
+      ...list.map((m) => api.POST('/api/v1/front/members', { body: { memberId: m! } })),
+      ...list.map((m) => api.POST('/api/v1/front/members', { body: { memberId: m! } })),
+    ]);
+    expect(results.map((r) => r.response.status)).toEqual(results.map(() => 204));
+    const knex = server.deps.db.knex;
+    const { rows } = await knex.raw<{ rows: Array<{ member_id: string; position: string }> }>(
+      'select member_id, position from front_sessions where member_id = any (?::uuid[]) and ended_at is null',
+      [list],
+    );
+    expect(rows).toHaveLength(8);
+    expect(new Set(rows.map((r) => r.position)).size).toBe(8);
+    const front = await getFront(api);
+    expect(new Set(front.memberIds)).toEqual(new Set(list));
+    // The front order is the position order.
+    const byPosition = [...rows].sort((x, y) => Number(x.position) - Number(y.position)).map((r) => r.member_id);
+    expect(front.memberIds).toEqual(byPosition);
+  });
+
+  it('a stop racing starts and a member trash leaves the front consistent with its events', async () => {
+    const { api, userId } = await server.user();
+    const list = await members(api, 4);
+    await start(api, list[0]!);
+    await Promise.all([
+      api.POST('/api/v1/front/members', { body: { memberId: list[1]! } }),
+      api.DELETE('/api/v1/front/members/{memberId}', memberPath(list[0]!)),
+      api.POST('/api/v1/front/members', { body: { memberId: list[2]! } }),
+      api.DELETE('/api/v1/members/{memberId}', memberPath(list[3]!)),
+      api.POST('/api/v1/front/members', { body: { memberId: list[3]! } }),
+    ]);
+    const knex = server.deps.db.knex;
+    const { rows } = await knex.raw<{ rows: Array<{ data: { front: unknown } }> }>(
+      `select data from events where account_id = ? and type = 'front.changed' order by id desc limit 1`,
+      [userId],
+    );
+    // The last event shows the front as it is: each event is filled at its commit, and front writes commit one at a time.
+    expect(rows[0]!.data.front).toEqual(await getFront(api));
+    expect((await getFront(api)).memberIds).not.toContain(list[3]);
+  });
+});

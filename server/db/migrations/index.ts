@@ -28,6 +28,7 @@ import * as m0026 from './0026_events.ts';
 import * as m0027 from './0027_webhooks.ts';
 import * as m0028 from './0028_idempotency.ts';
 import * as m0029 from './0029_member_note_counts.ts';
+import * as m0030 from './0030_front_writes.ts';
 
 export const migrations = [
   m0001,
@@ -59,4 +60,5 @@ export const migrations = [
   m0027,
   m0028,
   m0029,
+  m0030,
 ];

@@ -1,7 +1,10 @@
 import type { Knex } from 'knex';
+import { writeScopeSql } from '../../access/systemScope.ts';
+import type { PendingEvent } from '../../core/context.ts';
 import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
 import type { MemberRow } from '../../core/members.ts';
 
 const AREA = 'front';
@@ -263,12 +266,130 @@ const historyCounter = statement<{ userId: string }, { live: number }>({
   build: ({ userId }) => sql`select live from front_session_counts where user_id = ${userId}`,
 });
 
-/** The account's front lock (frontRepo.lock): a transaction-scoped advisory lock on `front:<account>`. */
+/**
+ * The account's front lock as the first CTE `turn` of a statement: its counter row
+ * (front_session_counts, migration 0030) locked to commit, created when missing; with
+ * `takePosition`, `turn.position` is the next place in the front order, read from the row's
+ * newest committed version even when the statement waited for it.
+ */
+function frontTurnSql(userId: string, takePosition: boolean): Sql {
+  return sql`turn as (
+      insert into front_session_counts as c (user_id, next_position) values (${userId}, ${takePosition ? 1 : 0})
+      on conflict (user_id) do update set next_position = c.next_position${takePosition ? sql` + 1` : sql.empty}
+      returning c.next_position${takePosition ? sql` - 1` : sql.empty} as position
+    )`;
+}
+
+/** The account's front lock (frontRepo.lock): its counter row, held to commit (frontTurnSql). */
 const lock = statement<{ userId: string }, unknown>({
   name: 'front_lock',
   area: AREA,
   variants: { 'the account': { userId: EXAMPLE_UUID } },
-  build: ({ userId }) => sql`select pg_advisory_xact_lock(hashtextextended(${`front:${userId}`}, 0))`,
+  build: ({ userId }) => sql`with ${frontTurnSql(userId, false)} select 1 from turn`,
+});
+
+/** What a one-statement front write decided (startFronting, stopFronting). */
+export interface FrontWriteVerdict {
+  /** The member is the account's (trashed or not). */
+  member: boolean;
+  member_live: boolean;
+  member_archived: boolean;
+  /** createdBy, when given, is a live member of the account. */
+  creator_ok: boolean;
+  /** The active context names a live side (and sub) system. */
+  scoped: boolean;
+  /** Sessions started or ended. */
+  changed: number;
+}
+
+export interface StartInput {
+  id: string;
+  userId: string;
+  memberId: string;
+  note: string | null;
+  createdBy: string | null;
+  now: number;
+  events: readonly PendingEvent[];
+}
+
+/** The member's row, share-locked after the front lock (`turn`, always taken first: other front writers lock the counter row before members). */
+const memberAfterTurn = (userId: string, id: string | null, name: string) =>
+  sql`${sql.id(name)} as (
+      select m.id, m.deleted_at, m.archived_at from turn, members m
+      where m.id = ${id}::uuid and m.user_id = ${userId}
+      for share of m
+    )`;
+
+/**
+ * A member joins the front in one statement (docs/data-access.md, "Writes in one statement"): the
+ * front lock and the next position (`turn`), the member (live, not archived) and `createdBy` (live)
+ * share-locked, the write scope, then the open session unless the member has one (the unique
+ * partial index front_sessions_one_open, which sees committed rows whatever the snapshot), and its
+ * `front.changed` event only when a session was started. The event's front is filled as the
+ * statement commits (front_state, migration 0030).
+ */
+const start = statement<StartInput, FrontWriteVerdict & { notified: unknown }>({
+  name: 'front_start',
+  area: AREA,
+  variants: {
+    'a member joins': {
+      id: EXAMPLE_UUID,
+      userId: EXAMPLE_UUID,
+      memberId: EXAMPLE_UUID,
+      note: null,
+      createdBy: EXAMPLE_UUID,
+      now: 0,
+      events: [EXAMPLE_EVENT],
+    },
+  },
+  build: ({ id, userId, memberId, note, createdBy, now, events }) => sql`with ${frontTurnSql(userId, true)},
+    ${writeScopeSql(userId)},
+    ${memberAfterTurn(userId, memberId, 'member')},
+    ${memberAfterTurn(userId, createdBy, 'creator')},
+    verdict as (
+      select exists (select 1 from member) as member,
+        exists (select 1 from member where deleted_at is null) as member_live,
+        exists (select 1 from member where archived_at is not null) as member_archived,
+        (${createdBy}::uuid is null or exists (select 1 from creator where deleted_at is null)) as creator_ok,
+        exists (select 1 from write_scope) as scoped
+    ),
+    started as (
+      insert into front_sessions (id, user_id, member_id, side_system_id, sub_system_id, started_at, ended_at, note, created_by, position, created_at, updated_at, deleted_at)
+      select ${id}, ${userId}, ${memberId}, w.side_system_id, w.sub_system_id, ${now}, null, ${note}, ${createdBy}::uuid, t.position, ${now}, ${now}, null
+      from verdict v, write_scope w, turn t
+      where v.member_live and not v.member_archived and v.creator_ok
+      on conflict (user_id, member_id) where ended_at is null and deleted_at is null do nothing
+      returning id
+    ),
+    ${appendEvents(events, sql`exists (select 1 from started)`)}
+    select v.*, (select count(*) from started)::int as changed,
+      (select n.notified from (select ${notifyAppended}) n) as notified
+    from verdict v`,
+});
+
+/**
+ * A member leaves the front in one statement: the front lock, then its open sessions ended and
+ * taken out of the order, and `front.changed`, when the member is the account's (in the trash too).
+ */
+const stop = statement<
+  { userId: string; memberId: string; now: number; events: readonly PendingEvent[] },
+  FrontWriteVerdict & { notified: unknown }
+>({
+  name: 'front_stop',
+  area: AREA,
+  variants: {
+    'a member leaves': { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID, now: 0, events: [EXAMPLE_EVENT] },
+  },
+  build: ({ userId, memberId, now, events }) => sql`with ${frontTurnSql(userId, false)},
+    ${memberAfterTurn(userId, memberId, 'member')},
+    ended as (
+      update front_sessions set ended_at = ${now}, position = null, updated_at = ${now}
+      where user_id = ${userId} and member_id = ${memberId} and ${OPEN} and exists (select 1 from member)
+      returning id
+    ),
+    ${appendEvents(events, sql`exists (select 1 from member)`)}
+    select exists (select 1 from member) as member, (select count(*) from ended)::int as changed,
+      (select n.notified from (select ${notifyAppended}) n) as notified`,
 });
 
 const openSessions = statement<{ userId: string }, FrontSessionRow>({
@@ -295,38 +416,8 @@ const maxPosition = statement<{ userId: string }, { max: number | null }>({
   build: ({ userId }) => sql`select max(position) as max from front_sessions where user_id = ${userId} and ${OPEN}`,
 });
 
-/** An open session, unless the member has one (the unique partial index front_sessions_one_open). */
-const insertOpen = statement<{ row: FrontSessionRow }, { id: string }>({
-  name: 'front_insert_open',
-  area: AREA,
-  variants: {
-    'a session': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        member_id: EXAMPLE_UUID,
-        side_system_id: EXAMPLE_UUID,
-        sub_system_id: null,
-        started_at: 0,
-        ended_at: null,
-        note: null,
-        created_by: null,
-        position: 0,
-        created_at: 0,
-        updated_at: 0,
-        deleted_at: null,
-      },
-    },
-  },
-  build: ({ row }) =>
-    sql`insert into front_sessions (id, user_id, member_id, side_system_id, sub_system_id, started_at, ended_at, note, created_by, position, created_at, updated_at, deleted_at)
-      values (${row.id}, ${row.user_id}, ${row.member_id}, ${row.side_system_id}, ${row.sub_system_id}, ${row.started_at}, ${row.ended_at}, ${row.note}, ${row.created_by}, ${row.position}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})
-      on conflict (user_id, member_id) where ended_at is null and deleted_at is null do nothing
-      returning id`,
-});
-
 /** Ends the open sessions of the account, or of one member, and takes them out of the order. */
-const endOpen = statement<{ userId: string; now: number; memberId?: string }, never>({
+const endOpen = statement<{ userId: string; now: number; memberId?: string }, { id: string }>({
   name: 'front_end_open',
   area: AREA,
   variants: {
@@ -335,7 +426,8 @@ const endOpen = statement<{ userId: string; now: number; memberId?: string }, ne
   },
   build: ({ userId, now, memberId }) =>
     sql`update front_sessions set ended_at = ${now}, position = null, updated_at = ${now}
-      where user_id = ${userId} and ${OPEN}${memberId === undefined ? sql.empty : sql` and member_id = ${memberId}`}`,
+      where user_id = ${userId} and ${OPEN}${memberId === undefined ? sql.empty : sql` and member_id = ${memberId}`}
+      returning id`,
 });
 
 const findSession = statement<{ userId: string; id: string }, FrontSessionRow>({
@@ -407,7 +499,7 @@ const upsertPresence = statement<{ row: TierPresenceRow }, never>({
       on conflict (user_id, member_id) do update set tier_key = excluded.tier_key, note = excluded.note, updated_at = excluded.updated_at`,
 });
 
-const deletePresence = statement<{ userId: string; memberId?: string }, never>({
+const deletePresence = statement<{ userId: string; memberId?: string }, { member_id: string }>({
   name: 'front_delete_presence',
   area: AREA,
   variants: {
@@ -415,7 +507,8 @@ const deletePresence = statement<{ userId: string; memberId?: string }, never>({
     "one member's": { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID },
   },
   build: ({ userId, memberId }) =>
-    sql`delete from front_tier_presence where user_id = ${userId}${memberId === undefined ? sql.empty : sql` and member_id = ${memberId}`}`,
+    sql`delete from front_tier_presence where user_id = ${userId}${memberId === undefined ? sql.empty : sql` and member_id = ${memberId}`}
+      returning member_id`,
 });
 
 const listTiers = statement<{ userId: string }, CustomTierRow>({
@@ -521,20 +614,29 @@ export const frontRepo = {
     return (await openOfMember(db, { userId, memberId }))[0];
   },
 
+  /** startFronting's statement (see start): writes nothing unless the verdict allows it. */
+  async start(db: Knex, input: StartInput): Promise<FrontWriteVerdict> {
+    return (await start(db, input))[0]!;
+  },
+
+  /** stopFronting's statement (see stop). */
+  async stop(
+    db: Knex,
+    input: { userId: string; memberId: string; now: number; events: readonly PendingEvent[] },
+  ): Promise<Pick<FrontWriteVerdict, 'member' | 'changed'>> {
+    return (await stop(db, input))[0]!;
+  },
+
   /** One past the last place in the current front order. */
   async nextPosition(db: Knex, userId: string): Promise<number> {
     const max = (await maxPosition(db, { userId }))[0]?.max;
     return max === null || max === undefined ? 0 : max + 1;
   },
 
-  /** Inserts an open session; false when the member already has one (the unique partial index). */
-  async insertOpen(db: Knex, row: FrontSessionRow): Promise<boolean> {
-    return (await insertOpen(db, { row })).length > 0;
-  },
-
   /** Ends the open sessions of the account, or of one member, and takes them out of the order. */
-  async endOpen(db: Knex, userId: string, now: number, memberId?: string): Promise<void> {
-    await endOpen(db, { userId, now, memberId });
+  /** How many sessions it ended. */
+  async endOpen(db: Knex, userId: string, now: number, memberId?: string): Promise<number> {
+    return (await endOpen(db, { userId, now, memberId })).length;
   },
 
   /** Positions follow the array; only open sessions of the listed members are touched. */
@@ -605,8 +707,9 @@ export const frontRepo = {
     await upsertPresence(db, { row });
   },
 
-  async deletePresence(db: Knex, userId: string, memberId?: string): Promise<void> {
-    await deletePresence(db, { userId, memberId });
+  /** How many presence rows it removed. */
+  async deletePresence(db: Knex, userId: string, memberId?: string): Promise<number> {
+    return (await deletePresence(db, { userId, memberId })).length;
   },
 
   listTiers(db: Knex, userId: string): Promise<CustomTierRow[]> {

@@ -4,14 +4,13 @@
  * the active side/sub system, but reads are never narrowed by it. Every write that reads the
  * front before changing it takes the account's front lock (frontRepo.lock) in its transaction.
  */
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { type MemberRow, toMember, toMemberSummary } from '../../core/members.ts';
-import { resolveWriteScope } from '../systems/index.ts';
 import {
   frontRepo,
   type FrontNowRow,
@@ -101,9 +100,15 @@ export async function getFront(ctx: ServiceContext): Promise<FrontState> {
   };
 }
 
+/**
+ * `front.changed`'s data as it is appended: the front is filled in as the transaction commits
+ * (front_state, migration 0030), so the event shows the front as its transaction leaves it.
+ */
+const FRONT_AT_COMMIT = { front: null } as unknown as Schemas['FrontChangedEvent']['data'];
+
 /** Appends `front.changed` with the front as this transaction leaves it (docs/events.md). */
 export async function frontChanged(tx: ServiceContext): Promise<void> {
-  await tx.events.emit(tx, { type: 'front.changed', area: 'front', data: { front: await getFront(tx) } });
+  await tx.events.emit(tx, { type: 'front.changed', area: 'front', data: FRONT_AT_COMMIT });
 }
 
 /** The member may join the front or a tier: the caller's, not archived, not in the trash. */
@@ -113,52 +118,36 @@ async function assertActiveMember(db: Knex, userId: string, memberId: string, fi
   if (member.archived_at !== null) throw badRequest(`${field} is an archived member; unarchive it first`);
 }
 
+/** Starts the member's session in one statement (frontRepo.start); a member already fronting is left as it is. */
 export async function startFronting(
   ctx: ServiceContext,
   input: Schemas['StartFrontingRequest'] & PresetId,
 ): Promise<void> {
-  const { now } = ctx;
-  const userId = ownerOf(ctx);
-  await inTransaction(ctx, async (tx) => {
-    const trx = tx.db;
-    await frontRepo.lock(trx, userId);
-    await assertActiveMember(trx, userId, input.memberId);
-    if (input.createdBy !== undefined) {
-      const creator = await frontRepo.member(trx, userId, input.createdBy);
-      if (!creator || creator.deleted_at !== null) throw badRequest('createdBy is not one of your members');
-    }
-    if (await frontRepo.findOpenByMember(trx, userId, input.memberId)) return; // already fronting: nothing changes
-    const scope = await resolveWriteScope(trx, userId);
-    // The unique partial index is the last word: a start that loses a race is a no-op too.
-    await frontRepo.insertOpen(trx, {
+  const events = ctx.events.rows(ctx, [{ type: 'front.changed', area: 'front', data: FRONT_AT_COMMIT }]);
+  const verdict = await oneStatement(ctx, (db) =>
+    frontRepo.start(db, {
       id: input.id ?? randomUUID(),
-      user_id: userId,
-      member_id: input.memberId,
-      side_system_id: scope.sideSystemId,
-      sub_system_id: scope.subSystemId,
-      started_at: now,
-      ended_at: null,
+      userId: ownerOf(ctx),
+      memberId: input.memberId,
       note: noteOrNull(input.note),
-      created_by: input.createdBy ?? null,
-      position: await frontRepo.nextPosition(trx, userId),
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    });
-    await frontChanged(tx);
-  });
+      createdBy: input.createdBy ?? null,
+      now: ctx.now,
+      events,
+    }),
+  );
+  if (!verdict.member_live) throw badRequest('memberId is not one of your members');
+  if (verdict.member_archived) throw badRequest('memberId is an archived member; unarchive it first');
+  if (!verdict.creator_ok) throw badRequest('createdBy is not one of your members');
+  if (!verdict.scoped) throw new Error(`account ${ownerOf(ctx)} has no live active side or sub system`);
 }
 
+/** Ends the member's open session in one statement (frontRepo.stop); a trashed member may still be ended. */
 export async function stopFronting(ctx: ServiceContext, memberId: string): Promise<void> {
-  const { db, now } = ctx;
-  const userId = ownerOf(ctx);
-  // A trashed member may still be ended; only unknown and foreign ids are refused.
-  if (!(await frontRepo.member(db, userId, memberId))) throw badRequest('memberId is not one of your members');
-  await inTransaction(ctx, async (tx) => {
-    await frontRepo.lock(tx.db, userId);
-    await frontRepo.endOpen(tx.db, userId, now, memberId);
-    await frontChanged(tx);
-  });
+  const events = ctx.events.rows(ctx, [{ type: 'front.changed', area: 'front', data: FRONT_AT_COMMIT }]);
+  const verdict = await oneStatement(ctx, (db) =>
+    frontRepo.stop(db, { userId: ownerOf(ctx), memberId, now: ctx.now, events }),
+  );
+  if (!verdict.member) throw badRequest('memberId is not one of your members');
 }
 
 export async function clearFront(ctx: ServiceContext): Promise<void> {
@@ -182,12 +171,14 @@ export async function lockFront(trx: Knex.Transaction, userId: string): Promise<
 
 /**
  * Ends the member's open session and removes its tier presence, inside the caller's
- * transaction. For areas that take a member out of circulation (moving it to the trash).
+ * transaction. For areas that take a member out of circulation (moving it to the trash). Whether
+ * the front changed (a session ended or a presence removed): the caller then emits `front.changed`.
  */
-export async function endMemberFront(trx: Knex, userId: string, memberId: string, now: number): Promise<void> {
+export async function endMemberFront(trx: Knex, userId: string, memberId: string, now: number): Promise<boolean> {
   await frontRepo.lock(trx, userId);
-  await frontRepo.endOpen(trx, userId, now, memberId);
-  await frontRepo.deletePresence(trx, userId, memberId);
+  const ended = await frontRepo.endOpen(trx, userId, now, memberId);
+  const removed = await frontRepo.deletePresence(trx, userId, memberId);
+  return ended + removed > 0;
 }
 
 export async function reorderFront(ctx: ServiceContext, memberIds: string[]): Promise<void> {

@@ -8,7 +8,7 @@ import { decodeCursor, encodeCursor } from '../../core/cursor.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
 import { toMember, type Member, type MemberRow } from '../../core/members.ts';
-import { endMemberFront, lockFront } from '../front/index.ts';
+import { endMemberFront, frontChanged, lockFront } from '../front/index.ts';
 import { findLiveFolder, leaveOtherSideGroups } from '../groups/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
 import { resolveReadScope, resolveWriteScope, type ScopeQuery, subSystemsLinkedTo } from '../systems/index.ts';
@@ -211,8 +211,9 @@ export async function trashMember(ctx: ServiceContext, id: string): Promise<void
     const row = await membersRepo.lockLive(trx, userId, id);
     if (!row) throw notFound('Member not found');
     await membersRepo.setDeleted(trx, userId, id, now, now);
-    await endMemberFront(trx, userId, id, now);
+    const frontEnded = await endMemberFront(trx, userId, id, now);
     await tx.events.emit(tx, { type: 'member.trashed', area: 'members', data: { memberId: id } });
+    if (frontEnded) await frontChanged(tx);
   });
 }
 

@@ -696,7 +696,12 @@ export const EXPORTED_TABLES: readonly ExportedTable[] = [
 ];
 
 /** Tables kept by triggers from the exported ones: not exported, recomputed as an import writes. */
-export const DERIVED_TABLES = ['front_session_counts', 'front_session_buckets', 'entry_link_buckets'] as const;
+export const DERIVED_TABLES = [
+  'front_session_counts',
+  'front_session_buckets',
+  'entry_link_buckets',
+  'member_note_counts',
+] as const;
 
 /** The server's own bookkeeping: never exported. */
 export const INTERNAL_TABLES = [
