@@ -301,6 +301,19 @@ describe('GET /entries', () => {
   });
 });
 
+describe('member ids in upper case', () => {
+  it('link the same members as in lower case, once each', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const res = await api.POST('/api/v1/entries', {
+      body: { content: 'shouting', memberId: m.toUpperCase(), memberIds: [m, m.toUpperCase()] },
+    });
+    expect(res.response.status, JSON.stringify(res.error)).toBe(201);
+    const { data } = await api.GET('/api/v1/entries/{entryId}', entryPath(res.data!.id));
+    expect(data!.members.map((x) => x.id)).toEqual([m]);
+  });
+});
+
 describe('POST /entries cost', () => {
   it('creates a note without external images in one statement', async () => {
     const { api } = await server.user();

@@ -17,9 +17,9 @@ import { type EntryChanges, entriesRepo, type EntryRow, type ImportedEntryRow } 
 
 type Schemas = components['schemas'];
 
-/** The linked set: the legacy single link first, then the list, without repeats. */
+/** The linked set: the legacy single link first, then the list, without repeats (ids compared as the database stores them, in lower case). */
 function linkSet(memberId: string | null, memberIds: string[] | null): string[] {
-  return [...new Set([...(memberId ? [memberId] : []), ...(memberIds ?? [])])];
+  return [...new Set([...(memberId ? [memberId] : []), ...(memberIds ?? [])].map((id) => id.toLowerCase()))];
 }
 
 const notLinkable = (ids: string[]) => badRequest(`Linked members must be your live members; not: ${ids.join(', ')}`);
