@@ -1,9 +1,12 @@
 /**
- * The bench's independent baseline: the owner reads of the bench answered by plain `node:http` +
- * `pg`, sharing no code with the server (no express, no knex, no services, no pino). Each read is
- * one named prepared statement selecting only the columns the answer needs (rows in array mode,
- * mapped in JS into exactly the server's JSON, key order included); `npm run bench` checks that the
- * two servers' bodies are equal before it measures them against each other.
+ * The bench's independent baseline: the owner reads and the writes of the bench answered by plain
+ * `node:http` + `pg`, sharing no code with the server (no express, no knex, no services, no pino).
+ * Each request is one named prepared statement. A read selects only the columns the answer needs
+ * (rows in array mode, mapped in JS into exactly the server's JSON, key order included). A write is
+ * one statement of data-modifying CTEs run in autocommit, doing the server's work with its rules
+ * (see WRITE_SQL): checks, rows, and the event appended to `events` with its webhook deliveries and
+ * jobs under the log's advisory lock. `npm run bench` checks that the two servers answer alike
+ * (bodies, and for writes what they wrote) before it measures them against each other.
  *
  * It does the per-request duties the server does (server/http/pipeline.ts and friends), written
  * out by hand: request id (echoed or generated) and the X-Request-Id header; bearer API key → the
@@ -11,15 +14,27 @@
  * is one lookup by the key's SHA-256; key use recorded in one batched UPDATE every 15 s); the rate
  * limit counted in-process and synced to `rate_limit_windows` like the server's PostgreSQL store
  * (first request of a window at once, then one upsert per key every 100 ms; exact near the limit)
- * with the RateLimit-* headers; the scope check; the query parameters the bench sends, validated;
- * one JSON log line per request, formatted as the server's request log and written to stdout.
- * Not done: metrics (prom-client), CORS, contract validation of other parameters, writes.
+ * with the RateLimit-* headers; the scope check (read, or read_write for a write); the query
+ * parameters the bench sends, validated; a write's JSON body read (415, 413 past 1 MiB), checked
+ * for NUL characters and lone surrogates and validated against the contract's rules for it, with
+ * the server's 400 (`details` included); one JSON log line per request, formatted as the server's
+ * request log and written to stdout.
+ * Not done: metrics (prom-client), CORS, 405 for a known path's other methods, contract validation
+ * of other parameters, other routes. Of the writes: Idempotency-Key, a note with external images
+ * (re-hosted by the server), and a message with links (link previews queued), attachments, a GIF, a
+ * reply or a clientMutationId answer 501 NOT_IMPLEMENTED; preset ids (fixture mode) are not taken.
+ * Under concurrency its writes are looser than the server's in the ways WRITE_SQL's comment says
+ * (the note cap, front positions and the front state in `front.changed`).
  *
  * Routes: GET /api/v1/front, /api/v1/entries?limit, /api/v1/members/page?limit&cursor,
- * /api/v1/front/history?limit&cursorStartedAt&cursorId, and /healthz.
+ * /api/v1/front/history?limit&cursorStartedAt&cursorId; POST /api/v1/entries, POST /api/v1/front/members,
+ * DELETE /api/v1/front/members/{memberId}, POST /api/v1/messaging/channels/{channelId}/messages;
+ * and /healthz.
  *
  * Env: DATABASE_URL (its application_name is how the bench finds this server's backends), PORT,
- * HOST, DB_POOL_MAX (10), RATE_LIMIT_PER_MINUTE (1000), API_KEY_CACHE_TTL_MS (5000), LOG_LEVEL
+ * HOST, DB_POOL_MAX (10), RATE_LIMIT_PER_MINUTE (1000), API_KEY_CACHE_TTL_MS (5000),
+ * MESSAGE_ENCRYPTION_KEYS (as the server's: the first key seals new messages), NOTE_CAP_FREE,
+ * NOTE_CAP_PRO, NOTE_CAP_PRO_PLUS (100, 1000, 10000), LOG_LEVEL
  * (`silent` turns the log line off), SQL_CAPTURE_FILE (every statement appended as a JSON line,
  * as the server does, so the bench can count and EXPLAIN them).
  */
@@ -136,6 +151,19 @@ function appendEvent(source: string): string {
     on conflict (queue, key) where key is not null and state in ('pending', 'running') do nothing)`;
 }
 
+/**
+ * Lock order, as the server's: the account's front lock first (front writes), then row locks and
+ * writes, then the log's lock (the server's append is its transaction's last statement). The log's
+ * lock is the CTE `locked`, read from the event row, so it is taken after the rows are written;
+ * the front lock is FRONT_LOCK, which the front statements' locking and writing CTEs wait for
+ * (`and exists (select 1 from front_locked)`, a one-time filter evaluated before their scans). A different order deadlocks against the
+ * server's transactions on the same data (the bench's pairs overlap at their seams): taken
+ * without the front lock, a start held the log's lock and waited at its end (the front-session
+ * counter's trigger) for the counter row of a server start that was waiting for the log's lock.
+ */
+const FRONT_LOCK = `front_locked as materialized (select pg_advisory_xact_lock(hashtextextended('front:' || $1::text, 0)))`;
+const AFTER_FRONT_LOCK = 'exists (select 1 from front_locked)';
+
 /** After appendEvent's CTEs, as a column: the commit-time notification the event streams wait for (null when nothing was appended). */
 const NOTIFY = `(select pg_notify('events', case when exists (select 1 from delivered) then 'webhooks' else '' end)::text from appended limit 1)`;
 
@@ -144,7 +172,9 @@ const NOTIFY = `(select pg_notify('events', case when exists (select 1 from deli
  * share-locked with the context row until commit, so a concurrent delete of either waits for the
  * write (or finishes first, and the write finds no scope: a 500, as on the server).
  */
-const WRITE_SCOPE = `ctx as (select side_system_id, sub_system_id from active_system_context where user_id = $1::uuid for share),
+const writeScope = (
+  after = '',
+) => `ctx as (select side_system_id, sub_system_id from active_system_context where user_id = $1::uuid${after} for share),
   side as (select id from side_systems where id = (select side_system_id from ctx) and user_id = $1::uuid and deleted_at is null for share),
   sub as (select id from sub_systems where id = (select sub_system_id from ctx) and user_id = $1::uuid and deleted_at is null for share),
   scope as (select c.side_system_id, c.sub_system_id from ctx c
@@ -209,13 +239,13 @@ const eventRow = (type: string, area: string, now: string, actor: string, data: 
  *   re-checks on the newest row version); the schema keeps no such counter, and the baseline adds
  *   no tables;
  * - the front: the server serialises front writes with the account's advisory front lock and
- *   reads the front after taking it. Taken inside the statement the lock would protect nothing (the
- *   snapshot is older), so the baseline does not take it: two starts at once can get the same
- *   position (GET /front then orders them by start time and id), and the front state in a
- *   `front.changed` event leaves out a start or stop committed by a request running at the same
- *   time. One open session per member still holds: the partial unique index
- *   front_sessions_one_open, with ON CONFLICT DO NOTHING (waiting for a concurrent start of the
- *   same member, then doing nothing — a no-op, as on the server);
+ *   reads the front after taking it. The baseline takes the same lock first (FRONT_LOCK: it keeps
+ *   the lock order of the server's, see there), but its snapshot is older than the lock: two starts
+ *   at once can get the same position (GET /front then orders them by start time and id), and the
+ *   front state in a `front.changed` event leaves out a start or stop committed by a request the
+ *   statement waited for. One open session per member still holds: the partial unique index
+ *   front_sessions_one_open, with ON CONFLICT DO NOTHING (a start of a member that another request
+ *   started meanwhile does nothing — a no-op, as on the server);
  * - the message sequence is exact: seq is `last_seq + 1` computed by the UPDATE of the channel row,
  *   which PostgreSQL re-evaluates on the newest version after waiting for a concurrent send.
  */
@@ -228,7 +258,7 @@ const WRITE_SQL = {
    * verdict columns say why nothing was written: no scope (500), link positions not live (400), at
    * the cap (403).
    */
-  createEntry: `with ${WRITE_SCOPE},
+  createEntry: `with ${writeScope()},
   linked as (select id, deleted_at from members where user_id = $1::uuid and id = any($7::uuid[]) order by id for update),
   tally as (
     select em.member_id, count(*) as n from entry_members em join entries e on e.id = em.entry_id
@@ -263,10 +293,10 @@ const WRITE_SQL = {
    * fronting already is a no-op (204, nothing written, no event); then the session at the next
    * position in the write scope, and `front.changed` with the front after it.
    */
-  startFronting: `with target as (select archived_at, deleted_at from members where id = $2::uuid and user_id = $1::uuid),
+  startFronting: `with ${FRONT_LOCK}, target as (select archived_at, deleted_at from members where id = $2::uuid and user_id = $1::uuid),
   creator as (select 1 from members where id = $3::uuid and user_id = $1::uuid and deleted_at is null),
   fronting as (select 1 from front_sessions where user_id = $1::uuid and member_id = $2::uuid and ended_at is null and deleted_at is null),
-  ${WRITE_SCOPE},
+  ${writeScope(` and ${AFTER_FRONT_LOCK}`)},
   verdict as (
     select case
       when not exists (select 1 from target where deleted_at is null) then 'not_member'
@@ -281,7 +311,7 @@ const WRITE_SQL = {
     select $4::uuid, $1::uuid, $2::uuid, s.side_system_id, s.sub_system_id, $6::bigint, null, $5::text, $3::uuid,
       coalesce((select max(position) + 1 from front_sessions where user_id = $1::uuid and ended_at is null and deleted_at is null), 0),
       $6::bigint, $6::bigint, null
-    from scope s, verdict v where v.outcome = 'ok'
+    from scope s, verdict v where v.outcome = 'ok' and ${AFTER_FRONT_LOCK}
     on conflict (user_id, member_id) where ended_at is null and deleted_at is null do nothing
     returning id, member_id, started_at, note, position),
   open_now as (${OPEN_SESSIONS} union all select id, member_id, started_at, note, position from started),
@@ -295,10 +325,11 @@ const WRITE_SQL = {
    * otherwise); its open session, if any, ends and leaves the order; `front.changed` with the front
    * after it, as the server appends it whether a session ended or not.
    */
-  stopFronting: `with target as (select 1 from members where id = $2::uuid and user_id = $1::uuid),
+  stopFronting: `with ${FRONT_LOCK}, target as (select 1 from members where id = $2::uuid and user_id = $1::uuid),
   ended as (
     update front_sessions set ended_at = $3::bigint, position = null, updated_at = $3::bigint
     where user_id = $1::uuid and member_id = $2::uuid and ended_at is null and deleted_at is null and exists (select 1 from target)
+      and ${AFTER_FRONT_LOCK}
     returning id),
   open_now as (${OPEN_SESSIONS} and s.id not in (select id from ended)),
   ${FRONT_STATE},
@@ -768,10 +799,15 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
     throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > BODY_LIMIT) throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${BODY_LIMIT} bytes`);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > BODY_LIMIT) throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${BODY_LIMIT} bytes`);
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    throw new HttpError(400, 'BAD_REQUEST', 'Request body could not be read'); // the client went away
   }
   let body: unknown;
   try {
