@@ -1,6 +1,7 @@
 /**
- * The bench's friend and messaging data and scenarios (issues 13 and 14), on the full server only
- * (the independent baseline answers the owner's reads alone).
+ * The bench's friend and messaging data and scenarios (issues 13 and 14), on the full server only,
+ * except the send (M3), which the independent baseline answers too (it has no friend or messaging
+ * reads).
  *
  * Friends: a viewer account is an accepted friend of the large and the small account. Each owner
  * gives the viewer one custom bucket (every group open) and puts that bucket on 100 of its members:

@@ -142,3 +142,106 @@ export async function compareServers(
   }
   return outcome;
 }
+
+/** A write of the check: sent to one server, its effects read, undone, then the same to the other. */
+export interface WriteCheck {
+  label: string;
+  method: 'POST' | 'DELETE';
+  path: string;
+  key: string;
+  /** The body as sent (JSON text, or anything else); none when undefined. */
+  body?: string;
+  /** Before each server's request: bring the data to the state the write starts from. */
+  before?: () => Promise<void>;
+  /** After each server's request: what the write left, read back (through the full server). */
+  effect?: (answer: unknown) => Promise<unknown>;
+  /** After the effect is read: undo the write, so that the other server starts from the same state. */
+  undo?: (answer: unknown) => Promise<void>;
+}
+
+/** How the writes' side effects are seen: the events appended after a mark, and the ids the writes created. */
+export interface WriteProbe {
+  /** The newest event id now. */
+  mark(): Promise<number>;
+  /** The account's events after the mark (type, area, actor, data), oldest first. */
+  eventsSince(mark: number): Promise<unknown[]>;
+  /** Ids of rows created at or after `since` (epoch ms): the ids that differ between the two servers. */
+  freshIds(since: number): Promise<string[]>;
+}
+
+async function send(baseUrl: string, check: WriteCheck, requestId: string): Promise<Answer> {
+  const headers: Record<string, string> = { 'x-request-id': requestId, authorization: `Bearer ${check.key}` };
+  if (check.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(baseUrl + check.path, { method: check.method, headers, body: check.body });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+/**
+ * Each write to the full server and then to the independent baseline, from the same state (each
+ * server's write undone before the other's): the answers compared as compareServers compares them,
+ * and what each write left (`effect`) and the events it appended compared as JSON, with the ids the
+ * writes created and the times from the check's start on normalised (the two servers cannot agree
+ * on those).
+ */
+export async function compareWrites(
+  fullUrl: string,
+  independentUrl: string,
+  checks: WriteCheck[],
+  probe: WriteProbe,
+): Promise<CheckOutcome> {
+  const outcome: CheckOutcome = { compared: 0, differences: [] };
+  const started = Date.now();
+  for (const check of checks) {
+    const requestId = `bench-check-${++sequence}`;
+    const seen: Array<{ answer: Answer; effect: unknown; events: unknown[] }> = [];
+    for (const url of [fullUrl, independentUrl]) {
+      await check.before?.();
+      const mark = await probe.mark();
+      const answer = await send(url, check, requestId);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(answer.text);
+      } catch {
+        parsed = undefined;
+      }
+      const effect = check.effect && answer.status < 300 ? await check.effect(parsed) : undefined;
+      const events = await probe.eventsSince(mark);
+      if (answer.status < 300) await check.undo?.(parsed);
+      seen.push({ answer, effect, events });
+    }
+    const fresh = new Set(await probe.freshIds(started));
+    const normalise = (text: string) =>
+      text
+        .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, (id) =>
+          fresh.has(id.toLowerCase()) ? '00000000-0000-0000-0000-00000000000a' : id,
+        )
+        .replace(/\b\d{13}\b/g, (n) => (Number(n) >= started ? '1000000000000' : n));
+    const [full, independent] = seen.map((s) => ({
+      answer: { ...s.answer, text: normalise(s.answer.text) },
+      effect: s.effect === undefined ? undefined : JSON.parse(normalise(JSON.stringify(s.effect))),
+      events: JSON.parse(normalise(JSON.stringify(s.events))) as unknown[],
+    })) as [
+      { answer: Answer; effect: unknown; events: unknown[] },
+      { answer: Answer; effect: unknown; events: unknown[] },
+    ];
+    outcome.compared++;
+    const found = [
+      ...(full.answer.status === 204 && independent.answer.status === 204
+        ? compareEmpty(full.answer, independent.answer)
+        : compare(full.answer, independent.answer)),
+      ...jsonDifferences(full.effect, independent.effect, '$effect'),
+      ...jsonDifferences(full.events, independent.events, '$events'),
+    ];
+    if (found.length > 0)
+      outcome.differences.push(`${check.label}: ${check.method} ${check.path}\n  ${found.join('\n  ')}`);
+  }
+  return outcome;
+}
+
+/** Two answers without a body (204): the same headers, and no body from either. */
+function compareEmpty(full: Answer, independent: Answer): string[] {
+  const out = compare({ ...full, text: 'null' }, { ...independent, text: 'null' });
+  if (full.text !== '' || independent.text !== '')
+    out.push(`body: full ${show(full.text)}, independent ${show(independent.text)} (a 204 has none)`);
+  return out;
+}

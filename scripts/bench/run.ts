@@ -5,10 +5,11 @@
  * drops its own database. Seeds through SQL, starts the real server (request validation,
  * authentication and rate limiting on, as `npm start` runs it with NODE_ENV=production) and the
  * independent baseline (scripts/bench/independent.ts: node:http + pg, one prepared statement per
- * read), checks that both answer every read (and the awkward account's pages and errors) with the
- * same JSON — a difference fails the run — then loads them from this process with autocannon
- * (32 connections, warm-up, fixed duration): each read scenario as an A B B A pair, full /
- * independent, with CPU per request (server process plus its PostgreSQL backends).
+ * request), checks that both answer every read (and the awkward account's pages and errors) and
+ * the awkward account's writes (status, headers, body, the data and events written) alike — a
+ * difference fails the run — then loads them from this process with autocannon (32 connections,
+ * warm-up, fixed duration): each read scenario and each write scenario (5, 6, M3) as an A B B A
+ * pair, full / independent, with CPU per request (server process plus its PostgreSQL backends).
  * `--check-only` stops after the body check; `--friend-ratios` measures only the five friend /
  * owner req/s pairs after it and prints them; `--idempotency-pair` likewise the CPU per request of
  * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--with-bare` adds full / bare pairs (the old baseline:
@@ -28,7 +29,7 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
-import { compareServers, type CheckOutcome, type CheckRequest } from './bodyCheck.ts';
+import { compareServers, compareWrites, type CheckOutcome, type CheckRequest, type WriteCheck } from './bodyCheck.ts';
 import { CpuMeter, type CpuUsage } from './cpu.ts';
 import { areaScenarios, seedAreas } from './areas.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
@@ -479,6 +480,8 @@ function scenarios(account: SeededAccount, deep: { startedAt: number; id: string
 }
 
 const isRead = (s: Scenario) => !s.method && !s.requests;
+/** The write scenarios the independent baseline answers too (5k's Idempotency-Key it does not take). */
+const PAIRED_WRITES = ['5', '6', 'M3'];
 
 async function deepCursor(knex: Knex, userId: string, depth: number): Promise<{ startedAt: number; id: string }> {
   const row = await knex('front_sessions')
@@ -573,13 +576,204 @@ async function bodyCheck(
   return outcome;
 }
 
+/**
+ * The awkward account's writes on both servers (compareWrites): notes, front starts and stops, and
+ * message sends, accepted and refused, each from the same state on both, comparing the answers,
+ * what the writes left (read back through the full server) and the events they appended.
+ */
+async function writeBodyCheck(
+  fullUrl: string,
+  independentUrl: string,
+  knex: Knex,
+  awkward: AwkwardAccount,
+): Promise<CheckOutcome> {
+  const userId = awkward.userId;
+  const key = awkward.apiKey;
+  const api = async (method: string, path: string, body?: unknown): Promise<unknown> => {
+    const res = await fetch(fullUrl + path, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`write check setup: ${method} ${path} answered ${res.status}: ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  };
+  const members = (await knex('members as m')
+    .where('m.user_id', userId)
+    .orderBy([{ column: 'm.created_at' }, { column: 'm.id' }])
+    .select(
+      'm.id',
+      'm.archived_at',
+      'm.deleted_at',
+      knex.raw(
+        'exists (select 1 from front_sessions s where s.member_id = m.id and s.ended_at is null and s.deleted_at is null) as fronting',
+      ),
+    )) as Array<{ id: string; archived_at: number | null; deleted_at: number | null; fronting: boolean }>;
+  const free = members.filter((m) => m.archived_at === null && m.deleted_at === null && !m.fronting).map((m) => m.id);
+  const [a, b, c] = free as [string, string, string];
+  const archived = members.find((m) => m.archived_at !== null && m.deleted_at === null)!.id;
+  const trashed = members.find((m) => m.deleted_at !== null)!.id;
+  const fronting = members.find((m) => m.fronting && m.archived_at === null && m.deleted_at === null)!.id;
+  const unknown = randomUUID();
+  const space = (await api('POST', '/api/v1/messaging/spaces', { name: 'Write check' })) as { id: string };
+  const channel = (
+    (await api('POST', `/api/v1/messaging/spaces/${space.id}/channels`, { name: 'write-check' })) as { id: string }
+  ).id;
+  const front = () => api('GET', '/api/v1/front');
+  const stop = (id: string) => async () => void (await api('DELETE', `/api/v1/front/members/${id}`));
+  const start = (id: string) => async () => void (await api('POST', '/api/v1/front/members', { memberId: id }));
+  const note = (answer: unknown) => api('GET', `/api/v1/entries/${(answer as { id: string }).id}`);
+  const lastMessage = async () =>
+    ((await api('GET', `/api/v1/messaging/channels/${channel}/messages?limit=1`)) as { items: unknown[] }).items;
+  const json = (body: unknown) => JSON.stringify(body);
+  const w = (label: string, method: 'POST' | 'DELETE', path: string, body?: unknown, more: Partial<WriteCheck> = {}) =>
+    ({
+      label: `write: ${label}`,
+      method,
+      path,
+      key,
+      body: typeof body === 'string' ? body : body === undefined ? undefined : json(body),
+      ...more,
+    }) satisfies WriteCheck;
+  const sendPath = `/api/v1/messaging/channels/${channel}/messages`;
+  const checks: WriteCheck[] = [
+    w(
+      'note with a title and two links',
+      'POST',
+      '/api/v1/entries',
+      { title: 'Wrïte ✓', content: 'Line\n"quoted"', memberId: a, memberIds: [b, a] },
+      { effect: note },
+    ),
+    w('note without links, null title', 'POST', '/api/v1/entries', { title: null, content: 'x' }, { effect: note }),
+    w(
+      'note linked to an archived member',
+      'POST',
+      '/api/v1/entries',
+      { content: 'x', memberIds: [archived] },
+      { effect: note },
+    ),
+    w('note linked to trashed and unknown members', 'POST', '/api/v1/entries', {
+      content: 'x',
+      memberIds: [a, trashed, unknown],
+    }),
+    w('note: missing content, unknown field, bad types', 'POST', '/api/v1/entries', {
+      zzz: 1,
+      title: 5,
+      memberIds: [5, 'x'],
+    }),
+    w('note: repeated links', 'POST', '/api/v1/entries', { content: 'x', memberIds: [a, a] }),
+    w('note: not JSON', 'POST', '/api/v1/entries', '{"content":'),
+    w('note: no body', 'POST', '/api/v1/entries'),
+    w('note: NUL character', 'POST', '/api/v1/entries', { content: 'x\u0000' }),
+    w(
+      'start fronting with a note and createdBy',
+      'POST',
+      '/api/v1/front/members',
+      { memberId: a, note: 'on the bus', createdBy: b },
+      { effect: front, undo: stop(a) },
+    ),
+    w(
+      'start fronting, whitespace note',
+      'POST',
+      '/api/v1/front/members',
+      { memberId: a, note: '  ' },
+      { effect: front, undo: stop(a) },
+    ),
+    w(
+      'start fronting a member fronting already',
+      'POST',
+      '/api/v1/front/members',
+      { memberId: fronting },
+      { effect: front },
+    ),
+    w('start fronting an archived member', 'POST', '/api/v1/front/members', { memberId: archived }),
+    w('start fronting a trashed member', 'POST', '/api/v1/front/members', { memberId: trashed }),
+    w('start fronting, unknown createdBy', 'POST', '/api/v1/front/members', { memberId: a, createdBy: unknown }),
+    w('start fronting: bad body', 'POST', '/api/v1/front/members', { memberId: 'x', note: 5 }),
+    w('stop fronting', 'DELETE', `/api/v1/front/members/${a}`, undefined, { before: start(a), effect: front }),
+    w('stop fronting a member not fronting', 'DELETE', `/api/v1/front/members/${c}`, undefined, { effect: front }),
+    w('stop fronting a trashed member', 'DELETE', `/api/v1/front/members/${trashed}`, undefined, { effect: front }),
+    w('stop fronting an unknown member', 'DELETE', `/api/v1/front/members/${unknown}`),
+    w('stop fronting: not a UUID', 'DELETE', '/api/v1/front/members/nope'),
+    w('send a message', 'POST', sendPath, { memberId: a, content: 'See you at six ✓' }, { effect: lastMessage }),
+    w(
+      'send a message with mentions',
+      'POST',
+      sendPath,
+      { memberId: b, content: `<@${a.toUpperCase()}> <@${trashed}> <@${unknown}> <@${a}> hi` },
+      { effect: lastMessage },
+    ),
+    w('send as an archived member', 'POST', sendPath, { memberId: archived, content: 'x' }),
+    w('send to an unknown channel', 'POST', `/api/v1/messaging/channels/${unknown}/messages`, {
+      memberId: a,
+      content: 'x',
+    }),
+    w('send without content', 'POST', sendPath, { memberId: a, content: null }),
+    w('send: bad channel id and body', 'POST', '/api/v1/messaging/channels/nope/messages', { content: '' }),
+  ];
+  const probe = {
+    mark: async () => Number((await knex('events').max({ n: 'id' }).first())?.n ?? 0),
+    eventsSince: (mark: number) =>
+      knex('events')
+        .where('account_id', userId)
+        .where('id', '>', mark)
+        .orderBy('id')
+        .select('type', 'area', 'actor', 'data'),
+    freshIds: async (since: number) =>
+      (
+        (await knex.raw(
+          `select id from entries where user_id = ? and created_at >= ?
+           union all select id from front_sessions where user_id = ? and created_at >= ?
+           union all select id from messaging_messages where user_id = ? and created_at >= ?`,
+          [userId, since, userId, since, userId, since],
+        )) as { rows: Array<{ id: string }> }
+      ).rows.map((r) => r.id),
+  };
+  const outcome = await compareWrites(fullUrl, independentUrl, checks, probe);
+  // A member at the note cap: the plan made Free (cap 100) for the check, with 100 notes linked to `c`.
+  const plan = (await knex('accounts').where({ id: userId }).first('plan')).plan as string;
+  const capNotes = Array.from({ length: 100 }, () => randomUUID());
+  await knex.raw(
+    `with e as (insert into entries (id, user_id, side_system_id, content, member_id, created_at, updated_at)
+       select x.id, ?, ?, 'cap', ?, 0, 0 from unnest(?::uuid[]) x(id) returning id)
+     insert into entry_members (entry_id, member_id, user_id, position) select id, ?, ?, 0 from e`,
+    [userId, awkward.sideSystemId, c, capNotes, c, userId],
+  );
+  await knex('accounts').where({ id: userId }).update({ plan: 'free' });
+  try {
+    const capped = await compareWrites(
+      fullUrl,
+      independentUrl,
+      [
+        w('note linked to a member at the Free plan’s note cap', 'POST', '/api/v1/entries', {
+          content: 'x',
+          memberIds: [a, c],
+        }),
+      ],
+      probe,
+    );
+    outcome.compared += capped.compared;
+    outcome.differences.push(...capped.differences);
+  } finally {
+    await knex('accounts').where({ id: userId }).update({ plan });
+    await knex('entries').whereIn('id', capNotes).delete();
+  }
+  return outcome;
+}
+
 interface Capture {
   perRequest: Record<string, { statements: number; authAndRateLimit: number }>;
   /** With `name` when the server ran it as a named prepared statement. */
   statements: Array<{ sql: string; bindings: unknown[]; name?: string }>;
 }
 
-const BACKGROUND = /\b(jobs|job_schedules)\b/;
+/**
+ * The job queue's own statements (its polling and schedules), which run beside the requests. A
+ * write's event append queues its webhook jobs (`insert into jobs`) in the same statement as
+ * `insert into events`: that one is the request's.
+ */
+const isBackground = (sql: string) => /\b(jobs|job_schedules)\b/.test(sql) && !/\binsert into events\b/.test(sql);
 
 /**
  * Runs each scenario's request 20 times through a server that captures its SQL (SQL_CAPTURE_FILE):
@@ -621,7 +815,7 @@ async function captureStatements(
       const lines = (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [])
         .slice(before)
         .map((l) => JSON.parse(l) as { sql: string })
-        .filter((l) => !BACKGROUND.test(l.sql));
+        .filter((l) => !isBackground(l.sql));
       const calls = REPEAT * (s.requests?.length ?? 1);
       perRequest[s.id] = {
         statements: lines.length / calls,
@@ -888,6 +1082,9 @@ async function main() {
 
     const started = Date.now();
     const check = await bodyCheck(full.proc.url, independent.proc.url, db.knex, seeded, deepLarge);
+    const writes = await writeBodyCheck(full.proc.url, independent.proc.url, db.knex, seeded.awkward);
+    check.compared += writes.compared;
+    check.differences.push(...writes.differences);
     log(
       `body check: ${check.compared} requests compared in ${((Date.now() - started) / 1000).toFixed(1)} s, ${check.differences.length} with differences`,
     );
@@ -968,6 +1165,7 @@ async function main() {
       return;
     }
     const readIds = list.filter(isRead).map((s) => s.id);
+    const writeList = [...list, ...areaList].filter((s) => PAIRED_WRITES.includes(s.id));
     const pairs: PairResult[] = [];
     const baseline: BaselinePair[] = [];
     for (const s of list) {
@@ -980,22 +1178,24 @@ async function main() {
         pairs.push(await paired('scenario 4a: large p50 ≤ 1.3× small', 'p50', 1.3, small('4a'), large('4a')));
         pairs.push(...(await areaPairs(full.proc, areaList, large, small)));
         pairs.push(await idempotencyPair(large));
+        // The writes against the baseline, after the pairs that want the data as seeded.
+        for (const w of writeList) baseline.push(await baselinePair(full, independent, seeded.large.apiKey, w));
       }
-      // The smoke run (CI, under 2 minutes) measures the reads in the pairs only.
-      if (smoke && isRead(s)) continue;
+      // The smoke run (CI, under 2 minutes) measures the paired scenarios in the pairs only.
+      if (smoke && (isRead(s) || PAIRED_WRITES.includes(s.id))) continue;
       results.push(await measure(full, 'large', seeded.large.apiKey, s));
       const smallTwin = growth.get(s.id);
       if (smallTwin) results.push(await measure(full, 'small', seeded.small.apiKey, smallTwin));
     }
     for (const s of areaList) {
-      if (smoke && isRead(s)) continue;
+      if (smoke && (isRead(s) || PAIRED_WRITES.includes(s.id))) continue;
       results.push(await measure(full, s.id.endsWith('s') ? 'small' : 'large', s.key, s));
     }
     if (bare) await bare.proc.stop();
     await independent.proc.stop();
     await full.proc.stop();
 
-    const readScenarios = list.filter(isRead);
+    const independentScenarios = [...list.filter(isRead), ...writeList];
     const fullCapture = await captureStatements(
       ['server/main.ts'],
       { ...serverEnv, DATABASE_URL: dbUrl },
@@ -1006,7 +1206,7 @@ async function main() {
       ['scripts/bench/independent.ts'],
       { ...serverEnv, DATABASE_URL: dbUrl },
       seeded.large.apiKey,
-      readScenarios,
+      independentScenarios,
     );
     const explain = {
       full: {
@@ -1022,7 +1222,7 @@ async function main() {
     await db.close();
     // The smoke run (CI) stays on PostgreSQL unless asked (--embedded): the embedded part seeds for a minute.
     const embedded = smoke && !values.embedded ? undefined : await embeddedRun(serverEnv);
-    report(results, pairs, baseline, check, explain, readIds, pgVersion, embedded);
+    report(results, pairs, baseline, check, explain, readIds, PAIRED_WRITES, pgVersion, embedded);
   } finally {
     await admin?.end().catch(() => undefined);
     for (const p of procs) await p.stop().catch(() => undefined);
@@ -1060,6 +1260,7 @@ function report(
   check: CheckOutcome,
   explain: Explained,
   readIds: string[],
+  writeIds: string[],
   pgVersion: string,
   embedded?: EmbeddedRun,
 ) {
@@ -1080,7 +1281,7 @@ function report(
       pass: p !== undefined && p.rpsRatio >= 0.5,
     });
   }
-  const ratios = independentPairs.map((p) => p.rpsRatio);
+  const ratios = independentPairs.filter((p) => readIds.includes(p.scenario)).map((p) => p.rpsRatio);
   const medianRatio = ratios.length ? median(ratios) : 0;
   checks.push({
     target: 'median over the read scenarios: full ≥ 0.65× independent req/s',
@@ -1093,6 +1294,28 @@ function report(
       target: `scenario ${id}: full server SQL statements per request ≤ 1 + 0.3 (auth and rate limit)`,
       value: p ? `${p.statements.toFixed(2)} (auth + rate limit ${p.authAndRateLimit.toFixed(2)})` : 'n/a',
       pass: p !== undefined && p.statements - p.authAndRateLimit <= 1 && p.authAndRateLimit <= 0.3,
+    });
+  }
+  for (const id of writeIds) {
+    const p = independentPairs.find((x) => x.scenario === id);
+    checks.push({
+      target: `writes, scenario ${id}: full ≥ 0.6× independent req/s`,
+      value: p
+        ? `${p.rpsRatio.toFixed(2)}× (paired: ${p.full.rps.toFixed(0)} / ${p.baseline.rps.toFixed(0)} req/s)`
+        : 'n/a',
+      pass: p !== undefined && p.rpsRatio >= 0.6,
+    });
+  }
+  for (const id of writeIds) {
+    const p = explain.full.perRequest[id];
+    const own = (x: { statements: number; authAndRateLimit: number }) => x.statements - x.authAndRateLimit;
+    const ind = explain.independent.perRequest[id];
+    checks.push({
+      target: `writes, scenario ${id}: full server ≤ 3 SQL statements per request (besides auth and rate limit; transaction control included)`,
+      value: p
+        ? `${own(p).toFixed(2)} (+ auth and rate limit ${p.authAndRateLimit.toFixed(2)}; independent ${ind ? own(ind).toFixed(2) : 'n/a'})`
+        : 'n/a',
+      pass: p !== undefined && own(p) <= 3,
     });
   }
   for (const p of pairs) {
@@ -1192,23 +1415,23 @@ function report(
 Machine: ${machine}.
 Load: autocannon, ${CONNECTIONS} connections, ${warmup} s warm-up then ${duration} s per scenario, from the same machine over loopback.
 Full server: \`server/main.ts\` as \`npm start\` runs it, NODE_ENV=production (request validation, authentication, rate limiting on; response validation off), LOG_LEVEL=info.
-Independent baseline: \`scripts/bench/independent.ts\` — \`node:http\` + \`pg\`, no express, knex or server code; each read one named prepared statement selecting only the columns it needs, rows mapped in JS to the same JSON; the same per-request duties (API key through an in-process cache, scope check, rate limit synced to PostgreSQL as the server's store does with its headers, request id, one JSON log line to stdout). It answers the read scenarios only: the write scenarios (5, 6) are measured on the full server alone.
+Independent baseline: \`scripts/bench/independent.ts\` — \`node:http\` + \`pg\`, no express, knex or server code; each request one named prepared statement — a read selecting only the columns it needs, rows mapped in JS to the same JSON; a write one statement of data-modifying CTEs in autocommit doing the server's checks, rows and event append (with its webhook deliveries and the log's advisory lock) — and the same per-request duties (API key through an in-process cache, scope check, rate limit synced to PostgreSQL as the server's store does with its headers, request id, body validation with the server's 400s, one JSON log line to stdout). It answers the read scenarios and the write scenarios 5, 6 and M3 (what it leaves out, and where its one statement is looser than the server under concurrency, is in its header comment); 5k (with an Idempotency-Key) is measured on the full server alone.
 CPU per request: utime + stime from \`/proc\` of the server process and of its PostgreSQL backends (found by \`application_name\` in \`pg_stat_activity\`), divided by the requests answered.
 Data: ${smoke ? 'smoke plan' : 'large account 10,000 members / 200,000 entries / 1,000,000 front sessions; small account ~1,000 of each; 50 noise accounts'}; plus an awkward account for the body check.
 
 ## Body check
 
-Before any load, ${check.compared} requests went to both servers and their answers were compared: status, JSON (parsed, deeply, key order included, then byte for byte) and headers (Content-Type, RateLimit-Limit, RateLimit-Policy and X-Request-Id equal; RateLimit-Remaining, RateLimit-Reset and Retry-After present alike). They cover every read scenario of the large and small accounts (and their next pages) and the awkward account's reads page by page under four read scopes (active side system, sub system, unified view, second side system) — members with object and legacy-URL avatars, archived and trashed members (a trashed one holding an open session first in the front order), custom and deleted tiers, Unicode and JSON escapes, equal sort keys — and the errors of the per-request duties (no key, malformed key, unknown key, missing scope, bad cursors). Differences: ${check.differences.length === 0 ? 'none' : check.differences.length}.
+Before any load, ${check.compared} requests went to both servers and their answers were compared: status, JSON (parsed, deeply, key order included, then byte for byte) and headers (Content-Type, RateLimit-Limit, RateLimit-Policy and X-Request-Id equal; RateLimit-Remaining, RateLimit-Reset and Retry-After present alike). They cover every read scenario of the large and small accounts (and their next pages) and the awkward account's reads page by page under four read scopes (active side system, sub system, unified view, second side system) — members with object and legacy-URL avatars, archived and trashed members (a trashed one holding an open session first in the front order), custom and deleted tiers, Unicode and JSON escapes, equal sort keys — the errors of the per-request duties (no key, malformed key, unknown key, missing scope, bad cursors), and the awkward account's writes: each write sent to one server and then the same to the other, comparing the answers with the new ids and times normalised (an id the write created, a time at or after the check began), what the write left (the note read back, the front after it) and the events it appended (type, area, actor, data), and the writes' refusals (invalid bodies, unknown, archived and trashed members, a member at the plan's note cap, an unknown channel). Differences: ${check.differences.length === 0 ? 'none' : check.differences.length}.
 
 ## Full server / independent baseline
 
-Each read scenario on the large account, as a pair in the order full, independent, independent, full (${half} s each after a warm-up of each), so drift on the machine cancels; req/s, p50 and p99 are the means of each side's two runs, CPU is over both runs. SQL statements per request are from the capture runs below.
+Each read scenario and each write scenario the baseline answers (5, 6, M3) on the large account, as a pair in the order full, independent, independent, full (${half} s each after a warm-up of each), so drift on the machine cancels; the write pairs run after the other paired comparisons; req/s, p50 and p99 are the means of each side's two runs, CPU is over both runs. SQL statements per request are from the capture runs below.
 
 ${baselineTable('independent')}
 ${withBare ? `\n### Full server / bare baseline (the server's services without the HTTP pipeline)\n\n${baselineTable('bare')}\n` : ''}
 ## Results
 
-${smoke ? 'Smoke run: the read scenarios are measured in the pairs above only.\n\n' : ''}${table}
+${smoke ? 'Smoke run: the read scenarios and the paired writes are measured in the pairs above only.\n\n' : ''}${table}
 
 ## Paired comparisons
 
