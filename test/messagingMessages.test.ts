@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ApiClient, components } from '../client/index.ts';
 import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
-import { useServer } from './helpers/server.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
+import { bearer, useServer } from './helpers/server.ts';
 
 type Message = components['schemas']['Message'];
 
@@ -214,6 +215,213 @@ describe('send', () => {
         })
       ).response.status,
     ).toBe(201);
+  });
+});
+
+describe('send cost', () => {
+  it('sends a text message (a mention, a reply, a link) in one statement; a retry in two', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api, 'Robin');
+    const { channelId } = await setup(api);
+    const parent = await send(api, channelId, m, 'warm-up'); // warms the key cache
+    const knex = server.deps.db.knex;
+    const body = { memberId: m, content: `hi <@${m}> see https://example.com/a`, replyToMessageId: parent.id };
+    let sent: Message | undefined;
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      sent = await send(api, channelId, m, body.content, { ...body, clientMutationId: 'cost-1' });
+    });
+    // One statement, outside any transaction (docs/data-access.md, "Writes in one statement"): the
+    // checks, the channel locked, the message, the channel's counters, the preview and its job, the event.
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with channel as']);
+    expect(statements[0]!.sql).toMatch(
+      /for update of c[\s\S]*insert into messaging_messages[\s\S]*update messaging_channels[\s\S]*insert into messaging_link_previews[\s\S]*insert into jobs[\s\S]*insert into events/,
+    );
+    expect(sent).toMatchObject({
+      content: body.content,
+      mentions: [{ memberId: m, name: 'Robin', displayName: '' }],
+      replyTo: { messageId: parent.id, authorMemberId: m, excerpt: 'warm-up', deleted: false },
+      linkPreviews: [],
+      attachments: [],
+    });
+    // The same answer as a read of it.
+    const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!;
+    expect(page.items[0]).toEqual(sent);
+    const { rows: jobs } = await knex.raw<{ rows: Array<{ max_attempts: number }> }>(
+      `select j.max_attempts from jobs j join messaging_link_previews p on j.key = p.id::text
+       where j.queue = 'link_preview' and p.message_id = ?`,
+      [sent!.id],
+    );
+    expect(jobs).toEqual([{ max_attempts: 3 }]);
+
+    // A retry: the statement finds the id used and writes nothing, then the stored message is read.
+    const retry = await captureStatements(knex, REQUEST_WORK, async () => {
+      const again = await api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+        ...ch(channelId),
+        body: { ...body, clientMutationId: 'cost-1' },
+      });
+      expect(again.response.status).toBe(200);
+      expect(again.data).toEqual(sent);
+    });
+    expect(retry.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' '))).toEqual(['with channel as', 'select c.id as']);
+  });
+
+  it('appends message.created with its webhook delivery; a send with an Idempotency-Key replays', async () => {
+    const user = await server.user();
+    const { api, userId } = user;
+    const m = await createMember(api);
+    const { channelId } = await setup(api);
+    const webhook = await api.POST('/api/v1/webhooks', {
+      body: { url: 'https://hooks.example.org/a', types: ['message.created'] },
+    });
+    expect(webhook.response.status).toBe(201);
+    const plain = await send(api, channelId, m, 'plain');
+    const keyed = async () =>
+      server.fetch(`/api/v1/messaging/channels/${channelId}/messages`, {
+        method: 'POST',
+        headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': 'send-1' },
+        body: JSON.stringify({ memberId: m, content: 'keyed' }),
+      });
+    now += 1;
+    const first = await keyed();
+    expect(first.status).toBe(201);
+    const firstBody = await first.text();
+    const again = await keyed();
+    expect(again.status).toBe(201);
+    expect(await again.text()).toBe(firstBody);
+    const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!;
+    expect(page.items.map((i) => i.content)).toEqual(['keyed', 'plain']);
+    const knex = server.deps.db.knex;
+    const { rows } = await knex.raw<{ rows: Array<{ data: { id: string; channelId: string } }> }>(
+      "select data from events where account_id = ? and type = 'message.created' order by id",
+      [userId],
+    );
+    expect(rows.map((r) => r.data)).toEqual([
+      { id: plain.id, channelId },
+      { id: JSON.parse(firstBody).id, channelId },
+    ]);
+    const deliveries = await api.GET('/api/v1/webhooks/{webhookId}/deliveries', {
+      params: { path: { webhookId: webhook.data!.webhook.id } },
+    });
+    expect(deliveries.data?.items).toHaveLength(2);
+  });
+
+  it('a refused send writes nothing: no message, no counter, no preview, no event', async () => {
+    const { api, userId } = await server.user();
+    const m = await createMember(api);
+    const archived = await createMember(api, 'Old');
+    await api.PATCH('/api/v1/members/{memberId}', {
+      params: { path: { memberId: archived } },
+      body: { archived: true },
+    });
+    const { channelId } = await setup(api);
+    const knex = server.deps.db.knex;
+    const counts = async () =>
+      (
+        await knex.raw<{ rows: unknown[] }>(
+          `select (select count(*) from messaging_messages where user_id = :u)::int as messages,
+             (select last_seq from messaging_channels where id = :c)::int as last_seq,
+             (select unread_count from messaging_channels where id = :c)::int as unread,
+             (select count(*) from messaging_link_previews where user_id = :u)::int as previews,
+             (select count(*) from events where account_id = :u and type = 'message.created')::int as events`,
+          { u: userId, c: channelId },
+        )
+      ).rows[0];
+    const before = await counts();
+    for (const body of [
+      { memberId: archived, content: 'https://example.com/x' },
+      { memberId: m, content: 'https://example.com/x', replyToMessageId: UNKNOWN_ID },
+    ]) {
+      const res = await api.POST('/api/v1/messaging/channels/{channelId}/messages', { ...ch(channelId), body });
+      expect(res.response.status).toBe(400);
+    }
+    expect(await counts()).toEqual(before);
+  });
+
+  it('a send waiting for the lock of a channel being archived answers 404 and writes nothing', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const { channelId } = await setup(api);
+    await send(api, channelId, m, 'warm-up');
+    const knex = server.deps.db.knex;
+    const archiving = await knex.transaction();
+    await archiving.raw('update messaging_channels set archived_at = ? where id = ?', [now, channelId]);
+    // On PostgreSQL the send's statement starts with the channel live and waits for its row; on the
+    // embedded database (one connection) it waits for the connection.
+    const pending = api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+      ...ch(channelId),
+      body: { memberId: m, content: 'late https://example.com/late' },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await archiving.commit();
+    const res = await pending;
+    expect(res.response.status).toBe(404);
+    expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Channel not found' });
+    const { rows } = await knex.raw<{ rows: Array<{ messages: number; last_seq: number; previews: number }> }>(
+      `select (select count(*) from messaging_messages where channel_id = :c)::int as messages,
+         (select last_seq from messaging_channels where id = :c)::int as last_seq,
+         (select count(*) from messaging_link_previews p join messaging_messages x on x.id = p.message_id
+          where x.channel_id = :c)::int as previews`,
+      { c: channelId },
+    );
+    expect(rows[0]).toEqual({ messages: 1, last_seq: 1, previews: 0 });
+  });
+
+  it('concurrent sends to one channel get distinct, consecutive sequence numbers and are all listed', async () => {
+    const { api } = await server.user();
+    const m = await createMember(api);
+    const { spaceId, channelId } = await setup(api);
+    const other = await newChannel(api, spaceId, 'other');
+    await send(api, channelId, m, 'first');
+    now += 1;
+    // 20 sends at once (on PostgreSQL each on its own connection, waiting for the channel's row lock),
+    // 8 of them with one clientMutationId, to this channel and another.
+    const results = await Promise.all([
+      ...Array.from({ length: 20 }, (_, i) =>
+        api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+          ...ch(channelId),
+          body: { memberId: m, content: `m${i}` },
+        }),
+      ),
+      ...Array.from({ length: 8 }, (_, i) =>
+        api.POST('/api/v1/messaging/channels/{channelId}/messages', {
+          ...ch(i % 2 ? channelId : other),
+          body: { memberId: m, content: 'once', clientMutationId: 'race' },
+        }),
+      ),
+    ]);
+    for (const r of results.slice(0, 20)) expect(r.response.status, JSON.stringify(r.error)).toBe(201);
+    const keyed = results.slice(20);
+    expect(keyed.filter((r) => r.response.status === 201)).toHaveLength(1);
+    for (const r of keyed) expect([200, 201, 409]).toContain(r.response.status);
+    const winner = keyed.find((r) => r.response.status === 201)!.data!;
+    for (const r of keyed.filter((x) => x.response.status === 200)) expect(r.data).toEqual(winner);
+    const inThis = winner.channelId === channelId ? 1 : 0;
+
+    const knex = server.deps.db.knex;
+    const { rows } = await knex.raw<{ rows: Array<{ seq: string }> }>(
+      'select seq from messaging_messages where channel_id = ? order by seq',
+      [channelId],
+    );
+    const n = 1 + 20 + inThis;
+    expect(rows.map((r) => Number(r.seq))).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+    const page = (
+      await api.GET('/api/v1/messaging/channels/{channelId}/messages', {
+        params: { path: { channelId }, query: { limit: 100 } },
+      })
+    ).data!;
+    expect(page.items).toHaveLength(n);
+    expect(await unread(api)).toEqual({ [channelId]: n, [other]: 1 - inThis });
+    const { rows: channels } = await knex.raw<{ rows: Array<{ id: string; last_seq: string }> }>(
+      'select id, last_seq from messaging_channels where id in (?, ?)',
+      [channelId, other],
+    );
+    expect(Object.fromEntries(channels.map((c) => [c.id, Number(c.last_seq)]))).toEqual({
+      [channelId]: n,
+      [other]: 1 - inThis,
+    });
   });
 });
 

@@ -22,7 +22,7 @@ import { FetchRefusedError, fetchOptionsFromConfig, guardedFetch } from '../../n
 import { ALLOWED_IMAGE_TYPES, sniffImageType } from '../../storage/images.ts';
 import type { ObjectStorage } from '../../storage/types.ts';
 import { decodeHtml, extractMetadata, METADATA_LIMITS } from './pageMetadata.ts';
-import { linkPreviewsRepo } from './repo/linkPreviews.ts';
+import { linkPreviewsRepo, type NewPreview } from './repo/linkPreviews.ts';
 
 type LinkPreview = components['schemas']['MessageLinkPreview'];
 
@@ -30,6 +30,8 @@ export const LINK_PREVIEW_QUEUE = 'link_preview';
 /** Previews per message: the first distinct links of the text. */
 export const MAX_LINK_PREVIEWS = 5;
 const MAX_ATTEMPTS = 3;
+/** Attempts of a preview's fetch (a send that queues it in its own statement passes it). */
+export const LINK_PREVIEW_ATTEMPTS = MAX_ATTEMPTS;
 const HTML_TYPES = new Set(['text/html', 'application/xhtml+xml']);
 
 /** `http://` or `https://` up to whitespace, `<`, `>` or `"`; trailing punctuation is trimmed after. */
@@ -107,20 +109,40 @@ function openContent(cipher: MessageCipher, userId: string, previewId: string, s
   return JSON.parse(cipher.open(userId, previewId, sealed)) as PreviewContent;
 }
 
+/** The pending preview rows of `links`, each link sealed under its preview's id. */
+function previewRows(
+  ctx: ServiceContext,
+  links: Array<{ url: string; position: number; id?: string | undefined }>,
+): NewPreview[] {
+  const cipher = new MessageCipher(ctx.config.messageEncryptionKeys);
+  const userId = ownerOf(ctx);
+  return links.map(({ url, position, id = randomUUID() }) => {
+    return { id, position, ...sealContent(cipher, userId, id, { url }) };
+  });
+}
+
 async function addPreviews(
   tx: Tx,
   messageId: string,
   links: Array<{ url: string; position: number; id?: string | undefined }>,
 ): Promise<void> {
   if (links.length === 0) return;
-  const cipher = new MessageCipher(tx.config.messageEncryptionKeys);
-  const userId = ownerOf(tx);
-  const rows = links.map(({ url, position, id = randomUUID() }) => {
-    return { id, position, ...sealContent(cipher, userId, id, { url }) };
-  });
-  await linkPreviewsRepo.insertPending(tx.db, userId, messageId, rows, tx.now);
+  const rows = previewRows(tx, links);
+  await linkPreviewsRepo.insertPending(tx.db, ownerOf(tx), messageId, rows, tx.now);
   for (const row of rows)
     await tx.jobs.enqueue(tx.db, LINK_PREVIEW_QUEUE, { previewId: row.id }, { key: row.id, maxAttempts: MAX_ATTEMPTS });
+}
+
+/**
+ * The pending previews of a new message's links, for a send that inserts them and queues their
+ * fetches (`link_preview`, at most MAX_ATTEMPTS attempts, keyed by the preview id) in its
+ * own statement (messagesRepo.send). `presetIds` as for queueLinkPreviews.
+ */
+export function pendingPreviews(ctx: ServiceContext, content: string, presetIds: readonly string[] = []): NewPreview[] {
+  return previewRows(
+    ctx,
+    linksIn(content).map((url, position) => ({ url, position, id: presetIds[position] })),
+  );
 }
 
 /**

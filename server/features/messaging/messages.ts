@@ -2,13 +2,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound, unavailable } from '../../core/errors.ts';
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { toMemberSummary, type MediaRef } from '../members/index.ts';
 import { attachStaged } from './attachments.ts';
 import {
   dropPreviewImages,
+  LINK_PREVIEW_ATTEMPTS,
+  LINK_PREVIEW_QUEUE,
+  pendingPreviews,
   queueLinkPreviews,
   syncLinkPreviews,
   toLinkPreviews,
@@ -184,9 +187,13 @@ async function assertAuthorMember(db: Knex, userId: string, memberId: string): P
     throw badRequest('memberId is not a live, non-archived member of this account');
 }
 
+/** The `<@id>` ids of a text: distinct, lower case, in order of first appearance, at most MAX_MENTIONS. */
+const mentionCandidates = (content: string) =>
+  [...new Set([...content.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))].slice(0, MAX_MENTIONS);
+
 /** Members the text mentions with `<@id>` that may be mentioned in the channel, in order of first appearance. */
 async function mentionsIn(db: Knex, userId: string, sideSystemId: string | null, content: string): Promise<string[]> {
-  const ids = [...new Set([...content.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))].slice(0, MAX_MENTIONS);
+  const ids = mentionCandidates(content);
   if (ids.length === 0) return [];
   const found = new Set(await messagesRepo.mentionable(db, userId, ids, sideSystemId));
   return ids.filter((id) => found.has(id));
@@ -200,24 +207,94 @@ async function retried(ctx: ServiceContext, existing: StoredMessage, channelId: 
   return readOne(ctx, existing.id, channelId);
 }
 
+type SendInput = Schemas['SendMessageRequest'] & PresetId & { readonly previewIds?: readonly string[] };
+
 /**
  * Sends a message. With a clientMutationId already used by the account, returns the first message
  * (`created: false`) instead; the unique index on (account, clientMutationId) makes concurrent
- * retries meet there, and the loser's transaction rolls back whole.
+ * retries meet there, and only the first writes anything.
+ *
+ * A message without attachments (the common case) is one statement (messagesRepo.send, docs/data-access.md
+ * "Writes in one statement"): the checks, the channel's next sequence number taken under its row
+ * lock, the message, the channel's counters, the link previews with their queued fetches and the
+ * `message.created` event. A retry costs one more (the stored message, read), and a retry that
+ * raced the first send two more (found, then read). Staged attachments move objects in storage
+ * and lock their staging rows, so a message with attachments takes the transactional path.
  */
 export async function sendMessage(
   ctx: ServiceContext,
   channelId: string,
-  input: Schemas['SendMessageRequest'] & PresetId & { readonly previewIds?: readonly string[] },
+  input: SendInput,
+): Promise<{ created: boolean; message: Message }> {
+  const content = input.content ?? '';
+  const attachmentIds = input.stagedAttachmentIds ?? [];
+  const gif = input.gifMetadata ?? null;
+  if (content === '' && attachmentIds.length === 0 && gif === null)
+    throw badRequest('content is required unless attachments or a GIF are sent');
+  if (attachmentIds.length > 0) return sendWithAttachments(ctx, channelId, input);
+  const userId = ownerOf(ctx);
+  const mutationId = input.clientMutationId ?? null;
+  const id = input.id ?? randomUUID();
+  const sealed = cipherOf(ctx).seal(userId, id, content);
+  const events = ctx.events.rows(ctx, [
+    { type: 'message.created', area: 'messaging', data: { id, channelId: channelId.toLowerCase() } },
+  ]);
+  const outcome = await oneStatement(ctx, (db) =>
+    messagesRepo.send(db, {
+      row: {
+        id,
+        user_id: userId,
+        channel_id: channelId,
+        author_member_id: input.memberId,
+        key_id: sealed.keyId,
+        content_enc: sealed.data,
+        reply_to_id: input.replyToMessageId ?? null,
+        mention_candidates: mentionCandidates(content),
+        gif: gif === null ? null : JSON.stringify(gif),
+        client_mutation_id: mutationId,
+        created_at: ctx.now,
+      },
+      // Fetched later by the link_preview job, never while the sender waits.
+      previews: pendingPreviews(ctx, content, input.previewIds),
+      previewQueue: LINK_PREVIEW_QUEUE,
+      previewAttempts: LINK_PREVIEW_ATTEMPTS,
+      events,
+    }),
+  );
+  if (outcome.sent) return { created: true, message: await toMessage(ctx, cipherOf(ctx), outcome) };
+  // The refusals in the order the transactional send checks them; nothing was written.
+  if (outcome.existing_id !== null)
+    return {
+      created: false,
+      message: await retried(
+        ctx,
+        { id: outcome.existing_id, channel_id: outcome.existing_channel_id!, deleted_at: outcome.existing_deleted_at },
+        channelId,
+      ),
+    };
+  if (!outcome.channel_live) throw notFound('Channel not found');
+  if (!outcome.author_live) throw badRequest('memberId is not a live, non-archived member of this account');
+  if (!outcome.reply_ok) throw badRequest('replyToMessageId is not a message of this channel');
+  // Archived while the send waited for the channel's lock.
+  if (!outcome.locked) throw notFound('Channel not found');
+  // A concurrent send with the same clientMutationId committed first.
+  const existing = mutationId === null ? null : await messagesRepo.findByMutation(ctx.db, userId, mutationId);
+  if (!existing) throw new Error(`message ${id} was not written and no message has its clientMutationId`);
+  return { created: false, message: await retried(ctx, existing, channelId) };
+}
+
+/** The transactional send, for a message with staged attachments (their objects move in storage). */
+async function sendWithAttachments(
+  ctx: ServiceContext,
+  channelId: string,
+  input: SendInput,
 ): Promise<{ created: boolean; message: Message }> {
   const userId = ownerOf(ctx);
   const mutationId = input.clientMutationId ?? null;
   const content = input.content ?? '';
   const attachmentIds = input.stagedAttachmentIds ?? [];
   const gif = input.gifMetadata ?? null;
-  if (content === '' && attachmentIds.length === 0 && gif === null)
-    throw badRequest('content is required unless attachments or a GIF are sent');
-  if (attachmentIds.length > 0 && !ctx.storage) throw unavailable('Object storage is not configured on this server');
+  if (!ctx.storage) throw unavailable('Object storage is not configured on this server');
   const findExisting = async (): Promise<StoredMessage | null> =>
     mutationId === null ? null : messagesRepo.findByMutation(ctx.db, userId, mutationId);
   if (mutationId !== null) {

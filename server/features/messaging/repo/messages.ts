@@ -9,7 +9,11 @@ import type { Knex } from 'knex';
 import type { MediaRef } from '../../members/index.ts';
 import { type Sql, sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
+import type { PendingEvent } from '../../../core/context.ts';
+import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../../events/log.ts';
+import { enqueueRows } from '../../../jobs/queue.ts';
 import { ATTACHMENTS_JSON, LINK_PREVIEWS_JSON, MENTIONS_JSON } from './json.ts';
+import type { NewPreview } from './linkPreviews.ts';
 
 const AREA = 'messaging';
 
@@ -39,6 +43,13 @@ export interface MessageReadRow {
 
 const MESSAGE_COLUMNS = sql`x.id, x.user_id, x.channel_id, x.author_member_id, x.key_id, x.content_enc, x.created_at, x.edited_at, x.reply_to_id, x.mention_member_ids, x.gif`;
 
+/** The message `m`'s author avatar (`a`) and reply parent (`r`), probed per row. */
+const AUTHOR_AND_REPLY = sql`left join lateral (select am.avatar from members am where am.id = m.author_member_id and am.user_id = m.user_id limit 1) a on true
+   left join lateral (
+     select pm.id, pm.author_member_id, pm.key_id, pm.content_enc, pm.deleted_at from messaging_messages pm
+     where pm.id = m.reply_to_id and pm.user_id = m.user_id limit 1
+   ) r on true`;
+
 /**
  * The channel (live, in a live space, the account's), its pins, then `inner` (a lateral subquery
  * over `messaging_messages x` that yields the messages) with what each message shows (author avatar,
@@ -59,11 +70,7 @@ function channelMessages(inner: Sql, order: Sql, channelId: string, userId: stri
      from messaging_pins p where p.channel_id = c.id
    ) pins
    left join lateral (${inner}) m on true
-   left join lateral (select am.avatar from members am where am.id = m.author_member_id and am.user_id = m.user_id limit 1) a on true
-   left join lateral (
-     select pm.id, pm.author_member_id, pm.key_id, pm.content_enc, pm.deleted_at from messaging_messages pm
-     where pm.id = m.reply_to_id and pm.user_id = m.user_id limit 1
-   ) r on true
+   ${AUTHOR_AND_REPLY}
    ${MENTIONS_JSON}
    ${ATTACHMENTS_JSON}
    ${LINK_PREVIEWS_JSON}
@@ -313,6 +320,171 @@ const channelSent = statement<{ channelId: string; seq: number }, never>({
     sql`update messaging_channels set last_seq = ${seq}, unread_count = unread_count + 1 where id = ${channelId}`,
 });
 
+/** A message to send in one statement: the channel's sequence number and the mentions the statement decides. */
+export type SendMessage = Omit<NewMessage, 'seq' | 'mention_member_ids'> & {
+  /** The `<@id>` ids of the text (distinct, lower case, in order): the statement keeps the mentionable ones. */
+  mention_candidates: readonly string[];
+};
+
+/** What the send statement decided, and the new message as a read shows it (its columns null unless `sent`). */
+export interface SendOutcome extends MessageReadRow {
+  /** The channel is live, in a live space, the account's (as the statement started). */
+  channel_live: boolean;
+  author_live: boolean;
+  reply_ok: boolean;
+  /** The client mutation id was used already (as the statement started): that message; nothing written. */
+  existing_id: string | null;
+  existing_channel_id: string | null;
+  existing_deleted_at: number | null;
+  /** Every check passed and the channel was still live once locked. */
+  locked: boolean;
+  /** The message was written (false after `locked` only when a concurrent send took the client mutation id). */
+  sent: boolean;
+  seq: number | null;
+  notified: unknown;
+}
+
+/**
+ * Sends a text message (no attachments) in one statement, run on its own (autocommit): the checks
+ * (the live channel, a live non-archived author, a live reply parent in the channel, the client
+ * mutation id unused), each a read as the statement starts, as the transactional send reads them;
+ * then only when all pass, the channel row locked (`for update`: after waiting for a concurrent
+ * send, PostgreSQL returns its newest committed version, re-checked to be live, so `last_seq + 1`
+ * is the next number, never one already given); the message at that number with the mentionable
+ * ids among `mention_candidates` (live, non-archived members, of the space's side system when it
+ * has one); and only when that row was inserted (a concurrent send with the same client mutation
+ * id meets it on the unique index, and then nothing more is written) the channel's `last_seq` and
+ * unread count, the pending link previews with their queued fetches, and the events (webhook
+ * deliveries with them). The final row is the message as readOne reads it: a new message has no
+ * attachments and no ready link preview yet.
+ */
+const sendMessage = statement<
+  {
+    row: SendMessage;
+    previews: readonly NewPreview[];
+    previewQueue: string;
+    previewAttempts: number;
+    events: readonly PendingEvent[];
+  },
+  SendOutcome
+>({
+  name: 'messaging_message_send',
+  area: AREA,
+  variants: {
+    'a message': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        channel_id: EXAMPLE_UUID,
+        author_member_id: EXAMPLE_UUID,
+        key_id: 'k',
+        content_enc: Buffer.alloc(0),
+        reply_to_id: null,
+        mention_candidates: [],
+        gif: null,
+        client_mutation_id: null,
+        created_at: 0,
+      },
+      previews: [],
+      previewQueue: 'q',
+      previewAttempts: 1,
+      events: [EXAMPLE_EVENT],
+    },
+  },
+  build: ({ row: r, previews, previewQueue, previewAttempts, events }) => {
+    const previewJson = JSON.stringify(
+      previews.map((p) => ({ id: p.id, pos: p.position, key_id: p.key_id, data: p.data_enc.toString('base64') })),
+    );
+    return sql`with channel as (
+      select c.id, s.side_system_id from messaging_channels c
+      join messaging_spaces s on s.id = c.space_id
+      where c.id = ${r.channel_id} and c.user_id = ${r.user_id} and c.archived_at is null and s.archived_at is null
+      limit 1
+    ),
+    existing as (
+      select id, channel_id, deleted_at from messaging_messages
+      where user_id = ${r.user_id} and client_mutation_id = ${r.client_mutation_id}::text
+      limit 1
+    ),
+    verdict as (
+      select exists (select 1 from channel) as channel_live,
+        exists (
+          select 1 from members
+          where id = ${r.author_member_id} and user_id = ${r.user_id} and deleted_at is null and archived_at is null
+        ) as author_live,
+        (${r.reply_to_id}::uuid is null or exists (
+          select 1 from messaging_messages
+          where id = ${r.reply_to_id}::uuid and user_id = ${r.user_id} and channel_id = ${r.channel_id} and deleted_at is null
+        )) as reply_ok,
+        exists (select 1 from existing) as duplicate
+    ),
+    channel_locked as (
+      select c.id, c.last_seq from messaging_channels c
+      join messaging_spaces s on s.id = c.space_id
+      where c.id = ${r.channel_id} and c.user_id = ${r.user_id} and c.archived_at is null and s.archived_at is null
+        and (select channel_live and author_live and reply_ok and not duplicate from verdict)
+      limit 1
+      for update of c
+    ),
+    mentioned as (
+      select array(
+        select u.id from unnest(${[...r.mention_candidates]}::uuid[]) with ordinality as u(id, n)
+        where exists (
+          select 1 from members mb, channel ch
+          where mb.id = u.id and mb.user_id = ${r.user_id} and mb.deleted_at is null and mb.archived_at is null
+            and (ch.side_system_id is null or mb.side_system_id = ch.side_system_id)
+        )
+        order by u.n
+      ) as ids
+    ),
+    inserted as (
+      insert into messaging_messages
+        (id, user_id, channel_id, seq, author_member_id, key_id, content_enc, reply_to_id, mention_member_ids, gif,
+         client_mutation_id, created_at)
+      select ${r.id}, ${r.user_id}, l.id, l.last_seq + 1, ${r.author_member_id}, ${r.key_id}, ${r.content_enc},
+        ${r.reply_to_id}::uuid, (select ids from mentioned), ${r.gif}::jsonb, ${r.client_mutation_id}::text, ${r.created_at}
+      from channel_locked l
+      on conflict (user_id, client_mutation_id) where client_mutation_id is not null do nothing
+      returning id, user_id, channel_id, seq, author_member_id, key_id, content_enc, created_at, edited_at, reply_to_id,
+        mention_member_ids, gif
+    ),
+    channel_sent as (
+      update messaging_channels c set last_seq = i.seq, unread_count = c.unread_count + 1
+      from inserted i
+      where c.id = i.channel_id
+    ),
+    previews as (
+      insert into messaging_link_previews (id, user_id, message_id, position, key_id, data_enc, status, created_at, updated_at)
+      select p.id, i.user_id, i.id, p.pos, p.key_id, decode(p.data, 'base64'), 'pending', ${r.created_at}, ${r.created_at}
+      from inserted i, jsonb_to_recordset(${previewJson}::jsonb) as p(id uuid, pos int, key_id text, data text)
+      returning id
+    ),
+    preview_jobs as (
+      ${enqueueRows(
+        previewQueue,
+        sql`select jsonb_build_object('previewId', id) as payload, id::text as key from previews`,
+        sql`${r.created_at}::bigint`,
+        previewAttempts,
+      )}
+    ),
+    ${appendEvents(events, sql`exists (select 1 from inserted)`)}
+    select v.channel_live, v.author_live, v.reply_ok,
+      e.id as existing_id, e.channel_id as existing_channel_id, e.deleted_at as existing_deleted_at,
+      exists (select 1 from channel_locked) as locked, m.id is not null as sent, m.seq,
+      m.channel_id as channel_found, '[]'::json as pinned_ids,
+      m.id, m.user_id, m.channel_id, m.author_member_id, m.key_id, m.content_enc, m.created_at, m.edited_at, m.gif,
+      a.avatar as author_avatar,
+      r.id as reply_id, r.author_member_id as reply_author_id, r.key_id as reply_key_id, r.content_enc as reply_content_enc, r.deleted_at as reply_deleted_at,
+      mm.mentions, '[]'::json as attachments, '[]'::json as link_previews,
+      (select n.notified from (select ${notifyAppended}) n) as notified
+    from verdict v
+    left join existing e on true
+    left join inserted m on true
+    ${AUTHOR_AND_REPLY}
+    ${MENTIONS_JSON}`;
+  },
+});
+
 // ---- edits and deletes ----
 
 const liveOfAccount = statement<{ userId: string; messageId: string }, { id: string; channel_id: string; seq: number }>(
@@ -443,6 +615,17 @@ export const messagesRepo = {
   /** The new message's id, or null when the account already used its client mutation id. */
   insert: async (db: Knex, row: NewMessage) => first(await insertMessage(db, { row }))?.id ?? null,
   channelSent: async (db: Knex, channelId: string, seq: number) => void (await channelSent(db, { channelId, seq })),
+  /** Sends a text message with its previews, their jobs and its events in one statement, or writes nothing (see sendMessage). */
+  send: async (
+    db: Knex,
+    input: {
+      row: SendMessage;
+      previews: readonly NewPreview[];
+      previewQueue: string;
+      previewAttempts: number;
+      events: readonly PendingEvent[];
+    },
+  ) => (await sendMessage(db, input))[0]!,
 
   findLive: async (db: Knex, userId: string, messageId: string) =>
     first(await liveOfAccount(db, { userId, messageId })),
