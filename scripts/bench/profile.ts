@@ -2,7 +2,8 @@
  * Where the full server's CPU goes on each read scenario of the bench (and on the write scenarios 5
  * and 5k, POST /entries without and with an Idempotency-Key, when `--only` names them):
  * `npm run bench:profile` (DATABASE_URL pointing at PostgreSQL; `-- --only 1,4b`, `--seconds 8`, `--full` for the full
- * seed, `--top 30`). For each scenario it starts the server under `--cpu-prof`, loads it with the
+ * seed, `--top 30`, `--independent` to profile the independent baseline (scripts/bench/independent.ts) on the
+ * read scenarios instead, for a side-by-side look). For each scenario it starts the server under `--cpu-prof`, loads it with the
  * bench's 32 connections, stops it and sums the profile's self time by package (express, the
  * validator, knex, pg, pino, the server's own code, node internals, the garbage collector), then
  * names the heaviest functions. It measures shares, not speed: the profiler itself slows the
@@ -26,6 +27,7 @@ const { values } = parseArgs({
     seconds: { type: 'string' },
     full: { type: 'boolean' },
     top: { type: 'string' },
+    independent: { type: 'boolean' },
   },
 });
 const seconds = Number(values.seconds ?? 8);
@@ -122,11 +124,12 @@ type Load =
 
 async function profileScenario(id: string, load: Load, key: string, env: Record<string, string>): Promise<void> {
   const path = typeof load === 'string' ? load : load.path;
-  const dir = join(root, 'bench/tmp/profiles', id);
+  const dir = join(root, 'bench/tmp/profiles', values.independent ? `${id}-independent` : id);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', '--cpu-prof', `--cpu-prof-dir=${dir}`, 'server/main.ts'], {
+  const script = values.independent ? 'scripts/bench/independent.ts' : 'server/main.ts';
+  const child = spawn(process.execPath, ['--import', 'tsx', '--cpu-prof', `--cpu-prof-dir=${dir}`, script], {
     cwd: root,
     env: { ...process.env, MESSAGE_ENCRYPTION_KEYS: benchMessageKeys, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -169,7 +172,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   const { total, byPackage, byFunction } = summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile);
   const share = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`;
   log(
-    `scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request, ${r.non2xx} answered other than 2xx`,
+    `${values.independent ? 'independent baseline, ' : ''}scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request, ${r.non2xx} answered other than 2xx`,
   );
   for (const [p, us] of byPackage.slice(0, 16)) log(`  ${share(us)}  ${p}`);
   log('  heaviest functions (self time):');

@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios] [-- --idempotency-pair]
+ * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios] [-- --idempotency-pair] [-- --read-ratios]
  *
  * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
  * drops its own database. Seeds through SQL, starts the real server (request validation,
@@ -12,7 +12,9 @@
  * pair, full / independent, with CPU per request (server process plus its PostgreSQL backends).
  * `--check-only` stops after the body check; `--friend-ratios` measures only the five friend /
  * owner req/s pairs after it and prints them; `--idempotency-pair` likewise the CPU per request of
- * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--with-bare` adds full / bare pairs (the old baseline:
+ * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--read-ratios` only the
+ * full / independent pairs of the read scenarios (1–4b), with the server process's CPU per request
+ * apart from its backends'; `--with-bare` adds full / bare pairs (the old baseline:
  * the server's own services without the HTTP pipeline, so the pipeline's share of the gap).
  * A full run then measures the read scenarios and paired targets on the embedded database too
  * (PGlite, a medium account, no thresholds); `--smoke --embedded` adds that part to a smoke run.
@@ -57,6 +59,8 @@ const { values } = parseArgs({
     'friend-ratios': { type: 'boolean' },
     /** Only the CPU pair of POST /entries with and without an Idempotency-Key (issue 29), printed; no results file. */
     'idempotency-pair': { type: 'boolean' },
+    /** Only the full / independent pairs of the reads (issue 30), printed; no results file. */
+    'read-ratios': { type: 'boolean' },
   },
 });
 const smoke = values.smoke ?? false;
@@ -1165,6 +1169,21 @@ async function main() {
       return;
     }
     const readIds = list.filter(isRead).map((s) => s.id);
+    if (values['read-ratios']) {
+      // A developer's loop (issue 30): the read pairs against the independent baseline, printed, no report.
+      const ms = (n: number) => n.toFixed(3);
+      const lines: string[] = [];
+      for (const id of readIds) {
+        const p = await baselinePair(full, independent, seeded.large.apiKey, byId(id));
+        const [f, b] = [p.full.cpuMsPerRequest, p.baseline.cpuMsPerRequest];
+        lines.push(
+          `${id}: ${p.rpsRatio.toFixed(2)}× req/s; server CPU ${ms(f.server)} / ${ms(b.server)} ms/req = ${(f.server / b.server).toFixed(2)}×; database ${ms(f.database)} / ${ms(b.database)} ms/req`,
+        );
+      }
+      for (const line of lines) log(line);
+      await db.close();
+      return;
+    }
     const writeList = [...list, ...areaList].filter((s) => PAIRED_WRITES.includes(s.id));
     const pairs: PairResult[] = [];
     const baseline: BaselinePair[] = [];

@@ -58,9 +58,17 @@ export function mediaUrl(memberId: string, kind: MediaKind, ref: MediaRef | null
 }
 
 export function toMember(row: MemberRow): Member {
+  return memberOf(row.id, row.user_id, row);
+}
+
+/** The member's columns without its id and account (user_id, deleted_at), as a statement that reads them next to another row's gives them. */
+export type MemberColumns = Omit<MemberRow, 'id' | 'user_id' | 'deleted_at'>;
+
+/** toMember of a row read as columns of another (the current front's sessions): no copy of the row first. */
+export function memberOf(id: string, userId: string, row: MemberColumns): Member {
   return {
-    _id: row.id,
-    userId: row.user_id,
+    _id: id,
+    userId,
     sideSystemId: row.side_system_id,
     subSystemId: row.sub_system_id,
     directoryId: row.directory_id,
@@ -68,8 +76,8 @@ export function toMember(row: MemberRow): Member {
     displayName: row.display_name ?? '',
     pronouns: row.pronouns ?? '',
     description: row.description ?? '',
-    avatarUrl: mediaUrl(row.id, 'avatar', row.avatar),
-    backgroundUrl: mediaUrl(row.id, 'banner', row.banner),
+    avatarUrl: mediaUrl(id, 'avatar', row.avatar),
+    backgroundUrl: mediaUrl(id, 'banner', row.banner),
     aboutTags: row.about_tags,
     profileStyle: row.profile_style,
     archivedAt: row.archived_at,

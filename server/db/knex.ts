@@ -47,9 +47,10 @@ export interface EmbeddedConnection {
 
 const INT8_OID = 20;
 const NUMERIC_OID = 1700;
-// Epoch milliseconds and row counts stay far below 2^53, so Number() is exact.
-pg.types.setTypeParser(INT8_OID, (value: string) => Number(value));
-pg.types.setTypeParser(NUMERIC_OID, (value: string) => Number(value));
+// Epoch milliseconds and row counts stay far below 2^53, so Number() is exact. Number itself, not
+// a function calling it: pg calls the parser with the text alone, and rows hold several of these.
+pg.types.setTypeParser(INT8_OID, Number);
+pg.types.setTypeParser(NUMERIC_OID, Number);
 
 export interface OpenDatabaseOptions {
   databaseUrl?: string | undefined;

@@ -35,7 +35,12 @@ export type PreparedStatement<Row> = ((db: Knex, bindings: readonly unknown[]) =
 const defined = new Map<string, string>();
 
 interface PgConnection {
-  query(config: { name: string; text: string; values: readonly unknown[] }): Promise<{ rows: unknown[] }>;
+  query(config: {
+    name: string;
+    text: string;
+    values: readonly unknown[];
+    rowMode: 'array';
+  }): Promise<{ rows: unknown[][]; fields: Array<{ name: string }> }>;
 }
 
 /** The pool of a PostgreSQL database's named statements, and the knex instance whose events report them. */
@@ -71,18 +76,74 @@ async function runOnPool(
   name: string,
   text: string,
   bindings: readonly unknown[],
+  rows: RowShape,
 ): Promise<unknown[]> {
   const client = target.pool.client as {
     acquireConnection(): Promise<PgConnection>;
     releaseConnection(c: PgConnection): Promise<unknown>;
   };
-  target.events.emit('query', { method: 'raw', sql: text, bindings, options: { name } });
+  if (target.events.listenerCount('query') > 0)
+    target.events.emit('query', { method: 'raw', sql: text, bindings, options: { name } });
   const connection = await client.acquireConnection();
   try {
-    return (await connection.query({ name, text, values: bindings })).rows;
+    const result = await connection.query({ name, text, values: bindings, rowMode: 'array' });
+    return rows.objects(result.fields, result.rows);
   } finally {
-    await client.releaseConnection(connection);
+    // knex's release is synchronous (it answers a resolved promise).
+    void client.releaseConnection(connection);
   }
+}
+
+/**
+ * A statement's rows as objects, as `pg` gives them in its default row mode (a key per column in
+ * the statement's order; of two columns with one name, the later value under the first one's
+ * place), built from the rows `pg` reads as arrays by one object literal compiled per list of
+ * columns. `pg`'s own objects start as a copy of a template and take each column by a keyed store:
+ * on a read of a page of members that was most of `pg`'s time in the server.
+ */
+class RowShape {
+  private names: string[] = [];
+  private build: ((values: unknown[]) => unknown) | undefined;
+
+  objects(fields: ReadonlyArray<{ name: string }>, rows: unknown[][]): unknown[] {
+    const build = this.builderFor(fields);
+    const out = new Array<unknown>(rows.length);
+    for (let i = 0; i < rows.length; i++) out[i] = build(rows[i]!);
+    return out;
+  }
+
+  private builderFor(fields: ReadonlyArray<{ name: string }>): (values: unknown[]) => unknown {
+    if (this.build && fields.length === this.names.length && fields.every((f, i) => f.name === this.names[i]))
+      return this.build;
+    const names = fields.map((f) => f.name);
+    this.names = names;
+    this.build = compileRow(names);
+    return this.build;
+  }
+}
+
+function compileRow(names: string[]): (values: unknown[]) => unknown {
+  // `__proto__` in an object literal would set the prototype: such a row is built key by key.
+  if (names.includes('__proto__')) {
+    return (values) => {
+      const row: Record<string, unknown> = {};
+      names.forEach((name, i) => {
+        Object.defineProperty(row, name, { value: values[i], enumerable: true, writable: true, configurable: true });
+      });
+      return row;
+    };
+  }
+  const first = new Map<string, number>();
+  names.forEach((name, i) => {
+    if (!first.has(name)) first.set(name, i);
+  });
+  // Each key once, at its first column, with the value of its last one.
+  const last = new Map<string, number>();
+  names.forEach((name, i) => {
+    last.set(name, i);
+  });
+  const body = [...first.keys()].map((name) => `${JSON.stringify(name)}: v[${last.get(name)}]`).join(',\n');
+  return new Function('v', `return {\n${body}\n};`) as (values: unknown[]) => unknown;
 }
 
 /** Words of a statement that writes, locks, or acts outside its rows; a text without them only reads. */
@@ -111,11 +172,12 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   let n = 0;
   const native = text.replace(/\?/g, () => `$${++n}`);
   const read = isRead(text);
+  const rows = new RowShape();
   const run = async (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
     if (bindings.length !== n)
       throw new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`);
     const pool = !read || (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
-    if (pool) return (await runOnPool(pool, name, native, bindings)) as Row[];
+    if (pool) return (await runOnPool(pool, name, native, bindings, rows)) as Row[];
     const result = (await db.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
     return result.rows;
   };

@@ -47,19 +47,13 @@ import {
 } from './errors.ts';
 import type { HandlerMap, OperationId, RequestContext } from './handlers.ts';
 import type { RateLimitDecision } from './rateLimit.ts';
-import type { MatchedOperation, OperationIndex, OperationInfo } from './spec.ts';
+import type { RequestLocals } from './requestLog.ts';
+import type { OperationIndex, OperationInfo } from './spec.ts';
 import { isResponseViolation, isValidatorError, validationMessage } from './validation.ts';
 
-interface Locals {
-  operation?: MatchedOperation;
-  auth?: KeyActor;
-  rateLimit?: RateLimitDecision;
-  log: Logger;
-  requestId: string;
-}
-
-function locals(res: Response): Locals {
-  return res.locals as Locals;
+/** What requestLogging (the first step) keeps for the request: every later step has it. */
+function locals(res: Response): RequestLocals {
+  return res.locals as unknown as RequestLocals;
 }
 
 export function resolveOperation(index: OperationIndex): RequestHandler {
@@ -130,7 +124,8 @@ export function authenticate(deps: AppDeps): RequestHandler {
       throw preconditionFailed('Rate-limit store (Redis) is not reachable');
     }
     locals(res).rateLimit = decision;
-    res.set(decision.headers);
+    // Plain header names and strings: express's res.set() would check each for a Content-Type.
+    for (const name in decision.headers) res.setHeader(name, decision.headers[name]!);
     if (!decision.allowed) {
       deps.metrics.rateLimitRefused();
       throw new ApiError(
@@ -279,52 +274,81 @@ export function requireBody(): RequestHandler {
 class Context implements RequestContext {
   private serverCtx: ServerContext | undefined;
   private ownerCtx: OwnerContext | undefined;
+  readonly auth: KeyActor | null;
+  readonly rateLimit: RateLimitDecision | null;
+  readonly requestId: string;
 
   constructor(
     readonly deps: AppDeps,
     /** The pool, or the request's transaction (a POST with an Idempotency-Key). */
     private readonly db: Knex,
-    readonly auth: KeyActor | null,
-    readonly rateLimit: RateLimitDecision | null,
-    readonly requestId: string,
-    readonly log: Logger,
+    private readonly locals: RequestLocals,
     readonly req: Request,
-  ) {}
+  ) {
+    this.auth = locals.auth ?? null;
+    this.rateLimit = locals.rateLimit ?? null;
+    this.requestId = locals.requestId;
+  }
 
-  private base(actor: ServerContext['actor']): ServerContext {
-    this.serverCtx ??= {
+  /** The request's logger, created when first asked for. */
+  get log(): Logger {
+    return this.locals.log;
+  }
+
+  /** This request's time, read once whichever contexts the handler asks for. */
+  private time: number | undefined;
+
+  /**
+   * A service context for `actor` (with `access`, when it acts on an account's data). Its `log` is
+   * a getter, so the child logger is created only when a service logs; a copy made by spreading the
+   * context reads it then.
+   */
+  private contextOf<A extends object>(actor: ServerContext['actor'], access: A): ServerContext & A;
+  private contextOf(actor: ServerContext['actor']): ServerContext;
+  private contextOf(actor: ServerContext['actor'], access?: object): ServerContext {
+    const { deps, locals } = this;
+    this.time ??= deps.clock();
+    const context: ServerContext = {
       actor,
       db: this.db,
-      now: this.deps.clock(),
-      config: this.deps.config,
-      log: this.log,
-      storage: this.deps.storage,
-      audit: this.deps.audit,
-      events: this.deps.events,
-      jobs: this.deps.jobs,
+      now: this.time,
+      config: deps.config,
+      get log() {
+        return locals.log;
+      },
+      storage: deps.storage,
+      audit: deps.audit,
+      events: deps.events,
+      jobs: deps.jobs,
     };
+    return access ? Object.assign(context, access) : context;
+  }
+
+  private base(actor: ServerContext['actor']): ServerContext {
+    this.serverCtx ??= this.contextOf(actor);
     return this.serverCtx;
   }
 
   service(): OwnerContext {
     if (!this.auth) throw new Error('service() called on an operation without API-key authentication');
-    this.ownerCtx ??= { ...this.base(this.auth), access: ownAccount(this.auth) };
+    this.ownerCtx ??= this.contextOf(this.auth, { access: ownAccount(this.auth) });
     return this.ownerCtx;
   }
 
   async friend(ownerId: string): Promise<FriendContext> {
     if (!this.auth) throw new Error('friend() called on an operation without API-key authentication');
     const access = await requireFriend(this.db, this.auth.accountId, ownerId);
-    return { ...this.base(this.auth), access };
+    return this.contextOf(this.auth, { access });
   }
 
   friendInStatement(ownerId: string): InStatementFriendContext {
     if (!this.auth) throw new Error('friendInStatement() called on an operation without API-key authentication');
-    return { ...this.base(this.auth), access: friendInStatement(this.auth.accountId, ownerId) };
+    return this.contextOf(this.auth, { access: friendInStatement(this.auth.accountId, ownerId) });
   }
 
   operatorFor(accountId: string): ServiceContext {
-    return { ...this.operator(), access: onBehalfOf(accountId) };
+    if (this.auth) throw new Error('operatorFor() called on an API-key operation');
+    return this.contextOf({ kind: 'operator' }, { access: onBehalfOf(accountId) });
   }
 
   operator(): ServerContext {
@@ -339,10 +363,7 @@ export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
     const { operation, params } = l.operation!;
     const handler = handlers[operation.operationId] as (input: unknown, ctx: RequestContext) => Promise<HandlerOutcome>;
     const run = (db: Knex) =>
-      handler(
-        { path: params, query: req.query ?? {}, body: req.body },
-        new Context(deps, db, l.auth ?? null, l.rateLimit ?? null, l.requestId, l.log, req),
-      );
+      handler({ path: params, query: req.query ?? {}, body: req.body }, new Context(deps, db, l, req));
     const key = req.method === 'POST' && l.auth ? req.headers['idempotency-key'] : undefined;
     if (typeof key === 'string') return runIdempotent(deps, req, res, { userId: l.auth!.accountId, key }, run);
     await respond(deps, res, await run(deps.db.knex));
@@ -536,7 +557,8 @@ export function checkHandlerCoverage(index: OperationIndex, handlers: Record<str
 
 export function errorHandler(deps: AppDeps): ErrorRequestHandler {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const l = locals(res);
+    // Express's own locals when the request failed before requestLogging ran.
+    const l = res.locals as Partial<RequestLocals>;
     const log = l.log ?? deps.logger;
     let apiError: ApiError;
     if (err instanceof ApiError) {

@@ -245,20 +245,27 @@ export interface RateLimitDecision {
 }
 
 export class RateLimiter {
+  /** The headers' values that do not change from one request to the next. */
+  private readonly limitHeader: string;
+  private readonly policyHeader: string;
+
   constructor(
     readonly store: RateLimitStore,
     readonly limitPerWindow: number,
-  ) {}
+  ) {
+    this.limitHeader = String(limitPerWindow);
+    this.policyHeader = `${limitPerWindow};w=${WINDOW_MS / 1000}`;
+  }
 
   async check(keyId: string, now: number): Promise<RateLimitDecision> {
     const state = await this.store.hit(keyId, now);
     const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
     const remaining = Math.max(0, this.limitPerWindow - state.count);
     const headers: Record<string, string> = {
-      'RateLimit-Limit': String(this.limitPerWindow),
+      'RateLimit-Limit': this.limitHeader,
       'RateLimit-Remaining': String(remaining),
       'RateLimit-Reset': String(resetSeconds),
-      'RateLimit-Policy': `${this.limitPerWindow};w=${WINDOW_MS / 1000}`,
+      'RateLimit-Policy': this.policyHeader,
     };
     const allowed = state.count <= this.limitPerWindow;
     if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));

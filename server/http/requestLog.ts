@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import type { KeyActor } from '../core/context.ts';
+import type { RateLimitDecision } from './rateLimit.ts';
+import type { MatchedOperation } from './spec.ts';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -9,39 +11,61 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const PROBE_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
 /**
+ * What the pipeline keeps about one request (express's `res.locals`): the request id, the logger
+ * and, as the steps find them, the operation, the API key and the rate-limit decision. A class, so
+ * every request's object has the same shape; the child logger (bound to the request id) is created
+ * on the first read of `log`, which most requests never make.
+ */
+export class RequestLocals {
+  operation: MatchedOperation | undefined = undefined;
+  auth: KeyActor | undefined = undefined;
+  rateLimit: RateLimitDecision | undefined = undefined;
+  private child: Logger | undefined = undefined;
+
+  constructor(
+    private readonly logger: Logger,
+    readonly requestId: string,
+  ) {}
+
+  get log(): Logger {
+    this.child ??= this.logger.child({ reqId: this.requestId });
+    return this.child;
+  }
+}
+
+/**
  * Request id (echoed from a sane X-Request-Id, otherwise generated) and one JSON log line per
  * finished request: id, method, path (no query string), status, duration and the account — never
  * headers, so never API keys. Health and readiness probes and metrics scrapes are logged at debug
  * (a failing readiness check logs its own warning when the state changes; a 500 stays an error).
- * The per-request child logger is created on the first read of res.locals.log; the dispatcher and
- * the error handler read it for every request they handle.
+ *
+ * The line is written by a child of the logger without its redaction: it holds only the fields
+ * above, which name no secret, and redacting it (pino copies the object to censor its paths) cost
+ * more than writing it.
  */
 export function requestLogging(logger: Logger): RequestHandler {
+  const access = logger.child({}, { redact: [] });
   return (req, res, next) => {
     const incoming = req.headers['x-request-id'];
     const id = typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('X-Request-Id', id);
     const started = process.hrtime.bigint();
-    let child: Logger | undefined;
-    res.locals.requestId = id;
-    Object.defineProperty(res.locals, 'log', {
-      configurable: true,
-      enumerable: true,
-      get: () => (child ??= logger.child({ reqId: id })),
-    });
+    const locals = new RequestLocals(logger, id);
+    res.locals = locals as unknown as typeof res.locals;
     res.on('finish', () => {
-      const auth = res.locals.auth as KeyActor | undefined;
+      const auth = locals.auth;
+      const path = req.path;
       const entry = {
         reqId: id,
-        req: { method: req.method, path: req.path },
+        req: { method: req.method, path },
         res: { statusCode: res.statusCode },
         responseTime: Number(process.hrtime.bigint() - started) / 1e6,
         ...(auth ? { userId: auth.accountId, keyId: auth.keyId } : {}),
       };
-      const probe = PROBE_PATHS.has(req.path);
-      if (res.statusCode >= 500 && !(probe && res.statusCode === 503)) logger.error(entry, 'request failed');
-      else if (probe) logger.debug(entry, 'request completed');
-      else logger.info(entry, 'request completed');
+      const probe = PROBE_PATHS.has(path);
+      if (res.statusCode >= 500 && !(probe && res.statusCode === 503)) access.error(entry, 'request failed');
+      else if (probe) access.debug(entry, 'request completed');
+      else access.info(entry, 'request completed');
     });
     next();
   };

@@ -178,8 +178,23 @@ function integerParams(spec: OpenApiDocument, params: OpenApiParameter[]): Opera
   return out;
 }
 
+/** The number of segments of a path, after the one trailing slash a template also matches. */
+function depthOf(path: string): number {
+  let depth = 0;
+  const end = path.length > 1 && path.endsWith('/') ? path.length - 1 : path.length;
+  for (let i = 0; i < end; i++) if (path.charCodeAt(i) === 47) depth++;
+  return depth;
+}
+
 export class OperationIndex {
   private readonly paths: CompiledPath[] = [];
+  /**
+   * The same paths, in the same order, by depth (a template matches only paths of its own depth:
+   * each segment is a literal or a non-empty parameter), so a request tries only those.
+   */
+  private readonly byDepth = new Map<number, CompiledPath[]>();
+  /** Templates without parameters, by their text: a request for one of them needs no pattern. */
+  private readonly literal = new Map<string, CompiledPath>();
   readonly operations: OperationInfo[] = [];
 
   constructor(spec: OpenApiDocument) {
@@ -214,12 +229,25 @@ export class OperationIndex {
     }
     // Static segments win over parameters: /members/page before /members/{memberId}.
     this.paths.sort((a, b) => b.staticSegments - a.staticSegments || a.paramNames.length - b.paramNames.length);
+    for (const compiled of this.paths) {
+      if (compiled.template.length > 1 && compiled.template.endsWith('/'))
+        throw new Error(`${compiled.template}: a path template must not end with a slash`);
+      const depth = depthOf(compiled.template);
+      const list = this.byDepth.get(depth) ?? [];
+      list.push(compiled);
+      this.byDepth.set(depth, list);
+      if (compiled.paramNames.length === 0) this.literal.set(compiled.template, compiled);
+    }
   }
 
   match(method: string, path: string): MatchResult {
     const wanted = method === 'HEAD' ? 'GET' : method;
+    // A template without parameters that has the method: the first of the paths it could match,
+    // since a template of that depth with a parameter has fewer static segments and sorts after it.
+    const operation = this.literal.get(path)?.operations.get(wanted);
+    if (operation) return { kind: 'match', match: { operation, params: {} } };
     const allow = new Set<string>();
-    for (const compiled of this.paths) {
+    for (const compiled of this.byDepth.get(depthOf(path)) ?? []) {
       const m = compiled.regex.exec(path);
       if (!m) continue;
       const operation = compiled.operations.get(wanted);

@@ -10,10 +10,9 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pageOf } from '../../core/keyset.ts';
-import { type MemberRow, toMember, toMemberSummary } from '../../core/members.ts';
+import { type MemberRow, memberOf, toMemberSummary } from '../../core/members.ts';
 import {
   frontRepo,
-  type FrontNowRow,
   type FrontSessionChanges,
   type FrontSessionRow,
   type HistoryCursor,
@@ -72,11 +71,19 @@ export async function getFront(ctx: ServiceContext): Promise<FrontState> {
   const userId = ownerOf(ctx);
   // One statement: open sessions of members not in the trash, in front order, then tier presence.
   const rows = await frontRepo.frontNow(ctx.db, userId);
-  const fronting: Array<Extract<FrontNowRow, { kind: 'session' }>> = [];
+  // One pass: the rows come sessions first (in front order), then presence.
+  const memberIds: string[] = [];
+  const members: FrontState['members'] = [];
+  const activeSessions: ActiveSession[] = [];
   const tieredPresence: FrontState['tieredPresence'] = [];
   for (const row of rows) {
-    if (row.kind === 'session') fronting.push(row);
-    else {
+    if (row.kind === 'session') {
+      memberIds.push(row.member_id);
+      members.push(memberOf(row.member_id, userId, row));
+      const session: ActiveSession = { _id: row.id, userId, memberId: row.member_id, startedAt: row.started_at };
+      if (row.note !== null) session.note = row.note;
+      activeSessions.push(session);
+    } else {
       tieredPresence.push({
         memberId: row.member_id,
         tierKey: row.tier_key,
@@ -85,16 +92,12 @@ export async function getFront(ctx: ServiceContext): Promise<FrontState> {
       });
     }
   }
-  const primary = fronting[0];
+  const primary = activeSessions[0];
   return {
-    memberIds: fronting.map((s) => s.member_id),
-    members: fronting.map((s) => toMember({ ...s, id: s.member_id, user_id: userId, deleted_at: null })),
-    activeSessions: fronting.map((s) => {
-      const session: ActiveSession = { _id: s.id, userId, memberId: s.member_id, startedAt: s.started_at };
-      if (s.note !== null) session.note = s.note;
-      return session;
-    }),
-    primaryMemberId: primary?.member_id ?? null,
+    memberIds,
+    members,
+    activeSessions,
+    primaryMemberId: primary?.memberId ?? null,
     primaryNote: primary?.note ?? null,
     tieredPresence,
   };
