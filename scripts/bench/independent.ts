@@ -23,8 +23,8 @@
  * of other parameters, other routes. Of the writes: Idempotency-Key, a note with external images
  * (re-hosted by the server), and a message with links (link previews queued), attachments, a GIF, a
  * reply or a clientMutationId answer 501 NOT_IMPLEMENTED; preset ids (fixture mode) are not taken.
- * Under concurrency its writes are looser than the server's in the ways WRITE_SQL's comment says
- * (the note cap, front positions and the front state in `front.changed`).
+ * Under concurrency its writes are looser than the server's in the way WRITE_SQL's comment says
+ * (the front state in `front.changed`).
  *
  * Routes: GET /api/v1/front, /api/v1/entries?limit, /api/v1/members/page?limit&cursor,
  * /api/v1/front/history?limit&cursorStartedAt&cursorId; POST /api/v1/entries, POST /api/v1/front/members,
@@ -155,13 +155,17 @@ function appendEvent(source: string): string {
  * Lock order, as the server's: the account's front lock first (front writes), then row locks and
  * writes, then the log's lock (the server's append is its transaction's last statement). The log's
  * lock is the CTE `locked`, read from the event row, so it is taken after the rows are written;
- * the front lock is FRONT_LOCK, which the front statements' locking and writing CTEs wait for
+ * the front lock is the account's counter row (frontLock: front_session_counts, migration 0030, as
+ * the server's), which the front statements' locking and writing CTEs wait for
  * (`and exists (select 1 from front_locked)`, a one-time filter evaluated before their scans). A different order deadlocks against the
  * server's transactions on the same data (the bench's pairs overlap at their seams): taken
  * without the front lock, a start held the log's lock and waited at its end (the front-session
  * counter's trigger) for the counter row of a server start that was waiting for the log's lock.
  */
-const FRONT_LOCK = `front_locked as materialized (select pg_advisory_xact_lock(hashtextextended('front:' || $1::text, 0)))`;
+const frontLock = (step: 0 | 1) => `front_locked as (
+    insert into front_session_counts as c (user_id, next_position) values ($1::uuid, ${step})
+    on conflict (user_id) do update set next_position = c.next_position + ${step}
+    returning c.next_position - ${step} as position)`;
 const AFTER_FRONT_LOCK = 'exists (select 1 from front_locked)';
 
 /** After appendEvent's CTEs, as a column: the commit-time notification the event streams wait for (null when nothing was appended). */
@@ -231,21 +235,15 @@ const eventRow = (type: string, area: string, now: string, actor: string, data: 
  * snapshot taken when the statement starts: a row lock it waits for inside the statement (FOR
  * UPDATE / FOR SHARE, or an UPDATE) hands it the newest version of the locked row only, never rows
  * that the transaction it waited for inserted, and a count or a max() in the same statement does
- * not see them. The server reads after its locks, in later statements. So:
- * - the note cap: the linked members are locked FOR UPDATE as on the server, but the count of
- *   their notes is the snapshot's: two notes created at once for a member at cap − 1 both pass
- *   (the cap can be exceeded by the writes in flight for that member). Exact would need the count
- *   on a row each such write updates (a conditional UPDATE … WHERE n < cap, which PostgreSQL
- *   re-checks on the newest row version); the schema keeps no such counter, and the baseline adds
- *   no tables;
- * - the front: the server serialises front writes with the account's advisory front lock and
- *   reads the front after taking it. The baseline takes the same lock first (FRONT_LOCK: it keeps
- *   the lock order of the server's, see there), but its snapshot is older than the lock: two starts
- *   at once can get the same position (GET /front then orders them by start time and id), and the
- *   front state in a `front.changed` event leaves out a start or stop committed by a request the
- *   statement waited for. One open session per member still holds: the partial unique index
- *   front_sessions_one_open, with ON CONFLICT DO NOTHING (a start of a member that another request
- *   started meanwhile does nothing — a no-op, as on the server);
+ * not see them. So, as the server's statements do (docs/data-access.md, "Writes in one statement"):
+ * - the note cap is decided on the members' counter rows (member_note_counts, migration 0029):
+ *   `update … where live < cap`, which PostgreSQL re-checks on the newest row version;
+ * - front positions come from the account's counter row (front_session_counts.next_position,
+ *   migration 0030), which is also the front lock. Where the baseline is looser: the front state
+ *   in its `front.changed` is built in the statement, from its snapshot, so it leaves out a start
+ *   or stop committed by a request the statement waited for (the server's is filled as the
+ *   transaction commits, by migration 0030's deferred trigger). One open session per member holds
+ *   as on the server: the partial unique index front_sessions_one_open, with ON CONFLICT DO NOTHING;
  * - the message sequence is exact: seq is `last_seq + 1` computed by the UPDATE of the channel row,
  *   which PostgreSQL re-evaluates on the newest version after waiting for a concurrent send.
  */
@@ -259,18 +257,20 @@ const WRITE_SQL = {
    * the cap (403).
    */
   createEntry: `with ${writeScope()},
-  linked as (select id, deleted_at from members where user_id = $1::uuid and id = any($7::uuid[]) order by id for update),
-  tally as (
-    select em.member_id, count(*) as n from entry_members em join entries e on e.id = em.entry_id
-    where em.user_id = $1::uuid and em.member_id = any($7::uuid[]) and e.deleted_at is null
-    group by em.member_id),
+  linked as (select id, deleted_at from members where user_id = $1::uuid and id = any($7::uuid[]) order by id for share),
   plan as (select coalesce((select plan from accounts where id = $1::uuid), 'free') as plan),
+  room as (
+    update member_note_counts c set live = c.live from plan p
+    where c.member_id in (select id from linked where deleted_at is null)
+      and c.live < case p.plan when 'pro' then $10::int when 'pro_plus' then $11::int else $9::int end
+    returning c.member_id),
   verdict as (
     select exists (select 1 from scope) as scoped,
       array(select l.n::int from unnest($7::uuid[]) with ordinality l(id, n)
             where not exists (select 1 from linked k where k.id = l.id and k.deleted_at is null) order by l.n) as unlinkable,
-      array(select l.n::int from unnest($7::uuid[]) with ordinality l(id, n) left join tally t on t.member_id = l.id
-            where coalesce(t.n, 0) >= case p.plan when 'pro' then $10::int when 'pro_plus' then $11::int else $9::int end
+      array(select l.n::int from unnest($7::uuid[]) with ordinality l(id, n)
+            where exists (select 1 from linked k where k.id = l.id and k.deleted_at is null)
+              and not exists (select 1 from room r where r.member_id = l.id)
             order by l.n) as capped,
       p.plan
     from plan p),
@@ -293,7 +293,7 @@ const WRITE_SQL = {
    * fronting already is a no-op (204, nothing written, no event); then the session at the next
    * position in the write scope, and `front.changed` with the front after it.
    */
-  startFronting: `with ${FRONT_LOCK}, target as (select archived_at, deleted_at from members where id = $2::uuid and user_id = $1::uuid),
+  startFronting: `with ${frontLock(1)}, target as (select archived_at, deleted_at from members where id = $2::uuid and user_id = $1::uuid),
   creator as (select 1 from members where id = $3::uuid and user_id = $1::uuid and deleted_at is null),
   fronting as (select 1 from front_sessions where user_id = $1::uuid and member_id = $2::uuid and ended_at is null and deleted_at is null),
   ${writeScope(` and ${AFTER_FRONT_LOCK}`)},
@@ -309,7 +309,7 @@ const WRITE_SQL = {
     insert into front_sessions (id, user_id, member_id, side_system_id, sub_system_id, started_at, ended_at, note, created_by,
       position, created_at, updated_at, deleted_at)
     select $4::uuid, $1::uuid, $2::uuid, s.side_system_id, s.sub_system_id, $6::bigint, null, $5::text, $3::uuid,
-      coalesce((select max(position) + 1 from front_sessions where user_id = $1::uuid and ended_at is null and deleted_at is null), 0),
+      (select position from front_locked),
       $6::bigint, $6::bigint, null
     from scope s, verdict v where v.outcome = 'ok' and ${AFTER_FRONT_LOCK}
     on conflict (user_id, member_id) where ended_at is null and deleted_at is null do nothing
@@ -325,7 +325,7 @@ const WRITE_SQL = {
    * otherwise); its open session, if any, ends and leaves the order; `front.changed` with the front
    * after it, as the server appends it whether a session ended or not.
    */
-  stopFronting: `with ${FRONT_LOCK}, target as (select 1 from members where id = $2::uuid and user_id = $1::uuid),
+  stopFronting: `with ${frontLock(0)}, target as (select 1 from members where id = $2::uuid and user_id = $1::uuid),
   ended as (
     update front_sessions set ended_at = $3::bigint, position = null, updated_at = $3::bigint
     where user_id = $1::uuid and member_id = $2::uuid and ended_at is null and deleted_at is null and exists (select 1 from target)

@@ -72,6 +72,8 @@ interface Stream {
   lastFromFriend: Map<string, string>;
   readonly out: PassThrough;
   cursor: number;
+  /** Its cursor is set (from the log's bounds or the client's): it reads on from there itself. */
+  placed: boolean;
   /** Reading the log on its own (catching up). */
   catchingUp: boolean;
   /** The hub passed it over while it caught up: read once more. */
@@ -83,6 +85,11 @@ export class EventHub {
   private readonly perKey = new Map<string, number>();
   /** The newest id the live read has handed out. */
   private seen = 0;
+  /**
+   * The log was appended to while no stream was open, and the live read skipped it (nothing to hand
+   * out, and a read per write for nobody): `seen` moves on to the streams' cursors before the next read.
+   */
+  private skipped = false;
   private reading: Promise<void> | null = null;
   private readAgain = false;
   private stopListening: (() => Promise<void>) | null = null;
@@ -128,6 +135,7 @@ export class EventHub {
       lastFromFriend: new Map(),
       out,
       cursor: 0,
+      placed: false,
       catchingUp: true,
       again: false,
     };
@@ -150,6 +158,7 @@ export class EventHub {
         this.send(stream, 'reset', null, { reason: 'cursor_unknown', oldestId: null });
         stream.cursor = newest;
       } else stream.cursor = request.after;
+      stream.placed = true;
     } catch (err) {
       out.destroy();
       throw err;
@@ -218,6 +227,10 @@ export class EventHub {
   }
 
   private wake(): void {
+    if (this.streams.size === 0) {
+      this.skipped = true;
+      return;
+    }
     if (this.reading) {
       this.readAgain = true;
       return;
@@ -233,6 +246,13 @@ export class EventHub {
 
   /** One live read: every event after `seen`, to the streams it is for. */
   private async readLive(): Promise<void> {
+    // After reads skipped for want of streams, start from the lowest cursor of the open streams: each
+    // reads the log on its own from its cursor (catchUp), so nothing after it is missed. A stream not
+    // placed yet will be placed at the log's end or later, so it holds the skip back until it is.
+    if (this.skipped && [...this.streams].every((s) => s.placed)) {
+      this.skipped = false;
+      this.seen = Math.max(this.seen, Math.min(...[...this.streams].map((s) => s.cursor)));
+    }
     try {
       for (;;) {
         const rows = await eventsRepo.after(this.db, null, this.seen, PAGE);
