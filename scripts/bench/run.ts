@@ -2,8 +2,9 @@
  * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios] [-- --idempotency-pair] [-- --read-ratios]
  *
  * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
- * drops its own database. Seeds through SQL, starts the real server (request validation,
- * authentication and rate limiting on, as `npm start` runs it with NODE_ENV=production) and the
+ * drops its own database. Seeds through SQL, starts the real server (built with `npm run build`
+ * and run as `npm start` runs it: `node dist/main.js`, NODE_ENV=production, request validation,
+ * authentication and rate limiting on) and the
  * independent baseline (scripts/bench/independent.ts: node:http + pg, one prepared statement per
  * request), checks that both answer every read (and the awkward account's pages and errors) and
  * the awkward account's writes (status, headers, body, the data and events written) alike — a
@@ -20,7 +21,7 @@
  * (PGlite, a medium account, no thresholds); `--smoke --embedded` adds that part to a smoke run.
  * Writes bench/results/<date>.md and .json (smoke runs go to bench/tmp/).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
@@ -102,8 +103,17 @@ interface Proc {
   stop(): Promise<void>;
 }
 
+/** The full server as `npm start` runs it (the bundle `npm run build` writes), built once per run. */
+const SERVER = 'dist/main.js';
+function buildServer(): void {
+  const built = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts'], { cwd: root, stdio: 'ignore' });
+  if (built.status !== 0) throw new Error(`npm run build failed (${built.status})`);
+}
+
 async function startProcess(args: string[], env: Record<string, string>, port: number): Promise<Proc> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+  // TypeScript (the baseline, the bare server) runs under tsx; the built server runs on plain node.
+  const loader = args[0]?.endsWith('.js') ? [] : ['--import', 'tsx'];
+  const child = spawn(process.execPath, [...loader, ...args], {
     cwd: root,
     env: { ...process.env, MESSAGE_ENCRYPTION_KEYS: benchMessageKeys, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -948,7 +958,7 @@ async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedR
     }
     // DATABASE_URL empty: the server opens the embedded database in DATA_DIR.
     const env = { ...serverEnv, DATABASE_URL: '', DATA_DIR: dir };
-    const proc = await startProcess(['server/main.ts'], env, await freePort());
+    const proc = await startProcess([SERVER], env, await freePort());
     const target: Target = { name: 'full', proc };
     const results: Measurement[] = [];
     const pairs: PairResult[] = [];
@@ -983,7 +993,7 @@ async function embeddedRun(serverEnv: Record<string, string>): Promise<EmbeddedR
       await proc.stop();
     }
     const capture = await captureStatements(
-      ['server/main.ts'],
+      [SERVER],
       env,
       seeded.large.apiKey,
       scenarios(seeded.large, deep).filter(isRead),
@@ -1047,6 +1057,7 @@ async function areaPairs(
 class BodyCheckFailed extends Error {}
 
 async function main() {
+  buildServer();
   log(`creating database ${dbName}`);
   await adminQuery(baseUrl, `create database ${dbName}`);
   const procs: Proc[] = [];
@@ -1071,7 +1082,7 @@ async function main() {
     };
     const full: Target = {
       name: 'full',
-      proc: await startProcess(['server/main.ts'], { ...serverEnv, DATABASE_URL: urlFor('full') }, await freePort()),
+      proc: await startProcess([SERVER], { ...serverEnv, DATABASE_URL: urlFor('full') }, await freePort()),
     };
     procs.push(full.proc);
     const independent: Target = {
@@ -1216,7 +1227,7 @@ async function main() {
 
     const independentScenarios = [...list.filter(isRead), ...writeList];
     const fullCapture = await captureStatements(
-      ['server/main.ts'],
+      [SERVER],
       { ...serverEnv, DATABASE_URL: dbUrl },
       seeded.large.apiKey,
       [...list, ...areaList],
@@ -1433,7 +1444,7 @@ function report(
 
 Machine: ${machine}.
 Load: autocannon, ${CONNECTIONS} connections, ${warmup} s warm-up then ${duration} s per scenario, from the same machine over loopback.
-Full server: \`server/main.ts\` as \`npm start\` runs it, NODE_ENV=production (request validation, authentication, rate limiting on; response validation off), LOG_LEVEL=info.
+Full server: \`node dist/main.js\` as \`npm start\` runs it (built by \`npm run build\` at the start of the run), NODE_ENV=production (request validation, authentication, rate limiting on; response validation off), LOG_LEVEL=info.
 Independent baseline: \`scripts/bench/independent.ts\` — \`node:http\` + \`pg\`, no express, knex or server code; each request one named prepared statement — a read selecting only the columns it needs, rows mapped in JS to the same JSON; a write one statement of data-modifying CTEs in autocommit doing the server's checks, rows and event append (with its webhook deliveries and the log's advisory lock) — and the same per-request duties (API key through an in-process cache, scope check, rate limit synced to PostgreSQL as the server's store does with its headers, request id, body validation with the server's 400s, one JSON log line to stdout). It answers the read scenarios and the write scenarios 5, 6 and M3 (what it leaves out, and where its one statement is looser than the server under concurrency, is in its header comment); 5k (with an Idempotency-Key) is measured on the full server alone.
 CPU per request: utime + stime from \`/proc\` of the server process and of its PostgreSQL backends (found by \`application_name\` in \`pg_stat_activity\`), divided by the requests answered.
 Data: ${smoke ? 'smoke plan' : 'large account 10,000 members / 200,000 entries / 1,000,000 front sessions; small account ~1,000 of each; 50 noise accounts'}; plus an awkward account for the body check.
