@@ -1226,12 +1226,10 @@ async function main() {
     await full.proc.stop();
 
     const independentScenarios = [...list.filter(isRead), ...writeList];
-    const fullCapture = await captureStatements(
-      [SERVER],
-      { ...serverEnv, DATABASE_URL: dbUrl },
-      seeded.large.apiKey,
-      [...list, ...areaList],
-    );
+    const fullCapture = await captureStatements([SERVER], { ...serverEnv, DATABASE_URL: dbUrl }, seeded.large.apiKey, [
+      ...list,
+      ...areaList,
+    ]);
     const independentCapture = await captureStatements(
       ['scripts/bench/independent.ts'],
       { ...serverEnv, DATABASE_URL: dbUrl },

@@ -1,5 +1,5 @@
 /** Small helpers the bench scripts share. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -73,7 +73,7 @@ export async function call(url: string, init: RequestInit & { headers: Record<st
 }
 
 /**
- * A bench's own server: the real one as a child process (NODE_ENV=production) on `dbUrl`, with
+ * A bench's own server: the real one as `npm start` runs it (node dist/main.js, NODE_ENV=production) on `dbUrl`, with
  * `env` on top of the bench defaults; resolves once it answers.
  */
 export async function startBenchServer(
@@ -82,8 +82,12 @@ export async function startBenchServer(
   env: Record<string, string> = {},
 ): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-    cwd: resolve(import.meta.dirname, '../..'),
+  const root = resolve(import.meta.dirname, '../..');
+  // As `npm start` runs it: the bundle, built first (well under a second).
+  const built = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts'], { cwd: root, stdio: 'ignore' });
+  if (built.status !== 0) throw new Error(`npm run build failed (${built.status})`);
+  const child = spawn(process.execPath, ['dist/main.js'], {
+    cwd: root,
     env: {
       ...process.env,
       NODE_ENV: 'production',
