@@ -22,7 +22,7 @@ with
       )
     order by
       run_after,
-      id
+      seq
     limit
       $4::int
     for update

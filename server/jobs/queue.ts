@@ -218,7 +218,7 @@ const claimJobs = statement<
              select id from jobs
               where queue = ${queue}::text
                 and ((state = 'pending' and run_after <= ${now}::bigint) or (state = 'running' and locked_until < ${now}::bigint and attempts < max_attempts))
-              order by run_after, id
+              order by run_after, seq
               limit ${room}::int
               for update skip locked
            )

@@ -29,6 +29,7 @@ import * as m0027 from './0027_webhooks.ts';
 import * as m0028 from './0028_idempotency.ts';
 import * as m0029 from './0029_member_note_counts.ts';
 import * as m0030 from './0030_front_writes.ts';
+import * as m0031 from './0031_jobs_order.ts';
 
 export const migrations = [
   m0001,
@@ -61,4 +62,5 @@ export const migrations = [
   m0028,
   m0029,
   m0030,
+  m0031,
 ];
