@@ -352,6 +352,21 @@ describe('Idempotency-Key', () => {
     expect(deliveries.data?.items).toHaveLength(3);
   });
 
+  it('a keyed note costs five statements where an unkeyed one costs one: begin, the claim, the write, the store, commit', async () => {
+    const user = await server.user();
+    await post(user, '/api/v1/entries', { content: 'Warm-up' }, undefined); // warms the key cache
+    const count = async (key: string | undefined) =>
+      (await captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/entries', { content: 'n' }, key))).map(
+        (st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ').toLowerCase(),
+      );
+    expect(await count(undefined)).toEqual(['with write_context as']);
+    const keyed = await count(randomUUID());
+    expect(keyed, JSON.stringify(keyed)).toHaveLength(5);
+    expect(keyed[0]).toMatch(/^begin/);
+    expect(keyed[2]).toBe('with write_context as');
+    expect(keyed[4]).toMatch(/^commit/);
+  });
+
   it('writes the events it held back before a savepoint, in the order they were emitted', async () => {
     const user = await server.user();
     const events = new DatabaseEventSink();
