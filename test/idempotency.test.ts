@@ -325,14 +325,15 @@ describe('Idempotency-Key', () => {
   });
 
   it("appends a keyed write's events with its stored response: one statement more than without a key (the claim)", async () => {
+    // A write in a transaction of its own (POST /groups); the one-statement writes append their events themselves.
     const user = await server.user();
     const webhook = await user.api.POST('/api/v1/webhooks', {
-      body: { url: 'https://hooks.example.org/a', types: ['member.created'] },
+      body: { url: 'https://hooks.example.org/a', types: ['group.created'] },
     });
     expect(webhook.response.status).toBe(201);
-    await post(user, '/api/v1/members', { name: 'Warm-up' }, undefined); // warms the key cache
+    await post(user, '/api/v1/groups', { name: 'Warm-up' }, undefined); // warms the key cache
     const count = (key: string | undefined, name: string) =>
-      captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/members', { name }, key));
+      captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/groups', { name }, key));
     const plain = await count(undefined, 'Plain');
     const keyed = await count(randomUUID(), 'Keyed');
     const appends = (sts: Array<{ sql: string }>) => sts.filter((st) => /insert into events/.test(st.sql));
@@ -345,7 +346,7 @@ describe('Idempotency-Key', () => {
       JSON.stringify(keyed),
     ).toHaveLength(plain.length + 1);
     // Its webhook delivery is queued as for any event, and the event is in the log once.
-    expect(await countRows('events', user.userId, 'member.created')).toBe(3);
+    expect(await countRows('events', user.userId, 'group.created')).toBe(3);
     const deliveries = await user.api.GET('/api/v1/webhooks/{webhookId}/deliveries', {
       params: { path: { webhookId: webhook.data!.webhook.id } },
     });

@@ -8,6 +8,7 @@ import {
   createSub,
   UNKNOWN_ID,
 } from './helpers/fixtures.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer, bearer, jsonHeaders } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
 
@@ -507,5 +508,36 @@ describe('GET /members/page', () => {
     const res = await api.GET('/api/v1/members/page', { params: { query: { limit: 5, cursor: 'garbage' } } });
     expect(res.response.status).toBe(400);
     expect(res.error?.message).toBe('cursor is invalid; pass the nextCursor of the previous page');
+  });
+});
+
+describe('POST /members cost', () => {
+  it('creates a member in the active scope in one statement: the member, its default buckets and member.created', async () => {
+    const { api, userId } = await server.user();
+    const bucket = await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } });
+    expect(bucket.response.status, JSON.stringify(bucket.error)).toBe(201);
+    const bucketId = bucket.data!._id;
+    for (const kind of ['new_member', 'new_profile_section'] as const)
+      await api.PUT('/api/v1/privacy-buckets/defaults/{kind}', {
+        params: { path: { kind } },
+        body: { bucketIds: [bucketId] },
+      });
+    await api.POST('/api/v1/members', { body: { name: 'Warm-up' } }); // warms the key cache
+    const knex = server.deps.db.knex;
+    let id = '';
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      id = (await api.POST('/api/v1/members', { body: { name: 'One' } })).data!.id;
+    });
+    expect(statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' '))).toEqual(['with write_context as']);
+    const { rows } = await knex.raw<{ rows: Array<{ section_key: string }> }>(
+      'select section_key from privacy_bucket_assignments where user_id = ? and content_id = ? and bucket_id = ? order by section_key',
+      [userId, id, bucketId],
+    );
+    expect(rows.map((r) => r.section_key)).toEqual(['', 'about', 'avatar', 'displayName', 'profileStyle', 'pronouns']);
+    const { rows: events } = await knex.raw<{ rows: unknown[] }>(
+      `select 1 from events where account_id = ? and type = 'member.created' and data->>'memberId' = ?`,
+      [userId, id],
+    );
+    expect(events).toHaveLength(1);
   });
 });

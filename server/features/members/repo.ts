@@ -4,8 +4,11 @@ import type { Access, FriendAccess } from '../../core/context.ts';
 import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { activeScopeRowsSql, type ReadScope } from '../../access/systemScope.ts';
+import { activeScopeRowsSql, type ReadScope, writeScopeSql } from '../../access/systemScope.ts';
+import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
+import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
+import { defaultsSql } from '../privacyBuckets/index.ts';
 
 export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
 
@@ -108,6 +111,39 @@ const insertMember = statement<{ row: MemberRow }, never>({
       values (${row.id}, ${row.user_id}, ${row.side_system_id}, ${row.sub_system_id}, ${row.directory_id}, ${row.name}, ${row.display_name}, ${row.pronouns}, ${row.description},
         ${json(row.about_tags)}::jsonb, ${json(row.profile_style)}::jsonb, ${json(row.avatar)}::jsonb, ${json(row.banner)}::jsonb,
         ${row.archived_at}, ${row.version}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+const WRITTEN = sql`exists (select 1 from inserted)`;
+
+/** A member to create in the active write scope: the statement decides its side and sub system. */
+export type NewMember = Omit<MemberRow, 'side_system_id' | 'sub_system_id'>;
+
+/**
+ * A member created in one statement (docs/data-access.md, "Writes in one statement"): the active
+ * write scope (writeScopeSql, share-locked), the member, the owner's default buckets for new
+ * members and for their profile sections (privacy_defaults_apply's inserts, as CTEs), and
+ * `member.created`; nothing when the scope is gone (`scoped` false).
+ */
+const createMember = statement<
+  { row: NewMember; events: readonly PendingEvent[] },
+  { scoped: boolean; notified: unknown }
+>({
+  name: 'members_create',
+  area: AREA,
+  variants: { 'a member': { row: EXAMPLE_MEMBER, events: [EXAMPLE_EVENT] } },
+  build: ({ row, events }) => sql`with ${writeScopeSql(row.user_id)},
+    inserted as (
+      insert into members (id, user_id, side_system_id, sub_system_id, directory_id, name, display_name, pronouns, description, about_tags, profile_style, avatar, banner, archived_at, version, created_at, updated_at, deleted_at)
+      select ${row.id}, ${row.user_id}, w.side_system_id, w.sub_system_id, ${row.directory_id}, ${row.name}, ${row.display_name}, ${row.pronouns}, ${row.description},
+        ${json(row.about_tags)}::jsonb, ${json(row.profile_style)}::jsonb, ${json(row.avatar)}::jsonb, ${json(row.banner)}::jsonb,
+        ${row.archived_at}, ${row.version}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at}
+      from write_scope w
+      returning id
+    ),
+    member_defaults as (${defaultsSql(row.user_id, 'new_member', [row.id], row.created_at, WRITTEN)}),
+    section_defaults as (${defaultsSql(row.user_id, 'new_profile_section', [row.id], row.created_at, WRITTEN)}),
+    ${appendEvents(events, WRITTEN)}
+    select ${WRITTEN} as scoped, (select n.notified from (select ${notifyAppended}) n) as notified`,
 });
 
 interface FindParams {
@@ -228,6 +264,11 @@ const byIds = statement<{ userId: string; ids: string[] }, MemberRow>({
 });
 
 export const membersRepo = {
+  /** createMember's statement: whether the member was written (false: the active scope is gone). */
+  async create(db: Knex, row: NewMember, events: readonly PendingEvent[]): Promise<boolean> {
+    return (await createMember(db, { row, events }))[0]!.scoped;
+  },
+
   /** The member's avatar and banner as a friend may see them (friendMedia); undefined when it may not. */
   async friendMedia(
     db: Knex,

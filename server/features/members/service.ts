@@ -1,5 +1,5 @@
 /** Member rules: scope placement, optimistic concurrency, archive, move between systems, trash. */
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -52,30 +52,36 @@ export async function createMember(
 ): Promise<{ id: string }> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
+  const fields = {
+    id: input.id ?? randomUUID(),
+    user_id: userId,
+    directory_id: input.directoryId ?? null,
+    name: input.name.trim(),
+    display_name: blankToNull(input.displayName) ?? null,
+    pronouns: blankToNull(input.pronouns) ?? null,
+    description: input.description ?? null,
+    about_tags: input.aboutTags ?? [],
+    profile_style: null,
+    avatar: null,
+    banner: null,
+    archived_at: null,
+    version: 1,
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+  };
+  // In the active scope and no folder: one statement (membersRepo.create), defaults and event included.
+  if (!input.sideSystemId && !input.subSystemId && !input.directoryId) {
+    const events = ctx.events.rows(ctx, [{ type: 'member.created', area: 'members', data: { memberId: fields.id } }]);
+    const written = await oneStatement(ctx, (db) => membersRepo.create(db, fields, events));
+    if (!written) throw new Error(`account ${userId} has no live active side or sub system`);
+    return { id: fields.id };
+  }
   return inTransaction(ctx, async (tx) => {
     const trx = tx.db;
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.directoryId) await assertFolder(trx, userId, input.directoryId, scope.sideSystemId);
-    const row: MemberRow = {
-      id: input.id ?? randomUUID(),
-      user_id: userId,
-      side_system_id: scope.sideSystemId,
-      sub_system_id: scope.subSystemId,
-      directory_id: input.directoryId ?? null,
-      name: input.name.trim(),
-      display_name: blankToNull(input.displayName) ?? null,
-      pronouns: blankToNull(input.pronouns) ?? null,
-      description: input.description ?? null,
-      about_tags: input.aboutTags ?? [],
-      profile_style: null,
-      avatar: null,
-      banner: null,
-      archived_at: null,
-      version: 1,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    };
+    const row: MemberRow = { ...fields, side_system_id: scope.sideSystemId, sub_system_id: scope.subSystemId };
     await membersRepo.insert(trx, row);
     // The owner's default buckets for new members and for each of their profile sections.
     await applyDefaults(trx, userId, 'new_member', [row.id], now);

@@ -1,3 +1,3 @@
 /** The privacy-buckets area's public entry point: presets and the defaults given to new content. */
-export { applyDefaults, ensurePresets, type DefaultKind } from './presets.ts';
+export { applyDefaults, defaultsSql, ensurePresets, type DefaultKind } from './presets.ts';
 export { createBucket, setBucketsOf, setDefaults, updateBucket } from './service.ts';

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { PermissionMap } from '../../core/context.ts';
 import { presetsRepo } from './repo.ts';
+import type { Sql } from '../../db/sql.ts';
 
 export interface Preset {
   slug: string;
@@ -108,6 +109,29 @@ const SECTIONS = ['avatar', 'displayName', 'pronouns', 'about', 'profileStyle'];
  * number of ids (`new_profile_section` gives each of the member ids' five sections). Run in the
  * transaction that creates the content. For `new_friend` the ids are the friends' account ids.
  */
+/**
+ * applyDefaults as SQL to embed as a CTE of the statement that creates the content, inserting only
+ * `when` (the condition under which that statement wrote it).
+ */
+export function defaultsSql(
+  userId: string,
+  kind: DefaultKind,
+  contentIds: readonly string[],
+  now: number,
+  when: Sql,
+): Sql {
+  const sections = kind === 'new_profile_section' ? SECTIONS : [''];
+  return presetsRepo.defaultsSql({
+    userId,
+    defaultKind: kind,
+    contentKind: KIND_OF_DEFAULT[kind],
+    contentIds,
+    sections,
+    now,
+    when,
+  });
+}
+
 export async function applyDefaults(
   db: Knex,
   userId: string,

@@ -255,6 +255,28 @@ const defaultAdd = statement<{ userId: string; kind: string; bucketId: string },
  * Gives new content the owner's default buckets of a kind: each content id (with each of
  * `sections`) gets every default bucket, in one statement whatever the number of ids.
  */
+interface DefaultsInput {
+  userId: string;
+  defaultKind: string;
+  contentKind: string;
+  contentIds: readonly string[];
+  sections: readonly string[];
+  now: number;
+  /** In a write's own statement: the condition under which the content was written. */
+  when?: Sql;
+}
+
+/** The insert that gives new content the account's default buckets (a statement, or a CTE of a write's own statement). */
+function defaultsInsertSql({ userId, defaultKind, contentKind, contentIds, sections, now, when }: DefaultsInput): Sql {
+  return sql`insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
+     select d.user_id, d.bucket_id, ${contentKind}::text, c.id, s.key, ${now}::bigint
+       from privacy_bucket_defaults d
+       cross join unnest(${[...contentIds]}::uuid[]) as c(id)
+       cross join unnest(${[...sections]}::text[]) as s(key)
+      where d.user_id = ${userId} and d.kind = ${defaultKind}::text${when ? sql` and ${when}` : sql.empty}
+     on conflict do nothing`;
+}
+
 const defaultsApply = statement<
   {
     userId: string;
@@ -278,14 +300,7 @@ const defaultsApply = statement<
       now: 0,
     },
   },
-  build: ({ userId, defaultKind, contentKind, contentIds, sections, now }) =>
-    sql`insert into privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
-     select d.user_id, d.bucket_id, ${contentKind}::text, c.id, s.key, ${now}::bigint
-       from privacy_bucket_defaults d
-       cross join unnest(${[...contentIds]}::uuid[]) as c(id)
-       cross join unnest(${[...sections]}::text[]) as s(key)
-      where d.user_id = ${userId} and d.kind = ${defaultKind}::text
-     on conflict do nothing`,
+  build: (input) => defaultsInsertSql(input),
 });
 
 // ---- defaults ----
@@ -469,6 +484,9 @@ export const presetsRepo = {
   async addDefault(db: Knex, userId: string, kind: string, bucketId: string): Promise<void> {
     await defaultAdd(db, { userId, kind, bucketId });
   },
+  /** applyDefaults' insert as a fragment, for a write that makes it a CTE of its own statement. */
+  defaultsSql: (input: DefaultsInput): Sql => defaultsInsertSql(input),
+
   /** Gives the content ids (with each of `sections`) the account's default buckets of `defaultKind`. */
   async applyDefaults(
     db: Knex,
