@@ -9,6 +9,7 @@ import {
   createSub,
   UNKNOWN_ID,
 } from './helpers/fixtures.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { jsonHeaders, useServer } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
 
@@ -396,5 +397,41 @@ describe('strict bodies', () => {
       expect([...tree.folders, ...tree.groups].map((d) => d.name)).toEqual(method === 'PATCH' ? ['Before'] : []);
       expect((await api.GET('/api/v1/directory-layouts')).data).toEqual([]);
     });
+  });
+});
+
+describe('POST /groups and POST /folders cost', () => {
+  it('creates a top-level group or folder without members in one statement, with its default buckets and event', async () => {
+    const { api, userId } = await server.user();
+    const bucket = (await api.POST('/api/v1/privacy-buckets', { body: { name: 'Close' } })).data!._id;
+    for (const kind of ['new_group', 'new_directory'] as const)
+      await api.PUT('/api/v1/privacy-buckets/defaults/{kind}', {
+        params: { path: { kind } },
+        body: { bucketIds: [bucket] },
+      });
+    await api.POST('/api/v1/groups', { body: { name: 'Warm-up' } }); // warms the key cache
+    const knex = server.deps.db.knex;
+    const ids: string[] = [];
+    for (const path of ['/api/v1/groups', '/api/v1/folders'] as const) {
+      const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+        const res = await api.POST(path, { body: { name: 'One' } });
+        expect(res.response.status, JSON.stringify(res.error)).toBe(201);
+        ids.push(res.data!.id);
+      });
+      expect(
+        statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ')),
+        path,
+      ).toEqual(['with write_context as']);
+    }
+    const { rows } = await knex.raw<{ rows: Array<{ kind: string }> }>(
+      'select kind from privacy_bucket_assignments where user_id = ? and bucket_id = ? and content_id = any (?::uuid[]) order by kind',
+      [userId, bucket, ids],
+    );
+    expect(rows.map((r) => r.kind)).toEqual(['directory', 'group']);
+    const { rows: events } = await knex.raw<{ rows: Array<{ type: string }> }>(
+      `select type from events where account_id = ? and data->>'id' = any (?::text[]) order by id`,
+      [userId, ids],
+    );
+    expect(events.map((e) => e.type)).toEqual(['group.created', 'folder.created']);
   });
 });

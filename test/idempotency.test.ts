@@ -325,15 +325,16 @@ describe('Idempotency-Key', () => {
   });
 
   it("appends a keyed write's events with its stored response: one statement more than without a key (the claim)", async () => {
-    // A write in a transaction of its own (POST /groups); the one-statement writes append their events themselves.
+    // A write in a transaction of its own (a group with members); the one-statement writes append their events themselves.
     const user = await server.user();
     const webhook = await user.api.POST('/api/v1/webhooks', {
       body: { url: 'https://hooks.example.org/a', types: ['group.created'] },
     });
     expect(webhook.response.status).toBe(201);
-    await post(user, '/api/v1/groups', { name: 'Warm-up' }, undefined); // warms the key cache
+    const member = (await user.api.POST('/api/v1/members', { body: { name: 'In the group' } })).data!.id;
+    await post(user, '/api/v1/groups', { name: 'Warm-up', memberIds: [member] }, undefined); // warms the key cache
     const count = (key: string | undefined, name: string) =>
-      captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/groups', { name }, key));
+      captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/groups', { name, memberIds: [member] }, key));
     const plain = await count(undefined, 'Plain');
     const keyed = await count(randomUUID(), 'Keyed');
     const appends = (sts: Array<{ sql: string }>) => sts.filter((st) => /insert into events/.test(st.sql));

@@ -1,8 +1,11 @@
 import type { Knex } from 'knex';
-import type { ReadScope } from '../../access/systemScope.ts';
+import { type ReadScope, writeScopeSql } from '../../access/systemScope.ts';
+import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
+import { defaultsSql } from '../privacyBuckets/index.ts';
 
 const AREA = 'groups';
 
@@ -86,6 +89,39 @@ const insertDirectory = statement<{ row: DirectoryRow }, never>({
   build: ({ row }) =>
     sql`insert into directories (id, user_id, kind, side_system_id, sub_system_id, parent_id, name, description, color, created_at, updated_at, deleted_at)
       values (${row.id}, ${row.user_id}, ${row.kind}, ${row.side_system_id}, ${row.sub_system_id}, ${row.parent_id}, ${row.name}, ${row.description}, ${row.color}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+const WRITTEN = sql`exists (select 1 from inserted)`;
+
+/** A group or folder to create in the active write scope: the statement decides its side and sub system. */
+export type NewDirectory = Omit<DirectoryRow, 'side_system_id' | 'sub_system_id'>;
+
+/**
+ * A group or folder created in one statement (docs/data-access.md, "Writes in one statement"): the
+ * active write scope (writeScopeSql, share-locked), the row, the owner's default buckets for new
+ * groups or folders (privacy_defaults_apply's insert, as a CTE) and `group.created` /
+ * `folder.created`; nothing when the scope is gone (`scoped` false). Without a parent or members.
+ */
+const createDirectory = statement<
+  { row: NewDirectory; events: readonly PendingEvent[] },
+  { scoped: boolean; notified: unknown }
+>({
+  name: 'groups_create_directory',
+  area: AREA,
+  variants: {
+    'a group': { row: { ...EXAMPLE_DIRECTORY, kind: 'group' }, events: [EXAMPLE_EVENT] },
+    'a folder': { row: { ...EXAMPLE_DIRECTORY, kind: 'folder' }, events: [EXAMPLE_EVENT] },
+  },
+  build: ({ row, events }) => sql`with ${writeScopeSql(row.user_id)},
+    inserted as (
+      insert into directories (id, user_id, kind, side_system_id, sub_system_id, parent_id, name, description, color, created_at, updated_at, deleted_at)
+      select ${row.id}, ${row.user_id}, ${row.kind}, w.side_system_id, w.sub_system_id, null, ${row.name}, ${row.description}, ${row.color}, ${row.created_at}, ${row.updated_at}, null
+      from write_scope w
+      returning id
+    ),
+    defaults as (${defaultsSql(row.user_id, row.kind === 'group' ? 'new_group' : 'new_directory', [row.id], row.created_at, WRITTEN)}),
+    ${appendEvents(events, WRITTEN)}
+    select ${WRITTEN} as scoped, (select n.notified from (select ${notifyAppended}) n) as notified`,
 });
 
 export type DirectoryChanges = Partial<
@@ -221,6 +257,11 @@ const setLayoutDeleted = statement<{ userId: string; id: string; deletedAt: numb
 });
 
 export const directoriesRepo = {
+  /** createDirectory's statement: whether the row was written (false: the active scope is gone). */
+  async create(db: Knex, row: NewDirectory, events: readonly PendingEvent[]): Promise<boolean> {
+    return (await createDirectory(db, { row, events }))[0]!.scoped;
+  },
+
   async findLive(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {
     return (await findDirectory(db, { userId, id, kind, live: true }))[0];
   },

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { toMemberSummary } from '../../core/members.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
@@ -79,6 +79,25 @@ async function createDirectory(
   now: number,
   after?: (trx: Knex.Transaction, row: DirectoryRow) => Promise<void>,
 ): Promise<{ id: string }> {
+  // In the active scope, top level, nothing to do after: one statement (directoriesRepo.create).
+  if (!input.sideSystemId && !input.subSystemId && !input.parentId && !after) {
+    const row = {
+      id: input.id ?? randomUUID(),
+      user_id: userId,
+      kind,
+      parent_id: null,
+      name: input.name.trim(),
+      description: input.description ?? null,
+      color: input.color?.toUpperCase() ?? null,
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    const events = ctx.events.rows(ctx, [{ type: `${kind}.created`, area: 'groups', data: { id: row.id } }]);
+    if (!(await oneStatement(ctx, (db) => directoriesRepo.create(db, row, events))))
+      throw new Error(`account ${userId} has no live active side or sub system`);
+    return { id: row.id };
+  }
   return inTransaction(ctx, async (tx) => {
     const trx = tx.db;
     const scope = await resolveWriteScope(trx, userId, input);
@@ -114,11 +133,20 @@ export function createFolder(ctx: ServiceContext, input: Schemas['CreateFolderRe
 export function createGroup(ctx: ServiceContext, input: Schemas['CreateGroupRequest'] & PresetId) {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return createDirectory(ctx, userId, 'group', input, now, async (trx, row) => {
-    const memberIds = input.memberIds ?? [];
-    await assertMembers(trx, userId, memberIds, row.side_system_id);
-    await groupMembersRepo.replace(trx, userId, row.id, memberIds, now);
-  });
+  const memberIds = input.memberIds ?? [];
+  return createDirectory(
+    ctx,
+    userId,
+    'group',
+    input,
+    now,
+    memberIds.length === 0
+      ? undefined
+      : async (trx, row) => {
+          await assertMembers(trx, userId, memberIds, row.side_system_id);
+          await groupMembersRepo.replace(trx, userId, row.id, memberIds, now);
+        },
+  );
 }
 
 async function updateDirectory(
