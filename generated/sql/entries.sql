@@ -345,32 +345,27 @@ select
   ) as under_cap,
   (
     select
-      n.notified
-    from
-      (
-        select
-          pg_notify (
-            $24::text,
-            case
-              when exists (
-                select
-                  1
-                from
-                  delivered
-              ) then $25::text
-              else ''
-            end
-          ) as notified
-        from
-          (
+      pg_notify (
+        $24::text,
+        case
+          when exists (
             select
               1
             from
-              appended
-            limit
-              1
-          ) a
-      ) n
+              delivered
+          ) then $25::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
   ) as notified
 from
   verdict v;
@@ -397,24 +392,6 @@ where
 limit
   1
 for update;
-
--- entries_insert (a note)
-insert into
-  entries (
-    id,
-    user_id,
-    side_system_id,
-    sub_system_id,
-    title,
-    content,
-    member_id,
-    member_ids,
-    created_at,
-    updated_at,
-    deleted_at
-  )
-values
-  ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11);
 
 -- entries_insert_imported (a batch)
 insert into

@@ -1063,32 +1063,27 @@ select
   )::int as changed,
   (
     select
-      n.notified
-    from
-      (
-        select
-          pg_notify (
-            $22::text,
-            case
-              when exists (
-                select
-                  1
-                from
-                  delivered
-              ) then $23::text
-              else ''
-            end
-          ) as notified
-        from
-          (
+      pg_notify (
+        $22::text,
+        case
+          when exists (
             select
               1
             from
-              appended
-            limit
-              1
-          ) a
-      ) n
+              delivered
+          ) then $23::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
   ) as notified
 from
   verdict v;
@@ -1268,32 +1263,27 @@ select
   )::int as changed,
   (
     select
-      n.notified
-    from
-      (
-        select
-          pg_notify (
-            $12::text,
-            case
-              when exists (
-                select
-                  1
-                from
-                  delivered
-              ) then $13::text
-              else ''
-            end
-          ) as notified
-        from
-          (
+      pg_notify (
+        $12::text,
+        case
+          when exists (
             select
               1
             from
-              appended
-            limit
-              1
-          ) a
-      ) n
+              delivered
+          ) then $13::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
   ) as notified;
 
 -- front_update_session (any change)

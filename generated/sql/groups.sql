@@ -276,32 +276,27 @@ select
   ) as scoped,
   (
     select
-      n.notified
-    from
-      (
-        select
-          pg_notify (
-            $21::text,
-            case
-              when exists (
-                select
-                  1
-                from
-                  delivered
-              ) then $22::text
-              else ''
-            end
-          ) as notified
-        from
-          (
+      pg_notify (
+        $21::text,
+        case
+          when exists (
             select
               1
             from
-              appended
-            limit
-              1
-          ) a
-      ) n
+              delivered
+          ) then $22::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
   ) as notified;
 
 -- groups_find_directory_1: live, of a kind

@@ -294,32 +294,27 @@ select
   ) as scoped,
   (
     select
-      n.notified
-    from
-      (
-        select
-          pg_notify (
-            $35::text,
-            case
-              when exists (
-                select
-                  1
-                from
-                  delivered
-              ) then $36::text
-              else ''
-            end
-          ) as notified
-        from
-          (
+      pg_notify (
+        $35::text,
+        case
+          when exists (
             select
               1
             from
-              appended
-            limit
-              1
-          ) a
-      ) n
+              delivered
+          ) then $36::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
   ) as notified;
 
 -- members_find_1: live

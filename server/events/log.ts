@@ -76,8 +76,11 @@ export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
 }
 
 /** After appendEvents' CTEs: the commit-time notification, as a select list (no row when nothing was appended). */
-export const notifyAppended = sql`pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
+const notifyAppended = sql`pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
     from (select 1 from appended limit 1) a`;
+
+/** notifyAppended as one column of a statement's final select: `notified` (null when nothing was appended). */
+export const notifiedColumn = sql`(select ${notifyAppended}) as notified`;
 
 /** An event row for the statements' example variants (generated/sql/). */
 export const EXAMPLE_EVENT: EventInsert = {

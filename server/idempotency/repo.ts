@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, type EventInsert, notifyAppended } from '../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, type EventInsert, notifiedColumn } from '../events/log.ts';
 
 const AREA = 'idempotency';
 
@@ -105,7 +105,7 @@ const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: st
   },
   build: (r) => sql`with stored as (${insertResponse(r)}),
     ${appendEvents(r.events)}
-    select (select id from stored) as id, (select ${notifyAppended}) as notified`,
+    select (select id from stored) as id, ${notifiedColumn}`,
 });
 
 /** Deletes expired keys (a batch at a time); how many went. */

@@ -4,7 +4,7 @@ import { activeScopeRowsSql, inActiveScopeSql, writeScopeSql } from '../../acces
 import type { PendingEvent } from '../../core/context.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 import type { MemberRow } from '../members/index.ts';
 
 export interface EntryRow {
@@ -116,16 +116,6 @@ const findEntry = statement<{ userId: string; id: string; lock: boolean }, Entry
   },
   build: ({ userId, id, lock }) =>
     sql`select * from entries where id = ${id} and user_id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
-});
-
-const insertEntry = statement<{ row: EntryRow }, never>({
-  name: 'entries_insert',
-  area: AREA,
-  variants: { 'a note': { row: EXAMPLE_ENTRY } },
-  build: ({ row }) => sql`insert into entries
-      (id, user_id, side_system_id, sub_system_id, title, content, member_id, member_ids, created_at, updated_at, deleted_at)
-    values (${row.id}, ${row.user_id}, ${row.side_system_id}, ${row.sub_system_id}, ${row.title}, ${row.content},
-      ${row.member_id}, ${jsonIds(row.member_ids)}::jsonb, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
 });
 
 /** Notes an import writes as they were, many at once (one JSON array), each with at most one linked member. */
@@ -334,7 +324,7 @@ const createEntry = statement<
     ${appendEvents(events, sql`(select ok from verdict)`)}
     select v.ok, v.scoped, (select plan from plan) as plan,
       array(select id from linked) as live, array(select member_id from under_cap) as under_cap,
-      (select n.notified from (select ${notifyAppended}) n) as notified
+      ${notifiedColumn}
     from verdict v`,
 });
 
@@ -359,10 +349,6 @@ export const entriesRepo = {
 
   async lock(trx: Knex.Transaction, userId: string, id: string): Promise<EntryRow | undefined> {
     return (await findEntry(trx, { userId, id, lock: true }))[0];
-  },
-
-  async insert(db: Knex, row: EntryRow): Promise<void> {
-    await insertEntry(db, { row });
   },
 
   async update(db: Knex, userId: string, id: string, changes: EntryChanges): Promise<EntryRow> {

@@ -4,7 +4,7 @@ import type { PendingEvent } from '../../core/context.ts';
 import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 import type { MemberRow } from '../../core/members.ts';
 
 const AREA = 'front';
@@ -363,7 +363,7 @@ const start = statement<StartInput, FrontWriteVerdict & { notified: unknown }>({
     ),
     ${appendEvents(events, sql`exists (select 1 from started)`)}
     select v.*, (select count(*) from started)::int as changed,
-      (select n.notified from (select ${notifyAppended}) n) as notified
+      ${notifiedColumn}
     from verdict v`,
 });
 
@@ -389,7 +389,7 @@ const stop = statement<
     ),
     ${appendEvents(events, sql`exists (select 1 from member)`)}
     select exists (select 1 from member) as member, (select count(*) from ended)::int as changed,
-      (select n.notified from (select ${notifyAppended}) n) as notified`,
+      ${notifiedColumn}`,
 });
 
 const openSessions = statement<{ userId: string }, FrontSessionRow>({

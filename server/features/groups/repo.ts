@@ -4,7 +4,7 @@ import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 import { defaultsSql } from '../privacyBuckets/index.ts';
 
 const AREA = 'groups';
@@ -121,7 +121,7 @@ const createDirectory = statement<
     ),
     defaults as (${defaultsSql(row.user_id, row.kind === 'group' ? 'new_group' : 'new_directory', [row.id], row.created_at, WRITTEN)}),
     ${appendEvents(events, WRITTEN)}
-    select ${WRITTEN} as scoped, (select n.notified from (select ${notifyAppended}) n) as notified`,
+    select ${WRITTEN} as scoped, ${notifiedColumn}`,
 });
 
 export type DirectoryChanges = Partial<

@@ -79,43 +79,30 @@ async function createDirectory(
   now: number,
   after?: (trx: Knex.Transaction, row: DirectoryRow) => Promise<void>,
 ): Promise<{ id: string }> {
+  const fields = {
+    id: input.id ?? randomUUID(),
+    user_id: userId,
+    kind,
+    parent_id: input.parentId ?? null,
+    name: input.name.trim(),
+    description: input.description ?? null,
+    color: input.color?.toUpperCase() ?? null,
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+  };
   // In the active scope, top level, nothing to do after: one statement (directoriesRepo.create).
   if (!input.sideSystemId && !input.subSystemId && !input.parentId && !after) {
-    const row = {
-      id: input.id ?? randomUUID(),
-      user_id: userId,
-      kind,
-      parent_id: null,
-      name: input.name.trim(),
-      description: input.description ?? null,
-      color: input.color?.toUpperCase() ?? null,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    };
-    const events = ctx.events.rows(ctx, [{ type: `${kind}.created`, area: 'groups', data: { id: row.id } }]);
-    if (!(await oneStatement(ctx, (db) => directoriesRepo.create(db, row, events))))
+    const events = ctx.events.rows(ctx, [{ type: `${kind}.created`, area: 'groups', data: { id: fields.id } }]);
+    if (!(await oneStatement(ctx, (db) => directoriesRepo.create(db, fields, events))))
       throw new Error(`account ${userId} has no live active side or sub system`);
-    return { id: row.id };
+    return { id: fields.id };
   }
   return inTransaction(ctx, async (tx) => {
     const trx = tx.db;
     const scope = await resolveWriteScope(trx, userId, input);
     if (input.parentId) await assertParentFolder(trx, userId, input.parentId, scope.sideSystemId);
-    const row: DirectoryRow = {
-      id: input.id ?? randomUUID(),
-      user_id: userId,
-      kind,
-      side_system_id: scope.sideSystemId,
-      sub_system_id: scope.subSystemId,
-      parent_id: input.parentId ?? null,
-      name: input.name.trim(),
-      description: input.description ?? null,
-      color: input.color?.toUpperCase() ?? null,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    };
+    const row: DirectoryRow = { ...fields, side_system_id: scope.sideSystemId, sub_system_id: scope.subSystemId };
     await directoriesRepo.insert(trx, row);
     await applyDefaults(trx, userId, kind === 'group' ? 'new_group' : 'new_directory', [row.id], now);
     await after?.(trx, row);

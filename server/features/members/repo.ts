@@ -7,7 +7,7 @@ import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import { activeScopeRowsSql, type ReadScope, writeScopeSql } from '../../access/systemScope.ts';
 import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
-import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 import { defaultsSql } from '../privacyBuckets/index.ts';
 
 export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
@@ -143,7 +143,7 @@ const createMember = statement<
     member_defaults as (${defaultsSql(row.user_id, 'new_member', [row.id], row.created_at, WRITTEN)}),
     section_defaults as (${defaultsSql(row.user_id, 'new_profile_section', [row.id], row.created_at, WRITTEN)}),
     ${appendEvents(events, WRITTEN)}
-    select ${WRITTEN} as scoped, (select n.notified from (select ${notifyAppended}) n) as notified`,
+    select ${WRITTEN} as scoped, ${notifiedColumn}`,
 });
 
 interface FindParams {

@@ -251,10 +251,6 @@ const defaultAdd = statement<{ userId: string; kind: string; bucketId: string },
     on conflict (user_id, kind, bucket_id) do nothing`,
 });
 
-/**
- * Gives new content the owner's default buckets of a kind: each content id (with each of
- * `sections`) gets every default bucket, in one statement whatever the number of ids.
- */
 interface DefaultsInput {
   userId: string;
   defaultKind: string;
@@ -277,17 +273,11 @@ function defaultsInsertSql({ userId, defaultKind, contentKind, contentIds, secti
      on conflict do nothing`;
 }
 
-const defaultsApply = statement<
-  {
-    userId: string;
-    defaultKind: string;
-    contentKind: string;
-    contentIds: readonly string[];
-    sections: readonly string[];
-    now: number;
-  },
-  never
->({
+/**
+ * Gives new content the owner's default buckets of a kind: each content id (with each of
+ * `sections`) gets every default bucket, in one statement whatever the number of ids.
+ */
+const defaultsApply = statement<DefaultsInput, never>({
   name: 'privacy_defaults_apply',
   area: AREA,
   variants: {

@@ -10,7 +10,7 @@ import type { MediaRef } from '../../members/index.ts';
 import { type Sql, sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
 import type { PendingEvent } from '../../../core/context.ts';
-import { appendEvents, EXAMPLE_EVENT, notifyAppended } from '../../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
 import { enqueueRows } from '../../../jobs/queue.ts';
 import { ATTACHMENTS_JSON, LINK_PREVIEWS_JSON, MENTIONS_JSON } from './json.ts';
 import type { NewPreview } from './linkPreviews.ts';
@@ -476,7 +476,7 @@ const sendMessage = statement<
       a.avatar as author_avatar,
       r.id as reply_id, r.author_member_id as reply_author_id, r.key_id as reply_key_id, r.content_enc as reply_content_enc, r.deleted_at as reply_deleted_at,
       mm.mentions, '[]'::json as attachments, '[]'::json as link_previews,
-      (select n.notified from (select ${notifyAppended}) n) as notified
+      ${notifiedColumn}
     from verdict v
     left join existing e on true
     left join inserted m on true
