@@ -54,3 +54,16 @@ export const handlers = {
 type Orphaned = Exclude<keyof typeof handlers, OperationId>;
 const noOrphans: [Orphaned] extends [never] ? true : Orphaned = true;
 void noOrphans;
+
+/**
+ * The POSTs whose Idempotency-Key is claimed ahead of the handler and stored by their one write
+ * (server/http/pipeline.ts, runKeyedAhead): each writes only through oneStatement() with its answer
+ * or, in its rarer variants, through inTransaction() (it then runs again in a transaction).
+ */
+export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
+  'createEntry',
+  'startFronting',
+  'createMember',
+  'createGroup',
+  'createFolder',
+]);

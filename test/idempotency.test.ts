@@ -11,6 +11,7 @@ import { createApiClient, retryingFetch } from '../client/index.ts';
 import { onBehalfOf } from '../server/access/index.ts';
 import { inTransaction, RequestTransaction } from '../server/core/context.ts';
 import { DatabaseEventSink } from '../server/events/log.ts';
+import { CLAIM_LEASE_MS, fingerprint } from '../server/idempotency/index.ts';
 import { createTestDatabase } from './helpers/db.ts';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
@@ -21,7 +22,6 @@ import { bearer, TestServer, type TestUser, useServer } from './helpers/server.t
 let offset = 0;
 const HOUR = 3_600_000;
 const server = useServer({ clock: () => Date.now() + offset, env: { FETCH_ALLOW_PRIVATE: 'true' } });
-const onPostgres = process.env.DATABASE_URL !== undefined;
 
 interface Answer {
   status: number;
@@ -325,7 +325,8 @@ describe('Idempotency-Key', () => {
   });
 
   it("appends a keyed write's events with its stored response: one statement more than without a key (the claim)", async () => {
-    // A write in a transaction of its own (a group with members); the one-statement writes append their events themselves.
+    // A write in a transaction of its own (a group with members: claimed ahead, it runs again in a
+    // transaction); the one-statement writes append their events themselves.
     const user = await server.user();
     const webhook = await user.api.POST('/api/v1/webhooks', {
       body: { url: 'https://hooks.example.org/a', types: ['group.created'] },
@@ -339,9 +340,9 @@ describe('Idempotency-Key', () => {
     const keyed = await count(randomUUID(), 'Keyed');
     const appends = (sts: Array<{ sql: string }>) => sts.filter((st) => /insert into events/.test(st.sql));
     expect(appends(plain)).toHaveLength(1);
-    // The event is appended by the statement that stores the response, not by one of its own.
+    // The event is appended by the statement that stores the response on the claim, not by one of its own.
     expect(appends(keyed)).toHaveLength(1);
-    expect(appends(keyed)[0]!.sql).toMatch(/insert into idempotency_keys/);
+    expect(appends(keyed)[0]!.sql).toMatch(/update idempotency_keys/);
     expect(
       keyed.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
       JSON.stringify(keyed),
@@ -354,19 +355,95 @@ describe('Idempotency-Key', () => {
     expect(deliveries.data?.items).toHaveLength(3);
   });
 
-  it('a keyed note costs five statements where an unkeyed one costs one: begin, the claim, the write, the store, commit', async () => {
+  it('a keyed note costs two statements where an unkeyed one costs one: the claim, and the write storing its response', async () => {
     const user = await server.user();
     await post(user, '/api/v1/entries', { content: 'Warm-up' }, undefined); // warms the key cache
     const count = async (key: string | undefined) =>
       (await captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/entries', { content: 'n' }, key))).map(
-        (st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ').toLowerCase(),
+        (st) => st.sql,
       );
-    expect(await count(undefined)).toEqual(['with write_context as']);
-    const keyed = await count(randomUUID());
-    expect(keyed, JSON.stringify(keyed)).toHaveLength(5);
-    expect(keyed[0]).toMatch(/^begin/);
-    expect(keyed[2]).toBe('with write_context as');
-    expect(keyed[4]).toMatch(/^commit/);
+    const words = (sqls: string[]) => sqls.map((q) => q.trim().split(/\s+/).slice(0, 3).join(' ').toLowerCase());
+    expect(words(await count(undefined))).toEqual(['with write_context as']);
+    const key = randomUUID();
+    const keyed = await count(key);
+    expect(words(keyed), JSON.stringify(keyed)).toEqual(['with claimed as', 'with write_context as']);
+    expect(keyed[1]).toMatch(/update idempotency_keys[\s\S]*insert into events/);
+    // A replay is the claim alone.
+    expect(words(await count(key))).toEqual(['with claimed as']);
+  });
+
+  it('keys a front start in two statements, and stores the answer of a start that changed nothing', async () => {
+    const user = await server.user();
+    const member = JSON.parse((await post(user, '/api/v1/members', { name: 'Fronting' }, undefined)).text).id;
+    const start = (key: string) =>
+      captureStatements(db(), REQUEST_WORK, () => post(user, '/api/v1/front/members', { memberId: member }, key));
+    const key = randomUUID();
+    let answer: Answer | undefined;
+    const first = await captureStatements(db(), REQUEST_WORK, async () => {
+      answer = await post(user, '/api/v1/front/members', { memberId: member }, key);
+    });
+    expect(answer!.status).toBe(204);
+    expect(first.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual(['with claimed', 'with turn']);
+    const again = await post(user, '/api/v1/front/members', { memberId: member }, key);
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([204, '', 'true']);
+    expect(await countRows('events', user.userId, 'front.changed')).toBe(1);
+    // Already fronting: the statement writes nothing, so the 204 is stored on the claim after it.
+    const noop = await start(randomUUID());
+    expect(noop.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
+      'with claimed',
+      'with turn',
+      'update idempotency_keys',
+    ]);
+    const { data } = await user.api.GET('/api/v1/front');
+    expect(data!.activeSessions).toHaveLength(1);
+  });
+
+  it('runs a keyed variant that needs a transaction again in one, storing on its claim (a member in a folder)', async () => {
+    const user = await server.user();
+    const folder = JSON.parse((await post(user, '/api/v1/folders', { name: 'Folder' }, undefined)).text).id;
+    const key = randomUUID();
+    const body = { name: 'Filed', directoryId: folder };
+    const first = await post(user, '/api/v1/members', body, key);
+    expect(first.status).toBe(201);
+    const again = await post(user, '/api/v1/members', body, key);
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([201, first.text, 'true']);
+    expect(await membersNamed(user, 'Filed')).toBe(1);
+    expect(await countRows('events', user.userId, 'member.created')).toBe(1);
+    const { data } = await user.api.GET('/api/v1/members/{memberId}', {
+      params: { path: { memberId: JSON.parse(first.text).id } },
+    });
+    expect(data!.directoryId).toBe(folder);
+  });
+
+  it('answers 409 while a claim made ahead is held, and runs the request once its lease has lapsed (a server that stopped mid-request)', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const body = { content: 'after a crash' };
+    // A claim without a response, as a server that stopped after claiming leaves it.
+    const print = fingerprint('POST', '/api/v1/entries', Buffer.from(JSON.stringify(body)));
+    await db()('idempotency_keys').insert({
+      id: randomUUID(),
+      user_id: user.userId,
+      operation: 'createEntry',
+      idem_key: key,
+      fingerprint: print,
+      key_id: null,
+      response_enc: null,
+      created_at: Date.now() + offset,
+      expires_at: Date.now() + offset + CLAIM_LEASE_MS,
+    });
+    const held = await post(user, '/api/v1/entries', body, key);
+    expect(held.status).toBe(409);
+    expect(held.headers.get('retry-after')).toBe('1');
+    // A claim's row is never a replay, whatever the request: it is still in flight.
+    expect((await post(user, '/api/v1/entries', { content: 'other' }, key)).status).toBe(409);
+    offset += CLAIM_LEASE_MS + 1;
+    const ran = await post(user, '/api/v1/entries', body, key);
+    expect(ran.status).toBe(201);
+    expect(ran.headers.get('idempotent-replayed')).toBeNull();
+    expect((await post(user, '/api/v1/entries', body, key)).text).toBe(ran.text);
+    const { data } = await user.api.GET('/api/v1/entries');
+    expect(data).toHaveLength(1);
   });
 
   it('writes the events it held back before a savepoint, in the order they were emitted', async () => {
@@ -437,38 +514,50 @@ describe('Idempotency-Key', () => {
     });
     afterAll(() => images.close());
 
-    it(
-      onPostgres
-        ? 'answers a second request with 409 and Retry-After: 1'
-        : 'makes a second request wait for it on the embedded database, then replays it',
-      async () => {
-        const user = await server.user();
-        const key = randomUUID();
-        const body = { content: `![slow](${images.url('/slow/a.png')})` };
-        const first = post(user, '/api/v1/entries', body, key);
-        for (let i = 0; i < 200 && images.hits.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-        expect(images.hits.length).toBeGreaterThan(0);
-        const second = await post(user, '/api/v1/entries', body, key);
-        const done = await first;
-        expect(done.status).toBe(201);
-        if (onPostgres) {
-          expect(second.status).toBe(409);
-          expect(second.headers.get('retry-after')).toBe('1');
-          expect(JSON.parse(second.text)).toEqual({
-            code: 'CONFLICT',
-            message: 'A request with this Idempotency-Key is still being processed; retry after 1 s',
-          });
-        } else {
-          expect(second.status).toBe(201);
-          expect(second.headers.get('idempotent-replayed')).toBe('true');
-        }
-        expect(second.text === done.text).toBe(!onPostgres);
-        const third = await post(user, '/api/v1/entries', body, key);
-        expect(third.text).toBe(done.text);
-        const { data } = await user.api.GET('/api/v1/entries');
-        expect(data).toHaveLength(1);
-      },
-    );
+    it('answers a second request with 409 and Retry-After: 1 (the key is claimed ahead of the write, on either database)', async () => {
+      const user = await server.user();
+      const key = randomUUID();
+      const body = { content: `![slow](${images.url('/slow/a.png')})` };
+      const first = post(user, '/api/v1/entries', body, key);
+      const hits = images.hits.length;
+      for (let i = 0; i < 200 && images.hits.length === hits; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(images.hits.length).toBeGreaterThan(hits);
+      const second = await post(user, '/api/v1/entries', body, key);
+      const done = await first;
+      expect(done.status).toBe(201);
+      expect(second.status).toBe(409);
+      expect(second.headers.get('retry-after')).toBe('1');
+      expect(JSON.parse(second.text)).toEqual({
+        code: 'CONFLICT',
+        message: 'A request with this Idempotency-Key is still being processed; retry after 1 s',
+      });
+      const third = await post(user, '/api/v1/entries', body, key);
+      expect(third.text).toBe(done.text);
+      const { data } = await user.api.GET('/api/v1/entries');
+      expect(data).toHaveLength(1);
+    });
+
+    it('writes nothing when its claim lapsed and another request took the key meanwhile: one note, the other answer', async () => {
+      const user = await server.user();
+      const key = randomUUID();
+      const body = { content: `![slow](${images.url('/slow/b.png')})` };
+      const hits = images.hits.length;
+      const first = post(user, '/api/v1/entries', body, key);
+      for (let i = 0; i < 200 && images.hits.length === hits; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(images.hits.length).toBeGreaterThan(hits);
+      // The first request's lease runs out while it fetches the image: the key is free again.
+      await db()('idempotency_keys').where({ user_id: user.userId, idem_key: key }).update({ expires_at: 0 });
+      const second = post(user, '/api/v1/entries', body, key);
+      const [a, b] = await Promise.all([first, second]);
+      // The first finished while the second still held its claim: its write failed whole.
+      expect(a.status).toBe(409);
+      expect(b.status).toBe(201);
+      const { data } = await user.api.GET('/api/v1/entries');
+      expect(data).toHaveLength(1);
+      expect(data![0]!._id).toBe(JSON.parse(b.text).id);
+      expect(await countRows('events', user.userId, 'entry.created')).toBe(1);
+      expect((await post(user, '/api/v1/entries', body, key)).text).toBe(b.text);
+    });
   });
 
   it('replays after a restart of the server', async () => {

@@ -25,7 +25,7 @@ from
 where
   a.id = $4;
 
--- entries_create (a note)
+-- entries_create_1: a note
 with
   write_context as (
     select
@@ -354,6 +354,380 @@ select
             from
               delivered
           ) then $25::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v;
+
+-- entries_create_2: a note, the request keyed (its response stored on its claim)
+with
+  write_context as (
+    select
+      side_system_id,
+      sub_system_id
+    from
+      active_system_context
+    where
+      user_id = $1
+    for share
+  ),
+  write_side as (
+    select
+      s.id
+    from
+      side_systems s
+    where
+      s.id = (
+        select
+          side_system_id
+        from
+          write_context
+      )
+      and s.user_id = $2
+      and s.deleted_at is null
+    for share
+  ),
+  write_sub as (
+    select
+      s.id
+    from
+      sub_systems s
+    where
+      s.id = (
+        select
+          sub_system_id
+        from
+          write_context
+      )
+      and s.user_id = $3
+      and s.deleted_at is null
+    for share
+  ),
+  write_scope as (
+    select
+      c.side_system_id,
+      c.sub_system_id
+    from
+      write_context c
+    where
+      exists (
+        select
+          1
+        from
+          write_side
+      )
+      and (
+        c.sub_system_id is null
+        or exists (
+          select
+            1
+          from
+            write_sub
+        )
+      )
+  ),
+  plan as (
+    select
+      a.plan,
+      ($4::jsonb ->> a.plan)::int as cap
+    from
+      accounts a
+    where
+      a.id = $5
+  ),
+  linked as (
+    select
+      m.id
+    from
+      members m
+    where
+      m.user_id = $6
+      and m.id = any ($7::uuid[])
+      and m.deleted_at is null
+    order by
+      m.id
+    for share
+  ),
+  under_cap as (
+    update member_note_counts c
+    set
+      live = c.live
+    from
+      plan p
+    where
+      c.member_id in (
+        select
+          id
+        from
+          linked
+      )
+      and c.live < p.cap
+    returning
+      c.member_id
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          write_scope
+      ) as scoped,
+      exists (
+        select
+          1
+        from
+          write_scope
+      )
+      and (
+        select
+          count(*)
+        from
+          linked
+      ) = cardinality($8::uuid[])
+      and (
+        select
+          count(*)
+        from
+          under_cap
+      ) = cardinality($9::uuid[]) as ok
+  ),
+  inserted as (
+    insert into
+      entries (
+        id,
+        user_id,
+        side_system_id,
+        sub_system_id,
+        title,
+        content,
+        member_id,
+        member_ids,
+        created_at,
+        updated_at,
+        deleted_at
+      )
+    select
+      $10,
+      $11,
+      w.side_system_id,
+      w.sub_system_id,
+      $12,
+      $13,
+      $14,
+      $15::jsonb,
+      $16,
+      $17,
+      null
+    from
+      write_scope w,
+      verdict v
+    where
+      v.ok
+    returning
+      id
+  ),
+  link_rows as (
+    insert into
+      entry_members (entry_id, member_id, user_id, position)
+    select
+      $18::uuid,
+      l.member_id,
+      $19::uuid,
+      l.n - 1
+    from
+      verdict v,
+      unnest($20::uuid[]) with ordinality as l (member_id, n)
+    where
+      v.ok
+    order by
+      l.n
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $21,
+      response_enc = $22,
+      expires_at = $23::bigint
+    from
+      locked
+    where
+      k.id = $24
+      and k.response_enc is null
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($25::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $26::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $27::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.ok,
+  v.scoped,
+  (
+    select
+      plan
+    from
+      plan
+  ) as plan,
+  array(
+    select
+      id
+    from
+      linked
+  ) as live,
+  array(
+    select
+      member_id
+    from
+      under_cap
+  ) as under_cap,
+  (
+    select
+      pg_notify (
+        $28::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $29::text
           else ''
         end
       ) as notified

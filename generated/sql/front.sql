@@ -746,7 +746,7 @@ where
   and deleted_at is null
   and member_id = any ($4::uuid[]);
 
--- front_start (a member joins)
+-- front_start_1: a member joins
 with
   turn as (
     insert into
@@ -1072,6 +1072,377 @@ select
             from
               delivered
           ) then $23::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v;
+
+-- front_start_2: a member joins, the request keyed (its response stored on its claim)
+with
+  turn as (
+    insert into
+      front_session_counts as c (user_id, next_position)
+    values
+      ($1, $2)
+    on conflict (user_id) do update
+    set
+      next_position = c.next_position + 1
+    returning
+      c.next_position - 1 as position
+  ),
+  write_context as (
+    select
+      side_system_id,
+      sub_system_id
+    from
+      active_system_context
+    where
+      user_id = $3
+    for share
+  ),
+  write_side as (
+    select
+      s.id
+    from
+      side_systems s
+    where
+      s.id = (
+        select
+          side_system_id
+        from
+          write_context
+      )
+      and s.user_id = $4
+      and s.deleted_at is null
+    for share
+  ),
+  write_sub as (
+    select
+      s.id
+    from
+      sub_systems s
+    where
+      s.id = (
+        select
+          sub_system_id
+        from
+          write_context
+      )
+      and s.user_id = $5
+      and s.deleted_at is null
+    for share
+  ),
+  write_scope as (
+    select
+      c.side_system_id,
+      c.sub_system_id
+    from
+      write_context c
+    where
+      exists (
+        select
+          1
+        from
+          write_side
+      )
+      and (
+        c.sub_system_id is null
+        or exists (
+          select
+            1
+          from
+            write_sub
+        )
+      )
+  ),
+  member as (
+    select
+      m.id,
+      m.deleted_at,
+      m.archived_at
+    from
+      turn,
+      members m
+    where
+      m.id = $6::uuid
+      and m.user_id = $7
+    for share of
+      m
+  ),
+  creator as (
+    select
+      m.id,
+      m.deleted_at,
+      m.archived_at
+    from
+      turn,
+      members m
+    where
+      m.id = $8::uuid
+      and m.user_id = $9
+    for share of
+      m
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          member
+      ) as member,
+      exists (
+        select
+          1
+        from
+          member
+        where
+          deleted_at is null
+      ) as member_live,
+      exists (
+        select
+          1
+        from
+          member
+        where
+          archived_at is not null
+      ) as member_archived,
+      (
+        $10::uuid is null
+        or exists (
+          select
+            1
+          from
+            creator
+          where
+            deleted_at is null
+        )
+      ) as creator_ok,
+      exists (
+        select
+          1
+        from
+          write_scope
+      ) as scoped
+  ),
+  started as (
+    insert into
+      front_sessions (
+        id,
+        user_id,
+        member_id,
+        side_system_id,
+        sub_system_id,
+        started_at,
+        ended_at,
+        note,
+        created_by,
+        position,
+        created_at,
+        updated_at,
+        deleted_at
+      )
+    select
+      $11,
+      $12,
+      $13,
+      w.side_system_id,
+      w.sub_system_id,
+      $14,
+      null,
+      $15,
+      $16::uuid,
+      t.position,
+      $17,
+      $18,
+      null
+    from
+      verdict v,
+      write_scope w,
+      turn t
+    where
+      v.member_live
+      and not v.member_archived
+      and v.creator_ok
+    on conflict (user_id, member_id)
+    where
+      ended_at is null
+      and deleted_at is null do nothing
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          started
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $19,
+      response_enc = $20,
+      expires_at = $21::bigint
+    from
+      locked
+    where
+      k.id = $22
+      and k.response_enc is null
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($23::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $24::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $25::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.*,
+  (
+    select
+      count(*)
+    from
+      started
+  )::int as changed,
+  (
+    select
+      pg_notify (
+        $26::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $27::text
           else ''
         end
       ) as notified

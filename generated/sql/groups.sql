@@ -28,7 +28,7 @@ where
   group_id = $1
   and user_id = $2;
 
--- groups_create_directory: a group; a folder
+-- groups_create_directory_1: a group; a folder
 with
   write_context as (
     select
@@ -285,6 +285,306 @@ select
             from
               delivered
           ) then $22::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
+-- groups_create_directory_2: a group or a folder, the request keyed (its response stored on its claim)
+with
+  write_context as (
+    select
+      side_system_id,
+      sub_system_id
+    from
+      active_system_context
+    where
+      user_id = $1
+    for share
+  ),
+  write_side as (
+    select
+      s.id
+    from
+      side_systems s
+    where
+      s.id = (
+        select
+          side_system_id
+        from
+          write_context
+      )
+      and s.user_id = $2
+      and s.deleted_at is null
+    for share
+  ),
+  write_sub as (
+    select
+      s.id
+    from
+      sub_systems s
+    where
+      s.id = (
+        select
+          sub_system_id
+        from
+          write_context
+      )
+      and s.user_id = $3
+      and s.deleted_at is null
+    for share
+  ),
+  write_scope as (
+    select
+      c.side_system_id,
+      c.sub_system_id
+    from
+      write_context c
+    where
+      exists (
+        select
+          1
+        from
+          write_side
+      )
+      and (
+        c.sub_system_id is null
+        or exists (
+          select
+            1
+          from
+            write_sub
+        )
+      )
+  ),
+  inserted as (
+    insert into
+      directories (
+        id,
+        user_id,
+        kind,
+        side_system_id,
+        sub_system_id,
+        parent_id,
+        name,
+        description,
+        color,
+        created_at,
+        updated_at,
+        deleted_at
+      )
+    select
+      $4,
+      $5,
+      $6,
+      w.side_system_id,
+      w.sub_system_id,
+      null,
+      $7,
+      $8,
+      $9,
+      $10,
+      $11,
+      null
+    from
+      write_scope w
+    returning
+      id
+  ),
+  defaults as (
+    insert into
+      privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
+    select
+      d.user_id,
+      d.bucket_id,
+      $12::text,
+      c.id,
+      s.key,
+      $13::bigint
+    from
+      privacy_bucket_defaults d
+      cross join unnest($14::uuid[]) as c (id)
+      cross join unnest($15::text[]) as s (key)
+    where
+      d.user_id = $16
+      and d.kind = $17::text
+      and exists (
+        select
+          1
+        from
+          inserted
+      )
+    on conflict do nothing
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $18,
+      response_enc = $19,
+      expires_at = $20::bigint
+    from
+      locked
+    where
+      k.id = $21
+      and k.response_enc is null
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($22::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $23::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $24::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  exists (
+    select
+      1
+    from
+      inserted
+  ) as scoped,
+  (
+    select
+      pg_notify (
+        $25::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $26::text
           else ''
         end
       ) as notified

@@ -17,6 +17,218 @@ from
   and r.idem_key = $4
   and r.expires_at > $5::bigint;
 
+-- idempotency_claim_ahead (a key)
+with
+  claimed as (
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    values
+      ($1, $2, $3, $4, $5, null, null, $6::bigint, $7::bigint)
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = null,
+      response_enc = null,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      idempotency_keys.expires_at <= $8::bigint
+    returning
+      id
+  )
+select
+  (
+    select
+      id
+    from
+      claimed
+  ) as claimed,
+  r.id,
+  r.fingerprint,
+  r.key_id,
+  r.response_enc
+from
+  (
+    select
+      1
+  ) as one
+  left join idempotency_keys r on r.user_id = $9
+  and r.operation = $10
+  and r.idem_key = $11
+  and r.expires_at > $12::bigint;
+
+-- idempotency_complete_1: a response
+update idempotency_keys
+set
+  key_id = $1,
+  response_enc = $2,
+  expires_at = $3::bigint
+where
+  id = $4
+  and response_enc is null
+returning
+  id;
+
+-- idempotency_complete_2: a response and its events
+with
+  stored as (
+    update idempotency_keys
+    set
+      key_id = $1,
+      response_enc = $2,
+      expires_at = $3::bigint
+    where
+      id = $4
+      and response_enc is null
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          stored
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($5::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $6::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $7::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  (
+    select
+      id
+    from
+      stored
+  ) as id,
+  (
+    select
+      pg_notify (
+        $8::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $9::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
 -- idempotency_find (a key)
 select
   id,
@@ -53,6 +265,12 @@ select
   count(*)::int as n
 from
   gone;
+
+-- idempotency_release (a claim)
+delete from idempotency_keys
+where
+  id = $1
+  and response_enc is null;
 
 -- idempotency_store (a response)
 insert into

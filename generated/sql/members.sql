@@ -9,7 +9,7 @@ where
   user_id = $1
   and id = any ($2::uuid[]);
 
--- members_create (a member)
+-- members_create_1: a member
 with
   write_context as (
     select
@@ -303,6 +303,343 @@ select
             from
               delivered
           ) then $36::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
+-- members_create_2: a member, the request keyed (its response stored on its claim)
+with
+  write_context as (
+    select
+      side_system_id,
+      sub_system_id
+    from
+      active_system_context
+    where
+      user_id = $1
+    for share
+  ),
+  write_side as (
+    select
+      s.id
+    from
+      side_systems s
+    where
+      s.id = (
+        select
+          side_system_id
+        from
+          write_context
+      )
+      and s.user_id = $2
+      and s.deleted_at is null
+    for share
+  ),
+  write_sub as (
+    select
+      s.id
+    from
+      sub_systems s
+    where
+      s.id = (
+        select
+          sub_system_id
+        from
+          write_context
+      )
+      and s.user_id = $3
+      and s.deleted_at is null
+    for share
+  ),
+  write_scope as (
+    select
+      c.side_system_id,
+      c.sub_system_id
+    from
+      write_context c
+    where
+      exists (
+        select
+          1
+        from
+          write_side
+      )
+      and (
+        c.sub_system_id is null
+        or exists (
+          select
+            1
+          from
+            write_sub
+        )
+      )
+  ),
+  inserted as (
+    insert into
+      members (
+        id,
+        user_id,
+        side_system_id,
+        sub_system_id,
+        directory_id,
+        name,
+        display_name,
+        pronouns,
+        description,
+        about_tags,
+        profile_style,
+        avatar,
+        banner,
+        archived_at,
+        version,
+        created_at,
+        updated_at,
+        deleted_at
+      )
+    select
+      $4,
+      $5,
+      w.side_system_id,
+      w.sub_system_id,
+      $6,
+      $7,
+      $8,
+      $9,
+      $10,
+      $11::jsonb,
+      $12::jsonb,
+      $13::jsonb,
+      $14::jsonb,
+      $15,
+      $16,
+      $17,
+      $18,
+      $19
+    from
+      write_scope w
+    returning
+      id
+  ),
+  member_defaults as (
+    insert into
+      privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
+    select
+      d.user_id,
+      d.bucket_id,
+      $20::text,
+      c.id,
+      s.key,
+      $21::bigint
+    from
+      privacy_bucket_defaults d
+      cross join unnest($22::uuid[]) as c (id)
+      cross join unnest($23::text[]) as s (key)
+    where
+      d.user_id = $24
+      and d.kind = $25::text
+      and exists (
+        select
+          1
+        from
+          inserted
+      )
+    on conflict do nothing
+  ),
+  section_defaults as (
+    insert into
+      privacy_bucket_assignments (user_id, bucket_id, kind, content_id, section_key, created_at)
+    select
+      d.user_id,
+      d.bucket_id,
+      $26::text,
+      c.id,
+      s.key,
+      $27::bigint
+    from
+      privacy_bucket_defaults d
+      cross join unnest($28::uuid[]) as c (id)
+      cross join unnest($29::text[]) as s (key)
+    where
+      d.user_id = $30
+      and d.kind = $31::text
+      and exists (
+        select
+          1
+        from
+          inserted
+      )
+    on conflict do nothing
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $32,
+      response_enc = $33,
+      expires_at = $34::bigint
+    from
+      locked
+    where
+      k.id = $35
+      and k.response_enc is null
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($36::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $37::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $38::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  exists (
+    select
+      1
+    from
+      inserted
+  ) as scoped,
+  (
+    select
+      pg_notify (
+        $39::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $40::text
           else ''
         end
       ) as notified

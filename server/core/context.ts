@@ -198,6 +198,8 @@ export interface ServerContext {
   readonly audit: AuditSink;
   readonly events: EventSink;
   readonly jobs: JobEnqueuer;
+  /** A keyed POST whose key is claimed ahead of its one write (KeyedStatement); absent otherwise. */
+  readonly keyed?: KeyedStatement;
 }
 
 /** A context working on one account's data: `access` says whose, and at what level. */
@@ -275,6 +277,11 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
   ctx: C,
   work: (tx: C & { db: Knex.Transaction }) => Promise<T>,
 ): Promise<T> {
+  const keyed = (ctx as { keyed?: KeyedStatement }).keyed;
+  if (keyed && !ctx.db.isTransaction) {
+    if (keyed.state === 'done') throw new Error('a request keyed ahead of its write wrote twice');
+    throw new NeedsTransaction();
+  }
   const request = requestTransactions.get(ctx.db);
   if (request && !request.used) {
     request.used = true;
@@ -294,15 +301,70 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
  * its own events: on `ctx.db` as it is, since one statement commits or rolls back whole (on the
  * pool it needs no transaction). A keyed request's transaction (RequestTransaction) takes it as its
  * work, so a failure taints it, after writing any events held back, to keep the log in order.
+ *
+ * `answer` is the body the operation answers with when the statement writes (undefined: no body),
+ * for a request whose key was claimed ahead (ctx.keyed): the statement then stores that response
+ * on the claim itself, beside its events (appendEvents), so the key costs no transaction. Such a
+ * statement's result is its final row with `notified` (notifiedColumn), which says whether it
+ * wrote. Without `answer`, such a request runs again in a transaction (NeedsTransaction).
  */
-export async function oneStatement<C extends Pick<ServerContext, 'db'>, T>(
+export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>, T>(
   ctx: C,
   work: (db: Knex) => Promise<T>,
+  answer?: { body?: unknown },
 ): Promise<T> {
   const request = requestTransactions.get(ctx.db);
-  if (!request) return work(ctx.db);
-  await request.stopDeferring();
-  return inTransaction(ctx, (tx) => work(tx.db));
+  if (request) {
+    await request.stopDeferring();
+    return inTransaction(ctx, (tx) => work(tx.db));
+  }
+  const { keyed } = ctx;
+  if (!keyed) return work(ctx.db);
+  if (keyed.state === 'done') throw new Error('a request keyed ahead of its write wrote twice');
+  if (!answer || !keyed.arm(answer.body)) throw new NeedsTransaction();
+  let written = false;
+  try {
+    const result = await work(ctx.db);
+    if (keyed.state === 'embedded') {
+      if (typeof result !== 'object' || result === null || !('notified' in result))
+        throw new Error("a keyed one-statement write must return its final row with notifiedColumn's `notified`");
+      written = result.notified !== null;
+    }
+    return result;
+  } finally {
+    keyed.settle(written);
+  }
+}
+
+/**
+ * A keyed POST whose key was claimed in a statement of its own before the handler ran
+ * (server/http/pipeline.ts): its one write stores the response on the claim (oneStatement,
+ * appendEvents). `state`: `open` before that write, `armed` with the response sealed, `embedded`
+ * once a statement carries it, `done` after the write ran.
+ */
+export interface KeyedStatement {
+  readonly state: 'open' | 'armed' | 'embedded' | 'done';
+  /** Seals the operation's success with `body`; false when the operation cannot say its answer ahead. */
+  arm(body: unknown): boolean;
+  /** The response to store, once, for the statement being built (armed → embedded). */
+  take(): KeyCompletion | undefined;
+  /** The write ran; `written`: its statement wrote, and so stored the response. */
+  settle(written: boolean): void;
+}
+
+/** The stored response of a claimed key, as a statement writes it onto the claim's row. */
+export interface KeyCompletion {
+  claimId: string;
+  keyId: string;
+  response: Buffer;
+  expiresAt: number;
+}
+
+/** A request keyed ahead reached a write that is not one statement with its answer: the pipeline runs it again in a transaction. */
+export class NeedsTransaction extends Error {
+  constructor() {
+    super('this keyed request needs a transaction');
+  }
 }
 
 /** The account whose data the context works on. */

@@ -23,6 +23,8 @@ import {
   type EventEntry,
   type EventOptions,
   type EventSink,
+  type KeyCompletion,
+  type KeyedStatement,
   type PendingEvent,
   requestTransactionOf,
   type ServiceContext,
@@ -53,13 +55,15 @@ export type EventInsert = PendingEvent;
  * statement, false when the write was refused, which then appends nothing and takes no lock).
  */
 export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
-  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),
+  const key = keyedRows.get(rows)?.take();
+  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),${key ? storedOnClaim(key) : sql.empty}
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
       from locked, jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         as r (account_id uuid, type text, area text, occurred_at bigint, actor jsonb, data jsonb, about_account_id uuid)
+      ${key ? sql`where idempotency_held((select count(*) from locked), (select count(*) from keyed))` : sql.empty}
       returning id, account_id, type, area, occurred_at
     ),
     delivered as (
@@ -75,12 +79,35 @@ export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
     )`;
 }
 
+/** The events of a request keyed ahead (ServerContext.keyed), by the rows rows() built for it. */
+const keyedRows = new WeakMap<readonly EventInsert[], KeyedStatement>();
+
+/**
+ * A keyed request's response stored on its claim when the write happened (`locked` has its row),
+ * as the CTE `keyed`; the append fails the whole statement (idempotency_held, migration 0032) when
+ * the write happened but the claim was no longer this request's to store on.
+ */
+const storedOnClaim = (key: KeyCompletion): Sql => sql`
+    keyed as (
+      update idempotency_keys k set key_id = ${key.keyId}, response_enc = ${key.response}, expires_at = ${key.expiresAt}::bigint
+      from locked where k.id = ${key.claimId} and k.response_enc is null
+      returning k.id
+    ),`;
+
 /** After appendEvents' CTEs: the commit-time notification, as a select list (no row when nothing was appended). */
 const notifyAppended = sql`pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
     from (select 1 from appended limit 1) a`;
 
 /** notifyAppended as one column of a statement's final select: `notified` (null when nothing was appended). */
 export const notifiedColumn = sql`(select ${notifyAppended}) as notified`;
+
+/** Example events of a keyed request, for the variant of a statement that stores its response (generated/sql/). */
+export function keyedExample(rows: readonly EventInsert[]): EventInsert[] {
+  const copy = [...rows];
+  const completion: KeyCompletion = { claimId: EXAMPLE_UUID, keyId: 'k', response: Buffer.alloc(0), expiresAt: 0 };
+  keyedRows.set(copy, { state: 'armed', arm: () => false, take: () => completion, settle: () => undefined });
+  return copy;
+}
 
 /** An event row for the statements' example variants (generated/sql/). */
 export const EXAMPLE_EVENT: EventInsert = {
@@ -212,7 +239,7 @@ export class DatabaseEventSink implements EventSink {
 
   rows(ctx: ServiceContext, entries: Array<EventEntry & EventOptions>): EventInsert[] {
     const actor = actorOf(ctx);
-    return entries.map((entry) => {
+    const rows = entries.map((entry): EventInsert => {
       if (!TYPE.test(entry.type)) throw new Error(`event type ${JSON.stringify(entry.type)} is not a dotted name`);
       return {
         account_id: ctx.access.ownerId,
@@ -224,6 +251,8 @@ export class DatabaseEventSink implements EventSink {
         about_account_id: entry.about ?? null,
       };
     });
+    if (ctx.keyed) keyedRows.set(rows, ctx.keyed);
+    return rows;
   }
 }
 

@@ -26,12 +26,19 @@ import type {
   ServerContext,
   ServiceContext,
 } from '../core/context.ts';
-import { RequestTransaction } from '../core/context.ts';
+import { type KeyedStatement, NeedsTransaction, RequestTransaction } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
-import { type Claim, fingerprint, IDEMPOTENCY_KEY, type StoredResponse } from '../idempotency/index.ts';
+import {
+  type Claim,
+  fingerprint,
+  IDEMPOTENCY_KEY,
+  type KeyScope,
+  responseOf,
+  type StoredResponse,
+} from '../idempotency/index.ts';
 import {
   ADMIN_DISABLED_MESSAGE,
   ADMIN_UNAUTHORIZED_MESSAGE,
@@ -284,6 +291,8 @@ class Context implements RequestContext {
     private readonly db: Knex,
     private readonly locals: RequestLocals,
     readonly req: Request,
+    /** A keyed request whose key was claimed ahead of its one write (runKeyedAhead). */
+    private readonly keyed?: KeyedStatement,
   ) {
     this.auth = locals.auth ?? null;
     this.rateLimit = locals.rateLimit ?? null;
@@ -320,6 +329,7 @@ class Context implements RequestContext {
       audit: deps.audit,
       events: deps.events,
       jobs: deps.jobs,
+      keyed: this.keyed,
     };
     return access ? Object.assign(context, access) : context;
   }
@@ -357,15 +367,28 @@ class Context implements RequestContext {
   }
 }
 
-export function dispatch(handlers: HandlerMap, deps: AppDeps): RequestHandler {
+/**
+ * `keyedAhead`: the operations whose key is claimed ahead of the handler (runKeyedAhead): their
+ * handlers write only through oneStatement() with their answer, or through inTransaction() (the
+ * request then runs again in a transaction), never on the pool directly.
+ */
+export function dispatch(
+  handlers: HandlerMap,
+  deps: AppDeps,
+  keyedAhead: ReadonlySet<OperationId> = new Set(),
+): RequestHandler {
   return async (req, res) => {
     const l = locals(res);
     const { operation, params } = l.operation!;
     const handler = handlers[operation.operationId] as (input: unknown, ctx: RequestContext) => Promise<HandlerOutcome>;
-    const run = (db: Knex) =>
-      handler({ path: params, query: req.query ?? {}, body: req.body }, new Context(deps, db, l, req));
+    const run = (db: Knex, keyed?: KeyedStatement) =>
+      handler({ path: params, query: req.query ?? {}, body: req.body }, new Context(deps, db, l, req, keyed));
     const key = req.method === 'POST' && l.auth ? req.headers['idempotency-key'] : undefined;
-    if (typeof key === 'string') return runIdempotent(deps, req, res, { userId: l.auth!.accountId, key }, run);
+    if (typeof key === 'string') {
+      const who = { userId: l.auth!.accountId, key };
+      if (keyedAhead.has(operation.operationId)) return runKeyedAhead(deps, req, res, who, run);
+      return runIdempotent(deps, req, res, who, run);
+    }
     await respond(deps, res, await run(deps.db.knex));
   };
 }
@@ -407,6 +430,127 @@ async function respond(deps: AppDeps, res: Response, result: HandlerOutcome): Pr
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
+/** The key's scope and the request's fingerprint, or a 400 for a key the contract refuses. */
+function keyOf(req: Request, res: Response, who: { userId: string; key: string }): { scope: KeyScope; print: Buffer } {
+  if (!IDEMPOTENCY_KEY.test(who.key))
+    throw new ApiError(400, 'BAD_REQUEST', 'Idempotency-Key must be 1 to 255 printable ASCII characters');
+  const { operation } = locals(res).operation!;
+  return {
+    scope: { userId: who.userId, operation: operation.operationId, key: who.key },
+    print: fingerprint(req.method, req.originalUrl, requestBytes(req, operation)),
+  };
+}
+
+/**
+ * A POST with an Idempotency-Key to an operation whose write is one statement (dispatch's
+ * `keyedAhead`): the key is claimed first, in a statement of its own (a row without a response,
+ * under a lease), and the write's statement stores the sealed success on that row with its events
+ * (oneStatement, appendEvents): two statements in all. The response given must be the one stored.
+ * A refusal or an answer given without that write (nothing written, or a write that said nothing)
+ * is stored on the claim afterwards; a 5xx or 429 gives the claim up. A write that needs a
+ * transaction (NeedsTransaction, before anything was written) runs again as runIdempotent runs it,
+ * storing on the claim it holds. A claim lost meanwhile (its lease ran out and another request took
+ * the key) leaves nothing written: the other request's answer is replayed.
+ */
+async function runKeyedAhead(
+  deps: AppDeps,
+  req: Request,
+  res: Response,
+  who: { userId: string; key: string },
+  run: (db: Knex, keyed?: KeyedStatement) => Promise<HandlerOutcome>,
+): Promise<void> {
+  const { scope, print } = keyOf(req, res, who);
+  const now = deps.clock();
+  const db = deps.db.knex;
+  const answer = await deps.idempotency.claimAhead(db, scope, print, now);
+  if (answer.kind !== 'run') return await replay(res, answer);
+  const claimId = answer.claimId!;
+  const success = locals(res).operation!.operation.declaredStatuses.filter((s) => s >= 200 && s < 300);
+  const keyed = deps.idempotency.keyed(scope, claimId, success.length === 1 ? success[0] : undefined, now);
+  const stored = async (response: StoredResponse) =>
+    (await deps.idempotency.complete(db, scope, claimId, response, now)) ||
+    (await replay(res, await deps.idempotency.stored(db, scope, print, now)), false);
+  let result: HandlerOutcome;
+  try {
+    result = await run(db, keyed);
+  } catch (err) {
+    if (err instanceof NeedsTransaction && keyed.state !== 'done')
+      return await runClaimedInTransaction(deps, res, scope, print, claimId, now, run);
+    if (isClaimLost(err)) return await replay(res, await deps.idempotency.stored(db, scope, print, now));
+    // The write and its stored response committed: that is the answer, whatever failed after it.
+    if (keyed.written) return await replay(res, { kind: 'replay', response: keyed.response! }, false);
+    const refused = clientError(err);
+    if (!refused) {
+      await deps.idempotency.release(db, claimId).catch(() => undefined);
+      throw err;
+    }
+    if (await stored(refusal(refused))) throw err;
+    return;
+  }
+  const response = outcome(result);
+  if (keyed.written) {
+    if (!sameResponse(response, keyed.response!))
+      throw new Error(`${scope.operation} answered otherwise than the response its statement stored`);
+    return await respond(deps, res, result);
+  }
+  if (await stored(response)) await respond(deps, res, result);
+}
+
+/** The statement failed because the request's claim was gone when it wrote (idempotency_held, migration 0032). */
+const isClaimLost = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'IK001';
+
+function sameResponse(a: StoredResponse, b: StoredResponse): boolean {
+  return a.status === b.status && a.body.equals(b.body) && JSON.stringify(a.headers) === JSON.stringify(b.headers);
+}
+
+/**
+ * A request keyed ahead whose write needs a transaction: runIdempotent's way (the handler's first
+ * transaction is the request's, its events held back), with the response stored on the claim it
+ * holds in that transaction.
+ */
+async function runClaimedInTransaction(
+  deps: AppDeps,
+  res: Response,
+  scope: KeyScope,
+  print: Buffer,
+  claimId: string,
+  now: number,
+  run: (db: Knex) => Promise<HandlerOutcome>,
+  direct = true,
+): Promise<void> {
+  const db = deps.db.knex;
+  const trx = await db.transaction();
+  try {
+    const request = direct ? new RequestTransaction(trx, { deferEvents: true }) : undefined;
+    let result: HandlerOutcome;
+    try {
+      result = await run(trx);
+    } catch (err) {
+      await trx.rollback();
+      const refused = clientError(err);
+      if (!refused) {
+        await deps.idempotency.release(db, claimId).catch(() => undefined);
+        throw err;
+      }
+      if (await deps.idempotency.complete(db, scope, claimId, refusal(refused), now)) throw err;
+      return await replay(res, await deps.idempotency.stored(db, scope, print, now));
+    }
+    if (request?.tainted) {
+      await trx.rollback();
+      return await runClaimedInTransaction(deps, res, scope, print, claimId, now, run, false);
+    }
+    // The events the handler emitted directly in the transaction go with the response: one statement.
+    if (await deps.idempotency.complete(trx, scope, claimId, outcome(result), now, request?.take())) {
+      await trx.commit();
+      return await respond(deps, res, result);
+    }
+    await trx.rollback();
+    return await replay(res, await deps.idempotency.stored(db, scope, print, now));
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
+  }
+}
+
 /**
  * A POST with an Idempotency-Key (server/idempotency/): claimed, run and its response stored in one
  * transaction, or the stored response replayed. The operation's JSON bodies are the only kind a POST
@@ -426,11 +570,7 @@ async function runIdempotent(
   run: (db: Knex) => Promise<HandlerOutcome>,
   direct = true,
 ): Promise<void> {
-  if (!IDEMPOTENCY_KEY.test(who.key))
-    throw new ApiError(400, 'BAD_REQUEST', 'Idempotency-Key must be 1 to 255 printable ASCII characters');
-  const { operation } = locals(res).operation!;
-  const scope = { userId: who.userId, operation: operation.operationId, key: who.key };
-  const print = fingerprint(req.method, req.originalUrl, requestBytes(req, operation));
+  const { scope, print } = keyOf(req, res, who);
   const now = deps.clock();
   const trx = await deps.db.knex.transaction();
   try {
@@ -469,10 +609,7 @@ async function runIdempotent(
 
 /** A handler's outcome as stored: the bytes respond() sends for it (a POST answers with JSON or nothing). */
 function outcome(result: HandlerOutcome): StoredResponse {
-  const headers: Record<string, string> = { ...result.headers };
-  if (result.body === undefined) return { status: result.status, headers, body: Buffer.alloc(0) };
-  headers['Content-Type'] = JSON_CONTENT_TYPE;
-  return { status: result.status, headers, body: Buffer.from(JSON.stringify(result.body)) };
+  return responseOf(result.status, result.body, result.headers as Record<string, string> | undefined);
 }
 
 /** A refusal as stored: what the error handler sends for it. */
@@ -491,7 +628,7 @@ function clientError(err: unknown): ApiError | undefined {
 }
 
 /** Answers with the stored response (byte for byte), a 409 while the key is in flight, or a 422. */
-async function replay(res: Response, answer: Claim): Promise<void> {
+async function replay(res: Response, answer: Claim, replayed = true): Promise<void> {
   if (answer.kind === 'in_flight' || answer.kind === 'run')
     throw new ApiError(
       409,
@@ -506,7 +643,8 @@ async function replay(res: Response, answer: Claim): Promise<void> {
       'This Idempotency-Key was already used for a different request to this operation',
     );
   const { status, headers, body } = answer.response;
-  res.status(status).set(headers).set('Idempotent-Replayed', 'true');
+  res.status(status).set(headers);
+  if (replayed) res.set('Idempotent-Replayed', 'true');
   if (body.length === 0) return void res.end();
   res.setHeader('Content-Length', body.length);
   res.end(body);

@@ -21,6 +21,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { MessageCipher } from '../crypto/messageCipher.ts';
 import type { MessageKey } from '../config.ts';
+import type { KeyCompletion, KeyedStatement } from '../core/context.ts';
 import type { EventInsert } from '../events/log.ts';
 import { idempotencyRepo, type KeyScope, type StoredRow } from './repo.ts';
 
@@ -34,10 +35,17 @@ export interface StoredResponse {
 }
 
 export type Claim =
-  | { kind: 'run' }
+  | { kind: 'run'; claimId?: string }
   | { kind: 'in_flight' }
   | { kind: 'mismatch' }
   | { kind: 'replay'; response: StoredResponse };
+
+/**
+ * How long a key claimed ahead (claimAhead) stays claimed without a response: longer than any
+ * request takes. A server that stops mid-request leaves its claim to lapse after this; the write
+ * and its response commit together, so a lapsed claim means the write never happened.
+ */
+export const CLAIM_LEASE_MS = 5 * 60_000;
 
 /** What a key may be: 1–255 printable ASCII characters (the contract's parameter says the same). */
 export const IDEMPOTENCY_KEY = /^[ -~]{1,255}$/;
@@ -70,6 +78,63 @@ export class IdempotencyKeys {
   }
 
   /**
+   * Claims the key ahead of the request, in a statement of its own (server/http/pipeline.ts,
+   * operations whose write is one statement): `run` with the claim's id, or why not. A claim
+   * without a response yet is a request in flight.
+   */
+  async claimAhead(db: Knex, scope: KeyScope, print: Buffer, now: number): Promise<Claim> {
+    const id = randomUUID();
+    const row = await idempotencyRepo.claimAhead(db, scope, {
+      id,
+      fingerprint: print,
+      now,
+      leaseUntil: now + CLAIM_LEASE_MS,
+    });
+    if (row.claimed) return { kind: 'run', claimId: row.claimed };
+    // The holder committed after this statement's snapshot was taken: read it now.
+    return row.id ? this.match(scope, row as StoredRow, print) : this.stored(db, scope, print, now);
+  }
+
+  /** The claim's side of a keyed request whose write is one statement (ServerContext.keyed). */
+  keyed(scope: KeyScope, claimId: string, successStatus: number | undefined, now: number): KeyedRequest {
+    return new KeyedRequest((body) => {
+      if (successStatus === undefined) return undefined;
+      const response = responseOf(successStatus, body);
+      return {
+        response,
+        completion: { claimId, ...this.seal(scope.userId, claimId, response), expiresAt: now + this.ttlMs },
+      };
+    });
+  }
+
+  /**
+   * Stores the response on the request's claim, with the events it held back (in its transaction);
+   * false when the claim is gone (another request took the key).
+   */
+  async complete(
+    db: Knex,
+    scope: KeyScope,
+    claimId: string,
+    response: StoredResponse,
+    now: number,
+    events: readonly unknown[] = [],
+  ): Promise<boolean> {
+    const sealed = this.seal(scope.userId, claimId, response);
+    return idempotencyRepo.complete(db, { claimId, ...sealed, expiresAt: now + this.ttlMs }, events as EventInsert[]);
+  }
+
+  /** Gives the claim up: nothing was written and nothing is stored (a 5xx), so a retry runs at once. */
+  release(db: Knex, claimId: string): Promise<void> {
+    return idempotencyRepo.release(db, claimId);
+  }
+
+  private seal(userId: string, id: string, response: StoredResponse): { keyId: string; response: Buffer } {
+    const value: Sealed = { s: response.status, h: response.headers, b: response.body.toString('base64') };
+    const sealed = new MessageCipher(this.keys()).seal(userId, id, JSON.stringify(value));
+    return { keyId: sealed.keyId, response: sealed.data };
+  }
+
+  /**
    * Stores the response (in the write's transaction, with the events the request held back, or on
    * its own for a refusal). False when a response committed under the key in the meantime (the
    * claim's snapshot predated it): the caller rolls back and answers with stored().
@@ -83,8 +148,7 @@ export class IdempotencyKeys {
     events: readonly unknown[] = [],
   ): Promise<boolean> {
     const id = randomUUID();
-    const value: Sealed = { s: response.status, h: response.headers, b: response.body.toString('base64') };
-    const sealed = new MessageCipher(this.keys()).seal(scope.userId, id, JSON.stringify(value));
+    const sealed = this.seal(scope.userId, id, response);
     return idempotencyRepo.store(
       db,
       {
@@ -92,7 +156,7 @@ export class IdempotencyKeys {
         id,
         fingerprint: print,
         keyId: sealed.keyId,
-        response: sealed.data,
+        response: sealed.response,
         now,
         expiresAt: now + this.ttlMs,
       },
@@ -107,6 +171,8 @@ export class IdempotencyKeys {
   }
 
   private match(scope: KeyScope, row: StoredRow, print: Buffer): Claim {
+    // Claimed ahead and still running (or stopped, until its lease lapses).
+    if (row.key_id === null || row.response_enc === null) return { kind: 'in_flight' };
     if (!Buffer.from(row.fingerprint).equals(print)) return { kind: 'mismatch' };
     const text = new MessageCipher(this.keys()).open(scope.userId, row.id, {
       keyId: row.key_id,
@@ -119,3 +185,49 @@ export class IdempotencyKeys {
 
 /** Deletes the keys past their time; how many went (the `idempotency_prune` job). */
 export const pruneIdempotencyKeys = (db: Knex, now: number): Promise<number> => idempotencyRepo.prune(db, now);
+
+/** The bytes a success answers with: JSON, or nothing (what the pipeline's respond() sends). */
+export function responseOf(status: number, body: unknown, headers: Record<string, string> = {}): StoredResponse {
+  if (body === undefined) return { status, headers: { ...headers }, body: Buffer.alloc(0) };
+  return {
+    status,
+    headers: { ...headers, 'Content-Type': 'application/json; charset=utf-8' },
+    body: Buffer.from(JSON.stringify(body)),
+  };
+}
+
+/**
+ * A keyed request whose key was claimed ahead (ServerContext.keyed): its one-statement write
+ * stores the sealed success on the claim (oneStatement, appendEvents). `written` once that write
+ * wrote; `response` is then what was stored, which the handler's answer must equal.
+ */
+export class KeyedRequest implements KeyedStatement {
+  state: KeyedStatement['state'] = 'open';
+  written = false;
+  response: StoredResponse | undefined;
+  private completion: KeyCompletion | undefined;
+  constructor(
+    private readonly sealFor: (body: unknown) => { response: StoredResponse; completion: KeyCompletion } | undefined,
+  ) {}
+
+  arm(body: unknown): boolean {
+    if (this.state !== 'open') return false;
+    const sealed = this.sealFor(body);
+    if (!sealed) return false;
+    this.response = sealed.response;
+    this.completion = sealed.completion;
+    this.state = 'armed';
+    return true;
+  }
+
+  take(): KeyCompletion | undefined {
+    if (this.state !== 'armed') return undefined;
+    this.state = 'embedded';
+    return this.completion;
+  }
+
+  settle(written: boolean): void {
+    this.written = written;
+    this.state = 'done';
+  }
+}

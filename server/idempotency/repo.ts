@@ -16,8 +16,9 @@ export interface KeyScope {
 export interface StoredRow {
   id: string;
   fingerprint: Uint8Array;
-  key_id: string;
-  response_enc: Uint8Array;
+  /** Null while the key is claimed ahead and its response not yet stored (claimAhead). */
+  key_id: string | null;
+  response_enc: Uint8Array | null;
 }
 
 // The key comes last, so the name is unambiguous whatever characters it holds.
@@ -108,6 +109,84 @@ const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: st
     select (select id from stored) as id, ${notifiedColumn}`,
 });
 
+/**
+ * Claims a key ahead of its request: a row without a response, live until `leaseUntil`, unless a
+ * live row holds the key (then `claimed` is null, and the row is returned as this statement's
+ * snapshot sees it: none when it committed after the statement began).
+ */
+const claimAhead = statement<
+  KeyScope & { id: string; fingerprint: Buffer; now: number; leaseUntil: number },
+  Partial<StoredRow> & { claimed: string | null }
+>({
+  name: 'idempotency_claim_ahead',
+  area: AREA,
+  variants: {
+    'a key': {
+      userId: EXAMPLE_UUID,
+      operation: 'op',
+      key: 'k',
+      id: EXAMPLE_UUID,
+      fingerprint: Buffer.alloc(0),
+      now: 0,
+      leaseUntil: 0,
+    },
+  },
+  build: (s) => sql`with claimed as (
+      insert into idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+      values (${s.id}, ${s.userId}, ${s.operation}, ${s.key}, ${s.fingerprint}, null, null, ${s.now}::bigint, ${s.leaseUntil}::bigint)
+      on conflict (user_id, operation, idem_key) do update set
+        id = excluded.id, fingerprint = excluded.fingerprint, key_id = null, response_enc = null,
+        created_at = excluded.created_at, expires_at = excluded.expires_at
+        where idempotency_keys.expires_at <= ${s.now}::bigint
+      returning id
+    )
+    select (select id from claimed) as claimed, r.id, r.fingerprint, r.key_id, r.response_enc
+    from (select 1) as one
+    left join idempotency_keys r
+      on r.user_id = ${s.userId} and r.operation = ${s.operation} and r.idem_key = ${s.key} and r.expires_at > ${s.now}::bigint`,
+});
+
+interface Completion {
+  claimId: string;
+  keyId: string;
+  response: Buffer;
+  expiresAt: number;
+}
+
+const completeClaim = (c: Completion): Sql => sql`update idempotency_keys
+    set key_id = ${c.keyId}, response_enc = ${c.response}, expires_at = ${c.expiresAt}::bigint
+    where id = ${c.claimId} and response_enc is null
+    returning id`;
+
+const EXAMPLE_COMPLETION: Completion = { claimId: EXAMPLE_UUID, keyId: 'k', response: Buffer.alloc(0), expiresAt: 0 };
+
+/**
+ * Stores the response on a claim still waiting for it, with the events the request held back
+ * (when it ran in a transaction); `id` null when the claim is gone (then nothing is appended).
+ */
+const complete = statement<Completion & { events: EventInsert[] }, { id: string | null }>({
+  name: 'idempotency_complete',
+  area: AREA,
+  variants: {
+    'a response': { ...EXAMPLE_COMPLETION, events: [] },
+    'a response and its events': { ...EXAMPLE_COMPLETION, events: [EXAMPLE_EVENT] },
+  },
+  build: (c) =>
+    c.events.length === 0
+      ? completeClaim(c)
+      : sql`with stored as (${completeClaim(c)}),
+    ${appendEvents(c.events, sql`exists (select 1 from stored)`)}
+    select (select id from stored) as id, ${notifiedColumn}`,
+});
+
+/** Gives a claim up (a 5xx: the client may retry at once). */
+const release = statement<{ claimId: string }, never>({
+  name: 'idempotency_release',
+  area: AREA,
+  variants: { 'a claim': { claimId: EXAMPLE_UUID } },
+  build: ({ claimId }) => sql`delete from idempotency_keys where id = ${claimId} and response_enc is null`,
+});
+
 /** Deletes expired keys (a batch at a time); how many went. */
 const prune = statement<{ now: number; size: number }, { n: number }>({
   name: 'idempotency_prune',
@@ -123,6 +202,15 @@ const prune = statement<{ now: number; size: number }, { n: number }>({
 
 export const idempotencyRepo = {
   claim: async (db: Knex, scope: KeyScope, now: number) => (await claim(db, { ...scope, now }))[0]!,
+  claimAhead: async (
+    db: Knex,
+    scope: KeyScope,
+    row: { id: string; fingerprint: Buffer; now: number; leaseUntil: number },
+  ) => (await claimAhead(db, { ...scope, ...row }))[0]!,
+  /** False when the claim is gone (its lease ran out and another request took the key). */
+  complete: async (db: Knex, c: Completion, events: readonly EventInsert[]) =>
+    (await complete(db, { ...c, events: [...events] }))[0]?.id != null,
+  release: async (db: Knex, claimId: string): Promise<void> => void (await release(db, { claimId })),
   find: async (db: Knex, scope: KeyScope, now: number): Promise<StoredRow | undefined> =>
     (await find(db, { ...scope, now }))[0],
   /** False when a live response is stored under the key already. */

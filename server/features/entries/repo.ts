@@ -4,7 +4,7 @@ import { activeScopeRowsSql, inActiveScopeSql, writeScopeSql } from '../../acces
 import type { PendingEvent } from '../../core/context.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 import type { MemberRow } from '../members/index.ts';
 
 export interface EntryRow {
@@ -284,6 +284,12 @@ const createEntry = statement<
       links: [EXAMPLE_UUID],
       caps: { free: 1 },
       events: [EXAMPLE_EVENT],
+    },
+    'a note, the request keyed (its response stored on its claim)': {
+      row: { ...EXAMPLE_ENTRY },
+      links: [EXAMPLE_UUID],
+      caps: { free: 1 },
+      events: keyedExample([EXAMPLE_EVENT]),
     },
   },
   build: ({ row, links, caps, events }) => sql`with ${writeScopeSql(row.user_id)},

@@ -138,22 +138,25 @@ export async function createEntry(
   const id = input.id ?? randomUUID();
   const events = ctx.events.rows(ctx, [{ type: 'entry.created', area: 'entries', data: { id } }]);
   // One statement: the scope, the links' locks and caps, the note, its links and its event (entriesRepo.create).
-  const verdict = await oneStatement(ctx, (db) =>
-    entriesRepo.create(db, {
-      row: {
-        id,
-        user_id: userId,
-        title: input.title ?? null,
-        content,
-        member_id: input.memberId ?? null,
-        member_ids: input.memberIds ?? null,
-        created_at: now,
-        updated_at: now,
-      },
-      links,
-      caps: ctx.config.noteCaps,
-      events,
-    }),
+  const verdict = await oneStatement(
+    ctx,
+    (db) =>
+      entriesRepo.create(db, {
+        row: {
+          id,
+          user_id: userId,
+          title: input.title ?? null,
+          content,
+          member_id: input.memberId ?? null,
+          member_ids: input.memberIds ?? null,
+          created_at: now,
+          updated_at: now,
+        },
+        links,
+        caps: ctx.config.noteCaps,
+        events,
+      }),
+    { body: { id } },
   );
   if (verdict.ok) return { id };
   if (!verdict.scoped) throw new Error(`account ${userId} has no live active side or sub system`);

@@ -4,7 +4,7 @@ import type { PendingEvent } from '../../core/context.ts';
 import { keysetAfterSql, keysetOrderSql, type Keyset } from '../../core/keyset.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 import type { MemberRow } from '../../core/members.ts';
 
 const AREA = 'front';
@@ -340,6 +340,15 @@ const start = statement<StartInput, FrontWriteVerdict & { notified: unknown }>({
       createdBy: EXAMPLE_UUID,
       now: 0,
       events: [EXAMPLE_EVENT],
+    },
+    'a member joins, the request keyed (its response stored on its claim)': {
+      id: EXAMPLE_UUID,
+      userId: EXAMPLE_UUID,
+      memberId: EXAMPLE_UUID,
+      note: null,
+      createdBy: EXAMPLE_UUID,
+      now: 0,
+      events: keyedExample([EXAMPLE_EVENT]),
     },
   },
   build: ({ id, userId, memberId, note, createdBy, now, events }) => sql`with ${frontTurnSql(userId, true)},

@@ -127,16 +127,19 @@ export async function startFronting(
   input: Schemas['StartFrontingRequest'] & PresetId,
 ): Promise<void> {
   const events = ctx.events.rows(ctx, [{ type: 'front.changed', area: 'front', data: FRONT_AT_COMMIT }]);
-  const verdict = await oneStatement(ctx, (db) =>
-    frontRepo.start(db, {
-      id: input.id ?? randomUUID(),
-      userId: ownerOf(ctx),
-      memberId: input.memberId,
-      note: noteOrNull(input.note),
-      createdBy: input.createdBy ?? null,
-      now: ctx.now,
-      events,
-    }),
+  const verdict = await oneStatement(
+    ctx,
+    (db) =>
+      frontRepo.start(db, {
+        id: input.id ?? randomUUID(),
+        userId: ownerOf(ctx),
+        memberId: input.memberId,
+        note: noteOrNull(input.note),
+        createdBy: input.createdBy ?? null,
+        now: ctx.now,
+        events,
+      }),
+    { body: undefined },
   );
   if (!verdict.member_live) throw badRequest('memberId is not one of your members');
   if (verdict.member_archived) throw badRequest('memberId is an archived member; unarchive it first');

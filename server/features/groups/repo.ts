@@ -4,7 +4,7 @@ import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 import { defaultsSql } from '../privacyBuckets/index.ts';
 
 const AREA = 'groups';
@@ -111,6 +111,10 @@ const createDirectory = statement<
   variants: {
     'a group': { row: { ...EXAMPLE_DIRECTORY, kind: 'group' }, events: [EXAMPLE_EVENT] },
     'a folder': { row: { ...EXAMPLE_DIRECTORY, kind: 'folder' }, events: [EXAMPLE_EVENT] },
+    'a group or a folder, the request keyed (its response stored on its claim)': {
+      row: { ...EXAMPLE_DIRECTORY, kind: 'group' },
+      events: keyedExample([EXAMPLE_EVENT]),
+    },
   },
   build: ({ row, events }) => sql`with ${writeScopeSql(row.user_id)},
     inserted as (
@@ -257,9 +261,13 @@ const setLayoutDeleted = statement<{ userId: string; id: string; deletedAt: numb
 });
 
 export const directoriesRepo = {
-  /** createDirectory's statement: whether the row was written (false: the active scope is gone). */
-  async create(db: Knex, row: NewDirectory, events: readonly PendingEvent[]): Promise<boolean> {
-    return (await createDirectory(db, { row, events }))[0]!.scoped;
+  /** createDirectory's statement: whether the row was written (`scoped` false: the active scope is gone). */
+  async create(
+    db: Knex,
+    row: NewDirectory,
+    events: readonly PendingEvent[],
+  ): Promise<{ scoped: boolean; notified: unknown }> {
+    return (await createDirectory(db, { row, events }))[0]!;
   },
 
   async findLive(db: Knex, userId: string, id: string, kind?: DirectoryKind): Promise<DirectoryRow | undefined> {

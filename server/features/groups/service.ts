@@ -94,8 +94,10 @@ async function createDirectory(
   // In the active scope, top level, nothing to do after: one statement (directoriesRepo.create).
   if (!input.sideSystemId && !input.subSystemId && !input.parentId && !after) {
     const events = ctx.events.rows(ctx, [{ type: `${kind}.created`, area: 'groups', data: { id: fields.id } }]);
-    if (!(await oneStatement(ctx, (db) => directoriesRepo.create(db, fields, events))))
-      throw new Error(`account ${userId} has no live active side or sub system`);
+    const written = await oneStatement(ctx, (db) => directoriesRepo.create(db, fields, events), {
+      body: { id: fields.id },
+    });
+    if (!written.scoped) throw new Error(`account ${userId} has no live active side or sub system`);
     return { id: fields.id };
   }
   return inTransaction(ctx, async (tx) => {

@@ -7,7 +7,7 @@ import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import { activeScopeRowsSql, type ReadScope, writeScopeSql } from '../../access/systemScope.ts';
 import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 import { defaultsSql } from '../privacyBuckets/index.ts';
 
 export type MemberChanges = Partial<Omit<MemberRow, 'id' | 'user_id' | 'created_at'>>;
@@ -130,7 +130,13 @@ const createMember = statement<
 >({
   name: 'members_create',
   area: AREA,
-  variants: { 'a member': { row: EXAMPLE_MEMBER, events: [EXAMPLE_EVENT] } },
+  variants: {
+    'a member': { row: EXAMPLE_MEMBER, events: [EXAMPLE_EVENT] },
+    'a member, the request keyed (its response stored on its claim)': {
+      row: EXAMPLE_MEMBER,
+      events: keyedExample([EXAMPLE_EVENT]),
+    },
+  },
   build: ({ row, events }) => sql`with ${writeScopeSql(row.user_id)},
     inserted as (
       insert into members (id, user_id, side_system_id, sub_system_id, directory_id, name, display_name, pronouns, description, about_tags, profile_style, avatar, banner, archived_at, version, created_at, updated_at, deleted_at)
@@ -264,9 +270,13 @@ const byIds = statement<{ userId: string; ids: string[] }, MemberRow>({
 });
 
 export const membersRepo = {
-  /** createMember's statement: whether the member was written (false: the active scope is gone). */
-  async create(db: Knex, row: NewMember, events: readonly PendingEvent[]): Promise<boolean> {
-    return (await createMember(db, { row, events }))[0]!.scoped;
+  /** createMember's statement: whether the member was written (`scoped` false: the active scope is gone). */
+  async create(
+    db: Knex,
+    row: NewMember,
+    events: readonly PendingEvent[],
+  ): Promise<{ scoped: boolean; notified: unknown }> {
+    return (await createMember(db, { row, events }))[0]!;
   },
 
   /** The member's avatar and banner as a friend may see them (friendMedia); undefined when it may not. */

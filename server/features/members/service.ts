@@ -73,8 +73,10 @@ export async function createMember(
   // In the active scope and no folder: one statement (membersRepo.create), defaults and event included.
   if (!input.sideSystemId && !input.subSystemId && !input.directoryId) {
     const events = ctx.events.rows(ctx, [{ type: 'member.created', area: 'members', data: { memberId: fields.id } }]);
-    const written = await oneStatement(ctx, (db) => membersRepo.create(db, fields, events));
-    if (!written) throw new Error(`account ${userId} has no live active side or sub system`);
+    const { scoped } = await oneStatement(ctx, (db) => membersRepo.create(db, fields, events), {
+      body: { id: fields.id },
+    });
+    if (!scoped) throw new Error(`account ${userId} has no live active side or sub system`);
     return { id: fields.id };
   }
   return inTransaction(ctx, async (tx) => {
