@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TestServer, useServer, jsonHeaders } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -329,6 +330,86 @@ describe('PATCH /appearance', () => {
         'https://fonts.example.org/%C3%A4%20b.woff2',
       ]);
     });
+  });
+});
+
+describe('PATCH /appearance cost', () => {
+  it('saves in one statement, first save or not, a custom font and scheme checked in it, with appearance.changed', async () => {
+    const { api, userId } = await server.user({ account: { plan: 'pro' } });
+    const font = await api.POST('/api/v1/appearance/custom-fonts', {
+      body: { name: 'Atkinson', sourceUrl: 'https://fonts.example.org/a.woff2' },
+    }); // also warms the key cache
+    const scheme = await api.POST('/api/v1/appearance/custom-color-schemes', {
+      body: { name: 'Dusk', colors: { primary: '#112233' } },
+    });
+    const knex = server.deps.db.knex;
+    const bodies = [
+      { themeMode: 'dark' as const },
+      { customFontId: font.data!.id, customColorSchemeId: scheme.data!.id, fontSize: 'large' as const },
+    ];
+    for (const body of bodies) {
+      const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+        const res = await api.PATCH('/api/v1/appearance', { body });
+        expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+      });
+      // One statement, outside any transaction (docs/data-access.md, "Writes in one statement").
+      expect(
+        statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ')),
+        JSON.stringify(statements.map((st) => st.sql)),
+      ).toEqual(['with font as']);
+      expect(statements[0]!.sql).toMatch(/insert into appearance_settings[\s\S]*insert into events/);
+    }
+    expect((await api.GET('/api/v1/appearance')).data).toMatchObject({
+      themeMode: 'dark',
+      fontSize: 'large',
+      customFontId: font.data!.id,
+      customColorSchemeId: scheme.data!.id,
+    });
+    const { rows } = await knex.raw<{ rows: Array<{ data: unknown }> }>(
+      `select data from events where account_id = ? and type = 'appearance.changed' order by id`,
+      [userId],
+    );
+    expect(rows.map((r) => r.data).slice(-2)).toEqual([
+      { id: userId, fields: ['themeMode'] },
+      { id: userId, fields: ['customFontId', 'customColorSchemeId', 'fontSize'] },
+    ]);
+  });
+
+  it('a custom font deleted while a PATCH selects it is either cleared after the PATCH or a 404, never an error', async () => {
+    const { api } = await server.user({ account: { plan: 'pro' } });
+    await api.PATCH('/api/v1/appearance', { body: { themeMode: 'dark' } });
+    for (let i = 0; i < 6; i++) {
+      const font = await api.POST('/api/v1/appearance/custom-fonts', {
+        body: { name: `F${i}`, sourceUrl: `https://fonts.example.org/${i}.woff2` },
+      });
+      const fontId = font.data!.id;
+      const [set, del] = await Promise.all([
+        api.PATCH('/api/v1/appearance', { body: { customFontId: fontId } }),
+        api.DELETE('/api/v1/appearance/custom-fonts/{fontId}', { params: { path: { fontId } } }),
+      ]);
+      expect(del.response.status).toBe(204);
+      if (set.response.status === 200) expect(set.data?.customFontId).toBe(fontId);
+      else expect(set.error).toEqual({ code: 'NOT_FOUND', message: 'Custom font not found' });
+      expect((await api.GET('/api/v1/appearance')).data?.customFontId).toBeNull();
+    }
+  });
+
+  it('a refused PATCH writes nothing: no document, no event', async () => {
+    const { api, userId } = await server.user({ account: { plan: 'free' } });
+    const refused = await api.PATCH('/api/v1/appearance', {
+      body: { themeMode: 'dark', customColorSchemeId: '00000000-0000-4000-8000-00000000abcd' },
+    });
+    expect(refused.error).toEqual({ code: 'NOT_FOUND', message: 'Custom colour scheme not found' });
+    const forbidden = await api.PATCH('/api/v1/appearance', {
+      body: { themeMode: 'dark', customFontId: '00000000-0000-4000-8000-00000000f0f0' },
+    });
+    expect(forbidden.error).toEqual({ code: 'FORBIDDEN', message: 'Custom fonts need the Pro plan or higher' });
+    expect((await api.GET('/api/v1/appearance')).response.status).toBe(404);
+    const { rows } = await server.deps.db.knex.raw<{ rows: unknown[] }>(
+      `select 1 from events where account_id = ? and type = 'appearance.changed'`,
+      [userId],
+    );
+    expect(rows).toEqual([]);
   });
 });
 

@@ -12,7 +12,7 @@ import {
   startFronting,
   UNKNOWN_ID,
 } from './helpers/fixtures.ts';
-import { captureStatements, explain, planNodes } from './helpers/plans.ts';
+import { captureStatements, explain, planNodes, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
 
@@ -98,6 +98,51 @@ describe('side systems', () => {
     expect(cleared.response.status).toBe(200);
     expect(cleared.data).not.toHaveProperty('tagColor');
     expect(cleared.data).toMatchObject({ name: 'Office' });
+  });
+
+  it('creates one in one statement: the row and side_system.created', async () => {
+    const { api, userId } = await server.user();
+    await activeSide(api); // warms the key cache
+    const knex = server.deps.db.knex;
+    let id = '';
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      const res = await api.POST('/api/v1/systems/side-systems', { body: { name: 'One', tagColor: '#26a69a' } });
+      expect(res.response.status).toBe(201);
+      id = res.data!._id;
+    });
+    // One statement, outside any transaction (docs/data-access.md, "Writes in one statement").
+    expect(
+      statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with inserted as']);
+    expect(statements[0]!.sql).toMatch(/insert into side_systems[\s\S]*insert into events/);
+    const { rows } = await knex.raw<{ rows: Array<{ type: string; data: unknown }> }>(
+      `select type, data from events where account_id = ? and type like 'side_system.%' order by id`,
+      [userId],
+    );
+    expect(rows).toEqual([{ type: 'side_system.created', data: { id } }]);
+    expect((await api.GET('/api/v1/systems')).data!.sideSystems.find((s) => s._id === id)).toMatchObject({
+      name: 'One',
+      tagColor: '#26A69A',
+    });
+  });
+
+  it('a keyed create runs its statement in the request transaction, once: the replay writes nothing more', async () => {
+    const { api, userId } = await server.user();
+    const send = () =>
+      api.POST('/api/v1/systems/side-systems', {
+        params: { header: { 'Idempotency-Key': 'side-once' } },
+        body: { name: 'Keyed' },
+      });
+    const first = await send();
+    expect(first.response.status).toBe(201);
+    expect((await send()).data).toEqual(first.data);
+    expect((await api.GET('/api/v1/systems')).data!.sideSystems.filter((s) => s.name === 'Keyed')).toHaveLength(1);
+    const { rows } = await server.deps.db.knex.raw<{ rows: Array<{ data: unknown }> }>(
+      `select data from events where account_id = ? and type = 'side_system.created'`,
+      [userId],
+    );
+    expect(rows).toEqual([{ data: { id: first.data!._id } }]);
   });
 
   it.each(FIELD_RULES)('refuses %j with 400', async (body, message) => {

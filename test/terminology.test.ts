@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { components } from '../client/index.ts';
 import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -259,6 +260,69 @@ describe('PATCH /terminology', () => {
     for (const noun of nouns)
       expect(data?.terms[noun].plural).toBe(`Many ${noun.replace(/^./, (c) => c.toUpperCase())}`);
     expect(new Set(results.map((r) => r.data!._id))).toEqual(new Set([data!._id]));
+  });
+
+  it('costs one statement, first save or not: the document, merged under its row lock, and terminology.changed', async () => {
+    const { api, userId } = await server.user();
+    await api.GET('/api/v1/terminology'); // warms the key cache
+    const knex = server.deps.db.knex;
+    const bodies = [
+      { member: { singular: 'Headmate' }, actions: { trash: 'Bin' } },
+      { member: { plural: 'Folks' }, icons: { trash: 'fa-ghost' } },
+    ];
+    for (const body of bodies) {
+      const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+        expect((await api.PATCH('/api/v1/terminology', { body })).response.status).toBe(200);
+      });
+      // One statement, outside any transaction (docs/data-access.md, "Writes in one statement").
+      expect(
+        statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ')),
+        JSON.stringify(statements.map((st) => st.sql)),
+      ).toEqual(['with patch as']);
+      expect(statements[0]!.sql).toMatch(/insert into terminology_settings[\s\S]*insert into events/);
+    }
+    expect(pick((await api.GET('/api/v1/terminology')).data!)).toEqual(
+      labels({ member: { singular: 'Headmate', plural: 'Folks' } }, { trash: 'Bin' }, { trash: 'fa-ghost' }),
+    );
+    const { rows } = await knex.raw<{ rows: Array<{ data: unknown }> }>(
+      `select data from events where account_id = ? and type = 'terminology.changed' order by id`,
+      [userId],
+    );
+    expect(rows.map((r) => r.data)).toEqual([{ id: userId }, { id: userId }]);
+  });
+
+  it('keeps only the known, non-empty labels of a stored document when merging, as a read does', async () => {
+    const { api, userId } = await server.user();
+    await api.PATCH('/api/v1/terminology', { body: { member: { singular: 'Headmate' } } });
+    // A document written before some keys existed or were checked: stale keys, empty and odd labels.
+    await server.deps.db.knex.raw(
+      `update terminology_settings set terms = terms || ?::jsonb, actions = ?::jsonb, icons = ?::jsonb where user_id = ?`,
+      [
+        JSON.stringify({ gone: { singular: 'Old' }, group: { singular: '', plural: 7 }, note: 'Journal' }),
+        JSON.stringify({ trash: 'Bin', stale: 'Old' }),
+        JSON.stringify({}),
+        userId,
+      ],
+    );
+    const read = (await api.GET('/api/v1/terminology')).data!;
+    const { data } = await api.PATCH('/api/v1/terminology', { body: { front: { plural: 'Fronters' } } });
+    expect(pick(data!)).toEqual({
+      ...pick(read),
+      terms: { ...read.terms, front: { singular: 'Front', plural: 'Fronters' } },
+    });
+    expect(pick(data!)).toEqual(
+      labels(
+        { member: { singular: 'Headmate', plural: 'Members' }, front: { singular: 'Front', plural: 'Fronters' } },
+        {
+          trash: 'Bin',
+        },
+      ),
+    );
+    const { rows } = await server.deps.db.knex.raw<{ rows: Array<{ terms: object; actions: object; icons: object }> }>(
+      'select terms, actions, icons from terminology_settings where user_id = ?',
+      [userId],
+    );
+    expect(rows[0]).toEqual(pick(data!));
   });
 
   it('creates nothing when the first save is refused', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createFolder, createGroup, createMember, createSide, createSub, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
-import { captureStatements, explain, planNodes } from './helpers/plans.ts';
+import { captureStatements, explain, planNodes, REQUEST_WORK } from './helpers/plans.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
 
 const DAY = 86_400_000;
@@ -129,6 +129,66 @@ describe('GET /trash', () => {
     expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: null } })).data?.retentionDays).toBe(30);
     expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 0 } })).response.status).toBe(400);
     expect((await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: 3651 } })).response.status).toBe(400);
+  });
+});
+
+describe('PATCH /trash/settings', () => {
+  type Change = { from: number | null; to: number | null };
+  const changes = async (userId: string): Promise<Change[]> =>
+    (
+      await server.deps.db
+        .knex('audit_events')
+        .where({ user_id: userId, action: 'trash.settings.update' })
+        .orderBy('created_at')
+        .select<Array<{ detail: { retentionDays: Change } }>>('detail')
+    ).map((r) => r.detail.retentionDays);
+
+  it('costs one statement: the account row locked and updated, and the audit row with the value it replaced', async () => {
+    const { api, userId, keyId } = await server.user();
+    await api.GET('/api/v1/trash/settings'); // warms the key cache
+    const knex = server.deps.db.knex;
+    for (const [days, answer] of [
+      [7, 7],
+      [null, 30],
+    ] as const) {
+      now += 1000; // the audit rows' order
+      const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+        const res = await api.PATCH('/api/v1/trash/settings', { body: { retentionDays: days } });
+        expect(res.data).toEqual({ retentionDays: answer, defaultRetentionDays: 30 });
+      });
+      // One statement, outside any transaction (docs/data-access.md, "Writes in one statement").
+      expect(
+        statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ')),
+        JSON.stringify(statements.map((st) => st.sql)),
+      ).toEqual(['with account as']);
+      expect(statements[0]!.sql).toMatch(/update accounts[\s\S]*insert into audit_events/);
+    }
+    expect(await changes(userId)).toEqual([
+      { from: null, to: 7 },
+      { from: 7, to: null },
+    ]);
+    expect(await knex('audit_events').where({ user_id: userId, action: 'trash.settings.update' }).select()).toEqual([
+      expect.objectContaining({ actor_kind: 'key', actor_key_id: keyId, target_type: 'account', target_id: userId }),
+      expect.objectContaining({ actor_kind: 'key', actor_key_id: keyId, target_type: 'account', target_id: userId }),
+    ]);
+  });
+
+  it('saves sent at once each audit the value the one before them left: the changes form one chain', async () => {
+    const { api, userId } = await server.user();
+    const days = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+    const results = await Promise.all(
+      days.map((d) => api.PATCH('/api/v1/trash/settings', { body: { retentionDays: d } })),
+    );
+    expect(results.map((r) => r.response.status)).toEqual(days.map(() => 200));
+    // Whatever order they ran in, each one's `from` is the `to` of the one before: from null to the value stored.
+    const byFrom = new Map((await changes(userId)).map((c) => [c.from, c.to]));
+    expect(byFrom.size).toBe(days.length);
+    let value: number | null = null;
+    for (let i = 0; i < days.length; i++) {
+      expect(byFrom.has(value), `no save replaced ${value}`).toBe(true);
+      value = byFrom.get(value)!;
+    }
+    expect((await api.GET('/api/v1/trash/settings')).data?.retentionDays).toBe(value);
   });
 });
 

@@ -18,17 +18,6 @@ where
 returning
   id;
 
--- appearance_font_exists (a font)
-select
-  id
-from
-  custom_fonts
-where
-  id = $1
-  and user_id = $2
-limit
-  1;
-
 -- appearance_font_insert (a font)
 insert into
   custom_fonts (id, user_id, name, source_url, created_at, updated_at)
@@ -51,6 +40,313 @@ order by
   created_at,
   id;
 
+-- appearance_patch (any set of changed columns)
+with
+  font as (
+    select
+      id
+    from
+      custom_fonts
+    where
+      id = $1::uuid
+      and user_id = $2
+    for key share
+  ),
+  scheme as (
+    select
+      id
+    from
+      custom_color_schemes
+    where
+      id = $3::uuid
+      and user_id = $4
+    for key share
+  ),
+  checks as (
+    select
+      coalesce(
+        (
+          select
+            a.plan = any ($5::text[])
+          from
+            accounts a
+          where
+            a.id = $6
+        ),
+        false
+      ) as fonts_allowed,
+      exists (
+        select
+          1
+        from
+          font
+      ) as font_found,
+      exists (
+        select
+          1
+        from
+          scheme
+      ) as scheme_found
+  ),
+  verdict as (
+    select
+      c.*,
+      (
+        $7::uuid is null
+        or (
+          c.fonts_allowed
+          and c.font_found
+        )
+      )
+      and (
+        $8::uuid is null
+        or c.scheme_found
+      ) as ok
+    from
+      checks c
+  ),
+  saved as (
+    insert into
+      appearance_settings as s (
+        id,
+        user_id,
+        theme_mode,
+        dark_variant,
+        color_scheme,
+        custom_color_scheme_id,
+        font_family,
+        custom_font_id,
+        font_size,
+        font_scale,
+        font_size_px,
+        amoled_base,
+        reduce_motion,
+        member_banner_gradients_enabled,
+        created_at,
+        updated_at
+      )
+    select
+      $9,
+      $10,
+      $11,
+      $12,
+      $13,
+      $14,
+      $15,
+      $16,
+      $17,
+      $18,
+      $19,
+      $20,
+      $21,
+      $22,
+      $23,
+      $24
+    from
+      verdict v
+    where
+      v.ok
+    on conflict (user_id) do update
+    set
+      theme_mode = case
+        when $25::boolean then excluded.theme_mode
+        else s.theme_mode
+      end,
+      dark_variant = case
+        when $26::boolean then excluded.dark_variant
+        else s.dark_variant
+      end,
+      color_scheme = case
+        when $27::boolean then excluded.color_scheme
+        else s.color_scheme
+      end,
+      custom_color_scheme_id = case
+        when $28::boolean then excluded.custom_color_scheme_id
+        else s.custom_color_scheme_id
+      end,
+      font_family = case
+        when $29::boolean then excluded.font_family
+        else s.font_family
+      end,
+      custom_font_id = case
+        when $30::boolean then excluded.custom_font_id
+        else s.custom_font_id
+      end,
+      font_size = case
+        when $31::boolean then excluded.font_size
+        else s.font_size
+      end,
+      font_scale = case
+        when $32::boolean then excluded.font_scale
+        else s.font_scale
+      end,
+      font_size_px = case
+        when $33::boolean then excluded.font_size_px
+        else s.font_size_px
+      end,
+      amoled_base = case
+        when $34::boolean then excluded.amoled_base
+        else s.amoled_base
+      end,
+      reduce_motion = case
+        when $35::boolean then excluded.reduce_motion
+        else s.reduce_motion
+      end,
+      member_banner_gradients_enabled = case
+        when $36::boolean then excluded.member_banner_gradients_enabled
+        else s.member_banner_gradients_enabled
+      end,
+      updated_at = excluded.updated_at
+    returning
+      *
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($37::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $38::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $39::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.ok,
+  v.fonts_allowed,
+  v.font_found,
+  v.scheme_found,
+  s.*,
+  (
+    select
+      pg_notify (
+        $40::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $41::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join saved s on true;
+
 -- appearance_scheme_delete (a scheme)
 delete from custom_color_schemes
 where
@@ -58,17 +354,6 @@ where
   and user_id = $2
 returning
   id;
-
--- appearance_scheme_exists (a scheme)
-select
-  id
-from
-  custom_color_schemes
-where
-  id = $1
-  and user_id = $2
-limit
-  1;
 
 -- appearance_scheme_insert (a scheme)
 insert into

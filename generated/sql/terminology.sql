@@ -21,14 +21,7 @@ limit
   1
 for update;
 
--- terminology_insert_1: unless it exists
-insert into
-  terminology_settings (id, user_id, terms, actions, icons, created_at, updated_at)
-values
-  ($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, $6, $7)
-on conflict (user_id) do nothing;
-
--- terminology_insert_2: or overwrite its labels
+-- terminology_insert (the document)
 insert into
   terminology_settings (id, user_id, terms, actions, icons, created_at, updated_at)
 values
@@ -99,14 +92,221 @@ where
     or sub_system_id = $3::uuid
   );
 
--- terminology_update (an account)
-update terminology_settings
-set
-  terms = $1::jsonb,
-  actions = $2::jsonb,
-  icons = $3::jsonb,
-  updated_at = $4
-where
-  user_id = $5
-returning
-  *;
+-- terminology_save (a patch)
+with
+  patch as (
+    select
+      $1::jsonb as defaults,
+      $2::jsonb as changes
+  ),
+  saved as (
+    insert into
+      terminology_settings as s (id, user_id, terms, actions, icons, created_at, updated_at)
+    values
+      ($3, $4, $5::jsonb, $6::jsonb, $7::jsonb, $8, $9)
+    on conflict (user_id) do update
+    set
+      terms = (
+        select
+          jsonb_object_agg(
+            d.key,
+            (
+              select
+                jsonb_object_agg(
+                  f.key,
+                  coalesce(
+                    p.changes -> 'terms' -> d.key -> f.key,
+                    case
+                      when jsonb_typeof(s.terms -> d.key -> f.key) = 'string'
+                      and s.terms -> d.key -> f.key #>> '{}' <> '' then s.terms -> d.key -> f.key
+                    end,
+                    f.value
+                  )
+                )
+              from
+                jsonb_each(d.value) f
+            )
+          )
+        from
+          patch p,
+          jsonb_each(p.defaults -> 'terms') d
+      ),
+      actions = (
+        select
+          jsonb_object_agg(
+            d.key,
+            coalesce(
+              p.changes -> 'actions' -> d.key,
+              case
+                when jsonb_typeof(s.actions -> d.key) = 'string'
+                and s.actions -> d.key #>> '{}' <> '' then s.actions -> d.key
+              end,
+              d.value
+            )
+          )
+        from
+          patch p,
+          jsonb_each(p.defaults -> 'actions') d
+      ),
+      icons = (
+        select
+          jsonb_object_agg(
+            d.key,
+            coalesce(
+              p.changes -> 'icons' -> d.key,
+              case
+                when jsonb_typeof(s.icons -> d.key) = 'string'
+                and s.icons -> d.key #>> '{}' <> '' then s.icons -> d.key
+              end,
+              d.value
+            )
+          )
+        from
+          patch p,
+          jsonb_each(p.defaults -> 'icons') d
+      ),
+      updated_at = excluded.updated_at
+    returning
+      *
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          saved
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($10::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $11::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $12::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  s.*,
+  (
+    select
+      pg_notify (
+        $13::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $14::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  saved s;

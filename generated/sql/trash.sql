@@ -637,7 +637,7 @@ where
   and id = any ($2::uuid[])
 for update;
 
--- trash_retention_days_1: read
+-- trash_retention_days (read)
 select
   trash_retention_days
 from
@@ -647,23 +647,71 @@ where
 limit
   1;
 
--- trash_retention_days_2: locked for the update
-select
-  trash_retention_days
-from
-  accounts
-where
-  id = $1
-limit
-  1
-for update;
-
 -- trash_set_retention_days (the account)
-update accounts
-set
-  trash_retention_days = $1::int
-where
-  id = $2;
+with
+  account as (
+    select
+      id,
+      trash_retention_days as before
+    from
+      accounts
+    where
+      id = $1
+    for update
+  ),
+  updated as (
+    update accounts a
+    set
+      trash_retention_days = $2::int
+    from
+      account l
+    where
+      a.id = l.id
+    returning
+      a.trash_retention_days
+  ),
+  audited as (
+    insert into
+      audit_events (
+        id,
+        user_id,
+        actor_kind,
+        actor_key_id,
+        actor_job,
+        action,
+        target_type,
+        target_id,
+        detail,
+        created_at
+      )
+    select
+      $3::uuid,
+      $4::uuid,
+      $5::text,
+      $6::uuid,
+      $7::text,
+      $8::text,
+      $9::text,
+      $10::text,
+      jsonb_build_object('retentionDays', jsonb_build_object('from', l.before, 'to', u.trash_retention_days)),
+      $11::bigint
+    from
+      account l,
+      updated u
+  )
+select
+  exists (
+    select
+      1
+    from
+      updated
+  ) as found,
+  (
+    select
+      trash_retention_days
+    from
+      updated
+  ) as days;
 
 -- trash_unlink_purged_members (purged members)
 update entries e

@@ -11,7 +11,7 @@ import type { components } from '../../generated/api.d.ts';
 import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { type Keyset, keysetAfterSql, keysetOrderSql, pageOf } from '../core/keyset.ts';
-import { sql } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 /** Serialised detail larger than this is a programming error, not something to store. */
@@ -58,30 +58,64 @@ const insertEvent = statement<{ row: AuditInsert }, never>({
       ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint)`,
 });
 
+/** An audit row as record() writes it, but its detail: for a statement that inserts it itself (auditInsertSql). */
+export type PendingAudit = Omit<AuditInsert, 'detail'>;
+
+/** The row of `entry` but its detail: the context's account, its actor and time (what record() writes). */
+export function auditRow(ctx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): PendingAudit {
+  if (!ACTION.test(entry.action))
+    throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
+  const actor = ctx.actor;
+  return {
+    id: randomUUID(),
+    user_id: ctx.access.ownerId,
+    actor_kind: actor.kind,
+    actor_key_id: actor.kind === 'key' ? actor.keyId : null,
+    actor_job: actor.kind === 'system' ? actor.job : null,
+    action: entry.action,
+    target_type: entry.targetType,
+    target_id: entry.targetId,
+    created_at: ctx.now,
+  };
+}
+
+/** An audit row for the statements' example variants (generated/sql/). */
+export const EXAMPLE_AUDIT: PendingAudit = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  actor_kind: 'key',
+  actor_key_id: EXAMPLE_UUID,
+  actor_job: null,
+  action: 'a.b',
+  target_type: 't',
+  target_id: null,
+  created_at: 0,
+};
+
+/**
+ * The insert of `row` (auditRow) as the body of a CTE, for a write made in one statement
+ * (docs/data-access.md, "Writes in one statement"): `detail` is a jsonb expression of that
+ * statement (a value it read under its lock, such as the one it replaces), and the row is inserted
+ * once per row of `from` (none: the write did not happen, nothing is audited). Such a detail is
+ * small by construction, so record()'s size check is not made.
+ */
+export function auditInsertSql(row: PendingAudit, detail: Sql, from: Sql): Sql {
+  return sql`insert into audit_events
+      (id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)
+    select ${row.id}::uuid, ${row.user_id}::uuid, ${row.actor_kind}::text, ${row.actor_key_id}::uuid, ${row.actor_job}::text,
+      ${row.action}::text, ${row.target_type}::text, ${row.target_id}::text, ${detail}, ${row.created_at}::bigint
+    from ${from}`;
+}
+
 export class DatabaseAuditSink implements AuditSink {
   async record(ctx: ServiceContext, entry: AuditEntry): Promise<void> {
     if (!ctx.db.isTransaction)
       throw new Error(`audit ${entry.action}: record it inside the transaction of the audited write`);
-    if (!ACTION.test(entry.action))
-      throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
+    const row = auditRow(ctx, entry);
     const detail = JSON.stringify(entry.detail ?? {});
     if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
       throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
-    const actor = ctx.actor;
-    await insertEvent(ctx.db, {
-      row: {
-        id: randomUUID(),
-        user_id: ctx.access.ownerId,
-        actor_kind: actor.kind,
-        actor_key_id: actor.kind === 'key' ? actor.keyId : null,
-        actor_job: actor.kind === 'system' ? actor.job : null,
-        action: entry.action,
-        target_type: entry.targetType,
-        target_id: entry.targetId,
-        detail,
-        created_at: ctx.now,
-      },
-    });
+    await insertEvent(ctx.db, { row: { ...row, detail } });
   }
 }
 

@@ -1,7 +1,7 @@
 /** Appearance rules: defaults, the colourScheme alias, plan entitlement and ownership of custom ids. */
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { accountPlan, PLANS } from '../accounts/index.ts';
 import { appearanceRepo, type AppearanceRow, type AppearanceValues } from './repo.ts';
@@ -79,39 +79,38 @@ function changesFrom(patch: AppearancePatch): Partial<AppearanceValues> {
   return Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined)) as Partial<AppearanceValues>;
 }
 
+/** The plans with custom fonts. */
+const FONT_PLANS = (Object.keys(PLANS) as Array<keyof typeof PLANS>).filter((plan) => PLANS[plan].customFonts);
+const CUSTOM_FONTS_NEED_PRO = 'Custom fonts need the Pro plan or higher';
+
 export async function updateAppearance(ctx: ServiceContext, patch: AppearancePatch): Promise<AppearanceDocument> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes = changesFrom(patch);
-  return inTransaction(ctx, async (tx) => {
-    const trx = tx.db;
-    if (typeof changes.custom_font_id === 'string') {
-      await assertCustomFontsAllowed(tx);
-      if (!(await appearanceRepo.fontExists(trx, userId, changes.custom_font_id)))
-        throw notFound('Custom font not found');
-    }
-    if (typeof changes.custom_color_scheme_id === 'string') {
-      if (!(await appearanceRepo.schemeExists(trx, userId, changes.custom_color_scheme_id))) {
-        throw notFound('Custom colour scheme not found');
-      }
-    }
-    const insert: AppearanceRow = {
-      id: randomUUID(),
-      user_id: userId,
-      ...APPEARANCE_DEFAULTS,
-      ...changes,
-      created_at: now,
-      updated_at: now,
-    };
-    const changed = Object.keys(changes) as Array<keyof AppearanceValues>;
-    const doc = toDocument(await appearanceRepo.upsert(trx, insert, changed));
-    await tx.events.emit(tx, {
-      type: 'appearance.changed',
-      area: 'appearance',
-      data: { id: userId, fields: Object.keys(patch) },
-    });
-    return doc;
-  });
+  const insert: AppearanceRow = {
+    id: randomUUID(),
+    user_id: userId,
+    ...APPEARANCE_DEFAULTS,
+    ...changes,
+    created_at: now,
+    updated_at: now,
+  };
+  const changed = Object.keys(changes) as Array<keyof AppearanceValues>;
+  const events = ctx.events.rows(ctx, [
+    { type: 'appearance.changed', area: 'appearance', data: { id: userId, fields: Object.keys(patch) } },
+  ]);
+  // One statement: the custom font and scheme checked, the upsert and the event (appearanceRepo.patch).
+  const { verdict, saved } = await oneStatement(ctx, (db) =>
+    appearanceRepo.patch(db, insert, changed, FONT_PLANS, events),
+  );
+  if (saved) return toDocument(saved);
+  if (typeof changes.custom_font_id === 'string') {
+    if (!verdict.fonts_allowed) throw forbidden(CUSTOM_FONTS_NEED_PRO);
+    if (!verdict.font_found) throw notFound('Custom font not found');
+  }
+  if (typeof changes.custom_color_scheme_id === 'string' && !verdict.scheme_found)
+    throw notFound('Custom colour scheme not found');
+  throw new Error(`appearance PATCH of ${userId} refused without a reason`);
 }
 
 export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDocument> {
@@ -134,7 +133,7 @@ export async function resetAppearance(ctx: ServiceContext): Promise<AppearanceDo
 
 async function assertCustomFontsAllowed(ctx: ServiceContext): Promise<void> {
   const plan = await accountPlan(ctx);
-  if (plan === null || !PLANS[plan].customFonts) throw forbidden('Custom fonts need the Pro plan or higher');
+  if (plan === null || !PLANS[plan].customFonts) throw forbidden(CUSTOM_FONTS_NEED_PRO);
 }
 
 export async function listCustomColorSchemes(ctx: ServiceContext): Promise<CustomColorScheme[]> {

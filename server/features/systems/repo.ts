@@ -1,7 +1,9 @@
 import type { Knex } from 'knex';
+import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 
 const AREA = 'systems';
 
@@ -124,6 +126,24 @@ const insertSide = statement<{ row: SystemRow }, never>({
   build: ({ row }) =>
     sql`insert into side_systems (id, user_id, name, description, icon, tag_code, tag_color, created_at, updated_at, deleted_at)
       values (${row.id}, ${row.user_id}, ${row.name}, ${row.description}, ${row.icon}, ${row.tag_code}, ${row.tag_color}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})`,
+});
+
+/**
+ * A side system created in one statement (docs/data-access.md, "Writes in one statement"): the row
+ * and `side_system.created`. No rule of the create depends on other writers (there is no cap on
+ * side systems, nor a unique name), so it takes no lock but the event log's.
+ */
+const createSide = statement<{ row: SystemRow; events: readonly PendingEvent[] }, { notified: unknown }>({
+  name: 'systems_create_side',
+  area: AREA,
+  variants: { 'a side system': { row: EXAMPLE_SYSTEM, events: [EXAMPLE_EVENT] } },
+  build: ({ row, events }) => sql`with inserted as (
+      insert into side_systems (id, user_id, name, description, icon, tag_code, tag_color, created_at, updated_at, deleted_at)
+      values (${row.id}, ${row.user_id}, ${row.name}, ${row.description}, ${row.icon}, ${row.tag_code}, ${row.tag_color}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})
+      returning id
+    ),
+    ${appendEvents(events, sql`exists (select 1 from inserted)`)}
+    select ${notifiedColumn}`,
 });
 
 const insertSub = statement<{ row: SubSystemRow }, never>({
@@ -318,6 +338,10 @@ export const systemsRepo = {
   },
   async insertSide(db: Knex, row: SystemRow): Promise<void> {
     await insertSide(db, { row });
+  },
+  /** Creates a side system with its events in one statement (see createSide). */
+  async createSide(db: Knex, row: SystemRow, events: readonly PendingEvent[]): Promise<void> {
+    await createSide(db, { row, events });
   },
   /** Updates a live side system; undefined when it is unknown or deleted (also when deleted concurrently). */
   async updateSide(

@@ -1,5 +1,5 @@
 /** Side and sub systems, and the active scope (see scope.ts for how other areas use it). */
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -200,10 +200,9 @@ export async function createSideSystem(
     updated_at: now,
     deleted_at: null,
   };
-  await inTransaction(ctx, async (tx) => {
-    await systemsRepo.insertSide(tx.db, row);
-    await tx.events.emit(tx, { type: 'side_system.created', area: 'systems', data: { id: row.id } });
-  });
+  // One statement: the row and its event (systemsRepo.createSide).
+  const events = ctx.events.rows(ctx, [{ type: 'side_system.created', area: 'systems', data: { id: row.id } }]);
+  await oneStatement(ctx, (db) => systemsRepo.createSide(db, row, events));
   return toSideSystem(row);
 }
 

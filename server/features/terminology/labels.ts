@@ -152,6 +152,33 @@ export function applyChanges(current: Labels, changes: LabelChanges, fallback: L
   return next;
 }
 
+/**
+ * The labels `changes` set, a fallback (null) taken from `fallback`, as a sparse layer: what
+ * applyChanges writes over the current labels, for a statement that reads those itself.
+ */
+export function changedLabels(changes: LabelChanges, fallback: Labels): StoredLabels {
+  const layer: StoredLabels = { terms: {}, actions: {}, icons: {} };
+  for (const key of NOUN_KEYS) {
+    const change = changes.terms[key];
+    if (!change) continue;
+    const noun: Partial<Record<(typeof FORMS)[number], string>> = {};
+    for (const form of FORMS) {
+      const value = change[form];
+      if (value !== undefined) noun[form] = value ?? fallback.terms[key][form];
+    }
+    layer.terms[key] = noun;
+  }
+  for (const key of ACTION_KEYS) {
+    const value = changes.actions[key];
+    if (value !== undefined) layer.actions[key] = value ?? fallback.actions[key];
+  }
+  for (const key of ICON_KEYS) {
+    const value = changes.icons[key];
+    if (value !== undefined) layer.icons[key] = value;
+  }
+  return layer;
+}
+
 function copy(labels: Labels): Labels {
   const terms = Object.fromEntries(NOUN_KEYS.map((k) => [k, { ...labels.terms[k] }])) as unknown as Terms;
   return { terms, actions: { ...labels.actions }, icons: { ...labels.icons } };

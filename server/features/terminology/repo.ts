@@ -1,7 +1,9 @@
 /** The SQL of terminology: the global document and the override layers (generated/sql/terminology.sql). */
 import type { Knex } from 'knex';
-import { sql } from '../../db/sql.ts';
+import type { PendingEvent } from '../../core/context.ts';
+import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 
 type Noun = { singular: string; plural: string };
 
@@ -52,34 +54,66 @@ const findGlobal = statement<{ userId: string; lock: boolean }, TerminologyRow>(
     sql`select * from terminology_settings where user_id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
 });
 
-/** Inserts the document, and on an existing one does nothing (`overwrite: false`) or overwrites its labels (id and created_at stay). */
-const insertGlobal = statement<{ row: TerminologyRow; overwrite: boolean }, TerminologyRow>({
+/** Inserts the document, or overwrites the labels of the existing one (id and created_at stay). */
+const upsertGlobal = statement<{ row: TerminologyRow }, TerminologyRow>({
   name: 'terminology_insert',
   area: AREA,
-  variants: {
-    'unless it exists': { row: EXAMPLE_GLOBAL, overwrite: false },
-    'or overwrite its labels': { row: EXAMPLE_GLOBAL, overwrite: true },
-  },
-  build: ({
-    row,
-    overwrite,
-  }) => sql`insert into terminology_settings (id, user_id, terms, actions, icons, created_at, updated_at)
+  variants: { 'the document': { row: EXAMPLE_GLOBAL } },
+  build: ({ row }) => sql`insert into terminology_settings (id, user_id, terms, actions, icons, created_at, updated_at)
     values (${row.id}, ${row.user_id}, ${labelValues(row)}, ${row.created_at}, ${row.updated_at})
-    ${
-      overwrite
-        ? sql`on conflict (user_id) do update set terms = excluded.terms, actions = excluded.actions, icons = excluded.icons, updated_at = excluded.updated_at returning *`
-        : sql`on conflict (user_id) do nothing`
-    }`,
+    on conflict (user_id) do update set terms = excluded.terms, actions = excluded.actions, icons = excluded.icons, updated_at = excluded.updated_at returning *`,
 });
 
-const updateGlobal = statement<{ userId: string; labels: StoredLabels; now: number }, TerminologyRow>({
-  name: 'terminology_update',
+/** `label` (a jsonb expression) when it is a label as overlay() takes one, a non-empty string; else null. */
+const storedLabel = (label: Sql): Sql =>
+  sql`case when jsonb_typeof(${label}) = 'string' and ${label} #>> '{}' <> '' then ${label} end`;
+
+/**
+ * One label column of the stored document (`s`) after a save, as overlay() and applyChanges() of
+ * labels.ts make it: every key of the defaults (`p.defaults`), each label taken from the changes
+ * (`p.changes`) when they set it, else from the stored document when it holds one there, else the
+ * default. Keys the defaults do not have are dropped. `terms` holds a noun's two forms.
+ */
+function mergedSql(column: 'terms' | 'actions' | 'icons'): Sql {
+  const name = sql.constant(column, ['terms', 'actions', 'icons']);
+  if (column === 'terms')
+    return sql`(select jsonb_object_agg(d.key, (
+        select jsonb_object_agg(f.key, coalesce(p.changes -> 'terms' -> d.key -> f.key, ${storedLabel(sql`s.terms -> d.key -> f.key`)}, f.value))
+        from jsonb_each(d.value) f))
+      from patch p, jsonb_each(p.defaults -> 'terms') d)`;
+  return sql`(select jsonb_object_agg(d.key, coalesce(p.changes -> '${name}' -> d.key, ${storedLabel(sql`s.${name} -> d.key`)}, d.value))
+      from patch p, jsonb_each(p.defaults -> '${name}') d)`;
+}
+
+/**
+ * A save of the global document in one statement (docs/data-access.md, "Writes in one
+ * statement"): `row` (the defaults with the changes) inserted when the account has none, else the
+ * stored labels merged with the changes (mergedSql) on the account's row, which the conflict locks
+ * and reads at its newest committed version, so a concurrent save is never lost; then
+ * `terminology.changed`. `defaults` are the product labels, `changes` the labels the patch sets
+ * (changedLabels).
+ */
+const saveGlobal = statement<
+  { row: TerminologyRow; defaults: StoredLabels; changes: StoredLabels; events: readonly PendingEvent[] },
+  TerminologyRow & { notified: unknown }
+>({
+  name: 'terminology_save',
   area: AREA,
-  variants: { 'an account': { userId: EXAMPLE_UUID, labels: NO_LABELS, now: 0 } },
-  build: ({ userId, labels, now }) => sql`update terminology_settings
-    set terms = ${JSON.stringify(labels.terms)}::jsonb, actions = ${JSON.stringify(labels.actions)}::jsonb,
-      icons = ${JSON.stringify(labels.icons)}::jsonb, updated_at = ${now}
-    where user_id = ${userId} returning *`,
+  variants: {
+    'a patch': { row: EXAMPLE_GLOBAL, defaults: NO_LABELS, changes: NO_LABELS, events: [EXAMPLE_EVENT] },
+  },
+  build: ({ row, defaults, changes, events }) => sql`with patch as (
+      select ${JSON.stringify(defaults)}::jsonb as defaults, ${JSON.stringify(changes)}::jsonb as changes
+    ),
+    saved as (
+      insert into terminology_settings as s (id, user_id, terms, actions, icons, created_at, updated_at)
+      values (${row.id}, ${row.user_id}, ${labelValues(row)}, ${row.created_at}, ${row.updated_at})
+      on conflict (user_id) do update set terms = ${mergedSql('terms')}, actions = ${mergedSql('actions')},
+        icons = ${mergedSql('icons')}, updated_at = excluded.updated_at
+      returning *
+    ),
+    ${appendEvents(events, sql`exists (select 1 from saved)`)}
+    select s.*, ${notifiedColumn} from saved s`,
 });
 
 /** The side system's own layer and, when subSystemId is given, that sub system's layer. */
@@ -148,19 +182,24 @@ export const terminologyRepo = {
     return (await findGlobal(db, { userId, lock: options.forUpdate === true }))[0];
   },
 
-  /** Creates the global document unless it exists; the caller then locks and reads it. */
-  async insertGlobalIfMissing(db: Knex, row: TerminologyRow): Promise<void> {
-    await insertGlobal(db, { row, overwrite: false });
-  },
-
-  async updateGlobal(db: Knex, userId: string, labels: StoredLabels, now: number): Promise<TerminologyRow> {
-    const [row] = await updateGlobal(db, { userId, labels, now });
-    return row!;
+  /**
+   * Saves the global document with its events in one statement (see saveGlobal): `row` when there
+   * is none, else the stored labels with `changes` over them. The document as saved.
+   */
+  async saveGlobal(
+    db: Knex,
+    row: TerminologyRow,
+    defaults: StoredLabels,
+    changes: StoredLabels,
+    events: readonly PendingEvent[],
+  ): Promise<TerminologyRow> {
+    const [saved] = await saveGlobal(db, { row, defaults, changes, events });
+    return saved!;
   },
 
   /** Inserts the document, or overwrites every label of the existing one (id and created_at stay). */
   async upsertGlobal(db: Knex, row: TerminologyRow): Promise<TerminologyRow> {
-    const [saved] = await insertGlobal(db, { row, overwrite: true });
+    const [saved] = await upsertGlobal(db, { row });
     return saved!;
   },
 

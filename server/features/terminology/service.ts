@@ -6,11 +6,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { findSideSystem, findSubSystem } from '../systems/index.ts';
 import {
   applyChanges,
+  changedLabels,
   DEFAULT_LABELS,
   diff,
   isEmptyLayer,
@@ -46,15 +47,14 @@ export async function updateTerminology(ctx: ServiceContext, patch: TerminologyP
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const changes = readPatch(patch, ''); // 400s before anything is written
-  return inTransaction(ctx, async (tx) => {
-    const trx = tx.db;
-    await terminologyRepo.insertGlobalIfMissing(trx, newGlobalRow(userId, DEFAULT_LABELS, now));
-    const row = await terminologyRepo.findGlobal(trx, userId, { forUpdate: true });
-    const next = applyChanges(overlay(DEFAULT_LABELS, row), changes, DEFAULT_LABELS);
-    const doc = toDocument(await terminologyRepo.updateGlobal(trx, userId, next, now));
-    await tx.events.emit(tx, { type: 'terminology.changed', area: 'terminology', data: { id: userId } });
-    return doc;
-  });
+  // One statement: the document created from the defaults, or its stored labels merged under its
+  // row lock, with the changes over them (terminologyRepo.saveGlobal), and the event.
+  const first = newGlobalRow(userId, applyChanges(DEFAULT_LABELS, changes, DEFAULT_LABELS), now);
+  const events = ctx.events.rows(ctx, [{ type: 'terminology.changed', area: 'terminology', data: { id: userId } }]);
+  const row = await oneStatement(ctx, (db) =>
+    terminologyRepo.saveGlobal(db, first, DEFAULT_LABELS, changedLabels(changes, DEFAULT_LABELS), events),
+  );
+  return toDocument(row);
 }
 
 export async function resetTerminology(ctx: ServiceContext): Promise<TerminologyDocument> {

@@ -5,6 +5,7 @@
  * (`user_id`, `deleted_at`) only; the statements are its own, committed as generated/sql/trash.sql.
  */
 import type { Knex } from 'knex';
+import { auditInsertSql, EXAMPLE_AUDIT, type PendingAudit } from '../../audit/index.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
 import type { MediaRef } from '../members/index.ts';
@@ -205,22 +206,39 @@ const trashExpired = statement<
       for update of x skip locked`,
 });
 
-const retentionOf = statement<{ userId: string; lock: boolean }, { trash_retention_days: number | null }>({
+const retentionOf = statement<{ userId: string }, { trash_retention_days: number | null }>({
   name: 'trash_retention_days',
   area: AREA,
-  variants: {
-    read: { userId: EXAMPLE_UUID, lock: false },
-    'locked for the update': { userId: EXAMPLE_UUID, lock: true },
-  },
-  build: ({ userId, lock }) =>
-    sql`select trash_retention_days from accounts where id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
+  variants: { read: { userId: EXAMPLE_UUID } },
+  build: ({ userId }) => sql`select trash_retention_days from accounts where id = ${userId} limit 1`,
 });
 
-const setRetention = statement<{ userId: string; days: number | null }, never>({
+/**
+ * The account's retention set in one statement (docs/data-access.md, "Writes in one statement")
+ * with its audit row (`trash.settings.update`, the old and new value): the account row is locked
+ * first, so the value it replaces (the audit's `from`) is the newest committed one even when
+ * another change of it commits while this waits, then updated. Nothing when there is no account.
+ */
+const setRetention = statement<
+  { userId: string; days: number | null; audit: PendingAudit },
+  { found: boolean; days: number | null }
+>({
   name: 'trash_set_retention_days',
   area: AREA,
-  variants: { 'the account': { userId: EXAMPLE_UUID, days: 30 } },
-  build: ({ userId, days }) => sql`update accounts set trash_retention_days = ${days}::int where id = ${userId}`,
+  variants: { 'the account': { userId: EXAMPLE_UUID, days: 30, audit: EXAMPLE_AUDIT } },
+  build: ({ userId, days, audit }) => sql`with account as (
+      select id, trash_retention_days as before from accounts where id = ${userId} for update
+    ),
+    updated as (
+      update accounts a set trash_retention_days = ${days}::int from account l where a.id = l.id
+      returning a.trash_retention_days
+    ),
+    audited as (${auditInsertSql(
+      audit,
+      sql`jsonb_build_object('retentionDays', jsonb_build_object('from', l.before, 'to', u.trash_retention_days))`,
+      sql`account l, updated u`,
+    )})
+    select exists (select 1 from updated) as found, (select trash_retention_days from updated) as days`,
 });
 
 export const trashRepo = {
@@ -246,11 +264,18 @@ export const trashRepo = {
     options: { defaultDays: number; dayMs: number; now: number; batch: number },
   ) => trashExpired(trx, { type, ...options }),
   /** The account's own retention in days (null: the server's default); `undefined` when there is no such account. */
-  async retentionDays(db: Knex, userId: string, lock = false): Promise<number | null | undefined> {
-    const [row] = await retentionOf(db, { userId, lock });
+  async retentionDays(db: Knex, userId: string): Promise<number | null | undefined> {
+    const [row] = await retentionOf(db, { userId });
     return row?.trash_retention_days;
   },
-  async setRetentionDays(trx: Knex.Transaction, userId: string, days: number | null): Promise<void> {
-    await setRetention(trx, { userId, days });
+  /** Sets the account's own retention with its audit row (see setRetention); what it stored, `undefined` without an account. */
+  async setRetentionDays(
+    db: Knex,
+    userId: string,
+    days: number | null,
+    audit: PendingAudit,
+  ): Promise<number | null | undefined> {
+    const [row] = await setRetention(db, { userId, days, audit });
+    return row?.found ? row.days : undefined;
   },
 };

@@ -1,5 +1,6 @@
 /** GET /trash, POST /trash/purge and the per-account retention setting. */
-import { type EventEntry, inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { auditRow } from '../../audit/index.ts';
+import { type EventEntry, inTransaction, oneStatement, ownerOf, type ServiceContext } from '../../core/context.ts';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../../generated/api.d.ts';
@@ -151,15 +152,10 @@ export async function getSettings(ctx: ServiceContext): Promise<Schemas['TrashSe
 
 /** Sets the account's retention (audited: `trash.settings.update`, the old and new value). */
 export async function updateSettings(ctx: ServiceContext, days: number | null): Promise<Schemas['TrashSettings']> {
-  await inTransaction(ctx, async (tx) => {
-    const before = await trashRepo.retentionDays(tx.db, ownerOf(tx), true);
-    await trashRepo.setRetentionDays(tx.db, ownerOf(tx), days);
-    await tx.audit.record(tx, {
-      action: 'trash.settings.update',
-      targetType: 'account',
-      targetId: ownerOf(tx),
-      detail: { retentionDays: { from: before ?? null, to: days } },
-    });
-  });
-  return getSettings(ctx);
+  const userId = ownerOf(ctx);
+  // One statement: the account row locked and updated, and the audit row with the value it replaced.
+  const audit = auditRow(ctx, { action: 'trash.settings.update', targetType: 'account', targetId: userId });
+  const stored = await oneStatement(ctx, (db) => trashRepo.setRetentionDays(db, userId, days, audit));
+  const defaultDays = ctx.config.trashRetentionDays;
+  return { retentionDays: stored ?? defaultDays, defaultRetentionDays: defaultDays };
 }
