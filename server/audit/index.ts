@@ -11,7 +11,7 @@ import type { components } from '../../generated/api.d.ts';
 import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { type Keyset, keysetAfterSql, keysetOrderSql, pageOf } from '../core/keyset.ts';
-import { sql } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 /** Serialised detail larger than this is a programming error, not something to store. */
@@ -19,7 +19,8 @@ export const MAX_DETAIL_BYTES = 2048;
 const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
 const AREA = 'audit';
 
-interface AuditInsert {
+/** An audit row as stored (auditRow), for a write that inserts it in its own statement (auditInsertSql). */
+export interface AuditInsert {
   id: string;
   user_id: string;
   actor_kind: 'key' | 'operator' | 'system';
@@ -33,55 +34,70 @@ interface AuditInsert {
   created_at: number;
 }
 
+/** An audit row for the statements' example variants (generated/sql/). */
+export const EXAMPLE_AUDIT: AuditInsert = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  actor_kind: 'key',
+  actor_key_id: EXAMPLE_UUID,
+  actor_job: null,
+  action: 'a.b',
+  target_type: 't',
+  target_id: null,
+  detail: '{}',
+  created_at: 0,
+};
+
+/** The row's values as a select list, each cast to its column's type. */
+const rowValues = (r: AuditInsert): Sql =>
+  sql`${r.id}::uuid, ${r.user_id}::uuid, ${r.actor_kind}::text, ${r.actor_key_id}::uuid, ${r.actor_job}::text,
+      ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint`;
+
+const COLUMNS = sql`(id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)`;
+
+/**
+ * The insert of `row` when `when` holds, for a write made in one statement (docs/data-access.md,
+ * "Writes in one statement") to embed as a CTE: the row record() would insert.
+ */
+export function auditInsertSql(row: AuditInsert, when: Sql): Sql {
+  return sql`insert into audit_events ${COLUMNS} select ${rowValues(row)} where ${when}`;
+}
+
 const insertEvent = statement<{ row: AuditInsert }, never>({
   name: 'audit_record',
   area: AREA,
-  variants: {
-    'one event': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        actor_kind: 'key',
-        actor_key_id: EXAMPLE_UUID,
-        actor_job: null,
-        action: 'a.b',
-        target_type: 't',
-        target_id: null,
-        detail: '{}',
-        created_at: 0,
-      },
-    },
-  },
-  build: ({ row: r }) => sql`insert into audit_events
-      (id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)
-    values (${r.id}::uuid, ${r.user_id}::uuid, ${r.actor_kind}::text, ${r.actor_key_id}::uuid, ${r.actor_job}::text,
-      ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint)`,
+  variants: { 'one event': { row: EXAMPLE_AUDIT } },
+  build: ({ row }) => sql`insert into audit_events ${COLUMNS}
+    values (${rowValues(row)})`,
 });
+
+/** The audit row of `entry` for the context's owner and actor (what record() inserts). */
+export function auditRow(ctx: ServiceContext, entry: AuditEntry): AuditInsert {
+  if (!ACTION.test(entry.action))
+    throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
+  const detail = JSON.stringify(entry.detail ?? {});
+  if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
+    throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
+  const actor = ctx.actor;
+  return {
+    id: randomUUID(),
+    user_id: ctx.access.ownerId,
+    actor_kind: actor.kind,
+    actor_key_id: actor.kind === 'key' ? actor.keyId : null,
+    actor_job: actor.kind === 'system' ? actor.job : null,
+    action: entry.action,
+    target_type: entry.targetType,
+    target_id: entry.targetId,
+    detail,
+    created_at: ctx.now,
+  };
+}
 
 export class DatabaseAuditSink implements AuditSink {
   async record(ctx: ServiceContext, entry: AuditEntry): Promise<void> {
     if (!ctx.db.isTransaction)
       throw new Error(`audit ${entry.action}: record it inside the transaction of the audited write`);
-    if (!ACTION.test(entry.action))
-      throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
-    const detail = JSON.stringify(entry.detail ?? {});
-    if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
-      throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
-    const actor = ctx.actor;
-    await insertEvent(ctx.db, {
-      row: {
-        id: randomUUID(),
-        user_id: ctx.access.ownerId,
-        actor_kind: actor.kind,
-        actor_key_id: actor.kind === 'key' ? actor.keyId : null,
-        actor_job: actor.kind === 'system' ? actor.job : null,
-        action: entry.action,
-        target_type: entry.targetType,
-        target_id: entry.targetId,
-        detail,
-        created_at: ctx.now,
-      },
-    });
+    await insertEvent(ctx.db, { row: auditRow(ctx, entry) });
   }
 }
 
