@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { jsonHeaders, useServer } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
 
@@ -205,6 +206,60 @@ describe('member values', () => {
       (await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: theirMember } } }))
         .response.status,
     ).toBe(404);
+  });
+});
+
+describe('PUT /members/{memberId}/custom-fields/{fieldId} cost', () => {
+  it('sets and clears a value in one statement each, with custom_field_value.changed; a refused value writes nothing', async () => {
+    const { api, userId } = await server.user();
+    const m = await createMember(api);
+    const multi = await field(api, { name: 'Multi', type: 'multiselect', options: ['x', 'y'] });
+    const put = (value: unknown) =>
+      api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+        ...valuePath(m, multi),
+        body: { value } as never,
+      });
+    await put(['x']); // warms the key cache
+    const knex = server.deps.db.knex;
+    const changed = async () =>
+      (
+        await knex.raw<{ rows: Array<{ n: number }> }>(
+          `select count(*)::int as n from events where account_id = ? and type = 'custom_field_value.changed' and data->>'memberId' = ?`,
+          [userId, m],
+        )
+      ).rows[0]!.n;
+    const firstWords = (statements: Array<{ sql: string }>) =>
+      statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' '));
+    for (const value of [['y', 'x'], null]) {
+      const before = await changed();
+      let body: unknown;
+      const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+        const res = await put(value);
+        expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+        body = res.data;
+      });
+      expect(firstWords(statements)).toEqual(['with member as']);
+      expect(body).toEqual({
+        fieldId: multi,
+        name: 'Multi',
+        type: 'multiselect',
+        options: ['x', 'y'],
+        value,
+        updatedAt: value === null ? null : expect.any(Number),
+      });
+      expect(await changed()).toBe(before + 1);
+    }
+    await put(['x']);
+    const before = await changed();
+    const refused = await captureStatements(knex, REQUEST_WORK, async () => {
+      const res = await put(['x', 'q']);
+      expect(res.response.status).toBe(400);
+      expect(res.error?.message).toBe('value contains unknown options: q');
+    });
+    expect(firstWords(refused)).toEqual(['with member as']);
+    expect(await changed()).toBe(before);
+    const list = await api.GET('/api/v1/members/{memberId}/custom-fields', { params: { path: { memberId: m } } });
+    expect(list.data!.map((v) => v.value)).toEqual([['x']]);
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -106,5 +107,26 @@ describe('assignments', () => {
         })
       ).response.status,
     ).toBe(404);
+  });
+});
+
+describe('POST /member-statuses cost', () => {
+  it('creates a status in one statement: the row and member_status.created', async () => {
+    const { api, userId } = await server.user();
+    await api.POST('/api/v1/member-statuses', { body: { name: 'Warm-up', color: '#000000' } }); // warms the key cache
+    const knex = server.deps.db.knex;
+    let id = '';
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      const created = await api.POST('/api/v1/member-statuses', { body: { name: 'Resting', color: '#90a4ae' } });
+      expect(created.response.status).toBe(201);
+      id = created.data!.id;
+    });
+    expect(statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' '))).toEqual(['with inserted as']);
+    const { rows: events } = await knex.raw<{ rows: unknown[] }>(
+      `select 1 from events where account_id = ? and type = 'member_status.created' and data->>'id' = ?`,
+      [userId, id],
+    );
+    expect(events).toHaveLength(1);
+    expect((await api.GET('/api/v1/member-statuses')).data!.map((s) => s._id)).toContain(id);
   });
 });

@@ -393,6 +393,43 @@ describe('create, get, update and delete a bucket', () => {
   });
 });
 
+describe('POST /privacy-buckets cost', () => {
+  it('creates a bucket in one statement: the row and privacy_bucket.created', async () => {
+    const { api, userId } = await server.user();
+    await api.POST('/api/v1/privacy-buckets', { body: { name: 'Warm-up' } }); // warms the key cache
+    const knex = server.deps.db.knex;
+    let status = 0;
+    let body: unknown;
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      const created = await api.POST('/api/v1/privacy-buckets', {
+        body: { name: 'Close', friendPermissions: { front: 'read' } },
+      });
+      status = created.response.status;
+      body = created.data;
+    });
+    expect(statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' '))).toEqual(['with inserted as']);
+    expect(status).toBe(201);
+    const id = (body as { _id: string })._id;
+    expect(body).toEqual({
+      _id: id,
+      name: 'Close',
+      description: '',
+      icon: null,
+      iconColorPreset: null,
+      slug: expect.stringMatching(/^u_[0-9a-f]{16}$/),
+      builtin: false,
+      friendPermissions: { ...FULL, front: 'read' },
+      createdAt: now,
+      updatedAt: now,
+    });
+    const { rows: events } = await knex.raw<{ rows: unknown[] }>(
+      `select 1 from events where account_id = ? and type = 'privacy_bucket.created' and data->>'id' = ?`,
+      [userId, id],
+    );
+    expect(events).toHaveLength(1);
+  });
+});
+
 describe('defaults', () => {
   it('PUT replaces the set (oldest bucket first on GET); foreign ids 400 and nothing changes; kind and body are validated', async () => {
     const { api } = await server.user();

@@ -14,6 +14,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type components, verifyWebhook, WebhookVerificationError } from '../client/index.ts';
 import { queueMessageReencryption } from '../server/features/messaging/index.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { TestServer, type TestUser, useServer } from './helpers/server.ts';
 
 type Event = components['schemas']['Event'];
@@ -249,6 +250,58 @@ describe('webhook routes', () => {
     });
     expect(more.response.status).toBe(409);
     expect(more.error!.message).toBe('An account has at most 20 webhooks');
+  });
+
+  it('creates a webhook in one statement: the cap, the webhook and its audit row', async () => {
+    const user = await server.user();
+    await createWebhook(user); // warms the key cache
+    const knex = server.deps.db.knex;
+    let created: Awaited<ReturnType<typeof createWebhook>> | undefined;
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      created = await createWebhook(user, { description: 'one' });
+    });
+    expect(statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' '))).toEqual(['with account as']);
+    const id = created!.webhook.id;
+    expect(created!.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(created!.webhook).toEqual(await getWebhook(user, id));
+    const { rows } = await knex.raw<{ rows: Array<Record<string, unknown>> }>(
+      `select user_id, actor_kind, actor_key_id, action, target_type, target_id, detail::text as detail from audit_events
+       where user_id = ? and action = 'webhook.create' and target_id = ?`,
+      [user.userId, id],
+    );
+    expect(rows).toEqual([
+      {
+        user_id: user.userId,
+        actor_kind: 'key',
+        actor_key_id: user.keyId,
+        action: 'webhook.create',
+        target_type: 'webhook',
+        target_id: id,
+        detail: '{}',
+      },
+    ]);
+  });
+
+  it('gives the last slots under the cap to exactly as many concurrent creates, and frees a slot on delete', async () => {
+    const user = await server.user();
+    const first = await createWebhook(user, { types: ['front.changed'] });
+    for (let i = 0; i < 17; i++) await createWebhook(user, { types: ['front.changed'] });
+    const deleted = await user.api.DELETE('/api/v1/webhooks/{webhookId}', {
+      params: { path: { webhookId: first.webhook.id } },
+    });
+    expect(deleted.response.status).toBe(204);
+    const post = () =>
+      user.api.POST('/api/v1/webhooks', { body: { url: `${receiver.url}/hook`, types: ['front.changed'] } });
+    const results = await Promise.all(Array.from({ length: 16 }, post));
+    const statuses = results.map((r) => r.response.status).sort();
+    expect(statuses).toEqual([...Array<number>(3).fill(201), ...Array<number>(13).fill(409)]);
+    for (const r of results.filter((x) => x.response.status === 409))
+      expect(r.error!.message).toBe('An account has at most 20 webhooks');
+    const listed = (await user.api.GET('/api/v1/webhooks')).data!;
+    expect(listed).toHaveLength(20);
+    await user.api.DELETE('/api/v1/webhooks/{webhookId}', { params: { path: { webhookId: listed[0]!.id } } });
+    expect((await post()).response.status).toBe(201);
+    expect((await post()).response.status).toBe(409);
   });
 
   it('keeps the URL and the secret sealed at rest', async () => {

@@ -68,22 +68,430 @@ where
 returning
   *;
 
--- custom_fields_value_clear (a value)
-delete from custom_field_values
-where
-  user_id = $1
-  and member_id = $2
-  and field_id = $3;
+-- custom_fields_value_write_1: set a value
+with
+  member as (
+    select
+      m.id
+    from
+      members m
+    where
+      m.id = $1
+      and m.user_id = $2
+      and m.deleted_at is null
+    for share
+  ),
+  field as (
+    select
+      f.name,
+      f.type,
+      f.options
+    from
+      custom_field_definitions f
+    where
+      f.id = $3
+      and f.user_id = $4
+      and f.deleted_at is null
+    for share
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          member
+      )
+      and exists (
+        select
+          1
+        from
+          field f
+        where
+          f.type = any ($5::text[])
+          and (
+            f.type not in ('select', 'multiselect')
+            or coalesce(f.options, '[]'::jsonb) @> $6::jsonb
+          )
+      ) as ok
+  ),
+  written as (
+    insert into
+      custom_field_values (user_id, member_id, field_id, value, updated_at)
+    select
+      $7::uuid,
+      $8::uuid,
+      $9::uuid,
+      $10::jsonb,
+      $11::bigint
+    from
+      verdict
+    where
+      ok
+    on conflict (member_id, field_id) do update
+    set
+      value = excluded.value,
+      updated_at = excluded.updated_at
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($12::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $13::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $14::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.ok,
+  exists (
+    select
+      1
+    from
+      member
+  ) as member,
+  f.name,
+  f.type,
+  f.options,
+  (
+    select
+      pg_notify (
+        $15::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $16::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join field f on true;
 
--- custom_fields_value_set (a value)
-insert into
-  custom_field_values (user_id, member_id, field_id, value, updated_at)
-values
-  ($1, $2, $3, $4::jsonb, $5)
-on conflict (member_id, field_id) do update
-set
-  value = excluded.value,
-  updated_at = excluded.updated_at;
+-- custom_fields_value_write_2: clear a value
+with
+  member as (
+    select
+      m.id
+    from
+      members m
+    where
+      m.id = $1
+      and m.user_id = $2
+      and m.deleted_at is null
+    for share
+  ),
+  field as (
+    select
+      f.name,
+      f.type,
+      f.options
+    from
+      custom_field_definitions f
+    where
+      f.id = $3
+      and f.user_id = $4
+      and f.deleted_at is null
+    for share
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          member
+      )
+      and exists (
+        select
+          1
+        from
+          field f
+        where
+          true
+      ) as ok
+  ),
+  written as (
+    delete from custom_field_values
+    where
+      user_id = $5
+      and member_id = $6
+      and field_id = $7
+      and (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($8::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $9::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $10::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.ok,
+  exists (
+    select
+      1
+    from
+      member
+  ) as member,
+  f.name,
+  f.type,
+  f.options,
+  (
+    select
+      pg_notify (
+        $11::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $12::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join field f on true;
 
 -- custom_fields_values_of_field (a field)
 select

@@ -31,6 +31,155 @@ where
   and status_id = $2
   and user_id = $3;
 
+-- member_statuses_create (a status)
+with
+  inserted as (
+    insert into
+      member_status_definitions (id, user_id, name, color, icon, created_at, updated_at)
+    values
+      ($1, $2, $3, $4, $5, $6, $7)
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($8::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $9::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $10::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  (
+    select
+      pg_notify (
+        $11::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $12::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
 -- member_statuses_delete (a status)
 delete from member_status_definitions
 where
@@ -47,12 +196,6 @@ where
   and user_id = $2
 limit
   1;
-
--- member_statuses_insert (a status)
-insert into
-  member_status_definitions (id, user_id, name, color, icon, created_at, updated_at)
-values
-  ($1, $2, $3, $4, $5, $6, $7);
 
 -- member_statuses_list (an account)
 select

@@ -31,6 +31,7 @@ import * as m0029 from './0029_member_note_counts.ts';
 import * as m0030 from './0030_front_writes.ts';
 import * as m0031 from './0031_jobs_order.ts';
 import * as m0032 from './0032_idempotency_claims.ts';
+import * as m0033 from './0033_webhook_counts.ts';
 
 export const migrations = [
   m0001,
@@ -65,4 +66,5 @@ export const migrations = [
   m0030,
   m0031,
   m0032,
+  m0033,
 ];

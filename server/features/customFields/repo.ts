@@ -1,7 +1,9 @@
 /** The SQL of custom field definitions and their per-member values (generated/sql/customFields.sql). */
 import type { Knex } from 'knex';
+import type { PendingEvent } from '../../core/context.ts';
 import { sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 
 export type FieldType = 'text' | 'markdown' | 'date' | 'select' | 'multiselect';
 export type FieldValue = string | string[];
@@ -113,30 +115,95 @@ const valuesOfField = statement<{ userId: string; fieldId: string }, { member_id
     where user_id = ${userId} and field_id = ${fieldId}`,
 });
 
-const setValue = statement<
-  { userId: string; memberId: string; fieldId: string; value: FieldValue; now: number },
-  never
->({
-  name: 'custom_fields_value_set',
-  area: AREA,
-  variants: { 'a value': { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID, fieldId: EXAMPLE_UUID, value: 'x', now: 0 } },
-  build: ({
-    userId,
-    memberId,
-    fieldId,
-    value,
-    now,
-  }) => sql`insert into custom_field_values (user_id, member_id, field_id, value, updated_at)
-    values (${userId}, ${memberId}, ${fieldId}, ${JSON.stringify(value)}::jsonb, ${now})
-    on conflict (member_id, field_id) do update set value = excluded.value, updated_at = excluded.updated_at`,
-});
+/** A member's value to write: `value` null clears it; otherwise `fits` and `items` say when the field takes it. */
+export interface ValueWrite {
+  userId: string;
+  memberId: string;
+  fieldId: string;
+  value: FieldValue | null;
+  /** The field types whose rules the value passes, option membership aside. */
+  fits: readonly FieldType[];
+  /** The options a select or multiselect field must have for the value: its items. */
+  items: readonly string[];
+  now: number;
+}
 
-const clearValue = statement<{ userId: string; memberId: string; fieldId: string }, never>({
-  name: 'custom_fields_value_clear',
+/** What the value write decided: `ok` when it wrote; otherwise why not (the field as it is, for the message). */
+export interface ValueVerdict {
+  ok: boolean;
+  /** The member is the account's and live. */
+  member: boolean;
+  /** The field, when it is the account's and live. */
+  field: Pick<FieldRow, 'name' | 'type' | 'options'> | null;
+}
+
+/**
+ * A member's value set or cleared in one statement (docs/data-access.md, "Writes in one
+ * statement"): the member and the field share-locked, live and the account's (a concurrent trash
+ * waits, or is waited for and seen), the value checked against the field as locked (its type among
+ * `fits`, and for a select or multiselect field every item among its options), then the write and
+ * `custom_field_value.changed`, only when all of that holds.
+ */
+const writeValue = statement<
+  ValueWrite & { events: readonly PendingEvent[] },
+  { ok: boolean; member: boolean; name: string | null; type: FieldType | null; options: string[] | null }
+>({
+  name: 'custom_fields_value_write',
   area: AREA,
-  variants: { 'a value': { userId: EXAMPLE_UUID, memberId: EXAMPLE_UUID, fieldId: EXAMPLE_UUID } },
-  build: ({ userId, memberId, fieldId }) => sql`delete from custom_field_values
-    where user_id = ${userId} and member_id = ${memberId} and field_id = ${fieldId}`,
+  variants: {
+    'set a value': {
+      userId: EXAMPLE_UUID,
+      memberId: EXAMPLE_UUID,
+      fieldId: EXAMPLE_UUID,
+      value: 'x',
+      fits: ['text'],
+      items: ['x'],
+      now: 0,
+      events: [EXAMPLE_EVENT],
+    },
+    'clear a value': {
+      userId: EXAMPLE_UUID,
+      memberId: EXAMPLE_UUID,
+      fieldId: EXAMPLE_UUID,
+      value: null,
+      fits: [],
+      items: [],
+      now: 0,
+      events: [EXAMPLE_EVENT],
+    },
+  },
+  build: ({ userId, memberId, fieldId, value, fits, items, now, events }) => {
+    const takes =
+      value === null
+        ? sql`true`
+        : sql`f.type = any (${[...fits]}::text[])
+            and (f.type not in ('select', 'multiselect') or coalesce(f.options, '[]'::jsonb) @> ${JSON.stringify(items)}::jsonb)`;
+    const write =
+      value === null
+        ? sql`delete from custom_field_values
+            where user_id = ${userId} and member_id = ${memberId} and field_id = ${fieldId} and (select ok from verdict)`
+        : sql`insert into custom_field_values (user_id, member_id, field_id, value, updated_at)
+            select ${userId}::uuid, ${memberId}::uuid, ${fieldId}::uuid, ${JSON.stringify(value)}::jsonb, ${now}::bigint
+            from verdict where ok
+            on conflict (member_id, field_id) do update set value = excluded.value, updated_at = excluded.updated_at`;
+    return sql`with member as (
+        select m.id from members m
+        where m.id = ${memberId} and m.user_id = ${userId} and m.deleted_at is null
+        for share
+      ),
+      field as (
+        select f.name, f.type, f.options from custom_field_definitions f
+        where f.id = ${fieldId} and f.user_id = ${userId} and f.deleted_at is null
+        for share
+      ),
+      verdict as (
+        select exists (select 1 from member) and exists (select 1 from field f where ${takes}) as ok
+      ),
+      written as (${write}),
+      ${appendEvents(events, sql`(select ok from verdict)`)}
+      select v.ok, exists (select 1 from member) as member, f.name, f.type, f.options, ${notifiedColumn}
+      from verdict v left join field f on true`;
+  },
 });
 
 export const customFieldsRepo = {
@@ -167,17 +234,9 @@ export const customFieldsRepo = {
   valuesOfField(db: Knex, userId: string, fieldId: string): Promise<Array<{ member_id: string; value: FieldValue }>> {
     return valuesOfField(db, { userId, fieldId });
   },
-  async setValue(
-    db: Knex,
-    userId: string,
-    memberId: string,
-    fieldId: string,
-    value: FieldValue,
-    now: number,
-  ): Promise<void> {
-    await setValue(db, { userId, memberId, fieldId, value, now });
-  },
-  async clearValue(db: Knex, userId: string, memberId: string, fieldId: string): Promise<void> {
-    await clearValue(db, { userId, memberId, fieldId });
+  /** Sets or clears a member's value and appends its events in one statement, or writes nothing (see writeValue). */
+  async writeValue(db: Knex, write: ValueWrite, events: readonly PendingEvent[]): Promise<ValueVerdict> {
+    const { ok, member, name, type, options } = (await writeValue(db, { ...write, events }))[0]!;
+    return { ok, member, field: type === null ? null : { name: name!, type, options } };
   },
 };

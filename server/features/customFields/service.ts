@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { findLiveMember } from '../members/index.ts';
 import { applyDefaults } from '../privacyBuckets/index.ts';
@@ -34,7 +34,7 @@ function isCalendarDate(value: string): boolean {
 }
 
 /** Throws 400 unless the value has the shape and content its field type needs. */
-export function validateValue(field: FieldRow, value: FieldValue): FieldValue {
+export function validateValue(field: Pick<FieldRow, 'type' | 'options'>, value: FieldValue): FieldValue {
   const options = field.options ?? [];
   switch (field.type) {
     case 'text':
@@ -173,26 +173,49 @@ export async function memberValues(ctx: ServiceContext, memberId: string): Promi
   }));
 }
 
+/** Every field type, for the types a value fits (fittingTypes). */
+const FIELD_TYPES: readonly FieldType[] = ['text', 'markdown', 'date', 'select', 'multiselect'];
+
+/**
+ * The field types whose rules `value` passes, option membership aside: validateValue against a
+ * field of each type whose options are the value's own items. The statement checks the options.
+ */
+function fittingTypes(value: FieldValue, items: readonly string[]): FieldType[] {
+  return FIELD_TYPES.filter((type) => {
+    try {
+      validateValue({ type, options: [...items] }, value);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
 export async function setMemberValue(
   ctx: ServiceContext,
   memberId: string,
   fieldId: string,
   value: FieldValue | null,
 ): Promise<Schemas['CustomFieldValue']> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
-  const field = await liveField(db, userId, fieldId);
-  const stored = value === null ? null : validateValue(field, value);
-  await inTransaction(ctx, async (tx) => {
-    if (stored === null) await customFieldsRepo.clearValue(tx.db, userId, memberId, fieldId);
-    else await customFieldsRepo.setValue(tx.db, userId, memberId, fieldId, stored, now);
-    await tx.events.emit(tx, {
-      type: 'custom_field_value.changed',
-      area: 'customFields',
-      data: { id: fieldId, memberId },
-    });
-  });
+  const items = value === null ? [] : Array.isArray(value) ? value : [value];
+  const fits = value === null ? [] : fittingTypes(value, items);
+  // One statement: the checks, the write and the event (customFieldsRepo.writeValue).
+  const events = ctx.events.rows(ctx, [
+    { type: 'custom_field_value.changed', area: 'customFields', data: { id: fieldId, memberId } },
+  ]);
+  const verdict = await oneStatement(ctx, (db) =>
+    customFieldsRepo.writeValue(db, { userId, memberId, fieldId, value, fits, items, now }, events),
+  );
+  const { field } = verdict;
+  if (!verdict.member) throw notFound('Member not found');
+  if (!field) throw notFound('Custom field not found');
+  if (!verdict.ok) {
+    // The statement refused the value for this field: the same check says why.
+    validateValue(field, value!);
+    throw new Error(`custom field ${fieldId}: the value was refused but passes validateValue`);
+  }
   return {
     fieldId,
     name: field.name,

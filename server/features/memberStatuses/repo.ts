@@ -1,7 +1,9 @@
 /** The SQL of member status definitions and their assignments (generated/sql/memberStatuses.sql). */
 import type { Knex } from 'knex';
+import type { PendingEvent } from '../../core/context.ts';
 import { sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 
 export interface StatusRow {
   id: string;
@@ -41,16 +43,31 @@ const findStatus = statement<{ userId: string; id: string }, StatusRow>({
     sql`select * from member_status_definitions where id = ${id} and user_id = ${userId} limit 1`,
 });
 
-const insertStatus = statement<{ row: StatusRow }, never>({
-  name: 'member_statuses_insert',
+const EXAMPLE_STATUS: StatusRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  name: 'x',
+  color: 'x',
+  icon: null,
+  created_at: 0,
+  updated_at: 0,
+};
+
+/**
+ * A status created in one statement (docs/data-access.md, "Writes in one statement"): the row and
+ * `member_status.created`, appended once the row is written.
+ */
+const createStatus = statement<{ row: StatusRow; events: readonly PendingEvent[] }, { notified: unknown }>({
+  name: 'member_statuses_create',
   area: AREA,
-  variants: {
-    'a status': {
-      row: { id: EXAMPLE_UUID, user_id: EXAMPLE_UUID, name: 'x', color: 'x', icon: null, created_at: 0, updated_at: 0 },
-    },
-  },
-  build: ({ row }) => sql`insert into member_status_definitions (id, user_id, name, color, icon, created_at, updated_at)
-    values (${row.id}, ${row.user_id}, ${row.name}, ${row.color}, ${row.icon}, ${row.created_at}, ${row.updated_at})`,
+  variants: { 'a status': { row: EXAMPLE_STATUS, events: [EXAMPLE_EVENT] } },
+  build: ({ row, events }) => sql`with inserted as (
+      insert into member_status_definitions (id, user_id, name, color, icon, created_at, updated_at)
+      values (${row.id}, ${row.user_id}, ${row.name}, ${row.color}, ${row.icon}, ${row.created_at}, ${row.updated_at})
+      returning id
+    ),
+    ${appendEvents(events, sql`exists (select 1 from inserted)`)}
+    select ${notifiedColumn}`,
 });
 
 /** One text whatever the changed columns: each column is kept or set by a bound flag. */
@@ -117,8 +134,9 @@ export const memberStatusesRepo = {
   async find(db: Knex, userId: string, id: string): Promise<StatusRow | undefined> {
     return (await findStatus(db, { userId, id }))[0];
   },
-  async insert(db: Knex, row: StatusRow): Promise<void> {
-    await insertStatus(db, { row });
+  /** Inserts the status and appends its events, in one statement. */
+  async create(db: Knex, row: StatusRow, events: readonly PendingEvent[]): Promise<void> {
+    await createStatus(db, { row, events });
   },
   async update(db: Knex, userId: string, id: string, changes: StatusChanges): Promise<StatusRow | undefined> {
     return (await updateStatus(db, { userId, id, changes }))[0];

@@ -1,5 +1,5 @@
 /** Member status definitions (name, colour, icon) and their assignment to members. */
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
@@ -51,10 +51,11 @@ export async function createStatus(
     created_at: now,
     updated_at: now,
   };
-  await inTransaction(ctx, async (tx) => {
-    await memberStatusesRepo.insert(tx.db, row);
-    await tx.events.emit(tx, { type: 'member_status.created', area: 'memberStatuses', data: { id: row.id } });
-  });
+  // One statement: the row and its event (memberStatusesRepo.create).
+  const events = ctx.events.rows(ctx, [
+    { type: 'member_status.created', area: 'memberStatuses', data: { id: row.id } },
+  ]);
+  await oneStatement(ctx, (db) => memberStatusesRepo.create(db, row, events));
   return { id: row.id };
 }
 

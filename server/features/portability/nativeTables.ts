@@ -721,6 +721,8 @@ export const INTERNAL_TABLES = [
   // must never leave it; re-created on the other side (docs/webhooks.md). Their deliveries are a log.
   'webhooks',
   'webhook_deliveries',
+  // Each account's number of webhooks, kept by triggers (the cap's row, migration 0033).
+  'webhook_counts',
   // Responses stored under Idempotency-Keys for a day: a retry's answer on this server, not data.
   'idempotency_keys',
   'schema_migrations',

@@ -4,9 +4,10 @@
  * committed as generated/sql/privacyBuckets.sql.
  */
 import type { Knex } from 'knex';
-import type { PermissionMap } from '../../core/context.ts';
+import type { PendingEvent, PermissionMap } from '../../core/context.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
 
 const AREA = 'privacyBuckets';
 
@@ -107,11 +108,17 @@ const bucketFind = statement<{ userId: string; id: string; lock: boolean }, Buck
     sql`select ${BUCKET_COLUMNS} from privacy_buckets where id = ${id} and user_id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
 });
 
-const bucketInsert = statement<{ row: BucketRow }, BucketRow>({
-  name: 'privacy_bucket_insert',
+/**
+ * A bucket created in one statement (docs/data-access.md, "Writes in one statement"): the row and
+ * `privacy_bucket.created`, appended once the row is written. Its slug is random; the unique
+ * (account, slug) index refuses a collision as the insert did in a transaction.
+ */
+const bucketCreate = statement<{ row: BucketRow; events: readonly PendingEvent[] }, BucketRow & { notified: unknown }>({
+  name: 'privacy_bucket_create',
   area: AREA,
   variants: {
     'a bucket': {
+      events: [EXAMPLE_EVENT],
       row: {
         id: EXAMPLE_UUID,
         user_id: EXAMPLE_UUID,
@@ -127,10 +134,14 @@ const bucketInsert = statement<{ row: BucketRow }, BucketRow>({
       },
     },
   },
-  build: ({ row }) => sql`insert into privacy_buckets (${BUCKET_COLUMNS})
-    values (${row.id}, ${row.user_id}, ${row.slug}, ${row.builtin}, ${row.name}, ${row.description}, ${row.icon},
-      ${row.icon_color_preset}, ${JSON.stringify(row.friend_permissions)}::jsonb, ${row.created_at}, ${row.updated_at})
-    returning ${BUCKET_COLUMNS}`,
+  build: ({ row, events }) => sql`with inserted as (
+      insert into privacy_buckets (${BUCKET_COLUMNS})
+      values (${row.id}, ${row.user_id}, ${row.slug}, ${row.builtin}, ${row.name}, ${row.description}, ${row.icon},
+        ${row.icon_color_preset}, ${JSON.stringify(row.friend_permissions)}::jsonb, ${row.created_at}, ${row.updated_at})
+      returning ${BUCKET_COLUMNS}
+    ),
+    ${appendEvents(events, sql`exists (select 1 from inserted)`)}
+    select ${BUCKET_COLUMNS}, ${notifiedColumn} from inserted`,
 });
 
 /** The columns PATCH may change (each when present; `icon` and `icon_color_preset` may be set to null). */
@@ -431,9 +442,10 @@ export const bucketsRepo = {
     return row;
   },
 
-  async insert(db: Knex, row: BucketRow): Promise<BucketRow> {
-    const [created] = await bucketInsert(db, { row });
-    return created as BucketRow;
+  /** Inserts the bucket and appends its events, in one statement; the row as stored. */
+  async create(db: Knex, row: BucketRow, events: readonly PendingEvent[]): Promise<BucketRow> {
+    const { notified: _notified, ...created } = (await bucketCreate(db, { row, events }))[0]!;
+    return created;
   },
 
   async update(db: Knex, userId: string, id: string, changes: BucketChanges): Promise<BucketRow> {

@@ -17,6 +17,7 @@ import { fullAccess, permissionMap } from '../../access/index.ts';
 import {
   type EventEntry,
   inTransaction,
+  oneStatement,
   ownerOf,
   PERMISSION_GROUPS,
   type PermissionMap,
@@ -83,31 +84,29 @@ export async function createBucket(
   ctx: ServiceContext,
   input: Schemas['CreatePrivacyBucketRequest'] & PresetId,
 ): Promise<Bucket> {
-  return inTransaction(ctx, async (tx) => {
-    const bucket = await insertBucket(tx, input);
-    await tx.events.emit(tx, { type: 'privacy_bucket.created', area: 'privacyBuckets', data: { id: bucket._id } });
-    return bucket;
-  });
-}
-
-async function insertBucket(
-  ctx: ServiceContext,
-  input: Schemas['CreatePrivacyBucketRequest'] & PresetId,
-): Promise<Bucket> {
   const { now } = ctx;
-  const row = await bucketsRepo.insert(ctx.db, {
-    id: input.id ?? randomUUID(),
-    user_id: ownerOf(ctx),
-    slug: `u_${randomBytes(8).toString('hex')}`,
-    builtin: false,
-    name: input.name.trim(),
-    description: input.description ?? '',
-    icon: input.icon ?? null,
-    icon_color_preset: input.iconColorPreset ?? null,
-    friend_permissions: merge(FULL_FRIEND_ACCESS, input.friendPermissions),
-    created_at: now,
-    updated_at: now,
-  });
+  const id = input.id ?? randomUUID();
+  // One statement: the row and its event (bucketsRepo.create).
+  const events = ctx.events.rows(ctx, [{ type: 'privacy_bucket.created', area: 'privacyBuckets', data: { id } }]);
+  const row = await oneStatement(ctx, (db) =>
+    bucketsRepo.create(
+      db,
+      {
+        id,
+        user_id: ownerOf(ctx),
+        slug: `u_${randomBytes(8).toString('hex')}`,
+        builtin: false,
+        name: input.name.trim(),
+        description: input.description ?? '',
+        icon: input.icon ?? null,
+        icon_color_preset: input.iconColorPreset ?? null,
+        friend_permissions: merge(FULL_FRIEND_ACCESS, input.friendPermissions),
+        created_at: now,
+        updated_at: now,
+      },
+      events,
+    ),
+  );
   return toBucket(row);
 }
 

@@ -4,6 +4,7 @@
  * retried and pruned.
  */
 import type { Knex } from 'knex';
+import { auditInsertSql, EXAMPLE_AUDIT, type PendingAudit } from '../../audit/index.ts';
 import type { EventRow } from '../../events/log.ts';
 import { WEBHOOK_QUEUE } from '../../events/log.ts';
 import { sql } from '../../db/sql.ts';
@@ -101,37 +102,35 @@ const find = statement<{ userId: string; id: string }, WebhookRow>({
   build: ({ userId, id }) => sql`select ${COLUMNS} from webhooks where id = ${id} and user_id = ${userId}`,
 });
 
-/** Serialises an account's webhook creations to the end of the transaction (the per-account limit). */
-const lockAccount = statement<{ userId: string }, never>({
-  name: 'webhooks_lock_account',
-  area: AREA,
-  variants: { 'an account': { userId: EXAMPLE_UUID } },
-  build: ({ userId }) =>
-    sql`select pg_advisory_xact_lock(hashtextextended('webhooks ' || ${userId}::text, 0)) is null as locked`,
-});
+/** A webhook to create: the columns the insert sets. */
+export type NewWebhook = Pick<
+  WebhookRow,
+  'id' | 'user_id' | 'types' | 'areas' | 'description' | 'key_id' | 'created_at' | 'updated_at'
+> & {
+  secrets_enc: Buffer;
+};
 
-/** Inserts the webhook when the account has fewer than `max`; its id, or no row. */
-const insert = statement<
-  { row: Omit<WebhookRow, 'secrets_enc'> & { secrets_enc: Buffer }; max: number },
-  { id: string }
->({
-  name: 'webhooks_insert',
+/**
+ * A webhook created in one statement (docs/data-access.md, "Writes in one statement"): the account
+ * key-share-locked first (as the insert's foreign key would, before the counter: an account
+ * deletion locks the account, then its counter), then its webhook_counts row (migration 0033),
+ * inserted or updated only while under `max` — a row a concurrent create has just counted is
+ * re-checked on its committed version, so two creates cannot both take the last slot. The webhook
+ * and its audit row are written only then; no row when the account is at the cap.
+ */
+const create = statement<{ row: NewWebhook; max: number; audit: PendingAudit }, WebhookRow>({
+  name: 'webhooks_create',
   area: AREA,
   variants: {
     'a webhook': {
       max: 20,
+      audit: EXAMPLE_AUDIT,
       row: {
         id: EXAMPLE_UUID,
         user_id: EXAMPLE_UUID,
         types: [],
         areas: [],
         description: null,
-        enabled: true,
-        disabled_reason: null,
-        disabled_at: null,
-        failing_since: null,
-        last_success_at: null,
-        previous_secret_expires_at: null,
         key_id: 'k',
         secrets_enc: Buffer.alloc(0),
         created_at: 0,
@@ -139,14 +138,23 @@ const insert = statement<
       },
     },
   },
-  build: ({
-    row,
-    max,
-  }) => sql`insert into webhooks (id, user_id, types, areas, description, enabled, key_id, secrets_enc, created_at, updated_at)
-    select ${row.id}::uuid, ${row.user_id}::uuid, ${row.types}::text[], ${row.areas}::text[], ${row.description}::text, true,
-           ${row.key_id}::text, ${row.secrets_enc}::bytea, ${row.created_at}::bigint, ${row.updated_at}::bigint
-    where (select count(*) from webhooks where user_id = ${row.user_id}::uuid) < ${max}::int
-    returning id`,
+  build: ({ row, max, audit }) => sql`with account as (
+      select a.id from accounts a where a.id = ${row.user_id}::uuid for key share
+    ),
+    slot as (
+      insert into webhook_counts as c (user_id) select a.id from account a
+      on conflict (user_id) do update set n = c.n where c.n < ${max}::int
+      returning c.user_id
+    ),
+    inserted as (
+      insert into webhooks (id, user_id, types, areas, description, enabled, key_id, secrets_enc, created_at, updated_at)
+      select ${row.id}::uuid, s.user_id, ${row.types}::text[], ${row.areas}::text[], ${row.description}::text, true,
+        ${row.key_id}::text, ${row.secrets_enc}::bytea, ${row.created_at}::bigint, ${row.updated_at}::bigint
+      from slot s
+      returning ${COLUMNS}
+    ),
+    audited as (${auditInsertSql(audit, sql`'{}'::jsonb`, sql`inserted`)})
+    select ${COLUMNS} from inserted`,
 });
 
 /** One text whatever the changed columns: each is kept or set by a bound flag. */
@@ -403,10 +411,9 @@ export const webhooksRepo = {
   list: (db: Knex, userId: string) => list(db, { userId }),
   find: async (db: Knex, userId: string, id: string): Promise<WebhookRow | undefined> =>
     (await find(db, { userId, id }))[0],
-  lockAccount: async (db: Knex, userId: string) => void (await lockAccount(db, { userId })),
-  /** False when the account already has `max` webhooks. */
-  insert: async (db: Knex, row: Parameters<typeof insert>[1]['row'], max: number): Promise<boolean> =>
-    (await insert(db, { row, max })).length > 0,
+  /** Creates the webhook with its audit row in one statement; undefined when the account already has `max`. */
+  create: async (db: Knex, row: NewWebhook, max: number, audit: PendingAudit): Promise<WebhookRow | undefined> =>
+    (await create(db, { row, max, audit }))[0],
   update: async (db: Knex, userId: string, id: string, changes: WebhookChanges): Promise<WebhookRow | undefined> =>
     (await update(db, { userId, id, changes }))[0],
   rotate: async (db: Knex, p: Parameters<typeof rotate>[1]): Promise<boolean> => (await rotate(db, p)).length > 0,

@@ -7,13 +7,14 @@
 import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { hasScope, SCOPES, type Scope } from '../../core/scopes.ts';
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { addressAllowList, isPublicAddress } from '../../net/addresses.ts';
 import { attempt, openSealed, openTarget, pingBody, type Sealed } from './delivery.ts';
 import { newSecret } from './signing.ts';
+import { auditRow } from '../../audit/index.ts';
 import { type DeliveryRow, type WebhookChanges, type WebhookRow, webhooksRepo } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -158,33 +159,27 @@ export async function createWebhook(
   const secret = newSecret();
   const id = input.id ?? randomUUID();
   const sealed = seal(ctx, { user_id: userId, id }, { url, secrets: [secret] });
-  const row = await inTransaction(ctx, async (tx) => {
-    await webhooksRepo.lockAccount(tx.db, userId);
-    const inserted = await webhooksRepo.insert(
-      tx.db,
+  // One statement: the cap on the account's counter row, the webhook and its audit row (webhooksRepo.create).
+  const audit = auditRow(ctx, { action: 'webhook.create', targetType: 'webhook', targetId: id });
+  const row = await oneStatement(ctx, (db) =>
+    webhooksRepo.create(
+      db,
       {
         id,
         user_id: userId,
         types: input.types,
         areas,
         description: input.description ?? null,
-        enabled: true,
-        disabled_reason: null,
-        disabled_at: null,
-        failing_since: null,
-        last_success_at: null,
-        previous_secret_expires_at: null,
         key_id: sealed.key_id,
         secrets_enc: sealed.data,
         created_at: ctx.now,
         updated_at: ctx.now,
       },
       MAX_WEBHOOKS,
-    );
-    if (!inserted) throw conflict(`An account has at most ${MAX_WEBHOOKS} webhooks`);
-    await tx.audit.record(tx, { action: 'webhook.create', targetType: 'webhook', targetId: id });
-    return (await webhooksRepo.find(tx.db, userId, id))!;
-  });
+      audit,
+    ),
+  );
+  if (!row) throw conflict(`An account has at most ${MAX_WEBHOOKS} webhooks`);
   return { webhook: toWebhook(ctx, row), secret };
 }
 
