@@ -11,7 +11,7 @@ import type { components } from '../../generated/api.d.ts';
 import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { type Keyset, keysetAfterSql, keysetOrderSql, pageOf } from '../core/keyset.ts';
-import { sql } from '../db/sql.ts';
+import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
 
 /** Serialised detail larger than this is a programming error, not something to store. */
@@ -19,7 +19,8 @@ export const MAX_DETAIL_BYTES = 2048;
 const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
 const AREA = 'audit';
 
-interface AuditInsert {
+/** One audit_events row, as record() inserts it. */
+export interface AuditInsert {
   id: string;
   user_id: string;
   actor_kind: 'key' | 'operator' | 'system';
@@ -33,55 +34,70 @@ interface AuditInsert {
   created_at: number;
 }
 
+/** A row for statements' example variants (generated/sql/). */
+export const EXAMPLE_AUDIT_ROW: AuditInsert = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  actor_kind: 'key',
+  actor_key_id: EXAMPLE_UUID,
+  actor_job: null,
+  action: 'a.b',
+  target_type: 't',
+  target_id: null,
+  detail: '{}',
+  created_at: 0,
+};
+
 const insertEvent = statement<{ row: AuditInsert }, never>({
   name: 'audit_record',
   area: AREA,
-  variants: {
-    'one event': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        actor_kind: 'key',
-        actor_key_id: EXAMPLE_UUID,
-        actor_job: null,
-        action: 'a.b',
-        target_type: 't',
-        target_id: null,
-        detail: '{}',
-        created_at: 0,
-      },
-    },
-  },
+  variants: { 'one event': { row: EXAMPLE_AUDIT_ROW } },
   build: ({ row: r }) => sql`insert into audit_events
       (id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)
     values (${r.id}::uuid, ${r.user_id}::uuid, ${r.actor_kind}::text, ${r.actor_key_id}::uuid, ${r.actor_job}::text,
       ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint)`,
 });
 
+/** The row record() inserts for `entry` in this context (the owner's account, the context's actor and time). */
+export function auditRow(ctx: ServiceContext, entry: AuditEntry): AuditInsert {
+  if (!ACTION.test(entry.action))
+    throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
+  const detail = JSON.stringify(entry.detail ?? {});
+  if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
+    throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
+  const actor = ctx.actor;
+  return {
+    id: randomUUID(),
+    user_id: ctx.access.ownerId,
+    actor_kind: actor.kind,
+    actor_key_id: actor.kind === 'key' ? actor.keyId : null,
+    actor_job: actor.kind === 'system' ? actor.job : null,
+    action: entry.action,
+    target_type: entry.targetType,
+    target_id: entry.targetId,
+    detail,
+    created_at: ctx.now,
+  };
+}
+
+/**
+ * The insert of `row` (auditRow) for a write made in one statement (docs/data-access.md, "Writes
+ * in one statement"), as the body of a CTE: inserted only `when` (the condition under which that
+ * statement wrote), so a refused write is not audited.
+ */
+export function auditInsertSql(r: AuditInsert, when: Sql): Sql {
+  return sql`insert into audit_events
+      (id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)
+    select ${r.id}::uuid, ${r.user_id}::uuid, ${r.actor_kind}::text, ${r.actor_key_id}::uuid, ${r.actor_job}::text,
+      ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint
+    where ${when}`;
+}
+
 export class DatabaseAuditSink implements AuditSink {
   async record(ctx: ServiceContext, entry: AuditEntry): Promise<void> {
     if (!ctx.db.isTransaction)
       throw new Error(`audit ${entry.action}: record it inside the transaction of the audited write`);
-    if (!ACTION.test(entry.action))
-      throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
-    const detail = JSON.stringify(entry.detail ?? {});
-    if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
-      throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
-    const actor = ctx.actor;
-    await insertEvent(ctx.db, {
-      row: {
-        id: randomUUID(),
-        user_id: ctx.access.ownerId,
-        actor_kind: actor.kind,
-        actor_key_id: actor.kind === 'key' ? actor.keyId : null,
-        actor_job: actor.kind === 'system' ? actor.job : null,
-        action: entry.action,
-        target_type: entry.targetType,
-        target_id: entry.targetId,
-        detail,
-        created_at: ctx.now,
-      },
-    });
+    await insertEvent(ctx.db, { row: auditRow(ctx, entry) });
   }
 }
 
