@@ -19,7 +19,7 @@ import {
   shareMember,
   type Perms,
 } from './helpers/friends.ts';
-import { captureStatements, explain, planNodes, type PlanNode } from './helpers/plans.ts';
+import { captureStatements, explain, planNodes, type PlanNode, REQUEST_WORK } from './helpers/plans.ts';
 import { TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -1254,6 +1254,90 @@ describe('notes', { timeout: 120_000 }, () => {
       }
     }, 120_000);
   }
+
+  it("a friend's note is one statement: the friendship, the rights on each link, the note, its event and its audit row", async () => {
+    const { s, viewer } = await writer();
+    const create = (body: { content: string; memberIds?: string[]; memberId?: string }) =>
+      viewer.api.POST('/api/v1/friends/{friendUserId}/entries', { params: { path: fp(s.owner.userId) }, body });
+    expect((await create({ content: 'warm-up', memberId: s.vis1 })).response.status).toBe(201);
+    let res: Awaited<ReturnType<typeof create>> | undefined;
+    const statements = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+      res = await create({ content: 'from a friend', memberIds: [s.vis2, s.vis1] });
+    });
+    expect(res!.response.status).toBe(201);
+    // docs/data-access.md, "Writes in one statement": no BEGIN, no COMMIT, no statement of its own for the friendship.
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with friend_access as']);
+    expect(statements[0]!.sql).toMatch(
+      /insert into entries[\s\S]*insert into entry_members[\s\S]*insert into events[\s\S]*insert into audit_events/,
+    );
+    const id = res!.data!.id;
+    const detail = await s.owner.api.GET('/api/v1/entries/{entryId}', { params: { path: { entryId: id } } });
+    expect(detail.data).toMatchObject({ content: 'from a friend', memberIds: [s.vis2, s.vis1], memberId: null });
+    const event = await server.deps.db
+      .knex('events')
+      .where({ account_id: s.owner.userId, type: 'entry.created' })
+      .orderBy('id', 'desc')
+      .first();
+    expect([event.data, event.actor]).toEqual([{ id }, { kind: 'friend', id: viewer.userId }]);
+    const created = (await auditActions(s.owner)).filter((a) => a.action === 'friend_write.entry.create');
+    expect(created).toHaveLength(2);
+    expect(created).toContainEqual({
+      action: 'friend_write.entry.create',
+      detail: { friendUserId: viewer.userId },
+      targetId: id,
+    });
+  });
+
+  it("concurrent friend notes take a member's last slot under the owner's cap once", async () => {
+    const { s, viewer } = await writer();
+    const cap = server.deps.config.noteCaps.pro;
+    const knex = server.deps.db.knex;
+    const side = (await knex('entries').where({ id: s.hiddenNote }).first('side_system_id')).side_system_id as string;
+    const bulk = Array.from({ length: cap - 1 }, () => randomUUID());
+    await knex.batchInsert(
+      'entries',
+      bulk.map((id) => ({
+        id,
+        user_id: s.owner.userId,
+        side_system_id: side,
+        sub_system_id: null,
+        title: null,
+        content: 'cap',
+        member_id: null,
+        member_ids: null,
+        created_at: 1,
+        updated_at: 1,
+        deleted_at: null,
+      })),
+      200,
+    );
+    await knex.batchInsert(
+      'entry_members',
+      bulk.map((id) => ({ entry_id: id, member_id: s.vis2, user_id: s.owner.userId, position: 0 })),
+      200,
+    );
+    // One slot left; sixteen notes at once (on PostgreSQL, some start before another commits).
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        viewer.api.POST('/api/v1/friends/{friendUserId}/entries', {
+          params: { path: fp(s.owner.userId) },
+          body: { content: `race ${i}`, memberId: s.vis2 },
+        }),
+      ),
+    );
+    expect(results.filter((r) => r.response.status === 201)).toHaveLength(1);
+    expect(results.filter((r) => r.error?.code === 'NOTE_LIMIT_REACHED')).toHaveLength(15);
+    const linked = await knex('entry_members as em')
+      .join('entries as e', 'e.id', 'em.entry_id')
+      .where({ 'em.member_id': s.vis2 })
+      .whereNull('e.deleted_at')
+      .count<Array<{ count: string | number }>>('* as count');
+    expect(Number(linked[0]!.count)).toBe(cap);
+    expect((await auditActions(s.owner)).filter((a) => a.action === 'friend_write.entry.create')).toHaveLength(1);
+  });
 
   it('writes: at least one member, the note cap, links before and after, trash', async () => {
     const { s, viewer } = await writer();

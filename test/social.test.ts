@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { addGalleryImage, galleryUrlOf, uniqueImage } from './helpers/gallery.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -161,6 +162,36 @@ describe('links', () => {
     expect(
       (await u.api.DELETE('/api/v1/social/links/{linkId}', { params: { path: { linkId: a } } })).response.status,
     ).toBe(404);
+  });
+
+  it('creates a link in one statement: the profile touched, the link, its event', async () => {
+    const u = await server.user();
+    await addLink(u); // warms the key cache
+    const statements = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+      await addLink(u, { platform: 'github', displayName: 'Code' });
+    });
+    // docs/data-access.md, "Writes in one statement": no BEGIN, no COMMIT.
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with seen as']);
+    expect(statements[0]!.sql).toMatch(
+      /insert into social_profiles[\s\S]*insert into social_links[\s\S]*insert into events/,
+    );
+    const events = await server.deps.db.knex('events').where({ account_id: u.userId }).orderBy('id');
+    expect(events.map((e) => [e.type, e.data])).toEqual(
+      (await section(u)).links.map((l) => ['social_profile.changed', { id: l.id, kind: 'link' }]),
+    );
+  });
+
+  it('concurrent creates without a sortOrder each get one past the largest (distinct, in commit order)', async () => {
+    const u = await server.user();
+    await addLink(u, { sortOrder: 4 });
+    // Enough at once that on PostgreSQL some statements start while another holds the profile row.
+    const ids = await Promise.all(Array.from({ length: 24 }, (_, i) => addLink(u, { displayName: `L${i}` })));
+    const links = (await section(u)).links;
+    expect(links.map((l) => l.sortOrder)).toEqual(Array.from({ length: 25 }, (_, i) => 4 + i));
+    expect(new Set(links.slice(1).map((l) => l.id))).toEqual(new Set(ids));
   });
 
   it('limits at and past each bound; platform list; music platform rejected', async () => {

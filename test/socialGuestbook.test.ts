@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { befriend, expectNoneOf } from './helpers/friends.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
@@ -123,6 +124,27 @@ describe('guestbook posting and listing', () => {
     const scoped = await server.user({ scopes: { guestbook: 'read' } });
     const own = await widget(await server.user());
     expect((await post(scoped, own, { body: 'x' })).response.status).toBe(403);
+  });
+
+  it('posts and replies in one statement each: the checks, the message, its event and the answer', async () => {
+    const owner = await server.user();
+    const gb = await widget(owner, { kind: 'guestbook', allowAnonymous: true });
+    const top = (await post(owner, gb, { body: 'top' })).data!.id; // warms the key cache
+    for (const body of [{ body: 'another' }, { body: 'a reply', parentMessageId: top, postAnonymously: true }]) {
+      let res: Awaited<ReturnType<typeof post>> | undefined;
+      const statements = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+        res = await post(owner, gb, body);
+      });
+      expect(res!.response.status).toBe(201);
+      // docs/data-access.md, "Writes in one statement": no BEGIN, no COMMIT.
+      expect(
+        statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+        JSON.stringify(statements.map((st) => st.sql)),
+      ).toEqual(['with widget as']);
+      expect(statements[0]!.sql).toMatch(/insert into guestbook_messages[\s\S]*insert into events/);
+    }
+    const events = await server.deps.db.knex('events').where({ account_id: owner.userId, type: 'guestbook.posted' });
+    expect(events).toHaveLength(3);
   });
 
   it('limit and cursor bounds', async () => {

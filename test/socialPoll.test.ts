@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { befriend, expectNoneOf } from './helpers/friends.ts';
+import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer, type TestUser } from './helpers/server.ts';
 
 const server = useServer();
@@ -124,6 +125,58 @@ describe('poll votes', () => {
     expect(s.distinctVoterCount).toBe(1);
     expect(choices.map((c) => JSON.stringify(c))).toContain(JSON.stringify(s.myOptionIndices));
     expect(s.optionCounts.reduce((a, b) => a + b, 0)).toBe(s.myOptionIndices.length);
+  });
+
+  it("the owner's vote is one statement: the checks, the ballot, its event and the state", async () => {
+    const owner = await server.user();
+    const friend = await server.user();
+    await befriend(owner, friend);
+    const p = await pollWidget(owner, ['a', 'b', 'c'], true);
+    expect((await friendVote(friend, owner, p, [0, 2])).response.status).toBe(200);
+    await vote(owner, p, [1]); // warms the key cache
+    for (const [optionIndices, after] of [
+      [[2, 0], { optionCounts: [2, 0, 2], distinctVoterCount: 2, myOptionIndices: [0, 2] }],
+      [[], { optionCounts: [1, 0, 1], distinctVoterCount: 1, myOptionIndices: [] }],
+    ] as const) {
+      let res: Awaited<ReturnType<typeof vote>> | undefined;
+      const statements = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+        res = await vote(owner, p, [...optionIndices]);
+      });
+      // docs/data-access.md, "Writes in one statement": no BEGIN, no COMMIT.
+      expect(
+        statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+        JSON.stringify(statements.map((st) => st.sql)),
+      ).toEqual(['with poll as']);
+      expect(res!.data).toEqual({ ...(await state(owner, p)), ...after });
+    }
+    const events = await server.deps.db.knex('events').where({ account_id: owner.userId, type: 'poll.voted' });
+    expect(events).toHaveLength(4);
+  });
+
+  it('a vote racing an options change is cast on the ballots the change left (a cleared ballot stays cleared)', async () => {
+    const owner = await server.user();
+    const options = ['a', 'b', 'c', 'd'];
+    const p = await pollWidget(owner, options, true);
+    for (let round = 0; round < 6; round++) {
+      expect((await vote(owner, p, [0, 1])).response.status).toBe(200);
+      // The PATCH remaps the ballots (deleted and written again at the options' new indices).
+      const rotated = [...options.slice((round % 3) + 1), ...options.slice(0, (round % 3) + 1)];
+      const [patched, cleared] = await Promise.all([
+        owner.api.PATCH('/api/v1/social/widgets/{widgetId}', {
+          params: { path: { widgetId: p } },
+          body: {
+            config: { kind: 'poll', question: 'Which?', options: rotated, allowMultipleSelections: true },
+          } as never,
+        }),
+        vote(owner, p, []),
+      ]);
+      expect([patched.response.status, cleared.response.status]).toEqual([200, 200]);
+      expect(await state(owner, p), `round ${round}`).toMatchObject({
+        optionCounts: [0, 0, 0, 0],
+        distinctVoterCount: 0,
+        myOptionIndices: [],
+      });
+    }
   });
 
   it('changing options remaps ballots by option text; switching to single choice drops multi-option ballots; another kind drops all', async () => {

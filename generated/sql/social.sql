@@ -194,6 +194,261 @@ where
 limit
   1;
 
+-- social_guestbook_post (a message)
+with
+  widget as (
+    select
+      coalesce(w.config -> 'allowAnonymous' = 'true'::jsonb, false) as allow_anonymous
+    from
+      social_widgets w
+    where
+      w.id = $1
+      and w.user_id = $2
+      and w.type = 'guestbook'
+    for key share
+  ),
+  parent as (
+    select
+      p.id
+    from
+      guestbook_messages p
+    where
+      p.id = $3::uuid
+      and p.widget_id = $4
+      and p.parent_message_id is null
+    for key share
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          widget
+      ) as found,
+      coalesce(
+        (
+          select
+            allow_anonymous
+          from
+            widget
+        ),
+        false
+      ) as allow_anonymous,
+      exists (
+        select
+          1
+        from
+          parent
+      ) as parent_ok
+  ),
+  inserted as (
+    insert into
+      guestbook_messages (
+        id,
+        user_id,
+        widget_id,
+        parent_message_id,
+        author_user_id,
+        posted_anonymously,
+        body,
+        hidden_by_owner,
+        created_at
+      )
+    select
+      $5,
+      $6,
+      $7,
+      $8::uuid,
+      $9,
+      $10,
+      $11,
+      $12,
+      $13
+    from
+      verdict v
+    where
+      v.found
+      and (
+        not $14::boolean
+        or v.allow_anonymous
+      )
+      and (
+        $15::uuid is null
+        or v.parent_ok
+      )
+    returning
+      id,
+      user_id,
+      widget_id,
+      parent_message_id,
+      author_user_id,
+      posted_anonymously,
+      body,
+      hidden_by_owner,
+      created_at
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($16::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $17::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $18::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.found,
+  v.allow_anonymous,
+  v.parent_ok,
+  m.id,
+  m.user_id,
+  m.widget_id,
+  m.parent_message_id,
+  m.author_user_id,
+  m.posted_anonymously,
+  m.body,
+  m.hidden_by_owner,
+  m.created_at,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  (
+    select
+      pg_notify (
+        $19::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $20::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join inserted m on true
+  left join accounts a on a.id = m.author_user_id;
+
 -- social_guestbook_replies (the replies of some threads)
 select
   m.id,
@@ -379,6 +634,230 @@ set
   url = excluded.url,
   avatar_url = excluded.avatar_url,
   verified_at = excluded.verified_at;
+
+-- social_link_create (a link)
+with
+  seen as (
+    select
+      xmin as version
+    from
+      social_profiles
+    where
+      user_id = $1
+  ),
+  touched as (
+    insert into
+      social_profiles as p (user_id, theme, updated_at)
+    values
+      ($2, null, $3)
+    on conflict (user_id) do update
+    set
+      updated_at = excluded.updated_at
+    where
+      $4::int is not null
+      or p.xmin = (
+        select
+          version
+        from
+          seen
+      )
+    returning
+      user_id
+  ),
+  inserted as (
+    insert into
+      social_links (
+        id,
+        user_id,
+        platform,
+        display_name,
+        handle,
+        url,
+        description,
+        badge,
+        accent_color,
+        avatar_url,
+        visibility,
+        featured,
+        sort_order,
+        created_at,
+        updated_at
+      )
+    select
+      $5,
+      $6,
+      $7,
+      $8,
+      $9::text,
+      $10::text,
+      $11::text,
+      $12::text,
+      $13::text,
+      $14::text,
+      $15,
+      $16,
+      coalesce(
+        $17::int,
+        (
+          select
+            coalesce(max(l.sort_order) + 1, 0)::int
+          from
+            social_links l
+          where
+            l.user_id = $18
+        )
+      ),
+      $19,
+      $20
+    from
+      touched
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($21::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $22::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $23::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  exists (
+    select
+      1
+    from
+      inserted
+  ) as written,
+  (
+    select
+      pg_notify (
+        $24::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $25::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
 
 -- social_link_delete (one link)
 delete from social_links
@@ -659,6 +1138,282 @@ where
   widget_id = $1
 group by
   i;
+
+-- social_poll_vote (a vote)
+with
+  poll as (
+    select
+      w.xmin as version,
+      w.config
+    from
+      social_widgets w
+    where
+      w.id = $1
+      and w.user_id = $2
+      and w.type = 'poll'
+    for share
+  ),
+  seen as (
+    select
+      w.xmin as version
+    from
+      social_widgets w
+    where
+      w.id = $3
+      and w.user_id = $4
+      and w.type = 'poll'
+  ),
+  verdict as (
+    select
+      p.config is not null as found,
+      coalesce(p.version = s.version, false) as fresh,
+      coalesce(p.version = s.version, false)
+      and (
+        select
+          count(distinct i)
+        from
+          unnest($5::int[]) i
+      ) = cardinality($6::int[])
+      and not exists (
+        select
+          1
+        from
+          unnest($7::int[]) i
+        where
+          i >= jsonb_array_length(p.config -> 'options')
+      )
+      and (
+        coalesce(p.config -> 'allowMultipleSelections' = 'true'::jsonb, false)
+        or cardinality($8::int[]) = 1
+      ) as ok,
+      p.config
+    from
+      (
+        select
+          1
+      ) one
+      left join poll p on true
+      left join seen s on true
+  ),
+  removed as (
+    delete from poll_ballots
+    where
+      widget_id = $9
+      and voter_user_id = $10
+      and cardinality($11::int[]) = 0
+      and (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  ballot as (
+    insert into
+      poll_ballots (widget_id, voter_user_id, user_id, option_indices, updated_at)
+    select
+      $12,
+      $13,
+      $14,
+      $15::int[],
+      $16
+    from
+      verdict
+    where
+      ok
+      and cardinality($17::int[]) > 0
+    on conflict (widget_id, voter_user_id) do update
+    set
+      option_indices = excluded.option_indices,
+      updated_at = excluded.updated_at
+    returning
+      option_indices
+  ),
+  ballots as (
+    select
+      b.option_indices
+    from
+      poll_ballots b
+    where
+      b.widget_id = $18
+      and b.voter_user_id <> $19
+    union all
+    select
+      option_indices
+    from
+      ballot
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($20::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $21::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $22::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.found,
+  v.fresh,
+  v.ok,
+  v.config,
+  case
+    when v.ok then (
+      select
+        coalesce(json_agg(json_build_object('i', c.i, 'n', c.n)), '[]'::json)
+      from
+        (
+          select
+            i,
+            count(*)::int as n
+          from
+            ballots,
+            unnest(ballots.option_indices) as i
+          group by
+            i
+        ) c
+    )
+    else '[]'::json
+  end as counts,
+  case
+    when v.ok then (
+      select
+        count(*)::int
+      from
+        ballots
+    )
+    else 0
+  end as voters,
+  (
+    select
+      pg_notify (
+        $23::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $24::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v;
 
 -- social_poll_voter_count (a poll)
 select

@@ -263,40 +263,31 @@ export interface CreateVerdict {
   under_cap: string[];
 }
 
+/** What a note's create writes: the note, its links in link order, the cap of each plan, its events. */
+export interface NoteCreate {
+  row: NewEntry;
+  links: readonly string[];
+  caps: Readonly<Record<string, number>>;
+  events: readonly PendingEvent[];
+}
+
 /**
- * A note, its links and its events in one statement (docs/data-access.md, "Writes in one
- * statement"), run on its own (autocommit): the active write scope (writeScopeSql), the linked
- * members share-locked and live, and for each its counter row (member_note_counts, migration 0029)
- * updated only while under the plan's cap — a row a concurrent note has just taken is re-checked
- * on its committed version, so two notes cannot both take a member's last slot. `verdict.ok` holds
- * when all of that passed; the note, its links (link order) and the events are written only then.
- * The triggers of 0029 then add the links to the counters. `caps` is the cap of each plan.
+ * A note, its links and its events as the items of a `with` (docs/data-access.md, "Writes in one
+ * statement"): the active write scope (writeScopeSql), the linked members share-locked and live,
+ * and for each its counter row (member_note_counts, migration 0029) updated only while under the
+ * plan's cap — a row a concurrent note has just taken is re-checked on its committed version, so
+ * two notes cannot both take a member's last slot. `verdict.ok` holds when all of that passed; the
+ * note, its links (link order) and the events are written only then. The triggers of 0029 then
+ * add the links to the counters. `gate`, when given, is a further condition of the statement's
+ * earlier CTEs (a friend's right to write the note): false, no member is locked and nothing written.
  */
-const createEntry = statement<
-  { row: NewEntry; links: readonly string[]; caps: Readonly<Record<string, number>>; events: readonly PendingEvent[] },
-  CreateVerdict & { notified: unknown }
->({
-  name: 'entries_create',
-  area: AREA,
-  variants: {
-    'a note': {
-      row: { ...EXAMPLE_ENTRY },
-      links: [EXAMPLE_UUID],
-      caps: { free: 1 },
-      events: [EXAMPLE_EVENT],
-    },
-    'a note, the request keyed (its response stored on its claim)': {
-      row: { ...EXAMPLE_ENTRY },
-      links: [EXAMPLE_UUID],
-      caps: { free: 1 },
-      events: keyedExample([EXAMPLE_EVENT]),
-    },
-  },
-  build: ({ row, links, caps, events }) => sql`with ${writeScopeSql(row.user_id)},
+export function createEntrySql({ row, links, caps, events }: NoteCreate, gate?: Sql): Sql {
+  const gated = gate ? sql` and ${gate}` : sql.empty;
+  return sql`${writeScopeSql(row.user_id)},
     plan as (select a.plan, (${JSON.stringify(caps)}::jsonb ->> a.plan)::int as cap from accounts a where a.id = ${row.user_id}),
     linked as (
       select m.id from members m
-      where m.user_id = ${row.user_id} and m.id = any (${[...links]}::uuid[]) and m.deleted_at is null
+      where m.user_id = ${row.user_id} and m.id = any (${[...links]}::uuid[]) and m.deleted_at is null${gated}
       order by m.id
       for share
     ),
@@ -310,7 +301,7 @@ const createEntry = statement<
       select exists (select 1 from write_scope) as scoped,
         exists (select 1 from write_scope)
           and (select count(*) from linked) = cardinality(${[...links]}::uuid[])
-          and (select count(*) from under_cap) = cardinality(${[...links]}::uuid[]) as ok
+          and (select count(*) from under_cap) = cardinality(${[...links]}::uuid[])${gated} as ok
     ),
     inserted as (
       insert into entries
@@ -327,24 +318,41 @@ const createEntry = statement<
       where v.ok
       order by l.n
     ),
-    ${appendEvents(events, sql`(select ok from verdict)`)}
-    select v.ok, v.scoped, (select plan from plan) as plan,
-      array(select id from linked) as live, array(select member_id from under_cap) as under_cap,
+    ${appendEvents(events, sql`(select ok from verdict)`)}`;
+}
+
+/** createEntrySql's answer (CreateVerdict) as the columns of a select from its `verdict v`. */
+export const CREATE_VERDICT_COLUMNS = sql`v.ok, v.scoped, (select plan from plan) as plan,
+      array(select id from linked) as live, array(select member_id from under_cap) as under_cap`;
+
+/** A note for the statements' example variants. */
+export const EXAMPLE_NOTE_CREATE: NoteCreate = {
+  row: { ...EXAMPLE_ENTRY },
+  links: [EXAMPLE_UUID],
+  caps: { free: 1 },
+  events: [EXAMPLE_EVENT],
+};
+
+/** A note created in one statement (createEntrySql), run on its own (autocommit). */
+const createEntry = statement<NoteCreate, CreateVerdict & { notified: unknown }>({
+  name: 'entries_create',
+  area: AREA,
+  variants: {
+    'a note': EXAMPLE_NOTE_CREATE,
+    'a note, the request keyed (its response stored on its claim)': {
+      ...EXAMPLE_NOTE_CREATE,
+      events: keyedExample([EXAMPLE_EVENT]),
+    },
+  },
+  build: (input) => sql`with ${createEntrySql(input)}
+    select ${CREATE_VERDICT_COLUMNS},
       ${notifiedColumn}
     from verdict v`,
 });
 
 export const entriesRepo = {
   /** Creates a note with its links and events in one statement, or writes nothing (see createEntry). */
-  async create(
-    db: Knex,
-    input: {
-      row: NewEntry;
-      links: readonly string[];
-      caps: Readonly<Record<string, number>>;
-      events: readonly PendingEvent[];
-    },
-  ): Promise<CreateVerdict> {
+  async create(db: Knex, input: NoteCreate): Promise<CreateVerdict> {
     const [verdict] = await createEntry(db, input);
     return verdict!;
   },

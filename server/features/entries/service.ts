@@ -13,7 +13,22 @@ import { dropObjects, purgeItems } from '../trash/index.ts';
 import { readStoredImage, type StoredImageResponse } from '../../storage/serve.ts';
 import { registerNoteImage } from '../../storage/noteImages.ts';
 import { externalImageUrls, imageKey, rehostImages } from './rehost.ts';
-import { type EntryChanges, entriesRepo, type EntryRow, type ImportedEntryRow } from './repo.ts';
+import {
+  type CreateVerdict,
+  type EntryChanges,
+  entriesRepo,
+  type EntryRow,
+  type ImportedEntryRow,
+  type NoteCreate,
+} from './repo.ts';
+
+export {
+  CREATE_VERDICT_COLUMNS,
+  type CreateVerdict,
+  createEntrySql,
+  EXAMPLE_NOTE_CREATE,
+  type NoteCreate,
+} from './repo.ts';
 
 type Schemas = components['schemas'];
 
@@ -126,52 +141,70 @@ function rehost(ctx: ServiceContext, content: string): Promise<string> {
   });
 }
 
+/** The note createEntry writes (its id, links, caps and entry.created), its content as given. */
+function noteOf(ctx: ServiceContext, input: Schemas['CreateEntryRequest'] & PresetId, content: string): NoteCreate {
+  const { now } = ctx;
+  const id = input.id ?? randomUUID();
+  return {
+    row: {
+      id,
+      user_id: ownerOf(ctx),
+      title: input.title ?? null,
+      content,
+      member_id: input.memberId ?? null,
+      member_ids: input.memberIds ?? null,
+      created_at: now,
+      updated_at: now,
+    },
+    links: linkSet(input.memberId ?? null, input.memberIds ?? null),
+    caps: ctx.config.noteCaps,
+    events: ctx.events.rows(ctx, [{ type: 'entry.created', area: 'entries', data: { id } }]),
+  };
+}
+
+/** The error createEntry answers for a note its statement refused (`verdict.ok` false). */
+function refusal(ctx: ServiceContext, note: NoteCreate, verdict: CreateVerdict): Error {
+  if (!verdict.scoped) return new Error(`account ${ownerOf(ctx)} has no live active side or sub system`);
+  const live = new Set(verdict.live);
+  const bad = note.links.filter((m) => !live.has(m));
+  if (bad.length) return notLinkable(bad);
+  const plan = (verdict.plan ?? 'free') as PlanKey;
+  const under = new Set(verdict.under_cap);
+  return noteLimit(
+    capMessage(
+      ctx,
+      plan,
+      note.links.filter((m) => !under.has(m)),
+    ),
+  );
+}
+
+/**
+ * A note as createEntry writes it, for a statement of another area that creates it with checks of
+ * its own (createEntrySql's `gate`: a friend's note): null when its content embeds external images,
+ * which createEntry fetches and re-hosts first. `refused` is the error createEntry answers when the
+ * statement's verdict refused the note.
+ */
+export function noteToCreate(
+  ctx: ServiceContext,
+  input: Schemas['CreateEntryRequest'],
+): { note: NoteCreate; refused: (verdict: CreateVerdict) => Error } | null {
+  if (externalImageUrls(input.content).length > 0) return null;
+  const note = noteOf(ctx, input, input.content);
+  return { note, refused: (verdict) => refusal(ctx, note, verdict) };
+}
+
 export async function createEntry(
   ctx: ServiceContext,
   input: Schemas['CreateEntryRequest'] & PresetId,
 ): Promise<{ id: string }> {
-  const { now } = ctx;
-  const userId = ownerOf(ctx);
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
   await precheckLinks(ctx, input.content, links, undefined, noteLimit);
-  const content = await rehost(ctx, input.content);
-  const id = input.id ?? randomUUID();
-  const events = ctx.events.rows(ctx, [{ type: 'entry.created', area: 'entries', data: { id } }]);
+  const note = noteOf(ctx, input, await rehost(ctx, input.content));
   // One statement: the scope, the links' locks and caps, the note, its links and its event (entriesRepo.create).
-  const verdict = await oneStatement(
-    ctx,
-    (db) =>
-      entriesRepo.create(db, {
-        row: {
-          id,
-          user_id: userId,
-          title: input.title ?? null,
-          content,
-          member_id: input.memberId ?? null,
-          member_ids: input.memberIds ?? null,
-          created_at: now,
-          updated_at: now,
-        },
-        links,
-        caps: ctx.config.noteCaps,
-        events,
-      }),
-    { body: { id } },
-  );
-  if (verdict.ok) return { id };
-  if (!verdict.scoped) throw new Error(`account ${userId} has no live active side or sub system`);
-  const live = new Set(verdict.live);
-  const bad = links.filter((m) => !live.has(m));
-  if (bad.length) throw notLinkable(bad);
-  const plan = (verdict.plan ?? 'free') as PlanKey;
-  const under = new Set(verdict.under_cap);
-  throw noteLimit(
-    capMessage(
-      ctx,
-      plan,
-      links.filter((m) => !under.has(m)),
-    ),
-  );
+  const verdict = await oneStatement(ctx, (db) => entriesRepo.create(db, note), { body: { id: note.row.id } });
+  if (verdict.ok) return { id: note.row.id };
+  throw refusal(ctx, note, verdict);
 }
 
 export async function getEntry(ctx: ServiceContext, id: string): Promise<Schemas['EntryDetail']> {

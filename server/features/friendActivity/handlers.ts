@@ -3,7 +3,8 @@ import * as friendActivity from './service.ts';
 
 /**
  * Friend-scoped activity routes: each resolves the friendship (404 when it is not visible), the
- * hot reads (front, history, notes) inside their one statement (friendInStatement), the rest first.
+ * hot reads (front, history, notes) and a note's create inside their one statement
+ * (friendInStatement), the rest first.
  */
 export const friendActivityHandlers = {
   getFriendFront: async ({ path }, ctx) => {
@@ -52,7 +53,7 @@ export const friendActivityHandlers = {
     return { status: 200, body: await friendActivity.listNotes(fctx, query) };
   },
   createFriendEntry: async ({ path, body }, ctx) => {
-    const fctx = await ctx.friend(path.friendUserId);
+    const fctx = ctx.friendInStatement(path.friendUserId);
     return { status: 201, body: await friendActivity.createNote(fctx, body) };
   },
   updateFriendEntry: async ({ path, body }, ctx) => {

@@ -14,10 +14,19 @@ import {
   visibleMembersSql,
   withFriendAccess,
 } from '../../access/index.ts';
+import { auditInsertSql, EXAMPLE_AUDIT, type PendingAudit } from '../../audit/index.ts';
 import type { FriendAccess, InStatementFriendAccess, PermissionGroup } from '../../core/context.ts';
 import type { Knex } from 'knex';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { notifiedColumn } from '../../events/log.ts';
+import {
+  CREATE_VERDICT_COLUMNS,
+  type CreateVerdict,
+  createEntrySql,
+  EXAMPLE_NOTE_CREATE,
+  type NoteCreate,
+} from '../entries/index.ts';
 import type { MemberRow } from '../members/index.ts';
 
 /** Spec: the friend notes list considers at most the owner's 500 most recent live notes. */
@@ -368,7 +377,75 @@ const friendNoteForWrite = statement<{ access: FriendAccess; entryId: string }, 
         from entries e cross join lateral (${noteLinksSql(access, 'e.id')}) n where e.id = ${entryId} and e.user_id = ${access.ownerId} and e.deleted_at is null`,
 });
 
+/** What the friend note statement decided: the friend's checks, then the note's (CreateVerdict). */
+export interface FriendNoteVerdict extends CreateVerdict {
+  /** The friendship holds (friend_access). */
+  friend: boolean;
+  /** Every link is a live member the friend sees (members_view). */
+  found: boolean;
+  /** Every link grants the friend member_notes read_write. */
+  writable: boolean;
+}
+
+/** The audit row of a friend's note, with its detail as JSON text. */
+export interface FriendNoteAudit {
+  row: PendingAudit;
+  detail: string;
+}
+
+/**
+ * A friend's note on the owner's account in one statement (docs/data-access.md, "Writes in one
+ * statement"): the friendship and the viewer's grants (friend_access), each link a live member the
+ * friend sees with member_notes read_write on it (the member rule, as membersForWrite), then the
+ * owner's note create (createEntrySql, gated on those checks: nothing is locked or written
+ * otherwise) and its audit row, written with the note.
+ */
+const friendCreateNote = statement<
+  { access: InStatementFriendAccess; note: NoteCreate; audit: FriendNoteAudit },
+  FriendNoteVerdict & { notified: unknown }
+>({
+  name: 'friend_note_create',
+  area: AREA,
+  variants: {
+    'friendship read in the statement': {
+      access: EXAMPLE_ACCESS.inStatement,
+      note: EXAMPLE_NOTE_CREATE,
+      audit: { row: EXAMPLE_AUDIT, detail: '{}' },
+    },
+  },
+  build: ({ access, note, audit }) =>
+    withFriendAccess(
+      access,
+      sql`friend_links as (
+         select ${visibleMembersSql(access, 'm', 'member_notes', 'read_write')} as can_write from members m
+          where m.user_id = ${access.ownerId} and m.id = any (${[...note.links]}::uuid[]) and m.deleted_at is null
+            and ${visibleMembersSql(access, 'm')}
+       ), friend_check as (
+         select ${okColumn} as friend, count(*) = cardinality(${[...note.links]}::uuid[]) as found,
+           coalesce(bool_and(can_write), true) as writable
+         from friend_links
+       ),
+       ${createEntrySql(note, sql`(select friend and found and writable from friend_check)`)},
+       audited as (${auditInsertSql(audit.row, sql`${audit.detail}::jsonb`, sql`verdict where ok`)})
+       select f.friend, f.found, f.writable, ${CREATE_VERDICT_COLUMNS}, ${notifiedColumn}
+       from friend_check f, verdict v`,
+    ),
+});
+
 export const friendActivityRepo = {
+  /** Creates a friend's note with its audit row and events in one statement, or writes nothing (see friendCreateNote). */
+  async createNote(
+    db: Knex,
+    access: InStatementFriendAccess,
+    note: NoteCreate,
+    audit: FriendNoteAudit,
+  ): Promise<FriendNoteVerdict> {
+    const [{ notified: _, ...verdict }] = (await friendCreateNote(db, { access, note, audit })) as [
+      FriendNoteVerdict & { notified: unknown },
+    ];
+    return verdict;
+  },
+
   async front(
     db: Knex,
     access: InStatementFriendAccess,

@@ -7,15 +7,17 @@
  */
 import type { components } from '../../../generated/api.d.ts';
 import { delegatedWrite, requireFriend, requireFriendship, viewerCeiling } from '../../access/index.ts';
+import { auditRow } from '../../audit/index.ts';
 import {
   type AuditEntry,
   type FriendContext,
   type InStatementFriendContext,
   inTransaction,
+  oneStatement,
   type PermissionGroup,
 } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
-import { createEntry, deleteEntry, updateEntry } from '../entries/index.ts';
+import { createEntry, deleteEntry, noteToCreate, updateEntry } from '../entries/index.ts';
 import {
   clearFront,
   clearTierPresence,
@@ -306,10 +308,36 @@ function linkSet(memberId: string | null | undefined, memberIds: string[] | null
   return [...new Set([...(memberId ? [memberId] : []), ...(memberIds ?? [])])];
 }
 
-export async function createNote(ctx: FriendContext, input: Schemas['CreateEntryRequest']): Promise<{ id: string }> {
+/**
+ * A friend's note on the owner's account. One statement (friendActivityRepo.createNote) when it
+ * links members and embeds no external image: the friendship, the friend's rights on each link and
+ * the owner's note create with its audit row, refused in the order of the transaction below.
+ * Otherwise the friendship first, then the transaction (entries fetches the images after the checks).
+ */
+export async function createNote(
+  ctx: InStatementFriendContext,
+  input: Schemas['CreateEntryRequest'],
+): Promise<{ id: string }> {
   const links = linkSet(input.memberId, input.memberIds);
+  const one = links.length > 0 ? noteToCreate(ctx, input) : null;
+  if (one) {
+    const { note, refused } = one;
+    const id = note.row.id;
+    const auditEntry = { action: 'friend_write.entry.create', targetType: 'entry', targetId: id };
+    const audit = { row: auditRow(ctx, auditEntry), detail: JSON.stringify({ friendUserId: viewerOf(ctx) }) };
+    const verdict = await oneStatement(ctx, (db) => friendActivityRepo.createNote(db, ctx.access, note, audit));
+    requireFriendship(verdict.friend);
+    if (!verdict.found) throw notFound('Member not found');
+    if (!verdict.writable) throw forbidden(NOTES_DENIED);
+    if (verdict.ok) return { id };
+    throw refused(verdict);
+  }
+  const fctx: FriendContext = {
+    ...ctx,
+    access: await requireFriend(ctx.db, viewerOf(ctx), ctx.access.ownerId),
+  };
   if (links.length === 0) throw badRequest("A friend's note must link at least one member (memberId or memberIds)");
-  return inTransaction(ctx, async (tx) => {
+  return inTransaction(fctx, async (tx) => {
     await authoriseMembers(tx, links, 'member_notes', false, NOTES_DENIED);
     const created = await createEntry(asOwner(tx), input);
     await audit(tx, { action: 'friend_write.entry.create', targetType: 'entry', targetId: created.id });

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
 import { forFriend, onBehalfOf } from '../../access/index.ts';
-import { inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { block } from '../friends/index.ts';
 import { guestbookRepo, type MessageRow } from './repo/guestbook.ts';
@@ -18,6 +18,8 @@ type Schemas = components['schemas'];
 const GUESTBOOK_NOT_FOUND = 'Guestbook not found';
 const MESSAGE_NOT_FOUND = 'Guestbook message not found';
 const BODY_MAX = 500;
+const ANONYMOUS_REFUSED = 'This guestbook does not allow anonymous posts';
+const PARENT_REFUSED = 'parentMessageId must be a top-level message of this guestbook';
 
 function toMessage(r: MessageRow): Schemas['GuestbookMessage'] {
   return {
@@ -87,37 +89,43 @@ export async function post(
   notFoundMessage = GUESTBOOK_NOT_FOUND,
 ): Promise<Schemas['GuestbookMessage']> {
   const { now } = ctx;
-  const widget = await requireWidget(ctx, widgetId, 'guestbook', notFoundMessage);
   const body = input.body.trim();
-  if (body.length < 1 || body.length > BODY_MAX)
-    throw badRequest(`body must be 1 to ${BODY_MAX} characters after trimming`);
+  const bodyOk = body.length >= 1 && body.length <= BODY_MAX;
   const anonymous = input.postAnonymously ?? false;
-  if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true)
-    throw badRequest('This guestbook does not allow anonymous posts');
   const id = input.id ?? randomUUID();
+  const fields = {
+    id,
+    user_id: ownerOf(ctx),
+    widget_id: widgetId,
+    parent_message_id: input.parentMessageId ?? null,
+    author_user_id: actorOf(ctx),
+    posted_anonymously: anonymous,
+    body,
+    hidden_by_owner: false,
+    created_at: now,
+  };
+  // On the guestbook owner's log; an anonymous post does not name the friend who wrote it.
+  const posted = { type: 'guestbook.posted', area: 'guestbook', data: { id, widgetId }, anonymous } as const;
+  // The owner's post: one statement (guestbookRepo.post), the widget's and the parent's checks in it,
+  // refused in the order of the checks below. A friend's (visibility first) and a bad body take the path below.
+  if (ctx.access.level === 'owner' && bodyOk) {
+    const verdict = await oneStatement(ctx, (db) => guestbookRepo.post(db, fields, ctx.events.rows(ctx, [posted])));
+    if (verdict.message) return toMessage(verdict.message);
+    if (!verdict.found) throw notFound(notFoundMessage);
+    if (anonymous && !verdict.allow_anonymous) throw badRequest(ANONYMOUS_REFUSED);
+    throw badRequest(PARENT_REFUSED);
+  }
+  const widget = await requireWidget(ctx, widgetId, 'guestbook', notFoundMessage);
+  if (!bodyOk) throw badRequest(`body must be 1 to ${BODY_MAX} characters after trimming`);
+  if (anonymous && (widget.config as { allowAnonymous?: boolean }).allowAnonymous !== true)
+    throw badRequest(ANONYMOUS_REFUSED);
   // The parent is checked and locked in the reply's transaction: deleted meanwhile, it is a 400, not a failed insert.
   const row = await inTransaction(ctx, async (tx) => {
     const trx = tx.db;
     if (input.parentMessageId !== undefined && !(await guestbookRepo.isTopLevel(trx, widgetId, input.parentMessageId)))
-      throw badRequest('parentMessageId must be a top-level message of this guestbook');
-    await guestbookRepo.insert(trx, {
-      id,
-      user_id: ownerOf(ctx),
-      widget_id: widgetId,
-      parent_message_id: input.parentMessageId ?? null,
-      author_user_id: actorOf(ctx),
-      posted_anonymously: anonymous,
-      body,
-      hidden_by_owner: false,
-      created_at: now,
-    });
-    // On the guestbook owner's log; an anonymous post does not name the friend who wrote it.
-    await tx.events.emit(tx, {
-      type: 'guestbook.posted',
-      area: 'guestbook',
-      data: { id, widgetId },
-      anonymous: anonymous,
-    });
+      throw badRequest(PARENT_REFUSED);
+    await guestbookRepo.insert(trx, fields);
+    await tx.events.emit(tx, posted);
     return guestbookRepo.message(trx, id);
   });
   return toMessage(row!);

@@ -6,8 +6,8 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, ownerOf, type ServiceContext } from '../../core/context.ts';
-import { badRequest } from '../../core/errors.ts';
+import { inTransaction, oneStatement, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { badRequest, notFound } from '../../core/errors.ts';
 import { pollRepo } from './repo/poll.ts';
 import type { WidgetRow } from './repo/widgets.ts';
 import { actorOf, requireWidget } from './widgets.ts';
@@ -17,9 +17,13 @@ type PollConfig = Schemas['PollWidgetConfig'];
 
 const POLL_NOT_FOUND = 'Poll not found';
 
-async function stateOf(db: Knex, widget: WidgetRow, voterId: string): Promise<Schemas['PollState']> {
-  const config = widget.config as PollConfig;
-  const { counts, voters, mine } = await pollRepo.state(db, widget.id, voterId);
+/** The poll's state from its config and counts. */
+function toState(
+  config: PollConfig,
+  counts: ReadonlyArray<{ i: number; n: number }>,
+  voters: number,
+  mine: number[] | undefined,
+): Schemas['PollState'] {
   const optionCounts = config.options.map(() => 0);
   for (const { i, n } of counts) if (i < optionCounts.length) optionCounts[i] = Number(n);
   return {
@@ -30,6 +34,20 @@ async function stateOf(db: Knex, widget: WidgetRow, voterId: string): Promise<Sc
     distinctVoterCount: voters,
     myOptionIndices: mine ?? [],
   };
+}
+
+async function stateOf(db: Knex, widget: WidgetRow, voterId: string): Promise<Schemas['PollState']> {
+  const { counts, voters, mine } = await pollRepo.state(db, widget.id, voterId);
+  return toState(widget.config as PollConfig, counts, voters, mine);
+}
+
+/** Throws the 400 of the first rule the indices break on this poll (the rules castVote checks too). */
+function checkBallot(config: PollConfig, indices: readonly number[]): void {
+  if (new Set(indices).size !== indices.length) throw badRequest('optionIndices must not repeat an index');
+  if (indices.some((i) => i >= config.options.length))
+    throw badRequest('optionIndices must be below the number of options');
+  if (!(config.allowMultipleSelections ?? false) && indices.length !== 1)
+    throw badRequest('optionIndices must hold exactly one index on a single-choice poll');
 }
 
 export async function getState(
@@ -48,24 +66,41 @@ export async function vote(
   input: Schemas['VotePollRequest'],
   notFoundMessage = POLL_NOT_FOUND,
 ): Promise<Schemas['PollState']> {
+  const indices = [...input.optionIndices];
+  const sorted = [...indices].sort((a, b) => a - b);
+  // A ballot is secret: a friend's vote does not name the friend.
+  const voted = { type: 'poll.voted', area: 'poll', data: { id: widgetId, widgetId }, anonymous: true } as const;
+  // The owner's vote: one statement (pollRepo.vote). A friend's (visibility first) takes the
+  // transaction, and so does a vote on a poll changed since the statement's snapshot (`fresh`).
+  if (ctx.access.level === 'owner') {
+    const voter = ownerOf(ctx);
+    const cast = await oneStatement(ctx, (db) =>
+      pollRepo.vote(
+        db,
+        { widgetId, ownerId: voter, voterId: voter, indices, sorted, now: ctx.now },
+        ctx.events.rows(ctx, [voted]),
+      ),
+    );
+    if (!cast.found) throw notFound(notFoundMessage);
+    if (cast.fresh) {
+      const config = cast.config as PollConfig;
+      if (!cast.ok) {
+        checkBallot(config, indices);
+        throw new Error(`poll ${widgetId}: the vote was refused for no rule of checkBallot`);
+      }
+      return toState(config, cast.counts, cast.voters, sorted.length > 0 ? sorted : undefined);
+    }
+  }
   return inTransaction(ctx, async (tx) => {
     const widget = await requireWidget(tx, widgetId, 'poll', notFoundMessage, 'share');
-    const config = widget.config as PollConfig;
-    const indices = [...input.optionIndices];
-    if (new Set(indices).size !== indices.length) throw badRequest('optionIndices must not repeat an index');
-    if (indices.some((i) => i >= config.options.length))
-      throw badRequest('optionIndices must be below the number of options');
-    if (!(config.allowMultipleSelections ?? false) && indices.length !== 1)
-      throw badRequest('optionIndices must hold exactly one index on a single-choice poll');
+    checkBallot(widget.config as PollConfig, indices);
     const voter = actorOf(tx);
-    if (indices.length === 0) {
+    if (sorted.length === 0) {
       await pollRepo.deleteBallot(tx.db, widgetId, voter);
     } else {
-      indices.sort((a, b) => a - b);
-      await pollRepo.setBallot(tx.db, { widgetId, voterId: voter, ownerId: ownerOf(tx), indices }, tx.now);
+      await pollRepo.setBallot(tx.db, { widgetId, voterId: voter, ownerId: ownerOf(tx), indices: sorted }, tx.now);
     }
-    // A ballot is secret: a friend's vote does not name the friend.
-    await tx.events.emit(tx, { type: 'poll.voted', area: 'poll', data: { id: widgetId, widgetId }, anonymous: true });
+    await tx.events.emit(tx, voted);
     return stateOf(tx.db, widget, voter);
   });
 }

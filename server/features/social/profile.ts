@@ -5,7 +5,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { type FriendContext, inTransaction, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import {
+  type FriendContext,
+  inTransaction,
+  oneStatement,
+  ownerOf,
+  type PresetId,
+  type ServiceContext,
+} from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { findLiveMember } from '../members/index.ts';
 import { checkBadgeImages, tagForViewer } from './gallery.ts';
@@ -56,25 +63,35 @@ export async function createLink(
   input: Schemas['CreateSocialLinkRequest'] & PresetId,
 ): Promise<Schemas['SocialLinkId']> {
   const userId = ownerOf(ctx);
+  const fields = {
+    id: input.id ?? randomUUID(),
+    user_id: userId,
+    platform: input.platform,
+    display_name: input.displayName,
+    handle: input.handle ?? null,
+    url: input.url ?? null,
+    description: input.description ?? null,
+    badge: input.badge ?? null,
+    accent_color: input.accentColor ?? null,
+    avatar_url: input.avatarUrl ?? null,
+    visibility: input.visibility,
+    featured: input.featured ?? false,
+    created_at: ctx.now,
+    updated_at: ctx.now,
+  };
+  const events = ctx.events.rows(ctx, [
+    { type: 'social_profile.changed', area: 'social', data: { id: fields.id, kind: 'link' } },
+  ]);
+  // One statement (linksRepo.create), unless another social write of the account committed since
+  // its snapshot (its next sort_order would be stale): then the transaction below.
+  if (await oneStatement(ctx, (db) => linksRepo.create(db, { ...fields, sort_order: input.sortOrder ?? null }, events)))
+    return { linkId: fields.id };
   return inTransaction(ctx, async (tx) => {
     await profileRepo.touch(tx.db, userId, tx.now);
     await profileRepo.lock(tx.db, userId); // serialises sort_order assignment
     const row: LinkRow = {
-      id: input.id ?? randomUUID(),
-      user_id: userId,
-      platform: input.platform,
-      display_name: input.displayName,
-      handle: input.handle ?? null,
-      url: input.url ?? null,
-      description: input.description ?? null,
-      badge: input.badge ?? null,
-      accent_color: input.accentColor ?? null,
-      avatar_url: input.avatarUrl ?? null,
-      visibility: input.visibility,
-      featured: input.featured ?? false,
+      ...fields,
       sort_order: input.sortOrder ?? (await profileRepo.nextSortOrder(tx.db, 'social_links', userId)),
-      created_at: tx.now,
-      updated_at: tx.now,
     };
     await linksRepo.insert(tx.db, row);
     await sectionChanged(tx, 'link', row.id);

@@ -1,7 +1,9 @@
 /** The SQL of guestbook messages (guestbook_messages, migration 0014), each read with its author's account card. */
 import type { Knex } from 'knex';
+import type { PendingEvent } from '../../../core/context.ts';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
 import { type AccountCardRow, accountCardColumns } from '../../friends/index.ts';
 import { AREA } from './shared.ts';
 
@@ -91,27 +93,84 @@ const topLevel = statement<{ widgetId: string; messageId: string }, { id: string
 
 export type NewMessage = Omit<MessageRow, keyof AccountCardRow>;
 
+const EXAMPLE_MESSAGE: NewMessage = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  widget_id: EXAMPLE_UUID,
+  parent_message_id: null,
+  author_user_id: EXAMPLE_UUID,
+  posted_anonymously: false,
+  body: 'x',
+  hidden_by_owner: false,
+  created_at: 0,
+};
+
 const insertMessage = statement<{ row: NewMessage }, never>({
   name: 'social_guestbook_insert',
   area: AREA,
-  variants: {
-    'a message': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        widget_id: EXAMPLE_UUID,
-        parent_message_id: null,
-        author_user_id: EXAMPLE_UUID,
-        posted_anonymously: false,
-        body: 'x',
-        hidden_by_owner: false,
-        created_at: 0,
-      },
-    },
-  },
+  variants: { 'a message': { row: EXAMPLE_MESSAGE } },
   build: ({ row: r }) => sql`insert into guestbook_messages (${MESSAGE_COLUMNS})
     values (${r.id}, ${r.user_id}, ${r.widget_id}, ${r.parent_message_id}::uuid, ${r.author_user_id},
       ${r.posted_anonymously}, ${r.body}, ${r.hidden_by_owner}, ${r.created_at})`,
+});
+
+/** What the post statement decided, and the message with its author's card when it wrote one. */
+export interface PostVerdict {
+  /** The guestbook is the owner's. */
+  found: boolean;
+  /** Its config allows anonymous posts. */
+  allow_anonymous: boolean;
+  /** The parent named is a top-level message of this guestbook. */
+  parent_ok: boolean;
+  message: MessageRow | null;
+}
+
+const WRITTEN = sql`exists (select 1 from inserted)`;
+
+/**
+ * A message and its event in one statement (docs/data-access.md, "Writes in one statement"): the
+ * owner's guestbook key-share locked (a PATCH or delete of the widget waits, or was first and is
+ * seen: the lock re-reads the row), then the parent, if one is named, key-share locked as a
+ * top-level message of it; the message is written only when both hold and an anonymous post is
+ * allowed. The answer is the verdict and the message with its author's account card.
+ */
+const postMessage = statement<
+  { row: NewMessage; events: readonly PendingEvent[] },
+  Omit<PostVerdict, 'message'> & Partial<MessageRow> & { notified: unknown }
+>({
+  name: 'social_guestbook_post',
+  area: AREA,
+  variants: { 'a message': { row: EXAMPLE_MESSAGE, events: [EXAMPLE_EVENT] } },
+  build: ({ row: r, events }) => sql`with widget as (
+      select coalesce(w.config -> 'allowAnonymous' = 'true'::jsonb, false) as allow_anonymous from social_widgets w
+      where w.id = ${r.widget_id} and w.user_id = ${r.user_id} and w.type = 'guestbook'
+      for key share
+    ),
+    parent as (
+      select p.id from guestbook_messages p
+      where p.id = ${r.parent_message_id}::uuid and p.widget_id = ${r.widget_id} and p.parent_message_id is null
+      for key share
+    ),
+    verdict as (
+      select exists (select 1 from widget) as found,
+        coalesce((select allow_anonymous from widget), false) as allow_anonymous,
+        exists (select 1 from parent) as parent_ok
+    ),
+    inserted as (
+      insert into guestbook_messages (${MESSAGE_COLUMNS})
+      select ${r.id}, ${r.user_id}, ${r.widget_id}, ${r.parent_message_id}::uuid, ${r.author_user_id},
+        ${r.posted_anonymously}, ${r.body}, ${r.hidden_by_owner}, ${r.created_at}
+      from verdict v
+      where v.found and (not ${r.posted_anonymously}::boolean or v.allow_anonymous)
+        and (${r.parent_message_id}::uuid is null or v.parent_ok)
+      returning ${MESSAGE_COLUMNS}
+    ),
+    ${appendEvents(events, WRITTEN)}
+    select v.found, v.allow_anonymous, v.parent_ok, m.id, m.user_id, m.widget_id, m.parent_message_id, m.author_user_id,
+      m.posted_anonymously, m.body, m.hidden_by_owner, m.created_at, ${ACCOUNT_CARD_COLUMNS}, ${notifiedColumn}
+    from verdict v
+    left join inserted m on true
+    left join accounts a on a.id = m.author_user_id`,
 });
 
 /** A message on any guestbook, with its widget's visibility. */
@@ -181,6 +240,12 @@ export const guestbookRepo = {
   },
   async insert(db: Knex, row: NewMessage): Promise<void> {
     await insertMessage(db, { row });
+  },
+  /** Posts the message with its events in one statement, or writes nothing (see postMessage). */
+  async post(db: Knex, row: NewMessage, events: readonly PendingEvent[]): Promise<PostVerdict> {
+    const [r] = await postMessage(db, { row, events });
+    const { found, allow_anonymous, parent_ok, notified: _, ...message } = r!;
+    return { found, allow_anonymous, parent_ok, message: message.id ? (message as MessageRow) : null };
   },
   async findAnywhere(db: Knex, messageId: string): Promise<FoundMessage | undefined> {
     const [row] = await findAnywhere(db, { messageId });

@@ -1,7 +1,9 @@
 /** The SQL of the social links (social_links, migration 0014). */
 import type { Knex } from 'knex';
+import type { PendingEvent } from '../../../core/context.ts';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
 import { AREA, patchColumn } from './shared.ts';
 
 export interface LinkRow {
@@ -26,34 +28,77 @@ export const LINK_COLUMNS = sql`id, user_id, platform, display_name, handle, url
 
 // ---- Links ------------------------------------------------------------------------------------
 
+const EXAMPLE_LINK: LinkRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  platform: 'x',
+  display_name: 'x',
+  handle: null,
+  url: null,
+  description: null,
+  badge: null,
+  accent_color: null,
+  avatar_url: null,
+  visibility: 'private',
+  featured: false,
+  sort_order: 0,
+  created_at: 0,
+  updated_at: 0,
+};
+
 const insertLink = statement<{ row: LinkRow }, never>({
   name: 'social_link_insert',
   area: AREA,
-  variants: {
-    'a link': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        platform: 'x',
-        display_name: 'x',
-        handle: null,
-        url: null,
-        description: null,
-        badge: null,
-        accent_color: null,
-        avatar_url: null,
-        visibility: 'private',
-        featured: false,
-        sort_order: 0,
-        created_at: 0,
-        updated_at: 0,
-      },
-    },
-  },
+  variants: { 'a link': { row: EXAMPLE_LINK } },
   build: ({ row: r }) => sql`insert into social_links (${LINK_COLUMNS})
     values (${r.id}, ${r.user_id}, ${r.platform}, ${r.display_name}, ${r.handle}::text, ${r.url}::text,
       ${r.description}::text, ${r.badge}::text, ${r.accent_color}::text, ${r.avatar_url}::text, ${r.visibility},
       ${r.featured}, ${r.sort_order}, ${r.created_at}, ${r.updated_at})`,
+});
+
+/** A link to create: without a sort_order (null), it goes one past the account's largest. */
+export type NewLink = Omit<LinkRow, 'sort_order'> & { sort_order: number | null };
+
+const WRITTEN = sql`exists (select 1 from inserted)`;
+
+/**
+ * A link and its event in one statement (docs/data-access.md, "Writes in one statement"): the
+ * profile row touched first (the account's social lock, as profileRepo.touch), then the link. A
+ * link without a sort_order takes one past the largest the statement's snapshot holds, which is
+ * current only when no social write committed since the snapshot: every one touches the profile
+ * row, so the touch is made only if the row is still the version the snapshot saw (its xmin), else
+ * nothing is written (`written` false) and the caller takes the transaction. A link with a
+ * sort_order needs no such check.
+ */
+const createLink = statement<
+  { row: NewLink; events: readonly PendingEvent[] },
+  { written: boolean; notified: unknown }
+>({
+  name: 'social_link_create',
+  area: AREA,
+  variants: { 'a link': { row: { ...EXAMPLE_LINK, sort_order: null }, events: [EXAMPLE_EVENT] } },
+  build: ({
+    row: r,
+    events,
+  }) => sql`with seen as (select xmin as version from social_profiles where user_id = ${r.user_id}),
+    touched as (
+      insert into social_profiles as p (user_id, theme, updated_at) values (${r.user_id}, null, ${r.created_at})
+      on conflict (user_id) do update set updated_at = excluded.updated_at
+        where ${r.sort_order}::int is not null or p.xmin = (select version from seen)
+      returning user_id
+    ),
+    inserted as (
+      insert into social_links (${LINK_COLUMNS})
+      select ${r.id}, ${r.user_id}, ${r.platform}, ${r.display_name}, ${r.handle}::text, ${r.url}::text,
+        ${r.description}::text, ${r.badge}::text, ${r.accent_color}::text, ${r.avatar_url}::text, ${r.visibility},
+        ${r.featured}, coalesce(${r.sort_order}::int,
+          (select coalesce(max(l.sort_order) + 1, 0)::int from social_links l where l.user_id = ${r.user_id})),
+        ${r.created_at}, ${r.updated_at}
+      from touched
+      returning id
+    ),
+    ${appendEvents(events, WRITTEN)}
+    select ${WRITTEN} as written, ${notifiedColumn}`,
 });
 
 /** The columns a link PATCH may set; undefined leaves a column as it is. */
@@ -144,6 +189,11 @@ const linkOfPlatform = statement<{ userId: string; platform: string }, { id: str
 });
 
 export const linksRepo = {
+  /** Creates the link with its event in one statement; false when it wrote nothing (see createLink). */
+  async create(db: Knex, row: NewLink, events: readonly PendingEvent[]): Promise<boolean> {
+    const [result] = await createLink(db, { row, events });
+    return result!.written;
+  },
   async insert(db: Knex, row: LinkRow): Promise<void> {
     await insertLink(db, { row });
   },

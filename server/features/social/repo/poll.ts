@@ -1,7 +1,9 @@
 /** The SQL of poll ballots (poll_ballots, migration 0014): one ballot per voter per poll widget. */
 import type { Knex } from 'knex';
+import type { PendingEvent } from '../../../core/context.ts';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
+import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
 import { AREA } from './shared.ts';
 
 export interface BallotRow {
@@ -87,7 +89,104 @@ const insertBallots = statement<{ widgetId: string; ballots: string; now: number
     from jsonb_to_recordset(${ballots}::jsonb) as b(voter_user_id uuid, user_id uuid, option_indices jsonb)`,
 });
 
+/** A vote to cast in one statement: `indices` as given (the rules check them), `sorted` as stored. */
+export interface NewVote {
+  widgetId: string;
+  ownerId: string;
+  voterId: string;
+  indices: readonly number[];
+  sorted: readonly number[];
+  now: number;
+}
+
+/** What the vote statement decided, and the poll's state after the vote when it was cast. */
+export interface VoteVerdict {
+  /** The owner's poll. */
+  found: boolean;
+  /** The poll is the version the statement's snapshot saw (no widget write committed since). */
+  fresh: boolean;
+  /** Cast: found, fresh and the indices valid for the poll's options. */
+  ok: boolean;
+  /** The poll's config (as locked), when found. */
+  config: Record<string, unknown> | null;
+  counts: Array<{ i: number; n: number }>;
+  voters: number;
+}
+
+const CAST = sql`(select ok from verdict)`;
+
+/**
+ * A vote and its event in one statement (docs/data-access.md, "Writes in one statement"): the
+ * owner's poll share-locked (a widget PATCH, which remaps ballots under an update lock, applies
+ * before or after), the indices checked against its options (distinct, each below their number,
+ * exactly one on a single-choice poll), then the voter's ballot replaced (or removed by []) and
+ * poll.voted. The counts are the snapshot's other ballots and this one, so the vote is cast only if
+ * the poll is still the version the snapshot saw (its xmin): a widget write committed since may
+ * have remapped the ballots, and `fresh` false sends the caller to its transaction.
+ */
+const castVote = statement<{ vote: NewVote; events: readonly PendingEvent[] }, VoteVerdict & { notified: unknown }>({
+  name: 'social_poll_vote',
+  area: AREA,
+  variants: {
+    'a vote': {
+      vote: { widgetId: EXAMPLE_UUID, ownerId: EXAMPLE_UUID, voterId: EXAMPLE_UUID, indices: [0], sorted: [0], now: 0 },
+      events: [EXAMPLE_EVENT],
+    },
+  },
+  build: ({ vote: v, events }) => sql`with poll as (
+      select w.xmin as version, w.config from social_widgets w
+      where w.id = ${v.widgetId} and w.user_id = ${v.ownerId} and w.type = 'poll'
+      for share
+    ),
+    seen as (
+      select w.xmin as version from social_widgets w
+      where w.id = ${v.widgetId} and w.user_id = ${v.ownerId} and w.type = 'poll'
+    ),
+    verdict as (
+      select p.config is not null as found, coalesce(p.version = s.version, false) as fresh,
+        coalesce(p.version = s.version, false)
+          and (select count(distinct i) from unnest(${[...v.indices]}::int[]) i) = cardinality(${[...v.indices]}::int[])
+          and not exists (select 1 from unnest(${[...v.indices]}::int[]) i where i >= jsonb_array_length(p.config -> 'options'))
+          and (coalesce(p.config -> 'allowMultipleSelections' = 'true'::jsonb, false) or cardinality(${[...v.indices]}::int[]) = 1)
+          as ok,
+        p.config
+      from (select 1) one left join poll p on true left join seen s on true
+    ),
+    removed as (
+      delete from poll_ballots
+      where widget_id = ${v.widgetId} and voter_user_id = ${v.voterId} and cardinality(${[...v.sorted]}::int[]) = 0 and ${CAST}
+    ),
+    ballot as (
+      insert into poll_ballots (widget_id, voter_user_id, user_id, option_indices, updated_at)
+      select ${v.widgetId}, ${v.voterId}, ${v.ownerId}, ${[...v.sorted]}::int[], ${v.now}
+      from verdict where ok and cardinality(${[...v.sorted]}::int[]) > 0
+      on conflict (widget_id, voter_user_id) do update
+        set option_indices = excluded.option_indices, updated_at = excluded.updated_at
+      returning option_indices
+    ),
+    ballots as (
+      select b.option_indices from poll_ballots b where b.widget_id = ${v.widgetId} and b.voter_user_id <> ${v.voterId}
+      union all
+      select option_indices from ballot
+    ),
+    ${appendEvents(events, CAST)}
+    select v.found, v.fresh, v.ok, v.config,
+      case when v.ok then (select coalesce(json_agg(json_build_object('i', c.i, 'n', c.n)), '[]'::json)
+        from (select i, count(*)::int as n from ballots, unnest(ballots.option_indices) as i group by i) c)
+        else '[]'::json end as counts,
+      case when v.ok then (select count(*)::int from ballots) else 0 end as voters,
+      ${notifiedColumn}
+    from verdict v`,
+});
+
 export const pollRepo = {
+  /** Casts the vote with its event in one statement, or writes nothing (see castVote). */
+  async vote(db: Knex, vote: NewVote, events: readonly PendingEvent[]): Promise<VoteVerdict> {
+    const [{ notified: _, ...verdict }] = (await castVote(db, { vote, events })) as [
+      VoteVerdict & { notified: unknown },
+    ];
+    return verdict;
+  },
   /** The poll's counts: per option index (chosen ones only), and of ballots; and the voter's ballot. One round of three statements. */
   async state(
     db: Knex,
