@@ -66,4 +66,6 @@ export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
   'createMember',
   'createGroup',
   'createFolder',
+  'createMemberStatus',
+  'createSideSystem',
 ]);

@@ -372,6 +372,40 @@ describe('Idempotency-Key', () => {
     expect(words(await count(key))).toEqual(['with claimed as']);
   });
 
+  it('keys every create claimed ahead in two statements, and replays each byte for byte with the claim alone', async () => {
+    const user = await server.user();
+    const creates: Array<[string, Record<string, unknown>, string]> = [
+      ['/api/v1/members', { name: 'Ahead' }, 'member.created'],
+      ['/api/v1/groups', { name: 'Ahead group' }, 'group.created'],
+      ['/api/v1/folders', { name: 'Ahead folder' }, 'folder.created'],
+      ['/api/v1/member-statuses', { name: 'Ahead status', color: '#00ff00' }, 'member_status.created'],
+      ['/api/v1/systems/side-systems', { name: 'Ahead side' }, 'side_system.created'],
+    ];
+    for (const [path, body, type] of creates) {
+      await post(user, path, { ...body, name: `${body.name} (warm-up)` }, randomUUID()); // warms the key cache
+      const key = randomUUID();
+      let first: Answer | undefined;
+      const statements = await captureStatements(db(), REQUEST_WORK, async () => {
+        first = await post(user, path, body, key);
+      });
+      expect(first!.status, path).toBe(201);
+      const words = statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '));
+      expect(words, `${path}: ${JSON.stringify(statements.map((st) => st.sql))}`).toHaveLength(2);
+      expect(words[0], path).toBe('with claimed');
+      expect(statements[1]!.sql, path).toMatch(/update idempotency_keys[\s\S]*insert into events/);
+      const replayed = await captureStatements(db(), REQUEST_WORK, async () => {
+        const again = await post(user, path, body, key);
+        expect([again.status, again.text, again.headers.get('idempotent-replayed')], path).toEqual([
+          201,
+          first!.text,
+          'true',
+        ]);
+      });
+      expect(replayed, path).toHaveLength(1);
+      expect(await countRows('events', user.userId, type), path).toBe(2);
+    }
+  });
+
   it('keys a front start in two statements, and stores the answer of a start that changed nothing', async () => {
     const user = await server.user();
     const member = JSON.parse((await post(user, '/api/v1/members', { name: 'Fronting' }, undefined)).text).id;

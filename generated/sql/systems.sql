@@ -62,7 +62,7 @@ where
   and parent_sub_system_id = $2
   and deleted_at is null;
 
--- systems_create_side (a side system)
+-- systems_create_side_1: a side system
 with
   inserted as (
     insert into
@@ -197,6 +197,184 @@ select
             from
               delivered
           ) then $15::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
+-- systems_create_side_2: a side system, the request keyed (its response stored on its claim)
+with
+  inserted as (
+    insert into
+      side_systems (id, user_id, name, description, icon, tag_code, tag_color, created_at, updated_at, deleted_at)
+    values
+      ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $11,
+      response_enc = $12,
+      expires_at = $13::bigint
+    from
+      locked
+    where
+      k.id = $14
+      and k.response_enc is null
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($15::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $16::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $17::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  (
+    select
+      pg_notify (
+        $18::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $19::text
           else ''
         end
       ) as notified

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { PendingEvent } from '../../core/context.ts';
 import { sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 
 export interface StatusRow {
   id: string;
@@ -60,7 +60,13 @@ const EXAMPLE_STATUS: StatusRow = {
 const createStatus = statement<{ row: StatusRow; events: readonly PendingEvent[] }, { notified: unknown }>({
   name: 'member_statuses_create',
   area: AREA,
-  variants: { 'a status': { row: EXAMPLE_STATUS, events: [EXAMPLE_EVENT] } },
+  variants: {
+    'a status': { row: EXAMPLE_STATUS, events: [EXAMPLE_EVENT] },
+    'a status, the request keyed (its response stored on its claim)': {
+      row: EXAMPLE_STATUS,
+      events: keyedExample([EXAMPLE_EVENT]),
+    },
+  },
   build: ({ row, events }) => sql`with inserted as (
       insert into member_status_definitions (id, user_id, name, color, icon, created_at, updated_at)
       values (${row.id}, ${row.user_id}, ${row.name}, ${row.color}, ${row.icon}, ${row.created_at}, ${row.updated_at})
@@ -134,9 +140,9 @@ export const memberStatusesRepo = {
   async find(db: Knex, userId: string, id: string): Promise<StatusRow | undefined> {
     return (await findStatus(db, { userId, id }))[0];
   },
-  /** Inserts the status and appends its events, in one statement. */
-  async create(db: Knex, row: StatusRow, events: readonly PendingEvent[]): Promise<void> {
-    await createStatus(db, { row, events });
+  /** Inserts the status and appends its events, in one statement (`notified`: see notifiedColumn). */
+  async create(db: Knex, row: StatusRow, events: readonly PendingEvent[]): Promise<{ notified: unknown }> {
+    return (await createStatus(db, { row, events }))[0]!;
   },
   async update(db: Knex, userId: string, id: string, changes: StatusChanges): Promise<StatusRow | undefined> {
     return (await updateStatus(db, { userId, id, changes }))[0];

@@ -55,7 +55,7 @@ export async function createStatus(
   const events = ctx.events.rows(ctx, [
     { type: 'member_status.created', area: 'memberStatuses', data: { id: row.id } },
   ]);
-  await oneStatement(ctx, (db) => memberStatusesRepo.create(db, row, events));
+  await oneStatement(ctx, (db) => memberStatusesRepo.create(db, row, events), { body: { id: row.id } });
   return { id: row.id };
 }
 

@@ -3,7 +3,7 @@ import type { PendingEvent } from '../../core/context.ts';
 import type { MemberRow } from '../../core/members.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 
 const AREA = 'systems';
 
@@ -136,7 +136,13 @@ const insertSide = statement<{ row: SystemRow }, never>({
 const createSide = statement<{ row: SystemRow; events: readonly PendingEvent[] }, { notified: unknown }>({
   name: 'systems_create_side',
   area: AREA,
-  variants: { 'a side system': { row: EXAMPLE_SYSTEM, events: [EXAMPLE_EVENT] } },
+  variants: {
+    'a side system': { row: EXAMPLE_SYSTEM, events: [EXAMPLE_EVENT] },
+    'a side system, the request keyed (its response stored on its claim)': {
+      row: EXAMPLE_SYSTEM,
+      events: keyedExample([EXAMPLE_EVENT]),
+    },
+  },
   build: ({ row, events }) => sql`with inserted as (
       insert into side_systems (id, user_id, name, description, icon, tag_code, tag_color, created_at, updated_at, deleted_at)
       values (${row.id}, ${row.user_id}, ${row.name}, ${row.description}, ${row.icon}, ${row.tag_code}, ${row.tag_color}, ${row.created_at}, ${row.updated_at}, ${row.deleted_at})
@@ -340,8 +346,8 @@ export const systemsRepo = {
     await insertSide(db, { row });
   },
   /** Creates a side system with its events in one statement (see createSide). */
-  async createSide(db: Knex, row: SystemRow, events: readonly PendingEvent[]): Promise<void> {
-    await createSide(db, { row, events });
+  async createSide(db: Knex, row: SystemRow, events: readonly PendingEvent[]): Promise<{ notified: unknown }> {
+    return (await createSide(db, { row, events }))[0]!;
   },
   /** Updates a live side system; undefined when it is unknown or deleted (also when deleted concurrently). */
   async updateSide(

@@ -202,8 +202,9 @@ export async function createSideSystem(
   };
   // One statement: the row and its event (systemsRepo.createSide).
   const events = ctx.events.rows(ctx, [{ type: 'side_system.created', area: 'systems', data: { id: row.id } }]);
-  await oneStatement(ctx, (db) => systemsRepo.createSide(db, row, events));
-  return toSideSystem(row);
+  const created = toSideSystem(row);
+  await oneStatement(ctx, (db) => systemsRepo.createSide(db, row, events), { body: created });
+  return created;
 }
 
 export async function updateSideSystem(ctx: ServiceContext, id: string, input: FieldInput): Promise<SideSystem> {
