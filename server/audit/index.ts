@@ -33,24 +33,24 @@ interface AuditInsert {
   created_at: number;
 }
 
+/** An audit row for the statements' example variants (generated/sql/). */
+export const EXAMPLE_AUDIT: PendingAudit = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  actor_kind: 'key',
+  actor_key_id: EXAMPLE_UUID,
+  actor_job: null,
+  action: 'a.b',
+  target_type: 't',
+  target_id: null,
+  created_at: 0,
+};
+
 const insertEvent = statement<{ row: AuditInsert }, never>({
   name: 'audit_record',
   area: AREA,
   variants: {
-    'one event': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        actor_kind: 'key',
-        actor_key_id: EXAMPLE_UUID,
-        actor_job: null,
-        action: 'a.b',
-        target_type: 't',
-        target_id: null,
-        detail: '{}',
-        created_at: 0,
-      },
-    },
+    'one event': { row: { ...EXAMPLE_AUDIT, detail: '{}' } },
   },
   build: ({ row: r }) => sql`insert into audit_events
       (id, user_id, actor_kind, actor_key_id, actor_job, action, target_type, target_id, detail, created_at)
@@ -78,19 +78,6 @@ export function auditRow(ctx: ServiceContext, entry: Omit<AuditEntry, 'detail'>)
     created_at: ctx.now,
   };
 }
-
-/** An audit row for the statements' example variants (generated/sql/). */
-export const EXAMPLE_AUDIT: PendingAudit = {
-  id: EXAMPLE_UUID,
-  user_id: EXAMPLE_UUID,
-  actor_kind: 'key',
-  actor_key_id: EXAMPLE_UUID,
-  actor_job: null,
-  action: 'a.b',
-  target_type: 't',
-  target_id: null,
-  created_at: 0,
-};
 
 /**
  * The insert of `row` (auditRow) as the body of a CTE, for a write made in one statement

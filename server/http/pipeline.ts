@@ -387,7 +387,7 @@ export function dispatch(
     if (typeof key === 'string') {
       const who = { userId: l.auth!.accountId, key };
       if (keyedAhead.has(operation.operationId)) return runKeyedAhead(deps, req, res, who, run);
-      return runIdempotent(deps, req, res, who, run);
+      return runIdempotent(deps, res, { ...keyOf(req, res, who), now: deps.clock() }, run);
     }
     await respond(deps, res, await run(deps.db.knex));
   };
@@ -475,7 +475,7 @@ async function runKeyedAhead(
     result = await run(db, keyed);
   } catch (err) {
     if (err instanceof NeedsTransaction && keyed.state !== 'done')
-      return await runClaimedInTransaction(deps, res, scope, print, claimId, now, run);
+      return await runIdempotent(deps, res, { scope, print, now, claimId }, run);
     if (isClaimLost(err)) return await replay(res, await deps.idempotency.stored(db, scope, print, now));
     // The write and its stored response committed: that is the answer, whatever failed after it.
     if (keyed.written) return await replay(res, { kind: 'replay', response: keyed.response! }, false);
@@ -504,54 +504,6 @@ function sameResponse(a: StoredResponse, b: StoredResponse): boolean {
 }
 
 /**
- * A request keyed ahead whose write needs a transaction: runIdempotent's way (the handler's first
- * transaction is the request's, its events held back), with the response stored on the claim it
- * holds in that transaction.
- */
-async function runClaimedInTransaction(
-  deps: AppDeps,
-  res: Response,
-  scope: KeyScope,
-  print: Buffer,
-  claimId: string,
-  now: number,
-  run: (db: Knex) => Promise<HandlerOutcome>,
-  direct = true,
-): Promise<void> {
-  const db = deps.db.knex;
-  const trx = await db.transaction();
-  try {
-    const request = direct ? new RequestTransaction(trx, { deferEvents: true }) : undefined;
-    let result: HandlerOutcome;
-    try {
-      result = await run(trx);
-    } catch (err) {
-      await trx.rollback();
-      const refused = clientError(err);
-      if (!refused) {
-        await deps.idempotency.release(db, claimId).catch(() => undefined);
-        throw err;
-      }
-      if (await deps.idempotency.complete(db, scope, claimId, refusal(refused), now)) throw err;
-      return await replay(res, await deps.idempotency.stored(db, scope, print, now));
-    }
-    if (request?.tainted) {
-      await trx.rollback();
-      return await runClaimedInTransaction(deps, res, scope, print, claimId, now, run, false);
-    }
-    // The events the handler emitted directly in the transaction go with the response: one statement.
-    if (await deps.idempotency.complete(trx, scope, claimId, outcome(result), now, request?.take())) {
-      await trx.commit();
-      return await respond(deps, res, result);
-    }
-    await trx.rollback();
-    return await replay(res, await deps.idempotency.stored(db, scope, print, now));
-  } finally {
-    if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
-  }
-}
-
-/**
  * A POST with an Idempotency-Key (server/idempotency/): claimed, run and its response stored in one
  * transaction, or the stored response replayed. The operation's JSON bodies are the only kind a POST
  * answers with, so the stored bytes are exactly what respond() sends.
@@ -564,17 +516,21 @@ async function runClaimedInTransaction(
  */
 async function runIdempotent(
   deps: AppDeps,
-  req: Request,
   res: Response,
-  who: { userId: string; key: string },
+  key: { scope: KeyScope; print: Buffer; now: number; claimId?: string },
   run: (db: Knex) => Promise<HandlerOutcome>,
   direct = true,
 ): Promise<void> {
-  const { scope, print } = keyOf(req, res, who);
-  const now = deps.clock();
-  const trx = await deps.db.knex.transaction();
+  const { scope, print, now, claimId } = key;
+  const db = deps.db.knex;
+  // On the claim made ahead (runKeyedAhead), or as a response of its own under the key.
+  const store = (on: Knex, response: StoredResponse, events?: unknown[]) =>
+    claimId
+      ? deps.idempotency.complete(on, scope, claimId, response, now, events)
+      : deps.idempotency.store(on, scope, print, response, now, events);
+  const trx = await db.transaction();
   try {
-    const answer = await deps.idempotency.claim(trx, scope, print, now);
+    const answer = claimId ? { kind: 'run' as const } : await deps.idempotency.claim(trx, scope, print, now);
     if (answer.kind !== 'run') {
       await trx.rollback();
       return await replay(res, answer);
@@ -587,21 +543,22 @@ async function runIdempotent(
       await trx.rollback();
       // A 4xx is stored like a success; a 5xx or 429 is not (the client may retry).
       const refused = clientError(err);
-      if (!refused || (await deps.idempotency.store(deps.db.knex, scope, print, refusal(refused), now))) throw err;
-      return await replay(res, await deps.idempotency.stored(deps.db.knex, scope, print, now));
+      if (!refused && claimId) await deps.idempotency.release(db, claimId).catch(() => undefined);
+      if (!refused || (await store(db, refusal(refused)))) throw err;
+      return await replay(res, await deps.idempotency.stored(db, scope, print, now));
     }
     if (request?.tainted) {
       await trx.rollback();
-      return await runIdempotent(deps, req, res, who, run, false);
+      return await runIdempotent(deps, res, key, run, false);
     }
     // The events the handler emitted directly in the transaction go with the response: one statement.
-    if (await deps.idempotency.store(trx, scope, print, outcome(result), now, request?.take())) {
+    if (await store(trx, outcome(result), request?.take())) {
       await trx.commit();
       return await respond(deps, res, result);
     }
     // Another request with the key committed first: its response, not this one (rolled back).
     await trx.rollback();
-    return await replay(res, await deps.idempotency.stored(deps.db.knex, scope, print, now));
+    return await replay(res, await deps.idempotency.stored(db, scope, print, now));
   } finally {
     if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
   }
