@@ -320,6 +320,16 @@ const memberAfterTurn = (userId: string, id: string | null, name: string) =>
       for share of m
     )`;
 
+const EXAMPLE_START: StartInput = {
+  id: EXAMPLE_UUID,
+  userId: EXAMPLE_UUID,
+  memberId: EXAMPLE_UUID,
+  note: null,
+  createdBy: EXAMPLE_UUID,
+  now: 0,
+  events: [EXAMPLE_EVENT],
+};
+
 /**
  * A member joins the front in one statement (docs/data-access.md, "Writes in one statement"): the
  * front lock and the next position (`turn`), the member (live, not archived) and `createdBy` (live)
@@ -332,22 +342,9 @@ const start = statement<StartInput, FrontWriteVerdict & { notified: unknown }>({
   name: 'front_start',
   area: AREA,
   variants: {
-    'a member joins': {
-      id: EXAMPLE_UUID,
-      userId: EXAMPLE_UUID,
-      memberId: EXAMPLE_UUID,
-      note: null,
-      createdBy: EXAMPLE_UUID,
-      now: 0,
-      events: [EXAMPLE_EVENT],
-    },
+    'a member joins': EXAMPLE_START,
     'a member joins, the request keyed (its response stored on its claim)': {
-      id: EXAMPLE_UUID,
-      userId: EXAMPLE_UUID,
-      memberId: EXAMPLE_UUID,
-      note: null,
-      createdBy: EXAMPLE_UUID,
-      now: 0,
+      ...EXAMPLE_START,
       events: keyedExample([EXAMPLE_EVENT]),
     },
   },
