@@ -93,6 +93,57 @@ describe('definitions', () => {
       ).response.status,
     ).toBe(404);
   });
+
+  it('an option removed while values naming it are being written: never both (no value outside the options)', async () => {
+    const { api } = await server.user();
+    const members = [];
+    for (let i = 0; i < 12; i++) members.push(await createMember(api, `M${i}`));
+    for (let round = 0; round < 8; round++) {
+      const id = await field(api, { name: `Race ${round}`, type: 'select', options: ['keep', 'drop'] });
+      const patch = api.PATCH('/api/v1/custom-fields/{fieldId}', {
+        params: { path: { fieldId: id } },
+        body: { options: ['keep'] },
+      });
+      // The writes start a little after the removal, in two streams, so some land while it runs.
+      await new Promise((r) => setTimeout(r, round % 4));
+      const stream = (ms: string[]) =>
+        ms.reduce<Promise<Array<{ response: Response }>>>(
+          async (done, m) => [
+            ...(await done),
+            await api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
+              ...valuePath(m, id),
+              body: { value: 'drop' },
+            }),
+          ],
+          Promise.resolve([]),
+        );
+      const [patched, first, second] = await Promise.all([
+        patch,
+        stream(members.slice(0, 6)),
+        stream(members.slice(6)),
+      ]);
+      const written = [...first, ...second];
+      // A value write that lost to the removal is refused; the removal is refused if any value won.
+      for (const w of written) expect([200, 400]).toContain(w.response.status);
+      expect([200, 400]).toContain(patched.response.status);
+      const wrote = written.filter((w) => w.response.status === 200).length;
+      if (patched.response.status === 200) {
+        expect(wrote, 'a value naming the removed option was written and survived').toBe(0);
+      } else {
+        expect(patched.error?.message).toBe('Options in use by members cannot be removed: drop');
+        expect(wrote).toBe(members.length);
+      }
+      const list = await api.GET('/api/v1/custom-fields');
+      const options = list.data!.find((f) => f._id === id)!.options!;
+      for (const m of members) {
+        const values = await api.GET('/api/v1/members/{memberId}/custom-fields', {
+          params: { path: { memberId: m } },
+        });
+        const value = values.data!.find((v) => v.fieldId === id)!.value;
+        if (value !== null) expect(options).toContain(value);
+      }
+    }
+  });
 });
 
 describe('strict bodies', () => {

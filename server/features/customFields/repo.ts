@@ -37,12 +37,16 @@ const listLive = statement<{ userId: string }, FieldRow>({
     order by sort_order, created_at, id`,
 });
 
-const findAny = statement<{ userId: string; id: string }, FieldRow>({
+/** `lock`: the row locked for an update, held to the end of the transaction. */
+const findAny = statement<{ userId: string; id: string; lock: boolean }, FieldRow>({
   name: 'custom_fields_find',
   area: AREA,
-  variants: { 'a field, live or trashed': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID } },
-  build: ({ userId, id }) =>
-    sql`select * from custom_field_definitions where id = ${id} and user_id = ${userId} limit 1`,
+  variants: {
+    'a field, live or trashed': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, lock: false },
+    'a field, locked for an update': { userId: EXAMPLE_UUID, id: EXAMPLE_UUID, lock: true },
+  },
+  build: ({ userId, id, lock }) =>
+    sql`select * from custom_field_definitions where id = ${id} and user_id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
 });
 
 const maxSortOrder = statement<{ userId: string }, { m: number | null }>({
@@ -210,8 +214,8 @@ export const customFieldsRepo = {
   listLive(db: Knex, userId: string): Promise<FieldRow[]> {
     return listLive(db, { userId });
   },
-  async findAny(db: Knex, userId: string, id: string): Promise<FieldRow | undefined> {
-    return (await findAny(db, { userId, id }))[0];
+  async findAny(db: Knex, userId: string, id: string, lock = false): Promise<FieldRow | undefined> {
+    return (await findAny(db, { userId, id, lock }))[0];
   },
   async nextSortOrder(db: Knex, userId: string): Promise<number> {
     const m = (await maxSortOrder(db, { userId }))[0]?.m;

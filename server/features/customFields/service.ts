@@ -102,8 +102,8 @@ export async function createField(
   });
 }
 
-async function liveField(db: Knex, userId: string, id: string): Promise<FieldRow> {
-  const row = await customFieldsRepo.findAny(db, userId, id);
+async function liveField(db: Knex, userId: string, id: string, lock = false): Promise<FieldRow> {
+  const row = await customFieldsRepo.findAny(db, userId, id, lock);
   if (!row || row.deleted_at !== null) throw notFound('Custom field not found');
   return row;
 }
@@ -116,7 +116,9 @@ export async function updateField(
   const { now } = ctx;
   const userId = ownerOf(ctx);
   return inTransaction(ctx, async ({ db: trx }) => {
-    const row = await liveField(trx, userId, id);
+    // Locked first: a value write takes the row `for share` and checks its options against it, so
+    // once this holds the row, no value naming an option being removed can commit before the update.
+    const row = await liveField(trx, userId, id, true);
     const changes: FieldChanges = { updated_at: now };
     if (input.name !== undefined) changes.name = input.name.trim();
     if (input.description !== undefined) changes.description = input.description;
