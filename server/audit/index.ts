@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../generated/api.d.ts';
-import type { AuditEntry, AuditSink, ServiceContext } from '../core/context.ts';
+import type { AuditEntry, AuditSink, PendingAudit, ServiceContext } from '../core/context.ts';
 import { decodeCursor, encodeCursor } from '../core/cursor.ts';
 import { type Keyset, keysetAfterSql, keysetOrderSql, pageOf } from '../core/keyset.ts';
 import { type Sql, sql } from '../db/sql.ts';
@@ -19,18 +19,9 @@ export const MAX_DETAIL_BYTES = 2048;
 const ACTION = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
 const AREA = 'audit';
 
-interface AuditInsert {
-  id: string;
-  user_id: string;
-  actor_kind: 'key' | 'operator' | 'system';
-  actor_key_id: string | null;
-  actor_job: string | null;
-  action: string;
-  target_type: string;
-  target_id: string | null;
+interface AuditInsert extends PendingAudit {
   /** JSON text. */
   detail: string;
-  created_at: number;
 }
 
 /** An audit row for the statements' example variants (generated/sql/). */
@@ -58,11 +49,10 @@ const insertEvent = statement<{ row: AuditInsert }, never>({
       ${r.action}::text, ${r.target_type}::text, ${r.target_id}::text, ${r.detail}::jsonb, ${r.created_at}::bigint)`,
 });
 
-/** An audit row as record() writes it, but its detail: for a statement that inserts it itself (auditInsertSql). */
-export type PendingAudit = Omit<AuditInsert, 'detail'>;
+export type { PendingAudit };
 
 /** The row of `entry` but its detail: the context's account, its actor and time (what record() writes). */
-export function auditRow(ctx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): PendingAudit {
+function auditRow(ctx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): PendingAudit {
   if (!ACTION.test(entry.action))
     throw new Error(`audit action ${JSON.stringify(entry.action)} is not a dotted lower-case verb`);
   const actor = ctx.actor;
@@ -103,6 +93,10 @@ export class DatabaseAuditSink implements AuditSink {
     if (Buffer.byteLength(detail) > MAX_DETAIL_BYTES)
       throw new Error(`audit ${entry.action}: detail is over ${MAX_DETAIL_BYTES} bytes`);
     await insertEvent(ctx.db, { row: { ...row, detail } });
+  }
+
+  row(ctx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): PendingAudit {
+    return auditRow(ctx, entry);
   }
 }
 

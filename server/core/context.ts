@@ -120,9 +120,27 @@ export interface AuditEntry {
   detail?: Record<string, unknown>;
 }
 
+/** An audit row but its detail, for a write that inserts it in its own statement (auditInsertSql in server/audit/). */
+export interface PendingAudit {
+  id: string;
+  user_id: string;
+  actor_kind: 'key' | 'operator' | 'system';
+  actor_key_id: string | null;
+  actor_job: string | null;
+  action: string;
+  target_type: string;
+  target_id: string | null;
+  created_at: number;
+}
+
 /** Records actions in the caller's transaction: `ctx.db` must be the transaction of the audited write. */
 export interface AuditSink {
   record(ctx: ServiceContext, entry: AuditEntry): Promise<void>;
+  /**
+   * The row of `entry` but its detail, for a write made in one statement that inserts it itself
+   * (auditInsertSql), its detail an expression of that statement.
+   */
+  row(ctx: ServiceContext, entry: Omit<AuditEntry, 'detail'>): PendingAudit;
 }
 
 /**

@@ -7,7 +7,6 @@
  */
 import type { components } from '../../../generated/api.d.ts';
 import { delegatedWrite, requireFriend, requireFriendship, viewerCeiling } from '../../access/index.ts';
-import { auditRow } from '../../audit/index.ts';
 import {
   type AuditEntry,
   type FriendContext,
@@ -324,7 +323,7 @@ export async function createNote(
     const { note, refused } = one;
     const id = note.row.id;
     const auditEntry = { action: 'friend_write.entry.create', targetType: 'entry', targetId: id };
-    const audit = { row: auditRow(ctx, auditEntry), detail: JSON.stringify({ friendUserId: viewerOf(ctx) }) };
+    const audit = { row: ctx.audit.row(ctx, auditEntry), detail: JSON.stringify({ friendUserId: viewerOf(ctx) }) };
     const verdict = await oneStatement(ctx, (db) => friendActivityRepo.createNote(db, ctx.access, note, audit));
     requireFriendship(verdict.friend);
     if (!verdict.found) throw notFound('Member not found');

@@ -117,8 +117,9 @@ async function context(db: Knex, userId: string): Promise<ContextRow> {
 }
 
 /**
- * Locks the account's context row FOR UPDATE. Every change to the active scope and to the set
- * of side/sub systems takes it first, so those changes run one at a time per account.
+ * Locks the account's context row FOR UPDATE. Every change to the active scope and to the set of
+ * side/sub systems takes it first, so those run one at a time per account, except a side
+ * system's create (one statement): a side system created meanwhile can only make a delete refuse.
  */
 async function lockedContext(trx: Knex.Transaction, userId: string): Promise<ContextRow> {
   const ctx = await systemsRepo.lockContext(trx, userId);

@@ -1,5 +1,4 @@
 /** GET /trash, POST /trash/purge and the per-account retention setting. */
-import { auditRow } from '../../audit/index.ts';
 import { type EventEntry, inTransaction, oneStatement, ownerOf, type ServiceContext } from '../../core/context.ts';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -154,7 +153,7 @@ export async function getSettings(ctx: ServiceContext): Promise<Schemas['TrashSe
 export async function updateSettings(ctx: ServiceContext, days: number | null): Promise<Schemas['TrashSettings']> {
   const userId = ownerOf(ctx);
   // One statement: the account row locked and updated, and the audit row with the value it replaced.
-  const audit = auditRow(ctx, { action: 'trash.settings.update', targetType: 'account', targetId: userId });
+  const audit = ctx.audit.row(ctx, { action: 'trash.settings.update', targetType: 'account', targetId: userId });
   const stored = await oneStatement(ctx, (db) => trashRepo.setRetentionDays(db, userId, days, audit));
   const defaultDays = ctx.config.trashRetentionDays;
   return { retentionDays: stored ?? defaultDays, defaultRetentionDays: defaultDays };

@@ -14,7 +14,6 @@ import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { addressAllowList, isPublicAddress } from '../../net/addresses.ts';
 import { attempt, openSealed, openTarget, pingBody, type Sealed } from './delivery.ts';
 import { newSecret } from './signing.ts';
-import { auditRow } from '../../audit/index.ts';
 import { type DeliveryRow, type WebhookChanges, type WebhookRow, webhooksRepo } from './repo.ts';
 
 type Schemas = components['schemas'];
@@ -160,7 +159,7 @@ export async function createWebhook(
   const id = input.id ?? randomUUID();
   const sealed = seal(ctx, { user_id: userId, id }, { url, secrets: [secret] });
   // One statement: the cap on the account's counter row, the webhook and its audit row (webhooksRepo.create).
-  const audit = auditRow(ctx, { action: 'webhook.create', targetType: 'webhook', targetId: id });
+  const audit = ctx.audit.row(ctx, { action: 'webhook.create', targetType: 'webhook', targetId: id });
   const row = await oneStatement(ctx, (db) =>
     webhooksRepo.create(
       db,
