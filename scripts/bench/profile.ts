@@ -8,10 +8,15 @@
  * validator, knex, pg, pino, the server's own code, node internals, the garbage collector), then
  * names the heaviest functions. It measures shares, not speed: the profiler itself slows the
  * server down. The profiles stay in bench/tmp/profiles/ for Chrome DevTools or speedscope.
+ *
+ * `--heap`: instead of CPU, what each request allocates, collected objects included (V8's sampling
+ * heap profiler over the measured load, preloaded from heapSampler.ts): bytes per request by package
+ * and the heaviest allocating functions. Allocation drives the garbage collector's share, and unlike
+ * time it does not change with the load on the machine.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
@@ -28,6 +33,7 @@ const { values } = parseArgs({
     full: { type: 'boolean' },
     top: { type: 'string' },
     independent: { type: 'boolean' },
+    heap: { type: 'boolean' },
   },
 });
 const seconds = Number(values.seconds ?? 8);
@@ -129,9 +135,20 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const script = values.independent ? 'scripts/bench/independent.ts' : 'server/main.ts';
-  const child = spawn(process.execPath, ['--import', 'tsx', '--cpu-prof', `--cpu-prof-dir=${dir}`, script], {
+  const heapFile = join(dir, 'allocations.heapprofile');
+  const profiler = values.heap
+    ? ['--import', './scripts/bench/heapSampler.ts']
+    : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+  const child = spawn(process.execPath, ['--import', 'tsx', ...profiler, script], {
     cwd: root,
-    env: { ...process.env, MESSAGE_ENCRYPTION_KEYS: benchMessageKeys, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: {
+      ...process.env,
+      MESSAGE_ENCRYPTION_KEYS: benchMessageKeys,
+      ...env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      HEAP_PROFILE_FILE: heapFile,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
@@ -162,21 +179,65 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
     autocannon({ url: url + path, connections: 32, duration, headers, ...(requests ? { requests } : {}) });
   await run(2);
   await new Promise((r) => setTimeout(r, PAUSE_MS));
+  if (values.heap) {
+    child.kill('SIGUSR2');
+    await new Promise((r) => setTimeout(r, 200));
+  }
   const r = await run(seconds);
+  if (values.heap) {
+    child.kill('SIGUSR2');
+    for (let i = 0; i < 100 && !existsSync(heapFile); i++) await new Promise((res) => setTimeout(res, 100));
+  }
   await new Promise<void>((res) => {
     child.on('exit', () => res());
     child.kill('SIGTERM');
   });
+  const title = `${values.independent ? 'independent baseline, ' : ''}scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}`;
+  if (values.heap) return reportAllocations(title, heapFile, r.requests.total);
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
   if (!file) throw new Error(`no profile was written to ${dir}`);
   const { total, byPackage, byFunction } = summarise(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile);
   const share = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)} %`;
   log(
-    `${values.independent ? 'independent baseline, ' : ''}scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request, ${r.non2xx} answered other than 2xx`,
+    `${title}: ${r.requests.total} requests (${r.requests.average.toFixed(0)} req/s under the profiler), ${(total / 1000 / Math.max(1, r.requests.total)).toFixed(3)} ms on the main thread (not idle) per request, ${r.non2xx} answered other than 2xx`,
   );
   for (const [p, us] of byPackage.slice(0, 16)) log(`  ${share(us)}  ${p}`);
   log('  heaviest functions (self time):');
   for (const [f, us] of byFunction.slice(0, top)) log(`  ${share(us)}  ${f}`);
+}
+
+interface HeapNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapNode[];
+}
+
+/** Bytes allocated per request (sampled, scaled by V8) by package and by function. */
+function reportAllocations(title: string, file: string, requests: number): void {
+  if (!existsSync(file)) throw new Error(`no heap profile was written to ${file}`);
+  const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: HeapNode };
+  const pkg = new Map<string, number>();
+  const fn = new Map<string, number>();
+  let total = 0;
+  const walk = (node: HeapNode) => {
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (node.selfSize > 0) {
+      total += node.selfSize;
+      const p = packageOf(url, functionName);
+      pkg.set(p, (pkg.get(p) ?? 0) + node.selfSize);
+      const f = `${functionName || '(anonymous)'} ${p}${url ? `:${lineNumber + 1}` : ''}`;
+      fn.set(f, (fn.get(f) ?? 0) + node.selfSize);
+    }
+    for (const child of node.children) walk(child);
+  };
+  walk(head);
+  const n = Math.max(1, requests);
+  const kb = (bytes: number) => `${(bytes / n / 1024).toFixed(1).padStart(6)} KB`;
+  const sorted = (m: Map<string, number>) => [...m.entries()].sort((a, b) => b[1] - a[1]);
+  log(`${title}: ${requests} requests, ${kb(total).trim()} allocated per request`);
+  for (const [p, bytes] of sorted(pkg).slice(0, 16)) log(`  ${kb(bytes)}  ${p}`);
+  log('  heaviest allocating functions (self):');
+  for (const [f, bytes] of sorted(fn).slice(0, top)) log(`  ${kb(bytes)}  ${f}`);
 }
 
 async function main(): Promise<void> {
