@@ -68,4 +68,5 @@ export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
   'createFolder',
   'createMemberStatus',
   'createSideSystem',
+  'sendMessage',
 ]);

@@ -26,7 +26,7 @@ import type {
   ServerContext,
   ServiceContext,
 } from '../core/context.ts';
-import { type KeyedStatement, NeedsTransaction, RequestTransaction } from '../core/context.ts';
+import { type KeyedStatement, NeedsTransaction, RequestTransaction, StaleAnswer } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
@@ -474,7 +474,11 @@ async function runKeyedAhead(
   try {
     result = await run(db, keyed);
   } catch (err) {
-    if (err instanceof NeedsTransaction && keyed.state !== 'done')
+    // Before its write, or after a write whose guard found the answer read ahead stale (nothing written).
+    if (
+      err instanceof NeedsTransaction &&
+      (keyed.state !== 'done' || (err instanceof StaleAnswer && !keyed.written))
+    )
       return await runIdempotent(deps, res, { scope, print, now, claimId }, run);
     if (isClaimLost(err)) return await replay(res, await deps.idempotency.stored(db, scope, print, now));
     // The write and its stored response committed: that is the answer, whatever failed after it.
