@@ -475,10 +475,7 @@ async function runKeyedAhead(
     result = await run(db, keyed);
   } catch (err) {
     // Before its write, or after a write whose guard found the answer read ahead stale (nothing written).
-    if (
-      err instanceof NeedsTransaction &&
-      (keyed.state !== 'done' || (err instanceof StaleAnswer && !keyed.written))
-    )
+    if (err instanceof NeedsTransaction && (keyed.state !== 'done' || (err instanceof StaleAnswer && !keyed.written)))
       return await runIdempotent(deps, res, { scope, print, now, claimId }, run);
     if (isClaimLost(err)) return await replay(res, await deps.idempotency.stored(db, scope, print, now));
     // The write and its stored response committed: that is the answer, whatever failed after it.

@@ -557,21 +557,31 @@ const sendMessage = statement<SendInput, SendOutcome>({
       previews.map((p) => ({ id: p.id, pos: p.position, key_id: p.key_id, data: p.data_enc.toString('base64') })),
     );
     return sql`with ${sendChannel(r)},
-    ${sendVerdict(r)},${ahead === null ? sql.empty : sql`
+    ${sendVerdict(r)},${
+      ahead === null
+        ? sql.empty
+        : sql`
     ${sendMentioned(r)},
-    ${sendAnswerInputs(r)},`}
+    ${sendAnswerInputs(r)},`
+    }
     channel_locked as (
       select c.id, c.last_seq from messaging_channels c
       join messaging_spaces s on s.id = c.space_id
       where c.id = ${r.channel_id} and c.user_id = ${r.user_id} and c.archived_at is null and s.archived_at is null
         and (select channel_live and author_live and reply_ok and not duplicate from verdict)${
-          ahead === null ? sql.empty : sql`
+          ahead === null
+            ? sql.empty
+            : sql`
         and (select digest from ahead) = ${ahead}::text`
         }
       limit 1
       for update of c
-    ),${ahead === null ? sql`
-    ${sendMentioned(r)},` : sql.empty}
+    ),${
+      ahead === null
+        ? sql`
+    ${sendMentioned(r)},`
+        : sql.empty
+    }
     inserted as (
       insert into messaging_messages
         (id, user_id, channel_id, seq, author_member_id, key_id, content_enc, reply_to_id, mention_member_ids, gif,
