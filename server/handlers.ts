@@ -69,4 +69,6 @@ export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
   'createMemberStatus',
   'createSideSystem',
   'sendMessage',
+  'createPrivacyBucket',
+  'createWebhook',
 ]);

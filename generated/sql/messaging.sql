@@ -1742,11 +1742,15 @@ with
       key_id = $36,
       response_enc = $37,
       expires_at = $38::bigint
-    from
-      locked
     where
       k.id = $39
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

@@ -305,9 +305,10 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
  * `answer` is the body the operation answers with when the statement writes (undefined: no body),
  * and its status when the operation has several successes (else its one success status),
  * for a request whose key was claimed ahead (ctx.keyed): the statement then stores that response
- * on the claim itself, beside its events (appendEvents), so the key costs no transaction. Such a
- * statement's result is its final row with `notified` (notifiedColumn), which says whether it
- * wrote. Without `answer`, such a request runs again in a transaction (NeedsTransaction).
+ * on the claim itself, beside its events (appendEvents) or, for a write that emits none, by
+ * answerOnClaim (server/idempotency/inStatement.ts), so the key costs no transaction. Such a
+ * statement's result is its final row with `notified` (notifiedColumn) or `answered`, which says
+ * whether it wrote (undefined, no row, with answerOnClaim: it did not). Without `answer`, such a request runs again in a transaction (NeedsTransaction).
  */
 export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>, T>(
   ctx: C,
@@ -327,9 +328,14 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
   try {
     const result = await work(ctx.db);
     if (keyed.state === 'embedded') {
-      if (typeof result !== 'object' || result === null || !('notified' in result))
-        throw new Error("a keyed one-statement write must return its final row with notifiedColumn's `notified`");
-      written = result.notified !== null;
+      // No row: a statement storing with answerOnClaim wrote nothing (its final row is there whenever it writes).
+      if (result === undefined) written = false;
+      else if (typeof result === 'object' && result !== null && 'answered' in result) written = result.answered === true;
+      else if (typeof result === 'object' && result !== null && 'notified' in result) written = result.notified !== null;
+      else
+        throw new Error(
+          "a keyed one-statement write must return its final row with notifiedColumn's `notified` or answerOnClaim's `answered`",
+        );
     }
     return result;
   } finally {
