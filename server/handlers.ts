@@ -71,4 +71,6 @@ export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
   'sendMessage',
   'createPrivacyBucket',
   'createWebhook',
+  'createSocialLink',
+  'createFriendEntry',
 ]);

@@ -635,7 +635,7 @@ set
   avatar_url = excluded.avatar_url,
   verified_at = excluded.verified_at;
 
--- social_link_create (a link)
+-- social_link_create_1: a link
 with
   seen as (
     select
@@ -845,6 +845,263 @@ select
             from
               delivered
           ) then $25::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
+-- social_link_create_2: a link, the request keyed (its response stored on its claim)
+with
+  seen as (
+    select
+      xmin as version
+    from
+      social_profiles
+    where
+      user_id = $1
+  ),
+  touched as (
+    insert into
+      social_profiles as p (user_id, theme, updated_at)
+    values
+      ($2, null, $3)
+    on conflict (user_id) do update
+    set
+      updated_at = excluded.updated_at
+    where
+      $4::int is not null
+      or p.xmin = (
+        select
+          version
+        from
+          seen
+      )
+    returning
+      user_id
+  ),
+  inserted as (
+    insert into
+      social_links (
+        id,
+        user_id,
+        platform,
+        display_name,
+        handle,
+        url,
+        description,
+        badge,
+        accent_color,
+        avatar_url,
+        visibility,
+        featured,
+        sort_order,
+        created_at,
+        updated_at
+      )
+    select
+      $5,
+      $6,
+      $7,
+      $8,
+      $9::text,
+      $10::text,
+      $11::text,
+      $12::text,
+      $13::text,
+      $14::text,
+      $15,
+      $16,
+      coalesce(
+        $17::int,
+        (
+          select
+            coalesce(max(l.sort_order) + 1, 0)::int
+          from
+            social_links l
+          where
+            l.user_id = $18
+        )
+      ),
+      $19,
+      $20
+    from
+      touched
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $21,
+      response_enc = $22,
+      expires_at = $23::bigint
+    where
+      k.id = $24
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($25::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $26::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $27::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  exists (
+    select
+      1
+    from
+      inserted
+  ) as written,
+  (
+    select
+      pg_notify (
+        $28::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $29::text
           else ''
         end
       ) as notified
