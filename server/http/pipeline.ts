@@ -448,8 +448,9 @@ function keyOf(req: Request, res: Response, who: { userId: string; key: string }
  * (oneStatement, appendEvents): two statements in all. The response given must be the one stored.
  * A refusal or an answer given without that write (nothing written, or a write that said nothing)
  * is stored on the claim afterwards; a 5xx or 429 gives the claim up. A write that needs a
- * transaction (NeedsTransaction, before anything was written) runs again as runIdempotent runs it,
- * storing on the claim it holds. A claim lost meanwhile (its lease ran out and another request took
+ * transaction (NeedsTransaction, before anything was written, or StaleAnswer, after a statement
+ * that wrote nothing because the answer built ahead no longer held) runs again as runIdempotent
+ * runs it, storing on the claim it holds. A claim lost meanwhile (its lease ran out and another request took
  * the key) leaves nothing written: the other request's answer is replayed.
  */
 async function runKeyedAhead(
