@@ -330,8 +330,10 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
     if (keyed.state === 'embedded') {
       // No row: a statement storing with answerOnClaim wrote nothing (its final row is there whenever it writes).
       if (result === undefined) written = false;
-      else if (typeof result === 'object' && result !== null && 'answered' in result) written = result.answered === true;
-      else if (typeof result === 'object' && result !== null && 'notified' in result) written = result.notified !== null;
+      else if (typeof result === 'object' && result !== null && 'answered' in result)
+        written = result.answered === true;
+      else if (typeof result === 'object' && result !== null && 'notified' in result)
+        written = result.notified !== null;
       else
         throw new Error(
           "a keyed one-statement write must return its final row with notifiedColumn's `notified` or answerOnClaim's `answered`",

@@ -185,11 +185,9 @@ export async function createWebhook(
     }),
     secret,
   };
-  const row = await oneStatement(
-    ctx,
-    (db) => webhooksRepo.create(db, created, MAX_WEBHOOKS, audit, ctx.keyed),
-    { body: answer },
-  );
+  const row = await oneStatement(ctx, (db) => webhooksRepo.create(db, created, MAX_WEBHOOKS, audit, ctx.keyed), {
+    body: answer,
+  });
   if (!row) throw conflict(`An account has at most ${MAX_WEBHOOKS} webhooks`);
   return { webhook: toWebhook(ctx, row), secret };
 }

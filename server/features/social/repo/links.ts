@@ -197,7 +197,11 @@ const linkOfPlatform = statement<{ userId: string; platform: string }, { id: str
 export const linksRepo = {
   /** Creates the link with its event in one statement; false when it wrote nothing (see createLink). */
   /** `written` false: the profile changed since the statement's snapshot, and nothing was written (see createLink). */
-  async create(db: Knex, row: NewLink, events: readonly PendingEvent[]): Promise<{ written: boolean; notified: unknown }> {
+  async create(
+    db: Knex,
+    row: NewLink,
+    events: readonly PendingEvent[],
+  ): Promise<{ written: boolean; notified: unknown }> {
     return (await createLink(db, { row, events }))[0]!;
   },
   async insert(db: Knex, row: LinkRow): Promise<void> {
