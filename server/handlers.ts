@@ -73,4 +73,5 @@ export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
   'createWebhook',
   'createSocialLink',
   'createFriendEntry',
+  'postGuestbookMessage',
 ]);

@@ -127,6 +127,29 @@ where
   and sha256 = any ($2::text[])
 for share;
 
+-- social_guestbook_author_card (an author)
+select
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  md5(
+    row (
+      a.display_name,
+      a.image_url,
+      a.is_admin,
+      a.plan,
+      a.donor_supporter_unlocked,
+      a.closed_beta_participant_at
+    )::text
+  ) as digest
+from
+  accounts a
+where
+  a.id = $1;
+
 -- social_guestbook_delete (one message)
 delete from guestbook_messages
 where
@@ -194,7 +217,7 @@ where
 limit
   1;
 
--- social_guestbook_post (a message)
+-- social_guestbook_post_1: a message
 with
   widget as (
     select
@@ -431,6 +454,328 @@ select
             from
               delivered
           ) then $20::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join inserted m on true
+  left join accounts a on a.id = m.author_user_id;
+
+-- social_guestbook_post_2: a keyed message whose author's card was read ahead
+with
+  widget as (
+    select
+      coalesce(w.config -> 'allowAnonymous' = 'true'::jsonb, false) as allow_anonymous
+    from
+      social_widgets w
+    where
+      w.id = $1
+      and w.user_id = $2
+      and w.type = 'guestbook'
+    for key share
+  ),
+  parent as (
+    select
+      p.id
+    from
+      guestbook_messages p
+    where
+      p.id = $3::uuid
+      and p.widget_id = $4
+      and p.parent_message_id is null
+    for key share
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          widget
+      ) as found,
+      coalesce(
+        (
+          select
+            allow_anonymous
+          from
+            widget
+        ),
+        false
+      ) as allow_anonymous,
+      exists (
+        select
+          1
+        from
+          parent
+      ) as parent_ok
+  ),
+  inserted as (
+    insert into
+      guestbook_messages (
+        id,
+        user_id,
+        widget_id,
+        parent_message_id,
+        author_user_id,
+        posted_anonymously,
+        body,
+        hidden_by_owner,
+        created_at
+      )
+    select
+      $5,
+      $6,
+      $7,
+      $8::uuid,
+      $9,
+      $10,
+      $11,
+      $12,
+      $13
+    from
+      verdict v
+    where
+      v.found
+      and (
+        not $14::boolean
+        or v.allow_anonymous
+      )
+      and (
+        $15::uuid is null
+        or v.parent_ok
+      )
+      and (
+        select
+          md5(
+            row (
+              a.display_name,
+              a.image_url,
+              a.is_admin,
+              a.plan,
+              a.donor_supporter_unlocked,
+              a.closed_beta_participant_at
+            )::text
+          )
+        from
+          accounts a
+        where
+          a.id = $16
+      ) = $17::text
+    returning
+      id,
+      user_id,
+      widget_id,
+      parent_message_id,
+      author_user_id,
+      posted_anonymously,
+      body,
+      hidden_by_owner,
+      created_at
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $18,
+      response_enc = $19,
+      expires_at = $20::bigint
+    where
+      k.id = $21
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($22::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $23::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $24::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.found,
+  v.allow_anonymous,
+  v.parent_ok,
+  (
+    select
+      md5(
+        row (
+          a.display_name,
+          a.image_url,
+          a.is_admin,
+          a.plan,
+          a.donor_supporter_unlocked,
+          a.closed_beta_participant_at
+        )::text
+      )
+    from
+      accounts a
+    where
+      a.id = $25
+  ) = $26::text as ahead_ok,
+  m.id,
+  m.user_id,
+  m.widget_id,
+  m.parent_message_id,
+  m.author_user_id,
+  m.posted_anonymously,
+  m.body,
+  m.hidden_by_owner,
+  m.created_at,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  (
+    select
+      pg_notify (
+        $27::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $28::text
           else ''
         end
       ) as notified
