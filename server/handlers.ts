@@ -74,4 +74,5 @@ export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
   'createSocialLink',
   'createFriendEntry',
   'postGuestbookMessage',
+  'votePoll',
 ]);
