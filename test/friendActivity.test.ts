@@ -20,7 +20,7 @@ import {
   type Perms,
 } from './helpers/friends.ts';
 import { captureStatements, explain, planNodes, type PlanNode, REQUEST_WORK } from './helpers/plans.ts';
-import { TestServer, useServer, type TestUser } from './helpers/server.ts';
+import { jsonHeaders, TestServer, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -1289,6 +1289,41 @@ describe('notes', { timeout: 120_000 }, () => {
       detail: { friendUserId: viewer.userId },
       targetId: id,
     });
+  });
+
+  it("a friend's keyed note is two statements (the claim, the note storing its answer), replayed by the claim alone", async () => {
+    const { s, viewer } = await writer();
+    const body = JSON.stringify({ content: 'keyed from a friend', memberIds: [s.vis2, s.vis1] });
+    const create = (key: string) =>
+      server.fetch(`/api/v1/friends/${s.owner.userId}/entries`, {
+        method: 'POST',
+        headers: { ...jsonHeaders(viewer.apiKey), 'Idempotency-Key': key },
+        body,
+      });
+    expect((await create('warm-up')).status).toBe(201); // warms the key cache
+    let first = '';
+    const statements = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+      const res = await create('friend-note');
+      expect(res.status).toBe(201);
+      first = await res.text();
+    });
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with claimed as', 'with friend_access as']);
+    expect(statements[1]!.sql).toMatch(/insert into entries[\s\S]*update idempotency_keys[\s\S]*insert into events/);
+    const replayed = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+      const again = await create('friend-note');
+      expect([again.status, await again.text(), again.headers.get('idempotent-replayed')]).toEqual([
+        201,
+        first,
+        'true',
+      ]);
+    });
+    expect(replayed).toHaveLength(1);
+    const created = (await auditActions(s.owner)).filter((a) => a.action === 'friend_write.entry.create');
+    expect(created.map((a) => a.targetId)).toContain(JSON.parse(first).id);
+    expect(created).toHaveLength(2);
   });
 
   it("concurrent friend notes take a member's last slot under the owner's cap once", async () => {

@@ -4,6 +4,7 @@
  * request under the key is a 422, one still running a 409, 4xx answers are stored and 5xx are not,
  * keys expire and are pruned, replays survive a restart, and concurrent duplicates write once.
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
@@ -380,6 +381,16 @@ describe('Idempotency-Key', () => {
       ['/api/v1/folders', { name: 'Ahead folder' }, 'folder.created'],
       ['/api/v1/member-statuses', { name: 'Ahead status', color: '#00ff00' }, 'member_status.created'],
       ['/api/v1/systems/side-systems', { name: 'Ahead side' }, 'side_system.created'],
+      // The permissions in another order than the answer's, and than jsonb stores them.
+      [
+        '/api/v1/privacy-buckets',
+        {
+          name: ' Ahead bucket ',
+          icon: 'heart',
+          friendPermissions: { groups: 'read', front: 'none', members_view: 'read' },
+        },
+        'privacy_bucket.created',
+      ],
     ];
     for (const [path, body, type] of creates) {
       await post(user, path, { ...body, name: `${body.name} (warm-up)` }, randomUUID()); // warms the key cache
@@ -403,7 +414,94 @@ describe('Idempotency-Key', () => {
       });
       expect(replayed, path).toHaveLength(1);
       expect(await countRows('events', user.userId, type), path).toBe(2);
+      if (path === '/api/v1/privacy-buckets') {
+        // The answer given ahead of the statement is the bucket as stored, byte for byte.
+        const stored = await server.fetch(`/api/v1/privacy-buckets/${JSON.parse(first!.text)._id}`, {
+          headers: bearer(user.apiKey),
+        });
+        expect(await stored.text()).toBe(first!.text);
+      }
     }
+  });
+
+  it('keys a webhook create (no event) in two statements: its statement stores the answer on the claim; the refusal at the cap is stored', async () => {
+    const user = await server.user();
+    const body = { url: 'https://hooks.example.com/ahead', types: ['member.created'], description: 'ahead' };
+    await post(user, '/api/v1/webhooks', { ...body, description: 'warm-up' }, randomUUID()); // warms the key cache
+    const key = randomUUID();
+    let first: Answer | undefined;
+    const statements = await captureStatements(db(), REQUEST_WORK, async () => {
+      first = await post(user, '/api/v1/webhooks', body, key);
+    });
+    expect(first!.status).toBe(201);
+    const words = statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '));
+    expect(words, JSON.stringify(statements.map((st) => st.sql))).toEqual(['with claimed', 'with account']);
+    expect(statements[1]!.sql).toMatch(/insert into webhooks[\s\S]*update idempotency_keys[\s\S]*idempotency_held/);
+    const created = JSON.parse(first!.text) as { webhook: { id: string }; secret: string };
+    const stored = await server.fetch(`/api/v1/webhooks/${created.webhook.id}`, { headers: bearer(user.apiKey) });
+    expect(await stored.text()).toBe(JSON.stringify(created.webhook));
+    const replayed = await captureStatements(db(), REQUEST_WORK, async () => {
+      const again = await post(user, '/api/v1/webhooks', body, key);
+      expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([201, first!.text, 'true']);
+    });
+    expect(replayed).toHaveLength(1);
+    const { data } = await user.api.GET('/api/v1/webhooks');
+    expect(data).toHaveLength(2);
+    expect(await countRows('audit_events', user.userId, 'webhook.create')).toBe(2);
+
+    // At the cap of 20 the statement writes nothing, and the 409 is stored on the claim after it.
+    for (let i = 2; i < 20; i++) await post(user, '/api/v1/webhooks', { ...body, description: `w${i}` }, undefined);
+    const capKey = randomUUID();
+    let refused: Answer | undefined;
+    const atCap = await captureStatements(db(), REQUEST_WORK, async () => {
+      refused = await post(user, '/api/v1/webhooks', body, capKey);
+    });
+    expect(refused!.status).toBe(409);
+    expect(atCap.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
+      'with claimed',
+      'with account',
+      'update idempotency_keys',
+    ]);
+    const again = await post(user, '/api/v1/webhooks', body, capKey);
+    expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([409, refused!.text, 'true']);
+  });
+
+  it('writes no webhook when its claim was taken over before its statement (idempotency_held, without events to carry it)', async () => {
+    const user = await server.user();
+    const key = randomUUID();
+    const body = { url: 'https://hooks.example.com/lapsed', types: ['member.created'] };
+    await post(user, '/api/v1/webhooks', { ...body, url: 'https://hooks.example.com/warm' }, randomUUID());
+    // Another request takes the key after this one claimed it (its lease lapsed): the claim's row
+    // gets another id. On PostgreSQL this commits (the process waits for psql) as the create goes
+    // out; the embedded database has one connection, and the takeover asked for it right after the claim.
+    const takeOver = `update idempotency_keys set id = '${randomUUID()}' where user_id = '${user.userId}' and idem_key = '${key}'`;
+    let taken: Promise<unknown> | undefined;
+    const interleave = (q: { sql: string }) => {
+      if (taken) return;
+      if (server.databaseUrl && /^with account/.test(q.sql.trim())) {
+        execFileSync('psql', [server.databaseUrl, '-qc', takeOver]);
+        taken = Promise.resolve();
+      } else if (!server.databaseUrl && /^with claimed/.test(q.sql.trim())) {
+        // A knex query runs once it is asked for its result.
+        taken = db()
+          .raw(takeOver)
+          .then(() => undefined);
+      }
+    };
+    db().on('query', interleave);
+    let answer: Answer;
+    try {
+      answer = await post(user, '/api/v1/webhooks', body, key);
+    } finally {
+      db().off('query', interleave);
+    }
+    await taken;
+    // The statement failed whole: no webhook, no audit row; the key is the other request's (in flight).
+    expect(answer.status).toBe(409);
+    expect(answer.headers.get('retry-after')).toBe('1');
+    const { data } = await user.api.GET('/api/v1/webhooks');
+    expect(data!.map((w) => w.url)).toEqual(['https://hooks.example.com/warm']);
+    expect(await countRows('audit_events', user.userId, 'webhook.create')).toBe(1);
   });
 
   it('keys a front start in two statements, and stores the answer of a start that changed nothing', async () => {

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { ApiClient, components } from '../client/index.ts';
 import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
@@ -306,6 +307,184 @@ describe('send cost', () => {
       params: { path: { webhookId: webhook.data!.webhook.id } },
     });
     expect(deliveries.data?.items).toHaveLength(2);
+  });
+
+  it('a keyed send is three statements (the claim, its answer read ahead, the send storing it), replayed by the claim alone', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const m = await createMember(api, 'Robin', { displayName: 'Rob' });
+    const { channelId } = await setup(api);
+    const parent = await send(api, channelId, m, 'parent');
+    const knex = server.deps.db.knex;
+    // Keys in the contract's order, which jsonb (where the send stores it) does not keep.
+    const gif = {
+      id: 'g1',
+      provider: 'tenor',
+      title: 'Cat',
+      url: 'https://media.tenor.com/a/cat.gif',
+      previewUrl: 'https://media.tenor.com/a/tiny.gif',
+      mp4Url: null,
+      width: 498,
+      height: 280,
+    };
+    const body = JSON.stringify({
+      memberId: m,
+      content: `hi <@${m}> see https://example.com/a`,
+      replyToMessageId: parent.id,
+      gifMetadata: gif,
+    });
+    const keyed = () =>
+      server.fetch(`/api/v1/messaging/channels/${channelId}/messages`, {
+        method: 'POST',
+        headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': 'ahead-1' },
+        body,
+      });
+    now += 1;
+    let first = '';
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      const res = await keyed();
+      expect(res.status).toBe(201);
+      first = await res.text();
+    });
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with claimed as', 'with channel as', 'with channel as']);
+    expect(statements[1]!.sql).not.toMatch(/insert|update|for update/);
+    expect(statements[2]!.sql).toMatch(/for update of c[\s\S]*update idempotency_keys[\s\S]*insert into events/);
+    // The answer built ahead is byte for byte what a read of the message shows (the GIF in jsonb's key order).
+    const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!;
+    expect(first).toBe(JSON.stringify(page.items[0]));
+    expect(JSON.parse(first)).toMatchObject({
+      content: `hi <@${m}> see https://example.com/a`,
+      authorMemberId: m,
+      mentions: [{ memberId: m, name: 'Robin', displayName: 'Rob' }],
+      replyTo: { messageId: parent.id, authorMemberId: m, excerpt: 'parent', deleted: false },
+      gif,
+    });
+    const replay = await captureStatements(knex, REQUEST_WORK, async () => {
+      const again = await keyed();
+      expect([again.status, await again.text(), again.headers.get('idempotent-replayed')]).toEqual([
+        201,
+        first,
+        'true',
+      ]);
+    });
+    expect(replay).toHaveLength(1);
+    expect(page.items).toHaveLength(2);
+  });
+
+  it('a keyed send whose answer changed after it was read ahead writes nothing and runs again in a transaction', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const m = await createMember(api, 'Robin');
+    const sam = await createMember(api, 'Sam');
+    const { channelId } = await setup(api);
+    await send(api, channelId, m, 'warm-up');
+    const knex = server.deps.db.knex;
+    const rename = `update members set name = 'Samuel' where id = '${sam}'`;
+    // Sam is renamed between the read ahead and the send. On PostgreSQL the rename commits (the
+    // process waits for psql) just before the send goes out; the embedded database has one
+    // connection, and the rename asked for it first.
+    let renamed: Promise<unknown> | undefined;
+    const interleave = (q: { sql: string }) => {
+      if (renamed) return;
+      if (server.databaseUrl && /update idempotency_keys/.test(q.sql) && /\bahead\b/.test(q.sql)) {
+        execFileSync('psql', [server.databaseUrl, '-qc', rename]);
+        renamed = Promise.resolve();
+      } else if (!server.databaseUrl && /\bahead\b/.test(q.sql) && !/insert/.test(q.sql)) {
+        // A knex query runs once it is asked for its result.
+        renamed = knex.raw(rename).then(() => undefined);
+      }
+    };
+    const keyed = () =>
+      server.fetch(`/api/v1/messaging/channels/${channelId}/messages`, {
+        method: 'POST',
+        headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': 'stale-1' },
+        body: JSON.stringify({ memberId: m, content: `hi <@${sam}>` }),
+      });
+    now += 1;
+    let first = '';
+    knex.on('query', interleave);
+    let statements: Array<{ sql: string }>;
+    try {
+      statements = await captureStatements(knex, REQUEST_WORK, async () => {
+        const res = await keyed();
+        expect(res.status).toBe(201);
+        first = await res.text();
+      });
+    } finally {
+      knex.off('query', interleave);
+    }
+    await renamed;
+    const words = statements
+      .filter((st) => !st.sql.startsWith('update members'))
+      .map((st) => st.sql.trim().split(/\s+/).slice(0, 3).join(' ').toLowerCase());
+    // The claim, the read ahead, the send that found it stale, then the transaction: the send, the answer stored.
+    expect(words).toEqual([
+      'with claimed as',
+      'with channel as',
+      'with channel as',
+      'begin;',
+      'with channel as',
+      'update idempotency_keys set',
+      'commit;',
+    ]);
+    // The answer is the message as written: the mention under its new name, once.
+    expect(JSON.parse(first).mentions).toEqual([{ memberId: sam, name: 'Samuel', displayName: '' }]);
+    const page = (await api.GET('/api/v1/messaging/channels/{channelId}/messages', ch(channelId))).data!;
+    expect(page.items).toHaveLength(2);
+    expect(first).toBe(JSON.stringify(page.items[0]));
+    const again = await keyed();
+    expect([again.status, await again.text(), again.headers.get('idempotent-replayed')]).toEqual([201, first, 'true']);
+    const { rows } = await knex.raw<{ rows: Array<{ seq: string }> }>(
+      'select seq from messaging_messages where channel_id = ? order by seq',
+      [channelId],
+    );
+    expect(rows.map((r) => Number(r.seq))).toEqual([1, 2]);
+  });
+
+  it('concurrent keyed sends to one channel: distinct sequence numbers, one message per key, each key replayed', async () => {
+    const user = await server.user();
+    const { api } = user;
+    const m = await createMember(api);
+    const { channelId } = await setup(api);
+    await send(api, channelId, m, 'first');
+    now += 1;
+    const keyed = (key: string) =>
+      server
+        .fetch(`/api/v1/messaging/channels/${channelId}/messages`, {
+          method: 'POST',
+          headers: { ...bearer(user.apiKey), 'Content-Type': 'application/json', 'Idempotency-Key': key },
+          body: JSON.stringify({ memberId: m, content: `keyed ${key}` }),
+        })
+        .then(async (res) => ({ key, status: res.status, text: await res.text() }));
+    // Twelve keys, each sent twice at once.
+    const keys = Array.from({ length: 12 }, (_, i) => `race-${i}`);
+    const answers = await Promise.all([...keys, ...keys].map(keyed));
+    for (const a of answers) expect([201, 409], a.text).toContain(a.status);
+    const created = new Map<string, string>();
+    for (const a of answers.filter((x) => x.status === 201)) {
+      if (created.has(a.key)) expect(a.text).toBe(created.get(a.key));
+      created.set(a.key, a.text);
+    }
+    // A 409 (the other request with the key in flight) is retried: the replay of the one send.
+    for (const key of keys) {
+      const again = await keyed(key);
+      expect(again.status).toBe(201);
+      if (created.has(key)) expect(again.text).toBe(created.get(key));
+      created.set(key, again.text);
+    }
+    const knex = server.deps.db.knex;
+    const { rows } = await knex.raw<{ rows: Array<{ id: string; seq: string; n: number }> }>(
+      'select id, seq from messaging_messages where channel_id = ? order by seq',
+      [channelId],
+    );
+    expect(rows.map((r) => Number(r.seq))).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
+    expect(new Set(rows.slice(1).map((r) => r.id))).toEqual(
+      new Set(keys.map((key) => JSON.parse(created.get(key)!).id as string)),
+    );
+    expect(await unread(api)).toEqual({ [channelId]: 13 });
   });
 
   it('a refused send writes nothing: no message, no counter, no preview, no event', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { addGalleryImage, galleryUrlOf, uniqueImage } from './helpers/gallery.ts';
 import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
-import { useServer, type TestUser } from './helpers/server.ts';
+import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -182,6 +182,109 @@ describe('links', () => {
     expect(events.map((e) => [e.type, e.data])).toEqual(
       (await section(u)).links.map((l) => ['social_profile.changed', { id: l.id, kind: 'link' }]),
     );
+  });
+
+  it('a keyed link create is two statements (the claim, the link storing its answer), replayed by the claim alone', async () => {
+    const u = await server.user();
+    await addLink(u); // warms the key cache
+    const knex = server.deps.db.knex;
+    const keyed = () =>
+      server.fetch('/api/v1/social/links', {
+        method: 'POST',
+        headers: { ...jsonHeaders(u.apiKey), 'Idempotency-Key': 'link-1' },
+        body: JSON.stringify({ platform: 'github', displayName: 'Code', visibility: 'public' }),
+      });
+    let first = '';
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      const res = await keyed();
+      expect(res.status).toBe(201);
+      first = await res.text();
+    });
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with claimed as', 'with seen as']);
+    expect(statements[1]!.sql).toMatch(
+      /insert into social_links[\s\S]*update idempotency_keys[\s\S]*insert into events/,
+    );
+    const replayed = await captureStatements(knex, REQUEST_WORK, async () => {
+      const again = await keyed();
+      expect([again.status, await again.text(), again.headers.get('idempotent-replayed')]).toEqual([
+        201,
+        first,
+        'true',
+      ]);
+    });
+    expect(replayed).toHaveLength(1);
+    expect((await section(u)).links.map((l) => l.id)).toEqual([expect.any(String), JSON.parse(first).linkId]);
+  });
+
+  it('a keyed link create whose profile changed while it waited writes nothing and runs again in a transaction', async () => {
+    const u = await server.user();
+    await addLink(u, { displayName: 'first' });
+    const knex = server.deps.db.knex;
+    // Another social write holds the profile row. On PostgreSQL the create's statement starts (its
+    // snapshot sees the profile as it was) and waits for the row, then finds it changed; on the
+    // embedded database (one connection) it waits for the connection and runs after it.
+    const other = await knex.transaction();
+    await other.raw('update social_profiles set updated_at = updated_at + 1 where user_id = ?', [u.userId]);
+    let statements: Array<{ sql: string }> = [];
+    let answer: { status: number; text: string } | undefined;
+    const pending = captureStatements(knex, REQUEST_WORK, async () => {
+      const res = await server.fetch('/api/v1/social/links', {
+        method: 'POST',
+        headers: { ...jsonHeaders(u.apiKey), 'Idempotency-Key': 'link-stale' },
+        body: JSON.stringify({ platform: 'github', displayName: 'late', visibility: 'public' }),
+      });
+      answer = { status: res.status, text: await res.text() };
+    }).then((st) => {
+      statements = st;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await other.commit();
+    await pending;
+    expect(answer!.status).toBe(201);
+    const words = statements
+      .filter((st) => !st.sql.startsWith('update social_profiles set updated_at = updated_at + 1'))
+      .map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ').toLowerCase());
+    // The claim, the statement that found the profile changed, then the transaction (the test's own commit left out).
+    if (server.databaseUrl)
+      expect(
+        words.filter((w) => w !== 'commit;'),
+        JSON.stringify(words),
+      ).toEqual(['with claimed as', 'with seen as', 'begin;', 'with seen as', 'update idempotency_keys set']);
+    const links = (await section(u)).links;
+    expect(links.map((l) => [l.displayName, l.sortOrder])).toEqual([
+      ['first', 0],
+      ['late', 1],
+    ]);
+    expect(links[1]!.id).toBe(JSON.parse(answer!.text).linkId);
+    const again = await server.fetch('/api/v1/social/links', {
+      method: 'POST',
+      headers: { ...jsonHeaders(u.apiKey), 'Idempotency-Key': 'link-stale' },
+      body: JSON.stringify({ platform: 'github', displayName: 'late', visibility: 'public' }),
+    });
+    expect([again.status, await again.text()]).toEqual([201, answer!.text]);
+  });
+
+  it('concurrent keyed creates without a sortOrder: distinct sort orders, one link per key', async () => {
+    const u = await server.user();
+    await addLink(u, { sortOrder: 4 });
+    const create = (key: string) =>
+      server
+        .fetch('/api/v1/social/links', {
+          method: 'POST',
+          headers: { ...jsonHeaders(u.apiKey), 'Idempotency-Key': key },
+          body: JSON.stringify({ platform: 'github', displayName: key, visibility: 'public' }),
+        })
+        .then(async (res) => ({ status: res.status, text: await res.text() }));
+    const keys = Array.from({ length: 16 }, (_, i) => `race-${i}`);
+    const answers = await Promise.all(keys.map(create));
+    for (const a of answers) expect(a.status, a.text).toBe(201);
+    const links = (await section(u)).links;
+    expect(links.map((l) => l.sortOrder)).toEqual(Array.from({ length: 17 }, (_, i) => 4 + i));
+    expect(new Set(links.slice(1).map((l) => l.id))).toEqual(new Set(answers.map((a) => JSON.parse(a.text).linkId)));
+    for (const [i, key] of keys.entries()) expect((await create(key)).text).toBe(answers[i]!.text);
   });
 
   it('concurrent creates without a sortOrder each get one past the largest (distinct, in commit order)', async () => {

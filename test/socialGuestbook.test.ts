@@ -1,8 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { befriend, expectNoneOf } from './helpers/friends.ts';
 import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
-import { useServer, type TestUser } from './helpers/server.ts';
+import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -145,6 +146,92 @@ describe('guestbook posting and listing', () => {
     }
     const events = await server.deps.db.knex('events').where({ account_id: owner.userId, type: 'guestbook.posted' });
     expect(events).toHaveLength(3);
+  });
+
+  it("a keyed post is three statements (the claim, the author's card read ahead, the post storing its answer), replayed by the claim alone", async () => {
+    const owner = await server.user();
+    const gb = await widget(owner);
+    await post(owner, gb, { body: 'warm-up' }); // warms the key cache
+    const keyed = (key: string, body: string) =>
+      server.fetch(`/api/v1/social/widgets/${gb}/guestbook`, {
+        method: 'POST',
+        headers: { ...jsonHeaders(owner.apiKey), 'Idempotency-Key': key },
+        body: JSON.stringify({ body }),
+      });
+    now += 1;
+    let first = '';
+    const statements = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+      const res = await keyed('gb-1', 'keyed');
+      expect(res.status).toBe(201);
+      first = await res.text();
+    });
+    expect(
+      statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
+      JSON.stringify(statements.map((st) => st.sql)),
+    ).toEqual(['with claimed as', 'select a.display_name, a.image_url,', 'with widget as']);
+    expect(statements[2]!.sql).toMatch(
+      /insert into guestbook_messages[\s\S]*update idempotency_keys[\s\S]*insert into events/,
+    );
+    const { replies: _, ...listed } = (await list(owner, gb)).threads[0]!;
+    expect(JSON.parse(first)).toEqual(listed);
+    const replayed = await captureStatements(server.deps.db.knex, REQUEST_WORK, async () => {
+      const again = await keyed('gb-1', 'keyed');
+      expect([again.status, await again.text(), again.headers.get('idempotent-replayed')]).toEqual([
+        201,
+        first,
+        'true',
+      ]);
+    });
+    expect(replayed).toHaveLength(1);
+
+    // The author's card changes between the read ahead and the post: the post writes nothing and the
+    // request runs in a transaction, answering with the new card. On PostgreSQL the change commits
+    // (the process waits for psql) as the post goes out; the embedded database has one connection,
+    // and the change asked for it first.
+    const knex = server.deps.db.knex;
+    const rename = `update accounts set display_name = 'Renamed' where id = '${owner.userId}'`;
+    let renamed: Promise<unknown> | undefined;
+    const interleave = (q: { sql: string }) => {
+      if (renamed) return;
+      if (server.databaseUrl && /^with widget as[\s\S]*idempotency_keys/.test(q.sql.trim())) {
+        execFileSync('psql', [server.databaseUrl, '-qc', rename]);
+        renamed = Promise.resolve();
+      } else if (!server.databaseUrl && /^select a\.display_name/.test(q.sql.trim())) {
+        // A knex query runs once it is asked for its result.
+        renamed = knex.raw(rename).then(() => undefined);
+      }
+    };
+    now += 1;
+    knex.on('query', interleave);
+    let stale = '';
+    let words: string[];
+    try {
+      words = (
+        await captureStatements(knex, REQUEST_WORK, async () => {
+          const res = await keyed('gb-2', 'stale');
+          expect(res.status).toBe(201);
+          stale = await res.text();
+        })
+      )
+        .filter((st) => !st.sql.startsWith('update accounts'))
+        .map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ').toLowerCase());
+    } finally {
+      knex.off('query', interleave);
+    }
+    await renamed;
+    expect(words).toEqual([
+      'with claimed as',
+      'select a.display_name, a.image_url,',
+      'with widget as',
+      'begin;',
+      'with widget as',
+      'update idempotency_keys set',
+      'commit;',
+    ]);
+    expect(JSON.parse(stale)).toMatchObject({ body: 'stale', authorDisplayName: 'Renamed', displayName: 'Renamed' });
+    const threads = (await list(owner, gb)).threads;
+    expect(threads.map((t) => t.body)).toEqual(['stale', 'keyed', 'warm-up']);
+    expect((await keyed('gb-2', 'stale')).headers.get('idempotent-replayed')).toBe('true');
   });
 
   it('limit and cursor bounds', async () => {

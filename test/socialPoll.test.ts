@@ -1,8 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { befriend, expectNoneOf } from './helpers/friends.ts';
 import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
-import { useServer, type TestUser } from './helpers/server.ts';
+import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
 
 const server = useServer();
 
@@ -151,6 +152,96 @@ describe('poll votes', () => {
     }
     const events = await server.deps.db.knex('events').where({ account_id: owner.userId, type: 'poll.voted' });
     expect(events).toHaveLength(4);
+  });
+
+  it('a keyed vote is three statements (the claim, the ballots read ahead, the vote storing its answer); a ballot cast in between sends it to a transaction', async () => {
+    const owner = await server.user();
+    const friend = await server.user();
+    await befriend(owner, friend);
+    const p = await pollWidget(owner, ['a', 'b', 'c'], true);
+    expect((await friendVote(friend, owner, p, [0, 2])).response.status).toBe(200);
+    await vote(owner, p, [1]); // warms the key cache
+    const knex = server.deps.db.knex;
+    const keyed = (key: string, optionIndices: number[]) =>
+      server.fetch(`/api/v1/social/widgets/${p}/poll`, {
+        method: 'POST',
+        headers: { ...jsonHeaders(owner.apiKey), 'Idempotency-Key': key },
+        body: JSON.stringify({ optionIndices }),
+      });
+    let first = '';
+    const statements = await captureStatements(knex, REQUEST_WORK, async () => {
+      const res = await keyed('vote-1', [2, 0]);
+      expect(res.status).toBe(200);
+      first = await res.text();
+    });
+    const words = (sts: Array<{ sql: string }>) =>
+      sts.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ').toLowerCase());
+    expect(words(statements), JSON.stringify(statements.map((st) => st.sql))).toEqual([
+      'with claimed as',
+      'with p as',
+      'with poll as',
+    ]);
+    expect(statements[2]!.sql).toMatch(
+      /insert into poll_ballots[\s\S]*update idempotency_keys[\s\S]*insert into events/,
+    );
+    expect(JSON.parse(first)).toMatchObject({
+      optionCounts: [2, 0, 2],
+      distinctVoterCount: 2,
+      myOptionIndices: [0, 2],
+    });
+    expect(first).toBe(JSON.stringify(await state(owner, p)));
+    const replayed = await captureStatements(knex, REQUEST_WORK, async () => {
+      const again = await keyed('vote-1', [2, 0]);
+      expect([again.status, await again.text(), again.headers.get('idempotent-replayed')]).toEqual([
+        200,
+        first,
+        'true',
+      ]);
+    });
+    expect(replayed).toHaveLength(1);
+
+    // Another voter's ballot changes between the read ahead and the vote. On PostgreSQL it commits
+    // (the process waits for psql) as the vote goes out; the embedded database has one connection,
+    // and the change asked for it first.
+    const change = `update poll_ballots set option_indices = '{1}' where widget_id = '${p}' and voter_user_id = '${friend.userId}'`;
+    let changed: Promise<unknown> | undefined;
+    const interleave = (q: { sql: string }) => {
+      if (changed) return;
+      if (server.databaseUrl && /^with poll as[\s\S]*idempotency_keys/.test(q.sql.trim())) {
+        execFileSync('psql', [server.databaseUrl, '-qc', change]);
+        changed = Promise.resolve();
+      } else if (!server.databaseUrl && /^with p as/.test(q.sql.trim())) {
+        // A knex query runs once it is asked for its result.
+        changed = knex.raw(change).then(() => undefined);
+      }
+    };
+    knex.on('query', interleave);
+    let stale = '';
+    let staleStatements: Array<{ sql: string }> = [];
+    try {
+      staleStatements = await captureStatements(knex, REQUEST_WORK, async () => {
+        const res = await keyed('vote-2', [2]);
+        expect(res.status).toBe(200);
+        stale = await res.text();
+      });
+    } finally {
+      knex.off('query', interleave);
+    }
+    await changed;
+    expect(words(staleStatements.filter((st) => !st.sql.startsWith('update poll_ballots set option_indices')))).toEqual(
+      [
+        'with claimed as',
+        'with p as',
+        'with poll as',
+        'begin;',
+        'with poll as',
+        'update idempotency_keys set',
+        'commit;',
+      ],
+    );
+    expect(JSON.parse(stale)).toMatchObject({ optionCounts: [0, 1, 1], distinctVoterCount: 2, myOptionIndices: [2] });
+    expect(stale).toBe(JSON.stringify(await state(owner, p)));
+    expect((await keyed('vote-2', [2])).headers.get('idempotent-replayed')).toBe('true');
   });
 
   it('a vote racing an options change is cast on the ballots the change left (a cleared ballot stays cleared)', async () => {

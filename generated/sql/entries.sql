@@ -571,11 +571,15 @@ with
       key_id = $21,
       response_enc = $22,
       expires_at = $23::bigint
-    from
-      locked
     where
       k.id = $24
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

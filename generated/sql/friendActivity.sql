@@ -2763,7 +2763,7 @@ where
     )
   );
 
--- friend_note_create (friendship read in the statement)
+-- friend_note_create_1: friendship read in the statement
 with
   friend_access as materialized (
     select
@@ -3319,6 +3319,612 @@ select
             from
               delivered
           ) then $41::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  friend_check f,
+  verdict v;
+
+-- friend_note_create_2: friendship read in the statement, the request keyed (its response stored on its claim)
+with
+  friend_access as materialized (
+    select
+      g.*,
+      h.ids as hidden_system_ids
+    from
+      (
+        select
+          count(*) > 0 as ok,
+          coalesce(
+            array_agg(b.id) filter (
+              where
+                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
+            ),
+            '{}'
+          ) as members_view_read,
+          coalesce(
+            array_agg(b.id) filter (
+              where
+                b.friend_permissions ->> 'member_notes' = 'read_write'
+            ),
+            '{}'
+          ) as member_notes_read_write
+        from
+          friendships o
+          join friendships v on v.user_id = o.friend_user_id
+          and v.friend_user_id = o.user_id
+          and v.status = 'accepted'
+          left join privacy_bucket_assignments a on a.kind = 'friend'
+          and a.section_key = ''
+          and a.content_id = o.friend_user_id
+          and a.user_id = o.user_id
+          left join privacy_buckets b on b.id = a.bucket_id
+          and b.user_id = o.user_id
+        where
+          o.user_id = $1::uuid
+          and o.friend_user_id = $2::uuid
+          and o.status = 'accepted'
+      ) g
+      cross join lateral (
+        select
+          array(
+            select
+              sa.content_id
+            from
+              privacy_bucket_assignments sa
+            where
+              sa.user_id = $3::uuid
+              and sa.kind in ('side_system', 'sub_system')
+            group by
+              sa.content_id
+            having
+              not bool_or(sa.bucket_id = any (g.members_view_read))
+          ) as ids
+      ) h
+  ),
+  friend_links as (
+    select
+      (
+        exists (
+          select
+            1
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'member'
+            and pa.content_id = m.id
+            and pa.section_key = ''
+          having
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    members_view_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+            and bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_notes_read_write
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+        )
+        and (
+          (
+            m.side_system_id is null
+            or m.side_system_id <> all (
+              (
+                select
+                  hidden_system_ids
+                from
+                  friend_access
+              )::uuid[]
+            )
+          )
+          and (
+            m.sub_system_id is null
+            or m.sub_system_id <> all (
+              (
+                select
+                  hidden_system_ids
+                from
+                  friend_access
+              )::uuid[]
+            )
+          )
+        )
+      ) as can_write
+    from
+      members m
+    where
+      m.user_id = $4
+      and m.id = any ($5::uuid[])
+      and m.deleted_at is null
+      and (
+        exists (
+          select
+            1
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'member'
+            and pa.content_id = m.id
+            and pa.section_key = ''
+            and pa.bucket_id = any (
+              (
+                select
+                  members_view_read
+                from
+                  friend_access
+              )::uuid[]
+            )
+        )
+        and (
+          (
+            m.side_system_id is null
+            or m.side_system_id <> all (
+              (
+                select
+                  hidden_system_ids
+                from
+                  friend_access
+              )::uuid[]
+            )
+          )
+          and (
+            m.sub_system_id is null
+            or m.sub_system_id <> all (
+              (
+                select
+                  hidden_system_ids
+                from
+                  friend_access
+              )::uuid[]
+            )
+          )
+        )
+      )
+  ),
+  friend_check as (
+    select
+      (
+        select
+          ok
+        from
+          friend_access
+      ) as friend,
+      count(*) = cardinality($6::uuid[]) as found,
+      coalesce(bool_and(can_write), true) as writable
+    from
+      friend_links
+  ),
+  write_context as (
+    select
+      side_system_id,
+      sub_system_id
+    from
+      active_system_context
+    where
+      user_id = $7
+    for share
+  ),
+  write_side as (
+    select
+      s.id
+    from
+      side_systems s
+    where
+      s.id = (
+        select
+          side_system_id
+        from
+          write_context
+      )
+      and s.user_id = $8
+      and s.deleted_at is null
+    for share
+  ),
+  write_sub as (
+    select
+      s.id
+    from
+      sub_systems s
+    where
+      s.id = (
+        select
+          sub_system_id
+        from
+          write_context
+      )
+      and s.user_id = $9
+      and s.deleted_at is null
+    for share
+  ),
+  write_scope as (
+    select
+      c.side_system_id,
+      c.sub_system_id
+    from
+      write_context c
+    where
+      exists (
+        select
+          1
+        from
+          write_side
+      )
+      and (
+        c.sub_system_id is null
+        or exists (
+          select
+            1
+          from
+            write_sub
+        )
+      )
+  ),
+  plan as (
+    select
+      a.plan,
+      ($10::jsonb ->> a.plan)::int as cap
+    from
+      accounts a
+    where
+      a.id = $11
+  ),
+  linked as (
+    select
+      m.id
+    from
+      members m
+    where
+      m.user_id = $12
+      and m.id = any ($13::uuid[])
+      and m.deleted_at is null
+      and (
+        select
+          friend
+          and found
+          and writable
+        from
+          friend_check
+      )
+    order by
+      m.id
+    for share
+  ),
+  under_cap as (
+    update member_note_counts c
+    set
+      live = c.live
+    from
+      plan p
+    where
+      c.member_id in (
+        select
+          id
+        from
+          linked
+      )
+      and c.live < p.cap
+    returning
+      c.member_id
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          write_scope
+      ) as scoped,
+      exists (
+        select
+          1
+        from
+          write_scope
+      )
+      and (
+        select
+          count(*)
+        from
+          linked
+      ) = cardinality($14::uuid[])
+      and (
+        select
+          count(*)
+        from
+          under_cap
+      ) = cardinality($15::uuid[])
+      and (
+        select
+          friend
+          and found
+          and writable
+        from
+          friend_check
+      ) as ok
+  ),
+  inserted as (
+    insert into
+      entries (
+        id,
+        user_id,
+        side_system_id,
+        sub_system_id,
+        title,
+        content,
+        member_id,
+        member_ids,
+        created_at,
+        updated_at,
+        deleted_at
+      )
+    select
+      $16,
+      $17,
+      w.side_system_id,
+      w.sub_system_id,
+      $18,
+      $19,
+      $20,
+      $21::jsonb,
+      $22,
+      $23,
+      null
+    from
+      write_scope w,
+      verdict v
+    where
+      v.ok
+    returning
+      id
+  ),
+  link_rows as (
+    insert into
+      entry_members (entry_id, member_id, user_id, position)
+    select
+      $24::uuid,
+      l.member_id,
+      $25::uuid,
+      l.n - 1
+    from
+      verdict v,
+      unnest($26::uuid[]) with ordinality as l (member_id, n)
+    where
+      v.ok
+    order by
+      l.n
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $27,
+      response_enc = $28,
+      expires_at = $29::bigint
+    where
+      k.id = $30
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($31::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $32::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $33::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  ),
+  audited as (
+    insert into
+      audit_events (
+        id,
+        user_id,
+        actor_kind,
+        actor_key_id,
+        actor_job,
+        action,
+        target_type,
+        target_id,
+        detail,
+        created_at
+      )
+    select
+      $34::uuid,
+      $35::uuid,
+      $36::text,
+      $37::uuid,
+      $38::text,
+      $39::text,
+      $40::text,
+      $41::text,
+      $42::jsonb,
+      $43::bigint
+    from
+      verdict
+    where
+      ok
+  )
+select
+  f.friend,
+  f.found,
+  f.writable,
+  v.ok,
+  v.scoped,
+  (
+    select
+      plan
+    from
+      plan
+  ) as plan,
+  array(
+    select
+      id
+    from
+      linked
+  ) as live,
+  array(
+    select
+      member_id
+    from
+      under_cap
+  ) as under_cap,
+  (
+    select
+      pg_notify (
+        $44::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $45::text
           else ''
         end
       ) as notified

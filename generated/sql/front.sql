@@ -1299,11 +1299,15 @@ with
       key_id = $19,
       response_enc = $20,
       expires_at = $21::bigint
-    from
-      locked
     where
       k.id = $22
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

@@ -442,11 +442,15 @@ with
       key_id = $18,
       response_enc = $19,
       expires_at = $20::bigint
-    from
-      locked
     where
       k.id = $21
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

@@ -207,11 +207,15 @@ with
       key_id = $8,
       response_enc = $9,
       expires_at = $10::bigint
-    from
-      locked
     where
       k.id = $11
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

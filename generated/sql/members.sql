@@ -497,11 +497,15 @@ with
       key_id = $32,
       response_enc = $33,
       expires_at = $34::bigint
-    from
-      locked
     where
       k.id = $35
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

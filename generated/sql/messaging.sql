@@ -954,7 +954,7 @@ where
 order by
   m.id;
 
--- messaging_message_send (a message)
+-- messaging_message_send_1: a message
 with
   channel as (
     select
@@ -1411,6 +1411,768 @@ from
       and mb.user_id = m.user_id
       and mb.deleted_at is null
   ) mm on true;
+
+-- messaging_message_send_2: a keyed message whose answer was read ahead
+with
+  channel as (
+    select
+      c.id,
+      s.side_system_id
+    from
+      messaging_channels c
+      join messaging_spaces s on s.id = c.space_id
+    where
+      c.id = $1
+      and c.user_id = $2
+      and c.archived_at is null
+      and s.archived_at is null
+    limit
+      1
+  ),
+  existing as (
+    select
+      id,
+      channel_id,
+      deleted_at
+    from
+      messaging_messages
+    where
+      user_id = $3
+      and client_mutation_id = $4::text
+    limit
+      1
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          channel
+      ) as channel_live,
+      exists (
+        select
+          1
+        from
+          members
+        where
+          id = $5
+          and user_id = $6
+          and deleted_at is null
+          and archived_at is null
+      ) as author_live,
+      (
+        $7::uuid is null
+        or exists (
+          select
+            1
+          from
+            messaging_messages
+          where
+            id = $8::uuid
+            and user_id = $9
+            and channel_id = $10
+            and deleted_at is null
+        )
+      ) as reply_ok,
+      exists (
+        select
+          1
+        from
+          existing
+      ) as duplicate
+  ),
+  mentioned as (
+    select
+      array(
+        select
+          u.id
+        from
+          unnest($11::uuid[]) with ordinality as u (id, n)
+        where
+          exists (
+            select
+              1
+            from
+              members mb,
+              channel ch
+            where
+              mb.id = u.id
+              and mb.user_id = $12
+              and mb.deleted_at is null
+              and mb.archived_at is null
+              and (
+                ch.side_system_id is null
+                or mb.side_system_id = ch.side_system_id
+              )
+          )
+        order by
+          u.n
+      ) as ids
+  ),
+  ahead as (
+    select
+      md5(
+        row (a.avatar, r.id, r.author_member_id, r.key_id, r.content_enc, r.deleted_at, mm.mentions::text)::text
+      ) as digest,
+      a.avatar as author_avatar,
+      r.id as reply_id,
+      r.author_member_id as reply_author_id,
+      r.key_id as reply_key_id,
+      r.content_enc as reply_content_enc,
+      r.deleted_at as reply_deleted_at,
+      mm.mentions
+    from
+      (
+        select
+          $13::uuid as user_id,
+          $14::uuid as author_member_id,
+          $15::uuid as reply_to_id,
+          (
+            select
+              ids
+            from
+              mentioned
+          ) as mention_member_ids
+      ) m
+      left join lateral (
+        select
+          am.avatar
+        from
+          members am
+        where
+          am.id = m.author_member_id
+          and am.user_id = m.user_id
+        limit
+          1
+      ) a on true
+      left join lateral (
+        select
+          pm.id,
+          pm.author_member_id,
+          pm.key_id,
+          pm.content_enc,
+          pm.deleted_at
+        from
+          messaging_messages pm
+        where
+          pm.id = m.reply_to_id
+          and pm.user_id = m.user_id
+        limit
+          1
+      ) r on true
+      left join lateral (
+        select
+          coalesce(
+            json_agg(
+              json_build_object('memberId', mb.id, 'name', mb.name, 'displayName', coalesce(mb.display_name, ''))
+              order by
+                u.ord
+            ),
+            '[]'::json
+          ) as mentions
+        from
+          unnest(m.mention_member_ids) with ordinality as u (member_id, ord)
+          join members mb on mb.id = u.member_id
+          and mb.user_id = m.user_id
+          and mb.deleted_at is null
+      ) mm on true
+  ),
+  channel_locked as (
+    select
+      c.id,
+      c.last_seq
+    from
+      messaging_channels c
+      join messaging_spaces s on s.id = c.space_id
+    where
+      c.id = $16
+      and c.user_id = $17
+      and c.archived_at is null
+      and s.archived_at is null
+      and (
+        select
+          channel_live
+          and author_live
+          and reply_ok
+          and not duplicate
+        from
+          verdict
+      )
+      and (
+        select
+          digest
+        from
+          ahead
+      ) = $18::text
+    limit
+      1
+    for update of
+      c
+  ),
+  inserted as (
+    insert into
+      messaging_messages (
+        id,
+        user_id,
+        channel_id,
+        seq,
+        author_member_id,
+        key_id,
+        content_enc,
+        reply_to_id,
+        mention_member_ids,
+        gif,
+        client_mutation_id,
+        created_at
+      )
+    select
+      $19,
+      $20,
+      l.id,
+      l.last_seq + 1,
+      $21,
+      $22,
+      $23,
+      $24::uuid,
+      (
+        select
+          ids
+        from
+          mentioned
+      ),
+      $25::jsonb,
+      $26::text,
+      $27
+    from
+      channel_locked l
+    on conflict (user_id, client_mutation_id)
+    where
+      client_mutation_id is not null do nothing
+    returning
+      id,
+      user_id,
+      channel_id,
+      seq,
+      author_member_id,
+      key_id,
+      content_enc,
+      created_at,
+      edited_at,
+      reply_to_id,
+      mention_member_ids,
+      gif
+  ),
+  channel_sent as (
+    update messaging_channels c
+    set
+      last_seq = i.seq,
+      unread_count = c.unread_count + 1
+    from
+      inserted i
+    where
+      c.id = i.channel_id
+  ),
+  previews as (
+    insert into
+      messaging_link_previews (id, user_id, message_id, position, key_id, data_enc, status, created_at, updated_at)
+    select
+      p.id,
+      i.user_id,
+      i.id,
+      p.pos,
+      p.key_id,
+      decode(p.data, 'base64'),
+      'pending',
+      $28,
+      $29
+    from
+      inserted i,
+      jsonb_to_recordset($30::jsonb) as p (id uuid, pos int, key_id text, data text)
+    returning
+      id
+  ),
+  preview_jobs as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $31::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $32::int,
+      $33::bigint,
+      $34::bigint,
+      $35::bigint
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('previewId', id) as payload,
+              id::text as key
+            from
+              previews
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $36,
+      response_enc = $37,
+      expires_at = $38::bigint
+    where
+      k.id = $39
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($40::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $41::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $42::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.channel_live,
+  v.author_live,
+  v.reply_ok,
+  (
+    select
+      digest
+    from
+      ahead
+  ) = $43::text as ahead_ok,
+  e.id as existing_id,
+  e.channel_id as existing_channel_id,
+  e.deleted_at as existing_deleted_at,
+  exists (
+    select
+      1
+    from
+      channel_locked
+  ) as locked,
+  m.id is not null as sent,
+  m.seq,
+  m.channel_id as channel_found,
+  '[]'::json as pinned_ids,
+  m.id,
+  m.user_id,
+  m.channel_id,
+  m.author_member_id,
+  m.key_id,
+  m.content_enc,
+  m.created_at,
+  m.edited_at,
+  m.gif,
+  a.avatar as author_avatar,
+  r.id as reply_id,
+  r.author_member_id as reply_author_id,
+  r.key_id as reply_key_id,
+  r.content_enc as reply_content_enc,
+  r.deleted_at as reply_deleted_at,
+  mm.mentions,
+  '[]'::json as attachments,
+  '[]'::json as link_previews,
+  (
+    select
+      pg_notify (
+        $44::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $45::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join existing e on true
+  left join inserted m on true
+  left join lateral (
+    select
+      am.avatar
+    from
+      members am
+    where
+      am.id = m.author_member_id
+      and am.user_id = m.user_id
+    limit
+      1
+  ) a on true
+  left join lateral (
+    select
+      pm.id,
+      pm.author_member_id,
+      pm.key_id,
+      pm.content_enc,
+      pm.deleted_at
+    from
+      messaging_messages pm
+    where
+      pm.id = m.reply_to_id
+      and pm.user_id = m.user_id
+    limit
+      1
+  ) r on true
+  left join lateral (
+    select
+      coalesce(
+        json_agg(
+          json_build_object('memberId', mb.id, 'name', mb.name, 'displayName', coalesce(mb.display_name, ''))
+          order by
+            u.ord
+        ),
+        '[]'::json
+      ) as mentions
+    from
+      unnest(m.mention_member_ids) with ordinality as u (member_id, ord)
+      join members mb on mb.id = u.member_id
+      and mb.user_id = m.user_id
+      and mb.deleted_at is null
+  ) mm on true;
+
+-- messaging_message_send_ahead (a message)
+with
+  channel as (
+    select
+      c.id,
+      s.side_system_id
+    from
+      messaging_channels c
+      join messaging_spaces s on s.id = c.space_id
+    where
+      c.id = $1
+      and c.user_id = $2
+      and c.archived_at is null
+      and s.archived_at is null
+    limit
+      1
+  ),
+  existing as (
+    select
+      id,
+      channel_id,
+      deleted_at
+    from
+      messaging_messages
+    where
+      user_id = $3
+      and client_mutation_id = $4::text
+    limit
+      1
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          channel
+      ) as channel_live,
+      exists (
+        select
+          1
+        from
+          members
+        where
+          id = $5
+          and user_id = $6
+          and deleted_at is null
+          and archived_at is null
+      ) as author_live,
+      (
+        $7::uuid is null
+        or exists (
+          select
+            1
+          from
+            messaging_messages
+          where
+            id = $8::uuid
+            and user_id = $9
+            and channel_id = $10
+            and deleted_at is null
+        )
+      ) as reply_ok,
+      exists (
+        select
+          1
+        from
+          existing
+      ) as duplicate
+  ),
+  mentioned as (
+    select
+      array(
+        select
+          u.id
+        from
+          unnest($11::uuid[]) with ordinality as u (id, n)
+        where
+          exists (
+            select
+              1
+            from
+              members mb,
+              channel ch
+            where
+              mb.id = u.id
+              and mb.user_id = $12
+              and mb.deleted_at is null
+              and mb.archived_at is null
+              and (
+                ch.side_system_id is null
+                or mb.side_system_id = ch.side_system_id
+              )
+          )
+        order by
+          u.n
+      ) as ids
+  ),
+  ahead as (
+    select
+      md5(
+        row (a.avatar, r.id, r.author_member_id, r.key_id, r.content_enc, r.deleted_at, mm.mentions::text)::text
+      ) as digest,
+      a.avatar as author_avatar,
+      r.id as reply_id,
+      r.author_member_id as reply_author_id,
+      r.key_id as reply_key_id,
+      r.content_enc as reply_content_enc,
+      r.deleted_at as reply_deleted_at,
+      mm.mentions
+    from
+      (
+        select
+          $13::uuid as user_id,
+          $14::uuid as author_member_id,
+          $15::uuid as reply_to_id,
+          (
+            select
+              ids
+            from
+              mentioned
+          ) as mention_member_ids
+      ) m
+      left join lateral (
+        select
+          am.avatar
+        from
+          members am
+        where
+          am.id = m.author_member_id
+          and am.user_id = m.user_id
+        limit
+          1
+      ) a on true
+      left join lateral (
+        select
+          pm.id,
+          pm.author_member_id,
+          pm.key_id,
+          pm.content_enc,
+          pm.deleted_at
+        from
+          messaging_messages pm
+        where
+          pm.id = m.reply_to_id
+          and pm.user_id = m.user_id
+        limit
+          1
+      ) r on true
+      left join lateral (
+        select
+          coalesce(
+            json_agg(
+              json_build_object('memberId', mb.id, 'name', mb.name, 'displayName', coalesce(mb.display_name, ''))
+              order by
+                u.ord
+            ),
+            '[]'::json
+          ) as mentions
+        from
+          unnest(m.mention_member_ids) with ordinality as u (member_id, ord)
+          join members mb on mb.id = u.member_id
+          and mb.user_id = m.user_id
+          and mb.deleted_at is null
+      ) mm on true
+  )
+select
+  v.channel_live,
+  v.author_live,
+  v.reply_ok,
+  v.duplicate,
+  (
+    select
+      id
+    from
+      channel
+  ) as channel_id,
+  $16::uuid as author_member_id,
+  $17::jsonb as gif,
+  a.digest,
+  a.author_avatar,
+  a.reply_id,
+  a.reply_author_id,
+  a.reply_key_id,
+  a.reply_content_enc,
+  a.reply_deleted_at,
+  a.mentions
+from
+  verdict v,
+  ahead a;
 
 -- messaging_messages_after_seq (a channel)
 select

@@ -118,7 +118,7 @@ order by
   c.created_at,
   c.id;
 
--- privacy_bucket_create (a bucket)
+-- privacy_bucket_create_1: a bucket
 with
   inserted as (
     insert into
@@ -286,6 +286,223 @@ select
             from
               delivered
           ) then $16::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  inserted;
+
+-- privacy_bucket_create_2: a bucket with its keyed answer
+with
+  inserted as (
+    insert into
+      privacy_buckets (
+        id,
+        user_id,
+        slug,
+        builtin,
+        name,
+        description,
+        icon,
+        icon_color_preset,
+        friend_permissions,
+        created_at,
+        updated_at
+      )
+    values
+      ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11)
+    returning
+      id,
+      user_id,
+      slug,
+      builtin,
+      name,
+      description,
+      icon,
+      icon_color_preset,
+      friend_permissions,
+      created_at,
+      updated_at
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $12,
+      response_enc = $13,
+      expires_at = $14::bigint
+    where
+      k.id = $15
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($16::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $17::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $18::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  id,
+  user_id,
+  slug,
+  builtin,
+  name,
+  description,
+  icon,
+  icon_color_preset,
+  friend_permissions,
+  created_at,
+  updated_at,
+  (
+    select
+      pg_notify (
+        $19::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $20::text
           else ''
         end
       ) as notified

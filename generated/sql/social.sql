@@ -127,6 +127,29 @@ where
   and sha256 = any ($2::text[])
 for share;
 
+-- social_guestbook_author_card (an author)
+select
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  md5(
+    row (
+      a.display_name,
+      a.image_url,
+      a.is_admin,
+      a.plan,
+      a.donor_supporter_unlocked,
+      a.closed_beta_participant_at
+    )::text
+  ) as digest
+from
+  accounts a
+where
+  a.id = $1;
+
 -- social_guestbook_delete (one message)
 delete from guestbook_messages
 where
@@ -194,7 +217,7 @@ where
 limit
   1;
 
--- social_guestbook_post (a message)
+-- social_guestbook_post_1: a message
 with
   widget as (
     select
@@ -449,6 +472,328 @@ from
   left join inserted m on true
   left join accounts a on a.id = m.author_user_id;
 
+-- social_guestbook_post_2: a keyed message whose author's card was read ahead
+with
+  widget as (
+    select
+      coalesce(w.config -> 'allowAnonymous' = 'true'::jsonb, false) as allow_anonymous
+    from
+      social_widgets w
+    where
+      w.id = $1
+      and w.user_id = $2
+      and w.type = 'guestbook'
+    for key share
+  ),
+  parent as (
+    select
+      p.id
+    from
+      guestbook_messages p
+    where
+      p.id = $3::uuid
+      and p.widget_id = $4
+      and p.parent_message_id is null
+    for key share
+  ),
+  verdict as (
+    select
+      exists (
+        select
+          1
+        from
+          widget
+      ) as found,
+      coalesce(
+        (
+          select
+            allow_anonymous
+          from
+            widget
+        ),
+        false
+      ) as allow_anonymous,
+      exists (
+        select
+          1
+        from
+          parent
+      ) as parent_ok
+  ),
+  inserted as (
+    insert into
+      guestbook_messages (
+        id,
+        user_id,
+        widget_id,
+        parent_message_id,
+        author_user_id,
+        posted_anonymously,
+        body,
+        hidden_by_owner,
+        created_at
+      )
+    select
+      $5,
+      $6,
+      $7,
+      $8::uuid,
+      $9,
+      $10,
+      $11,
+      $12,
+      $13
+    from
+      verdict v
+    where
+      v.found
+      and (
+        not $14::boolean
+        or v.allow_anonymous
+      )
+      and (
+        $15::uuid is null
+        or v.parent_ok
+      )
+      and (
+        select
+          md5(
+            row (
+              a.display_name,
+              a.image_url,
+              a.is_admin,
+              a.plan,
+              a.donor_supporter_unlocked,
+              a.closed_beta_participant_at
+            )::text
+          )
+        from
+          accounts a
+        where
+          a.id = $16
+      ) = $17::text
+    returning
+      id,
+      user_id,
+      widget_id,
+      parent_message_id,
+      author_user_id,
+      posted_anonymously,
+      body,
+      hidden_by_owner,
+      created_at
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $18,
+      response_enc = $19,
+      expires_at = $20::bigint
+    where
+      k.id = $21
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($22::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $23::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $24::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.found,
+  v.allow_anonymous,
+  v.parent_ok,
+  (
+    select
+      md5(
+        row (
+          a.display_name,
+          a.image_url,
+          a.is_admin,
+          a.plan,
+          a.donor_supporter_unlocked,
+          a.closed_beta_participant_at
+        )::text
+      )
+    from
+      accounts a
+    where
+      a.id = $25
+  ) = $26::text as ahead_ok,
+  m.id,
+  m.user_id,
+  m.widget_id,
+  m.parent_message_id,
+  m.author_user_id,
+  m.posted_anonymously,
+  m.body,
+  m.hidden_by_owner,
+  m.created_at,
+  a.display_name,
+  a.image_url,
+  a.is_admin,
+  a.plan,
+  a.donor_supporter_unlocked,
+  a.closed_beta_participant_at,
+  (
+    select
+      pg_notify (
+        $27::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $28::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v
+  left join inserted m on true
+  left join accounts a on a.id = m.author_user_id;
+
 -- social_guestbook_replies (the replies of some threads)
 select
   m.id,
@@ -635,7 +980,7 @@ set
   avatar_url = excluded.avatar_url,
   verified_at = excluded.verified_at;
 
--- social_link_create (a link)
+-- social_link_create_1: a link
 with
   seen as (
     select
@@ -845,6 +1190,263 @@ select
             from
               delivered
           ) then $25::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified;
+
+-- social_link_create_2: a link, the request keyed (its response stored on its claim)
+with
+  seen as (
+    select
+      xmin as version
+    from
+      social_profiles
+    where
+      user_id = $1
+  ),
+  touched as (
+    insert into
+      social_profiles as p (user_id, theme, updated_at)
+    values
+      ($2, null, $3)
+    on conflict (user_id) do update
+    set
+      updated_at = excluded.updated_at
+    where
+      $4::int is not null
+      or p.xmin = (
+        select
+          version
+        from
+          seen
+      )
+    returning
+      user_id
+  ),
+  inserted as (
+    insert into
+      social_links (
+        id,
+        user_id,
+        platform,
+        display_name,
+        handle,
+        url,
+        description,
+        badge,
+        accent_color,
+        avatar_url,
+        visibility,
+        featured,
+        sort_order,
+        created_at,
+        updated_at
+      )
+    select
+      $5,
+      $6,
+      $7,
+      $8,
+      $9::text,
+      $10::text,
+      $11::text,
+      $12::text,
+      $13::text,
+      $14::text,
+      $15,
+      $16,
+      coalesce(
+        $17::int,
+        (
+          select
+            coalesce(max(l.sort_order) + 1, 0)::int
+          from
+            social_links l
+          where
+            l.user_id = $18
+        )
+      ),
+      $19,
+      $20
+    from
+      touched
+    returning
+      id
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      exists (
+        select
+          1
+        from
+          inserted
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $21,
+      response_enc = $22,
+      expires_at = $23::bigint
+    where
+      k.id = $24
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($25::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $26::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $27::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  exists (
+    select
+      1
+    from
+      inserted
+  ) as written,
+  (
+    select
+      pg_notify (
+        $28::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $29::text
           else ''
         end
       ) as notified
@@ -1139,7 +1741,7 @@ where
 group by
   i;
 
--- social_poll_vote (a vote)
+-- social_poll_vote_1: a vote
 with
   poll as (
     select
@@ -1414,6 +2016,487 @@ select
   ) as notified
 from
   verdict v;
+
+-- social_poll_vote_2: a keyed vote whose answer was read ahead
+with
+  poll as (
+    select
+      w.xmin as version,
+      w.config
+    from
+      social_widgets w
+    where
+      w.id = $1
+      and w.user_id = $2
+      and w.type = 'poll'
+    for share
+  ),
+  seen as (
+    select
+      w.xmin as version
+    from
+      social_widgets w
+    where
+      w.id = $3
+      and w.user_id = $4
+      and w.type = 'poll'
+  ),
+  verdict as (
+    select
+      p.config is not null as found,
+      coalesce(p.version = s.version, false) as fresh,
+      coalesce(
+        md5(
+          row (
+            p.config::text,
+            (
+              select
+                coalesce(
+                  json_agg(
+                    json_build_object('i', c.i, 'n', c.n)
+                    order by
+                      c.i
+                  ),
+                  '[]'::json
+                )::text
+              from
+                (
+                  select
+                    i,
+                    count(*)::int as n
+                  from
+                    poll_ballots o,
+                    unnest(o.option_indices) as i
+                  where
+                    o.widget_id = $5
+                    and o.voter_user_id <> $6
+                  group by
+                    i
+                ) c
+            ),
+            (
+              select
+                count(*)
+              from
+                poll_ballots o
+              where
+                o.widget_id = $7
+                and o.voter_user_id <> $8
+            )
+          )::text
+        ) = $9::text,
+        false
+      ) as ahead_ok,
+      coalesce(p.version = s.version, false)
+      and coalesce(
+        md5(
+          row (
+            p.config::text,
+            (
+              select
+                coalesce(
+                  json_agg(
+                    json_build_object('i', c.i, 'n', c.n)
+                    order by
+                      c.i
+                  ),
+                  '[]'::json
+                )::text
+              from
+                (
+                  select
+                    i,
+                    count(*)::int as n
+                  from
+                    poll_ballots o,
+                    unnest(o.option_indices) as i
+                  where
+                    o.widget_id = $10
+                    and o.voter_user_id <> $11
+                  group by
+                    i
+                ) c
+            ),
+            (
+              select
+                count(*)
+              from
+                poll_ballots o
+              where
+                o.widget_id = $12
+                and o.voter_user_id <> $13
+            )
+          )::text
+        ) = $14::text,
+        false
+      )
+      and (
+        select
+          count(distinct i)
+        from
+          unnest($15::int[]) i
+      ) = cardinality($16::int[])
+      and not exists (
+        select
+          1
+        from
+          unnest($17::int[]) i
+        where
+          i >= jsonb_array_length(p.config -> 'options')
+      )
+      and (
+        coalesce(p.config -> 'allowMultipleSelections' = 'true'::jsonb, false)
+        or cardinality($18::int[]) = 1
+      ) as ok,
+      p.config
+    from
+      (
+        select
+          1
+      ) one
+      left join poll p on true
+      left join seen s on true
+  ),
+  removed as (
+    delete from poll_ballots
+    where
+      widget_id = $19
+      and voter_user_id = $20
+      and cardinality($21::int[]) = 0
+      and (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  ballot as (
+    insert into
+      poll_ballots (widget_id, voter_user_id, user_id, option_indices, updated_at)
+    select
+      $22,
+      $23,
+      $24,
+      $25::int[],
+      $26
+    from
+      verdict
+    where
+      ok
+      and cardinality($27::int[]) > 0
+    on conflict (widget_id, voter_user_id) do update
+    set
+      option_indices = excluded.option_indices,
+      updated_at = excluded.updated_at
+    returning
+      option_indices
+  ),
+  ballots as (
+    select
+      b.option_indices
+    from
+      poll_ballots b
+    where
+      b.widget_id = $28
+      and b.voter_user_id <> $29
+    union all
+    select
+      option_indices
+    from
+      ballot
+  ),
+  locked as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+    where
+      (
+        select
+          ok
+        from
+          verdict
+      )
+  ),
+  keyed as (
+    update idempotency_keys k
+    set
+      key_id = $30,
+      response_enc = $31,
+      expires_at = $32::bigint
+    where
+      k.id = $33
+      and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
+    returning
+      k.id
+  ),
+  appended as (
+    insert into
+      events (account_id, type, area, occurred_at, actor, data, about_account_id)
+    select
+      r.account_id,
+      r.type,
+      r.area,
+      r.occurred_at,
+      r.actor,
+      r.data,
+      r.about_account_id
+      -- A function scan yields the array's rows in order, and the identity follows the insert's order.
+    from
+      locked,
+      jsonb_to_recordset($34::jsonb) as r (
+        account_id uuid,
+        type text,
+        area text,
+        occurred_at bigint,
+        actor jsonb,
+        data jsonb,
+        about_account_id uuid
+      )
+    where
+      idempotency_held (
+        (
+          select
+            count(*)
+          from
+            locked
+        ),
+        (
+          select
+            count(*)
+          from
+            keyed
+        )
+      )
+    returning
+      id,
+      account_id,
+      type,
+      area,
+      occurred_at
+  ),
+  delivered as (
+    insert into
+      webhook_deliveries (webhook_id, event_id, message_id, type, state, next_attempt_at, created_at)
+    select
+      w.id,
+      e.id,
+      e.id::text,
+      e.type,
+      'pending',
+      e.occurred_at,
+      e.occurred_at
+    from
+      appended e
+      join webhooks w on w.user_id = e.account_id
+      and w.enabled
+      and e.type = any (w.types)
+      and e.area = any (w.areas)
+    order by
+      e.id,
+      w.id
+    returning
+      webhook_id,
+      next_attempt_at
+  ),
+  queued as (
+    insert into
+      jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
+    select
+      gen_random_uuid(),
+      $35::text,
+      r.payload,
+      r.key,
+      'pending',
+      0,
+      $36::int,
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      ),
+      (
+        select
+          min(next_attempt_at)
+        from
+          delivered
+      )
+    from
+      (
+        select distinct
+          on (key) payload,
+          key
+        from
+          (
+            select
+              jsonb_build_object('webhookId', webhook_id) as payload,
+              'webhook:' || webhook_id as key
+            from
+              delivered
+          ) q
+      ) r
+    on conflict (queue, key)
+    where
+      key is not null
+      and state in ('pending', 'running') do nothing
+  )
+select
+  v.found,
+  v.fresh,
+  v.ahead_ok,
+  v.ok,
+  v.config,
+  case
+    when v.ok then (
+      select
+        coalesce(json_agg(json_build_object('i', c.i, 'n', c.n)), '[]'::json)
+      from
+        (
+          select
+            i,
+            count(*)::int as n
+          from
+            ballots,
+            unnest(ballots.option_indices) as i
+          group by
+            i
+        ) c
+    )
+    else '[]'::json
+  end as counts,
+  case
+    when v.ok then (
+      select
+        count(*)::int
+      from
+        ballots
+    )
+    else 0
+  end as voters,
+  (
+    select
+      pg_notify (
+        $37::text,
+        case
+          when exists (
+            select
+              1
+            from
+              delivered
+          ) then $38::text
+          else ''
+        end
+      ) as notified
+    from
+      (
+        select
+          1
+        from
+          appended
+        limit
+          1
+      ) a
+  ) as notified
+from
+  verdict v;
+
+-- social_poll_vote_ahead (a vote)
+with
+  p as (
+    select
+      w.config
+    from
+      social_widgets w
+    where
+      w.id = $1
+      and w.user_id = $2
+      and w.type = 'poll'
+  )
+select
+  p.config,
+  (
+    select
+      coalesce(json_agg(json_build_object('i', c.i, 'n', c.n)), '[]'::json)
+    from
+      (
+        select
+          i,
+          count(*)::int as n
+        from
+          poll_ballots o,
+          unnest(o.option_indices) as i
+        where
+          o.widget_id = $3
+          and o.voter_user_id <> $4
+        group by
+          i
+      ) c
+  ) as counts,
+  (
+    select
+      count(*)::int
+    from
+      poll_ballots o
+    where
+      o.widget_id = $5
+      and o.voter_user_id <> $6
+  ) as voters,
+  md5(
+    row (
+      p.config::text,
+      (
+        select
+          coalesce(
+            json_agg(
+              json_build_object('i', c.i, 'n', c.n)
+              order by
+                c.i
+            ),
+            '[]'::json
+          )::text
+        from
+          (
+            select
+              i,
+              count(*)::int as n
+            from
+              poll_ballots o,
+              unnest(o.option_indices) as i
+            where
+              o.widget_id = $7
+              and o.voter_user_id <> $8
+            group by
+              i
+          ) c
+      ),
+      (
+        select
+          count(*)
+        from
+          poll_ballots o
+        where
+          o.widget_id = $9
+          and o.voter_user_id <> $10
+      )
+    )::text
+  ) as digest
+from
+  (
+    select
+      1
+  ) one
+  left join p on true;
 
 -- social_poll_voter_count (a poll)
 select

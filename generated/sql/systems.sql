@@ -238,11 +238,15 @@ with
       key_id = $11,
       response_enc = $12,
       expires_at = $13::bigint
-    from
-      locked
     where
       k.id = $14
       and k.response_enc is null
+      and exists (
+        select
+          1
+        from
+          locked
+      )
     returning
       k.id
   ),

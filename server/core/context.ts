@@ -321,15 +321,17 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
  * work, so a failure taints it, after writing any events held back, to keep the log in order.
  *
  * `answer` is the body the operation answers with when the statement writes (undefined: no body),
+ * and its status when the operation has several successes (else its one success status),
  * for a request whose key was claimed ahead (ctx.keyed): the statement then stores that response
- * on the claim itself, beside its events (appendEvents), so the key costs no transaction. Such a
- * statement's result is its final row with `notified` (notifiedColumn), which says whether it
- * wrote. Without `answer`, such a request runs again in a transaction (NeedsTransaction).
+ * on the claim itself, beside its events (appendEvents) or, for a write that emits none, by
+ * answerOnClaim (server/idempotency/inStatement.ts), so the key costs no transaction. Such a
+ * statement's result is its final row with `notified` (notifiedColumn) or `answered`, which says
+ * whether it wrote (undefined, no row, with answerOnClaim: it did not). Without `answer`, such a request runs again in a transaction (NeedsTransaction).
  */
 export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>, T>(
   ctx: C,
   work: (db: Knex) => Promise<T>,
-  answer?: { body?: unknown },
+  answer?: { status?: number; body?: unknown },
 ): Promise<T> {
   const request = requestTransactions.get(ctx.db);
   if (request) {
@@ -339,14 +341,21 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
   const { keyed } = ctx;
   if (!keyed) return work(ctx.db);
   if (keyed.state === 'done') throw new Error('a request keyed ahead of its write wrote twice');
-  if (!answer || !keyed.arm(answer.body)) throw new NeedsTransaction();
+  if (!answer || !keyed.arm(answer.body, answer.status)) throw new NeedsTransaction();
   let written = false;
   try {
     const result = await work(ctx.db);
     if (keyed.state === 'embedded') {
-      if (typeof result !== 'object' || result === null || !('notified' in result))
-        throw new Error("a keyed one-statement write must return its final row with notifiedColumn's `notified`");
-      written = result.notified !== null;
+      // No row: a statement storing with answerOnClaim wrote nothing (its final row is there whenever it writes).
+      if (result === undefined) written = false;
+      else if (typeof result === 'object' && result !== null && 'answered' in result)
+        written = result.answered === true;
+      else if (typeof result === 'object' && result !== null && 'notified' in result)
+        written = result.notified !== null;
+      else
+        throw new Error(
+          "a keyed one-statement write must return its final row with notifiedColumn's `notified` or answerOnClaim's `answered`",
+        );
     }
     return result;
   } finally {
@@ -362,8 +371,11 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
  */
 export interface KeyedStatement {
   readonly state: 'open' | 'armed' | 'embedded' | 'done';
-  /** Seals the operation's success with `body`; false when the operation cannot say its answer ahead. */
-  arm(body: unknown): boolean;
+  /**
+   * Seals the operation's success with `body` (and `status`, else the operation's one success
+   * status); false when the operation cannot say its answer ahead.
+   */
+  arm(body: unknown, status?: number): boolean;
   /** The response to store, once, for the statement being built (armed → embedded). */
   take(): KeyCompletion | undefined;
   /** The write ran; `written`: its statement wrote, and so stored the response. */
@@ -384,6 +396,13 @@ export class NeedsTransaction extends Error {
     super('this keyed request needs a transaction');
   }
 }
+
+/**
+ * A request keyed ahead built its answer from a read made before its statement, and the statement
+ * found that what the answer was built from had changed since: it wrote nothing (nor stored the
+ * answer), so the request runs again in a transaction, as NeedsTransaction.
+ */
+export class StaleAnswer extends NeedsTransaction {}
 
 /** The account whose data the context works on. */
 export const ownerOf = (ctx: ServiceContext): string => ctx.access.ownerId;

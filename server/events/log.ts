@@ -23,7 +23,6 @@ import {
   type EventEntry,
   type EventOptions,
   type EventSink,
-  type KeyCompletion,
   type KeyedStatement,
   type PendingEvent,
   requestTransactionOf,
@@ -31,6 +30,7 @@ import {
 } from '../core/context.ts';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+import { exampleKeyed, storedOnClaim } from '../idempotency/inStatement.ts';
 import { enqueueRows } from '../jobs/queue.ts';
 
 type Schemas = components['schemas'];
@@ -56,7 +56,8 @@ export type EventInsert = PendingEvent;
  */
 export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
   const key = keyedRows.get(rows)?.take();
-  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),${key ? storedOnClaim(key) : sql.empty}
+  // The answer of a request keyed ahead is stored on its claim when the write happened (`locked` has its row).
+  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),${key ? storedOnClaim(key, sql`exists (select 1 from locked)`) : sql.empty}
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id
@@ -82,18 +83,6 @@ export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
 /** The events of a request keyed ahead (ServerContext.keyed), by the rows rows() built for it. */
 const keyedRows = new WeakMap<readonly EventInsert[], KeyedStatement>();
 
-/**
- * A keyed request's response stored on its claim when the write happened (`locked` has its row),
- * as the CTE `keyed`; the append fails the whole statement (idempotency_held, migration 0032) when
- * the write happened but the claim was no longer this request's to store on.
- */
-const storedOnClaim = (key: KeyCompletion): Sql => sql`
-    keyed as (
-      update idempotency_keys k set key_id = ${key.keyId}, response_enc = ${key.response}, expires_at = ${key.expiresAt}::bigint
-      from locked where k.id = ${key.claimId} and k.response_enc is null
-      returning k.id
-    ),`;
-
 /** After appendEvents' CTEs: the commit-time notification, as a select list (no row when nothing was appended). */
 const notifyAppended = sql`pg_notify(${EVENTS_CHANNEL}::text, case when exists (select 1 from delivered) then ${WEBHOOKS_QUEUED}::text else '' end) as notified
     from (select 1 from appended limit 1) a`;
@@ -104,8 +93,7 @@ export const notifiedColumn = sql`(select ${notifyAppended}) as notified`;
 /** Example events of a keyed request, for the variant of a statement that stores its response (generated/sql/). */
 export function keyedExample(rows: readonly EventInsert[]): EventInsert[] {
   const copy = [...rows];
-  const completion: KeyCompletion = { claimId: EXAMPLE_UUID, keyId: 'k', response: Buffer.alloc(0), expiresAt: 0 };
-  keyedRows.set(copy, { state: 'armed', arm: () => false, take: () => completion, settle: () => undefined });
+  keyedRows.set(copy, exampleKeyed());
   return copy;
 }
 

@@ -26,7 +26,7 @@ import type {
   ServerContext,
   ServiceContext,
 } from '../core/context.ts';
-import { type KeyedStatement, NeedsTransaction, RequestTransaction } from '../core/context.ts';
+import { type KeyedStatement, NeedsTransaction, RequestTransaction, StaleAnswer } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
@@ -448,8 +448,9 @@ function keyOf(req: Request, res: Response, who: { userId: string; key: string }
  * (oneStatement, appendEvents): two statements in all. The response given must be the one stored.
  * A refusal or an answer given without that write (nothing written, or a write that said nothing)
  * is stored on the claim afterwards; a 5xx or 429 gives the claim up. A write that needs a
- * transaction (NeedsTransaction, before anything was written) runs again as runIdempotent runs it,
- * storing on the claim it holds. A claim lost meanwhile (its lease ran out and another request took
+ * transaction (NeedsTransaction, before anything was written, or StaleAnswer, after a statement
+ * that wrote nothing because the answer built ahead no longer held) runs again as runIdempotent
+ * runs it, storing on the claim it holds. A claim lost meanwhile (its lease ran out and another request took
  * the key) leaves nothing written: the other request's answer is replayed.
  */
 async function runKeyedAhead(
@@ -474,7 +475,8 @@ async function runKeyedAhead(
   try {
     result = await run(db, keyed);
   } catch (err) {
-    if (err instanceof NeedsTransaction && keyed.state !== 'done')
+    // Before its write, or after a write whose guard found the answer read ahead stale (nothing written).
+    if (err instanceof NeedsTransaction && (keyed.state !== 'done' || (err instanceof StaleAnswer && !keyed.written)))
       return await runIdempotent(deps, res, { scope, print, now, claimId }, run);
     if (isClaimLost(err)) return await replay(res, await deps.idempotency.stored(db, scope, print, now));
     // The write and its stored response committed: that is the answer, whatever failed after it.

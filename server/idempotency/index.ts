@@ -97,9 +97,9 @@ export class IdempotencyKeys {
 
   /** The claim's side of a keyed request whose write is one statement (ServerContext.keyed). */
   keyed(scope: KeyScope, claimId: string, successStatus: number | undefined, now: number): KeyedRequest {
-    return new KeyedRequest((body) => {
-      if (successStatus === undefined) return undefined;
-      const response = responseOf(successStatus, body);
+    return new KeyedRequest((body, status = successStatus) => {
+      if (status === undefined) return undefined;
+      const response = responseOf(status, body);
       return {
         response,
         completion: { claimId, ...this.seal(scope.userId, claimId, response), expiresAt: now + this.ttlMs },
@@ -207,12 +207,15 @@ export class KeyedRequest implements KeyedStatement {
   response: StoredResponse | undefined;
   private completion: KeyCompletion | undefined;
   constructor(
-    private readonly sealFor: (body: unknown) => { response: StoredResponse; completion: KeyCompletion } | undefined,
+    private readonly sealFor: (
+      body: unknown,
+      status?: number,
+    ) => { response: StoredResponse; completion: KeyCompletion } | undefined,
   ) {}
 
-  arm(body: unknown): boolean {
+  arm(body: unknown, status?: number): boolean {
     if (this.state !== 'open') return false;
-    const sealed = this.sealFor(body);
+    const sealed = this.sealFor(body, status);
     if (!sealed) return false;
     this.response = sealed.response;
     this.completion = sealed.completion;

@@ -19,7 +19,7 @@ import type { FriendAccess, InStatementFriendAccess, PermissionGroup } from '../
 import type { Knex } from 'knex';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { notifiedColumn } from '../../events/log.ts';
+import { EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 import {
   CREATE_VERDICT_COLUMNS,
   type CreateVerdict,
@@ -412,6 +412,11 @@ const friendCreateNote = statement<
       note: EXAMPLE_NOTE_CREATE,
       audit: { row: EXAMPLE_AUDIT, detail: '{}' },
     },
+    'friendship read in the statement, the request keyed (its response stored on its claim)': {
+      access: EXAMPLE_ACCESS.inStatement,
+      note: { ...EXAMPLE_NOTE_CREATE, events: keyedExample([EXAMPLE_EVENT]) },
+      audit: { row: EXAMPLE_AUDIT, detail: '{}' },
+    },
   },
   build: ({ access, note, audit }) =>
     withFriendAccess(
@@ -433,17 +438,17 @@ const friendCreateNote = statement<
 });
 
 export const friendActivityRepo = {
-  /** Creates a friend's note with its audit row and events in one statement, or writes nothing (see friendCreateNote). */
+  /**
+   * Creates a friend's note with its audit row and events in one statement, or writes nothing (see
+   * friendCreateNote); the verdict with `notified` (a keyed create's oneStatement reads it).
+   */
   async createNote(
     db: Knex,
     access: InStatementFriendAccess,
     note: NoteCreate,
     audit: FriendNoteAudit,
-  ): Promise<FriendNoteVerdict> {
-    const [{ notified: _, ...verdict }] = (await friendCreateNote(db, { access, note, audit })) as [
-      FriendNoteVerdict & { notified: unknown },
-    ];
-    return verdict;
+  ): Promise<FriendNoteVerdict & { notified: unknown }> {
+    return (await friendCreateNote(db, { access, note, audit }))[0]!;
   },
 
   async front(

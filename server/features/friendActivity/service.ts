@@ -324,7 +324,9 @@ export async function createNote(
     const id = note.row.id;
     const auditEntry = { action: 'friend_write.entry.create', targetType: 'entry', targetId: id };
     const audit = { row: ctx.audit.row(ctx, auditEntry), detail: JSON.stringify({ friendUserId: viewerOf(ctx) }) };
-    const verdict = await oneStatement(ctx, (db) => friendActivityRepo.createNote(db, ctx.access, note, audit));
+    const verdict = await oneStatement(ctx, (db) => friendActivityRepo.createNote(db, ctx.access, note, audit), {
+      body: { id },
+    });
     requireFriendship(verdict.friend);
     if (!verdict.found) throw notFound('Member not found');
     if (!verdict.writable) throw forbidden(NOTES_DENIED);

@@ -2,7 +2,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import {
+  inTransaction,
+  oneStatement,
+  ownerOf,
+  type PresetId,
+  type ServiceContext,
+  StaleAnswer,
+} from '../../core/context.ts';
 import { badRequest, conflict, notFound, unavailable } from '../../core/errors.ts';
 import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { toMemberSummary, type MediaRef } from '../members/index.ts';
@@ -18,7 +25,7 @@ import {
   type StoredLinkPreview,
 } from './linkPreviews.ts';
 import { jsonValue } from './repo/json.ts';
-import { type MessageReadRow, messagesRepo, type StoredMessage } from './repo/messages.ts';
+import { type MessageReadRow, messagesRepo, type SendMessage, type StoredMessage } from './repo/messages.ts';
 import { structureRepo } from './repo/structure.ts';
 import { liveChannel } from './structure.ts';
 
@@ -239,28 +246,35 @@ export async function sendMessage(
   const events = ctx.events.rows(ctx, [
     { type: 'message.created', area: 'messaging', data: { id, channelId: channelId.toLowerCase() } },
   ]);
-  const outcome = await oneStatement(ctx, (db) =>
-    messagesRepo.send(db, {
-      row: {
-        id,
-        user_id: userId,
-        channel_id: channelId,
-        author_member_id: input.memberId,
-        key_id: sealed.keyId,
-        content_enc: sealed.data,
-        reply_to_id: input.replyToMessageId ?? null,
-        mention_candidates: mentionCandidates(content),
-        gif: gif === null ? null : JSON.stringify(gif),
-        client_mutation_id: mutationId,
-        created_at: ctx.now,
-      },
-      // Fetched later by the link_preview job, never while the sender waits.
-      previews: pendingPreviews(ctx, content, input.previewIds),
-      previewQueue: LINK_PREVIEW_QUEUE,
-      previewAttempts: LINK_PREVIEW_ATTEMPTS,
-      events,
-    }),
+  const row: SendMessage = {
+    id,
+    user_id: userId,
+    channel_id: channelId,
+    author_member_id: input.memberId,
+    key_id: sealed.keyId,
+    content_enc: sealed.data,
+    reply_to_id: input.replyToMessageId ?? null,
+    mention_candidates: mentionCandidates(content),
+    gif: gif === null ? null : JSON.stringify(gif),
+    client_mutation_id: mutationId,
+    created_at: ctx.now,
+  };
+  const ahead = await answerAhead(ctx, row);
+  const outcome = await oneStatement(
+    ctx,
+    (db) =>
+      messagesRepo.send(db, {
+        row,
+        // Fetched later by the link_preview job, never while the sender waits.
+        previews: pendingPreviews(ctx, content, input.previewIds),
+        previewQueue: LINK_PREVIEW_QUEUE,
+        previewAttempts: LINK_PREVIEW_ATTEMPTS,
+        events,
+        ahead: ahead?.digest ?? null,
+      }),
+    ahead && { status: 201, body: ahead.message },
   );
+  if (outcome.sent && ahead) return { created: true, message: ahead.message };
   if (outcome.sent) return { created: true, message: await toMessage(ctx, cipherOf(ctx), outcome) };
   // The refusals in the order the transactional send checks them; nothing was written.
   if (outcome.existing_id !== null)
@@ -275,12 +289,47 @@ export async function sendMessage(
   if (!outcome.channel_live) throw notFound('Channel not found');
   if (!outcome.author_live) throw badRequest('memberId is not a live, non-archived member of this account');
   if (!outcome.reply_ok) throw badRequest('replyToMessageId is not a message of this channel');
+  // What the answer read ahead was built from changed before the statement: it wrote nothing.
+  if (outcome.ahead_ok === false) throw new StaleAnswer();
   // Archived while the send waited for the channel's lock.
   if (!outcome.locked) throw notFound('Channel not found');
   // A concurrent send with the same clientMutationId committed first.
   const existing = mutationId === null ? null : await messagesRepo.findByMutation(ctx.db, userId, mutationId);
   if (!existing) throw new Error(`message ${id} was not written and no message has its clientMutationId`);
   return { created: false, message: await retried(ctx, existing, channelId) };
+}
+
+/**
+ * A keyed send claimed ahead (ctx.keyed, docs/api.md "Safe retries") answers with the message it
+ * writes, which shows more than the request (the author's avatar, the reply excerpt, the mentions):
+ * read ahead (messagesRepo.sendAhead) and built here, so that the send's one statement can store
+ * that answer on the claim. The send writes only if those inputs are still what was read (their
+ * digest); otherwise it writes nothing and the request runs again in a transaction (StaleAnswer).
+ * Undefined without a key claimed ahead, and when the send would not write (a refusal, a used
+ * client mutation id): that request takes the transactional path.
+ */
+async function answerAhead(
+  ctx: ServiceContext,
+  row: SendMessage,
+): Promise<{ digest: string; message: Message } | undefined> {
+  if (ctx.keyed?.state !== 'open' || ctx.db.isTransaction) return undefined;
+  const read = await messagesRepo.sendAhead(ctx.db, row);
+  if (!read.channel_live || !read.author_live || !read.reply_ok || read.duplicate) return undefined;
+  const message = await toMessage(ctx, cipherOf(ctx), {
+    ...read,
+    channel_found: read.channel_id!,
+    pinned_ids: [],
+    id: row.id,
+    user_id: row.user_id,
+    channel_id: read.channel_id!,
+    key_id: row.key_id,
+    content_enc: row.content_enc,
+    created_at: row.created_at,
+    edited_at: null,
+    attachments: [],
+    link_previews: [],
+  });
+  return { digest: read.digest, message };
 }
 
 /** The transactional send, for a message with staged attachments (their objects move in storage). */

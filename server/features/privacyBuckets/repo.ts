@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import type { PendingEvent, PermissionMap } from '../../core/context.ts';
 import { type Sql, sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../events/log.ts';
 
 const AREA = 'privacyBuckets';
 
@@ -108,6 +108,20 @@ const bucketFind = statement<{ userId: string; id: string; lock: boolean }, Buck
     sql`select ${BUCKET_COLUMNS} from privacy_buckets where id = ${id} and user_id = ${userId} limit 1${lock ? sql` for update` : sql.empty}`,
 });
 
+const EXAMPLE_BUCKET: BucketRow = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  slug: 'u_0',
+  builtin: false,
+  name: 'n',
+  description: '',
+  icon: null,
+  icon_color_preset: null,
+  friend_permissions: {},
+  created_at: 0,
+  updated_at: 0,
+};
+
 /**
  * A bucket created in one statement (docs/data-access.md, "Writes in one statement"): the row and
  * `privacy_bucket.created`, appended once the row is written. Its slug is random; the unique
@@ -117,22 +131,8 @@ const bucketCreate = statement<{ row: BucketRow; events: readonly PendingEvent[]
   name: 'privacy_bucket_create',
   area: AREA,
   variants: {
-    'a bucket': {
-      events: [EXAMPLE_EVENT],
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        slug: 'u_0',
-        builtin: false,
-        name: 'n',
-        description: '',
-        icon: null,
-        icon_color_preset: null,
-        friend_permissions: {},
-        created_at: 0,
-        updated_at: 0,
-      },
-    },
+    'a bucket': { events: [EXAMPLE_EVENT], row: EXAMPLE_BUCKET },
+    'a bucket with its keyed answer': { events: keyedExample([EXAMPLE_EVENT]), row: EXAMPLE_BUCKET },
   },
   build: ({ row, events }) => sql`with inserted as (
       insert into privacy_buckets (${BUCKET_COLUMNS})
@@ -443,9 +443,9 @@ export const bucketsRepo = {
   },
 
   /** Inserts the bucket and appends its events, in one statement; the row as stored. */
-  async create(db: Knex, row: BucketRow, events: readonly PendingEvent[]): Promise<BucketRow> {
-    const { notified: _notified, ...created } = (await bucketCreate(db, { row, events }))[0]!;
-    return created;
+  /** The row as written, with `notified` (a keyed create's oneStatement reads it). */
+  async create(db: Knex, row: BucketRow, events: readonly PendingEvent[]): Promise<BucketRow & { notified: unknown }> {
+    return (await bucketCreate(db, { row, events }))[0]!;
   },
 
   async update(db: Knex, userId: string, id: string, changes: BucketChanges): Promise<BucketRow> {

@@ -88,26 +88,22 @@ export async function createBucket(
   const id = input.id ?? randomUUID();
   // One statement: the row and its event (bucketsRepo.create).
   const events = ctx.events.rows(ctx, [{ type: 'privacy_bucket.created', area: 'privacyBuckets', data: { id } }]);
-  const row = await oneStatement(ctx, (db) =>
-    bucketsRepo.create(
-      db,
-      {
-        id,
-        user_id: ownerOf(ctx),
-        slug: `u_${randomBytes(8).toString('hex')}`,
-        builtin: false,
-        name: input.name.trim(),
-        description: input.description ?? '',
-        icon: input.icon ?? null,
-        icon_color_preset: input.iconColorPreset ?? null,
-        friend_permissions: merge(FULL_FRIEND_ACCESS, input.friendPermissions),
-        created_at: now,
-        updated_at: now,
-      },
-      events,
-    ),
-  );
-  return toBucket(row);
+  const row: BucketRow = {
+    id,
+    user_id: ownerOf(ctx),
+    slug: `u_${randomBytes(8).toString('hex')}`,
+    builtin: false,
+    name: input.name.trim(),
+    description: input.description ?? '',
+    icon: input.icon ?? null,
+    icon_color_preset: input.iconColorPreset ?? null,
+    friend_permissions: merge(FULL_FRIEND_ACCESS, input.friendPermissions),
+    created_at: now,
+    updated_at: now,
+  };
+  // The answer is known before the statement (toBucket orders the permissions itself, not as jsonb
+  // stores them), so a keyed create stores it on its claim in that statement.
+  return toBucket(await oneStatement(ctx, (db) => bucketsRepo.create(db, row, events), { body: toBucket(row) }));
 }
 
 export async function getBucket(ctx: ServiceContext, id: string): Promise<Bucket> {

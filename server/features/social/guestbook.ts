@@ -6,7 +6,14 @@
 import { randomUUID } from 'node:crypto';
 import type { components } from '../../../generated/api.d.ts';
 import { forFriend, onBehalfOf } from '../../access/index.ts';
-import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import {
+  inTransaction,
+  oneStatement,
+  ownerOf,
+  type PresetId,
+  type ServiceContext,
+  StaleAnswer,
+} from '../../core/context.ts';
 import { badRequest, forbidden, notFound } from '../../core/errors.ts';
 import { block } from '../friends/index.ts';
 import { guestbookRepo, type MessageRow } from './repo/guestbook.ts';
@@ -108,11 +115,24 @@ export async function post(
   const posted = { type: 'guestbook.posted', area: 'guestbook', data: { id, widgetId }, anonymous } as const;
   // The owner's post: one statement (guestbookRepo.post), the widget's and the parent's checks in it,
   // refused in the order of the checks below. A friend's (visibility first) and a bad body take the path below.
+  // A keyed post claimed ahead reads its author's card first (its answer shows it), and the post
+  // writes only if the card is still so: else nothing is written and it runs again in a transaction.
   if (ctx.access.level === 'owner' && bodyOk) {
-    const verdict = await oneStatement(ctx, (db) => guestbookRepo.post(db, fields, ctx.events.rows(ctx, [posted])));
-    if (verdict.message) return toMessage(verdict.message);
+    const card =
+      ctx.keyed?.state === 'open' && !ctx.db.isTransaction
+        ? await guestbookRepo.authorCard(ctx.db, fields.author_user_id)
+        : undefined;
+    const answer = card && toMessage({ ...fields, ...card });
+    const events = ctx.events.rows(ctx, [posted]);
+    const verdict = await oneStatement(
+      ctx,
+      (db) => guestbookRepo.post(db, fields, events, card?.digest ?? null),
+      answer && { body: answer },
+    );
+    if (verdict.message) return answer ?? toMessage(verdict.message);
     if (!verdict.found) throw notFound(notFoundMessage);
     if (anonymous && !verdict.allow_anonymous) throw badRequest(ANONYMOUS_REFUSED);
+    if (verdict.ahead_ok === false && verdict.notified === null) throw new StaleAnswer();
     throw badRequest(PARENT_REFUSED);
   }
   const widget = await requireWidget(ctx, widgetId, 'guestbook', notFoundMessage);

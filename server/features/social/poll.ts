@@ -6,7 +6,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, oneStatement, ownerOf, type ServiceContext } from '../../core/context.ts';
+import { inTransaction, oneStatement, ownerOf, type ServiceContext, StaleAnswer } from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pollRepo } from './repo/poll.ts';
 import type { WidgetRow } from './repo/widgets.ts';
@@ -59,6 +59,34 @@ export async function getState(
   return stateOf(ctx.db, widget, actorOf(ctx));
 }
 
+/**
+ * The answer of a keyed vote, built ahead (pollRepo.voteAhead): the other voters' counts with this
+ * ballot; undefined when the poll is not found or the ballot breaks a rule (the vote refuses it).
+ */
+async function answerAhead(
+  ctx: ServiceContext,
+  vote: { widgetId: string; ownerId: string; voterId: string; indices: readonly number[]; sorted: readonly number[] },
+): Promise<{ digest: string; state: Schemas['PollState'] } | undefined> {
+  const read = await pollRepo.voteAhead(ctx.db, vote);
+  if (read.config === null || read.digest === null) return undefined;
+  const config = read.config as PollConfig;
+  try {
+    checkBallot(config, vote.indices);
+  } catch {
+    return undefined;
+  }
+  const counts = new Map(read.counts.map(({ i, n }) => [i, Number(n)]));
+  for (const i of vote.sorted) counts.set(i, (counts.get(i) ?? 0) + 1);
+  const voters = Number(read.voters) + (vote.sorted.length > 0 ? 1 : 0);
+  const state = toState(
+    config,
+    [...counts].map(([i, n]) => ({ i, n })),
+    voters,
+    vote.sorted.length > 0 ? [...vote.sorted] : undefined,
+  );
+  return { digest: read.digest, state };
+}
+
 /** Replaces the acting account's ballot; [] on a multi-select poll removes it. */
 export async function vote(
   ctx: ServiceContext,
@@ -72,24 +100,28 @@ export async function vote(
   const voted = { type: 'poll.voted', area: 'poll', data: { id: widgetId, widgetId }, anonymous: true } as const;
   // The owner's vote: one statement (pollRepo.vote). A friend's (visibility first) takes the
   // transaction, and so does a vote on a poll changed since the statement's snapshot (`fresh`).
+  // A keyed vote claimed ahead reads the poll and the other ballots first (its answer counts them),
+  // and casts only if they are still so: else nothing is written and it runs again in a transaction.
   if (ctx.access.level === 'owner') {
     const voter = ownerOf(ctx);
-    const cast = await oneStatement(ctx, (db) =>
-      pollRepo.vote(
-        db,
-        { widgetId, ownerId: voter, voterId: voter, indices, sorted, now: ctx.now },
-        ctx.events.rows(ctx, [voted]),
-      ),
+    const vote = { widgetId, ownerId: voter, voterId: voter, indices, sorted, now: ctx.now };
+    const ahead = ctx.keyed?.state === 'open' && !ctx.db.isTransaction ? await answerAhead(ctx, vote) : undefined;
+    const events = ctx.events.rows(ctx, [voted]);
+    const cast = await oneStatement(
+      ctx,
+      (db) => pollRepo.vote(db, vote, events, ahead?.digest ?? null),
+      ahead && { body: ahead.state },
     );
     if (!cast.found) throw notFound(notFoundMessage);
-    if (cast.fresh) {
+    if (cast.fresh && cast.ahead_ok !== false) {
       const config = cast.config as PollConfig;
       if (!cast.ok) {
         checkBallot(config, indices);
         throw new Error(`poll ${widgetId}: the vote was refused for no rule of checkBallot`);
       }
-      return toState(config, cast.counts, cast.voters, sorted.length > 0 ? sorted : undefined);
+      return ahead?.state ?? toState(config, cast.counts, cast.voters, sorted.length > 0 ? sorted : undefined);
     }
+    if (ctx.keyed) throw new StaleAnswer();
   }
   return inTransaction(ctx, async (tx) => {
     const widget = await requireWidget(tx, widgetId, 'poll', notFoundMessage, 'share');

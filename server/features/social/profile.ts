@@ -12,6 +12,7 @@ import {
   ownerOf,
   type PresetId,
   type ServiceContext,
+  StaleAnswer,
 } from '../../core/context.ts';
 import { badRequest, conflict, notFound } from '../../core/errors.ts';
 import { findLiveMember } from '../members/index.ts';
@@ -83,9 +84,15 @@ export async function createLink(
     { type: 'social_profile.changed', area: 'social', data: { id: fields.id, kind: 'link' } },
   ]);
   // One statement (linksRepo.create), unless another social write of the account committed since
-  // its snapshot (its next sort_order would be stale): then the transaction below.
-  if (await oneStatement(ctx, (db) => linksRepo.create(db, { ...fields, sort_order: input.sortOrder ?? null }, events)))
-    return { linkId: fields.id };
+  // its snapshot (its next sort_order would be stale): then the transaction below. A keyed request
+  // claimed ahead stores its answer in that statement, and otherwise runs again in a transaction.
+  const created = await oneStatement(
+    ctx,
+    (db) => linksRepo.create(db, { ...fields, sort_order: input.sortOrder ?? null }, events),
+    { body: { linkId: fields.id } },
+  );
+  if (created.written) return { linkId: fields.id };
+  if (ctx.keyed) throw new StaleAnswer();
   return inTransaction(ctx, async (tx) => {
     await profileRepo.touch(tx.db, userId, tx.now);
     await profileRepo.lock(tx.db, userId); // serialises sort_order assignment

@@ -4,11 +4,13 @@
  * retried and pruned.
  */
 import type { Knex } from 'knex';
+import type { KeyedStatement } from '../../core/context.ts';
 import { auditInsertSql, EXAMPLE_AUDIT, type PendingAudit } from '../../audit/index.ts';
 import type { EventRow } from '../../events/log.ts';
 import { WEBHOOK_QUEUE } from '../../events/log.ts';
 import { sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
+import { answerOnClaim, exampleKeyed } from '../../idempotency/inStatement.ts';
 import { enqueueRows } from '../../jobs/queue.ts';
 
 export interface WebhookRow {
@@ -110,35 +112,40 @@ export type NewWebhook = Pick<
   secrets_enc: Buffer;
 };
 
+const EXAMPLE_WEBHOOK: NewWebhook = {
+  id: EXAMPLE_UUID,
+  user_id: EXAMPLE_UUID,
+  types: [],
+  areas: [],
+  description: null,
+  key_id: 'k',
+  secrets_enc: Buffer.alloc(0),
+  created_at: 0,
+  updated_at: 0,
+};
+
 /**
  * A webhook created in one statement (docs/data-access.md, "Writes in one statement"): the account
  * key-share-locked first (as the insert's foreign key would, before the counter: an account
  * deletion locks the account, then its counter), then its webhook_counts row (migration 0033),
  * inserted or updated only while under `max` — a row a concurrent create has just counted is
  * re-checked on its committed version, so two creates cannot both take the last slot. The webhook
- * and its audit row are written only then; no row when the account is at the cap.
+ * and its audit row are written only then; no row when the account is at the cap. A request keyed
+ * ahead stores its answer on its claim in the same statement (answerOnClaim).
  */
-const create = statement<{ row: NewWebhook; max: number; audit: PendingAudit }, WebhookRow>({
+const create = statement<
+  { row: NewWebhook; max: number; audit: PendingAudit; keyed?: KeyedStatement },
+  WebhookRow & { answered?: boolean }
+>({
   name: 'webhooks_create',
   area: AREA,
   variants: {
-    'a webhook': {
-      max: 20,
-      audit: EXAMPLE_AUDIT,
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        types: [],
-        areas: [],
-        description: null,
-        key_id: 'k',
-        secrets_enc: Buffer.alloc(0),
-        created_at: 0,
-        updated_at: 0,
-      },
-    },
+    'a webhook': { max: 20, audit: EXAMPLE_AUDIT, row: EXAMPLE_WEBHOOK },
+    'a webhook with its keyed answer': { max: 20, audit: EXAMPLE_AUDIT, row: EXAMPLE_WEBHOOK, keyed: exampleKeyed() },
   },
-  build: ({ row, max, audit }) => sql`with account as (
+  build: ({ row, max, audit, keyed }) => {
+    const answer = answerOnClaim(keyed, sql`exists (select 1 from inserted)`);
+    return sql`with account as (
       select a.id from accounts a where a.id = ${row.user_id}::uuid for key share
     ),
     slot as (
@@ -152,9 +159,10 @@ const create = statement<{ row: NewWebhook; max: number; audit: PendingAudit }, 
         ${row.key_id}::text, ${row.secrets_enc}::bytea, ${row.created_at}::bigint, ${row.updated_at}::bigint
       from slot s
       returning ${COLUMNS}
-    ),
+    ),${answer.ctes}
     audited as (${auditInsertSql(audit, sql`'{}'::jsonb`, sql`inserted`)})
-    select ${COLUMNS} from inserted`,
+    select ${COLUMNS}${answer.answered} from inserted`;
+  },
 });
 
 /** One text whatever the changed columns: each is kept or set by a bound flag. */
@@ -412,8 +420,14 @@ export const webhooksRepo = {
   find: async (db: Knex, userId: string, id: string): Promise<WebhookRow | undefined> =>
     (await find(db, { userId, id }))[0],
   /** Creates the webhook with its audit row in one statement; undefined when the account already has `max`. */
-  create: async (db: Knex, row: NewWebhook, max: number, audit: PendingAudit): Promise<WebhookRow | undefined> =>
-    (await create(db, { row, max, audit }))[0],
+  /** The webhook, or undefined at the cap; `keyed`: a request claimed ahead, whose answer the statement stores (answerOnClaim). */
+  create: async (
+    db: Knex,
+    row: NewWebhook,
+    max: number,
+    audit: PendingAudit,
+    keyed?: KeyedStatement,
+  ): Promise<(WebhookRow & { answered?: boolean }) | undefined> => (await create(db, { row, max, audit, keyed }))[0],
   update: async (db: Knex, userId: string, id: string, changes: WebhookChanges): Promise<WebhookRow | undefined> =>
     (await update(db, { userId, id, changes }))[0],
   rotate: async (db: Knex, p: Parameters<typeof rotate>[1]): Promise<boolean> => (await rotate(db, p)).length > 0,

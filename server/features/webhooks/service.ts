@@ -14,7 +14,7 @@ import { MessageCipher } from '../../crypto/messageCipher.ts';
 import { addressAllowList, isPublicAddress } from '../../net/addresses.ts';
 import { attempt, openSealed, openTarget, pingBody, type Sealed } from './delivery.ts';
 import { newSecret } from './signing.ts';
-import { type DeliveryRow, type WebhookChanges, type WebhookRow, webhooksRepo } from './repo.ts';
+import { type DeliveryRow, type NewWebhook, type WebhookChanges, type WebhookRow, webhooksRepo } from './repo.ts';
 
 type Schemas = components['schemas'];
 type WebhookEventType = Schemas['WebhookEventType'];
@@ -160,24 +160,33 @@ export async function createWebhook(
   const sealed = seal(ctx, { user_id: userId, id }, { url, secrets: [secret] });
   // One statement: the cap on the account's counter row, the webhook and its audit row (webhooksRepo.create).
   const audit = ctx.audit.row(ctx, { action: 'webhook.create', targetType: 'webhook', targetId: id });
-  const row = await oneStatement(ctx, (db) =>
-    webhooksRepo.create(
-      db,
-      {
-        id,
-        user_id: userId,
-        types: input.types,
-        areas,
-        description: input.description ?? null,
-        key_id: sealed.key_id,
-        secrets_enc: sealed.data,
-        created_at: ctx.now,
-        updated_at: ctx.now,
-      },
-      MAX_WEBHOOKS,
-      audit,
-    ),
-  );
+  const created: NewWebhook = {
+    id,
+    user_id: userId,
+    types: input.types,
+    areas,
+    description: input.description ?? null,
+    key_id: sealed.key_id,
+    secrets_enc: sealed.data,
+    created_at: ctx.now,
+    updated_at: ctx.now,
+  };
+  // The answer when the statement writes, known before it: a keyed create stores it on its claim there.
+  const answer = {
+    webhook: toWebhook(ctx, {
+      ...created,
+      enabled: true,
+      disabled_reason: null,
+      disabled_at: null,
+      failing_since: null,
+      last_success_at: null,
+      previous_secret_expires_at: null,
+    }),
+    secret,
+  };
+  const row = await oneStatement(ctx, (db) => webhooksRepo.create(db, created, MAX_WEBHOOKS, audit, ctx.keyed), {
+    body: answer,
+  });
   if (!row) throw conflict(`An account has at most ${MAX_WEBHOOKS} webhooks`);
   return { webhook: toWebhook(ctx, row), secret };
 }

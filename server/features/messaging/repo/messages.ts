@@ -10,7 +10,7 @@ import type { MediaRef } from '../../members/index.ts';
 import { type Sql, sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
 import type { PendingEvent } from '../../../core/context.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../../events/log.ts';
 import { enqueueRows } from '../../../jobs/queue.ts';
 import { ATTACHMENTS_JSON, LINK_PREVIEWS_JSON, MENTIONS_JSON } from './json.ts';
 import type { NewPreview } from './linkPreviews.ts';
@@ -336,6 +336,8 @@ export interface SendOutcome extends MessageReadRow {
   existing_id: string | null;
   existing_channel_id: string | null;
   existing_deleted_at: number | null;
+  /** With `ahead`: the answer's inputs were still those read ahead (else nothing was written). */
+  ahead_ok?: boolean;
   /** Every check passed and the channel was still live once locked. */
   locked: boolean;
   /** The message was written (false after `locked` only when a concurrent send took the client mutation id). */
@@ -358,16 +360,154 @@ export interface SendOutcome extends MessageReadRow {
  * deliveries with them). The final row is the message as readOne reads it: a new message has no
  * attachments and no ready link preview yet.
  */
-const sendMessage = statement<
-  {
-    row: SendMessage;
-    previews: readonly NewPreview[];
-    previewQueue: string;
-    previewAttempts: number;
-    events: readonly PendingEvent[];
+/** A send's input as its statements take it. */
+interface SendInput {
+  row: SendMessage;
+  previews: readonly NewPreview[];
+  previewQueue: string;
+  previewAttempts: number;
+  events: readonly PendingEvent[];
+  /** The digest of the answer's inputs read ahead (sendAhead): the statement writes only if they are still so. */
+  ahead: string | null;
+}
+
+/** The send's channel: live, in a live space, the account's (the CTE `channel`). */
+const sendChannel = (r: SendMessage): Sql => sql`channel as (
+      select c.id, s.side_system_id from messaging_channels c
+      join messaging_spaces s on s.id = c.space_id
+      where c.id = ${r.channel_id} and c.user_id = ${r.user_id} and c.archived_at is null and s.archived_at is null
+      limit 1
+    )`;
+
+/** The send's checks, as the CTEs `existing` (the client mutation id used already) and `verdict`. */
+const sendVerdict = (r: SendMessage): Sql => sql`existing as (
+      select id, channel_id, deleted_at from messaging_messages
+      where user_id = ${r.user_id} and client_mutation_id = ${r.client_mutation_id}::text
+      limit 1
+    ),
+    verdict as (
+      select exists (select 1 from channel) as channel_live,
+        exists (
+          select 1 from members
+          where id = ${r.author_member_id} and user_id = ${r.user_id} and deleted_at is null and archived_at is null
+        ) as author_live,
+        (${r.reply_to_id}::uuid is null or exists (
+          select 1 from messaging_messages
+          where id = ${r.reply_to_id}::uuid and user_id = ${r.user_id} and channel_id = ${r.channel_id} and deleted_at is null
+        )) as reply_ok,
+        exists (select 1 from existing) as duplicate
+    )`;
+
+/** The mentionable ids among the candidates (the CTE `mentioned`). */
+const sendMentioned = (r: SendMessage): Sql => sql`mentioned as (
+      select array(
+        select u.id from unnest(${[...r.mention_candidates]}::uuid[]) with ordinality as u(id, n)
+        where exists (
+          select 1 from members mb, channel ch
+          where mb.id = u.id and mb.user_id = ${r.user_id} and mb.deleted_at is null and mb.archived_at is null
+            and (ch.side_system_id is null or mb.side_system_id = ch.side_system_id)
+        )
+        order by u.n
+      ) as ids
+    )`;
+
+/**
+ * What a new message's answer shows beyond its input (the CTE `ahead`): the author's avatar, the
+ * reply parent and the mentions, read as the final select of the send reads them, and their
+ * digest. The same text in sendAhead and in the send that checks it, so an equal digest means the
+ * send would answer what was built from the read ahead.
+ */
+const sendAnswerInputs = (r: SendMessage): Sql => sql`ahead as (
+      select md5(row(a.avatar, r.id, r.author_member_id, r.key_id, r.content_enc, r.deleted_at, mm.mentions::text)::text) as digest,
+        a.avatar as author_avatar,
+        r.id as reply_id, r.author_member_id as reply_author_id, r.key_id as reply_key_id, r.content_enc as reply_content_enc, r.deleted_at as reply_deleted_at,
+        mm.mentions
+      from (
+        select ${r.user_id}::uuid as user_id, ${r.author_member_id}::uuid as author_member_id, ${r.reply_to_id}::uuid as reply_to_id,
+          (select ids from mentioned) as mention_member_ids
+      ) m
+      ${AUTHOR_AND_REPLY}
+      ${MENTIONS_JSON}
+    )`;
+
+/** What sendAhead reads: the send's checks, and the new message as the send would answer it. */
+export interface SendAheadRow
+  extends Pick<
+    MessageReadRow,
+    | 'author_avatar'
+    | 'reply_id'
+    | 'reply_author_id'
+    | 'reply_key_id'
+    | 'reply_content_enc'
+    | 'reply_deleted_at'
+    | 'mentions'
+    | 'gif'
+  > {
+  channel_live: boolean;
+  author_live: boolean;
+  reply_ok: boolean;
+  duplicate: boolean;
+  /** The stored forms (canonical lower case) of the channel's and the author's ids. */
+  channel_id: string | null;
+  author_member_id: string;
+  digest: string;
+}
+
+/**
+ * Reads ahead of a keyed send (docs/api.md "Safe retries") what its answer shows beyond the
+ * request: the checks as the send makes them, and the author's avatar, reply parent, mentions and
+ * GIF (as jsonb stores it) as the send's final select reads them, with their digest, which the send
+ * then checks (`ahead`). Nothing is locked or written.
+ */
+const sendAhead = statement<{ row: SendMessage }, SendAheadRow>({
+  name: 'messaging_message_send_ahead',
+  area: AREA,
+  variants: {
+    'a message': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        channel_id: EXAMPLE_UUID,
+        author_member_id: EXAMPLE_UUID,
+        key_id: 'k',
+        content_enc: Buffer.alloc(0),
+        reply_to_id: null,
+        mention_candidates: [],
+        gif: null,
+        client_mutation_id: null,
+        created_at: 0,
+      },
+    },
   },
-  SendOutcome
->({
+  build: ({ row: r }) => sql`with ${sendChannel(r)},
+    ${sendVerdict(r)},
+    ${sendMentioned(r)},
+    ${sendAnswerInputs(r)}
+    select v.channel_live, v.author_live, v.reply_ok, v.duplicate, (select id from channel) as channel_id,
+      ${r.author_member_id}::uuid as author_member_id, ${r.gif}::jsonb as gif,
+      a.digest, a.author_avatar, a.reply_id, a.reply_author_id, a.reply_key_id, a.reply_content_enc, a.reply_deleted_at, a.mentions
+    from verdict v, ahead a`,
+});
+
+/**
+ * Sends a text message (no attachments) in one statement, run on its own (autocommit): the checks
+ * (the live channel, a live non-archived author, a live reply parent in the channel, the client
+ * mutation id unused), each a read as the statement starts, as the transactional send reads them;
+ * then only when all pass, the channel row locked (`for update`: after waiting for a concurrent
+ * send, PostgreSQL returns its newest committed version, re-checked to be live, so `last_seq + 1`
+ * is the next number, never one already given); the message at that number with the mentionable
+ * ids among `mention_candidates` (live, non-archived members, of the space's side system when it
+ * has one); and only when that row was inserted (a concurrent send with the same client mutation
+ * id meets it on the unique index, and then nothing more is written) the channel's `last_seq` and
+ * unread count, the pending link previews with their queued fetches, and the events (webhook
+ * deliveries with them). The final row is the message as readOne reads it: a new message has no
+ * attachments and no ready link preview yet.
+ *
+ * With `ahead` (a keyed send whose answer was built from sendAhead), the checks also require the
+ * answer's inputs to be what sendAhead read (`ahead_ok`, in this statement's snapshot, where the
+ * final select reads them): otherwise nothing is written.
+ */
+const sendMessage = statement<SendInput, SendOutcome>({
   name: 'messaging_message_send',
   area: AREA,
   variants: {
@@ -389,54 +529,59 @@ const sendMessage = statement<
       previewQueue: 'q',
       previewAttempts: 1,
       events: [EXAMPLE_EVENT],
+      ahead: null,
+    },
+    'a keyed message whose answer was read ahead': {
+      row: {
+        id: EXAMPLE_UUID,
+        user_id: EXAMPLE_UUID,
+        channel_id: EXAMPLE_UUID,
+        author_member_id: EXAMPLE_UUID,
+        key_id: 'k',
+        content_enc: Buffer.alloc(0),
+        reply_to_id: null,
+        mention_candidates: [],
+        gif: null,
+        client_mutation_id: null,
+        created_at: 0,
+      },
+      previews: [],
+      previewQueue: 'q',
+      previewAttempts: 1,
+      events: keyedExample([EXAMPLE_EVENT]),
+      ahead: 'x',
     },
   },
-  build: ({ row: r, previews, previewQueue, previewAttempts, events }) => {
+  build: ({ row: r, previews, previewQueue, previewAttempts, events, ahead }) => {
     const previewJson = JSON.stringify(
       previews.map((p) => ({ id: p.id, pos: p.position, key_id: p.key_id, data: p.data_enc.toString('base64') })),
     );
-    return sql`with channel as (
-      select c.id, s.side_system_id from messaging_channels c
-      join messaging_spaces s on s.id = c.space_id
-      where c.id = ${r.channel_id} and c.user_id = ${r.user_id} and c.archived_at is null and s.archived_at is null
-      limit 1
-    ),
-    existing as (
-      select id, channel_id, deleted_at from messaging_messages
-      where user_id = ${r.user_id} and client_mutation_id = ${r.client_mutation_id}::text
-      limit 1
-    ),
-    verdict as (
-      select exists (select 1 from channel) as channel_live,
-        exists (
-          select 1 from members
-          where id = ${r.author_member_id} and user_id = ${r.user_id} and deleted_at is null and archived_at is null
-        ) as author_live,
-        (${r.reply_to_id}::uuid is null or exists (
-          select 1 from messaging_messages
-          where id = ${r.reply_to_id}::uuid and user_id = ${r.user_id} and channel_id = ${r.channel_id} and deleted_at is null
-        )) as reply_ok,
-        exists (select 1 from existing) as duplicate
-    ),
+    return sql`with ${sendChannel(r)},
+    ${sendVerdict(r)},${
+      ahead === null
+        ? sql.empty
+        : sql`
+    ${sendMentioned(r)},
+    ${sendAnswerInputs(r)},`
+    }
     channel_locked as (
       select c.id, c.last_seq from messaging_channels c
       join messaging_spaces s on s.id = c.space_id
       where c.id = ${r.channel_id} and c.user_id = ${r.user_id} and c.archived_at is null and s.archived_at is null
-        and (select channel_live and author_live and reply_ok and not duplicate from verdict)
+        and (select channel_live and author_live and reply_ok and not duplicate from verdict)${
+          ahead === null
+            ? sql.empty
+            : sql`
+        and (select digest from ahead) = ${ahead}::text`
+        }
       limit 1
       for update of c
-    ),
-    mentioned as (
-      select array(
-        select u.id from unnest(${[...r.mention_candidates]}::uuid[]) with ordinality as u(id, n)
-        where exists (
-          select 1 from members mb, channel ch
-          where mb.id = u.id and mb.user_id = ${r.user_id} and mb.deleted_at is null and mb.archived_at is null
-            and (ch.side_system_id is null or mb.side_system_id = ch.side_system_id)
-        )
-        order by u.n
-      ) as ids
-    ),
+    ),${
+      ahead === null
+        ? sql`
+    ${sendMentioned(r)},`
+        : sql.empty
+    }
     inserted as (
       insert into messaging_messages
         (id, user_id, channel_id, seq, author_member_id, key_id, content_enc, reply_to_id, mention_member_ids, gif,
@@ -468,7 +613,9 @@ const sendMessage = statement<
       )}
     ),
     ${appendEvents(events, sql`exists (select 1 from inserted)`)}
-    select v.channel_live, v.author_live, v.reply_ok,
+    select v.channel_live, v.author_live, v.reply_ok,${
+      ahead === null ? sql.empty : sql` (select digest from ahead) = ${ahead}::text as ahead_ok,`
+    }
       e.id as existing_id, e.channel_id as existing_channel_id, e.deleted_at as existing_deleted_at,
       exists (select 1 from channel_locked) as locked, m.id is not null as sent, m.seq,
       m.channel_id as channel_found, '[]'::json as pinned_ids,
@@ -616,16 +763,9 @@ export const messagesRepo = {
   insert: async (db: Knex, row: NewMessage) => first(await insertMessage(db, { row }))?.id ?? null,
   channelSent: async (db: Knex, channelId: string, seq: number) => void (await channelSent(db, { channelId, seq })),
   /** Sends a text message with its previews, their jobs and its events in one statement, or writes nothing (see sendMessage). */
-  send: async (
-    db: Knex,
-    input: {
-      row: SendMessage;
-      previews: readonly NewPreview[];
-      previewQueue: string;
-      previewAttempts: number;
-      events: readonly PendingEvent[];
-    },
-  ) => (await sendMessage(db, input))[0]!,
+  send: async (db: Knex, input: SendInput) => (await sendMessage(db, input))[0]!,
+  /** Reads ahead of a keyed send what its answer shows (see sendAhead). */
+  sendAhead: async (db: Knex, row: SendMessage) => (await sendAhead(db, { row }))[0]!,
 
   findLive: async (db: Knex, userId: string, messageId: string) =>
     first(await liveOfAccount(db, { userId, messageId })),

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { PendingEvent } from '../../../core/context.ts';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../../events/log.ts';
 import { type AccountCardRow, accountCardColumns } from '../../friends/index.ts';
 import { AREA } from './shared.ts';
 
@@ -122,8 +122,24 @@ export interface PostVerdict {
   allow_anonymous: boolean;
   /** The parent named is a top-level message of this guestbook. */
   parent_ok: boolean;
+  /** With `ahead`: the author's card was still the one read ahead (else nothing was written). */
+  ahead_ok?: boolean;
   message: MessageRow | null;
+  /** notifiedColumn's (a keyed post's oneStatement reads it). */
+  notified: unknown;
 }
+
+/** The digest of the author's account card (`accounts a`), read ahead of a keyed post and checked by it. */
+const CARD_DIGEST = sql`md5(row(${ACCOUNT_CARD_COLUMNS})::text)`;
+
+/** The author's account card with its digest, read ahead of a keyed post (its answer shows the card). */
+const authorCard = statement<{ authorId: string }, AccountCardRow & { digest: string }>({
+  name: 'social_guestbook_author_card',
+  area: AREA,
+  variants: { 'an author': { authorId: EXAMPLE_UUID } },
+  build: ({ authorId }) =>
+    sql`select ${ACCOUNT_CARD_COLUMNS}, ${CARD_DIGEST} as digest from accounts a where a.id = ${authorId}`,
+});
 
 const WRITTEN = sql`exists (select 1 from inserted)`;
 
@@ -135,13 +151,25 @@ const WRITTEN = sql`exists (select 1 from inserted)`;
  * allowed. The answer is the verdict and the message with its author's account card.
  */
 const postMessage = statement<
-  { row: NewMessage; events: readonly PendingEvent[] },
-  Omit<PostVerdict, 'message'> & Partial<MessageRow> & { notified: unknown }
+  { row: NewMessage; events: readonly PendingEvent[]; ahead: string | null },
+  Omit<PostVerdict, 'message'> & Partial<MessageRow>
 >({
   name: 'social_guestbook_post',
   area: AREA,
-  variants: { 'a message': { row: EXAMPLE_MESSAGE, events: [EXAMPLE_EVENT] } },
-  build: ({ row: r, events }) => sql`with widget as (
+  variants: {
+    'a message': { row: EXAMPLE_MESSAGE, events: [EXAMPLE_EVENT], ahead: null },
+    "a keyed message whose author's card was read ahead": {
+      row: EXAMPLE_MESSAGE,
+      events: keyedExample([EXAMPLE_EVENT]),
+      ahead: 'x',
+    },
+  },
+  build: ({ row: r, events, ahead }) => {
+    const cardStill =
+      ahead === null
+        ? sql.empty
+        : sql`(select ${CARD_DIGEST} from accounts a where a.id = ${r.author_user_id}) = ${ahead}::text`;
+    return sql`with widget as (
       select coalesce(w.config -> 'allowAnonymous' = 'true'::jsonb, false) as allow_anonymous from social_widgets w
       where w.id = ${r.widget_id} and w.user_id = ${r.user_id} and w.type = 'guestbook'
       for key share
@@ -162,15 +190,17 @@ const postMessage = statement<
         ${r.posted_anonymously}, ${r.body}, ${r.hidden_by_owner}, ${r.created_at}
       from verdict v
       where v.found and (not ${r.posted_anonymously}::boolean or v.allow_anonymous)
-        and (${r.parent_message_id}::uuid is null or v.parent_ok)
+        and (${r.parent_message_id}::uuid is null or v.parent_ok)${ahead === null ? sql.empty : sql` and ${cardStill}`}
       returning ${MESSAGE_COLUMNS}
     ),
     ${appendEvents(events, WRITTEN)}
-    select v.found, v.allow_anonymous, v.parent_ok, m.id, m.user_id, m.widget_id, m.parent_message_id, m.author_user_id,
+    select v.found, v.allow_anonymous, v.parent_ok,${ahead === null ? sql.empty : sql` ${cardStill} as ahead_ok,`}
+      m.id, m.user_id, m.widget_id, m.parent_message_id, m.author_user_id,
       m.posted_anonymously, m.body, m.hidden_by_owner, m.created_at, ${ACCOUNT_CARD_COLUMNS}, ${notifiedColumn}
     from verdict v
     left join inserted m on true
-    left join accounts a on a.id = m.author_user_id`,
+    left join accounts a on a.id = m.author_user_id`;
+  },
 });
 
 /** A message on any guestbook, with its widget's visibility. */
@@ -242,11 +272,25 @@ export const guestbookRepo = {
     await insertMessage(db, { row });
   },
   /** Posts the message with its events in one statement, or writes nothing (see postMessage). */
-  async post(db: Knex, row: NewMessage, events: readonly PendingEvent[]): Promise<PostVerdict> {
-    const [r] = await postMessage(db, { row, events });
-    const { found, allow_anonymous, parent_ok, notified: _, ...message } = r!;
-    return { found, allow_anonymous, parent_ok, message: message.id ? (message as MessageRow) : null };
+  /** `ahead`: the digest of the author's card read ahead (authorCard) of a keyed post, which writes only if it still holds. */
+  async post(
+    db: Knex,
+    row: NewMessage,
+    events: readonly PendingEvent[],
+    ahead: string | null = null,
+  ): Promise<PostVerdict> {
+    const [r] = await postMessage(db, { row, events, ahead });
+    const { found, allow_anonymous, parent_ok, ahead_ok, notified, ...message } = r!;
+    return {
+      found,
+      allow_anonymous,
+      parent_ok,
+      ahead_ok,
+      notified,
+      message: message.id ? (message as MessageRow) : null,
+    };
   },
+  authorCard: async (db: Knex, authorId: string) => (await authorCard(db, { authorId }))[0],
   async findAnywhere(db: Knex, messageId: string): Promise<FoundMessage | undefined> {
     const [row] = await findAnywhere(db, { messageId });
     return row;

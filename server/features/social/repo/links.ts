@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { PendingEvent } from '../../../core/context.ts';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../../events/log.ts';
 import { AREA, patchColumn } from './shared.ts';
 
 export interface LinkRow {
@@ -76,7 +76,13 @@ const createLink = statement<
 >({
   name: 'social_link_create',
   area: AREA,
-  variants: { 'a link': { row: { ...EXAMPLE_LINK, sort_order: null }, events: [EXAMPLE_EVENT] } },
+  variants: {
+    'a link': { row: { ...EXAMPLE_LINK, sort_order: null }, events: [EXAMPLE_EVENT] },
+    'a link, the request keyed (its response stored on its claim)': {
+      row: { ...EXAMPLE_LINK, sort_order: null },
+      events: keyedExample([EXAMPLE_EVENT]),
+    },
+  },
   build: ({
     row: r,
     events,
@@ -190,9 +196,13 @@ const linkOfPlatform = statement<{ userId: string; platform: string }, { id: str
 
 export const linksRepo = {
   /** Creates the link with its event in one statement; false when it wrote nothing (see createLink). */
-  async create(db: Knex, row: NewLink, events: readonly PendingEvent[]): Promise<boolean> {
-    const [result] = await createLink(db, { row, events });
-    return result!.written;
+  /** `written` false: the profile changed since the statement's snapshot, and nothing was written (see createLink). */
+  async create(
+    db: Knex,
+    row: NewLink,
+    events: readonly PendingEvent[],
+  ): Promise<{ written: boolean; notified: unknown }> {
+    return (await createLink(db, { row, events }))[0]!;
   },
   async insert(db: Knex, row: LinkRow): Promise<void> {
     await insertLink(db, { row });

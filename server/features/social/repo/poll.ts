@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { PendingEvent } from '../../../core/context.ts';
 import { sql } from '../../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, notifiedColumn } from '../../../events/log.ts';
+import { appendEvents, EXAMPLE_EVENT, keyedExample, notifiedColumn } from '../../../events/log.ts';
 import { AREA } from './shared.ts';
 
 export interface BallotRow {
@@ -105,7 +105,9 @@ export interface VoteVerdict {
   found: boolean;
   /** The poll is the version the statement's snapshot saw (no widget write committed since). */
   fresh: boolean;
-  /** Cast: found, fresh and the indices valid for the poll's options. */
+  /** With `ahead`: the other voters' ballots were still those read ahead. */
+  ahead_ok?: boolean;
+  /** Cast: found, fresh (and `ahead_ok`) and the indices valid for the poll's options. */
   ok: boolean;
   /** The poll's config (as locked), when found. */
   config: Record<string, unknown> | null;
@@ -116,6 +118,43 @@ export interface VoteVerdict {
 const CAST = sql`(select ok from verdict)`;
 
 /**
+ * The digest of what a vote's answer shows beyond the vote, for a poll `p` (its config): the other
+ * voters' ballots as counts per option and in all, in the statement's snapshot. Read ahead of a
+ * keyed vote (voteAhead) and checked by the vote (castVote's `ahead`).
+ */
+const othersDigest = (v: Pick<NewVote, 'widgetId' | 'voterId'>) => sql`md5(row(p.config::text,
+      (select coalesce(json_agg(json_build_object('i', c.i, 'n', c.n) order by c.i), '[]'::json)::text
+        from (select i, count(*)::int as n from poll_ballots o, unnest(o.option_indices) as i
+          where o.widget_id = ${v.widgetId} and o.voter_user_id <> ${v.voterId} group by i) c),
+      (select count(*) from poll_ballots o where o.widget_id = ${v.widgetId} and o.voter_user_id <> ${v.voterId}))::text)`;
+
+/** What a keyed vote reads ahead: the poll's config, the other voters' counts and their digest. */
+export interface VoteAhead {
+  config: Record<string, unknown> | null;
+  counts: Array<{ i: number; n: number }>;
+  voters: number;
+  digest: string | null;
+}
+
+/** The poll and the other voters' ballots, read ahead of a keyed vote (its answer shows the counts). */
+const voteAhead = statement<{ vote: Pick<NewVote, 'widgetId' | 'ownerId' | 'voterId'> }, VoteAhead>({
+  name: 'social_poll_vote_ahead',
+  area: AREA,
+  variants: { 'a vote': { vote: { widgetId: EXAMPLE_UUID, ownerId: EXAMPLE_UUID, voterId: EXAMPLE_UUID } } },
+  build: ({ vote: v }) => sql`with p as (
+      select w.config from social_widgets w
+      where w.id = ${v.widgetId} and w.user_id = ${v.ownerId} and w.type = 'poll'
+    )
+    select p.config,
+      (select coalesce(json_agg(json_build_object('i', c.i, 'n', c.n)), '[]'::json)
+        from (select i, count(*)::int as n from poll_ballots o, unnest(o.option_indices) as i
+          where o.widget_id = ${v.widgetId} and o.voter_user_id <> ${v.voterId} group by i) c) as counts,
+      (select count(*)::int from poll_ballots o where o.widget_id = ${v.widgetId} and o.voter_user_id <> ${v.voterId}) as voters,
+      ${othersDigest(v)} as digest
+    from (select 1) one left join p on true`,
+});
+
+/**
  * A vote and its event in one statement (docs/data-access.md, "Writes in one statement"): the
  * owner's poll share-locked (a widget PATCH, which remaps ballots under an update lock, applies
  * before or after), the indices checked against its options (distinct, each below their number,
@@ -124,16 +163,25 @@ const CAST = sql`(select ok from verdict)`;
  * the poll is still the version the snapshot saw (its xmin): a widget write committed since may
  * have remapped the ballots, and `fresh` false sends the caller to its transaction.
  */
-const castVote = statement<{ vote: NewVote; events: readonly PendingEvent[] }, VoteVerdict & { notified: unknown }>({
+const castVote = statement<
+  { vote: NewVote; events: readonly PendingEvent[]; ahead: string | null },
+  VoteVerdict & { notified: unknown }
+>({
   name: 'social_poll_vote',
   area: AREA,
   variants: {
     'a vote': {
       vote: { widgetId: EXAMPLE_UUID, ownerId: EXAMPLE_UUID, voterId: EXAMPLE_UUID, indices: [0], sorted: [0], now: 0 },
       events: [EXAMPLE_EVENT],
+      ahead: null,
+    },
+    'a keyed vote whose answer was read ahead': {
+      vote: { widgetId: EXAMPLE_UUID, ownerId: EXAMPLE_UUID, voterId: EXAMPLE_UUID, indices: [0], sorted: [0], now: 0 },
+      events: keyedExample([EXAMPLE_EVENT]),
+      ahead: 'x',
     },
   },
-  build: ({ vote: v, events }) => sql`with poll as (
+  build: ({ vote: v, events, ahead }) => sql`with poll as (
       select w.xmin as version, w.config from social_widgets w
       where w.id = ${v.widgetId} and w.user_id = ${v.ownerId} and w.type = 'poll'
       for share
@@ -143,8 +191,10 @@ const castVote = statement<{ vote: NewVote; events: readonly PendingEvent[] }, V
       where w.id = ${v.widgetId} and w.user_id = ${v.ownerId} and w.type = 'poll'
     ),
     verdict as (
-      select p.config is not null as found, coalesce(p.version = s.version, false) as fresh,
-        coalesce(p.version = s.version, false)
+      select p.config is not null as found, coalesce(p.version = s.version, false) as fresh,${
+        ahead === null ? sql.empty : sql` coalesce(${othersDigest(v)} = ${ahead}::text, false) as ahead_ok,`
+      }
+        coalesce(p.version = s.version, false)${ahead === null ? sql.empty : sql` and coalesce(${othersDigest(v)} = ${ahead}::text, false)`}
           and (select count(distinct i) from unnest(${[...v.indices]}::int[]) i) = cardinality(${[...v.indices]}::int[])
           and not exists (select 1 from unnest(${[...v.indices]}::int[]) i where i >= jsonb_array_length(p.config -> 'options'))
           and (coalesce(p.config -> 'allowMultipleSelections' = 'true'::jsonb, false) or cardinality(${[...v.indices]}::int[]) = 1)
@@ -170,7 +220,7 @@ const castVote = statement<{ vote: NewVote; events: readonly PendingEvent[] }, V
       select option_indices from ballot
     ),
     ${appendEvents(events, CAST)}
-    select v.found, v.fresh, v.ok, v.config,
+    select v.found, v.fresh,${ahead === null ? sql.empty : sql` v.ahead_ok,`} v.ok, v.config,
       case when v.ok then (select coalesce(json_agg(json_build_object('i', c.i, 'n', c.n)), '[]'::json)
         from (select i, count(*)::int as n from ballots, unnest(ballots.option_indices) as i group by i) c)
         else '[]'::json end as counts,
@@ -180,13 +230,21 @@ const castVote = statement<{ vote: NewVote; events: readonly PendingEvent[] }, V
 });
 
 export const pollRepo = {
-  /** Casts the vote with its event in one statement, or writes nothing (see castVote). */
-  async vote(db: Knex, vote: NewVote, events: readonly PendingEvent[]): Promise<VoteVerdict> {
-    const [{ notified: _, ...verdict }] = (await castVote(db, { vote, events })) as [
-      VoteVerdict & { notified: unknown },
-    ];
-    return verdict;
+  /**
+   * Casts the vote with its event in one statement, or writes nothing (see castVote); `ahead`: the
+   * digest read ahead of a keyed vote (voteAhead), which the vote requires to hold. The verdict with
+   * `notified` (a keyed vote's oneStatement reads it).
+   */
+  async vote(
+    db: Knex,
+    vote: NewVote,
+    events: readonly PendingEvent[],
+    ahead: string | null = null,
+  ): Promise<VoteVerdict & { notified: unknown }> {
+    return (await castVote(db, { vote, events, ahead }))[0]!;
   },
+  voteAhead: async (db: Knex, vote: Pick<NewVote, 'widgetId' | 'ownerId' | 'voterId'>) =>
+    (await voteAhead(db, { vote }))[0]!,
   /** The poll's counts: per option index (chosen ones only), and of ballots; and the voter's ballot. One round of three statements. */
   async state(
     db: Knex,
