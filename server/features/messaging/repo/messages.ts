@@ -489,6 +489,26 @@ const sendAhead = statement<{ row: SendMessage }, SendAheadRow>({
     from verdict v, ahead a`,
 });
 
+/** The message and its previews of the send's example variants (generated/sql/). */
+const EXAMPLE_SEND = {
+  row: {
+    id: EXAMPLE_UUID,
+    user_id: EXAMPLE_UUID,
+    channel_id: EXAMPLE_UUID,
+    author_member_id: EXAMPLE_UUID,
+    key_id: 'k',
+    content_enc: Buffer.alloc(0),
+    reply_to_id: null,
+    mention_candidates: [],
+    gif: null,
+    client_mutation_id: null,
+    created_at: 0,
+  },
+  previews: [],
+  previewQueue: 'q',
+  previewAttempts: 1,
+} satisfies Partial<SendInput>;
+
 /**
  * Sends a text message (no attachments) in one statement, run on its own (autocommit): the checks
  * (the live channel, a live non-archived author, a live reply parent in the channel, the client
@@ -512,42 +532,12 @@ const sendMessage = statement<SendInput, SendOutcome>({
   area: AREA,
   variants: {
     'a message': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        channel_id: EXAMPLE_UUID,
-        author_member_id: EXAMPLE_UUID,
-        key_id: 'k',
-        content_enc: Buffer.alloc(0),
-        reply_to_id: null,
-        mention_candidates: [],
-        gif: null,
-        client_mutation_id: null,
-        created_at: 0,
-      },
-      previews: [],
-      previewQueue: 'q',
-      previewAttempts: 1,
+      ...EXAMPLE_SEND,
       events: [EXAMPLE_EVENT],
       ahead: null,
     },
     'a keyed message whose answer was read ahead': {
-      row: {
-        id: EXAMPLE_UUID,
-        user_id: EXAMPLE_UUID,
-        channel_id: EXAMPLE_UUID,
-        author_member_id: EXAMPLE_UUID,
-        key_id: 'k',
-        content_enc: Buffer.alloc(0),
-        reply_to_id: null,
-        mention_candidates: [],
-        gif: null,
-        client_mutation_id: null,
-        created_at: 0,
-      },
-      previews: [],
-      previewQueue: 'q',
-      previewAttempts: 1,
+      ...EXAMPLE_SEND,
       events: keyedExample([EXAMPLE_EVENT]),
       ahead: 'x',
     },
