@@ -97,50 +97,12 @@ with
       m.id,
       m.name,
       case
-        when (
-          exists (
+        when mr.section_granted
+        and coalesce(
+          (
             select
-              1
-            from
-              privacy_bucket_assignments pa
-            where
-              pa.kind = 'member'
-              and pa.content_id = m.id
-              and pa.section_key = ''
-              and pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            offset
-              0
-          )
-          and (
-            not exists (
-              select
-                1
-              from
-                privacy_bucket_assignments pa
-              where
-                pa.kind = 'profile_section'
-                and pa.content_id = m.id
-                and pa.section_key = 'avatar'
-              offset
-                0
-            )
-            or exists (
-              select
-                1
-              from
-                privacy_bucket_assignments pa
-              where
-                pa.kind = 'profile_section'
-                and pa.content_id = m.id
-                and pa.section_key = 'avatar'
-                and pa.bucket_id = any (
+              bool_or(
+                pa.bucket_id = any (
                   (
                     select
                       member_avatar_read
@@ -148,39 +110,22 @@ with
                       friend_access
                   )::uuid[]
                 )
-              offset
-                0
-            )
-          )
+              )
+            from
+              privacy_bucket_assignments pa
+            where
+              pa.kind = 'profile_section'
+              and pa.content_id = m.id
+              and pa.section_key = 'avatar'
+          ),
+          true
         ) then m.avatar
       end as avatar
     from
       members m
-    where
-      m.id in (
+      cross join lateral (
         select
-          member_id
-        from
-          open
-        union
-        select
-          member_id
-        from
-          present
-      )
-      and m.user_id = $6
-      and m.deleted_at is null
-      and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-          having
+          coalesce(
             bool_or(
               pa.bucket_id = any (
                 (
@@ -200,33 +145,68 @@ with
                     friend_access
                 )::uuid[]
               )
-            )
-        )
-        and (
-          (
-            m.side_system_id is null
-            or m.side_system_id <> all (
-              (
-                select
-                  hidden_system_ids
-                from
-                  friend_access
-              )::uuid[]
-            )
+            ),
+            false
           )
           and (
-            m.sub_system_id is null
-            or m.sub_system_id <> all (
-              (
-                select
-                  hidden_system_ids
-                from
-                  friend_access
-              )::uuid[]
+            (
+              m.side_system_id is null
+              or m.side_system_id <> all (
+                (
+                  select
+                    hidden_system_ids
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          )
-        )
+            and (
+              m.sub_system_id is null
+              or m.sub_system_id <> all (
+                (
+                  select
+                    hidden_system_ids
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          ) as visible,
+          coalesce(
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            ),
+            false
+          ) as section_granted
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'member'
+          and pa.content_id = m.id
+          and pa.section_key = ''
+      ) mr
+    where
+      m.id in (
+        select
+          member_id
+        from
+          open
+        union
+        select
+          member_id
+        from
+          present
       )
+      and m.user_id = $6
+      and m.deleted_at is null
+      and mr.visible
   )
 select
   (
@@ -546,7 +526,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -555,26 +536,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -594,33 +563,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -654,50 +649,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -705,10 +662,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -821,7 +783,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -830,26 +793,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -869,33 +820,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -931,50 +908,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -982,10 +921,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -1098,7 +1042,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1107,26 +1052,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1146,33 +1079,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -1207,50 +1166,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -1258,10 +1179,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -1364,7 +1290,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1373,26 +1300,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1412,33 +1327,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -1475,50 +1416,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -1526,10 +1429,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -1632,7 +1540,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1641,30 +1550,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1684,33 +1577,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -1744,50 +1667,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -1795,10 +1680,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -1901,7 +1791,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1910,30 +1801,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1953,33 +1828,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -2015,50 +1920,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -2066,10 +1933,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -2172,7 +2044,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -2181,30 +2054,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -2224,33 +2081,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -2285,50 +2172,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -2336,10 +2185,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from
@@ -2442,7 +2296,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -2451,30 +2306,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -2494,33 +2333,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -2557,50 +2426,12 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and coalesce(
+      (
         select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
-      )
-      and (
-        not exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
+          bool_or(
+            pa.bucket_id = any (
               (
                 select
                   member_avatar_read
@@ -2608,10 +2439,15 @@ select
                   friend_access
               )::uuid[]
             )
-          offset
-            0
-        )
-      )
+          )
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'profile_section'
+          and pa.content_id = p.member_id
+          and pa.section_key = 'avatar'
+      ),
+      true
     ) then p.avatar
   end as avatar
 from

@@ -366,15 +366,22 @@ from
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $13::uuid[], false)
+      coalesce(m.held_buckets && $13::uuid[], false) as "grants_member_avatar",
+      coalesce(m.held_buckets && $14::uuid[], false) as "grants_member_profile"
+    offset
+      0
+  ) secg
+  cross join lateral (
+    select
+      secg."grants_member_avatar"
       and coalesce(secn."open_avatar", true) as "show_avatar",
-      coalesce(m.held_buckets && $14::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_displayName", true) as "show_displayName",
-      coalesce(m.held_buckets && $15::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_pronouns", true) as "show_pronouns",
-      coalesce(m.held_buckets && $16::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_about", true) as "show_about",
-      coalesce(m.held_buckets && $17::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
   ) sec
 order by
@@ -531,15 +538,22 @@ from
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $11::uuid[], false)
+      coalesce(m.held_buckets && $11::uuid[], false) as "grants_member_avatar",
+      coalesce(m.held_buckets && $12::uuid[], false) as "grants_member_profile"
+    offset
+      0
+  ) secg
+  cross join lateral (
+    select
+      secg."grants_member_avatar"
       and coalesce(secn."open_avatar", true) as "show_avatar",
-      coalesce(m.held_buckets && $12::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_displayName", true) as "show_displayName",
-      coalesce(m.held_buckets && $13::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_pronouns", true) as "show_pronouns",
-      coalesce(m.held_buckets && $14::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_about", true) as "show_about",
-      coalesce(m.held_buckets && $15::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
   ) sec
 order by
@@ -696,15 +710,22 @@ from
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $12::uuid[], false)
+      coalesce(m.held_buckets && $12::uuid[], false) as "grants_member_avatar",
+      coalesce(m.held_buckets && $13::uuid[], false) as "grants_member_profile"
+    offset
+      0
+  ) secg
+  cross join lateral (
+    select
+      secg."grants_member_avatar"
       and coalesce(secn."open_avatar", true) as "show_avatar",
-      coalesce(m.held_buckets && $13::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_displayName", true) as "show_displayName",
-      coalesce(m.held_buckets && $14::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_pronouns", true) as "show_pronouns",
-      coalesce(m.held_buckets && $15::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_about", true) as "show_about",
-      coalesce(m.held_buckets && $16::uuid[], false)
+      secg."grants_member_profile"
       and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
   ) sec
 order by
@@ -1192,47 +1213,30 @@ from
                 friend_access
             )::uuid[],
             false
-          )
+          ) as "grants_member_avatar",
+          coalesce(
+            m.held_buckets && (
+              select
+                member_profile_read
+              from
+                friend_access
+            )::uuid[],
+            false
+          ) as "grants_member_profile"
+        offset
+          0
+      ) secg
+      cross join lateral (
+        select
+          secg."grants_member_avatar"
           and coalesce(secn."open_avatar", true) as "show_avatar",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          secg."grants_member_profile"
           and coalesce(secn."open_displayName", true) as "show_displayName",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          secg."grants_member_profile"
           and coalesce(secn."open_pronouns", true) as "show_pronouns",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          secg."grants_member_profile"
           and coalesce(secn."open_about", true) as "show_about",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          secg."grants_member_profile"
           and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
       ) sec
   ) x on true

@@ -744,32 +744,18 @@ where
       offset
         0
     )
-    and (
-      not exists (
+    and coalesce(
+      (
         select
-          1
+          bool_or(pa.bucket_id = any ($8::uuid[]))
         from
           privacy_bucket_assignments pa
         where
           pa.kind = 'profile_section'
           and pa.content_id = m.id
           and pa.section_key = 'avatar'
-        offset
-          0
-      )
-      or exists (
-        select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'profile_section'
-          and pa.content_id = m.id
-          and pa.section_key = 'avatar'
-          and pa.bucket_id = any ($8::uuid[])
-        offset
-          0
-      )
+      ),
+      true
     )
   );
 

@@ -348,19 +348,59 @@ export function visibleMemberRowsSql(
 }
 
 /**
+ * "The section's own buckets, if it has any, include one of the friend's granting its group"
+ * (SECTION_GROUP) over the member id `column` (a constant qualified column): the narrowing half of
+ * the section rule, one probe of the section's assignments per row (a scalar subquery, which the
+ * planner cannot hash for every member). No buckets of its own: null, so true (it does not
+ * narrow); buckets none of which is a granting one of the friend's: false. Owner: true.
+ */
+export function sectionOpenSql(access: Access, column: string, section: ProfileSection): Sql {
+  if (access.level === 'owner') return sql`true`;
+  const granting = grantArray(access, SECTION_GROUP[section], 'read');
+  const own = assignmentsWhere({ kind: 'profile_section', column, section });
+  return sql`coalesce((select bool_or(pa.bucket_id = any (${granting})) ${own}), true)`;
+}
+
+/**
  * "The friend sees this member's profile `section`" over the member id `column` (a constant
  * qualified column): the member's own buckets grant the section's group (SECTION_GROUP) and the
- * section's buckets, if it has any, include one granting it too. For a few rows (the fronters);
- * memberSectionsSql answers every section of many members at once. Owner: true.
+ * section's buckets, if it has any, include one granting it too (sectionOpenSql). For a few rows;
+ * memberSectionsSql answers every section of many members at once, and memberRuleSql the first
+ * half together with the member rule. Owner: true.
  */
 export function sectionVisibleSql(access: Access, column: string, section: ProfileSection): Sql {
   if (access.level === 'owner') return sql`true`;
   const granting = grantArray(access, SECTION_GROUP[section], 'read');
   const member = assignmentsOf({ kind: 'member', column });
-  const own = assignmentsOf({ kind: 'profile_section', column, section });
-  // Probes per row (offset 0): as plain EXISTS the planner may hash the answer for every member
+  // A probe per row (offset 0): as plain EXISTS the planner may hash the answer for every member
   // instead, which reads every assignment granted by those buckets for a page of a few rows.
-  return sql`(exists (${member} and pa.bucket_id = any (${granting}) offset 0) and (not exists (${own} offset 0) or exists (${own} and pa.bucket_id = any (${granting}) offset 0)))`;
+  return sql`(exists (${member} and pa.bucket_id = any (${granting}) offset 0) and ${sectionOpenSql(access, column, section)})`;
+}
+
+/**
+ * The member rule and the member's own grant of a profile section, from **one** read of the
+ * member's own assignments, for reads that show a section (the avatar) of the members the rule lets
+ * through: a subquery of one row over the member row `alias`, for a lateral join, with the boolean
+ * columns `visible` (visibleMembersSql(access, alias, group, level)) and `section_granted` (the
+ * member's own buckets grant the section's group at read: the first half of sectionVisibleSql; the
+ * caller adds sectionOpenSql before showing it). Owner: both true.
+ */
+export function memberRuleSql(
+  access: Access,
+  alias: string,
+  group: PermissionGroup,
+  level: GrantedLevel,
+  section: ProfileSection,
+): Sql {
+  if (access.level === 'owner') return sql`select true as visible, true as section_granted`;
+  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
+  const granted = (buckets: Sql) => sql`bool_or(pa.bucket_id = any (${buckets}))`;
+  const rule =
+    group === 'members_view' && level === 'read'
+      ? granted(grantArray(access, 'members_view', 'read'))
+      : sql`${granted(grantArray(access, 'members_view', 'read'))} and ${granted(grantArray(access, group, level))}`;
+  return sql`select coalesce(${rule}, false) and ${systemsAllow(access, alias)} as visible,
+        coalesce(${granted(grantArray(access, SECTION_GROUP[section], 'read'))}, false) as section_granted ${own}`;
 }
 
 /**
@@ -380,6 +420,7 @@ export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql,
   const outer: Sql[] = [];
   const row = sql.id(alias);
   const n = sql.id(`${as}n`);
+  const g = sql.id(`${as}g`);
   for (const section of PROFILE_SECTIONS) {
     const granting = grantArray(access, SECTION_GROUP[section], 'read');
     const key = sql.constant(section, PROFILE_SECTIONS);
@@ -389,14 +430,26 @@ export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql,
     narrowing.push(
       sql`not ${any(inSection)} or ${any(sql`${inSection} and pa.bucket_id = any (${granting})`)} as ${open}`,
     );
-    outer.push(sql`coalesce(${row}.held_buckets && ${granting}, false) and coalesce(${n}.${open}, true) as ${show}`);
+    const grants = sql.constant(`"grants_${SECTION_GROUP[section]}"`, GRANTS_COLUMNS);
+    outer.push(sql`${g}.${grants} and coalesce(${n}.${open}, true) as ${show}`);
   }
+  // Each group's grant once per member (the sections share two groups; offset 0, or the planner
+  // pulls the subquery up and evaluates each overlap once per section again): an array overlap per
+  // section and row cost more than the rest of the sections' work.
+  const grants = SECTION_GROUPS.map(
+    (group) =>
+      sql`coalesce(${row}.held_buckets && ${grantArray(access, group, 'read')}, false) as ${sql.constant(`"grants_${group}"`, GRANTS_COLUMNS)}`,
+  );
   return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
+        cross join lateral (select ${sql.join(grants, ', ')} offset 0) ${g}
         cross join lateral (select ${sql.join(outer, ', ')}) ${sql.id(as)}`;
 }
 
 const OPEN_COLUMNS = PROFILE_SECTIONS.map((s) => `"open_${s}"`);
 const SHOW_COLUMNS = PROFILE_SECTIONS.map((s) => `"show_${s}"`);
+/** The permission groups of the profile sections, each once. */
+const SECTION_GROUPS = [...new Set(PROFILE_SECTIONS.map((s) => SECTION_GROUP[s]))];
+const GRANTS_COLUMNS = SECTION_GROUPS.map((group) => `"grants_${group}"`);
 
 /**
  * The held buckets the member `alias` is in (its own assignments, kind `member`, among the buckets

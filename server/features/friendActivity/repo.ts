@@ -9,8 +9,9 @@ import {
   EXAMPLE_ACCESS,
   grantArray,
   memberLevelSql,
+  memberRuleSql,
   okColumn,
-  sectionVisibleSql,
+  sectionOpenSql,
   visibleMembersSql,
   withFriendAccess,
 } from '../../access/index.ts';
@@ -140,9 +141,10 @@ const friendFront = statement<
              from front_tier_presence p left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
             where p.user_id = ${access.ownerId}
          ), fm as materialized (
-           select m.id, m.name, case when ${sectionVisibleSql(access, 'm.id', 'avatar')} then m.avatar end as avatar from members m
+           select m.id, m.name, case when mr.section_granted and ${sectionOpenSql(access, 'm.id', 'avatar')} then m.avatar end as avatar
+             from members m cross join lateral (${memberRuleSql(access, 'm', 'front', 'read', 'avatar')}) mr
             where m.id in (select member_id from open union select member_id from present)
-              and m.user_id = ${access.ownerId} and m.deleted_at is null and ${visibleMembersSql(access, 'm', 'front', 'read')}
+              and m.user_id = ${access.ownerId} and m.deleted_at is null and mr.visible
          )
        select ${okColumn} as ok,
         (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
@@ -266,17 +268,18 @@ const friendHistoryPage = statement<
       sql`walked as (
          select w.* from unnest(${grantArray(access, 'front', 'read')}) b(id)
          cross join lateral (
-           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
+           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar, x.avatar_granted from front_session_buckets f
            cross join lateral (
-             select s.member_id, s.ended_at, s.note, m.name, m.avatar from front_sessions s join members m on m.id = s.member_id
-             where s.id = f.session_id and ${session} and m.user_id = ${access.ownerId} and m.deleted_at is null and ${visibleMembersSql(access, 'm', 'front', 'read')} offset 0) x
+             select s.member_id, s.ended_at, s.note, m.name, m.avatar, mr.section_granted as avatar_granted
+             from front_sessions s join members m on m.id = s.member_id cross join lateral (${memberRuleSql(access, 'm', 'front', 'read', 'avatar')}) mr
+             where s.id = f.session_id and ${session} and m.user_id = ${access.ownerId} and m.deleted_at is null and mr.visible offset 0) x
            where f.bucket_id = b.id${sql.join(walk, '')}
            order by f.started_at desc, f.session_id desc limit ${size + 1}
          ) w
        ), page as (
          select distinct on (w.started_at, w.id) w.* from walked w order by w.started_at desc, w.id desc limit ${size + 1}
        )
-       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when ${sectionVisibleSql(access, 'p.member_id', 'avatar')} then p.avatar end as avatar
+       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when p.avatar_granted and ${sectionOpenSql(access, 'p.member_id', 'avatar')} then p.avatar end as avatar
        from (select ${okColumn} as ok, ${total} as total) c
        left join page p on true
        order by p.started_at desc, p.id desc`,
