@@ -520,7 +520,7 @@ describe('privacy engine: levels', () => {
       expect(
         rows.filter((r) => r.visible).map((r) => r.name),
         how,
-      ).toEqual(['HeldNoGrant', 'NoGrant', 'Narrowed', 'Open', 'Shared']);
+      ).toEqual(['HeldNoGrant', 'Narrowed', 'NoGrant', 'Open', 'Shared']);
       expect(
         rows.filter((r) => r.visible && r.shown).map((r) => r.name),
         how,

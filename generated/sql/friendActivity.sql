@@ -98,27 +98,39 @@ with
       m.name,
       case
         when mr.section_granted
-        and coalesce(
-          (
+        and (
+          not exists (
             select
-              bool_or(
-                pa.bucket_id = any (
-                  (
-                    select
-                      member_avatar_read
-                    from
-                      friend_access
-                  )::uuid[]
-                )
-              )
+              1
             from
-              privacy_bucket_assignments pa
+              privacy_bucket_assignments su
             where
-              pa.kind = 'profile_section'
-              and pa.content_id = m.id
-              and pa.section_key = 'avatar'
-          ),
-          true
+              su.user_id = $6::uuid
+              and su.kind = 'profile_section'
+              and su.section_key = 'avatar'
+          )
+          or coalesce(
+            (
+              select
+                bool_or(
+                  pa.bucket_id = any (
+                    (
+                      select
+                        member_avatar_read
+                      from
+                        friend_access
+                    )::uuid[]
+                  )
+                )
+              from
+                privacy_bucket_assignments pa
+              where
+                pa.kind = 'profile_section'
+                and pa.content_id = m.id
+                and pa.section_key = 'avatar'
+            ),
+            true
+          )
         ) then m.avatar
       end as avatar
     from
@@ -204,7 +216,7 @@ with
         from
           present
       )
-      and m.user_id = $6
+      and m.user_id = $7
       and m.deleted_at is null
       and mr.visible
   )
@@ -650,27 +662,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $7::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -689,7 +713,7 @@ from
           from
             front_session_counts fc
           where
-            fc.user_id = $7
+            fc.user_id = $8
         ),
         0
       ) as total
@@ -909,27 +933,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $10::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -948,7 +984,7 @@ from
           from
             front_session_counts fc
           where
-            fc.user_id = $10
+            fc.user_id = $11
         ),
         0
       ) as total
@@ -1167,27 +1203,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $8::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -1417,27 +1465,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $11::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -1668,27 +1728,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $8::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -1921,27 +1993,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $11::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -2173,27 +2257,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $9::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from
@@ -2427,27 +2523,39 @@ select
   p.name,
   case
     when p.avatar_granted
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(
-            pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = p.member_id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $12::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     ) then p.avatar
   end as avatar
 from

@@ -361,13 +361,22 @@ from
             vis
         )
       )
+      and exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $13::uuid
+          and su.kind = 'profile_section'
+      )
     group by
       pa.content_id
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $13::uuid[], false) as "grants_member_avatar",
-      coalesce(m.held_buckets && $14::uuid[], false) as "grants_member_profile"
+      coalesce(m.held_buckets && $14::uuid[], false) as "grants_member_avatar",
+      coalesce(m.held_buckets && $15::uuid[], false) as "grants_member_profile"
     offset
       0
   ) secg
@@ -533,13 +542,22 @@ from
             vis
         )
       )
+      and exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $11::uuid
+          and su.kind = 'profile_section'
+      )
     group by
       pa.content_id
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $11::uuid[], false) as "grants_member_avatar",
-      coalesce(m.held_buckets && $12::uuid[], false) as "grants_member_profile"
+      coalesce(m.held_buckets && $12::uuid[], false) as "grants_member_avatar",
+      coalesce(m.held_buckets && $13::uuid[], false) as "grants_member_profile"
     offset
       0
   ) secg
@@ -705,13 +723,22 @@ from
             vis
         )
       )
+      and exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $12::uuid
+          and su.kind = 'profile_section'
+      )
     group by
       pa.content_id
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $12::uuid[], false) as "grants_member_avatar",
-      coalesce(m.held_buckets && $13::uuid[], false) as "grants_member_profile"
+      coalesce(m.held_buckets && $13::uuid[], false) as "grants_member_avatar",
+      coalesce(m.held_buckets && $14::uuid[], false) as "grants_member_profile"
     offset
       0
   ) secg
@@ -1199,6 +1226,15 @@ from
               from
                 vis
             )
+          )
+          and exists (
+            select
+              1
+            from
+              privacy_bucket_assignments su
+            where
+              su.user_id = $5::uuid
+              and su.kind = 'profile_section'
           )
         group by
           pa.content_id

@@ -744,18 +744,30 @@ where
       offset
         0
     )
-    and coalesce(
-      (
+    and (
+      not exists (
         select
-          bool_or(pa.bucket_id = any ($8::uuid[]))
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = m.id
-          and pa.section_key = 'avatar'
-      ),
-      true
+          su.user_id = $8::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(pa.bucket_id = any ($9::uuid[]))
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = m.id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
     )
   );
 

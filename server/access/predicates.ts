@@ -358,7 +358,20 @@ export function sectionOpenSql(access: Access, column: string, section: ProfileS
   if (access.level === 'owner') return sql`true`;
   const granting = grantArray(access, SECTION_GROUP[section], 'read');
   const own = assignmentsWhere({ kind: 'profile_section', column, section });
-  return sql`coalesce((select bool_or(pa.bucket_id = any (${granting})) ${own}), true)`;
+  // Asked once per statement first (an uncorrelated subquery): an owner who gives no member's
+  // section buckets of its own narrows nothing, and then no row is probed.
+  return sql`(not ${sectionsInUse(access, section)} or coalesce((select bool_or(pa.bucket_id = any (${granting})) ${own}), true))`;
+}
+
+/**
+ * "The owner gives some member's `section` (any section, without one) buckets of its own": one
+ * probe of the owner's profile-section assignments (migration 0034's partial index), for the
+ * narrowing of the section rule to skip its per-row probes when nothing can narrow.
+ */
+function sectionsInUse(access: AnyFriend, section?: ProfileSection): Sql {
+  const key =
+    section === undefined ? sql.empty : sql` and su.section_key = '${sql.constant(section, PROFILE_SECTIONS)}'`;
+  return sql`exists (select 1 from privacy_bucket_assignments su where su.user_id = ${access.ownerId}::uuid and su.kind = 'profile_section'${key})`;
 }
 
 /**
@@ -440,7 +453,7 @@ export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql,
     (group) =>
       sql`coalesce(${row}.held_buckets && ${grantArray(access, group, 'read')}, false) as ${sql.constant(`"grants_${group}"`, GRANTS_COLUMNS)}`,
   );
-  return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
+  return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) and ${sectionsInUse(access)} group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
         cross join lateral (select ${sql.join(grants, ', ')} offset 0) ${g}
         cross join lateral (select ${sql.join(outer, ', ')}) ${sql.id(as)}`;
 }
