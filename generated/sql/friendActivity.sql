@@ -233,7 +233,9 @@ select
         json_agg(
           x
           order by
-            x.ord
+            x.position asc nulls last,
+            x.started_at asc,
+            x.id asc
         ),
         '[]'::json
       )
@@ -244,14 +246,9 @@ select
           s.member_id,
           s.note,
           s.started_at,
+          s.position,
           m.name,
-          m.avatar,
-          row_number() over (
-            order by
-              s.position asc nulls last,
-              s.started_at asc,
-              s.id asc
-          ) as ord
+          m.avatar
         from
           open s
           join fm m on m.id = s.member_id
@@ -263,7 +260,8 @@ select
         json_agg(
           y
           order by
-            y.ord
+            y.created_at,
+            y.member_id
         ),
         '[]'::json
       )
@@ -274,13 +272,9 @@ select
           p.tier_key,
           p.note,
           p.custom_display_name,
+          p.created_at,
           m.name,
-          m.avatar,
-          row_number() over (
-            order by
-              p.created_at,
-              p.member_id
-          ) as ord
+          m.avatar
         from
           present p
           join fm m on m.id = p.member_id

@@ -171,6 +171,24 @@ function heldBuckets(access: AnyFriend): Sql {
   return sql`${[...access.bucketIds]}::uuid[]`;
 }
 
+/** The permission groups of the profile sections, each once (SECTION_GROUP). */
+const SECTION_GROUPS = [...new Set(PROFILE_SECTIONS.map((s) => SECTION_GROUP[s]))];
+const GRANTS_COLUMNS = SECTION_GROUPS.map((group) => `"grants_${group}"`);
+/** The column of a member row saying that one of the member's own buckets grants `group` at read. */
+const grantsColumn = (group: PermissionGroup): Sql => sql.constant(`"grants_${group}"`, GRANTS_COLUMNS);
+
+/**
+ * The section grants of a member row of `alias` (`alias."grants_member_avatar", …`): what
+ * memberSectionsSql reads of each member, as visibleMemberRowsSql and sectionGrantsOfMemberSql give
+ * them. `alias` is a constant table alias.
+ */
+export function sectionGrantColumns(alias: string): Sql {
+  return sql.join(
+    SECTION_GROUPS.map((g) => sql`${sql.id(alias)}.${grantsColumn(g)}`),
+    ', ',
+  );
+}
+
 /** The hidden systems of the access (friendAccessRow's `hidden_system_ids`), as an array expression. */
 function hiddenSystems(access: AnyFriend): Sql {
   if (access.inStatement) return friendColumn('hidden_system_ids', true);
@@ -309,8 +327,8 @@ export function memberLevelSql(access: Access, alias: string, group: PermissionG
 
 /**
  * The owner's live members a friend access may see (the member rule, with `group` at `level`), as a
- * subquery selecting `columns` of `members m` (default `m.id`) and `held_buckets` (each member's
- * held buckets, for memberSectionsSql), for a materialized CTE that a friend read then joins or
+ * subquery selecting `columns` of `members m` (default `m.id`) and the member's section grants
+ * (sectionGrantColumns, for memberSectionsSql), for a materialized CTE that a friend read then joins or
  * looks its rows up in. It starts from the viewer's buckets (the assignments' bucket index) and
  * reads each of their members by primary key (lateral, offset 0, so no plan trades those lookups
  * for a scan of the owner's members): its cost follows the members in the viewer's buckets, never
@@ -327,22 +345,28 @@ export function visibleMemberRowsSql(
     ', ',
   );
   const archived = options.active ? sql` and m.archived_at is null` : sql.empty;
-  // The members of every held bucket, each with the held buckets it is in, kept when one of those
-  // grants members_view (and one grants `group` at `level`): then only the narrowing of the member
-  // rule is left to check. One index read per held bucket (lateral, offset 0): `bucket_id = any (…)`
-  // is estimated from the number of distinct buckets on the server, and on a server with few of
-  // them a generic plan would read the whole assignments table instead.
-  const grants = [
-    grantArray(access, 'members_view', 'read'),
-    ...(group !== 'members_view' || level !== 'read' ? [grantArray(access, group, level)] : []),
+  // The members of every held bucket, kept when one of the held buckets it is in grants
+  // members_view (and one grants `group` at `level`): then only the narrowing of the member rule is
+  // left to check. Each held bucket's grants are decided once (offset 0: pulled up, they would be
+  // decided again for every assignment read), and each member's are the `or` of its buckets'. One
+  // index read per held bucket (lateral, offset 0): `bucket_id = any (…)` is estimated from the
+  // number of distinct buckets on the server, and on a server with few of them a generic plan
+  // would read the whole assignments table instead.
+  const extra = group !== 'members_view' || level !== 'read';
+  const flags = [
+    sql`u.id = any (${grantArray(access, 'members_view', 'read')}) as grants_view`,
+    ...(extra ? [sql`u.id = any (${grantArray(access, group, level)}) as grants_group`] : []),
+    ...SECTION_GROUPS.map((g) => sql`u.id = any (${grantArray(access, g, 'read')}) as ${grantsColumn(g)}`),
   ];
-  const having = sql.join(
-    grants.map((g) => sql`bool_or(ub.id = any (${g}))`),
-    ' and ',
+  const having = extra ? sql`bool_or(ub.grants_view) and bool_or(ub.grants_group)` : sql`bool_or(ub.grants_view)`;
+  const perMember = sql.join(
+    SECTION_GROUPS.map((g) => sql`bool_or(ub.${grantsColumn(g)}) as ${grantsColumn(g)}`),
+    ', ',
   );
-  return sql`select ${columns}, vb.held_buckets from (
-        select va.content_id, array_agg(ub.id) as held_buckets
-        from unnest(${heldBuckets(access)}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
+  return sql`select ${columns}, ${sectionGrantColumns('vb')} from (
+        select va.content_id, ${perMember}
+        from (select u.id, ${sql.join(flags, ', ')} from unnest(${heldBuckets(access)}) u(id) offset 0) ub
+        cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
         group by va.content_id having ${having}) vb
       cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ${access.ownerId} and m.deleted_at is null${archived} and ${memberPredicate(access, 'm', group, level, true)} offset 0) vm`;
 }
@@ -418,11 +442,11 @@ export function memberRuleSql(
 
 /**
  * For a friend's read of many members (table alias `alias`, already filtered by the member rule,
- * whose rows carry `held_buckets`, as visibleMemberRowsSql and heldBucketsOfMemberSql give them): a
- * join of a derived table `<as>` with one boolean per profile section, `show_avatar`,
- * `show_displayName` …, true when the friend sees that section: the member's own buckets grant the
- * section's group (`held_buckets && granting`) and the section's buckets, if it has any, include
- * one granting it too. `source` selects the ids of the members read (`select id from vis`): their
+ * whose rows carry the section grants, sectionGrantColumns, as visibleMemberRowsSql and
+ * sectionGrantsOfMemberSql give them): a join of a derived table `<as>` with one boolean per profile
+ * section, `show_avatar`, `show_displayName` …, true when the friend sees that section: the
+ * member's own buckets grant the section's group (its grants column) and the section's buckets, if
+ * it has any, include one granting it too. `source` selects the ids of the members read (`select id from vis`): their
  * profile-section assignments are read in one pass on the assignments' primary key (the ids as one
  * array, so the plan reads them by index whatever the table's statistics) and grouped per member,
  * and every section is answered from them; a member without any is narrowed by none.
@@ -433,7 +457,6 @@ export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql,
   const outer: Sql[] = [];
   const row = sql.id(alias);
   const n = sql.id(`${as}n`);
-  const g = sql.id(`${as}g`);
   for (const section of PROFILE_SECTIONS) {
     const granting = grantArray(access, SECTION_GROUP[section], 'read');
     const key = sql.constant(section, PROFILE_SECTIONS);
@@ -443,34 +466,31 @@ export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql,
     narrowing.push(
       sql`not ${any(inSection)} or ${any(sql`${inSection} and pa.bucket_id = any (${granting})`)} as ${open}`,
     );
-    const grants = sql.constant(`"grants_${SECTION_GROUP[section]}"`, GRANTS_COLUMNS);
-    outer.push(sql`${g}.${grants} and coalesce(${n}.${open}, true) as ${show}`);
+    outer.push(
+      sql`coalesce(${row}.${grantsColumn(SECTION_GROUP[section])}, false) and coalesce(${n}.${open}, true) as ${show}`,
+    );
   }
-  // Each group's grant once per member (the sections share two groups; offset 0, or the planner
-  // pulls the subquery up and evaluates each overlap once per section again): an array overlap per
-  // section and row cost more than the rest of the sections' work.
-  const grants = SECTION_GROUPS.map(
-    (group) =>
-      sql`coalesce(${row}.held_buckets && ${grantArray(access, group, 'read')}, false) as ${sql.constant(`"grants_${group}"`, GRANTS_COLUMNS)}`,
-  );
   return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) and ${sectionsInUse(access)} group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
-        cross join lateral (select ${sql.join(grants, ', ')} offset 0) ${g}
         cross join lateral (select ${sql.join(outer, ', ')}) ${sql.id(as)}`;
 }
 
 const OPEN_COLUMNS = PROFILE_SECTIONS.map((s) => `"open_${s}"`);
 const SHOW_COLUMNS = PROFILE_SECTIONS.map((s) => `"show_${s}"`);
-/** The permission groups of the profile sections, each once. */
-const SECTION_GROUPS = [...new Set(PROFILE_SECTIONS.map((s) => SECTION_GROUP[s]))];
-const GRANTS_COLUMNS = SECTION_GROUPS.map((group) => `"grants_${group}"`);
 
 /**
- * The held buckets the member `alias` is in (its own assignments, kind `member`, among the buckets
- * the viewer holds), as a uuid[] expression: the `held_buckets` of visibleMemberRowsSql, for reads
- * that start from a few members (one member, a folder's) and then need memberSectionsSql.
+ * The section grants of the member `alias` (one of its own buckets grants the group at read, for
+ * each group of the profile sections), from one read of its own assignments: a one-row subquery for
+ * a lateral join whose columns (sectionGrantColumns) are what visibleMemberRowsSql's rows carry,
+ * for reads that start from a few members (one member, a folder's) and then need memberSectionsSql.
  */
-export function heldBucketsOfMemberSql(access: AnyFriend, alias: string): Sql {
-  return sql`array(select pa.bucket_id ${assignmentsWhere({ kind: 'member', column: `${alias}.id` })} and pa.bucket_id = any (${heldBuckets(access)}))`;
+export function sectionGrantsOfMemberSql(access: AnyFriend, alias: string): Sql {
+  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
+  return sql`select ${sql.join(
+    SECTION_GROUPS.map(
+      (g) => sql`coalesce(bool_or(pa.bucket_id = any (${grantArray(access, g, 'read')})), false) as ${grantsColumn(g)}`,
+    ),
+    ', ',
+  )} ${own}`;
 }
 
 /**

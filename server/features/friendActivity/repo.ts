@@ -120,8 +120,10 @@ const parseJson = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.pa
 /**
  * The friend's view of the live front in one statement: the open sessions of visible fronters
  * (members_view and front at read) in front order, and the tier presence of visible members in
- * the order it was set, with a custom tier's name; each as a JSON array. The members of both are
- * checked once (the engine's predicate and the avatar's), whatever list they appear in.
+ * the order it was set, with a custom tier's name; each as a JSON array, ordered by the aggregate
+ * itself (one sort each; the keys ride along as fields the service ignores). The members of both
+ * are checked once (the member rule and the avatar's grant from one read of their assignments,
+ * memberRuleSql), whatever list they appear in.
  */
 const friendFront = statement<
   { access: InStatementFriendAccess },
@@ -147,13 +149,11 @@ const friendFront = statement<
               and m.user_id = ${access.ownerId} and m.deleted_at is null and mr.visible
          )
        select ${okColumn} as ok,
-        (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
-           select s.id, s.member_id, s.note, s.started_at, m.name, m.avatar,
-                  row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord
+        (select coalesce(json_agg(x order by x.position asc nulls last, x.started_at asc, x.id asc), '[]'::json) from (
+           select s.id, s.member_id, s.note, s.started_at, s.position, m.name, m.avatar
              from open s join fm m on m.id = s.member_id) x) as sessions,
-        (select coalesce(json_agg(y order by y.ord), '[]'::json) from (
-           select p.member_id, p.tier_key, p.note, p.custom_display_name, m.name, m.avatar,
-                  row_number() over (order by p.created_at, p.member_id) as ord
+        (select coalesce(json_agg(y order by y.created_at, y.member_id), '[]'::json) from (
+           select p.member_id, p.tier_key, p.note, p.custom_display_name, p.created_at, m.name, m.avatar
              from present p join fm m on m.id = p.member_id) y) as presence`,
     ),
 });
