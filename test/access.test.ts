@@ -14,6 +14,7 @@ import {
   fullAccess,
   levelsOn,
   memberLevelSql,
+  memberRuleSql,
   mergeMax,
   narrowedSql,
   noAccess,
@@ -21,6 +22,8 @@ import {
   ownAccount,
   permissionMap,
   requireVisible,
+  sectionOpenSql,
+  sectionVisibleSql,
   viewerCeiling,
   ownerRowsOf,
   visibleContentSql,
@@ -476,6 +479,59 @@ describe('privacy engine: levels', () => {
     expect(none).toEqual(['Plain']);
   });
 
+  it('a section shown with the member rule (memberRuleSql and sectionOpenSql) is decided as sectionVisibleSql decides it', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const avatar = await bucket(owner.userId, { members_view: 'read', front: 'read', member_avatar: 'read' });
+    const plain = await bucket(owner.userId, { members_view: 'read', front: 'read' });
+    const notHeld = await bucket(owner.userId, fullAccess());
+    await assign(owner.userId, avatar, 'friend', viewer.userId);
+    await assign(owner.userId, plain, 'friend', viewer.userId);
+    const open = await createMember(owner.api, 'Open');
+    const noGrant = await createMember(owner.api, 'NoGrant');
+    const narrowed = await createMember(owner.api, 'Narrowed');
+    const shared = await createMember(owner.api, 'Shared');
+    const heldNoGrant = await createMember(owner.api, 'HeldNoGrant');
+    const hidden = await createMember(owner.api, 'Hidden');
+    for (const m of [open, narrowed, shared, heldNoGrant]) await assign(owner.userId, avatar, 'member', m);
+    await assign(owner.userId, plain, 'member', noGrant);
+    await assign(owner.userId, notHeld, 'member', hidden);
+    // The avatar section: buckets the friend does not hold (narrowed away), one it holds granting the
+    // avatar too (shared), one it holds granting no avatar (narrowed away).
+    await assign(owner.userId, notHeld, 'profile_section', narrowed, 'avatar');
+    await assign(owner.userId, notHeld, 'profile_section', shared, 'avatar');
+    await assign(owner.userId, avatar, 'profile_section', shared, 'avatar');
+    await assign(owner.userId, plain, 'profile_section', heldNoGrant, 'avatar');
+    const deferred = friendInStatement(viewer.userId, owner.userId);
+    const access = (await forFriend(knex(), viewer.userId, owner.userId))!;
+    for (const a of [access, deferred]) {
+      const how = a.inStatement ? 'in the statement' : 'bound';
+      const rows = await query<{ name: string; visible: boolean; shown: boolean; reference: boolean }>(
+        knex(),
+        withFriendAccess(
+          a,
+          sql`x as (select m.name, mr.visible, mr.section_granted and ${sectionOpenSql(a, 'm.id', 'avatar')} as shown,
+              ${visibleMembersSql(a, 'm', 'front', 'read')} and ${sectionVisibleSql(a, 'm.id', 'avatar')} as reference
+            from members m cross join lateral (${memberRuleSql(a, 'm', 'front', 'read', 'avatar')}) mr where m.user_id = ${owner.userId})
+          select * from x order by name`,
+        ),
+      );
+      expect(
+        rows.filter((r) => r.visible).map((r) => r.name),
+        how,
+      ).toEqual(['HeldNoGrant', 'Narrowed', 'NoGrant', 'Open', 'Shared']);
+      expect(
+        rows.filter((r) => r.visible && r.shown).map((r) => r.name),
+        how,
+      ).toEqual(['Open', 'Shared']);
+      expect(
+        rows.filter((r) => r.visible && r.shown).map((r) => r.name),
+        how,
+      ).toEqual(rows.filter((r) => r.reference).map((r) => r.name));
+    }
+  });
+
   it('visibleMembers: the member’s buckets grant members_view (and the asked group); a side or sub system with buckets the friend lacks hides its members', async () => {
     const owner = await server.user();
     const viewer = await server.user();
@@ -515,7 +571,8 @@ describe('privacy engine: levels', () => {
     await knex()('members').where('id', inSub).update({ sub_system_id: subId });
     const deferred = friendInStatement(viewer.userId, owner.userId);
     // The rule four ways, which must agree: the predicate over the owner's members, the visible
-    // set (visibleMemberRowsSql) and the member's level (memberLevelSql), each with the grants
+    // set (visibleMemberRowsSql), the member's level (memberLevelSql) and the rule read with a
+    // section's grant (memberRuleSql's `visible`), each with the grants
     // bound (an access resolved now: it holds the grants and hidden systems of this moment) and
     // resolved in the statement.
     const names = async (group?: 'member_notes', level?: 'read' | 'read_write') => {
@@ -531,6 +588,7 @@ describe('privacy engine: levels', () => {
         expect(await levelNames(a, owner.userId, group ?? 'members_view', level === 'read_write' ? 2 : 1), how).toEqual(
           byPredicate,
         );
+        expect(await ruleNames(a, owner.userId, group ?? 'members_view', level ?? 'read'), how).toEqual(byPredicate);
       }
       return byPredicate;
     };
@@ -732,6 +790,24 @@ async function levelNames(
       access,
       sql`levels as (select m.name, ${memberLevelSql(access, 'm', group)} as level from members m where m.user_id = ${ownerId})
         select name from levels where level >= ${rank} order by name`,
+    ),
+  );
+  return rows.map((r) => r.name);
+}
+
+/** The names of the owner's members that memberRuleSql lets through (`visible`) in `group` at `level`. */
+async function ruleNames(
+  access: FriendAccess | InStatementFriendAccess,
+  ownerId: string,
+  group: PermissionGroup,
+  level: 'read' | 'read_write',
+): Promise<string[]> {
+  const rows = await query<{ name: string }>(
+    knex(),
+    withFriendAccess(
+      access,
+      sql`r as (select m.name, mr.visible from members m cross join lateral (${memberRuleSql(access, 'm', group, level, 'avatar')}) mr where m.user_id = ${ownerId})
+        select name from r where visible order by name`,
     ),
   );
   return rows.map((r) => r.name);

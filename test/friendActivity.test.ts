@@ -19,6 +19,7 @@ import {
   shareMember,
   type Perms,
 } from './helpers/friends.ts';
+import { PNG } from './helpers/images.ts';
 import { captureStatements, explain, planNodes, type PlanNode, REQUEST_WORK } from './helpers/plans.ts';
 import { jsonHeaders, TestServer, useServer, type TestUser } from './helpers/server.ts';
 
@@ -553,6 +554,64 @@ describe('front', { timeout: 120_000 }, () => {
     const { s, viewer } = await writer();
     const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path: fp(s.owner.userId) } });
     expect(res.data!.primary!.member.avatarUrl).toBeNull(); // the bucket grants no member_avatar (and no avatar is set)
+  });
+
+  it('avatar in the front and the history: granted by the member’s own buckets, narrowed by the section’s own buckets once it has any', async () => {
+    const { owner, viewer, bucketId } = await friendsSharing(server, {
+      members_view: 'read',
+      front: 'read',
+      member_avatar: 'read',
+    });
+    const noAvatar = await createBucket(owner, { members_view: 'read', front: 'read' }, 'No avatar');
+    const notHeld = await createBucket(
+      owner,
+      { members_view: 'read', front: 'read', member_avatar: 'read' },
+      'Not held',
+    );
+    await giveFriend(owner, viewer, [bucketId, noAvatar]);
+    const shown = await createMember(owner.api, 'Shown');
+    const ungranted = await createMember(owner.api, 'Ungranted');
+    await shareMember(owner, shown, [bucketId]);
+    await shareMember(owner, ungranted, [noAvatar]);
+    const urls = new Map<string, string>();
+    for (const m of [shown, ungranted]) {
+      const res = await server.fetch(`/api/v1/members/${m}/media?kind=avatar`, {
+        method: 'PUT',
+        headers: { Authorization: `Bearer ${owner.apiKey}`, 'Content-Type': 'image/png' },
+        body: new Uint8Array(PNG),
+      });
+      expect(res.status).toBe(200);
+      urls.set(m, `${((await res.json()) as { avatarUrl: string }).avatarUrl}&ownerUserId=${owner.userId}`);
+      await startFronting(owner.api, m);
+    }
+    const path = fp(owner.userId);
+    /** Each member's avatarUrl in the friend's front and in the first history page. */
+    const avatars = async () => {
+      const front = (await viewer.api.GET('/api/v1/friends/{friendUserId}/front', { params: { path } })).data!;
+      const history = (await viewer.api.GET('/api/v1/friends/{friendUserId}/front/history', { params: { path } }))
+        .data!;
+      const fronters = [front.primary!, ...front.alsoFronting].map((f) => [f.member._id, f.member.avatarUrl]);
+      expect(fronters).toHaveLength(2);
+      expect(history.items.map((i) => [i.member._id, i.member.avatarUrl]).sort()).toEqual([...fronters].sort());
+      return Object.fromEntries(fronters) as Record<string, string | null>;
+    };
+    const setSection = async (bucketIds: string[]) => {
+      const res = await owner.api.PUT('/api/v1/privacy-buckets/assignments/profile-sections/{memberId}/{sectionKey}', {
+        params: { path: { memberId: shown, sectionKey: 'avatar' } },
+        body: { bucketIds },
+      });
+      expect(res.response.status, JSON.stringify(res.error)).toBe(204);
+    };
+    // No section of the owner's has buckets of its own: the member's buckets decide.
+    expect(await avatars()).toEqual({ [shown]: urls.get(shown), [ungranted]: null });
+    // The avatar section gets a bucket the friend does not hold: it narrows the avatar away.
+    await setSection([notHeld]);
+    expect(await avatars()).toEqual({ [shown]: null, [ungranted]: null });
+    // A held bucket granting no member_avatar does not bring it back; one granting it does.
+    await setSection([notHeld, noAvatar]);
+    expect(await avatars()).toEqual({ [shown]: null, [ungranted]: null });
+    await setSection([notHeld, bucketId]);
+    expect(await avatars()).toEqual({ [shown]: urls.get(shown), [ungranted]: null });
   });
 });
 

@@ -97,90 +97,47 @@ with
       m.id,
       m.name,
       case
-        when (
-          exists (
+        when mr.section_granted
+        and (
+          not exists (
             select
               1
             from
-              privacy_bucket_assignments pa
+              privacy_bucket_assignments su
             where
-              pa.kind = 'member'
-              and pa.content_id = m.id
-              and pa.section_key = ''
-              and pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            offset
-              0
+              su.user_id = $6::uuid
+              and su.kind = 'profile_section'
+              and su.section_key = 'avatar'
           )
-          and (
-            not exists (
+          or coalesce(
+            (
               select
-                1
-              from
-                privacy_bucket_assignments pa
-              where
-                pa.kind = 'profile_section'
-                and pa.content_id = m.id
-                and pa.section_key = 'avatar'
-              offset
-                0
-            )
-            or exists (
-              select
-                1
-              from
-                privacy_bucket_assignments pa
-              where
-                pa.kind = 'profile_section'
-                and pa.content_id = m.id
-                and pa.section_key = 'avatar'
-                and pa.bucket_id = any (
-                  (
-                    select
-                      member_avatar_read
-                    from
-                      friend_access
-                  )::uuid[]
+                bool_or(
+                  pa.bucket_id = any (
+                    (
+                      select
+                        member_avatar_read
+                      from
+                        friend_access
+                    )::uuid[]
+                  )
                 )
-              offset
-                0
-            )
+              from
+                privacy_bucket_assignments pa
+              where
+                pa.kind = 'profile_section'
+                and pa.content_id = m.id
+                and pa.section_key = 'avatar'
+            ),
+            true
           )
         ) then m.avatar
       end as avatar
     from
       members m
-    where
-      m.id in (
+      cross join lateral (
         select
-          member_id
-        from
-          open
-        union
-        select
-          member_id
-        from
-          present
-      )
-      and m.user_id = $6
-      and m.deleted_at is null
-      and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-          having
+          coalesce(
             bool_or(
               pa.bucket_id = any (
                 (
@@ -200,33 +157,68 @@ with
                     friend_access
                 )::uuid[]
               )
-            )
-        )
-        and (
-          (
-            m.side_system_id is null
-            or m.side_system_id <> all (
-              (
-                select
-                  hidden_system_ids
-                from
-                  friend_access
-              )::uuid[]
-            )
+            ),
+            false
           )
           and (
-            m.sub_system_id is null
-            or m.sub_system_id <> all (
-              (
-                select
-                  hidden_system_ids
-                from
-                  friend_access
-              )::uuid[]
+            (
+              m.side_system_id is null
+              or m.side_system_id <> all (
+                (
+                  select
+                    hidden_system_ids
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          )
-        )
+            and (
+              m.sub_system_id is null
+              or m.sub_system_id <> all (
+                (
+                  select
+                    hidden_system_ids
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          ) as visible,
+          coalesce(
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            ),
+            false
+          ) as section_granted
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'member'
+          and pa.content_id = m.id
+          and pa.section_key = ''
+      ) mr
+    where
+      m.id in (
+        select
+          member_id
+        from
+          open
+        union
+        select
+          member_id
+        from
+          present
       )
+      and m.user_id = $7
+      and m.deleted_at is null
+      and mr.visible
   )
 select
   (
@@ -241,7 +233,9 @@ select
         json_agg(
           x
           order by
-            x.ord
+            x.position asc nulls last,
+            x.started_at asc,
+            x.id asc
         ),
         '[]'::json
       )
@@ -252,14 +246,9 @@ select
           s.member_id,
           s.note,
           s.started_at,
+          s.position,
           m.name,
-          m.avatar,
-          row_number() over (
-            order by
-              s.position asc nulls last,
-              s.started_at asc,
-              s.id asc
-          ) as ord
+          m.avatar
         from
           open s
           join fm m on m.id = s.member_id
@@ -271,7 +260,8 @@ select
         json_agg(
           y
           order by
-            y.ord
+            y.created_at,
+            y.member_id
         ),
         '[]'::json
       )
@@ -282,13 +272,9 @@ select
           p.tier_key,
           p.note,
           p.custom_display_name,
+          p.created_at,
           m.name,
-          m.avatar,
-          row_number() over (
-            order by
-              p.created_at,
-              p.member_id
-          ) as ord
+          m.avatar
         from
           present p
           join fm m on m.id = p.member_id
@@ -546,7 +532,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -555,26 +542,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -594,33 +569,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -654,60 +655,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $7::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -727,7 +707,7 @@ from
           from
             front_session_counts fc
           where
-            fc.user_id = $7
+            fc.user_id = $8
         ),
         0
       ) as total
@@ -821,7 +801,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -830,26 +811,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -869,33 +838,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -931,60 +926,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $10::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -1004,7 +978,7 @@ from
           from
             front_session_counts fc
           where
-            fc.user_id = $10
+            fc.user_id = $11
         ),
         0
       ) as total
@@ -1098,7 +1072,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1107,26 +1082,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1146,33 +1109,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -1207,60 +1196,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $8::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -1364,7 +1332,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1373,26 +1342,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1412,33 +1369,59 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
-              )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $4
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -1475,60 +1458,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $11::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -1632,7 +1594,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1641,30 +1604,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1684,33 +1631,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -1744,60 +1721,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $8::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -1901,7 +1857,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -1910,30 +1867,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -1953,33 +1894,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -2015,60 +1986,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $11::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -2172,7 +2122,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -2181,30 +2132,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -2224,33 +2159,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -2285,60 +2250,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $9::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar
@@ -2442,7 +2386,8 @@ with
           x.ended_at,
           x.note,
           x.name,
-          x.avatar
+          x.avatar,
+          x.avatar_granted
         from
           front_session_buckets f
           cross join lateral (
@@ -2451,30 +2396,14 @@ with
               s.ended_at,
               s.note,
               m.name,
-              m.avatar
+              m.avatar,
+              mr.section_granted as avatar_granted
             from
               front_sessions s
               join members m on m.id = s.member_id
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
+              cross join lateral (
+                select
+                  coalesce(
                     bool_or(
                       pa.bucket_id = any (
                         (
@@ -2494,33 +2423,63 @@ with
                             friend_access
                         )::uuid[]
                       )
-                    )
-                )
-                and (
-                  (
-                    m.side_system_id is null
-                    or m.side_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
-                    )
+                    ),
+                    false
                   )
                   and (
-                    m.sub_system_id is null
-                    or m.sub_system_id <> all (
-                      (
-                        select
-                          hidden_system_ids
-                        from
-                          friend_access
-                      )::uuid[]
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
                     )
-                  )
-                )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $4
               )
+              and m.user_id = $5
+              and m.deleted_at is null
+              and mr.visible
             offset
               0
           ) x
@@ -2557,60 +2516,39 @@ select
   p.note,
   p.name,
   case
-    when (
-      exists (
+    when p.avatar_granted
+    and (
+      not exists (
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = p.member_id
-          and pa.section_key = ''
-          and pa.bucket_id = any (
-            (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[]
-          )
-        offset
-          0
+          su.user_id = $12::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      and (
-        not exists (
+      or coalesce(
+        (
           select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-          offset
-            0
-        )
-        or exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-            and pa.bucket_id = any (
-              (
-                select
-                  member_avatar_read
-                from
-                  friend_access
-              )::uuid[]
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
             )
-          offset
-            0
-        )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     ) then p.avatar
   end as avatar

@@ -229,21 +229,23 @@ with
       m.profile_style,
       m.avatar,
       m.banner,
-      array(
+      sg."grants_member_avatar",
+      sg."grants_member_profile"
+    from
+      members m
+      cross join lateral (
         select
-          pa.bucket_id
+          coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) as "grants_member_avatar",
+          coalesce(bool_or(pa.bucket_id = any ($2::uuid[])), false) as "grants_member_profile"
         from
           privacy_bucket_assignments pa
         where
           pa.kind = 'member'
           and pa.content_id = m.id
           and pa.section_key = ''
-          and pa.bucket_id = any ($1::uuid[])
-      ) as held_buckets
-    from
-      members m
+      ) sg
     where
-      m.user_id = $2
+      m.user_id = $3
       and m.deleted_at is null
       and m.archived_at is null
       and (
@@ -257,8 +259,184 @@ with
             and pa.content_id = m.id
             and pa.section_key = ''
           having
-            bool_or(pa.bucket_id = any ($3::uuid[]))
-            and bool_or(pa.bucket_id = any ($4::uuid[]))
+            bool_or(pa.bucket_id = any ($4::uuid[]))
+            and bool_or(pa.bucket_id = any ($5::uuid[]))
+        )
+        and (
+          (
+            m.side_system_id is null
+            or m.side_system_id <> all ($6::uuid[])
+          )
+          and (
+            m.sub_system_id is null
+            or m.sub_system_id <> all ($7::uuid[])
+          )
+        )
+      )
+      and m.id = $8
+  )
+select
+  m.id,
+  m.name,
+  m.created_at,
+  m.updated_at,
+  case
+    when sec."show_displayName" then m.display_name
+  end as display_name,
+  case
+    when sec."show_pronouns" then m.pronouns
+  end as pronouns,
+  case
+    when sec."show_about" then m.description
+  end as description,
+  case
+    when sec."show_about" then m.about_tags
+  end as about_tags,
+  case
+    when sec."show_profileStyle" then m.profile_style
+  end as profile_style,
+  case
+    when sec."show_avatar" then m.avatar
+  end as avatar,
+  case
+    when sec."show_avatar" then m.banner
+  end as banner,
+  sec."show_avatar",
+  sec."show_displayName",
+  sec."show_pronouns",
+  sec."show_about",
+  sec."show_profileStyle"
+from
+  vis m
+  left join (
+    select
+      pa.content_id as member_id,
+      not coalesce(bool_or(pa.section_key = 'avatar'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'avatar'
+          and pa.bucket_id = any ($9::uuid[])
+        ),
+        false
+      ) as "open_avatar",
+      not coalesce(bool_or(pa.section_key = 'displayName'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'displayName'
+          and pa.bucket_id = any ($10::uuid[])
+        ),
+        false
+      ) as "open_displayName",
+      not coalesce(bool_or(pa.section_key = 'pronouns'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'pronouns'
+          and pa.bucket_id = any ($11::uuid[])
+        ),
+        false
+      ) as "open_pronouns",
+      not coalesce(bool_or(pa.section_key = 'about'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'about'
+          and pa.bucket_id = any ($12::uuid[])
+        ),
+        false
+      ) as "open_about",
+      not coalesce(bool_or(pa.section_key = 'profileStyle'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'profileStyle'
+          and pa.bucket_id = any ($13::uuid[])
+        ),
+        false
+      ) as "open_profileStyle"
+    from
+      privacy_bucket_assignments pa
+    where
+      pa.kind = 'profile_section'
+      and pa.content_id = any (
+        array(
+          select
+            id
+          from
+            vis
+        )
+      )
+      and exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $14::uuid
+          and su.kind = 'profile_section'
+      )
+    group by
+      pa.content_id
+  ) secn on secn.member_id = m.id
+  cross join lateral (
+    select
+      coalesce(m."grants_member_avatar", false)
+      and coalesce(secn."open_avatar", true) as "show_avatar",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_displayName", true) as "show_displayName",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_pronouns", true) as "show_pronouns",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_about", true) as "show_about",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
+  ) sec
+order by
+  m.created_at,
+  m.id;
+
+-- friend_member_rows_2: the members at the root
+with
+  vis as materialized (
+    select
+      m.id,
+      m.name,
+      m.created_at,
+      m.updated_at,
+      m.display_name,
+      m.pronouns,
+      m.description,
+      m.about_tags,
+      m.profile_style,
+      m.avatar,
+      m.banner,
+      sg."grants_member_avatar",
+      sg."grants_member_profile"
+    from
+      members m
+      cross join lateral (
+        select
+          coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) as "grants_member_avatar",
+          coalesce(bool_or(pa.bucket_id = any ($2::uuid[])), false) as "grants_member_profile"
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'member'
+          and pa.content_id = m.id
+          and pa.section_key = ''
+      ) sg
+    where
+      m.user_id = $3
+      and m.deleted_at is null
+      and m.archived_at is null
+      and (
+        exists (
+          select
+            1
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'member'
+            and pa.content_id = m.id
+            and pa.section_key = ''
+            and pa.bucket_id = any ($4::uuid[])
         )
         and (
           (
@@ -271,7 +449,183 @@ with
           )
         )
       )
-      and m.id = $7
+      and m.directory_id is null
+  )
+select
+  m.id,
+  m.name,
+  m.created_at,
+  m.updated_at,
+  case
+    when sec."show_displayName" then m.display_name
+  end as display_name,
+  case
+    when sec."show_pronouns" then m.pronouns
+  end as pronouns,
+  case
+    when sec."show_about" then m.description
+  end as description,
+  case
+    when sec."show_about" then m.about_tags
+  end as about_tags,
+  case
+    when sec."show_profileStyle" then m.profile_style
+  end as profile_style,
+  case
+    when sec."show_avatar" then m.avatar
+  end as avatar,
+  case
+    when sec."show_avatar" then m.banner
+  end as banner,
+  sec."show_avatar",
+  sec."show_displayName",
+  sec."show_pronouns",
+  sec."show_about",
+  sec."show_profileStyle"
+from
+  vis m
+  left join (
+    select
+      pa.content_id as member_id,
+      not coalesce(bool_or(pa.section_key = 'avatar'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'avatar'
+          and pa.bucket_id = any ($7::uuid[])
+        ),
+        false
+      ) as "open_avatar",
+      not coalesce(bool_or(pa.section_key = 'displayName'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'displayName'
+          and pa.bucket_id = any ($8::uuid[])
+        ),
+        false
+      ) as "open_displayName",
+      not coalesce(bool_or(pa.section_key = 'pronouns'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'pronouns'
+          and pa.bucket_id = any ($9::uuid[])
+        ),
+        false
+      ) as "open_pronouns",
+      not coalesce(bool_or(pa.section_key = 'about'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'about'
+          and pa.bucket_id = any ($10::uuid[])
+        ),
+        false
+      ) as "open_about",
+      not coalesce(bool_or(pa.section_key = 'profileStyle'), false)
+      or coalesce(
+        bool_or(
+          pa.section_key = 'profileStyle'
+          and pa.bucket_id = any ($11::uuid[])
+        ),
+        false
+      ) as "open_profileStyle"
+    from
+      privacy_bucket_assignments pa
+    where
+      pa.kind = 'profile_section'
+      and pa.content_id = any (
+        array(
+          select
+            id
+          from
+            vis
+        )
+      )
+      and exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $12::uuid
+          and su.kind = 'profile_section'
+      )
+    group by
+      pa.content_id
+  ) secn on secn.member_id = m.id
+  cross join lateral (
+    select
+      coalesce(m."grants_member_avatar", false)
+      and coalesce(secn."open_avatar", true) as "show_avatar",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_displayName", true) as "show_displayName",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_pronouns", true) as "show_pronouns",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_about", true) as "show_about",
+      coalesce(m."grants_member_profile", false)
+      and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
+  ) sec
+order by
+  m.created_at,
+  m.id;
+
+-- friend_member_rows_3: a folder's members
+with
+  vis as materialized (
+    select
+      m.id,
+      m.name,
+      m.created_at,
+      m.updated_at,
+      m.display_name,
+      m.pronouns,
+      m.description,
+      m.about_tags,
+      m.profile_style,
+      m.avatar,
+      m.banner,
+      sg."grants_member_avatar",
+      sg."grants_member_profile"
+    from
+      members m
+      cross join lateral (
+        select
+          coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) as "grants_member_avatar",
+          coalesce(bool_or(pa.bucket_id = any ($2::uuid[])), false) as "grants_member_profile"
+        from
+          privacy_bucket_assignments pa
+        where
+          pa.kind = 'member'
+          and pa.content_id = m.id
+          and pa.section_key = ''
+      ) sg
+    where
+      m.user_id = $3
+      and m.deleted_at is null
+      and m.archived_at is null
+      and (
+        exists (
+          select
+            1
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'member'
+            and pa.content_id = m.id
+            and pa.section_key = ''
+            and pa.bucket_id = any ($4::uuid[])
+        )
+        and (
+          (
+            m.side_system_id is null
+            or m.side_system_id <> all ($5::uuid[])
+          )
+          and (
+            m.sub_system_id is null
+            or m.sub_system_id <> all ($6::uuid[])
+          )
+        )
+      )
+      and m.directory_id = $7
   )
 select
   m.id,
@@ -361,350 +715,29 @@ from
             vis
         )
       )
-    group by
-      pa.content_id
-  ) secn on secn.member_id = m.id
-  cross join lateral (
-    select
-      coalesce(m.held_buckets && $13::uuid[], false)
-      and coalesce(secn."open_avatar", true) as "show_avatar",
-      coalesce(m.held_buckets && $14::uuid[], false)
-      and coalesce(secn."open_displayName", true) as "show_displayName",
-      coalesce(m.held_buckets && $15::uuid[], false)
-      and coalesce(secn."open_pronouns", true) as "show_pronouns",
-      coalesce(m.held_buckets && $16::uuid[], false)
-      and coalesce(secn."open_about", true) as "show_about",
-      coalesce(m.held_buckets && $17::uuid[], false)
-      and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
-  ) sec
-order by
-  m.created_at,
-  m.id;
-
--- friend_member_rows_2: the members at the root
-with
-  vis as materialized (
-    select
-      m.id,
-      m.name,
-      m.created_at,
-      m.updated_at,
-      m.display_name,
-      m.pronouns,
-      m.description,
-      m.about_tags,
-      m.profile_style,
-      m.avatar,
-      m.banner,
-      array(
+      and exists (
         select
-          pa.bucket_id
+          1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'member'
-          and pa.content_id = m.id
-          and pa.section_key = ''
-          and pa.bucket_id = any ($1::uuid[])
-      ) as held_buckets
-    from
-      members m
-    where
-      m.user_id = $2
-      and m.deleted_at is null
-      and m.archived_at is null
-      and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any ($3::uuid[])
-        )
-        and (
-          (
-            m.side_system_id is null
-            or m.side_system_id <> all ($4::uuid[])
-          )
-          and (
-            m.sub_system_id is null
-            or m.sub_system_id <> all ($5::uuid[])
-          )
-        )
-      )
-      and m.directory_id is null
-  )
-select
-  m.id,
-  m.name,
-  m.created_at,
-  m.updated_at,
-  case
-    when sec."show_displayName" then m.display_name
-  end as display_name,
-  case
-    when sec."show_pronouns" then m.pronouns
-  end as pronouns,
-  case
-    when sec."show_about" then m.description
-  end as description,
-  case
-    when sec."show_about" then m.about_tags
-  end as about_tags,
-  case
-    when sec."show_profileStyle" then m.profile_style
-  end as profile_style,
-  case
-    when sec."show_avatar" then m.avatar
-  end as avatar,
-  case
-    when sec."show_avatar" then m.banner
-  end as banner,
-  sec."show_avatar",
-  sec."show_displayName",
-  sec."show_pronouns",
-  sec."show_about",
-  sec."show_profileStyle"
-from
-  vis m
-  left join (
-    select
-      pa.content_id as member_id,
-      not coalesce(bool_or(pa.section_key = 'avatar'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'avatar'
-          and pa.bucket_id = any ($6::uuid[])
-        ),
-        false
-      ) as "open_avatar",
-      not coalesce(bool_or(pa.section_key = 'displayName'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'displayName'
-          and pa.bucket_id = any ($7::uuid[])
-        ),
-        false
-      ) as "open_displayName",
-      not coalesce(bool_or(pa.section_key = 'pronouns'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'pronouns'
-          and pa.bucket_id = any ($8::uuid[])
-        ),
-        false
-      ) as "open_pronouns",
-      not coalesce(bool_or(pa.section_key = 'about'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'about'
-          and pa.bucket_id = any ($9::uuid[])
-        ),
-        false
-      ) as "open_about",
-      not coalesce(bool_or(pa.section_key = 'profileStyle'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'profileStyle'
-          and pa.bucket_id = any ($10::uuid[])
-        ),
-        false
-      ) as "open_profileStyle"
-    from
-      privacy_bucket_assignments pa
-    where
-      pa.kind = 'profile_section'
-      and pa.content_id = any (
-        array(
-          select
-            id
-          from
-            vis
-        )
+          su.user_id = $13::uuid
+          and su.kind = 'profile_section'
       )
     group by
       pa.content_id
   ) secn on secn.member_id = m.id
   cross join lateral (
     select
-      coalesce(m.held_buckets && $11::uuid[], false)
+      coalesce(m."grants_member_avatar", false)
       and coalesce(secn."open_avatar", true) as "show_avatar",
-      coalesce(m.held_buckets && $12::uuid[], false)
+      coalesce(m."grants_member_profile", false)
       and coalesce(secn."open_displayName", true) as "show_displayName",
-      coalesce(m.held_buckets && $13::uuid[], false)
+      coalesce(m."grants_member_profile", false)
       and coalesce(secn."open_pronouns", true) as "show_pronouns",
-      coalesce(m.held_buckets && $14::uuid[], false)
+      coalesce(m."grants_member_profile", false)
       and coalesce(secn."open_about", true) as "show_about",
-      coalesce(m.held_buckets && $15::uuid[], false)
-      and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
-  ) sec
-order by
-  m.created_at,
-  m.id;
-
--- friend_member_rows_3: a folder's members
-with
-  vis as materialized (
-    select
-      m.id,
-      m.name,
-      m.created_at,
-      m.updated_at,
-      m.display_name,
-      m.pronouns,
-      m.description,
-      m.about_tags,
-      m.profile_style,
-      m.avatar,
-      m.banner,
-      array(
-        select
-          pa.bucket_id
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = m.id
-          and pa.section_key = ''
-          and pa.bucket_id = any ($1::uuid[])
-      ) as held_buckets
-    from
-      members m
-    where
-      m.user_id = $2
-      and m.deleted_at is null
-      and m.archived_at is null
-      and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any ($3::uuid[])
-        )
-        and (
-          (
-            m.side_system_id is null
-            or m.side_system_id <> all ($4::uuid[])
-          )
-          and (
-            m.sub_system_id is null
-            or m.sub_system_id <> all ($5::uuid[])
-          )
-        )
-      )
-      and m.directory_id = $6
-  )
-select
-  m.id,
-  m.name,
-  m.created_at,
-  m.updated_at,
-  case
-    when sec."show_displayName" then m.display_name
-  end as display_name,
-  case
-    when sec."show_pronouns" then m.pronouns
-  end as pronouns,
-  case
-    when sec."show_about" then m.description
-  end as description,
-  case
-    when sec."show_about" then m.about_tags
-  end as about_tags,
-  case
-    when sec."show_profileStyle" then m.profile_style
-  end as profile_style,
-  case
-    when sec."show_avatar" then m.avatar
-  end as avatar,
-  case
-    when sec."show_avatar" then m.banner
-  end as banner,
-  sec."show_avatar",
-  sec."show_displayName",
-  sec."show_pronouns",
-  sec."show_about",
-  sec."show_profileStyle"
-from
-  vis m
-  left join (
-    select
-      pa.content_id as member_id,
-      not coalesce(bool_or(pa.section_key = 'avatar'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'avatar'
-          and pa.bucket_id = any ($7::uuid[])
-        ),
-        false
-      ) as "open_avatar",
-      not coalesce(bool_or(pa.section_key = 'displayName'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'displayName'
-          and pa.bucket_id = any ($8::uuid[])
-        ),
-        false
-      ) as "open_displayName",
-      not coalesce(bool_or(pa.section_key = 'pronouns'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'pronouns'
-          and pa.bucket_id = any ($9::uuid[])
-        ),
-        false
-      ) as "open_pronouns",
-      not coalesce(bool_or(pa.section_key = 'about'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'about'
-          and pa.bucket_id = any ($10::uuid[])
-        ),
-        false
-      ) as "open_about",
-      not coalesce(bool_or(pa.section_key = 'profileStyle'), false)
-      or coalesce(
-        bool_or(
-          pa.section_key = 'profileStyle'
-          and pa.bucket_id = any ($11::uuid[])
-        ),
-        false
-      ) as "open_profileStyle"
-    from
-      privacy_bucket_assignments pa
-    where
-      pa.kind = 'profile_section'
-      and pa.content_id = any (
-        array(
-          select
-            id
-          from
-            vis
-        )
-      )
-    group by
-      pa.content_id
-  ) secn on secn.member_id = m.id
-  cross join lateral (
-    select
-      coalesce(m.held_buckets && $12::uuid[], false)
-      and coalesce(secn."open_avatar", true) as "show_avatar",
-      coalesce(m.held_buckets && $13::uuid[], false)
-      and coalesce(secn."open_displayName", true) as "show_displayName",
-      coalesce(m.held_buckets && $14::uuid[], false)
-      and coalesce(secn."open_pronouns", true) as "show_pronouns",
-      coalesce(m.held_buckets && $15::uuid[], false)
-      and coalesce(secn."open_about", true) as "show_about",
-      coalesce(m.held_buckets && $16::uuid[], false)
+      coalesce(m."grants_member_profile", false)
       and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
   ) sec
 order by
@@ -969,21 +1002,54 @@ with
       vm.profile_style,
       vm.avatar,
       vm.banner,
-      vb.held_buckets
+      vb."grants_member_avatar",
+      vb."grants_member_profile"
     from
       (
         select
           va.content_id,
-          array_agg(ub.id) as held_buckets
+          bool_or(ub."grants_member_avatar") as "grants_member_avatar",
+          bool_or(ub."grants_member_profile") as "grants_member_profile"
         from
-          unnest(
-            (
-              select
-                bucket_ids
-              from
-                friend_access
-            )::uuid[]
-          ) ub (id)
+          (
+            select
+              u.id,
+              u.id = any (
+                (
+                  select
+                    members_view_read
+                  from
+                    friend_access
+                )::uuid[]
+              ) as grants_view,
+              u.id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              ) as "grants_member_avatar",
+              u.id = any (
+                (
+                  select
+                    member_profile_read
+                  from
+                    friend_access
+                )::uuid[]
+              ) as "grants_member_profile"
+            from
+              unnest(
+                (
+                  select
+                    bucket_ids
+                  from
+                    friend_access
+                )::uuid[]
+              ) u (id)
+            offset
+              0
+          ) ub
           cross join lateral (
             select
               va.content_id
@@ -999,16 +1065,7 @@ with
         group by
           va.content_id
         having
-          bool_or(
-            ub.id = any (
-              (
-                select
-                  members_view_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-          )
+          bool_or(ub.grants_view)
       ) vb
       cross join lateral (
         select
@@ -1179,60 +1236,29 @@ from
                 vis
             )
           )
+          and exists (
+            select
+              1
+            from
+              privacy_bucket_assignments su
+            where
+              su.user_id = $5::uuid
+              and su.kind = 'profile_section'
+          )
         group by
           pa.content_id
       ) secn on secn.member_id = m.id
       cross join lateral (
         select
-          coalesce(
-            m.held_buckets && (
-              select
-                member_avatar_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          coalesce(m."grants_member_avatar", false)
           and coalesce(secn."open_avatar", true) as "show_avatar",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          coalesce(m."grants_member_profile", false)
           and coalesce(secn."open_displayName", true) as "show_displayName",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          coalesce(m."grants_member_profile", false)
           and coalesce(secn."open_pronouns", true) as "show_pronouns",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          coalesce(m."grants_member_profile", false)
           and coalesce(secn."open_about", true) as "show_about",
-          coalesce(
-            m.held_buckets && (
-              select
-                member_profile_read
-              from
-                friend_access
-            )::uuid[],
-            false
-          )
+          coalesce(m."grants_member_profile", false)
           and coalesce(secn."open_profileStyle", true) as "show_profileStyle"
       ) sec
   ) x on true

@@ -753,26 +753,24 @@ where
         select
           1
         from
-          privacy_bucket_assignments pa
+          privacy_bucket_assignments su
         where
-          pa.kind = 'profile_section'
-          and pa.content_id = m.id
-          and pa.section_key = 'avatar'
-        offset
-          0
+          su.user_id = $8::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
       )
-      or exists (
-        select
-          1
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'profile_section'
-          and pa.content_id = m.id
-          and pa.section_key = 'avatar'
-          and pa.bucket_id = any ($8::uuid[])
-        offset
-          0
+      or coalesce(
+        (
+          select
+            bool_or(pa.bucket_id = any ($9::uuid[]))
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = m.id
+            and pa.section_key = 'avatar'
+        ),
+        true
       )
     )
   );

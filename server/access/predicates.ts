@@ -171,6 +171,24 @@ function heldBuckets(access: AnyFriend): Sql {
   return sql`${[...access.bucketIds]}::uuid[]`;
 }
 
+/** The permission groups of the profile sections, each once (SECTION_GROUP). */
+const SECTION_GROUPS = [...new Set(PROFILE_SECTIONS.map((s) => SECTION_GROUP[s]))];
+const GRANTS_COLUMNS = SECTION_GROUPS.map((group) => `"grants_${group}"`);
+/** The column of a member row saying that one of the member's own buckets grants `group` at read. */
+const grantsColumn = (group: PermissionGroup): Sql => sql.constant(`"grants_${group}"`, GRANTS_COLUMNS);
+
+/**
+ * The section grants of a member row of `alias` (`alias."grants_member_avatar", …`): what
+ * memberSectionsSql reads of each member, as visibleMemberRowsSql and sectionGrantsOfMemberSql give
+ * them. `alias` is a constant table alias.
+ */
+export function sectionGrantColumns(alias: string): Sql {
+  return sql.join(
+    SECTION_GROUPS.map((g) => sql`${sql.id(alias)}.${grantsColumn(g)}`),
+    ', ',
+  );
+}
+
 /** The hidden systems of the access (friendAccessRow's `hidden_system_ids`), as an array expression. */
 function hiddenSystems(access: AnyFriend): Sql {
   if (access.inStatement) return friendColumn('hidden_system_ids', true);
@@ -309,8 +327,8 @@ export function memberLevelSql(access: Access, alias: string, group: PermissionG
 
 /**
  * The owner's live members a friend access may see (the member rule, with `group` at `level`), as a
- * subquery selecting `columns` of `members m` (default `m.id`) and `held_buckets` (each member's
- * held buckets, for memberSectionsSql), for a materialized CTE that a friend read then joins or
+ * subquery selecting `columns` of `members m` (default `m.id`) and the member's section grants
+ * (sectionGrantColumns, for memberSectionsSql), for a materialized CTE that a friend read then joins or
  * looks its rows up in. It starts from the viewer's buckets (the assignments' bucket index) and
  * reads each of their members by primary key (lateral, offset 0, so no plan trades those lookups
  * for a scan of the owner's members): its cost follows the members in the viewer's buckets, never
@@ -327,49 +345,108 @@ export function visibleMemberRowsSql(
     ', ',
   );
   const archived = options.active ? sql` and m.archived_at is null` : sql.empty;
-  // The members of every held bucket, each with the held buckets it is in, kept when one of those
-  // grants members_view (and one grants `group` at `level`): then only the narrowing of the member
-  // rule is left to check. One index read per held bucket (lateral, offset 0): `bucket_id = any (…)`
-  // is estimated from the number of distinct buckets on the server, and on a server with few of
-  // them a generic plan would read the whole assignments table instead.
-  const grants = [
-    grantArray(access, 'members_view', 'read'),
-    ...(group !== 'members_view' || level !== 'read' ? [grantArray(access, group, level)] : []),
+  // The members of every held bucket, kept when one of the held buckets it is in grants
+  // members_view (and one grants `group` at `level`): then only the narrowing of the member rule is
+  // left to check. Each held bucket's grants are decided once (offset 0: pulled up, they would be
+  // decided again for every assignment read), and each member's are the `or` of its buckets'. One
+  // index read per held bucket (lateral, offset 0): `bucket_id = any (…)` is estimated from the
+  // number of distinct buckets on the server, and on a server with few of them a generic plan
+  // would read the whole assignments table instead.
+  const extra = group !== 'members_view' || level !== 'read';
+  const flags = [
+    sql`u.id = any (${grantArray(access, 'members_view', 'read')}) as grants_view`,
+    ...(extra ? [sql`u.id = any (${grantArray(access, group, level)}) as grants_group`] : []),
+    ...SECTION_GROUPS.map((g) => sql`u.id = any (${grantArray(access, g, 'read')}) as ${grantsColumn(g)}`),
   ];
-  const having = sql.join(
-    grants.map((g) => sql`bool_or(ub.id = any (${g}))`),
-    ' and ',
+  const having = extra ? sql`bool_or(ub.grants_view) and bool_or(ub.grants_group)` : sql`bool_or(ub.grants_view)`;
+  const perMember = sql.join(
+    SECTION_GROUPS.map((g) => sql`bool_or(ub.${grantsColumn(g)}) as ${grantsColumn(g)}`),
+    ', ',
   );
-  return sql`select ${columns}, vb.held_buckets from (
-        select va.content_id, array_agg(ub.id) as held_buckets
-        from unnest(${heldBuckets(access)}) ub(id) cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
+  return sql`select ${columns}, ${sectionGrantColumns('vb')} from (
+        select va.content_id, ${perMember}
+        from (select u.id, ${sql.join(flags, ', ')} from unnest(${heldBuckets(access)}) u(id) offset 0) ub
+        cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
         group by va.content_id having ${having}) vb
       cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ${access.ownerId} and m.deleted_at is null${archived} and ${memberPredicate(access, 'm', group, level, true)} offset 0) vm`;
 }
 
 /**
+ * "The section's own buckets, if it has any, include one of the friend's granting its group"
+ * (SECTION_GROUP) over the member id `column` (a constant qualified column): the narrowing half of
+ * the section rule, one probe of the section's assignments per row (a scalar subquery, which the
+ * planner cannot hash for every member). No buckets of its own: null, so true (it does not
+ * narrow); buckets none of which is a granting one of the friend's: false. Owner: true.
+ */
+export function sectionOpenSql(access: Access, column: string, section: ProfileSection): Sql {
+  if (access.level === 'owner') return sql`true`;
+  const granting = grantArray(access, SECTION_GROUP[section], 'read');
+  const own = assignmentsWhere({ kind: 'profile_section', column, section });
+  // Asked once per statement first (an uncorrelated subquery): an owner who gives no member's
+  // section buckets of its own narrows nothing, and then no row is probed.
+  return sql`(not ${sectionsInUse(access, section)} or coalesce((select bool_or(pa.bucket_id = any (${granting})) ${own}), true))`;
+}
+
+/**
+ * "The owner gives some member's `section` (any section, without one) buckets of its own": one
+ * probe of the owner's profile-section assignments (migration 0034's partial index), for the
+ * narrowing of the section rule to skip its per-row probes when nothing can narrow.
+ */
+function sectionsInUse(access: AnyFriend, section?: ProfileSection): Sql {
+  const key =
+    section === undefined ? sql.empty : sql` and su.section_key = '${sql.constant(section, PROFILE_SECTIONS)}'`;
+  return sql`exists (select 1 from privacy_bucket_assignments su where su.user_id = ${access.ownerId}::uuid and su.kind = 'profile_section'${key})`;
+}
+
+/**
  * "The friend sees this member's profile `section`" over the member id `column` (a constant
  * qualified column): the member's own buckets grant the section's group (SECTION_GROUP) and the
- * section's buckets, if it has any, include one granting it too. For a few rows (the fronters);
- * memberSectionsSql answers every section of many members at once. Owner: true.
+ * section's buckets, if it has any, include one granting it too (sectionOpenSql). For a few rows;
+ * memberSectionsSql answers every section of many members at once, and memberRuleSql the first
+ * half together with the member rule. Owner: true.
  */
 export function sectionVisibleSql(access: Access, column: string, section: ProfileSection): Sql {
   if (access.level === 'owner') return sql`true`;
   const granting = grantArray(access, SECTION_GROUP[section], 'read');
   const member = assignmentsOf({ kind: 'member', column });
-  const own = assignmentsOf({ kind: 'profile_section', column, section });
-  // Probes per row (offset 0): as plain EXISTS the planner may hash the answer for every member
+  // A probe per row (offset 0): as plain EXISTS the planner may hash the answer for every member
   // instead, which reads every assignment granted by those buckets for a page of a few rows.
-  return sql`(exists (${member} and pa.bucket_id = any (${granting}) offset 0) and (not exists (${own} offset 0) or exists (${own} and pa.bucket_id = any (${granting}) offset 0)))`;
+  return sql`(exists (${member} and pa.bucket_id = any (${granting}) offset 0) and ${sectionOpenSql(access, column, section)})`;
+}
+
+/**
+ * The member rule and the member's own grant of a profile section, from **one** read of the
+ * member's own assignments, for reads that show a section (the avatar) of the members the rule lets
+ * through: a subquery of one row over the member row `alias`, for a lateral join, with the boolean
+ * columns `visible` (visibleMembersSql(access, alias, group, level)) and `section_granted` (the
+ * member's own buckets grant the section's group at read: the first half of sectionVisibleSql; the
+ * caller adds sectionOpenSql before showing it). Owner: both true.
+ */
+export function memberRuleSql(
+  access: Access,
+  alias: string,
+  group: PermissionGroup,
+  level: GrantedLevel,
+  section: ProfileSection,
+): Sql {
+  if (access.level === 'owner') return sql`select true as visible, true as section_granted`;
+  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
+  const granted = (buckets: Sql) => sql`bool_or(pa.bucket_id = any (${buckets}))`;
+  const rule =
+    group === 'members_view' && level === 'read'
+      ? granted(grantArray(access, 'members_view', 'read'))
+      : sql`${granted(grantArray(access, 'members_view', 'read'))} and ${granted(grantArray(access, group, level))}`;
+  return sql`select coalesce(${rule}, false) and ${systemsAllow(access, alias)} as visible,
+        coalesce(${granted(grantArray(access, SECTION_GROUP[section], 'read'))}, false) as section_granted ${own}`;
 }
 
 /**
  * For a friend's read of many members (table alias `alias`, already filtered by the member rule,
- * whose rows carry `held_buckets`, as visibleMemberRowsSql and heldBucketsOfMemberSql give them): a
- * join of a derived table `<as>` with one boolean per profile section, `show_avatar`,
- * `show_displayName` …, true when the friend sees that section: the member's own buckets grant the
- * section's group (`held_buckets && granting`) and the section's buckets, if it has any, include
- * one granting it too. `source` selects the ids of the members read (`select id from vis`): their
+ * whose rows carry the section grants, sectionGrantColumns, as visibleMemberRowsSql and
+ * sectionGrantsOfMemberSql give them): a join of a derived table `<as>` with one boolean per profile
+ * section, `show_avatar`, `show_displayName` …, true when the friend sees that section: the
+ * member's own buckets grant the section's group (its grants column) and the section's buckets, if
+ * it has any, include one granting it too. `source` selects the ids of the members read (`select id from vis`): their
  * profile-section assignments are read in one pass on the assignments' primary key (the ids as one
  * array, so the plan reads them by index whatever the table's statistics) and grouped per member,
  * and every section is answered from them; a member without any is narrowed by none.
@@ -389,9 +466,11 @@ export function memberSectionsSql(access: AnyFriend, alias: string, source: Sql,
     narrowing.push(
       sql`not ${any(inSection)} or ${any(sql`${inSection} and pa.bucket_id = any (${granting})`)} as ${open}`,
     );
-    outer.push(sql`coalesce(${row}.held_buckets && ${granting}, false) and coalesce(${n}.${open}, true) as ${show}`);
+    outer.push(
+      sql`coalesce(${row}.${grantsColumn(SECTION_GROUP[section])}, false) and coalesce(${n}.${open}, true) as ${show}`,
+    );
   }
-  return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
+  return sql`left join (select pa.content_id as member_id, ${sql.join(narrowing, ', ')} from privacy_bucket_assignments pa where pa.kind = 'profile_section' and pa.content_id = any (array(${source})) and ${sectionsInUse(access)} group by pa.content_id) ${n} on ${n}.member_id = ${row}.id
         cross join lateral (select ${sql.join(outer, ', ')}) ${sql.id(as)}`;
 }
 
@@ -399,12 +478,19 @@ const OPEN_COLUMNS = PROFILE_SECTIONS.map((s) => `"open_${s}"`);
 const SHOW_COLUMNS = PROFILE_SECTIONS.map((s) => `"show_${s}"`);
 
 /**
- * The held buckets the member `alias` is in (its own assignments, kind `member`, among the buckets
- * the viewer holds), as a uuid[] expression: the `held_buckets` of visibleMemberRowsSql, for reads
- * that start from a few members (one member, a folder's) and then need memberSectionsSql.
+ * The section grants of the member `alias` (one of its own buckets grants the group at read, for
+ * each group of the profile sections), from one read of its own assignments: a one-row subquery for
+ * a lateral join whose columns (sectionGrantColumns) are what visibleMemberRowsSql's rows carry,
+ * for reads that start from a few members (one member, a folder's) and then need memberSectionsSql.
  */
-export function heldBucketsOfMemberSql(access: AnyFriend, alias: string): Sql {
-  return sql`array(select pa.bucket_id ${assignmentsWhere({ kind: 'member', column: `${alias}.id` })} and pa.bucket_id = any (${heldBuckets(access)}))`;
+export function sectionGrantsOfMemberSql(access: AnyFriend, alias: string): Sql {
+  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
+  return sql`select ${sql.join(
+    SECTION_GROUPS.map(
+      (g) => sql`coalesce(bool_or(pa.bucket_id = any (${grantArray(access, g, 'read')})), false) as ${grantsColumn(g)}`,
+    ),
+    ', ',
+  )} ${own}`;
 }
 
 /**

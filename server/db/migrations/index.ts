@@ -32,6 +32,7 @@ import * as m0030 from './0030_front_writes.ts';
 import * as m0031 from './0031_jobs_order.ts';
 import * as m0032 from './0032_idempotency_claims.ts';
 import * as m0033 from './0033_webhook_counts.ts';
+import * as m0034 from './0034_assignment_indexes.ts';
 
 export const migrations = [
   m0001,
@@ -67,4 +68,5 @@ export const migrations = [
   m0031,
   m0032,
   m0033,
+  m0034,
 ];

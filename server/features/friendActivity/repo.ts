@@ -9,8 +9,9 @@ import {
   EXAMPLE_ACCESS,
   grantArray,
   memberLevelSql,
+  memberRuleSql,
   okColumn,
-  sectionVisibleSql,
+  sectionOpenSql,
   visibleMembersSql,
   withFriendAccess,
 } from '../../access/index.ts';
@@ -119,8 +120,10 @@ const parseJson = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.pa
 /**
  * The friend's view of the live front in one statement: the open sessions of visible fronters
  * (members_view and front at read) in front order, and the tier presence of visible members in
- * the order it was set, with a custom tier's name; each as a JSON array. The members of both are
- * checked once (the engine's predicate and the avatar's), whatever list they appear in.
+ * the order it was set, with a custom tier's name; each as a JSON array, ordered by the aggregate
+ * itself (one sort each; the keys ride along as fields the service ignores). The members of both
+ * are checked once (the member rule and the avatar's grant from one read of their assignments,
+ * memberRuleSql), whatever list they appear in.
  */
 const friendFront = statement<
   { access: InStatementFriendAccess },
@@ -140,18 +143,17 @@ const friendFront = statement<
              from front_tier_presence p left join front_custom_tiers t on t.user_id = p.user_id and t.id::text = p.tier_key
             where p.user_id = ${access.ownerId}
          ), fm as materialized (
-           select m.id, m.name, case when ${sectionVisibleSql(access, 'm.id', 'avatar')} then m.avatar end as avatar from members m
+           select m.id, m.name, case when mr.section_granted and ${sectionOpenSql(access, 'm.id', 'avatar')} then m.avatar end as avatar
+             from members m cross join lateral (${memberRuleSql(access, 'm', 'front', 'read', 'avatar')}) mr
             where m.id in (select member_id from open union select member_id from present)
-              and m.user_id = ${access.ownerId} and m.deleted_at is null and ${visibleMembersSql(access, 'm', 'front', 'read')}
+              and m.user_id = ${access.ownerId} and m.deleted_at is null and mr.visible
          )
        select ${okColumn} as ok,
-        (select coalesce(json_agg(x order by x.ord), '[]'::json) from (
-           select s.id, s.member_id, s.note, s.started_at, m.name, m.avatar,
-                  row_number() over (order by s.position asc nulls last, s.started_at asc, s.id asc) as ord
+        (select coalesce(json_agg(x order by x.position asc nulls last, x.started_at asc, x.id asc), '[]'::json) from (
+           select s.id, s.member_id, s.note, s.started_at, s.position, m.name, m.avatar
              from open s join fm m on m.id = s.member_id) x) as sessions,
-        (select coalesce(json_agg(y order by y.ord), '[]'::json) from (
-           select p.member_id, p.tier_key, p.note, p.custom_display_name, m.name, m.avatar,
-                  row_number() over (order by p.created_at, p.member_id) as ord
+        (select coalesce(json_agg(y order by y.created_at, y.member_id), '[]'::json) from (
+           select p.member_id, p.tier_key, p.note, p.custom_display_name, p.created_at, m.name, m.avatar
              from present p join fm m on m.id = p.member_id) y) as presence`,
     ),
 });
@@ -266,17 +268,18 @@ const friendHistoryPage = statement<
       sql`walked as (
          select w.* from unnest(${grantArray(access, 'front', 'read')}) b(id)
          cross join lateral (
-           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar from front_session_buckets f
+           select f.session_id as id, f.started_at, x.member_id, x.ended_at, x.note, x.name, x.avatar, x.avatar_granted from front_session_buckets f
            cross join lateral (
-             select s.member_id, s.ended_at, s.note, m.name, m.avatar from front_sessions s join members m on m.id = s.member_id
-             where s.id = f.session_id and ${session} and m.user_id = ${access.ownerId} and m.deleted_at is null and ${visibleMembersSql(access, 'm', 'front', 'read')} offset 0) x
+             select s.member_id, s.ended_at, s.note, m.name, m.avatar, mr.section_granted as avatar_granted
+             from front_sessions s join members m on m.id = s.member_id cross join lateral (${memberRuleSql(access, 'm', 'front', 'read', 'avatar')}) mr
+             where s.id = f.session_id and ${session} and m.user_id = ${access.ownerId} and m.deleted_at is null and mr.visible offset 0) x
            where f.bucket_id = b.id${sql.join(walk, '')}
            order by f.started_at desc, f.session_id desc limit ${size + 1}
          ) w
        ), page as (
          select distinct on (w.started_at, w.id) w.* from walked w order by w.started_at desc, w.id desc limit ${size + 1}
        )
-       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when ${sectionVisibleSql(access, 'p.member_id', 'avatar')} then p.avatar end as avatar
+       select c.ok, c.total, p.id, p.member_id, p.started_at, p.ended_at, p.note, p.name, case when p.avatar_granted and ${sectionOpenSql(access, 'p.member_id', 'avatar')} then p.avatar end as avatar
        from (select ${okColumn} as ok, ${total} as total) c
        left join page p on true
        order by p.started_at desc, p.id desc`,

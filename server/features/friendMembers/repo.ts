@@ -10,8 +10,9 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import {
   EXAMPLE_ACCESS,
-  heldBucketsOfMemberSql,
   memberSectionsSql,
+  sectionGrantColumns,
+  sectionGrantsOfMemberSql,
   PROFILE_SECTIONS,
   type ProfileSection,
   visibleContentSql,
@@ -101,7 +102,8 @@ type MemberSelection = { kind: 'member'; memberId: string } | { kind: 'folder'; 
 /**
  * One member, or one folder's members, among the owner's live, non-archived members the friend may
  * see (members_view, and `group` too): narrowed first, then checked (a primary-key or folder read),
- * with the held buckets each is in, as the list's visible set carries them; then the sections.
+ * with its section grants (sectionGrantsOfMemberSql), as the list's visible set carries them; then
+ * the sections.
  */
 const friendMemberRows = statement<
   { access: FriendAccess; group: PermissionGroup; only: MemberSelection },
@@ -138,8 +140,8 @@ const friendMemberRows = statement<
       ', ',
     );
     return sql`with vis as materialized (
-        select ${columns}, ${heldBucketsOfMemberSql(access, 'm')} as held_buckets
-        from members m
+        select ${columns}, ${sectionGrantColumns('sg')}
+        from members m cross join lateral (${sectionGrantsOfMemberSql(access, 'm')}) sg
         where m.user_id = ${access.ownerId} and m.deleted_at is null and m.archived_at is null
           and ${visibleMembersSql(access, 'm', group, 'read')} and ${which})
       select ${sectionedColumns()}
