@@ -404,5 +404,12 @@ export class NeedsTransaction extends Error {
  */
 export class StaleAnswer extends NeedsTransaction {}
 
+/**
+ * Whether the request's answer is to be read ahead of its one write (StaleAnswer): its key was
+ * claimed ahead, nothing is written yet, and it is not running in a transaction.
+ */
+export const readsAnswerAhead = (ctx: Pick<ServerContext, 'db' | 'keyed'>): boolean =>
+  ctx.keyed?.state === 'open' && !ctx.db.isTransaction;
+
 /** The account whose data the context works on. */
 export const ownerOf = (ctx: ServiceContext): string => ctx.access.ownerId;

@@ -7,6 +7,7 @@ import {
   oneStatement,
   ownerOf,
   type PresetId,
+  readsAnswerAhead,
   type ServiceContext,
   StaleAnswer,
 } from '../../core/context.ts';
@@ -312,7 +313,7 @@ async function answerAhead(
   ctx: ServiceContext,
   row: SendMessage,
 ): Promise<{ digest: string; message: Message } | undefined> {
-  if (ctx.keyed?.state !== 'open' || ctx.db.isTransaction) return undefined;
+  if (!readsAnswerAhead(ctx)) return undefined;
   const read = await messagesRepo.sendAhead(ctx.db, row);
   if (!read.channel_live || !read.author_live || !read.reply_ok || read.duplicate) return undefined;
   const message = await toMessage(ctx, cipherOf(ctx), {

@@ -11,6 +11,7 @@ import {
   oneStatement,
   ownerOf,
   type PresetId,
+  readsAnswerAhead,
   type ServiceContext,
   StaleAnswer,
 } from '../../core/context.ts';
@@ -118,10 +119,7 @@ export async function post(
   // A keyed post claimed ahead reads its author's card first (its answer shows it), and the post
   // writes only if the card is still so: else nothing is written and it runs again in a transaction.
   if (ctx.access.level === 'owner' && bodyOk) {
-    const card =
-      ctx.keyed?.state === 'open' && !ctx.db.isTransaction
-        ? await guestbookRepo.authorCard(ctx.db, fields.author_user_id)
-        : undefined;
+    const card = readsAnswerAhead(ctx) ? await guestbookRepo.authorCard(ctx.db, fields.author_user_id) : undefined;
     const answer = card && toMessage({ ...fields, ...card });
     const events = ctx.events.rows(ctx, [posted]);
     const verdict = await oneStatement(

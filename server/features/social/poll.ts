@@ -6,7 +6,14 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
-import { inTransaction, oneStatement, ownerOf, type ServiceContext, StaleAnswer } from '../../core/context.ts';
+import {
+  inTransaction,
+  oneStatement,
+  ownerOf,
+  readsAnswerAhead,
+  type ServiceContext,
+  StaleAnswer,
+} from '../../core/context.ts';
 import { badRequest, notFound } from '../../core/errors.ts';
 import { pollRepo } from './repo/poll.ts';
 import type { WidgetRow } from './repo/widgets.ts';
@@ -105,7 +112,7 @@ export async function vote(
   if (ctx.access.level === 'owner') {
     const voter = ownerOf(ctx);
     const vote = { widgetId, ownerId: voter, voterId: voter, indices, sorted, now: ctx.now };
-    const ahead = ctx.keyed?.state === 'open' && !ctx.db.isTransaction ? await answerAhead(ctx, vote) : undefined;
+    const ahead = readsAnswerAhead(ctx) ? await answerAhead(ctx, vote) : undefined;
     const events = ctx.events.rows(ctx, [voted]);
     const cast = await oneStatement(
       ctx,
