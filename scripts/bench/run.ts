@@ -1,5 +1,5 @@
 /**
- * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios] [-- --idempotency-pair] [-- --read-ratios]
+ * npm run bench [-- --smoke] [-- --duration=10] [-- --keep] [-- --check-only] [-- --with-bare] [-- --embedded] [-- --friend-ratios] [-- --idempotency-pair] [-- --read-ratios] [-- --write-ratios]
  *
  * Needs DATABASE_URL (a PostgreSQL server on this machine: CPU is read from /proc); creates and
  * drops its own database. Seeds through SQL, starts the real server (built with `npm run build`
@@ -15,7 +15,7 @@
  * owner req/s pairs after it and prints them; `--idempotency-pair` likewise the CPU per request of
  * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--read-ratios` only the
  * full / independent pairs of the read scenarios (1–4b), with the server process's CPU per request
- * apart from its backends'; `--with-bare` adds full / bare pairs (the old baseline:
+ * apart from its backends', and `--write-ratios` those of the writes 5, 6 and M3; `--with-bare` adds full / bare pairs (the old baseline:
  * the server's own services without the HTTP pipeline, so the pipeline's share of the gap).
  * A full run then measures the read scenarios and paired targets on the embedded database too
  * (PGlite, a medium account, no thresholds); `--smoke --embedded` adds that part to a smoke run.
@@ -62,6 +62,8 @@ const { values } = parseArgs({
     'idempotency-pair': { type: 'boolean' },
     /** Only the full / independent pairs of the reads (issue 30), printed; no results file. */
     'read-ratios': { type: 'boolean' },
+    /** Only the full / independent pairs of the writes 5, 6 and M3 (issue 30), printed; no results file. */
+    'write-ratios': { type: 'boolean' },
   },
 });
 const smoke = values.smoke ?? false;
@@ -1186,12 +1188,14 @@ async function main() {
       return;
     }
     const readIds = list.filter(isRead).map((s) => s.id);
-    if (values['read-ratios']) {
-      // A developer's loop (issue 30): the read pairs against the independent baseline, printed, no report.
+    const writeList = [...list, ...areaList].filter((s) => PAIRED_WRITES.includes(s.id));
+    if (values['read-ratios'] || values['write-ratios']) {
+      // A developer's loop (issue 30): the read or write pairs against the independent baseline, printed, no report.
       const ms = (n: number) => n.toFixed(3);
       const lines: string[] = [];
-      for (const id of readIds) {
-        const p = await baselinePair(full, independent, seeded.large.apiKey, byId(id));
+      for (const scenario of values['read-ratios'] ? readIds.map(byId) : writeList) {
+        const id = scenario.id;
+        const p = await baselinePair(full, independent, seeded.large.apiKey, scenario);
         const [f, b] = [p.full.cpuMsPerRequest, p.baseline.cpuMsPerRequest];
         lines.push(
           `${id}: ${p.rpsRatio.toFixed(2)}× req/s; server CPU ${ms(f.server)} / ${ms(b.server)} ms/req = ${(f.server / b.server).toFixed(2)}×; database ${ms(f.database)} / ${ms(b.database)} ms/req`,
@@ -1201,7 +1205,6 @@ async function main() {
       await db.close();
       return;
     }
-    const writeList = [...list, ...areaList].filter((s) => PAIRED_WRITES.includes(s.id));
     const pairs: PairResult[] = [];
     const baseline: BaselinePair[] = [];
     for (const s of list) {

@@ -33,6 +33,7 @@ import * as m0031 from './0031_jobs_order.ts';
 import * as m0032 from './0032_idempotency_claims.ts';
 import * as m0033 from './0033_webhook_counts.ts';
 import * as m0034 from './0034_assignment_indexes.ts';
+import * as m0035 from './0035_front_state_plpgsql.ts';
 
 export const migrations = [
   m0001,
@@ -69,4 +70,5 @@ export const migrations = [
   m0032,
   m0033,
   m0034,
+  m0035,
 ];
