@@ -11,11 +11,10 @@
  * with its text numbered once ($1, $2 …) when defined, and reported as a knex `query` event of the
  * main instance (statement-count tests and the bench's SQL capture see it like any other query).
  * `pg` sends the text under its name the first time a connection runs it and only the name
- * afterwards. A statement that writes or has another effect (isRead() false: a one-statement write,
- * a background upsert, a NOTIFY) runs on the main pool instead, where PostgreSQL chooses the plan,
- * the same way straight through `pg`, so it never holds a read connection through its commit (the
- * rate limiter's sync did, and every read behind it waited: about 6–12% more server CPU per read in
- * the bench). Inside a transaction a statement runs through knex on the transaction's
+ * afterwards. A statement that writes or has another effect (isRead() false: a background upsert,
+ * a NOTIFY) runs on the main pool instead, so it never holds a read connection through its commit
+ * (the rate limiter's sync did, and every read behind it waited: about 6–12% more server CPU per
+ * read in the bench). Inside a transaction a statement runs through knex on the transaction's
  * connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text
  * through knex, unnamed, on its one connection: it has no network round trip to save.
  *
@@ -44,28 +43,22 @@ interface PgConnection {
   }): Promise<{ rows: unknown[][]; fields: Array<{ name: string }> }>;
 }
 
-/** The pool a PostgreSQL database's named statements run on, and the knex instance whose events report them. */
+/** The pool of a PostgreSQL database's named statements, and the knex instance whose events report them. */
 interface PreparedPool {
   pool: Knex;
   events: Knex;
 }
 
-/** A PostgreSQL database's pools for named statements outside a transaction: reads, and the rest (main). */
-interface PreparedPools {
-  reads: PreparedPool;
-  writes: PreparedPool;
-}
+const preparedPools = new WeakMap<Knex, PreparedPool>();
 
-const preparedPools = new WeakMap<Knex, PreparedPools>();
-
-/** Named statements run against `main` outside a transaction go straight through `pg`, reads to `pool` (see above). */
+/** Named statements run against `main` outside a transaction go to `pool` instead (see above). */
 export function usePreparedPool(main: Knex, pool: Knex): void {
-  preparedPools.set(main, { reads: { pool, events: main }, writes: { pool: main, events: main } });
+  preparedPools.set(main, { pool, events: main });
 }
 
 /** The prepared pool of a database's main knex instance (PostgreSQL only), for its metrics. */
 export function preparedPoolOf(main: Knex): Knex | undefined {
-  return preparedPools.get(main)?.reads.pool;
+  return preparedPools.get(main)?.pool;
 }
 
 /** Every statement defined so far, by name (tests EXPLAIN each one's generic plan). */
@@ -74,10 +67,10 @@ export function preparedStatements(): ReadonlyMap<string, string> {
 }
 
 /**
- * Runs a statement on a connection of `target`'s pool directly through `pg` (knex's query builder
- * and runner are per-request work a constant statement does not need: the native text is numbered
- * once, at definition) and reports it as knex `query` and `query-response` events of the main
- * instance.
+ * Runs a statement on a connection of the prepared pool directly through `pg` (knex's query
+ * builder and runner are per-request work a constant statement does not need: the native text is
+ * numbered once, at definition) and reports it as knex `query` and `query-response` events of the
+ * main instance.
  */
 async function runOnPool(
   target: PreparedPool,
@@ -187,8 +180,8 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   const run = async (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
     if (bindings.length !== n)
       throw new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`);
-    const pools = (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
-    if (pools) return (await runOnPool(read ? pools.reads : pools.writes, name, native, bindings, rows)) as Row[];
+    const pool = !read || (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
+    if (pool) return (await runOnPool(pool, name, native, bindings, rows)) as Row[];
     const result = (await db.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
     return result.rows;
   };
