@@ -5,7 +5,6 @@ import { useServer } from './helpers/server.ts';
 
 const server = useServer();
 
-/** A fetch whose first event stream breaks right after its first event. */
 /**
  * A fetch whose first stream breaks right after its first `member.created` event: the bytes after
  * that event's block are never delivered, even when the server wrote the next events in the same
