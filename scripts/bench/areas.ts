@@ -150,7 +150,8 @@ async function fillChannel(
     .update({ last_seq: count, read_seq: count, unread_count: 0 });
 }
 
-async function seedMessaging(
+/** The owner's space of CHANNELS channels, `messages` of them in the first; `depth` names the deep page's start. */
+export async function seedMessaging(
   url: string,
   knex: Knex,
   owner: SeededAccount,

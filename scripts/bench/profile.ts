@@ -1,6 +1,7 @@
 /**
  * Where the full server's CPU goes on each read scenario of the bench (and on the write scenarios 5
- * and 5k, POST /entries without and with an Idempotency-Key, when `--only` names them):
+ * and 5k, POST /entries without and with an Idempotency-Key, and M3, the message send, when `--only`
+ * names them):
  * `npm run bench:profile` (DATABASE_URL pointing at PostgreSQL; `-- --only 1,4b`, `--seconds 8`, `--full` for the full
  * seed, `--top 30`, `--independent` to profile the independent baseline (scripts/bench/independent.ts) on the
  * read scenarios instead, for a side-by-side look). For each scenario it starts the server under `--cpu-prof`, loads it with the
@@ -8,6 +9,10 @@
  * validator, knex, pg, pino, the server's own code, node internals, the garbage collector), then
  * names the heaviest functions. It measures shares, not speed: the profiler itself slows the
  * server down. The profiles stay in bench/tmp/profiles/ for Chrome DevTools or speedscope.
+ *
+ * `--built`: the bundle `npm start` runs (dist/main.js, built first) instead of the sources under
+ * tsx, whose transform adds work of its own (esbuild's keepNames names every function created);
+ * its frames are mapped back to server/ through the bundle's source map.
  *
  * `--heap`: instead of CPU, what each request allocates, collected objects included (V8's sampling
  * heap profiler over the measured load, preloaded from heapSampler.ts): bytes per request by package
@@ -17,11 +22,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { SourceMap } from 'node:module';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
+import { buildServer } from '../build.ts';
+import { seedMessaging } from './areas.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
@@ -34,6 +42,7 @@ const { values } = parseArgs({
     top: { type: 'string' },
     independent: { type: 'boolean' },
     heap: { type: 'boolean' },
+    built: { type: 'boolean' },
   },
 });
 const seconds = Number(values.seconds ?? 8);
@@ -54,13 +63,25 @@ const dbUrl = Object.assign(new URL(baseUrl), { pathname: `/${dbName}` }).toStri
 
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
   children?: number[];
 }
 interface CpuProfile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
+}
+
+/** The bundle's source map (`--built`), read once. */
+let bundleMap: SourceMap | undefined;
+
+/** A frame of the bundle (dist/main.js) at its place in the source (server/…), through the source map. */
+function original(frame: ProfileNode['callFrame']): ProfileNode['callFrame'] {
+  if (!frame.url.endsWith('/dist/main.js')) return frame;
+  bundleMap ??= new SourceMap(JSON.parse(readFileSync(join(root, 'dist/main.js.map'), 'utf8')));
+  const entry = bundleMap.findEntry(frame.lineNumber, frame.columnNumber);
+  if (!('originalSource' in entry)) return frame;
+  return { ...frame, url: resolve(join(root, 'dist'), entry.originalSource), lineNumber: entry.originalLine };
 }
 
 /** The package (or part of the runtime) a profile frame belongs to. */
@@ -111,7 +132,7 @@ function summarise(profile: CpuProfile): {
   let total = 0;
   for (const [id, us] of self) {
     const node = byId.get(id)!;
-    const { functionName, url, lineNumber } = node.callFrame;
+    const { functionName, url, lineNumber } = original(node.callFrame);
     if (functionName === '(idle)') continue;
     total += us;
     const p = packageOf(url, functionName);
@@ -126,7 +147,13 @@ function summarise(profile: CpuProfile): {
 /** A scenario's load: a GET of a path, or a request built anew each time (the write scenarios). */
 type Load =
   | string
-  | { title: string; path: string; request: () => { method: 'POST'; body: string; headers?: Record<string, string> } };
+  | {
+      title: string;
+      path: string;
+      request: () => { method: 'POST'; body: string; headers?: Record<string, string>; path?: string };
+      /** Run once the server answers, before the warm-up (data written through the API). */
+      prepare?: (url: string) => Promise<void>;
+    };
 
 async function profileScenario(id: string, load: Load, key: string, env: Record<string, string>): Promise<void> {
   const path = typeof load === 'string' ? load : load.path;
@@ -134,12 +161,14 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
-  const script = values.independent ? 'scripts/bench/independent.ts' : 'server/main.ts';
+  const script = values.independent ? 'scripts/bench/independent.ts' : values.built ? 'dist/main.js' : 'server/main.ts';
   const heapFile = join(dir, 'allocations.heapprofile');
   const profiler = values.heap
     ? ['--import', './scripts/bench/heapSampler.ts']
     : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
-  const child = spawn(process.execPath, ['--import', 'tsx', ...profiler, script], {
+  // The heap sampler is TypeScript: with --heap even the bundle runs with tsx's loader.
+  const loader = script.endsWith('.js') && !values.heap ? [] : ['--import', 'tsx'];
+  const child = spawn(process.execPath, [...loader, ...profiler, script], {
     cwd: root,
     env: {
       ...process.env,
@@ -164,6 +193,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
     await new Promise((r) => setTimeout(r, 100));
   }
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  if (typeof load !== 'string') await load.prepare?.(url);
   const requests =
     typeof load === 'string'
       ? undefined
@@ -171,7 +201,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
           {
             setupRequest: (req: object) => {
               const made = load.request();
-              return { ...req, ...made, path, headers: { ...headers, ...made.headers } };
+              return { ...req, ...made, path: made.path ?? path, headers: { ...headers, ...made.headers } };
             },
           },
         ];
@@ -207,7 +237,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
 }
 
 interface HeapNode {
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: ProfileNode['callFrame'];
   selfSize: number;
   children: HeapNode[];
 }
@@ -220,7 +250,7 @@ function reportAllocations(title: string, file: string, requests: number): void 
   const fn = new Map<string, number>();
   let total = 0;
   const walk = (node: HeapNode) => {
-    const { functionName, url, lineNumber } = node.callFrame;
+    const { functionName, url, lineNumber } = original(node.callFrame);
     if (node.selfSize > 0) {
       total += node.selfSize;
       const p = packageOf(url, functionName);
@@ -241,6 +271,7 @@ function reportAllocations(title: string, file: string, requests: number): void 
 }
 
 async function main(): Promise<void> {
+  if (values.built) await buildServer();
   await adminQuery(baseUrl, `create database ${dbName}`);
   try {
     const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
@@ -263,6 +294,8 @@ async function main(): Promise<void> {
       '4b': `/api/v1/front/history?limit=50&cursorStartedAt=${deep.started_at}&cursorId=${deep.id}`,
     };
     const pool = seeded.large.frontPool;
+    let messaging: Awaited<ReturnType<typeof seedMessaging>> | undefined;
+    let turn = 0;
     const note = () =>
       JSON.stringify({
         title: 'Bench',
@@ -279,6 +312,28 @@ async function main(): Promise<void> {
         title: 'POST /api/v1/entries with a new Idempotency-Key each time',
         path: '/api/v1/entries',
         request: () => ({ method: 'POST', body: note(), headers: { 'idempotency-key': randomUUID() } }),
+      },
+      M3: {
+        title: 'POST /api/v1/messaging/channels/{id}/messages (the channels in turn)',
+        path: '/api/v1/messaging/channels',
+        prepare: async (url) => {
+          const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
+          try {
+            messaging = await seedMessaging(url, db.knex, seeded.large, 1_000, 100);
+            await db.knex.raw('vacuum analyze');
+          } finally {
+            await db.close();
+          }
+        },
+        request: () => {
+          if (!messaging) throw new Error('M3 was not prepared');
+          const channelId = messaging.channelIds[turn++ % messaging.channelIds.length];
+          return {
+            method: 'POST',
+            path: `/api/v1/messaging/channels/${channelId}/messages`,
+            body: JSON.stringify({ memberId: messaging.memberId, content: 'Written by the bench: see you at six.' }),
+          };
+        },
       },
     };
     const only = values.only?.split(',');

@@ -45,10 +45,16 @@ const cipherOf = (ctx: ServiceContext) => new MessageCipher(ctx.config.messageEn
 const bytes = (value: Uint8Array) =>
   Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 
-async function toMessage(ctx: ServiceContext, cipher: MessageCipher, row: MessageReadRow): Promise<Message> {
+/** `sent`: the text a send has just sealed into the row, so it is not opened again. */
+async function toMessage(
+  ctx: ServiceContext,
+  cipher: MessageCipher,
+  row: MessageReadRow,
+  sent?: string,
+): Promise<Message> {
   const id = row.id!;
   // A message sent without text (attachments or a GIF only) stores the empty string, which no text can be.
-  const text = cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
+  const text = sent ?? cipher.open(row.user_id, id, { keyId: row.key_id, data: bytes(row.content_enc) });
   let replyTo: Message['replyTo'] = null;
   if (row.reply_id) {
     const deleted = row.reply_deleted_at !== null;
@@ -260,7 +266,7 @@ export async function sendMessage(
     client_mutation_id: mutationId,
     created_at: ctx.now,
   };
-  const ahead = await answerAhead(ctx, row);
+  const ahead = await answerAhead(ctx, row, content);
   const outcome = await oneStatement(
     ctx,
     (db) =>
@@ -276,7 +282,7 @@ export async function sendMessage(
     ahead && { status: 201, body: ahead.message },
   );
   if (outcome.sent && ahead) return { created: true, message: ahead.message };
-  if (outcome.sent) return { created: true, message: await toMessage(ctx, cipherOf(ctx), outcome) };
+  if (outcome.sent) return { created: true, message: await toMessage(ctx, cipherOf(ctx), outcome, content) };
   // The refusals in the order the transactional send checks them; nothing was written.
   if (outcome.existing_id !== null)
     return {
@@ -312,24 +318,30 @@ export async function sendMessage(
 async function answerAhead(
   ctx: ServiceContext,
   row: SendMessage,
+  content: string,
 ): Promise<{ digest: string; message: Message } | undefined> {
   if (!readsAnswerAhead(ctx)) return undefined;
   const read = await messagesRepo.sendAhead(ctx.db, row);
   if (!read.channel_live || !read.author_live || !read.reply_ok || read.duplicate) return undefined;
-  const message = await toMessage(ctx, cipherOf(ctx), {
-    ...read,
-    channel_found: read.channel_id!,
-    pinned_ids: [],
-    id: row.id,
-    user_id: row.user_id,
-    channel_id: read.channel_id!,
-    key_id: row.key_id,
-    content_enc: row.content_enc,
-    created_at: row.created_at,
-    edited_at: null,
-    attachments: [],
-    link_previews: [],
-  });
+  const message = await toMessage(
+    ctx,
+    cipherOf(ctx),
+    {
+      ...read,
+      channel_found: read.channel_id!,
+      pinned_ids: [],
+      id: row.id,
+      user_id: row.user_id,
+      channel_id: read.channel_id!,
+      key_id: row.key_id,
+      content_enc: row.content_enc,
+      created_at: row.created_at,
+      edited_at: null,
+      attachments: [],
+      link_previews: [],
+    },
+    content,
+  );
   return { digest: read.digest, message };
 }
 
