@@ -14,6 +14,9 @@
  * tsx, whose transform adds work of its own (esbuild's keepNames names every function created);
  * its frames are mapped back to server/ through the bundle's source map.
  *
+ * `--threads`: no profiler; the CPU per request of each of the server's threads (the main thread,
+ * V8's helper threads, libuv's pool) over the measured load, from /proc.
+ *
  * `--heap`: instead of CPU, what each request allocates, collected objects included (V8's sampling
  * heap profiler over the measured load, preloaded from heapSampler.ts): bytes per request by package
  * and the heaviest allocating functions. Allocation drives the garbage collector's share, and unlike
@@ -43,6 +46,7 @@ const { values } = parseArgs({
     independent: { type: 'boolean' },
     heap: { type: 'boolean' },
     built: { type: 'boolean' },
+    threads: { type: 'boolean' },
   },
 });
 const seconds = Number(values.seconds ?? 8);
@@ -163,9 +167,11 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   const port = await freePort();
   const script = values.independent ? 'scripts/bench/independent.ts' : values.built ? 'dist/main.js' : 'server/main.ts';
   const heapFile = join(dir, 'allocations.heapprofile');
-  const profiler = values.heap
-    ? ['--import', './scripts/bench/heapSampler.ts']
-    : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+  const profiler = values.threads
+    ? []
+    : values.heap
+      ? ['--import', './scripts/bench/heapSampler.ts']
+      : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
   // The heap sampler is TypeScript: with --heap even the bundle runs with tsx's loader.
   const loader = script.endsWith('.js') && !values.heap ? [] : ['--import', 'tsx'];
   const child = spawn(process.execPath, [...loader, ...profiler, script], {
@@ -213,7 +219,9 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
     child.kill('SIGUSR2');
     await new Promise((r) => setTimeout(r, 200));
   }
+  const before = values.threads ? threadCpu(child.pid!) : undefined;
   const r = await run(seconds);
+  const after = values.threads ? threadCpu(child.pid!) : undefined;
   if (values.heap) {
     child.kill('SIGUSR2');
     for (let i = 0; i < 100 && !existsSync(heapFile); i++) await new Promise((res) => setTimeout(res, 100));
@@ -223,6 +231,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
     child.kill('SIGTERM');
   });
   const title = `${values.independent ? 'independent baseline, ' : ''}scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}`;
+  if (before && after) return reportThreads(title, before, after, r.requests.total);
   if (values.heap) return reportAllocations(title, heapFile, r.requests.total);
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
   if (!file) throw new Error(`no profile was written to ${dir}`);
@@ -234,6 +243,35 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   for (const [p, us] of byPackage.slice(0, 16)) log(`  ${share(us)}  ${p}`);
   log('  heaviest functions (self time):');
   for (const [f, us] of byFunction.slice(0, top)) log(`  ${share(us)}  ${f}`);
+}
+
+/** CPU time (ms) of each thread of a process so far, by thread name (threads of one name summed). */
+function threadCpu(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const name = tid === String(pid) ? `${comm} (main thread)` : `${comm} (other threads)`;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // utime and stime (fields 14 and 15 of stat), in clock ticks of 10 ms.
+      const ms = (Number(fields[11]) + Number(fields[12])) * 10;
+      out.set(name, (out.get(name) ?? 0) + ms);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return out;
+}
+
+/** `--threads`: the CPU per request of each of the server's threads over the measured load (no profiler). */
+function reportThreads(title: string, before: Map<string, number>, after: Map<string, number>, requests: number): void {
+  const n = Math.max(1, requests);
+  const rows = [...after].map(([name, ms]) => [name, (ms - (before.get(name) ?? 0)) / n] as const);
+  const total = rows.reduce((sum, [, ms]) => sum + ms, 0);
+  log(`${title}: ${requests} requests, ${total.toFixed(3)} ms CPU per request in all`);
+  for (const [name, ms] of rows.sort((a, b) => b[1] - a[1]))
+    if (ms > 0) log(`  ${ms.toFixed(3)} ms  ${name}`);
 }
 
 interface HeapNode {

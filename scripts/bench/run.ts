@@ -294,7 +294,7 @@ async function paired(name: string, metric: PairMetric, limit: number, a: PairSi
   await warmUp(a.proc, a.key, a.scenario);
   await warmUp(b.proc, b.key, b.scenario);
   const runs: number[] = [];
-  const cost = { a: { ms: 0, requests: 0 }, b: { ms: 0, requests: 0 } };
+  const cost = { a: { ms: 0, server: 0, requests: 0 }, b: { ms: 0, server: 0, requests: 0 } };
   for (const [which, side] of [
     ['a', a],
     ['b', b],
@@ -306,6 +306,7 @@ async function paired(name: string, metric: PairMetric, limit: number, a: PairSi
         load(side.proc, side.key, side.scenario, half),
       );
       cost[which].ms += cpu.serverMs + cpu.databaseMs;
+      cost[which].server += cpu.serverMs;
       cost[which].requests += r.requests.total;
       runs.push(Number(((cpu.serverMs + cpu.databaseMs) / Math.max(1, r.requests.total)).toFixed(3)));
       continue;
@@ -327,8 +328,12 @@ async function paired(name: string, metric: PairMetric, limit: number, a: PairSi
     ratio: bValue / aValue,
   };
   const unit = UNIT[metric];
+  // Of a CPU pair, the server process's share apart from its backends'.
+  const split = (c: (typeof cost)['a']) =>
+    `${(c.server / Math.max(1, c.requests)).toFixed(2)} + ${((c.ms - c.server) / Math.max(1, c.requests)).toFixed(2)}`;
+  const parts = metric === 'cpu' ? ` (server + database: ${split(cost.b)} / ${split(cost.a)})` : '';
   log(
-    `${name}: ${b.label} ${bValue.toFixed(2)} / ${a.label} ${aValue.toFixed(2)} ${unit} = ${result.ratio.toFixed(2)}× (runs ${runs.join(', ')} ${unit})`,
+    `${name}: ${b.label} ${bValue.toFixed(2)} / ${a.label} ${aValue.toFixed(2)} ${unit} = ${result.ratio.toFixed(2)}×${parts} (runs ${runs.join(', ')} ${unit})`,
   );
   return result;
 }
