@@ -270,8 +270,7 @@ function reportThreads(title: string, before: Map<string, number>, after: Map<st
   const rows = [...after].map(([name, ms]) => [name, (ms - (before.get(name) ?? 0)) / n] as const);
   const total = rows.reduce((sum, [, ms]) => sum + ms, 0);
   log(`${title}: ${requests} requests, ${total.toFixed(3)} ms CPU per request in all`);
-  for (const [name, ms] of rows.sort((a, b) => b[1] - a[1]))
-    if (ms > 0) log(`  ${ms.toFixed(3)} ms  ${name}`);
+  for (const [name, ms] of rows.sort((a, b) => b[1] - a[1])) if (ms > 0) log(`  ${ms.toFixed(3)} ms  ${name}`);
 }
 
 interface HeapNode {
