@@ -26,7 +26,7 @@ import { buildServer } from '../build.ts';
 import { EMBEDDED_SHARED_BUFFERS_DEFAULT, openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { seed, type SeedPlan } from './seed.ts';
-import { adminQuery, freePort } from './support.ts';
+import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -114,12 +114,18 @@ async function startServer(command: string[], env: Record<string, string>): Prom
       PORT: String(port),
       HOST: '127.0.0.1',
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit'],
     detached: true,
+  });
+  // The log (stdout) is read and dropped; its last line says why a server that stopped did.
+  let lastLine = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    const lines = chunk.toString('utf8').trim().split('\n');
+    lastLine = lines[lines.length - 1] ?? lastLine;
   });
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`${command.join(' ')} exited with ${child.exitCode}`);
+    if (child.exitCode !== null) throw new Error(`${command.join(' ')} exited with ${child.exitCode}: ${lastLine}`);
     if (i > 1200) throw new Error(`${command.join(' ')} did not start`);
     try {
       if ((await fetch(`${url}/healthz`)).ok) break;
@@ -193,8 +199,11 @@ async function measureVariant(
   rmSync(dir, { recursive: true, force: true });
   if (!v.fresh && !v.postgres) cpSync(dataTemplate, dir, { recursive: true });
   const env: Record<string, string> = { DATA_DIR: dir, ...v.env };
-  if (v.postgres) env.DATABASE_URL = postgresUrl!;
-  else delete process.env.DATABASE_URL;
+  if (v.postgres) {
+    env.DATABASE_URL = postgresUrl!;
+    // On PostgreSQL the server needs the message keyring (the embedded default keeps its own).
+    env.MESSAGE_ENCRYPTION_KEYS = benchMessageKeys;
+  } else delete process.env.DATABASE_URL;
   const server = await startServer(v.command, env);
   try {
     await sleep(SETTLE_MS);
