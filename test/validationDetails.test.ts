@@ -5,6 +5,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { ApiError, ValidationProblem } from '../client/index.ts';
 import { Contract, responseFor } from '../scripts/fuzz/contract.ts';
+import { routeMatcherKeys, validatorsPathToRegexp } from '../server/http/validation.ts';
 import { bearer, jsonHeaders, useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -191,5 +192,27 @@ describe('every validation problem, with where it is', () => {
     const [first] = declaring;
     const schema = responseFor(first!, 400)!.media[0]!.schema!;
     expect(contract.check(schema, { ...sample, details: [{ pointer: '', rule: 'x', message: 'x' }] }).ok).toBe(false);
+  });
+});
+
+describe("the validator's route matchers", () => {
+  it('are compiled once per route, not on every request (cdimascio/express-openapi-validator#1217)', async () => {
+    const { apiKey } = await server.user();
+    const route = '--/api/v1/members/:memberId';
+    for (const id of ['not-a-uuid', '2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718']) {
+      const res = await server.fetch(`/api/v1/members/${id}`, { headers: bearer(apiKey) });
+      // The validator matched the route: a malformed id is its 400, a well-formed unknown one the handler's 404.
+      expect(res.status).toBe(id === 'not-a-uuid' ? 400 : 404);
+    }
+    expect(routeMatcherKeys()).toContain(route);
+    const { pathToRegexp } = validatorsPathToRegexp();
+    const options = { sensitive: false, strict: false };
+    const matcher = pathToRegexp('/api/v1/members/:memberId', options);
+    expect(pathToRegexp('/api/v1/members/:memberId', { ...options })).toBe(matcher);
+    expect(matcher.regexp.exec('/api/v1/members/abc')?.[1]).toBe('abc');
+    // Other options (express's router) compile as before.
+    expect(pathToRegexp('/api/v1/members/:memberId', { ...options, end: false })).not.toBe(
+      pathToRegexp('/api/v1/members/:memberId', { ...options, end: false }),
+    );
   });
 });

@@ -1,5 +1,6 @@
 /** express-openapi-validator setup and the translation of its errors into specific messages and `details`. */
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Request, RequestHandler, Response } from 'express';
 import { runChain } from './chain.ts';
@@ -75,6 +76,50 @@ export function pathDocument(spec: OpenApiDocument, path: string): OpenApiDocume
   return { ...spec, paths: { [path]: spec.paths[path] }, components: ordered } as OpenApiDocument;
 }
 
+type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
+
+/** The path-to-regexp module express-openapi-validator itself loads (resolved from its own directory). */
+export function validatorsPathToRegexp(): { pathToRegexp: PathToRegexp } {
+  const fromHere = createRequire(import.meta.filename);
+  return createRequire(fromHere.resolve('express-openapi-validator'))('path-to-regexp');
+}
+
+const routeMatchers = new Map<string, ReturnType<PathToRegexp>>();
+
+/** The routes whose matcher the validator has had compiled so far (`s`/`t`: sensitive, strict; then the route). */
+export const routeMatcherKeys = (): string[] => [...routeMatchers.keys()];
+
+/**
+ * express-openapi-validator compiles its route's path-to-regexp matcher anew on every request it
+ * validates (`lookupRoute`, openapi.metadata.js: about 5 µs and 4 KB a request; upstream,
+ * cdimascio/express-openapi-validator#1217 caches them). Its calls (a route of the contract, with
+ * only `sensitive` and `strict` set) get the matcher compiled the first time; any other call
+ * (express's router builds its layers with more options) goes to path-to-regexp as before. A
+ * matcher is read only (`regexp.exec`, `keys`), and without the `g` flag its `exec` keeps no state.
+ */
+function cacheRouteMatchers(): void {
+  const module = validatorsPathToRegexp();
+  const compile = module.pathToRegexp;
+  if ((compile as { cached?: boolean }).cached) return;
+  const cached: PathToRegexp = (path, options) => {
+    const keys = options ? Object.keys(options) : [];
+    if (
+      typeof path !== 'string' ||
+      keys.some((k) => k !== 'sensitive' && k !== 'strict') ||
+      routeMatchers.size >= 5_000
+    )
+      return compile(path, options);
+    const key = `${options?.sensitive === true ? 's' : '-'}${options?.strict === true ? 't' : '-'}${path}`;
+    let matcher = routeMatchers.get(key);
+    if (!matcher) {
+      matcher = compile(path, options);
+      routeMatchers.set(key, matcher);
+    }
+    return matcher;
+  };
+  module.pathToRegexp = Object.assign(cached, { cached: true });
+}
+
 /**
  * Validators already built in this process, by contract text, response validation (or `details`)
  * and path: a second app on the same contract (several servers in one test process) reuses them.
@@ -100,6 +145,7 @@ function validatorFor(spec: OpenApiDocument, key: string, path: string, options:
  * created on its first request.
  */
 export function createValidator(spec: OpenApiDocument, validateResponses: boolean): RequestHandler {
+  cacheRouteMatchers();
   const specKey = createHash('sha256').update(JSON.stringify(spec)).digest('hex');
   const forPath = (path: string) =>
     validatorFor(spec, `${specKey}:${validateResponses}:${path}`, path, (doc) =>
