@@ -14,8 +14,8 @@
  * tsx, whose transform adds work of its own (esbuild's keepNames names every function created);
  * its frames are mapped back to server/ through the bundle's source map.
  *
- * `--threads`: no profiler; the CPU per request of each of the server's threads (the main thread,
- * V8's helper threads, libuv's pool) over the measured load, from /proc.
+ * `--threads`: no profiler; the CPU per request of the server's main thread and of its other
+ * threads together (V8's helpers, libuv's pool) over the measured load, from /proc.
  *
  * `--heap`: instead of CPU, what each request allocates, collected objects included (V8's sampling
  * heap profiler over the measured load, preloaded from heapSampler.ts): bytes per request by package
@@ -245,7 +245,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   for (const [f, us] of byFunction.slice(0, top)) log(`  ${share(us)}  ${f}`);
 }
 
-/** CPU time (ms) of each thread of a process so far, by thread name (threads of one name summed). */
+/** CPU time (ms) of a process so far: its main thread's, and its other threads' together (node names them all alike). */
 function threadCpu(pid: number): Map<string, number> {
   const out = new Map<string, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -264,7 +264,7 @@ function threadCpu(pid: number): Map<string, number> {
   return out;
 }
 
-/** `--threads`: the CPU per request of each of the server's threads over the measured load (no profiler). */
+/** `--threads`: the CPU per request of the server's threads over the measured load (no profiler). */
 function reportThreads(title: string, before: Map<string, number>, after: Map<string, number>, requests: number): void {
   const n = Math.max(1, requests);
   const rows = [...after].map(([name, ms]) => [name, (ms - (before.get(name) ?? 0)) / n] as const);
