@@ -641,20 +641,34 @@ describe('Idempotency-Key', () => {
 
   describe('while the first request is still running', () => {
     let images: LoopbackServer;
+    /** The image fetches waiting at the gate, in the order they arrived: calling one answers it. */
+    const waiting: Array<() => void> = [];
+    /** Resolves once `n` fetches have come to the gate. */
+    const fetchesWaiting = async (n: number) => {
+      for (let i = 0; i < 1000 && waiting.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(waiting.length).toBeGreaterThanOrEqual(n);
+    };
     beforeAll(async () => {
-      images = await startLoopbackServer({}, { '/slow/': { type: 'image/png', body: PNG, delayMs: 1500 } });
+      images = await startLoopbackServer(
+        {},
+        { '/gated/': { type: 'image/png', body: PNG, gate: () => new Promise((r) => waiting.push(r)) } },
+      );
     });
-    afterAll(() => images.close());
+    afterAll(() => {
+      for (const answer of waiting) answer();
+      return images.close();
+    });
 
     it('answers a second request with 409 and Retry-After: 1 (the key is claimed ahead of the write, on either database)', async () => {
       const user = await server.user();
       const key = randomUUID();
-      const body = { content: `![slow](${images.url('/slow/a.png')})` };
+      const body = { content: `![slow](${images.url('/gated/a.png')})` };
+      const before = waiting.length;
       const first = post(user, '/api/v1/entries', body, key);
-      const hits = images.hits.length;
-      for (let i = 0; i < 200 && images.hits.length === hits; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(images.hits.length).toBeGreaterThan(hits);
+      // The first request claimed its key and is fetching the image, held at the gate.
+      await fetchesWaiting(before + 1);
       const second = await post(user, '/api/v1/entries', body, key);
+      waiting[before]!();
       const done = await first;
       expect(done.status).toBe(201);
       expect(second.status).toBe(409);
@@ -672,17 +686,21 @@ describe('Idempotency-Key', () => {
     it('writes nothing when its claim lapsed and another request took the key meanwhile: one note, the other answer', async () => {
       const user = await server.user();
       const key = randomUUID();
-      const body = { content: `![slow](${images.url('/slow/b.png')})` };
-      const hits = images.hits.length;
+      const body = { content: `![slow](${images.url('/gated/b.png')})` };
+      const before = waiting.length;
       const first = post(user, '/api/v1/entries', body, key);
-      for (let i = 0; i < 200 && images.hits.length === hits; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(images.hits.length).toBeGreaterThan(hits);
+      await fetchesWaiting(before + 1);
       // The first request's lease runs out while it fetches the image: the key is free again.
       await db()('idempotency_keys').where({ user_id: user.userId, idem_key: key }).update({ expires_at: 0 });
       const second = post(user, '/api/v1/entries', body, key);
-      const [a, b] = await Promise.all([first, second]);
-      // The first finished while the second still held its claim: its write failed whole.
+      // The second request took the key (it fetches only after its claim) and waits at the gate too.
+      await fetchesWaiting(before + 2);
+      // The first finishes while the second still holds its claim: its write fails whole.
+      waiting[before]!();
+      const a = await first;
       expect(a.status).toBe(409);
+      waiting[before + 1]!();
+      const b = await second;
       expect(b.status).toBe(201);
       const { data } = await user.api.GET('/api/v1/entries');
       expect(data).toHaveLength(1);

@@ -10,6 +10,8 @@ export interface LoopbackRoute {
   delayMs?: number;
   /** Never answer (until the server closes). */
   hang?: boolean;
+  /** Answer once the promise this returns (called for each request) resolves. */
+  gate?: () => Promise<void>;
 }
 
 export interface LoopbackServer {
@@ -48,7 +50,8 @@ export async function startLoopbackServer(
     const send = () => {
       res.writeHead(route.status ?? 200, { 'Content-Type': route.type ?? 'application/octet-stream' }).end(route.body);
     };
-    if (route.delayMs) setTimeout(send, route.delayMs);
+    if (route.gate) void route.gate().then(send);
+    else if (route.delayMs) setTimeout(send, route.delayMs);
     else send();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
