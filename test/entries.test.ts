@@ -709,11 +709,23 @@ describe('external markdown images', () => {
   });
 
   it("fetches a note's images several at a time (NOTE_IMAGE_FETCH_CONCURRENCY, default 4)", async () => {
-    const slow = await startLoopbackServer({}, { '/slow/': { type: 'image/png', body: PNG, delayMs: 150 } });
+    // Every fetch waits at the gate: the first is answered only once four are waiting, so the
+    // concurrency seen does not depend on how fast the machine is.
+    const waiting: Array<() => void> = [];
+    const slow = await startLoopbackServer(
+      {},
+      { '/slow/': { type: 'image/png', body: PNG, gate: () => new Promise((r) => waiting.push(r)) } },
+    );
     try {
       const { api } = await server.user();
       const content = Array.from({ length: 8 }, (_, i) => `![s${i}](${slow.url(`/slow/${i}.png`)})`).join('\n');
-      const res = await api.POST('/api/v1/entries', { body: { content } });
+      const posted = api.POST('/api/v1/entries', { body: { content } });
+      for (let i = 0; i < 1000 && waiting.length < 4; i++) await new Promise((r) => setTimeout(r, 10));
+      for (let answered = 0, i = 0; answered < 8 && i < 2000; i++) {
+        if (waiting.length > answered) waiting[answered++]!();
+        else await new Promise((r) => setTimeout(r, 5));
+      }
+      const res = await posted;
       expect(res.response.status).toBe(201);
       expect(slow.hits).toHaveLength(8);
       expect(slow.maxInFlight).toBe(4);
