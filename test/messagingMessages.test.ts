@@ -4,6 +4,7 @@ import type { ApiClient, components } from '../client/index.ts';
 import { createMember, createSide, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { bearer, useServer } from './helpers/server.ts';
+import { untilWaitingForLock } from './helpers/db.ts';
 
 type Message = components['schemas']['Message'];
 
@@ -533,7 +534,9 @@ describe('send cost', () => {
       ...ch(channelId),
       body: { memberId: m, content: 'late https://example.com/late' },
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // PostgreSQL: the statement reached the row. Embedded: the request waits for the connection anyway.
+    if (server.databaseUrl) await untilWaitingForLock(knex, "the send's statement");
+    else await new Promise((resolve) => setTimeout(resolve, 300));
     await archiving.commit();
     const res = await pending;
     expect(res.response.status).toBe(404);

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { accountsRepo } from '../server/features/accounts/repo.ts';
 import { PostgresRateLimitStore, RedisRateLimitStore } from '../server/http/rateLimit.ts';
 import { bearer, TestServer, useServer } from './helpers/server.ts';
+import { untilWaitingForLock } from './helpers/db.ts';
 
 // Redis tests run when REDIS_URL is set (CI sets it) and are reported as skipped otherwise.
 const REDIS_URL = process.env.REDIS_URL ?? '';
@@ -164,15 +165,7 @@ describe('shared stores', () => {
         // The deletion has removed the key and its window but not committed when the sync runs.
         await accountsRepo.deleteAccount(trx, userId);
         const synced = store.flush();
-        const deadline = Date.now() + 10_000;
-        for (;;) {
-          const waiting = await knex.raw(
-            `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
-          );
-          if ((waiting.rows[0] as { n: number }).n > 0) break;
-          if (Date.now() > deadline) throw new Error('the sync never waited for the deletion');
-          await new Promise((r) => setTimeout(r, 20));
-        }
+        await untilWaitingForLock(knex, 'the sync');
         await trx.commit();
         await synced;
         expect(await knex('rate_limit_windows').where({ key_id: keyId }).first()).toBeUndefined();

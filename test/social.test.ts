@@ -3,6 +3,7 @@ import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
 import { addGalleryImage, galleryUrlOf, uniqueImage } from './helpers/gallery.ts';
 import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
 import { jsonHeaders, useServer, type TestUser } from './helpers/server.ts';
+import { untilWaitingForLock } from './helpers/db.ts';
 
 let now = 1_800_000_000_000;
 const server = useServer({ clock: () => now });
@@ -240,7 +241,9 @@ describe('links', () => {
     }).then((st) => {
       statements = st;
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // PostgreSQL: the statement reached the row. Embedded: the request waits for the connection anyway.
+    if (server.databaseUrl) await untilWaitingForLock(knex, "the link's statement");
+    else await new Promise((resolve) => setTimeout(resolve, 300));
     await other.commit();
     await pending;
     expect(answer!.status).toBe(201);

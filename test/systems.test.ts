@@ -15,6 +15,7 @@ import {
 import { captureStatements, explain, planNodes, REQUEST_WORK } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
 import { codeAndMessage } from './helpers/errors.ts';
+import { untilWaitingForLock } from './helpers/db.ts';
 
 const server = useServer();
 
@@ -899,15 +900,7 @@ describe.runIf(Boolean(process.env.DATABASE_URL))(
           body: { name: 'After' },
         });
         // Wait until the PATCH is blocked on the row lock this transaction holds.
-        const deadline = Date.now() + 10_000;
-        for (;;) {
-          const waiting = await knex.raw(
-            `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
-          );
-          if ((waiting.rows[0] as { n: number }).n > 0) break;
-          if (Date.now() > deadline) throw new Error('the PATCH never waited for the row lock');
-          await new Promise((r) => setTimeout(r, 20));
-        }
+        await untilWaitingForLock(knex, 'the PATCH');
         await trx('side_systems').where({ id: side }).update({ deleted_at: 1, updated_at: 1 });
         await trx.commit();
         const res = await patched;

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { Knex } from 'knex';
 import pg from 'pg';
 import { inject } from 'vitest';
 
@@ -46,4 +47,21 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     embeddedTemplate: undefined,
     drop: () => admin(base, (c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
   };
+}
+
+/**
+ * Resolves once a statement of the database `knex` is connected to waits for a lock (PostgreSQL):
+ * a test holding a row in its own transaction knows the request under test has reached it,
+ * however slow the machine. Fails after 10 s, naming `what`.
+ */
+export async function untilWaitingForLock(knex: Knex, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const waiting = await knex.raw(
+      `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid where not l.granted and a.datname = current_database()`,
+    );
+    if ((waiting.rows[0] as { n: number }).n > 0) return;
+    if (Date.now() > deadline) throw new Error(`${what} never waited for the lock`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

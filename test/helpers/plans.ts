@@ -16,9 +16,11 @@ export interface PlanNode {
   Plans?: PlanNode[];
 }
 
-/** Runs `action` and returns every statement knex sent meanwhile whose SQL matches `match`. */
-/** The event hub's own reads (server/events/stream.ts), which run whenever a write commits: never a request's. */
-const BACKGROUND = /from events\s+where id >|from api_keys where id = any/;
+/**
+ * The event hub's own reads (server/events/stream.ts), which run whenever a write commits, and a
+ * test's own wait for a lock (untilWaitingForLock, helpers/db.ts): never a request's.
+ */
+const BACKGROUND = /from events\s+where id >|from api_keys where id = any|from pg_locks/;
 
 /**
  * The statements a request runs for its own work: not the key check, the rate limit or the job
@@ -27,6 +29,7 @@ const BACKGROUND = /from events\s+where id >|from api_keys where id = any/;
  */
 export const REQUEST_WORK = /^(?![\s\S]*\b(api_keys|rate_limit_windows|job_schedules|locked_by)\b)/;
 
+/** Runs `action` and returns every statement knex sent meanwhile whose SQL matches `match`. */
 export async function captureStatements(
   knex: Knex,
   match: RegExp,
