@@ -241,7 +241,8 @@ describe('links', () => {
     }).then((st) => {
       statements = st;
     });
-    // PostgreSQL: the statement reached the row. Embedded: the request waits for the connection anyway.
+    // PostgreSQL: until the statement waits for the row. Embedded (one connection): time for the
+    // request to queue behind the transaction; had it not, it runs after and answers the same.
     if (server.databaseUrl) await untilWaitingForLock(knex, "the link's statement");
     else await new Promise((resolve) => setTimeout(resolve, 300));
     await other.commit();

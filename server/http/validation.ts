@@ -97,17 +97,18 @@ export const routeMatcherKeys = (): string[] => [...routeMatchers.keys()];
  * (express's router builds its layers with more options) goes to path-to-regexp as before. A
  * matcher is read only (`regexp.exec`, `keys`), and without the `g` flag its `exec` keeps no state.
  */
+/** Whether a call sets no option but `sensitive` and `strict` (the validator's), without allocating. */
+function onlyRouteOptions(options: Record<string, unknown> | undefined): boolean {
+  for (const name in options) if (name !== 'sensitive' && name !== 'strict') return false;
+  return true;
+}
+
 function cacheRouteMatchers(): void {
   const module = validatorsPathToRegexp();
   const compile = module.pathToRegexp;
   if ((compile as { cached?: boolean }).cached) return;
   const cached: PathToRegexp = (path, options) => {
-    const keys = options ? Object.keys(options) : [];
-    if (
-      typeof path !== 'string' ||
-      keys.some((k) => k !== 'sensitive' && k !== 'strict') ||
-      routeMatchers.size >= 5_000
-    )
+    if (typeof path !== 'string' || !onlyRouteOptions(options) || routeMatchers.size >= 5_000)
       return compile(path, options);
     const key = `${options?.sensitive === true ? 's' : '-'}${options?.strict === true ? 't' : '-'}${path}`;
     let matcher = routeMatchers.get(key);

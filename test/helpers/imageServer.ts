@@ -6,8 +6,6 @@ export interface LoopbackRoute {
   status?: number;
   type?: string;
   body: Buffer | string;
-  /** Answer after this many milliseconds. */
-  delayMs?: number;
   /** Never answer (until the server closes). */
   hang?: boolean;
   /** Answer once the promise this returns (called for each request) resolves. */
@@ -51,7 +49,6 @@ export async function startLoopbackServer(
       res.writeHead(route.status ?? 200, { 'Content-Type': route.type ?? 'application/octet-stream' }).end(route.body);
     };
     if (route.gate) void route.gate().then(send);
-    else if (route.delayMs) setTimeout(send, route.delayMs);
     else send();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
