@@ -1,7 +1,7 @@
 /** createApp(deps): the express app with the whole middleware chain, without listening. */
 import express, { type Express } from 'express';
 import type { AppDeps } from './deps.ts';
-import { handlers, keyedAhead } from './handlers.ts';
+import { handlers, keyedInWrite } from './handlers.ts';
 import { chain } from './http/chain.ts';
 import { cors } from './http/cors.ts';
 import {
@@ -42,7 +42,7 @@ export function createApp(deps: AppDeps): Express {
       requireBody(),
       inputHygiene(),
       createValidator(spec, deps.config.validateResponses),
-      dispatch(handlers, deps, keyedAhead),
+      dispatch(handlers, deps, keyedInWrite),
     ]),
   );
   app.use(errorHandler(deps));

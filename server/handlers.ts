@@ -56,15 +56,15 @@ const noOrphans: [Orphaned] extends [never] ? true : Orphaned = true;
 void noOrphans;
 
 /**
- * The POSTs whose Idempotency-Key is claimed ahead of the handler and stored by their one write
- * (server/http/pipeline.ts, runKeyedAhead): each writes only through oneStatement() with its answer
+ * The POSTs whose Idempotency-Key is taken by their one write, which stores the answer under it
+ * (server/http/pipeline.ts, runKeyedInWrite): each writes only through oneStatement() with its answer
  * or, in its rarer variants, through inTransaction() (it then runs again in a transaction). An
  * answer that shows more than the request (a message, a guestbook post, a poll's state) is built
  * from a read made first, which the statement checks: when it no longer holds, the statement writes
  * nothing and the request runs again in a transaction (StaleAnswer), as a link's does when its
  * profile changed.
  */
-export const keyedAhead: ReadonlySet<OperationId> = new Set<OperationId>([
+export const keyedInWrite: ReadonlySet<OperationId> = new Set<OperationId>([
   'createEntry',
   'startFronting',
   'createMember',

@@ -566,22 +566,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $21,
-      response_enc = $22,
-      expires_at = $23::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $21::uuid,
+      $22::uuid,
+      $23::text,
+      $24::text,
+      $25::bytea,
+      $26::text,
+      $27::bytea,
+      $28::bigint,
+      $29::bigint
     where
-      k.id = $24
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -597,7 +616,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($25::jsonb) as r (
+      jsonb_to_recordset($30::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -657,12 +676,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $26::text,
+      $31::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $27::int,
+      $32::int,
       (
         select
           min(next_attempt_at)
@@ -724,14 +743,14 @@ select
   (
     select
       pg_notify (
-        $28::text,
+        $33::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $29::text
+          ) then $34::text
           else ''
         end
       ) as notified

@@ -3664,22 +3664,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $27,
-      response_enc = $28,
-      expires_at = $29::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $27::uuid,
+      $28::uuid,
+      $29::text,
+      $30::text,
+      $31::bytea,
+      $32::text,
+      $33::bytea,
+      $34::bigint,
+      $35::bigint
     where
-      k.id = $30
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -3695,7 +3714,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($31::jsonb) as r (
+      jsonb_to_recordset($36::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -3755,12 +3774,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $32::text,
+      $37::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $33::int,
+      $38::int,
       (
         select
           min(next_attempt_at)
@@ -3813,16 +3832,16 @@ with
         created_at
       )
     select
-      $34::uuid,
-      $35::uuid,
-      $36::text,
-      $37::uuid,
-      $38::text,
-      $39::text,
-      $40::text,
+      $39::uuid,
+      $40::uuid,
       $41::text,
-      $42::jsonb,
-      $43::bigint
+      $42::uuid,
+      $43::text,
+      $44::text,
+      $45::text,
+      $46::text,
+      $47::jsonb,
+      $48::bigint
     from
       verdict
     where
@@ -3855,14 +3874,14 @@ select
   (
     select
       pg_notify (
-        $44::text,
+        $49::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $45::text
+          ) then $50::text
           else ''
         end
       ) as notified

@@ -1294,22 +1294,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $19,
-      response_enc = $20,
-      expires_at = $21::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $19::uuid,
+      $20::uuid,
+      $21::text,
+      $22::text,
+      $23::bytea,
+      $24::text,
+      $25::bytea,
+      $26::bigint,
+      $27::bigint
     where
-      k.id = $22
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -1325,7 +1344,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($23::jsonb) as r (
+      jsonb_to_recordset($28::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -1385,12 +1404,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $24::text,
+      $29::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $25::int,
+      $30::int,
       (
         select
           min(next_attempt_at)
@@ -1439,14 +1458,14 @@ select
   (
     select
       pg_notify (
-        $26::text,
+        $31::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $27::text
+          ) then $32::text
           else ''
         end
       ) as notified

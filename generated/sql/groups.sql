@@ -437,22 +437,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $18,
-      response_enc = $19,
-      expires_at = $20::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $18::uuid,
+      $19::uuid,
+      $20::text,
+      $21::text,
+      $22::bytea,
+      $23::text,
+      $24::bytea,
+      $25::bigint,
+      $26::bigint
     where
-      k.id = $21
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -468,7 +487,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($22::jsonb) as r (
+      jsonb_to_recordset($27::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -528,12 +547,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $23::text,
+      $28::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $24::int,
+      $29::int,
       (
         select
           min(next_attempt_at)
@@ -581,14 +600,14 @@ select
   (
     select
       pg_notify (
-        $25::text,
+        $30::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $26::text
+          ) then $31::text
           else ''
         end
       ) as notified

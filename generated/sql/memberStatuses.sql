@@ -202,22 +202,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $8,
-      response_enc = $9,
-      expires_at = $10::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $8::uuid,
+      $9::uuid,
+      $10::text,
+      $11::text,
+      $12::bytea,
+      $13::text,
+      $14::bytea,
+      $15::bigint,
+      $16::bigint
     where
-      k.id = $11
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -233,7 +252,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($12::jsonb) as r (
+      jsonb_to_recordset($17::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -293,12 +312,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $13::text,
+      $18::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $14::int,
+      $19::int,
       (
         select
           min(next_attempt_at)
@@ -340,14 +359,14 @@ select
   (
     select
       pg_notify (
-        $15::text,
+        $20::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $16::text
+          ) then $21::text
           else ''
         end
       ) as notified

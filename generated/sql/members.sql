@@ -492,22 +492,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $32,
-      response_enc = $33,
-      expires_at = $34::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $32::uuid,
+      $33::uuid,
+      $34::text,
+      $35::text,
+      $36::bytea,
+      $37::text,
+      $38::bytea,
+      $39::bigint,
+      $40::bigint
     where
-      k.id = $35
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -523,7 +542,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($36::jsonb) as r (
+      jsonb_to_recordset($41::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -583,12 +602,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $37::text,
+      $42::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $38::int,
+      $43::int,
       (
         select
           min(next_attempt_at)
@@ -636,14 +655,14 @@ select
   (
     select
       pg_notify (
-        $39::text,
+        $44::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $40::text
+          ) then $45::text
           else ''
         end
       ) as notified

@@ -1737,22 +1737,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $36,
-      response_enc = $37,
-      expires_at = $38::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $36::uuid,
+      $37::uuid,
+      $38::text,
+      $39::text,
+      $40::bytea,
+      $41::text,
+      $42::bytea,
+      $43::bigint,
+      $44::bigint
     where
-      k.id = $39
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -1768,7 +1787,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($40::jsonb) as r (
+      jsonb_to_recordset($45::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -1828,12 +1847,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $41::text,
+      $46::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $42::int,
+      $47::int,
       (
         select
           min(next_attempt_at)
@@ -1880,7 +1899,7 @@ select
       digest
     from
       ahead
-  ) = $43::text as ahead_ok,
+  ) = $48::text as ahead_ok,
   e.id as existing_id,
   e.channel_id as existing_channel_id,
   e.deleted_at as existing_deleted_at,
@@ -1915,14 +1934,14 @@ select
   (
     select
       pg_notify (
-        $44::text,
+        $49::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $45::text
+          ) then $50::text
           else ''
         end
       ) as notified

@@ -346,22 +346,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $12,
-      response_enc = $13,
-      expires_at = $14::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $12::uuid,
+      $13::uuid,
+      $14::text,
+      $15::text,
+      $16::bytea,
+      $17::text,
+      $18::bytea,
+      $19::bigint,
+      $20::bigint
     where
-      k.id = $15
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -377,7 +396,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($16::jsonb) as r (
+      jsonb_to_recordset($21::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -437,12 +456,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $17::text,
+      $22::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $18::int,
+      $23::int,
       (
         select
           min(next_attempt_at)
@@ -495,14 +514,14 @@ select
   (
     select
       pg_notify (
-        $19::text,
+        $24::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $20::text
+          ) then $25::text
           else ''
         end
       ) as notified

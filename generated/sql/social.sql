@@ -595,22 +595,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $18,
-      response_enc = $19,
-      expires_at = $20::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $18::uuid,
+      $19::uuid,
+      $20::text,
+      $21::text,
+      $22::bytea,
+      $23::text,
+      $24::bytea,
+      $25::bigint,
+      $26::bigint
     where
-      k.id = $21
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -626,7 +645,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($22::jsonb) as r (
+      jsonb_to_recordset($27::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -686,12 +705,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $23::text,
+      $28::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $24::int,
+      $29::int,
       (
         select
           min(next_attempt_at)
@@ -748,8 +767,8 @@ select
     from
       accounts a
     where
-      a.id = $25
-  ) = $26::text as ahead_ok,
+      a.id = $30
+  ) = $31::text as ahead_ok,
   m.id,
   m.user_id,
   m.widget_id,
@@ -768,14 +787,14 @@ select
   (
     select
       pg_notify (
-        $27::text,
+        $32::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $28::text
+          ) then $33::text
           else ''
         end
       ) as notified
@@ -1295,22 +1314,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $21,
-      response_enc = $22,
-      expires_at = $23::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $21::uuid,
+      $22::uuid,
+      $23::text,
+      $24::text,
+      $25::bytea,
+      $26::text,
+      $27::bytea,
+      $28::bigint,
+      $29::bigint
     where
-      k.id = $24
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -1326,7 +1364,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($25::jsonb) as r (
+      jsonb_to_recordset($30::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -1386,12 +1424,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $26::text,
+      $31::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $27::int,
+      $32::int,
       (
         select
           min(next_attempt_at)
@@ -1439,14 +1477,14 @@ select
   (
     select
       pg_notify (
-        $28::text,
+        $33::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $29::text
+          ) then $34::text
           else ''
         end
       ) as notified
@@ -2217,22 +2255,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $30,
-      response_enc = $31,
-      expires_at = $32::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $30::uuid,
+      $31::uuid,
+      $32::text,
+      $33::text,
+      $34::bytea,
+      $35::text,
+      $36::bytea,
+      $37::bigint,
+      $38::bigint
     where
-      k.id = $33
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -2248,7 +2305,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($34::jsonb) as r (
+      jsonb_to_recordset($39::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -2308,12 +2365,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $35::text,
+      $40::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $36::int,
+      $41::int,
       (
         select
           min(next_attempt_at)
@@ -2387,14 +2444,14 @@ select
   (
     select
       pg_notify (
-        $37::text,
+        $42::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $38::text
+          ) then $43::text
           else ''
         end
       ) as notified

@@ -233,22 +233,41 @@ with
       )
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $11,
-      response_enc = $12,
-      expires_at = $13::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $11::uuid,
+      $12::uuid,
+      $13::text,
+      $14::text,
+      $15::bytea,
+      $16::text,
+      $17::bytea,
+      $18::bigint,
+      $19::bigint
     where
-      k.id = $14
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           locked
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   appended as (
     insert into
@@ -264,7 +283,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($15::jsonb) as r (
+      jsonb_to_recordset($20::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -324,12 +343,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $16::text,
+      $21::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $17::int,
+      $22::int,
       (
         select
           min(next_attempt_at)
@@ -371,14 +390,14 @@ select
   (
     select
       pg_notify (
-        $18::text,
+        $23::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $19::text
+          ) then $24::text
           else ''
         end
       ) as notified

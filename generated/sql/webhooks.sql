@@ -166,22 +166,41 @@ with
       updated_at
   ),
   keyed as (
-    update idempotency_keys k
-    set
-      key_id = $11,
-      response_enc = $12,
-      expires_at = $13::bigint
+    insert into
+      idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+    select
+      $11::uuid,
+      $12::uuid,
+      $13::text,
+      $14::text,
+      $15::bytea,
+      $16::text,
+      $17::bytea,
+      $18::bigint,
+      $19::bigint
     where
-      k.id = $14
-      and k.response_enc is null
-      and exists (
+      exists (
         select
           1
         from
           inserted
       )
+    on conflict (user_id, operation, idem_key) do update
+    set
+      id = excluded.id,
+      fingerprint = excluded.fingerprint,
+      key_id = excluded.key_id,
+      response_enc = excluded.response_enc,
+      created_at = excluded.created_at,
+      expires_at = excluded.expires_at
+    where
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
-      k.id
+      id
   ),
   audited as (
     insert into
@@ -198,16 +217,16 @@ with
         created_at
       )
     select
-      $15::uuid,
-      $16::uuid,
-      $17::text,
-      $18::uuid,
-      $19::text,
-      $20::text,
-      $21::text,
+      $20::uuid,
+      $21::uuid,
       $22::text,
+      $23::uuid,
+      $24::text,
+      $25::text,
+      $26::text,
+      $27::text,
       '{}'::jsonb,
-      $23::bigint
+      $28::bigint
     from
       inserted
   )

@@ -216,7 +216,7 @@ export interface ServerContext {
   readonly audit: AuditSink;
   readonly events: EventSink;
   readonly jobs: JobEnqueuer;
-  /** A keyed POST whose key is claimed ahead of its one write (KeyedStatement); absent otherwise. */
+  /** A keyed POST whose key is taken by its one write (KeyedStatement); absent otherwise. */
   readonly keyed?: KeyedStatement;
 }
 
@@ -297,7 +297,7 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
 ): Promise<T> {
   const keyed = (ctx as { keyed?: KeyedStatement }).keyed;
   if (keyed && !ctx.db.isTransaction) {
-    if (keyed.state === 'done') throw new Error('a request keyed ahead of its write wrote twice');
+    if (keyed.state === 'done') throw new Error('a request keyed in its write wrote twice');
     throw new NeedsTransaction();
   }
   const request = requestTransactions.get(ctx.db);
@@ -322,9 +322,9 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
  *
  * `answer` is the body the operation answers with when the statement writes (undefined: no body),
  * and its status when the operation has several successes (else its one success status),
- * for a request whose key was claimed ahead (ctx.keyed): the statement then stores that response
- * on the claim itself, beside its events (appendEvents) or, for a write that emits none, by
- * answerOnClaim (server/idempotency/inStatement.ts), so the key costs no transaction. Such a
+ * for a keyed request (ctx.keyed): the statement then stores that response under the key itself,
+ * beside its events (appendEvents) or, for a write that emits none, by answerOnClaim
+ * (server/idempotency/inStatement.ts), so the key costs no statement of its own. Such a
  * statement's result is its final row with `notified` (notifiedColumn) or `answered`, which says
  * whether it wrote (undefined, no row, with answerOnClaim: it did not). Without `answer`, such a request runs again in a transaction (NeedsTransaction).
  */
@@ -340,7 +340,7 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
   }
   const { keyed } = ctx;
   if (!keyed) return work(ctx.db);
-  if (keyed.state === 'done') throw new Error('a request keyed ahead of its write wrote twice');
+  if (keyed.state === 'done') throw new Error('a request keyed in its write wrote twice');
   if (!answer || !keyed.arm(answer.body, answer.status)) throw new NeedsTransaction();
   let written = false;
   try {
@@ -364,10 +364,10 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
 }
 
 /**
- * A keyed POST whose key was claimed in a statement of its own before the handler ran
- * (server/http/pipeline.ts): its one write stores the response on the claim (oneStatement,
- * appendEvents). `state`: `open` before that write, `armed` with the response sealed, `embedded`
- * once a statement carries it, `done` after the write ran.
+ * A keyed POST whose key is taken by its one write (server/http/pipeline.ts, runKeyedInWrite): that
+ * write's statement stores the response under the key (oneStatement, appendEvents, answerOnClaim),
+ * or on the claim made before external work (claimKey). `state`: `open` before that write, `armed`
+ * with the response sealed, `embedded` once a statement carries it, `done` after the write ran.
  */
 export interface KeyedStatement {
   readonly state: 'open' | 'armed' | 'embedded' | 'done';
@@ -380,17 +380,44 @@ export interface KeyedStatement {
   take(): KeyCompletion | undefined;
   /** The write ran; `written`: its statement wrote, and so stored the response. */
   settle(written: boolean): void;
+  /**
+   * Claims the key in a statement of its own, as a row without a response under a lease, before
+   * work that must not run twice at once or that takes long (a note's image downloads); throws
+   * KeyAnswered when the key is taken. Its write then stores the response on that claim.
+   */
+  claim(): Promise<void>;
 }
 
-/** The stored response of a claimed key, as a statement writes it onto the claim's row. */
+/** The response of a keyed request as its write's statement stores it under the key (storedUnderKey). */
 export interface KeyCompletion {
-  claimId: string;
+  /** The row's id: the claim's (claimKey), or a new one. */
+  id: string;
+  userId: string;
+  operation: string;
+  key: string;
+  fingerprint: Buffer;
+  now: number;
   keyId: string;
   response: Buffer;
   expiresAt: number;
 }
 
-/** A request keyed ahead reached a write that is not one statement with its answer: the pipeline runs it again in a transaction. */
+/** The key of a keyed request was taken when it claimed it (claimKey): the pipeline answers with `answer`. */
+export class KeyAnswered extends Error {
+  constructor(readonly answer: unknown) {
+    super('the idempotency key is taken');
+  }
+}
+
+/**
+ * Claims a keyed request's key ahead of its write (KeyedStatement.claim), when the request is keyed
+ * in its write and has not written yet; nothing otherwise (in a transaction the key is held already).
+ */
+export async function claimKey(ctx: Pick<ServerContext, 'db' | 'keyed'>): Promise<void> {
+  if (ctx.keyed?.state === 'open' && !ctx.db.isTransaction) await ctx.keyed.claim();
+}
+
+/** A request keyed in its write reached a write that is not one statement with its answer: the pipeline runs it again in a transaction. */
 export class NeedsTransaction extends Error {
   constructor() {
     super('this keyed request needs a transaction');
@@ -398,15 +425,15 @@ export class NeedsTransaction extends Error {
 }
 
 /**
- * A request keyed ahead built its answer from a read made before its statement, and the statement
+ * A request keyed in its write built its answer from a read made before its statement, and the statement
  * found that what the answer was built from had changed since: it wrote nothing (nor stored the
  * answer), so the request runs again in a transaction, as NeedsTransaction.
  */
 export class StaleAnswer extends NeedsTransaction {}
 
 /**
- * Whether the request's answer is to be read ahead of its one write (StaleAnswer): its key was
- * claimed ahead, nothing is written yet, and it is not running in a transaction.
+ * Whether the request's answer is to be read ahead of its one write (StaleAnswer): it is keyed in
+ * that write, nothing is written yet, and it is not running in a transaction.
  */
 export const readsAnswerAhead = (ctx: Pick<ServerContext, 'db' | 'keyed'>): boolean =>
   ctx.keyed?.state === 'open' && !ctx.db.isTransaction;

@@ -30,7 +30,7 @@ import {
 } from '../core/context.ts';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
-import { exampleKeyed, storedOnClaim } from '../idempotency/inStatement.ts';
+import { exampleKeyed, storedUnderKey } from '../idempotency/inStatement.ts';
 import { enqueueRows } from '../jobs/queue.ts';
 
 type Schemas = components['schemas'];
@@ -56,8 +56,8 @@ export type EventInsert = PendingEvent;
  */
 export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
   const key = keyedRows.get(rows)?.take();
-  // The answer of a request keyed ahead is stored on its claim when the write happened (`locked` has its row).
-  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),${key ? storedOnClaim(key, sql`exists (select 1 from locked)`) : sql.empty}
+  // The answer of a keyed request is stored under its key when the write happened (`locked` has its row).
+  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),${key ? storedUnderKey(key, sql`exists (select 1 from locked)`) : sql.empty}
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id
@@ -80,7 +80,7 @@ export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
     )`;
 }
 
-/** The events of a request keyed ahead (ServerContext.keyed), by the rows rows() built for it. */
+/** The events of a keyed request (ServerContext.keyed), by the rows rows() built for it. */
 const keyedRows = new WeakMap<readonly EventInsert[], KeyedStatement>();
 
 /** After appendEvents' CTEs: the commit-time notification, as a select list (no row when nothing was appended). */

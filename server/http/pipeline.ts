@@ -26,7 +26,7 @@ import type {
   ServerContext,
   ServiceContext,
 } from '../core/context.ts';
-import { type KeyedStatement, NeedsTransaction, RequestTransaction, StaleAnswer } from '../core/context.ts';
+import { KeyAnswered, type KeyedStatement, NeedsTransaction, RequestTransaction, StaleAnswer } from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
@@ -291,7 +291,7 @@ class Context implements RequestContext {
     private readonly db: Knex,
     private readonly locals: RequestLocals,
     readonly req: Request,
-    /** A keyed request whose key was claimed ahead of its one write (runKeyedAhead). */
+    /** A keyed request whose key is taken by its one write (runKeyedInWrite). */
     private readonly keyed?: KeyedStatement,
   ) {
     this.auth = locals.auth ?? null;
@@ -368,14 +368,14 @@ class Context implements RequestContext {
 }
 
 /**
- * `keyedAhead`: the operations whose key is claimed ahead of the handler (runKeyedAhead): their
+ * `keyedInWrite`: the operations whose key is taken by their one write (runKeyedInWrite): their
  * handlers write only through oneStatement() with their answer, or through inTransaction() (the
  * request then runs again in a transaction), never on the pool directly.
  */
 export function dispatch(
   handlers: HandlerMap,
   deps: AppDeps,
-  keyedAhead: ReadonlySet<OperationId> = new Set(),
+  keyedInWrite: ReadonlySet<OperationId> = new Set(),
 ): RequestHandler {
   return async (req, res) => {
     const l = locals(res);
@@ -386,7 +386,7 @@ export function dispatch(
     const key = req.method === 'POST' && l.auth ? req.headers['idempotency-key'] : undefined;
     if (typeof key === 'string') {
       const who = { userId: l.auth!.accountId, key };
-      if (keyedAhead.has(operation.operationId)) return runKeyedAhead(deps, req, res, who, run);
+      if (keyedInWrite.has(operation.operationId)) return runKeyedInWrite(deps, req, res, who, run);
       return runIdempotent(deps, res, { ...keyOf(req, res, who), now: deps.clock() }, run);
     }
     await respond(deps, res, await run(deps.db.knex));
@@ -443,17 +443,19 @@ function keyOf(req: Request, res: Response, who: { userId: string; key: string }
 
 /**
  * A POST with an Idempotency-Key to an operation whose write is one statement (dispatch's
- * `keyedAhead`): the key is claimed first, in a statement of its own (a row without a response,
- * under a lease), and the write's statement stores the sealed success on that row with its events
- * (oneStatement, appendEvents): two statements in all. The response given must be the one stored.
- * A refusal or an answer given without that write (nothing written, or a write that said nothing)
- * is stored on the claim afterwards; a 5xx or 429 gives the claim up. A write that needs a
- * transaction (NeedsTransaction, before anything was written, or StaleAnswer, after a statement
- * that wrote nothing because the answer built ahead no longer held) runs again as runIdempotent
- * runs it, storing on the claim it holds. A claim lost meanwhile (its lease ran out and another request took
- * the key) leaves nothing written: the other request's answer is replayed.
+ * `keyedInWrite`): the handler runs at once, and its write's statement stores the sealed success
+ * under the key with its events (oneStatement, appendEvents): the key costs no statement of its
+ * own. When the key is taken by then (another request's answer, or its claim while it runs), that
+ * statement fails whole and writes nothing, and the key's answer is given. A handler that works
+ * long before its write (a note's image downloads) claims the key first (claimKey), and its write
+ * stores on that claim. A refusal or an answer given without that write (nothing written, or a
+ * write that said nothing) is stored afterwards, unless the key was taken meanwhile: then that
+ * answer is given. A 5xx or 429 gives a claim up, or replays an answer stored under the key. A
+ * write that needs a transaction (NeedsTransaction, before anything was written, or StaleAnswer,
+ * after a statement that wrote nothing because the answer built ahead no longer held) runs again
+ * as runIdempotent runs it, on the claim when there is one.
  */
-async function runKeyedAhead(
+async function runKeyedInWrite(
   deps: AppDeps,
   req: Request,
   res: Response,
@@ -463,27 +465,34 @@ async function runKeyedAhead(
   const { scope, print } = keyOf(req, res, who);
   const now = deps.clock();
   const db = deps.db.knex;
-  const answer = await deps.idempotency.claimAhead(db, scope, print, now);
-  if (answer.kind !== 'run') return await replay(res, answer);
-  const claimId = answer.claimId!;
   const success = locals(res).operation!.operation.declaredStatuses.filter((s) => s >= 200 && s < 300);
-  const keyed = deps.idempotency.keyed(scope, claimId, success.length === 1 ? success[0] : undefined, now);
+  const keyed = deps.idempotency.keyed(scope, print, success.length === 1 ? success[0] : undefined, now, () =>
+    deps.idempotency.claimAhead(db, scope, print, now),
+  );
+  const answered = async () => replay(res, await deps.idempotency.stored(db, scope, print, now));
   const stored = async (response: StoredResponse) =>
-    (await deps.idempotency.complete(db, scope, claimId, response, now)) ||
-    (await replay(res, await deps.idempotency.stored(db, scope, print, now)), false);
+    (await (keyed.claimId
+      ? deps.idempotency.complete(db, scope, keyed.claimId, response, now)
+      : deps.idempotency.store(db, scope, print, response, now))) || (await answered(), false);
   let result: HandlerOutcome;
   try {
     result = await run(db, keyed);
   } catch (err) {
+    if (err instanceof KeyAnswered) return await replay(res, err.answer as Claim);
     // Before its write, or after a write whose guard found the answer read ahead stale (nothing written).
     if (err instanceof NeedsTransaction && (keyed.state !== 'done' || (err instanceof StaleAnswer && !keyed.written)))
-      return await runIdempotent(deps, res, { scope, print, now, claimId }, run);
-    if (isClaimLost(err)) return await replay(res, await deps.idempotency.stored(db, scope, print, now));
+      return await runIdempotent(deps, res, { scope, print, now, claimId: keyed.claimId }, run);
+    if (isKeyTaken(err)) return await answered();
     // The write and its stored response committed: that is the answer, whatever failed after it.
     if (keyed.written) return await replay(res, { kind: 'replay', response: keyed.response! }, false);
     const refused = clientError(err);
     if (!refused) {
-      await deps.idempotency.release(db, claimId).catch(() => undefined);
+      if (keyed.claimId) await deps.idempotency.release(db, keyed.claimId).catch(() => undefined);
+      else {
+        // A retry whose first answer is stored gets that answer, whatever this run met.
+        const prior = await deps.idempotency.stored(db, scope, print, now).catch(() => undefined);
+        if (prior && prior.kind !== 'in_flight') return await replay(res, prior);
+      }
       throw err;
     }
     if (await stored(refusal(refused))) throw err;
@@ -498,8 +507,8 @@ async function runKeyedAhead(
   if (await stored(response)) await respond(deps, res, result);
 }
 
-/** The statement failed because the request's claim was gone when it wrote (idempotency_held, migration 0032). */
-const isClaimLost = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'IK001';
+/** The statement failed because the key was another request's when it wrote (idempotency_held, migration 0032). */
+const isKeyTaken = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === 'IK001';
 
 function sameResponse(a: StoredResponse, b: StoredResponse): boolean {
   return a.status === b.status && a.body.equals(b.body) && JSON.stringify(a.headers) === JSON.stringify(b.headers);
@@ -525,7 +534,7 @@ async function runIdempotent(
 ): Promise<void> {
   const { scope, print, now, claimId } = key;
   const db = deps.db.knex;
-  // On the claim made ahead (runKeyedAhead), or as a response of its own under the key.
+  // On the claim made ahead (claimKey), or as a response of its own under the key.
   const store = (on: Knex, response: StoredResponse, events?: unknown[]) =>
     claimId
       ? deps.idempotency.complete(on, scope, claimId, response, now, events)

@@ -1,36 +1,44 @@
 /**
- * A keyed request's answer stored on its claim by the write's own statement (docs/api.md "Safe
- * retries", "claimed ahead"): the CTE `keyed` updates the claim's row when the write happened, and
- * `idempotency_held` (migration 0032) fails the statement whole when it wrote but the claim was no
- * longer this request's (its lease ran out and another request took the key). The event log's
- * append carries it for a write that emits events (appendEvents, server/events/log.ts); a write
- * that emits none takes it with answerOnClaim.
+ * A keyed request's answer stored under its key by the write's own statement (docs/api.md "Safe
+ * retries", "keyed in the write"): the CTE `keyed` inserts the key's row with the sealed answer when
+ * the write happened, or completes the request's own claim (claimKey), or takes over a row whose
+ * time ran out; `idempotency_held` (migration 0032) fails the statement whole when it wrote but the
+ * key was another request's (its answer, or its claim while it runs). The event log's append
+ * carries it for a write that emits events (appendEvents, server/events/log.ts); a write that emits
+ * none takes it with answerOnClaim.
  */
 import type { KeyCompletion, KeyedStatement } from '../core/context.ts';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID } from '../db/statements.ts';
 
-/** The CTE `keyed` (followed by a comma): the sealed answer stored on the claim when `when` holds. */
-export const storedOnClaim = (key: KeyCompletion, when: Sql): Sql => sql`
+/** The CTE `keyed` (followed by a comma): the sealed answer stored under the key when `when` holds. */
+export const storedUnderKey = (key: KeyCompletion, when: Sql): Sql => sql`
     keyed as (
-      update idempotency_keys k set key_id = ${key.keyId}, response_enc = ${key.response}, expires_at = ${key.expiresAt}::bigint
-      where k.id = ${key.claimId} and k.response_enc is null and ${when}
-      returning k.id
+      insert into idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+      select ${key.id}::uuid, ${key.userId}::uuid, ${key.operation}::text, ${key.key}::text, ${key.fingerprint}::bytea,
+        ${key.keyId}::text, ${key.response}::bytea, ${key.now}::bigint, ${key.expiresAt}::bigint
+      where ${when}
+      on conflict (user_id, operation, idem_key) do update set
+        id = excluded.id, fingerprint = excluded.fingerprint, key_id = excluded.key_id,
+        response_enc = excluded.response_enc, created_at = excluded.created_at, expires_at = excluded.expires_at
+        where (idempotency_keys.id = excluded.id and idempotency_keys.response_enc is null)
+          or idempotency_keys.expires_at <= excluded.created_at
+      returning id
     ),`;
 
 /**
- * For a write in one statement that appends no event, claimed ahead (`keyed`, ServerContext.keyed,
- * armed by oneStatement): `ctes`, the CTE `keyed` storing the answer when `written` (a condition of
- * the statement, true when it wrote), to place among its CTEs; and `answered`, a column (with its
+ * For a keyed write in one statement that appends no event (ServerContext.keyed, armed by
+ * oneStatement): `ctes`, the CTE `keyed` storing the answer when `written` (a condition of the
+ * statement, true when it wrote), to place among its CTEs; and `answered`, a column (with its
  * leading comma) for its final select, which must yield a row whenever the statement wrote: true
  * when the answer was stored, and the statement fails whole when it wrote without storing it. Both
- * empty for a request not keyed ahead.
+ * empty for a request not keyed.
  */
 export function answerOnClaim(keyed: KeyedStatement | undefined, written: Sql): { ctes: Sql; answered: Sql } {
   const key = keyed?.take();
   if (!key) return { ctes: sql.empty, answered: sql.empty };
   return {
-    ctes: storedOnClaim(key, written),
+    ctes: storedUnderKey(key, written),
     answered: sql`,
       case when idempotency_held(case when ${written} then 1 else 0 end, (select count(*) from keyed))
         then exists (select 1 from keyed) end as answered`,
@@ -39,6 +47,22 @@ export function answerOnClaim(keyed: KeyedStatement | undefined, written: Sql): 
 
 /** A keyed request armed with an example answer, for the variants of statements that store it (generated/sql/). */
 export function exampleKeyed(): KeyedStatement {
-  const completion: KeyCompletion = { claimId: EXAMPLE_UUID, keyId: 'k', response: Buffer.alloc(0), expiresAt: 0 };
-  return { state: 'armed', arm: () => false, take: () => completion, settle: () => undefined };
+  const completion: KeyCompletion = {
+    id: EXAMPLE_UUID,
+    userId: EXAMPLE_UUID,
+    operation: 'op',
+    key: 'k',
+    fingerprint: Buffer.alloc(0),
+    now: 0,
+    keyId: 'k',
+    response: Buffer.alloc(0),
+    expiresAt: 0,
+  };
+  return {
+    state: 'armed',
+    arm: () => false,
+    take: () => completion,
+    settle: () => undefined,
+    claim: async () => undefined,
+  };
 }

@@ -21,7 +21,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { MessageCipher } from '../crypto/messageCipher.ts';
 import type { MessageKey } from '../config.ts';
-import type { KeyCompletion, KeyedStatement } from '../core/context.ts';
+import { type KeyCompletion, KeyAnswered, type KeyedStatement } from '../core/context.ts';
 import type { EventInsert } from '../events/log.ts';
 import { idempotencyRepo, type KeyScope, type StoredRow } from './repo.ts';
 
@@ -78,9 +78,9 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Claims the key ahead of the request, in a statement of its own (server/http/pipeline.ts,
-   * operations whose write is one statement): `run` with the claim's id, or why not. A claim
-   * without a response yet is a request in flight.
+   * Claims the key ahead of a request's write, in a statement of its own (claimKey, before work
+   * that takes long, such as a note's image downloads): `run` with the claim's id, or why not. A
+   * claim without a response yet is a request in flight.
    */
   async claimAhead(db: Knex, scope: KeyScope, print: Buffer, now: number): Promise<Claim> {
     const id = randomUUID();
@@ -95,16 +95,41 @@ export class IdempotencyKeys {
     return row.id ? this.match(scope, row as StoredRow, print) : this.stored(db, scope, print, now);
   }
 
-  /** The claim's side of a keyed request whose write is one statement (ServerContext.keyed). */
-  keyed(scope: KeyScope, claimId: string, successStatus: number | undefined, now: number): KeyedRequest {
-    return new KeyedRequest((body, status = successStatus) => {
-      if (status === undefined) return undefined;
-      const response = responseOf(status, body);
-      return {
-        response,
-        completion: { claimId, ...this.seal(scope.userId, claimId, response), expiresAt: now + this.ttlMs },
-      };
-    });
+  /**
+   * The key's side of a request whose write is one statement (ServerContext.keyed): that statement
+   * stores the response under the key with a new row id, or on the claim `claim` made (claimKey).
+   */
+  keyed(
+    scope: KeyScope,
+    print: Buffer,
+    successStatus: number | undefined,
+    now: number,
+    claim: () => Promise<Claim>,
+  ): KeyedRequest {
+    const request: KeyedRequest = new KeyedRequest(
+      (body, status = successStatus) => {
+        if (status === undefined) return undefined;
+        const response = responseOf(status, body);
+        const id = request.claimId ?? randomUUID();
+        return {
+          response,
+          completion: {
+            id,
+            ...scope,
+            fingerprint: print,
+            now,
+            ...this.seal(scope.userId, id, response),
+            expiresAt: now + this.ttlMs,
+          },
+        };
+      },
+      async () => {
+        const answer = await claim();
+        if (answer.kind !== 'run') throw new KeyAnswered(answer);
+        request.claimId = answer.claimId;
+      },
+    );
+    return request;
   }
 
   /**
@@ -197,21 +222,30 @@ export function responseOf(status: number, body: unknown, headers: Record<string
 }
 
 /**
- * A keyed request whose key was claimed ahead (ServerContext.keyed): its one-statement write
- * stores the sealed success on the claim (oneStatement, appendEvents). `written` once that write
- * wrote; `response` is then what was stored, which the handler's answer must equal.
+ * A keyed request whose write is one statement (ServerContext.keyed): that write stores the sealed
+ * success under the key (oneStatement, appendEvents), or on the request's claim once claim() took
+ * it (`claimId`). `written` once that write wrote; `response` is then what was stored, which the
+ * handler's answer must equal.
  */
 export class KeyedRequest implements KeyedStatement {
   state: KeyedStatement['state'] = 'open';
   written = false;
   response: StoredResponse | undefined;
+  /** The claim's row, once claim() took the key. */
+  claimId: string | undefined;
   private completion: KeyCompletion | undefined;
   constructor(
     private readonly sealFor: (
       body: unknown,
       status?: number,
     ) => { response: StoredResponse; completion: KeyCompletion } | undefined,
+    private readonly claimNow: () => Promise<void>,
   ) {}
+
+  async claim(): Promise<void> {
+    if (this.state !== 'open' || this.claimId) throw new Error('a keyed request claims its key once, before its write');
+    await this.claimNow();
+  }
 
   arm(body: unknown, status?: number): boolean {
     if (this.state !== 'open') return false;

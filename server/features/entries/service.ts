@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerRowsOf } from '../../access/index.ts';
-import { inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import { claimKey, inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
 import { PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
@@ -199,6 +199,8 @@ export async function createEntry(
   input: Schemas['CreateEntryRequest'] & PresetId,
 ): Promise<{ id: string }> {
   const links = linkSet(input.memberId ?? null, input.memberIds ?? null);
+  // A keyed note that downloads images claims its key first: a retry meanwhile is told to wait.
+  if (externalImageUrls(input.content).length > 0) await claimKey(ctx);
   await precheckLinks(ctx, input.content, links, undefined, noteLimit);
   const note = noteOf(ctx, input, await rehost(ctx, input.content));
   // One statement: the scope, the links' locks and caps, the note, its links and its event (entriesRepo.create).
