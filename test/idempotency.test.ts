@@ -13,7 +13,7 @@ import { onBehalfOf } from '../server/access/index.ts';
 import { inTransaction, RequestTransaction } from '../server/core/context.ts';
 import { DatabaseEventSink } from '../server/events/log.ts';
 import { CLAIM_LEASE_MS, fingerprint } from '../server/idempotency/index.ts';
-import { createTestDatabase } from './helpers/db.ts';
+import { createTestDatabase, untilWaitingForConnection, untilWaitingForLock } from './helpers/db.ts';
 import { UNKNOWN_ID } from './helpers/fixtures.ts';
 import { PNG } from './helpers/images.ts';
 import { captureStatements, REQUEST_WORK } from './helpers/plans.ts';
@@ -326,8 +326,8 @@ describe('Idempotency-Key', () => {
   });
 
   it("appends a keyed write's events with its stored response: one statement more than without a key (the claim)", async () => {
-    // A write in a transaction of its own (a group with members: claimed ahead, it runs again in a
-    // transaction); the one-statement writes append their events themselves.
+    // A write in a transaction of its own (a group with members: keyed in its write, it runs again
+    // in a transaction); the one-statement writes append their events themselves.
     const user = await server.user();
     const webhook = await user.api.POST('/api/v1/webhooks', {
       body: { url: 'https://hooks.example.org/a', types: ['group.created'] },
@@ -341,9 +341,9 @@ describe('Idempotency-Key', () => {
     const keyed = await count(randomUUID(), 'Keyed');
     const appends = (sts: Array<{ sql: string }>) => sts.filter((st) => /insert into events/.test(st.sql));
     expect(appends(plain)).toHaveLength(1);
-    // The event is appended by the statement that stores the response on the claim, not by one of its own.
+    // The event is appended by the statement that stores the response under the key, not by one of its own.
     expect(appends(keyed)).toHaveLength(1);
-    expect(appends(keyed)[0]!.sql).toMatch(/update idempotency_keys/);
+    expect(appends(keyed)[0]!.sql).toMatch(/insert into idempotency_keys/);
     expect(
       keyed.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
       JSON.stringify(keyed),
@@ -356,7 +356,7 @@ describe('Idempotency-Key', () => {
     expect(deliveries.data?.items).toHaveLength(3);
   });
 
-  it('a keyed note costs two statements where an unkeyed one costs one: the claim, and the write storing its response', async () => {
+  it('a keyed note costs one statement, as an unkeyed one does: the write stores its response under the key', async () => {
     const user = await server.user();
     await post(user, '/api/v1/entries', { content: 'Warm-up' }, undefined); // warms the key cache
     const count = async (key: string | undefined) =>
@@ -367,13 +367,15 @@ describe('Idempotency-Key', () => {
     expect(words(await count(undefined))).toEqual(['with write_context as']);
     const key = randomUUID();
     const keyed = await count(key);
-    expect(words(keyed), JSON.stringify(keyed)).toEqual(['with claimed as', 'with write_context as']);
-    expect(keyed[1]).toMatch(/update idempotency_keys[\s\S]*insert into events/);
-    // A replay is the claim alone.
-    expect(words(await count(key))).toEqual(['with claimed as']);
+    expect(words(keyed), JSON.stringify(keyed)).toEqual(['with write_context as']);
+    expect(keyed[0]).toMatch(/insert into idempotency_keys[\s\S]*insert into events[\s\S]*idempotency_held/);
+    // A replay: the write finds the key taken and writes nothing, and the stored answer is read.
+    expect(words(await count(key))).toEqual(['with write_context as', 'select id, fingerprint,']);
+    const { data } = await user.api.GET('/api/v1/entries');
+    expect(data!.filter((e) => e.content === 'n')).toHaveLength(2); // the unkeyed note and the keyed one
   });
 
-  it('keys every create claimed ahead in two statements, and replays each byte for byte with the claim alone', async () => {
+  it('keys every create keyed in its write in one statement, and replays each byte for byte with a read of the key', async () => {
     const user = await server.user();
     const creates: Array<[string, Record<string, unknown>, string]> = [
       ['/api/v1/members', { name: 'Ahead' }, 'member.created'],
@@ -401,9 +403,8 @@ describe('Idempotency-Key', () => {
       });
       expect(first!.status, path).toBe(201);
       const words = statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '));
-      expect(words, `${path}: ${JSON.stringify(statements.map((st) => st.sql))}`).toHaveLength(2);
-      expect(words[0], path).toBe('with claimed');
-      expect(statements[1]!.sql, path).toMatch(/update idempotency_keys[\s\S]*insert into events/);
+      expect(words, `${path}: ${JSON.stringify(statements.map((st) => st.sql))}`).toHaveLength(1);
+      expect(statements[0]!.sql, path).toMatch(/insert into idempotency_keys[\s\S]*insert into events/);
       const replayed = await captureStatements(db(), REQUEST_WORK, async () => {
         const again = await post(user, path, body, key);
         expect([again.status, again.text, again.headers.get('idempotent-replayed')], path).toEqual([
@@ -412,7 +413,9 @@ describe('Idempotency-Key', () => {
           'true',
         ]);
       });
-      expect(replayed, path).toHaveLength(1);
+      // The write, which finds the key taken and writes nothing, and the read of the stored answer.
+      expect(replayed, path).toHaveLength(2);
+      expect(replayed[1]!.sql, path).toMatch(/^select id, fingerprint/);
       expect(await countRows('events', user.userId, type), path).toBe(2);
       if (path === '/api/v1/privacy-buckets') {
         // The answer given ahead of the statement is the bucket as stored, byte for byte.
@@ -424,7 +427,7 @@ describe('Idempotency-Key', () => {
     }
   });
 
-  it('keys a webhook create (no event) in two statements: its statement stores the answer on the claim; the refusal at the cap is stored', async () => {
+  it('keys a webhook create (no event) in one statement, which stores the answer under the key; the refusal at the cap is stored', async () => {
     const user = await server.user();
     const body = { url: 'https://hooks.example.com/ahead', types: ['member.created'], description: 'ahead' };
     await post(user, '/api/v1/webhooks', { ...body, description: 'warm-up' }, randomUUID()); // warms the key cache
@@ -435,8 +438,10 @@ describe('Idempotency-Key', () => {
     });
     expect(first!.status).toBe(201);
     const words = statements.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '));
-    expect(words, JSON.stringify(statements.map((st) => st.sql))).toEqual(['with claimed', 'with account']);
-    expect(statements[1]!.sql).toMatch(/insert into webhooks[\s\S]*update idempotency_keys[\s\S]*idempotency_held/);
+    expect(words, JSON.stringify(statements.map((st) => st.sql))).toEqual(['with account']);
+    expect(statements[0]!.sql).toMatch(
+      /insert into webhooks[\s\S]*insert into idempotency_keys[\s\S]*idempotency_held/,
+    );
     const created = JSON.parse(first!.text) as { webhook: { id: string }; secret: string };
     const stored = await server.fetch(`/api/v1/webhooks/${created.webhook.id}`, { headers: bearer(user.apiKey) });
     expect(await stored.text()).toBe(JSON.stringify(created.webhook));
@@ -444,12 +449,15 @@ describe('Idempotency-Key', () => {
       const again = await post(user, '/api/v1/webhooks', body, key);
       expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([201, first!.text, 'true']);
     });
-    expect(replayed).toHaveLength(1);
+    expect(replayed.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
+      'with account',
+      'select id,',
+    ]);
     const { data } = await user.api.GET('/api/v1/webhooks');
     expect(data).toHaveLength(2);
     expect(await countRows('audit_events', user.userId, 'webhook.create')).toBe(2);
 
-    // At the cap of 20 the statement writes nothing, and the 409 is stored on the claim after it.
+    // At the cap of 20 the statement writes nothing, and the 409 is stored under the key after it.
     for (let i = 2; i < 20; i++) await post(user, '/api/v1/webhooks', { ...body, description: `w${i}` }, undefined);
     const capKey = randomUUID();
     let refused: Answer | undefined;
@@ -458,44 +466,38 @@ describe('Idempotency-Key', () => {
     });
     expect(refused!.status).toBe(409);
     expect(atCap.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
-      'with claimed',
       'with account',
-      'update idempotency_keys',
+      'insert into',
     ]);
     const again = await post(user, '/api/v1/webhooks', body, capKey);
     expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([409, refused!.text, 'true']);
   });
 
-  it('writes no webhook when its claim was taken over before its statement (idempotency_held, without events to carry it)', async () => {
+  it('writes no webhook when another request took the key before its statement (idempotency_held, without events to carry it)', async () => {
     const user = await server.user();
     const key = randomUUID();
     const body = { url: 'https://hooks.example.com/lapsed', types: ['member.created'] };
     await post(user, '/api/v1/webhooks', { ...body, url: 'https://hooks.example.com/warm' }, randomUUID());
-    // Another request takes the key after this one claimed it (its lease lapsed): the claim's row
-    // gets another id. On PostgreSQL this commits (the process waits for psql) as the create goes
-    // out; the embedded database has one connection, and the takeover asked for it right after the claim.
-    const takeOver = `update idempotency_keys set id = '${randomUUID()}' where user_id = '${user.userId}' and idem_key = '${key}'`;
-    let taken: Promise<unknown> | undefined;
+    // Another request's claim (its image downloads, say) under the same key, live, without an answer
+    // yet. On PostgreSQL it commits as this request's statement goes out (the process waits for psql);
+    // the embedded database has one connection, so there it is in place before the request.
+    const claim = `insert into idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
+      values ('${randomUUID()}', '${user.userId}', 'createWebhook', '${key}', '\\x00', null, null, 0, ${Date.now() + offset + CLAIM_LEASE_MS})`;
+    let claimed = false;
     const interleave = (q: { sql: string }) => {
-      if (taken) return;
-      if (server.databaseUrl && /^with account/.test(q.sql.trim())) {
-        execFileSync('psql', [server.databaseUrl, '-qc', takeOver]);
-        taken = Promise.resolve();
-      } else if (!server.databaseUrl && /^with claimed/.test(q.sql.trim())) {
-        // A knex query runs once it is asked for its result.
-        taken = db()
-          .raw(takeOver)
-          .then(() => undefined);
-      }
+      if (claimed || !/^with account/.test(q.sql.trim())) return;
+      execFileSync('psql', [server.databaseUrl!, '-qc', claim]);
+      claimed = true;
     };
-    db().on('query', interleave);
+    if (server.databaseUrl) db().on('query', interleave);
+    else await db().raw(claim);
     let answer: Answer;
     try {
       answer = await post(user, '/api/v1/webhooks', body, key);
     } finally {
       db().off('query', interleave);
     }
-    await taken;
+    if (server.databaseUrl) expect(claimed).toBe(true);
     // The statement failed whole: no webhook, no audit row; the key is the other request's (in flight).
     expect(answer.status).toBe(409);
     expect(answer.headers.get('retry-after')).toBe('1');
@@ -504,7 +506,46 @@ describe('Idempotency-Key', () => {
     expect(await countRows('audit_events', user.userId, 'webhook.create')).toBe(1);
   });
 
-  it('keys a front start in two statements, and stores the answer of a start that changed nothing', async () => {
+  it("waits for another request's uncommitted key: writes nothing when it commits, and writes when it rolls back", async () => {
+    const user = await server.user();
+    const body = (content: string) => ({ content });
+    for (const ending of ['commit', 'rollback'] as const) {
+      const key = randomUUID();
+      // Another request's statement holds the key's row, uncommitted.
+      const other = await db().transaction();
+      try {
+        await other('idempotency_keys').insert({
+          id: randomUUID(),
+          user_id: user.userId,
+          operation: 'createEntry',
+          idem_key: key,
+          fingerprint: fingerprint('POST', '/api/v1/entries', Buffer.from(JSON.stringify(body(ending)))),
+          key_id: null,
+          response_enc: null,
+          created_at: Date.now() + offset,
+          expires_at: Date.now() + offset + CLAIM_LEASE_MS,
+        });
+        const answer = post(user, '/api/v1/entries', body(ending), key);
+        // On PostgreSQL the note's statement waits for the key's row; on the embedded database, for its one connection.
+        if (server.databaseUrl) await untilWaitingForLock(db(), 'the keyed note');
+        else await untilWaitingForConnection(db(), 'the keyed note');
+        await other[ending]();
+        const done = await answer;
+        // Committed: the key is the other's, still without an answer (in flight); rolled back: free.
+        expect(done.status, ending).toBe(ending === 'commit' ? 409 : 201);
+      } finally {
+        if (!other.isCompleted()) await other.rollback();
+      }
+      const { data } = await user.api.GET('/api/v1/entries');
+      expect(
+        data!.filter((e) => e.content === ending),
+        ending,
+      ).toHaveLength(ending === 'commit' ? 0 : 1);
+    }
+    expect(await countRows('events', user.userId, 'entry.created')).toBe(1);
+  });
+
+  it('keys a front start in one statement, and stores the answer of a start that changed nothing', async () => {
     const user = await server.user();
     const member = JSON.parse((await post(user, '/api/v1/members', { name: 'Fronting' }, undefined)).text).id;
     const start = (key: string) =>
@@ -515,17 +556,13 @@ describe('Idempotency-Key', () => {
       answer = await post(user, '/api/v1/front/members', { memberId: member }, key);
     });
     expect(answer!.status).toBe(204);
-    expect(first.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual(['with claimed', 'with turn']);
+    expect(first.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual(['with turn']);
     const again = await post(user, '/api/v1/front/members', { memberId: member }, key);
     expect([again.status, again.text, again.headers.get('idempotent-replayed')]).toEqual([204, '', 'true']);
     expect(await countRows('events', user.userId, 'front.changed')).toBe(1);
-    // Already fronting: the statement writes nothing, so the 204 is stored on the claim after it.
+    // Already fronting: the statement writes nothing, so the 204 is stored under the key after it.
     const noop = await start(randomUUID());
-    expect(noop.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual([
-      'with claimed',
-      'with turn',
-      'update idempotency_keys',
-    ]);
+    expect(noop.map((st) => st.sql.trim().split(/\s+/).slice(0, 2).join(' '))).toEqual(['with turn', 'insert into']);
     const { data } = await user.api.GET('/api/v1/front');
     expect(data!.activeSessions).toHaveLength(1);
   });

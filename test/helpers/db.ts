@@ -65,3 +65,17 @@ export async function untilWaitingForLock(knex: Knex, what: string): Promise<voi
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/**
+ * Resolves once a query waits for one of `knex`'s connections (the embedded database has one): a
+ * test holding it in a transaction knows the request under test has reached its next statement.
+ * Fails after 10 s, naming `what`.
+ */
+export async function untilWaitingForConnection(knex: Knex, what: string): Promise<void> {
+  const pool = (knex.client as { pool: { numPendingAcquires(): number } }).pool;
+  const deadline = Date.now() + 10_000;
+  while (pool.numPendingAcquires() === 0) {
+    if (Date.now() > deadline) throw new Error(`${what} never waited for a connection`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
