@@ -185,7 +185,7 @@ describe('links', () => {
     );
   });
 
-  it('a keyed link create is two statements (the claim, the link storing its answer), replayed by the claim alone', async () => {
+  it('a keyed link create is one statement (the link storing its answer under the key); a replay finds the key taken', async () => {
     const u = await server.user();
     await addLink(u); // warms the key cache
     const knex = server.deps.db.knex;
@@ -204,9 +204,9 @@ describe('links', () => {
     expect(
       statements.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ')),
       JSON.stringify(statements.map((st) => st.sql)),
-    ).toEqual(['with claimed as', 'with seen as']);
-    expect(statements[1]!.sql).toMatch(
-      /insert into social_links[\s\S]*update idempotency_keys[\s\S]*insert into events/,
+    ).toEqual(['with seen as']);
+    expect(statements[0]!.sql).toMatch(
+      /insert into social_links[\s\S]*insert into idempotency_keys[\s\S]*insert into events/,
     );
     const replayed = await captureStatements(knex, REQUEST_WORK, async () => {
       const again = await keyed();
@@ -216,7 +216,10 @@ describe('links', () => {
         'true',
       ]);
     });
-    expect(replayed).toHaveLength(1);
+    expect(replayed.map((st) => st.sql.split(/\s+/).slice(0, 3).join(' '))).toEqual([
+      'with seen as',
+      'select id, fingerprint,',
+    ]);
     expect((await section(u)).links.map((l) => l.id)).toEqual([expect.any(String), JSON.parse(first).linkId]);
   });
 
@@ -251,12 +254,18 @@ describe('links', () => {
     const words = statements
       .filter((st) => !st.sql.startsWith('update social_profiles set updated_at = updated_at + 1'))
       .map((st) => st.sql.split(/\s+/).slice(0, 3).join(' ').toLowerCase());
-    // The claim, the statement that found the profile changed, then the transaction (the test's own commit left out).
+    // The statement that found the profile changed, then the transaction: the key's lock, the link, its answer stored (the test's own commit left out).
     if (server.databaseUrl)
       expect(
         words.filter((w) => w !== 'commit;'),
         JSON.stringify(words),
-      ).toEqual(['with claimed as', 'with seen as', 'begin;', 'with seen as', 'update idempotency_keys set']);
+      ).toEqual([
+        'with seen as',
+        'begin;',
+        'select pg_try_advisory_xact_lock(hashtextextended($1, 0))',
+        'with seen as',
+        'insert into idempotency_keys',
+      ]);
     const links = (await section(u)).links;
     expect(links.map((l) => [l.displayName, l.sortOrder])).toEqual([
       ['first', 0],
