@@ -696,7 +696,7 @@ describe('Idempotency-Key', () => {
       return images.close();
     });
 
-    it('answers a second request with 409 and Retry-After: 1 (the key is claimed ahead of the write, on either database)', async () => {
+    it('answers a second request with 409 and Retry-After: 1 (a note that downloads images claims its key first, on either database)', async () => {
       const user = await server.user();
       const key = randomUUID();
       const body = { content: `![slow](${images.url('/gated/a.png')})` };

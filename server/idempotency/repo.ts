@@ -16,7 +16,7 @@ export interface KeyScope {
 export interface StoredRow {
   id: string;
   fingerprint: Uint8Array;
-  /** Null while the key is claimed ahead and its response not yet stored (claimAhead). */
+  /** Null while the key is claimed ahead of its write and its response not yet stored (claimAhead). */
   key_id: string | null;
   response_enc: Uint8Array | null;
 }

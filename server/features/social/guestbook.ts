@@ -116,7 +116,7 @@ export async function post(
   const posted = { type: 'guestbook.posted', area: 'guestbook', data: { id, widgetId }, anonymous } as const;
   // The owner's post: one statement (guestbookRepo.post), the widget's and the parent's checks in it,
   // refused in the order of the checks below. A friend's (visibility first) and a bad body take the path below.
-  // A keyed post claimed ahead reads its author's card first (its answer shows it), and the post
+  // A keyed post (its key taken by its write) reads its author's card first (its answer shows it), and the post
   // writes only if the card is still so: else nothing is written and it runs again in a transaction.
   if (ctx.access.level === 'owner' && bodyOk) {
     const card = readsAnswerAhead(ctx) ? await guestbookRepo.authorCard(ctx.db, fields.author_user_id) : undefined;

@@ -107,7 +107,7 @@ export async function vote(
   const voted = { type: 'poll.voted', area: 'poll', data: { id: widgetId, widgetId }, anonymous: true } as const;
   // The owner's vote: one statement (pollRepo.vote). A friend's (visibility first) takes the
   // transaction, and so does a vote on a poll changed since the statement's snapshot (`fresh`).
-  // A keyed vote claimed ahead reads the poll and the other ballots first (its answer counts them),
+  // A keyed vote (its key taken by its write) reads the poll and the other ballots first (its answer counts them),
   // and casts only if they are still so: else nothing is written and it runs again in a transaction.
   if (ctx.access.level === 'owner') {
     const voter = ownerOf(ctx);

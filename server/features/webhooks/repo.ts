@@ -420,7 +420,7 @@ export const webhooksRepo = {
   find: async (db: Knex, userId: string, id: string): Promise<WebhookRow | undefined> =>
     (await find(db, { userId, id }))[0],
   /** Creates the webhook with its audit row in one statement; undefined when the account already has `max`. */
-  /** The webhook, or undefined at the cap; `keyed`: a request claimed ahead, whose answer the statement stores (answerOnClaim). */
+  /** The webhook, or undefined at the cap; `keyed`: a keyed request, whose answer the statement stores (answerOnClaim). */
   create: async (
     db: Knex,
     row: NewWebhook,
