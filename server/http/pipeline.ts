@@ -26,7 +26,13 @@ import type {
   ServerContext,
   ServiceContext,
 } from '../core/context.ts';
-import { KeyAnswered, type KeyedStatement, NeedsTransaction, RequestTransaction, StaleAnswer } from '../core/context.ts';
+import {
+  KeyAnswered,
+  type KeyedStatement,
+  NeedsTransaction,
+  RequestTransaction,
+  StaleAnswer,
+} from '../core/context.ts';
 import { DomainError } from '../core/errors.ts';
 import { hasScope } from '../core/scopes.ts';
 import type { AppDeps } from '../deps.ts';
@@ -450,7 +456,7 @@ function keyOf(req: Request, res: Response, who: { userId: string; key: string }
  * long before its write (a note's image downloads) claims the key first (claimKey), and its write
  * stores on that claim. A refusal or an answer given without that write (nothing written, or a
  * write that said nothing) is stored afterwards, unless the key was taken meanwhile: then that
- * answer is given. A 5xx or 429 gives a claim up, or replays an answer stored under the key. A
+ * answer is given. A 5xx or 429 gives a claim up (and is not stored). A
  * write that needs a transaction (NeedsTransaction, before anything was written, or StaleAnswer,
  * after a statement that wrote nothing because the answer built ahead no longer held) runs again
  * as runIdempotent runs it, on the claim when there is one.
@@ -488,11 +494,6 @@ async function runKeyedInWrite(
     const refused = clientError(err);
     if (!refused) {
       if (keyed.claimId) await deps.idempotency.release(db, keyed.claimId).catch(() => undefined);
-      else {
-        // A retry whose first answer is stored gets that answer, whatever this run met.
-        const prior = await deps.idempotency.stored(db, scope, print, now).catch(() => undefined);
-        if (prior && prior.kind !== 'in_flight') return await replay(res, prior);
-      }
       throw err;
     }
     if (await stored(refusal(refused))) throw err;
