@@ -3,7 +3,14 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import { ownerRowsOf } from '../../access/index.ts';
-import { claimKey, inTransaction, oneStatement, ownerOf, type PresetId, type ServiceContext } from '../../core/context.ts';
+import {
+  claimKey,
+  inTransaction,
+  oneStatement,
+  ownerOf,
+  type PresetId,
+  type ServiceContext,
+} from '../../core/context.ts';
 import { badRequest, DomainError, notFound, noteLimitReached, unavailable } from '../../core/errors.ts';
 import { fetchOptionsFromConfig } from '../../net/guardedFetch.ts';
 import { PLAN_NAMES, type PlanKey } from '../accounts/index.ts';
