@@ -370,7 +370,7 @@ select
 from
   verdict v;
 
--- entries_create_2: a note, the request keyed (its response stored on its claim)
+-- entries_create_2: a note, the request keyed (its response stored under the key)
 with
   write_context as (
     select

@@ -3274,7 +3274,7 @@ from
   friend_check f,
   verdict v;
 
--- friend_note_create_2: friendship read in the statement, the request keyed (its response stored on its claim)
+-- friend_note_create_2: friendship read in the statement, the request keyed (its response stored under the key)
 with
   friend_access as materialized (
     select

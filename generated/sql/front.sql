@@ -1088,7 +1088,7 @@ select
 from
   verdict v;
 
--- front_start_2: a member joins, the request keyed (its response stored on its claim)
+-- front_start_2: a member joins, the request keyed (its response stored under the key)
 with
   turn as (
     insert into

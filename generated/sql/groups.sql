@@ -299,7 +299,7 @@ select
       ) a
   ) as notified;
 
--- groups_create_directory_2: a group or a folder, the request keyed (its response stored on its claim)
+-- groups_create_directory_2: a group or a folder, the request keyed (its response stored under the key)
 with
   write_context as (
     select

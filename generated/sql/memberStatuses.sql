@@ -180,7 +180,7 @@ select
       ) a
   ) as notified;
 
--- member_statuses_create_2: a status, the request keyed (its response stored on its claim)
+-- member_statuses_create_2: a status, the request keyed (its response stored under the key)
 with
   inserted as (
     insert into

@@ -317,7 +317,7 @@ select
       ) a
   ) as notified;
 
--- members_create_2: a member, the request keyed (its response stored on its claim)
+-- members_create_2: a member, the request keyed (its response stored under the key)
 with
   write_context as (
     select

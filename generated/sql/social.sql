@@ -1223,7 +1223,7 @@ select
       ) a
   ) as notified;
 
--- social_link_create_2: a link, the request keyed (its response stored on its claim)
+-- social_link_create_2: a link, the request keyed (its response stored under the key)
 with
   seen as (
     select

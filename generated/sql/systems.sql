@@ -211,7 +211,7 @@ select
       ) a
   ) as notified;
 
--- systems_create_side_2: a side system, the request keyed (its response stored on its claim)
+-- systems_create_side_2: a side system, the request keyed (its response stored under the key)
 with
   inserted as (
     insert into

@@ -339,7 +339,7 @@ const createEntry = statement<NoteCreate, CreateVerdict & { notified: unknown }>
   area: AREA,
   variants: {
     'a note': EXAMPLE_NOTE_CREATE,
-    'a note, the request keyed (its response stored on its claim)': {
+    'a note, the request keyed (its response stored under the key)': {
       ...EXAMPLE_NOTE_CREATE,
       events: keyedExample([EXAMPLE_EVENT]),
     },

@@ -415,7 +415,7 @@ const friendCreateNote = statement<
       note: EXAMPLE_NOTE_CREATE,
       audit: { row: EXAMPLE_AUDIT, detail: '{}' },
     },
-    'friendship read in the statement, the request keyed (its response stored on its claim)': {
+    'friendship read in the statement, the request keyed (its response stored under the key)': {
       access: EXAMPLE_ACCESS.inStatement,
       note: { ...EXAMPLE_NOTE_CREATE, events: keyedExample([EXAMPLE_EVENT]) },
       audit: { row: EXAMPLE_AUDIT, detail: '{}' },

@@ -343,7 +343,7 @@ const start = statement<StartInput, FrontWriteVerdict & { notified: unknown }>({
   area: AREA,
   variants: {
     'a member joins': EXAMPLE_START,
-    'a member joins, the request keyed (its response stored on its claim)': {
+    'a member joins, the request keyed (its response stored under the key)': {
       ...EXAMPLE_START,
       events: keyedExample([EXAMPLE_EVENT]),
     },

@@ -111,7 +111,7 @@ const createDirectory = statement<
   variants: {
     'a group': { row: { ...EXAMPLE_DIRECTORY, kind: 'group' }, events: [EXAMPLE_EVENT] },
     'a folder': { row: { ...EXAMPLE_DIRECTORY, kind: 'folder' }, events: [EXAMPLE_EVENT] },
-    'a group or a folder, the request keyed (its response stored on its claim)': {
+    'a group or a folder, the request keyed (its response stored under the key)': {
       row: { ...EXAMPLE_DIRECTORY, kind: 'group' },
       events: keyedExample([EXAMPLE_EVENT]),
     },

@@ -62,7 +62,7 @@ const createStatus = statement<{ row: StatusRow; events: readonly PendingEvent[]
   area: AREA,
   variants: {
     'a status': { row: EXAMPLE_STATUS, events: [EXAMPLE_EVENT] },
-    'a status, the request keyed (its response stored on its claim)': {
+    'a status, the request keyed (its response stored under the key)': {
       row: EXAMPLE_STATUS,
       events: keyedExample([EXAMPLE_EVENT]),
     },

@@ -132,7 +132,7 @@ const createMember = statement<
   area: AREA,
   variants: {
     'a member': { row: EXAMPLE_MEMBER, events: [EXAMPLE_EVENT] },
-    'a member, the request keyed (its response stored on its claim)': {
+    'a member, the request keyed (its response stored under the key)': {
       row: EXAMPLE_MEMBER,
       events: keyedExample([EXAMPLE_EVENT]),
     },

@@ -310,7 +310,7 @@ export async function sendMessage(
  * A keyed send (ctx.keyed, its key taken by its write, docs/api.md "Safe retries") answers with the message it
  * writes, which shows more than the request (the author's avatar, the reply excerpt, the mentions):
  * read ahead (messagesRepo.sendAhead) and built here, so that the send's one statement can store
- * that answer on the claim. The send writes only if those inputs are still what was read (their
+ * that answer under the key. The send writes only if those inputs are still what was read (their
  * digest); otherwise it writes nothing and the request runs again in a transaction (StaleAnswer).
  * Undefined without a key to be taken by the write, and when the send would not write (a refusal, a used
  * client mutation id): that request takes the transactional path.

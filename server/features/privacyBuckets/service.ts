@@ -102,7 +102,7 @@ export async function createBucket(
     updated_at: now,
   };
   // The answer is known before the statement (toBucket orders the permissions itself, not as jsonb
-  // stores them), so a keyed create stores it on its claim in that statement.
+  // stores them), so a keyed create stores it under the key in that statement.
   return toBucket(await oneStatement(ctx, (db) => bucketsRepo.create(db, row, events), { body: toBucket(row) }));
 }
 

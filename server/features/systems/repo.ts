@@ -138,7 +138,7 @@ const createSide = statement<{ row: SystemRow; events: readonly PendingEvent[] }
   area: AREA,
   variants: {
     'a side system': { row: EXAMPLE_SYSTEM, events: [EXAMPLE_EVENT] },
-    'a side system, the request keyed (its response stored on its claim)': {
+    'a side system, the request keyed (its response stored under the key)': {
       row: EXAMPLE_SYSTEM,
       events: keyedExample([EXAMPLE_EVENT]),
     },

@@ -131,7 +131,7 @@ const EXAMPLE_WEBHOOK: NewWebhook = {
  * inserted or updated only while under `max` — a row a concurrent create has just counted is
  * re-checked on its committed version, so two creates cannot both take the last slot. The webhook
  * and its audit row are written only then; no row when the account is at the cap. A request keyed
- * ahead stores its answer on its claim in the same statement (answerOnClaim).
+ * stores its answer under the key in the same statement (answerOnClaim).
  */
 const create = statement<
   { row: NewWebhook; max: number; audit: PendingAudit; keyed?: KeyedStatement },

@@ -171,7 +171,7 @@ export async function createWebhook(
     created_at: ctx.now,
     updated_at: ctx.now,
   };
-  // The answer when the statement writes, known before it: a keyed create stores it on its claim there.
+  // The answer when the statement writes, known before it: a keyed create stores it under the key there.
   const answer = {
     webhook: toWebhook(ctx, {
       ...created,

@@ -78,7 +78,7 @@ const createLink = statement<
   area: AREA,
   variants: {
     'a link': { row: { ...EXAMPLE_LINK, sort_order: null }, events: [EXAMPLE_EVENT] },
-    'a link, the request keyed (its response stored on its claim)': {
+    'a link, the request keyed (its response stored under the key)': {
       row: { ...EXAMPLE_LINK, sort_order: null },
       events: keyedExample([EXAMPLE_EVENT]),
     },
