@@ -567,7 +567,7 @@ describe('Idempotency-Key', () => {
     expect(data!.activeSessions).toHaveLength(1);
   });
 
-  it('runs a keyed variant that needs a transaction again in one, storing on its claim (a member in a folder)', async () => {
+  it('runs a keyed variant that needs a transaction again in one, storing its answer there (a member in a folder)', async () => {
     const user = await server.user();
     const folder = JSON.parse((await post(user, '/api/v1/folders', { name: 'Folder' }, undefined)).text).id;
     const key = randomUUID();
