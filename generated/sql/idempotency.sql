@@ -72,6 +72,10 @@ returning
 
 -- idempotency_complete_2: a response and its events
 with
+  first as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+  ),
   stored as (
     update idempotency_keys
     set
@@ -81,6 +85,12 @@ with
     where
       id = $4
       and response_enc is null
+      and exists (
+        select
+          1
+        from
+          first
+      )
     returning
       id
   ),
@@ -275,8 +285,16 @@ where
 -- idempotency_store (a response)
 insert into
   idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
-values
-  ($1, $2, $3, $4, $5, $6, $7, $8::bigint, $9::bigint)
+select
+  $1::uuid,
+  $2::uuid,
+  $3::text,
+  $4::text,
+  $5::bytea,
+  $6::text,
+  $7::bytea,
+  $8::bigint,
+  $9::bigint
 on conflict (user_id, operation, idem_key) do update
 set
   id = excluded.id,
@@ -292,11 +310,25 @@ returning
 
 -- idempotency_store_with_events (a response and its events)
 with
+  first as (
+    select
+      pg_advisory_xact_lock(hashtextextended ('event log', 0))
+  ),
   stored as (
     insert into
       idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
-    values
-      ($1, $2, $3, $4, $5, $6, $7, $8::bigint, $9::bigint)
+    select
+      $1::uuid,
+      $2::uuid,
+      $3::text,
+      $4::text,
+      $5::bytea,
+      $6::text,
+      $7::bytea,
+      $8::bigint,
+      $9::bigint
+    from
+      first
     on conflict (user_id, operation, idem_key) do update
     set
       id = excluded.id,

@@ -323,10 +323,10 @@ export async function inTransaction<C extends Pick<ServerContext, 'db'>, T>(
  * `answer` is the body the operation answers with when the statement writes (undefined: no body),
  * and its status when the operation has several successes (else its one success status),
  * for a keyed request (ctx.keyed): the statement then stores that response under the key itself,
- * beside its events (appendEvents) or, for a write that emits none, by answerOnClaim
+ * beside its events (appendEvents) or, for a write that emits none, by answerUnderKey
  * (server/idempotency/inStatement.ts), so the key costs no statement of its own. Such a
  * statement's result is its final row with `notified` (notifiedColumn) or `answered`, which says
- * whether it wrote (undefined, no row, with answerOnClaim: it did not). Without `answer`, such a request runs again in a transaction (NeedsTransaction).
+ * whether it wrote (undefined, no row, with answerUnderKey: it did not). Without `answer`, such a request runs again in a transaction (NeedsTransaction).
  */
 export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>, T>(
   ctx: C,
@@ -345,8 +345,11 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
   let written = false;
   try {
     const result = await work(ctx.db);
+    // Stored afterwards, a key would leave a duplicate free to write in between: a bug, said loudly.
+    if (keyed.state === 'armed')
+      throw new Error('a keyed one-statement write ran without storing its answer under the key');
     if (keyed.state === 'embedded') {
-      // No row: a statement storing with answerOnClaim wrote nothing (its final row is there whenever it writes).
+      // No row: a statement storing with answerUnderKey wrote nothing (its final row is there whenever it writes).
       if (result === undefined) written = false;
       else if (typeof result === 'object' && result !== null && 'answered' in result)
         written = result.answered === true;
@@ -354,7 +357,7 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
         written = result.notified !== null;
       else
         throw new Error(
-          "a keyed one-statement write must return its final row with notifiedColumn's `notified` or answerOnClaim's `answered`",
+          "a keyed one-statement write must return its final row with notifiedColumn's `notified` or answerUnderKey's `answered`",
         );
     }
     return result;
@@ -365,7 +368,7 @@ export async function oneStatement<C extends Pick<ServerContext, 'db' | 'keyed'>
 
 /**
  * A keyed POST whose key is taken by its one write (server/http/pipeline.ts, runKeyedInWrite): that
- * write's statement stores the response under the key (oneStatement, appendEvents, answerOnClaim),
+ * write's statement stores the response under the key (oneStatement, appendEvents, answerUnderKey),
  * or on the claim made before external work (claimKey). `state`: `open` before that write, `armed`
  * with the response sealed, `embedded` once a statement carries it, `done` after the write ran.
  */

@@ -48,6 +48,12 @@ export const WEBHOOKS_QUEUED = 'webhooks';
 export type EventInsert = PendingEvent;
 
 /**
+ * The event log's lock (held to commit): appends take it, so ids commit in order. A statement that
+ * also writes an idempotency key takes it before the key's row, as appendEvents' `keyed` does.
+ */
+export const EVENT_LOG_LOCK = sql`pg_advisory_xact_lock(hashtextextended('event log', 0))`;
+
+/**
  * The append of `rows` (in the order given) under the log's lock, as the CTEs `locked`,
  * `appended`, `delivered` and `queued` of a `with`: the event log's statement below, the
  * statement that stores a keyed request's response with the events it held back
@@ -56,8 +62,10 @@ export type EventInsert = PendingEvent;
  */
 export function appendEvents(rows: readonly EventInsert[], when?: Sql): Sql {
   const key = keyedRows.get(rows)?.take();
+  // `appended` checks idempotency_held once per event row: without a row it would never run.
+  if (key && rows.length === 0) throw new Error('a keyed write stores its answer with its events, and has none');
   // The answer of a keyed request is stored under its key when the write happened (`locked` has its row).
-  return sql`locked as (select pg_advisory_xact_lock(hashtextextended('event log', 0))${when ? sql` where ${when}` : sql.empty}),${key ? storedUnderKey(key, sql`exists (select 1 from locked)`) : sql.empty}
+  return sql`locked as (select ${EVENT_LOG_LOCK}${when ? sql` where ${when}` : sql.empty}),${key ? storedUnderKey(key, sql`exists (select 1 from locked)`) : sql.empty}
     appended as (
       insert into events (account_id, type, area, occurred_at, actor, data, about_account_id)
       select r.account_id, r.type, r.area, r.occurred_at, r.actor, r.data, r.about_account_id

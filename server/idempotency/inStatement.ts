@@ -5,7 +5,7 @@
  * time ran out; `idempotency_held` (migration 0032) fails the statement whole when it wrote but the
  * key was another request's (its answer, or its claim while it runs). The event log's append
  * carries it for a write that emits events (appendEvents, server/events/log.ts); a write that emits
- * none takes it with answerOnClaim.
+ * none takes it with answerUnderKey.
  */
 import type { KeyCompletion, KeyedStatement } from '../core/context.ts';
 import { type Sql, sql } from '../db/sql.ts';
@@ -34,7 +34,7 @@ export const storedUnderKey = (key: KeyCompletion, when: Sql): Sql => sql`
  * when the answer was stored, and the statement fails whole when it wrote without storing it. Both
  * empty for a request not keyed.
  */
-export function answerOnClaim(keyed: KeyedStatement | undefined, written: Sql): { ctes: Sql; answered: Sql } {
+export function answerUnderKey(keyed: KeyedStatement | undefined, written: Sql): { ctes: Sql; answered: Sql } {
   const key = keyed?.take();
   if (!key) return { ctes: sql.empty, answered: sql.empty };
   return {

@@ -1,7 +1,9 @@
 /**
  * Idempotency keys: a POST sent with `Idempotency-Key` runs once per account, operation and key
  * (IETF draft "The Idempotency-Key HTTP Header Field", with Stripe's semantics; docs/api.md "Safe
- * retries"). The HTTP edge (server/http/pipeline.ts) runs such a request in one transaction:
+ * retries"). An operation whose write is one statement stores its answer under the key in that
+ * statement (server/http/pipeline.ts runKeyedInWrite, KeyedRequest below); any other runs in one
+ * transaction:
  *
  * 1. claim(): the key's lock, held to commit, and the response stored under the key. Another
  *    transaction holding the lock means the first request is still running (409). A stored

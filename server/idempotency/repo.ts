@@ -2,7 +2,7 @@
 import type { Knex } from 'knex';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
-import { appendEvents, EXAMPLE_EVENT, type EventInsert, notifiedColumn } from '../events/log.ts';
+import { appendEvents, EVENT_LOG_LOCK, EXAMPLE_EVENT, type EventInsert, notifiedColumn } from '../events/log.ts';
 
 const AREA = 'idempotency';
 
@@ -59,11 +59,15 @@ interface StoreRow extends KeyScope {
   expiresAt: number;
 }
 
-/** The insert of a response under a key unless a live one is there already (then it returns no row). */
-const insertResponse = (r: StoreRow): Sql => sql`insert into idempotency_keys
+/**
+ * The insert of a response under a key unless a live one is there already (then it returns no row);
+ * `after`, a CTE whose row it waits for (the event log's lock, taken before the key's row).
+ */
+const insertResponse = (r: StoreRow, after?: Sql): Sql => sql`insert into idempotency_keys
       (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
-    values (${r.id}, ${r.userId}, ${r.operation}, ${r.key}, ${r.fingerprint}, ${r.keyId}, ${r.response},
-      ${r.now}::bigint, ${r.expiresAt}::bigint)
+    select ${r.id}::uuid, ${r.userId}::uuid, ${r.operation}::text, ${r.key}::text, ${r.fingerprint}::bytea,
+      ${r.keyId}::text, ${r.response}::bytea, ${r.now}::bigint, ${r.expiresAt}::bigint
+    ${after ? sql`from ${after}` : sql.empty}
     on conflict (user_id, operation, idem_key) do update set
       id = excluded.id, fingerprint = excluded.fingerprint, key_id = excluded.key_id,
       response_enc = excluded.response_enc, created_at = excluded.created_at, expires_at = excluded.expires_at
@@ -87,13 +91,14 @@ const store = statement<StoreRow, { id: string }>({
   name: 'idempotency_store',
   area: AREA,
   variants: { 'a response': EXAMPLE_STORE },
-  build: insertResponse,
+  build: (r) => insertResponse(r),
 });
 
 /**
  * The same, with the events the request held back appended in the same statement (server/events/log.ts):
  * a keyed write's response costs no statement of its own. `id` is null when a live response was
- * there already (the caller rolls back, events included).
+ * there already (the caller rolls back, events included). The event log's lock comes first, as in
+ * a write that stores its answer under the key (appendEvents), so the two cannot deadlock.
  */
 const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: string | null }>({
   name: 'idempotency_store_with_events',
@@ -104,7 +109,8 @@ const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: st
       events: [EXAMPLE_EVENT],
     },
   },
-  build: (r) => sql`with stored as (${insertResponse(r)}),
+  build: (r) => sql`with first as (select ${EVENT_LOG_LOCK}),
+    stored as (${insertResponse(r, sql`first`)}),
     ${appendEvents(r.events)}
     select (select id from stored) as id, ${notifiedColumn}`,
 });
@@ -153,9 +159,10 @@ interface Completion {
   expiresAt: number;
 }
 
-const completeClaim = (c: Completion): Sql => sql`update idempotency_keys
+/** `after`: as insertResponse's. */
+const completeClaim = (c: Completion, after?: Sql): Sql => sql`update idempotency_keys
     set key_id = ${c.keyId}, response_enc = ${c.response}, expires_at = ${c.expiresAt}::bigint
-    where id = ${c.claimId} and response_enc is null
+    where id = ${c.claimId} and response_enc is null${after ? sql` and exists (select 1 from ${after})` : sql.empty}
     returning id`;
 
 const EXAMPLE_COMPLETION: Completion = { claimId: EXAMPLE_UUID, keyId: 'k', response: Buffer.alloc(0), expiresAt: 0 };
@@ -174,7 +181,8 @@ const complete = statement<Completion & { events: EventInsert[] }, { id: string 
   build: (c) =>
     c.events.length === 0
       ? completeClaim(c)
-      : sql`with stored as (${completeClaim(c)}),
+      : sql`with first as (select ${EVENT_LOG_LOCK}),
+    stored as (${completeClaim(c, sql`first`)}),
     ${appendEvents(c.events, sql`exists (select 1 from stored)`)}
     select (select id from stored) as id, ${notifiedColumn}`,
 });

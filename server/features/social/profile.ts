@@ -85,7 +85,7 @@ export async function createLink(
   ]);
   // One statement (linksRepo.create), unless another social write of the account committed since
   // its snapshot (its next sort_order would be stale): then the transaction below. A keyed request
-  // claimed ahead stores its answer in that statement, and otherwise runs again in a transaction.
+  // stores its answer under the key in that statement, and otherwise runs again in a transaction.
   const created = await oneStatement(
     ctx,
     (db) => linksRepo.create(db, { ...fields, sort_order: input.sortOrder ?? null }, events),

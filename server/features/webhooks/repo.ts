@@ -10,7 +10,7 @@ import type { EventRow } from '../../events/log.ts';
 import { WEBHOOK_QUEUE } from '../../events/log.ts';
 import { sql } from '../../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../../db/statements.ts';
-import { answerOnClaim, exampleKeyed } from '../../idempotency/inStatement.ts';
+import { answerUnderKey, exampleKeyed } from '../../idempotency/inStatement.ts';
 import { enqueueRows } from '../../jobs/queue.ts';
 
 export interface WebhookRow {
@@ -131,7 +131,7 @@ const EXAMPLE_WEBHOOK: NewWebhook = {
  * inserted or updated only while under `max` — a row a concurrent create has just counted is
  * re-checked on its committed version, so two creates cannot both take the last slot. The webhook
  * and its audit row are written only then; no row when the account is at the cap. A request keyed
- * stores its answer under the key in the same statement (answerOnClaim).
+ * stores its answer under the key in the same statement (answerUnderKey).
  */
 const create = statement<
   { row: NewWebhook; max: number; audit: PendingAudit; keyed?: KeyedStatement },
@@ -144,7 +144,7 @@ const create = statement<
     'a webhook with its keyed answer': { max: 20, audit: EXAMPLE_AUDIT, row: EXAMPLE_WEBHOOK, keyed: exampleKeyed() },
   },
   build: ({ row, max, audit, keyed }) => {
-    const answer = answerOnClaim(keyed, sql`exists (select 1 from inserted)`);
+    const answer = answerUnderKey(keyed, sql`exists (select 1 from inserted)`);
     return sql`with account as (
       select a.id from accounts a where a.id = ${row.user_id}::uuid for key share
     ),
@@ -420,7 +420,7 @@ export const webhooksRepo = {
   find: async (db: Knex, userId: string, id: string): Promise<WebhookRow | undefined> =>
     (await find(db, { userId, id }))[0],
   /** Creates the webhook with its audit row in one statement; undefined when the account already has `max`. */
-  /** The webhook, or undefined at the cap; `keyed`: a keyed request, whose answer the statement stores (answerOnClaim). */
+  /** The webhook, or undefined at the cap; `keyed`: a keyed request, whose answer the statement stores (answerUnderKey). */
   create: async (
     db: Knex,
     row: NewWebhook,
