@@ -34,6 +34,7 @@ import * as m0032 from './0032_idempotency_claims.ts';
 import * as m0033 from './0033_webhook_counts.ts';
 import * as m0034 from './0034_assignment_indexes.ts';
 import * as m0035 from './0035_front_state_plpgsql.ts';
+import * as m0036 from './0036_idempotency_held_message.ts';
 
 export const migrations = [
   m0001,
@@ -71,4 +72,5 @@ export const migrations = [
   m0033,
   m0034,
   m0035,
+  m0036,
 ];
