@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './test/helpers/sequencer.ts';
 
 /**
  * Three projects (`npm test` runs them all; `npm test -- --project api` one):
@@ -38,8 +39,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     setupFiles: ['test/helpers/setup.ts'],
-    // Files run in parallel (one per worker), the tests of a file in order.
-    sequence: { concurrent: false },
+    // Files run in parallel (one per worker), the longest first (test/helpers/sequencer.ts), the tests of a file in order.
+    sequence: { concurrent: false, sequencer: LongestFirst },
     projects: [
       { extends: true, test: { name: 'unit', include: UNIT } },
       {
