@@ -8,7 +8,8 @@ export const name = '0036_idempotency_held_message';
  * whose claim lapsed and was taken. Its message, in PostgreSQL's log, says so; SQLSTATE IK001 and
  * what it checks are unchanged.
  */
-const held = (message: string) => `create or replace function idempotency_held(written bigint, stored bigint) returns boolean language plpgsql as $$
+const held = (message: string) => `
+  create or replace function idempotency_held(written bigint, stored bigint) returns boolean language plpgsql as $$
   begin
     if written > 0 and stored = 0 then
       raise exception '${message}' using errcode = 'IK001';
