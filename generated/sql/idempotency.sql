@@ -304,7 +304,11 @@ set
   created_at = excluded.created_at,
   expires_at = excluded.expires_at
 where
-  idempotency_keys.expires_at <= $10::bigint
+  (
+    idempotency_keys.id = excluded.id
+    and idempotency_keys.response_enc is null
+  )
+  or idempotency_keys.expires_at <= excluded.created_at
 returning
   id;
 
@@ -338,7 +342,11 @@ with
       created_at = excluded.created_at,
       expires_at = excluded.expires_at
     where
-      idempotency_keys.expires_at <= $10::bigint
+      (
+        idempotency_keys.id = excluded.id
+        and idempotency_keys.response_enc is null
+      )
+      or idempotency_keys.expires_at <= excluded.created_at
     returning
       id
   ),
@@ -360,7 +368,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($11::jsonb) as r (
+      jsonb_to_recordset($10::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -405,12 +413,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $12::text,
+      $11::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $13::int,
+      $12::int,
       (
         select
           min(next_attempt_at)
@@ -458,14 +466,14 @@ select
   (
     select
       pg_notify (
-        $14::text,
+        $13::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $15::text
+          ) then $14::text
           else ''
         end
       ) as notified

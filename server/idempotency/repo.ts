@@ -2,7 +2,9 @@
 import type { Knex } from 'knex';
 import { type Sql, sql } from '../db/sql.ts';
 import { EXAMPLE_UUID, statement } from '../db/statements.ts';
+import type { KeyCompletion } from '../core/context.ts';
 import { appendEvents, EVENT_LOG_LOCK, EXAMPLE_EVENT, type EventInsert, notifiedColumn } from '../events/log.ts';
+import { EXAMPLE_COMPLETION as EXAMPLE_STORE, insertUnderKey } from './inStatement.ts';
 
 const AREA = 'idempotency';
 
@@ -50,48 +52,15 @@ const find = statement<KeyScope & { now: number }, StoredRow>({
     where user_id = ${s.userId} and operation = ${s.operation} and idem_key = ${s.key} and expires_at > ${s.now}::bigint`,
 });
 
-interface StoreRow extends KeyScope {
-  id: string;
-  fingerprint: Buffer;
-  keyId: string;
-  response: Buffer;
-  now: number;
-  expiresAt: number;
-}
-
-/**
- * The insert of a response under a key unless a live one is there already (then it returns no row);
- * `after`, a CTE whose row it waits for (the event log's lock, taken before the key's row).
- */
-const insertResponse = (r: StoreRow, after?: Sql): Sql => sql`insert into idempotency_keys
-      (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
-    select ${r.id}::uuid, ${r.userId}::uuid, ${r.operation}::text, ${r.key}::text, ${r.fingerprint}::bytea,
-      ${r.keyId}::text, ${r.response}::bytea, ${r.now}::bigint, ${r.expiresAt}::bigint
-    ${after ? sql`from ${after}` : sql.empty}
-    on conflict (user_id, operation, idem_key) do update set
-      id = excluded.id, fingerprint = excluded.fingerprint, key_id = excluded.key_id,
-      response_enc = excluded.response_enc, created_at = excluded.created_at, expires_at = excluded.expires_at
-      where idempotency_keys.expires_at <= ${r.now}::bigint
-    returning id`;
-
-const EXAMPLE_STORE: StoreRow = {
-  userId: EXAMPLE_UUID,
-  operation: 'op',
-  key: 'k',
-  id: EXAMPLE_UUID,
-  fingerprint: Buffer.alloc(0),
-  keyId: 'k',
-  response: Buffer.alloc(0),
-  now: 0,
-  expiresAt: 0,
-};
+/** A response as stored under a key (the columns of its row). */
+type StoreRow = KeyCompletion;
 
 /** Stores a response under a key unless a live one is there already (then nothing is returned). */
 const store = statement<StoreRow, { id: string }>({
   name: 'idempotency_store',
   area: AREA,
   variants: { 'a response': EXAMPLE_STORE },
-  build: (r) => insertResponse(r),
+  build: (r) => insertUnderKey(r),
 });
 
 /**
@@ -110,7 +79,7 @@ const storeWithEvents = statement<StoreRow & { events: EventInsert[] }, { id: st
     },
   },
   build: (r) => sql`with first as (select ${EVENT_LOG_LOCK}),
-    stored as (${insertResponse(r, sql`first`)}),
+    stored as (${insertUnderKey(r, { from: sql`first` })}),
     ${appendEvents(r.events)}
     select (select id from stored) as id, ${notifiedColumn}`,
 });
@@ -159,7 +128,7 @@ interface Completion {
   expiresAt: number;
 }
 
-/** `after`: as insertResponse's. */
+/** `after`: a CTE whose row it waits for (the event log's lock, taken before the key's row). */
 const completeClaim = (c: Completion, after?: Sql): Sql => sql`update idempotency_keys
     set key_id = ${c.keyId}, response_enc = ${c.response}, expires_at = ${c.expiresAt}::bigint
     where id = ${c.claimId} and response_enc is null${after ? sql` and exists (select 1 from ${after})` : sql.empty}
