@@ -68,8 +68,8 @@ const { values } = parseArgs({
 });
 const smoke = values.smoke ?? false;
 const withBare = values['with-bare'] ?? false;
-const duration = Number(values.duration ?? (smoke ? 1 : 15));
-/** Each side's share of a pair's A B B A runs, in seconds; the smoke run's half-seconds only keep the harness working. */
+const duration = Number(values.duration ?? (smoke ? 0.5 : 15));
+/** Each side's share of a pair's A B B A runs, in seconds; the smoke run's quarter-seconds only keep the harness working. */
 const half = smoke ? duration / 2 : Math.max(1, Math.round(duration / 2));
 // The smoke run (CI) only keeps the harness working: no warm-up, whose figures it would not use anyway.
 const warmup = smoke && !values['idempotency-pair'] ? 0 : 5;
@@ -197,11 +197,21 @@ const perRequest = (cpu: CpuUsage, requests: number): CpuPerRequest => {
   return { server: cpu.serverMs / n, database: cpu.databaseMs / n, total: (cpu.serverMs + cpu.databaseMs) / n };
 };
 
+/**
+ * autocannon counts requests in samples of 1 s and runs for at least one sample, so a smoke run of a
+ * quarter-second would take a second. The smoke run takes one sample per load, as long as the load.
+ */
+const sampleMs = (seconds: number) => (smoke ? Math.max(1, Math.round(seconds * 1000)) : 1000);
+
+/** Requests per second of a load: autocannon's mean requests per sample, per second. */
+const reqPerSecond = (r: autocannon.Result, seconds: number) => (r.requests.average * 1000) / sampleMs(seconds);
+
 async function load(target: Proc, key: string, s: Scenario, seconds: number): Promise<autocannon.Result> {
   const opts: autocannon.Options = {
     url: target.url + s.path,
     connections: CONNECTIONS,
     duration: seconds,
+    sampleInt: sampleMs(seconds),
     headers: { authorization: `Bearer ${s.key ?? key}`, 'content-type': 'application/json' },
     method: s.method ?? 'GET',
   };
@@ -239,7 +249,7 @@ async function measure(target: Target, account: 'large' | 'small', key: string, 
     title: s.title,
     target: target.name,
     account,
-    rps: r.requests.average,
+    rps: reqPerSecond(r, duration),
     p50: r.latency.p50,
     p99: r.latency.p99,
     requests: r.requests.total,
@@ -312,7 +322,7 @@ async function paired(name: string, metric: PairMetric, limit: number, a: PairSi
       continue;
     }
     const r = await load(side.proc, side.key, side.scenario, half);
-    runs.push(metric === 'p50' ? r.latency.p50 : Math.round(r.requests.average));
+    runs.push(metric === 'p50' ? r.latency.p50 : Math.round(reqPerSecond(r, half)));
   }
   const aValue = metric === 'cpu' ? cost.a.ms / Math.max(1, cost.a.requests) : (runs[0]! + runs[3]!) / 2;
   const bValue = metric === 'cpu' ? cost.b.ms / Math.max(1, cost.b.requests) : (runs[1]! + runs[2]!) / 2;
@@ -375,7 +385,7 @@ async function baselinePair(full: Target, reference: Target, key: string, s: Sce
     const { result: r, cpu } = await measuredLoad(target, key, s, half);
     runs.push({
       target: target.name,
-      rps: r.requests.average,
+      rps: reqPerSecond(r, half),
       p50: r.latency.p50,
       p99: r.latency.p99,
       requests: r.requests.total,
