@@ -5,7 +5,12 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { ApiError, ValidationProblem } from '../client/index.ts';
 import { Contract, responseFor } from '../scripts/fuzz/contract.ts';
-import { routeMatcherKeys, validatorsPathToRegexp } from '../server/http/validation.ts';
+import {
+  documentChecksBuilt,
+  routeMatcherKeys,
+  validatorsDocumentCheck,
+  validatorsPathToRegexp,
+} from '../server/http/validation.ts';
 import { bearer, jsonHeaders, useServer } from './helpers/server.ts';
 
 const server = useServer();
@@ -214,5 +219,21 @@ describe("the validator's route matchers", () => {
     expect(pathToRegexp('/api/v1/members/:memberId', { ...options, end: false })).not.toBe(
       pathToRegexp('/api/v1/members/:memberId', { ...options, end: false }),
     );
+  });
+});
+
+describe("the validator's check of its document against the OpenAPI schema", () => {
+  it('is built once per process and shared by every path’s validator, and still refuses an invalid document', async () => {
+    const { apiKey } = await server.user();
+    // Two paths, each a validator of its own (and a second one for the 400's details).
+    expect((await server.fetch('/api/v1/members/not-a-uuid', { headers: bearer(apiKey) })).status).toBe(400);
+    expect((await server.fetch('/api/v1/members/page?limit=many', { headers: bearer(apiKey) })).status).toBe(400);
+    expect(documentChecksBuilt()).toBe(1);
+    const { OpenAPISchemaValidator } = validatorsDocumentCheck();
+    const options = { version: '3.1.0', validateApiSpec: true };
+    const check = new OpenAPISchemaValidator(options);
+    expect(new OpenAPISchemaValidator({ ...options })).toBe(check);
+    expect(check.validate({ openapi: '3.1.0' }).errors.length).toBeGreaterThan(0);
+    expect(check.validate({ openapi: '3.1.0', info: { title: 't', version: '1' }, paths: {} }).errors).toEqual([]);
   });
 });

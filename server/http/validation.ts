@@ -78,11 +78,57 @@ export function pathDocument(spec: OpenApiDocument, path: string): OpenApiDocume
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 
-/** The path-to-regexp module express-openapi-validator itself loads (resolved from its own directory). */
-export function validatorsPathToRegexp(): { pathToRegexp: PathToRegexp } {
+/** A module as express-openapi-validator itself loads it (resolved from its own directory). */
+function fromValidator<T>(id: string): T {
   const fromHere = createRequire(import.meta.filename);
-  return createRequire(fromHere.resolve('express-openapi-validator'))('path-to-regexp');
+  return createRequire(fromHere.resolve('express-openapi-validator'))(id) as T;
 }
+
+/** The path-to-regexp module express-openapi-validator itself loads. */
+export function validatorsPathToRegexp(): { pathToRegexp: PathToRegexp } {
+  return fromValidator('path-to-regexp');
+}
+
+interface DocumentCheckModule {
+  OpenAPISchemaValidator: new (options: { version: string; validateApiSpec: boolean }) => DocumentCheck;
+}
+interface DocumentCheck {
+  validate(document: unknown): { errors: unknown[] };
+}
+
+/** The validator's check of a document against the OpenAPI schema, as it loads it. */
+export function validatorsDocumentCheck(): DocumentCheckModule {
+  return fromValidator('./framework/openapi.schema.validator');
+}
+
+const documentChecks = new Map<string, DocumentCheck>();
+
+/**
+ * Each express-openapi-validator instance checks its document against the OpenAPI schema first, and
+ * builds that check anew (ajv compiles the whole OpenAPI 3.1 schema: about 30 ms) in every instance,
+ * which here is one or two per path: half the time of a path's first request. The check holds no
+ * state between calls (`validate` is synchronous), so every instance gets the one built for its
+ * OpenAPI version and options, and still checks its own document with it.
+ */
+function shareDocumentChecks(): void {
+  const module = validatorsDocumentCheck();
+  const build = module.OpenAPISchemaValidator as DocumentCheckModule['OpenAPISchemaValidator'] & { shared?: boolean };
+  if (build.shared) return;
+  function shared(options: { version: string; validateApiSpec: boolean }): DocumentCheck {
+    const key = `${options.version}:${options.validateApiSpec}`;
+    let check = documentChecks.get(key);
+    if (!check) {
+      check = new build(options);
+      documentChecks.set(key, check);
+    }
+    return check;
+  }
+  // Called with `new`: a constructor that returns an object gives that object.
+  module.OpenAPISchemaValidator = Object.assign(shared, { shared: true }) as never;
+}
+
+/** How many document checks this process has built (one per OpenAPI version and options). */
+export const documentChecksBuilt = (): number => documentChecks.size;
 
 const routeMatchers = new Map<string, ReturnType<PathToRegexp>>();
 
@@ -147,6 +193,7 @@ function validatorFor(spec: OpenApiDocument, key: string, path: string, options:
  */
 export function createValidator(spec: OpenApiDocument, validateResponses: boolean): RequestHandler {
   cacheRouteMatchers();
+  shareDocumentChecks();
   const specKey = createHash('sha256').update(JSON.stringify(spec)).digest('hex');
   const forPath = (path: string) =>
     validatorFor(spec, `${specKey}:${validateResponses}:${path}`, path, (doc) =>
