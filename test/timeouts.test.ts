@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { loadConfig } from '../server/config.ts';
 import { PNG } from './helpers/images.ts';
 import { TestServer, type TestUser } from './helpers/server.ts';
@@ -46,8 +46,11 @@ function open(): Promise<Exchange> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('slow clients', () => {
-  it('a body that does not arrive within HTTP_REQUEST_TIMEOUT_MS: 408 REQUEST_TIMEOUT, connection closed, nothing stored', async () => {
+// Each test waits out a deadline of its own on a connection of its own: they run at once.
+describe.concurrent('slow clients', () => {
+  it('a body that does not arrive within HTTP_REQUEST_TIMEOUT_MS: 408 REQUEST_TIMEOUT, connection closed, nothing stored', async ({
+    expect,
+  }) => {
     const name = `slow-${randomUUID()}`;
     const body = JSON.stringify({ name });
     const { socket, closed } = await open();
@@ -73,7 +76,7 @@ describe('slow clients', () => {
     expect(members).toEqual([]);
   });
 
-  it('the last bytes of a body arriving after the deadline change nothing', async () => {
+  it('the last bytes of a body arriving after the deadline change nothing', async ({ expect }) => {
     const name = `late-${randomUUID()}`;
     const body = JSON.stringify({ name });
     const { socket, closed } = await open();
@@ -94,7 +97,7 @@ describe('slow clients', () => {
     }
   });
 
-  it('headers that do not arrive within HTTP_HEADERS_TIMEOUT_MS: Node answers 408 and closes', async () => {
+  it('headers that do not arrive within HTTP_HEADERS_TIMEOUT_MS: Node answers 408 and closes', async ({ expect }) => {
     const { socket, closed } = await open();
     socket.write('GET /api/v1/me HTTP/1.1\r\nHost: x\r\n');
     const trickle = setInterval(() => {
@@ -107,7 +110,9 @@ describe('slow clients', () => {
     expect(afterMs).toBeLessThan(5_000); // 1 s plus Node's check interval (1 s), not its default 30 s
   });
 
-  it('an idle kept-alive connection is closed after HTTP_KEEP_ALIVE_TIMEOUT_MS, which the response announces', async () => {
+  it('an idle kept-alive connection is closed after HTTP_KEEP_ALIVE_TIMEOUT_MS, which the response announces', async ({
+    expect,
+  }) => {
     const { socket, closed } = await open();
     socket.write(`GET /api/v1/me HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${user.apiKey}\r\n\r\n`);
     const { text, afterMs } = await closed;
@@ -117,7 +122,9 @@ describe('slow clients', () => {
     expect(afterMs).toBeLessThan(10_000);
   });
 
-  it('the signed upload route is bound by HTTP_UPLOAD_TIMEOUT_MS, not HTTP_REQUEST_TIMEOUT_MS: a slow upload completes', async () => {
+  it('the signed upload route is bound by HTTP_UPLOAD_TIMEOUT_MS, not HTTP_REQUEST_TIMEOUT_MS: a slow upload completes', async ({
+    expect,
+  }) => {
     const storage = server.deps.storage!;
     const key = `t/${randomUUID()}/slow.png`;
     const put = await storage.presignPut(key, 'image/png', PNG.length, 60);
@@ -143,7 +150,7 @@ describe('slow clients', () => {
     expect((await storage.get(key))?.body.equals(PNG)).toBe(true);
   });
 
-  it('the deadlines are settings with bounds, validated at start', () => {
+  it('the deadlines are settings with bounds, validated at start', ({ expect }) => {
     expect(loadConfig({})).toMatchObject({
       httpHeadersTimeoutMs: 10_000,
       httpRequestTimeoutMs: 30_000,
