@@ -17,6 +17,7 @@ import { createLogger } from '../../server/logger.ts';
 import { createRuntime, type Runtime } from '../../server/runtime.ts';
 import { SCOPES } from '../../server/http/spec.ts';
 import { createTestDatabase } from './db.ts';
+import { unwatch, watch } from './violations.ts';
 
 export type ScopeMap = components['schemas']['ScopeMap'];
 export const ALL_SCOPES: ScopeMap = Object.fromEntries(SCOPES.map((s) => [s, 'read_write']));
@@ -46,18 +47,11 @@ export interface TestServerOptions {
 let userCounter = 0;
 
 /**
- * Every server started in this test file, and the contract violations of those already closed:
- * the global afterEach (test/helpers/setup.ts) fails a test during which any of them answered
- * outside the contract, whether it came from useServer() or was started ad hoc inside the test.
+ * Every server started, whether from useServer() or ad hoc inside a test, reports its contract
+ * violations to test/helpers/violations.ts: the global afterEach (test/helpers/setup.ts) fails a test
+ * during which any of them answered outside the contract.
  */
-const liveServers = new Set<TestServer>();
-const closedViolations: ResponseViolation[] = [];
-
-export function takeViolations(): ResponseViolation[] {
-  const all = closedViolations.splice(0);
-  for (const server of liveServers) all.push(...server.violations.splice(0));
-  return all;
-}
+export { takeViolations } from './violations.ts';
 
 export class TestServer {
   readonly violations: ResponseViolation[] = [];
@@ -112,7 +106,7 @@ export class TestServer {
     this.server = server;
     this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     this.admin = createApiClient({ baseUrl: this.baseUrl, apiKey: this.adminToken });
-    liveServers.add(this);
+    watch(this);
     return this;
   }
 
@@ -153,8 +147,7 @@ export class TestServer {
   }
 
   async close(): Promise<void> {
-    liveServers.delete(this);
-    closedViolations.push(...this.violations.splice(0));
+    unwatch(this);
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
