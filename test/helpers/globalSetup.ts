@@ -54,6 +54,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const db = await openDatabase({ dataDir: 'memory' });
   try {
     await migrateLatest(db.knex);
+    // Every test server loads this dump (about 0.3 s each, in proportion to its files). The embedded
+    // server never creates a database, so the dump leaves out the cluster's two template databases:
+    // a third fewer bytes and half the files.
+    await db.knex.raw(`update pg_database set datistemplate = false where datname in ('template0', 'template1')`);
+    await db.knex.raw('drop database template0');
+    await db.knex.raw('drop database template1');
+    await db.knex.raw('checkpoint');
     const dump = await db.dumpEmbedded!();
     writeFileSync(join(dir, 'migrated.tar'), Buffer.from(await dump.arrayBuffer()));
   } finally {
