@@ -68,8 +68,8 @@ const { values } = parseArgs({
 });
 const smoke = values.smoke ?? false;
 const withBare = values['with-bare'] ?? false;
-const duration = Number(values.duration ?? (smoke ? 0.5 : 15));
-/** Each side's share of a pair's A B B A runs, in seconds; the smoke run's quarter-seconds only keep the harness working. */
+const duration = Number(values.duration ?? (smoke ? 0.2 : 15));
+/** Each side's share of a pair's A B B A runs, in seconds; the smoke run's tenths of a second only keep the harness working. */
 const half = smoke ? duration / 2 : Math.max(1, Math.round(duration / 2));
 // The smoke run (CI) only keeps the harness working: no warm-up, whose figures it would not use anyway.
 const warmup = smoke && !values['idempotency-pair'] ? 0 : 5;
