@@ -4,7 +4,7 @@
  * what `npm start` runs.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -22,8 +22,30 @@ function tempDir(prefix: string): string {
   return dir;
 }
 
+/**
+ * A DATA_DIR as `npm run db:migrate` leaves a new one: the database created and migrated, the server
+ * never started (no admin token, no demo account: the next start is still the first). Made once;
+ * a test whose subject is not the creation of a database starts on a copy, which saves each start
+ * the ~3 s of creating and migrating one. The race of two starts on a new DATA_DIR keeps a new one.
+ */
+let migratedDir = '';
+function migratedDataDir(prefix: string): string {
+  const dir = tempDir(prefix);
+  cpSync(migratedDir, dir, { recursive: true });
+  return dir;
+}
+
 beforeAll(async () => {
   await buildServer();
+  migratedDir = tempDir('ada-migrated-');
+  await new Promise<void>((res, rej) =>
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/migrate.ts'],
+      { cwd: root, env: serverEnv({ DATA_DIR: migratedDir }) },
+      (error, _stdout, stderr) => (error ? rej(new Error(`db:migrate failed: ${stderr}`)) : res()),
+    ),
+  );
 });
 afterAll(() => {
   for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -135,7 +157,7 @@ async function freePort(): Promise<number> {
 // Process starts and walks over every operation: generous under a loaded CI machine.
 describe('one process per embedded DATA_DIR', { timeout: 120_000 }, () => {
   it('a second server (and db:migrate) is refused with the directory and pid; after kill -9 of the first a new start has every acknowledged write', async () => {
-    const dataDir = tempDir('ada-lock-');
+    const dataDir = migratedDataDir('ada-lock-');
     const env = serverEnv({ DATA_DIR: dataDir });
     const first = startServer(env);
     const baseUrl = await listening(first);
@@ -210,7 +232,7 @@ describe('one process per embedded DATA_DIR', { timeout: 120_000 }, () => {
 
 describe('npm start and signals', { timeout: 120_000 }, () => {
   it('SIGTERM to the npm process: the in-flight request finishes, the port closes, npm exits 0 and no process of its group survives', async () => {
-    const dataDir = tempDir('ada-npm-');
+    const dataDir = migratedDataDir('ada-npm-');
     const npm = launch('npm', ['start'], serverEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'info' }), { detached: true });
     const pgid = npm.child.pid!; // detached: its own process group
     const baseUrl = await listening(npm);
@@ -267,7 +289,7 @@ describe('npm start and signals', { timeout: 120_000 }, () => {
 describe('fatal errors', { timeout: 120_000 }, () => {
   for (const kind of ['unhandledRejection', 'uncaughtException'] as const) {
     it(`an ${kind} is logged and the server exits 1 after closing the database`, async () => {
-      const dataDir = tempDir('ada-fatal-');
+      const dataDir = migratedDataDir('ada-fatal-');
       // Preloaded into the server process: fails the chosen way on SIGUSR2, once the server runs.
       const trigger =
         kind === 'unhandledRejection'
@@ -312,7 +334,7 @@ describe('start-up errors are one line without a stack', { timeout: 120_000 }, (
     const blocker = createServer();
     await new Promise<void>((res) => blocker.listen(0, '127.0.0.1', res));
     const port = (blocker.address() as { port: number }).port;
-    const dataDir = tempDir('ada-port-');
+    const dataDir = migratedDataDir('ada-port-');
     try {
       const proc = startServer(serverEnv({ DATA_DIR: dataDir, PORT: String(port) }));
       expect(await proc.exited).toBe(1);
