@@ -33,7 +33,13 @@ async function withAdmin<T>(base: string, fn: (c: pg.Client) => Promise<T>): Pro
   }
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+interface Template {
+  pgTemplate: string;
+  pgliteTemplate: string;
+  remove(): Promise<void>;
+}
+
+async function buildTemplate(): Promise<Template> {
   const base = process.env.DATABASE_URL;
   if (base) {
     const name = `tmpl_${randomBytes(6).toString('hex')}`;
@@ -46,9 +52,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     } finally {
       await db.close();
     }
-    project.provide('pgTemplate', name);
-    project.provide('pgliteTemplate', '');
-    return () => withAdmin(base, (c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined);
+    return {
+      pgTemplate: name,
+      pgliteTemplate: '',
+      remove: () =>
+        withAdmin(base, (c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
+    };
   }
   const dir = mkdtempSync(join(tmpdir(), 'ada-template-'));
   const db = await openDatabase({ dataDir: 'memory' });
@@ -66,7 +75,32 @@ export default async function setup(project: TestProject): Promise<() => Promise
   } finally {
     await db.close();
   }
-  project.provide('pgTemplate', '');
-  project.provide('pgliteTemplate', join(dir, 'migrated.tar'));
-  return async () => rmSync(dir, { recursive: true, force: true });
+  return {
+    pgTemplate: '',
+    pgliteTemplate: join(dir, 'migrated.tar'),
+    remove: async () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * Vitest runs this once per project that lists it (api, system), one after the other before any
+ * file starts, and loads this module anew for each: the projects share one template through
+ * globalThis, built by the first and removed after the last.
+ */
+const KEY = Symbol.for('account-data-api.test.template');
+const holder = globalThis as { [KEY]?: { template: Promise<Template>; users: number } };
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  holder[KEY] ??= { template: buildTemplate(), users: 0 };
+  const current = holder[KEY];
+  current.users += 1;
+  const template = await current.template;
+  project.provide('pgTemplate', template.pgTemplate);
+  project.provide('pgliteTemplate', template.pgliteTemplate);
+  return async () => {
+    current.users -= 1;
+    if (current.users > 0) return;
+    if (holder[KEY] === current) delete holder[KEY];
+    await template.remove();
+  };
 }
