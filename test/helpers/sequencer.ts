@@ -8,15 +8,17 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * these, in vitest's own order.
  */
 const LONGEST = [
-  'test/lifecycle.test.ts',
   'test/friendActivity.test.ts',
-  'test/inputRules.test.ts',
   'test/startup.test.ts',
-  'test/errorExamples.test.ts',
-  'test/friendMembers.test.ts',
-  'test/clientPackage.test.ts',
+  'test/lifecycle.test.ts',
   'test/backup.test.ts',
   'test/imports.test.ts',
+  'test/friendMembers.test.ts',
+  'test/inputRules.test.ts',
+  'test/docs.test.ts',
+  'test/entries.test.ts',
+  'test/trash.test.ts',
+  'test/clientPackage.test.ts',
   'test/front.test.ts',
 ];
 
