@@ -199,7 +199,7 @@ const perRequest = (cpu: CpuUsage, requests: number): CpuPerRequest => {
 
 /**
  * autocannon counts requests in samples of 1 s and runs for at least one sample, so a smoke run of a
- * quarter-second would take a second. The smoke run takes one sample per load, as long as the load.
+ * tenth of a second would take a second. The smoke run takes one sample per load, as long as the load.
  */
 const sampleMs = (seconds: number) => (smoke ? Math.max(1, Math.round(seconds * 1000)) : 1000);
 
