@@ -380,7 +380,7 @@ describe('the event stream', () => {
 });
 
 describe('the other areas’ events', () => {
-  it('notes, groups and folders, custom field values and messages each send their type, with ids and written fields only', async () => {
+  it('notes, groups and folders, custom fields and their values, and messages each send their type, with ids and written fields only', async () => {
     const user = await server.user();
     const { api } = user;
     const stream = await openStream(user);
@@ -419,8 +419,24 @@ describe('the other areas’ events', () => {
     await step(['group.trashed'], () => api.DELETE('/api/v1/groups/{groupId}', groupPath));
     await step(['group.restored'], () => api.POST('/api/v1/groups/{groupId}/restore', groupPath));
     await step(['folder.created'], () => api.POST('/api/v1/folders', { body: { name: 'F' } }));
-    // Custom field values.
+    // Custom fields: their definitions, then a member's value.
     const field = (await api.POST('/api/v1/custom-fields', { body: { name: 'F', type: 'text' } })).data!.id;
+    expected.push('custom_field.created');
+    const fieldPath = { params: { path: { fieldId: field } } };
+    await step(['custom_field.updated'], () =>
+      api.PATCH('/api/v1/custom-fields/{fieldId}', { ...fieldPath, body: { name: 'Canary-field-name', sortOrder: 3 } }),
+    );
+    await step(['custom_field.trashed'], () => api.DELETE('/api/v1/custom-fields/{fieldId}', fieldPath));
+    // Refused (a trashed field is not renamed, nor trashed again): nothing.
+    expect(
+      (await api.PATCH('/api/v1/custom-fields/{fieldId}', { ...fieldPath, body: { name: 'No' } })).response.status,
+    ).toBe(404);
+    expect((await api.DELETE('/api/v1/custom-fields/{fieldId}', fieldPath)).response.status).toBe(404);
+    await step(['custom_field.restored'], () =>
+      api.POST('/api/v1/members/{memberId}/custom-fields/{fieldId}/restore', {
+        params: { path: { memberId: member, fieldId: field } },
+      }),
+    );
     await step(['custom_field_value.changed'], () =>
       api.PUT('/api/v1/members/{memberId}/custom-fields/{fieldId}', {
         params: { path: { memberId: member, fieldId: field } },
@@ -487,12 +503,17 @@ describe('the other areas’ events', () => {
       stream.messages.filter((m) => m.event === type).map((m) => (m.data as { data: unknown }).data);
     expect(data('entry.updated')).toEqual([{ id: entry, fields: ['title'] }]);
     expect(data('group.members_changed')).toEqual([{ id: group }]);
+    expect(data('custom_field.created')).toEqual([{ id: field }]);
+    expect(data('custom_field.updated')).toEqual([{ id: field, fields: ['name', 'sortOrder'] }]);
+    expect(data('custom_field.trashed')).toEqual([{ id: field }]);
+    expect(data('custom_field.restored')).toEqual([{ id: field }]);
     expect(data('custom_field_value.changed')).toEqual([{ id: field, memberId: member }]);
     expect(data('message.deleted')).toEqual([{ id: sent.data!.id, channelId: channel }]);
     expect(data('channel.updated')).toEqual([{ id: channel, fields: ['topic'] }]);
     expectNoneOf(stream.raw, [
       'Canary-note-text',
       'Canary-field-value',
+      'Canary-field-name',
       'Canary-message-text',
       'Canary-edited',
       'Canary-topic',

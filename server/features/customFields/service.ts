@@ -83,7 +83,8 @@ export async function createField(
   const { now } = ctx;
   const userId = ownerOf(ctx);
   const options = checkOptions(input.type, input.options);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     const row: FieldRow = {
       id: input.id ?? randomUUID(),
       user_id: userId,
@@ -98,6 +99,7 @@ export async function createField(
     };
     await customFieldsRepo.insert(trx, row);
     await applyDefaults(trx, userId, 'new_custom_field', [row.id], now);
+    await tx.events.emit(tx, { type: 'custom_field.created', area: 'customFields', data: { id: row.id } });
     return { id: row.id };
   });
 }
@@ -115,7 +117,8 @@ export async function updateField(
 ): Promise<Schemas['CustomFieldDefinition']> {
   const { now } = ctx;
   const userId = ownerOf(ctx);
-  return inTransaction(ctx, async ({ db: trx }) => {
+  return inTransaction(ctx, async (tx) => {
+    const trx = tx.db;
     // Locked first: a value write takes the row `for share` and checks its options against it, so
     // once this holds the row, no value naming an option being removed can commit before the update.
     const row = await liveField(trx, userId, id, true);
@@ -135,25 +138,34 @@ export async function updateField(
       }
       changes.options = options;
     }
-    return toDefinition(await customFieldsRepo.update(trx, userId, id, changes));
+    const updated = toDefinition(await customFieldsRepo.update(trx, userId, id, changes));
+    const fields = (['name', 'description', 'options', 'sortOrder'] as const).filter((f) => input[f] !== undefined);
+    await tx.events.emit(tx, { type: 'custom_field.updated', area: 'customFields', data: { id, fields } });
+    return updated;
   });
 }
 
 export async function trashField(ctx: ServiceContext, id: string): Promise<void> {
-  const { db, now } = ctx;
+  const { now } = ctx;
   const userId = ownerOf(ctx);
-  await liveField(db, userId, id);
-  await customFieldsRepo.update(db, userId, id, { deleted_at: now, updated_at: now });
+  await inTransaction(ctx, async (tx) => {
+    await liveField(tx.db, userId, id, true);
+    await customFieldsRepo.update(tx.db, userId, id, { deleted_at: now, updated_at: now });
+    await tx.events.emit(tx, { type: 'custom_field.trashed', area: 'customFields', data: { id } });
+  });
 }
 
 export async function restoreField(ctx: ServiceContext, memberId: string, id: string): Promise<void> {
   const { db, now } = ctx;
   const userId = ownerOf(ctx);
   if (!(await findLiveMember(db, userId, memberId))) throw notFound('Member not found');
-  const row = await customFieldsRepo.findAny(db, userId, id);
-  if (!row) throw notFound('Custom field not found');
-  if (row.deleted_at === null) throw badRequest('Custom field is not in the trash');
-  await customFieldsRepo.update(db, userId, id, { deleted_at: null, updated_at: now });
+  await inTransaction(ctx, async (tx) => {
+    const row = await customFieldsRepo.findAny(tx.db, userId, id, true);
+    if (!row) throw notFound('Custom field not found');
+    if (row.deleted_at === null) throw badRequest('Custom field is not in the trash');
+    await customFieldsRepo.update(tx.db, userId, id, { deleted_at: null, updated_at: now });
+    await tx.events.emit(tx, { type: 'custom_field.restored', area: 'customFields', data: { id } });
+  });
 }
 
 export async function memberValues(ctx: ServiceContext, memberId: string): Promise<Schemas['CustomFieldValue'][]> {
