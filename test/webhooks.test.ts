@@ -8,8 +8,10 @@
  * moving the clock; jobs run when the test calls runDue() (test servers do not poll).
  */
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type components, verifyWebhook, WebhookVerificationError } from '../client/index.ts';
@@ -189,6 +191,33 @@ describe('webhook routes', () => {
     expect(deleted.response.status).toBe(204);
     const gone = await user.api.GET('/api/v1/webhooks/{webhookId}', { params: { path: { webhookId: id } } });
     expect(gone.response.status).toBe(404);
+  });
+
+  it('subscribes to every event type the contract lists for webhooks, each under a scope of its own', async () => {
+    const spec = JSON.parse(readFileSync(resolve(import.meta.dirname, '../generated/openapi.json'), 'utf8')) as {
+      components: { schemas: Record<string, { enum?: string[] }> };
+    };
+    const { MemberEventType, ChangeEventType } = spec.components.schemas;
+    const types = [...MemberEventType!.enum!, 'front.changed', ...ChangeEventType!.enum!];
+    expect(types.length).toBeGreaterThan(80);
+    expect(types.length).toBeLessThanOrEqual(100); // WebhookTypes' maxItems: one webhook takes them all
+    const user = await server.user();
+    const created = await user.api.POST('/api/v1/webhooks', {
+      body: { url: `${receiver.url}/hook`, types: types as components['schemas']['WebhookEventType'][] },
+    });
+    expect(created.response.status).toBe(201);
+    expect(created.data!.webhook.types).toEqual(types);
+    // Each type names the scope it needs: a key that reads nothing of the account's is refused each one.
+    const blind = await server.user({ scopes: { webhooks: 'read_write' } });
+    for (const type of types) {
+      const refused = await blind.api.POST('/api/v1/webhooks', {
+        body: { url: `${receiver.url}/hook`, types: [type as components['schemas']['WebhookEventType']] },
+      });
+      expect(refused.response.status, type).toBe(400);
+      expect(refused.error!.message, type).toMatch(
+        new RegExp(`^The key cannot read the events of type ${type.replace('.', '\\.')} \\(it needs `),
+      );
+    }
   });
 
   it("refuses types the key cannot read, a URL with credentials, and another account's webhook", async () => {

@@ -33,6 +33,7 @@ const AREAS_BY_PREFIX: Record<string, readonly Scope[]> = {
   entry: ['entries'],
   group: ['groups'],
   folder: ['groups'],
+  custom_field: ['customFields'],
   custom_field_value: ['customFields'],
   message: ['messaging'],
   space: ['messaging'],
