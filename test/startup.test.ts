@@ -1,13 +1,20 @@
-/** `npm start` as an operator runs it: first-start demo account, banner, persistence, graceful shutdown. */
+/**
+ * `npm start` as an operator runs it: first-start demo account, banner, persistence, graceful
+ * shutdown. Runs the compiled server (dist/main.js, built first), which is what `npm start` runs.
+ */
 import { execFile, execSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildServer } from '../scripts/build.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'ada-start-'));
+beforeAll(async () => {
+  await buildServer();
+});
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -25,7 +32,7 @@ interface Started {
 }
 
 async function start(): Promise<Started> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  const child = spawn(process.execPath, ['dist/main.js'], {
     env: childEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
