@@ -144,7 +144,14 @@ function stop(reason: string, exitCode: number, graceMs: number): void {
     server.closeAllConnections();
   }, graceMs);
   force.unref();
-  server.close(() => void closeRuntime());
+  // close() ends the connections idle now; a kept-alive one whose in-flight request finishes later
+  // would hold the close until its keep-alive timeout: end those as they fall idle.
+  const idle = setInterval(() => server.closeIdleConnections(), 50);
+  idle.unref();
+  server.close(() => {
+    clearInterval(idle);
+    void closeRuntime();
+  });
   server.closeIdleConnections();
   // Event streams never finish by themselves: end them so that their connections close too.
   void runtime?.endStreams().catch((err: unknown) => log('warn', { err }, 'could not end the event streams'));
