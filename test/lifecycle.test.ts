@@ -5,12 +5,12 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildServer } from '../scripts/build.ts';
+import { patchAcrossSignal } from './helpers/inFlight.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const dirs: string[] = [];
@@ -241,36 +241,9 @@ describe('npm start and signals', { timeout: 120_000 }, () => {
     expect(group).toContain(pgid);
     expect(group.length).toBeGreaterThanOrEqual(2); // npm and the server
 
-    const url = new URL('/api/v1/appearance', baseUrl);
-    const body = JSON.stringify({ themeMode: 'dark' });
-    const response = new Promise<{ status: number; body: string }>((res, rej) => {
-      const req = request(
-        {
-          host: url.hostname,
-          port: url.port,
-          path: url.pathname,
-          method: 'PATCH',
-          headers: {
-            Authorization: `Bearer ${key}`,
-            'Content-Type': 'application/json',
-            'Content-Length': Buffer.byteLength(body),
-          },
-        },
-        (r) => {
-          let text = '';
-          r.on('data', (d) => (text += d));
-          r.on('end', () => res({ status: r.statusCode ?? 0, body: text }));
-        },
-      );
-      req.on('error', rej);
-      // Half the body now, the rest after the signal: the request is in flight during shutdown.
-      req.write(body.slice(0, 5));
-      setTimeout(() => {
-        process.kill(pgid, 'SIGTERM'); // the npm process only, as `docker stop` or systemd would
-        setTimeout(() => req.end(body.slice(5)), 300);
-      }, 200);
-    });
-    const result = await response;
+    // Half the body before the signal, the rest after: the request is in flight during shutdown.
+    // The npm process only is signalled, as `docker stop` or systemd would.
+    const result = await patchAcrossSignal(baseUrl, key, () => process.kill(pgid, 'SIGTERM'));
     expect(result.status).toBe(200);
     expect(JSON.parse(result.body).themeMode).toBe('dark');
     expect(await npm.exited).toBe(0);

@@ -4,12 +4,13 @@
  */
 import { execFile, execSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildServer } from '../scripts/build.ts';
+import { patchAcrossSignal } from './helpers/inFlight.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'ada-start-'));
 beforeAll(async () => {
@@ -130,46 +131,14 @@ describe('npm start on the embedded default', { timeout: 120_000 }, () => {
     // Without closing the kept-alive connection of the finished request, the server would wait for
     // it until its grace period ended (10 s), then log that requests did not finish in time.
     const s = await start({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '90000' });
-    const url = new URL('/api/v1/appearance', s.baseUrl);
-    const body = JSON.stringify({ themeMode: 'dark' });
     const agent = new Agent({ keepAlive: true });
-    const responded = new Promise<{ status: number; body: string; keepAlive: string | undefined }>(
-      (resolve, reject) => {
-        const req = request(
-          {
-            agent,
-            host: url.hostname,
-            port: url.port,
-            path: url.pathname,
-            method: 'PATCH',
-            headers: {
-              Authorization: `Bearer ${firstKey}`,
-              'Content-Type': 'application/json',
-              'Content-Length': Buffer.byteLength(body),
-            },
-          },
-          (res) => {
-            let text = '';
-            res.on('data', (d) => (text += d));
-            res.on('end', () =>
-              resolve({ status: res.statusCode ?? 0, body: text, keepAlive: res.headers.connection }),
-            );
-          },
-        );
-        req.on('error', reject);
-        // Half the body now, the rest after the signal: the request is in flight during shutdown.
-        req.write(body.slice(0, 5));
-        setTimeout(() => {
-          s.child.kill('SIGTERM');
-          setTimeout(() => req.end(body.slice(5)), 300);
-        }, 200);
-      },
-    );
+    // Half the body before the signal, the rest after: the request is in flight during shutdown.
+    const responded = patchAcrossSignal(s.baseUrl, firstKey, () => s.child.kill('SIGTERM'), agent);
     try {
       const result = await responded;
       expect(result.status).toBe(200);
       expect(JSON.parse(result.body).themeMode).toBe('dark');
-      expect(result.keepAlive).toBe('keep-alive'); // the connection stays open after the response
+      expect(result.connection).toBe('keep-alive'); // the connection stays open after the response
       expect(await exited(s.child)).toBe(0);
       expect(s.output()).not.toContain('did not finish in time');
       await expect(fetch(`${s.baseUrl}/healthz`)).rejects.toThrow();
