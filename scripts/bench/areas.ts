@@ -61,7 +61,12 @@ async function call<T>(url: string, key: string, method: string, path: string, b
 }
 
 /** Befriends the viewer and the owner and opens one bucket on FRIEND_VISIBLE_MEMBERS members. */
-async function shareWithFriend(url: string, knex: Knex, owner: SeededAccount, viewer: SeededAccount): Promise<void> {
+export async function shareWithFriend(
+  url: string,
+  knex: Knex,
+  owner: SeededAccount,
+  viewer: SeededAccount,
+): Promise<void> {
   await call(url, viewer.apiKey, 'POST', `/api/v1/friends/${owner.userId}/request`);
   await call(url, owner.apiKey, 'POST', `/api/v1/friends/requests/${viewer.userId}/accept`);
   const bucket = await call<{ _id: string }>(url, owner.apiKey, 'POST', '/api/v1/privacy-buckets', {

@@ -32,7 +32,7 @@ import autocannon from 'autocannon';
 import { openDatabase } from '../../server/db/knex.ts';
 import { migrateLatest } from '../../server/db/migrate.ts';
 import { buildServer } from '../build.ts';
-import { seedMessaging } from './areas.ts';
+import { seedMessaging, shareWithFriend } from './areas.ts';
 import { FULL_PLAN, SMOKE_PLAN, seed } from './seed.ts';
 import { adminQuery, benchMessageKeys, freePort } from './support.ts';
 
@@ -148,13 +148,18 @@ function summarise(profile: CpuProfile): {
   return { total, byPackage: sorted(pkg), byFunction: sorted(fn) };
 }
 
-/** A scenario's load: a GET of a path, or a request built anew each time (the write scenarios). */
+/**
+ * A scenario's load: a GET of a path as the large account's owner, or a request built anew each
+ * time (the write scenarios), or a GET under another key (the friend reads).
+ */
 type Load =
   | string
   | {
       title: string;
       path: string;
-      request: () => { method: 'POST'; body: string; headers?: Record<string, string>; path?: string };
+      request?: () => { method: 'POST'; body: string; headers?: Record<string, string>; path?: string };
+      /** The API key the load runs under, when not the large account owner's. */
+      key?: string;
       /** Run once the server answers, before the warm-up (data written through the API). */
       prepare?: (url: string) => Promise<void>;
     };
@@ -198,15 +203,19 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
       break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const headers = {
+    authorization: `Bearer ${typeof load === 'string' ? key : (load.key ?? key)}`,
+    'content-type': 'application/json',
+  };
   if (typeof load !== 'string') await load.prepare?.(url);
+  const build = typeof load === 'string' ? undefined : load.request;
   const requests =
-    typeof load === 'string'
+    build === undefined
       ? undefined
       : [
           {
             setupRequest: (req: object) => {
-              const made = load.request();
+              const made = build();
               return { ...req, ...made, path: made.path ?? path, headers: { ...headers, ...made.headers } };
             },
           },
@@ -373,6 +382,31 @@ async function main(): Promise<void> {
         },
       },
     };
+    // The friend reads (F…, as areas.ts defines them): the viewer befriended once, by the first that runs.
+    let shared: Promise<void> | undefined;
+    const share = (url: string) =>
+      (shared ??= (async () => {
+        const db = await openDatabase({ databaseUrl: dbUrl, poolMax: 1 });
+        try {
+          await shareWithFriend(url, db.knex, seeded.large, seeded.viewer);
+          await shareWithFriend(url, db.knex, seeded.small, seeded.viewer);
+          await db.knex.raw('vacuum analyze');
+        } finally {
+          await db.close();
+        }
+      })());
+    const friendRead = (owner: { userId: string }, rest: string, note = ''): Load => ({
+      title: `friend GET /friends/{id}${rest}${note}`,
+      path: `/api/v1/friends/${owner.userId}${rest}`,
+      key: seeded.viewer.apiKey,
+      prepare: share,
+    });
+    const friends: Record<string, Load> = {
+      F1: friendRead(seeded.large, '/members'),
+      F2: friendRead(seeded.large, '/front'),
+      F3a: friendRead(seeded.large, '/front/history?limit=50'),
+      F4s: friendRead(seeded.small, '/entries?limit=50', ' (small account)'),
+    };
     const only = values.only?.split(',');
     // The job queue's polling would break up the idle pause that marks the start of the load.
     const env = {
@@ -383,7 +417,7 @@ async function main(): Promise<void> {
       DATABASE_URL: dbUrl,
       JOB_POLL_INTERVAL_MS: '60000',
     };
-    for (const [id, load] of Object.entries({ ...reads, ...writes })) {
+    for (const [id, load] of Object.entries({ ...reads, ...writes, ...friends })) {
       if (only ? only.includes(id) : typeof load === 'string')
         await profileScenario(id, load, seeded.large.apiKey, env);
     }

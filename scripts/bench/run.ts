@@ -1205,10 +1205,14 @@ async function main() {
     const readIds = list.filter(isRead).map((s) => s.id);
     const writeList = [...list, ...areaList].filter((s) => PAIRED_WRITES.includes(s.id));
     if (values['read-ratios'] || values['write-ratios']) {
-      // A developer's loop (issue 30): the read or write pairs against the independent baseline, printed, no report.
+      // A developer's loop (issue 30): the read and/or write pairs against the independent baseline, printed, no report.
       const ms = (n: number) => n.toFixed(3);
       const lines: string[] = [];
-      for (const scenario of values['read-ratios'] ? readIds.map(byId) : writeList) {
+      const chosen = [
+        ...(values['read-ratios'] ? readIds.map(byId) : []),
+        ...(values['write-ratios'] ? writeList : []),
+      ];
+      for (const scenario of chosen) {
         const id = scenario.id;
         const p = await baselinePair(full, independent, seeded.large.apiKey, scenario);
         const [f, b] = [p.full.cpuMsPerRequest, p.baseline.cpuMsPerRequest];
