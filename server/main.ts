@@ -59,7 +59,7 @@ function banner(
       `First start: created account "${demo.username}" with an all-scopes API key (shown only now):`,
       `  ${demo.apiKey}`,
       'Try it:',
-      `  curl -s -H "Authorization: Bearer ${demo.apiKey}" ${baseUrl}/api/v1/appearance/reset -X POST`,
+      `  curl -s -H "Authorization: Bearer ${demo.apiKey}" ${baseUrl}/api/v1/me`,
     );
   }
   if (examples) {

@@ -65,6 +65,7 @@ function exited(child: ChildProcess): Promise<number | null> {
 // Process starts and walks over every operation: generous under a loaded CI machine.
 describe('npm start on the embedded default', { timeout: 120_000 }, () => {
   let firstKey = '';
+  let firstUserId = '';
   let adminToken = '';
 
   it('first start creates the demo account and prints the base URL, key, docs URL and a working curl line', async () => {
@@ -82,8 +83,13 @@ describe('npm start on the embedded default', { timeout: 120_000 }, () => {
 
       const curl = /^\s+(curl .+)$/m.exec(out)?.[1];
       expect(curl).toContain(firstKey);
+      // A read, so printing it invites nothing that changes the account.
+      expect(curl).not.toMatch(/-X|--request|-d /);
       const response = JSON.parse(execSync(curl!, { encoding: 'utf8' }));
-      expect(response).toMatchObject({ themeMode: 'system', colorScheme: 'default' });
+      const username = /created account "([^"]+)"/.exec(out)?.[1];
+      expect(response).toMatchObject({ username, key: { name: expect.any(String) } });
+      firstUserId = response.userId;
+      expect(firstUserId).toMatch(/^[0-9a-f-]{36}$/);
 
       const docs = await fetch(`${s.baseUrl}/docs`);
       expect(docs.status).toBe(200);
@@ -102,8 +108,9 @@ describe('npm start on the embedded default', { timeout: 120_000 }, () => {
       expect(out).not.toContain(adminToken);
       expect(out).toContain(`admin token: in ${dataDir}/admin-token (printed on the first start only)`);
       expect(readFileSync(join(dataDir, 'admin-token'), 'utf8').trim()).toBe(adminToken);
-      const res = await fetch(`${s.baseUrl}/api/v1/appearance`, { headers: { Authorization: `Bearer ${firstKey}` } });
-      expect(res.status).toBe(200); // the appearance saved through the curl line survived the restart
+      const res = await fetch(`${s.baseUrl}/api/v1/me`, { headers: { Authorization: `Bearer ${firstKey}` } });
+      expect(res.status).toBe(200); // the demo account and its key survived the restart
+      expect(((await res.json()) as { userId: string }).userId).toBe(firstUserId);
       const dup = await fetch(`${s.baseUrl}/admin/v1/accounts`, {
         method: 'POST',
         headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
