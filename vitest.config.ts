@@ -20,6 +20,7 @@ const UNIT = [
   'test/embeddedSettings.test.ts',
   'test/fetcher.test.ts',
   'test/fuzz.test.ts',
+  'test/httpServer.test.ts',
   'test/idSet.test.ts',
   'test/importCollections.test.ts',
   'test/importJsonSyntax.test.ts',

@@ -5,6 +5,7 @@
  */
 import { createServer, request, type RequestListener } from 'node:http';
 import { Duplex } from 'node:stream';
+import { messageClasses } from './server.ts';
 
 /** Two connected streams: what one side writes, the other reads. */
 function streamPair(): [Duplex, Duplex] {
@@ -29,7 +30,7 @@ function streamPair(): [Duplex, Duplex] {
 }
 
 export function inProcessFetch(listener: RequestListener): typeof globalThis.fetch {
-  const server = createServer(listener);
+  const server = createServer(messageClasses(listener), listener);
   return async (input, init) => {
     const req = new Request(input, init);
     const url = new URL(req.url);
