@@ -1,7 +1,7 @@
 /**
  * Where the full server's CPU goes on each read scenario of the bench (and on the write scenarios 5
- * and 5k, POST /entries without and with an Idempotency-Key, and M3, the message send, when `--only`
- * names them):
+ * and 5k, POST /entries without and with an Idempotency-Key, M3, the message send, and the friend
+ * reads F1, F2, F3a and F4s of scripts/bench/areas.ts, when `--only` names them):
  * `npm run bench:profile` (DATABASE_URL pointing at PostgreSQL; `-- --only 1,4b`, `--seconds 8`, `--full` for the full
  * seed, `--top 30`, `--independent` to profile the independent baseline (scripts/bench/independent.ts) on the
  * read scenarios instead, for a side-by-side look). For each scenario it starts the server under `--cpu-prof`, loads it with the
