@@ -7,19 +7,12 @@ export type ServerTimeouts = Pick<Config, 'httpHeadersTimeoutMs' | 'httpUploadTi
 /** An express app: a request listener with the prototypes it gives its requests and responses. */
 type AppListener = RequestListener & { request?: object; response?: object };
 
-/**
- * A constructor of `base`'s objects whose instances have `prototype` as their prototype: `base`
- * run as a function on the new object, as Node's own subclasses call it. `Reflect.construct` with
- * this constructor as the new target would also work, and was slower than no change at all. If a
- * Node release makes `base` a class, which cannot be called, `base` itself is used.
- */
-function constructedWith<T extends abstract new (...args: never[]) => object>(base: T, prototype: object): T {
-  if (Function.prototype.toString.call(base).startsWith('class')) return base;
-  function Constructed(this: object, ...args: unknown[]): void {
-    (base as unknown as (...a: unknown[]) => void).apply(this, args);
-  }
-  Constructed.prototype = prototype;
-  return Constructed as unknown as T;
+/** The classes made for each app (messageClasses), so that its prototypes are replaced once. */
+const classesOf = new WeakMap<object, MessageClasses>();
+
+interface MessageClasses {
+  IncomingMessage: typeof IncomingMessage;
+  ServerResponse: typeof ServerResponse;
 }
 
 /**
@@ -29,18 +22,29 @@ function constructedWith<T extends abstract new (...args: never[]) => object>(ba
  * later access to those objects in Node's internals then misses its inline caches. On a small read
  * that cost more than the rest of express: an express app doing nothing but call the bench's
  * independent baseline answered GET /front at 0.65× its req/s with 1.8× its CPU per request, and
- * at 0.92× and 1.1× with this; the full server gained 15–35 % req/s on the bench's reads. Created
- * with express's prototypes from the start, the objects keep them: the swap changes nothing. Any
- * other listener gets Node's own classes.
+ * at 0.92× and 1.1× with this; the full server gained 15–35 % req/s on the bench's reads.
+ *
+ * Here each app gets a subclass of Node's request and of its response, whose prototype inherits
+ * from the app's, and the app's `request` and `response` become those prototypes: the objects
+ * are built with them from the start, so the swap changes nothing, and as subclasses they keep
+ * the layout V8 gives Node's own (fast properties). Objects made otherwise with the app's
+ * prototype, by calling Node's constructors as functions on them, went to dictionary mode while
+ * Node built them, and `Reflect.construct` with a new target made V8 build new maps on every
+ * request. Any other listener gets Node's own classes.
  */
-export function messageClasses(app: AppListener): {
-  IncomingMessage: typeof IncomingMessage;
-  ServerResponse: typeof ServerResponse;
-} {
-  return {
-    IncomingMessage: app.request ? constructedWith(IncomingMessage, app.request) : IncomingMessage,
-    ServerResponse: app.response ? constructedWith(ServerResponse, app.response) : ServerResponse,
-  };
+export function messageClasses(app: AppListener): MessageClasses {
+  if (!app.request || !app.response) return { IncomingMessage, ServerResponse };
+  const made = classesOf.get(app);
+  if (made) return made;
+  class AppRequest extends IncomingMessage {}
+  class AppResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {}
+  Object.setPrototypeOf(AppRequest.prototype, app.request);
+  Object.setPrototypeOf(AppResponse.prototype, app.response);
+  app.request = AppRequest.prototype;
+  app.response = AppResponse.prototype;
+  const classes = { IncomingMessage: AppRequest, ServerResponse: AppResponse };
+  classesOf.set(app, classes);
+  return classes;
 }
 
 export function createHttpServer(app: AppListener, config: ServerTimeouts): Server {
