@@ -1,5 +1,6 @@
 /** The data layer behaves the same on PGlite and PostgreSQL where the code relies on it. */
-import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { describe, expect, it, vi } from 'vitest';
 import { isRead, prepared, preparedPoolOf, preparedStatements } from '../server/db/prepared.ts';
 import { captureStatements } from './helpers/plans.ts';
 import { useServer } from './helpers/server.ts';
@@ -94,6 +95,35 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
       // PGlite carries no JIT provider: nothing is ever compiled, whatever the setting says.
       expect((await knex.raw('select pg_jit_available() as available')).rows[0]).toEqual({ available: false });
     }
+  });
+
+  it("on PostgreSQL: pg's arrays of rows are emptied once the rows are objects (they die young; kept, they were promoted)", async () => {
+    const knex = server.deps.db.knex;
+    const series = prepared<{ n: number }>('test_prepared_series', 'select generate_series(1, ?::int) as n');
+    if (!preparedPoolOf(knex)) return expect(server.deps.db.kind).toBe('pglite');
+    // Every result pg hands back to a caller awaiting it (the prepared pool's calls; knex passes a callback).
+    const results: Array<{ rows: unknown[]; fields: Array<{ name: string }> }> = [];
+    const query = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
+      this: pg.Client,
+      ...args: unknown[]
+    ) {
+      const out = query.apply(this, args);
+      if (out instanceof Promise)
+        out.then(
+          (r) => results.push(r),
+          () => {},
+        );
+      return out as never;
+    });
+    try {
+      expect(await series(knex, [3])).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+    } finally {
+      spy.mockRestore();
+    }
+    const ours = results.filter((r) => r.fields.map((f) => f.name).join() === 'n');
+    expect(ours).toHaveLength(1);
+    expect(ours[0]!.rows).toEqual([]);
   });
 
   it('refuse a name defined twice with other SQL, and names PostgreSQL would not take', () => {

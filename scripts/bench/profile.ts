@@ -20,7 +20,8 @@
  * `--heap`: instead of CPU, what each request allocates, collected objects included (V8's sampling
  * heap profiler over the measured load, preloaded from heapSampler.ts): bytes per request by package
  * and the heaviest allocating functions. Allocation drives the garbage collector's share, and unlike
- * time it does not change with the load on the machine.
+ * time it does not change with the load on the machine. `--heap --survivors`: only what outlived a
+ * collection of the young generation (what the old generation receives), by allocating function.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -47,6 +48,7 @@ const { values } = parseArgs({
     heap: { type: 'boolean' },
     built: { type: 'boolean' },
     threads: { type: 'boolean' },
+    survivors: { type: 'boolean' },
   },
 });
 const seconds = Number(values.seconds ?? 8);
@@ -188,6 +190,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
       PORT: String(port),
       HOST: '127.0.0.1',
       HEAP_PROFILE_FILE: heapFile,
+      HEAP_PROFILE_SURVIVORS: values.survivors ? '1' : '0',
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -310,7 +313,8 @@ function reportAllocations(title: string, file: string, requests: number): void 
   const n = Math.max(1, requests);
   const kb = (bytes: number) => `${(bytes / n / 1024).toFixed(1).padStart(6)} KB`;
   const sorted = (m: Map<string, number>) => [...m.entries()].sort((a, b) => b[1] - a[1]);
-  log(`${title}: ${requests} requests, ${kb(total).trim()} allocated per request`);
+  const what = values.survivors ? 'outliving a young-generation collection' : 'allocated';
+  log(`${title}: ${requests} requests, ${kb(total).trim()} ${what} per request`);
   for (const [p, bytes] of sorted(pkg).slice(0, 16)) log(`  ${kb(bytes)}  ${p}`);
   log('  heaviest allocating functions (self):');
   for (const [f, bytes] of sorted(fn).slice(0, top)) log(`  ${kb(bytes)}  ${f}`);
