@@ -26,6 +26,7 @@ const UNIT = [
   'test/importJsonSyntax.test.ts',
   'test/importPluralKit.test.ts',
   'test/importSimplyPlural.test.ts',
+  'test/logger.test.ts',
   'test/mock.test.ts',
   'test/project.test.ts',
   'test/sql.test.ts',

@@ -350,7 +350,8 @@ export const SETTINGS = {
   logLevel: oneOf('LOG_LEVEL', LOG_LEVELS, {
     group: 'Server',
     default: 'info',
-    description: 'pino log level; logs are JSON lines on standard output.',
+    description:
+      'pino log level; logs are JSON lines on standard output, each written as it is logged (synchronously: none is lost if the process dies, and a reader of standard output that stalls stalls the server).',
   }),
   nodeEnv: custom('NODE_ENV', {
     group: 'Server',
