@@ -103,9 +103,10 @@ async function runOnPool(
  * Empties `pg`'s array of rows once they are converted. The arrays are garbage by then, yet under
  * load they outlived the objects built from them (what kept `pg`'s result reachable was not found; at
  * rest nothing does): a sampling heap profile of the bench's members page showed `pg`'s row arrays
- * and their strings as most of what survived young-generation collections, and the server promoted
- * 26–76 MB to the old generation in 8 s where, emptied, it promotes 4–7 MB. Emptied, they die young
- * with the rest of the request.
+ * and their strings as most of what survived young-generation collections, and in 8 s of the
+ * members page or the notes list the server promoted up to 46–76 MB to the old generation where,
+ * emptied, it promoted 4–7 MB in seven runs of eight. Emptied, they die young with the rest of the
+ * request.
  */
 function releaseRows(result: { rows: unknown[][] }): void {
   result.rows.length = 0;
