@@ -1,6 +1,6 @@
 /** The logger's default destination (server/logger.ts): standard output, each line written as it is logged. */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -22,11 +22,13 @@ describe('createLogger without a destination', () => {
       log.warn('second');
       process.stderr.write(readFileSync(${JSON.stringify(out)}, 'utf8'));
       process.kill(process.pid, 'SIGKILL');`;
+    const fd = openSync(out, 'w');
     const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
       cwd: root,
-      stdio: ['ignore', openSync(out, 'w'), 'pipe'],
+      stdio: ['ignore', fd, 'pipe'],
       encoding: 'utf8',
     });
+    closeSync(fd);
     expect(child.signal).toBe('SIGKILL');
     const seen = child.stderr.trim().split('\n');
     expect(seen.map((line) => JSON.parse(line) as Record<string, unknown>)).toEqual([
