@@ -22,8 +22,13 @@
  * and the heaviest allocating functions. Allocation drives the garbage collector's share, and unlike
  * time it does not change with the load on the machine. `--heap --survivors`: only what outlived a
  * collection of the young generation (what the old generation receives), by allocating function.
+ *
+ * `--perf`: Linux perf instead of V8's profiler: the process sampled over the measured load
+ * (`perf record -F 1999`, the JIT's functions named through `--perf-basic-prof-only-functions`),
+ * kernel and native code included, reported as samples per 1,000 requests by symbol, so two
+ * servers (add `--independent`) or two builds can be set side by side. Needs `perf` on the PATH.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { SourceMap } from 'node:module';
@@ -49,6 +54,7 @@ const { values } = parseArgs({
     built: { type: 'boolean' },
     threads: { type: 'boolean' },
     survivors: { type: 'boolean' },
+    perf: { type: 'boolean' },
   },
 });
 const seconds = Number(values.seconds ?? 8);
@@ -176,9 +182,11 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   const heapFile = join(dir, 'allocations.heapprofile');
   const profiler = values.threads
     ? []
-    : values.heap
-      ? ['--import', './scripts/bench/heapSampler.ts']
-      : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+    : values.perf
+      ? ['--perf-basic-prof-only-functions']
+      : values.heap
+        ? ['--import', './scripts/bench/heapSampler.ts']
+        : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
   // The heap sampler is TypeScript: with --heap even the bundle runs with tsx's loader.
   const loader = script.endsWith('.js') && !values.heap ? [] : ['--import', 'tsx'];
   const child = spawn(process.execPath, [...loader, ...profiler, script], {
@@ -232,7 +240,17 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
     await new Promise((r) => setTimeout(r, 200));
   }
   const before = values.threads ? threadCpu(child.pid!) : undefined;
+  const perfFile = join(dir, 'perf.data');
+  const perf = values.perf
+    ? spawn('perf', ['record', '-F', '1999', '-p', String(child.pid), '-o', perfFile], { stdio: 'ignore' })
+    : undefined;
+  if (perf) await new Promise((r) => setTimeout(r, 300));
   const r = await run(seconds);
+  if (perf) {
+    const exited = new Promise<void>((res) => perf.on('exit', () => res()));
+    perf.kill('SIGINT');
+    await exited;
+  }
   const after = values.threads ? threadCpu(child.pid!) : undefined;
   if (values.heap) {
     child.kill('SIGUSR2');
@@ -244,6 +262,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
   });
   const title = `${values.independent ? 'independent baseline, ' : ''}scenario ${id} ${typeof load === 'string' ? `GET ${path}` : load.title}`;
   if (before && after) return reportThreads(title, before, after, r.requests.total);
+  if (values.perf) return reportPerf(title, perfFile, r.requests.total);
   if (values.heap) return reportAllocations(title, heapFile, r.requests.total);
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
   if (!file) throw new Error(`no profile was written to ${dir}`);
@@ -283,6 +302,27 @@ function reportThreads(title: string, before: Map<string, number>, after: Map<st
   const total = rows.reduce((sum, [, ms]) => sum + ms, 0);
   log(`${title}: ${requests} requests, ${total.toFixed(3)} ms CPU per request in all`);
   for (const [name, ms] of rows.sort((a, b) => b[1] - a[1])) if (ms > 0) log(`  ${ms.toFixed(3)} ms  ${name}`);
+}
+
+/** `--perf`: samples per 1,000 requests, in all and by symbol (self, kernel included). */
+function reportPerf(title: string, file: string, requests: number): void {
+  const report = spawnSync('perf', ['report', '-i', file, '--no-children', '--sort', 'sym', '-n', '--stdio'], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (report.status !== 0) throw new Error(`perf report failed: ${report.stderr}`);
+  const rows: Array<[symbol: string, samples: number]> = [];
+  for (const line of report.stdout.split('\n')) {
+    const m = /^\s+[\d.]+%\s+(\d+)\s+\[([.k])\]\s+(.*?)\s*$/.exec(line);
+    if (m) rows.push([`${m[2] === 'k' ? '[kernel] ' : ''}${m[3]}`, Number(m[1])]);
+  }
+  const per = (samples: number) => ((1000 * samples) / Math.max(1, requests)).toFixed(1).padStart(7);
+  const total = rows.reduce((sum, [, n]) => sum + n, 0);
+  const kernel = rows.filter(([s]) => s.startsWith('[kernel]')).reduce((sum, [, n]) => sum + n, 0);
+  log(
+    `${title}: ${requests} requests; samples per 1,000 requests: ${per(total).trim()} in all, ${per(kernel).trim()} in the kernel`,
+  );
+  for (const [symbol, n] of rows.slice(0, top)) log(`  ${per(n)}  ${symbol}`);
 }
 
 interface HeapNode {
