@@ -15,7 +15,6 @@ import {
 } from './http/pipeline.ts';
 import { inputHygiene } from './http/inputHygiene.ts';
 import { requestLogging } from './http/requestLog.ts';
-import { requestMetrics } from './http/requestMetrics.ts';
 import { loadBundledSpec, OperationIndex } from './http/spec.ts';
 import { createValidator } from './http/validation.ts';
 
@@ -29,8 +28,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.use(
     chain([
-      requestLogging(deps.logger),
-      requestMetrics(deps.metrics),
+      requestLogging(deps.logger, deps.metrics),
       cors(deps.config.corsOrigins),
       resolveOperation(index),
       authenticate(deps),

@@ -191,13 +191,16 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   const native = text.replace(/\?/g, () => `$${++n}`);
   const read = isRead(text);
   const rows = new RowShape();
-  const run = async (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
+  // Not an async function: it answers the query's own promise (one promise less per statement).
+  const run = (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
     if (bindings.length !== n)
-      throw new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`);
+      return Promise.reject(new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`));
     const pool = !read || (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
-    if (pool) return (await runOnPool(pool, name, native, bindings, rows)) as Row[];
-    const result = (await db.raw(text, bindings as readonly Knex.RawBinding[]).options({ name })) as { rows: Row[] };
-    return result.rows;
+    if (pool) return runOnPool(pool, name, native, bindings, rows) as Promise<Row[]>;
+    return db
+      .raw(text, bindings as readonly Knex.RawBinding[])
+      .options({ name })
+      .then((result: { rows: Row[] }) => result.rows);
   };
   return Object.assign(run, { statementName: name, text });
 }

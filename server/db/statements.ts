@@ -102,14 +102,20 @@ export function statement<P, Row>(definition: StatementDefinition<P>): Statement
   if (existing && existing.definition !== definition) throw new Error(`statement ${definition.name} is defined twice`);
   const entry: Entry = existing ?? { definition: definition as StatementDefinition<unknown> };
   registry.set(definition.name, entry);
-  const run = async (db: Knex, params: P): Promise<Row[]> => {
-    const fragment = definition.build(params);
-    const found = compile(entry).shapes.find((shape) => sameStrings(shape.strings, fragment.strings));
-    if (!found)
-      throw new Error(
-        `statement ${definition.name}: this text is none of its variants' (add the shape to its variants):\n${toNative(fragment).text}`,
-      );
-    return (await found.run(db, fragment.values)) as Row[];
+  // Not an async function: it answers the prepared statement's own promise (one promise less per
+  // statement), and a failure to build or match the text as a rejected one.
+  const run = (db: Knex, params: P): Promise<Row[]> => {
+    try {
+      const fragment = definition.build(params);
+      const found = compile(entry).shapes.find((shape) => sameStrings(shape.strings, fragment.strings));
+      if (!found)
+        throw new Error(
+          `statement ${definition.name}: this text is none of its variants' (add the shape to its variants):\n${toNative(fragment).text}`,
+        );
+      return found.run(db, fragment.values) as Promise<Row[]>;
+    } catch (err) {
+      return Promise.reject(err);
+    }
   };
   return Object.assign(run, { definition, build: definition.build });
 }

@@ -395,12 +395,16 @@ export function dispatch(
       if (keyedInWrite.has(operation.operationId)) return runKeyedInWrite(deps, req, res, who, run);
       return runIdempotent(deps, res, { ...keyOf(req, res, who), now: deps.clock() }, run);
     }
-    await respond(deps, res, await run(deps.db.knex));
+    const streaming = respond(deps, res, await run(deps.db.knex));
+    if (streaming) await streaming;
   };
 }
 
-/** Writes a handler's outcome to the response. */
-async function respond(deps: AppDeps, res: Response, result: HandlerOutcome): Promise<void> {
+/**
+ * Writes a handler's outcome to the response; for a streamed body, answers the promise of its end
+ * (the rest are written at once, without a promise per request).
+ */
+function respond(deps: AppDeps, res: Response, result: HandlerOutcome): Promise<void> | undefined {
   if (result.headers) res.set(result.headers);
   res.status(result.status);
   if (result.body === undefined) {
@@ -413,7 +417,7 @@ async function respond(deps: AppDeps, res: Response, result: HandlerOutcome): Pr
     // A streamed body (a stored object), sent with its type exactly as stored (res.type would add a
     // charset). A failure mid-way can only cut the response short.
     if (result.contentType) res.setHeader('Content-Type', result.contentType);
-    await pipeline(result.body, res).catch((err: unknown) => {
+    return pipeline(result.body, res).catch((err: unknown) => {
       locals(res).log.warn({ err }, 'streamed response ended early');
       res.destroy();
     });
