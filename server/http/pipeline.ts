@@ -101,10 +101,69 @@ function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
 
+/** The security of an operation called with an API key. */
+type KeySecurity = Extract<OperationInfo['security'], { kind: 'apiKey' | 'anyKey' }>;
+
+/**
+ * The key's request counted and its scope checked; a throw refuses it. Synchronous when the key
+ * cache and the rate limiter decide in the process (most requests): no promise per request.
+ */
+function admit(deps: AppDeps, res: Response, security: KeySecurity, auth: KeyActor | null): void | Promise<void> {
+  if (!auth) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
+  locals(res).auth = auth;
+  let decision: RateLimitDecision | Promise<RateLimitDecision>;
+  try {
+    decision = deps.rateLimiter.check(auth.keyId, deps.clock());
+  } catch (err) {
+    throw storeFailure(deps, res, err);
+  }
+  if (!(decision instanceof Promise)) return decide(deps, res, security, auth, decision);
+  return decision.then(
+    (d) => decide(deps, res, security, auth, d),
+    (err: unknown) => {
+      throw storeFailure(deps, res, err);
+    },
+  );
+}
+
+/** A failure of the rate-limit store: the PostgreSQL store's are database errors, mapped like any other. */
+function storeFailure(deps: AppDeps, res: Response, err: unknown): unknown {
+  if (deps.rateLimiter.store.kind !== 'redis') return err;
+  locals(res).log.error({ err }, 'rate-limit store not reachable');
+  return preconditionFailed('Rate-limit store (Redis) is not reachable');
+}
+
+function decide(
+  deps: AppDeps,
+  res: Response,
+  security: KeySecurity,
+  auth: KeyActor,
+  decision: RateLimitDecision,
+): void {
+  locals(res).rateLimit = decision;
+  // Plain header names and strings: express's res.set() would check each for a Content-Type.
+  for (const name in decision.headers) res.setHeader(name, decision.headers[name]!);
+  if (!decision.allowed) {
+    deps.metrics.rateLimitRefused();
+    throw new ApiError(
+      429,
+      'RATE_LIMITED',
+      `Rate limit of ${deps.rateLimiter.limitPerWindow} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`,
+    );
+  }
+  if (security.kind === 'anyKey') return;
+  // Any one of the operation's requirements lets the key in (the first is named in the refusal).
+  const sufficient =
+    hasScope(auth.scopes, security.scope, security.level) ||
+    security.alternatives.some((r) => hasScope(auth.scopes, r.scope, r.level));
+  if (!sufficient)
+    throw new ApiError(403, 'FORBIDDEN', `Missing API key scope: ${security.scope} requires ${security.level}`);
+}
+
 export function authenticate(deps: AppDeps): RequestHandler {
   const adminDigest = deps.adminToken ? digest(deps.adminToken) : undefined;
   const metricsDigest = deps.config.metricsToken ? digest(deps.config.metricsToken) : undefined;
-  return async (req, res, next) => {
+  return (req, res, next) => {
     const { operation } = locals(res).operation!;
     const security = operation.security;
     // A signed storage URL is checked by its handler: the signature covers the path and query it parses.
@@ -123,36 +182,10 @@ export function authenticate(deps: AppDeps): RequestHandler {
       if (!token || !timingSafeEqual(digest(token), adminDigest)) throw unauthorized(ADMIN_UNAUTHORIZED_MESSAGE);
       return next();
     }
-    const auth = token ? await deps.apiKeys.authenticate(token) : null;
-    if (!auth) throw unauthorized(API_KEY_UNAUTHORIZED_MESSAGE);
-    locals(res).auth = auth;
-
-    let decision: RateLimitDecision;
-    try {
-      decision = await deps.rateLimiter.check(auth.keyId, deps.clock());
-    } catch (err) {
-      // The PostgreSQL store fails with database errors, which the error handler maps like any other.
-      if (deps.rateLimiter.store.kind !== 'redis') throw err;
-      locals(res).log.error({ err }, 'rate-limit store not reachable');
-      throw preconditionFailed('Rate-limit store (Redis) is not reachable');
-    }
-    locals(res).rateLimit = decision;
-    // Plain header names and strings: express's res.set() would check each for a Content-Type.
-    for (const name in decision.headers) res.setHeader(name, decision.headers[name]!);
-    if (!decision.allowed) {
-      deps.metrics.rateLimitRefused();
-      throw new ApiError(
-        429,
-        'RATE_LIMITED',
-        `Rate limit of ${deps.rateLimiter.limitPerWindow} requests per minute exceeded; retry in ${decision.retryAfterSeconds} s`,
-      );
-    }
-
-    if (security.kind === 'anyKey') return next();
-    // Any one of the operation's requirements lets the key in (the first is named in the refusal).
-    const sufficient = [security, ...security.alternatives].some((r) => hasScope(auth.scopes, r.scope, r.level));
-    if (!sufficient)
-      throw new ApiError(403, 'FORBIDDEN', `Missing API key scope: ${security.scope} requires ${security.level}`);
+    const auth = token ? deps.apiKeys.authenticate(token) : null;
+    const admitted =
+      auth instanceof Promise ? auth.then((a) => admit(deps, res, security, a)) : admit(deps, res, security, auth);
+    if (admitted instanceof Promise) return admitted.then(() => next());
     next();
   };
 }

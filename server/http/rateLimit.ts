@@ -20,7 +20,8 @@ export interface RateLimitState {
 
 export interface RateLimitStore {
   readonly kind: 'memory' | 'postgres' | 'redis';
-  hit(keyId: string, now: number): Promise<RateLimitState>;
+  /** Counts a request: the state at once when the process decides it, a promise when a store is asked. */
+  hit(keyId: string, now: number): RateLimitState | Promise<RateLimitState>;
   /** Readiness of a store with its own service (Redis); the others live in the process or the database. */
   check?(): Promise<void>;
   close(): Promise<void>;
@@ -39,7 +40,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
     this.sweeper.unref();
   }
 
-  async hit(keyId: string, now: number): Promise<RateLimitState> {
+  hit(keyId: string, now: number): RateLimitState {
     let state = this.windows.get(keyId);
     if (!state || state.resetAt <= now) {
       state = { count: 0, resetAt: now + WINDOW_MS };
@@ -128,7 +129,8 @@ export class PostgresRateLimitStore implements RateLimitStore {
     return { count: delta, resetAt: now + WINDOW_MS };
   }
 
-  async hit(keyId: string, now: number): Promise<RateLimitState> {
+  /** Decided in the process (no promise) far from the limit or past it; otherwise in the database. */
+  hit(keyId: string, now: number): RateLimitState | Promise<RateLimitState> {
     const local = this.keys.get(keyId);
     if (local && local.resetAt > now) {
       const seen = local.total + local.pending;
@@ -137,6 +139,16 @@ export class PostgresRateLimitStore implements RateLimitStore {
         local.pending += 1;
         return { count: seen + 1, resetAt: local.resetAt };
       }
+    }
+    return this.hitInDatabase(keyId, now, local);
+  }
+
+  private async hitInDatabase(
+    keyId: string,
+    now: number,
+    local: { total: number; pending: number; resetAt: number } | undefined,
+  ): Promise<RateLimitState> {
+    if (local && local.resetAt > now) {
       // Near the limit: count this request, and whatever is pending, in the database first.
       const delta = local.pending + 1;
       local.pending = 0;
@@ -257,8 +269,13 @@ export class RateLimiter {
     this.policyHeader = `${limitPerWindow};w=${WINDOW_MS / 1000}`;
   }
 
-  async check(keyId: string, now: number): Promise<RateLimitDecision> {
-    const state = await this.store.hit(keyId, now);
+  /** The decision for one more request of the key: at once when the store decides in the process. */
+  check(keyId: string, now: number): RateLimitDecision | Promise<RateLimitDecision> {
+    const state = this.store.hit(keyId, now);
+    return state instanceof Promise ? state.then((s) => this.decide(s, now)) : this.decide(state, now);
+  }
+
+  private decide(state: RateLimitState, now: number): RateLimitDecision {
     const resetSeconds = Math.max(0, Math.ceil((state.resetAt - now) / 1000));
     const remaining = Math.max(0, this.limitPerWindow - state.count);
     const headers: Record<string, string> = {

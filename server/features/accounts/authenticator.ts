@@ -34,28 +34,36 @@ export class ApiKeyAuthenticator {
     this.flushTimer.unref();
   }
 
-  async authenticate(secret: string): Promise<KeyActor | null> {
+  /** The key's actor, or null for no usable key: at once from the cache, otherwise a promise of the lookup. */
+  authenticate(secret: string): KeyActor | null | Promise<KeyActor | null> {
     if (!looksLikeApiKey(secret)) return null;
     const hash = hashApiKey(secret);
     const now = this.options.clock();
     const cached = this.cache.get(hash);
-    let auth: KeyActor | null;
-    if (cached && cached.expiresAt > now) {
-      auth = cached.auth;
-    } else {
-      const row = await accountsRepo.findKeyByHash(this.db, hash);
-      const usable = row !== undefined && row.revoked_at === null && (row.expires_at === null || row.expires_at > now);
-      auth = usable ? { kind: 'key', accountId: row.user_id, keyId: row.id, scopes: row.scopes } : null;
-      if (this.options.ttlMs > 0) {
-        if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
-        // A key that expires sooner than the cache entry would is cached only until it expires.
-        const until =
-          usable && row.expires_at !== null
-            ? Math.min(now + this.options.ttlMs, row.expires_at)
-            : now + this.options.ttlMs;
-        this.cache.set(hash, { auth, expiresAt: until });
-      }
+    if (cached && cached.expiresAt > now) return this.using(cached.auth);
+    return this.lookUp(hash, now);
+  }
+
+  private async lookUp(hash: string, now: number): Promise<KeyActor | null> {
+    const row = await accountsRepo.findKeyByHash(this.db, hash);
+    const usable = row !== undefined && row.revoked_at === null && (row.expires_at === null || row.expires_at > now);
+    const auth: KeyActor | null = usable
+      ? { kind: 'key', accountId: row.user_id, keyId: row.id, scopes: row.scopes }
+      : null;
+    if (this.options.ttlMs > 0) {
+      if (this.cache.size >= MAX_CACHE_ENTRIES) this.cache.clear();
+      // A key that expires sooner than the cache entry would is cached only until it expires.
+      const until =
+        usable && row.expires_at !== null
+          ? Math.min(now + this.options.ttlMs, row.expires_at)
+          : now + this.options.ttlMs;
+      this.cache.set(hash, { auth, expiresAt: until });
     }
+    return this.using(auth);
+  }
+
+  /** Records the key's use (flushed in batches) and answers its actor. */
+  private using(auth: KeyActor | null): KeyActor | null {
     if (auth) this.used.add(auth.keyId);
     return auth;
   }
