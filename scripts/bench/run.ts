@@ -9,8 +9,8 @@
  * request), checks that both answer every read (and the awkward account's pages and errors) and
  * the awkward account's writes (status, headers, body, the data and events written) alike — a
  * difference fails the run — then loads them from this process with autocannon (32 connections,
- * warm-up, fixed duration): each read scenario and each write scenario (5, 6, M3) as an A B B A
- * pair, full / independent, with CPU per request (server process plus its PostgreSQL backends).
+ * warm-up, fixed duration): each read scenario and each write scenario (5, 6, M3) as a pair of two
+ * A B B A cycles (A B B A B A A B), full / independent, with CPU per request (server process plus its PostgreSQL backends).
  * `--check-only` stops after the body check; `--friend-ratios` measures only the five friend /
  * owner req/s pairs after it and prints them; `--idempotency-pair` likewise the CPU per request of
  * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--read-ratios` only the
@@ -377,11 +377,20 @@ interface BaselinePair {
 }
 
 /** A read scenario on the full server and a reference server, in the order full, ref, ref, full, with CPU. */
+/**
+ * The order of a full / baseline pair's runs: two A B B A cycles, the second mirrored (B A A B), so
+ * that each side runs first in one cycle and last in the other. One cycle cancels a linear drift
+ * but left the first run's place to the full server in every pair: after the seed, the first pair's
+ * first run came out 10–15 % below its last (the database still settling), against the full server
+ * alone. Each side's value is the mean of its four runs.
+ */
+const BASELINE_ORDER = ['full', 'baseline', 'baseline', 'full', 'baseline', 'full', 'full', 'baseline'] as const;
+
 async function baselinePair(full: Target, reference: Target, key: string, s: Scenario): Promise<BaselinePair> {
   await warmUp(full.proc, key, s);
   await warmUp(reference.proc, key, s);
   const runs: BaselineRun[] = [];
-  for (const target of [full, reference, reference, full]) {
+  for (const target of BASELINE_ORDER.map((side) => (side === 'full' ? full : reference))) {
     const { result: r, cpu } = await measuredLoad(target, key, s, half);
     runs.push({
       target: target.name,
@@ -1144,7 +1153,9 @@ async function main() {
       smoke ? { messages: 20_000, depth: 5_000 } : { messages: 1_000_000, depth: 100_000 },
       log,
     );
+    // Settled again after the areas' seed (a million messages), as after the first.
     await db.knex.raw('vacuum analyze');
+    await db.knex.raw('checkpoint');
     const areaList = areaScenarios(areas, deepLarge);
 
     const bare: Target | undefined = withBare
@@ -1427,7 +1438,7 @@ function report(
   };
   const baselineTable = (reference: TargetName) =>
     [
-      `| scenario | req/s full / ${reference} | full / ${reference} | p50 ms full / ${reference} | p99 ms full / ${reference} | CPU ms/req full (server + db) | CPU ms/req ${reference} (server + db) | CPU full / ${reference} | runs F, R, R, F req/s |${reference === 'independent' ? ' SQL statements per request full (auth + rate limit) | independent |' : ''}`,
+      `| scenario | req/s full / ${reference} | full / ${reference} | p50 ms full / ${reference} | p99 ms full / ${reference} | CPU ms/req full (server + db) | CPU ms/req ${reference} (server + db) | CPU full / ${reference} | runs F, R, R, F, R, F, F, R req/s |${reference === 'independent' ? ' SQL statements per request full (auth + rate limit) | independent |' : ''}`,
       `|---|---|---|---|---|---|---|---|---|${reference === 'independent' ? '---|---|' : ''}`,
       ...baseline
         .filter((p) => p.reference === reference)
@@ -1477,7 +1488,7 @@ Before any load, ${check.compared} requests went to both servers and their answe
 
 ## Full server / independent baseline
 
-Each read scenario and each write scenario the baseline answers (5, 6, M3) on the large account, as a pair in the order full, independent, independent, full (${half} s each after a warm-up of each), so drift on the machine cancels; the write pairs run after the other paired comparisons; req/s, p50 and p99 are the means of each side's two runs, CPU is over both runs. SQL statements per request are from the capture runs below.
+Each read scenario and each write scenario the baseline answers (5, 6, M3) on the large account, as a pair in the order full, independent, independent, full, then independent, full, full, independent (${half} s each after a warm-up of each), so drift on the machine cancels and each side runs first once; the write pairs run after the other paired comparisons; req/s, p50 and p99 are the means of each side's four runs, CPU is over all four. SQL statements per request are from the capture runs below.
 
 ${baselineTable('independent')}
 ${withBare ? `\n### Full server / bare baseline (the server's services without the HTTP pipeline)\n\n${baselineTable('bare')}\n` : ''}
