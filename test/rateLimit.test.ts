@@ -128,6 +128,34 @@ describe('shared stores', () => {
     }
   });
 
+  it('a request the process decides costs no promise: a cached key, and a count far from the limit or past it', async () => {
+    const server = await new TestServer().start();
+    const store = new PostgresRateLimitStore(server.deps.db.knex, { limit: 100, syncMs: 3_600_000 });
+    try {
+      const { apiKey, keyId } = await server.user();
+      // The first use of a key is looked up, then answered from the cache (server/http/pipeline.ts's
+      // authenticate step then runs without a promise).
+      const looked = server.deps.apiKeys.authenticate(apiKey);
+      expect(looked).toBeInstanceOf(Promise);
+      expect(await looked).toMatchObject({ keyId });
+      expect(server.deps.apiKeys.authenticate(apiKey)).toMatchObject({ keyId });
+      expect(server.deps.apiKeys.authenticate('not a key')).toBeNull();
+      const now = Date.now();
+      const first = store.hit(keyId, now); // a new window: counted in the database
+      expect(first).toBeInstanceOf(Promise);
+      expect((await first).count).toBe(1);
+      expect(store.hit(keyId, now)).toEqual({ count: 2, resetAt: expect.any(Number) });
+      // Near the limit (within max(50, a tenth) of it: the 51st of 100) the database is asked again.
+      for (let i = 3; i <= 50; i++) expect(store.hit(keyId, now)).toEqual({ count: i, resetAt: expect.any(Number) });
+      const near = store.hit(keyId, now);
+      expect(near).toBeInstanceOf(Promise);
+      expect((await near).count).toBe(51);
+    } finally {
+      await store.close();
+      await server.close();
+    }
+  });
+
   it("PostgreSQL store: counts still pending when the key's account is deleted leave no row behind", async () => {
     const server = await new TestServer().start();
     const store = new PostgresRateLimitStore(server.deps.db.knex, { limit: 1000, syncMs: 3_600_000 });
