@@ -10,7 +10,8 @@
  * the awkward account's writes (status, headers, body, the data and events written) alike — a
  * difference fails the run — then loads them from this process with autocannon (32 connections,
  * warm-up, fixed duration): each read scenario and each write scenario (5, 6, M3) as a pair of two
- * A B B A cycles (A B B A B A A B), full / independent, with CPU per request (server process plus its PostgreSQL backends).
+ * A B B A cycles (A B B A B A A B), full / independent, with CPU per request (server process plus
+ * its PostgreSQL backends).
  * `--check-only` stops after the body check; `--friend-ratios` measures only the five friend /
  * owner req/s pairs after it and prints them; `--idempotency-pair` likewise the CPU per request of
  * POST /entries with an Idempotency-Key against without (scenarios 5k, 5); `--read-ratios` only the
@@ -376,13 +377,13 @@ interface BaselinePair {
   p50Ratio: number;
 }
 
-/** A read scenario on the full server and a reference server, in the order full, ref, ref, full, with CPU. */
 /**
- * The order of a full / baseline pair's runs: two A B B A cycles, the second mirrored (B A A B), so
- * that each side runs first in one cycle and last in the other. One cycle cancels a linear drift
- * but left the first run's place to the full server in every pair: after the seed, the first pair's
- * first run came out 10–15 % below its last (the database still settling), against the full server
- * alone. Each side's value is the mean of its four runs.
+ * The order of a full / baseline pair's runs (baselinePair: a scenario on the full server and a
+ * reference server, with CPU): two A B B A cycles, the second mirrored (B A A B), so that each side
+ * runs first in one cycle and last in the other. One cycle cancels a linear drift but left the
+ * first run's place to the full server in every pair: after the seed, the first pair's first run
+ * came out 10–15 % below its last (the database still settling), against the full server alone.
+ * Each side's value is the mean of its four runs.
  */
 const BASELINE_ORDER = ['full', 'baseline', 'baseline', 'full', 'baseline', 'full', 'full', 'baseline'] as const;
 
