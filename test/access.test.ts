@@ -233,7 +233,7 @@ describe('privacy engine: who is a friend', () => {
     expect(() => viewerCeiling(deferred)).toThrow();
   });
 
-  it('friend_access in a statement computes only the columns its text reads, each as the full row has it', async () => {
+  it('friend_access in a statement reads only the columns its text reads, each as the full row has it', async () => {
     const owner = await server.user();
     const viewer = await server.user();
     await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
@@ -244,7 +244,7 @@ describe('privacy engine: who is a friend', () => {
     const side = (await knex()('side_systems').where({ user_id: owner.userId }).first('id')) as { id: string };
     await assign(owner.userId, notHeld, 'side_system', side.id);
     const full = await accessRow(viewer.userId, owner.userId);
-    expect(full.values).toBe(3);
+    expect(full.values).toBe(2);
     expect(full.row).toMatchObject({
       ok: true,
       front_read: [front],
@@ -254,15 +254,14 @@ describe('privacy engine: who is a friend', () => {
       hidden_system_ids: [side.id],
     });
     expect(Object.keys(full.row)).toHaveLength(3 + 2 * PERMISSION_GROUPS.length);
-    // The grants alone: two values, no read of the system assignments.
+    // The grants alone: the columns asked for and `ok`, from the one row of friend_grants.
     const grants = await accessRow(viewer.userId, owner.userId, ['front_read_write', 'member_notes_read']);
     expect(grants.values).toBe(2);
     expect(Object.keys(grants.row).sort()).toEqual(['front_read_write', 'member_notes_read', 'ok']);
-    // The hidden systems bring members_view_read, which decides them, and the third value.
     const hidden = await accessRow(viewer.userId, owner.userId, ['hidden_system_ids', 'bucket_ids']);
-    expect(hidden.values).toBe(3);
-    expect(Object.keys(hidden.row).sort()).toEqual(['bucket_ids', 'hidden_system_ids', 'members_view_read', 'ok']);
-    // A statement's CTE computes the columns its fragments read (their marks), nothing else.
+    expect(hidden.values).toBe(2);
+    expect(Object.keys(hidden.row).sort()).toEqual(['bucket_ids', 'hidden_system_ids', 'ok']);
+    // A statement's CTE reads the columns its fragments read (their marks), nothing else.
     const deferred = friendInStatement(viewer.userId, owner.userId);
     const [used] = await query<Record<string, unknown>>(
       knex(),
@@ -275,6 +274,112 @@ describe('privacy engine: who is a friend', () => {
     const asSet = (v: unknown) => (Array.isArray(v) ? new Set(v) : v);
     for (const row of [grants.row, hidden.row])
       for (const [column, value] of Object.entries(row)) expect(asSet(value), column).toEqual(asSet(full.row[column]));
+  });
+
+  it('friend_grants follows every change to its sources (friendships, friend and system assignments, bucket permissions, deletes)', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    const other = await server.user();
+    const exact = async (step: string) => {
+      const [kept, live] = await Promise.all([
+        grantsKept([owner.userId, viewer.userId]),
+        grantsLive([owner.userId, viewer.userId]),
+      ]);
+      expect(kept, step).toEqual(live);
+      return kept;
+    };
+    expect(await exact('no friendship')).toEqual([]);
+    await friendship(owner.userId, viewer.userId, 'accepted', 'pending');
+    expect(await exact('one side accepted')).toEqual([]);
+    await knex()('friendships')
+      .where({ user_id: viewer.userId, friend_user_id: owner.userId })
+      .update({ status: 'accepted', direction: null });
+    expect(await exact('both accepted')).toHaveLength(2);
+    const front = await bucket(owner.userId, { members_view: 'read', front: 'read_write' });
+    const notes = await bucket(owner.userId, { member_notes: 'read' });
+    await assign(owner.userId, front, 'friend', viewer.userId);
+    await assign(owner.userId, notes, 'friend', viewer.userId);
+    await assign(owner.userId, notes, 'friend', other.userId);
+    const [row] = (await exact('two buckets held')).filter((r) => r.owner_id === owner.userId);
+    expect(row).toMatchObject({
+      bucket_ids: [front, notes].sort(),
+      front_read_write: [front],
+      member_notes_read: [notes],
+    });
+    await knex()('privacy_buckets')
+      .where({ id: notes })
+      .update({ friend_permissions: JSON.stringify({ member_notes: 'read_write', groups: 'read' }) });
+    await exact('a bucket’s permissions changed');
+    const side = (await knex()('side_systems').where({ user_id: owner.userId }).first('id')) as { id: string };
+    const elsewhere = await bucket(owner.userId, fullAccess());
+    await assign(owner.userId, elsewhere, 'side_system', side.id);
+    expect((await exact('a side system narrows')).find((r) => r.owner_id === owner.userId)!.hidden_system_ids).toEqual([
+      side.id,
+    ]);
+    await assign(owner.userId, front, 'side_system', side.id);
+    expect((await exact('a held bucket opens it')).find((r) => r.owner_id === owner.userId)!.hidden_system_ids).toEqual(
+      [],
+    );
+    await knex()('privacy_bucket_assignments').where({ bucket_id: front, kind: 'side_system' }).del();
+    await exact('the side system’s held bucket removed');
+    await knex()('privacy_bucket_assignments')
+      .where({ bucket_id: notes, kind: 'friend', content_id: viewer.userId })
+      .update({ bucket_id: elsewhere });
+    await exact('an assignment moved to another bucket');
+    await knex()('privacy_buckets').where({ id: front }).del();
+    await exact('a held bucket deleted');
+    await knex()('friendships')
+      .where({ user_id: viewer.userId, friend_user_id: owner.userId })
+      .update({ status: 'blocked' });
+    expect(await exact('blocked by the viewer')).toEqual([]);
+    await knex()('friendships')
+      .where({ user_id: viewer.userId, friend_user_id: owner.userId })
+      .update({ status: 'accepted' });
+    expect(await exact('accepted again')).toHaveLength(2);
+    await knex()('friendships').where({ user_id: owner.userId, friend_user_id: viewer.userId }).del();
+    expect(await exact('one row deleted')).toEqual([]);
+    await friendship(owner.userId, viewer.userId, 'accepted', null);
+    expect(await exact('the row back')).toHaveLength(2);
+    await knex()('accounts').where({ id: viewer.userId }).del();
+    expect(await exact('the viewer’s account deleted')).toEqual([]);
+  });
+
+  it('two transactions changing one owner’s grants at once both commit, and the row has both changes', async () => {
+    const owner = await server.user();
+    const viewer = await server.user();
+    await friendship(owner.userId, viewer.userId, 'accepted', 'accepted');
+    const first = await bucket(owner.userId, { members_view: 'read' });
+    const second = await bucket(owner.userId, { front: 'read' });
+    await assign(owner.userId, first, 'friend', viewer.userId);
+    const t1 = await knex().transaction();
+    try {
+      await t1('privacy_buckets')
+        .where({ id: first })
+        .update({ friend_permissions: JSON.stringify({ members_view: 'read', groups: 'read_write' }) });
+      // The second waits for the first's lock on the owner (on PGlite, for the one connection).
+      const t2 = knex().transaction(async (trx) => {
+        await trx('privacy_bucket_assignments').insert({
+          user_id: owner.userId,
+          bucket_id: second,
+          kind: 'friend',
+          content_id: viewer.userId,
+          section_key: '',
+          created_at: Date.now(),
+        });
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await t1.commit();
+      await t2;
+    } finally {
+      if (!t1.isCompleted()) await t1.rollback();
+    }
+    const kept = await grantsKept([owner.userId]);
+    expect(kept).toEqual(await grantsLive([owner.userId]));
+    expect(kept[0]).toMatchObject({
+      bucket_ids: [first, second].sort(),
+      groups_read_write: [first],
+      front_read: [second],
+    });
   });
 
   it('an accepted friend with no bucket gets nothing: every group none, every content predicate false', async () => {
@@ -753,6 +858,48 @@ describe('domain errors at the HTTP edge', () => {
     expect(res.error).toEqual({ code: 'NOT_FOUND', message: 'Member not found' });
   });
 });
+
+/** The rows of friend_grants of these owners, arrays sorted, by owner and viewer. */
+async function grantsKept(owners: string[]): Promise<Array<Record<string, string | string[]>>> {
+  const rows = await knex()('friend_grants').whereIn('owner_id', owners).orderBy(['owner_id', 'viewer_id']);
+  return rows.map(sortedArrays);
+}
+
+/**
+ * The same rows computed from the sources as each friend read computed them before migration 0037
+ * (friendships, the friend's bucket assignments, the buckets' permission maps, the systems that
+ * narrow): the oracle friend_grants must agree with after every change.
+ */
+async function grantsLive(owners: string[]): Promise<Array<Record<string, string | string[]>>> {
+  const groups = PERMISSION_GROUPS.flatMap((g) => [
+    `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' in ('read', 'read_write')), '{}') as ${g}_read`,
+    `coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${g}' = 'read_write'), '{}') as ${g}_read_write`,
+  ]);
+  const { rows } = (await knex().raw(
+    `select g.*, array(select sa.content_id from privacy_bucket_assignments sa
+        where sa.user_id = g.owner_id and sa.kind in ('side_system', 'sub_system')
+        group by sa.content_id having not bool_or(sa.bucket_id = any (g.members_view_read))) as hidden_system_ids
+      from (select o.user_id as owner_id, o.friend_user_id as viewer_id,
+                   coalesce(array_agg(b.id) filter (where b.id is not null), '{}') as bucket_ids, ${groups.join(', ')}
+              from friendships o
+              join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
+              left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
+              left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
+             where o.status = 'accepted' and o.user_id = any (?::uuid[])
+             group by o.user_id, o.friend_user_id) g
+     order by g.owner_id, g.viewer_id`,
+    [owners],
+  )) as { rows: Array<Record<string, unknown>> };
+  return rows.map(sortedArrays);
+}
+
+function sortedArrays(row: Record<string, unknown>): Record<string, string | string[]> {
+  return Object.fromEntries(
+    Object.entries(row)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => [k, Array.isArray(v) ? [...(v as string[])].sort() : (v as string)]),
+  );
+}
 
 /** The friendship row (friendAccessRow) with the columns `wanted` (every column without), and how many values it binds. */
 async function accessRow(

@@ -2,191 +2,36 @@
 
 -- access_for_friend (every column)
 select
-  g.*,
-  h.ids as hidden_system_ids
+  g.owner_id is not null as ok,
+  coalesce(g.bucket_ids, '{}') as bucket_ids,
+  coalesce(g.members_view_read, '{}') as members_view_read,
+  coalesce(g.members_view_read_write, '{}') as members_view_read_write,
+  coalesce(g.member_profile_read, '{}') as member_profile_read,
+  coalesce(g.member_profile_read_write, '{}') as member_profile_read_write,
+  coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+  coalesce(g.member_avatar_read_write, '{}') as member_avatar_read_write,
+  coalesce(g.member_notes_read, '{}') as member_notes_read,
+  coalesce(g.member_notes_read_write, '{}') as member_notes_read_write,
+  coalesce(g.member_custom_fields_read, '{}') as member_custom_fields_read,
+  coalesce(g.member_custom_fields_read_write, '{}') as member_custom_fields_read_write,
+  coalesce(g.member_statuses_read, '{}') as member_statuses_read,
+  coalesce(g.member_statuses_read_write, '{}') as member_statuses_read_write,
+  coalesce(g.member_relationships_read, '{}') as member_relationships_read,
+  coalesce(g.member_relationships_read_write, '{}') as member_relationships_read_write,
+  coalesce(g.groups_read, '{}') as groups_read,
+  coalesce(g.groups_read_write, '{}') as groups_read_write,
+  coalesce(g.front_read, '{}') as front_read,
+  coalesce(g.front_read_write, '{}') as front_read_write,
+  coalesce(g.friend_data_read, '{}') as friend_data_read,
+  coalesce(g.friend_data_read_write, '{}') as friend_data_read_write,
+  coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
 from
   (
     select
-      count(*) > 0 as ok,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.id is not null
-        ),
-        '{}'
-      ) as bucket_ids,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as members_view_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'members_view' = 'read_write'
-        ),
-        '{}'
-      ) as members_view_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_profile' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as member_profile_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_profile' = 'read_write'
-        ),
-        '{}'
-      ) as member_profile_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as member_avatar_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_avatar' = 'read_write'
-        ),
-        '{}'
-      ) as member_avatar_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_notes' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as member_notes_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_notes' = 'read_write'
-        ),
-        '{}'
-      ) as member_notes_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_custom_fields' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as member_custom_fields_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_custom_fields' = 'read_write'
-        ),
-        '{}'
-      ) as member_custom_fields_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_statuses' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as member_statuses_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_statuses' = 'read_write'
-        ),
-        '{}'
-      ) as member_statuses_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_relationships' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as member_relationships_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'member_relationships' = 'read_write'
-        ),
-        '{}'
-      ) as member_relationships_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'groups' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as groups_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'groups' = 'read_write'
-        ),
-        '{}'
-      ) as groups_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'front' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as front_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'front' = 'read_write'
-        ),
-        '{}'
-      ) as front_read_write,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'friend_data' in ('read', 'read_write')
-        ),
-        '{}'
-      ) as friend_data_read,
-      coalesce(
-        array_agg(b.id) filter (
-          where
-            b.friend_permissions ->> 'friend_data' = 'read_write'
-        ),
-        '{}'
-      ) as friend_data_read_write
-    from
-      friendships o
-      join friendships v on v.user_id = o.friend_user_id
-      and v.friend_user_id = o.user_id
-      and v.status = 'accepted'
-      left join privacy_bucket_assignments a on a.kind = 'friend'
-      and a.section_key = ''
-      and a.content_id = o.friend_user_id
-      and a.user_id = o.user_id
-      left join privacy_buckets b on b.id = a.bucket_id
-      and b.user_id = o.user_id
-    where
-      o.user_id = $1::uuid
-      and o.friend_user_id = $2::uuid
-      and o.status = 'accepted'
-  ) g
-  cross join lateral (
-    select
-      array(
-        select
-          sa.content_id
-        from
-          privacy_bucket_assignments sa
-        where
-          sa.user_id = $3::uuid
-          and sa.kind in ('side_system', 'sub_system')
-        group by
-          sa.content_id
-        having
-          not bool_or(sa.bucket_id = any (g.members_view_read))
-      ) as ids
-  ) h;
+      1
+  ) as one
+  left join friend_grants g on g.owner_id = $1::uuid
+  and g.viewer_id = $2::uuid;
 
 -- access_held_assignments (ids and held buckets)
 select

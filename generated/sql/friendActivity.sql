@@ -4,65 +4,18 @@
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   open as materialized (
     select
@@ -74,7 +27,7 @@ with
     from
       front_sessions s
     where
-      s.user_id = $4
+      s.user_id = $3
       and s.ended_at is null
       and s.deleted_at is null
   ),
@@ -90,7 +43,7 @@ with
       left join front_custom_tiers t on t.user_id = p.user_id
       and t.id::text = p.tier_key
     where
-      p.user_id = $5
+      p.user_id = $4
   ),
   fm as materialized (
     select
@@ -105,7 +58,7 @@ with
             from
               privacy_bucket_assignments su
             where
-              su.user_id = $6::uuid
+              su.user_id = $5::uuid
               and su.kind = 'profile_section'
               and su.section_key = 'avatar'
           )
@@ -216,7 +169,7 @@ with
         from
           present
       )
-      and m.user_id = $7
+      and m.user_id = $6
       and m.deleted_at is null
       and mr.visible
   )
@@ -452,65 +405,18 @@ order by
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   walked as (
     select
@@ -619,6 +525,884 @@ with
             where
               s.id = f.session_id
               and s.deleted_at is null
+              and m.user_id = $3
+              and m.deleted_at is null
+              and mr.visible
+            offset
+              0
+          ) x
+        where
+          f.bucket_id = b.id
+        order by
+          f.started_at desc,
+          f.session_id desc
+        limit
+          $4
+      ) w
+  ),
+  page as (
+    select distinct
+      on (w.started_at, w.id) w.*
+    from
+      walked w
+    order by
+      w.started_at desc,
+      w.id desc
+    limit
+      $5
+  )
+select
+  c.ok,
+  c.total,
+  p.id,
+  p.member_id,
+  p.started_at,
+  p.ended_at,
+  p.note,
+  p.name,
+  case
+    when p.avatar_granted
+    and (
+      not exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $6::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
+    ) then p.avatar
+  end as avatar
+from
+  (
+    select
+      (
+        select
+          ok
+        from
+          friend_access
+      ) as ok,
+      coalesce(
+        (
+          select
+            fc.live
+          from
+            front_session_counts fc
+          where
+            fc.user_id = $7
+        ),
+        0
+      ) as total
+  ) c
+  left join page p on true
+order by
+  p.started_at desc,
+  p.id desc;
+
+-- friend_history_page_2: after a cursor
+with
+  friend_access as materialized (
+    select
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
+    from
+      (
+        select
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
+  ),
+  walked as (
+    select
+      w.*
+    from
+      unnest(
+        (
+          select
+            front_read
+          from
+            friend_access
+        )::uuid[]
+      ) b (id)
+      cross join lateral (
+        select
+          f.session_id as id,
+          f.started_at,
+          x.member_id,
+          x.ended_at,
+          x.note,
+          x.name,
+          x.avatar,
+          x.avatar_granted
+        from
+          front_session_buckets f
+          cross join lateral (
+            select
+              s.member_id,
+              s.ended_at,
+              s.note,
+              m.name,
+              m.avatar,
+              mr.section_granted as avatar_granted
+            from
+              front_sessions s
+              join members m on m.id = s.member_id
+              cross join lateral (
+                select
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            members_view_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            front_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  )
+                  and (
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $3
+              and m.deleted_at is null
+              and mr.visible
+            offset
+              0
+          ) x
+        where
+          f.bucket_id = b.id
+          and f.started_at <= $4::bigint
+          and (f.started_at, f.session_id) < ($5::bigint, $6::uuid)
+        order by
+          f.started_at desc,
+          f.session_id desc
+        limit
+          $7
+      ) w
+  ),
+  page as (
+    select distinct
+      on (w.started_at, w.id) w.*
+    from
+      walked w
+    order by
+      w.started_at desc,
+      w.id desc
+    limit
+      $8
+  )
+select
+  c.ok,
+  c.total,
+  p.id,
+  p.member_id,
+  p.started_at,
+  p.ended_at,
+  p.note,
+  p.name,
+  case
+    when p.avatar_granted
+    and (
+      not exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $9::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
+    ) then p.avatar
+  end as avatar
+from
+  (
+    select
+      (
+        select
+          ok
+        from
+          friend_access
+      ) as ok,
+      coalesce(
+        (
+          select
+            fc.live
+          from
+            front_session_counts fc
+          where
+            fc.user_id = $10
+        ),
+        0
+      ) as total
+  ) c
+  left join page p on true
+order by
+  p.started_at desc,
+  p.id desc;
+
+-- friend_history_page_3: first page, endTime
+with
+  friend_access as materialized (
+    select
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
+    from
+      (
+        select
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
+  ),
+  walked as (
+    select
+      w.*
+    from
+      unnest(
+        (
+          select
+            front_read
+          from
+            friend_access
+        )::uuid[]
+      ) b (id)
+      cross join lateral (
+        select
+          f.session_id as id,
+          f.started_at,
+          x.member_id,
+          x.ended_at,
+          x.note,
+          x.name,
+          x.avatar,
+          x.avatar_granted
+        from
+          front_session_buckets f
+          cross join lateral (
+            select
+              s.member_id,
+              s.ended_at,
+              s.note,
+              m.name,
+              m.avatar,
+              mr.section_granted as avatar_granted
+            from
+              front_sessions s
+              join members m on m.id = s.member_id
+              cross join lateral (
+                select
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            members_view_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            front_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  )
+                  and (
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $3
+              and m.deleted_at is null
+              and mr.visible
+            offset
+              0
+          ) x
+        where
+          f.bucket_id = b.id
+          and f.started_at <= $4
+        order by
+          f.started_at desc,
+          f.session_id desc
+        limit
+          $5
+      ) w
+  ),
+  page as (
+    select distinct
+      on (w.started_at, w.id) w.*
+    from
+      walked w
+    order by
+      w.started_at desc,
+      w.id desc
+    limit
+      $6
+  )
+select
+  c.ok,
+  c.total,
+  p.id,
+  p.member_id,
+  p.started_at,
+  p.ended_at,
+  p.note,
+  p.name,
+  case
+    when p.avatar_granted
+    and (
+      not exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $7::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
+    ) then p.avatar
+  end as avatar
+from
+  (
+    select
+      (
+        select
+          ok
+        from
+          friend_access
+      ) as ok,
+      null::bigint as total
+  ) c
+  left join page p on true
+order by
+  p.started_at desc,
+  p.id desc;
+
+-- friend_history_page_4: after a cursor, endTime
+with
+  friend_access as materialized (
+    select
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
+    from
+      (
+        select
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
+  ),
+  walked as (
+    select
+      w.*
+    from
+      unnest(
+        (
+          select
+            front_read
+          from
+            friend_access
+        )::uuid[]
+      ) b (id)
+      cross join lateral (
+        select
+          f.session_id as id,
+          f.started_at,
+          x.member_id,
+          x.ended_at,
+          x.note,
+          x.name,
+          x.avatar,
+          x.avatar_granted
+        from
+          front_session_buckets f
+          cross join lateral (
+            select
+              s.member_id,
+              s.ended_at,
+              s.note,
+              m.name,
+              m.avatar,
+              mr.section_granted as avatar_granted
+            from
+              front_sessions s
+              join members m on m.id = s.member_id
+              cross join lateral (
+                select
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            members_view_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            front_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  )
+                  and (
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and m.user_id = $3
+              and m.deleted_at is null
+              and mr.visible
+            offset
+              0
+          ) x
+        where
+          f.bucket_id = b.id
+          and f.started_at <= $4
+          and f.started_at <= $5::bigint
+          and (f.started_at, f.session_id) < ($6::bigint, $7::uuid)
+        order by
+          f.started_at desc,
+          f.session_id desc
+        limit
+          $8
+      ) w
+  ),
+  page as (
+    select distinct
+      on (w.started_at, w.id) w.*
+    from
+      walked w
+    order by
+      w.started_at desc,
+      w.id desc
+    limit
+      $9
+  )
+select
+  c.ok,
+  c.total,
+  p.id,
+  p.member_id,
+  p.started_at,
+  p.ended_at,
+  p.note,
+  p.name,
+  case
+    when p.avatar_granted
+    and (
+      not exists (
+        select
+          1
+        from
+          privacy_bucket_assignments su
+        where
+          su.user_id = $10::uuid
+          and su.kind = 'profile_section'
+          and su.section_key = 'avatar'
+      )
+      or coalesce(
+        (
+          select
+            bool_or(
+              pa.bucket_id = any (
+                (
+                  select
+                    member_avatar_read
+                  from
+                    friend_access
+                )::uuid[]
+              )
+            )
+          from
+            privacy_bucket_assignments pa
+          where
+            pa.kind = 'profile_section'
+            and pa.content_id = p.member_id
+            and pa.section_key = 'avatar'
+        ),
+        true
+      )
+    ) then p.avatar
+  end as avatar
+from
+  (
+    select
+      (
+        select
+          ok
+        from
+          friend_access
+      ) as ok,
+      null::bigint as total
+  ) c
+  left join page p on true
+order by
+  p.started_at desc,
+  p.id desc;
+
+-- friend_history_page_5: first page, startTime
+with
+  friend_access as materialized (
+    select
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
+    from
+      (
+        select
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
+  ),
+  walked as (
+    select
+      w.*
+    from
+      unnest(
+        (
+          select
+            front_read
+          from
+            friend_access
+        )::uuid[]
+      ) b (id)
+      cross join lateral (
+        select
+          f.session_id as id,
+          f.started_at,
+          x.member_id,
+          x.ended_at,
+          x.note,
+          x.name,
+          x.avatar,
+          x.avatar_granted
+        from
+          front_session_buckets f
+          cross join lateral (
+            select
+              s.member_id,
+              s.ended_at,
+              s.note,
+              m.name,
+              m.avatar,
+              mr.section_granted as avatar_granted
+            from
+              front_sessions s
+              join members m on m.id = s.member_id
+              cross join lateral (
+                select
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            members_view_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            front_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  )
+                  and (
+                    (
+                      m.side_system_id is null
+                      or m.side_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                    and (
+                      m.sub_system_id is null
+                      or m.sub_system_id <> all (
+                        (
+                          select
+                            hidden_system_ids
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    )
+                  ) as visible,
+                  coalesce(
+                    bool_or(
+                      pa.bucket_id = any (
+                        (
+                          select
+                            member_avatar_read
+                          from
+                            friend_access
+                        )::uuid[]
+                      )
+                    ),
+                    false
+                  ) as section_granted
+                from
+                  privacy_bucket_assignments pa
+                where
+                  pa.kind = 'member'
+                  and pa.content_id = m.id
+                  and pa.section_key = ''
+              ) mr
+            where
+              s.id = f.session_id
+              and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $3
+              )
               and m.user_id = $4
               and m.deleted_at is null
               and mr.visible
@@ -700,86 +1484,29 @@ from
         from
           friend_access
       ) as ok,
-      coalesce(
-        (
-          select
-            fc.live
-          from
-            front_session_counts fc
-          where
-            fc.user_id = $8
-        ),
-        0
-      ) as total
+      null::bigint as total
   ) c
   left join page p on true
 order by
   p.started_at desc,
   p.id desc;
 
--- friend_history_page_2: after a cursor
+-- friend_history_page_6: after a cursor, startTime
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   walked as (
     select
@@ -888,6 +1615,10 @@ with
             where
               s.id = f.session_id
               and s.deleted_at is null
+              and (
+                s.ended_at is null
+                or s.ended_at >= $3
+              )
               and m.user_id = $4
               and m.deleted_at is null
               and mr.visible
@@ -971,1066 +1702,6 @@ from
         from
           friend_access
       ) as ok,
-      coalesce(
-        (
-          select
-            fc.live
-          from
-            front_session_counts fc
-          where
-            fc.user_id = $11
-        ),
-        0
-      ) as total
-  ) c
-  left join page p on true
-order by
-  p.started_at desc,
-  p.id desc;
-
--- friend_history_page_3: first page, endTime
-with
-  friend_access as materialized (
-    select
-      g.*,
-      h.ids as hidden_system_ids
-    from
-      (
-        select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
-  ),
-  walked as (
-    select
-      w.*
-    from
-      unnest(
-        (
-          select
-            front_read
-          from
-            friend_access
-        )::uuid[]
-      ) b (id)
-      cross join lateral (
-        select
-          f.session_id as id,
-          f.started_at,
-          x.member_id,
-          x.ended_at,
-          x.note,
-          x.name,
-          x.avatar,
-          x.avatar_granted
-        from
-          front_session_buckets f
-          cross join lateral (
-            select
-              s.member_id,
-              s.ended_at,
-              s.note,
-              m.name,
-              m.avatar,
-              mr.section_granted as avatar_granted
-            from
-              front_sessions s
-              join members m on m.id = s.member_id
-              cross join lateral (
-                select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                  ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
-              ) mr
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and mr.visible
-            offset
-              0
-          ) x
-        where
-          f.bucket_id = b.id
-          and f.started_at <= $5
-        order by
-          f.started_at desc,
-          f.session_id desc
-        limit
-          $6
-      ) w
-  ),
-  page as (
-    select distinct
-      on (w.started_at, w.id) w.*
-    from
-      walked w
-    order by
-      w.started_at desc,
-      w.id desc
-    limit
-      $7
-  )
-select
-  c.ok,
-  c.total,
-  p.id,
-  p.member_id,
-  p.started_at,
-  p.ended_at,
-  p.note,
-  p.name,
-  case
-    when p.avatar_granted
-    and (
-      not exists (
-        select
-          1
-        from
-          privacy_bucket_assignments su
-        where
-          su.user_id = $8::uuid
-          and su.kind = 'profile_section'
-          and su.section_key = 'avatar'
-      )
-      or coalesce(
-        (
-          select
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-        ),
-        true
-      )
-    ) then p.avatar
-  end as avatar
-from
-  (
-    select
-      (
-        select
-          ok
-        from
-          friend_access
-      ) as ok,
-      null::bigint as total
-  ) c
-  left join page p on true
-order by
-  p.started_at desc,
-  p.id desc;
-
--- friend_history_page_4: after a cursor, endTime
-with
-  friend_access as materialized (
-    select
-      g.*,
-      h.ids as hidden_system_ids
-    from
-      (
-        select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
-  ),
-  walked as (
-    select
-      w.*
-    from
-      unnest(
-        (
-          select
-            front_read
-          from
-            friend_access
-        )::uuid[]
-      ) b (id)
-      cross join lateral (
-        select
-          f.session_id as id,
-          f.started_at,
-          x.member_id,
-          x.ended_at,
-          x.note,
-          x.name,
-          x.avatar,
-          x.avatar_granted
-        from
-          front_session_buckets f
-          cross join lateral (
-            select
-              s.member_id,
-              s.ended_at,
-              s.note,
-              m.name,
-              m.avatar,
-              mr.section_granted as avatar_granted
-            from
-              front_sessions s
-              join members m on m.id = s.member_id
-              cross join lateral (
-                select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                  ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
-              ) mr
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and m.user_id = $4
-              and m.deleted_at is null
-              and mr.visible
-            offset
-              0
-          ) x
-        where
-          f.bucket_id = b.id
-          and f.started_at <= $5
-          and f.started_at <= $6::bigint
-          and (f.started_at, f.session_id) < ($7::bigint, $8::uuid)
-        order by
-          f.started_at desc,
-          f.session_id desc
-        limit
-          $9
-      ) w
-  ),
-  page as (
-    select distinct
-      on (w.started_at, w.id) w.*
-    from
-      walked w
-    order by
-      w.started_at desc,
-      w.id desc
-    limit
-      $10
-  )
-select
-  c.ok,
-  c.total,
-  p.id,
-  p.member_id,
-  p.started_at,
-  p.ended_at,
-  p.note,
-  p.name,
-  case
-    when p.avatar_granted
-    and (
-      not exists (
-        select
-          1
-        from
-          privacy_bucket_assignments su
-        where
-          su.user_id = $11::uuid
-          and su.kind = 'profile_section'
-          and su.section_key = 'avatar'
-      )
-      or coalesce(
-        (
-          select
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-        ),
-        true
-      )
-    ) then p.avatar
-  end as avatar
-from
-  (
-    select
-      (
-        select
-          ok
-        from
-          friend_access
-      ) as ok,
-      null::bigint as total
-  ) c
-  left join page p on true
-order by
-  p.started_at desc,
-  p.id desc;
-
--- friend_history_page_5: first page, startTime
-with
-  friend_access as materialized (
-    select
-      g.*,
-      h.ids as hidden_system_ids
-    from
-      (
-        select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
-  ),
-  walked as (
-    select
-      w.*
-    from
-      unnest(
-        (
-          select
-            front_read
-          from
-            friend_access
-        )::uuid[]
-      ) b (id)
-      cross join lateral (
-        select
-          f.session_id as id,
-          f.started_at,
-          x.member_id,
-          x.ended_at,
-          x.note,
-          x.name,
-          x.avatar,
-          x.avatar_granted
-        from
-          front_session_buckets f
-          cross join lateral (
-            select
-              s.member_id,
-              s.ended_at,
-              s.note,
-              m.name,
-              m.avatar,
-              mr.section_granted as avatar_granted
-            from
-              front_sessions s
-              join members m on m.id = s.member_id
-              cross join lateral (
-                select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                  ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
-              ) mr
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and mr.visible
-            offset
-              0
-          ) x
-        where
-          f.bucket_id = b.id
-        order by
-          f.started_at desc,
-          f.session_id desc
-        limit
-          $6
-      ) w
-  ),
-  page as (
-    select distinct
-      on (w.started_at, w.id) w.*
-    from
-      walked w
-    order by
-      w.started_at desc,
-      w.id desc
-    limit
-      $7
-  )
-select
-  c.ok,
-  c.total,
-  p.id,
-  p.member_id,
-  p.started_at,
-  p.ended_at,
-  p.note,
-  p.name,
-  case
-    when p.avatar_granted
-    and (
-      not exists (
-        select
-          1
-        from
-          privacy_bucket_assignments su
-        where
-          su.user_id = $8::uuid
-          and su.kind = 'profile_section'
-          and su.section_key = 'avatar'
-      )
-      or coalesce(
-        (
-          select
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-        ),
-        true
-      )
-    ) then p.avatar
-  end as avatar
-from
-  (
-    select
-      (
-        select
-          ok
-        from
-          friend_access
-      ) as ok,
-      null::bigint as total
-  ) c
-  left join page p on true
-order by
-  p.started_at desc,
-  p.id desc;
-
--- friend_history_page_6: after a cursor, startTime
-with
-  friend_access as materialized (
-    select
-      g.*,
-      h.ids as hidden_system_ids
-    from
-      (
-        select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
-  ),
-  walked as (
-    select
-      w.*
-    from
-      unnest(
-        (
-          select
-            front_read
-          from
-            friend_access
-        )::uuid[]
-      ) b (id)
-      cross join lateral (
-        select
-          f.session_id as id,
-          f.started_at,
-          x.member_id,
-          x.ended_at,
-          x.note,
-          x.name,
-          x.avatar,
-          x.avatar_granted
-        from
-          front_session_buckets f
-          cross join lateral (
-            select
-              s.member_id,
-              s.ended_at,
-              s.note,
-              m.name,
-              m.avatar,
-              mr.section_granted as avatar_granted
-            from
-              front_sessions s
-              join members m on m.id = s.member_id
-              cross join lateral (
-                select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                  ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
-              ) mr
-            where
-              s.id = f.session_id
-              and s.deleted_at is null
-              and (
-                s.ended_at is null
-                or s.ended_at >= $4
-              )
-              and m.user_id = $5
-              and m.deleted_at is null
-              and mr.visible
-            offset
-              0
-          ) x
-        where
-          f.bucket_id = b.id
-          and f.started_at <= $6::bigint
-          and (f.started_at, f.session_id) < ($7::bigint, $8::uuid)
-        order by
-          f.started_at desc,
-          f.session_id desc
-        limit
-          $9
-      ) w
-  ),
-  page as (
-    select distinct
-      on (w.started_at, w.id) w.*
-    from
-      walked w
-    order by
-      w.started_at desc,
-      w.id desc
-    limit
-      $10
-  )
-select
-  c.ok,
-  c.total,
-  p.id,
-  p.member_id,
-  p.started_at,
-  p.ended_at,
-  p.note,
-  p.name,
-  case
-    when p.avatar_granted
-    and (
-      not exists (
-        select
-          1
-        from
-          privacy_bucket_assignments su
-        where
-          su.user_id = $11::uuid
-          and su.kind = 'profile_section'
-          and su.section_key = 'avatar'
-      )
-      or coalesce(
-        (
-          select
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'profile_section'
-            and pa.content_id = p.member_id
-            and pa.section_key = 'avatar'
-        ),
-        true
-      )
-    ) then p.avatar
-  end as avatar
-from
-  (
-    select
-      (
-        select
-          ok
-        from
-          friend_access
-      ) as ok,
       null::bigint as total
   ) c
   left join page p on true
@@ -2042,65 +1713,18 @@ order by
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   walked as (
     select
@@ -2211,9 +1835,9 @@ with
               and s.deleted_at is null
               and (
                 s.ended_at is null
-                or s.ended_at >= $4
+                or s.ended_at >= $3
               )
-              and m.user_id = $5
+              and m.user_id = $4
               and m.deleted_at is null
               and mr.visible
             offset
@@ -2221,12 +1845,12 @@ with
           ) x
         where
           f.bucket_id = b.id
-          and f.started_at <= $6
+          and f.started_at <= $5
         order by
           f.started_at desc,
           f.session_id desc
         limit
-          $7
+          $6
       ) w
   ),
   page as (
@@ -2238,7 +1862,7 @@ with
       w.started_at desc,
       w.id desc
     limit
-      $8
+      $7
   )
 select
   c.ok,
@@ -2258,7 +1882,7 @@ select
         from
           privacy_bucket_assignments su
         where
-          su.user_id = $9::uuid
+          su.user_id = $8::uuid
           and su.kind = 'profile_section'
           and su.section_key = 'avatar'
       )
@@ -2306,65 +1930,18 @@ order by
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.front_read, '{}') as front_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'front' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as front_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   walked as (
     select
@@ -2475,9 +2052,9 @@ with
               and s.deleted_at is null
               and (
                 s.ended_at is null
-                or s.ended_at >= $4
+                or s.ended_at >= $3
               )
-              and m.user_id = $5
+              and m.user_id = $4
               and m.deleted_at is null
               and mr.visible
             offset
@@ -2485,14 +2062,14 @@ with
           ) x
         where
           f.bucket_id = b.id
-          and f.started_at <= $6
-          and f.started_at <= $7::bigint
-          and (f.started_at, f.session_id) < ($8::bigint, $9::uuid)
+          and f.started_at <= $5
+          and f.started_at <= $6::bigint
+          and (f.started_at, f.session_id) < ($7::bigint, $8::uuid)
         order by
           f.started_at desc,
           f.session_id desc
         limit
-          $10
+          $9
       ) w
   ),
   page as (
@@ -2504,7 +2081,7 @@ with
       w.started_at desc,
       w.id desc
     limit
-      $11
+      $10
   )
 select
   c.ok,
@@ -2524,7 +2101,7 @@ select
         from
           privacy_bucket_assignments su
         where
-          su.user_id = $12::uuid
+          su.user_id = $11::uuid
           and su.kind = 'profile_section'
           and su.section_key = 'avatar'
       )
@@ -2705,58 +2282,17 @@ where
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_notes_read_write, '{}') as member_notes_read_write,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_notes' = 'read_write'
-            ),
-            '{}'
-          ) as member_notes_read_write
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   friend_links as (
     select
@@ -2820,8 +2356,8 @@ with
     from
       members m
     where
-      m.user_id = $4
-      and m.id = any ($5::uuid[])
+      m.user_id = $3
+      and m.id = any ($4::uuid[])
       and m.deleted_at is null
       and (
         exists (
@@ -2876,7 +2412,7 @@ with
         from
           friend_access
       ) as friend,
-      count(*) = cardinality($6::uuid[]) as found,
+      count(*) = cardinality($5::uuid[]) as found,
       coalesce(bool_and(can_write), true) as writable
     from
       friend_links
@@ -2888,7 +2424,7 @@ with
     from
       active_system_context
     where
-      user_id = $7
+      user_id = $6
     for share
   ),
   write_side as (
@@ -2903,7 +2439,7 @@ with
         from
           write_context
       )
-      and s.user_id = $8
+      and s.user_id = $7
       and s.deleted_at is null
     for share
   ),
@@ -2919,7 +2455,7 @@ with
         from
           write_context
       )
-      and s.user_id = $9
+      and s.user_id = $8
       and s.deleted_at is null
     for share
   ),
@@ -2949,11 +2485,11 @@ with
   plan as (
     select
       a.plan,
-      ($10::jsonb ->> a.plan)::int as cap
+      ($9::jsonb ->> a.plan)::int as cap
     from
       accounts a
     where
-      a.id = $11
+      a.id = $10
   ),
   linked as (
     select
@@ -2961,8 +2497,8 @@ with
     from
       members m
     where
-      m.user_id = $12
-      and m.id = any ($13::uuid[])
+      m.user_id = $11
+      and m.id = any ($12::uuid[])
       and m.deleted_at is null
       and (
         select
@@ -3012,13 +2548,13 @@ with
           count(*)
         from
           linked
-      ) = cardinality($14::uuid[])
+      ) = cardinality($13::uuid[])
       and (
         select
           count(*)
         from
           under_cap
-      ) = cardinality($15::uuid[])
+      ) = cardinality($14::uuid[])
       and (
         select
           friend
@@ -3044,16 +2580,16 @@ with
         deleted_at
       )
     select
+      $15,
       $16,
-      $17,
       w.side_system_id,
       w.sub_system_id,
+      $17,
       $18,
       $19,
-      $20,
-      $21::jsonb,
+      $20::jsonb,
+      $21,
       $22,
-      $23,
       null
     from
       write_scope w,
@@ -3067,13 +2603,13 @@ with
     insert into
       entry_members (entry_id, member_id, user_id, position)
     select
-      $24::uuid,
+      $23::uuid,
       l.member_id,
-      $25::uuid,
+      $24::uuid,
       l.n - 1
     from
       verdict v,
-      unnest($26::uuid[]) with ordinality as l (member_id, n)
+      unnest($25::uuid[]) with ordinality as l (member_id, n)
     where
       v.ok
     order by
@@ -3104,7 +2640,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($27::jsonb) as r (
+      jsonb_to_recordset($26::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -3149,12 +2685,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $28::text,
+      $27::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $29::int,
+      $28::int,
       (
         select
           min(next_attempt_at)
@@ -3207,16 +2743,16 @@ with
         created_at
       )
     select
+      $29::uuid,
       $30::uuid,
-      $31::uuid,
-      $32::text,
-      $33::uuid,
+      $31::text,
+      $32::uuid,
+      $33::text,
       $34::text,
       $35::text,
       $36::text,
-      $37::text,
-      $38::jsonb,
-      $39::bigint
+      $37::jsonb,
+      $38::bigint
     from
       verdict
     where
@@ -3249,14 +2785,14 @@ select
   (
     select
       pg_notify (
-        $40::text,
+        $39::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $41::text
+          ) then $40::text
           else ''
         end
       ) as notified
@@ -3278,58 +2814,17 @@ from
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_notes_read_write, '{}') as member_notes_read_write,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_notes' = 'read_write'
-            ),
-            '{}'
-          ) as member_notes_read_write
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   friend_links as (
     select
@@ -3393,8 +2888,8 @@ with
     from
       members m
     where
-      m.user_id = $4
-      and m.id = any ($5::uuid[])
+      m.user_id = $3
+      and m.id = any ($4::uuid[])
       and m.deleted_at is null
       and (
         exists (
@@ -3449,7 +2944,7 @@ with
         from
           friend_access
       ) as friend,
-      count(*) = cardinality($6::uuid[]) as found,
+      count(*) = cardinality($5::uuid[]) as found,
       coalesce(bool_and(can_write), true) as writable
     from
       friend_links
@@ -3461,7 +2956,7 @@ with
     from
       active_system_context
     where
-      user_id = $7
+      user_id = $6
     for share
   ),
   write_side as (
@@ -3476,7 +2971,7 @@ with
         from
           write_context
       )
-      and s.user_id = $8
+      and s.user_id = $7
       and s.deleted_at is null
     for share
   ),
@@ -3492,7 +2987,7 @@ with
         from
           write_context
       )
-      and s.user_id = $9
+      and s.user_id = $8
       and s.deleted_at is null
     for share
   ),
@@ -3522,11 +3017,11 @@ with
   plan as (
     select
       a.plan,
-      ($10::jsonb ->> a.plan)::int as cap
+      ($9::jsonb ->> a.plan)::int as cap
     from
       accounts a
     where
-      a.id = $11
+      a.id = $10
   ),
   linked as (
     select
@@ -3534,8 +3029,8 @@ with
     from
       members m
     where
-      m.user_id = $12
-      and m.id = any ($13::uuid[])
+      m.user_id = $11
+      and m.id = any ($12::uuid[])
       and m.deleted_at is null
       and (
         select
@@ -3585,13 +3080,13 @@ with
           count(*)
         from
           linked
-      ) = cardinality($14::uuid[])
+      ) = cardinality($13::uuid[])
       and (
         select
           count(*)
         from
           under_cap
-      ) = cardinality($15::uuid[])
+      ) = cardinality($14::uuid[])
       and (
         select
           friend
@@ -3617,16 +3112,16 @@ with
         deleted_at
       )
     select
+      $15,
       $16,
-      $17,
       w.side_system_id,
       w.sub_system_id,
+      $17,
       $18,
       $19,
-      $20,
-      $21::jsonb,
+      $20::jsonb,
+      $21,
       $22,
-      $23,
       null
     from
       write_scope w,
@@ -3640,13 +3135,13 @@ with
     insert into
       entry_members (entry_id, member_id, user_id, position)
     select
-      $24::uuid,
+      $23::uuid,
       l.member_id,
-      $25::uuid,
+      $24::uuid,
       l.n - 1
     from
       verdict v,
-      unnest($26::uuid[]) with ordinality as l (member_id, n)
+      unnest($25::uuid[]) with ordinality as l (member_id, n)
     where
       v.ok
     order by
@@ -3667,15 +3162,15 @@ with
     insert into
       idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
     select
+      $26::uuid,
       $27::uuid,
-      $28::uuid,
+      $28::text,
       $29::text,
-      $30::text,
-      $31::bytea,
-      $32::text,
-      $33::bytea,
-      $34::bigint,
-      $35::bigint
+      $30::bytea,
+      $31::text,
+      $32::bytea,
+      $33::bigint,
+      $34::bigint
     where
       exists (
         select
@@ -3714,7 +3209,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($36::jsonb) as r (
+      jsonb_to_recordset($35::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -3774,12 +3269,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $37::text,
+      $36::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $38::int,
+      $37::int,
       (
         select
           min(next_attempt_at)
@@ -3832,16 +3327,16 @@ with
         created_at
       )
     select
+      $38::uuid,
       $39::uuid,
-      $40::uuid,
-      $41::text,
-      $42::uuid,
+      $40::text,
+      $41::uuid,
+      $42::text,
       $43::text,
       $44::text,
       $45::text,
-      $46::text,
-      $47::jsonb,
-      $48::bigint
+      $46::jsonb,
+      $47::bigint
     from
       verdict
     where
@@ -3874,14 +3369,14 @@ select
   (
     select
       pg_notify (
-        $49::text,
+        $48::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $50::text
+          ) then $49::text
           else ''
         end
       ) as notified
@@ -3972,65 +3467,18 @@ where
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_notes_read, '{}') as member_notes_read,
+      coalesce(g.member_notes_read_write, '{}') as member_notes_read_write,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_notes' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_notes_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_notes' = 'read_write'
-            ),
-            '{}'
-          ) as member_notes_read_write
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   last as materialized (
     select
@@ -4039,13 +3487,13 @@ with
     from
       entries e
     where
-      e.user_id = $4
+      e.user_id = $3
       and e.deleted_at is null
     order by
       e.updated_at desc,
       e.id asc
     offset
-      $5
+      $4
     limit
       1
   ),
@@ -4087,6 +3535,231 @@ with
                     '[]'::json
                   ) as members,
                   coalesce(bool_or(k.level >= 1), false) as visible,
+                  coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
+                from
+                  entry_members em
+                  left join lateral (
+                    select
+                      lm.id,
+                      lm.name,
+                      em.position,
+                      (
+                        select
+                          case
+                            when not coalesce(
+                              bool_or(
+                                pa.bucket_id = any (
+                                  (
+                                    select
+                                      members_view_read
+                                    from
+                                      friend_access
+                                  )::uuid[]
+                                )
+                              ),
+                              false
+                            ) then 0
+                            when not (
+                              (
+                                lm.side_system_id is null
+                                or lm.side_system_id <> all (
+                                  (
+                                    select
+                                      hidden_system_ids
+                                    from
+                                      friend_access
+                                  )::uuid[]
+                                )
+                              )
+                              and (
+                                lm.sub_system_id is null
+                                or lm.sub_system_id <> all (
+                                  (
+                                    select
+                                      hidden_system_ids
+                                    from
+                                      friend_access
+                                  )::uuid[]
+                                )
+                              )
+                            ) then 0
+                            when bool_or(
+                              pa.bucket_id = any (
+                                (
+                                  select
+                                    member_notes_read_write
+                                  from
+                                    friend_access
+                                )::uuid[]
+                              )
+                            ) then 2
+                            when bool_or(
+                              pa.bucket_id = any (
+                                (
+                                  select
+                                    member_notes_read
+                                  from
+                                    friend_access
+                                )::uuid[]
+                              )
+                            ) then 1
+                            else 0
+                          end
+                        from
+                          privacy_bucket_assignments pa
+                        where
+                          pa.kind = 'member'
+                          and pa.content_id = lm.id
+                          and pa.section_key = ''
+                      ) as level
+                    from
+                      members lm
+                    where
+                      lm.id = em.member_id
+                      and lm.user_id = $5
+                      and lm.deleted_at is null
+                    offset
+                      0
+                  ) k on true
+                where
+                  em.entry_id = le.id
+              ) n
+            where
+              le.id = l.entry_id
+              and le.user_id = $6
+              and le.deleted_at is null
+              and n.visible
+            offset
+              0
+          ) x
+        where
+          l.bucket_id = ub.id
+          and l.updated_at >= coalesce(
+            (
+              select
+                updated_at
+              from
+                last
+            ),
+            '-9223372036854775808'::bigint
+          )
+          and (
+            l.updated_at > coalesce(
+              (
+                select
+                  updated_at
+                from
+                  last
+              ),
+              '-9223372036854775808'::bigint
+            )
+            or l.entry_id <= (
+              select
+                id
+              from
+                last
+            )
+          )
+        order by
+          l.updated_at desc,
+          l.entry_id asc
+        limit
+          $7
+      ) w
+    order by
+      w.updated_at desc,
+      w.id asc
+    limit
+      $8
+  )
+select
+  fa.ok,
+  p.*
+from
+  friend_access fa
+  left join page p on true
+order by
+  p.updated_at desc,
+  p.id asc;
+
+-- friend_notes_2: the notes linking one member
+with
+  friend_access as materialized (
+    select
+      g.owner_id is not null as ok,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_notes_read, '{}') as member_notes_read,
+      coalesce(g.member_notes_read_write, '{}') as member_notes_read_write,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
+    from
+      (
+        select
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
+  ),
+  last as materialized (
+    select
+      e.updated_at,
+      e.id
+    from
+      entries e
+    where
+      e.user_id = $3
+      and e.deleted_at is null
+    order by
+      e.updated_at desc,
+      e.id asc
+    offset
+      $4
+    limit
+      1
+  ),
+  page as (
+    select distinct
+      on (w.updated_at, w.id) w.*
+    from
+      unnest(
+        (
+          select
+            member_notes_read
+          from
+            friend_access
+        )::uuid[]
+      ) ub (id)
+      cross join lateral (
+        select distinct
+          on (l.updated_at, l.entry_id) x.*
+        from
+          entry_link_buckets l
+          cross join lateral (
+            select
+              le.id,
+              le.title,
+              le.content,
+              le.created_at,
+              le.updated_at,
+              n.members,
+              n.can_write
+            from
+              entries le
+              cross join lateral (
+                select
+                  coalesce(
+                    json_agg(json_build_array(k.id, k.name, k.position)) filter (
+                      where
+                        k.level >= 1
+                    ),
+                    '[]'::json
+                  ) as members,
+                  coalesce(
+                    bool_or(
+                      k.level >= 1
+                      and k.id = $5::uuid
+                    ),
+                    false
+                  ) as visible,
                   coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
                 from
                   entry_members em
@@ -4212,290 +3885,18 @@ with
                 last
             )
           )
+          and l.member_id = $8::uuid
         order by
           l.updated_at desc,
           l.entry_id asc
         limit
-          $8
+          $9
       ) w
     order by
       w.updated_at desc,
       w.id asc
     limit
-      $9
-  )
-select
-  fa.ok,
-  p.*
-from
-  friend_access fa
-  left join page p on true
-order by
-  p.updated_at desc,
-  p.id asc;
-
--- friend_notes_2: the notes linking one member
-with
-  friend_access as materialized (
-    select
-      g.*,
-      h.ids as hidden_system_ids
-    from
-      (
-        select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_notes' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_notes_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_notes' = 'read_write'
-            ),
-            '{}'
-          ) as member_notes_read_write
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
-  ),
-  last as materialized (
-    select
-      e.updated_at,
-      e.id
-    from
-      entries e
-    where
-      e.user_id = $4
-      and e.deleted_at is null
-    order by
-      e.updated_at desc,
-      e.id asc
-    offset
-      $5
-    limit
-      1
-  ),
-  page as (
-    select distinct
-      on (w.updated_at, w.id) w.*
-    from
-      unnest(
-        (
-          select
-            member_notes_read
-          from
-            friend_access
-        )::uuid[]
-      ) ub (id)
-      cross join lateral (
-        select distinct
-          on (l.updated_at, l.entry_id) x.*
-        from
-          entry_link_buckets l
-          cross join lateral (
-            select
-              le.id,
-              le.title,
-              le.content,
-              le.created_at,
-              le.updated_at,
-              n.members,
-              n.can_write
-            from
-              entries le
-              cross join lateral (
-                select
-                  coalesce(
-                    json_agg(json_build_array(k.id, k.name, k.position)) filter (
-                      where
-                        k.level >= 1
-                    ),
-                    '[]'::json
-                  ) as members,
-                  coalesce(
-                    bool_or(
-                      k.level >= 1
-                      and k.id = $6::uuid
-                    ),
-                    false
-                  ) as visible,
-                  coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
-                from
-                  entry_members em
-                  left join lateral (
-                    select
-                      lm.id,
-                      lm.name,
-                      em.position,
-                      (
-                        select
-                          case
-                            when not coalesce(
-                              bool_or(
-                                pa.bucket_id = any (
-                                  (
-                                    select
-                                      members_view_read
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              ),
-                              false
-                            ) then 0
-                            when not (
-                              (
-                                lm.side_system_id is null
-                                or lm.side_system_id <> all (
-                                  (
-                                    select
-                                      hidden_system_ids
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              )
-                              and (
-                                lm.sub_system_id is null
-                                or lm.sub_system_id <> all (
-                                  (
-                                    select
-                                      hidden_system_ids
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              )
-                            ) then 0
-                            when bool_or(
-                              pa.bucket_id = any (
-                                (
-                                  select
-                                    member_notes_read_write
-                                  from
-                                    friend_access
-                                )::uuid[]
-                              )
-                            ) then 2
-                            when bool_or(
-                              pa.bucket_id = any (
-                                (
-                                  select
-                                    member_notes_read
-                                  from
-                                    friend_access
-                                )::uuid[]
-                              )
-                            ) then 1
-                            else 0
-                          end
-                        from
-                          privacy_bucket_assignments pa
-                        where
-                          pa.kind = 'member'
-                          and pa.content_id = lm.id
-                          and pa.section_key = ''
-                      ) as level
-                    from
-                      members lm
-                    where
-                      lm.id = em.member_id
-                      and lm.user_id = $7
-                      and lm.deleted_at is null
-                    offset
-                      0
-                  ) k on true
-                where
-                  em.entry_id = le.id
-              ) n
-            where
-              le.id = l.entry_id
-              and le.user_id = $8
-              and le.deleted_at is null
-              and n.visible
-            offset
-              0
-          ) x
-        where
-          l.bucket_id = ub.id
-          and l.updated_at >= coalesce(
-            (
-              select
-                updated_at
-              from
-                last
-            ),
-            '-9223372036854775808'::bigint
-          )
-          and (
-            l.updated_at > coalesce(
-              (
-                select
-                  updated_at
-                from
-                  last
-              ),
-              '-9223372036854775808'::bigint
-            )
-            or l.entry_id <= (
-              select
-                id
-              from
-                last
-            )
-          )
-          and l.member_id = $9::uuid
-        order by
-          l.updated_at desc,
-          l.entry_id asc
-        limit
-          $10
-      ) w
-    order by
-      w.updated_at desc,
-      w.id asc
-    limit
-      $11
+      $10
   )
 select
   fa.ok,

@@ -922,72 +922,19 @@ order by
 with
   friend_access as materialized (
     select
-      g.*,
-      h.ids as hidden_system_ids
+      g.owner_id is not null as ok,
+      coalesce(g.bucket_ids, '{}') as bucket_ids,
+      coalesce(g.members_view_read, '{}') as members_view_read,
+      coalesce(g.member_profile_read, '{}') as member_profile_read,
+      coalesce(g.member_avatar_read, '{}') as member_avatar_read,
+      coalesce(g.hidden_system_ids, '{}') as hidden_system_ids
     from
       (
         select
-          count(*) > 0 as ok,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.id is not null
-            ),
-            '{}'
-          ) as bucket_ids,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'members_view' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as members_view_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_profile' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_profile_read,
-          coalesce(
-            array_agg(b.id) filter (
-              where
-                b.friend_permissions ->> 'member_avatar' in ('read', 'read_write')
-            ),
-            '{}'
-          ) as member_avatar_read
-        from
-          friendships o
-          join friendships v on v.user_id = o.friend_user_id
-          and v.friend_user_id = o.user_id
-          and v.status = 'accepted'
-          left join privacy_bucket_assignments a on a.kind = 'friend'
-          and a.section_key = ''
-          and a.content_id = o.friend_user_id
-          and a.user_id = o.user_id
-          left join privacy_buckets b on b.id = a.bucket_id
-          and b.user_id = o.user_id
-        where
-          o.user_id = $1::uuid
-          and o.friend_user_id = $2::uuid
-          and o.status = 'accepted'
-      ) g
-      cross join lateral (
-        select
-          array(
-            select
-              sa.content_id
-            from
-              privacy_bucket_assignments sa
-            where
-              sa.user_id = $3::uuid
-              and sa.kind in ('side_system', 'sub_system')
-            group by
-              sa.content_id
-            having
-              not bool_or(sa.bucket_id = any (g.members_view_read))
-          ) as ids
-      ) h
+          1
+      ) as one
+      left join friend_grants g on g.owner_id = $1::uuid
+      and g.viewer_id = $2::uuid
   ),
   vis as materialized (
     select
@@ -1074,7 +1021,7 @@ with
           members m
         where
           m.id = vb.content_id
-          and m.user_id = $4
+          and m.user_id = $3
           and m.deleted_at is null
           and m.archived_at is null
           and (
@@ -1242,7 +1189,7 @@ from
             from
               privacy_bucket_assignments su
             where
-              su.user_id = $5::uuid
+              su.user_id = $4::uuid
               and su.kind = 'profile_section'
           )
         group by

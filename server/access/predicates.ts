@@ -65,63 +65,42 @@ function friendColumn(column: FriendAccessColumn, asArray = false): Sql {
   return sql.mark(read, MARK + column);
 }
 
-/** Every column of the row but `ok`, with its aggregate over the held buckets `b`. */
-const GRANT_COLUMNS: ReadonlyArray<readonly [name: FriendAccessColumn, sql: Sql]> = [
-  ['bucket_ids', sql`coalesce(array_agg(b.id) filter (where b.id is not null), '{}')`],
-  ...PERMISSION_GROUPS.flatMap((g) => {
-    const group = sql.constant(g, PERMISSION_GROUPS);
-    return [
-      [
-        `${g}_read` as const,
-        sql`coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${group}' in ('read', 'read_write')), '{}')`,
-      ] as const,
-      [
-        `${g}_read_write` as const,
-        sql`coalesce(array_agg(b.id) filter (where b.friend_permissions ->> '${group}' = 'read_write'), '{}')`,
-      ] as const,
-    ];
-  }),
+/** Every column of the row but `ok`: the columns of friend_grants. */
+const GRANT_COLUMNS: readonly FriendAccessColumn[] = [
+  'bucket_ids',
+  ...PERMISSION_GROUPS.flatMap((g) => [`${g}_read` as const, `${g}_read_write` as const]),
+  'hidden_system_ids',
 ];
 
 /**
- * The friendship and the viewer's grants as one row: the one definition of "who is a friend, with
- * which buckets", for forFriend() and for the statements that resolve the access themselves (as the
- * CTE `friend_access`, withFriendAccess). `ok` is true when both sides' friendship rows are accepted
- * (a block or a pending or revoked request on either side is not); `bucket_ids` are the owner's
- * buckets assigned to the viewer; per permission group, `<group>_read` and `<group>_read_write` are
- * those of them granting at least that level (a missing or unknown level in a bucket's map is none:
- * fail closed, as permissionMap); and `hidden_system_ids` are the owner's side and sub systems that
- * narrow their members away from this friend: those with buckets of their own, none of them a held
- * bucket granting members_view (docs/privacy.md, "Kinds that narrow"). One short range of the
- * owner's system assignments (the partial index privacy_bucket_assignments_systems), not a probe
- * per member nor a scan of every account's system assignments. The arrays are in no particular
- * order (an ordered aggregate per column would cost a sort each).
+ * The friendship and the viewer's grants as one row: the one read of "who is a friend, with which
+ * buckets", for forFriend() and for the statements that resolve the access themselves (as the CTE
+ * `friend_access`, withFriendAccess). One primary-key read of friend_grants, which triggers keep
+ * in the transaction of every change to the friendships, the friend's bucket assignments, the
+ * buckets' permission maps and the systems' assignments (migration 0037, where the rule is
+ * written), so a revoke or a bucket taken away takes effect with its commit. `ok` is true when the
+ * row exists: both sides' friendship rows are accepted (a block or a pending or revoked request on
+ * either side is not). `bucket_ids` are the owner's buckets assigned to the viewer; per permission
+ * group, `<group>_read` and `<group>_read_write` are those of them granting at least that level (a
+ * missing or unknown level in a bucket's map is none: fail closed, as permissionMap); and
+ * `hidden_system_ids` are the owner's side and sub systems that narrow their members away from
+ * this friend: those with buckets of their own, none of them a held bucket granting members_view
+ * (docs/privacy.md, "Kinds that narrow"). Without a friendship every array is empty. The arrays
+ * are in no particular order.
  *
- * Only the columns `wanted` (all when undefined) are computed: every aggregate is built anew at
- * each execution, and the full row (22 arrays) cost a tenth of the friend front's statement.
- * `hidden_system_ids` needs `members_view_read`. `ok` is always there.
+ * Only the columns `wanted` (all when undefined) are read.
  */
 export function friendAccessRow(ownerId: string, viewerId: string, wanted?: ReadonlySet<FriendAccessColumn>): Sql {
-  const hidden = wanted === undefined || wanted.has('hidden_system_ids');
-  const columns = GRANT_COLUMNS.filter(
-    ([name]) => wanted === undefined || wanted.has(name) || (hidden && name === 'members_view_read'),
-  );
+  const columns = GRANT_COLUMNS.filter((name) => wanted === undefined || wanted.has(name));
   const select = sql.join(
-    [sql`count(*) > 0 as ok`, ...columns.map(([name, expr]) => sql`${expr} as ${sql.id(name)}`)],
+    [
+      sql`g.owner_id is not null as ok`,
+      ...columns.map((name) => sql`coalesce(g.${sql.id(name)}, '{}') as ${sql.id(name)}`),
+    ],
     ',\n  ',
   );
-  const grants = sql`select ${select}
-  from friendships o
-  join friendships v on v.user_id = o.friend_user_id and v.friend_user_id = o.user_id and v.status = 'accepted'
-  left join privacy_bucket_assignments a on a.kind = 'friend' and a.section_key = '' and a.content_id = o.friend_user_id and a.user_id = o.user_id
-  left join privacy_buckets b on b.id = a.bucket_id and b.user_id = o.user_id
-  where o.user_id = ${ownerId}::uuid and o.friend_user_id = ${viewerId}::uuid and o.status = 'accepted'`;
-  if (!hidden) return grants;
-  return sql`select g.*, h.ids as hidden_system_ids from (${grants}) g
-  cross join lateral (select array(
-    select sa.content_id from privacy_bucket_assignments sa
-    where sa.user_id = ${ownerId}::uuid and sa.kind in ('side_system', 'sub_system')
-    group by sa.content_id having not bool_or(sa.bucket_id = any (g.members_view_read))) as ids) h`;
+  return sql`select ${select}
+  from (select 1) as one left join friend_grants g on g.owner_id = ${ownerId}::uuid and g.viewer_id = ${viewerId}::uuid`;
 }
 
 type FriendAccessRow = { ok: boolean } & Record<Exclude<FriendAccessColumn, 'ok'>, string[]>;
@@ -138,7 +117,7 @@ export const readFriendAccess = statement<{ ownerId: string; viewerId: string },
  * `with friend_access as …, <body>`: a statement built on the predicates, which starts its WITH
  * list with the CTE `friend_access` and selects `(select ok from friend_access)` (okColumn) with its
  * rows. For an access resolved in the statement, the friendship and the grants (materialized: read
- * once), computing only the columns the body's fragments read (their marks); for one resolved
+ * once), reading only the columns the body's fragments read (their marks); for one resolved
  * already, the constant `ok`, since its grants are bound values. The caller passes `ok` to
  * requireFriendship() before using the rows. `body` continues the WITH list (`x as (…), … select …`).
  */

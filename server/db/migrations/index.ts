@@ -35,6 +35,7 @@ import * as m0033 from './0033_webhook_counts.ts';
 import * as m0034 from './0034_assignment_indexes.ts';
 import * as m0035 from './0035_front_state_plpgsql.ts';
 import * as m0036 from './0036_idempotency_held_message.ts';
+import * as m0037 from './0037_friend_grants.ts';
 
 export const migrations = [
   m0001,
@@ -73,4 +74,5 @@ export const migrations = [
   m0034,
   m0035,
   m0036,
+  m0037,
 ];
