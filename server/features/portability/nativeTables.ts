@@ -701,6 +701,7 @@ export const DERIVED_TABLES = [
   'front_session_buckets',
   'entry_link_buckets',
   'member_note_counts',
+  'friend_grants',
 ] as const;
 
 /** The server's own bookkeeping: never exported. */
