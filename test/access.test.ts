@@ -382,6 +382,94 @@ describe('privacy engine: who is a friend', () => {
     });
   });
 
+  it('members.bucket_ids holds its member’s own buckets through every write (one row, many, updates, a bucket deleted)', async () => {
+    const owner = await server.user();
+    const members = [
+      await createMember(owner.api, 'A'),
+      await createMember(owner.api, 'B'),
+      await createMember(owner.api, 'C'),
+    ];
+    const exact = async (step: string) => {
+      const kept = await knex()('members').whereIn('id', members).orderBy('id').select('id', 'bucket_ids');
+      const live = await knex()('privacy_bucket_assignments')
+        .where({ kind: 'member', section_key: '' })
+        .whereIn('content_id', members)
+        .select('content_id', 'bucket_id');
+      const expected = [...members].sort().map((id) => ({
+        id,
+        bucket_ids: live
+          .filter((a) => a.content_id === id)
+          .map((a) => a.bucket_id as string)
+          .sort(),
+      }));
+      expect(
+        kept.map((r) => ({ id: r.id, bucket_ids: [...r.bucket_ids].sort() })),
+        step,
+      ).toEqual(expected);
+    };
+    await exact('no buckets');
+    const [b1, b2, b3] = [
+      await bucket(owner.userId, {}),
+      await bucket(owner.userId, {}),
+      await bucket(owner.userId, {}),
+    ];
+    await assign(owner.userId, b1, 'member', members[0]!);
+    await exact('one row');
+    await knex()('privacy_bucket_assignments').insert(
+      [b2, b3].flatMap((b) =>
+        members.map((m) => ({
+          user_id: owner.userId,
+          bucket_id: b,
+          kind: 'member',
+          content_id: m,
+          section_key: '',
+          created_at: 0,
+        })),
+      ),
+    );
+    await exact('six rows in one statement');
+    // Other kinds of the same ids are not the member's own buckets.
+    await assign(owner.userId, b1, 'profile_section', members[1]!, 'avatar');
+    await exact('a profile section');
+    await knex()('privacy_bucket_assignments')
+      .where({ kind: 'member', content_id: members[2], bucket_id: b3 })
+      .update({ bucket_id: b1 });
+    await exact('an assignment moved to another bucket');
+    await knex()('privacy_bucket_assignments').where({ kind: 'member', bucket_id: b2 }).del();
+    await exact('a bucket’s rows deleted');
+    await knex()('privacy_buckets').where({ id: b3 }).del();
+    await exact('a bucket deleted');
+  });
+
+  it('two transactions adding buckets to one member at once both count', async () => {
+    const owner = await server.user();
+    const member = await createMember(owner.api, 'A');
+    const [b1, b2] = [await bucket(owner.userId, {}), await bucket(owner.userId, {})];
+    const row = (b: string) => ({
+      user_id: owner.userId,
+      bucket_id: b,
+      kind: 'member',
+      content_id: member,
+      section_key: '',
+      created_at: 0,
+    });
+    const t1 = await knex().transaction();
+    try {
+      await t1('privacy_bucket_assignments').insert(row(b1));
+      // The second waits for the first's lock on the member row (on PGlite, for the one connection).
+      const t2 = knex().transaction(async (trx) => {
+        await trx('privacy_bucket_assignments').insert(row(b2));
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await t1.commit();
+      await t2;
+    } finally {
+      if (!t1.isCompleted()) await t1.rollback();
+    }
+    const { bucket_ids } = await knex()('members').where({ id: member }).first('bucket_ids');
+    expect([...bucket_ids].sort()).toEqual([b1, b2].sort());
+  });
+
   it('an accepted friend with no bucket gets nothing: every group none, every content predicate false', async () => {
     const owner = await server.user();
     const viewer = await server.user();

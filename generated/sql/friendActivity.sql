@@ -90,72 +90,50 @@ with
       members m
       cross join lateral (
         select
-          coalesce(
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    members_view_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-            and bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    front_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            ),
-            false
-          )
-          and (
-            (
-              m.side_system_id is null
-              or m.side_system_id <> all (
-                (
-                  select
-                    hidden_system_ids
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
+          (
+            m.bucket_ids && (
+              select
+                members_view_read
+              from
+                friend_access
+            )::uuid[]
+            and m.bucket_ids && (
+              select
+                front_read
+              from
+                friend_access
+            )::uuid[]
             and (
-              m.sub_system_id is null
-              or m.sub_system_id <> all (
-                (
-                  select
-                    hidden_system_ids
-                  from
-                    friend_access
-                )::uuid[]
+              (
+                m.side_system_id is null
+                or m.side_system_id <> all (
+                  (
+                    select
+                      hidden_system_ids
+                    from
+                      friend_access
+                  )::uuid[]
+                )
+              )
+              and (
+                m.sub_system_id is null
+                or m.sub_system_id <> all (
+                  (
+                    select
+                      hidden_system_ids
+                    from
+                      friend_access
+                  )::uuid[]
+                )
               )
             )
           ) as visible,
-          coalesce(
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            ),
-            false
-          ) as section_granted
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = m.id
-          and pa.section_key = ''
+          m.bucket_ids && (
+            select
+              member_avatar_read
+            from
+              friend_access
+          )::uuid[] as section_granted
       ) mr
     where
       m.id in (
@@ -255,19 +233,8 @@ with
       and s.deleted_at is null
       and m.deleted_at is null
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-          having
-            bool_or(pa.bucket_id = any ($6::uuid[]))
-            and bool_or(pa.bucket_id = any ($7::uuid[]))
-        )
+        m.bucket_ids && $6::uuid[]
+        and m.bucket_ids && $7::uuid[]
         and (
           (
             m.side_system_id is null
@@ -323,19 +290,8 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-      having
-        bool_or(pa.bucket_id = any ($2::uuid[]))
-        and bool_or(pa.bucket_id = any ($3::uuid[]))
-    )
+    m.bucket_ids && $2::uuid[]
+    and m.bucket_ids && $3::uuid[]
     and (
       (
         m.side_system_id is null
@@ -362,19 +318,8 @@ select
     where
       w.id = m.id
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = w.id
-            and pa.section_key = ''
-          having
-            bool_or(pa.bucket_id = any ($1::uuid[]))
-            and bool_or(pa.bucket_id = any ($2::uuid[]))
-        )
+        w.bucket_ids && $1::uuid[]
+        and w.bucket_ids && $2::uuid[]
         and (
           (
             w.side_system_id is null
@@ -455,72 +400,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -677,72 +600,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -901,72 +802,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -1114,72 +993,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -1329,72 +1186,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -1545,72 +1380,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -1763,72 +1576,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -1980,72 +1771,50 @@ with
               join members m on m.id = s.member_id
               cross join lateral (
                 select
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            members_view_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
-                    and bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            front_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  )
-                  and (
-                    (
-                      m.side_system_id is null
-                      or m.side_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    )
+                  (
+                    m.bucket_ids && (
+                      select
+                        members_view_read
+                      from
+                        friend_access
+                    )::uuid[]
+                    and m.bucket_ids && (
+                      select
+                        front_read
+                      from
+                        friend_access
+                    )::uuid[]
                     and (
-                      m.sub_system_id is null
-                      or m.sub_system_id <> all (
-                        (
-                          select
-                            hidden_system_ids
-                          from
-                            friend_access
-                        )::uuid[]
+                      (
+                        m.side_system_id is null
+                        or m.side_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
+                      )
+                      and (
+                        m.sub_system_id is null
+                        or m.sub_system_id <> all (
+                          (
+                            select
+                              hidden_system_ids
+                            from
+                              friend_access
+                          )::uuid[]
+                        )
                       )
                     )
                   ) as visible,
-                  coalesce(
-                    bool_or(
-                      pa.bucket_id = any (
-                        (
-                          select
-                            member_avatar_read
-                          from
-                            friend_access
-                        )::uuid[]
-                      )
-                    ),
-                    false
-                  ) as section_granted
-                from
-                  privacy_bucket_assignments pa
-                where
-                  pa.kind = 'member'
-                  and pa.content_id = m.id
-                  and pa.section_key = ''
+                  m.bucket_ids && (
+                    select
+                      member_avatar_read
+                    from
+                      friend_access
+                  )::uuid[] as section_granted
               ) mr
             where
               s.id = f.session_id
@@ -2156,19 +1925,8 @@ select
     where
       w.id = m.id
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = w.id
-            and pa.section_key = ''
-          having
-            bool_or(pa.bucket_id = any ($1::uuid[]))
-            and bool_or(pa.bucket_id = any ($2::uuid[]))
-        )
+        w.bucket_ids && $1::uuid[]
+        and w.bucket_ids && $2::uuid[]
         and (
           (
             w.side_system_id is null
@@ -2188,17 +1946,7 @@ where
   and m.id = any ($6::uuid[])
   and m.deleted_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-        and pa.bucket_id = any ($7::uuid[])
-    )
+    m.bucket_ids && $7::uuid[]
     and (
       (
         m.side_system_id is null
@@ -2222,19 +1970,8 @@ select
     where
       w.id = m.id
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = w.id
-            and pa.section_key = ''
-          having
-            bool_or(pa.bucket_id = any ($1::uuid[]))
-            and bool_or(pa.bucket_id = any ($2::uuid[]))
-        )
+        w.bucket_ids && $1::uuid[]
+        and w.bucket_ids && $2::uuid[]
         and (
           (
             w.side_system_id is null
@@ -2255,17 +1992,7 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-        and pa.bucket_id = any ($7::uuid[])
-    )
+    m.bucket_ids && $7::uuid[]
     and (
       (
         m.side_system_id is null
@@ -2297,37 +2024,18 @@ with
   friend_links as (
     select
       (
-        exists (
+        m.bucket_ids && (
           select
-            1
+            members_view_read
           from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-          having
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    members_view_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-            and bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_notes_read_write
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-        )
+            friend_access
+        )::uuid[]
+        and m.bucket_ids && (
+          select
+            member_notes_read_write
+          from
+            friend_access
+        )::uuid[]
         and (
           (
             m.side_system_id is null
@@ -2360,24 +2068,12 @@ with
       and m.id = any ($4::uuid[])
       and m.deleted_at is null
       and (
-        exists (
+        m.bucket_ids && (
           select
-            1
+            members_view_read
           from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any (
-              (
-                select
-                  members_view_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-        )
+            friend_access
+        )::uuid[]
         and (
           (
             m.side_system_id is null
@@ -2829,37 +2525,18 @@ with
   friend_links as (
     select
       (
-        exists (
+        m.bucket_ids && (
           select
-            1
+            members_view_read
           from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-          having
-            bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    members_view_read
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-            and bool_or(
-              pa.bucket_id = any (
-                (
-                  select
-                    member_notes_read_write
-                  from
-                    friend_access
-                )::uuid[]
-              )
-            )
-        )
+            friend_access
+        )::uuid[]
+        and m.bucket_ids && (
+          select
+            member_notes_read_write
+          from
+            friend_access
+        )::uuid[]
         and (
           (
             m.side_system_id is null
@@ -2892,24 +2569,12 @@ with
       and m.id = any ($4::uuid[])
       and m.deleted_at is null
       and (
-        exists (
+        m.bucket_ids && (
           select
-            1
+            members_view_read
           from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any (
-              (
-                select
-                  members_view_read
-                from
-                  friend_access
-              )::uuid[]
-            )
-        )
+            friend_access
+        )::uuid[]
         and (
           (
             m.side_system_id is null
@@ -3422,29 +3087,22 @@ from
           lm.name,
           em.position,
           (
-            select
-              case
-                when not coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) then 0
-                when not (
-                  (
-                    lm.side_system_id is null
-                    or lm.side_system_id <> all ($2::uuid[])
-                  )
-                  and (
-                    lm.sub_system_id is null
-                    or lm.sub_system_id <> all ($3::uuid[])
-                  )
-                ) then 0
-                when bool_or(pa.bucket_id = any ($4::uuid[])) then 2
-                when bool_or(pa.bucket_id = any ($5::uuid[])) then 1
-                else 0
-              end
-            from
-              privacy_bucket_assignments pa
-            where
-              pa.kind = 'member'
-              and pa.content_id = lm.id
-              and pa.section_key = ''
+            case
+              when not lm.bucket_ids && $1::uuid[] then 0
+              when not (
+                (
+                  lm.side_system_id is null
+                  or lm.side_system_id <> all ($2::uuid[])
+                )
+                and (
+                  lm.sub_system_id is null
+                  or lm.sub_system_id <> all ($3::uuid[])
+                )
+              ) then 0
+              when lm.bucket_ids && $4::uuid[] then 2
+              when lm.bucket_ids && $5::uuid[] then 1
+              else 0
+            end
           ) as level
         from
           members lm
@@ -3544,73 +3202,51 @@ with
                       lm.name,
                       em.position,
                       (
-                        select
-                          case
-                            when not coalesce(
-                              bool_or(
-                                pa.bucket_id = any (
-                                  (
-                                    select
-                                      members_view_read
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              ),
-                              false
-                            ) then 0
-                            when not (
-                              (
-                                lm.side_system_id is null
-                                or lm.side_system_id <> all (
-                                  (
-                                    select
-                                      hidden_system_ids
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              )
-                              and (
-                                lm.sub_system_id is null
-                                or lm.sub_system_id <> all (
-                                  (
-                                    select
-                                      hidden_system_ids
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              )
-                            ) then 0
-                            when bool_or(
-                              pa.bucket_id = any (
+                        case
+                          when not lm.bucket_ids && (
+                            select
+                              members_view_read
+                            from
+                              friend_access
+                          )::uuid[] then 0
+                          when not (
+                            (
+                              lm.side_system_id is null
+                              or lm.side_system_id <> all (
                                 (
                                   select
-                                    member_notes_read_write
+                                    hidden_system_ids
                                   from
                                     friend_access
                                 )::uuid[]
                               )
-                            ) then 2
-                            when bool_or(
-                              pa.bucket_id = any (
+                            )
+                            and (
+                              lm.sub_system_id is null
+                              or lm.sub_system_id <> all (
                                 (
                                   select
-                                    member_notes_read
+                                    hidden_system_ids
                                   from
                                     friend_access
                                 )::uuid[]
                               )
-                            ) then 1
-                            else 0
-                          end
-                        from
-                          privacy_bucket_assignments pa
-                        where
-                          pa.kind = 'member'
-                          and pa.content_id = lm.id
-                          and pa.section_key = ''
+                            )
+                          ) then 0
+                          when lm.bucket_ids && (
+                            select
+                              member_notes_read_write
+                            from
+                              friend_access
+                          )::uuid[] then 2
+                          when lm.bucket_ids && (
+                            select
+                              member_notes_read
+                            from
+                              friend_access
+                          )::uuid[] then 1
+                          else 0
+                        end
                       ) as level
                     from
                       members lm
@@ -3769,73 +3405,51 @@ with
                       lm.name,
                       em.position,
                       (
-                        select
-                          case
-                            when not coalesce(
-                              bool_or(
-                                pa.bucket_id = any (
-                                  (
-                                    select
-                                      members_view_read
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              ),
-                              false
-                            ) then 0
-                            when not (
-                              (
-                                lm.side_system_id is null
-                                or lm.side_system_id <> all (
-                                  (
-                                    select
-                                      hidden_system_ids
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              )
-                              and (
-                                lm.sub_system_id is null
-                                or lm.sub_system_id <> all (
-                                  (
-                                    select
-                                      hidden_system_ids
-                                    from
-                                      friend_access
-                                  )::uuid[]
-                                )
-                              )
-                            ) then 0
-                            when bool_or(
-                              pa.bucket_id = any (
+                        case
+                          when not lm.bucket_ids && (
+                            select
+                              members_view_read
+                            from
+                              friend_access
+                          )::uuid[] then 0
+                          when not (
+                            (
+                              lm.side_system_id is null
+                              or lm.side_system_id <> all (
                                 (
                                   select
-                                    member_notes_read_write
+                                    hidden_system_ids
                                   from
                                     friend_access
                                 )::uuid[]
                               )
-                            ) then 2
-                            when bool_or(
-                              pa.bucket_id = any (
+                            )
+                            and (
+                              lm.sub_system_id is null
+                              or lm.sub_system_id <> all (
                                 (
                                   select
-                                    member_notes_read
+                                    hidden_system_ids
                                   from
                                     friend_access
                                 )::uuid[]
                               )
-                            ) then 1
-                            else 0
-                          end
-                        from
-                          privacy_bucket_assignments pa
-                        where
-                          pa.kind = 'member'
-                          and pa.content_id = lm.id
-                          and pa.section_key = ''
+                            )
+                          ) then 0
+                          when lm.bucket_ids && (
+                            select
+                              member_notes_read_write
+                            from
+                              friend_access
+                          )::uuid[] then 2
+                          when lm.bucket_ids && (
+                            select
+                              member_notes_read
+                            from
+                              friend_access
+                          )::uuid[] then 1
+                          else 0
+                        end
                       ) as level
                     from
                       members lm

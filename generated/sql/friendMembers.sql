@@ -108,17 +108,7 @@ select
       and m.deleted_at is null
       and m.archived_at is null
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any ($1::uuid[])
-        )
+        m.bucket_ids && $1::uuid[]
         and (
           (
             m.side_system_id is null
@@ -189,17 +179,7 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-        and pa.bucket_id = any ($5::uuid[])
-    )
+    m.bucket_ids && $5::uuid[]
     and (
       (
         m.side_system_id is null
@@ -235,33 +215,16 @@ with
       members m
       cross join lateral (
         select
-          coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) as "grants_member_avatar",
-          coalesce(bool_or(pa.bucket_id = any ($2::uuid[])), false) as "grants_member_profile"
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = m.id
-          and pa.section_key = ''
+          m.bucket_ids && $1::uuid[] as "grants_member_avatar",
+          m.bucket_ids && $2::uuid[] as "grants_member_profile"
       ) sg
     where
       m.user_id = $3
       and m.deleted_at is null
       and m.archived_at is null
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-          having
-            bool_or(pa.bucket_id = any ($4::uuid[]))
-            and bool_or(pa.bucket_id = any ($5::uuid[]))
-        )
+        m.bucket_ids && $4::uuid[]
+        and m.bucket_ids && $5::uuid[]
         and (
           (
             m.side_system_id is null
@@ -413,31 +376,15 @@ with
       members m
       cross join lateral (
         select
-          coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) as "grants_member_avatar",
-          coalesce(bool_or(pa.bucket_id = any ($2::uuid[])), false) as "grants_member_profile"
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = m.id
-          and pa.section_key = ''
+          m.bucket_ids && $1::uuid[] as "grants_member_avatar",
+          m.bucket_ids && $2::uuid[] as "grants_member_profile"
       ) sg
     where
       m.user_id = $3
       and m.deleted_at is null
       and m.archived_at is null
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any ($4::uuid[])
-        )
+        m.bucket_ids && $4::uuid[]
         and (
           (
             m.side_system_id is null
@@ -589,31 +536,15 @@ with
       members m
       cross join lateral (
         select
-          coalesce(bool_or(pa.bucket_id = any ($1::uuid[])), false) as "grants_member_avatar",
-          coalesce(bool_or(pa.bucket_id = any ($2::uuid[])), false) as "grants_member_profile"
-        from
-          privacy_bucket_assignments pa
-        where
-          pa.kind = 'member'
-          and pa.content_id = m.id
-          and pa.section_key = ''
+          m.bucket_ids && $1::uuid[] as "grants_member_avatar",
+          m.bucket_ids && $2::uuid[] as "grants_member_profile"
       ) sg
     where
       m.user_id = $3
       and m.deleted_at is null
       and m.archived_at is null
       and (
-        exists (
-          select
-            1
-          from
-            privacy_bucket_assignments pa
-          where
-            pa.kind = 'member'
-            and pa.content_id = m.id
-            and pa.section_key = ''
-            and pa.bucket_id = any ($4::uuid[])
-        )
+        m.bucket_ids && $4::uuid[]
         and (
           (
             m.side_system_id is null
@@ -763,19 +694,8 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-      having
-        bool_or(pa.bucket_id = any ($2::uuid[]))
-        and bool_or(pa.bucket_id = any ($3::uuid[]))
-    )
+    m.bucket_ids && $2::uuid[]
+    and m.bucket_ids && $3::uuid[]
     and (
       (
         m.side_system_id is null
@@ -823,19 +743,8 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-      having
-        bool_or(pa.bucket_id = any ($2::uuid[]))
-        and bool_or(pa.bucket_id = any ($3::uuid[]))
-    )
+    m.bucket_ids && $2::uuid[]
+    and m.bucket_ids && $3::uuid[]
     and (
       (
         m.side_system_id is null
@@ -1235,19 +1144,8 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-      having
-        bool_or(pa.bucket_id = any ($3::uuid[]))
-        and bool_or(pa.bucket_id = any ($4::uuid[]))
-    )
+    m.bucket_ids && $3::uuid[]
+    and m.bucket_ids && $4::uuid[]
     and (
       (
         m.side_system_id is null

@@ -26,17 +26,7 @@ select
           and m.deleted_at is null
           and to_tsvector('simple', m.name) @@ to_tsquery('simple', $2)
           and (
-            exists (
-              select
-                1
-              from
-                privacy_bucket_assignments pa
-              where
-                pa.kind = 'member'
-                and pa.content_id = m.id
-                and pa.section_key = ''
-                and pa.bucket_id = any ($3::uuid[])
-            )
+            m.bucket_ids && $3::uuid[]
             and (
               (
                 m.side_system_id is null
@@ -89,19 +79,8 @@ select
               and m.user_id = $7
               and m.deleted_at is null
               and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
-                    bool_or(pa.bucket_id = any ($8::uuid[]))
-                    and bool_or(pa.bucket_id = any ($9::uuid[]))
-                )
+                m.bucket_ids && $8::uuid[]
+                and m.bucket_ids && $9::uuid[]
                 and (
                   (
                     m.side_system_id is null
@@ -132,19 +111,8 @@ select
               and m2.user_id = $14
               and m2.deleted_at is null
               and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m2.id
-                    and pa.section_key = ''
-                  having
-                    bool_or(pa.bucket_id = any ($15::uuid[]))
-                    and bool_or(pa.bucket_id = any ($16::uuid[]))
-                )
+                m2.bucket_ids && $15::uuid[]
+                and m2.bucket_ids && $16::uuid[]
                 and (
                   (
                     m2.side_system_id is null
@@ -251,17 +219,7 @@ select
           m.user_id = $1
           and m.deleted_at is null
           and (
-            exists (
-              select
-                1
-              from
-                privacy_bucket_assignments pa
-              where
-                pa.kind = 'member'
-                and pa.content_id = m.id
-                and pa.section_key = ''
-                and pa.bucket_id = any ($2::uuid[])
-            )
+            m.bucket_ids && $2::uuid[]
             and (
               (
                 m.side_system_id is null
@@ -314,19 +272,8 @@ select
               and m.user_id = $6
               and m.deleted_at is null
               and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m.id
-                    and pa.section_key = ''
-                  having
-                    bool_or(pa.bucket_id = any ($7::uuid[]))
-                    and bool_or(pa.bucket_id = any ($8::uuid[]))
-                )
+                m.bucket_ids && $7::uuid[]
+                and m.bucket_ids && $8::uuid[]
                 and (
                   (
                     m.side_system_id is null
@@ -356,19 +303,8 @@ select
               and m2.user_id = $12
               and m2.deleted_at is null
               and (
-                exists (
-                  select
-                    1
-                  from
-                    privacy_bucket_assignments pa
-                  where
-                    pa.kind = 'member'
-                    and pa.content_id = m2.id
-                    and pa.section_key = ''
-                  having
-                    bool_or(pa.bucket_id = any ($13::uuid[]))
-                    and bool_or(pa.bucket_id = any ($14::uuid[]))
-                )
+                m2.bucket_ids && $13::uuid[]
+                and m2.bucket_ids && $14::uuid[]
                 and (
                   (
                     m2.side_system_id is null
@@ -1160,17 +1096,7 @@ where
   and m.deleted_at is null
   and to_tsvector('simple', m.name) @@ to_tsquery('simple', $2)
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-        and pa.bucket_id = any ($3::uuid[])
-    )
+    m.bucket_ids && $3::uuid[]
     and (
       (
         m.side_system_id is null

@@ -729,19 +729,8 @@ where
   and m.deleted_at is null
   and m.archived_at is null
   and (
-    exists (
-      select
-        1
-      from
-        privacy_bucket_assignments pa
-      where
-        pa.kind = 'member'
-        and pa.content_id = m.id
-        and pa.section_key = ''
-      having
-        bool_or(pa.bucket_id = any ($3::uuid[]))
-        and bool_or(pa.bucket_id = any ($4::uuid[]))
-    )
+    m.bucket_ids && $3::uuid[]
+    and m.bucket_ids && $4::uuid[]
     and (
       (
         m.side_system_id is null

@@ -234,6 +234,15 @@ export function narrowedSql(
 }
 
 /**
+ * "One of the member row `alias`'s own buckets is one of `buckets`" (a uuid[] expression): its
+ * bucket_ids, which triggers keep equal to the bucket ids of its `member` assignments (migration
+ * 0038), so the member rule reads no assignment per row.
+ */
+function ownBucketIn(alias: string, buckets: Sql): Sql {
+  return sql`${sql.id(`${alias}.bucket_ids`)} && ${buckets}`;
+}
+
+/**
  * The side and sub system narrowing of the member rule for the member row `alias`: neither the
  * member's side system nor its sub system is one of the access's hidden systems. Two array
  * comparisons per row, no index probe.
@@ -245,9 +254,10 @@ function systemsAllow(access: AnyFriend, alias: string): Sql {
 }
 
 /**
- * The member rule, less the probes of the member's own buckets when the caller's rows already come
- * from the members of the viewer's buckets granting members_view and `group` (visibleMemberRowsSql):
- * then only the narrowing is left of the same rule.
+ * The member rule over the member row `alias`: its own buckets (ownBucketIn) grant members_view and
+ * `group` at `level`, and no hidden system narrows it. Without the first half when the caller's rows
+ * already come from the members of the viewer's buckets granting both (visibleMemberRowsSql): then
+ * only the narrowing is left of the same rule.
  */
 function memberPredicate(
   access: AnyFriend,
@@ -256,16 +266,10 @@ function memberPredicate(
   level: GrantedLevel,
   fromGrantingBuckets: boolean,
 ): Sql {
-  const member: ContentRef = { kind: 'member', column: `${alias}.id` };
   const parts: Sql[] = [];
   if (!fromGrantingBuckets) {
-    if (group === 'members_view' && level === 'read') parts.push(visibleContentSql(access, member, 'members_view'));
-    else {
-      // Both grants from one read of the member's own assignments (one index range, not two probes).
-      parts.push(
-        sql`exists (${assignmentsOf(member)} having bool_or(pa.bucket_id = any (${grantArray(access, 'members_view', 'read')})) and bool_or(pa.bucket_id = any (${grantArray(access, group, level)})))`,
-      );
-    }
+    parts.push(ownBucketIn(alias, grantArray(access, 'members_view', 'read')));
+    if (group !== 'members_view' || level !== 'read') parts.push(ownBucketIn(alias, grantArray(access, group, level)));
   }
   parts.push(systemsAllow(access, alias));
   return sql`(${sql.join(parts, ' and ')})`;
@@ -292,16 +296,15 @@ export function visibleMembersSql(
  * The level at which the access sees the member `alias` in `group` by the member rule, as an
  * integer SQL expression: 0 none, 1 read, 2 read_write. `level >= 1` is visibleMembersSql(access,
  * alias, group, 'read') and `level = 2` is the same at read_write (the access tests hold the three
- * to each other); one read of the member's own assignments gives both, for a statement that needs
- * both of the same member. The owner: 2.
+ * to each other); one expression gives both, for a statement that needs both of the same member.
+ * The owner: 2.
  */
 export function memberLevelSql(access: Access, alias: string, group: PermissionGroup): Sql {
   if (access.level === 'owner') return sql`2`;
-  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
-  return sql`(select case when not coalesce(bool_or(pa.bucket_id = any (${grantArray(access, 'members_view', 'read')})), false) then 0
+  return sql`(case when not ${ownBucketIn(alias, grantArray(access, 'members_view', 'read'))} then 0
         when not ${systemsAllow(access, alias)} then 0
-        when bool_or(pa.bucket_id = any (${grantArray(access, group, 'read_write')})) then 2
-        when bool_or(pa.bucket_id = any (${grantArray(access, group, 'read')})) then 1 else 0 end ${own})`;
+        when ${ownBucketIn(alias, grantArray(access, group, 'read_write'))} then 2
+        when ${ownBucketIn(alias, grantArray(access, group, 'read'))} then 1 else 0 end)`;
 }
 
 /**
@@ -394,9 +397,8 @@ export function sectionVisibleSql(access: Access, column: string, section: Profi
 }
 
 /**
- * The member rule and the member's own grant of a profile section, from **one** read of the
- * member's own assignments, for reads that show a section (the avatar) of the members the rule lets
- * through: a subquery of one row over the member row `alias`, for a lateral join, with the boolean
+ * The member rule and the member's own grant of a profile section, for reads that show a section
+ * (the avatar) of the members the rule lets through: a subquery of one row over the member row `alias`, for a lateral join, with the boolean
  * columns `visible` (visibleMembersSql(access, alias, group, level)) and `section_granted` (the
  * member's own buckets grant the section's group at read: the first half of sectionVisibleSql; the
  * caller adds sectionOpenSql before showing it). Owner: both true.
@@ -409,14 +411,8 @@ export function memberRuleSql(
   section: ProfileSection,
 ): Sql {
   if (access.level === 'owner') return sql`select true as visible, true as section_granted`;
-  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
-  const granted = (buckets: Sql) => sql`bool_or(pa.bucket_id = any (${buckets}))`;
-  const rule =
-    group === 'members_view' && level === 'read'
-      ? granted(grantArray(access, 'members_view', 'read'))
-      : sql`${granted(grantArray(access, 'members_view', 'read'))} and ${granted(grantArray(access, group, level))}`;
-  return sql`select coalesce(${rule}, false) and ${systemsAllow(access, alias)} as visible,
-        coalesce(${granted(grantArray(access, SECTION_GROUP[section], 'read'))}, false) as section_granted ${own}`;
+  return sql`select ${memberPredicate(access, alias, group, level, false)} as visible,
+        ${ownBucketIn(alias, grantArray(access, SECTION_GROUP[section], 'read'))} as section_granted`;
 }
 
 /**
@@ -458,18 +454,15 @@ const SHOW_COLUMNS = PROFILE_SECTIONS.map((s) => `"show_${s}"`);
 
 /**
  * The section grants of the member `alias` (one of its own buckets grants the group at read, for
- * each group of the profile sections), from one read of its own assignments: a one-row subquery for
+ * each group of the profile sections), from its bucket_ids: a one-row subquery for
  * a lateral join whose columns (sectionGrantColumns) are what visibleMemberRowsSql's rows carry,
  * for reads that start from a few members (one member, a folder's) and then need memberSectionsSql.
  */
 export function sectionGrantsOfMemberSql(access: AnyFriend, alias: string): Sql {
-  const own = assignmentsWhere({ kind: 'member', column: `${alias}.id` });
   return sql`select ${sql.join(
-    SECTION_GROUPS.map(
-      (g) => sql`coalesce(bool_or(pa.bucket_id = any (${grantArray(access, g, 'read')})), false) as ${grantsColumn(g)}`,
-    ),
+    SECTION_GROUPS.map((g) => sql`${ownBucketIn(alias, grantArray(access, g, 'read'))} as ${grantsColumn(g)}`),
     ', ',
-  )} ${own}`;
+  )}`;
 }
 
 /**

@@ -36,6 +36,7 @@ import * as m0034 from './0034_assignment_indexes.ts';
 import * as m0035 from './0035_front_state_plpgsql.ts';
 import * as m0036 from './0036_idempotency_held_message.ts';
 import * as m0037 from './0037_friend_grants.ts';
+import * as m0038 from './0038_member_bucket_ids.ts';
 
 export const migrations = [
   m0001,
@@ -75,4 +76,5 @@ export const migrations = [
   m0035,
   m0036,
   m0037,
+  m0038,
 ];

@@ -28,10 +28,12 @@ export interface ExportedTable {
   page: PageColumn[];
   /** The conflict target of the import's upsert (the primary key). */
   key: string[];
-  /** Every column of the table (the import writes them all). */
+  /** Every column of the table but the derived ones (the import writes them all). */
   columns: string[];
   /** Columns the archive leaves out (never exported). */
   omit?: string[];
+  /** Columns kept by triggers from other rows: neither exported nor written; recomputed as an import writes those rows. */
+  derived?: string[];
   refs?: string[];
   deferred?: Record<string, string>;
   accounts?: string[];
@@ -259,6 +261,8 @@ export const EXPORTED_TABLES: readonly ExportedTable[] = [
       'updated_at',
       'deleted_at',
     ],
+    // The member's own buckets, kept by triggers from its assignments (migration 0038).
+    derived: ['bucket_ids'],
   },
   {
     name: 'group_members',

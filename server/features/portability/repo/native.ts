@@ -49,7 +49,7 @@ const customPlans = statement<Record<string, never>, never>({
 });
 
 export interface ExportPageRow {
-  /** The row as JSON text, without the omitted columns. */
+  /** The row as JSON text, without the omitted and derived columns. */
   line: string;
   /** The sealed text's key id and bytes (base64), for the tables that hold some. */
   sealed_key?: string;
@@ -60,7 +60,7 @@ export interface ExportPageRow {
 
 function exportSelect(table: ExportedTable): Sql {
   let row = sql`to_jsonb(t)`;
-  for (const omitted of table.omit ?? []) row = sql`${row} - ${omitted}::text`;
+  for (const omitted of [...(table.omit ?? []), ...(table.derived ?? [])]) row = sql`${row} - ${omitted}::text`;
   const sealed =
     table.sealed === 'content'
       ? sql`, t.key_id as sealed_key, encode(t.content_enc, 'base64') as sealed_data`
