@@ -7,8 +7,9 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { PermissionGroup } from '../server/core/context.ts';
-import { createMember, UNKNOWN_ID } from './helpers/fixtures.ts';
+import { createEntry, createMember, startFronting, UNKNOWN_ID } from './helpers/fixtures.ts';
 import {
+  befriend,
   createBucket,
   expectNoneOf,
   friendsSharing,
@@ -752,6 +753,51 @@ describe('hidden sections never leave the database', { timeout: 120_000 }, () =>
       const { rows } = await server.deps.db.knex.raw(sql, ordered as never);
       expectNoneOf(rows, [pronouns, about]);
     }
+  });
+});
+
+describe('the statement cache of the hot friend reads', () => {
+  it('two friends of one owner reading in turn each see their own; a bucket change and a revoke show on the next read', async () => {
+    const owner = await server.user();
+    const [a, b] = [await server.user(), await server.user()];
+    await befriend(owner, a);
+    await befriend(owner, b);
+    const perms: Perms = { members_view: 'read', front: 'read', member_notes: 'read' };
+    const [forA, forB] = [await createBucket(owner, perms, 'For A'), await createBucket(owner, perms, 'For B')];
+    await giveFriend(owner, a, [forA]);
+    await giveFriend(owner, b, [forB]);
+    const [seenByA, seenByB] = [canary('A'), canary('B')];
+    const ids = {
+      [seenByA]: await createMember(owner.api, seenByA),
+      [seenByB]: await createMember(owner.api, seenByB),
+    };
+    await shareMember(owner, ids[seenByA]!, [forA]);
+    await shareMember(owner, ids[seenByB]!, [forB]);
+    for (const name of [seenByA, seenByB]) {
+      await startFronting(owner.api, ids[name]!);
+      await createEntry(owner.api, `note of ${name}`, { memberIds: [ids[name]!] });
+    }
+    const reads = ['members', 'front', 'front/history?limit=50', 'entries?limit=50'];
+    const expectSees = async (viewer: TestUser, sees: string[], hidden: string[]) => {
+      for (const read of reads) {
+        const res = await call(viewer, `/api/v1/friends/${owner.userId}/${read}`);
+        expect(res.status, read).toBe(200);
+        for (const name of sees) expect(res.text, `${read} shows ${name}`).toContain(name);
+        expectNoneOf(res.text, hidden);
+      }
+    };
+    for (let round = 0; round < 3; round++) {
+      await expectSees(a, [seenByA], [seenByB, ids[seenByB]!]);
+      await expectSees(b, [seenByB], [seenByA, ids[seenByA]!]);
+    }
+    // The cache keeps statements, never what they read: A's member moves to B's bucket.
+    await put(owner, `/api/v1/privacy-buckets/assignments/members/${ids[seenByA]}`, [forB]);
+    await expectSees(a, [], [seenByA, seenByB, ids[seenByA]!, ids[seenByB]!]);
+    await expectSees(b, [seenByA, seenByB], []);
+    const revoked = await call(owner, `/api/v1/friends/${a.userId}/revoke`, { method: 'POST' });
+    expect(revoked.status).toBe(204);
+    for (const read of reads) expect((await call(a, `/api/v1/friends/${owner.userId}/${read}`)).status, read).toBe(404);
+    await expectSees(b, [seenByA, seenByB], []);
   });
 });
 

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { isSql, sql, toKnex, toNative } from '../server/db/sql.ts';
 import { isRead } from '../server/db/prepared.ts';
-import { registeredStatements, statement } from '../server/db/statements.ts';
+import { paramsKey, registeredStatements, statement } from '../server/db/statements.ts';
 import { violations } from '../scripts/sql-rules.ts';
 
 describe('the sql tag', () => {
@@ -95,6 +95,88 @@ describe('the statement registry', () => {
     });
     await expect(unlisted({} as never, { extra: true })).rejects.toThrow(/none of its variants/);
     expect(probe.definition.name).toBe('test_registry_probe');
+  });
+
+  it('a statement with a cache builds each distinct parameters once, keeps the most recently run, and binds a copy of the values', async () => {
+    let builds = 0;
+    const bound: unknown[][] = [];
+    // Runs on a stand-in for knex: what the statement would send, without a database.
+    const db = {
+      raw: (_text: string, bindings: unknown[]) => {
+        bound.push(bindings);
+        return { options: () => Promise.resolve({ rows: [] }) };
+      },
+    } as never;
+    const read = statement<{ owner: string; ids?: string[]; at?: Date }, unknown>({
+      name: 'test_registry_cached',
+      area: 'test',
+      cache: 2,
+      variants: { one: { owner: 'o' } },
+      build: ({ owner }) => {
+        builds++;
+        return sql`select ${owner}::text as owner`;
+      },
+    });
+    await read(db, { owner: 'a' });
+    builds = 0; // the first run also built the variants' texts (compile)
+    await read(db, { owner: 'a' });
+    expect(builds).toBe(0);
+    (bound[0] as unknown[]).push('changed by whoever ran it');
+    await read(db, { owner: 'a' });
+    expect(bound[2]).toEqual(['a']);
+    await read(db, { owner: 'b' });
+    expect(builds).toBe(1);
+    expect(bound.at(-1)).toEqual(['b']);
+    await read(db, { owner: 'a' }); // a hit: now the most recently run
+    await read(db, { owner: 'c' }); // the third: b, the least recently run, goes
+    expect(builds).toBe(2);
+    await read(db, { owner: 'a' });
+    expect(builds).toBe(2);
+    await read(db, { owner: 'b' });
+    expect(builds).toBe(3);
+    // Parameters that are not plain data are built every time.
+    await read(db, { owner: 'a', at: new Date(0) });
+    await read(db, { owner: 'a', at: new Date(0) });
+    expect(builds).toBe(5);
+  });
+
+  it('keys parameters by their plain data, and refuses what is not plain data', () => {
+    const keys = [
+      paramsKey({ a: '1' }),
+      paramsKey({ a: 1 }),
+      paramsKey({ a: true }),
+      paramsKey({ a: null }),
+      paramsKey({ a: undefined }),
+      paramsKey({}),
+      paramsKey({ a: ['1'] }),
+      paramsKey({ a: [1] }),
+      paramsKey({ a: { b: '1' } }),
+      paramsKey({ b: '1' }),
+      paramsKey({ a: '1,' }),
+      paramsKey({ a: 'u' }),
+      paramsKey(['1', '2']),
+      paramsKey(['1,2']),
+    ];
+    expect(keys.every((k) => typeof k === 'string')).toBe(true);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(paramsKey({ a: [{ b: 'x' }] })).toBe(paramsKey({ a: [{ b: 'x' }] }));
+    expect(paramsKey(Object.assign(Object.create(null), { a: 'x' }))).toBe(paramsKey({ a: 'x' }));
+    class Access {
+      ownerId = 'x';
+    }
+    for (const value of [
+      { a: new Set(['x']) },
+      { a: new Map() },
+      { a: new Date(0) },
+      new Access(),
+      { a: Number.NaN },
+      { a: Number.POSITIVE_INFINITY },
+      { a: () => 1 },
+      { a: 1n },
+      { a: Symbol('x') },
+      [new Set()],
+    ])
+      expect(paramsKey(value)).toBeUndefined();
   });
 
   it('refuses a name defined twice and names that are not lower snake case', () => {

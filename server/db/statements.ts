@@ -23,6 +23,15 @@ export interface StatementDefinition<P> {
   readonly build: (params: P) => Sql;
   /** One example of each shape of the text, by a label saying what makes it differ. */
   readonly variants: Readonly<Record<string, P>>;
+  /**
+   * Keep the prepared statement and the values of up to this many distinct parameters, the most
+   * recently run, so running one of them again skips building and matching its text (a friend
+   * read's statement, built from the access predicates, costs tens of microseconds to build). For
+   * statements read again with the same parameters (a friend polling a front). `build` is a pure
+   * function of its parameters, so equal parameters give the same statement; parameters that are
+   * not plain data (paramsKey) are built every time.
+   */
+  readonly cache?: number;
 }
 
 /** A statement's texts, as committed: one per distinct text, with the labels of the variants that give it. */
@@ -42,6 +51,54 @@ interface Entry {
   definition: StatementDefinition<unknown>;
   /** Built on first use: each distinct text's shape, and the texts as committed. */
   compiled?: { shapes: Shape[]; texts: StatementTexts };
+}
+
+/** A run found: the prepared statement of the text and the values to bind. */
+interface Found {
+  run: PreparedStatement<unknown>;
+  values: readonly unknown[];
+}
+
+/**
+ * The parameters as a key: equal keys for equal plain data (strings, finite numbers, booleans,
+ * null, undefined, arrays, objects of the Object prototype or none), in the order their
+ * properties were written; undefined for anything else (a Set, a Date, a class's instance), whose
+ * statement is then built every time.
+ */
+export function paramsKey(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      return JSON.stringify(value);
+    case 'number':
+      return Number.isFinite(value) ? String(value) : undefined;
+    case 'boolean':
+      return value ? 't' : 'f';
+    case 'undefined':
+      return 'u';
+    case 'object': {
+      if (value === null) return 'n';
+      if (Array.isArray(value)) {
+        let out = '[';
+        for (const item of value) {
+          const key = paramsKey(item);
+          if (key === undefined) return undefined;
+          out += `${key},`;
+        }
+        return `${out}]`;
+      }
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return undefined;
+      let out = '{';
+      for (const name in value) {
+        const key = paramsKey((value as Record<string, unknown>)[name]);
+        if (key === undefined) return undefined;
+        out += `${JSON.stringify(name)}:${key},`;
+      }
+      return `${out}}`;
+    }
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -102,17 +159,39 @@ export function statement<P, Row>(definition: StatementDefinition<P>): Statement
   if (existing && existing.definition !== definition) throw new Error(`statement ${definition.name} is defined twice`);
   const entry: Entry = existing ?? { definition: definition as StatementDefinition<unknown> };
   registry.set(definition.name, entry);
+  const find = (params: P): Found => {
+    const fragment = definition.build(params);
+    const shape = compile(entry).shapes.find((s) => sameStrings(s.strings, fragment.strings));
+    if (!shape)
+      throw new Error(
+        `statement ${definition.name}: this text is none of its variants' (add the shape to its variants):\n${toNative(fragment).text}`,
+      );
+    return { run: shape.run, values: fragment.values };
+  };
+  const capacity = definition.cache ?? 0;
+  // The most recently run first to go last: a Map keeps insertion order, and a hit is moved to the end.
+  const cache = new Map<string, Found>();
+  const cached = (params: P): Found => {
+    const key = paramsKey(params);
+    if (key === undefined) return find(params);
+    const hit = cache.get(key);
+    if (hit) {
+      cache.delete(key);
+      cache.set(key, hit);
+      return hit;
+    }
+    const found = find(params);
+    cache.set(key, found);
+    if (cache.size > capacity) cache.delete(cache.keys().next().value!);
+    return found;
+  };
   // Not an async function: it answers the prepared statement's own promise (one promise less per
   // statement), and a failure to build or match the text as a rejected one.
   const run = (db: Knex, params: P): Promise<Row[]> => {
     try {
-      const fragment = definition.build(params);
-      const found = compile(entry).shapes.find((shape) => sameStrings(shape.strings, fragment.strings));
-      if (!found)
-        throw new Error(
-          `statement ${definition.name}: this text is none of its variants' (add the shape to its variants):\n${toNative(fragment).text}`,
-        );
-      return found.run(db, fragment.values) as Promise<Row[]>;
+      const found = capacity > 0 ? cached(params) : find(params);
+      // A copy: what runs it may keep or change its array, never the cached one.
+      return found.run(db, [...found.values]) as Promise<Row[]>;
     } catch (err) {
       return Promise.reject(err);
     }

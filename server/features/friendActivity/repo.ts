@@ -7,6 +7,7 @@
  */
 import {
   EXAMPLE_ACCESS,
+  FRIEND_READ_CACHE,
   grantArray,
   memberLevelSql,
   memberRuleSql,
@@ -131,6 +132,7 @@ const friendFront = statement<
 >({
   name: 'friend_front',
   area: AREA,
+  cache: FRIEND_READ_CACHE,
   variants: { 'friendship read in the statement': { access: EXAMPLE_ACCESS.inStatement } },
   build: ({ access }) =>
     withFriendAccess(
@@ -237,6 +239,7 @@ const friendHistoryPage = statement<
 >({
   name: 'friend_history_page',
   area: AREA,
+  cache: FRIEND_READ_CACHE,
   variants: historyVariants(),
   build: ({ access, filter, size, after }) => {
     // The walk's bounds on the bucket's index, then the session's own filters. Each walked row's
@@ -330,6 +333,7 @@ const friendNotes = statement<
 >({
   name: 'friend_notes',
   area: AREA,
+  cache: FRIEND_READ_CACHE,
   variants: {
     'every readable note': { access: EXAMPLE_ACCESS.inStatement, limit: 50 },
     'the notes linking one member': { access: EXAMPLE_ACCESS.inStatement, limit: 50, memberId: EXAMPLE_UUID },

@@ -10,6 +10,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/api.d.ts';
 import {
   EXAMPLE_ACCESS,
+  FRIEND_READ_CACHE,
   memberSectionsSql,
   sectionGrantColumns,
   sectionGrantsOfMemberSql,
@@ -84,6 +85,7 @@ const friendMembersList = statement<
 >({
   name: 'friend_members',
   area: AREA,
+  cache: FRIEND_READ_CACHE,
   variants: { 'friendship read in the statement': { access: EXAMPLE_ACCESS.inStatement } },
   build: ({ access }) =>
     withFriendAccess(
