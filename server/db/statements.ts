@@ -169,7 +169,7 @@ export function statement<P, Row>(definition: StatementDefinition<P>): Statement
     return { run: shape.run, values: fragment.values };
   };
   const capacity = definition.cache ?? 0;
-  // The most recently run first to go last: a Map keeps insertion order, and a hit is moved to the end.
+  // The least recently run first: a Map keeps insertion order, and a hit moves to the end.
   const cache = new Map<string, Found>();
   const cached = (params: P): Found => {
     const key = paramsKey(params);
@@ -189,8 +189,12 @@ export function statement<P, Row>(definition: StatementDefinition<P>): Statement
   // statement), and a failure to build or match the text as a rejected one.
   const run = (db: Knex, params: P): Promise<Row[]> => {
     try {
-      const found = capacity > 0 ? cached(params) : find(params);
+      if (capacity === 0) {
+        const found = find(params);
+        return found.run(db, found.values) as Promise<Row[]>;
+      }
       // A copy: what runs it may keep or change its array, never the cached one.
+      const found = cached(params);
       return found.run(db, [...found.values]) as Promise<Row[]>;
     } catch (err) {
       return Promise.reject(err);
