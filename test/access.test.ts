@@ -356,7 +356,9 @@ describe('privacy engine: who is a friend', () => {
       await t1('privacy_buckets')
         .where({ id: first })
         .update({ friend_permissions: JSON.stringify({ members_view: 'read', groups: 'read_write' }) });
-      // The second waits for the first's lock on the owner (on PGlite, for the one connection).
+      // The grants are recomputed as a transaction commits (deferred triggers); this one now, so it
+      // holds the owner's lock. The second's commit waits for it (on PGlite, for the one connection).
+      await t1.raw('set constraints all immediate');
       const t2 = knex().transaction(async (trx) => {
         await trx('privacy_bucket_assignments').insert({
           user_id: owner.userId,

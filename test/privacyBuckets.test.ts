@@ -1023,6 +1023,42 @@ describe('assignments', { timeout: 120_000 }, () => {
     expect(sets.map((set) => JSON.stringify(set))).toContain(JSON.stringify(data!.bucketIds));
   });
 
+  it('concurrent bulk changes of overlapping members, and a bucket deleted meanwhile, all answer; each member’s bucket_ids ends as its assignments', async () => {
+    const owner = await server.user();
+    const members = await Promise.all(Array.from({ length: 6 }, (_, i) => createMember(owner.api, `M${i}`)));
+    const buckets = [await bucket(owner.api, 'A'), await bucket(owner.api, 'B'), await bucket(owner.api, 'C')];
+    const gone = await bucket(owner.api, 'Deleted meanwhile');
+    await owner.api.POST('/api/v1/privacy-buckets/bulk/members', {
+      body: { bucketId: gone, mode: 'add', memberIds: members },
+    });
+    // Each request names members in its own order; adds and removes on the same members at once.
+    const requests = Array.from({ length: 12 }, (_, i) =>
+      owner.api.POST('/api/v1/privacy-buckets/bulk/members', {
+        body: {
+          bucketId: buckets[i % 3]!,
+          mode: i % 4 === 3 ? 'remove' : 'add',
+          memberIds: i % 2 === 0 ? members.slice(i % 3) : [...members].reverse().slice(i % 2),
+        },
+      }),
+    );
+    const deleted = owner.api.DELETE('/api/v1/privacy-buckets/{bucketId}', { params: { path: { bucketId: gone } } });
+    const results = await Promise.all([...requests, deleted]);
+    expect(results.map((r) => r.response.status)).toEqual(Array(13).fill(204));
+    const kept = await server.deps.db.knex('members').whereIn('id', members).select('id', 'bucket_ids');
+    const live = await server.deps.db
+      .knex('privacy_bucket_assignments')
+      .where({ kind: 'member', section_key: '' })
+      .whereIn('content_id', members)
+      .select('content_id', 'bucket_id');
+    for (const row of kept)
+      expect([...row.bucket_ids].sort(), row.id).toEqual(
+        live
+          .filter((a) => a.content_id === row.id)
+          .map((a) => a.bucket_id as string)
+          .sort(),
+      );
+  });
+
   it('friends: accepted and pending friendships; none, revoked or blocked → 404', async () => {
     const user = await server.user();
     const [accepted, pending, revoked, blocked, stranger] = await Promise.all(

@@ -742,20 +742,11 @@ where
   user_id = $1
   and friend_user_id = any ($2::uuid[])
   and status in ('accepted', 'pending')
-for share;
-
--- privacy_owned_targets_2: member, share-locked
-select
+order by
   id
-from
-  members
-where
-  user_id = $1
-  and id = any ($2::uuid[])
-  and deleted_at is null
 for share;
 
--- privacy_owned_targets_3: group, share-locked
+-- privacy_owned_targets_2: group, share-locked
 select
   id
 from
@@ -765,9 +756,11 @@ where
   and id = any ($2::uuid[])
   and kind = 'group'
   and deleted_at is null
+order by
+  id
 for share;
 
--- privacy_owned_targets_4: directory, share-locked
+-- privacy_owned_targets_3: directory, share-locked
 select
   id
 from
@@ -777,7 +770,22 @@ where
   and id = any ($2::uuid[])
   and kind = 'folder'
   and deleted_at is null
+order by
+  id
 for share;
+
+-- privacy_owned_targets_4: member, locked for the update of its buckets
+select
+  id
+from
+  members
+where
+  user_id = $1
+  and id = any ($2::uuid[])
+  and deleted_at is null
+order by
+  id
+for no key update;
 
 -- privacy_owned_targets_5: member, locked for update; profile_section, locked for update
 select
@@ -788,6 +796,8 @@ where
   user_id = $1
   and id = any ($2::uuid[])
   and deleted_at is null
+order by
+  id
 for update;
 
 -- privacy_owned_targets_6: friend, locked for update
@@ -799,6 +809,8 @@ where
   user_id = $1
   and friend_user_id = any ($2::uuid[])
   and status in ('accepted', 'pending')
+order by
+  id
 for update;
 
 -- privacy_owned_targets_7: group, locked for update
@@ -811,6 +823,8 @@ where
   and id = any ($2::uuid[])
   and kind = 'group'
   and deleted_at is null
+order by
+  id
 for update;
 
 -- privacy_owned_targets_8: directory, locked for update
@@ -823,6 +837,8 @@ where
   and id = any ($2::uuid[])
   and kind = 'folder'
   and deleted_at is null
+order by
+  id
 for update;
 
 -- privacy_owned_targets_9: custom_field, locked for update
@@ -834,6 +850,8 @@ where
   user_id = $1
   and id = any ($2::uuid[])
   and deleted_at is null
+order by
+  id
 for update;
 
 -- privacy_owned_targets_10: side_system, locked for update
@@ -845,6 +863,8 @@ where
   user_id = $1
   and id = any ($2::uuid[])
   and deleted_at is null
+order by
+  id
 for update;
 
 -- privacy_owned_targets_11: sub_system, locked for update
@@ -856,6 +876,8 @@ where
   user_id = $1
   and id = any ($2::uuid[])
   and deleted_at is null
+order by
+  id
 for update;
 
 -- privacy_owned_targets_12: member_status, locked for update
@@ -866,6 +888,8 @@ from
 where
   user_id = $1
   and id = any ($2::uuid[])
+order by
+  id
 for update;
 
 -- privacy_presets_insert (the two presets)

@@ -8,9 +8,9 @@ export const name = '0037_friend_grants';
  * own statement (the friendships, the friend's bucket assignments, the buckets' permission maps,
  * the systems that narrow): server/access/predicates.ts reads it (friendAccessRow).
  *
- * Kept by triggers in the transaction of the change, so a revoked friendship or a bucket taken away
- * still takes effect with the commit that changes it (docs/privacy.md), for every write path (the
- * API, imports, cascades):
+ * Kept by triggers that run as the transaction of the change commits (deferred constraint triggers),
+ * so a revoked friendship or a bucket taken away still takes effect with the commit that changes it
+ * (docs/privacy.md), for every write path (the API, imports, cascades):
  * - a friendship row inserted, changed or deleted: both directions of the pair are recomputed (the
  *   row exists only while both sides read `accepted`);
  * - a `friend` assignment: that pair; a `side_system` or `sub_system` assignment: every friend of
@@ -18,8 +18,12 @@ export const name = '0037_friend_grants';
  * - a bucket's `friend_permissions` changed: every friend of its owner (a deleted bucket cascades
  *   to its assignments, which recompute).
  * Each recomputation first takes a transaction-scoped advisory lock on the owner, held to commit,
- * and then reads with a fresh snapshot: two transactions changing one owner's grants at once run
- * one after the other, and the last to commit has read everything the first committed.
+ * and then reads with a fresh snapshot: two transactions changing one owner's grants at once
+ * recompute one after the other, and the last to commit has read everything the first committed.
+ * Deferred to the commit, the lock is taken after every row lock of the transaction, so it never
+ * waits in a cycle with them (a route that share-locks a bucket or a friendship and then writes
+ * assignments would otherwise hold its row locks while another holds the owner's lock and waits
+ * for them).
  *
  * Columns, as friendAccessRow names them: `bucket_ids` (the owner's buckets assigned to the
  * friend), per permission group `<group>_read` and `<group>_read_write` (those granting at least
@@ -98,8 +102,8 @@ const statements = [
      end loop;
      return null;
    end $$`,
-  `create trigger friend_grants_friendship after insert or update or delete on friendships
-     for each row execute function friend_grants_friendship_trigger()`,
+  `create constraint trigger friend_grants_friendship after insert or update or delete on friendships
+     deferrable initially deferred for each row execute function friend_grants_friendship_trigger()`,
   `create function friend_grants_assignment_trigger() returns trigger language plpgsql as $$
    begin
      if tg_op in ('UPDATE', 'DELETE') then
@@ -118,14 +122,14 @@ const statements = [
      end if;
      return null;
    end $$`,
-  `create trigger friend_grants_assignment_insert after insert on privacy_bucket_assignments
-     for each row when (new.kind in ('friend', 'side_system', 'sub_system'))
+  `create constraint trigger friend_grants_assignment_insert after insert on privacy_bucket_assignments
+     deferrable initially deferred for each row when (new.kind in ('friend', 'side_system', 'sub_system'))
      execute function friend_grants_assignment_trigger()`,
-  `create trigger friend_grants_assignment_delete after delete on privacy_bucket_assignments
-     for each row when (old.kind in ('friend', 'side_system', 'sub_system'))
+  `create constraint trigger friend_grants_assignment_delete after delete on privacy_bucket_assignments
+     deferrable initially deferred for each row when (old.kind in ('friend', 'side_system', 'sub_system'))
      execute function friend_grants_assignment_trigger()`,
-  `create trigger friend_grants_assignment_update after update on privacy_bucket_assignments
-     for each row when (old.kind in ('friend', 'side_system', 'sub_system') or new.kind in ('friend', 'side_system', 'sub_system'))
+  `create constraint trigger friend_grants_assignment_update after update on privacy_bucket_assignments
+     deferrable initially deferred for each row when (old.kind in ('friend', 'side_system', 'sub_system') or new.kind in ('friend', 'side_system', 'sub_system'))
      execute function friend_grants_assignment_trigger()`,
   `create function friend_grants_bucket_trigger() returns trigger language plpgsql as $$
    begin
@@ -135,8 +139,8 @@ const statements = [
      end if;
      return null;
    end $$`,
-  `create trigger friend_grants_bucket after update on privacy_buckets
-     for each row when (old.friend_permissions is distinct from new.friend_permissions or old.user_id is distinct from new.user_id)
+  `create constraint trigger friend_grants_bucket after update on privacy_buckets
+     deferrable initially deferred for each row when (old.friend_permissions is distinct from new.friend_permissions or old.user_id is distinct from new.user_id)
      execute function friend_grants_bucket_trigger()`,
   // The grants of every friendship there is now.
   `select friend_grants_refresh(a.id, null) from accounts a

@@ -11,7 +11,9 @@ export const name = '0038_member_bucket_ids';
  * Kept by statement triggers on privacy_bucket_assignments in the transaction of the change, for
  * every write path (the API, imports, a deleted bucket's cascade): rows added append their buckets
  * to their members, rows removed take theirs out, an update does both. The members are locked in
- * id order first (concurrent changes of overlapping members then queue instead of deadlocking), and
+ * id order first, with the lock the update takes (concurrent changes of overlapping members then
+ * queue instead of deadlocking; a route that checks members under a lock before writing their
+ * assignments takes this one, in id order, rather than a share lock it would have to upgrade), and
  * each update computes from the row as it is when locked, so two transactions changing one
  * member's buckets at once both count. A deleted member takes its assignments with it
  * (privacy_forget_content); nothing is left to update. The assignments stay the source: the array
@@ -27,10 +29,10 @@ const statements = [
   `create function member_bucket_ids_trigger() returns trigger language plpgsql as $$
    begin
      if tg_op in ('INSERT', 'UPDATE') then
-       perform 1 from members m where m.id in (select content_id from added where ${MEMBER_ROWS}) order by m.id for update;
+       perform 1 from members m where m.id in (select content_id from added where ${MEMBER_ROWS}) order by m.id for no key update;
      end if;
      if tg_op in ('DELETE', 'UPDATE') then
-       perform 1 from members m where m.id in (select content_id from removed where ${MEMBER_ROWS}) order by m.id for update;
+       perform 1 from members m where m.id in (select content_id from removed where ${MEMBER_ROWS}) order by m.id for no key update;
        update members m set bucket_ids = array(select b from unnest(m.bucket_ids) b where b <> all (r.ids))
          from (select content_id, array_agg(bucket_id) as ids from removed where ${MEMBER_ROWS} group by content_id) r
         where m.id = r.content_id;

@@ -342,11 +342,11 @@ const defaultsInsert = statement<{ userId: string; kind: string; bucketIds: read
 
 // ---- assignments ----
 
-type TargetLock = 'share' | 'update';
-const LOCKS: readonly string[] = ['for share', 'for update'];
+type TargetLock = 'share' | 'no key update' | 'update';
+const LOCKS: readonly string[] = ['for share', 'for no key update', 'for update'];
 
 /** Kinds whose targets are checked with a share lock (the bulk routes). */
-const BULK_KINDS: readonly TargetKind[] = ['friend', 'member', 'group', 'directory'];
+const BULK_KINDS: readonly TargetKind[] = ['friend', 'group', 'directory'];
 
 const ownedTargets = statement<
   { userId: string; kind: TargetKind; ids: readonly string[]; lock: TargetLock },
@@ -356,12 +356,18 @@ const ownedTargets = statement<
   area: AREA,
   variants: Object.fromEntries([
     ...BULK_KINDS.map((kind) => [`${kind}, share-locked`, { userId: EXAMPLE_UUID, kind, ids: [], lock: 'share' }]),
+    [
+      'member, locked for the update of its buckets',
+      { userId: EXAMPLE_UUID, kind: 'member', ids: [], lock: 'no key update' },
+    ],
     ...TARGET_KINDS.map((kind) => [
       `${kind}, locked for update`,
       { userId: EXAMPLE_UUID, kind, ids: [], lock: 'update' },
     ]),
   ]),
-  build: ({ userId, kind, ids, lock }) => sql`${owned(kind, userId, ids)} ${sql.constant(`for ${lock}`, LOCKS)}`,
+  // In id order, so two requests locking overlapping targets queue instead of deadlocking.
+  build: ({ userId, kind, ids, lock }) =>
+    sql`${owned(kind, userId, ids)} order by id ${sql.constant(`for ${lock}`, LOCKS)}`,
 });
 
 const targetBuckets = statement<

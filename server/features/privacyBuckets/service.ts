@@ -217,7 +217,10 @@ export async function bulk(ctx: ServiceContext, kind: BulkKind, input: BulkInput
   const userId = ownerOf(ctx);
   await inTransaction(ctx, async (tx) => {
     await assertOwnBuckets(tx, userId, 'bucketId', [input.bucketId]);
-    const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, input.ids, 'share');
+    // A member's assignments update its row (members.bucket_ids, migration 0038): its lock is taken
+    // here, in id order, rather than a share lock that two requests would both have to upgrade.
+    const lock = kind === 'member' ? 'no key update' : 'share';
+    const found = await assignmentsRepo.ownedTargets(tx.db, userId, kind, input.ids, lock);
     const foreign = input.ids.filter((id) => !found.has(id));
     if (foreign.length > 0) throw badRequest(`${input.field}: ${notA(TARGET_WORDS[kind].noun, foreign)}`);
     if (input.mode === 'add') await assignmentsRepo.addMany(tx.db, userId, kind, input.bucketId, input.ids, tx.now);
