@@ -602,12 +602,15 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
     ]);
     const unheld = await make('Unheld', [view, notHeld]);
     const profileOnly = await make('ProfileOnly', [profile]);
+    // Shown sections of a member without those texts are '' (hidden ones are null).
+    const blank = await createMember(owner.api, 'Blank');
+    await shareMember(owner, blank, [view, profile]);
     const list = (await call(viewer, `/api/v1/friends/${owner.userId}/members`)).json as Array<{
       _id: string;
       displayName: string | null;
       pronouns: string | null;
     }>;
-    expect(list.map((m) => m._id).sort()).toEqual([both, viewOnly, narrowedAway, narrowedIn, unheld].sort());
+    expect(list.map((m) => m._id).sort()).toEqual([both, viewOnly, narrowedAway, narrowedIn, unheld, blank].sort());
     expect(list.map((m) => m._id)).not.toContain(profileOnly);
     const byId = new Map(list.map((m) => [m._id, m]));
     expect(byId.get(both)).toMatchObject({ displayName: 'Both D', pronouns: 'Both P' });
@@ -615,6 +618,7 @@ describe('section narrowing, archive, trash', { timeout: 120_000 }, () => {
     expect(byId.get(narrowedAway)).toMatchObject({ displayName: 'NarrowedAway D', pronouns: null });
     expect(byId.get(narrowedIn)).toMatchObject({ displayName: 'NarrowedIn D', pronouns: 'NarrowedIn P' });
     expect(byId.get(unheld)).toMatchObject({ displayName: null, pronouns: null });
+    expect(byId.get(blank)).toMatchObject({ displayName: '', pronouns: '', description: '', aboutTags: [] });
     // The one-member read (its own statement) needs member_profile on the member: the same object where it answers.
     for (const item of list) {
       const one = await call(viewer, `/api/v1/friends/${owner.userId}/members/${item._id}`);

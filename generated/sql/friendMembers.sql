@@ -244,13 +244,13 @@ select
   m.created_at,
   m.updated_at,
   case
-    when sec."show_displayName" then m.display_name
+    when sec."show_displayName" then coalesce(m.display_name, '')
   end as display_name,
   case
-    when sec."show_pronouns" then m.pronouns
+    when sec."show_pronouns" then coalesce(m.pronouns, '')
   end as pronouns,
   case
-    when sec."show_about" then m.description
+    when sec."show_about" then coalesce(m.description, '')
   end as description,
   case
     when sec."show_about" then m.about_tags
@@ -263,12 +263,7 @@ select
   end as avatar,
   case
     when sec."show_avatar" then m.banner
-  end as banner,
-  sec."show_avatar",
-  sec."show_displayName",
-  sec."show_pronouns",
-  sec."show_about",
-  sec."show_profileStyle"
+  end as banner
 from
   vis m
   left join (
@@ -404,13 +399,13 @@ select
   m.created_at,
   m.updated_at,
   case
-    when sec."show_displayName" then m.display_name
+    when sec."show_displayName" then coalesce(m.display_name, '')
   end as display_name,
   case
-    when sec."show_pronouns" then m.pronouns
+    when sec."show_pronouns" then coalesce(m.pronouns, '')
   end as pronouns,
   case
-    when sec."show_about" then m.description
+    when sec."show_about" then coalesce(m.description, '')
   end as description,
   case
     when sec."show_about" then m.about_tags
@@ -423,12 +418,7 @@ select
   end as avatar,
   case
     when sec."show_avatar" then m.banner
-  end as banner,
-  sec."show_avatar",
-  sec."show_displayName",
-  sec."show_pronouns",
-  sec."show_about",
-  sec."show_profileStyle"
+  end as banner
 from
   vis m
   left join (
@@ -564,13 +554,13 @@ select
   m.created_at,
   m.updated_at,
   case
-    when sec."show_displayName" then m.display_name
+    when sec."show_displayName" then coalesce(m.display_name, '')
   end as display_name,
   case
-    when sec."show_pronouns" then m.pronouns
+    when sec."show_pronouns" then coalesce(m.pronouns, '')
   end as pronouns,
   case
-    when sec."show_about" then m.description
+    when sec."show_about" then coalesce(m.description, '')
   end as description,
   case
     when sec."show_about" then m.about_tags
@@ -583,12 +573,7 @@ select
   end as avatar,
   case
     when sec."show_avatar" then m.banner
-  end as banner,
-  sec."show_avatar",
-  sec."show_displayName",
-  sec."show_pronouns",
-  sec."show_about",
-  sec."show_profileStyle"
+  end as banner
 from
   vis m
   left join (
@@ -832,7 +817,6 @@ with
   friend_access as materialized (
     select
       g.owner_id is not null as ok,
-      coalesce(g.bucket_ids, '{}') as bucket_ids,
       coalesce(g.members_view_read, '{}') as members_view_read,
       coalesce(g.member_profile_read, '{}') as member_profile_read,
       coalesce(g.member_avatar_read, '{}') as member_avatar_read,
@@ -845,7 +829,7 @@ with
       left join friend_grants g on g.owner_id = $1::uuid
       and g.viewer_id = $2::uuid
   ),
-  vis as materialized (
+  vis as not materialized (
     select
       vm.id,
       vm.name,
@@ -858,74 +842,49 @@ with
       vm.profile_style,
       vm.avatar,
       vm.banner,
-      vb."grants_member_avatar",
-      vb."grants_member_profile"
+      vm."grants_member_avatar",
+      vm."grants_member_profile"
     from
       (
-        select
-          va.content_id,
-          bool_or(ub."grants_member_avatar") as "grants_member_avatar",
-          bool_or(ub."grants_member_profile") as "grants_member_profile"
+        select distinct
+          va.content_id
         from
-          (
-            select
-              u.id,
-              u.id = any (
-                (
-                  select
-                    members_view_read
-                  from
-                    friend_access
-                )::uuid[]
-              ) as grants_view,
-              u.id = any (
-                (
-                  select
-                    member_avatar_read
-                  from
-                    friend_access
-                )::uuid[]
-              ) as "grants_member_avatar",
-              u.id = any (
-                (
-                  select
-                    member_profile_read
-                  from
-                    friend_access
-                )::uuid[]
-              ) as "grants_member_profile"
-            from
-              unnest(
-                (
-                  select
-                    bucket_ids
-                  from
-                    friend_access
-                )::uuid[]
-              ) u (id)
-            offset
-              0
-          ) ub
+          unnest(
+            (
+              select
+                members_view_read
+              from
+                friend_access
+            )::uuid[]
+          ) u (id)
           cross join lateral (
             select
               va.content_id
             from
               privacy_bucket_assignments va
             where
-              va.bucket_id = ub.id
+              va.bucket_id = u.id
               and va.kind = 'member'
               and va.section_key = ''
             offset
               0
           ) va
-        group by
-          va.content_id
-        having
-          bool_or(ub.grants_view)
       ) vb
       cross join lateral (
         select
-          m.*
+          m.*,
+          m.bucket_ids && (
+            select
+              member_avatar_read
+            from
+              friend_access
+          )::uuid[] as "grants_member_avatar",
+          m.bucket_ids && (
+            select
+              member_profile_read
+            from
+              friend_access
+          )::uuid[] as "grants_member_profile"
         from
           members m
         where
@@ -975,13 +934,13 @@ from
       m.created_at,
       m.updated_at,
       case
-        when sec."show_displayName" then m.display_name
+        when sec."show_displayName" then coalesce(m.display_name, '')
       end as display_name,
       case
-        when sec."show_pronouns" then m.pronouns
+        when sec."show_pronouns" then coalesce(m.pronouns, '')
       end as pronouns,
       case
-        when sec."show_about" then m.description
+        when sec."show_about" then coalesce(m.description, '')
       end as description,
       case
         when sec."show_about" then m.about_tags
@@ -994,12 +953,7 @@ from
       end as avatar,
       case
         when sec."show_avatar" then m.banner
-      end as banner,
-      sec."show_avatar",
-      sec."show_displayName",
-      sec."show_pronouns",
-      sec."show_about",
-      sec."show_profileStyle"
+      end as banner
     from
       vis m
       left join (

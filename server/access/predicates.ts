@@ -151,12 +151,6 @@ export function grantArray(access: AnyFriend, group: PermissionGroup, level: Gra
   return sql`${[...granted]}::uuid[]`;
 }
 
-/** Every bucket of the owner's the viewer holds, as an array expression (grantArray's forms). */
-function heldBuckets(access: AnyFriend): Sql {
-  if (access.inStatement) return friendColumn('bucket_ids', true);
-  return sql`${[...access.bucketIds]}::uuid[]`;
-}
-
 /** The permission groups of the profile sections, each once (SECTION_GROUP). */
 const SECTION_GROUPS = [...new Set(PROFILE_SECTIONS.map((s) => SECTION_GROUP[s]))];
 const GRANTS_COLUMNS = SECTION_GROUPS.map((group) => `"grants_${group}"`);
@@ -262,22 +256,19 @@ function systemsAllow(access: AnyFriend, alias: string): Sql {
 
 /**
  * The member rule over the member row `alias`: its own buckets (ownBucketIn) grant members_view and
- * `group` at `level`, and no hidden system narrows it. Without the first half when the caller's rows
- * already come from the members of the viewer's buckets granting both (visibleMemberRowsSql): then
- * only the narrowing is left of the same rule.
+ * `group` at `level`, and no hidden system narrows it. Without the members_view half when the
+ * caller's rows already come from the viewer's buckets granting it (visibleMemberRowsSql).
  */
 function memberPredicate(
   access: AnyFriend,
   alias: string,
   group: PermissionGroup,
   level: GrantedLevel,
-  fromGrantingBuckets: boolean,
+  fromViewingBuckets: boolean,
 ): Sql {
   const parts: Sql[] = [];
-  if (!fromGrantingBuckets) {
-    parts.push(ownBucketIn(alias, grantArray(access, 'members_view', 'read')));
-    if (group !== 'members_view' || level !== 'read') parts.push(ownBucketIn(alias, grantArray(access, group, level)));
-  }
+  if (!fromViewingBuckets) parts.push(ownBucketIn(alias, grantArray(access, 'members_view', 'read')));
+  if (group !== 'members_view' || level !== 'read') parts.push(ownBucketIn(alias, grantArray(access, group, level)));
   parts.push(systemsAllow(access, alias));
   return sql`(${sql.join(parts, ' and ')})`;
 }
@@ -317,11 +308,12 @@ export function memberLevelSql(access: Access, alias: string, group: PermissionG
 /**
  * The owner's live members a friend access may see (the member rule, with `group` at `level`), as a
  * subquery selecting `columns` of `members m` (default `m.id`) and the member's section grants
- * (sectionGrantColumns, for memberSectionsSql), for a materialized CTE that a friend read then joins or
- * looks its rows up in. It starts from the viewer's buckets (the assignments' bucket index) and
- * reads each of their members by primary key (lateral, offset 0, so no plan trades those lookups
- * for a scan of the owner's members): its cost follows the members in the viewer's buckets, never
- * the size of the owner's account. `active` leaves archived members out. `columns` are `m.` columns.
+ * (sectionGrantColumns, for memberSectionsSql), for a friend read to select from or join. It starts
+ * from the viewer's buckets granting members_view (the assignments' bucket index), each member
+ * once, and reads each by primary key (lateral, offset 0, so no plan trades those lookups for a
+ * scan of the owner's members), where the rest of the rule and the section grants are decided from
+ * the row's own buckets (bucket_ids): its cost follows the members in those buckets, never the size
+ * of the owner's account. `active` leaves archived members out. `columns` are `m.` columns.
  */
 export function visibleMemberRowsSql(
   access: AnyFriend,
@@ -334,30 +326,14 @@ export function visibleMemberRowsSql(
     ', ',
   );
   const archived = options.active ? sql` and m.archived_at is null` : sql.empty;
-  // The members of every held bucket, kept when one of the held buckets it is in grants
-  // members_view (and one grants `group` at `level`): then only the narrowing of the member rule is
-  // left to check. Each held bucket's grants are decided once (offset 0: pulled up, they would be
-  // decided again for every assignment read), and each member's are the `or` of its buckets'. One
-  // index read per held bucket (lateral, offset 0): `bucket_id = any (…)` is estimated from the
-  // number of distinct buckets on the server, and on a server with few of them a generic plan
-  // would read the whole assignments table instead.
-  const extra = group !== 'members_view' || level !== 'read';
-  const flags = [
-    sql`u.id = any (${grantArray(access, 'members_view', 'read')}) as grants_view`,
-    ...(extra ? [sql`u.id = any (${grantArray(access, group, level)}) as grants_group`] : []),
-    ...SECTION_GROUPS.map((g) => sql`u.id = any (${grantArray(access, g, 'read')}) as ${grantsColumn(g)}`),
-  ];
-  const having = extra ? sql`bool_or(ub.grants_view) and bool_or(ub.grants_group)` : sql`bool_or(ub.grants_view)`;
-  const perMember = sql.join(
-    SECTION_GROUPS.map((g) => sql`bool_or(ub.${grantsColumn(g)}) as ${grantsColumn(g)}`),
-    ', ',
-  );
-  return sql`select ${columns}, ${sectionGrantColumns('vb')} from (
-        select va.content_id, ${perMember}
-        from (select u.id, ${sql.join(flags, ', ')} from unnest(${heldBuckets(access)}) u(id) offset 0) ub
-        cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = ub.id and va.kind = 'member' and va.section_key = '' offset 0) va
-        group by va.content_id having ${having}) vb
-      cross join lateral (select m.* from members m where m.id = vb.content_id and m.user_id = ${access.ownerId} and m.deleted_at is null${archived} and ${memberPredicate(access, 'm', group, level, true)} offset 0) vm`;
+  // One index read per granting bucket (lateral, offset 0): `bucket_id = any (…)` is estimated
+  // from the number of distinct buckets on the server, and on a server with few of them a generic
+  // plan would read the whole assignments table instead. The grants are computed in the member's
+  // read (offset 0), once per row: pulled up, they would be computed again at every use.
+  return sql`select ${columns}, ${sectionGrantColumns('vm')} from (
+        select distinct va.content_id from unnest(${grantArray(access, 'members_view', 'read')}) u(id)
+        cross join lateral (select va.content_id from privacy_bucket_assignments va where va.bucket_id = u.id and va.kind = 'member' and va.section_key = '' offset 0) va) vb
+      cross join lateral (select m.*, ${sectionGrantsSql(access, 'm')} from members m where m.id = vb.content_id and m.user_id = ${access.ownerId} and m.deleted_at is null${archived} and ${memberPredicate(access, 'm', group, level, true)} offset 0) vm`;
 }
 
 /**
@@ -466,10 +442,15 @@ const SHOW_COLUMNS = PROFILE_SECTIONS.map((s) => `"show_${s}"`);
  * for reads that start from a few members (one member, a folder's) and then need memberSectionsSql.
  */
 export function sectionGrantsOfMemberSql(access: AnyFriend, alias: string): Sql {
-  return sql`select ${sql.join(
+  return sql`select ${sectionGrantsSql(access, alias)}`;
+}
+
+/** The section grant columns (sectionGrantColumns) of the member row `alias`, as a select list. */
+function sectionGrantsSql(access: AnyFriend, alias: string): Sql {
+  return sql.join(
     SECTION_GROUPS.map((g) => sql`${ownBucketIn(alias, grantArray(access, g, 'read'))} as ${grantsColumn(g)}`),
     ', ',
-  )}`;
+  );
 }
 
 /**

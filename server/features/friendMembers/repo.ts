@@ -28,32 +28,25 @@ import type { MemberRow } from '../members/index.ts';
 
 const AREA = 'friendMembers';
 
-/** A member row as the reads select it: hidden sections are null in SQL, and the show_ flags say which. */
+/**
+ * A member row as the reads select it: a hidden section's columns are null, and a shown section's
+ * text is never null ('' when the member has none), so null says "hidden" on its own.
+ */
 export type MemberSelectRow = Pick<
   MemberRow,
-  | 'id'
-  | 'name'
-  | 'display_name'
-  | 'pronouns'
-  | 'description'
-  | 'about_tags'
-  | 'profile_style'
-  | 'avatar'
-  | 'banner'
-  | 'created_at'
-  | 'updated_at'
+  'id' | 'name' | 'about_tags' | 'profile_style' | 'avatar' | 'banner' | 'created_at' | 'updated_at'
 > &
-  Record<`show_${ProfileSection}`, boolean>;
+  Record<'display_name' | 'pronouns' | 'description', string | null>;
 
-/** Each profile column and the section that shows it. */
-const SECTION_COLUMNS: ReadonlyArray<readonly [column: string, section: ProfileSection]> = [
-  ['display_name', 'displayName'],
-  ['pronouns', 'pronouns'],
-  ['description', 'about'],
-  ['about_tags', 'about'],
-  ['profile_style', 'profileStyle'],
-  ['avatar', 'avatar'],
-  ['banner', 'avatar'],
+/** Each profile column, the section that shows it, and whether it is text shown as '' when empty. */
+const SECTION_COLUMNS: ReadonlyArray<readonly [column: string, section: ProfileSection, text: boolean]> = [
+  ['display_name', 'displayName', true],
+  ['pronouns', 'pronouns', true],
+  ['description', 'about', true],
+  ['about_tags', 'about', false],
+  ['profile_style', 'profileStyle', false],
+  ['avatar', 'avatar', false],
+  ['banner', 'avatar', false],
 ];
 
 /** The member columns the reads select (the sections' columns are then nulled when hidden). */
@@ -63,15 +56,14 @@ const SHOW = PROFILE_SECTIONS.map((section) => `sec."show_${section}"`);
 
 /**
  * The select list over `vis m` joined with the sections `sec` (memberSectionsSql): every profile
- * column behind its section's flag, and the flags.
+ * column behind its section's flag (about_tags is never null, so null is "hidden" for it too).
  */
 function sectionedColumns(): Sql {
-  const columns = SECTION_COLUMNS.map(
-    ([column, section]) =>
-      sql`case when ${sql.constant(`sec."show_${section}"`, SHOW)} then ${sql.id(`m.${column}`)} end as ${sql.id(column)}`,
-  );
-  const flags = SHOW.map((flag) => sql.constant(flag, SHOW));
-  return sql`m.id, m.name, m.created_at, m.updated_at, ${sql.join(columns, ', ')}, ${sql.join(flags, ', ')}`;
+  const columns = SECTION_COLUMNS.map(([column, section, text]) => {
+    const value = text ? sql`coalesce(${sql.id(`m.${column}`)}, '')` : sql.id(`m.${column}`);
+    return sql`case when ${sql.constant(`sec."show_${section}"`, SHOW)} then ${value} end as ${sql.id(column)}`;
+  });
+  return sql`m.id, m.name, m.created_at, m.updated_at, ${sql.join(columns, ', ')}`;
 }
 
 /**
@@ -90,7 +82,7 @@ const friendMembersList = statement<
   build: ({ access }) =>
     withFriendAccess(
       access,
-      sql`vis as materialized (${visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS })})
+      sql`vis as not materialized (${visibleMemberRowsSql(access, 'members_view', 'read', { active: true, columns: LIST_COLUMNS })})
       select fa.ok, x.* from friend_access fa left join (
         select ${sectionedColumns()}
         from vis m ${memberSectionsSql(access, 'm', sql`select id from vis`, 'sec')}
