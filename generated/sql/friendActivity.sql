@@ -152,65 +152,58 @@ with
       and mr.visible
   )
 select
-  (
+  fa.ok,
+  x.kind,
+  x.id,
+  x.member_id,
+  x.note,
+  x.started_at,
+  x.tier_key,
+  x.custom_display_name,
+  x.name,
+  x.avatar
+from
+  friend_access fa
+  left join (
     select
-      ok
+      'session' as kind,
+      s.id,
+      s.member_id,
+      s.note,
+      s.started_at,
+      null::text as tier_key,
+      null::text as custom_display_name,
+      m.name,
+      m.avatar,
+      s.position as ord_position,
+      s.started_at as ord_time,
+      s.id as ord_id
     from
-      friend_access
-  ) as ok,
-  (
+      open s
+      join fm m on m.id = s.member_id
+    union all
     select
-      coalesce(
-        json_agg(
-          x
-          order by
-            x.position asc nulls last,
-            x.started_at asc,
-            x.id asc
-        ),
-        '[]'::json
-      )
+      'presence',
+      null,
+      p.member_id,
+      p.note,
+      null,
+      p.tier_key,
+      p.custom_display_name,
+      m.name,
+      m.avatar,
+      null,
+      p.created_at,
+      p.member_id
     from
-      (
-        select
-          s.id,
-          s.member_id,
-          s.note,
-          s.started_at,
-          s.position,
-          m.name,
-          m.avatar
-        from
-          open s
-          join fm m on m.id = s.member_id
-      ) x
-  ) as sessions,
-  (
-    select
-      coalesce(
-        json_agg(
-          y
-          order by
-            y.created_at,
-            y.member_id
-        ),
-        '[]'::json
-      )
-    from
-      (
-        select
-          p.member_id,
-          p.tier_key,
-          p.note,
-          p.custom_display_name,
-          p.created_at,
-          m.name,
-          m.avatar
-        from
-          present p
-          join fm m on m.id = p.member_id
-      ) y
-  ) as presence;
+      present p
+      join fm m on m.id = p.member_id
+  ) x on true
+order by
+  x.kind desc,
+  x.ord_position asc nulls last,
+  x.ord_time asc,
+  x.ord_id asc;
 
 -- friend_front_month (resolved friend)
 with

@@ -108,7 +108,8 @@ type LinkedMember = [id: string, name: string, position: number];
 /** noteLinksSql's `members` in link order, without their position. */
 function sortByPosition(members: LinkedMember[] | string): NoteView['members'] {
   const list = typeof members === 'string' ? (JSON.parse(members) as LinkedMember[]) : members;
-  return list.sort((x, y) => x[2] - y[2]).map(([id, name]) => ({ id, name }));
+  if (list.length > 1) list.sort((x, y) => x[2] - y[2]);
+  return list.map(([id, name]) => ({ id, name }));
 }
 
 /** "The member in `column` passes the member rule with `group` at `level`", as a boolean column. */
@@ -116,20 +117,22 @@ function memberPasses(access: FriendAccess, column: string, group: PermissionGro
   return sql`exists (select 1 from members w where w.id = ${sql.id(column)} and ${visibleMembersSql(access, 'w', group, level)})`;
 }
 
-const parseJson = <T>(v: T[] | string): T[] => (typeof v === 'string' ? (JSON.parse(v) as T[]) : v);
+/** A row of the friend front: a session, a presence, or (no friendship, or nothing visible) neither. */
+type FriendFrontRow = { ok: boolean } & (
+  | ({ kind: 'session' } & FrontSessionView & Record<'tier_key' | 'custom_display_name', null>)
+  | ({ kind: 'presence' } & FrontPresenceView & Record<'id' | 'started_at', null>)
+  | ({ kind: null } & Record<keyof FrontSessionView | keyof FrontPresenceView, null>)
+);
 
 /**
  * The friend's view of the live front in one statement: the open sessions of visible fronters
- * (members_view and front at read) in front order, and the tier presence of visible members in
- * the order it was set, with a custom tier's name; each as a JSON array, ordered by the aggregate
- * itself (one sort each; the keys ride along as fields the service ignores). The members of both
- * are checked once (the member rule and the avatar's grant from one read of their assignments,
- * memberRuleSql), whatever list they appear in.
+ * (members_view and front at read) in front order, then the tier presence of visible members in
+ * the order it was set, with a custom tier's name; as rows (`kind`), as the owner's front reads
+ * them, the ordering keys left out of the select list. The members of both are checked once (the
+ * member rule and the avatar's grant from one read of their assignments, memberRuleSql), whatever
+ * list they appear in. Always at least one row, which carries `ok`.
  */
-const friendFront = statement<
-  { access: InStatementFriendAccess },
-  { ok: boolean; sessions: FrontSessionView[] | string; presence: FrontPresenceView[] | string }
->({
+const friendFront = statement<{ access: InStatementFriendAccess }, FriendFrontRow>({
   name: 'friend_front',
   area: AREA,
   cache: FRIEND_READ_CACHE,
@@ -150,13 +153,17 @@ const friendFront = statement<
             where m.id in (select member_id from open union select member_id from present)
               and m.user_id = ${access.ownerId} and m.deleted_at is null and mr.visible
          )
-       select ${okColumn} as ok,
-        (select coalesce(json_agg(x order by x.position asc nulls last, x.started_at asc, x.id asc), '[]'::json) from (
-           select s.id, s.member_id, s.note, s.started_at, s.position, m.name, m.avatar
-             from open s join fm m on m.id = s.member_id) x) as sessions,
-        (select coalesce(json_agg(y order by y.created_at, y.member_id), '[]'::json) from (
-           select p.member_id, p.tier_key, p.note, p.custom_display_name, p.created_at, m.name, m.avatar
-             from present p join fm m on m.id = p.member_id) y) as presence`,
+       select fa.ok, x.kind, x.id, x.member_id, x.note, x.started_at, x.tier_key, x.custom_display_name, x.name, x.avatar
+       from friend_access fa left join (
+         select 'session' as kind, s.id, s.member_id, s.note, s.started_at, null::text as tier_key, null::text as custom_display_name,
+           m.name, m.avatar, s.position as ord_position, s.started_at as ord_time, s.id as ord_id
+           from open s join fm m on m.id = s.member_id
+         union all
+         select 'presence', null, p.member_id, p.note, null, p.tier_key, p.custom_display_name,
+           m.name, m.avatar, null, p.created_at, p.member_id
+           from present p join fm m on m.id = p.member_id
+       ) x on true
+       order by x.kind desc, x.ord_position asc nulls last, x.ord_time asc, x.ord_id asc`,
     ),
 });
 
@@ -462,9 +469,15 @@ export const friendActivityRepo = {
     db: Knex,
     access: InStatementFriendAccess,
   ): Promise<{ ok: boolean; sessions: FrontSessionView[]; presence: FrontPresenceView[] }> {
-    const [row] = await friendFront(db, { access });
-    if (!row) throw new Error('friend front: the statement returned no row');
-    return { ok: row.ok, sessions: parseJson(row.sessions), presence: parseJson(row.presence) };
+    const rows = await friendFront(db, { access });
+    if (rows.length === 0) throw new Error('friend front: the statement returned no row');
+    const sessions: FrontSessionView[] = [];
+    const presence: FrontPresenceView[] = [];
+    for (const row of rows) {
+      if (row.kind === 'session') sessions.push(row);
+      else if (row.kind === 'presence') presence.push(row);
+    }
+    return { ok: rows[0]!.ok, sessions, presence };
   },
 
   /** Every open session (members not in the trash) in front order, with whether the friend sees it. */
@@ -558,7 +571,15 @@ export const friendActivityRepo = {
       ok: rows[0]?.ok === true,
       rows: rows
         .filter((r): r is typeof r & { id: string } => r.id !== null)
-        .map(({ ok: _ok, ...r }) => ({ ...r, members: sortByPosition(r.members) })),
+        .map((r) => ({
+          id: r.id,
+          title: r.title,
+          content: r.content,
+          created_at: r.created_at,
+          updated_at: r.updated_at,
+          members: sortByPosition(r.members),
+          can_write: r.can_write,
+        })),
     };
   },
 
