@@ -7,6 +7,7 @@ import type { ApiError, ValidationProblem } from '../client/index.ts';
 import { Contract, responseFor } from '../scripts/fuzz/contract.ts';
 import {
   documentChecksBuilt,
+  parameterMutatorSkips,
   routeMatcherKeys,
   validatorsDocumentCheck,
   validatorsPathToRegexp,
@@ -219,6 +220,33 @@ describe("the validator's route matchers", () => {
     expect(pathToRegexp('/api/v1/members/:memberId', { ...options, end: false })).not.toBe(
       pathToRegexp('/api/v1/members/:memberId', { ...options, end: false }),
     );
+  });
+});
+
+describe("the validator's parameter mutator", () => {
+  it('is skipped only without a query string on an operation whose parameters are all plain path parameters', async () => {
+    const { apiKey } = await server.user();
+    const unknown = '2f3e4d5c-6b7a-4980-a1b2-c3d4e5f60718';
+    const get = async (path: string) => {
+      const before = parameterMutatorSkips();
+      const res = await server.fetch(path, { headers: bearer(apiKey) });
+      return { status: res.status, body: (await res.json()) as Envelope, skipped: parameterMutatorSkips() - before };
+    };
+    // getMember: one path parameter (a uuid). Skipped, and the id is still validated after it.
+    expect(await get(`/api/v1/members/${unknown}`)).toMatchObject({ status: 404, skipped: 1 });
+    // Refused: the validator, then the instance that lists the details, each skipping it.
+    const malformed = await get('/api/v1/members/not-a-uuid');
+    expect(malformed).toMatchObject({ status: 400, skipped: 2 });
+    expect(malformed.body.details).toEqual([
+      { in: 'path', pointer: 'memberId', rule: 'pattern', message: 'memberId must be a valid UUID' },
+    ]);
+    // A query string runs it (and the unknown parameter is refused as before).
+    const queried = await get(`/api/v1/members/${unknown}?x=1`);
+    expect(queried).toMatchObject({ status: 400, skipped: 0 });
+    expect(queried.body.message).toContain("Unknown query parameter 'x'");
+    // An operation with query parameters always runs it, with or without a query string.
+    expect(await get('/api/v1/front/history')).toMatchObject({ status: 200, skipped: 0 });
+    expect(await get('/api/v1/members/page?limit=5')).toMatchObject({ status: 200, skipped: 0 });
   });
 });
 

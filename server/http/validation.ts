@@ -167,6 +167,67 @@ function cacheRouteMatchers(): void {
   module.pathToRegexp = Object.assign(cached, { cached: true });
 }
 
+interface ParameterMutator {
+  _apiDocs: unknown;
+  ajv: unknown;
+  modifyRequest(req: Request & { openapi?: { schema?: { parameters?: unknown[] } } }): void;
+}
+interface ParameterUtil {
+  dereferenceParameter(docs: unknown, parameter: unknown): { in?: string; content?: unknown; style?: string };
+  normalizeParameter(ajv: unknown, parameter: unknown): { schema?: { type?: unknown } };
+}
+
+/** Operations (their contract objects) whose parameters are all plain path parameters, as decided once. */
+const pathOnly = new WeakMap<object, boolean>();
+const PLAIN_TYPES = new Set(['string', 'integer', 'number', 'boolean']);
+let idleSkips = 0;
+
+/** How many requests in this process skipped the validator's parameter mutator (skipIdleParameterMutator). */
+export const parameterMutatorSkips = (): number => idleSkips;
+
+/**
+ * express-openapi-validator's parameter mutator (req.parameter.mutator.js) runs on every request
+ * it validates: a `url.parse` of the URL, then for each parameter of the operation a dereference
+ * and a normalisation of its schema (about 10 µs a request), to reshape query values (arrays,
+ * objects, deep objects) and `content` parameters. A path parameter is reshaped only when it is an
+ * array or styled `form`, so on a request without a query string to an operation whose parameters
+ * are all path parameters of a plain type (GET /friends/{friendUserId}/front …) it changes nothing:
+ * such requests skip it. Which operations qualify is decided once each, by the validator's own
+ * dereference and normalisation; every other request runs the mutator as before.
+ */
+function skipIdleParameterMutator(): void {
+  const { RequestParameterMutator } = fromValidator<{ RequestParameterMutator: { prototype: ParameterMutator } }>(
+    './middlewares/parsers/req.parameter.mutator.js',
+  );
+  const util = fromValidator<ParameterUtil>('./middlewares/parsers/util.js');
+  const proto = RequestParameterMutator.prototype;
+  const modify = proto.modifyRequest as ParameterMutator['modifyRequest'] & { skipsIdle?: boolean };
+  if (modify.skipsIdle) return;
+  const qualifies = (mutator: ParameterMutator, parameters: unknown[]): boolean =>
+    parameters.every((raw) => {
+      const parameter = util.dereferenceParameter(mutator._apiDocs, raw);
+      if (parameter?.in !== 'path' || parameter.content !== undefined) return false;
+      const { schema } = util.normalizeParameter(mutator.ajv, parameter);
+      return (parameter.style ?? 'simple') === 'simple' && PLAIN_TYPES.has(schema?.type as string);
+    });
+  const skipping: ParameterMutator['modifyRequest'] = function (this: ParameterMutator, req) {
+    const operation = req.openapi?.schema;
+    if (operation && !req.originalUrl.includes('?')) {
+      let plain = pathOnly.get(operation);
+      if (plain === undefined) {
+        plain = qualifies(this, operation.parameters ?? []);
+        pathOnly.set(operation, plain);
+      }
+      if (plain) {
+        idleSkips++;
+        return;
+      }
+    }
+    modify.call(this, req);
+  };
+  proto.modifyRequest = Object.assign(skipping, { skipsIdle: true });
+}
+
 /**
  * Validators already built in this process, by contract text, response validation (or `details`)
  * and path: a second app on the same contract (several servers in one test process) reuses them.
@@ -193,6 +254,7 @@ function validatorFor(spec: OpenApiDocument, key: string, path: string, options:
  */
 export function createValidator(spec: OpenApiDocument, validateResponses: boolean): RequestHandler {
   cacheRouteMatchers();
+  skipIdleParameterMutator();
   shareDocumentChecks();
   const specKey = createHash('sha256').update(JSON.stringify(spec)).digest('hex');
   const forPath = (path: string) =>
