@@ -61,6 +61,20 @@ describe('encryption at rest', () => {
     expect(Buffer.from(both[0].content_enc).equals(Buffer.from(both[1].content_enc))).toBe(false);
   });
 
+  it('every encryption has an IV of its own, across the blocks they are drawn in, and decrypts back', () => {
+    const cipher = new MessageCipher([{ id: 'a', key: randomBytes(32) }]);
+    const account = randomUUID();
+    const ivs = new Set<string>();
+    // 600 encryptions: more than two blocks of 256 IVs, whatever the block the process is in.
+    for (let i = 0; i < 600; i++) {
+      const id = randomUUID();
+      const sealed = cipher.seal(account, id, `text ${i}`);
+      ivs.add(sealed.data.subarray(0, 12).toString('hex'));
+      expect(cipher.open(account, id, sealed)).toBe(`text ${i}`);
+    }
+    expect(ivs.size).toBe(600);
+  });
+
   it('a ciphertext swapped onto another row does not decrypt (account and message id are associated data)', async () => {
     const { api } = await server.user();
     const { memberId, channelId } = await setup(api);
