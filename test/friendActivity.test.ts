@@ -452,6 +452,48 @@ async function writer(): Promise<{ s: Seed; viewer: TestUser; bucketId: string }
 }
 
 describe('front', { timeout: 120_000 }, () => {
+  it("the front answers the owner's order of fronters, presence in the order it was set, and custom tiers by name", async () => {
+    const { owner, viewer, bucketId } = await friendsSharing(server, {
+      members_view: 'read',
+      member_avatar: 'read',
+      front: 'read',
+    });
+    const [a, b, c, hidden] = [
+      await createMember(owner.api, 'A'),
+      await createMember(owner.api, 'B'),
+      await createMember(owner.api, 'C'),
+      await createMember(owner.api, `hidden-${randomUUID()}`),
+    ];
+    for (const id of [a, b, c]) await shareMember(owner, id, [bucketId]);
+    for (const id of [a, b, hidden, c]) await startFronting(owner.api, id);
+    expect(
+      (await owner.api.PATCH('/api/v1/front/order', { body: { memberIds: [c, hidden, a, b] } })).response.status,
+    ).toBe(204);
+    const tier = (await owner.api.POST('/api/v1/front/tiers', { body: { displayName: 'Nearby' } })).data!.id;
+    // Set in this order, later ones at later times: b, then the hidden member, then a (c, the
+    // primary, cannot be in a tier).
+    for (const [memberId, tierKey] of [
+      [b, tier],
+      [hidden, 'coFront'],
+      [a, 'coConscious'],
+    ] as const) {
+      now += 1_000;
+      const res = await owner.api.POST('/api/v1/front/tier-presence', { body: { memberId, tierKey } });
+      expect(res.response.status, JSON.stringify(res.error)).toBe(204);
+    }
+    const res = await viewer.api.GET('/api/v1/friends/{friendUserId}/front', {
+      params: { path: { friendUserId: owner.userId } },
+    });
+    expect(res.response.status).toBe(200);
+    const front = res.data!;
+    expect([front.primary, ...front.alsoFronting].map((f) => f!.member._id)).toEqual([c, a, b]);
+    expect(front.tieredMembers.map((t) => [t.member._id, t.tierKey, t.tierName])).toEqual([
+      [b, tier, 'Nearby'],
+      [a, 'coConscious', expect.any(String)],
+    ]);
+    expectNoneOf(res.data, [hidden]);
+  });
+
   it('reorder: an exact permutation of the visible fronters; hidden fronters keep their slots', async () => {
     const { s, viewer } = await writer();
     const path = fp(s.owner.userId);
