@@ -87,7 +87,7 @@ export interface NoteForWrite {
  * A link is **readable** when its member is a live member of the owner's that visibleMembers
  * passes with member_notes at read (memberLevelSql ≥ 1; writable: = 2). The single definition of
  * both rules: the list and the single-note checks of PATCH and DELETE read them here. Each link's
- * member is read once and its assignments once.
+ * member is read once, its own buckets with it (bucket_ids).
  */
 function noteLinksSql(access: FriendAccess | InStatementFriendAccess, entry: string, memberId?: string): Sql {
   const only = memberId === undefined ? sql.empty : sql` and k.id = ${memberId}::uuid`;
@@ -129,8 +129,8 @@ type FriendFrontRow = { ok: boolean } & (
  * (members_view and front at read) in front order, then the tier presence of visible members in
  * the order it was set, with a custom tier's name; as rows (`kind`), as the owner's front reads
  * them, the ordering keys left out of the select list. The members of both are checked once (the
- * member rule and the avatar's grant from one read of their assignments, memberRuleSql), whatever
- * list they appear in. Always at least one row, which carries `ok`.
+ * member rule and the avatar's grant from the member's own buckets, memberRuleSql), whatever list
+ * they appear in. Always at least one row, which carries `ok`.
  */
 const friendFront = statement<{ access: InStatementFriendAccess }, FriendFrontRow>({
   name: 'friend_front',
