@@ -2,10 +2,12 @@
  * A 400 for invalid input lists every problem in `details` (where it is, the rule it breaks, in
  * words), while `message` stays the first problem as the server has always worded it.
  */
+import { randomUUID } from 'node:crypto';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { ApiError, ValidationProblem } from '../client/index.ts';
 import { Contract, responseFor } from '../scripts/fuzz/contract.ts';
 import {
+  cachedVerdicts,
   documentChecksBuilt,
   parameterMutatorSkips,
   routeMatcherKeys,
@@ -247,6 +249,61 @@ describe("the validator's parameter mutator", () => {
     // An operation with query parameters always runs it, with or without a query string.
     expect(await get('/api/v1/front/history')).toMatchObject({ status: 200, skipped: 0 });
     expect(await get('/api/v1/members/page?limit=5')).toMatchObject({ status: 200, skipped: 0 });
+  });
+});
+
+describe('a verdict that depends on the request line alone', () => {
+  // As in production: responses not validated (with them, every request runs the validator).
+  const production = useServer({ env: { VALIDATE_RESPONSES: 'false' } });
+
+  it('is given by the validator once per line it passes; refusals, query strings and bodies run it each time', async () => {
+    const { apiKey } = await production.user();
+    const member = randomUUID();
+    const get = async (path: string) => {
+      const before = cachedVerdicts();
+      const res = await production.fetch(path, { headers: bearer(apiKey) });
+      return { status: res.status, body: (await res.json()) as Envelope, kept: cachedVerdicts() - before };
+    };
+    // getMember: its one parameter is a path parameter. The first request runs the validator, the
+    // same line again is let through on its verdict, and the handler still answers it.
+    expect(await get(`/api/v1/members/${member}`)).toMatchObject({ status: 404, kept: 0 });
+    expect(await get(`/api/v1/members/${member}`)).toMatchObject({ status: 404, kept: 1 });
+    // Another id is another line.
+    expect(await get(`/api/v1/members/${randomUUID()}`)).toMatchObject({ status: 404, kept: 0 });
+    // A refusal is never kept: refused again, with its details.
+    for (let i = 0; i < 2; i++) {
+      const refusedAgain = await get('/api/v1/members/not-a-uuid-either');
+      expect(refusedAgain).toMatchObject({ status: 400, kept: 0 });
+      expect(refusedAgain.body.details).toEqual([
+        { in: 'path', pointer: 'memberId', rule: 'pattern', message: 'memberId must be a valid UUID' },
+      ]);
+    }
+    // A query string on a line that passed runs the validator, which refuses the unknown parameter.
+    const queried = await get(`/api/v1/members/${member}?x=1`);
+    expect(queried).toMatchObject({ status: 400, kept: 0 });
+    expect(queried.body.message).toContain("Unknown query parameter 'x'");
+    // An operation with query parameters is validated on every request.
+    expect(await get('/api/v1/front/history')).toMatchObject({ status: 200, kept: 0 });
+    expect(await get('/api/v1/front/history')).toMatchObject({ status: 200, kept: 0 });
+    // So is one that takes a body, with or without it: here the body is refused each time.
+    for (let i = 0; i < 2; i++) {
+      const res = await production.fetch(`/api/v1/members/${member}`, {
+        method: 'PATCH',
+        headers: jsonHeaders(apiKey),
+        body: JSON.stringify({ name: 5 }),
+      });
+      expect(res.status).toBe(400);
+    }
+  });
+
+  it('is not kept where responses are validated: the validator checks each response', async () => {
+    const { apiKey } = await server.user();
+    const path = `/api/v1/members/${randomUUID()}`;
+    for (let i = 0; i < 2; i++) {
+      const before = cachedVerdicts();
+      expect((await server.fetch(path, { headers: bearer(apiKey) })).status).toBe(404);
+      expect(cachedVerdicts() - before).toBe(0);
+    }
   });
 });
 

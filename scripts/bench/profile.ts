@@ -246,6 +246,7 @@ async function profileScenario(id: string, load: Load, key: string, env: Record<
     : undefined;
   if (perf) await new Promise((r) => setTimeout(r, 300));
   const r = await run(seconds);
+  log(`${id}: ${(r.throughput.total / Math.max(1, r.requests.total)).toFixed(0)} bytes a response (headers included)`);
   if (perf) {
     const exited = new Promise<void>((res) => perf.on('exit', () => res()));
     perf.kill('SIGINT');

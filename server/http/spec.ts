@@ -43,6 +43,8 @@ export interface OperationInfo {
   integerParams: Array<{ name: string; in: 'query' | 'path' }>;
   /** Whether the operation declares any parameter (path, query, header or cookie). */
   hasParameters: boolean;
+  /** Whether every parameter it declares (if any) is a path parameter. */
+  pathParamsOnly: boolean;
   /** The query parameters a request may give: those declared, and an API key the security scheme reads from the query. */
   queryParams: string[];
 }
@@ -220,6 +222,7 @@ export class OperationIndex {
             .filter(Number.isInteger),
           integerParams: integerParams(spec, [...shared, ...(op.parameters ?? [])]),
           hasParameters: shared.length + (op.parameters?.length ?? 0) > 0,
+          pathParamsOnly: [...shared, ...(op.parameters ?? [])].every((raw) => deref(spec, raw)?.in === 'path'),
           queryParams: queryParams(spec, [...shared, ...(op.parameters ?? [])], op),
         };
         compiled.operations.set(info.method, info);

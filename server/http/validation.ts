@@ -246,6 +246,13 @@ function validatorFor(spec: OpenApiDocument, key: string, path: string, options:
   return chain;
 }
 
+/** How many requests in this process were let through on a verdict the validator gave before (createValidator). */
+let verdictHits = 0;
+export const cachedVerdicts = (): number => verdictHits;
+
+/** How many passed requests' verdicts each app keeps (createValidator). */
+const VERDICTS_KEPT = 4096;
+
 /**
  * Contract validation per path item. express-openapi-validator finds the route of each request
  * by compiling and trying every path's pattern in turn, which costs more than the rest of the
@@ -265,6 +272,9 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
   // Built on a path's first refused request: valid requests never run it.
   const forDetails = (path: string) =>
     validatorFor(spec, `${specKey}:details:${path}`, path, (doc) => validatorOptions(doc, false, true));
+  // The request lines the validator passed whose verdict depends on that line alone, the least
+  // recently seen first (a Set keeps insertion order; a hit moves to the end).
+  const passed = new Set<string>();
   return (req, res, next) => {
     const matched = (res.locals as { operation?: MatchedOperation }).operation;
     if (!matched) return next();
@@ -280,7 +290,29 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
       req.body === undefined
     )
       return next();
+    // A request whose verdict depends on its method and path alone: an operation whose parameters
+    // are all path parameters and which takes no body, called without a query string or body.
+    // The validator checks no header or cookie there (validateSecurity is off), so the same line
+    // gets the same verdict: one it passed is let through again without running it (GET
+    // /friends/{id}/front, GET /members/{id} …). Refusals are not kept: each runs it again.
+    const line =
+      !validateResponses &&
+      operation.pathParamsOnly &&
+      !operation.hasRequestBody &&
+      req.body === undefined &&
+      !req.url.includes('?')
+        ? `${req.method} ${req.url}`
+        : undefined;
+    if (line !== undefined && passed.delete(line)) {
+      passed.add(line);
+      verdictHits++;
+      return next();
+    }
     runChain(forPath(operation.path), req, res, (err?: unknown) => {
+      if (!err && line !== undefined) {
+        passed.add(line);
+        if (passed.size > VERDICTS_KEPT) passed.delete(passed.values().next().value!);
+      }
       if (!isValidatorError(err) || err.status !== 400 || isResponseViolation(err)) return next(err);
       const message = validationMessage(err);
       requestProblems(forDetails(operation.path), operation.queryParams, req, res).then(
