@@ -775,3 +775,43 @@ describe('Idempotency-Key', () => {
     }
   });
 });
+
+describe('Idempotency-Key where responses are not validated (production)', () => {
+  const production = useServer({ env: { VALIDATE_RESPONSES: 'false' } });
+
+  /** The answer's parts a client sees, the key's replay marker aside. */
+  const seen = (a: Answer) => ({
+    status: a.status,
+    type: a.headers.get('content-type'),
+    length: a.headers.get('content-length'),
+    location: a.headers.get('location'),
+  });
+
+  it('answers with the bytes it stored, as an unkeyed request is answered, and replays them byte for byte', async () => {
+    const user = await production.user();
+    const folder = JSON.parse((await post(user, '/api/v1/folders', { name: 'F' }, undefined, production)).text).id;
+    const requests: Array<{ path: string; body: unknown }> = [
+      // Keyed in its one write statement.
+      { path: '/api/v1/entries', body: { title: 'Stored', content: 'as sent' } },
+      // Run in a transaction, its answer stored there (a member in a folder).
+      { path: '/api/v1/members', body: { name: 'Filed', directoryId: folder } },
+      // A 202 with a Location.
+      { path: '/api/v1/exports', body: undefined },
+    ];
+    for (const { path, body } of requests) {
+      const key = randomUUID();
+      const first = await post(user, path, body, key, production);
+      expect(first.status, path).toBeLessThan(300);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      expect(Number(first.headers.get('content-length'))).toBe(Buffer.byteLength(first.text));
+      const again = await post(user, path, body, key, production);
+      expect(again.text, path).toBe(first.text);
+      expect(seen(again)).toEqual(seen(first));
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      // The same form as the unkeyed answer (its bytes differ by the new ids).
+      const unkeyed = await post(user, path, body, undefined, production);
+      expect({ ...seen(first), length: null, location: null }).toEqual({ ...seen(unkeyed), length: null, location: null });
+      expect(Object.keys(JSON.parse(first.text)).sort()).toEqual(Object.keys(JSON.parse(unkeyed.text)).sort());
+    }
+  });
+});

@@ -540,9 +540,24 @@ async function runKeyedInWrite(
   if (keyed.written) {
     if (!sameResponse(response, keyed.response!))
       throw new Error(`${scope.operation} answered otherwise than the response its statement stored`);
-    return await respond(deps, res, result);
+    return await respondStored(deps, res, result, response);
   }
-  if (await stored(response)) await respond(deps, res, result);
+  if (await stored(response)) await respondStored(deps, res, result, response);
+}
+
+/**
+ * A keyed request's own answer: the bytes just stored under its key (`response`, the handler's
+ * `result` encoded), sent as they are rather than encoded again; where responses are validated,
+ * through respond() (the validator checks what goes through res.json).
+ */
+function respondStored(
+  deps: AppDeps,
+  res: Response,
+  result: HandlerOutcome,
+  response: StoredResponse,
+): Promise<void> | undefined {
+  if (deps.config.validateResponses) return respond(deps, res, result);
+  return replay(res, { kind: 'replay', response }, false);
 }
 
 /** The statement failed because the key was another request's when it wrote (idempotency_held, migration 0032). */
@@ -601,9 +616,10 @@ async function runIdempotent(
       return await runIdempotent(deps, res, key, run, false);
     }
     // The events the handler emitted directly in the transaction go with the response: one statement.
-    if (await store(trx, outcome(result), request?.take())) {
+    const response = outcome(result);
+    if (await store(trx, response, request?.take())) {
       await trx.commit();
-      return await respond(deps, res, result);
+      return await respondStored(deps, res, result, response);
     }
     // Another request with the key committed first: its response, not this one (rolled back).
     await trx.rollback();
