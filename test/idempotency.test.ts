@@ -810,7 +810,11 @@ describe('Idempotency-Key where responses are not validated (production)', () =>
       expect(again.headers.get('idempotent-replayed')).toBe('true');
       // The same form as the unkeyed answer (its bytes differ by the new ids).
       const unkeyed = await post(user, path, body, undefined, production);
-      expect({ ...seen(first), length: null, location: null }).toEqual({ ...seen(unkeyed), length: null, location: null });
+      expect({ ...seen(first), length: null, location: null }).toEqual({
+        ...seen(unkeyed),
+        length: null,
+        location: null,
+      });
       expect(Object.keys(JSON.parse(first.text)).sort()).toEqual(Object.keys(JSON.parse(unkeyed.text)).sort());
     }
   });
