@@ -252,6 +252,12 @@ export const cachedVerdicts = (): number => verdictHits;
 
 /** How many passed requests' verdicts each app keeps (createValidator). */
 const VERDICTS_KEPT = 4096;
+/**
+ * The longest request path whose verdict is kept. Every path parameter of the contract is bounded
+ * (a UUID, an enum, a digest), so a path it accepts is far shorter; this keeps the bound if that
+ * changes.
+ */
+const LINE_KEPT_CHARS = 256;
 
 /**
  * Contract validation per path item. express-openapi-validator finds the route of each request
@@ -294,12 +300,14 @@ export function createValidator(spec: OpenApiDocument, validateResponses: boolea
     // are all path parameters and which takes no body, called without a query string or body.
     // The validator checks no header or cookie there (validateSecurity is off), so the same line
     // gets the same verdict: one it passed is let through again without running it (GET
-    // /friends/{id}/front, GET /members/{id} …). Refusals are not kept: each runs it again.
+    // /friends/{id}/front, GET /members/{id} …). Refusals are not kept: each runs it again; nor
+    // are lines longer than LINE_KEPT_CHARS, so the kept lines stay small.
     const line =
       !validateResponses &&
       operation.pathParamsOnly &&
       !operation.hasRequestBody &&
       req.body === undefined &&
+      req.url.length <= LINE_KEPT_CHARS &&
       !req.url.includes('?')
         ? `${req.method} ${req.url}`
         : undefined;
