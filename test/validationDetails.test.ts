@@ -269,7 +269,7 @@ describe('a verdict that depends on the request line alone', () => {
     expect(await get(`/api/v1/members/${member}`)).toMatchObject({ status: 404, counted: 1 });
     // Another id is another line.
     expect(await get(`/api/v1/members/${randomUUID()}`)).toMatchObject({ status: 404, counted: 0 });
-    // A refusal is never counted: refused again, with its details.
+    // A refusal is never kept: refused again, with its details.
     for (let i = 0; i < 2; i++) {
       const refusedAgain = await get('/api/v1/members/not-a-uuid-either');
       expect(refusedAgain).toMatchObject({ status: 400, counted: 0 });
