@@ -1136,7 +1136,7 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(statements).toHaveLength(1);
   });
 
-  it("entry_link_buckets stays exact through every write (links, edits, assignments, trash, buckets, purges), and the friend's list follows it", async () => {
+  it("entry_link_buckets and entries.sole_member_id stay exact through every write (links, edits, assignments, trash, buckets, purges), and the friend's list follows them", async () => {
     const {
       owner,
       viewer,
@@ -1144,14 +1144,20 @@ describe('notes', { timeout: 120_000 }, () => {
     } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
     const other = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Not held');
     const knex = server.deps.db.knex;
-    // The table against its definition (every link of a note, once per bucket of its member, with the note's updated_at), both ways, over the whole database.
-    const drift = () =>
-      listDrift(
+    // The table against its definition (every link of a note, once per bucket of its member, with the note's updated_at),
+    // and each note's sole member against its links (the member of its only link, else null), both ways, over the whole database.
+    const drift = async () =>
+      (await listDrift(
         knex,
         `select em.entry_id, em.member_id, a.bucket_id, e.updated_at from privacy_bucket_assignments a
          join entry_members em on em.member_id = a.content_id join entries e on e.id = em.entry_id where a.kind = 'member' and a.section_key = ''`,
         'select entry_id, member_id, bucket_id, updated_at from entry_link_buckets',
-      );
+      )) +
+      (await listDrift(
+        knex,
+        `select e.id, (select case when count(*) = 1 then (array_agg(em.member_id))[1] end from entry_members em where em.entry_id = e.id) from entries e`,
+        'select id, sole_member_id from entries',
+      ));
     const path = fp(owner.userId);
     const seen = async (limit = 100) =>
       (
@@ -1274,6 +1280,80 @@ describe('notes', { timeout: 120_000 }, () => {
     });
   });
 
+  it('a note of one link is decided from its sole member as a note of several links is from all of them: read, read_write, hidden, trashed, memberId, relinked', async () => {
+    const {
+      owner,
+      viewer,
+      bucketId: rw,
+    } = await friendsSharing(server, { members_view: 'read', member_notes: 'read_write' });
+    const ro = await createBucket(owner, { members_view: 'read', member_notes: 'read' }, 'Read only');
+    await giveFriend(owner, viewer, [rw, ro]);
+    const writable = await createMember(owner.api, 'Writable');
+    const readable = await createMember(owner.api, 'Readable');
+    const hidden = await createMember(owner.api, 'Hidden');
+    const trashed = await createMember(owner.api, 'Trashed');
+    await shareMember(owner, writable, [rw]);
+    await shareMember(owner, readable, [ro]);
+    await shareMember(owner, trashed, [rw]);
+    const note = async (text: string, memberIds: string[]) => {
+      now += 1000;
+      return createEntry(owner.api, text, { memberIds });
+    };
+    const w = await note('w', [writable]);
+    const r = await note('r', [readable]);
+    const h = await note('h', [hidden]);
+    const tr = await note('t', [trashed]);
+    const wr = await note('wr', [writable, readable]);
+    expect(
+      (await owner.api.DELETE('/api/v1/members/{memberId}', { params: { path: { memberId: trashed } } })).response
+        .status,
+    ).toBe(204);
+    const path = fp(owner.userId);
+    const list = async (query: { memberId?: string } = {}) =>
+      (await viewer.api.GET('/api/v1/friends/{friendUserId}/entries', { params: { path, query } })).data!.map((n) => ({
+        id: n._id,
+        members: n.members.map((m) => m.name),
+        member: n.member?.name ?? null,
+        write: n.viewerCanWrite,
+      }));
+    const all = await list();
+    expect(all).toEqual([
+      { id: wr, members: ['Writable', 'Readable'], member: 'Writable', write: false },
+      { id: r, members: ['Readable'], member: 'Readable', write: false },
+      { id: w, members: ['Writable'], member: 'Writable', write: true },
+    ]);
+    expectNoneOf(all, [hidden, 'Hidden', trashed, 'Trashed', h, tr]);
+    expect((await list({ memberId: writable })).map((n) => n.id)).toEqual([wr, w]);
+    expect((await list({ memberId: readable })).map((n) => n.id)).toEqual([wr, r]);
+    expect(await list({ memberId: hidden })).toEqual([]);
+    expect(await list({ memberId: trashed })).toEqual([]);
+    // Relinked: one link to two (one hidden), back to one hidden, a hidden note to a readable member.
+    const relink = async (entryId: string, memberIds: string[]) => {
+      now += 1000;
+      expect(
+        (await owner.api.PATCH('/api/v1/entries/{entryId}', { params: { path: { entryId } }, body: { memberIds } }))
+          .response.status,
+      ).toBe(200);
+    };
+    await relink(w, [writable, hidden]);
+    expect((await list())[0]).toEqual({ id: w, members: ['Writable'], member: 'Writable', write: false });
+    await relink(w, [hidden]);
+    await relink(h, [readable]);
+    expect(await list()).toEqual([
+      { id: h, members: ['Readable'], member: 'Readable', write: false },
+      { id: wr, members: ['Writable', 'Readable'], member: 'Writable', write: false },
+      { id: r, members: ['Readable'], member: 'Readable', write: false },
+    ]);
+    // The trashed member restored: its note is back, writable.
+    expect(
+      (await owner.api.POST('/api/v1/members/{memberId}/restore', { params: { path: { memberId: trashed } } })).response
+        .status,
+    ).toBeLessThan(300);
+    expect((await list({ memberId: trashed })).map((n) => ({ id: n.id, write: n.write }))).toEqual([
+      { id: tr, write: true },
+    ]);
+  });
+
   // The list walks entry_link_buckets for each bucket the friend holds, down to the window's last
   // note: the same plan whether the friend sees a few of the window's notes or all of them.
   for (const shape of ['few', 'many'] as const) {
@@ -1350,9 +1430,9 @@ describe('notes', { timeout: 120_000 }, () => {
         const walks = nodes.filter((n) => n['Index Name'] === 'entry_link_buckets_recent');
         expect(walks.length, JSON.stringify(plan)).toBeGreaterThan(0);
         for (const walk of walks) expect(rows(walk), JSON.stringify(plan)).toBe(expected.length);
-        // The links read are the page's (its members and its write check), not the window's.
+        // Every note here has one link: each is decided from its sole member (entries.sole_member_id), no link is read.
         for (const scan of nodes.filter((n) => n['Relation Name'] === 'entry_members'))
-          expect(rows(scan), JSON.stringify(plan)).toBeLessThanOrEqual(2 * expected.length);
+          expect(rows(scan), JSON.stringify(plan)).toBe(0);
         for (const sort of nodes.filter((n) => n['Node Type'] === 'Sort'))
           expect(rows(sort), JSON.stringify(plan)).toBeLessThanOrEqual(limit);
       }

@@ -3173,27 +3173,23 @@ with
               le.created_at,
               le.updated_at,
               n.members,
+              n.sole_id,
+              n.sole_name,
               n.can_write
             from
               entries le
               cross join lateral (
                 select
-                  coalesce(
-                    json_agg(json_build_array(k.id, k.name, k.position)) filter (
-                      where
-                        k.level >= 1
-                    ),
-                    '[]'::json
-                  ) as members,
-                  coalesce(bool_or(k.level >= 1), false) as visible,
-                  coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
+                  null::json as members,
+                  s.id as sole_id,
+                  s.name as sole_name,
+                  s.level >= 1 as visible,
+                  s.level = 2 as can_write
                 from
-                  entry_members em
-                  left join lateral (
+                  (
                     select
                       lm.id,
                       lm.name,
-                      em.position,
                       (
                         case
                           when not lm.bucket_ids && (
@@ -3244,18 +3240,105 @@ with
                     from
                       members lm
                     where
-                      lm.id = em.member_id
+                      lm.id = le.sole_member_id
                       and lm.user_id = $5
                       and lm.deleted_at is null
                     offset
                       0
-                  ) k on true
+                  ) s
                 where
-                  em.entry_id = le.id
+                  le.sole_member_id is not null
+                union all
+                select
+                  a.members,
+                  null,
+                  null,
+                  a.visible,
+                  a.can_write
+                from
+                  (
+                    select
+                      coalesce(
+                        json_agg(json_build_array(k.id, k.name, k.position)) filter (
+                          where
+                            k.level >= 1
+                        ),
+                        '[]'::json
+                      ) as members,
+                      coalesce(bool_or(k.level >= 1), false) as visible,
+                      coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
+                    from
+                      entry_members em
+                      left join lateral (
+                        select
+                          lm.id,
+                          lm.name,
+                          em.position,
+                          (
+                            case
+                              when not lm.bucket_ids && (
+                                select
+                                  members_view_read
+                                from
+                                  friend_access
+                              )::uuid[] then 0
+                              when not (
+                                (
+                                  lm.side_system_id is null
+                                  or lm.side_system_id <> all (
+                                    (
+                                      select
+                                        hidden_system_ids
+                                      from
+                                        friend_access
+                                    )::uuid[]
+                                  )
+                                )
+                                and (
+                                  lm.sub_system_id is null
+                                  or lm.sub_system_id <> all (
+                                    (
+                                      select
+                                        hidden_system_ids
+                                      from
+                                        friend_access
+                                    )::uuid[]
+                                  )
+                                )
+                              ) then 0
+                              when lm.bucket_ids && (
+                                select
+                                  member_notes_read_write
+                                from
+                                  friend_access
+                              )::uuid[] then 2
+                              when lm.bucket_ids && (
+                                select
+                                  member_notes_read
+                                from
+                                  friend_access
+                              )::uuid[] then 1
+                              else 0
+                            end
+                          ) as level
+                        from
+                          members lm
+                        where
+                          lm.id = em.member_id
+                          and lm.user_id = $6
+                          and lm.deleted_at is null
+                        offset
+                          0
+                      ) k on true
+                    where
+                      em.entry_id = le.id
+                  ) a
+                where
+                  le.sole_member_id is null
               ) n
             where
               le.id = l.entry_id
-              and le.user_id = $6
+              and le.user_id = $7
               and le.deleted_at is null
               and n.visible
             offset
@@ -3293,13 +3376,13 @@ with
           l.updated_at desc,
           l.entry_id asc
         limit
-          $7
+          $8
       ) w
     order by
       w.updated_at desc,
       w.id asc
     limit
-      $8
+      $9
   )
 select
   fa.ok,
@@ -3370,33 +3453,23 @@ with
               le.created_at,
               le.updated_at,
               n.members,
+              n.sole_id,
+              n.sole_name,
               n.can_write
             from
               entries le
               cross join lateral (
                 select
-                  coalesce(
-                    json_agg(json_build_array(k.id, k.name, k.position)) filter (
-                      where
-                        k.level >= 1
-                    ),
-                    '[]'::json
-                  ) as members,
-                  coalesce(
-                    bool_or(
-                      k.level >= 1
-                      and k.id = $5::uuid
-                    ),
-                    false
-                  ) as visible,
-                  coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
+                  null::json as members,
+                  s.id as sole_id,
+                  s.name as sole_name,
+                  s.level >= 1 as visible,
+                  s.level = 2 as can_write
                 from
-                  entry_members em
-                  left join lateral (
+                  (
                     select
                       lm.id,
                       lm.name,
-                      em.position,
                       (
                         case
                           when not lm.bucket_ids && (
@@ -3447,18 +3520,112 @@ with
                     from
                       members lm
                     where
-                      lm.id = em.member_id
-                      and lm.user_id = $6
+                      lm.id = le.sole_member_id
+                      and lm.user_id = $5
                       and lm.deleted_at is null
+                      and lm.id = $6::uuid
                     offset
                       0
-                  ) k on true
+                  ) s
                 where
-                  em.entry_id = le.id
+                  le.sole_member_id is not null
+                union all
+                select
+                  a.members,
+                  null,
+                  null,
+                  a.visible,
+                  a.can_write
+                from
+                  (
+                    select
+                      coalesce(
+                        json_agg(json_build_array(k.id, k.name, k.position)) filter (
+                          where
+                            k.level >= 1
+                        ),
+                        '[]'::json
+                      ) as members,
+                      coalesce(
+                        bool_or(
+                          k.level >= 1
+                          and k.id = $7::uuid
+                        ),
+                        false
+                      ) as visible,
+                      coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
+                    from
+                      entry_members em
+                      left join lateral (
+                        select
+                          lm.id,
+                          lm.name,
+                          em.position,
+                          (
+                            case
+                              when not lm.bucket_ids && (
+                                select
+                                  members_view_read
+                                from
+                                  friend_access
+                              )::uuid[] then 0
+                              when not (
+                                (
+                                  lm.side_system_id is null
+                                  or lm.side_system_id <> all (
+                                    (
+                                      select
+                                        hidden_system_ids
+                                      from
+                                        friend_access
+                                    )::uuid[]
+                                  )
+                                )
+                                and (
+                                  lm.sub_system_id is null
+                                  or lm.sub_system_id <> all (
+                                    (
+                                      select
+                                        hidden_system_ids
+                                      from
+                                        friend_access
+                                    )::uuid[]
+                                  )
+                                )
+                              ) then 0
+                              when lm.bucket_ids && (
+                                select
+                                  member_notes_read_write
+                                from
+                                  friend_access
+                              )::uuid[] then 2
+                              when lm.bucket_ids && (
+                                select
+                                  member_notes_read
+                                from
+                                  friend_access
+                              )::uuid[] then 1
+                              else 0
+                            end
+                          ) as level
+                        from
+                          members lm
+                        where
+                          lm.id = em.member_id
+                          and lm.user_id = $8
+                          and lm.deleted_at is null
+                        offset
+                          0
+                      ) k on true
+                    where
+                      em.entry_id = le.id
+                  ) a
+                where
+                  le.sole_member_id is null
               ) n
             where
               le.id = l.entry_id
-              and le.user_id = $7
+              and le.user_id = $9
               and le.deleted_at is null
               and n.visible
             offset
@@ -3492,18 +3659,18 @@ with
                 last
             )
           )
-          and l.member_id = $8::uuid
+          and l.member_id = $10::uuid
         order by
           l.updated_at desc,
           l.entry_id asc
         limit
-          $9
+          $11
       ) w
     order by
       w.updated_at desc,
       w.id asc
     limit
-      $10
+      $12
   )
 select
   fa.ok,

@@ -1042,30 +1042,30 @@ limit
 
 -- native_export_page_33: entries, first page
 select
-  (to_jsonb(t))::text as line,
+  (to_jsonb(t) - $1::text)::text as line,
   t.id::text as k0
 from
   entries t
 where
-  t.user_id = $1
-order by
-  t.id
-limit
-  $2;
-
--- native_export_page_34: entries, next page
-select
-  (to_jsonb(t))::text as line,
-  t.id::text as k0
-from
-  entries t
-where
-  t.user_id = $1
-  and (t.id) > ($2::uuid)
+  t.user_id = $2
 order by
   t.id
 limit
   $3;
+
+-- native_export_page_34: entries, next page
+select
+  (to_jsonb(t) - $1::text)::text as line,
+  t.id::text as k0
+from
+  entries t
+where
+  t.user_id = $2
+  and (t.id) > ($3::uuid)
+order by
+  t.id
+limit
+  $4;
 
 -- native_export_page_35: entry_members, first page
 select

@@ -37,6 +37,7 @@ import * as m0035 from './0035_front_state_plpgsql.ts';
 import * as m0036 from './0036_idempotency_held_message.ts';
 import * as m0037 from './0037_friend_grants.ts';
 import * as m0038 from './0038_member_bucket_ids.ts';
+import * as m0039 from './0039_entry_sole_member.ts';
 
 export const migrations = [
   m0001,
@@ -77,4 +78,5 @@ export const migrations = [
   m0036,
   m0037,
   m0038,
+  m0039,
 ];

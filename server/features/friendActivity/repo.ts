@@ -336,7 +336,13 @@ interface NotesParams {
 
 const friendNotes = statement<
   NotesParams,
-  Omit<NoteView, 'members' | 'id'> & { ok: boolean; id: string | null; members: LinkedMember[] | string }
+  Omit<NoteView, 'members' | 'id'> & {
+    ok: boolean;
+    id: string | null;
+    members: LinkedMember[] | string | null;
+    sole_id: string | null;
+    sole_name: string | null;
+  }
 >({
   name: 'friend_notes',
   area: AREA,
@@ -347,6 +353,7 @@ const friendNotes = statement<
   },
   build: ({ access, limit, memberId }) => {
     const only = memberId === undefined ? sql.empty : sql`and l.member_id = ${memberId}::uuid`;
+    const soleOnly = memberId === undefined ? sql.empty : sql` and lm.id = ${memberId}::uuid`;
     // The window's bound: the list's order is (updated_at desc, id asc), so a link is inside when
     // its note is newer than the last one, or as new with an id not after it. No last note: fewer
     // notes than the window, every link is inside.
@@ -362,8 +369,16 @@ const friendNotes = statement<
            select distinct on (l.updated_at, l.entry_id) x.*
            from entry_link_buckets l
            cross join lateral (
-             select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.can_write
-             from entries le cross join lateral (${noteLinksSql(access, 'le.id', memberId)}) n
+             select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.sole_id, n.sole_name, n.can_write
+             from entries le cross join lateral (
+               select null::json as members, s.id as sole_id, s.name as sole_name, s.level >= 1 as visible, s.level = 2 as can_write
+               from (select lm.id, lm.name, ${memberLevelSql(access, 'lm', 'member_notes')} as level from members lm
+                     where lm.id = le.sole_member_id and lm.user_id = ${access.ownerId} and lm.deleted_at is null${soleOnly} offset 0) s
+               where le.sole_member_id is not null
+               union all
+               select a.members, null, null, a.visible, a.can_write from (${noteLinksSql(access, 'le.id', memberId)}) a
+               where le.sole_member_id is null
+             ) n
              where le.id = l.entry_id and le.user_id = ${access.ownerId} and le.deleted_at is null and n.visible
              offset 0
            ) x
@@ -555,7 +570,11 @@ export const friendActivityRepo = {
    * entry_link_buckets in the list's order down to that note. Each walked link's note is read and
    * its links decided once, by a lateral subquery that cannot be flattened (offset 0, as in
    * historyPage: as a filter, a plan may read the bucket's whole window and sort it); the note
-   * must be visible, and the walk stops at `limit` notes. A note listed under a held bucket and
+   * must be visible, and the walk stops at `limit` notes. A note of one link (its row's
+   * `sole_member_id`, migration 0039) is decided from that member alone, the rule of noteLinksSql
+   * for one link, without reading its links or aggregating them (the other branch of a union
+   * whose branches are gated on that column); only notes of several links take noteLinksSql. A
+   * note listed under a held bucket and
    * visible through another is still visible, so the walk needs only the list index's own columns
    * (an index-only read; with `memberId`, the link's member too). The walks are merged; the page's
    * rows are the walked ones, so no note is read or decided twice.
@@ -577,7 +596,8 @@ export const friendActivityRepo = {
           content: r.content,
           created_at: r.created_at,
           updated_at: r.updated_at,
-          members: sortByPosition(r.members),
+          members:
+            r.sole_id !== null ? [{ id: r.sole_id, name: r.sole_name as string }] : sortByPosition(r.members ?? []),
           can_write: r.can_write,
         })),
     };

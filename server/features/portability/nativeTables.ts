@@ -333,6 +333,8 @@ export const EXPORTED_TABLES: readonly ExportedTable[] = [
       'updated_at',
       'deleted_at',
     ],
+    // The member of the note's only link, kept by triggers from its links (migration 0039).
+    derived: ['sole_member_id'],
   },
   {
     name: 'entry_members',
