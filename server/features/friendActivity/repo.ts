@@ -574,8 +574,8 @@ export const friendActivityRepo = {
    * `sole_member_id`, migration 0039) is decided from that member alone, the rule of noteLinksSql
    * for one link, without reading its links or aggregating them (the other branch of a union
    * whose branches are gated on that column); only notes of several links take noteLinksSql. A
-   * note listed under a held bucket and
-   * visible through another is still visible, so the walk needs only the list index's own columns
+   * note listed under a held bucket and visible through another is still visible, so the walk
+   * needs only the list index's own columns
    * (an index-only read; with `memberId`, the link's member too). The walks are merged; the page's
    * rows are the walked ones, so no note is read or decided twice.
    */
