@@ -3078,7 +3078,6 @@ from
         select
           lm.id,
           lm.name,
-          em.position,
           (
             case
               when not lm.bucket_ids && $1::uuid[] then 0
@@ -3096,7 +3095,8 @@ from
               when lm.bucket_ids && $5::uuid[] then 1
               else 0
             end
-          ) as level
+          ) as level,
+          em.position
         from
           members lm
         where
@@ -3273,7 +3273,6 @@ with
                         select
                           lm.id,
                           lm.name,
-                          em.position,
                           (
                             case
                               when not lm.bucket_ids && (
@@ -3320,7 +3319,8 @@ with
                               )::uuid[] then 1
                               else 0
                             end
-                          ) as level
+                          ) as level,
+                          em.position
                         from
                           members lm
                         where
@@ -3560,7 +3560,6 @@ with
                         select
                           lm.id,
                           lm.name,
-                          em.position,
                           (
                             case
                               when not lm.bucket_ids && (
@@ -3607,7 +3606,8 @@ with
                               )::uuid[] then 1
                               else 0
                             end
-                          ) as level
+                          ) as level,
+                          em.position
                         from
                           members lm
                         where

@@ -86,8 +86,9 @@ export interface NoteForWrite {
  * `can_write`, every link is readable and its member's own buckets grant member_notes read_write.
  * A link is **readable** when its member is a live member of the owner's that visibleMembers
  * passes with member_notes at read (memberLevelSql ≥ 1; writable: = 2). The single definition of
- * both rules: the list and the single-note checks of PATCH and DELETE read them here. Each link's
- * member is read once, its own buckets with it (bucket_ids).
+ * both rules: the list and the single-note checks of PATCH and DELETE read them here; the list's
+ * one-link notes read their member through the same linkedMemberSql. Each link's member is read
+ * once, its own buckets with it (bucket_ids).
  */
 function noteLinksSql(access: FriendAccess | InStatementFriendAccess, entry: string, memberId?: string): Sql {
   const only = memberId === undefined ? sql.empty : sql` and k.id = ${memberId}::uuid`;
@@ -95,11 +96,23 @@ function noteLinksSql(access: FriendAccess | InStatementFriendAccess, entry: str
         coalesce(bool_or(k.level >= 1${only}), false) as visible,
         coalesce(bool_and(coalesce(k.level = 2, false)), true) as can_write
       from entry_members em
-      left join lateral (
-        select lm.id, lm.name, em.position, ${memberLevelSql(access, 'lm', 'member_notes')} as level from members lm
-        where lm.id = em.member_id and lm.user_id = ${access.ownerId} and lm.deleted_at is null offset 0
-      ) k on true
+      left join lateral (${linkedMemberSql(access, 'em.member_id', { columns: sql`, em.position` })}) k on true
       where em.entry_id = ${sql.id(entry)}`;
+}
+
+/**
+ * A note link's member as noteLinksSql decides it: the live member of the owner's in `column` (a
+ * constant qualified column), read by primary key behind `offset 0`, with its `id`, `name`, `level`
+ * (memberLevelSql with member_notes) and `columns` (each after a comma), where `where` (each after
+ * `and`) also holds. No row: the member is gone or in the trash, so the link is not readable.
+ */
+function linkedMemberSql(
+  access: FriendAccess | InStatementFriendAccess,
+  column: string,
+  { columns = sql.empty, where = sql.empty }: { columns?: Sql; where?: Sql } = {},
+): Sql {
+  return sql`select lm.id, lm.name, ${memberLevelSql(access, 'lm', 'member_notes')} as level${columns} from members lm
+        where lm.id = ${sql.id(column)} and lm.user_id = ${access.ownerId} and lm.deleted_at is null${where} offset 0`;
 }
 
 /** One readable link of noteLinksSql's `members`: member id, name, and the link's position. */
@@ -372,8 +385,7 @@ const friendNotes = statement<
              select le.id, le.title, le.content, le.created_at, le.updated_at, n.members, n.sole_id, n.sole_name, n.can_write
              from entries le cross join lateral (
                select null::json as members, s.id as sole_id, s.name as sole_name, s.level >= 1 as visible, s.level = 2 as can_write
-               from (select lm.id, lm.name, ${memberLevelSql(access, 'lm', 'member_notes')} as level from members lm
-                     where lm.id = le.sole_member_id and lm.user_id = ${access.ownerId} and lm.deleted_at is null${soleOnly} offset 0) s
+               from (${linkedMemberSql(access, 'le.sole_member_id', { where: soleOnly })}) s
                where le.sole_member_id is not null
                union all
                select a.members, null, null, a.visible, a.can_write from (${noteLinksSql(access, 'le.id', memberId)}) a
