@@ -83,6 +83,46 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
     expect(await knex('app_meta').where({ key: 'test_prepared_write' }).first()).toMatchObject({ value: '2' });
   });
 
+  it("on PostgreSQL: a write outside a transaction goes straight through pg, numbered once, under its name; inside one through knex; a failure keeps PostgreSQL's code", async () => {
+    const knex = server.deps.db.knex;
+    const write = prepared<{ value: string }>(
+      'test_prepared_direct_write',
+      'insert into app_meta (key, value) values (?, ?) on conflict (key) do update set value = excluded.value returning value',
+    );
+    const unique = prepared<{ value: string }>(
+      'test_prepared_direct_unique',
+      'insert into app_meta (key, value) values (?, ?) returning value',
+    );
+    // The first argument of every pg query: knex's (a callback follows it) and the direct one (a promise).
+    const configs: Array<{ text?: string; name?: string; rowMode?: string }> = [];
+    const query = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+    const spy = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(function (
+      this: pg.Client,
+      ...args: unknown[]
+    ) {
+      if (typeof args[0] === 'object' && args[0] !== null) configs.push(args[0] as (typeof configs)[number]);
+      return query.apply(this, args) as never;
+    });
+    let failure: unknown;
+    try {
+      expect(await write(knex, ['test_direct', 'a'])).toEqual([{ value: 'a' }]);
+      expect(await knex.transaction((trx) => write(trx, ['test_direct', 'b']))).toEqual([{ value: 'b' }]);
+      failure = await unique(knex, ['test_direct', 'c']).catch((err: unknown) => err);
+    } finally {
+      spy.mockRestore();
+    }
+    expect((failure as { code?: string }).code).toBe('23505');
+    expect(await knex('app_meta').where({ key: 'test_direct' }).first()).toMatchObject({ value: 'b' });
+    const ours = configs.filter((c) => c.name?.startsWith('test_prepared_direct'));
+    if (server.deps.db.kind !== 'postgres') return expect(ours.every((c) => c.rowMode === undefined)).toBe(true);
+    const numbered = write.text.replace('?', '$1').replace('?', '$2');
+    expect(ours.map((c) => [c.name, c.text, c.rowMode ?? 'knex'])).toEqual([
+      ['test_prepared_direct_write', numbered, 'array'],
+      ['test_prepared_direct_write', numbered, 'knex'],
+      ['test_prepared_direct_unique', unique.text.replace('?', '$1').replace('?', '$2'), 'array'],
+    ]);
+  });
+
   it('on PostgreSQL: JIT is off on both pools (compiling costs more than these statements run)', async () => {
     const knex = server.deps.db.knex;
     const jit = prepared<{ jit: string }>('test_prepared_jit', "select current_setting('jit') as jit");

@@ -1231,6 +1231,58 @@ describe('notes', { timeout: 120_000 }, () => {
     expect(Number((await knex('entry_link_buckets').where('entry_id', n3).count({ n: '*' }))[0]!.n)).toBe(0);
   });
 
+  it("a note's sole member is written with its row: creating a note never updates the row again, and a relink sets it by the link triggers", async () => {
+    const { owner } = await friendsSharing(server, { members_view: 'read', member_notes: 'read' });
+    const knex = server.deps.db.knex;
+    // Every update of a row of entries, as its sole member before and after.
+    await knex.raw('create table test_entry_updates (n bigserial, entry_id uuid, old_sole uuid, new_sole uuid)');
+    await knex.raw(`create function test_entry_updates() returns trigger language plpgsql as $$
+      begin
+        insert into test_entry_updates (entry_id, old_sole, new_sole) values (new.id, old.sole_member_id, new.sole_member_id);
+        return null;
+      end $$`);
+    await knex.raw(
+      'create trigger test_entry_updates after update on entries for each row execute function test_entry_updates()',
+    );
+    const updates = async () =>
+      (await knex('test_entry_updates').select('entry_id', 'old_sole', 'new_sole').orderBy('n')) as Array<{
+        entry_id: string;
+        old_sole: string | null;
+        new_sole: string | null;
+      }>;
+    const relink = async (entryId: string, memberIds: string[]) =>
+      expect(
+        (await owner.api.PATCH('/api/v1/entries/{entryId}', { params: { path: { entryId } }, body: { memberIds } }))
+          .response.status,
+      ).toBe(200);
+    try {
+      const robin = await createMember(owner.api, 'Robin');
+      const sam = await createMember(owner.api, 'Sam');
+      const one = await createEntry(owner.api, 'one', { memberIds: [robin] });
+      const two = await createEntry(owner.api, 'two', { memberIds: [robin, sam] });
+      expect(await updates()).toEqual([]);
+      expect(await knex('entries').whereIn('id', [one, two]).orderBy('title').pluck('sole_member_id')).toEqual([
+        robin,
+        null,
+      ]);
+      // Relinked (the links are deleted, then written again): the link triggers follow, and the row ends right.
+      await relink(two, [sam]);
+      await relink(one, [sam, robin]);
+      expect(await knex('entries').whereIn('id', [one, two]).orderBy('title').pluck('sole_member_id')).toEqual([
+        null,
+        sam,
+      ]);
+      expect((await updates()).filter((u) => u.old_sole !== u.new_sole)).toEqual([
+        { entry_id: two, old_sole: null, new_sole: sam },
+        { entry_id: one, old_sole: robin, new_sole: null },
+      ]);
+    } finally {
+      await knex.raw('drop trigger test_entry_updates on entries');
+      await knex.raw('drop function test_entry_updates()');
+      await knex.raw('drop table test_entry_updates');
+    }
+  });
+
   it('memberId: only the notes linking that member, and only when that link is readable; members lists the readable links in link order', async () => {
     const {
       owner,

@@ -169,6 +169,7 @@ with
         content,
         member_id,
         member_ids,
+        sole_member_id,
         created_at,
         updated_at,
         deleted_at
@@ -182,8 +183,9 @@ with
       $13,
       $14,
       $15::jsonb,
-      $16,
+      $16::uuid,
       $17,
+      $18,
       null
     from
       write_scope w,
@@ -197,13 +199,13 @@ with
     insert into
       entry_members (entry_id, member_id, user_id, position)
     select
-      $18::uuid,
-      l.member_id,
       $19::uuid,
+      l.member_id,
+      $20::uuid,
       l.n - 1
     from
       verdict v,
-      unnest($20::uuid[]) with ordinality as l (member_id, n)
+      unnest($21::uuid[]) with ordinality as l (member_id, n)
     where
       v.ok
     order by
@@ -234,7 +236,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($21::jsonb) as r (
+      jsonb_to_recordset($22::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -279,12 +281,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $22::text,
+      $23::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $23::int,
+      $24::int,
       (
         select
           min(next_attempt_at)
@@ -346,14 +348,14 @@ select
   (
     select
       pg_notify (
-        $24::text,
+        $25::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $25::text
+          ) then $26::text
           else ''
         end
       ) as notified
@@ -514,6 +516,7 @@ with
         content,
         member_id,
         member_ids,
+        sole_member_id,
         created_at,
         updated_at,
         deleted_at
@@ -527,8 +530,9 @@ with
       $13,
       $14,
       $15::jsonb,
-      $16,
+      $16::uuid,
       $17,
+      $18,
       null
     from
       write_scope w,
@@ -542,13 +546,13 @@ with
     insert into
       entry_members (entry_id, member_id, user_id, position)
     select
-      $18::uuid,
-      l.member_id,
       $19::uuid,
+      l.member_id,
+      $20::uuid,
       l.n - 1
     from
       verdict v,
-      unnest($20::uuid[]) with ordinality as l (member_id, n)
+      unnest($21::uuid[]) with ordinality as l (member_id, n)
     where
       v.ok
     order by
@@ -569,15 +573,15 @@ with
     insert into
       idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
     select
-      $21::uuid,
       $22::uuid,
-      $23::text,
+      $23::uuid,
       $24::text,
-      $25::bytea,
-      $26::text,
-      $27::bytea,
-      $28::bigint,
-      $29::bigint
+      $25::text,
+      $26::bytea,
+      $27::text,
+      $28::bytea,
+      $29::bigint,
+      $30::bigint
     where
       exists (
         select
@@ -616,7 +620,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($30::jsonb) as r (
+      jsonb_to_recordset($31::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -676,12 +680,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $31::text,
+      $32::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $32::int,
+      $33::int,
       (
         select
           min(next_attempt_at)
@@ -743,14 +747,14 @@ select
   (
     select
       pg_notify (
-        $33::text,
+        $34::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $34::text
+          ) then $35::text
           else ''
         end
       ) as notified

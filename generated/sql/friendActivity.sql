@@ -2264,6 +2264,7 @@ with
         content,
         member_id,
         member_ids,
+        sole_member_id,
         created_at,
         updated_at,
         deleted_at
@@ -2277,8 +2278,9 @@ with
       $18,
       $19,
       $20::jsonb,
-      $21,
+      $21::uuid,
       $22,
+      $23,
       null
     from
       write_scope w,
@@ -2292,13 +2294,13 @@ with
     insert into
       entry_members (entry_id, member_id, user_id, position)
     select
-      $23::uuid,
-      l.member_id,
       $24::uuid,
+      l.member_id,
+      $25::uuid,
       l.n - 1
     from
       verdict v,
-      unnest($25::uuid[]) with ordinality as l (member_id, n)
+      unnest($26::uuid[]) with ordinality as l (member_id, n)
     where
       v.ok
     order by
@@ -2329,7 +2331,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($26::jsonb) as r (
+      jsonb_to_recordset($27::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -2374,12 +2376,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $27::text,
+      $28::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $28::int,
+      $29::int,
       (
         select
           min(next_attempt_at)
@@ -2432,16 +2434,16 @@ with
         created_at
       )
     select
-      $29::uuid,
       $30::uuid,
-      $31::text,
-      $32::uuid,
-      $33::text,
+      $31::uuid,
+      $32::text,
+      $33::uuid,
       $34::text,
       $35::text,
       $36::text,
-      $37::jsonb,
-      $38::bigint
+      $37::text,
+      $38::jsonb,
+      $39::bigint
     from
       verdict
     where
@@ -2474,14 +2476,14 @@ select
   (
     select
       pg_notify (
-        $39::text,
+        $40::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $40::text
+          ) then $41::text
           else ''
         end
       ) as notified
@@ -2765,6 +2767,7 @@ with
         content,
         member_id,
         member_ids,
+        sole_member_id,
         created_at,
         updated_at,
         deleted_at
@@ -2778,8 +2781,9 @@ with
       $18,
       $19,
       $20::jsonb,
-      $21,
+      $21::uuid,
       $22,
+      $23,
       null
     from
       write_scope w,
@@ -2793,13 +2797,13 @@ with
     insert into
       entry_members (entry_id, member_id, user_id, position)
     select
-      $23::uuid,
-      l.member_id,
       $24::uuid,
+      l.member_id,
+      $25::uuid,
       l.n - 1
     from
       verdict v,
-      unnest($25::uuid[]) with ordinality as l (member_id, n)
+      unnest($26::uuid[]) with ordinality as l (member_id, n)
     where
       v.ok
     order by
@@ -2820,15 +2824,15 @@ with
     insert into
       idempotency_keys (id, user_id, operation, idem_key, fingerprint, key_id, response_enc, created_at, expires_at)
     select
-      $26::uuid,
       $27::uuid,
-      $28::text,
+      $28::uuid,
       $29::text,
-      $30::bytea,
-      $31::text,
-      $32::bytea,
-      $33::bigint,
-      $34::bigint
+      $30::text,
+      $31::bytea,
+      $32::text,
+      $33::bytea,
+      $34::bigint,
+      $35::bigint
     where
       exists (
         select
@@ -2867,7 +2871,7 @@ with
       -- A function scan yields the array's rows in order, and the identity follows the insert's order.
     from
       locked,
-      jsonb_to_recordset($35::jsonb) as r (
+      jsonb_to_recordset($36::jsonb) as r (
         account_id uuid,
         type text,
         area text,
@@ -2927,12 +2931,12 @@ with
       jobs (id, queue, payload, key, state, attempts, max_attempts, run_after, created_at, updated_at)
     select
       gen_random_uuid(),
-      $36::text,
+      $37::text,
       r.payload,
       r.key,
       'pending',
       0,
-      $37::int,
+      $38::int,
       (
         select
           min(next_attempt_at)
@@ -2985,16 +2989,16 @@ with
         created_at
       )
     select
-      $38::uuid,
       $39::uuid,
-      $40::text,
-      $41::uuid,
-      $42::text,
+      $40::uuid,
+      $41::text,
+      $42::uuid,
       $43::text,
       $44::text,
       $45::text,
-      $46::jsonb,
-      $47::bigint
+      $46::text,
+      $47::jsonb,
+      $48::bigint
     from
       verdict
     where
@@ -3027,14 +3031,14 @@ select
   (
     select
       pg_notify (
-        $48::text,
+        $49::text,
         case
           when exists (
             select
               1
             from
               delivered
-          ) then $49::text
+          ) then $50::text
           else ''
         end
       ) as notified

@@ -14,7 +14,9 @@
  * afterwards. A statement that writes or has another effect (isRead() false: a background upsert,
  * a NOTIFY) runs on the main pool instead, so it never holds a read connection through its commit
  * (the rate limiter's sync did, and every read behind it waited: about 6–12% more server CPU per
- * read in the bench). Inside a transaction a statement runs through knex on the transaction's
+ * read in the bench); it too is sent straight through `pg`, numbered once, on a connection of that
+ * pool (knex's per-statement work, copying and renumbering the text of a write of several CTEs, was
+ * 13–18 KB allocated per note created). Inside a transaction a statement runs through knex on the transaction's
  * connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text
  * through knex, unnamed, on its one connection: it has no network round trip to save.
  *
@@ -50,10 +52,16 @@ interface PreparedPool {
 }
 
 const preparedPools = new WeakMap<Knex, PreparedPool>();
+/** A PostgreSQL database's main pool, where its statements that write run outside a transaction. */
+const mainPools = new WeakMap<Knex, PreparedPool>();
 
-/** Named statements run against `main` outside a transaction go to `pool` instead (see above). */
+/**
+ * Named reads run against `main` outside a transaction go to `pool` instead (see above); named
+ * writes outside a transaction go straight through `pg` on `main`'s own pool.
+ */
 export function usePreparedPool(main: Knex, pool: Knex): void {
   preparedPools.set(main, { pool, events: main });
+  mainPools.set(main, { pool: main, events: main });
 }
 
 /** The prepared pool of a database's main knex instance (PostgreSQL only), for its metrics. */
@@ -67,10 +75,10 @@ export function preparedStatements(): ReadonlyMap<string, string> {
 }
 
 /**
- * Runs a statement on a connection of the prepared pool directly through `pg` (knex's query
- * builder and runner are per-request work a constant statement does not need: the native text is
- * numbered once, at definition) and reports it as knex `query` and `query-response` events of the
- * main instance.
+ * Runs a statement on a connection of a pool (the prepared one, or the main one for a write)
+ * directly through `pg` (knex's query builder and runner are per-request work a constant statement
+ * does not need: the native text is numbered once, at definition) and reports it as knex `query`
+ * and `query-response` events of the main instance.
  */
 async function runOnPool(
   target: PreparedPool,
@@ -195,7 +203,9 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
   const run = (db: Knex, bindings: readonly unknown[]): Promise<Row[]> => {
     if (bindings.length !== n)
       return Promise.reject(new Error(`prepared statement '${name}' takes ${n} values, got ${bindings.length}`));
-    const pool = !read || (db as Knex & { isTransaction?: boolean }).isTransaction ? undefined : preparedPools.get(db);
+    const pool = (db as Knex & { isTransaction?: boolean }).isTransaction
+      ? undefined
+      : (read ? preparedPools : mainPools).get(db);
     if (pool) return runOnPool(pool, name, native, bindings, rows) as Promise<Row[]>;
     return db
       .raw(text, bindings as readonly Knex.RawBinding[])

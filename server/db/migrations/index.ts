@@ -38,6 +38,7 @@ import * as m0036 from './0036_idempotency_held_message.ts';
 import * as m0037 from './0037_friend_grants.ts';
 import * as m0038 from './0038_member_bucket_ids.ts';
 import * as m0039 from './0039_entry_sole_member.ts';
+import * as m0040 from './0040_sole_member_unchanged.ts';
 
 export const migrations = [
   m0001,
@@ -79,4 +80,5 @@ export const migrations = [
   m0037,
   m0038,
   m0039,
+  m0040,
 ];

@@ -278,7 +278,8 @@ export interface NoteCreate {
  * plan's cap — a row a concurrent note has just taken is re-checked on its committed version, so
  * two notes cannot both take a member's last slot. `verdict.ok` holds when all of that passed; the
  * note, its links (link order) and the events are written only then. The triggers of 0029 then
- * add the links to the counters. `gate`, when given, is a further condition of the statement's
+ * add the links to the counters. The note's sole member (migration 0039) goes in with its row, so
+ * the link trigger finds it right and leaves the row alone (0040). `gate`, when given, is a further condition of the statement's
  * earlier CTEs (a friend's right to write the note): false, no member is locked and nothing written.
  */
 export function createEntrySql({ row, links, caps, events }: NoteCreate, gate?: Sql): Sql {
@@ -305,9 +306,11 @@ export function createEntrySql({ row, links, caps, events }: NoteCreate, gate?: 
     ),
     inserted as (
       insert into entries
-        (id, user_id, side_system_id, sub_system_id, title, content, member_id, member_ids, created_at, updated_at, deleted_at)
+        (id, user_id, side_system_id, sub_system_id, title, content, member_id, member_ids, sole_member_id,
+          created_at, updated_at, deleted_at)
       select ${row.id}, ${row.user_id}, w.side_system_id, w.sub_system_id, ${row.title}, ${row.content},
-        ${row.member_id}, ${jsonIds(row.member_ids)}::jsonb, ${row.created_at}, ${row.updated_at}, null
+        ${row.member_id}, ${jsonIds(row.member_ids)}::jsonb, ${links.length === 1 ? links[0]! : null}::uuid,
+        ${row.created_at}, ${row.updated_at}, null
       from write_scope w, verdict v where v.ok
       returning id
     ),
