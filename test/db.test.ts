@@ -83,7 +83,7 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
     expect(await knex('app_meta').where({ key: 'test_prepared_write' }).first()).toMatchObject({ value: '2' });
   });
 
-  it("on PostgreSQL: a write outside a transaction goes straight through pg, numbered once, under its name; inside one through knex; a failure keeps PostgreSQL's code", async () => {
+  it("on PostgreSQL: a write outside a transaction goes straight through pg, numbered once, under its name; inside one through knex; a failure keeps PostgreSQL's code and names the statement", async () => {
     const knex = server.deps.db.knex;
     const write = prepared<{ value: string }>(
       'test_prepared_direct_write',
@@ -111,7 +111,7 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
     } finally {
       spy.mockRestore();
     }
-    expect((failure as { code?: string }).code).toBe('23505');
+    expect(failure).toMatchObject({ code: '23505', statement: 'test_prepared_direct_unique' });
     expect(await knex('app_meta').where({ key: 'test_direct' }).first()).toMatchObject({ value: 'b' });
     const ours = configs.filter((c) => c.name?.startsWith('test_prepared_direct'));
     if (server.deps.db.kind !== 'postgres') return expect(ours.every((c) => c.rowMode === undefined)).toBe(true);

@@ -101,10 +101,22 @@ async function runOnPool(
     if (target.events.listenerCount('query-response') > 0)
       target.events.emit('query-response', objects, { method: 'raw', sql: text, bindings, options: { name } });
     return objects;
+  } catch (err) {
+    throw named(err, name);
   } finally {
     // knex's release is synchronous (it answers a resolved promise).
     void client.releaseConnection(connection);
   }
+}
+
+/**
+ * A statement's failure, carrying the statement's name (`statement`, logged with the error): the
+ * message is PostgreSQL's own, without the SQL or the values knex would have put in it.
+ */
+function named(err: unknown, name: string): unknown {
+  if (typeof err === 'object' && err !== null && !('statement' in err))
+    Object.assign(err as object, { statement: name });
+  return err;
 }
 
 /**
@@ -210,7 +222,12 @@ export function prepared<Row>(name: string, text: string): PreparedStatement<Row
     return db
       .raw(text, bindings as readonly Knex.RawBinding[])
       .options({ name })
-      .then((result: { rows: Row[] }) => result.rows);
+      .then(
+        (result: { rows: Row[] }) => result.rows,
+        (err: unknown) => {
+          throw named(err, name);
+        },
+      );
   };
   return Object.assign(run, { statementName: name, text });
 }
