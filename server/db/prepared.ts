@@ -16,8 +16,8 @@
  * (the rate limiter's sync did, and every read behind it waited: about 6–12% more server CPU per
  * read in the bench); it too is sent straight through `pg`, numbered once, on a connection of that
  * pool (knex's per-statement work, copying and renumbering the text of a write of several CTEs, was
- * 13–18 KB allocated per note created). Inside a transaction a statement runs through knex on the transaction's
- * connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text
+ * 13–18 KB allocated per note created). Inside a transaction a statement runs through knex on the
+ * transaction's connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text
  * through knex, unnamed, on its one connection: it has no network round trip to save.
  *
  * Rules: the text is a constant (no values, no pieces chosen per request: a variant is another
@@ -110,8 +110,8 @@ async function runOnPool(
 }
 
 /**
- * A statement's failure, carrying the statement's name (`statement`, logged with the error): the
- * message is PostgreSQL's own, without the SQL or the values knex would have put in it.
+ * A statement's failure, carrying the statement's name (`statement`, logged with the error). Sent
+ * straight through `pg`, its message is PostgreSQL's own; knex puts the statement's text before it.
  */
 function named(err: unknown, name: string): unknown {
   if (typeof err === 'object' && err !== null && !('statement' in err))

@@ -12,7 +12,7 @@ export const name = '0040_sole_member_unchanged';
  * entries runs only when some value differs (a statement-level trigger of entries fires on an
  * update of no rows too).
  */
-/** The member of note `e`'s only link, or null (the definition of 0039). */
+// The member of note `e`'s only link, or null (the definition of 0039).
 const SOLE = `(select case when count(*) = 1 then (array_agg(em.member_id))[1] end
          from entry_members em where em.entry_id = e.id)`;
 
