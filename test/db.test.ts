@@ -114,7 +114,8 @@ describe('named prepared statements (server/db/prepared.ts)', () => {
     expect(failure).toMatchObject({ code: '23505', statement: 'test_prepared_direct_unique' });
     expect(await knex('app_meta').where({ key: 'test_direct' }).first()).toMatchObject({ value: 'b' });
     const ours = configs.filter((c) => c.name?.startsWith('test_prepared_direct'));
-    if (server.deps.db.kind !== 'postgres') return expect(ours.every((c) => c.rowMode === undefined)).toBe(true);
+    // PGlite runs every statement through knex on its own client: none reaches pg.
+    if (server.deps.db.kind !== 'postgres') return expect(ours).toEqual([]);
     const numbered = write.text.replace('?', '$1').replace('?', '$2');
     expect(ours.map((c) => [c.name, c.text, c.rowMode ?? 'knex'])).toEqual([
       ['test_prepared_direct_write', numbered, 'array'],

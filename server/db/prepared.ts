@@ -17,8 +17,8 @@
  * read in the bench); it too is sent straight through `pg`, numbered once, on a connection of that
  * pool (knex's per-statement work, copying and renumbering the text of a write of several CTEs, was
  * 13–18 KB allocated per note created). Inside a transaction a statement runs through knex on the
- * transaction's connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs the same text
- * through knex, unnamed, on its one connection: it has no network round trip to save.
+ * transaction's connection, where PostgreSQL chooses the plan. The embedded database (PGlite) runs
+ * the same text through knex, unnamed, on its one connection: it has no network round trip to save.
  *
  * Rules: the text is a constant (no values, no pieces chosen per request: a variant is another
  * statement with its own name), placeholders are `?` (knex numbers them $1, $2 … in order; a value

@@ -587,9 +587,9 @@ export const friendActivityRepo = {
    * for one link, without reading its links or aggregating them (the other branch of a union
    * whose branches are gated on that column); only notes of several links take noteLinksSql. A
    * note listed under a held bucket and visible through another is still visible, so the walk
-   * needs only the list index's own columns
-   * (an index-only read; with `memberId`, the link's member too). The walks are merged; the page's
-   * rows are the walked ones, so no note is read or decided twice.
+   * needs only the list index's own columns (an index-only read; with `memberId`, the link's member
+   * too). The walks are merged; the page's rows are the walked ones, so no note is read or decided
+   * twice.
    */
   async notes(
     db: Knex,
